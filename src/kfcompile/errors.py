@@ -1,0 +1,34 @@
+"""Errors the core raises: each carries every problem found, one line each, with its field path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from attrs import frozen
+
+
+@frozen
+class Problem:
+    """One thing wrong with a spec, at a field path such as ``volumes[1].name``."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class KfcompileError(Exception):
+    """Base class: a list of problems; ``str()`` is one line per problem."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class SpecError(KfcompileError):
+    """The spec is malformed: wrong types, unknown keys, or values Kubernetes would reject."""
+
+
+class UnsupportedFeature(KfcompileError):
+    """The spec uses something the chosen target cannot express."""

@@ -1,0 +1,183 @@
+"""Field paths into rendered objects: ``spec.trainer.env[name=FOO].value``.
+
+The placement tables in ``targets/`` are written in this notation, ``explain`` prints it, and the
+property tests read values back with ``get``. Segments:
+
+- ``key`` or ``["key.with/dots"]``: a mapping key;
+- ``[3]``: a list index;
+- ``[name=node]``: the list item whose ``name`` is ``node`` (created when absent);
+- ``*``: every value of a mapping (each replica of a PyTorchJob).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from attrs import frozen
+
+
+@frozen
+class Select:
+    key: str
+    value: str
+
+
+@frozen
+class Each:
+    pass
+
+
+Segment = str | int | Select | Each
+Path = tuple[Segment, ...]
+
+_TOKEN = re.compile(
+    r"""\.?(?:
+        (?P<key>[A-Za-z_$][\w$-]*)
+      | \[(?P<index>\d+)\]
+      | \[(?P<quoted>"(?:[^"\\]|\\.)*")\]
+      | \[(?P<skey>[\w-]+)=(?P<svalue>[^\]]+)\]
+      | (?P<each>\*)
+    )""",
+    re.VERBOSE,
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def parse(text: str) -> Path:
+    out: list[Segment] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ValueError(f"bad path {text!r} at {pos}")
+        if m["key"] is not None:
+            out.append(m["key"])
+        elif m["index"] is not None:
+            out.append(int(m["index"]))
+        elif m["quoted"] is not None:
+            out.append(m["quoted"][1:-1].replace('\\"', '"'))
+        elif m["skey"] is not None:
+            out.append(Select(m["skey"], m["svalue"]))
+        else:
+            out.append(Each())
+        pos = m.end()
+    return tuple(out)
+
+
+def key(k: str) -> str:
+    """A mapping key as a path segment, quoted when it is not a plain identifier."""
+    return f".{k}" if re.fullmatch(r"[A-Za-z_$][\w$-]*", k) else f'["{k}"]'
+
+
+def select(k: str, v: str) -> str:
+    return f"[{k}={v}]"
+
+
+def format(path: Path) -> str:  # noqa: A001 - mirrors parse()
+    text = ""
+    for seg in path:
+        if isinstance(seg, Select):
+            text += select(seg.key, seg.value)
+        elif isinstance(seg, Each):
+            text += ".*"
+        elif isinstance(seg, int):
+            text += f"[{seg}]"
+        else:
+            text += key(seg)
+    return text.lstrip(".")
+
+
+def _expand(doc: Any, path: Path) -> Iterator[tuple[Any, Segment]]:
+    """Walk to every parent of the leaf, creating containers on the way."""
+    node = doc
+    for i, seg in enumerate(path[:-1]):
+        nxt = path[i + 1]
+        if isinstance(seg, Each):
+            for child in node.values():
+                yield from _expand(child, path[i + 1 :])
+            return
+        node = _child(node, seg, create=[] if isinstance(nxt, int | Select) else {})
+    yield node, path[-1]
+
+
+def _child(node: Any, seg: Segment, create: Any) -> Any:
+    if isinstance(seg, str):
+        return node.setdefault(seg, create)
+    if isinstance(seg, int):
+        if seg == len(node):
+            node.append(create)
+        return node[seg]
+    if isinstance(seg, Select):
+        for item in node:
+            if item.get(seg.key) == seg.value:
+                return item
+        item = {seg.key: seg.value}
+        node.append(item)
+        return item
+    raise ValueError("'*' cannot be the last segment")
+
+
+def put(doc: dict[str, Any], path: Path, value: Any, merge: bool = False) -> None:
+    """Set ``value`` at ``path``; with ``merge``, deep-merge it into what is there."""
+    for parent, leaf in _expand(doc, path):
+        if isinstance(leaf, Select):
+            target = _child(parent, leaf, {})
+            target.update(merged(target, value) if merge else value)
+            continue
+        if isinstance(leaf, int):
+            _child(parent, leaf, None)
+            parent[leaf] = merged(parent[leaf], value) if merge else value
+            continue
+        assert isinstance(leaf, str)
+        if merge and leaf in parent:
+            parent[leaf] = merged(parent[leaf], value)
+        else:
+            parent[leaf] = value
+
+
+def get(doc: Any, path: Path) -> Any:
+    """The value at ``path``; a ``*`` yields the list of values found under each key."""
+    node = doc
+    for i, seg in enumerate(path):
+        if isinstance(seg, Each):
+            return [get(child, path[i + 1 :]) for child in node.values()]
+        if isinstance(seg, Select):
+            matches = [item for item in node if item.get(seg.key) == seg.value]
+            if not matches:
+                raise KeyError(format(path[: i + 1]))
+            node = matches[0]
+        else:
+            node = node[seg]
+    return node
+
+
+def merged(base: Any, over: Any) -> Any:
+    """Deep-merge ``over`` into ``base`` without dropping anything ``base`` has.
+
+    Mappings merge key by key; lists of named items (containers, volumes, env) merge by
+    ``name``; other lists gain the items they lack; a scalar in ``over`` replaces one in ``base``.
+    """
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = merged(out[k], v) if k in out else v
+        return out
+    if isinstance(base, list) and isinstance(over, list):
+        if _named(base) and _named(over):
+            by_name = {item["name"]: item for item in base}
+            out_list = [merged(item, _find(over, item["name"]) or {}) for item in base]
+            out_list += [item for item in over if item["name"] not in by_name]
+            return out_list
+        return base + [item for item in over if item not in base]
+    return over
+
+
+def _named(items: list[Any]) -> bool:
+    return all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
+
+
+def _find(items: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    return next((i for i in items if i["name"] == name), None)

@@ -1,0 +1,286 @@
+"""Field rules for ``JobSpec``: each takes a field value and yields ``(sub-path, message)`` pairs.
+
+The grammar itself (names, labels, quantities) lives in ``k8s_rules``; this module applies it to
+the shapes the spec uses (maps, lists of Kubernetes objects) and adds the rules between fields.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kfcompile import k8s_rules as k8s
+
+if TYPE_CHECKING:
+    from kfcompile.spec import JobSpec
+
+Found = Iterator[tuple[str, str]]
+
+MANAGERS = (
+    "kueue.x-k8s.io/multikueue",
+    "trainer.kubeflow.org/trainjob-controller",
+    "kubeflow.org/training-operator",
+)
+# Pod hostnames derived from the job name must stay DNS labels (TrainJob and PyTorchJob shapes).
+HOSTNAME_SHAPES = ("{name}-node-0-{rank}", "{name}-worker-{rank}")
+TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+TOLERATION_OPERATORS = ("Exists", "Equal")
+TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+MOUNT_KEYS = frozenset(
+    {"name", "mountPath", "readOnly", "subPath", "subPathExpr", "mountPropagation",
+     "recursiveReadOnly"}
+)
+URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")
+# Kubernetes' own limit on image references is loose; reject only what can never pull.
+IMAGE = re.compile(r"^[^\s]+$")
+
+
+def _each(problems: Iterable[str], sub: str = "") -> Found:
+    for message in problems:
+        yield sub, message
+
+
+def _key(k: str) -> str:
+    return f"[{k!r}]" if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) else f".{k}"
+
+
+def dns1123_subdomain(v: str) -> Found:
+    return _each(k8s.dns1123_subdomain(v))
+
+
+dns1123_subdomain_opt = dns1123_subdomain
+
+
+def dns1123_label_opt(v: str) -> Found:
+    return _each(k8s.dns1123_label(v))
+
+
+def label_value_opt(v: str) -> Found:
+    return _each(k8s.label_value(v))
+
+
+def resource_name(v: str) -> Found:
+    return _each(k8s.resource_name(v))
+
+
+def quantity_opt(v: str) -> Found:
+    return _each(k8s.resource_quantity(v))
+
+
+def job_name(v: str) -> Found:
+    return _each(k8s.dns1035_label(v))
+
+
+def image(v: str) -> Found:
+    if not IMAGE.match(v):
+        yield "", "must be an image reference without spaces"
+
+
+def entrypoint(v: str) -> Found:
+    if not v.strip():
+        yield "", "must not be empty"
+
+
+def storage_uri(v: str) -> Found:
+    if not URI.match(v):
+        yield "", "must be a URI (scheme://...)"
+
+
+def managed_by(v: str) -> Found:
+    if v not in MANAGERS:
+        yield "", f"must be one of: {', '.join(MANAGERS)}"
+
+
+def positive(v: int) -> Found:
+    if v < 1:
+        yield "", "must be at least 1"
+
+
+def non_negative(v: int) -> Found:
+    if v < 0:
+        yield "", "must be 0 or more"
+
+
+def port(v: int) -> Found:
+    if not 1 <= v <= 65535:
+        yield "", "must be a port number from 1 to 65535"
+
+
+def nprocs(v: int | str) -> Found:
+    if isinstance(v, int) and v < 1:
+        yield "", "must be at least 1 or 'auto'"
+
+
+def label_map(m: Mapping[str, str]) -> Found:
+    for k, v in m.items():
+        yield from _each(k8s.qualified_name(k), f"{_key(k)} (key)")
+        yield from _each(k8s.label_value(v), _key(k))
+
+
+def annotation_map(m: Mapping[str, str]) -> Found:
+    for k in m:
+        yield from _each(k8s.qualified_name(k), f"{_key(k)} (key)")
+
+
+def resource_map(m: Mapping[str, str]) -> Found:
+    for k, v in m.items():
+        yield from _each(k8s.resource_name(k), f"{_key(k)} (key)")
+        yield from _each(k8s.resource_quantity(v), _key(k))
+
+
+def env_map(m: Mapping[str, str]) -> Found:
+    for k in m:
+        yield from _each(k8s.env_var_name(k), f"{_key(k)} (key)")
+
+
+def mapping_keys(m: Mapping[str, Any]) -> Found:
+    for k in m:
+        if not isinstance(k, str):
+            yield f"[{k!r}]", "keys must be strings"
+
+
+def name_list(names: tuple[str, ...]) -> Found:
+    seen: set[str] = set()
+    for i, n in enumerate(names):
+        yield from _each(k8s.dns1123_subdomain(n), f"[{i}]")
+        if n in seen:
+            yield f"[{i}]", f"duplicate {n!r}"
+        seen.add(n)
+
+
+def gate_list(names: tuple[str, ...]) -> Found:
+    seen: set[str] = set()
+    for i, n in enumerate(names):
+        yield from _each(k8s.qualified_name(n), f"[{i}]")
+        if n in seen:
+            yield f"[{i}]", f"duplicate {n!r}"
+        seen.add(n)
+
+
+def env_list(items: tuple[Mapping[str, Any], ...]) -> Found:
+    for i, item in enumerate(items):
+        name = item.get("name")
+        if name is None:
+            yield f"[{i}].name", "required"
+        elif not isinstance(name, str):
+            yield f"[{i}].name", "must be a string"
+        else:
+            yield from _each(k8s.env_var_name(name), f"[{i}].name")
+        unknown = set(item) - {"name", "value", "valueFrom"}
+        for k in sorted(map(str, unknown)):
+            yield f"[{i}].{k}", "unknown field (EnvVar has name, value, valueFrom)"
+        if "value" in item and "valueFrom" in item:
+            yield f"[{i}]", "set value or valueFrom, not both"
+        if "value" in item and not isinstance(item["value"], str):
+            yield f"[{i}].value", "must be a string"
+        if "valueFrom" in item and not isinstance(item["valueFrom"], Mapping):
+            yield f"[{i}].valueFrom", "must be a mapping"
+
+
+def env_unique(env: Mapping[str, str], listed: tuple[Mapping[str, Any], ...]) -> Found:
+    seen = set(env)
+    for i, item in enumerate(listed):
+        name = item.get("name")
+        if isinstance(name, str):
+            if name in seen:
+                yield f"env_list[{i}].name", f"duplicate environment variable {name!r}"
+            seen.add(name)
+
+
+def tolerations(items: tuple[Mapping[str, Any], ...]) -> Found:
+    for i, t in enumerate(items):
+        for k in sorted(map(str, set(t) - TOLERATION_KEYS)):
+            yield f"[{i}].{k}", f"unknown field (Toleration has {', '.join(sorted(TOLERATION_KEYS))})"
+        op = t.get("operator", "Equal")
+        if op not in TOLERATION_OPERATORS:
+            yield f"[{i}].operator", "must be Exists or Equal"
+        if op == "Exists" and t.get("value"):
+            yield f"[{i}].value", "must be empty when operator is Exists"
+        if "effect" in t and t["effect"] not in TOLERATION_EFFECTS:
+            yield f"[{i}].effect", f"must be one of: {', '.join(TOLERATION_EFFECTS)}"
+        if "key" in t:
+            yield from _each(k8s.qualified_name(str(t["key"])), f"[{i}].key")
+        elif op != "Exists":
+            yield f"[{i}].key", "required unless operator is Exists"
+
+
+def volumes(items: tuple[Mapping[str, Any], ...]) -> Found:
+    seen: set[str] = set()
+    for i, v in enumerate(items):
+        name = v.get("name")
+        if name is None:
+            yield f"[{i}].name", "required"
+            continue
+        if not isinstance(name, str):
+            yield f"[{i}].name", "must be a string"
+            continue
+        yield from _each(k8s.dns1123_label(name), f"[{i}].name")
+        if name in seen:
+            yield f"[{i}].name", f"duplicate volume {name!r}"
+        seen.add(name)
+        sources = [k for k in v if k != "name"]
+        if len(sources) != 1:
+            yield f"[{i}]", "must have exactly one volume source (e.g. persistentVolumeClaim)"
+
+
+def volume_mounts(items: tuple[Mapping[str, Any], ...]) -> Found:
+    paths: set[str] = set()
+    for i, m in enumerate(items):
+        for k in ("name", "mountPath"):
+            if k not in m:
+                yield f"[{i}].{k}", "required"
+        for k in sorted(map(str, set(m) - MOUNT_KEYS)):
+            yield f"[{i}].{k}", "unknown field (VolumeMount)"
+        path = m.get("mountPath")
+        if isinstance(path, str):
+            if not path.startswith("/"):
+                yield f"[{i}].mountPath", "must be an absolute path"
+            if path in paths:
+                yield f"[{i}].mountPath", f"duplicate mount path {path!r}"
+            paths.add(path)
+
+
+def resources_consistent(s: JobSpec) -> Found:
+    """Limits not below requests; non-overcommitable resources need a limit equal to the request."""
+    pairs = [
+        ("cpu_limit", "cpu_request", s.cpu_limit, s.cpu_request),
+        ("memory_limit", "memory_request", s.memory_limit, s.memory_request),
+    ]
+    for k, lim in s.extra_resource_limits.items():
+        if k in s.extra_resource_requests:
+            pairs.append(
+                (f"extra_resource_limits{_key(k)}", f"extra_resource_requests{_key(k)}",
+                 lim, s.extra_resource_requests[k])
+            )
+    for lim_path, req_path, lim, req in pairs:
+        if lim is None or req is None:
+            continue
+        try:
+            if k8s.compare_quantities(lim, req) < 0:
+                yield lim_path, f"must not be below {req_path} ({req})"
+        except ValueError:
+            pass  # the quantity rule already reported it
+    for k, req in s.extra_resource_requests.items():
+        if not k8s.is_extended_resource(k):
+            continue
+        lim = s.extra_resource_limits.get(k)
+        path = f"extra_resource_requests{_key(k)}"
+        if lim is None:
+            yield path, "a non-overcommitable resource needs an equal limit in extra_resource_limits"
+        elif k8s.compare_quantities(lim, req) != 0:
+            yield path, "must equal the limit for a non-overcommitable resource"
+    for k in (*s.extra_resource_requests, *s.extra_resource_limits):
+        if k in ("cpu", "memory") or k == s.gpu_resource:
+            yield f"extra_resources{_key(k)}", "set by its own field (cpu_*, memory_*, gpus_per_node)"
+
+
+def hostname_lengths(name: str, num_nodes: int) -> Found:
+    for shape in HOSTNAME_SHAPES:
+        host = shape.format(name=name, rank=max(num_nodes - 1, 0))
+        if len(host) > 63:
+            yield "", (
+                f"too long: pod hostname {host!r} would be {len(host)} characters "
+                "(a DNS label allows 63)"
+            )
+            return

@@ -1,0 +1,307 @@
+"""The version-neutral job description: frozen attrs classes, each field with its rule beside it.
+
+A ``JobSpec`` is checked as a whole when it is built (``__attrs_post_init__``): every field rule
+and every rule between fields runs, and all problems are raised together as one ``SpecError``.
+Kubernetes objects users already know (volumes, tolerations, affinity, EnvVar) stay plain dicts
+in their Kubernetes shape, so they can be pasted from existing manifests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Literal
+
+import attrs
+from attrs import field, frozen
+
+from kfcompile import rules
+from kfcompile.errors import Problem, SpecError
+
+LauncherKind = Literal["torchrun", "python"]
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
+CleanPodPolicy = Literal["All", "Running", "None"]
+RdzvBackend = Literal["c10d", "etcd", "etcd-v2"]
+RuntimeKind = Literal["ClusterTrainingRuntime", "TrainingRuntime"]
+
+Rule = Callable[[Any], Iterable[tuple[str, str]]]
+
+DEFAULT_RUNTIME = "torch-distributed"
+SCRIPT_DIR = "/opt/kfcompile/scripts"
+
+
+def _rule(check: Rule, doc: str, **kwargs: Any) -> Any:
+    """A field whose value ``check`` validates; ``doc`` feeds the reference and JSON Schema."""
+    metadata = {"rule": check, "doc": doc}
+    return field(metadata=metadata, **kwargs)
+
+
+def _doc(doc: str, **kwargs: Any) -> Any:
+    return field(metadata={"doc": doc}, **kwargs)
+
+
+@frozen(kw_only=True)
+class Launcher:
+    """How the container starts the training program, without hand-written shell."""
+
+    kind: LauncherKind = _doc("`torchrun` (one process per GPU, rendezvous wired) or `python`.")
+    entrypoint: str | None = _rule(
+        rules.entrypoint,
+        "Python file to run: a path in the image, or the file name of the inline `script`.",
+        default=None,
+    )
+    args: tuple[str, ...] = _doc("Arguments passed to the program.", default=())
+
+
+@frozen(kw_only=True)
+class RuntimeRef:
+    """The (Cluster)TrainingRuntime a TrainJob runs on."""
+
+    name: str = _rule(rules.dns1123_subdomain, "Runtime name.", default=DEFAULT_RUNTIME)
+    kind: RuntimeKind = _doc("`ClusterTrainingRuntime` or `TrainingRuntime`.", default="ClusterTrainingRuntime")
+    api_group: str = _doc("API group of the runtime.", default="trainer.kubeflow.org")
+
+
+@frozen(kw_only=True)
+class InitializerSource:
+    """Where a dataset or model comes from before training starts."""
+
+    storage_uri: str = _rule(rules.storage_uri, "URI such as `hf://org/model` or `s3://bucket/x`.")
+    env: Mapping[str, str] = _rule(rules.env_map, "Extra environment for the initializer.", factory=dict)
+    secret_ref: str | None = _rule(rules.dns1123_subdomain, "Secret with credentials.", default=None)
+
+
+@frozen(kw_only=True)
+class Initializer:
+    dataset: InitializerSource | None = _doc("Dataset initializer.", default=None)
+    model: InitializerSource | None = _doc("Model initializer.", default=None)
+
+
+@frozen(kw_only=True)
+class ElasticPolicy:
+    """PyTorch elastic training: the job may run on between min_nodes and max_nodes nodes."""
+
+    min_nodes: int = _rule(rules.positive, "Fewest nodes the job runs on.")
+    max_nodes: int = _rule(rules.positive, "Most nodes the job runs on.")
+    rdzv_backend: RdzvBackend = _doc("Rendezvous backend.", default="c10d")
+    rdzv_port: int = _rule(rules.port, "Rendezvous port on worker 0.", default=29400)
+    max_restarts: int | None = _rule(rules.non_negative, "torchrun --max-restarts.", default=None)
+
+
+@frozen(kw_only=True)
+class SchedulingPolicy:
+    """Gang scheduling for PyTorchJob (Volcano / scheduler-plugins)."""
+
+    min_available: int | None = _rule(rules.positive, "Pods that must start together.", default=None)
+    queue: str | None = _doc("Volcano queue.", default=None)
+    min_resources: Mapping[str, str] = _rule(
+        rules.resource_map, "Resources the gang needs.", factory=dict
+    )
+    priority_class: str | None = _rule(rules.dns1123_subdomain_opt, "PriorityClass.", default=None)
+    schedule_timeout_seconds: int | None = _rule(rules.positive, "Gang timeout.", default=None)
+
+
+@frozen(kw_only=True)
+class JobSpec:
+    """One training job, independent of Training Operator / Trainer release."""
+
+    # identity
+    name: str = _rule(rules.job_name, "Job name: RFC 1035 label, short enough for pod names.")
+    namespace: str | None = _rule(rules.dns1123_label_opt, "Namespace.", default=None)
+    labels: Mapping[str, str] = _rule(rules.label_map, "Labels on the job object.", factory=dict)
+    annotations: Mapping[str, str] = _rule(
+        rules.annotation_map, "Annotations on the job object.", factory=dict
+    )
+    runtime_labels: Mapping[str, str] = _rule(
+        rules.label_map, "TrainJob: labels on the JobSet and Jobs it creates.", factory=dict
+    )
+    runtime_annotations: Mapping[str, str] = _rule(
+        rules.annotation_map, "TrainJob: annotations on the JobSet and Jobs.", factory=dict
+    )
+    pod_labels: Mapping[str, str] = _rule(rules.label_map, "Labels on every pod.", factory=dict)
+    pod_annotations: Mapping[str, str] = _rule(
+        rules.annotation_map, "Annotations on every pod.", factory=dict
+    )
+
+    # workload
+    image: str = _rule(rules.image, "Container image.")
+    image_pull_policy: PullPolicy | None = _doc("`Always`, `IfNotPresent` or `Never`.", default=None)
+    image_pull_secrets: tuple[str, ...] = _rule(
+        rules.name_list, "Secrets for pulling the image.", default=()
+    )
+    command: tuple[str, ...] = _doc("Container command (instead of `launcher`).", default=())
+    args: tuple[str, ...] = _doc("Container args (with `command`).", default=())
+    launcher: Launcher | None = _doc("Run a Python program with torchrun or python.", default=None)
+    script: str | None = _doc(
+        "Inline program text, shipped in a ConfigMap and run by the launcher.", default=None
+    )
+
+    # scale
+    num_nodes: int = _rule(rules.positive, "Number of nodes (pods).", default=1)
+    gpus_per_node: int = _rule(rules.non_negative, "GPUs per node.", default=0)
+    nprocs_per_node: int | Literal["auto"] | None = _rule(
+        rules.nprocs, "Processes per node: an int or `auto`; default `gpus_per_node` or 1.",
+        default=None,
+    )
+    gpu_resource: str = _rule(rules.resource_name, "GPU resource name.", default="nvidia.com/gpu")
+
+    # resources
+    cpu_request: str | None = _rule(rules.quantity_opt, "CPU request per node.", default=None)
+    cpu_limit: str | None = _rule(rules.quantity_opt, "CPU limit per node.", default=None)
+    memory_request: str | None = _rule(rules.quantity_opt, "Memory request per node.", default=None)
+    memory_limit: str | None = _rule(rules.quantity_opt, "Memory limit per node.", default=None)
+    extra_resource_requests: Mapping[str, str] = _rule(
+        rules.resource_map, "Other resource requests, e.g. `vpc.amazonaws.com/efa`.", factory=dict
+    )
+    extra_resource_limits: Mapping[str, str] = _rule(
+        rules.resource_map, "Other resource limits.", factory=dict
+    )
+    shm_size: str | None = _rule(
+        rules.quantity_opt, "Size of a memory-backed /dev/shm (NCCL needs more than 64Mi).",
+        default=None,
+    )
+
+    # environment
+    env: Mapping[str, str] = _rule(rules.env_map, "Environment variables, name -> value.", factory=dict)
+    env_list: tuple[Mapping[str, Any], ...] = _rule(
+        rules.env_list, "Full Kubernetes EnvVar entries (for `valueFrom`).", default=()
+    )
+
+    # placement
+    tolerations: tuple[Mapping[str, Any], ...] = _rule(
+        rules.tolerations, "Pod tolerations.", default=()
+    )
+    affinity: Mapping[str, Any] | None = _doc("Pod affinity.", default=None)
+    node_selector: Mapping[str, str] = _rule(rules.label_map, "Pod node selector.", factory=dict)
+    scheduling_gates: tuple[str, ...] = _rule(rules.gate_list, "Pod scheduling gates.", default=())
+    service_account_name: str | None = _rule(
+        rules.dns1123_subdomain_opt, "Service account the pods run as.", default=None
+    )
+    termination_grace_period_seconds: int | None = _rule(
+        rules.non_negative, "Seconds a pod gets to stop.", default=None
+    )
+
+    # storage
+    volumes: tuple[Mapping[str, Any], ...] = _rule(rules.volumes, "Pod volumes.", default=())
+    volume_mounts: tuple[Mapping[str, Any], ...] = _rule(
+        rules.volume_mounts, "Mounts in the training container.", default=()
+    )
+
+    # Kubeflow
+    runtime_ref: RuntimeRef | None = _doc(
+        "TrainJob runtime; default ClusterTrainingRuntime `torch-distributed`.", default=None
+    )
+    initializer: Initializer | None = _doc("TrainJob dataset/model initializers.", default=None)
+    suspend: bool | None = _doc("Create the job suspended.", default=None)
+    managed_by: str | None = _rule(
+        rules.managed_by, "Controller that owns the job (`kueue.x-k8s.io/multikueue`).", default=None
+    )
+    active_deadline_seconds: int | None = _rule(
+        rules.positive, "Fail the job after this many seconds.", default=None
+    )
+    backoff_limit: int | None = _rule(rules.non_negative, "Retries before failing.", default=None)
+    ttl_seconds_after_finished: int | None = _rule(
+        rules.non_negative, "Delete the job this long after it finishes.", default=None
+    )
+    clean_pod_policy: CleanPodPolicy | None = _doc("Pods to delete when done.", default=None)
+    restart_policy: RestartPolicy | None = _doc("Pod restart policy.", default=None)
+    elastic: ElasticPolicy | None = _doc("PyTorch elastic policy.", default=None)
+
+    # queueing
+    queue: str | None = _rule(rules.label_value_opt, "Kueue LocalQueue name.", default=None)
+    priority_class: str | None = _rule(
+        rules.label_value_opt, "Kueue WorkloadPriorityClass.", default=None
+    )
+    scheduling_policy: SchedulingPolicy | None = _doc(
+        "PyTorchJob gang-scheduling policy.", default=None
+    )
+
+    # escape hatches
+    pod_spec_overrides: Mapping[str, Any] = _rule(
+        rules.mapping_keys, "Deep-merged into the generated pod spec.", factory=dict
+    )
+    container_overrides: Mapping[str, Any] = _rule(
+        rules.mapping_keys, "Deep-merged into the generated training container.", factory=dict
+    )
+
+    def __attrs_post_init__(self) -> None:
+        problems = list(check(self))
+        if problems:
+            raise SpecError(problems)
+
+    # derived values
+    @property
+    def nprocs(self) -> int | Literal["auto"]:
+        if self.nprocs_per_node is not None:
+            return self.nprocs_per_node
+        return self.gpus_per_node or 1
+
+    @property
+    def runtime(self) -> RuntimeRef:
+        return self.runtime_ref or RuntimeRef()
+
+    @property
+    def script_entrypoint(self) -> str:
+        """File name of the inline script (in its ConfigMap and under ``SCRIPT_DIR``)."""
+        entry = self.launcher.entrypoint if self.launcher else None
+        return entry or "train.py"
+
+
+# --- checking -------------------------------------------------------------------------------
+
+
+def _field_problems(obj: Any, prefix: str) -> Iterator[Problem]:
+    for a in attrs.fields(type(obj)):
+        value = getattr(obj, a.name)
+        path = f"{prefix}{a.name}"
+        rule: Rule | None = a.metadata.get("rule")
+        if rule is not None and value is not None:
+            for sub, message in rule(value):
+                yield Problem(path + sub, message)
+        if attrs.has(type(value)):
+            yield from _field_problems(value, path + ".")
+
+
+def _between_fields(s: JobSpec) -> Iterator[tuple[str, str]]:
+    """Rules that relate fields to each other."""
+    for _, message in rules.hostname_lengths(s.name, s.num_nodes):
+        yield "name", message
+    if s.launcher is not None and s.command:
+        yield "command", "set either command or launcher, not both"
+    if s.args and not s.command:
+        yield "args", "needs command (for launcher programs use launcher.args)"
+    if s.script is not None:
+        if s.launcher is None:
+            yield "script", "needs a launcher to run it"
+        elif s.launcher.entrypoint and "/" in s.launcher.entrypoint:
+            yield "launcher.entrypoint", "must be a file name when script is inline"
+    elif s.launcher is not None and not s.launcher.entrypoint:
+        yield "launcher.entrypoint", "required (or give an inline script)"
+
+    yield from rules.resources_consistent(s)
+    yield from rules.env_unique(s.env, s.env_list)
+    defined = {v.get("name") for v in s.volumes if isinstance(v, Mapping)}
+    for i, m in enumerate(s.volume_mounts):
+        name = m.get("name") if isinstance(m, Mapping) else None
+        if isinstance(name, str) and name not in defined:
+            yield f"volume_mounts[{i}].name", f"no volume named {name!r} in volumes"
+    if s.shm_size is not None and "dshm" in defined:
+        yield "volumes", "the name 'dshm' is used by shm_size"
+    if s.script is not None and "kfcompile-script" in defined:
+        yield "volumes", "the name 'kfcompile-script' is used by script"
+
+    if s.elastic is not None:
+        e = s.elastic
+        if e.min_nodes > e.max_nodes:
+            yield "elastic.min_nodes", "must not exceed elastic.max_nodes"
+        if not e.min_nodes <= s.num_nodes <= e.max_nodes:
+            yield "num_nodes", "must lie between elastic.min_nodes and elastic.max_nodes"
+    if s.gpus_per_node and s.gpu_resource in s.extra_resource_limits:
+        yield "extra_resource_limits", f"{s.gpu_resource} is set by gpus_per_node"
+
+
+def check(spec: JobSpec) -> Iterator[Problem]:
+    """Every problem in ``spec``: field rules first, then rules between fields."""
+    yield from _field_problems(spec, "")
+    for path, message in _between_fields(spec):
+        yield Problem(path, message)
