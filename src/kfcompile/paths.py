@@ -121,21 +121,31 @@ def _child(node: Any, seg: Segment, create: Any) -> Any:
 
 
 def put(doc: dict[str, Any], path: Path, value: Any, merge: bool = False) -> None:
-    """Set ``value`` at ``path``; with ``merge``, deep-merge it into what is there."""
+    """Set a copy of ``value`` at ``path``; with ``merge``, deep-merge it into what is there."""
     for parent, leaf in _expand(doc, path):
         if isinstance(leaf, Select):
-            target = _child(parent, leaf, {})
-            target.update(merged(target, value) if merge else value)
-            continue
-        if isinstance(leaf, int):
+            for i, item in enumerate(parent):
+                if item.get(leaf.key) == leaf.value:
+                    parent[i] = merged(item, value) if merge else {**item, **copied(value)}
+                    break
+            else:
+                parent.append({**copied(value), leaf.key: leaf.value})
+        elif isinstance(leaf, int):
             _child(parent, leaf, None)
-            parent[leaf] = merged(parent[leaf], value) if merge else value
-            continue
-        assert isinstance(leaf, str)
-        if merge and leaf in parent:
-            parent[leaf] = merged(parent[leaf], value)
+            parent[leaf] = merged(parent[leaf], value) if merge else copied(value)
+        elif isinstance(leaf, str):
+            parent[leaf] = merged(parent[leaf], value) if merge and leaf in parent else copied(value)
         else:
-            parent[leaf] = value
+            raise ValueError("'*' cannot be the last segment")
+
+
+def copied(value: Any) -> Any:
+    """A deep copy of plain data (dicts, lists, scalars): outputs never alias the spec."""
+    if isinstance(value, dict):
+        return {k: copied(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [copied(v) for v in value]
+    return value
 
 
 def get(doc: Any, path: Path) -> Any:
@@ -163,16 +173,16 @@ def merged(base: Any, over: Any) -> Any:
     if isinstance(base, dict) and isinstance(over, dict):
         out = dict(base)
         for k, v in over.items():
-            out[k] = merged(out[k], v) if k in out else v
+            out[k] = merged(out[k], v) if k in out else copied(v)
         return out
     if isinstance(base, list) and isinstance(over, list):
         if _named(base) and _named(over):
             by_name = {item["name"]: item for item in base}
             out_list = [merged(item, _find(over, item["name"]) or {}) for item in base]
-            out_list += [item for item in over if item["name"] not in by_name]
+            out_list += [copied(item) for item in over if item["name"] not in by_name]
             return out_list
-        return base + [item for item in over if item not in base]
-    return over
+        return base + [copied(item) for item in over if item not in base]
+    return copied(over)
 
 
 def _named(items: list[Any]) -> bool:

@@ -1,0 +1,56 @@
+"""kfcompile: one typed training-job spec in, the exact Kubeflow custom resources out.
+
+>>> from kfcompile import load_spec, render
+>>> objects = render(load_spec(open("job.yaml").read()), "trainjob/v2.3")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kfcompile.errors import KfcompileError, Problem, SpecError, UnsupportedFeature
+from kfcompile.load import dump_spec, load_spec, structure, unstructure
+from kfcompile.spec import ElasticPolicy, Initializer, InitializerSource, JobSpec, Launcher
+from kfcompile.spec import RuntimeRef, SchedulingPolicy
+from kfcompile.status import JobState, State, job_state
+from kfcompile.targets import DEFAULT_TARGET, TARGETS, Placement, target
+
+
+def render(spec: JobSpec, target_name: str = DEFAULT_TARGET) -> list[dict[str, Any]]:
+    """The objects to apply for ``spec`` on ``target_name``, in apply order (companions first).
+
+    Raises ``UnsupportedFeature`` naming every spec field the target cannot express.
+    """
+    return target(target_name).render(spec).objects
+
+
+def explain(spec: JobSpec, target_name: str = DEFAULT_TARGET) -> list[Placement]:
+    """Where each spec value lands in the rendered objects, in render order."""
+    return target(target_name).render(spec).placements
+
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "TARGETS",
+    "ElasticPolicy",
+    "Initializer",
+    "InitializerSource",
+    "JobSpec",
+    "JobState",
+    "KfcompileError",
+    "Launcher",
+    "Placement",
+    "Problem",
+    "RuntimeRef",
+    "SchedulingPolicy",
+    "SpecError",
+    "State",
+    "UnsupportedFeature",
+    "dump_spec",
+    "explain",
+    "job_state",
+    "load_spec",
+    "render",
+    "structure",
+    "unstructure",
+]

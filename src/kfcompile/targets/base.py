@@ -1,0 +1,351 @@
+"""What every target shares: the spec broken into neutral *slots*, and the engine that places them.
+
+A spec becomes a list of ``Entry`` values, each naming the spec field it came from (``source``),
+a neutral slot (``pod.tolerations``, ``container.env``), an optional sub-path inside the slot
+(``[name=FOO]``) and the value. Each target module declares a table from slot to output path;
+``render`` walks the entries through that table. ``explain`` is the same walk, reported.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from attrs import field, frozen
+
+from kfcompile import paths
+from kfcompile.errors import Problem, UnsupportedFeature
+from kfcompile.spec import SCRIPT_DIR, JobSpec
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+SHM_VOLUME = "dshm"
+SCRIPT_VOLUME = "kfcompile-script"
+
+
+@frozen
+class Entry:
+    source: str  # spec field path, as a user writes it
+    slot: str  # neutral slot name, looked up in a target's table
+    value: Any
+    sub: str = ""  # path below the slot, e.g. '[name=FOO]' or '.requests.cpu'
+    merge: bool = False  # deep-merge into what is there (the escape hatches)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+@frozen
+class Slot:
+    """Where a slot lands in one target: one or more paths, and how the value is written."""
+
+    paths: tuple[str, ...]
+    convert: Callable[[Any], Any] = _identity
+
+    @classmethod
+    def at(cls, *where: str, convert: Callable[[Any], Any] = _identity) -> Slot:
+        return cls(where, convert)
+
+
+OMIT = object()  # a converter's answer for "write nothing here" (e.g. numProcPerNode auto)
+
+
+@frozen
+class Placement:
+    """One value as it landed: the explain row and what the property tests read back."""
+
+    source: str
+    doc: int  # index into the rendered object list
+    path: str
+    value: Any
+    merge: bool = False
+
+
+@frozen
+class Rendered:
+    objects: list[dict[str, Any]]
+    placements: list[Placement] = field(factory=list)
+
+
+Table = Mapping[str, "Slot | None"]  # None: the target cannot express this slot
+
+
+@frozen
+class Target:
+    """One output shape: what ``kfcompile targets`` lists and ``render`` dispatches on."""
+
+    name: str
+    api_version: str
+    kind: str
+    releases: str
+    table: Table
+    render: Callable[[JobSpec], Rendered]
+
+
+# --- the spec in neutral slots ------------------------------------------------------------------
+
+
+def _env_var(name: str, value: str) -> dict[str, Any]:
+    return {"name": name, "value": value}
+
+
+def entries(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
+    """The spec as neutral entries, in the order they should appear in the output.
+
+    ``command`` is the target's launcher command (it differs by kind), or None.
+    """
+    yield Entry("name", "job.name", spec.name)
+    if spec.namespace:
+        yield Entry("namespace", "job.namespace", spec.namespace)
+    for k, v in spec.labels.items():
+        yield Entry(f"labels{paths.key(k)}", "job.labels", v, paths.key(k))
+    if spec.queue:
+        yield Entry("queue", "job.labels", spec.queue, paths.key(QUEUE_LABEL))
+    if spec.priority_class:
+        yield Entry("priority_class", "job.labels", spec.priority_class, paths.key(PRIORITY_LABEL))
+    for k, v in spec.annotations.items():
+        yield Entry(f"annotations{paths.key(k)}", "job.annotations", v, paths.key(k))
+
+    if spec.runtime_ref is not None:
+        r = spec.runtime_ref
+        yield Entry("runtime_ref.name", "run.runtimeRef", r.name, ".name")
+        yield Entry("runtime_ref.api_group", "run.runtimeRef", r.api_group, ".apiGroup")
+        yield Entry("runtime_ref.kind", "run.runtimeRef", r.kind, ".kind")
+    if spec.initializer is not None:
+        for kind in ("dataset", "model"):
+            src = getattr(spec.initializer, kind)
+            if src is None:
+                continue
+            base = f"initializer.{kind}"
+            yield Entry(f"{base}.storage_uri", "run.initializer", src.storage_uri,
+                        f".{kind}.storageUri")
+            for k, v in src.env.items():
+                yield Entry(f"{base}.env.{k}", "run.initializer", _env_var(k, v),
+                            f".{kind}.env[name={k}]")
+            if src.secret_ref:
+                yield Entry(f"{base}.secret_ref", "run.initializer", src.secret_ref,
+                            f".{kind}.secretRef.name")
+
+    yield from _container(spec, command)
+    for k, v in spec.runtime_labels.items():
+        yield Entry(f"runtime_labels{paths.key(k)}", "runtime.labels", v, paths.key(k))
+    for k, v in spec.runtime_annotations.items():
+        yield Entry(f"runtime_annotations{paths.key(k)}", "runtime.annotations", v, paths.key(k))
+    for k, v in spec.pod_labels.items():
+        yield Entry(f"pod_labels{paths.key(k)}", "pod.labels", v, paths.key(k))
+    for k, v in spec.pod_annotations.items():
+        yield Entry(f"pod_annotations{paths.key(k)}", "pod.annotations", v, paths.key(k))
+    yield from _mounts(spec)
+    yield from _pod(spec)
+    yield from _run_policy(spec)
+    for k, v in spec.container_overrides.items():
+        yield Entry(f"container_overrides.{k}", f"container.{k}", v, merge=True)
+    for k, v in spec.pod_spec_overrides.items():
+        yield Entry(f"pod_spec_overrides.{k}", f"pod.{k}", v, merge=True)
+
+
+def _container(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
+    yield Entry("image", "container.image", spec.image)
+    if spec.image_pull_policy:
+        yield Entry("image_pull_policy", "container.imagePullPolicy", spec.image_pull_policy)
+    if command is not None:
+        yield Entry("launcher", "container.command", command)
+    elif spec.command:
+        yield Entry("command", "container.command", list(spec.command))
+        if spec.args:
+            yield Entry("args", "container.args", list(spec.args))
+    yield Entry("num_nodes", "scale.numNodes", spec.num_nodes)
+    yield Entry("nprocs_per_node", "scale.nprocPerNode", spec.nprocs)
+
+    for k, v in spec.env.items():
+        yield Entry(f"env.{k}", "container.env", _env_var(k, v), f"[name={k}]")
+    for i, item in enumerate(spec.env_list):
+        yield Entry(f"env_list[{i}]", "container.env", dict(item), f"[name={item['name']}]")
+
+    res: list[tuple[str, str, str | None]] = [
+        ("cpu_request", "requests", spec.cpu_request),
+        ("memory_request", "requests", spec.memory_request),
+        ("cpu_limit", "limits", spec.cpu_limit),
+        ("memory_limit", "limits", spec.memory_limit),
+    ]
+    for source, group, value in res:
+        if value is not None:
+            yield Entry(source, "container.resources", value, f".{group}.{source.split('_')[0]}")
+    gpu = paths.key(spec.gpu_resource)
+    if spec.gpus_per_node:
+        # GPUs cannot be overcommitted: the limit is required, the request must equal it.
+        for group in ("requests", "limits"):
+            yield Entry("gpus_per_node", "container.resources", str(spec.gpus_per_node),
+                        f".{group}{gpu}")
+    for source, group, extra in [
+        ("extra_resource_requests", "requests", spec.extra_resource_requests),
+        ("extra_resource_limits", "limits", spec.extra_resource_limits),
+    ]:
+        for k, v in extra.items():
+            yield Entry(f"{source}{paths.key(k)}", "container.resources", v,
+                        f".{group}{paths.key(k)}")
+
+
+def _mounts(spec: JobSpec) -> Iterator[Entry]:
+    for i, m in enumerate(spec.volume_mounts):
+        yield Entry(f"volume_mounts[{i}]", "container.volumeMounts", dict(m),
+                    f"[mountPath={m['mountPath']}]")
+    if spec.shm_size:
+        yield Entry("shm_size", "container.volumeMounts",
+                    {"name": SHM_VOLUME, "mountPath": "/dev/shm"}, "[mountPath=/dev/shm]")
+    if spec.script is not None:
+        yield Entry("script", "container.volumeMounts",
+                    {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_DIR, "readOnly": True},
+                    f"[mountPath={SCRIPT_DIR}]")
+
+
+def _pod(spec: JobSpec) -> Iterator[Entry]:
+    if spec.service_account_name:
+        yield Entry("service_account_name", "pod.serviceAccountName", spec.service_account_name)
+    for k, v in spec.node_selector.items():
+        yield Entry(f"node_selector{paths.key(k)}", "pod.nodeSelector", v, paths.key(k))
+    if spec.tolerations:
+        yield Entry("tolerations", "pod.tolerations", [dict(t) for t in spec.tolerations])
+    if spec.affinity:
+        yield Entry("affinity", "pod.affinity", dict(spec.affinity))
+    if spec.scheduling_gates:
+        yield Entry("scheduling_gates", "pod.schedulingGates",
+                    [{"name": g} for g in spec.scheduling_gates])
+    if spec.image_pull_secrets:
+        yield Entry("image_pull_secrets", "pod.imagePullSecrets",
+                    [{"name": s} for s in spec.image_pull_secrets])
+    if spec.termination_grace_period_seconds is not None:
+        yield Entry("termination_grace_period_seconds", "pod.terminationGracePeriodSeconds",
+                    spec.termination_grace_period_seconds)
+    for i, v in enumerate(spec.volumes):
+        yield Entry(f"volumes[{i}]", "pod.volumes", dict(v), f"[name={v['name']}]")
+    if spec.shm_size:
+        yield Entry("shm_size", "pod.volumes",
+                    {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}},
+                    f"[name={SHM_VOLUME}]")
+    if spec.script is not None:
+        yield Entry("script", "pod.volumes",
+                    {"name": SCRIPT_VOLUME, "configMap": {"name": script_configmap_name(spec)}},
+                    f"[name={SCRIPT_VOLUME}]")
+
+
+def _run_policy(spec: JobSpec) -> Iterator[Entry]:
+    simple = [
+        ("suspend", "run.suspend", spec.suspend),
+        ("managed_by", "run.managedBy", spec.managed_by),
+        ("active_deadline_seconds", "run.activeDeadlineSeconds", spec.active_deadline_seconds),
+        ("backoff_limit", "run.backoffLimit", spec.backoff_limit),
+        ("ttl_seconds_after_finished", "run.ttlSecondsAfterFinished",
+         spec.ttl_seconds_after_finished),
+        ("clean_pod_policy", "run.cleanPodPolicy", spec.clean_pod_policy),
+        ("restart_policy", "run.restartPolicy", spec.restart_policy),
+    ]
+    for source, slot, value in simple:
+        if value is not None:
+            yield Entry(source, slot, value)
+    if spec.elastic is not None:
+        e = spec.elastic
+        yield Entry("elastic.min_nodes", "run.elastic", e.min_nodes, ".minReplicas")
+        yield Entry("elastic.max_nodes", "run.elastic", e.max_nodes, ".maxReplicas")
+        yield Entry("elastic.rdzv_backend", "run.elastic", e.rdzv_backend, ".rdzvBackend")
+        yield Entry("elastic.rdzv_port", "run.elastic", e.rdzv_port, ".rdzvPort")
+        if e.max_restarts is not None:
+            yield Entry("elastic.max_restarts", "run.elastic", e.max_restarts, ".maxRestarts")
+    if spec.scheduling_policy is not None:
+        p = spec.scheduling_policy
+        for source, sub, value in [
+            ("min_available", ".minAvailable", p.min_available),
+            ("queue", ".queue", p.queue),
+            ("min_resources", ".minResources", dict(p.min_resources) or None),
+            ("priority_class", ".priorityClass", p.priority_class),
+            ("schedule_timeout_seconds", ".scheduleTimeoutSeconds", p.schedule_timeout_seconds),
+        ]:
+            if value is not None:
+                yield Entry(f"scheduling_policy.{source}", "run.schedulingPolicy", value, sub)
+
+
+# --- launchers ------------------------------------------------------------------------------
+
+
+def entrypoint_path(spec: JobSpec) -> str:
+    if spec.script is not None:
+        return f"{SCRIPT_DIR}/{spec.script_entrypoint}"
+    assert spec.launcher is not None and spec.launcher.entrypoint
+    return spec.launcher.entrypoint
+
+
+def program(spec: JobSpec) -> list[str]:
+    """The entrypoint and its arguments, exactly as written: no shell ever sees them."""
+    assert spec.launcher is not None
+    return [entrypoint_path(spec), *spec.launcher.args]
+
+
+def script_configmap_name(spec: JobSpec) -> str:
+    return f"{spec.name}-script"
+
+
+def script_configmap(spec: JobSpec) -> dict[str, Any]:
+    assert spec.script is not None
+    meta: dict[str, Any] = {"name": script_configmap_name(spec)}
+    if spec.namespace:
+        meta["namespace"] = spec.namespace
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta,
+        "data": {spec.script_entrypoint: spec.script},
+    }
+
+
+def shell_line(argv: list[str]) -> str:
+    """For messages only: how a command reads when quoted for a POSIX shell."""
+    return shlex.join(argv)
+
+
+# --- the engine -------------------------------------------------------------------------------
+
+
+def lookup(table: Table, slot: str) -> tuple[bool, Slot | None]:
+    """(known, slot): exact slot first, then a wildcard such as ``pod.*`` for the rest."""
+    if slot in table:
+        return True, table[slot]
+    group, _, rest = slot.partition(".")
+    wildcard = table.get(f"{group}.*", OMIT)
+    if wildcard is OMIT or wildcard is None:
+        return False, None
+    assert isinstance(wildcard, Slot)
+    return True, Slot(tuple(p + paths.key(rest) for p in wildcard.paths), wildcard.convert)
+
+
+def supported_by(slot: str) -> list[str]:
+    """Every target whose table can express ``slot``, for error messages."""
+    from kfcompile.targets import TARGETS  # the registry imports the target modules
+
+    return [t.name for t in TARGETS.values() if lookup(t.table, slot)[1] is not None]
+
+
+def place(
+    doc: dict[str, Any], index: int, items: list[Entry], table: Table, target: str
+) -> list[Placement]:
+    """Write every entry into ``doc`` through ``table``; raise one error naming all misfits."""
+    placed: list[Placement] = []
+    problems: list[Problem] = []
+    for e in items:
+        _, slot = lookup(table, e.slot)
+        if slot is None:
+            others = supported_by(e.slot)
+            where = f"supported by: {', '.join(others)}" if others else "no target supports it"
+            problems.append(Problem(e.source, f"not supported by {target} ({where})"))
+            continue
+        value = slot.convert(e.value)
+        if value is OMIT:
+            continue
+        for where in slot.paths:
+            path = where + e.sub
+            paths.put(doc, paths.parse(path), value, merge=e.merge)
+            placed.append(Placement(e.source, index, path, value, e.merge))
+    if problems:
+        raise UnsupportedFeature(problems)
+    return placed

@@ -1,0 +1,131 @@
+"""PyTorchJob ``kubeflow.org/v1`` for Training Operator v1.7-v1.9.
+
+One node is a Master only (never ``Worker: 0``); more nodes are a Master plus Workers; an elastic
+job is Workers only. Every replica runs a container named ``pytorch``. The pod and container
+slots land in every replica (``*``), and any other pod or container field passes through.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kfcompile.errors import Problem, UnsupportedFeature
+from kfcompile.spec import JobSpec
+from kfcompile.targets import base
+from kfcompile.targets.base import Placement, Rendered, Slot, Table, Target
+
+NAME = "pytorchjob/v1"
+API_VERSION = "kubeflow.org/v1"
+KIND = "PyTorchJob"
+CONTAINER = "pytorch"
+# The operator reads the master port from this named port (it defaults it to 23456 when absent).
+PORT = {"name": "pytorchjob-port", "containerPort": 23456}
+MANAGERS = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
+REPLICAS = "spec.pytorchReplicaSpecs.*"
+POD = f"{REPLICAS}.template.spec"
+MAIN = f"{POD}.containers[name={CONTAINER}]"
+RUN = "spec.runPolicy"
+
+TABLE: Table = {
+    "job.name": Slot.at("metadata.name"),
+    "job.namespace": Slot.at("metadata.namespace"),
+    "job.labels": Slot.at("metadata.labels"),
+    "job.annotations": Slot.at("metadata.annotations"),
+    "run.runtimeRef": None,
+    "run.initializer": None,
+    "runtime.labels": None,
+    "runtime.annotations": None,
+    "pod.labels": Slot.at(f"{REPLICAS}.template.metadata.labels"),
+    "pod.annotations": Slot.at(f"{REPLICAS}.template.metadata.annotations"),
+    "container.*": Slot.at(MAIN),  # image, command, env, resources, volumeMounts, ...
+    "scale.numNodes": Slot.at(),  # the replica layout, built in render()
+    "scale.nprocPerNode": Slot.at("spec.nprocPerNode", convert=str),
+    "pod.*": Slot.at(POD),  # every PodSpec field
+    "run.suspend": Slot.at(f"{RUN}.suspend"),
+    "run.managedBy": Slot.at(f"{RUN}.managedBy"),  # Training Operator v1.9+
+    "run.activeDeadlineSeconds": Slot.at(f"{RUN}.activeDeadlineSeconds"),
+    "run.backoffLimit": Slot.at(f"{RUN}.backoffLimit"),
+    "run.ttlSecondsAfterFinished": Slot.at(f"{RUN}.ttlSecondsAfterFinished"),
+    "run.cleanPodPolicy": Slot.at(f"{RUN}.cleanPodPolicy"),
+    "run.schedulingPolicy": Slot.at(f"{RUN}.schedulingPolicy"),
+    "run.restartPolicy": Slot.at(f"{REPLICAS}.restartPolicy"),
+    "run.elastic": Slot.at("spec.elasticPolicy"),
+}
+
+
+def command(spec: JobSpec) -> list[str] | None:
+    """torchrun flags from values Kubernetes really provides: literals, or ``$(VAR)`` of env the
+    operator injects (RANK, MASTER_ADDR, MASTER_PORT exist only with a Master)."""
+    if spec.launcher is None:
+        return None
+    if spec.launcher.kind == "python":
+        return ["python", *base.program(spec)]
+    flags = [f"--nproc-per-node={spec.nprocs}"]
+    if spec.elastic is not None:
+        e = spec.elastic
+        flags = [
+            f"--nnodes={e.min_nodes}:{e.max_nodes}",
+            *flags,
+            f"--rdzv-backend={e.rdzv_backend}",
+            f"--rdzv-endpoint={spec.name}-worker-0:{e.rdzv_port}",
+            f"--rdzv-id={spec.name}",
+        ]
+        if e.max_restarts is not None:
+            flags.append(f"--max-restarts={e.max_restarts}")
+    else:
+        flags = [
+            f"--nnodes={spec.num_nodes}",
+            *flags,
+            "--node-rank=$(RANK)",
+            "--master-addr=$(MASTER_ADDR)",
+            "--master-port=$(MASTER_PORT)",
+        ]
+    return ["torchrun", *flags, *base.program(spec)]
+
+
+def _replicas(spec: JobSpec) -> dict[str, int]:
+    if spec.elastic is not None:
+        return {"Worker": spec.num_nodes}
+    workers = spec.num_nodes - 1
+    return {"Master": 1, "Worker": workers} if workers else {"Master": 1}
+
+
+def render(spec: JobSpec) -> Rendered:
+    if spec.managed_by is not None and spec.managed_by not in MANAGERS:
+        raise UnsupportedFeature(
+            [Problem("managed_by", f"PyTorchJob accepts only: {', '.join(MANAGERS)}")]
+        )
+    replicas = _replicas(spec)
+    job: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                role: {
+                    "replicas": count,
+                    "template": {
+                        "metadata": {},
+                        "spec": {"containers": [{"name": CONTAINER, "ports": [dict(PORT)]}]},
+                    },
+                }
+                for role, count in replicas.items()
+            }
+        },
+    }
+    objects = [job]
+    if spec.script is not None:
+        objects.insert(0, base.script_configmap(spec))
+    index = objects.index(job)
+    layout = [
+        Placement("num_nodes", index, f"spec.pytorchReplicaSpecs.{role}.replicas", count)
+        for role, count in replicas.items()
+    ]
+    placed = base.place(job, index, list(base.entries(spec, command(spec))), TABLE, NAME)
+    for role in job["spec"]["pytorchReplicaSpecs"].values():
+        if not role["template"]["metadata"]:
+            del role["template"]["metadata"]
+    return Rendered(objects, layout + placed)
+
+
+TARGET = Target(NAME, API_VERSION, KIND, "Training Operator v1.7-v1.9", TABLE, render)

@@ -1,0 +1,93 @@
+"""The part of TrainJob rendering that no Trainer release changed.
+
+Each release module (``trainjob_v2_0`` ... ``trainjob_v2_3``) declares its own placement table;
+this module turns a spec and one of those tables into the objects to apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from kfcompile import paths
+from kfcompile.errors import Problem, UnsupportedFeature
+from kfcompile.spec import JobSpec
+from kfcompile.targets import base
+from kfcompile.targets.base import Rendered, Table
+
+API_VERSION = "trainer.kubeflow.org/v1alpha1"
+KIND = "TrainJob"
+# The default runtime `torch-distributed` has one replicated job and one container, both `node`.
+NODE = "node"
+MANAGERS = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue")
+# The Torch plugin sets these for torchrun; the webhook rejects a TrainJob that sets them.
+RESERVED_ENV = frozenset(
+    {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
+)
+
+
+def command(spec: JobSpec) -> list[str] | None:
+    """torchrun reads its rendezvous settings from the PET_* variables the runtime injects."""
+    if spec.launcher is None:
+        return None
+    return [spec.launcher.kind, *base.program(spec)]
+
+
+def _problems(spec: JobSpec, max_command_items: int | None) -> Iterator[Problem]:
+    for k in spec.env:
+        if k in RESERVED_ENV:
+            yield Problem(f"env.{k}", "reserved on TrainJob: the Torch runtime sets it")
+    for i, item in enumerate(spec.env_list):
+        if item.get("name") in RESERVED_ENV:
+            yield Problem(f"env_list[{i}].name", "reserved on TrainJob: the Torch runtime sets it")
+    if spec.managed_by is not None and spec.managed_by not in MANAGERS:
+        yield Problem("managed_by", f"TrainJob accepts only: {', '.join(MANAGERS)}")
+    if max_command_items is not None:
+        cmd = command(spec) or list(spec.command)
+        if len(cmd) > max_command_items or len(spec.args) > max_command_items:
+            yield Problem("command", f"at most {max_command_items} items from this release")
+
+
+def render(
+    spec: JobSpec,
+    target: str,
+    table: Table,
+    override_list: str | None = None,
+    max_command_items: int | None = None,
+) -> Rendered:
+    """Render ``spec`` through ``table``.
+
+    ``override_list``: the path of a list whose items need ``targetJobs`` first (v2.0, v2.1).
+    """
+    problems = list(_problems(spec, max_command_items))
+    if problems:
+        raise UnsupportedFeature(problems)
+    runtime = spec.runtime
+    job: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {},
+        "spec": {
+            "runtimeRef": {"name": runtime.name, "apiGroup": runtime.api_group, "kind": runtime.kind}
+        },
+    }
+    objects = [job]
+    if spec.script is not None:
+        objects.insert(0, base.script_configmap(spec))
+    index = objects.index(job)
+    items = list(base.entries(spec, command(spec)))
+    placed = base.place(job, index, items, table, target)
+    if override_list is not None:
+        for item in _get_list(job, override_list):
+            rest = {k: v for k, v in item.items() if k != "targetJobs"}
+            item.clear()
+            item.update({"targetJobs": [{"name": NODE}], **rest})
+    return Rendered(objects, placed)
+
+
+def _get_list(doc: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    try:
+        found = paths.get(doc, paths.parse(where))
+    except KeyError:
+        return []
+    return list(found)

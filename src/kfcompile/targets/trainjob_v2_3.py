@@ -1,0 +1,26 @@
+"""TrainJob for Trainer v2.3: v2.2's runtimePatches plus ``terminationGracePeriodSeconds``.
+
+v2.3 merges patches with strategic-merge semantics, so a replicated job or container name the
+runtime lacks would be appended rather than ignored: the names here are exactly the runtime's.
+"""
+
+from __future__ import annotations
+
+from kfcompile.spec import JobSpec
+from kfcompile.targets import trainjob, trainjob_v2_2
+from kfcompile.targets.base import Rendered, Slot, Table, Target
+
+NAME = "trainjob/v2.3"
+POD = trainjob_v2_2.POD
+
+TABLE: Table = {
+    **trainjob_v2_2.TABLE,
+    "pod.terminationGracePeriodSeconds": Slot.at(f"{POD}.terminationGracePeriodSeconds"),
+}
+
+
+def render(spec: JobSpec) -> Rendered:
+    return trainjob.render(spec, NAME, TABLE, max_command_items=trainjob_v2_2.MAX_COMMAND_ITEMS)
+
+
+TARGET = Target(NAME, trainjob.API_VERSION, trainjob.KIND, "Trainer v2.3.x", TABLE, render)
