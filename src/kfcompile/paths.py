@@ -76,7 +76,7 @@ def select(k: str, v: str) -> str:
     return f"[{k}={v}]"
 
 
-def format(path: Path) -> str:  # noqa: A001 - mirrors parse()
+def format(path: Path) -> str:
     text = ""
     for seg in path:
         if isinstance(seg, Select):
@@ -134,7 +134,9 @@ def put(doc: dict[str, Any], path: Path, value: Any, merge: bool = False) -> Non
             _child(parent, leaf, None)
             parent[leaf] = merged(parent[leaf], value) if merge else copied(value)
         elif isinstance(leaf, str):
-            parent[leaf] = merged(parent[leaf], value) if merge and leaf in parent else copied(value)
+            parent[leaf] = (
+                merged(parent[leaf], value) if merge and leaf in parent else copied(value)
+            )
         else:
             raise ValueError("'*' cannot be the last segment")
 

@@ -28,8 +28,15 @@ TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSe
 TOLERATION_OPERATORS = ("Exists", "Equal")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 MOUNT_KEYS = frozenset(
-    {"name", "mountPath", "readOnly", "subPath", "subPathExpr", "mountPropagation",
-     "recursiveReadOnly"}
+    {
+        "name",
+        "mountPath",
+        "readOnly",
+        "subPath",
+        "subPathExpr",
+        "mountPropagation",
+        "recursiveReadOnly",
+    }
 )
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")
 # Kubernetes' own limit on image references is loose; reject only what can never pull.
@@ -191,7 +198,10 @@ def env_unique(env: Mapping[str, str], listed: tuple[Mapping[str, Any], ...]) ->
 def tolerations(items: tuple[Mapping[str, Any], ...]) -> Found:
     for i, t in enumerate(items):
         for k in sorted(map(str, set(t) - TOLERATION_KEYS)):
-            yield f"[{i}].{k}", f"unknown field (Toleration has {', '.join(sorted(TOLERATION_KEYS))})"
+            yield (
+                f"[{i}].{k}",
+                f"unknown field (Toleration has {', '.join(sorted(TOLERATION_KEYS))})",
+            )
         op = t.get("operator", "Equal")
         if op not in TOLERATION_OPERATORS:
             yield f"[{i}].operator", "must be Exists or Equal"
@@ -243,44 +253,52 @@ def volume_mounts(items: tuple[Mapping[str, Any], ...]) -> Found:
 
 def resources_consistent(s: JobSpec) -> Found:
     """Limits not below requests; non-overcommitable resources need a limit equal to the request."""
-    pairs = [
+    pairs: list[tuple[str, str, str | None, str | None]] = [
         ("cpu_limit", "cpu_request", s.cpu_limit, s.cpu_request),
         ("memory_limit", "memory_request", s.memory_limit, s.memory_request),
     ]
     for k, lim in s.extra_resource_limits.items():
         if k in s.extra_resource_requests:
             pairs.append(
-                (f"extra_resource_limits{_key(k)}", f"extra_resource_requests{_key(k)}",
-                 lim, s.extra_resource_requests[k])
+                (
+                    f"extra_resource_limits{_key(k)}",
+                    f"extra_resource_requests{_key(k)}",
+                    lim,
+                    s.extra_resource_requests[k],
+                )
             )
-    for lim_path, req_path, lim, req in pairs:
-        if lim is None or req is None:
+    for lim_path, req_path, limit, request in pairs:
+        if limit is None or request is None or k8s.quantity(limit) or k8s.quantity(request):
+            continue  # absent, or already reported by the quantity rule
+        if k8s.compare_quantities(limit, request) < 0:
+            yield lim_path, f"must not be below {req_path} ({request})"
+    for k, wanted in s.extra_resource_requests.items():
+        if k8s.is_overcommit_allowed(k):
             continue
-        try:
-            if k8s.compare_quantities(lim, req) < 0:
-                yield lim_path, f"must not be below {req_path} ({req})"
-        except ValueError:
-            pass  # the quantity rule already reported it
-    for k, req in s.extra_resource_requests.items():
-        if not k8s.is_extended_resource(k):
-            continue
-        lim = s.extra_resource_limits.get(k)
+        limit = s.extra_resource_limits.get(k)
         path = f"extra_resource_requests{_key(k)}"
-        if lim is None:
-            yield path, "a non-overcommitable resource needs an equal limit in extra_resource_limits"
-        elif k8s.compare_quantities(lim, req) != 0:
-            yield path, "must equal the limit for a non-overcommitable resource"
+        if limit is None:
+            yield path, "needs an equal limit in extra_resource_limits (it cannot be overcommitted)"
+        elif not k8s.quantity(limit) and not k8s.quantity(wanted):
+            if k8s.compare_quantities(limit, wanted) != 0:
+                yield path, "must equal its limit (it cannot be overcommitted)"
     for k in (*s.extra_resource_requests, *s.extra_resource_limits):
         if k in ("cpu", "memory") or k == s.gpu_resource:
-            yield f"extra_resources{_key(k)}", "set by its own field (cpu_*, memory_*, gpus_per_node)"
+            yield (
+                f"extra_resources{_key(k)}",
+                "set by its own field (cpu_*, memory_*, gpus_per_node)",
+            )
 
 
 def hostname_lengths(name: str, num_nodes: int) -> Found:
     for shape in HOSTNAME_SHAPES:
         host = shape.format(name=name, rank=max(num_nodes - 1, 0))
         if len(host) > 63:
-            yield "", (
-                f"too long: pod hostname {host!r} would be {len(host)} characters "
-                "(a DNS label allows 63)"
+            yield (
+                "",
+                (
+                    f"too long: pod hostname {host!r} would be {len(host)} characters "
+                    "(a DNS label allows 63)"
+                ),
             )
             return

@@ -119,14 +119,20 @@ def entries(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
             if src is None:
                 continue
             base = f"initializer.{kind}"
-            yield Entry(f"{base}.storage_uri", "run.initializer", src.storage_uri,
-                        f".{kind}.storageUri")
+            yield Entry(
+                f"{base}.storage_uri", "run.initializer", src.storage_uri, f".{kind}.storageUri"
+            )
             for k, v in src.env.items():
-                yield Entry(f"{base}.env.{k}", "run.initializer", _env_var(k, v),
-                            f".{kind}.env[name={k}]")
+                yield Entry(
+                    f"{base}.env.{k}", "run.initializer", _env_var(k, v), f".{kind}.env[name={k}]"
+                )
             if src.secret_ref:
-                yield Entry(f"{base}.secret_ref", "run.initializer", src.secret_ref,
-                            f".{kind}.secretRef.name")
+                yield Entry(
+                    f"{base}.secret_ref",
+                    "run.initializer",
+                    src.secret_ref,
+                    f".{kind}.secretRef.name",
+                )
 
     yield from _container(spec, command)
     for k, v in spec.runtime_labels.items():
@@ -177,28 +183,41 @@ def _container(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
     if spec.gpus_per_node:
         # GPUs cannot be overcommitted: the limit is required, the request must equal it.
         for group in ("requests", "limits"):
-            yield Entry("gpus_per_node", "container.resources", str(spec.gpus_per_node),
-                        f".{group}{gpu}")
+            yield Entry(
+                "gpus_per_node", "container.resources", str(spec.gpus_per_node), f".{group}{gpu}"
+            )
     for source, group, extra in [
         ("extra_resource_requests", "requests", spec.extra_resource_requests),
         ("extra_resource_limits", "limits", spec.extra_resource_limits),
     ]:
         for k, v in extra.items():
-            yield Entry(f"{source}{paths.key(k)}", "container.resources", v,
-                        f".{group}{paths.key(k)}")
+            yield Entry(
+                f"{source}{paths.key(k)}", "container.resources", v, f".{group}{paths.key(k)}"
+            )
 
 
 def _mounts(spec: JobSpec) -> Iterator[Entry]:
     for i, m in enumerate(spec.volume_mounts):
-        yield Entry(f"volume_mounts[{i}]", "container.volumeMounts", dict(m),
-                    f"[mountPath={m['mountPath']}]")
+        yield Entry(
+            f"volume_mounts[{i}]",
+            "container.volumeMounts",
+            dict(m),
+            f"[mountPath={m['mountPath']}]",
+        )
     if spec.shm_size:
-        yield Entry("shm_size", "container.volumeMounts",
-                    {"name": SHM_VOLUME, "mountPath": "/dev/shm"}, "[mountPath=/dev/shm]")
+        yield Entry(
+            "shm_size",
+            "container.volumeMounts",
+            {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
+            "[mountPath=/dev/shm]",
+        )
     if spec.script is not None:
-        yield Entry("script", "container.volumeMounts",
-                    {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_DIR, "readOnly": True},
-                    f"[mountPath={SCRIPT_DIR}]")
+        yield Entry(
+            "script",
+            "container.volumeMounts",
+            {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_DIR, "readOnly": True},
+            f"[mountPath={SCRIPT_DIR}]",
+        )
 
 
 def _pod(spec: JobSpec) -> Iterator[Entry]:
@@ -211,24 +230,37 @@ def _pod(spec: JobSpec) -> Iterator[Entry]:
     if spec.affinity:
         yield Entry("affinity", "pod.affinity", dict(spec.affinity))
     if spec.scheduling_gates:
-        yield Entry("scheduling_gates", "pod.schedulingGates",
-                    [{"name": g} for g in spec.scheduling_gates])
+        yield Entry(
+            "scheduling_gates", "pod.schedulingGates", [{"name": g} for g in spec.scheduling_gates]
+        )
     if spec.image_pull_secrets:
-        yield Entry("image_pull_secrets", "pod.imagePullSecrets",
-                    [{"name": s} for s in spec.image_pull_secrets])
+        yield Entry(
+            "image_pull_secrets",
+            "pod.imagePullSecrets",
+            [{"name": s} for s in spec.image_pull_secrets],
+        )
     if spec.termination_grace_period_seconds is not None:
-        yield Entry("termination_grace_period_seconds", "pod.terminationGracePeriodSeconds",
-                    spec.termination_grace_period_seconds)
-    for i, v in enumerate(spec.volumes):
-        yield Entry(f"volumes[{i}]", "pod.volumes", dict(v), f"[name={v['name']}]")
+        yield Entry(
+            "termination_grace_period_seconds",
+            "pod.terminationGracePeriodSeconds",
+            spec.termination_grace_period_seconds,
+        )
+    for i, volume in enumerate(spec.volumes):
+        yield Entry(f"volumes[{i}]", "pod.volumes", dict(volume), f"[name={volume['name']}]")
     if spec.shm_size:
-        yield Entry("shm_size", "pod.volumes",
-                    {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}},
-                    f"[name={SHM_VOLUME}]")
+        yield Entry(
+            "shm_size",
+            "pod.volumes",
+            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}},
+            f"[name={SHM_VOLUME}]",
+        )
     if spec.script is not None:
-        yield Entry("script", "pod.volumes",
-                    {"name": SCRIPT_VOLUME, "configMap": {"name": script_configmap_name(spec)}},
-                    f"[name={SCRIPT_VOLUME}]")
+        yield Entry(
+            "script",
+            "pod.volumes",
+            {"name": SCRIPT_VOLUME, "configMap": {"name": script_configmap_name(spec)}},
+            f"[name={SCRIPT_VOLUME}]",
+        )
 
 
 def _run_policy(spec: JobSpec) -> Iterator[Entry]:
@@ -237,8 +269,11 @@ def _run_policy(spec: JobSpec) -> Iterator[Entry]:
         ("managed_by", "run.managedBy", spec.managed_by),
         ("active_deadline_seconds", "run.activeDeadlineSeconds", spec.active_deadline_seconds),
         ("backoff_limit", "run.backoffLimit", spec.backoff_limit),
-        ("ttl_seconds_after_finished", "run.ttlSecondsAfterFinished",
-         spec.ttl_seconds_after_finished),
+        (
+            "ttl_seconds_after_finished",
+            "run.ttlSecondsAfterFinished",
+            spec.ttl_seconds_after_finished,
+        ),
         ("clean_pod_policy", "run.cleanPodPolicy", spec.clean_pod_policy),
         ("restart_policy", "run.restartPolicy", spec.restart_policy),
     ]
@@ -255,13 +290,14 @@ def _run_policy(spec: JobSpec) -> Iterator[Entry]:
             yield Entry("elastic.max_restarts", "run.elastic", e.max_restarts, ".maxRestarts")
     if spec.scheduling_policy is not None:
         p = spec.scheduling_policy
-        for source, sub, value in [
+        policy: list[tuple[str, str, Any]] = [
             ("min_available", ".minAvailable", p.min_available),
             ("queue", ".queue", p.queue),
             ("min_resources", ".minResources", dict(p.min_resources) or None),
             ("priority_class", ".priorityClass", p.priority_class),
             ("schedule_timeout_seconds", ".scheduleTimeoutSeconds", p.schedule_timeout_seconds),
-        ]:
+        ]
+        for source, sub, value in policy:
             if value is not None:
                 yield Entry(f"scheduling_policy.{source}", "run.schedulingPolicy", value, sub)
 

@@ -68,7 +68,11 @@ def render(
         "kind": KIND,
         "metadata": {},
         "spec": {
-            "runtimeRef": {"name": runtime.name, "apiGroup": runtime.api_group, "kind": runtime.kind}
+            "runtimeRef": {
+                "name": runtime.name,
+                "apiGroup": runtime.api_group,
+                "kind": runtime.kind,
+            }
         },
     }
     objects = [job]
