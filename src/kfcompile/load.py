@@ -8,7 +8,6 @@ pass raises ``SpecError`` with one ``Problem`` per line.
 from __future__ import annotations
 
 import difflib
-import io
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -23,9 +22,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
+from kfcompile import yamlio
 from kfcompile.errors import Problem, SpecError
 from kfcompile.spec import JobSpec
 
@@ -164,7 +161,11 @@ def _problems(exc: BaseException, path: str) -> list[Problem]:
         for sub in exc.exceptions:
             notes = [n for n in getattr(sub, "__notes__", []) if not isinstance(n, str) or True]
             note = next(
-                (n for n in notes if isinstance(n, AttributeValidationNote | IterableValidationNote)),
+                (
+                    n
+                    for n in notes
+                    if isinstance(n, AttributeValidationNote | IterableValidationNote)
+                ),
                 None,
             )
             out.extend(_problems(sub, _join(path, note)))
@@ -180,8 +181,10 @@ def _problems(exc: BaseException, path: str) -> list[Problem]:
     if isinstance(exc, KeyError):
         return [Problem(path, "required")]
     if isinstance(exc, SpecError):
-        return [Problem(f"{path}.{p.path}" if path and p.path else path or p.path, p.message)
-                for p in exc.problems]
+        return [
+            Problem(f"{path}.{p.path}" if path and p.path else path or p.path, p.message)
+            for p in exc.problems
+        ]
     return [Problem(path, str(exc))]
 
 
@@ -204,37 +207,14 @@ def unstructure(spec: JobSpec) -> dict[str, Any]:
     return typing.cast(dict[str, Any], converter.unstructure(spec))
 
 
-def _yaml() -> YAML:
-    yaml = YAML(typ="safe", pure=True)
-    yaml.allow_duplicate_keys = False
-    return yaml
-
-
-def parse_yaml(text: str) -> Any:
-    """Parse YAML safely; syntax errors become one problem naming line and column."""
-    try:
-        return _yaml().load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
-        raise SpecError([Problem(where, f"{exc.problem or exc.context or 'invalid YAML'}")]) from None
-    except (YAMLError, ValueError, RecursionError) as exc:
-        raise SpecError([Problem("", f"invalid YAML: {exc}")]) from None
-
-
 def load_spec(text: str) -> JobSpec:
     """YAML text -> JobSpec, or SpecError listing every problem."""
-    return structure(parse_yaml(text))
+    return structure(yamlio.parse(text))
 
 
 def dump_spec(spec: JobSpec) -> str:
     """JobSpec -> YAML text that ``load_spec`` reads back to an equal spec."""
-    out = io.StringIO()
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]
-    yaml.dump(unstructure(spec), out)
-    return out.getvalue()
+    return yamlio.dump(unstructure(spec))
 
 
 _register_classes()

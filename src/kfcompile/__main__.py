@@ -1,0 +1,5 @@
+import sys
+
+from kfcompile.cli import main
+
+sys.exit(main())

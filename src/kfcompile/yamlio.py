@@ -1,0 +1,70 @@
+"""YAML in and out: safe loading only, deterministic dumping that kubectl reads back unchanged."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.representer import SafeRepresenter
+
+from kfcompile.errors import Problem, SpecError
+
+
+def _loader() -> YAML:
+    yaml = YAML(typ="safe", pure=True)  # never constructs arbitrary Python objects
+    yaml.allow_duplicate_keys = False
+    return yaml
+
+
+def _str(representer: SafeRepresenter, data: str) -> Any:
+    # Multi-line text (inline scripts) as a literal block, so it reads like the file it is.
+    style = "|" if "\n" in data else None
+    return representer.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+def _dumper() -> YAML:
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.width = 4096  # never fold long command lines
+    yaml.representer.add_representer(str, _str)
+    yaml.representer.sort_base_mapping_type_on_output = False  # keep apiVersion, kind, ... order
+    yaml.representer.ignore_aliases = lambda data: True  # type: ignore[method-assign]
+    return yaml
+
+
+def _error(exc: Exception) -> SpecError:
+    if isinstance(exc, MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
+        return SpecError([Problem(where, str(exc.problem or exc.context or "invalid YAML"))])
+    return SpecError([Problem("", f"invalid YAML: {exc}")])
+
+
+def parse(text: str) -> Any:
+    """One YAML document; syntax errors become one problem naming line and column."""
+    try:
+        return _loader().load(text)
+    except (YAMLError, ValueError, RecursionError) as exc:
+        raise _error(exc) from None
+
+
+def load_all(text: str) -> list[Any]:
+    try:
+        return list(_loader().load_all(text))
+    except (YAMLError, ValueError, RecursionError) as exc:
+        raise _error(exc) from None
+
+
+def dump(data: Any) -> str:
+    out = io.StringIO()
+    _dumper().dump(data, out)
+    return out.getvalue()
+
+
+def dump_all(documents: Iterable[Any]) -> str:
+    out = io.StringIO()
+    _dumper().dump_all(documents, out)
+    return out.getvalue()
