@@ -1,7 +1,7 @@
 """``kfcompile`` command line: argument parsing and printing around the pure core.
 
-Exit status: 0 success, 1 a problem with the spec or its output (one line per problem on
-stderr), 2 a usage error. Nothing here imports ``kubernetes``.
+Exit status: 0 success, 1 a problem with a spec or its output (one line per problem on stderr,
+``<file>: <field path>: <message>``), 2 a usage error. Nothing here imports ``kubernetes``.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import argparse
 import difflib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from kfcompile import yamlio
-from kfcompile.errors import KfcompileError, Problem, SpecError
+from kfcompile.errors import Problem, SpecError, UnsupportedFeature
 from kfcompile.load import load_spec
 from kfcompile.spec import JobSpec
 from kfcompile.targets import DEFAULT_TARGET, TARGETS, Rendered, base, target
@@ -25,85 +25,163 @@ class UsageError(Exception):
     """Bad arguments or unreadable files: exit status 2."""
 
 
+class Failed(Exception):
+    """Problems to print, each prefixed with where they come from: exit status 1."""
+
+    def __init__(self, label: str, problems: Iterable[Problem | str]) -> None:
+        super().__init__(label)
+        self.label = label
+        self.problems = [str(p) for p in problems]
+
+
 def _read(path: str) -> str:
     if path == "-":
         return sys.stdin.read()
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _load(path: str) -> JobSpec:
-    return load_spec(_read(path))
+    try:
+        return load_spec(_read(path))
+    except SpecError as exc:
+        raise Failed(path, exc.problems) from None
 
 
-def _render(args: argparse.Namespace) -> Rendered:
-    return target(args.target).render(_load(args.spec))
+def _compile(path: str, target_name: str) -> Rendered:
+    spec = _load(path)
+    try:
+        return target(target_name).render(spec)
+    except UnsupportedFeature as exc:
+        raise Failed(f"{path} ({target_name})", exc.problems) from None
 
 
 def _format(objects: list[dict[str, Any]], output: str) -> str:
     if output == "json":
-        doc = objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List", "items": objects}
+        doc = (
+            objects[0]
+            if len(objects) == 1
+            else {"apiVersion": "v1", "kind": "List", "items": objects}
+        )
         return json.dumps(doc, indent=2) + "\n"
     return yamlio.dump_all(objects)
 
 
+def outcome(spec: JobSpec, target_name: str, output: str = "yaml") -> tuple[str, str]:
+    """(file suffix, text) of rendering ``spec`` for one target: the objects, or why not."""
+    try:
+        return output, _format(target(target_name).render(spec).objects, output)
+    except UnsupportedFeature as exc:
+        return "err", str(exc) + "\n"
+
+
+def file_stem(target_name: str) -> str:
+    return target_name.replace("/", "-")
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
 def cmd_render(args: argparse.Namespace) -> int:
-    text = _format(_render(args).objects, args.output)
-    if args.check is None:
-        sys.stdout.write(text)
-        return 0
-    expected = _read(args.check)
+    targets = list(TARGETS) if args.target == "all" else [args.target]
+    if args.out is not None:
+        return _render_matrix(args.spec, targets, Path(args.out), args.output)
+    if len(targets) > 1:
+        raise UsageError("--target all writes one file per target: give --out DIR")
+    if args.check is not None:
+        if len(args.spec) != 1:
+            raise UsageError("--check compares one spec with one golden file")
+        return _check(args.spec[0], args.target, args.output, args.check)
+    for path in args.spec:
+        sys.stdout.write(_format(_compile(path, args.target).objects, args.output))
+    return 0
+
+
+def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str) -> int:
+    """Write every spec for every target to ``out/<spec>/<target>.<yaml|json|err>``."""
+    rows = []
+    for path in specs:
+        spec = _load(path)
+        folder = out / Path(path).stem
+        folder.mkdir(parents=True, exist_ok=True)
+        cells = []
+        for name in targets:
+            suffix, text = outcome(spec, name, output)
+            (folder / f"{file_stem(name)}.{suffix}").write_text(text, encoding="utf-8")
+            cells.append("ok" if suffix != "err" else f"{text.count(chr(10))} unsupported")
+        rows.append((Path(path).name, cells))
+    width = max(len(name) for name, _ in rows)
+    print(f"{'spec':<{width}}  " + "  ".join(f"{t:<15}" for t in targets))
+    for name, cells in rows:
+        print(f"{name:<{width}}  " + "  ".join(f"{c:<15}" for c in cells))
+    return 0
+
+
+def _check(spec: str, target_name: str, output: str, golden: str) -> int:
+    text = _format(_compile(spec, target_name).objects, output)
+    expected = _read(golden)
     if expected == text:
         return 0
     sys.stdout.writelines(
         difflib.unified_diff(
             expected.splitlines(keepends=True),
             text.splitlines(keepends=True),
-            fromfile=args.check,
-            tofile=f"render {args.spec} --target {args.target}",
+            fromfile=golden,
+            tofile=f"render {spec} --target {target_name}",
         )
     )
-    print(f"{args.check}: differs from the rendered output", file=sys.stderr)
+    print(f"{golden}: differs from the rendered output", file=sys.stderr)
     return 1
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    objects = _render(args).objects
-    problems: list[Problem] = []
-    for crd_path in args.crd:
-        from kfcompile import crd  # jsonschema is loaded only when a CRD is given
-
-        crds = [d for d in yamlio.load_all(_read(crd_path)) if isinstance(d, dict)]
-        for obj in objects:
-            kind = obj.get("kind")
-            matching = [c for c in crds if c.get("spec", {}).get("names", {}).get("kind") == kind]
-            for c in matching:
-                problems += [Problem(crd_path, e) for e in crd.errors(obj, c)]
-    if problems:
-        raise KfcompileError(problems)
-    checked = f" against {', '.join(args.crd)}" if args.crd else ""
-    print(f"{args.spec}: valid for {args.target}{checked}", file=sys.stderr)
+    for path in args.spec:
+        objects = _compile(path, args.target).objects
+        problems = [p for crd_path in args.crd for p in _crd_problems(objects, crd_path)]
+        if problems:
+            raise Failed(f"{path} ({args.target})", problems)
+        against = f" against {', '.join(args.crd)}" if args.crd else ""
+        print(f"{path}: valid for {args.target}{against}", file=sys.stderr)
     return 0
 
 
+def _crd_problems(objects: list[dict[str, Any]], crd_path: str) -> list[str]:
+    from kfcompile import crd  # jsonschema is loaded only when a CRD is given
+
+    try:
+        crds = [d for d in yamlio.load_all(_read(crd_path)) if isinstance(d, dict)]
+    except SpecError as exc:
+        raise Failed(crd_path, exc.problems) from None
+    found = []
+    for obj in objects:
+        for c in crds:
+            if c.get("spec", {}).get("names", {}).get("kind") == obj["kind"]:
+                found += [f"{_name(obj)}: {e} (per {crd_path})" for e in crd.errors(obj, c)]
+    return found
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
-    rendered = _render(args)
+    rendered = _compile(args.spec[0], args.target)
+    rows = [
+        {
+            "source": p.source,
+            "object": _name(rendered.objects[p.doc]),
+            "path": p.path,
+            "value": p.value,
+            "merged": p.merge,
+        }
+        for p in rendered.placements
+    ]
     if args.output == "json":
-        rows = [
-            {"source": p.source, "object": _name(rendered.objects[p.doc]), "path": p.path,
-             "value": p.value, "merge": p.merge}
-            for p in rendered.placements
-        ]
         print(json.dumps(rows, indent=2))
         return 0
-    width = max((len(p.source) for p in rendered.placements), default=0)
-    for p in rendered.placements:
-        value = json.dumps(p.value, separators=(",", ":"))
-        how = " (merged)" if p.merge else ""
-        obj = _name(rendered.objects[p.doc])
-        print(f"{p.source:<{width}}  {obj} {p.path} = {value}{how}")
+    width = max((len(r["source"]) for r in rows), default=0)
+    for r in rows:
+        value = json.dumps(r["value"], separators=(",", ":"))
+        how = " (merged)" if r["merged"] else ""
+        print(f"{r['source']:<{width}}  {r['object']} {r['path']} = {value}{how}")
     return 0
 
 
@@ -112,33 +190,30 @@ def _name(obj: dict[str, Any]) -> str:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
+    slots = sorted({s for t in TARGETS.values() for s in t.table if not s.endswith(".*")})
+    support = {
+        name: {slot: base.lookup(t.table, slot)[1] is not None for slot in slots}
+        for name, t in TARGETS.items()
+    }
     if args.output == "json":
-        print(json.dumps({name: _support(name) for name in TARGETS}, indent=2))
+        doc = {
+            name: {
+                "apiVersion": t.api_version,
+                "kind": t.kind,
+                "releases": t.releases,
+                "supports": support[name],
+            }
+            for name, t in TARGETS.items()
+        }
+        print(json.dumps(doc, indent=2))
         return 0
     for t in TARGETS.values():
-        print(f"{t.name:<15} {t.api_version} {t.kind:<11} {t.releases}")
-    slots = sorted({s for t in TARGETS.values() for s in t.table if not s.endswith(".*")})
-    print()
-    header = "".join(f"{name:>15}" for name in TARGETS)
-    print(f"{'slot':<34}{header}")
+        print(f"{t.name:<15} {t.kind:<11} {t.api_version:<31} {t.releases}")
+    print(f"\n{'slot':<34}" + "".join(f"{name:>15}" for name in TARGETS))
     for slot in slots:
-        marks = "".join(f"{'yes' if _supports(name, slot) else '-':>15}" for name in TARGETS)
+        marks = "".join(f"{'yes' if support[name][slot] else '-':>15}" for name in TARGETS)
         print(f"{slot:<34}{marks}")
     return 0
-
-
-def _supports(name: str, slot: str) -> bool:
-    return base.lookup(TARGETS[name].table, slot)[1] is not None
-
-
-def _support(name: str) -> dict[str, Any]:
-    t = TARGETS[name]
-    return {
-        "apiVersion": t.api_version,
-        "kind": t.kind,
-        "releases": t.releases,
-        "slots": {slot: list(s.paths) if s else None for slot, s in t.table.items()},
-    }
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -148,18 +223,25 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- wiring ---------------------------------------------------------------------------------
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kfcompile",
         description="Compile a training-job spec into Kubeflow custom resources.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    target_names = [*TARGETS, "all"]
 
-    def with_spec(name: str, help_text: str) -> argparse.ArgumentParser:
+    def with_spec(name: str, help_text: str, many: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("spec", help="job spec YAML file ('-' for stdin)")
+        p.add_argument("spec", nargs="+" if many else 1, help="job spec YAML file ('-' = stdin)")
         p.add_argument(
-            "-t", "--target", default=DEFAULT_TARGET, choices=list(TARGETS),
+            "-t",
+            "--target",
+            default=DEFAULT_TARGET,
+            choices=target_names if name == "render" else list(TARGETS),
             help=f"output shape (default {DEFAULT_TARGET})",
         )
         return p
@@ -167,14 +249,20 @@ def _parser() -> argparse.ArgumentParser:
     p = with_spec("render", "print the objects to apply, in apply order")
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     p.add_argument("--check", metavar="GOLDEN", help="compare with GOLDEN; exit 1 with a diff")
+    p.add_argument("--out", metavar="DIR", help="write DIR/<spec>/<target>.yaml for each spec")
     p.set_defaults(func=cmd_render)
 
-    p = with_spec("validate", "check the spec and that the target can express all of it")
-    p.add_argument("--crd", action="append", default=[], metavar="FILE",
-                   help="also validate the output against this CRD file (repeatable)")
+    p = with_spec("validate", "check specs and that the target can express all of them")
+    p.add_argument(
+        "--crd",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also validate the output against this CRD file (repeatable)",
+    )
     p.set_defaults(func=cmd_validate)
 
-    p = with_spec("explain", "show where every spec value lands in the output")
+    p = with_spec("explain", "show where every spec value lands in the output", many=False)
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_explain)
 
@@ -187,12 +275,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _fail(label: str, problems: Sequence[Problem]) -> NoReturn:
-    for problem in problems:
-        print(f"{label}: {problem}", file=sys.stderr)
-    raise SystemExit(1)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -200,9 +282,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"kfcompile: {exc}", file=sys.stderr)
         return 2
-    except KfcompileError as exc:
-        label = getattr(args, "spec", "kfcompile")
-        _fail(label if isinstance(exc, SpecError) else f"{label} ({args.target})", exc.problems)
+    except Failed as exc:
+        for problem in exc.problems:
+            print(f"{exc.label}: {problem}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # `kfcompile render ... | head`
         sys.stderr.close()
         return 0

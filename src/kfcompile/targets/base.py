@@ -8,7 +8,7 @@ a neutral slot (``pod.tolerations``, ``container.env``), an optional sub-path in
 
 from __future__ import annotations
 
-import shlex
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -335,11 +335,6 @@ def script_configmap(spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def shell_line(argv: list[str]) -> str:
-    """For messages only: how a command reads when quoted for a POSIX shell."""
-    return shlex.join(argv)
-
-
 # --- the engine -------------------------------------------------------------------------------
 
 
@@ -367,13 +362,16 @@ def place(
 ) -> list[Placement]:
     """Write every entry into ``doc`` through ``table``; raise one error naming all misfits."""
     placed: list[Placement] = []
-    problems: list[Problem] = []
+    problems: dict[str, Problem] = {}  # one line per top-level spec field
     for e in items:
         _, slot = lookup(table, e.slot)
         if slot is None:
+            field = re.split(r"[.\[]", e.source, maxsplit=1)[0]
+            if e.merge:  # an escape hatch names the key the target lacks
+                field = e.source
             others = supported_by(e.slot)
             where = f"supported by: {', '.join(others)}" if others else "no target supports it"
-            problems.append(Problem(e.source, f"not supported by {target} ({where})"))
+            problems.setdefault(field, Problem(field, f"not supported by {target} ({where})"))
             continue
         value = slot.convert(e.value)
         if value is OMIT:
@@ -383,5 +381,5 @@ def place(
             paths.put(doc, paths.parse(path), value, merge=e.merge)
             placed.append(Placement(e.source, index, path, value, e.merge))
     if problems:
-        raise UnsupportedFeature(problems)
+        raise UnsupportedFeature(problems.values())
     return placed
