@@ -279,9 +279,12 @@ def resources_consistent(s: JobSpec) -> Found:
         path = f"extra_resource_requests{_key(k)}"
         if limit is None:
             yield path, "needs an equal limit in extra_resource_limits (it cannot be overcommitted)"
-        elif not k8s.quantity(limit) and not k8s.quantity(wanted):
-            if k8s.compare_quantities(limit, wanted) != 0:
-                yield path, "must equal its limit (it cannot be overcommitted)"
+        elif (
+            not k8s.quantity(limit)
+            and not k8s.quantity(wanted)
+            and k8s.compare_quantities(limit, wanted) != 0
+        ):
+            yield path, "must equal its limit (it cannot be overcommitted)"
     for k in (*s.extra_resource_requests, *s.extra_resource_limits):
         if k in ("cpu", "memory") or k == s.gpu_resource:
             yield (

@@ -31,7 +31,7 @@ def _dumper() -> YAML:
     yaml.width = 4096  # never fold long command lines
     yaml.representer.add_representer(str, _str)
     yaml.representer.sort_base_mapping_type_on_output = False  # keep apiVersion, kind, ... order
-    yaml.representer.ignore_aliases = lambda data: True  # type: ignore[method-assign]
+    yaml.representer.ignore_aliases = lambda data: True
     return yaml
 
 
