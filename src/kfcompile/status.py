@@ -1,0 +1,284 @@
+"""Map a Kubeflow job's status (and optionally its pods) to one normalized :class:`JobState`.
+
+Everything that decides a job's state lives in this file, and as much of it as possible lives in
+the tables below, which read like the "TrainJob status", "PyTorchJob kubeflow.org/v1" and "Kueue"
+sections of KUBEFLOW.md. The functions after the tables only walk them. Nothing here does I/O:
+the caller passes the custom resource and, if it has them, the job's pods, as plain dicts.
+
+How a state is decided, for both kinds:
+
+1. The first row of the kind's condition table that has a condition with status ``"True"`` wins,
+   wherever that condition sits in the list (so SUCCEEDED/FAILED always beat everything else).
+   Conditions with status ``"False"`` or ``"Unknown"`` never decide: operators keep them as
+   history. A row mapping to PENDING (PyTorchJob ``Created``) only describes the wait. The
+   reason is the condition type, except that FAILED keeps the cause the condition reports.
+2. Otherwise the job is waiting or running, and lower-level evidence refines it, strongest first:
+   a stuck pod (``STUCK_POD_REASONS``) means PENDING with that reason, because a child Job
+   counts as "active" while its pods are still pending; then active children in the status
+   (TrainJob ``jobsStatus``, PyTorchJob ``replicaStatuses``) mean RUNNING; then running pods
+   mean RUNNING.
+3. Otherwise PENDING, described by the PENDING row from step 1, else by the latest non-True
+   condition of a known type (e.g. TrainJob ``Suspended=False``, reason ``Resumed``), else
+   ``NoStatus``.
+
+Pods and counters can only ever yield PENDING or RUNNING: a finished state comes from a
+condition alone. Input is read defensively: a field of the wrong shape counts as absent.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+
+class State(enum.Enum):
+    PENDING = "PENDING"
+    SUSPENDED = "SUSPENDED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+FINISHED_STATES: Final = frozenset({State.SUCCEEDED, State.FAILED})
+
+
+@attrs.frozen
+class JobState:
+    state: State = attrs.field(validator=attrs.validators.instance_of(State))
+    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
+    message: str = attrs.field(validator=attrs.validators.instance_of(str))
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+
+# --- Tables -------------------------------------------------------------------------------------
+
+ConditionTable = tuple[tuple[str, State], ...]
+
+# KUBEFLOW.md "TrainJob status": conditions Suspended (True, or False with reason Resumed),
+# Complete, Failed. There is no Created and no Running condition: running is inferred below.
+# Suspended=True is Kueue queueing (or a user suspend): a normal wait, never a failure.
+TRAINJOB_CONDITIONS: Final[ConditionTable] = (
+    ("Complete", State.SUCCEEDED),
+    ("Failed", State.FAILED),
+    ("Suspended", State.SUSPENDED),
+)
+
+# KUBEFLOW.md "PyTorchJob kubeflow.org/v1": Created, Running, Restarting, Succeeded, Suspended,
+# Failed. Restarting means pods are being recreated after a retryable failure: still running.
+PYTORCHJOB_CONDITIONS: Final[ConditionTable] = (
+    ("Succeeded", State.SUCCEEDED),
+    ("Failed", State.FAILED),
+    ("Suspended", State.SUSPENDED),
+    ("Restarting", State.RUNNING),
+    ("Running", State.RUNNING),
+    ("Created", State.PENDING),
+)
+
+# PyTorchJob replicaStatuses keys whose `active` pods count as running (Master and Worker only).
+PYTORCHJOB_REPLICAS: Final = ("Master", "Worker")
+
+# The Training Operator writes every Failed condition with the generic reason `PyTorchJobFailed`
+# (kind + "Failed") and tells backoff limit and deadline apart only in the message.
+FAILURE_MESSAGES: Final[tuple[tuple[str, str], ...]] = (
+    ("reached the specified backoff limit", "BackoffLimitExceeded"),
+    ("active longer than specified deadline", "DeadlineExceeded"),
+)
+
+# A pod that waits for one of these will not start without someone fixing something: container
+# `state.waiting.reason`s, and the reason of a PodScheduled=False pod condition.
+STUCK_POD_REASONS: Final = (
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "CrashLoopBackOff",
+    "Unschedulable",
+)
+
+
+# --- Reading plain dicts defensively ------------------------------------------------------------
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _mappings(value: object) -> list[Mapping[str, Any]]:
+    """The dict items of a list; anything else (None, a string, a dict) is no items at all."""
+    if not isinstance(value, list | tuple):
+        return []
+    return [item for item in value if isinstance(item, Mapping)]
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+@attrs.frozen
+class _Condition:
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+def _conditions(status: Mapping[str, Any]) -> list[_Condition]:
+    conditions = []
+    for raw in _mappings(status.get("conditions")):
+        cond = _Condition(*(_text(raw.get(k)) for k in ("type", "status", "reason", "message")))
+        if cond.type:
+            conditions.append(cond)
+    return conditions
+
+
+# --- What is active, per kind -------------------------------------------------------------------
+
+
+def _active_child_jobs(status: Mapping[str, Any]) -> str:
+    """TrainJob `status.jobsStatus[]` counts child Jobs: any active or ready one is running."""
+    names = [
+        _text(job.get("name")) or "?"
+        for job in _mappings(status.get("jobsStatus"))
+        if _count(job.get("active")) > 0 or _count(job.get("ready")) > 0
+    ]
+    return f"active child Jobs: {', '.join(names)}" if names else ""
+
+
+def _active_replicas(status: Mapping[str, Any]) -> str:
+    """PyTorchJob `status.replicaStatuses.{Master,Worker}.active` counts running pods."""
+    replicas = _mapping(status.get("replicaStatuses"))
+    active = [
+        (name, _count(_mapping(replicas.get(name)).get("active"))) for name in PYTORCHJOB_REPLICAS
+    ]
+    parts = [f"{name}={n}" for name, n in active if n > 0]
+    return f"active replicas: {', '.join(parts)}" if parts else ""
+
+
+@attrs.frozen
+class _Kind:
+    conditions: ConditionTable
+    active: Callable[[Mapping[str, Any]], str]  # a message naming what is active, "" if nothing
+    active_reason: str
+    suspects: str  # what to check when a job never gets a status (KUBEFLOW.md, last line)
+
+
+KINDS: Final[Mapping[str, _Kind]] = {
+    "TrainJob": _Kind(
+        TRAINJOB_CONDITIONS,
+        _active_child_jobs,
+        "JobsActive",
+        "the Trainer controller, the TrainJob CRD and the referenced training runtime",
+    ),
+    "PyTorchJob": _Kind(
+        PYTORCHJOB_CONDITIONS,
+        _active_replicas,
+        "ReplicasActive",
+        "the Training Operator and the PyTorchJob CRD",
+    ),
+}
+
+
+# --- Deciding -----------------------------------------------------------------------------------
+
+
+def _reason(kind: str, cond: _Condition, state: State) -> str:
+    """The condition type names the state, except that a failure keeps the cause it reports."""
+    if state is not State.FAILED:
+        return cond.type
+    # Training Operator reasons are kind + reason ("PyTorchJobFailed"); TrainJob's are bare.
+    reason = cond.reason.removeprefix(kind) or cond.type
+    if reason == "Failed":
+        for fragment, specific in FAILURE_MESSAGES:
+            if fragment in cond.message:
+                return specific
+    return reason
+
+
+def _from_table(kind: str, table: ConditionTable, conditions: list[_Condition]) -> JobState | None:
+    for cond_type, state in table:
+        for cond in conditions:
+            if cond.type == cond_type and cond.status == "True":
+                message = cond.message or f"{kind} condition {cond_type} is True"
+                return JobState(state, _reason(kind, cond, state), message)
+    return None
+
+
+def _waiting(kind_name: str, kind: _Kind, conditions: list[_Condition]) -> JobState:
+    waiting_types = {t for t, state in kind.conditions if state not in FINISHED_STATES}
+    known = [c for c in conditions if c.type in waiting_types and c.status != "True"]
+    if known:
+        last = known[-1]
+        reason = last.reason.removeprefix(kind_name) or last.type
+        return JobState(State.PENDING, reason, last.message or f"{kind_name} is waiting")
+    return JobState(
+        State.PENDING,
+        "NoStatus",
+        f"{kind_name} reports no condition and nothing active yet; if this lasts, look at its "
+        f"events and check that {kind.suspects} exist",
+    )
+
+
+def _stuck_pod(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
+    for pod in pods:
+        name = _text(_mapping(pod.get("metadata")).get("name")) or "?"
+        status = _mapping(pod.get("status"))
+        for cond in _mappings(status.get("conditions")):
+            reason = _text(cond.get("reason"))
+            unscheduled = cond.get("type") == "PodScheduled" and cond.get("status") == "False"
+            if unscheduled and reason in STUCK_POD_REASONS:
+                detail = _text(cond.get("message")) or reason
+                return JobState(State.PENDING, reason, f"pod {name}: {detail}")
+        containers = _mappings(status.get("initContainerStatuses"))
+        containers += _mappings(status.get("containerStatuses"))
+        for container in containers:
+            waiting = _mapping(_mapping(container.get("state")).get("waiting"))
+            reason = _text(waiting.get("reason"))
+            if reason in STUCK_POD_REASONS:
+                detail = _text(waiting.get("message")) or reason
+                where = f"pod {name}, container {_text(container.get('name')) or '?'}"
+                return JobState(State.PENDING, reason, f"{where}: {detail}")
+    return None
+
+
+def _running_pods(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
+    running = [p for p in pods if _mapping(p.get("status")).get("phase") == "Running"]
+    if not running:
+        return None
+    return JobState(State.RUNNING, "PodsRunning", f"{len(running)} of {len(pods)} pods running")
+
+
+def job_state(cr: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = None) -> JobState:
+    """The normalized state of a TrainJob or PyTorchJob, refined by its pods when given.
+
+    Raises ValueError for a kind this module does not know; never raises for a malformed status.
+    """
+    kind_name = cr.get("kind")
+    if not isinstance(kind_name, str) or kind_name not in KINDS:
+        raise ValueError(f"unknown kind {kind_name!r}: expected one of {', '.join(KINDS)}")
+    kind = KINDS[kind_name]
+    status = _mapping(cr.get("status"))
+    conditions = _conditions(status)
+    pod_list = _mappings(pods)
+
+    decided = _from_table(kind_name, kind.conditions, conditions)
+    if decided is not None and decided.state is not State.PENDING:
+        return decided
+    if stuck := _stuck_pod(pod_list):
+        return stuck
+    if active := kind.active(status):
+        return JobState(State.RUNNING, kind.active_reason, active)
+    if running := _running_pods(pod_list):
+        return running
+    return decided or _waiting(kind_name, kind, conditions)
