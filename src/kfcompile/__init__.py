@@ -10,8 +10,15 @@ from typing import Any
 
 from kfcompile.errors import KfcompileError, Problem, SpecError, UnsupportedFeature
 from kfcompile.load import dump_spec, load_spec, structure, unstructure
-from kfcompile.spec import ElasticPolicy, Initializer, InitializerSource, JobSpec, Launcher
-from kfcompile.spec import RuntimeRef, SchedulingPolicy
+from kfcompile.spec import (
+    ElasticPolicy,
+    Initializer,
+    InitializerSource,
+    JobSpec,
+    Launcher,
+    RuntimeRef,
+    SchedulingPolicy,
+)
 from kfcompile.status import JobState, State, job_state
 from kfcompile.targets import DEFAULT_TARGET, TARGETS, Placement, target
 

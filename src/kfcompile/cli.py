@@ -157,8 +157,12 @@ def _crd_problems(objects: list[dict[str, Any]], crd_path: str) -> list[str]:
     found = []
     for obj in objects:
         for c in crds:
-            if c.get("spec", {}).get("names", {}).get("kind") == obj["kind"]:
+            if c.get("spec", {}).get("names", {}).get("kind") != obj["kind"]:
+                continue
+            try:
                 found += [f"{_name(obj)}: {e} (per {crd_path})" for e in crd.errors(obj, c)]
+            except ValueError as exc:  # not a usable CRD
+                raise Failed(crd_path, [str(exc)]) from None
     return found
 
 

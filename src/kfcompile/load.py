@@ -22,6 +22,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+
 from kfcompile import yamlio
 from kfcompile.errors import Problem, SpecError
 from kfcompile.spec import JobSpec

@@ -58,7 +58,11 @@ def _class(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
         elif not isinstance(a.default, attrs.Factory) and a.default not in (None, ()):  # type: ignore[arg-type]
             prop["default"] = a.default
         properties[a.name] = prop
-    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
     if cls.__doc__:
         out["description"] = " ".join(cls.__doc__.split())
     if required:

@@ -58,7 +58,9 @@ class RuntimeRef:
     """The (Cluster)TrainingRuntime a TrainJob runs on."""
 
     name: str = _rule(rules.dns1123_subdomain, "Runtime name.", default=DEFAULT_RUNTIME)
-    kind: RuntimeKind = _doc("`ClusterTrainingRuntime` or `TrainingRuntime`.", default="ClusterTrainingRuntime")
+    kind: RuntimeKind = _doc(
+        "`ClusterTrainingRuntime` or `TrainingRuntime`.", default="ClusterTrainingRuntime"
+    )
     api_group: str = _doc("API group of the runtime.", default="trainer.kubeflow.org")
 
 
@@ -67,8 +69,12 @@ class InitializerSource:
     """Where a dataset or model comes from before training starts."""
 
     storage_uri: str = _rule(rules.storage_uri, "URI such as `hf://org/model` or `s3://bucket/x`.")
-    env: Mapping[str, str] = _rule(rules.env_map, "Extra environment for the initializer.", factory=dict)
-    secret_ref: str | None = _rule(rules.dns1123_subdomain, "Secret with credentials.", default=None)
+    env: Mapping[str, str] = _rule(
+        rules.env_map, "Extra environment for the initializer.", factory=dict
+    )
+    secret_ref: str | None = _rule(
+        rules.dns1123_subdomain, "Secret with credentials.", default=None
+    )
 
 
 @frozen(kw_only=True)
@@ -92,7 +98,9 @@ class ElasticPolicy:
 class SchedulingPolicy:
     """Gang scheduling for PyTorchJob (Volcano / scheduler-plugins)."""
 
-    min_available: int | None = _rule(rules.positive, "Pods that must start together.", default=None)
+    min_available: int | None = _rule(
+        rules.positive, "Pods that must start together.", default=None
+    )
     queue: str | None = _doc("Volcano queue.", default=None)
     min_resources: Mapping[str, str] = _rule(
         rules.resource_map, "Resources the gang needs.", factory=dict
@@ -125,7 +133,9 @@ class JobSpec:
 
     # workload
     image: str = _rule(rules.image, "Container image.")
-    image_pull_policy: PullPolicy | None = _doc("`Always`, `IfNotPresent` or `Never`.", default=None)
+    image_pull_policy: PullPolicy | None = _doc(
+        "`Always`, `IfNotPresent` or `Never`.", default=None
+    )
     image_pull_secrets: tuple[str, ...] = _rule(
         rules.name_list, "Secrets for pulling the image.", default=()
     )
@@ -140,7 +150,8 @@ class JobSpec:
     num_nodes: int = _rule(rules.positive, "Number of nodes (pods).", default=1)
     gpus_per_node: int = _rule(rules.non_negative, "GPUs per node.", default=0)
     nprocs_per_node: int | Literal["auto"] | None = _rule(
-        rules.nprocs, "Processes per node: an int or `auto`; default `gpus_per_node` or 1.",
+        rules.nprocs,
+        "Processes per node: an int or `auto`; default `gpus_per_node` or 1.",
         default=None,
     )
     gpu_resource: str = _rule(rules.resource_name, "GPU resource name.", default="nvidia.com/gpu")
@@ -157,12 +168,15 @@ class JobSpec:
         rules.resource_map, "Other resource limits.", factory=dict
     )
     shm_size: str | None = _rule(
-        rules.quantity_opt, "Size of a memory-backed /dev/shm (NCCL needs more than 64Mi).",
+        rules.quantity_opt,
+        "Size of a memory-backed /dev/shm (NCCL needs more than 64Mi).",
         default=None,
     )
 
     # environment
-    env: Mapping[str, str] = _rule(rules.env_map, "Environment variables, name -> value.", factory=dict)
+    env: Mapping[str, str] = _rule(
+        rules.env_map, "Environment variables, name -> value.", factory=dict
+    )
     env_list: tuple[Mapping[str, Any], ...] = _rule(
         rules.env_list, "Full Kubernetes EnvVar entries (for `valueFrom`).", default=()
     )
@@ -194,7 +208,9 @@ class JobSpec:
     initializer: Initializer | None = _doc("TrainJob dataset/model initializers.", default=None)
     suspend: bool | None = _doc("Create the job suspended.", default=None)
     managed_by: str | None = _rule(
-        rules.managed_by, "Controller that owns the job (`kueue.x-k8s.io/multikueue`).", default=None
+        rules.managed_by,
+        "Controller that owns the job (`kueue.x-k8s.io/multikueue`).",
+        default=None,
     )
     active_deadline_seconds: int | None = _rule(
         rules.positive, "Fail the job after this many seconds.", default=None

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kfcompile import paths
+from kfcompile.paths import Each, Select
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("metadata.name", ("metadata", "name")),
+        (
+            'metadata.labels["kueue.x-k8s.io/queue-name"]',
+            ("metadata", "labels", "kueue.x-k8s.io/queue-name"),
+        ),
+        (
+            "spec.containers[name=node].env[0]",
+            ("spec", "containers", Select("name", "node"), "env", 0),
+        ),
+        (
+            "spec.pytorchReplicaSpecs.*.replicas",
+            ("spec", "pytorchReplicaSpecs", Each(), "replicas"),
+        ),
+        ("a[mountPath=/dev/shm]", ("a", Select("mountPath", "/dev/shm"))),
+    ],
+)
+def test_parse_and_format(text: str, parsed: paths.Path) -> None:
+    assert paths.parse(text) == parsed
+    assert paths.format(parsed) == text
+
+
+@pytest.mark.parametrize("bad", ["a..b", "a[", "a[x]", "[name=]"])
+def test_parse_rejects(bad: str) -> None:
+    with pytest.raises(ValueError, match="bad path"):
+        paths.parse(bad)
+
+
+keys = st.one_of(
+    st.from_regex(r"[a-z][a-zA-Z0-9]{0,8}", fullmatch=True),
+    st.from_regex(r"[a-z]{1,5}\.[a-z]{1,5}/[a-z-]{1,8}", fullmatch=True),
+)
+
+
+@given(st.lists(keys, min_size=1, max_size=5), st.integers())
+def test_put_then_get(segments: list[str], value: int) -> None:
+    doc: dict[str, Any] = {}
+    path = paths.parse("".join(paths.key(s) for s in segments))
+    paths.put(doc, path, value)
+    assert paths.get(doc, path) == value
+
+
+def test_put_select_creates_then_updates_one_item() -> None:
+    doc: dict[str, Any] = {}
+    paths.put(doc, paths.parse("c[name=a].image"), "x")
+    paths.put(doc, paths.parse("c[name=a].env"), [])
+    paths.put(doc, paths.parse("c[name=b]"), {"image": "y"})
+    assert doc == {"c": [{"name": "a", "image": "x", "env": []}, {"image": "y", "name": "b"}]}
+
+
+def test_put_each_reaches_every_replica_and_copies() -> None:
+    doc: dict[str, Any] = {"r": {"Master": {}, "Worker": {}}}
+    value = {"k": ["v"]}
+    paths.put(doc, paths.parse("r.*.x"), value)
+    assert doc["r"]["Master"]["x"] == doc["r"]["Worker"]["x"] == value
+    assert doc["r"]["Master"]["x"] is not doc["r"]["Worker"]["x"]
+    assert doc["r"]["Master"]["x"]["k"] is not value["k"]
+    assert paths.get(doc, paths.parse("r.*.x")) == [value, value]
+
+
+def test_merged_keeps_generated_fields() -> None:
+    base = {
+        "containers": [{"name": "node", "volumeMounts": [{"name": "a", "mountPath": "/a"}]}],
+        "tolerations": [{"key": "gpu", "operator": "Exists"}],
+        "volumes": [{"name": "a", "emptyDir": {}}],
+        "hostNetwork": False,
+    }
+    over = {
+        "containers": [{"name": "node", "securityContext": {"privileged": True}}, {"name": "side"}],
+        "tolerations": [{"key": "efa", "operator": "Exists"}],
+        "volumes": [{"name": "a", "emptyDir": {"medium": "Memory"}}],
+        "hostNetwork": True,
+    }
+    out = paths.merged(base, over)
+    assert out["containers"] == [
+        {
+            "name": "node",
+            "volumeMounts": [{"name": "a", "mountPath": "/a"}],
+            "securityContext": {"privileged": True},
+        },
+        {"name": "side"},
+    ]
+    assert out["tolerations"] == base["tolerations"] + over["tolerations"]
+    assert out["volumes"] == [{"name": "a", "emptyDir": {"medium": "Memory"}}]
+    assert out["hostNetwork"] is True
+    assert base["hostNetwork"] is False  # inputs untouched
+
+
+def test_get_missing_raises_keyerror() -> None:
+    with pytest.raises(KeyError):
+        paths.get({"c": [{"name": "a"}]}, paths.parse("c[name=b]"))

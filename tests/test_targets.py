@@ -1,0 +1,244 @@
+"""Target behaviour that KUBEFLOW.md pins down, checked on small specs built in code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kfcompile import TARGETS, JobSpec, Launcher, UnsupportedFeature, render, structure, yamlio
+from kfcompile.spec import ElasticPolicy
+
+TRAINJOBS = [t for t in TARGETS if t.startswith("trainjob/")]
+BASE: dict[str, Any] = {"name": "job", "image": "img:1"}
+
+
+def spec(**fields: Any) -> JobSpec:
+    return structure({**BASE, **fields})
+
+
+def job(s: JobSpec, target: str) -> dict[str, Any]:
+    return render(s, target)[-1]
+
+
+def torch_spec(**fields: Any) -> JobSpec:
+    return spec(
+        launcher={"kind": "torchrun", "entrypoint": "/w/train.py", "args": ["--lr", "0.1"]},
+        **fields,
+    )
+
+
+# --- PyTorchJob ---------------------------------------------------------------------------
+
+
+def test_pytorchjob_single_node_is_master_only() -> None:
+    replicas = job(spec(), "pytorchjob/v1")["spec"]["pytorchReplicaSpecs"]
+    assert list(replicas) == ["Master"]
+    assert replicas["Master"]["replicas"] == 1
+
+
+@pytest.mark.parametrize("n", [2, 5, 16])
+def test_pytorchjob_master_plus_workers(n: int) -> None:
+    replicas = job(spec(num_nodes=n), "pytorchjob/v1")["spec"]["pytorchReplicaSpecs"]
+    assert replicas["Master"]["replicas"] == 1
+    assert replicas["Worker"]["replicas"] == n - 1
+    for r in replicas.values():
+        names = [c["name"] for c in r["template"]["spec"]["containers"]]
+        assert names == ["pytorch"]
+
+
+def test_pytorchjob_nproc_is_a_string() -> None:
+    assert job(spec(gpus_per_node=8), "pytorchjob/v1")["spec"]["nprocPerNode"] == "8"
+    assert job(spec(nprocs_per_node="auto"), "pytorchjob/v1")["spec"]["nprocPerNode"] == "auto"
+    assert job(spec(), "pytorchjob/v1")["spec"]["nprocPerNode"] == "1"
+
+
+def test_pytorchjob_torchrun_uses_operator_env() -> None:
+    c = job(torch_spec(num_nodes=3, gpus_per_node=4), "pytorchjob/v1")["spec"][
+        "pytorchReplicaSpecs"
+    ]["Worker"]["template"]["spec"]["containers"][0]
+    cmd = c["command"]
+    assert cmd[0] == "torchrun"
+    assert "--nnodes=3" in cmd and "--nproc-per-node=4" in cmd
+    assert {
+        "--node-rank=$(RANK)",
+        "--master-addr=$(MASTER_ADDR)",
+        "--master-port=$(MASTER_PORT)",
+    } <= set(cmd)
+    assert cmd[-3:] == ["/w/train.py", "--lr", "0.1"]
+    assert {"name": "pytorchjob-port", "containerPort": 23456} in c["ports"]
+
+
+def test_pytorchjob_elastic_is_workers_only_with_static_rendezvous() -> None:
+    s = torch_spec(num_nodes=3, elastic={"min_nodes": 2, "max_nodes": 4, "max_restarts": 2})
+    j = job(s, "pytorchjob/v1")
+    replicas = j["spec"]["pytorchReplicaSpecs"]
+    assert list(replicas) == ["Worker"] and replicas["Worker"]["replicas"] == 3
+    assert j["spec"]["elasticPolicy"] == {
+        "minReplicas": 2,
+        "maxReplicas": 4,
+        "rdzvBackend": "c10d",
+        "rdzvPort": 29400,
+        "maxRestarts": 2,
+    }
+    cmd = replicas["Worker"]["template"]["spec"]["containers"][0]["command"]
+    assert "--nnodes=2:4" in cmd
+    assert "--rdzv-endpoint=job-worker-0:29400" in cmd
+    assert not [a for a in cmd if "$(" in a], "no operator env without a Master"
+
+
+def test_pytorchjob_run_policy() -> None:
+    s = spec(
+        suspend=True,
+        backoff_limit=3,
+        ttl_seconds_after_finished=60,
+        clean_pod_policy="All",
+        active_deadline_seconds=600,
+        restart_policy="ExitCode",
+        scheduling_policy={"min_available": 2, "queue": "q"},
+    )
+    j = job(s, "pytorchjob/v1")
+    assert j["spec"]["runPolicy"] == {
+        "suspend": True,
+        "activeDeadlineSeconds": 600,
+        "backoffLimit": 3,
+        "ttlSecondsAfterFinished": 60,
+        "cleanPodPolicy": "All",
+        "schedulingPolicy": {"minAvailable": 2, "queue": "q"},
+    }
+    assert j["spec"]["pytorchReplicaSpecs"]["Master"]["restartPolicy"] == "ExitCode"
+
+
+# --- TrainJob -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", TRAINJOBS)
+def test_trainjob_defaults_to_torch_distributed(target: str) -> None:
+    assert job(spec(), target)["spec"]["runtimeRef"] == {
+        "name": "torch-distributed",
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+    }
+
+
+@pytest.mark.parametrize(
+    ("target", "auto"),
+    [
+        ("trainjob/v2.0", "auto"),
+        ("trainjob/v2.1", "auto"),
+        ("trainjob/v2.2", None),
+        ("trainjob/v2.3", None),
+    ],
+)
+def test_num_proc_per_node_auto(target: str, auto: str | None) -> None:
+    trainer = job(spec(nprocs_per_node="auto"), target)["spec"]["trainer"]
+    assert trainer.get("numProcPerNode") == auto
+    assert job(spec(nprocs_per_node=4), target)["spec"]["trainer"]["numProcPerNode"] == 4
+
+
+@pytest.mark.parametrize("target", TRAINJOBS)
+def test_trainjob_torchrun_relies_on_runtime_env(target: str) -> None:
+    trainer = job(torch_spec(num_nodes=4), target)["spec"]["trainer"]
+    assert trainer["command"] == ["torchrun", "/w/train.py", "--lr", "0.1"]
+    assert trainer["numNodes"] == 4
+
+
+@pytest.mark.parametrize("target", TRAINJOBS)
+def test_reserved_env_rejected(target: str) -> None:
+    with pytest.raises(UnsupportedFeature, match=r"env\.PET_NODE_RANK: reserved"):
+        render(spec(env={"PET_NODE_RANK": "0"}), target)
+    render(spec(env={"PET_NODE_RANK": "0"}), "pytorchjob/v1")  # not reserved there
+
+
+def test_override_shapes_per_release() -> None:
+    s = spec(tolerations=[{"key": "gpu", "operator": "Exists"}])
+    v20 = job(s, "trainjob/v2.0")["spec"]["podSpecOverrides"][0]
+    assert list(v20)[0] == "targetJobs" and v20["targetJobs"] == [{"name": "node"}]
+    v21 = job(s, "trainjob/v2.1")["spec"]["podTemplateOverrides"][0]
+    assert v21["targetJobs"] == [{"name": "node"}] and "tolerations" in v21["spec"]
+    for target in ("trainjob/v2.2", "trainjob/v2.3"):
+        patch = job(s, target)["spec"]["runtimePatches"]
+        assert [p["manager"] for p in patch] == ["kfcompile.dev/kfcompile"]
+        rjobs = patch[0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+        assert [r["name"] for r in rjobs] == ["node"]
+
+
+def test_runtime_labels_reach_jobset_and_jobs() -> None:
+    s = spec(runtime_labels={"a": "b"})
+    assert job(s, "trainjob/v2.1")["spec"]["labels"] == {"a": "b"}
+    tpl = job(s, "trainjob/v2.3")["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
+    assert tpl["metadata"]["labels"] == {"a": "b"}
+    assert tpl["spec"]["replicatedJobs"][0]["template"]["metadata"]["labels"] == {"a": "b"}
+    assert "labels" not in job(s, "trainjob/v2.3")["spec"]
+
+
+# --- shared behaviour ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gpus_in_limits_and_equal_requests(target: str) -> None:
+    objs = render(spec(gpus_per_node=8, gpu_resource="amd.com/gpu"), target)
+    text = yamlio.dump_all(objs)
+    assert "amd.com/gpu: '8'" in text and text.count("amd.com/gpu: '8'") % 2 == 0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_inline_script_configmap_comes_first(target: str) -> None:
+    s = spec(launcher={"kind": "python"}, script="print('hi')\n")
+    cm, j = render(s, target)
+    assert cm["kind"] == "ConfigMap" and cm["data"] == {"train.py": "print('hi')\n"}
+    assert cm["metadata"]["name"] == "job-script"
+    assert j["kind"] in ("TrainJob", "PyTorchJob")
+    text = yamlio.dump_all([j])
+    assert "/opt/kfcompile/scripts/train.py" in text and "job-script" in text
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_yaml_has_no_anchors(target: str) -> None:
+    s = torch_spec(
+        num_nodes=4,
+        tolerations=[{"key": "a", "operator": "Exists"}],
+        env={"A": "1"},
+        shm_size="1Gi",
+    )
+    text = yamlio.dump_all(render(s, target))
+    assert "&id" not in text and "*id" not in text
+
+
+def test_pod_spec_overrides_merge_without_dropping() -> None:
+    s = spec(
+        shm_size="1Gi",
+        volumes=[{"name": "data", "emptyDir": {}}],
+        pod_spec_overrides={"volumes": [{"name": "extra", "emptyDir": {}}], "hostNetwork": True},
+    )
+    pod = job(s, "pytorchjob/v1")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"]] == ["data", "dshm", "extra"]
+    assert pod["hostNetwork"] is True
+
+
+def test_container_overrides_merge_by_name() -> None:
+    s = spec(
+        env={"A": "1"},
+        container_overrides={"env": [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]},
+    )
+    env = job(s, "trainjob/v2.3")["spec"]["trainer"]["env"]
+    assert env == [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]
+
+
+def test_render_is_independent_of_spec_objects() -> None:
+    s = JobSpec(
+        name="job",
+        image="img",
+        launcher=Launcher(kind="python", entrypoint="/a.py"),
+        tolerations=({"key": "a", "operator": "Exists"},),
+    )
+    first = render(s, "trainjob/v2.3")
+    first[-1]["spec"]["runtimePatches"][0]["manager"] = "mutated"
+    tol = first[-1]["spec"]
+    assert s.tolerations == ({"key": "a", "operator": "Exists"},)
+    assert render(s, "trainjob/v2.3")[-1]["spec"]["runtimePatches"][0]["manager"] != "mutated"
+    assert tol is not None
+
+
+def test_elastic_policy_class_is_exported() -> None:
+    assert ElasticPolicy(min_nodes=1, max_nodes=2).rdzv_backend == "c10d"
