@@ -153,7 +153,7 @@ def test_reserved_env_rejected(target: str) -> None:
 def test_override_shapes_per_release() -> None:
     s = spec(tolerations=[{"key": "gpu", "operator": "Exists"}])
     v20 = job(s, "trainjob/v2.0")["spec"]["podSpecOverrides"][0]
-    assert list(v20)[0] == "targetJobs" and v20["targetJobs"] == [{"name": "node"}]
+    assert next(iter(v20)) == "targetJobs" and v20["targetJobs"] == [{"name": "node"}]
     v21 = job(s, "trainjob/v2.1")["spec"]["podTemplateOverrides"][0]
     assert v21["targetJobs"] == [{"name": "node"}] and "tolerations" in v21["spec"]
     for target in ("trainjob/v2.2", "trainjob/v2.3"):
