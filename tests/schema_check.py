@@ -52,6 +52,8 @@ _DEFINITIONS_URI = "https://kubernetes.io/api/_definitions.json"
 
 
 def require_shared() -> Path:
+    if SHARED is None and os.environ.get("KFCOMPILE_REQUIRE_SHARED"):
+        pytest.fail("KFCOMPILE_REQUIRE_SHARED is set but ../shared/crds is missing")
     if SHARED is None:
         pytest.skip(
             reason="../shared/crds not found: reference CRDs are only present in CI and the dev "

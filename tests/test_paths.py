@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kfcompile import paths
-from kfcompile.paths import Each, Select
+from kfcompile.paths import EACH, Select
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ from kfcompile.paths import Each, Select
         ),
         (
             "spec.pytorchReplicaSpecs.*.replicas",
-            ("spec", "pytorchReplicaSpecs", Each(), "replicas"),
+            ("spec", "pytorchReplicaSpecs", EACH, "replicas"),
         ),
         ("a[mountPath=/dev/shm]", ("a", Select("mountPath", "/dev/shm"))),
     ],

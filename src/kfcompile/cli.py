@@ -196,7 +196,7 @@ def _name(obj: dict[str, Any]) -> str:
 def cmd_targets(args: argparse.Namespace) -> int:
     slots = sorted({s for t in TARGETS.values() for s in t.table if not s.endswith(".*")})
     support = {
-        name: {slot: base.lookup(t.table, slot)[1] is not None for slot in slots}
+        name: {slot: base.lookup(t.table, slot) is not None for slot in slots}
         for name, t in TARGETS.items()
     }
     if args.output == "json":

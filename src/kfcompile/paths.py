@@ -13,22 +13,24 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
-from typing import Any
-
-from attrs import frozen
+from typing import Any, NamedTuple
 
 
-@frozen
-class Select:
+class Select(NamedTuple):
+    """A list item chosen by one of its keys, e.g. the container named ``node``."""
+
     key: str
     value: str
 
 
-@frozen
 class Each:
-    pass
+    """Every value of a mapping (``*``); use the ``EACH`` singleton."""
 
+    def __repr__(self) -> str:
+        return "EACH"
+
+
+EACH = Each()
 
 Segment = str | int | Select | Each
 Path = tuple[Segment, ...]
@@ -62,14 +64,17 @@ def parse(text: str) -> Path:
         elif m["skey"] is not None:
             out.append(Select(m["skey"], m["svalue"]))
         else:
-            out.append(Each())
+            out.append(EACH)
         pos = m.end()
     return tuple(out)
 
 
+_PLAIN = re.compile(r"[A-Za-z_$][\w$-]*")
+
+
 def key(k: str) -> str:
     """A mapping key as a path segment, quoted when it is not a plain identifier."""
-    return f".{k}" if re.fullmatch(r"[A-Za-z_$][\w$-]*", k) else f'["{k}"]'
+    return f".{k}" if _PLAIN.fullmatch(k) else f'["{k}"]'
 
 
 def select(k: str, v: str) -> str:
@@ -90,17 +95,20 @@ def format(path: Path) -> str:
     return text.lstrip(".")
 
 
-def _expand(doc: Any, path: Path) -> Iterator[tuple[Any, Segment]]:
-    """Walk to every parent of the leaf, creating containers on the way."""
-    node = doc
+def parents(doc: Any, path: Path) -> list[Any]:
+    """The containers that hold the last segment of ``path`` (one per ``*`` match).
+
+    Missing containers on the way are created: a list where the next segment selects an item,
+    a mapping otherwise.
+    """
+    nodes = [doc]
     for i, seg in enumerate(path[:-1]):
-        nxt = path[i + 1]
         if isinstance(seg, Each):
-            for child in node.values():
-                yield from _expand(child, path[i + 1 :])
-            return
-        node = _child(node, seg, create=[] if isinstance(nxt, int | Select) else {})
-    yield node, path[-1]
+            nodes = [child for node in nodes for child in node.values()]
+            continue
+        make = list if isinstance(path[i + 1], int | Select) else dict
+        nodes = [_child(node, seg, make()) for node in nodes]
+    return nodes
 
 
 def _child(node: Any, seg: Segment, create: Any) -> Any:
@@ -120,25 +128,68 @@ def _child(node: Any, seg: Segment, create: Any) -> Any:
     raise ValueError("'*' cannot be the last segment")
 
 
-def put(doc: dict[str, Any], path: Path, value: Any, merge: bool = False) -> None:
+def put_leaf(parent: Any, leaf: Segment, value: Any, merge: bool = False) -> bool:
+    """Store ``value`` itself under ``parent`` (the caller owns it); with ``merge``, deep-merge it
+    into what is there. Returns whether a container that was already there got replaced."""
+    if isinstance(leaf, Select):
+        for i, item in enumerate(parent):
+            if item.get(leaf.key) == leaf.value:
+                parent[i] = merged(item, value) if merge else {**item, **value}
+                return True
+        parent.append({**value, leaf.key: leaf.value})
+        return False
+    if isinstance(leaf, int):
+        had = leaf < len(parent)
+        _child(parent, leaf, None)
+        parent[leaf] = merged(parent[leaf], value) if merge else value
+        return had
+    if isinstance(leaf, str):
+        had = isinstance(parent.get(leaf), dict | list)
+        parent[leaf] = merged(parent[leaf], value) if merge and leaf in parent else value
+        return had
+    raise ValueError("'*' cannot be the last segment")
+
+
+def put(doc: Any, path: Path, value: Any, merge: bool = False) -> None:
     """Set a copy of ``value`` at ``path``; with ``merge``, deep-merge it into what is there."""
-    for parent, leaf in _expand(doc, path):
-        if isinstance(leaf, Select):
-            for i, item in enumerate(parent):
-                if item.get(leaf.key) == leaf.value:
-                    parent[i] = merged(item, value) if merge else {**item, **copied(value)}
-                    break
-            else:
-                parent.append({**copied(value), leaf.key: leaf.value})
-        elif isinstance(leaf, int):
-            _child(parent, leaf, None)
-            parent[leaf] = merged(parent[leaf], value) if merge else copied(value)
-        elif isinstance(leaf, str):
-            parent[leaf] = (
-                merged(parent[leaf], value) if merge and leaf in parent else copied(value)
-            )
+    for parent in parents(doc, path):
+        put_leaf(parent, path[-1], copied(value), merge)
+
+
+class Builder:
+    """Puts many values into one document, remembering the containers it walked through.
+
+    A render places dozens of values under the same deep prefixes (a runtime patch's pod spec
+    is twelve segments down); each prefix is walked once instead of once per value.
+    """
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+        self._at: dict[Path, list[Any]] = {(): [doc]}
+
+    def _containers(self, prefix: Path, below: Segment) -> list[Any]:
+        found = self._at.get(prefix)
+        if found is not None:
+            return found
+        seg = prefix[-1]
+        up = self._containers(prefix[:-1], seg)
+        if isinstance(seg, Each):
+            found = [child for node in up for child in node.values()]
         else:
-            raise ValueError("'*' cannot be the last segment")
+            make = list if isinstance(below, int | Select) else dict
+            found = [_child(node, seg, make()) for node in up]
+        self._at[prefix] = found
+        return found
+
+    def put(self, path: Path, value: Any, merge: bool = False) -> None:
+        """Store ``value`` (which the caller hands over) at ``path``; copies for every further
+        place a ``*`` reaches, so no two places share a container."""
+        replaced = False
+        for i, parent in enumerate(self._containers(path[:-1], path[-1])):
+            replaced |= put_leaf(parent, path[-1], copied(value) if i else value, merge)
+        if replaced:  # containers remembered below the old value are gone
+            for stale in [p for p in self._at if p[: len(path)] == path]:
+                del self._at[stale]
 
 
 def copied(value: Any) -> Any:

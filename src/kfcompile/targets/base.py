@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from attrs import field, frozen
 
 from kfcompile import paths
+from kfcompile.paths import copied
 from kfcompile.errors import Problem, UnsupportedFeature
 from kfcompile.spec import SCRIPT_DIR, JobSpec
 
@@ -24,8 +25,7 @@ SHM_VOLUME = "dshm"
 SCRIPT_VOLUME = "kfcompile-script"
 
 
-@frozen
-class Entry:
+class Entry(NamedTuple):
     source: str  # spec field path, as a user writes it
     slot: str  # neutral slot name, looked up in a target's table
     value: Any
@@ -52,8 +52,7 @@ class Slot:
 OMIT = object()  # a converter's answer for "write nothing here" (e.g. numProcPerNode auto)
 
 
-@frozen
-class Placement:
+class Placement(NamedTuple):
     """One value as it landed: the explain row and what the property tests read back."""
 
     source: str
@@ -147,9 +146,9 @@ def entries(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
     yield from _pod(spec)
     yield from _run_policy(spec)
     for k, v in spec.container_overrides.items():
-        yield Entry(f"container_overrides.{k}", f"container.{k}", v, merge=True)
+        yield Entry(f"container_overrides.{k}", f"container.{k}", copied(v), merge=True)
     for k, v in spec.pod_spec_overrides.items():
-        yield Entry(f"pod_spec_overrides.{k}", f"pod.{k}", v, merge=True)
+        yield Entry(f"pod_spec_overrides.{k}", f"pod.{k}", copied(v), merge=True)
 
 
 def _container(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
@@ -168,7 +167,7 @@ def _container(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
     for k, v in spec.env.items():
         yield Entry(f"env.{k}", "container.env", _env_var(k, v), f"[name={k}]")
     for i, item in enumerate(spec.env_list):
-        yield Entry(f"env_list[{i}]", "container.env", dict(item), f"[name={item['name']}]")
+        yield Entry(f"env_list[{i}]", "container.env", copied(item), f"[name={item['name']}]")
 
     res: list[tuple[str, str, str | None]] = [
         ("cpu_request", "requests", spec.cpu_request),
@@ -201,7 +200,7 @@ def _mounts(spec: JobSpec) -> Iterator[Entry]:
         yield Entry(
             f"volume_mounts[{i}]",
             "container.volumeMounts",
-            dict(m),
+            copied(m),
             f"[mountPath={m['mountPath']}]",
         )
     if spec.shm_size:
@@ -226,9 +225,9 @@ def _pod(spec: JobSpec) -> Iterator[Entry]:
     for k, v in spec.node_selector.items():
         yield Entry(f"node_selector{paths.key(k)}", "pod.nodeSelector", v, paths.key(k))
     if spec.tolerations:
-        yield Entry("tolerations", "pod.tolerations", [dict(t) for t in spec.tolerations])
+        yield Entry("tolerations", "pod.tolerations", copied(spec.tolerations))
     if spec.affinity:
-        yield Entry("affinity", "pod.affinity", dict(spec.affinity))
+        yield Entry("affinity", "pod.affinity", copied(spec.affinity))
     if spec.scheduling_gates:
         yield Entry(
             "scheduling_gates", "pod.schedulingGates", [{"name": g} for g in spec.scheduling_gates]
@@ -246,7 +245,7 @@ def _pod(spec: JobSpec) -> Iterator[Entry]:
             spec.termination_grace_period_seconds,
         )
     for i, volume in enumerate(spec.volumes):
-        yield Entry(f"volumes[{i}]", "pod.volumes", dict(volume), f"[name={volume['name']}]")
+        yield Entry(f"volumes[{i}]", "pod.volumes", copied(volume), f"[name={volume['name']}]")
     if spec.shm_size:
         yield Entry(
             "shm_size",
@@ -338,23 +337,30 @@ def script_configmap(spec: JobSpec) -> dict[str, Any]:
 # --- the engine -------------------------------------------------------------------------------
 
 
-def lookup(table: Table, slot: str) -> tuple[bool, Slot | None]:
-    """(known, slot): exact slot first, then a wildcard such as ``pod.*`` for the rest."""
-    if slot in table:
-        return True, table[slot]
-    group, _, rest = slot.partition(".")
-    wildcard = table.get(f"{group}.*", OMIT)
-    if wildcard is OMIT or wildcard is None:
-        return False, None
-    assert isinstance(wildcard, Slot)
-    return True, Slot(tuple(p + paths.key(rest) for p in wildcard.paths), wildcard.convert)
+_resolved: dict[tuple[int, str], Slot | None] = {}  # tables are module constants
+
+
+def lookup(table: Table, slot: str) -> Slot | None:
+    """Where ``slot`` lands: its own row, else a wildcard row such as ``pod.*``; None if nowhere."""
+    cache_key = (id(table), slot)
+    if cache_key not in _resolved:
+        found = table.get(slot, OMIT)
+        if found is OMIT:
+            group, _, rest = slot.partition(".")
+            wildcard = table.get(f"{group}.*")
+            found = wildcard and Slot(
+                tuple(p + paths.key(rest) for p in wildcard.paths), wildcard.convert
+            )
+        assert found is None or isinstance(found, Slot)
+        _resolved[cache_key] = found
+    return _resolved[cache_key]
 
 
 def supported_by(slot: str) -> list[str]:
     """Every target whose table can express ``slot``, for error messages."""
     from kfcompile.targets import TARGETS  # the registry imports the target modules
 
-    return [t.name for t in TARGETS.values() if lookup(t.table, slot)[1] is not None]
+    return [t.name for t in TARGETS.values() if lookup(t.table, slot) is not None]
 
 
 def place(
@@ -363,8 +369,9 @@ def place(
     """Write every entry into ``doc`` through ``table``; raise one error naming all misfits."""
     placed: list[Placement] = []
     problems: dict[str, Problem] = {}  # one line per top-level spec field
+    builder = paths.Builder(doc)
     for e in items:
-        _, slot = lookup(table, e.slot)
+        slot = lookup(table, e.slot)
         if slot is None:
             field = re.split(r"[.\[]", e.source, maxsplit=1)[0]
             if e.merge:  # an escape hatch names the key the target lacks
@@ -376,10 +383,9 @@ def place(
         value = slot.convert(e.value)
         if value is OMIT:
             continue
-        for where in slot.paths:
-            path = where + e.sub
-            paths.put(doc, paths.parse(path), value, merge=e.merge)
-            placed.append(Placement(e.source, index, path, value, e.merge))
+        for i, where in enumerate(slot.paths):
+            builder.put(paths.parse(where + e.sub), paths.copied(value) if i else value, e.merge)
+            placed.append(Placement(e.source, index, where + e.sub, value, e.merge))
     if problems:
         raise UnsupportedFeature(problems.values())
     return placed
