@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 from attrs import field, frozen
 
 from kfcompile import paths
-from kfcompile.paths import copied
 from kfcompile.errors import Problem, UnsupportedFeature
+from kfcompile.paths import copied
 from kfcompile.spec import SCRIPT_DIR, JobSpec
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
