@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kfcompile.errors import KfcompileError, Problem, SpecError, UnsupportedFeature
 from kfcompile.load import dump_spec, load_spec, structure, unstructure
@@ -19,8 +19,20 @@ from kfcompile.spec import (
     RuntimeRef,
     SchedulingPolicy,
 )
-from kfcompile.status import JobState, State, job_state
 from kfcompile.targets import DEFAULT_TARGET, TARGETS, Placement, target
+
+
+if TYPE_CHECKING:
+    from kfcompile.status import JobState, State, job_state
+
+
+def __getattr__(name: str) -> Any:
+    # Status mapping is not needed to render; importing it lazily keeps `kfcompile render` quick.
+    if name in ("JobState", "State", "job_state"):
+        from kfcompile import status
+
+        return getattr(status, name)
+    raise AttributeError(f"module 'kfcompile' has no attribute {name!r}")
 
 
 def render(spec: JobSpec, target_name: str = DEFAULT_TARGET) -> list[dict[str, Any]]:
