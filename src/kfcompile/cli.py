@@ -194,9 +194,13 @@ def _name(obj: dict[str, Any]) -> str:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    slots = sorted({s for t in TARGETS.values() for s in t.table if not s.endswith(".*")})
+    from kfcompile.reference import field_slots
+
     support = {
-        name: {slot: base.lookup(t.table, slot) is not None for slot in slots}
+        name: {
+            field: all(base.lookup(t.table, slot) is not None for slot in slots)
+            for field, slots in field_slots().items()
+        }
         for name, t in TARGETS.items()
     }
     if args.output == "json":
@@ -213,10 +217,10 @@ def cmd_targets(args: argparse.Namespace) -> int:
         return 0
     for t in TARGETS.values():
         print(f"{t.name:<15} {t.kind:<11} {t.api_version:<31} {t.releases}")
-    print(f"\n{'slot':<34}" + "".join(f"{name:>15}" for name in TARGETS))
-    for slot in slots:
-        marks = "".join(f"{'yes' if support[name][slot] else '-':>15}" for name in TARGETS)
-        print(f"{slot:<34}{marks}")
+    print(f"\n{'spec field':<34}" + "".join(f"{name:>15}" for name in TARGETS))
+    for field in support[DEFAULT_TARGET]:
+        marks = "".join(f"{'yes' if support[name][field] else '-':>15}" for name in TARGETS)
+        print(f"{field:<34}{marks}")
     return 0
 
 

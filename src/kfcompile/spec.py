@@ -280,7 +280,8 @@ def _field_problems(obj: Any, prefix: str) -> Iterator[Problem]:
 
 def _between_fields(s: JobSpec) -> Iterator[tuple[str, str]]:
     """Rules that relate fields to each other."""
-    for _, message in rules.hostname_lengths(s.name, s.num_nodes):
+    most_nodes = max(s.num_nodes, s.elastic.max_nodes if s.elastic else 0)  # elastic may grow
+    for _, message in rules.hostname_lengths(s.name, most_nodes):
         yield "name", message
     if s.launcher is not None and s.command:
         yield "command", "set either command or launcher, not both"
