@@ -21,28 +21,55 @@ from kfcompile.targets import TARGETS, base
 # learn which neutral slots each spec field feeds.
 KITCHEN_SINK: tuple[dict[str, Any], ...] = (
     {
-        "name": "k", "namespace": "ns", "labels": {"a": "b"}, "annotations": {"a": "b"},
-        "runtime_labels": {"a": "b"}, "runtime_annotations": {"a": "b"},
-        "pod_labels": {"a": "b"}, "pod_annotations": {"a": "b"},
-        "image": "i", "image_pull_policy": "Always", "image_pull_secrets": ["s"],
-        "launcher": {"kind": "torchrun", "entrypoint": "t.py"}, "script": "print()",
-        "num_nodes": 2, "gpus_per_node": 1, "nprocs_per_node": 1, "gpu_resource": "x.io/gpu",
-        "cpu_request": "1", "cpu_limit": "1", "memory_request": "1Gi", "memory_limit": "1Gi",
-        "extra_resource_requests": {"x.io/efa": "1"}, "extra_resource_limits": {"x.io/efa": "1"},
-        "shm_size": "1Gi", "env": {"A": "1"}, "env_list": [{"name": "B", "value": "2"}],
-        "tolerations": [{"operator": "Exists"}], "affinity": {"nodeAffinity": {}},
-        "node_selector": {"a": "b"}, "scheduling_gates": ["g"], "service_account_name": "sa",
+        "name": "k",
+        "namespace": "ns",
+        "labels": {"a": "b"},
+        "annotations": {"a": "b"},
+        "runtime_labels": {"a": "b"},
+        "runtime_annotations": {"a": "b"},
+        "pod_labels": {"a": "b"},
+        "pod_annotations": {"a": "b"},
+        "image": "i",
+        "image_pull_policy": "Always",
+        "image_pull_secrets": ["s"],
+        "launcher": {"kind": "torchrun", "entrypoint": "t.py"},
+        "script": "print()",
+        "num_nodes": 2,
+        "gpus_per_node": 1,
+        "nprocs_per_node": 1,
+        "gpu_resource": "x.io/gpu",
+        "cpu_request": "1",
+        "cpu_limit": "1",
+        "memory_request": "1Gi",
+        "memory_limit": "1Gi",
+        "extra_resource_requests": {"x.io/efa": "1"},
+        "extra_resource_limits": {"x.io/efa": "1"},
+        "shm_size": "1Gi",
+        "env": {"A": "1"},
+        "env_list": [{"name": "B", "value": "2"}],
+        "tolerations": [{"operator": "Exists"}],
+        "affinity": {"nodeAffinity": {}},
+        "node_selector": {"a": "b"},
+        "scheduling_gates": ["g"],
+        "service_account_name": "sa",
         "termination_grace_period_seconds": 30,
         "volumes": [{"name": "v", "emptyDir": {}}],
         "volume_mounts": [{"name": "v", "mountPath": "/v"}],
         "runtime_ref": {"name": "r"},
         "initializer": {"dataset": {"storage_uri": "hf://d"}, "model": {"storage_uri": "hf://m"}},
-        "suspend": True, "managed_by": "kueue.x-k8s.io/multikueue",
-        "active_deadline_seconds": 1, "backoff_limit": 1, "ttl_seconds_after_finished": 1,
-        "clean_pod_policy": "All", "restart_policy": "Never",
-        "elastic": {"min_nodes": 1, "max_nodes": 2}, "queue": "q", "priority_class": "p",
+        "suspend": True,
+        "managed_by": "kueue.x-k8s.io/multikueue",
+        "active_deadline_seconds": 1,
+        "backoff_limit": 1,
+        "ttl_seconds_after_finished": 1,
+        "clean_pod_policy": "All",
+        "restart_policy": "Never",
+        "elastic": {"min_nodes": 1, "max_nodes": 2},
+        "queue": "q",
+        "priority_class": "p",
         "scheduling_policy": {"min_available": 1},
-        "pod_spec_overrides": {"volumes": []}, "container_overrides": {"volumeMounts": []},
+        "pod_spec_overrides": {"volumes": []},
+        "container_overrides": {"volumeMounts": []},
     },
     {"name": "k", "image": "i", "command": ["c"], "args": ["a"]},
 )
@@ -81,7 +108,11 @@ def _fields(cls: type, prefix: str = "") -> Iterator[tuple[str, str, str, str]]:
     for a in attrs.fields(cls):
         t = hints[a.name]
         default = "required" if a.default is attrs.NOTHING else ""
-        if default == "" and not isinstance(a.default, attrs.Factory) and a.default not in (None, ()):  # type: ignore[arg-type]
+        if (
+            default == ""
+            and not isinstance(a.default, attrs.Factory)
+            and a.default not in (None, ())
+        ):  # type: ignore[arg-type]
             default = f"`{a.default}`"
         yield f"{prefix}{a.name}", _type_name(t), default, a.metadata.get("doc", "")
         nested = [x for x in (t, *typing.get_args(t)) if isinstance(x, type) and attrs.has(x)]

@@ -1,0 +1,71 @@
+"""Generated documentation and schema files must match the code that generates them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from kfcompile import yamlio
+from kfcompile.reference import field_slots, spec_reference, support_table
+from kfcompile.schema import json_schema
+from kfcompile.spec import JobSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+SCHEMA_FILE = ROOT / "schemas" / "jobspec.schema.json"
+
+
+def section(name: str) -> str:
+    m = re.search(rf"<!-- reference:{name} -->\n(.*?)<!-- /reference:{name} -->", README, re.S)
+    assert m, f"README lacks the {name} section"
+    return m.group(1)
+
+
+def test_readme_support_table_is_current() -> None:
+    assert section("support") == support_table()
+
+
+def test_readme_spec_reference_is_current() -> None:
+    assert section("spec") == spec_reference()
+
+
+def test_reference_covers_every_field() -> None:
+    import attrs
+
+    slots = field_slots()
+    assert set(slots) == {a.name for a in attrs.fields(JobSpec)}
+    # gpu_resource only names the GPU key; every other field feeds at least one slot
+    assert [f for f, s in slots.items() if not s] == ["gpu_resource"]
+    for name in slots:
+        assert f"| `{name}` |" in section("spec")
+
+
+def test_schema_file_is_current() -> None:
+    on_disk = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    assert on_disk == json_schema(), "regenerate: kfcompile schema > schemas/jobspec.schema.json"
+
+
+@pytest.mark.parametrize(
+    "example", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.stem
+)
+def test_examples_match_schema(example: Path) -> None:
+    jsonschema.validate(yamlio.parse(example.read_text(encoding="utf-8")), json_schema())
+
+
+def test_schema_rejects_unknown_fields() -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"name": "a", "image": "b", "replicas": 2}, json_schema())
+
+
+def test_readme_starts_with_the_two_setup_commands_ci_runs() -> None:
+    block = re.search(r"```sh\n(.*?)```", README, re.S)
+    assert block and README.index(block.group(0)) < README.index("##")
+    commands = block.group(1).strip().splitlines()
+    assert len(commands) == 2
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert commands[1] in ci  # the test command, verbatim
+    assert "kfcompile render examples/*.yaml --target all --out" in commands[0]
