@@ -21,7 +21,6 @@ from kfcompile.spec import (
 )
 from kfcompile.targets import DEFAULT_TARGET, TARGETS, Placement, target
 
-
 if TYPE_CHECKING:
     from kfcompile.status import JobState, State, job_state
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import attrs
 
 from kfcompile.load import structure
+from kfcompile.schema import shown_default
 from kfcompile.spec import JobSpec
 from kfcompile.targets import TARGETS, base
 
@@ -76,7 +77,7 @@ KITCHEN_SINK: tuple[dict[str, Any], ...] = (
 
 
 def field_slots() -> dict[str, list[str]]:
-    """Each top-level spec field -> the neutral slots it feeds (in the order fields are declared)."""
+    """Each top-level spec field -> the neutral slots it feeds, in declaration order."""
     found: dict[str, list[str]] = {a.name: [] for a in attrs.fields(JobSpec)}
     for data in KITCHEN_SINK:
         spec = structure(data)
@@ -107,13 +108,10 @@ def _fields(cls: type, prefix: str = "") -> Iterator[tuple[str, str, str, str]]:
     hints = typing.get_type_hints(cls)
     for a in attrs.fields(cls):
         t = hints[a.name]
-        default = "required" if a.default is attrs.NOTHING else ""
-        if (
-            default == ""
-            and not isinstance(a.default, attrs.Factory)
-            and a.default not in (None, ())
-        ):  # type: ignore[arg-type]
-            default = f"`{a.default}`"
+        shown = shown_default(a)
+        default = (
+            "required" if a.default is attrs.NOTHING else "" if shown is None else f"`{shown}`"
+        )
         yield f"{prefix}{a.name}", _type_name(t), default, a.metadata.get("doc", "")
         nested = [x for x in (t, *typing.get_args(t)) if isinstance(x, type) and attrs.has(x)]
         for inner in nested:

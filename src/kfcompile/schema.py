@@ -45,6 +45,15 @@ def _type(t: Any, defs: dict[str, Any]) -> dict[str, Any]:
     raise TypeError(f"no JSON Schema for {t!r}")
 
 
+def shown_default(a: attrs.Attribute[Any]) -> Any:
+    """A field's default worth documenting: None when required, empty or made by a factory."""
+    default = a.default
+    factory: Any = attrs.Factory  # attrs.Factory is a class at run time
+    if default is attrs.NOTHING or isinstance(default, factory) or default in (None, ()):
+        return None
+    return default
+
+
 def _class(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     properties: dict[str, Any] = {}
@@ -55,7 +64,7 @@ def _class(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
             prop = {**prop, "description": a.metadata["doc"]}
         if a.default is attrs.NOTHING:
             required.append(a.name)
-        elif not isinstance(a.default, attrs.Factory) and a.default not in (None, ()):  # type: ignore[arg-type]
+        elif shown_default(a) is not None:
             prop["default"] = a.default
         properties[a.name] = prop
     out: dict[str, Any] = {
