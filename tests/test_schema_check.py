@@ -260,8 +260,16 @@ def test_validation_is_fast() -> None:
     assert statistics.median(times) < 0.005  # measured ~1 ms
 
 
+def test_require_shared_fails_when_ci_requires_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sc, "SHARED", None)
+    monkeypatch.setenv("KFCOMPILE_REQUIRE_SHARED", "1")
+    with pytest.raises(pytest.fail.Exception, match="KFCOMPILE_REQUIRE_SHARED"):
+        sc.require_shared()
+
+
 def test_require_shared_skips_with_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sc, "SHARED", None)
+    monkeypatch.delenv("KFCOMPILE_REQUIRE_SHARED", raising=False)
     with pytest.raises(pytest.skip.Exception, match=r"shared/crds not found.*KFCOMPILE_SHARED"):
         sc.require_shared()
 
