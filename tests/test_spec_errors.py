@@ -1,0 +1,918 @@
+"""Everything a user can get wrong in a spec, and what they are told.
+
+Each malformed spec is small YAML written here; ``load_spec`` must raise ``SpecError`` whose
+problems are exactly the expected lines (field path + a key phrase of the message), all of them
+at once, without Python internals leaking into the text. The second half covers the errors that
+depend on the target (``render`` raising ``UnsupportedFeature``), with the release differences
+taken from KUBEFLOW.md.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kfcompile import (
+    TARGETS,
+    JobSpec,
+    SpecError,
+    UnsupportedFeature,
+    load_spec,
+    paths,
+    render,
+    structure,
+)
+from kfcompile.targets import trainjob_v2_2
+
+PYTORCH = "pytorchjob/v1"
+V20, V21, V22, V23 = "trainjob/v2.0", "trainjob/v2.1", "trainjob/v2.2", "trainjob/v2.3"
+TRAINJOBS = (V20, V21, V22, V23)
+ALL = (PYTORCH, *TRAINJOBS)
+
+BASE = "name: job\nimage: img:1\n"
+FIELDS = {a.name for a in attrs.fields(JobSpec)}
+# Text that would mean an exception or a Python object leaked into a message.
+NOISE = (
+    "Traceback",
+    "<class",
+    "object at 0x",
+    "has no attribute",
+    "is not iterable",
+    "NoneType",
+    "not subscriptable",
+    "unhashable",
+)
+
+
+def spec_text(body: str, base: bool = True) -> str:
+    return (BASE if base else "") + textwrap.dedent(body)
+
+
+def problems_of(text: str) -> list[tuple[str, str]]:
+    with pytest.raises(SpecError) as info:
+        load_spec(text)
+    return [(p.path, p.message) for p in info.value.problems]
+
+
+def assert_problems(got: list[tuple[str, str]], expected: list[tuple[str, str]]) -> None:
+    """``got`` matches ``expected`` one to one: same path, message containing the phrase."""
+    remaining = list(got)
+    for path, phrase in expected:
+        match = next((g for g in remaining if g[0] == path and phrase in g[1]), None)
+        assert match is not None, f"no problem {path!r} ~ {phrase!r} in {got}"
+        remaining.remove(match)
+    assert not remaining, f"unexpected problems {remaining} (all: {got})"
+
+
+def xfail(reason: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=f"bug: {reason}")
+
+
+GPU_PATH_BUG = xfail(
+    "rules.resources_consistent reports a resource set by its own field under the non-existent "
+    "path 'extra_resources[...]' (and spec._between_fields adds a second line for the same "
+    "mistake; with requests and limits both set the identical line appears twice)"
+)
+NESTED_TYPE_BUG = xfail(
+    "a non-mapping where a nested spec class belongs (launcher, elastic, ...) reports Python "
+    "internals (\"'list' object has no attribute 'keys'\", \"argument of type 'int' is not "
+    'iterable") instead of "must be a mapping"'
+)
+NON_STR_KEY_BUG = xfail(
+    "load._problems crashes with TypeError on a non-string unknown top-level key "
+    "(difflib.get_close_matches / sorted() on ints or None) instead of raising SpecError"
+)
+MOUNT_TYPE_BUG = xfail(
+    "rules.volume_mounts does not check that name/mountPath are strings: an int passes and is "
+    "rendered (mountPath 5 becomes the relative path '5', name stays an int)"
+)
+
+# (id, yaml text, expected [(path, key phrase)])
+MALFORMED: list[Any] = [
+    # --- job name: RFC 1035 label, short enough for the pod hostnames derived from it
+    ("name-uppercase", spec_text("name: MyJob\nimage: x\n", False), [("name", "DNS-1035 label")]),
+    ("name-underscore", spec_text("name: my_job\nimage: x\n", False), [("name", "DNS-1035")]),
+    ("name-leading-digit", spec_text("name: 1job\nimage: x\n", False), [("name", "DNS-1035")]),
+    ("name-trailing-dash", spec_text("name: job-\nimage: x\n", False), [("name", "DNS-1035")]),
+    (
+        "name-64-chars",
+        spec_text(f"name: {'a' * 64}\nimage: x\n", False),
+        # too long as a label, and (num_nodes 1) its hostname a-...-node-0-0 is 73 characters
+        [("name", "no more than 63 characters"), ("name", f"'{'a' * 64}-node-0-0'")],
+    ),
+    (
+        "name-too-long-for-100-pods",
+        spec_text(f"name: {'b' * 55}\nimage: x\nnum_nodes: 100\n", False),
+        [("name", f"'{'b' * 55}-node-0-99' would be 65 characters")],
+    ),
+    # --- namespace, labels, annotations
+    ("namespace-underscore", spec_text("namespace: Team_A\n"), [("namespace", "RFC 1123 label")]),
+    ("namespace-dots", spec_text("namespace: team.a\n"), [("namespace", "must not contain dots")]),
+    (
+        "label-key-bad-prefix",
+        spec_text("labels: {'Bad_Prefix/app': x}\n"),
+        [("labels['Bad_Prefix/app'] (key)", "prefix part")],
+    ),
+    (
+        "label-key-empty-prefix",
+        spec_text("pod_labels: {'/app': x}\n"),
+        [("pod_labels['/app'] (key)", "prefix part must be non-empty")],
+    ),
+    (
+        "label-value-64-chars",
+        spec_text(f"labels: {{team: {'v' * 64}}}\n"),
+        [("labels.team", "no more than 63 characters")],
+    ),
+    (
+        "label-value-bad-chars",
+        spec_text("node_selector: {pool: 'gpu pool'}\n"),
+        [("node_selector.pool", "valid label")],
+    ),
+    (
+        "annotation-key-two-slashes",
+        spec_text("annotations: {'a/b/c': x}\n"),
+        [("annotations['a/b/c'] (key)", "qualified name")],
+    ),
+    (
+        "annotation-key-name-too-long",
+        spec_text(f"pod_annotations: {{'example.com/{'k' * 64}': x}}\n"),
+        [(f"pod_annotations['example.com/{'k' * 64}'] (key)", "name part must be no more than 63")],
+    ),
+    # --- quantities
+    ("quantity-1GB", spec_text("memory_request: 1GB\n"), [("memory_request", "'GB'")]),
+    (
+        "quantity-negative",
+        spec_text("cpu_request: '-1'\n"),
+        [("cpu_request", "greater than or equal to 0")],
+    ),
+    (
+        "quantity-negative-unquoted",
+        spec_text("cpu_limit: -1\n"),
+        [("cpu_limit", "greater than or equal to 0")],
+    ),
+    ("quantity-100K", spec_text("memory_limit: 100K\n"), [("memory_limit", "'K'")]),
+    ("quantity-shm", spec_text("shm_size: 1 Gi\n"), [("shm_size", "whitespace")]),
+    (
+        "quantity-extra",
+        spec_text(
+            """\
+            extra_resource_requests: {example.com/fpga: 2x}
+            extra_resource_limits: {example.com/fpga: 2x}
+            """
+        ),
+        [
+            ("extra_resource_requests['example.com/fpga']", "'x'"),
+            ("extra_resource_limits['example.com/fpga']", "'x'"),
+        ],
+    ),
+    # --- limits and requests
+    (
+        "cpu-limit-below-request",
+        spec_text("cpu_request: '2'\ncpu_limit: 1500m\n"),
+        [("cpu_limit", "must not be below cpu_request")],
+    ),
+    (
+        "memory-limit-below-request",
+        spec_text("memory_request: 2Gi\nmemory_limit: 2000Mi\n"),  # 2000Mi < 2048Mi
+        [("memory_limit", "must not be below memory_request")],
+    ),
+    (
+        "extended-request-without-limit",
+        spec_text("extra_resource_requests: {vpc.amazonaws.com/efa: '4'}\n"),
+        [("extra_resource_requests['vpc.amazonaws.com/efa']", "needs an equal limit")],
+    ),
+    (
+        "extended-request-other-limit",
+        spec_text(
+            """\
+            extra_resource_requests: {vpc.amazonaws.com/efa: '4'}
+            extra_resource_limits: {vpc.amazonaws.com/efa: '8'}
+            """
+        ),
+        [("extra_resource_requests['vpc.amazonaws.com/efa']", "must equal its limit")],
+    ),
+    (
+        "hugepages-request-without-limit",
+        spec_text("extra_resource_requests: {hugepages-2Mi: 1Gi}\n"),
+        [("extra_resource_requests['hugepages-2Mi']", "needs an equal limit")],
+    ),
+    pytest.param(
+        "gpu-limit-through-extra",
+        spec_text("gpus_per_node: 2\nextra_resource_limits: {nvidia.com/gpu: '2'}\n"),
+        [("extra_resource_limits['nvidia.com/gpu']", "gpus_per_node")],
+        marks=GPU_PATH_BUG,
+        id="gpu-limit-through-extra",
+    ),
+    pytest.param(
+        "gpu-both-through-extra",
+        spec_text(
+            """\
+            gpus_per_node: 1
+            gpu_resource: amd.com/gpu
+            extra_resource_requests: {amd.com/gpu: '1'}
+            extra_resource_limits: {amd.com/gpu: '1'}
+            """
+        ),
+        [
+            ("extra_resource_requests['amd.com/gpu']", "gpus_per_node"),
+            ("extra_resource_limits['amd.com/gpu']", "gpus_per_node"),
+        ],
+        marks=GPU_PATH_BUG,
+        id="gpu-both-through-extra",
+    ),
+    pytest.param(
+        "cpu-through-extra",
+        spec_text("extra_resource_requests: {cpu: '4'}\n"),
+        [("extra_resource_requests.cpu", "cpu_request")],
+        marks=GPU_PATH_BUG,
+        id="cpu-through-extra",
+    ),
+    # --- environment
+    (
+        "env-name-leading-digit",
+        spec_text("env: {1ST: x}\n"),
+        [("env['1ST'] (key)", "environment variable name")],
+    ),
+    (
+        "env-name-space",
+        spec_text("env: {MY VAR: x}\n"),
+        [("env['MY VAR'] (key)", "environment variable name")],
+    ),
+    (
+        "env-duplicate-across-env-and-env-list",
+        spec_text("env: {FOO: a}\nenv_list: [{name: FOO, value: b}]\n"),
+        [("env_list[0].name", "duplicate environment variable 'FOO'")],
+    ),
+    (
+        "env-duplicate-in-env-list",
+        spec_text("env_list: [{name: A, value: x}, {name: A, value: y}]\n"),
+        [("env_list[1].name", "duplicate environment variable 'A'")],
+    ),
+    (
+        "env-list-missing-name",
+        spec_text("env_list: [{value: x}]\n"),
+        [("env_list[0].name", "required")],
+    ),
+    (
+        "env-list-value-and-value-from",
+        spec_text(
+            """\
+            env_list:
+              - name: TOKEN
+                value: x
+                valueFrom: {secretKeyRef: {name: s, key: k}}
+            """
+        ),
+        [("env_list[0]", "value or valueFrom, not both")],
+    ),
+    (
+        "env-list-unknown-key",
+        spec_text("env_list: [{name: A, vlaue: x}]\n"),
+        [("env_list[0].vlaue", "unknown field")],
+    ),
+    (
+        "env-list-bad-name",
+        spec_text("env_list: [{name: 'A=B', value: x}]\n"),
+        [("env_list[0].name", "environment variable name")],
+    ),
+    # --- volumes and mounts
+    (
+        "mount-undefined-volume",
+        spec_text("volume_mounts: [{name: scratch, mountPath: /scratch}]\n"),
+        [("volume_mounts[0].name", "no volume named 'scratch'")],
+    ),
+    (
+        "mount-relative-path",
+        spec_text(
+            """\
+            volumes: [{name: data, emptyDir: {}}]
+            volume_mounts: [{name: data, mountPath: data}]
+            """
+        ),
+        [("volume_mounts[0].mountPath", "absolute path")],
+    ),
+    (
+        "mount-duplicate-path",
+        spec_text(
+            """\
+            volumes: [{name: a, emptyDir: {}}, {name: b, emptyDir: {}}]
+            volume_mounts: [{name: a, mountPath: /data}, {name: b, mountPath: /data}]
+            """
+        ),
+        [("volume_mounts[1].mountPath", "duplicate mount path '/data'")],
+    ),
+    (
+        "mount-missing-path",
+        spec_text("volumes: [{name: a, emptyDir: {}}]\nvolume_mounts: [{name: a}]\n"),
+        [("volume_mounts[0].mountPath", "required")],
+    ),
+    pytest.param(
+        "mount-path-not-a-string",
+        spec_text("volumes: [{name: a, emptyDir: {}}]\nvolume_mounts: [{name: a, mountPath: 5}]\n"),
+        [("volume_mounts[0].mountPath", "string")],
+        marks=MOUNT_TYPE_BUG,
+        id="mount-path-not-a-string",
+    ),
+    pytest.param(
+        "mount-name-not-a-string",
+        spec_text(
+            "volumes: [{name: a, emptyDir: {}}]\nvolume_mounts: [{name: 5, mountPath: /a}]\n"
+        ),
+        [("volume_mounts[0].name", "string")],
+        marks=MOUNT_TYPE_BUG,
+        id="mount-name-not-a-string",
+    ),
+    (
+        "volume-missing-name",
+        spec_text("volumes: [{emptyDir: {}}]\n"),
+        [("volumes[0].name", "required")],
+    ),
+    (
+        "volume-duplicate-name",
+        spec_text("volumes: [{name: data, emptyDir: {}}, {name: data, emptyDir: {}}]\n"),
+        [("volumes[1].name", "duplicate volume 'data'")],
+    ),
+    (
+        "volume-no-source",
+        spec_text("volumes: [{name: data}]\n"),
+        [("volumes[0]", "exactly one volume source")],
+    ),
+    (
+        "volume-two-sources",
+        spec_text("volumes: [{name: data, emptyDir: {}, hostPath: {path: /mnt}}]\n"),
+        [("volumes[0]", "exactly one volume source")],
+    ),
+    (
+        "volume-name-taken-by-shm",
+        spec_text("shm_size: 1Gi\nvolumes: [{name: dshm, emptyDir: {}}]\n"),
+        [("volumes", "'dshm'")],
+    ),
+    # --- tolerations
+    (
+        "toleration-bad-operator",
+        spec_text("tolerations: [{key: gpu, operator: In, value: x}]\n"),
+        [("tolerations[0].operator", "Exists or Equal")],
+    ),
+    (
+        "toleration-bad-effect",
+        spec_text("tolerations: [{key: gpu, value: x, effect: NoRun}]\n"),
+        [("tolerations[0].effect", "NoSchedule, PreferNoSchedule, NoExecute")],
+    ),
+    (
+        "toleration-value-with-exists",
+        spec_text("tolerations: [{key: gpu, operator: Exists, value: x}]\n"),
+        [("tolerations[0].value", "empty when operator is Exists")],
+    ),
+    (
+        "toleration-unknown-key",
+        spec_text("tolerations: [{key: gpu, operator: Exists, colour: red}]\n"),
+        [("tolerations[0].colour", "unknown field")],
+    ),
+    (
+        "toleration-equal-without-key",
+        spec_text("tolerations: [{operator: Equal, value: x}]\n"),
+        [("tolerations[0].key", "required unless operator is Exists")],
+    ),
+    # --- how the program starts
+    (
+        "launcher-and-command",
+        spec_text(
+            """\
+            launcher: {kind: torchrun, entrypoint: /app/train.py}
+            command: [python, /app/train.py]
+            """
+        ),
+        [("command", "either command or launcher")],
+    ),
+    ("args-without-command", spec_text("args: [--lr, '0.1']\n"), [("args", "needs command")]),
+    ("script-without-launcher", spec_text("script: print(1)\n"), [("script", "needs a launcher")]),
+    (
+        "script-with-path-entrypoint",
+        spec_text(
+            """\
+            launcher: {kind: python, entrypoint: /app/train.py}
+            script: print(1)
+            """
+        ),
+        [("launcher.entrypoint", "file name")],
+    ),
+    (
+        "launcher-without-entrypoint-or-script",
+        spec_text("launcher: {kind: torchrun, args: [--x]}\n"),
+        [("launcher.entrypoint", "required")],
+    ),
+    (
+        "launcher-without-kind",
+        spec_text("launcher: {entrypoint: a.py}\n"),
+        [("launcher.kind", "required")],
+    ),
+    # --- elastic, scale, Kubeflow fields
+    (
+        "elastic-min-above-max",
+        spec_text("num_nodes: 3\nelastic: {min_nodes: 4, max_nodes: 2}\n"),
+        # no num_nodes lies in an empty range, so that is reported too
+        [("elastic.min_nodes", "must not exceed elastic.max_nodes"), ("num_nodes", "between")],
+    ),
+    (
+        "elastic-num-nodes-out-of-range",
+        spec_text("num_nodes: 8\nelastic: {min_nodes: 2, max_nodes: 4}\n"),
+        [("num_nodes", "between elastic.min_nodes and elastic.max_nodes")],
+    ),
+    (
+        "elastic-bad-port",
+        spec_text("elastic: {min_nodes: 1, max_nodes: 2, rdzv_port: 70000}\n"),
+        [("elastic.rdzv_port", "port number")],
+    ),
+    ("num-nodes-zero", spec_text("num_nodes: 0\n"), [("num_nodes", "at least 1")]),
+    ("gpus-negative", spec_text("gpus_per_node: -1\n"), [("gpus_per_node", "0 or more")]),
+    ("nprocs-zero", spec_text("nprocs_per_node: 0\n"), [("nprocs_per_node", "at least 1")]),
+    (
+        "managed-by-unknown",
+        spec_text("managed_by: argo\n"),
+        [("managed_by", "must be one of: kueue.x-k8s.io/multikueue")],
+    ),
+    (
+        "runtime-ref-bad-name",
+        spec_text("runtime_ref: {name: Torch_Runtime}\n"),
+        [("runtime_ref.name", "RFC 1123 subdomain")],
+    ),
+    (
+        "initializer-not-a-uri",
+        spec_text("initializer: {model: {storage_uri: meta-llama/Llama-3}}\n"),
+        [("initializer.model.storage_uri", "URI")],
+    ),
+    ("queue-bad-label-value", spec_text("queue: 'team a'\n"), [("queue", "valid label")]),
+    # --- wrong types
+    ("type-string-for-int", spec_text("num_nodes: two\n"), [("num_nodes", "must be an integer")]),
+    ("type-bool-for-int", spec_text("num_nodes: true\n"), [("num_nodes", "must be an integer")]),
+    ("type-float-for-int", spec_text("gpus_per_node: 1.5\n"), [("gpus_per_node", "integer")]),
+    ("type-int-for-bool", spec_text("suspend: 1\n"), [("suspend", "true or false")]),
+    ("type-string-for-bool", spec_text("suspend: 'yes'\n"), [("suspend", "true or false")]),
+    ("type-mapping-for-list", spec_text("command: {python: x}\n"), [("command", "must be a list")]),
+    ("type-string-for-list", spec_text("tolerations: gpu\n"), [("tolerations", "must be a list")]),
+    ("type-list-for-mapping", spec_text("env: [A=1]\n"), [("env", "must be a mapping")]),
+    ("type-list-for-labels", spec_text("labels: [a]\n"), [("labels", "must be a mapping")]),
+    ("type-list-for-affinity", spec_text("affinity: [a]\n"), [("affinity", "must be a mapping")]),
+    (
+        "type-null-for-string",
+        spec_text("name: ~\nimage: x\n", False),
+        [("name", "must be a string")],
+    ),
+    ("type-list-item", spec_text("command: [python, 3.5]\n"), [("command[1]", "must be a string")]),
+    ("type-list-of-scalars", spec_text("env_list: [A]\n"), [("env_list[0]", "must be a mapping")]),
+    ("type-bad-enum", spec_text("restart_policy: Sometimes\n"), [("restart_policy", "OnFailure")]),
+    (
+        "type-bad-launcher-kind",
+        spec_text("launcher: {kind: bash, entrypoint: a}\n"),
+        [("launcher.kind", "torchrun")],
+    ),
+    ("type-bad-nprocs", spec_text("nprocs_per_node: gpu\n"), [("nprocs_per_node", "'auto'")]),
+    pytest.param(
+        "type-list-for-launcher",
+        spec_text("launcher: [torchrun, a.py]\n"),
+        [("launcher", "must be a mapping")],
+        marks=NESTED_TYPE_BUG,
+        id="type-list-for-launcher",
+    ),
+    pytest.param(
+        "type-int-for-elastic",
+        spec_text("elastic: 3\n"),
+        [("elastic", "must be a mapping")],
+        marks=NESTED_TYPE_BUG,
+        id="type-int-for-elastic",
+    ),
+    # --- unknown and missing keys
+    (
+        "unknown-top-level",
+        spec_text("tolerationz: []\n"),
+        [("tolerationz", "did you mean 'tolerations'?")],
+    ),
+    (
+        "unknown-nested",
+        spec_text("launcher: {kind: torchrun, entrypiont: train.py}\n"),
+        [("launcher.entrypiont", "did you mean 'entrypoint'?")],
+    ),
+    (
+        "unknown-nested-elastic",
+        spec_text("elastic: {min_nodes: 1, max_nodes: 2, max_restart: 3}\n"),
+        [("elastic.max_restart", "did you mean 'max_restarts'?")],
+    ),
+    ("unknown-unrelated", spec_text("colour: red\n"), [("colour", "unknown field")]),
+    pytest.param(
+        "unknown-int-key",
+        spec_text("1: x\n"),
+        [("1", "unknown field")],
+        marks=NON_STR_KEY_BUG,
+        id="unknown-int-key",
+    ),
+    pytest.param(
+        "unknown-null-key",
+        spec_text("~: x\n"),
+        [("None", "unknown field")],
+        marks=NON_STR_KEY_BUG,
+        id="unknown-null-key",
+    ),
+    (
+        "missing-name-and-image",
+        spec_text("namespace: team-a\n", False),
+        [("name", "required"), ("image", "required")],
+    ),
+    (
+        "missing-elastic-fields",
+        spec_text("elastic: {}\n"),
+        [("elastic.min_nodes", "required"), ("elastic.max_nodes", "required")],
+    ),
+    # --- the document itself
+    ("document-list", "- name: job\n- image: x\n", [("", "must be a mapping, got a list")]),
+    ("document-scalar", "just a job\n", [("", "must be a mapping")]),
+    ("document-empty", "", [("", "must be a mapping")]),
+    ("document-only-comments", "# TODO\n", [("", "must be a mapping")]),
+    # The ':' after "image" on line 2 sits in column 8.
+    ("yaml-bad-indent", "name: job\n  image: x\n", [("line 2, column 8", "mapping values")]),
+    ("yaml-tab", "name: job\n\timage: x\n", [("line 2, column 1", "cannot start any token")]),
+    ("yaml-unclosed-flow", "name: job\nimage: [x\n", [("line 3, column 1", "expected ',' or ']'")]),
+    (
+        "yaml-duplicate-key",
+        "name: a\nimage: x\nname: b\n",
+        [("line 3, column 1", 'duplicate key "name"')],
+    ),
+    (
+        "yaml-python-tag",
+        "name: !!python/object:os.system x\nimage: x\n",
+        [("line 1, column 7", "could not determine a constructor")],
+    ),
+]
+
+
+def _case_id(case: Any) -> str:
+    return str(case.id if hasattr(case, "id") else case[0])
+
+
+def _args(case: Any) -> tuple[str, list[tuple[str, str]]]:
+    values = case.values if hasattr(case, "values") else case
+    return values[1], values[2]
+
+
+def _params(cases: list[Any]) -> list[Any]:
+    out = []
+    for case in cases:
+        text, expected = _args(case)
+        marks = case.marks if hasattr(case, "marks") else ()
+        out.append(pytest.param(text, expected, marks=marks, id=_case_id(case)))
+    return out
+
+
+@pytest.mark.parametrize(("text", "expected"), _params(MALFORMED))
+def test_malformed_spec_reports_exactly_these_problems(
+    text: str, expected: list[tuple[str, str]]
+) -> None:
+    assert_problems(problems_of(text), expected)
+
+
+# Cases whose messages are fine even though their paths/types are the subject of a bug above.
+_CLEAN_TEXT_XFAIL = {"type-list-for-launcher", "type-int-for-elastic"}
+_CRASH_XFAIL = {"unknown-int-key", "unknown-null-key"}
+_DUPLICATE_XFAIL = {"gpu-both-through-extra"}
+_PATH_XFAIL = {"gpu-limit-through-extra", "gpu-both-through-extra", "cpu-through-extra"}
+_MOUNT_XFAIL = {"mount-path-not-a-string", "mount-name-not-a-string"}
+
+
+def _hygiene_params() -> list[Any]:
+    out = []
+    for case in MALFORMED:
+        name = _case_id(case)
+        text, _ = _args(case)
+        marks = []
+        if name in _CLEAN_TEXT_XFAIL:
+            marks.append(NESTED_TYPE_BUG)
+        elif name in _CRASH_XFAIL:
+            marks.append(NON_STR_KEY_BUG)
+        elif name in _DUPLICATE_XFAIL | _PATH_XFAIL:
+            marks.append(GPU_PATH_BUG)
+        elif name in _MOUNT_XFAIL:
+            marks.append(MOUNT_TYPE_BUG)
+        out.append(pytest.param(text, marks=marks, id=name))
+    return out
+
+
+@pytest.mark.parametrize("text", _hygiene_params())
+def test_problems_are_clean_lines_about_real_fields(text: str) -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(text)
+    error = info.value
+    assert error.problems, "a SpecError must carry at least one problem"
+    lines = str(error).splitlines()
+    assert lines == [str(p) for p in error.problems], "str() is one line per problem"
+    assert len(set(lines)) == len(lines), f"duplicate lines: {lines}"
+    for p in error.problems:
+        assert p.message and "\n" not in p.message
+        assert not any(n in p.message for n in NOISE), p.message
+        # The path names a field the user can find in their spec (or a place in the file).
+        if p.path and not p.path.startswith("line "):
+            top = re.split(r"[.\[ ]", p.path, maxsplit=1)[0]
+            unknown_top_level = p.message.startswith("unknown field") and top == p.path
+            assert top in FIELDS or unknown_top_level, f"{p.path!r} is not a spec field"
+
+
+def test_many_value_problems_are_all_reported() -> None:
+    text = textwrap.dedent(
+        """\
+        name: Bad_Name
+        namespace: Team_A
+        image: img:1
+        cpu_request: 1GB
+        tolerations: [{key: gpu, operator: In}]
+        managed_by: argo
+        """
+    )
+    assert_problems(
+        problems_of(text),
+        [
+            ("name", "DNS-1035"),
+            ("namespace", "RFC 1123"),
+            ("cpu_request", "'GB'"),
+            ("tolerations[0].operator", "Exists or Equal"),
+            ("managed_by", "must be one of"),
+        ],
+    )
+
+
+def test_many_type_problems_are_all_reported() -> None:
+    text = spec_text(
+        """\
+        num_nodes: two
+        suspend: 1
+        command: {a: b}
+        env: [A]
+        tolerationz: []
+        """
+    )
+    assert_problems(
+        problems_of(text),
+        [
+            ("num_nodes", "integer"),
+            ("suspend", "true or false"),
+            ("command", "list"),
+            ("env", "mapping"),
+            ("tolerationz", "did you mean"),
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("memory_request", "64Gi"),
+        ("cpu_request", "500m"),
+        ("shm_size", "'1e3'"),
+        ("memory_limit", "1.5Gi"),
+        ("cpu_limit", "2"),  # an unquoted YAML int is an unambiguous quantity
+        ("cpu_request", "'0.5'"),
+        ("memory_request", "128974848"),
+    ],
+)
+def test_valid_quantities_load(field: str, value: str) -> None:
+    spec = load_spec(spec_text(f"{field}: {value}\n"))
+    assert getattr(spec, field) == value.strip("'")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "cpu_request: '2'\ncpu_limit: 2000m\n",  # equal in another unit
+        "memory_request: 1Gi\nmemory_limit: 1024Mi\n",
+        "extra_resource_requests: {vpc.amazonaws.com/efa: '4'}\n"
+        "extra_resource_limits: {vpc.amazonaws.com/efa: '4'}\n",
+        "extra_resource_requests: {ephemeral-storage: 10Gi}\n",  # native: may be overcommitted
+        "gpus_per_node: 8\nextra_resource_limits: {vpc.amazonaws.com/efa: '32'}\n",
+        "env: {FOO: a}\nenv_list: [{name: BAR, valueFrom: {fieldRef: {fieldPath: x}}}]\n",
+        "tolerations: [{operator: Exists}]\n",  # tolerate everything
+        "launcher: {kind: python}\nscript: print(1)\n",  # entrypoint defaults for a script
+        "annotations: {example.com/note: " + "x" * 300 + "}\n",  # values are free text
+    ],
+)
+def test_near_misses_are_valid(body: str) -> None:
+    load_spec(spec_text(body))
+
+
+# --- pod hostname length -------------------------------------------------------------------
+
+_LABEL_BODY = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", max_size=61)
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=_LABEL_BODY, num_nodes=st.integers(min_value=1, max_value=10**6))
+def test_name_must_leave_room_for_pod_hostnames(body: str, num_nodes: int) -> None:
+    name = f"a{body}z" if body else "a"
+    # The longest hostname is the last rank's: <name>-node-0-<rank> (TrainJob), and a
+    # PyTorchJob's <name>-worker-<i> is never longer.
+    longest = f"{name}-node-0-{num_nodes - 1}"
+    data = {"name": name, "image": "img:1", "num_nodes": num_nodes}
+    if len(longest) <= 63:
+        assert structure(data).name == name
+        return
+    with pytest.raises(SpecError) as info:
+        structure(data)
+    lines = [(p.path, p.message) for p in info.value.problems]
+    assert lines == [("name", lines[0][1])]
+    assert repr(longest) in lines[0][1] and str(len(longest)) in lines[0][1]
+
+
+@pytest.mark.parametrize(("length", "ok"), [(53, True), (54, False)])
+def test_name_length_boundary_for_100_nodes(length: int, ok: bool) -> None:
+    data = {"name": "n" * length, "image": "img:1", "num_nodes": 100}
+    if ok:
+        structure(data)
+    else:
+        with pytest.raises(SpecError, match="hostname"):
+            structure(data)
+
+
+# --- target-level errors -------------------------------------------------------------------
+
+
+def unsupported(text: str, target: str) -> list[tuple[str, str]]:
+    with pytest.raises(UnsupportedFeature) as info:
+        render(load_spec(text), target)
+    return [(p.path, p.message) for p in info.value.problems]
+
+
+def supported_by(message: str, target: str) -> set[str]:
+    m = re.fullmatch(rf"not supported by {re.escape(target)} \(supported by: (.*)\)", message)
+    assert m, message
+    return set(m[1].split(", "))
+
+
+RESERVED = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+)
+
+
+@pytest.mark.parametrize("target", ALL)
+@pytest.mark.parametrize("var", RESERVED)
+def test_reserved_pet_env_rejected_on_every_trainjob(var: str, target: str) -> None:
+    text = spec_text(f"env: {{{var}: '2', OK_VAR: x}}\n")
+    if target == PYTORCH:
+        job = render(load_spec(text), target)[-1]
+        env = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+        assert {"name": var, "value": "2"} in env["env"]
+        return
+    assert_problems(unsupported(text, target), [(f"env.{var}", "reserved")])
+
+
+@pytest.mark.parametrize("target", TRAINJOBS)
+def test_reserved_pet_env_rejected_in_env_list(target: str) -> None:
+    text = spec_text("env_list: [{name: A, value: x}, {name: PET_NNODES, value: '4'}]\n")
+    assert_problems(unsupported(text, target), [("env_list[1].name", "reserved")])
+
+
+@pytest.mark.parametrize("target", TRAINJOBS)
+def test_training_operator_manager_rejected_on_trainjob(target: str) -> None:
+    got = unsupported(spec_text("managed_by: kubeflow.org/training-operator\n"), target)
+    assert_problems(got, [("managed_by", "trainer.kubeflow.org/trainjob-controller")])
+    assert "kueue.x-k8s.io/multikueue" in got[0][1]
+
+
+def test_trainjob_controller_manager_rejected_on_pytorchjob() -> None:
+    got = unsupported(spec_text("managed_by: trainer.kubeflow.org/trainjob-controller\n"), PYTORCH)
+    assert_problems(got, [("managed_by", "kubeflow.org/training-operator")])
+
+
+@pytest.mark.parametrize("target", ALL)
+def test_multikueue_manager_renders_everywhere(target: str) -> None:
+    job = render(load_spec(spec_text("managed_by: kueue.x-k8s.io/multikueue\n")), target)[-1]
+    where = "spec.runPolicy.managedBy" if target == PYTORCH else "spec.managedBy"
+    assert paths.get(job, paths.parse(where)) == "kueue.x-k8s.io/multikueue"
+
+
+# (yaml, problem path, targets that can express it), from KUBEFLOW.md's release differences.
+RELEASE_DIFFERENCES = [
+    ("active_deadline_seconds: 600", "active_deadline_seconds", {PYTORCH, V22, V23}),
+    ("pod_labels: {app: x}", "pod_labels", {PYTORCH, V21, V22, V23}),
+    ("pod_annotations: {note: x}", "pod_annotations", {PYTORCH, V21, V22, V23}),
+    ("termination_grace_period_seconds: 30", "termination_grace_period_seconds", {PYTORCH, V23}),
+    ("image_pull_secrets: [regcred]", "image_pull_secrets", {PYTORCH, V21, V22, V23}),
+    (
+        "affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: []}}",
+        "affinity",
+        {PYTORCH, V21, V22, V23},
+    ),
+    ("elastic: {min_nodes: 1, max_nodes: 2}", "elastic", {PYTORCH}),
+    ("backoff_limit: 3", "backoff_limit", {PYTORCH}),
+    ("clean_pod_policy: All", "clean_pod_policy", {PYTORCH}),
+    ("ttl_seconds_after_finished: 60", "ttl_seconds_after_finished", {PYTORCH}),
+    ("restart_policy: OnFailure", "restart_policy", {PYTORCH}),
+    ("scheduling_policy: {min_available: 1}", "scheduling_policy", {PYTORCH}),
+    ("image_pull_policy: Always", "image_pull_policy", {PYTORCH}),
+    ("runtime_ref: {name: torch-custom}", "runtime_ref", set(TRAINJOBS)),
+    ("initializer: {model: {storage_uri: 'hf://org/model'}}", "initializer", set(TRAINJOBS)),
+    ("runtime_labels: {team: a}", "runtime_labels", set(TRAINJOBS)),
+    ("runtime_annotations: {note: a}", "runtime_annotations", set(TRAINJOBS)),
+    ("pod_spec_overrides: {hostNetwork: true}", "pod_spec_overrides.hostNetwork", {PYTORCH}),
+    (
+        "container_overrides: {securityContext: {runAsNonRoot: true}}",
+        "container_overrides.securityContext",
+        {PYTORCH, V22, V23},
+    ),
+    (
+        "pod_spec_overrides: {securityContext: {fsGroup: 1000}}",
+        "pod_spec_overrides.securityContext",
+        {PYTORCH, V22, V23},
+    ),
+]
+
+
+@pytest.mark.parametrize("target", ALL)
+@pytest.mark.parametrize(
+    ("body", "field", "able"), RELEASE_DIFFERENCES, ids=[c[1] for c in RELEASE_DIFFERENCES]
+)
+def test_release_differences(body: str, field: str, able: set[str], target: str) -> None:
+    text = spec_text(body + "\n")
+    if target in able:
+        assert render(load_spec(text), target)[-1]["metadata"]["name"] == "job"
+        return
+    got = unsupported(text, target)
+    assert [path for path, _ in got] == [field]
+    assert supported_by(got[0][1], target) == able
+
+
+def test_host_network_override_reaches_every_pytorchjob_replica() -> None:
+    spec = load_spec(spec_text("num_nodes: 3\npod_spec_overrides: {hostNetwork: true}\n"))
+    job = render(spec, PYTORCH)[-1]
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert set(replicas) == {"Master", "Worker"}
+    assert all(r["template"]["spec"]["hostNetwork"] is True for r in replicas.values())
+
+
+@pytest.mark.parametrize("target", [V22, V23])
+def test_container_security_context_lands_in_the_node_patch(target: str) -> None:
+    text = spec_text("container_overrides: {securityContext: {runAsNonRoot: true}}\n")
+    job = render(load_spec(text), target)[-1]
+    node = paths.get(job, paths.parse(trainjob_v2_2.NODE))
+    assert node["securityContext"] == {"runAsNonRoot": True}
+    assert node["name"] == "node"
+
+
+def test_every_unsupported_field_is_reported_at_once() -> None:
+    text = spec_text(
+        """\
+        pod_labels: {app: x}
+        affinity: {nodeAffinity: {}}
+        backoff_limit: 2
+        image_pull_secrets: [regcred]
+        """
+    )
+    got = unsupported(text, V20)
+    assert sorted(path for path, _ in got) == [
+        "affinity",
+        "backoff_limit",
+        "image_pull_secrets",
+        "pod_labels",
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: targets/trainjob.render raises on the pre-checks (reserved env, managed_by, "
+    "command length) before placing entries, so unsupported fields in the same spec go "
+    "unreported",
+)
+def test_reserved_env_and_unsupported_fields_are_reported_together() -> None:
+    text = spec_text("env: {PET_NNODES: '1'}\nbackoff_limit: 2\n")
+    assert_problems(
+        unsupported(text, V23), [("env.PET_NNODES", "reserved"), ("backoff_limit", "not supported")]
+    )
+
+
+@pytest.mark.parametrize("target", ALL)
+def test_command_item_limit_from_v2_2(target: str) -> None:
+    items = ", ".join(["x"] * 129)
+    text = spec_text(f"command: [{items}]\n")
+    if target in (V22, V23):
+        assert_problems(unsupported(text, target), [("command", "128")])
+    else:
+        render(load_spec(text), target)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: targets/trainjob._problems reports too many args under the path 'command'",
+)
+def test_args_item_limit_names_args() -> None:
+    items = ", ".join(["x"] * 129)
+    text = spec_text(f"command: [sh]\nargs: [{items}]\n")
+    assert_problems(unsupported(text, V23), [("args", "128")])
+
+
+def test_targets_under_test_are_the_registry() -> None:
+    assert set(TARGETS) == set(ALL)
