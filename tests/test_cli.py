@@ -127,12 +127,6 @@ def test_render_json_list_with_configmap(capsys: pytest.CaptureFixture[str], tar
     assert set(doc) == {"apiVersion", "kind", "items"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: cli.cmd_render writes each spec's YAML stream back to back with no '---' "
-    "between specs, so two specs' output is one mapping with duplicate keys (PyYAML keeps "
-    "only the last job, ruamel refuses it)",
-)
 def test_render_many_specs_yaml_concatenated(capsys: pytest.CaptureFixture[str]) -> None:
     names = ["minimal.yaml", "inline-script.yaml", "kueue-queued.yaml"]
     code, out, _ = run(capsys, "render", *map(example, names))
@@ -140,20 +134,13 @@ def test_render_many_specs_yaml_concatenated(capsys: pytest.CaptureFixture[str])
     assert list(yaml.safe_load_all(out)) == [o for n in names for o in rendered(n)]
 
 
-def test_render_many_specs_json_stream(capsys: pytest.CaptureFixture[str]) -> None:
+def test_render_many_specs_json_is_one_list(capsys: pytest.CaptureFixture[str]) -> None:
     names = ["minimal.yaml", "inline-script.yaml"]
     code, out, _ = run(capsys, "render", "-o", "json", *map(example, names))
     assert code == 0
-    decoder, pos, docs = json.JSONDecoder(), 0, []
-    while out[pos:].strip():
-        doc, end = decoder.raw_decode(out, pos)
-        docs.append(doc)
-        pos = end
-        while pos < len(out) and out[pos].isspace():
-            pos += 1
-    assert docs[0] == rendered("minimal.yaml")[0]
-    assert docs[1]["kind"] == "List" and docs[1]["items"] == rendered("inline-script.yaml")
-    assert len(docs) == 2
+    doc = json.loads(out)
+    assert doc["apiVersion"] == "v1" and doc["kind"] == "List"
+    assert doc["items"] == rendered("minimal.yaml") + rendered("inline-script.yaml")
 
 
 def test_render_many_specs_stops_at_a_bad_one(
@@ -186,12 +173,6 @@ def test_render_yaml_quotes_strings_that_look_like_other_types(
     _yaml_read_back(capsys, tmp_path, [*values, "0x1F", "- x", "a: b", "#c"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: yamlio.dump_all writes YAML 1.2, leaving 'yes', 'no', 'on', 'off' unquoted; "
-    "YAML 1.1 readers (PyYAML, kubectl's sigs.k8s.io/yaml) read them back as booleans, so an "
-    "env value 'yes' becomes true and the API server rejects the object",
-)
 def test_render_yaml_quotes_yaml_1_1_booleans(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -368,12 +349,6 @@ def test_validate_crd_that_is_not_yaml(capsys: pytest.CaptureFixture[str], tmp_p
     assert lines[0].startswith(f"{crd_file}: line ")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: cli._crd_problems silently skips a --crd file with no CRD for the rendered "
-    "kind (plain text, or a PyTorchJob CRD for a TrainJob) and validate reports 'valid ... "
-    "against <file>' with exit 0",
-)
 @pytest.mark.parametrize("content", ["just some words\n", "apiVersion: v1\nkind: ConfigMap\n"])
 def test_validate_crd_without_the_kind_is_an_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str

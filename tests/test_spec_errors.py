@@ -70,29 +70,6 @@ def assert_problems(got: list[tuple[str, str]], expected: list[tuple[str, str]])
     assert not remaining, f"unexpected problems {remaining} (all: {got})"
 
 
-def xfail(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"bug: {reason}")
-
-
-GPU_PATH_BUG = xfail(
-    "rules.resources_consistent reports a resource set by its own field under the non-existent "
-    "path 'extra_resources[...]' (and spec._between_fields adds a second line for the same "
-    "mistake; with requests and limits both set the identical line appears twice)"
-)
-NESTED_TYPE_BUG = xfail(
-    "a non-mapping where a nested spec class belongs (launcher, elastic, ...) reports Python "
-    "internals (\"'list' object has no attribute 'keys'\", \"argument of type 'int' is not "
-    'iterable") instead of "must be a mapping"'
-)
-NON_STR_KEY_BUG = xfail(
-    "load._problems crashes with TypeError on a non-string unknown top-level key "
-    "(difflib.get_close_matches / sorted() on ints or None) instead of raising SpecError"
-)
-MOUNT_TYPE_BUG = xfail(
-    "rules.volume_mounts does not check that name/mountPath are strings: an int passes and is "
-    "rendered (mountPath 5 becomes the relative path '5', name stays an int)"
-)
-
 # (id, yaml text, expected [(path, key phrase)])
 MALFORMED: list[Any] = [
     # --- job name: RFC 1035 label, short enough for the pod hostnames derived from it
@@ -206,7 +183,6 @@ MALFORMED: list[Any] = [
         "gpu-limit-through-extra",
         spec_text("gpus_per_node: 2\nextra_resource_limits: {nvidia.com/gpu: '2'}\n"),
         [("extra_resource_limits['nvidia.com/gpu']", "gpus_per_node")],
-        marks=GPU_PATH_BUG,
         id="gpu-limit-through-extra",
     ),
     pytest.param(
@@ -223,14 +199,12 @@ MALFORMED: list[Any] = [
             ("extra_resource_requests['amd.com/gpu']", "gpus_per_node"),
             ("extra_resource_limits['amd.com/gpu']", "gpus_per_node"),
         ],
-        marks=GPU_PATH_BUG,
         id="gpu-both-through-extra",
     ),
     pytest.param(
         "cpu-through-extra",
         spec_text("extra_resource_requests: {cpu: '4'}\n"),
         [("extra_resource_requests.cpu", "cpu_request")],
-        marks=GPU_PATH_BUG,
         id="cpu-through-extra",
     ),
     # --- environment
@@ -316,7 +290,6 @@ MALFORMED: list[Any] = [
         "mount-path-not-a-string",
         spec_text("volumes: [{name: a, emptyDir: {}}]\nvolume_mounts: [{name: a, mountPath: 5}]\n"),
         [("volume_mounts[0].mountPath", "string")],
-        marks=MOUNT_TYPE_BUG,
         id="mount-path-not-a-string",
     ),
     pytest.param(
@@ -325,7 +298,6 @@ MALFORMED: list[Any] = [
             "volumes: [{name: a, emptyDir: {}}]\nvolume_mounts: [{name: 5, mountPath: /a}]\n"
         ),
         [("volume_mounts[0].name", "string")],
-        marks=MOUNT_TYPE_BUG,
         id="mount-name-not-a-string",
     ),
     (
@@ -477,14 +449,12 @@ MALFORMED: list[Any] = [
         "type-list-for-launcher",
         spec_text("launcher: [torchrun, a.py]\n"),
         [("launcher", "must be a mapping")],
-        marks=NESTED_TYPE_BUG,
         id="type-list-for-launcher",
     ),
     pytest.param(
         "type-int-for-elastic",
         spec_text("elastic: 3\n"),
         [("elastic", "must be a mapping")],
-        marks=NESTED_TYPE_BUG,
         id="type-int-for-elastic",
     ),
     # --- unknown and missing keys
@@ -508,14 +478,12 @@ MALFORMED: list[Any] = [
         "unknown-int-key",
         spec_text("1: x\n"),
         [("1", "unknown field")],
-        marks=NON_STR_KEY_BUG,
         id="unknown-int-key",
     ),
     pytest.param(
         "unknown-null-key",
         spec_text("~: x\n"),
         [("None", "unknown field")],
-        marks=NON_STR_KEY_BUG,
         id="unknown-null-key",
     ),
     (
@@ -575,30 +543,8 @@ def test_malformed_spec_reports_exactly_these_problems(
     assert_problems(problems_of(text), expected)
 
 
-# Cases whose messages are fine even though their paths/types are the subject of a bug above.
-_CLEAN_TEXT_XFAIL = {"type-list-for-launcher", "type-int-for-elastic"}
-_CRASH_XFAIL = {"unknown-int-key", "unknown-null-key"}
-_DUPLICATE_XFAIL = {"gpu-both-through-extra"}
-_PATH_XFAIL = {"gpu-limit-through-extra", "gpu-both-through-extra", "cpu-through-extra"}
-_MOUNT_XFAIL = {"mount-path-not-a-string", "mount-name-not-a-string"}
-
-
 def _hygiene_params() -> list[Any]:
-    out = []
-    for case in MALFORMED:
-        name = _case_id(case)
-        text, _ = _args(case)
-        marks = []
-        if name in _CLEAN_TEXT_XFAIL:
-            marks.append(NESTED_TYPE_BUG)
-        elif name in _CRASH_XFAIL:
-            marks.append(NON_STR_KEY_BUG)
-        elif name in _DUPLICATE_XFAIL | _PATH_XFAIL:
-            marks.append(GPU_PATH_BUG)
-        elif name in _MOUNT_XFAIL:
-            marks.append(MOUNT_TYPE_BUG)
-        out.append(pytest.param(text, marks=marks, id=name))
-    return out
+    return [pytest.param(_args(case)[0], id=_case_id(case)) for case in MALFORMED]
 
 
 @pytest.mark.parametrize("text", _hygiene_params())
@@ -881,12 +827,6 @@ def test_every_unsupported_field_is_reported_at_once() -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: targets/trainjob.render raises on the pre-checks (reserved env, managed_by, "
-    "command length) before placing entries, so unsupported fields in the same spec go "
-    "unreported",
-)
 def test_reserved_env_and_unsupported_fields_are_reported_together() -> None:
     text = spec_text("env: {PET_NNODES: '1'}\nbackoff_limit: 2\n")
     assert_problems(
@@ -904,10 +844,6 @@ def test_command_item_limit_from_v2_2(target: str) -> None:
         render(load_spec(text), target)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: targets/trainjob._problems reports too many args under the path 'command'",
-)
 def test_args_item_limit_names_args() -> None:
     items = ", ".join(["x"] * 129)
     text = spec_text(f"command: [sh]\nargs: [{items}]\n")

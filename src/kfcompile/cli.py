@@ -94,8 +94,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         if len(args.spec) != 1:
             raise UsageError("--check compares one spec with one golden file")
         return _check(args.spec[0], args.target, args.output, args.check)
-    for path in args.spec:
-        sys.stdout.write(_format(_compile(path, args.target).objects, args.output))
+    objects = [obj for path in args.spec for obj in _compile(path, args.target).objects]
+    sys.stdout.write(_format(objects, args.output))
     return 0
 
 
@@ -156,9 +156,14 @@ def _crd_problems(objects: list[dict[str, Any]], crd_path: str) -> list[str]:
         raise Failed(crd_path, exc.problems) from None
     found = []
     for obj in objects:
-        for c in crds:
-            if c.get("spec", {}).get("names", {}).get("kind") != obj["kind"]:
-                continue
+        if obj["apiVersion"] == "v1":
+            continue  # core companions (ConfigMap) have no CRD
+        matching = [
+            c for c in crds if c.get("spec", {}).get("names", {}).get("kind") == obj["kind"]
+        ]
+        if not matching:
+            raise Failed(crd_path, [f"no CustomResourceDefinition for kind {obj['kind']} here"])
+        for c in matching:
             try:
                 found += [f"{_name(obj)}: {e} (per {crd_path})" for e in crd.errors(obj, c)]
             except ValueError as exc:  # not a usable CRD

@@ -21,7 +21,7 @@ from cattrs.errors import (
     IterableValidationError,
     IterableValidationNote,
 )
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from kfcompile import yamlio
 from kfcompile.errors import Problem, SpecError
@@ -124,20 +124,33 @@ _register_containers()
 
 
 def _register_classes() -> None:
-    """Omit defaults when dumping, so a dumped spec reads like one a person wrote."""
-    for cls in _spec_classes(JobSpec):
+    """Omit defaults when dumping, so a dumped spec reads like one a person wrote.
+
+    Nested classes first: a class's generated hook captures the hooks of its fields' classes.
+    """
+    for cls in reversed(_spec_classes(JobSpec)):
         converter.register_unstructure_hook(
             cls, make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True)
         )
-        converter.register_structure_hook(
-            cls, _map_check(make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True))
+        loaders: dict[str, Any] = {
+            a.name: override(struct_hook=_loader(a.metadata["load"]))
+            for a in attrs.fields(cls)
+            if "load" in a.metadata
+        }
+        structure_fn: Any = make_dict_structure_fn(
+            cls, converter, _cattrs_forbid_extra_keys=True, **loaders
         )
+        converter.register_structure_hook(cls, _map_check(structure_fn))
+
+
+def _loader(load: Any) -> Any:
+    return lambda value, _: load(value)
 
 
 def _spec_classes(cls: type) -> list[type]:
     found = [cls]
-    for a in attrs.fields(cls):
-        for t in (a.type, *typing.get_args(a.type)):
+    for t_field in typing.get_type_hints(cls).values():
+        for t in (t_field, *typing.get_args(t_field)):
             if isinstance(t, type) and attrs.has(t) and t not in found:
                 found.extend(c for c in _spec_classes(t) if c not in found)
     return found
@@ -174,7 +187,7 @@ def _problems(exc: BaseException, path: str) -> list[Problem]:
     if isinstance(exc, ForbiddenExtraKeysError):
         known = [a.name for a in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
         out = []
-        for key in sorted(exc.extra_fields):
+        for key in sorted(map(str, exc.extra_fields)):  # YAML keys may be numbers or null
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             out.append(Problem(f"{path}.{key}" if path else key, f"unknown field{hint}"))

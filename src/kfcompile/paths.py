@@ -131,6 +131,10 @@ def _child(node: Any, seg: Segment, create: Any) -> Any:
 def put_leaf(parent: Any, leaf: Segment, value: Any, merge: bool = False) -> bool:
     """Store ``value`` itself under ``parent`` (the caller owns it); with ``merge``, deep-merge it
     into what is there. Returns whether a container that was already there got replaced."""
+    if type(leaf) is str:
+        old = parent.get(leaf)
+        parent[leaf] = merged(old, value) if merge and leaf in parent else value
+        return type(old) is dict or type(old) is list
     if isinstance(leaf, Select):
         for i, item in enumerate(parent):
             if item.get(leaf.key) == leaf.value:
@@ -142,10 +146,6 @@ def put_leaf(parent: Any, leaf: Segment, value: Any, merge: bool = False) -> boo
         had = leaf < len(parent)
         _child(parent, leaf, None)
         parent[leaf] = merged(parent[leaf], value) if merge else value
-        return had
-    if isinstance(leaf, str):
-        had = isinstance(parent.get(leaf), dict | list)
-        parent[leaf] = merged(parent[leaf], value) if merge and leaf in parent else value
         return had
     raise ValueError("'*' cannot be the last segment")
 
@@ -194,9 +194,10 @@ class Builder:
 
 def copied(value: Any) -> Any:
     """A deep copy of plain data (dicts, lists, scalars): outputs never alias the spec."""
-    if isinstance(value, dict):
+    kind = type(value)
+    if kind is dict:
         return {k: copied(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if kind is list or kind is tuple:
         return [copied(v) for v in value]
     return value
 

@@ -240,6 +240,8 @@ def volume_mounts(items: tuple[Mapping[str, Any], ...]) -> Found:
         for k in ("name", "mountPath"):
             if k not in m:
                 yield f"[{i}].{k}", "required"
+            elif not isinstance(m[k], str):
+                yield f"[{i}].{k}", "must be a string"
         for k in sorted(map(str, set(m) - MOUNT_KEYS)):
             yield f"[{i}].{k}", "unknown field (VolumeMount)"
         path = m.get("mountPath")
@@ -285,12 +287,15 @@ def resources_consistent(s: JobSpec) -> Found:
             and k8s.compare_quantities(limit, wanted) != 0
         ):
             yield path, "must equal its limit (it cannot be overcommitted)"
-    for k in (*s.extra_resource_requests, *s.extra_resource_limits):
-        if k in ("cpu", "memory") or k == s.gpu_resource:
-            yield (
-                f"extra_resources{_key(k)}",
-                "set by its own field (cpu_*, memory_*, gpus_per_node)",
-            )
+    for field, extra in (
+        ("extra_resource_requests", s.extra_resource_requests),
+        ("extra_resource_limits", s.extra_resource_limits),
+    ):
+        for k in extra:
+            if k in ("cpu", "memory"):
+                yield f"{field}{_key(k)}", f"use {k}_request / {k}_limit"
+            elif k == s.gpu_resource:
+                yield f"{field}{_key(k)}", "use gpus_per_node (it sets request and limit)"
 
 
 def hostname_lengths(name: str, num_nodes: int) -> Found:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
-from kfcompile.spec import JobSpec
+from kfcompile.spec import JobSpec, quantity_map, quantity_text
 
 SCHEMA_ID = "https://kfcompile.dev/schemas/jobspec.schema.json"
 
@@ -60,6 +60,10 @@ def _class(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     required: list[str] = []
     for a in attrs.fields(cls):
         prop = _type(hints[a.name], defs)
+        if a.metadata.get("load") is quantity_text:  # YAML numbers are quantities too
+            prop = {"type": ["string", "number"]}
+        elif a.metadata.get("load") is quantity_map:
+            prop = {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
         if "doc" in a.metadata:
             prop = {**prop, "description": a.metadata["doc"]}
         if a.default is attrs.NOTHING:

@@ -8,6 +8,8 @@ in their Kubernetes shape, so they can be pasted from existing manifests.
 
 from __future__ import annotations
 
+import math
+import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -30,14 +32,38 @@ DEFAULT_RUNTIME = "torch-distributed"
 SCRIPT_DIR = "/opt/kfcompile/scripts"
 
 
-def _rule(check: Rule, doc: str, **kwargs: Any) -> Any:
-    """A field whose value ``check`` validates; ``doc`` feeds the reference and JSON Schema."""
-    metadata = {"rule": check, "doc": doc}
+def _rule(check: Rule, doc: str, load: Callable[[Any], Any] | None = None, **kwargs: Any) -> Any:
+    """A field whose value ``check`` validates; ``doc`` feeds the reference and JSON Schema;
+    ``load`` turns YAML data into the field's type where the plain type hook is too strict."""
+    metadata: dict[str, Any] = {"rule": check, "doc": doc}
+    if load is not None:
+        metadata["load"] = load
     return field(metadata=metadata, **kwargs)
 
 
 def _doc(doc: str, **kwargs: Any) -> Any:
     return field(metadata={"doc": doc}, **kwargs)
+
+
+def quantity_text(value: Any) -> str | None:
+    """Quantities may be written as YAML numbers (``cpu: 0.5``), as Kubernetes allows."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return str(value)
+    raise TypeError(f"must be a quantity such as 500m, 2 or 64Gi, got {type(value).__name__}")
+
+
+def quantity_map(value: Any) -> Mapping[str, str]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"must be a mapping of quantities, got {type(value).__name__}")
+    return {str(k): typing.cast(str, quantity_text(v)) for k, v in value.items()}
+
+
+def _quantity(doc: str) -> Any:
+    return field(
+        metadata={"rule": rules.quantity_opt, "doc": doc, "load": quantity_text}, default=None
+    )
 
 
 @frozen(kw_only=True)
@@ -103,7 +129,7 @@ class SchedulingPolicy:
     )
     queue: str | None = _doc("Volcano queue.", default=None)
     min_resources: Mapping[str, str] = _rule(
-        rules.resource_map, "Resources the gang needs.", factory=dict
+        rules.resource_map, "Resources the gang needs.", factory=dict, load=quantity_map
     )
     priority_class: str | None = _rule(rules.dns1123_subdomain_opt, "PriorityClass.", default=None)
     schedule_timeout_seconds: int | None = _rule(rules.positive, "Gang timeout.", default=None)
@@ -157,20 +183,24 @@ class JobSpec:
     gpu_resource: str = _rule(rules.resource_name, "GPU resource name.", default="nvidia.com/gpu")
 
     # resources
-    cpu_request: str | None = _rule(rules.quantity_opt, "CPU request per node.", default=None)
-    cpu_limit: str | None = _rule(rules.quantity_opt, "CPU limit per node.", default=None)
-    memory_request: str | None = _rule(rules.quantity_opt, "Memory request per node.", default=None)
-    memory_limit: str | None = _rule(rules.quantity_opt, "Memory limit per node.", default=None)
+    cpu_request: str | None = _quantity("CPU request per node.")
+    cpu_limit: str | None = _quantity("CPU limit per node.")
+    memory_request: str | None = _quantity("Memory request per node.")
+    memory_limit: str | None = _quantity("Memory limit per node.")
     extra_resource_requests: Mapping[str, str] = _rule(
-        rules.resource_map, "Other resource requests, e.g. `vpc.amazonaws.com/efa`.", factory=dict
+        rules.resource_map,
+        "Other resource requests, e.g. `vpc.amazonaws.com/efa`.",
+        factory=dict,
+        load=quantity_map,
     )
     extra_resource_limits: Mapping[str, str] = _rule(
-        rules.resource_map, "Other resource limits.", factory=dict
+        rules.resource_map, "Other resource limits.", factory=dict, load=quantity_map
     )
     shm_size: str | None = _rule(
         rules.quantity_opt,
         "Size of a memory-backed /dev/shm (NCCL needs more than 64Mi).",
         default=None,
+        load=quantity_text,
     )
 
     # environment
@@ -313,8 +343,6 @@ def _between_fields(s: JobSpec) -> Iterator[tuple[str, str]]:
             yield "elastic.min_nodes", "must not exceed elastic.max_nodes"
         if not e.min_nodes <= s.num_nodes <= e.max_nodes:
             yield "num_nodes", "must lie between elastic.min_nodes and elastic.max_nodes"
-    if s.gpus_per_node and s.gpu_resource in s.extra_resource_limits:
-        yield "extra_resource_limits", f"{s.gpu_resource} is set by gpus_per_node"
 
 
 def check(spec: JobSpec) -> Iterator[Problem]:

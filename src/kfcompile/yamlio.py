@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,9 +20,25 @@ def _loader() -> YAML:
     return yaml
 
 
+# Plain scalars that YAML 1.1 readers (kubectl, PyYAML) would not read back as strings: booleans
+# such as `yes`/`off`, null, numbers (octal, hex, sexagesimal, underscores), dates, `<<`, `=`.
+_YAML11_NOT_STR = re.compile(
+    r"""(?x)^(?:
+        y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF
+      | ~|null|Null|NULL|<<|=
+      | [-+]?\.?[0-9][0-9a-fA-FxXoObB_.:eE+-]*
+      | [-+]?\.(?:inf|Inf|INF|nan|NaN|NAN)
+    )$"""
+)
+
+
 def _str(representer: SafeRepresenter, data: str) -> Any:
-    # Multi-line text (inline scripts) as a literal block, so it reads like the file it is.
-    style = "|" if "\n" in data else None
+    if "\n" in data:  # inline scripts as a literal block, so they read like the file they are
+        style: str | None = "|"
+    elif _YAML11_NOT_STR.match(data):
+        style = "'"
+    else:
+        style = None
     return representer.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 

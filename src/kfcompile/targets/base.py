@@ -364,11 +364,20 @@ def supported_by(slot: str) -> list[str]:
 
 
 def place(
-    doc: dict[str, Any], index: int, items: list[Entry], table: Table, target: str
+    doc: dict[str, Any],
+    index: int,
+    items: list[Entry],
+    table: Table,
+    target: str,
+    problems: list[Problem] | None = None,
 ) -> list[Placement]:
-    """Write every entry into ``doc`` through ``table``; raise one error naming all misfits."""
+    """Write every entry into ``doc`` through ``table``.
+
+    Raises one ``UnsupportedFeature`` naming every misfit, after any ``problems`` the target
+    found itself, so a user sees everything wrong at once.
+    """
     placed: list[Placement] = []
-    problems: dict[str, Problem] = {}  # one line per top-level spec field
+    misfits: dict[str, Problem] = {}  # one line per top-level spec field
     builder = paths.Builder(doc)
     for e in items:
         slot = lookup(table, e.slot)
@@ -378,7 +387,7 @@ def place(
                 field = e.source
             others = supported_by(e.slot)
             where = f"supported by: {', '.join(others)}" if others else "no target supports it"
-            problems.setdefault(field, Problem(field, f"not supported by {target} ({where})"))
+            misfits.setdefault(field, Problem(field, f"not supported by {target} ({where})"))
             continue
         value = slot.convert(e.value)
         if value is OMIT:
@@ -386,6 +395,6 @@ def place(
         for i, where in enumerate(slot.paths):
             builder.put(paths.parse(where + e.sub), paths.copied(value) if i else value, e.merge)
             placed.append(Placement(e.source, index, where + e.sub, value, e.merge))
-    if problems:
-        raise UnsupportedFeature(problems.values())
+    if problems or misfits:
+        raise UnsupportedFeature([*(problems or ()), *misfits.values()])
     return placed

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kfcompile.errors import Problem, UnsupportedFeature
+from kfcompile.errors import Problem
 from kfcompile.spec import JobSpec
 from kfcompile.targets import base
 from kfcompile.targets.base import Placement, Rendered, Slot, Table, Target
@@ -91,10 +91,6 @@ def _replicas(spec: JobSpec) -> dict[str, int]:
 
 
 def render(spec: JobSpec) -> Rendered:
-    if spec.managed_by is not None and spec.managed_by not in MANAGERS:
-        raise UnsupportedFeature(
-            [Problem("managed_by", f"PyTorchJob accepts only: {', '.join(MANAGERS)}")]
-        )
     replicas = _replicas(spec)
     job: dict[str, Any] = {
         "apiVersion": API_VERSION,
@@ -121,7 +117,11 @@ def render(spec: JobSpec) -> Rendered:
         Placement("num_nodes", index, f"spec.pytorchReplicaSpecs.{role}.replicas", count)
         for role, count in replicas.items()
     ]
-    placed = base.place(job, index, list(base.entries(spec, command(spec))), TABLE, NAME)
+    problems = []
+    if spec.managed_by is not None and spec.managed_by not in MANAGERS:
+        problems.append(Problem("managed_by", f"PyTorchJob accepts only: {', '.join(MANAGERS)}"))
+    items = list(base.entries(spec, command(spec)))
+    placed = base.place(job, index, items, TABLE, NAME, problems)
     for role in job["spec"]["pytorchReplicaSpecs"].values():
         if not role["template"]["metadata"]:
             del role["template"]["metadata"]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kfcompile import paths
-from kfcompile.errors import Problem, UnsupportedFeature
+from kfcompile.errors import Problem
 from kfcompile.spec import JobSpec
 from kfcompile.targets import base
 from kfcompile.targets.base import Rendered, Table
@@ -43,9 +43,11 @@ def _problems(spec: JobSpec, max_command_items: int | None) -> Iterator[Problem]
     if spec.managed_by is not None and spec.managed_by not in MANAGERS:
         yield Problem("managed_by", f"TrainJob accepts only: {', '.join(MANAGERS)}")
     if max_command_items is not None:
-        cmd = command(spec) or list(spec.command)
-        if len(cmd) > max_command_items or len(spec.args) > max_command_items:
-            yield Problem("command", f"at most {max_command_items} items from this release")
+        limit = f"at most {max_command_items} items from this release"
+        if len(command(spec) or spec.command) > max_command_items:
+            yield Problem("launcher" if spec.launcher else "command", limit)
+        if len(spec.args) > max_command_items:
+            yield Problem("args", limit)
 
 
 def render(
@@ -59,9 +61,6 @@ def render(
 
     ``override_list``: the path of a list whose items need ``targetJobs`` first (v2.0, v2.1).
     """
-    problems = list(_problems(spec, max_command_items))
-    if problems:
-        raise UnsupportedFeature(problems)
     runtime = spec.runtime
     job: dict[str, Any] = {
         "apiVersion": API_VERSION,
@@ -80,7 +79,7 @@ def render(
         objects.insert(0, base.script_configmap(spec))
     index = objects.index(job)
     items = list(base.entries(spec, command(spec)))
-    placed = base.place(job, index, items, table, target)
+    placed = base.place(job, index, items, table, target, list(_problems(spec, max_command_items)))
     if override_list is not None:
         for item in _get_list(job, override_list):
             rest = {k: v for k, v in item.items() if k != "targetJobs"}
