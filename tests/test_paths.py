@@ -103,3 +103,15 @@ def test_merged_keeps_generated_fields() -> None:
 def test_get_missing_raises_keyerror() -> None:
     with pytest.raises(KeyError):
         paths.get({"c": [{"name": "a"}]}, paths.parse("c[name=b]"))
+
+
+segments = st.one_of(
+    st.text(min_size=1, max_size=12),
+    st.integers(min_value=0, max_value=50),
+    st.builds(Select, st.sampled_from(["name", "mountPath"]), st.text(min_size=1, max_size=12)),
+)
+
+
+@given(st.lists(segments, min_size=1, max_size=6))
+def test_any_path_formats_and_parses_back(path: list[paths.Segment]) -> None:
+    assert paths.parse(paths.format(tuple(path))) == tuple(path)

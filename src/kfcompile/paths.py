@@ -40,7 +40,7 @@ _TOKEN = re.compile(
         (?P<key>[A-Za-z_$][\w$-]*)
       | \[(?P<index>\d+)\]
       | \[(?P<quoted>"(?:[^"\\]|\\.)*")\]
-      | \[(?P<skey>[\w-]+)=(?P<svalue>[^\]]+)\]
+      | \[(?P<skey>[\w-]+)=(?:(?P<svalue>[^\]"]+)|(?P<squoted>"(?:[^"\\]|\\.)*"))\]
       | (?P<each>\*)
     )""",
     re.VERBOSE,
@@ -60,9 +60,10 @@ def parse(text: str) -> Path:
         elif m["index"] is not None:
             out.append(int(m["index"]))
         elif m["quoted"] is not None:
-            out.append(m["quoted"][1:-1].replace('\\"', '"'))
+            out.append(_unquote(m["quoted"]))
         elif m["skey"] is not None:
-            out.append(Select(m["skey"], m["svalue"]))
+            value = m["svalue"] if m["svalue"] is not None else _unquote(m["squoted"])
+            out.append(Select(m["skey"], value))
         else:
             out.append(EACH)
         pos = m.end()
@@ -70,15 +71,25 @@ def parse(text: str) -> Path:
 
 
 _PLAIN = re.compile(r"[A-Za-z_$][\w$-]*")
+_BARE_VALUE = re.compile(r'[^\]"\\]+')
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _unquote(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text[1:-1])
 
 
 def key(k: str) -> str:
     """A mapping key as a path segment, quoted when it is not a plain identifier."""
-    return f".{k}" if _PLAIN.fullmatch(k) else f'["{k}"]'
+    return f".{k}" if _PLAIN.fullmatch(k) else f"[{_quote(k)}]"
 
 
 def select(k: str, v: str) -> str:
-    return f"[{k}={v}]"
+    """The list item whose ``k`` is ``v``, quoted when ``v`` could be misread."""
+    return f"[{k}={v}]" if _BARE_VALUE.fullmatch(v) else f"[{k}={_quote(v)}]"
 
 
 def format(path: Path) -> str:

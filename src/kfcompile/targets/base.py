@@ -123,7 +123,10 @@ def entries(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
             )
             for k, v in src.env.items():
                 yield Entry(
-                    f"{base}.env.{k}", "run.initializer", _env_var(k, v), f".{kind}.env[name={k}]"
+                    f"{base}.env.{k}",
+                    "run.initializer",
+                    _env_var(k, v),
+                    f".{kind}.env" + paths.select("name", k),
                 )
             if src.secret_ref:
                 yield Entry(
@@ -165,9 +168,11 @@ def _container(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
     yield Entry("nprocs_per_node", "scale.nprocPerNode", spec.nprocs)
 
     for k, v in spec.env.items():
-        yield Entry(f"env.{k}", "container.env", _env_var(k, v), f"[name={k}]")
+        yield Entry(f"env.{k}", "container.env", _env_var(k, v), paths.select("name", k))
     for i, item in enumerate(spec.env_list):
-        yield Entry(f"env_list[{i}]", "container.env", copied(item), f"[name={item['name']}]")
+        yield Entry(
+            f"env_list[{i}]", "container.env", copied(item), paths.select("name", item["name"])
+        )
 
     res: list[tuple[str, str, str | None]] = [
         ("cpu_request", "requests", spec.cpu_request),
@@ -201,7 +206,7 @@ def _mounts(spec: JobSpec) -> Iterator[Entry]:
             f"volume_mounts[{i}]",
             "container.volumeMounts",
             copied(m),
-            f"[mountPath={m['mountPath']}]",
+            paths.select("mountPath", m["mountPath"]),
         )
     if spec.shm_size:
         yield Entry(
@@ -245,7 +250,9 @@ def _pod(spec: JobSpec) -> Iterator[Entry]:
             spec.termination_grace_period_seconds,
         )
     for i, volume in enumerate(spec.volumes):
-        yield Entry(f"volumes[{i}]", "pod.volumes", copied(volume), f"[name={volume['name']}]")
+        yield Entry(
+            f"volumes[{i}]", "pod.volumes", copied(volume), paths.select("name", volume["name"])
+        )
     if spec.shm_size:
         yield Entry(
             "shm_size",
