@@ -7,7 +7,7 @@ the shapes the spec uses (maps, lists of Kubernetes objects) and adds the rules 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kfcompile import k8s_rules as k8s
@@ -147,22 +147,23 @@ def mapping_keys(m: Mapping[str, Any]) -> Found:
             yield f"[{k!r}]", "keys must be strings"
 
 
-def name_list(names: tuple[str, ...]) -> Found:
+def _unique(names: tuple[str, ...], grammar: Callable[[str], list[str]]) -> Found:
     seen: set[str] = set()
     for i, n in enumerate(names):
-        yield from _each(k8s.dns1123_subdomain(n), f"[{i}]")
+        yield from _each(grammar(n), f"[{i}]")
         if n in seen:
             yield f"[{i}]", f"duplicate {n!r}"
         seen.add(n)
+
+
+def name_list(names: tuple[str, ...]) -> Found:
+    """Names of objects (Secrets): DNS-1123 subdomains, each once."""
+    return _unique(names, k8s.dns1123_subdomain)
 
 
 def gate_list(names: tuple[str, ...]) -> Found:
-    seen: set[str] = set()
-    for i, n in enumerate(names):
-        yield from _each(k8s.qualified_name(n), f"[{i}]")
-        if n in seen:
-            yield f"[{i}]", f"duplicate {n!r}"
-        seen.add(n)
+    """Scheduling gates: qualified names, each once."""
+    return _unique(names, k8s.qualified_name)
 
 
 def env_list(items: tuple[Mapping[str, Any], ...]) -> Found:

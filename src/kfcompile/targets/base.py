@@ -68,7 +68,13 @@ class Rendered:
     placements: list[Placement] = field(factory=list)
 
 
-Table = Mapping[str, "Slot | None"]  # None: the target cannot express this slot
+Table = Mapping[str, "Slot | None"]  # None (or no row): the target cannot express this slot
+
+
+def rows(group: str, prefix: str, names: tuple[str, ...]) -> dict[str, Slot]:
+    """Slots ``<group>.<name>`` that land at ``<prefix>.<name>``, e.g. the pod fields a release
+    lets a TrainJob override."""
+    return {f"{group}.{n}": Slot.at(f"{prefix}.{n}") for n in names}
 
 
 @frozen

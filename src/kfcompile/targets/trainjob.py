@@ -13,7 +13,7 @@ from kfcompile import paths
 from kfcompile.errors import Problem
 from kfcompile.spec import JobSpec
 from kfcompile.targets import base
-from kfcompile.targets.base import Rendered, Table
+from kfcompile.targets.base import Rendered, Slot, Table
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 KIND = "TrainJob"
@@ -24,6 +24,38 @@ MANAGERS = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikue
 RESERVED_ENV = frozenset(
     {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
 )
+
+
+TRAINER = "spec.trainer"
+
+# Rows no Trainer release changed. Each release module adds its pod customisation shape and
+# the fields that came or went with it.
+UNCHANGED: Table = {
+    "job.name": Slot.at("metadata.name"),
+    "job.namespace": Slot.at("metadata.namespace"),
+    "job.labels": Slot.at("metadata.labels"),
+    "job.annotations": Slot.at("metadata.annotations"),
+    "run.runtimeRef": Slot.at("spec.runtimeRef"),
+    "run.initializer": Slot.at("spec.initializer"),
+    "container.image": Slot.at(f"{TRAINER}.image"),
+    "container.command": Slot.at(f"{TRAINER}.command"),
+    "container.args": Slot.at(f"{TRAINER}.args"),
+    "scale.numNodes": Slot.at(f"{TRAINER}.numNodes"),
+    "scale.nprocPerNode": Slot.at(f"{TRAINER}.numProcPerNode"),
+    # env always goes to the trainer: the v2.2+ webhook forbids env patches on `node`.
+    "container.env": Slot.at(f"{TRAINER}.env"),
+    "container.resources": Slot.at(f"{TRAINER}.resourcesPerNode"),
+    "run.suspend": Slot.at("spec.suspend"),
+    "run.managedBy": Slot.at("spec.managedBy"),
+    # No release has these: the runtime owns the pod image policy and the JobSet's failure policy.
+    "container.imagePullPolicy": None,
+    "run.backoffLimit": None,
+    "run.ttlSecondsAfterFinished": None,
+    "run.cleanPodPolicy": None,
+    "run.restartPolicy": None,
+    "run.elastic": None,  # Trainer has no PyTorch elastic
+    "run.schedulingPolicy": None,
+}
 
 
 def command(spec: JobSpec) -> list[str] | None:

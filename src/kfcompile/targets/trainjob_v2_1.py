@@ -5,7 +5,7 @@ affinity and image pull secrets); ``numProcPerNode`` still int-or-string; ``spec
 from __future__ import annotations
 
 from kfcompile.spec import JobSpec
-from kfcompile.targets import trainjob
+from kfcompile.targets import base, trainjob, trainjob_v2_0
 from kfcompile.targets.base import Rendered, Slot, Table, Target
 
 NAME = "trainjob/v2.1"
@@ -14,47 +14,18 @@ META = f"{OVERRIDES}[0].metadata"
 POD = f"{OVERRIDES}[0].spec"
 NODE = f"{POD}.containers[name={trainjob.NODE}]"
 
+POD_FIELDS = (*trainjob_v2_0.POD_FIELDS, "affinity", "imagePullSecrets")
+
 TABLE: Table = {
-    "job.name": Slot.at("metadata.name"),
-    "job.namespace": Slot.at("metadata.namespace"),
-    "job.labels": Slot.at("metadata.labels"),
-    "job.annotations": Slot.at("metadata.annotations"),
-    "run.runtimeRef": Slot.at("spec.runtimeRef"),
-    "run.initializer": Slot.at("spec.initializer"),
+    **trainjob.UNCHANGED,
+    **base.rows("pod", POD, POD_FIELDS),
     "runtime.labels": Slot.at("spec.labels"),
     "runtime.annotations": Slot.at("spec.annotations"),
     "pod.labels": Slot.at(f"{META}.labels"),
     "pod.annotations": Slot.at(f"{META}.annotations"),
-    "container.image": Slot.at("spec.trainer.image"),
-    "container.imagePullPolicy": None,
-    "container.command": Slot.at("spec.trainer.command"),
-    "container.args": Slot.at("spec.trainer.args"),
-    "scale.numNodes": Slot.at("spec.trainer.numNodes"),
-    "scale.nprocPerNode": Slot.at("spec.trainer.numProcPerNode"),
-    "container.env": Slot.at("spec.trainer.env"),
-    "container.resources": Slot.at("spec.trainer.resourcesPerNode"),
     "container.volumeMounts": Slot.at(f"{NODE}.volumeMounts"),
     "container.securityContext": None,
-    "pod.serviceAccountName": Slot.at(f"{POD}.serviceAccountName"),
-    "pod.nodeSelector": Slot.at(f"{POD}.nodeSelector"),
-    "pod.tolerations": Slot.at(f"{POD}.tolerations"),
-    "pod.affinity": Slot.at(f"{POD}.affinity"),
-    "pod.schedulingGates": Slot.at(f"{POD}.schedulingGates"),
-    "pod.imagePullSecrets": Slot.at(f"{POD}.imagePullSecrets"),
-    "pod.volumes": Slot.at(f"{POD}.volumes"),
-    "pod.initContainers": Slot.at(f"{POD}.initContainers"),
-    "pod.containers": Slot.at(f"{POD}.containers"),
-    "pod.securityContext": None,
-    "pod.terminationGracePeriodSeconds": None,
-    "run.suspend": Slot.at("spec.suspend"),
-    "run.managedBy": Slot.at("spec.managedBy"),
     "run.activeDeadlineSeconds": None,
-    "run.backoffLimit": None,
-    "run.ttlSecondsAfterFinished": None,
-    "run.cleanPodPolicy": None,
-    "run.restartPolicy": None,
-    "run.elastic": None,
-    "run.schedulingPolicy": None,
 }
 
 

@@ -7,15 +7,17 @@ runtime lacks would be appended rather than ignored: the names here are exactly 
 from __future__ import annotations
 
 from kfcompile.spec import JobSpec
-from kfcompile.targets import trainjob, trainjob_v2_2
-from kfcompile.targets.base import Rendered, Slot, Table, Target
+from kfcompile.targets import base, trainjob, trainjob_v2_2
+from kfcompile.targets.base import Rendered, Table, Target
 
 NAME = "trainjob/v2.3"
 POD = trainjob_v2_2.POD
 
+POD_FIELDS = (*trainjob_v2_2.POD_FIELDS, "terminationGracePeriodSeconds")
+
 TABLE: Table = {
     **trainjob_v2_2.TABLE,
-    "pod.terminationGracePeriodSeconds": Slot.at(f"{POD}.terminationGracePeriodSeconds"),
+    **base.rows("pod", POD, POD_FIELDS),
 }
 
 
