@@ -1,6 +1,6 @@
 """Cold wall time of `kfcompile render` next to `python -c pass` (median of N runs).
 
-    python bench/cli_startup.py [N]
+python bench/cli_startup.py [N]
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ def main() -> None:
         ("python -c pass", [sys.executable, "-c", "pass"]),
         ("kfcompile render <full example>", [script, "render", str(FULL)]),
         ("kfcompile render -t pytorchjob/v1", [script, "render", str(FULL), "-t", "pytorchjob/v1"]),
-        ("python -m kfcompile render <full>", [sys.executable, "-m", "kfcompile", "render", str(FULL)]),
+        (
+            "python -m kfcompile render <full>",
+            [sys.executable, "-m", "kfcompile", "render", str(FULL)],
+        ),
     ]
     print(f"median of {runs} cold runs")
     for label, argv in rows:

@@ -1,6 +1,6 @@
 """In-process `render(spec, target)` calls per second, for each example and target.
 
-    python bench/render_throughput.py [seconds-per-cell]
+python bench/render_throughput.py [seconds-per-cell]
 """
 
 from __future__ import annotations

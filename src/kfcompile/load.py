@@ -190,7 +190,8 @@ def _problems(exc: BaseException, path: str) -> list[Problem]:
         for key in sorted(map(str, exc.extra_fields)):  # YAML keys may be numbers or null
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            out.append(Problem(f"{path}.{key}" if path else key, f"unknown field{hint}"))
+            shown = key if key.isprintable() and " " not in key else repr(key)
+            out.append(Problem(f"{path}.{shown}" if path else shown, f"unknown field{hint}"))
         return out
     if isinstance(exc, KeyError):
         return [Problem(path, "required")]

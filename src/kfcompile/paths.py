@@ -229,17 +229,25 @@ def get(doc: Any, path: Path) -> Any:
     return node
 
 
+class MergeConflict(TypeError):
+    """An override whose shape cannot merge with what was generated there."""
+
+
 def merged(base: Any, over: Any) -> Any:
     """Deep-merge ``over`` into ``base`` without dropping anything ``base`` has.
 
     Mappings merge key by key; lists of named items (containers, volumes, env) merge by
     ``name``; other lists gain the items they lack; a scalar in ``over`` replaces one in ``base``.
+    Raises ``MergeConflict`` where ``over`` would replace a mapping or list with something else.
     """
     if isinstance(base, dict) and isinstance(over, dict):
         out = dict(base)
         for k, v in over.items():
             out[k] = merged(out[k], v) if k in out else copied(v)
         return out
+    if isinstance(base, dict | list) and type(over) is not type(base):
+        kind = "a mapping" if isinstance(base, dict) else "a list"
+        raise MergeConflict(f"must be {kind}: it merges into the generated one")
     if isinstance(base, list) and isinstance(over, list):
         if _named(base) and _named(over):
             by_name = {item["name"]: item for item in base}

@@ -6,6 +6,7 @@ the shapes the spec uses (maps, lists of Kubernetes objects) and adds the rules 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,14 @@ MANAGERS = (
 # Pod hostnames derived from the job name must stay DNS labels (TrainJob and PyTorchJob shapes).
 HOSTNAME_SHAPES = ("{name}-node-0-{rank}", "{name}-worker-{rank}")
 TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+ENV_VAR_KEYS = frozenset({"name", "value", "valueFrom"})
+TOLERATION_TYPES = {
+    "key": str,
+    "operator": str,
+    "value": str,
+    "effect": str,
+    "tolerationSeconds": int,
+}
 TOLERATION_OPERATORS = ("Exists", "Equal")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 MOUNT_KEYS = frozenset(
@@ -141,10 +150,14 @@ def env_map(m: Mapping[str, str]) -> Found:
         yield from _each(k8s.env_var_name(k), f"{_key(k)} (key)")
 
 
-def mapping_keys(m: Mapping[str, Any]) -> Found:
-    for k in m:
-        if not isinstance(k, str):
-            yield f"[{k!r}]", "keys must be strings"
+def pod_overrides(m: Mapping[str, Any]) -> Found:
+    """Keys of pod_spec_overrides: PodSpec fields."""
+    return _unknown(m, k8s.POD_SPEC_FIELDS, "PodSpec", "")
+
+
+def container_overrides(m: Mapping[str, Any]) -> Found:
+    """Keys of container_overrides: Container fields other than the generated name."""
+    yield from _unknown(m, k8s.CONTAINER_FIELDS - {"name"}, "Container (name is fixed)", "")
 
 
 def _unique(names: tuple[str, ...], grammar: Callable[[str], list[str]]) -> Found:
@@ -175,9 +188,7 @@ def env_list(items: tuple[Mapping[str, Any], ...]) -> Found:
             yield f"[{i}].name", "must be a string"
         else:
             yield from _each(k8s.env_var_name(name), f"[{i}].name")
-        unknown = set(item) - {"name", "value", "valueFrom"}
-        for k in sorted(map(str, unknown)):
-            yield f"[{i}].{k}", "unknown field (EnvVar has name, value, valueFrom)"
+        yield from _unknown(item, ENV_VAR_KEYS, "EnvVar", f"[{i}]")
         if "value" in item and "valueFrom" in item:
             yield f"[{i}]", "set value or valueFrom, not both"
         if "value" in item and not isinstance(item["value"], str):
@@ -196,24 +207,42 @@ def env_unique(env: Mapping[str, str], listed: tuple[Mapping[str, Any], ...]) ->
             seen.add(name)
 
 
+def _unknown(item: Mapping[str, Any], known: frozenset[str], what: str, at: str) -> Found:
+    for k in sorted(map(str, set(item) - known)):
+        close = difflib.get_close_matches(k, known, n=1)
+        if close:
+            hint = f"did you mean {close[0]!r}?"
+        elif len(known) <= 8:
+            hint = f"{what} has {', '.join(sorted(known))}"
+        else:
+            hint = f"not a {what} field"
+        yield f"{at}{_key(k)}", f"unknown field ({hint})"
+
+
+def _typed(item: Mapping[str, Any], types: Mapping[str, type], at: str) -> Found:
+    for k, t in types.items():
+        if k in item and not (isinstance(item[k], t) and not isinstance(item[k], bool)):
+            yield f"{at}.{k}", f"must be {'an integer' if t is int else 'a string'}"
+
+
 def tolerations(items: tuple[Mapping[str, Any], ...]) -> Found:
     for i, t in enumerate(items):
-        for k in sorted(map(str, set(t) - TOLERATION_KEYS)):
-            yield (
-                f"[{i}].{k}",
-                f"unknown field (Toleration has {', '.join(sorted(TOLERATION_KEYS))})",
-            )
+        at = f"[{i}]"
+        yield from _unknown(t, TOLERATION_KEYS, "Toleration", at)
+        yield from _typed(t, TOLERATION_TYPES, at)
         op = t.get("operator", "Equal")
         if op not in TOLERATION_OPERATORS:
-            yield f"[{i}].operator", "must be Exists or Equal"
+            yield f"{at}.operator", "must be Exists or Equal"
         if op == "Exists" and t.get("value"):
-            yield f"[{i}].value", "must be empty when operator is Exists"
+            yield f"{at}.value", "must be empty when operator is Exists"
         if "effect" in t and t["effect"] not in TOLERATION_EFFECTS:
-            yield f"[{i}].effect", f"must be one of: {', '.join(TOLERATION_EFFECTS)}"
-        if "key" in t:
-            yield from _each(k8s.qualified_name(str(t["key"])), f"[{i}].key")
-        elif op != "Exists":
-            yield f"[{i}].key", "required unless operator is Exists"
+            yield f"{at}.effect", f"must be one of: {', '.join(TOLERATION_EFFECTS)}"
+        if "tolerationSeconds" in t and t.get("effect") != "NoExecute":
+            yield f"{at}.tolerationSeconds", "only with effect NoExecute"
+        if isinstance(t.get("key"), str):
+            yield from _each(k8s.qualified_name(t["key"]), f"{at}.key")
+        elif "key" not in t and op != "Exists":
+            yield f"{at}.key", "required unless operator is Exists"
 
 
 def volumes(items: tuple[Mapping[str, Any], ...]) -> Found:
@@ -222,17 +251,20 @@ def volumes(items: tuple[Mapping[str, Any], ...]) -> Found:
         name = v.get("name")
         if name is None:
             yield f"[{i}].name", "required"
-            continue
-        if not isinstance(name, str):
+        elif not isinstance(name, str):
             yield f"[{i}].name", "must be a string"
-            continue
-        yield from _each(k8s.dns1123_label(name), f"[{i}].name")
-        if name in seen:
-            yield f"[{i}].name", f"duplicate volume {name!r}"
-        seen.add(name)
-        sources = [k for k in v if k != "name"]
+        else:
+            yield from _each(k8s.dns1123_label(name), f"[{i}].name")
+            if name in seen:
+                yield f"[{i}].name", f"duplicate volume {name!r}"
+            seen.add(name)
+        yield from _unknown(v, k8s.VOLUME_SOURCES | {"name"}, "a Volume", f"[{i}]")
+        sources = [k for k in v if k in k8s.VOLUME_SOURCES]
         if len(sources) != 1:
             yield f"[{i}]", "must have exactly one volume source (e.g. persistentVolumeClaim)"
+        for k in sources:
+            if not isinstance(v[k], Mapping):
+                yield f"[{i}].{k}", "must be a mapping"
 
 
 def volume_mounts(items: tuple[Mapping[str, Any], ...]) -> Found:

@@ -29,6 +29,8 @@ RuntimeKind = Literal["ClusterTrainingRuntime", "TrainingRuntime"]
 Rule = Callable[[Any], Iterable[tuple[str, str]]]
 
 DEFAULT_RUNTIME = "torch-distributed"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 SCRIPT_DIR = "/opt/kfcompile/scripts"
 
 
@@ -264,10 +266,12 @@ class JobSpec:
 
     # escape hatches
     pod_spec_overrides: Mapping[str, Any] = _rule(
-        rules.mapping_keys, "Deep-merged into the generated pod spec.", factory=dict
+        rules.pod_overrides, "Deep-merged into the generated pod spec.", factory=dict
     )
     container_overrides: Mapping[str, Any] = _rule(
-        rules.mapping_keys, "Deep-merged into the generated training container.", factory=dict
+        rules.container_overrides,
+        "Deep-merged into the generated training container.",
+        factory=dict,
     )
 
     def __attrs_post_init__(self) -> None:
@@ -332,6 +336,17 @@ def _between_fields(s: JobSpec) -> Iterator[tuple[str, str]]:
         name = m.get("name") if isinstance(m, Mapping) else None
         if isinstance(name, str) and name not in defined:
             yield f"volume_mounts[{i}].name", f"no volume named {name!r} in volumes"
+    generated = {
+        "/dev/shm": "shm_size" if s.shm_size else None,
+        SCRIPT_DIR: "script" if s.script is not None else None,
+    }
+    for i, m in enumerate(s.volume_mounts):
+        owner = generated.get(m.get("mountPath"))  # type: ignore[arg-type]
+        if owner:
+            yield f"volume_mounts[{i}].mountPath", f"already mounted by {owner}"
+    for label, field_name in ((QUEUE_LABEL, "queue"), (PRIORITY_LABEL, "priority_class")):
+        if label in s.labels and getattr(s, field_name):
+            yield f"labels[{label!r}]", f"set by {field_name}; give it in one place"
     if s.shm_size is not None and "dshm" in defined:
         yield "volumes", "the name 'dshm' is used by shm_size"
     if s.script is not None and "kfcompile-script" in defined:

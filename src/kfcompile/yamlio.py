@@ -32,9 +32,16 @@ _YAML11_NOT_STR = re.compile(
 )
 
 
+# Text plain, single-quoted and block styles carry unchanged: no control characters but tab and
+# newline, and no Unicode line separators.
+_BLOCK_SAFE = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff]*")
+
+
 def _str(representer: SafeRepresenter, data: str) -> Any:
-    if "\n" in data:  # inline scripts as a literal block, so they read like the file they are
-        style: str | None = "|"
+    if not _BLOCK_SAFE.fullmatch(data):
+        style: str | None = '"'  # the only style that escapes control characters
+    elif "\n" in data:
+        style = "|"  # inline scripts read like the file they are
     elif _YAML11_NOT_STR.match(data):
         style = "'"
     else:
@@ -56,8 +63,12 @@ def _error(exc: Exception) -> SpecError:
     if isinstance(exc, MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
-        return SpecError([Problem(where, str(exc.problem or exc.context or "invalid YAML"))])
-    return SpecError([Problem("", f"invalid YAML: {exc}")])
+        return SpecError([Problem(where, _one_line(exc.problem or exc.context or "invalid YAML"))])
+    return SpecError([Problem("", f"invalid YAML: {_one_line(exc)}")])
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
 
 
 def parse(text: str) -> Any:

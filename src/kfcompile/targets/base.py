@@ -17,10 +17,8 @@ from attrs import field, frozen
 from kfcompile import paths
 from kfcompile.errors import Problem, UnsupportedFeature
 from kfcompile.paths import copied
-from kfcompile.spec import SCRIPT_DIR, JobSpec
+from kfcompile.spec import PRIORITY_LABEL, QUEUE_LABEL, SCRIPT_DIR, JobSpec
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 SHM_VOLUME = "dshm"
 SCRIPT_VOLUME = "kfcompile-script"
 
@@ -119,6 +117,8 @@ def entries(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
         yield Entry("runtime_ref.api_group", "run.runtimeRef", r.api_group, ".apiGroup")
         yield Entry("runtime_ref.kind", "run.runtimeRef", r.kind, ".kind")
     if spec.initializer is not None:
+        if spec.initializer.dataset is None and spec.initializer.model is None:
+            yield Entry("initializer", "run.initializer", {})
         for kind in ("dataset", "model"):
             src = getattr(spec.initializer, kind)
             if src is None:
@@ -237,7 +237,7 @@ def _pod(spec: JobSpec) -> Iterator[Entry]:
         yield Entry(f"node_selector{paths.key(k)}", "pod.nodeSelector", v, paths.key(k))
     if spec.tolerations:
         yield Entry("tolerations", "pod.tolerations", copied(spec.tolerations))
-    if spec.affinity:
+    if spec.affinity is not None:
         yield Entry("affinity", "pod.affinity", copied(spec.affinity))
     if spec.scheduling_gates:
         yield Entry(
@@ -309,9 +309,11 @@ def _run_policy(spec: JobSpec) -> Iterator[Entry]:
             ("priority_class", ".priorityClass", p.priority_class),
             ("schedule_timeout_seconds", ".scheduleTimeoutSeconds", p.schedule_timeout_seconds),
         ]
-        for source, sub, value in policy:
-            if value is not None:
-                yield Entry(f"scheduling_policy.{source}", "run.schedulingPolicy", value, sub)
+        given = [(source, sub, value) for source, sub, value in policy if value is not None]
+        for source, sub, value in given:
+            yield Entry(f"scheduling_policy.{source}", "run.schedulingPolicy", value, sub)
+        if not given:  # an empty policy is still a policy the target must be able to hold
+            yield Entry("scheduling_policy", "run.schedulingPolicy", {})
 
 
 # --- launchers ------------------------------------------------------------------------------
@@ -406,7 +408,12 @@ def place(
         if value is OMIT:
             continue
         for i, where in enumerate(slot.paths):
-            builder.put(paths.parse(where + e.sub), paths.copied(value) if i else value, e.merge)
+            path = paths.parse(where + e.sub)
+            try:
+                builder.put(path, paths.copied(value) if i else value, e.merge)
+            except paths.MergeConflict as exc:
+                misfits.setdefault(e.source, Problem(e.source, str(exc)))
+                break
             placed.append(Placement(e.source, index, where + e.sub, value, e.merge))
     if problems or misfits:
         raise UnsupportedFeature([*(problems or ()), *misfits.values()])

@@ -72,6 +72,11 @@ def _problems(spec: JobSpec, max_command_items: int | None) -> Iterator[Problem]
     for i, item in enumerate(spec.env_list):
         if item.get("name") in RESERVED_ENV:
             yield Problem(f"env_list[{i}].name", "reserved on TrainJob: the Torch runtime sets it")
+    mounted: set[str] = set()
+    for i, m in enumerate(spec.volume_mounts):
+        if m["name"] in mounted:  # the TrainJob CRDs key a container's mounts by volume name
+            yield Problem(f"volume_mounts[{i}].name", "TrainJob mounts each volume once")
+        mounted.add(m["name"])
     if spec.managed_by is not None and spec.managed_by not in MANAGERS:
         yield Problem("managed_by", f"TrainJob accepts only: {', '.join(MANAGERS)}")
     if max_command_items is not None:
