@@ -113,9 +113,9 @@ def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str)
             cells.append("ok" if suffix != "err" else f"{text.count(chr(10))} unsupported")
         rows.append((Path(path).name, cells))
     width = max(len(name) for name, _ in rows)
-    print(f"{'spec':<{width}}  " + "  ".join(f"{t:<15}" for t in targets))
+    print(f"{'spec':<{width}}  " + "  ".join(f"{t:<15}" for t in targets).rstrip())
     for name, cells in rows:
-        print(f"{name:<{width}}  " + "  ".join(f"{c:<15}" for c in cells))
+        print(f"{name:<{width}}  " + "  ".join(f"{c:<15}" for c in cells).rstrip())
     return 0
 
 

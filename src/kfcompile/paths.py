@@ -82,11 +82,13 @@ def _unquote(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text[1:-1])
 
 
+@functools.lru_cache(maxsize=4096)
 def key(k: str) -> str:
     """A mapping key as a path segment, quoted when it is not a plain identifier."""
     return f".{k}" if _PLAIN.fullmatch(k) else f"[{_quote(k)}]"
 
 
+@functools.lru_cache(maxsize=4096)
 def select(k: str, v: str) -> str:
     """The list item whose ``k`` is ``v``, quoted when ``v`` could be misread."""
     return f"[{k}={v}]" if _BARE_VALUE.fullmatch(v) else f"[{k}={_quote(v)}]"
