@@ -128,10 +128,11 @@ def _register_classes() -> None:
 
     Nested classes first: a class's generated hook captures the hooks of its fields' classes.
     """
+    # Made on first use: rendering never dumps a spec, so `kfcompile render` skips the cost.
+    converter.register_unstructure_hook_factory(
+        attrs.has, lambda cls: make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True)
+    )
     for cls in reversed(_spec_classes(JobSpec)):
-        converter.register_unstructure_hook(
-            cls, make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True)
-        )
         loaders: dict[str, Any] = {
             a.name: override(struct_hook=_loader(a.metadata["load"]))
             for a in attrs.fields(cls)

@@ -15,7 +15,7 @@ from kfcompile.errors import Problem, SpecError
 
 
 def _loader() -> YAML:
-    yaml = YAML(typ="safe", pure=True)  # never constructs arbitrary Python objects
+    yaml = YAML(typ="safe")  # never constructs arbitrary Python objects
     yaml.allow_duplicate_keys = False
     return yaml
 
@@ -50,7 +50,7 @@ def _str(representer: SafeRepresenter, data: str) -> Any:
 
 
 def _dumper() -> YAML:
-    yaml = YAML(typ="safe", pure=True)
+    yaml = YAML(typ="safe")
     yaml.default_flow_style = False
     yaml.width = 4096  # never fold long command lines
     yaml.representer.add_representer(str, _str)
