@@ -124,13 +124,15 @@ _register_containers()
 
 
 def _register_classes() -> None:
-    """Omit defaults when dumping, so a dumped spec reads like one a person wrote.
+    """Hooks for the spec classes: unknown keys refused, ``load`` metadata honoured, a
+    mapping required; dumping omits defaults, so a dumped spec reads like one a person wrote.
 
     Nested classes first: a class's generated hook captures the hooks of its fields' classes.
     """
     # Made on first use: rendering never dumps a spec, so `kfcompile render` skips the cost.
     converter.register_unstructure_hook_factory(
-        attrs.has, lambda cls: make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True)
+        attrs.has,
+        lambda cls: make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True),
     )
     for cls in reversed(_spec_classes(JobSpec)):
         loaders: dict[str, Any] = {
@@ -174,7 +176,7 @@ def _problems(exc: BaseException, path: str) -> list[Problem]:
     if isinstance(exc, ClassValidationError | IterableValidationError):
         out: list[Problem] = []
         for sub in exc.exceptions:
-            notes = [n for n in getattr(sub, "__notes__", []) if not isinstance(n, str) or True]
+            notes = getattr(sub, "__notes__", [])
             note = next(
                 (
                     n
