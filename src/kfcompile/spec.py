@@ -31,7 +31,9 @@ Rule = Callable[[Any], Iterable[tuple[str, str]]]
 DEFAULT_RUNTIME = "torch-distributed"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-SCRIPT_DIR = "/opt/kfcompile/scripts"
+# Volumes kfcompile adds: a memory-backed /dev/shm (shm_size) and the inline script's ConfigMap.
+SHM_VOLUME, SHM_DIR = "dshm", "/dev/shm"
+SCRIPT_VOLUME, SCRIPT_DIR = "kfcompile-script", "/opt/kfcompile/scripts"
 
 
 def _rule(check: Rule, doc: str, load: Callable[[Any], Any] | None = None, **kwargs: Any) -> Any:
@@ -332,25 +334,23 @@ def _between_fields(s: JobSpec) -> Iterator[tuple[str, str]]:
     yield from rules.resources_consistent(s)
     yield from rules.env_unique(s.env, s.env_list)
     defined = {v.get("name") for v in s.volumes if isinstance(v, Mapping)}
+    generated = {  # what kfcompile adds itself, and which field makes it
+        "shm_size": (SHM_VOLUME, SHM_DIR) if s.shm_size else None,
+        "script": (SCRIPT_VOLUME, SCRIPT_DIR) if s.script is not None else None,
+    }
+    for owner, made in generated.items():
+        if made and made[0] in defined:
+            yield "volumes", f"the name {made[0]!r} is used by {owner}"
+    mounted_by = {made[1]: owner for owner, made in generated.items() if made}
     for i, m in enumerate(s.volume_mounts):
-        name = m.get("name") if isinstance(m, Mapping) else None
+        name, path = m.get("name"), m.get("mountPath")
         if isinstance(name, str) and name not in defined:
             yield f"volume_mounts[{i}].name", f"no volume named {name!r} in volumes"
-    generated = {
-        "/dev/shm": "shm_size" if s.shm_size else None,
-        SCRIPT_DIR: "script" if s.script is not None else None,
-    }
-    for i, m in enumerate(s.volume_mounts):
-        owner = generated.get(m.get("mountPath"))  # type: ignore[arg-type]
-        if owner:
-            yield f"volume_mounts[{i}].mountPath", f"already mounted by {owner}"
+        if isinstance(path, str) and path in mounted_by:
+            yield f"volume_mounts[{i}].mountPath", f"already mounted by {mounted_by[path]}"
     for label, field_name in ((QUEUE_LABEL, "queue"), (PRIORITY_LABEL, "priority_class")):
         if label in s.labels and getattr(s, field_name):
             yield f"labels[{label!r}]", f"set by {field_name}; give it in one place"
-    if s.shm_size is not None and "dshm" in defined:
-        yield "volumes", "the name 'dshm' is used by shm_size"
-    if s.script is not None and "kfcompile-script" in defined:
-        yield "volumes", "the name 'kfcompile-script' is used by script"
 
     if s.elastic is not None:
         e = s.elastic

@@ -17,10 +17,15 @@ from attrs import field, frozen
 from kfcompile import paths
 from kfcompile.errors import Problem, UnsupportedFeature
 from kfcompile.paths import copied
-from kfcompile.spec import PRIORITY_LABEL, QUEUE_LABEL, SCRIPT_DIR, JobSpec
-
-SHM_VOLUME = "dshm"
-SCRIPT_VOLUME = "kfcompile-script"
+from kfcompile.spec import (
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    SCRIPT_DIR,
+    SCRIPT_VOLUME,
+    SHM_DIR,
+    SHM_VOLUME,
+    JobSpec,
+)
 
 
 class Entry(NamedTuple):
@@ -218,15 +223,15 @@ def _mounts(spec: JobSpec) -> Iterator[Entry]:
         yield Entry(
             "shm_size",
             "container.volumeMounts",
-            {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
-            "[mountPath=/dev/shm]",
+            {"name": SHM_VOLUME, "mountPath": SHM_DIR},
+            paths.select("mountPath", SHM_DIR),
         )
     if spec.script is not None:
         yield Entry(
             "script",
             "container.volumeMounts",
             {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_DIR, "readOnly": True},
-            f"[mountPath={SCRIPT_DIR}]",
+            paths.select("mountPath", SCRIPT_DIR),
         )
 
 
@@ -264,14 +269,14 @@ def _pod(spec: JobSpec) -> Iterator[Entry]:
             "shm_size",
             "pod.volumes",
             {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}},
-            f"[name={SHM_VOLUME}]",
+            paths.select("name", SHM_VOLUME),
         )
     if spec.script is not None:
         yield Entry(
             "script",
             "pod.volumes",
             {"name": SCRIPT_VOLUME, "configMap": {"name": script_configmap_name(spec)}},
-            f"[name={SCRIPT_VOLUME}]",
+            paths.select("name", SCRIPT_VOLUME),
         )
 
 
