@@ -197,9 +197,11 @@ class Builder:
     def put(self, path: Path, value: Any, merge: bool = False) -> None:
         """Store ``value`` (which the caller hands over) at ``path``; copies for every further
         place a ``*`` reaches, so no two places share a container."""
-        replaced = False
-        for i, parent in enumerate(self._containers(path[:-1], path[-1])):
-            replaced |= put_leaf(parent, path[-1], copied(value) if i else value, merge)
+        leaf = path[-1]
+        first, *others = self._containers(path[:-1], leaf)
+        replaced = put_leaf(first, leaf, value, merge)
+        for parent in others:
+            replaced |= put_leaf(parent, leaf, copied(value), merge)
         if replaced:  # containers remembered below the old value are gone
             for stale in [p for p in self._at if p[: len(path)] == path]:
                 del self._at[stale]

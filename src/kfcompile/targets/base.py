@@ -409,17 +409,17 @@ def place(
             where = f"supported by: {', '.join(others)}" if others else "no target supports it"
             misfits.setdefault(field, Problem(field, f"not supported by {target} ({where})"))
             continue
-        value = slot.convert(e.value)
+        value = e.value if slot.convert is _identity else slot.convert(e.value)
         if value is OMIT:
             continue
         for i, where in enumerate(slot.paths):
-            path = paths.parse(where + e.sub)
+            text = where + e.sub
             try:
-                builder.put(path, paths.copied(value) if i else value, e.merge)
+                builder.put(paths.parse(text), paths.copied(value) if i else value, e.merge)
             except paths.MergeConflict as exc:
                 misfits.setdefault(e.source, Problem(e.source, str(exc)))
                 break
-            placed.append(Placement(e.source, index, where + e.sub, value, e.merge))
+            placed.append(Placement(e.source, index, text, value, e.merge))
     if problems or misfits:
         raise UnsupportedFeature([*(problems or ()), *misfits.values()])
     return placed
