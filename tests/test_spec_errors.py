@@ -613,6 +613,29 @@ def test_many_type_problems_are_all_reported() -> None:
     )
 
 
+def test_type_and_value_problems_are_reported_together() -> None:
+    """A wrong shape in one field does not hide bad values in the fields that did load."""
+    text = spec_text(
+        """\
+        num_nodes: two
+        namespace: Not_A_Namespace
+        cpu_request: 1GB
+        labels: {team: "a b"}
+        launcher: {kind: bash, entrypoint: t.py}
+        """
+    )
+    assert_problems(
+        problems_of(text),
+        [
+            ("num_nodes", "integer"),
+            ("launcher.kind", "one of"),
+            ("namespace", "RFC 1123"),
+            ("cpu_request", "suffix"),
+            ("labels.team", "alphanumeric"),
+        ],
+    )
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [

@@ -8,6 +8,7 @@ pass raises ``SpecError`` with one ``Problem`` per line.
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -25,7 +26,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from kfcompile import yamlio
 from kfcompile.errors import Problem, SpecError
-from kfcompile.spec import JobSpec
+from kfcompile.spec import JobSpec, field_problems
 
 converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
 
@@ -218,7 +219,22 @@ def structure(data: Any) -> JobSpec:
     except SpecError:
         raise
     except Exception as exc:  # cattrs groups every structuring failure; flatten them
-        raise SpecError(_problems(exc, "")) from None
+        problems = _problems(exc, "")
+    # Shapes are wrong somewhere; still check the values of every field that did load, so one
+    # run reports all it can (rules between fields need the whole spec and wait for the fix).
+    broken = {re.split(r"[.\[]", p.path, maxsplit=1)[0] for p in problems}
+    hints = typing.get_type_hints(JobSpec)
+    for a in attrs.fields(JobSpec):
+        if a.name in data and a.name not in broken:
+            load = a.metadata.get("load")
+            try:
+                value = (
+                    load(data[a.name]) if load else converter.structure(data[a.name], hints[a.name])
+                )
+            except Exception:
+                continue
+            problems.extend(field_problems(a, value))
+    raise SpecError(problems)
 
 
 def unstructure(spec: JobSpec) -> dict[str, Any]:

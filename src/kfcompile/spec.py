@@ -304,14 +304,18 @@ class JobSpec:
 
 def _field_problems(obj: Any, prefix: str) -> Iterator[Problem]:
     for a in attrs.fields(type(obj)):
-        value = getattr(obj, a.name)
-        path = f"{prefix}{a.name}"
-        rule: Rule | None = a.metadata.get("rule")
-        if rule is not None and value is not None:
-            for sub, message in rule(value):
-                yield Problem(path + sub, message)
-        if attrs.has(type(value)):
-            yield from _field_problems(value, path + ".")
+        yield from field_problems(a, getattr(obj, a.name), prefix)
+
+
+def field_problems(a: attrs.Attribute[Any], value: Any, prefix: str = "") -> Iterator[Problem]:
+    """The problems of one field's value by its own rule (and its nested fields' rules)."""
+    path = f"{prefix}{a.name}"
+    rule: Rule | None = a.metadata.get("rule")
+    if rule is not None and value is not None:
+        for sub, message in rule(value):
+            yield Problem(path + sub, message)
+    if attrs.has(type(value)):
+        yield from _field_problems(value, path + ".")
 
 
 def _between_fields(s: JobSpec) -> Iterator[tuple[str, str]]:
