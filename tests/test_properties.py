@@ -153,6 +153,12 @@ def value_level_rejection(spec: JobSpec, target: str, path: str) -> bool:
         m = re.fullmatch(r"env_list\[(\d+)\]\.name", path)
         if m:
             return spec.env_list[int(m[1])].get("name") in TRAINJOB_RESERVED_ENV
+    m = re.fullmatch(r"initializer\.(dataset|model)", path)
+    if m and target in TRAINJOB:
+        runtime = spec.runtime  # the upstream runtimes and the initializer jobs they have
+        upstream = {"torch-distributed": set(), "torch-distributed-with-cache": {"dataset"}}
+        known = runtime.kind == "ClusterTrainingRuntime" and runtime.name in upstream
+        return known and m[1] not in upstream.get(runtime.name, set())
     if path in ("command", "args", "launcher") and target in MAX_COMMAND_ITEMS:
         limit = MAX_COMMAND_ITEMS[target]
         launcher = spec.launcher
@@ -719,8 +725,15 @@ def _runtime_ref(m: Model, d: dict[str, Any]) -> None:
     }
 
 
+# The default runtime `torch-distributed` has no initializer jobs (../shared/crds/runtimes), so
+# Trainer would drop an initializer given with it; kfcompile must refuse it instead.
+DEFAULT_RUNTIME_INITIALIZERS: frozenset[str] = frozenset()
+
+
 def _initializer(m: Model, d: dict[str, Any]) -> None:
     _trainjob_only(m, d)
+    if set(d["value"]) - DEFAULT_RUNTIME_INITIALIZERS:  # the spec names no runtime here
+        raise Rejected("initializer")
     out: dict[str, Any] = {}
     for kind, source in d["value"].items():
         item: dict[str, Any] = {"storageUri": source["storage_uri"]}

@@ -786,7 +786,6 @@ RELEASE_DIFFERENCES = [
     ("scheduling_policy: {min_available: 1}", "scheduling_policy", {PYTORCH}),
     ("image_pull_policy: Always", "image_pull_policy", {PYTORCH}),
     ("runtime_ref: {name: torch-custom}", "runtime_ref", set(TRAINJOBS)),
-    ("initializer: {model: {storage_uri: 'hf://org/model'}}", "initializer", set(TRAINJOBS)),
     ("runtime_labels: {team: a}", "runtime_labels", set(TRAINJOBS)),
     ("runtime_annotations: {note: a}", "runtime_annotations", set(TRAINJOBS)),
     ("pod_spec_overrides: {hostNetwork: true}", "pod_spec_overrides.hostNetwork", {PYTORCH}),
@@ -815,6 +814,30 @@ def test_release_differences(body: str, field: str, able: set[str], target: str)
     got = unsupported(text, target)
     assert [path for path, _ in got] == [field]
     assert supported_by(got[0][1], target) == able
+
+
+@pytest.mark.parametrize("target", TRAINJOBS)
+def test_initializer_needs_a_runtime_with_initializer_jobs(target: str) -> None:
+    """torch-distributed has no initializer jobs and torch-distributed-with-cache only a dataset
+    one (../shared/crds/runtimes): Trainer would drop the rest, so kfcompile refuses it."""
+    model = "initializer: {model: {storage_uri: 'hf://org/model'}}\n"
+    dataset = "initializer: {dataset: {storage_uri: 'hf://org/data'}}\n"
+    cache = "runtime_ref: {name: torch-distributed-with-cache}\n"
+    assert_problems(unsupported(spec_text(model), target), [("initializer.model", "no model")])
+    assert_problems(unsupported(spec_text(dataset), target), [("initializer.dataset", "no data")])
+    assert_problems(
+        unsupported(spec_text(cache + model), target), [("initializer.model", "runtime_ref")]
+    )
+    job = render(load_spec(spec_text(cache + dataset)), target)[-1]
+    assert job["spec"]["initializer"] == {"dataset": {"storageUri": "hf://org/data"}}
+    custom = "runtime_ref: {name: my-runtime}\n"  # a cluster's own runtime is trusted
+    job = render(load_spec(spec_text(custom + model)), target)[-1]
+    assert job["spec"]["initializer"] == {"model": {"storageUri": "hf://org/model"}}
+
+
+def test_initializer_and_runtime_ref_are_trainjob_only() -> None:
+    text = spec_text("runtime_ref: {name: r}\ninitializer: {model: {storage_uri: 'hf://m'}}\n")
+    assert [path for path, _ in unsupported(text, PYTORCH)] == ["runtime_ref", "initializer"]
 
 
 def test_host_network_override_reaches_every_pytorchjob_replica() -> None:

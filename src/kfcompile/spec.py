@@ -239,7 +239,9 @@ class JobSpec:
     runtime_ref: RuntimeRef | None = _doc(
         "TrainJob runtime; default ClusterTrainingRuntime `torch-distributed`.", default=None
     )
-    initializer: Initializer | None = _doc("TrainJob dataset/model initializers.", default=None)
+    initializer: Initializer | None = _doc(
+        "TrainJob dataset/model initializers (the runtime must have those jobs).", default=None
+    )
     suspend: bool | None = _doc("Create the job suspended.", default=None)
     managed_by: str | None = _rule(
         rules.managed_by,

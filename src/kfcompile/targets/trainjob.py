@@ -58,6 +58,16 @@ UNCHANGED: Table = {
 }
 
 
+# The initializer jobs each upstream ClusterTrainingRuntime has. Trainer fills `spec.initializer`
+# into those jobs only, so an initializer the runtime lacks would be dropped without a word.
+# Runtimes not listed here (a cluster's own) are trusted to have what the spec asks for.
+RUNTIME_INITIALIZERS: dict[str, frozenset[str]] = {
+    "torch-distributed": frozenset(),
+    "torch-distributed-with-cache": frozenset({"dataset"}),
+    "deepspeed-distributed": frozenset(),
+}
+
+
 def command(spec: JobSpec) -> list[str] | None:
     """torchrun reads its rendezvous settings from the PET_* variables the runtime injects."""
     if spec.launcher is None:
@@ -72,6 +82,20 @@ def _problems(spec: JobSpec, max_command_items: int | None) -> Iterator[Problem]
     for i, item in enumerate(spec.env_list):
         if item.get("name") in RESERVED_ENV:
             yield Problem(f"env_list[{i}].name", "reserved on TrainJob: the Torch runtime sets it")
+    runtime = spec.runtime
+    has = RUNTIME_INITIALIZERS.get(runtime.name)
+    if (
+        spec.initializer is not None
+        and runtime.kind == "ClusterTrainingRuntime"
+        and has is not None
+    ):
+        for kind in ("dataset", "model"):
+            if getattr(spec.initializer, kind) is not None and kind not in has:
+                yield Problem(
+                    f"initializer.{kind}",
+                    f"runtime {runtime.name} has no {kind}-initializer job; set runtime_ref to "
+                    "one that has",
+                )
     mounted: set[str] = set()
     for i, m in enumerate(spec.volume_mounts):
         if m["name"] in mounted:  # the TrainJob CRDs key a container's mounts by volume name
