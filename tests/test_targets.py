@@ -242,3 +242,30 @@ def test_render_is_independent_of_spec_objects() -> None:
 
 def test_elastic_policy_class_is_exported() -> None:
     assert ElasticPolicy(min_nodes=1, max_nodes=2).rdzv_backend == "c10d"
+
+
+@pytest.mark.parametrize("target", TRAINJOBS)
+def test_override_containers_must_be_the_runtime_node(target: str) -> None:
+    """The upstream runtimes' `node` job has one container, `node`, and no init containers:
+    an override naming another is refused, not ignored (v2.0-v2.2) or appended (v2.3)."""
+    side = spec(pod_spec_overrides={"containers": [{"name": "sidecar"}]})
+    with pytest.raises(UnsupportedFeature, match=r"containers\[0\]\.name: runtime torch-distrib"):
+        render(side, target)
+    init = spec(pod_spec_overrides={"initContainers": [{"name": "setup"}]})
+    with pytest.raises(UnsupportedFeature, match=r"initContainers\[0\]\.name"):
+        render(init, target)
+    own = spec(
+        runtime_ref={"name": "my-runtime"},
+        pod_spec_overrides={"containers": [{"name": "sidecar", "env": []}]},
+    )
+    render(own, target)  # a cluster's own runtime is trusted to have its containers
+
+
+@pytest.mark.parametrize(("target", "allowed"), [(t, t < "trainjob/v2.2") for t in TRAINJOBS])
+def test_env_patch_on_node(target: str, allowed: bool) -> None:
+    s = spec(pod_spec_overrides={"containers": [{"name": "node", "env": [{"name": "A"}]}]})
+    if allowed:
+        render(s, target)
+    else:
+        with pytest.raises(UnsupportedFeature, match="env patches on node: use env"):
+            render(s, target)

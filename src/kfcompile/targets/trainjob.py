@@ -6,14 +6,17 @@ this module turns a spec and one of those tables into the objects to apply.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
+
+from attrs import frozen
 
 from kfcompile import paths
 from kfcompile.errors import Problem
 from kfcompile.spec import JobSpec
 from kfcompile.targets import base
-from kfcompile.targets.base import Rendered, Slot, Table
+from kfcompile.targets.base import Rendered, Slot, Table, Target
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 KIND = "TrainJob"
@@ -68,6 +71,22 @@ RUNTIME_INITIALIZERS: dict[str, frozenset[str]] = {
 }
 
 
+@frozen
+class Release:
+    """What one Trainer release's TrainJob can hold, beyond its placement table."""
+
+    name: str
+    table: Table
+    override_list: str | None = None  # v2.0/v2.1: the list whose items need `targetJobs` first
+    max_command_items: int | None = None  # v2.2+: command and args hold at most this many
+    patches_node_env: bool = True  # v2.2+: the webhook forbids env patches on `node`
+
+
+# Containers in the `node` job of every upstream runtime: an override naming another container
+# would be ignored (v2.0-v2.2) or appended without an image (v2.3).
+RUNTIME_NODE_CONTAINERS = frozenset({NODE})
+
+
 def command(spec: JobSpec) -> list[str] | None:
     """torchrun reads its rendezvous settings from the PET_* variables the runtime injects."""
     if spec.launcher is None:
@@ -75,7 +94,7 @@ def command(spec: JobSpec) -> list[str] | None:
     return [spec.launcher.kind, *base.program(spec)]
 
 
-def _problems(spec: JobSpec, max_command_items: int | None) -> Iterator[Problem]:
+def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
     for k in spec.env:
         if k in RESERVED_ENV:
             yield Problem(f"env.{k}", "reserved on TrainJob: the Torch runtime sets it")
@@ -103,25 +122,32 @@ def _problems(spec: JobSpec, max_command_items: int | None) -> Iterator[Problem]
         mounted.add(m["name"])
     if spec.managed_by is not None and spec.managed_by not in MANAGERS:
         yield Problem("managed_by", f"TrainJob accepts only: {', '.join(MANAGERS)}")
-    if max_command_items is not None:
-        limit = f"at most {max_command_items} items from this release"
-        if len(command(spec) or spec.command) > max_command_items:
+    most = release.max_command_items
+    if most is not None:
+        limit = f"at most {most} items from this release"
+        if len(command(spec) or spec.command) > most:
             yield Problem("launcher" if spec.launcher else "command", limit)
-        if len(spec.args) > max_command_items:
+        if len(spec.args) > most:
             yield Problem("args", limit)
+    if runtime.kind == "ClusterTrainingRuntime" and runtime.name in RUNTIME_INITIALIZERS:
+        yield from _override_containers(spec, release)
 
 
-def render(
-    spec: JobSpec,
-    target: str,
-    table: Table,
-    override_list: str | None = None,
-    max_command_items: int | None = None,
-) -> Rendered:
-    """Render ``spec`` through ``table``.
+def _override_containers(spec: JobSpec, release: Release) -> Iterator[Problem]:
+    """Overridden containers must be ones the upstream runtime's `node` job has."""
+    for key in ("containers", "initContainers"):
+        items = spec.pod_spec_overrides.get(key, [])
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            name = item.get("name") if isinstance(item, dict) else None
+            at = f"pod_spec_overrides.{key}[{i}]"
+            if key == "initContainers" or name not in RUNTIME_NODE_CONTAINERS:
+                yield Problem(f"{at}.name", f"runtime {spec.runtime.name} has no such {key[:-1]}")
+            elif "env" in item and not release.patches_node_env:
+                yield Problem(f"{at}.env", "the webhook refuses env patches on node: use env")
 
-    ``override_list``: the path of a list whose items need ``targetJobs`` first (v2.0, v2.1).
-    """
+
+def render(spec: JobSpec, release: Release) -> Rendered:
+    """Render ``spec`` as a TrainJob of ``release``."""
     runtime = spec.runtime
     job: dict[str, Any] = {
         "apiVersion": API_VERSION,
@@ -140,13 +166,26 @@ def render(
         objects.insert(0, base.script_configmap(spec))
     index = objects.index(job)
     items = list(base.entries(spec, command(spec)))
-    placed = base.place(job, index, items, table, target, list(_problems(spec, max_command_items)))
-    if override_list is not None:
-        for item in _get_list(job, override_list):
+    problems = list(_problems(spec, release))
+    placed = base.place(job, index, items, release.table, release.name, problems)
+    if release.override_list is not None:
+        for item in _get_list(job, release.override_list):
             rest = {k: v for k, v in item.items() if k != "targetJobs"}
             item.clear()
             item.update({"targetJobs": [{"name": NODE}], **rest})
     return Rendered(objects, placed)
+
+
+def target(release: Release, releases: str) -> Target:
+    """The registry entry for one Trainer release."""
+    return Target(
+        release.name,
+        API_VERSION,
+        KIND,
+        releases,
+        release.table,
+        functools.partial(render, release=release),
+    )
 
 
 def _get_list(doc: dict[str, Any], where: str) -> list[dict[str, Any]]:

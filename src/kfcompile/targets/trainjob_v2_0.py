@@ -6,9 +6,8 @@ int-or-string; ``spec.labels``/``spec.annotations`` reach the JobSet and Jobs.
 
 from __future__ import annotations
 
-from kfcompile.spec import JobSpec
 from kfcompile.targets import base, trainjob
-from kfcompile.targets.base import Rendered, Slot, Table, Target
+from kfcompile.targets.base import Slot, Table
 
 NAME = "trainjob/v2.0"
 OVERRIDES = "spec.podSpecOverrides"
@@ -38,9 +37,7 @@ TABLE: Table = {
     "run.activeDeadlineSeconds": None,
 }
 
-
-def render(spec: JobSpec) -> Rendered:
-    return trainjob.render(spec, NAME, TABLE, override_list=OVERRIDES)
+RELEASE = trainjob.Release(NAME, TABLE, override_list=OVERRIDES)
 
 
-TARGET = Target(NAME, trainjob.API_VERSION, trainjob.KIND, "Trainer v2.0.x", TABLE, render)
+TARGET = trainjob.target(RELEASE, "Trainer v2.0.x")

@@ -4,9 +4,8 @@ affinity and image pull secrets); ``numProcPerNode`` still int-or-string; ``spec
 
 from __future__ import annotations
 
-from kfcompile.spec import JobSpec
 from kfcompile.targets import base, trainjob, trainjob_v2_0
-from kfcompile.targets.base import Rendered, Slot, Table, Target
+from kfcompile.targets.base import Slot, Table
 
 NAME = "trainjob/v2.1"
 OVERRIDES = "spec.podTemplateOverrides"
@@ -28,9 +27,7 @@ TABLE: Table = {
     "run.activeDeadlineSeconds": None,
 }
 
-
-def render(spec: JobSpec) -> Rendered:
-    return trainjob.render(spec, NAME, TABLE, override_list=OVERRIDES)
+RELEASE = trainjob.Release(NAME, TABLE, override_list=OVERRIDES)
 
 
-TARGET = Target(NAME, trainjob.API_VERSION, trainjob.KIND, "Trainer v2.1.x", TABLE, render)
+TARGET = trainjob.target(RELEASE, "Trainer v2.1.x")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kfcompile.spec import JobSpec
 from kfcompile.targets import base, trainjob, trainjob_v2_1
-from kfcompile.targets.base import OMIT, Rendered, Slot, Table, Target
+from kfcompile.targets.base import OMIT, Slot, Table
 
 NAME = "trainjob/v2.2"
 # Our entry in the list keyed by manager: a domain-prefixed name that is neither Kueue's nor
@@ -47,9 +46,7 @@ TABLE: Table = {
     "run.activeDeadlineSeconds": Slot.at("spec.activeDeadlineSeconds"),
 }
 
-
-def render(spec: JobSpec) -> Rendered:
-    return trainjob.render(spec, NAME, TABLE, max_command_items=MAX_COMMAND_ITEMS)
+RELEASE = trainjob.Release(NAME, TABLE, max_command_items=MAX_COMMAND_ITEMS, patches_node_env=False)
 
 
-TARGET = Target(NAME, trainjob.API_VERSION, trainjob.KIND, "Trainer v2.2.x", TABLE, render)
+TARGET = trainjob.target(RELEASE, "Trainer v2.2.x")

@@ -6,9 +6,8 @@ runtime lacks would be appended rather than ignored: the names here are exactly 
 
 from __future__ import annotations
 
-from kfcompile.spec import JobSpec
 from kfcompile.targets import base, trainjob, trainjob_v2_2
-from kfcompile.targets.base import Rendered, Table, Target
+from kfcompile.targets.base import Table
 
 NAME = "trainjob/v2.3"
 POD = trainjob_v2_2.POD
@@ -20,9 +19,9 @@ TABLE: Table = {
     **base.rows("pod", POD, POD_FIELDS),
 }
 
+RELEASE = trainjob.Release(
+    NAME, TABLE, max_command_items=trainjob_v2_2.MAX_COMMAND_ITEMS, patches_node_env=False
+)
 
-def render(spec: JobSpec) -> Rendered:
-    return trainjob.render(spec, NAME, TABLE, max_command_items=trainjob_v2_2.MAX_COMMAND_ITEMS)
 
-
-TARGET = Target(NAME, trainjob.API_VERSION, trainjob.KIND, "Trainer v2.3.x", TABLE, render)
+TARGET = trainjob.target(RELEASE, "Trainer v2.3.x")
