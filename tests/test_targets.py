@@ -269,3 +269,18 @@ def test_env_patch_on_node(target: str, allowed: bool) -> None:
     else:
         with pytest.raises(UnsupportedFeature, match="env patches on node: use env"):
             render(s, target)
+
+
+@pytest.mark.parametrize("entrypoint", ["my script.py", "dir/train.py", "ümlaut.py"])
+def test_inline_script_name_must_be_a_configmap_key(entrypoint: str) -> None:
+    from kfcompile import SpecError
+
+    with pytest.raises(SpecError, match="launcher.entrypoint: must be a file name"):
+        spec(launcher={"kind": "python", "entrypoint": entrypoint}, script="print()\n")
+
+
+def test_inline_script_must_fit_a_configmap() -> None:
+    from kfcompile import SpecError
+
+    with pytest.raises(SpecError, match="script: larger than a ConfigMap holds"):
+        spec(launcher={"kind": "python"}, script="#" * (1024 * 1024))

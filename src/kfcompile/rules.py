@@ -47,6 +47,9 @@ MOUNT_KEYS = frozenset(
         "recursiveReadOnly",
     }
 )
+# The inline script travels as a ConfigMap key (its file name) and value.
+CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+CONFIGMAP_MAX_BYTES = 1024 * 1024 - 4096  # the API server's limit, less room for metadata
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")
 # Kubernetes' own limit on image references is loose; reject only what can never pull.
 IMAGE = re.compile(r"^[^\s]+$")

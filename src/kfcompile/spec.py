@@ -332,8 +332,10 @@ def _between_fields(s: JobSpec) -> Iterator[tuple[str, str]]:
     if s.script is not None:
         if s.launcher is None:
             yield "script", "needs a launcher to run it"
-        elif s.launcher.entrypoint and "/" in s.launcher.entrypoint:
-            yield "launcher.entrypoint", "must be a file name when script is inline"
+        elif s.launcher.entrypoint and not rules.CONFIGMAP_KEY.fullmatch(s.launcher.entrypoint):
+            yield "launcher.entrypoint", "must be a file name (letters, digits, '-', '_', '.')"
+        if len(s.script.encode()) > rules.CONFIGMAP_MAX_BYTES:
+            yield "script", "larger than a ConfigMap holds (1 MiB): ship it in the image"
     elif s.launcher is not None and not s.launcher.entrypoint:
         yield "launcher.entrypoint", "required (or give an inline script)"
 
