@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from kfcompile import TARGETS, JobSpec, Launcher, UnsupportedFeature, render, structure, yamlio
+from kfcompile import (
+    TARGETS,
+    JobSpec,
+    Launcher,
+    SpecError,
+    UnsupportedFeature,
+    render,
+    structure,
+    yamlio,
+)
 from kfcompile.spec import ElasticPolicy
 
 TRAINJOBS = [t for t in TARGETS if t.startswith("trainjob/")]
@@ -273,14 +282,10 @@ def test_env_patch_on_node(target: str, allowed: bool) -> None:
 
 @pytest.mark.parametrize("entrypoint", ["my script.py", "dir/train.py", "ümlaut.py"])
 def test_inline_script_name_must_be_a_configmap_key(entrypoint: str) -> None:
-    from kfcompile import SpecError
-
-    with pytest.raises(SpecError, match="launcher.entrypoint: must be a file name"):
+    with pytest.raises(SpecError, match=r"launcher\.entrypoint: must be a file name"):
         spec(launcher={"kind": "python", "entrypoint": entrypoint}, script="print()\n")
 
 
 def test_inline_script_must_fit_a_configmap() -> None:
-    from kfcompile import SpecError
-
     with pytest.raises(SpecError, match="script: larger than a ConfigMap holds"):
         spec(launcher={"kind": "python"}, script="#" * (1024 * 1024))
