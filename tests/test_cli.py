@@ -641,3 +641,23 @@ def test_console_script_is_installed() -> None:
     )
     assert done.returncode == 0
     assert set(json.loads(done.stdout)) == set(TARGETS)
+
+
+def test_validate_reports_every_spec_and_fails_if_any_fails(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    names = ["elastic-pytorchjob.yaml", "minimal.yaml", "kueue-queued.yaml"]
+    code, _, err = run(capsys, "validate", "-t", "trainjob/v2.1", *map(example, names))
+    assert code == 1
+    lines = err.splitlines()
+    assert any(
+        line.startswith("examples/elastic-pytorchjob.yaml (trainjob/v2.1): elastic:")
+        for line in lines
+    )
+    assert "examples/minimal.yaml: valid for trainjob/v2.1" in lines
+    assert any(
+        line.startswith("examples/kueue-queued.yaml (trainjob/v2.1): active_deadline")
+        for line in lines
+    )
+    code, _, err = run(capsys, "validate", "-t", "pytorchjob/v1", *map(example, names))
+    assert code == 0 and len(err.splitlines()) == 3

@@ -137,14 +137,21 @@ def _check(spec: str, target_name: str, output: str, golden: str) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Check every spec given, report each, and fail if any is invalid."""
+    status = 0
     for path in args.spec:
-        objects = _compile(path, args.target).objects
-        problems = [p for crd_path in args.crd for p in _crd_problems(objects, crd_path)]
-        if problems:
-            raise Failed(f"{path} ({args.target})", problems)
+        try:
+            objects = _compile(path, args.target).objects
+            problems = [p for crd_path in args.crd for p in _crd_problems(objects, crd_path)]
+            if problems:
+                raise Failed(f"{path} ({args.target})", problems)
+        except Failed as exc:
+            _print_failure(exc)
+            status = 1
+            continue
         against = f" against {', '.join(args.crd)}" if args.crd else ""
         print(f"{path}: valid for {args.target}{against}", file=sys.stderr)
-    return 0
+    return status
 
 
 def _crd_problems(objects: list[dict[str, Any]], crd_path: str) -> list[str]:
@@ -288,6 +295,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _print_failure(exc: Failed) -> None:
+    for problem in exc.problems:
+        print(f"{exc.label}: {problem}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -296,8 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kfcompile: {exc}", file=sys.stderr)
         return 2
     except Failed as exc:
-        for problem in exc.problems:
-            print(f"{exc.label}: {problem}", file=sys.stderr)
+        _print_failure(exc)
         return 1
     except BrokenPipeError:  # `kfcompile render ... | head`
         sys.stderr.close()
