@@ -1,7 +1,7 @@
 """The part of TrainJob rendering that no Trainer release changed.
 
-Each release module (``trainjob_v2_0`` ... ``trainjob_v2_3``) declares its own placement table;
-this module turns a spec and one of those tables into the objects to apply.
+Each release module (``trainjob_v2_0`` ... ``trainjob_v2_3``) declares its placement table and a
+``Release``; this module turns a spec and a ``Release`` into the objects to apply.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ MANAGERS = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikue
 RESERVED_ENV = frozenset(
     {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
 )
-
-
 TRAINER = "spec.trainer"
 
 # Rows no Trainer release changed. Each release module adds its pod customisation shape and
@@ -61,14 +59,17 @@ UNCHANGED: Table = {
 }
 
 
-# The initializer jobs each upstream ClusterTrainingRuntime has. Trainer fills `spec.initializer`
-# into those jobs only, so an initializer the runtime lacks would be dropped without a word.
-# Runtimes not listed here (a cluster's own) are trusted to have what the spec asks for.
-RUNTIME_INITIALIZERS: dict[str, frozenset[str]] = {
+# The upstream ClusterTrainingRuntimes (../shared/crds/runtimes) and their initializer jobs; each
+# also has a `node` job whose one container is `node`. Trainer fills `spec.initializer` into
+# those jobs only and applies overrides by container name, so asking a runtime for what it lacks
+# is dropped without a word (or, from v2.3, appended broken). A cluster's own runtimes are
+# trusted to have what the spec names.
+UPSTREAM_RUNTIMES: dict[str, frozenset[str]] = {
     "torch-distributed": frozenset(),
     "torch-distributed-with-cache": frozenset({"dataset"}),
     "deepspeed-distributed": frozenset(),
 }
+UPSTREAM_NODE_CONTAINERS = frozenset({NODE})
 
 
 @frozen
@@ -80,11 +81,6 @@ class Release:
     override_list: str | None = None  # v2.0/v2.1: the list whose items need `targetJobs` first
     max_command_items: int | None = None  # v2.2+: command and args hold at most this many
     patches_node_env: bool = True  # v2.2+: the webhook forbids env patches on `node`
-
-
-# Containers in the `node` job of every upstream runtime: an override naming another container
-# would be ignored (v2.0-v2.2) or appended without an image (v2.3).
-RUNTIME_NODE_CONTAINERS = frozenset({NODE})
 
 
 def command(spec: JobSpec) -> list[str] | None:
@@ -102,14 +98,10 @@ def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
         if item.get("name") in RESERVED_ENV:
             yield Problem(f"env_list[{i}].name", "reserved on TrainJob: the Torch runtime sets it")
     runtime = spec.runtime
-    has = RUNTIME_INITIALIZERS.get(runtime.name)
-    if (
-        spec.initializer is not None
-        and runtime.kind == "ClusterTrainingRuntime"
-        and has is not None
-    ):
+    upstream = runtime.kind == "ClusterTrainingRuntime" and runtime.name in UPSTREAM_RUNTIMES
+    if upstream and spec.initializer is not None:
         for kind in ("dataset", "model"):
-            if getattr(spec.initializer, kind) is not None and kind not in has:
+            if getattr(spec.initializer, kind) and kind not in UPSTREAM_RUNTIMES[runtime.name]:
                 yield Problem(
                     f"initializer.{kind}",
                     f"runtime {runtime.name} has no {kind}-initializer job; set runtime_ref to "
@@ -129,7 +121,7 @@ def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
             yield Problem("launcher" if spec.launcher else "command", limit)
         if len(spec.args) > most:
             yield Problem("args", limit)
-    if runtime.kind == "ClusterTrainingRuntime" and runtime.name in RUNTIME_INITIALIZERS:
+    if upstream:
         yield from _override_containers(spec, release)
 
 
@@ -140,7 +132,7 @@ def _override_containers(spec: JobSpec, release: Release) -> Iterator[Problem]:
         for i, item in enumerate(items if isinstance(items, list) else []):
             name = item.get("name") if isinstance(item, dict) else None
             at = f"pod_spec_overrides.{key}[{i}]"
-            if key == "initContainers" or name not in RUNTIME_NODE_CONTAINERS:
+            if key == "initContainers" or name not in UPSTREAM_NODE_CONTAINERS:
                 yield Problem(f"{at}.name", f"runtime {spec.runtime.name} has no such {key[:-1]}")
             elif "env" in item and not release.patches_node_env:
                 yield Problem(f"{at}.env", "the webhook refuses env patches on node: use env")
