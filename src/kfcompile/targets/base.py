@@ -341,6 +341,11 @@ def script_configmap_name(spec: JobSpec) -> str:
     return f"{spec.name}-script"
 
 
+def with_companions(spec: JobSpec, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The objects to apply, in order: companions the job refers to first, the job last."""
+    return [script_configmap(spec), job] if spec.script is not None else [job]
+
+
 def script_configmap(spec: JobSpec) -> dict[str, Any]:
     assert spec.script is not None
     meta: dict[str, Any] = {"name": script_configmap_name(spec)}

@@ -109,10 +109,8 @@ def render(spec: JobSpec) -> Rendered:
             }
         },
     }
-    objects = [job]
-    if spec.script is not None:
-        objects.insert(0, base.script_configmap(spec))
-    index = objects.index(job)
+    objects = base.with_companions(spec, job)
+    index = len(objects) - 1
     layout = [
         Placement("num_nodes", index, f"spec.pytorchReplicaSpecs.{role}.replicas", count)
         for role, count in replicas.items()

@@ -153,10 +153,8 @@ def render(spec: JobSpec, release: Release) -> Rendered:
             }
         },
     }
-    objects = [job]
-    if spec.script is not None:
-        objects.insert(0, base.script_configmap(spec))
-    index = objects.index(job)
+    objects = base.with_companions(spec, job)
+    index = len(objects) - 1
     items = list(base.entries(spec, command(spec)))
     problems = list(_problems(spec, release))
     placed = base.place(job, index, items, release.table, release.name, problems)
