@@ -661,3 +661,15 @@ def test_validate_reports_every_spec_and_fails_if_any_fails(
     )
     code, _, err = run(capsys, "validate", "-t", "pytorchjob/v1", *map(example, names))
     assert code == 0 and len(err.splitlines()) == 3
+
+
+def test_out_dir_that_cannot_be_written_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    code, _, err = run(
+        capsys, "render", example("minimal.yaml"), "-t", "all", "--out", str(blocker)
+    )
+    assert code == 2
+    assert err.startswith("kfcompile: cannot write ") and "Traceback" not in err

@@ -105,11 +105,10 @@ def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str)
     for path in specs:
         spec = _load(path)
         folder = out / Path(path).stem
-        folder.mkdir(parents=True, exist_ok=True)
         cells = []
         for name in targets:
             suffix, text = outcome(spec, name, output)
-            (folder / f"{file_stem(name)}.{suffix}").write_text(text, encoding="utf-8")
+            _write(folder / f"{file_stem(name)}.{suffix}", text)
             cells.append("ok" if suffix != "err" else f"{text.count(chr(10))} unsupported")
         rows.append((Path(path).name, cells))
     width = max(len(name) for name, _ in rows)
@@ -117,6 +116,14 @@ def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str)
     for name, cells in rows:
         print(f"{name:<{width}}  " + "  ".join(f"{c:<15}" for c in cells).rstrip())
     return 0
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _check(spec: str, target_name: str, output: str, golden: str) -> int:
