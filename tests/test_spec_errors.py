@@ -900,3 +900,15 @@ def test_args_item_limit_names_args() -> None:
 
 def test_targets_under_test_are_the_registry() -> None:
     assert set(TARGETS) == set(ALL)
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["num_nodes", "gpus_per_node", "nprocs_per_node", "backoff_limit", "active_deadline_seconds"],
+)
+def test_counts_fit_kubernetes_int32(field: str) -> None:
+    too_big = 2**31
+    assert_problems(
+        problems_of(spec_text(f"{field}: {too_big}\n")), [(field, "at most 2147483647")]
+    )
+    load_spec(spec_text(f"{field}: {too_big - 1}\n"))  # the largest int32 is fine

@@ -111,14 +111,24 @@ def managed_by(v: str) -> Found:
         yield "", f"must be one of: {', '.join(MANAGERS)}"
 
 
+INT32_MAX = 2**31 - 1  # Kubernetes counts and seconds are int32 (or wider)
+
+
+def _at_most_int32(v: int) -> Found:
+    if v > INT32_MAX:
+        yield "", f"must be at most {INT32_MAX}"
+
+
 def positive(v: int) -> Found:
     if v < 1:
         yield "", "must be at least 1"
+    yield from _at_most_int32(v)
 
 
 def non_negative(v: int) -> Found:
     if v < 0:
         yield "", "must be 0 or more"
+    yield from _at_most_int32(v)
 
 
 def port(v: int) -> Found:
@@ -127,8 +137,10 @@ def port(v: int) -> Found:
 
 
 def nprocs(v: int | str) -> Found:
-    if isinstance(v, int) and v < 1:
-        yield "", "must be at least 1 or 'auto'"
+    if isinstance(v, int):
+        if v < 1:
+            yield "", "must be at least 1 or 'auto'"
+        yield from _at_most_int32(v)
 
 
 def label_map(m: Mapping[str, str]) -> Found:
