@@ -54,6 +54,14 @@ class Slot:
 
 OMIT = object()  # a converter's answer for "write nothing here" (e.g. numProcPerNode auto)
 
+# Every job is a Kubernetes object: its identity lands in its own metadata on every target.
+JOB_METADATA: Mapping[str, Slot] = {
+    "job.name": Slot.at("metadata.name"),
+    "job.namespace": Slot.at("metadata.namespace"),
+    "job.labels": Slot.at("metadata.labels"),
+    "job.annotations": Slot.at("metadata.annotations"),
+}
+
 
 class Placement(NamedTuple):
     """One value as it landed: the explain row and what the property tests read back."""

@@ -27,10 +27,7 @@ MAIN = f"{POD}.containers[name={CONTAINER}]"
 RUN = "spec.runPolicy"
 
 TABLE: Table = {
-    "job.name": Slot.at("metadata.name"),
-    "job.namespace": Slot.at("metadata.namespace"),
-    "job.labels": Slot.at("metadata.labels"),
-    "job.annotations": Slot.at("metadata.annotations"),
+    **base.JOB_METADATA,
     "run.runtimeRef": None,
     "run.initializer": None,
     "runtime.labels": None,

@@ -32,10 +32,7 @@ TRAINER = "spec.trainer"
 # Rows no Trainer release changed. Each release module adds its pod customisation shape and
 # the fields that came or went with it.
 UNCHANGED: Table = {
-    "job.name": Slot.at("metadata.name"),
-    "job.namespace": Slot.at("metadata.namespace"),
-    "job.labels": Slot.at("metadata.labels"),
-    "job.annotations": Slot.at("metadata.annotations"),
+    **base.JOB_METADATA,
     "run.runtimeRef": Slot.at("spec.runtimeRef"),
     "run.initializer": Slot.at("spec.initializer"),
     "container.image": Slot.at(f"{TRAINER}.image"),
