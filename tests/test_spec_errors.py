@@ -94,12 +94,12 @@ MALFORMED: list[Any] = [
     (
         "label-key-bad-prefix",
         spec_text("labels: {'Bad_Prefix/app': x}\n"),
-        [("labels['Bad_Prefix/app'] (key)", "prefix part")],
+        [('labels["Bad_Prefix/app"] (key)', "prefix part")],
     ),
     (
         "label-key-empty-prefix",
         spec_text("pod_labels: {'/app': x}\n"),
-        [("pod_labels['/app'] (key)", "prefix part must be non-empty")],
+        [('pod_labels["/app"] (key)', "prefix part must be non-empty")],
     ),
     (
         "label-value-64-chars",
@@ -114,12 +114,17 @@ MALFORMED: list[Any] = [
     (
         "annotation-key-two-slashes",
         spec_text("annotations: {'a/b/c': x}\n"),
-        [("annotations['a/b/c'] (key)", "qualified name")],
+        [('annotations["a/b/c"] (key)', "qualified name")],
     ),
     (
         "annotation-key-name-too-long",
         spec_text(f"pod_annotations: {{'example.com/{'k' * 64}': x}}\n"),
-        [(f"pod_annotations['example.com/{'k' * 64}'] (key)", "name part must be no more than 63")],
+        [
+            (
+                'pod_annotations["example.com/' + "k" * 64 + '"] (key)',
+                "name part must be no more than 63",
+            )
+        ],
     ),
     # --- quantities
     ("quantity-1GB", spec_text("memory_request: 1GB\n"), [("memory_request", "'GB'")]),
@@ -144,8 +149,8 @@ MALFORMED: list[Any] = [
             """
         ),
         [
-            ("extra_resource_requests['example.com/fpga']", "'x'"),
-            ("extra_resource_limits['example.com/fpga']", "'x'"),
+            ('extra_resource_requests["example.com/fpga"]', "'x'"),
+            ('extra_resource_limits["example.com/fpga"]', "'x'"),
         ],
     ),
     # --- limits and requests
@@ -162,7 +167,7 @@ MALFORMED: list[Any] = [
     (
         "extended-request-without-limit",
         spec_text("extra_resource_requests: {vpc.amazonaws.com/efa: '4'}\n"),
-        [("extra_resource_requests['vpc.amazonaws.com/efa']", "needs an equal limit")],
+        [('extra_resource_requests["vpc.amazonaws.com/efa"]', "needs an equal limit")],
     ),
     (
         "extended-request-other-limit",
@@ -172,17 +177,17 @@ MALFORMED: list[Any] = [
             extra_resource_limits: {vpc.amazonaws.com/efa: '8'}
             """
         ),
-        [("extra_resource_requests['vpc.amazonaws.com/efa']", "must equal its limit")],
+        [('extra_resource_requests["vpc.amazonaws.com/efa"]', "must equal its limit")],
     ),
     (
         "hugepages-request-without-limit",
         spec_text("extra_resource_requests: {hugepages-2Mi: 1Gi}\n"),
-        [("extra_resource_requests['hugepages-2Mi']", "needs an equal limit")],
+        [("extra_resource_requests.hugepages-2Mi", "needs an equal limit")],
     ),
     pytest.param(
         "gpu-limit-through-extra",
         spec_text("gpus_per_node: 2\nextra_resource_limits: {nvidia.com/gpu: '2'}\n"),
-        [("extra_resource_limits['nvidia.com/gpu']", "gpus_per_node")],
+        [('extra_resource_limits["nvidia.com/gpu"]', "gpus_per_node")],
         id="gpu-limit-through-extra",
     ),
     pytest.param(
@@ -196,8 +201,8 @@ MALFORMED: list[Any] = [
             """
         ),
         [
-            ("extra_resource_requests['amd.com/gpu']", "gpus_per_node"),
-            ("extra_resource_limits['amd.com/gpu']", "gpus_per_node"),
+            ('extra_resource_requests["amd.com/gpu"]', "gpus_per_node"),
+            ('extra_resource_limits["amd.com/gpu"]', "gpus_per_node"),
         ],
         id="gpu-both-through-extra",
     ),
@@ -211,12 +216,12 @@ MALFORMED: list[Any] = [
     (
         "env-name-leading-digit",
         spec_text("env: {1ST: x}\n"),
-        [("env['1ST'] (key)", "environment variable name")],
+        [('env["1ST"] (key)', "environment variable name")],
     ),
     (
         "env-name-space",
         spec_text("env: {MY VAR: x}\n"),
-        [("env['MY VAR'] (key)", "environment variable name")],
+        [('env["MY VAR"] (key)', "environment variable name")],
     ),
     (
         "env-duplicate-across-env-and-env-list",
@@ -477,7 +482,7 @@ MALFORMED: list[Any] = [
     pytest.param(
         "unknown-int-key",
         spec_text("1: x\n"),
-        [("1", "unknown field")],
+        [('["1"]', "unknown field")],
         id="unknown-int-key",
     ),
     pytest.param(
@@ -564,7 +569,10 @@ def test_problems_are_clean_lines_about_real_fields(text: str) -> None:
         # The path names a field the user can find in their spec (or a place in the file).
         if p.path and not p.path.startswith("line "):
             top = re.split(r"[.\[ ]", p.path, maxsplit=1)[0]
-            unknown_top_level = p.message.startswith("unknown field") and top == p.path
+            # an unknown top-level key is the whole path, quoted when it is no identifier
+            unknown_top_level = p.message.startswith("unknown field") and (
+                top == p.path or p.path.startswith('["')
+            )
             assert top in FIELDS or unknown_top_level, f"{p.path!r} is not a spec field"
 
 

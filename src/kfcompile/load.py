@@ -24,7 +24,7 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from kfcompile import yamlio
+from kfcompile import paths, yamlio
 from kfcompile.errors import Problem, SpecError
 from kfcompile.spec import JobSpec, field_problems
 
@@ -194,8 +194,7 @@ def _problems(exc: BaseException, path: str) -> list[Problem]:
         for key in sorted(map(str, exc.extra_fields)):  # YAML keys may be numbers or null
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            shown = key if key.isprintable() and " " not in key else repr(key)
-            out.append(Problem(f"{path}.{shown}" if path else shown, f"unknown field{hint}"))
+            out.append(Problem(f"{path}{paths.key(key)}".lstrip("."), f"unknown field{hint}"))
         return out
     if isinstance(exc, KeyError):
         return [Problem(path, "required")]

@@ -12,6 +12,7 @@ property tests read values back with ``get``. Segments:
 from __future__ import annotations
 
 import functools
+import json
 import re
 from typing import Any, NamedTuple
 
@@ -71,15 +72,16 @@ def parse(text: str) -> Path:
 
 
 _PLAIN = re.compile(r"[A-Za-z_$][\w$-]*")
-_BARE_VALUE = re.compile(r'[^\]"\\]+')
+_BARE_VALUE = re.compile(r'[^\]"\\\x00-\x1f\x7f]+')
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """JSON string syntax: quotes and control characters escaped, so a path is one line."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _unquote(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text[1:-1])
+    return str(json.loads(text, strict=False))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kfcompile import k8s_rules as k8s
+from kfcompile.paths import key
 
 if TYPE_CHECKING:
     from kfcompile.spec import JobSpec
@@ -60,22 +61,15 @@ def _each(problems: Iterable[str], sub: str = "") -> Found:
         yield sub, message
 
 
-def _key(k: str) -> str:
-    return f"[{k!r}]" if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) else f".{k}"
-
-
 def dns1123_subdomain(v: str) -> Found:
     return _each(k8s.dns1123_subdomain(v))
 
 
-dns1123_subdomain_opt = dns1123_subdomain
-
-
-def dns1123_label_opt(v: str) -> Found:
+def dns1123_label(v: str) -> Found:
     return _each(k8s.dns1123_label(v))
 
 
-def label_value_opt(v: str) -> Found:
+def label_value(v: str) -> Found:
     return _each(k8s.label_value(v))
 
 
@@ -83,7 +77,7 @@ def resource_name(v: str) -> Found:
     return _each(k8s.resource_name(v))
 
 
-def quantity_opt(v: str) -> Found:
+def quantity(v: str) -> Found:
     return _each(k8s.resource_quantity(v))
 
 
@@ -145,24 +139,24 @@ def nprocs(v: int | str) -> Found:
 
 def label_map(m: Mapping[str, str]) -> Found:
     for k, v in m.items():
-        yield from _each(k8s.qualified_name(k), f"{_key(k)} (key)")
-        yield from _each(k8s.label_value(v), _key(k))
+        yield from _each(k8s.qualified_name(k), f"{key(k)} (key)")
+        yield from _each(k8s.label_value(v), key(k))
 
 
 def annotation_map(m: Mapping[str, str]) -> Found:
     for k in m:
-        yield from _each(k8s.qualified_name(k), f"{_key(k)} (key)")
+        yield from _each(k8s.qualified_name(k), f"{key(k)} (key)")
 
 
 def resource_map(m: Mapping[str, str]) -> Found:
     for k, v in m.items():
-        yield from _each(k8s.resource_name(k), f"{_key(k)} (key)")
-        yield from _each(k8s.resource_quantity(v), _key(k))
+        yield from _each(k8s.resource_name(k), f"{key(k)} (key)")
+        yield from _each(k8s.resource_quantity(v), key(k))
 
 
 def env_map(m: Mapping[str, str]) -> Found:
     for k in m:
-        yield from _each(k8s.env_var_name(k), f"{_key(k)} (key)")
+        yield from _each(k8s.env_var_name(k), f"{key(k)} (key)")
 
 
 def pod_overrides(m: Mapping[str, Any]) -> Found:
@@ -194,15 +188,18 @@ def gate_list(names: tuple[str, ...]) -> Found:
     return _unique(names, k8s.qualified_name)
 
 
+def _required_str(item: Mapping[str, Any], name: str, at: str) -> Found:
+    if name not in item or item[name] is None:
+        yield f"{at}.{name}", "required"
+    elif not isinstance(item[name], str):
+        yield f"{at}.{name}", "must be a string"
+
+
 def env_list(items: tuple[Mapping[str, Any], ...]) -> Found:
     for i, item in enumerate(items):
-        name = item.get("name")
-        if name is None:
-            yield f"[{i}].name", "required"
-        elif not isinstance(name, str):
-            yield f"[{i}].name", "must be a string"
-        else:
-            yield from _each(k8s.env_var_name(name), f"[{i}].name")
+        yield from _required_str(item, "name", f"[{i}]")
+        if isinstance(item.get("name"), str):
+            yield from _each(k8s.env_var_name(item["name"]), f"[{i}].name")
         yield from _unknown(item, ENV_VAR_KEYS, "EnvVar", f"[{i}]")
         if "value" in item and "valueFrom" in item:
             yield f"[{i}]", "set value or valueFrom, not both"
@@ -231,7 +228,7 @@ def _unknown(item: Mapping[str, Any], known: frozenset[str], what: str, at: str)
             hint = f"{what} has {', '.join(sorted(known))}"
         else:
             hint = f"not a {what} field"
-        yield f"{at}{_key(k)}", f"unknown field ({hint})"
+        yield f"{at}{key(k)}", f"unknown field ({hint})"
 
 
 def _typed(item: Mapping[str, Any], types: Mapping[str, type], at: str) -> Found:
@@ -264,11 +261,8 @@ def volumes(items: tuple[Mapping[str, Any], ...]) -> Found:
     seen: set[str] = set()
     for i, v in enumerate(items):
         name = v.get("name")
-        if name is None:
-            yield f"[{i}].name", "required"
-        elif not isinstance(name, str):
-            yield f"[{i}].name", "must be a string"
-        else:
+        yield from _required_str(v, "name", f"[{i}]")
+        if isinstance(name, str):
             yield from _each(k8s.dns1123_label(name), f"[{i}].name")
             if name in seen:
                 yield f"[{i}].name", f"duplicate volume {name!r}"
@@ -286,12 +280,8 @@ def volume_mounts(items: tuple[Mapping[str, Any], ...]) -> Found:
     paths: set[str] = set()
     for i, m in enumerate(items):
         for k in ("name", "mountPath"):
-            if k not in m:
-                yield f"[{i}].{k}", "required"
-            elif not isinstance(m[k], str):
-                yield f"[{i}].{k}", "must be a string"
-        for k in sorted(map(str, set(m) - MOUNT_KEYS)):
-            yield f"[{i}].{k}", "unknown field (VolumeMount)"
+            yield from _required_str(m, k, f"[{i}]")
+        yield from _unknown(m, MOUNT_KEYS, "VolumeMount", f"[{i}]")
         path = m.get("mountPath")
         if isinstance(path, str):
             if not path.startswith("/"):
@@ -311,8 +301,8 @@ def resources_consistent(s: JobSpec) -> Found:
         if k in s.extra_resource_requests:
             pairs.append(
                 (
-                    f"extra_resource_limits{_key(k)}",
-                    f"extra_resource_requests{_key(k)}",
+                    f"extra_resource_limits{key(k)}",
+                    f"extra_resource_requests{key(k)}",
                     lim,
                     s.extra_resource_requests[k],
                 )
@@ -326,7 +316,7 @@ def resources_consistent(s: JobSpec) -> Found:
         if k8s.is_overcommit_allowed(k):
             continue
         limit = s.extra_resource_limits.get(k)
-        path = f"extra_resource_requests{_key(k)}"
+        path = f"extra_resource_requests{key(k)}"
         if limit is None:
             yield path, "needs an equal limit in extra_resource_limits (it cannot be overcommitted)"
         elif (
@@ -341,9 +331,9 @@ def resources_consistent(s: JobSpec) -> Found:
     ):
         for k in extra:
             if k in ("cpu", "memory"):
-                yield f"{field}{_key(k)}", f"use {k}_request / {k}_limit"
+                yield f"{field}{key(k)}", f"use {k}_request / {k}_limit"
             elif k == s.gpu_resource:
-                yield f"{field}{_key(k)}", "use gpus_per_node (it sets request and limit)"
+                yield f"{field}{key(k)}", "use gpus_per_node (it sets request and limit)"
 
 
 def hostname_lengths(name: str, num_nodes: int) -> Found:

@@ -65,9 +65,7 @@ def quantity_map(value: Any) -> Mapping[str, str]:
 
 
 def _quantity(doc: str) -> Any:
-    return field(
-        metadata={"rule": rules.quantity_opt, "doc": doc, "load": quantity_text}, default=None
-    )
+    return field(metadata={"rule": rules.quantity, "doc": doc, "load": quantity_text}, default=None)
 
 
 @frozen(kw_only=True)
@@ -135,7 +133,7 @@ class SchedulingPolicy:
     min_resources: Mapping[str, str] = _rule(
         rules.resource_map, "Resources the gang needs.", factory=dict, load=quantity_map
     )
-    priority_class: str | None = _rule(rules.dns1123_subdomain_opt, "PriorityClass.", default=None)
+    priority_class: str | None = _rule(rules.dns1123_subdomain, "PriorityClass.", default=None)
     schedule_timeout_seconds: int | None = _rule(rules.positive, "Gang timeout.", default=None)
 
 
@@ -145,7 +143,7 @@ class JobSpec:
 
     # identity
     name: str = _rule(rules.job_name, "Job name: RFC 1035 label, short enough for pod names.")
-    namespace: str | None = _rule(rules.dns1123_label_opt, "Namespace.", default=None)
+    namespace: str | None = _rule(rules.dns1123_label, "Namespace.", default=None)
     labels: Mapping[str, str] = _rule(rules.label_map, "Labels on the job object.", factory=dict)
     annotations: Mapping[str, str] = _rule(
         rules.annotation_map, "Annotations on the job object.", factory=dict
@@ -201,7 +199,7 @@ class JobSpec:
         rules.resource_map, "Other resource limits.", factory=dict, load=quantity_map
     )
     shm_size: str | None = _rule(
-        rules.quantity_opt,
+        rules.quantity,
         "Size of a memory-backed /dev/shm (NCCL needs more than 64Mi).",
         default=None,
         load=quantity_text,
@@ -223,7 +221,7 @@ class JobSpec:
     node_selector: Mapping[str, str] = _rule(rules.label_map, "Pod node selector.", factory=dict)
     scheduling_gates: tuple[str, ...] = _rule(rules.gate_list, "Pod scheduling gates.", default=())
     service_account_name: str | None = _rule(
-        rules.dns1123_subdomain_opt, "Service account the pods run as.", default=None
+        rules.dns1123_subdomain, "Service account the pods run as.", default=None
     )
     termination_grace_period_seconds: int | None = _rule(
         rules.non_negative, "Seconds a pod gets to stop.", default=None
@@ -260,9 +258,9 @@ class JobSpec:
     elastic: ElasticPolicy | None = _doc("PyTorch elastic policy.", default=None)
 
     # queueing
-    queue: str | None = _rule(rules.label_value_opt, "Kueue LocalQueue name.", default=None)
+    queue: str | None = _rule(rules.label_value, "Kueue LocalQueue name.", default=None)
     priority_class: str | None = _rule(
-        rules.label_value_opt, "Kueue WorkloadPriorityClass.", default=None
+        rules.label_value, "Kueue WorkloadPriorityClass.", default=None
     )
     scheduling_policy: SchedulingPolicy | None = _doc(
         "PyTorchJob gang-scheduling policy.", default=None
