@@ -103,6 +103,12 @@ class Target:
 # --- the spec in neutral slots ------------------------------------------------------------------
 
 
+def _keyed(field: str, slot: str, mapping: Mapping[str, str]) -> Iterator[Entry]:
+    """One entry per key of a map field (labels, annotations, node selector)."""
+    for k, v in mapping.items():
+        yield Entry(f"{field}{paths.key(k)}", slot, v, paths.key(k))
+
+
 def _env_var(name: str, value: str) -> dict[str, Any]:
     return {"name": name, "value": value}
 
@@ -115,14 +121,12 @@ def entries(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
     yield Entry("name", "job.name", spec.name)
     if spec.namespace:
         yield Entry("namespace", "job.namespace", spec.namespace)
-    for k, v in spec.labels.items():
-        yield Entry(f"labels{paths.key(k)}", "job.labels", v, paths.key(k))
+    yield from _keyed("labels", "job.labels", spec.labels)
     if spec.queue:
         yield Entry("queue", "job.labels", spec.queue, paths.key(QUEUE_LABEL))
     if spec.priority_class:
         yield Entry("priority_class", "job.labels", spec.priority_class, paths.key(PRIORITY_LABEL))
-    for k, v in spec.annotations.items():
-        yield Entry(f"annotations{paths.key(k)}", "job.annotations", v, paths.key(k))
+    yield from _keyed("annotations", "job.annotations", spec.annotations)
 
     if spec.runtime_ref is not None:
         r = spec.runtime_ref
@@ -156,14 +160,10 @@ def entries(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
                 )
 
     yield from _container(spec, command)
-    for k, v in spec.runtime_labels.items():
-        yield Entry(f"runtime_labels{paths.key(k)}", "runtime.labels", v, paths.key(k))
-    for k, v in spec.runtime_annotations.items():
-        yield Entry(f"runtime_annotations{paths.key(k)}", "runtime.annotations", v, paths.key(k))
-    for k, v in spec.pod_labels.items():
-        yield Entry(f"pod_labels{paths.key(k)}", "pod.labels", v, paths.key(k))
-    for k, v in spec.pod_annotations.items():
-        yield Entry(f"pod_annotations{paths.key(k)}", "pod.annotations", v, paths.key(k))
+    yield from _keyed("runtime_labels", "runtime.labels", spec.runtime_labels)
+    yield from _keyed("runtime_annotations", "runtime.annotations", spec.runtime_annotations)
+    yield from _keyed("pod_labels", "pod.labels", spec.pod_labels)
+    yield from _keyed("pod_annotations", "pod.annotations", spec.pod_annotations)
     yield from _mounts(spec)
     yield from _pod(spec)
     yield from _run_policy(spec)
@@ -246,8 +246,7 @@ def _mounts(spec: JobSpec) -> Iterator[Entry]:
 def _pod(spec: JobSpec) -> Iterator[Entry]:
     if spec.service_account_name:
         yield Entry("service_account_name", "pod.serviceAccountName", spec.service_account_name)
-    for k, v in spec.node_selector.items():
-        yield Entry(f"node_selector{paths.key(k)}", "pod.nodeSelector", v, paths.key(k))
+    yield from _keyed("node_selector", "pod.nodeSelector", spec.node_selector)
     if spec.tolerations:
         yield Entry("tolerations", "pod.tolerations", copied(spec.tolerations))
     if spec.affinity is not None:
