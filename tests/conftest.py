@@ -7,5 +7,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",
         action="store_true",
-        help="rewrite golden/ from the current renderer instead of comparing (review the diff!)",
+        help="rewrite golden/, the README's generated sections and schemas/ instead of comparing "
+        "(review the diff!)",
     )
