@@ -1,0 +1,212 @@
+"""What the job lifecycle needs from the outside world, as small Protocols (ports).
+
+The core (``kfcompile.lifecycle``) is written against these only; ``adapters/kfcompile_kube``
+implements them with the official ``kubernetes`` client, tests implement them against a local
+API server, and a launcher may pass its own. Objects cross the port as plain dicts, exactly as
+the API server speaks them (camelCase, ``metadata.resourceVersion``), never as client models.
+
+Errors cross the port as the ``ApiError`` family below, so the core can tell a missing object
+(``NotFound``), a taken name (``Conflict``), a stale watch (``Gone``) and a rejected object
+(``Invalid``) from trouble worth retrying (``Transient``): HTTP 429 and 5xx, refused or reset
+connections, timeouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from attrs import field, frozen
+
+Obj = dict[str, Any]
+
+
+@frozen
+class Ref:
+    """One object in the cluster: ``namespace`` is ``None`` for cluster-scoped kinds."""
+
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> Ref:
+        meta = obj.get("metadata") or {}
+        return cls(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+
+    def __str__(self) -> str:
+        where = f" in namespace {self.namespace}" if self.namespace else ""
+        return f"{self.kind} {self.name}{where}"
+
+
+class ApiError(Exception):
+    """The API server (or the way to it) refused a request. Never carries credentials."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else f"{reason}: {message}")
+        self.status = status  # HTTP status; 0 when no response arrived
+        self.reason = reason  # the Status object's reason, e.g. "AlreadyExists"
+        self.message = message
+
+
+class NotFound(ApiError):
+    """404: the object (or its kind) does not exist."""
+
+
+class Conflict(ApiError):
+    """409: the name is taken (``AlreadyExists``) or the object changed underneath."""
+
+
+class Gone(ApiError):
+    """410: a watch or list asked for a resourceVersion the server no longer keeps."""
+
+
+class Invalid(ApiError):
+    """400/422: the server rejected the object (e.g. strict field validation)."""
+
+
+class Forbidden(ApiError):
+    """401/403: the credentials may not do this."""
+
+
+class Transient(ApiError):
+    """Worth retrying: 429, 5xx, a refused/reset/dropped connection or a timeout."""
+
+
+@frozen
+class Page:
+    """One page of a list: its items, the list's resourceVersion, and the continue token."""
+
+    items: list[Obj]
+    resource_version: str
+    continue_token: str | None = None
+
+
+@frozen
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
+    object: Obj
+
+
+@frozen
+class ExecResult:
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
+
+
+class Cluster(Protocol):
+    """The Kubernetes API, reduced to what the lifecycle uses."""
+
+    def served(self, api_version: str, kind: str) -> bool:
+        """Whether discovery lists ``kind`` in ``api_version`` (i.e. its CRD is installed)."""
+        ...
+
+    def get(self, ref: Ref) -> Obj:
+        """The object; ``NotFound`` when it is not there."""
+        ...
+
+    def create(self, obj: Obj) -> Obj:
+        """Create with ``fieldValidation=Strict``; ``Conflict`` when the name is taken."""
+        ...
+
+    def patch(self, ref: Ref, patch: Obj) -> Obj:
+        """Apply a JSON merge patch (RFC 7386)."""
+        ...
+
+    def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
+        """Delete with this propagation policy; ``NotFound`` when it is not there."""
+        ...
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 500,
+        continue_token: str | None = None,
+    ) -> Page:
+        """One page of objects (all namespaces when ``namespace`` is ``None``)."""
+        ...
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str = "",
+        field_selector: str = "",
+        timeout_seconds: int = 60,
+    ) -> Iterator[WatchEvent]:
+        """Events after ``resource_version``; ends when the server closes the stream.
+
+        Raises ``Gone`` (possibly mid-stream) when that version is too old.
+        """
+        ...
+
+    def pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        since_seconds: int | None = None,
+        tail_lines: int | None = None,
+    ) -> Iterator[str]:
+        """The container's log, line by line (without newlines); follows while it runs."""
+        ...
+
+    def exec(
+        self, namespace: str, pod: str, container: str, command: Sequence[str], stdin: bytes = b""
+    ) -> ExecResult:
+        """Run ``command`` in the container with ``stdin``, through the exec stream."""
+        ...
+
+
+class Clock(Protocol):
+    """Time, as a port: tests drive it, so nothing in the core reads the real clock."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+@frozen
+class Packed:
+    """A directory as a tar stream, with what it holds."""
+
+    data: bytes
+    files: int
+    size: int  # bytes of file content
+
+
+class LocalFiles(Protocol):
+    """The submitting machine's files, for work-dir sync (tar streams in memory)."""
+
+    def pack(self, directory: str) -> Packed:
+        """A tar of everything under ``directory`` (paths relative to it)."""
+        ...
+
+    def unpack(self, data: bytes, directory: str) -> Packed:
+        """Extract a tar into ``directory`` (refusing paths that leave it); what was written."""
+        ...
+
+
+@frozen
+class Progress:
+    """What ``wait`` reports as the job moves: for a progress line on stderr."""
+
+    state: str
+    reason: str
+    message: str
+    nodes_ready: int
+    nodes_total: int
+    elapsed: float
+    details: tuple[str, ...] = field(default=())
