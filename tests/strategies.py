@@ -58,7 +58,7 @@ GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "habana.ai/gaudi", "example.co
 EXTENDED_RESOURCES = ("vpc.amazonaws.com/efa", "example.com/fpga", "rdma/hca", "xilinx.com/u30")
 # Mount paths kfcompile uses itself (a user mount there is refused).
 RESERVED_MOUNT_PATHS = frozenset({"/dev/shm", SCRIPT_DIR})
-RESERVED_VOLUME_NAMES = frozenset({"dshm", "kfcompile-script"})
+RESERVED_VOLUME_NAMES = frozenset({"dshm", "kfcompile-script", "workdir"})
 
 
 # --- grammar ----------------------------------------------------------------------------------
@@ -540,6 +540,14 @@ SIMPLE_FIELDS: dict[str, Callable[[], SearchStrategy[Any]]] = {
     ),
     "nprocs_per_node": lambda: st.one_of(st.just("auto"), st.integers(1, 16)),
     "shm_size": lambda: quantities(),
+    "secret_env": lambda: st.lists(env_names(), min_size=1, max_size=3, unique=True),
+    "work_dir": lambda: st.fixed_dictionaries(
+        {
+            "local": free_text(max_size=20).filter(str.strip),
+            "pvc": dns1123_subdomains(),
+            "mount_path": mount_paths(),
+        }
+    ),
     "tolerations": lambda: st.lists(tolerations(), min_size=1, max_size=3),
     "affinity": affinities,
     "node_selector": lambda: label_maps(),
@@ -615,6 +623,14 @@ def job_data(draw: DrawFn) -> Data:
     for name, strategy in SIMPLE_FIELDS.items():
         if _sometimes(draw, density):
             data[name] = draw(strategy())
+    # Fields that may not repeat what others name: env names, mount paths.
+    named = set(data.get("env", {})) | {item["name"] for item in data.get("env_list", [])}
+    if "secret_env" in data:
+        data["secret_env"] = [n for n in data["secret_env"] if n not in named] or None
+    mounted = {m["mountPath"] for m in data.get("volume_mounts", [])}
+    if "work_dir" in data and data["work_dir"]["mount_path"] in mounted:
+        data["work_dir"] = None
+    data = {k: v for k, v in data.items() if v is not None or k not in ("secret_env", "work_dir")}
     # Keep `labels` off the keys that `queue` and `priority_class` write (a rule refuses both).
     for field, label in (("queue", QUEUE_LABEL), ("priority_class", PRIORITY_LABEL)):
         if field in data and label in data.get("labels", {}):

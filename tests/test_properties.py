@@ -543,6 +543,27 @@ def _env(m: Model, d: dict[str, Any]) -> None:
         target["env"] = copy.deepcopy(env)
 
 
+def _secret_env(m: Model, d: dict[str, Any]) -> None:
+    """Each name reads the key of that name from the job's own Secret (made by `submit`)."""
+    if m.t in TRAINJOB and set(d["value"]) & TRAINJOB_RESERVED_ENV:
+        raise Rejected("secret_env")
+    env = [
+        {"name": n, "valueFrom": {"secretKeyRef": {"name": "job-env", "key": n}}}
+        for n in d["value"]
+    ]
+    for target in m.main():
+        target["env"] = env
+
+
+def _work_dir(m: Model, d: dict[str, Any]) -> None:
+    """The claim mounted at mount_path in every pod; `local` stays on the submitting machine."""
+    volume = {"name": "workdir", "persistentVolumeClaim": {"claimName": d["value"]["pvc"]}}
+    for pod in m.pods():
+        pod["volumes"] = [volume]
+    for container in m.containers():
+        container["volumeMounts"] = [{"name": "workdir", "mountPath": d["value"]["mount_path"]}]
+
+
 def _resources(m: Model, d: dict[str, Any]) -> None:
     for res in m.resources():
         for key, value in d.items():
@@ -884,6 +905,8 @@ EXPECT: dict[str, Any] = {
     "gpu_resource": _nothing,
     "nprocs_per_node": _nprocs,
     "shm_size": _shm,
+    "secret_env": _secret_env,
+    "work_dir": _work_dir,
     "tolerations": _pod_field("tolerations"),
     "node_selector": _pod_field("nodeSelector"),
     "affinity": _pod_field("affinity", unsupported_on=(V20,)),

@@ -229,6 +229,26 @@ MALFORMED: list[Any] = [
         [("env_list[0].name", "duplicate environment variable 'FOO'")],
     ),
     (
+        "secret-env-repeats-env",
+        spec_text("env: {TOKEN: a}\nsecret_env: [TOKEN, 1BAD]\n"),
+        [
+            ("secret_env[1]", "must not start with a digit"),
+            ("secret_env[0]", "duplicate environment variable 'TOKEN'"),
+        ],
+    ),
+    (
+        "work-dir-relative-mount-and-taken-volume-name",
+        spec_text(
+            "volumes: [{name: workdir, emptyDir: {}}]\n"
+            "work_dir: {local: src, pvc: Bad_Claim, mount_path: rel}\n"
+        ),
+        [
+            ("work_dir.pvc", "RFC 1123 subdomain"),
+            ("work_dir.mount_path", "must be an absolute path"),
+            ("volumes", "the name 'workdir' is used by work_dir"),
+        ],
+    ),
+    (
         "env-duplicate-in-env-list",
         spec_text("env_list: [{name: A, value: x}, {name: A, value: y}]\n"),
         [("env_list[1].name", "duplicate environment variable 'A'")],

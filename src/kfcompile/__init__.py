@@ -18,6 +18,7 @@ from kfcompile.spec import (
     Launcher,
     RuntimeRef,
     SchedulingPolicy,
+    WorkDir,
 )
 from kfcompile.targets import DEFAULT_TARGET, TARGETS, Placement, target
 
@@ -64,6 +65,7 @@ __all__ = [
     "SpecError",
     "State",
     "UnsupportedFeature",
+    "WorkDir",
     "dump_spec",
     "explain",
     "job_state",

@@ -95,6 +95,11 @@ def entrypoint(v: str) -> Found:
         yield "", "must not be empty"
 
 
+def absolute_path(v: str) -> Found:
+    if not v.startswith("/"):
+        yield "", "must be an absolute path"
+
+
 def storage_uri(v: str) -> Found:
     if not URI.match(v):
         yield "", "must be a URI (scheme://...)"
@@ -183,6 +188,11 @@ def name_list(names: tuple[str, ...]) -> Found:
     return _unique(names, k8s.dns1123_subdomain)
 
 
+def env_names(names: tuple[str, ...]) -> Found:
+    """Environment variable names, each once."""
+    return _unique(names, k8s.env_var_name)
+
+
 def gate_list(names: tuple[str, ...]) -> Found:
     """Scheduling gates: qualified names, each once."""
     return _unique(names, k8s.qualified_name)
@@ -209,13 +219,16 @@ def env_list(items: tuple[Mapping[str, Any], ...]) -> Found:
             yield f"[{i}].valueFrom", "must be a mapping"
 
 
-def env_unique(env: Mapping[str, str], listed: tuple[Mapping[str, Any], ...]) -> Found:
+def env_unique(
+    env: Mapping[str, str], listed: tuple[Mapping[str, Any], ...], secret: tuple[str, ...]
+) -> Found:
     seen = set(env)
-    for i, item in enumerate(listed):
-        name = item.get("name")
+    named = [(f"env_list[{i}].name", item.get("name")) for i, item in enumerate(listed)]
+    named += [(f"secret_env[{i}]", name) for i, name in enumerate(secret)]
+    for at, name in named:
         if isinstance(name, str):
             if name in seen:
-                yield f"env_list[{i}].name", f"duplicate environment variable {name!r}"
+                yield at, f"duplicate environment variable {name!r}"
             seen.add(name)
 
 

@@ -34,6 +34,7 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # Volumes kfcompile adds: a memory-backed /dev/shm (shm_size) and the inline script's ConfigMap.
 SHM_VOLUME, SHM_DIR = "dshm", "/dev/shm"
 SCRIPT_VOLUME, SCRIPT_DIR = "kfcompile-script", "/opt/kfcompile/scripts"
+WORKDIR_VOLUME = "workdir"
 
 
 def _rule(check: Rule, doc: str, load: Callable[[Any], Any] | None = None, **kwargs: Any) -> Any:
@@ -138,6 +139,15 @@ class SchedulingPolicy:
 
 
 @frozen(kw_only=True)
+class WorkDir:
+    """A local directory that ``submit`` uploads to a PersistentVolumeClaim the pods mount."""
+
+    local: str = _rule(rules.entrypoint, "Local directory (relative to the spec file).")
+    pvc: str = _rule(rules.dns1123_subdomain, "PersistentVolumeClaim holding the copy.")
+    mount_path: str = _rule(rules.absolute_path, "Where the pods see it.")
+
+
+@frozen(kw_only=True)
 class JobSpec:
     """One training job, independent of Training Operator / Trainer release."""
 
@@ -212,6 +222,11 @@ class JobSpec:
     env_list: tuple[Mapping[str, Any], ...] = _rule(
         rules.env_list, "Full Kubernetes EnvVar entries (for `valueFrom`).", default=()
     )
+    secret_env: tuple[str, ...] = _rule(
+        rules.env_names,
+        "Variables whose values `submit` takes from your environment into a Secret.",
+        default=(),
+    )
 
     # placement
     tolerations: tuple[Mapping[str, Any], ...] = _rule(
@@ -231,6 +246,9 @@ class JobSpec:
     volumes: tuple[Mapping[str, Any], ...] = _rule(rules.volumes, "Pod volumes.", default=())
     volume_mounts: tuple[Mapping[str, Any], ...] = _rule(
         rules.volume_mounts, "Mounts in the training container.", default=()
+    )
+    work_dir: WorkDir | None = _doc(
+        "Local directory `submit` uploads to a PVC mounted in every pod.", default=None
     )
 
     # Kubeflow
@@ -293,6 +311,11 @@ class JobSpec:
         return self.runtime_ref or RuntimeRef()
 
     @property
+    def secret_name(self) -> str:
+        """The Secret ``submit`` creates for ``secret_env``."""
+        return f"{self.name}-env"
+
+    @property
     def script_entrypoint(self) -> str:
         """File name of the inline script (in its ConfigMap and under ``SCRIPT_DIR``)."""
         entry = self.launcher.entrypoint if self.launcher else None
@@ -338,11 +361,12 @@ def _between_fields(s: JobSpec) -> Iterator[tuple[str, str]]:
         yield "launcher.entrypoint", "required (or give an inline script)"
 
     yield from rules.resources_consistent(s)
-    yield from rules.env_unique(s.env, s.env_list)
+    yield from rules.env_unique(s.env, s.env_list, s.secret_env)
     defined = {v.get("name") for v in s.volumes if isinstance(v, Mapping)}
     generated = {  # what kfcompile adds itself, and which field makes it
         "shm_size": (SHM_VOLUME, SHM_DIR) if s.shm_size else None,
         "script": (SCRIPT_VOLUME, SCRIPT_DIR) if s.script is not None else None,
+        "work_dir": (WORKDIR_VOLUME, s.work_dir.mount_path) if s.work_dir else None,
     }
     for owner, made in generated.items():
         if made and made[0] in defined:

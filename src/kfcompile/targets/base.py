@@ -24,6 +24,7 @@ from kfcompile.spec import (
     SCRIPT_VOLUME,
     SHM_DIR,
     SHM_VOLUME,
+    WORKDIR_VOLUME,
     JobSpec,
 )
 
@@ -192,6 +193,13 @@ def _container(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
         yield Entry(
             f"env_list[{i}]", "container.env", copied(item), paths.select("name", item["name"])
         )
+    for i, name in enumerate(spec.secret_env):
+        yield Entry(
+            f"secret_env[{i}]",
+            "container.env",
+            {"name": name, "valueFrom": {"secretKeyRef": {"name": spec.secret_name, "key": name}}},
+            paths.select("name", name),
+        )
 
     res: list[tuple[str, str, str | None]] = [
         ("cpu_request", "requests", spec.cpu_request),
@@ -241,6 +249,13 @@ def _mounts(spec: JobSpec) -> Iterator[Entry]:
             {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_DIR, "readOnly": True},
             paths.select("mountPath", SCRIPT_DIR),
         )
+    if spec.work_dir is not None:
+        yield Entry(
+            "work_dir",
+            "container.volumeMounts",
+            {"name": WORKDIR_VOLUME, "mountPath": spec.work_dir.mount_path},
+            paths.select("mountPath", spec.work_dir.mount_path),
+        )
 
 
 def _pod(spec: JobSpec) -> Iterator[Entry]:
@@ -284,6 +299,13 @@ def _pod(spec: JobSpec) -> Iterator[Entry]:
             "pod.volumes",
             {"name": SCRIPT_VOLUME, "configMap": {"name": script_configmap_name(spec)}},
             paths.select("name", SCRIPT_VOLUME),
+        )
+    if spec.work_dir is not None:
+        yield Entry(
+            "work_dir",
+            "pod.volumes",
+            {"name": WORKDIR_VOLUME, "persistentVolumeClaim": {"claimName": spec.work_dir.pvc}},
+            paths.select("name", WORKDIR_VOLUME),
         )
 
 
