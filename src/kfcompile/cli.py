@@ -1,7 +1,8 @@
 """``kfcompile`` command line: argument parsing and printing around the pure core.
 
 Exit status: 0 success, 1 a problem with a spec or its output (one line per problem on stderr,
-``<file>: <field path>: <message>``), 2 a usage error. Nothing here imports ``kubernetes``.
+``<file>: <field path>: <message>``) or with the cluster, 2 a usage error. Nothing here imports
+``kubernetes``: the cluster commands (``cli_cluster``) load the adapter when they run.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ def _load(path: str) -> JobSpec:
         raise Failed(path, exc.problems) from None
 
 
-def _compile(path: str, target_name: str) -> Rendered:
-    spec = _load(path)
+def _compile(path: str, target_name: str, spec: JobSpec | None = None) -> Rendered:
+    spec = spec or _load(path)
     try:
         return target(target_name).render(spec)
     except UnsupportedFeature as exc:
@@ -92,9 +93,36 @@ def cmd_render(args: argparse.Namespace) -> int:
         if len(args.spec) != 1:
             raise UsageError("--check compares one spec with one golden file")
         return _check(args.spec[0], args.target, args.output, args.check)
-    objects = [obj for path in args.spec for obj in _compile(path, args.target).objects]
+    objects = []
+    for path in args.spec:
+        spec = _load(path)
+        rendered = _compile(path, args.target, spec).objects
+        if spec.secret_env:
+            rendered = _with_secret(path, spec, rendered, args.with_secrets)
+        objects += rendered
     sys.stdout.write(_format(objects, args.output))
     return 0
+
+
+def _with_secret(
+    path: str, spec: JobSpec, objects: list[dict[str, Any]], with_secrets: bool
+) -> list[dict[str, Any]]:
+    """The Secret of ``secret_env`` goes in only when asked: its values are secrets."""
+    if not with_secrets:
+        print(
+            f"{path}: note: secret_env reads Secret {spec.secret_name}, not written here "
+            "(`kfcompile submit` creates it; `render --with-secrets` writes it)",
+            file=sys.stderr,
+        )
+        return objects
+    import os
+
+    from kfcompile.lifecycle import ClusterError, secret
+
+    try:
+        return [*objects[:-1], secret(spec, os.environ, spec.namespace), objects[-1]]
+    except ClusterError as exc:
+        raise Failed(path, str(exc).splitlines()) from None
 
 
 def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str) -> int:
@@ -275,6 +303,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     p.add_argument("--check", metavar="GOLDEN", help="compare with GOLDEN; exit 1 with a diff")
     p.add_argument("--out", metavar="DIR", help="write DIR/<spec>/<target>.yaml for each spec")
+    p.add_argument(
+        "--with-secrets",
+        action="store_true",
+        help="include the Secret of secret_env, with values from your environment",
+    )
     p.set_defaults(func=cmd_render)
 
     p = with_spec("validate", "check specs and that the target can express all of them")
@@ -297,6 +330,10 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("schema", help="print the JSON Schema of the job spec")
     p.set_defaults(func=cmd_schema)
+
+    from kfcompile import cli_cluster  # parsers only: the adapter loads when a command runs
+
+    cli_cluster.add_commands(sub)
     return parser
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from attrs import field, frozen
+from attrs import frozen
 
 Obj = dict[str, Any]
 
@@ -197,16 +197,3 @@ class LocalFiles(Protocol):
     def unpack(self, data: bytes, directory: str) -> Packed:
         """Extract a tar into ``directory`` (refusing paths that leave it); what was written."""
         ...
-
-
-@frozen
-class Progress:
-    """What ``wait`` reports as the job moves: for a progress line on stderr."""
-
-    state: str
-    reason: str
-    message: str
-    nodes_ready: int
-    nodes_total: int
-    elapsed: float
-    details: tuple[str, ...] = field(default=())

@@ -230,7 +230,8 @@ def _waiting(kind_name: str, kind: _Kind, conditions: list[_Condition]) -> JobSt
     )
 
 
-def _stuck_pod(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
+def stuck_pod(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
+    """PENDING with the reason of the first pod that cannot start without help, else None."""
     for pod in pods:
         name = _text(_mapping(pod.get("metadata")).get("name")) or "?"
         status = _mapping(pod.get("status"))
@@ -275,7 +276,7 @@ def job_state(cr: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = 
     decided = _from_table(kind_name, kind.conditions, conditions)
     if decided is not None and decided.state is not State.PENDING:
         return decided
-    if stuck := _stuck_pod(pod_list):
+    if stuck := stuck_pod(pod_list):
         return stuck
     if active := kind.active(status):
         return JobState(State.RUNNING, kind.active_reason, active)

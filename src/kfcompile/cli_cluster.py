@@ -1,0 +1,442 @@
+"""The ``kfcompile`` commands that talk to a cluster: submit, status, wait, logs, events, cancel,
+suspend, resume, sync and list.
+
+Argument parsing and printing only: the work is ``kfcompile.lifecycle``, and the Kubernetes
+adapter (which imports the ``kubernetes`` client, ~300 ms) is imported only when one of these
+commands runs, never for ``render``. Progress goes to stderr, results to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kfcompile.targets import DEFAULT_TARGET, TARGETS
+
+if TYPE_CHECKING:
+    from kfcompile.lifecycle import Observation, Session
+    from kfcompile.ports import LocalFiles, Ref
+
+DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+
+
+def duration(text: str) -> float:
+    """Seconds in ``90``, ``90s``, ``10m``, ``1h30m``."""
+    match = DURATION.fullmatch(text.strip())
+    if not text.strip() or match is None or not any(match.groups()):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 10m, 1h30m)")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+# --- connecting ---------------------------------------------------------------------------------
+
+
+class Context:
+    """The session for this command and the namespace it acts in."""
+
+    def __init__(self, args: argparse.Namespace, spec_namespace: str | None = None) -> None:
+        import random
+
+        from kfcompile.cli import Failed
+        from kfcompile.lifecycle import Session
+        from kfcompile_kube import ConfigError, KubeCluster, SystemClock, TarFiles, connect
+
+        try:
+            connection = connect(args.kubeconfig, args.context)
+        except ConfigError as exc:
+            raise Failed("kfcompile", str(exc).splitlines()) from None
+        self.session: Session = Session(
+            KubeCluster(connection.api_client), SystemClock(), jitter=random.random
+        )
+        self.files: LocalFiles = TarFiles()
+        # Namespace: the flag, then the spec, then the kubeconfig context, then "default".
+        self.namespace: str = args.namespace or spec_namespace or connection.namespace
+
+    def find(self, name: str, kind: str | None = None) -> Ref:
+        from kfcompile.lifecycle import locate
+
+        return locate(self.session, self.namespace, name, kind)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Lifecycle and API errors as one line each, exit status 1; never a traceback."""
+    from kfcompile.cli import Failed
+    from kfcompile.lifecycle import ClusterError
+    from kfcompile.ports import ApiError
+
+    try:
+        yield
+    except ClusterError as exc:
+        raise Failed("kfcompile", str(exc).splitlines()) from None
+    except ApiError as exc:
+        raise Failed("kfcompile", [str(exc)]) from None
+
+
+def _progress(obs: Observation, elapsed: float) -> None:
+    state = obs.state
+    line = f"[{elapsed:6.1f}s] {obs.ref.name}: {state.state.value} ({state.reason})"
+    line += f" nodes {obs.nodes_ready}/{obs.nodes_total} ready"
+    if state.message and state.state.value != "RUNNING":
+        line += f": {state.message}"
+    print(line, file=sys.stderr, flush=True)
+
+
+def _finish(obs: Observation) -> int:
+    """Exit status for where a wait ended: 1 when the job failed."""
+    state = obs.state
+    print(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
+    return 1 if state.state.value == "FAILED" else 0
+
+
+def _save_logs(ctx: Context, ref: Ref, directory: str) -> None:
+    """Every rank's complete log to DIR/rank-N.log (logs vanish with the pods)."""
+    from kfcompile.cli import UsageError
+    from kfcompile.lifecycle import ranks, read_logs
+
+    folder = Path(directory)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for rank in ranks(ctx.session, ref):
+            lines = read_logs(ctx.session, ref, rank)
+            (folder / f"rank-{rank}.log").write_text(
+                "".join(f"{line}\n" for line in lines), encoding="utf-8"
+            )
+    except OSError as exc:
+        raise UsageError(f"cannot write logs to {folder}: {exc.strerror or exc}") from None
+    print(f"saved logs of {ref} to {folder}/", file=sys.stderr)
+
+
+def _print_logs(lines: Iterator[Any], prefix: bool) -> None:
+    for line in lines:
+        text = f"[rank {line.rank}] {line.text}" if prefix else line.text
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    import attrs
+
+    from kfcompile import lifecycle
+    from kfcompile.cli import _load
+
+    spec = _load(args.spec)
+    if spec.work_dir is not None and args.spec != "-":
+        # A relative work dir is relative to the spec file, not to where kfcompile runs.
+        local = Path(args.spec).parent / spec.work_dir.local
+        spec = attrs.evolve(spec, work_dir=attrs.evolve(spec.work_dir, local=str(local)))
+    ctx = Context(args, spec.namespace)
+    with _errors():
+        done = lifecycle.submit(
+            ctx.session,
+            spec,
+            args.target,
+            namespace=ctx.namespace,
+            environ=os.environ,
+            files=ctx.files,
+            sync_image=args.sync_image,
+        )
+        if done.uploaded is not None:
+            print(
+                f"uploaded {done.uploaded.files} files ({done.uploaded.size} bytes) "
+                f"to {spec.work_dir.pvc if spec.work_dir else '?'}",
+                file=sys.stderr,
+            )
+        how = "created" if done.created else "unchanged (this spec was already submitted)"
+        print(f"{done.ref}: {how}")
+        if not (args.wait or args.follow):
+            return 0
+        try:
+            return _watch(ctx, done.ref, args)
+        except KeyboardInterrupt:
+            return _interrupted(ctx, done.ref)
+
+
+def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
+    from kfcompile import lifecycle
+
+    if args.follow:
+        _print_logs(lifecycle.logs(ctx.session, ref, follow=True), prefix=True)
+        until: lifecycle.Until = "done"
+    else:
+        until = args.wait
+    obs = lifecycle.wait(ctx.session, ref, until, timeout=args.timeout, on_change=_progress)
+    if args.save_logs and obs.state.finished:
+        _save_logs(ctx, ref, args.save_logs)
+    return _finish(obs)
+
+
+def _interrupted(ctx: Context, ref: Ref) -> int:
+    """Ctrl-C while waiting: ask whether to cancel, never leave a job behind silently."""
+    from kfcompile import lifecycle
+
+    answer = ""
+    if sys.stdin.isatty():
+        try:
+            answer = input(f"\ninterrupted: cancel {ref}? [y/N] ").strip().lower()
+        except (EOFError, KeyboardInterrupt):
+            answer = ""
+    if answer in ("y", "yes"):
+        with _errors():
+            lifecycle.cancel(ctx.session, ref)
+        print(f"{ref}: cancelled", file=sys.stderr)
+    else:
+        print(
+            f"\n{ref} keeps running; cancel it with: kfcompile cancel {ref.name} "
+            f"-n {ref.namespace}",
+            file=sys.stderr,
+        )
+    return 130
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from kfcompile import lifecycle
+
+    ctx = Context(args)
+    with _errors():
+        obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
+    if args.output == "json":
+        print(json.dumps(_status_doc(obs), indent=2))
+        return 0
+    state = obs.state
+    print(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
+    print(f"nodes: {obs.nodes_ready}/{obs.nodes_total} ready")
+    if obs.nodes:
+        print(f"  {'rank':<5} {'pod':<40} {'phase':<10} {'ready':<6} {'restarts':<9} reason")
+        for n in obs.nodes:
+            rank = "-" if n.rank is None else str(n.rank)
+            ready = "yes" if n.ready else "no"
+            print(f"  {rank:<5} {n.pod:<40} {n.phase:<10} {ready:<6} {n.restarts:<9} {n.reason}")
+    if obs.events:
+        print("events:")
+        for line in obs.events:
+            print(f"  {line}")
+    return 0
+
+
+def _status_doc(obs: Observation) -> dict[str, Any]:
+    return {
+        "kind": obs.ref.kind,
+        "name": obs.ref.name,
+        "namespace": obs.ref.namespace,
+        "state": obs.state.state.value,
+        "reason": obs.state.reason,
+        "message": obs.state.message,
+        "nodesReady": obs.nodes_ready,
+        "nodesTotal": obs.nodes_total,
+        "nodes": [
+            {
+                "rank": n.rank,
+                "pod": n.pod,
+                "phase": n.phase,
+                "ready": n.ready,
+                "restarts": n.restarts,
+                "reason": n.reason,
+            }
+            for n in obs.nodes
+        ],
+        "events": list(obs.events),
+    }
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    from kfcompile import lifecycle
+
+    ctx = Context(args)
+    with _errors():
+        ref = ctx.find(args.name, args.kind)
+        obs = lifecycle.wait(
+            ctx.session, ref, args.until, timeout=args.timeout, on_change=_progress
+        )
+        if args.save_logs and obs.state.finished:
+            _save_logs(ctx, ref, args.save_logs)
+    return _finish(obs)
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from kfcompile import lifecycle
+
+    ctx = Context(args)
+    with _errors():
+        ref = ctx.find(args.name, args.kind)
+        lines = lifecycle.logs(
+            ctx.session,
+            ref,
+            rank=None if args.all_ranks else args.rank,
+            follow=args.follow,
+            since_seconds=None if args.since is None else max(1, int(args.since)),
+            tail_lines=args.tail,
+        )
+        _print_logs(lines, prefix=args.all_ranks)
+    return 0
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    from kfcompile import lifecycle
+
+    ctx = Context(args)
+    with _errors():
+        obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
+    for line in obs.events:
+        print(line)
+    if not obs.events:
+        print(f"{obs.ref}: no events", file=sys.stderr)
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from kfcompile import lifecycle
+
+    ctx = Context(args)
+    with _errors():
+        try:
+            ref = ctx.find(args.name, args.kind)
+        except lifecycle.JobNotFound as exc:
+            print(f"{exc}: nothing to cancel", file=sys.stderr)
+            return 0
+        done = lifecycle.cancel(ctx.session, ref, wait_gone=args.wait, timeout=args.timeout)
+    if not done.existed:
+        print(f"{ref}: already gone, nothing to cancel", file=sys.stderr)
+    else:
+        print(f"{ref}: {'deleted, with all its pods' if args.wait else 'deleting'}")
+    return 0
+
+
+def _suspend(value: bool) -> Callable[[argparse.Namespace], int]:
+    def command(args: argparse.Namespace) -> int:
+        from kfcompile import lifecycle
+
+        ctx = Context(args)
+        with _errors():
+            ref = ctx.find(args.name, args.kind)
+            lifecycle.set_suspended(ctx.session, ref, value)
+        print(f"{ref}: {'suspended' if value else 'resumed'}")
+        return 0
+
+    return command
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from kfcompile import lifecycle
+
+    ctx = Context(args)
+    move = lifecycle.sync_up if args.direction == "up" else lifecycle.sync_down
+    with _errors():
+        done = move(
+            ctx.session,
+            ctx.files,
+            namespace=ctx.namespace,
+            pvc=args.pvc,
+            path=args.path,
+            local=args.local,
+            image=args.sync_image,
+        )
+    arrow = f"{args.local} -> {args.pvc}:{args.path}"
+    if args.direction == "down":
+        arrow = f"{args.pvc}:{args.path} -> {args.local}"
+    print(f"{arrow}: {done.files} files, {done.size} bytes")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from kfcompile import lifecycle
+
+    ctx = Context(args)
+    with _errors():
+        jobs = lifecycle.list_jobs(ctx.session, None if args.all_namespaces else ctx.namespace)
+    rows = [
+        (j.ref.namespace or "", j.ref.name, j.ref.kind, j.target, j.state.state.value, j.created)
+        for j in jobs
+    ]
+    head = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "CREATED")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for row in [head, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+# --- wiring -------------------------------------------------------------------------------------
+
+
+def add_commands(sub: Any) -> None:
+    """Register the cluster commands on the top-level subparsers."""
+
+    def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> Any:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument(
+            "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
+        )
+        p.add_argument("--context", help="kubeconfig context (default: the current one)")
+        p.add_argument("-n", "--namespace", help="namespace (default: spec, then context)")
+        p.set_defaults(func=func)
+        return p
+
+    def job(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> Any:
+        p = command(name, help_text, func)
+        p.add_argument("name", help="job name")
+        p.add_argument("--kind", choices=["TrainJob", "PyTorchJob"], help="if both exist")
+        return p
+
+    def timeout(p: Any) -> None:
+        p.add_argument("--timeout", type=duration, help="give up after this long (e.g. 30m)")
+
+    def save_logs(p: Any) -> None:
+        p.add_argument("--save-logs", metavar="DIR", help="write every rank's log to DIR")
+
+    def sync_image(p: Any) -> None:
+        p.add_argument("--sync-image", default="busybox:1.36", help="image of the sync helper pod")
+
+    p = command("submit", "create the job on the cluster (idempotent)", cmd_submit)
+    p.add_argument("spec", help="job spec YAML file")
+    p.add_argument("-t", "--target", default=DEFAULT_TARGET, choices=list(TARGETS))
+    p.add_argument("--wait", choices=["running", "done"], help="then wait until this")
+    p.add_argument("--follow", action="store_true", help="then stream every rank's log")
+    timeout(p)
+    save_logs(p)
+    sync_image(p)
+
+    p = job("status", "state, reason, per-node pods and recent events", cmd_status)
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+
+    p = job("wait", "wait until the job is running or done", cmd_wait)
+    p.add_argument("--until", choices=["running", "done"], default="done")
+    timeout(p)
+    save_logs(p)
+
+    p = job("logs", "print a rank's log, or every rank's", cmd_logs)
+    ranks = p.add_mutually_exclusive_group()
+    ranks.add_argument("--rank", type=int, default=0, help="rank to show (default 0)")
+    ranks.add_argument("--all-ranks", action="store_true", help="every rank, prefixed")
+    p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
+    p.add_argument("--since", type=duration, help="only lines newer than this (e.g. 10m)")
+    p.add_argument("--tail", type=int, help="only the last N lines")
+
+    job("events", "recent events of the job and its pods", cmd_events)
+
+    p = job("cancel", "delete the job and its pods", cmd_cancel)
+    p.add_argument("--wait", action="store_true", help="return when the job and its pods are gone")
+    timeout(p)
+
+    job("suspend", "suspend the job (its pods are deleted)", _suspend(True))
+    job("resume", "resume a suspended job", _suspend(False))
+
+    p = command("sync", "copy a directory to or from a PersistentVolumeClaim", cmd_sync)
+    p.add_argument("direction", choices=["up", "down"])
+    p.add_argument("local", help="local directory")
+    p.add_argument("--pvc", required=True, help="PersistentVolumeClaim name")
+    p.add_argument("--path", default="/", help="directory inside the claim (default /)")
+    sync_image(p)
+
+    p = command("list", "jobs kfcompile created, with their states", cmd_list)
+    p.add_argument("-A", "--all-namespaces", action="store_true")

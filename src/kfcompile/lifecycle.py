@@ -1,0 +1,1119 @@
+"""A job's life on a cluster (submit, status, wait, logs, cancel, suspend, list, work-dir sync),
+written against the ports in ``kfcompile.ports`` only.
+
+Nothing here opens a socket, reads a clock or draws a random number: the ``Session`` carries the
+``Cluster`` port, the ``Clock`` port and the jitter source, so tests drive all three. What is
+decided by data lives in the tables at the top (where each kind keeps its pods, its rank and its
+suspend flag); the functions below walk them.
+
+Two rules hold everywhere:
+
+- Trouble on the way to the API server (``Transient``: 429, 5xx, dropped connections, timeouts)
+  is retried with capped exponential backoff and jitter, and is never reported as the job's
+  state. When it lasts longer than ``Session.retry_for`` it ends the command as ``Unavailable``.
+- A job is found again by its name and the spec-hash annotation, never by guessing: submitting
+  the same spec twice creates nothing, and a different job holding the name is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import posixpath
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
+from typing import Any, Final, Literal, TypeVar
+
+from attrs import evolve, frozen
+
+from kfcompile import status as job_status
+from kfcompile.ports import (
+    ApiError,
+    Clock,
+    Cluster,
+    Forbidden,
+    Gone,
+    LocalFiles,
+    NotFound,
+    Obj,
+    Ref,
+    Transient,
+)
+from kfcompile.spec import QUEUE_LABEL, JobSpec
+from kfcompile.status import JobState, State
+from kfcompile.targets import target
+
+T = TypeVar("T")
+
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGER: Final = "kfcompile"
+SPEC_HASH: Final = "kfcompile.dev/spec-hash"
+TARGET_ANNOTATION: Final = "kfcompile.dev/target"
+LIST_PAGE: Final = 500
+
+# --- tables -------------------------------------------------------------------------------------
+
+
+@frozen
+class JobKind:
+    """Where one kind keeps what the lifecycle needs (KUBEFLOW.md, "objects and labels")."""
+
+    api_version: str
+    kind: str
+    pods: str  # label selector of every pod of job {name}
+    nodes: str  # ... of the training nodes only (not initializers)
+    container: str  # the training container
+    suspend: tuple[str, ...]  # path of the suspend flag
+    install: str  # how to get the CRD served
+
+
+KINDS: Final[Mapping[str, JobKind]] = {
+    "TrainJob": JobKind(
+        "trainer.kubeflow.org/v1alpha1",
+        "TrainJob",
+        pods="jobset.sigs.k8s.io/jobset-name={name}",
+        nodes="jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=node",
+        container="node",
+        suspend=("spec", "suspend"),
+        install="install Kubeflow Trainer v2 (https://www.kubeflow.org/docs/components/trainer/)",
+    ),
+    "PyTorchJob": JobKind(
+        "kubeflow.org/v1",
+        "PyTorchJob",
+        pods="training.kubeflow.org/job-name={name}",
+        nodes="training.kubeflow.org/job-name={name}",
+        container="pytorch",
+        suspend=("spec", "runPolicy", "suspend"),
+        install="install the Kubeflow Training Operator v1 (kubeflow/trainer v1.9)",
+    ),
+}
+
+# A TrainJob's rank is its Job's completion index (jobset.sigs.k8s.io/job-index is always 0).
+COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
+REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
+
+RUNTIME_API: Final = "trainer.kubeflow.org/v1alpha1"
+LOCAL_QUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
+
+# Backoff for retries and polls: doubling from BACKOFF_START, capped at BACKOFF_CAP, with half
+# of each delay drawn at random ("equal jitter") so many clients do not retry in step.
+BACKOFF_START: Final = 0.1
+BACKOFF_CAP: Final = 5.0
+WATCH_SEGMENT: Final = 15  # seconds; pods can get stuck without the job changing, so look again
+POLL_INTERVAL: Final = 2.0  # only when the API refuses to watch
+
+SYNC_IMAGE: Final = "busybox:1.36"  # has tar; the helper pod runs nothing else
+SYNC_ROOT: Final = "/mnt/pvc"
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class ClusterError(Exception):
+    """A lifecycle step could not be done; ``str()`` is one or more lines for the user."""
+
+
+class PreflightFailed(ClusterError):
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = tuple(problems)
+
+
+class NameTaken(ClusterError):
+    """A different object already holds the name: kfcompile never replaces it."""
+
+
+class JobNotFound(ClusterError):
+    pass
+
+
+class JobDeleted(ClusterError):
+    """The job went away while we watched it: someone else deleted it."""
+
+
+class Unavailable(ClusterError):
+    """The API server kept failing with transient errors longer than we retry."""
+
+
+class TimedOut(ClusterError):
+    def __init__(self, message: str, last: Observation | None = None) -> None:
+        super().__init__(message)
+        self.last = last
+
+
+# --- the session and retries --------------------------------------------------------------------
+
+
+def _half() -> float:
+    return 0.5
+
+
+@frozen
+class Session:
+    """What every lifecycle call needs: the ports, and how long to ride out API trouble."""
+
+    cluster: Cluster
+    clock: Clock
+    jitter: Callable[[], float] = _half  # uniform in [0, 1); the adapters pass random.random
+    retry_for: float = 60.0
+
+
+def backoff(session: Session, attempt: int) -> float:
+    """Seconds to wait before retry number ``attempt`` (0-based)."""
+    delay: float = min(BACKOFF_CAP, BACKOFF_START * 2**attempt)
+    return delay / 2 + delay / 2 * session.jitter()
+
+
+def call(session: Session, what: str, fn: Callable[[], T]) -> T:
+    """``fn()``, retried while it fails with ``Transient`` for up to ``session.retry_for`` s."""
+    start = session.clock.monotonic()
+    attempt = 0
+    while True:
+        try:
+            return fn()
+        except Transient as exc:
+            delay = backoff(session, attempt)
+            waited = session.clock.monotonic() - start
+            if waited + delay > session.retry_for:
+                raise Unavailable(
+                    f"{what}: the API server kept failing for {waited:.0f}s ({exc})"
+                ) from None
+            session.clock.sleep(delay)
+            attempt += 1
+
+
+def _get(session: Session, ref: Ref) -> Obj | None:
+    try:
+        return call(session, f"read {ref}", lambda: session.cluster.get(ref))
+    except NotFound:
+        return None
+
+
+def _list_all(
+    session: Session, api_version: str, kind: str, namespace: str | None, **selectors: str
+) -> list[Obj]:
+    """Every page of a list: one request per LIST_PAGE objects, never one per object."""
+    items: list[Obj] = []
+    token: str | None = None
+    while True:
+        page = call(
+            session,
+            f"list {kind}",
+            partial(
+                session.cluster.list,
+                api_version,
+                kind,
+                namespace,
+                limit=LIST_PAGE,
+                continue_token=token,
+                **selectors,
+            ),
+        )
+        items.extend(page.items)
+        token = page.continue_token
+        if not token:
+            return items
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _annotation(obj: Mapping[str, Any], key: str) -> str | None:
+    value = (_meta(obj).get("annotations") or {}).get(key)
+    return value if isinstance(value, str) else None
+
+
+def job_kind(ref: Ref) -> JobKind:
+    return KINDS[ref.kind]
+
+
+def locate(session: Session, namespace: str, name: str, kind: str | None = None) -> Ref:
+    """The job called ``name``: a TrainJob, else a PyTorchJob (or only ``kind``)."""
+    for k in [kind] if kind else list(KINDS):
+        ref = Ref(KINDS[k].api_version, k, namespace, name)
+        if _get(session, ref) is not None:
+            return ref
+    kinds = kind or " or ".join(KINDS)
+    raise JobNotFound(f"no {kinds} named {name} in namespace {namespace}")
+
+
+# --- submit -------------------------------------------------------------------------------------
+
+
+@frozen
+class Prepared:
+    """The objects ``submit`` creates, in order (companions first, the job last)."""
+
+    objects: tuple[Obj, ...]
+    spec_hash: str
+
+    @property
+    def job(self) -> Obj:
+        return self.objects[-1]
+
+    @property
+    def ref(self) -> Ref:
+        return Ref.of(self.job)
+
+
+def spec_hash(objects: Sequence[Obj]) -> str:
+    """A short digest of exactly what would be created (Secret values never take part)."""
+    text = json.dumps(objects, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def secret(spec: JobSpec, environ: Mapping[str, str], namespace: str | None) -> Obj:
+    """The Secret holding ``secret_env`` values, taken from ``environ`` (never printed)."""
+    missing = [name for name in spec.secret_env if name not in environ]
+    if missing:
+        raise ClusterError(
+            "\n".join(f"secret_env: {n} is not set in your environment" for n in missing)
+        )
+    meta: dict[str, Any] = {"name": spec.secret_name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "Opaque",
+        "stringData": {name: environ[name] for name in spec.secret_env},
+    }
+
+
+def prepare(
+    spec: JobSpec, target_name: str, namespace: str, environ: Mapping[str, str]
+) -> Prepared:
+    """Render ``spec`` for the cluster: namespaced, labelled as ours, with the spec hash."""
+    objects = [dict(obj) for obj in target(target_name).render(spec).objects]
+    digest = spec_hash(objects)
+    if spec.secret_env:
+        objects.insert(-1, secret(spec, environ, namespace))
+    for obj in objects:
+        meta = obj["metadata"] = dict(obj["metadata"], namespace=namespace)
+        meta["labels"] = {**meta.get("labels", {}), MANAGED_BY_LABEL: MANAGER}
+        meta["annotations"] = {
+            **meta.get("annotations", {}),
+            SPEC_HASH: digest,
+            TARGET_ANNOTATION: target_name,
+        }
+    return Prepared(tuple(objects), digest)
+
+
+def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
+    """What is missing on the cluster for this job, one line each with how to fix it."""
+    cluster, job = session.cluster, prepared.job
+    kind = KINDS[job["kind"]]
+    namespace = prepared.ref.namespace or "default"
+    problems: list[str] = []
+
+    def served(api_version: str, kind_name: str) -> bool:
+        return call(session, "discovery", lambda: cluster.served(api_version, kind_name))
+
+    def missing(ref: Ref) -> bool:
+        try:
+            return _get(session, ref) is None
+        except Forbidden:
+            return False  # we may not read it; the create will tell
+
+    if not served(kind.api_version, kind.kind):
+        problems.append(
+            f"{kind.kind} ({kind.api_version}) is not served by this cluster: its CRD is "
+            f"missing; {kind.install}"
+        )
+    if missing(Ref("v1", "Namespace", None, namespace)):
+        problems.append(
+            f"namespace {namespace} does not exist: create it (kubectl create namespace "
+            f"{namespace}) or choose another with -n"
+        )
+    if kind.kind == "TrainJob" and not problems:
+        ref = job["spec"]["runtimeRef"]
+        runtime_kind = ref.get("kind", "ClusterTrainingRuntime")
+        scope = None if runtime_kind == "ClusterTrainingRuntime" else namespace
+        if missing(Ref(RUNTIME_API, runtime_kind, scope, ref["name"])):
+            where = f" in namespace {namespace}" if scope else ""
+            plural = runtime_kind.lower() + "s"
+            problems.append(
+                f"{runtime_kind} {ref['name']} does not exist{where}: install the Trainer "
+                f"runtimes or set runtime_ref to one listed by `kubectl get {plural}`"
+            )
+    queue_name = (_meta(job).get("labels") or {}).get(QUEUE_LABEL)
+    if queue_name:
+        if not served(LOCAL_QUEUE_API, "LocalQueue"):
+            problems.append(
+                f"the job names Kueue queue {queue_name} but Kueue is not installed "
+                "(LocalQueue is not served): install Kueue or remove `queue`"
+            )
+        elif missing(Ref(LOCAL_QUEUE_API, "LocalQueue", namespace, queue_name)):
+            problems.append(
+                f"Kueue LocalQueue {queue_name} does not exist in namespace {namespace}: "
+                f"create it or fix `queue` (kubectl get localqueues -n {namespace})"
+            )
+    if spec.work_dir is not None and missing(
+        Ref("v1", "PersistentVolumeClaim", namespace, spec.work_dir.pvc)
+    ):
+        problems.append(
+            f"PersistentVolumeClaim {spec.work_dir.pvc} does not exist in namespace "
+            f"{namespace}: create it before submitting (work_dir.pvc)"
+        )
+    return problems
+
+
+@frozen
+class Submitted:
+    ref: Ref
+    created: bool  # False: this very spec was already submitted
+    uploaded: Synced | None = None
+
+
+def _owner(job: Obj) -> dict[str, Any]:
+    meta = _meta(job)
+    return {
+        "apiVersion": job["apiVersion"],
+        "kind": job["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": False,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _create(session: Session, obj: Obj, digest: str) -> Obj:
+    """Create ``obj``; a name already holding our own spec hash counts as created (a retried
+    create whose first answer was lost). Anything else holding the name is ``NameTaken``."""
+    ref = Ref.of(obj)
+    try:
+        return call(session, f"create {ref}", lambda: session.cluster.create(obj))
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+    existing = _get(session, ref)
+    if existing is not None and _annotation(existing, SPEC_HASH) == digest:
+        return existing
+    raise NameTaken(
+        f"{ref} already exists and is not this job: rename the job; kfcompile never "
+        "replaces an object it did not create for this spec"
+    )
+
+
+def submit(
+    session: Session,
+    spec: JobSpec,
+    target_name: str,
+    *,
+    namespace: str,
+    environ: Mapping[str, str],
+    files: LocalFiles | None = None,
+    sync_image: str = SYNC_IMAGE,
+) -> Submitted:
+    """Check the cluster, upload the work dir, then create companions and the job.
+
+    Companions (script ConfigMap, Secret) are created first and then owned by the job, so
+    deleting the job removes them. A failure part-way deletes what this call created.
+    """
+    prepared = prepare(spec, target_name, namespace, environ)
+    problems = preflight(session, spec, prepared)
+    if problems:
+        raise PreflightFailed(problems)
+    ref = prepared.ref
+    existing = _get(session, ref)
+    if existing is not None:
+        if _annotation(existing, SPEC_HASH) == prepared.spec_hash:
+            return Submitted(ref, created=False)
+        raise NameTaken(
+            f"{ref} already exists and is a different job (spec hash "
+            f"{_annotation(existing, SPEC_HASH) or 'none'}, this spec {prepared.spec_hash}): "
+            f"rename the job, or cancel the old one first (kfcompile cancel {ref.name})"
+        )
+    uploaded = None
+    if spec.work_dir is not None and files is not None:
+        uploaded = sync_up(
+            session,
+            files,
+            namespace=namespace,
+            pvc=spec.work_dir.pvc,
+            path="/",
+            local=spec.work_dir.local,
+            image=sync_image,
+        )
+    created: list[Obj] = []
+    try:
+        for obj in prepared.objects:
+            created.append(_create(session, obj, prepared.spec_hash))
+        owner = {"metadata": {"ownerReferences": [_owner(created[-1])]}}
+        for companion in created[:-1]:
+            companion_ref = Ref.of(companion)
+            call(
+                session,
+                f"own {companion_ref}",
+                partial(session.cluster.patch, companion_ref, owner),
+            )
+    except BaseException:
+        _roll_back(session, created)
+        raise
+    return Submitted(ref, created=True, uploaded=uploaded)
+
+
+def _roll_back(session: Session, created: Sequence[Obj]) -> None:
+    for obj in reversed(created):
+        # Best effort: the original error is what the user needs to see.
+        with contextlib.suppress(ApiError, ClusterError):
+            call(session, "roll back", partial(session.cluster.delete, Ref.of(obj), "Background"))
+
+
+# --- observing ----------------------------------------------------------------------------------
+
+
+@frozen
+class Node:
+    rank: int | None
+    pod: str
+    phase: str
+    ready: bool
+    restarts: int
+    reason: str = ""
+
+
+@frozen
+class Observation:
+    """The job as last seen: its normalized state and its training nodes."""
+
+    ref: Ref
+    state: JobState
+    nodes: tuple[Node, ...]
+    nodes_total: int
+    events: tuple[str, ...] = ()
+    resource_version: str = ""
+
+    @property
+    def nodes_ready(self) -> int:
+        return sum(n.ready for n in self.nodes)
+
+    @property
+    def summary(self) -> tuple[State, str, int, int]:
+        """What a progress line shows: a change in it is worth a line."""
+        return (self.state.state, self.state.reason, self.nodes_ready, self.nodes_total)
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def rank_of(job: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
+    """A pod's rank: TrainJob completion index; PyTorchJob master 0, worker i -> i+1 (or i
+    without a master, as elastic jobs have)."""
+    labels = _meta(pod).get("labels") or {}
+    if job.get("kind") == "TrainJob":
+        return _int(labels.get(COMPLETION_INDEX))
+    index = _int(labels.get(REPLICA_INDEX))
+    if index is None:
+        return None
+    if labels.get(REPLICA_TYPE) == "master":
+        return index
+    has_master = "Master" in (job.get("spec", {}).get("pytorchReplicaSpecs") or {})
+    return index + 1 if has_master else index
+
+
+def nodes_total(job: Mapping[str, Any]) -> int:
+    spec = job.get("spec") or {}
+    if job.get("kind") == "TrainJob":
+        return _int((spec.get("trainer") or {}).get("numNodes")) or 1
+    replicas = spec.get("pytorchReplicaSpecs") or {}
+    return sum(_int(r.get("replicas")) or 1 for r in replicas.values())
+
+
+def _node(job: Mapping[str, Any], pod: Mapping[str, Any]) -> Node:
+    status = pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    stuck = job_status.stuck_pod([pod])
+    return Node(
+        rank=rank_of(job, pod),
+        pod=str(_meta(pod).get("name", "?")),
+        phase=str(status.get("phase", "Pending")),
+        ready=bool(containers) and all(c.get("ready") for c in containers),
+        restarts=sum(_int(c.get("restartCount")) or 0 for c in containers),
+        reason=stuck.reason if stuck else "",
+    )
+
+
+def _node_pods(session: Session, job: Obj) -> list[Obj]:
+    ref = Ref.of(job)
+    selector = job_kind(ref).nodes.format(name=ref.name)
+    return _list_all(session, "v1", "Pod", ref.namespace, label_selector=selector)
+
+
+def observe(session: Session, job: Obj) -> Observation:
+    """The job's state from its status and its pods (one paginated list, whatever their number)."""
+    pods = _node_pods(session, job)
+    nodes = sorted(
+        (_node(job, p) for p in pods),
+        key=lambda n: (n.rank is None, n.rank or 0, n.pod),
+    )
+    return Observation(
+        Ref.of(job),
+        job_status.job_state(job, pods),
+        tuple(nodes),
+        nodes_total(job),
+        resource_version=str(_meta(job).get("resourceVersion", "")),
+    )
+
+
+def _event_line(event: Mapping[str, Any]) -> tuple[str, str]:
+    involved = event.get("involvedObject") or {}
+    when = str(event.get("lastTimestamp") or event.get("eventTime") or "")
+    count = _int(event.get("count")) or 1
+    times = f" (x{count})" if count > 1 else ""
+    text = (
+        f"{when} {event.get('type', 'Normal')} {event.get('reason', '')} "
+        f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}: "
+        f"{event.get('message', '')}{times}"
+    )
+    return when, text.strip()
+
+
+def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) -> tuple[str, ...]:
+    """The job's and its pods' latest events: two lists, however many pods there are."""
+    ref = Ref.of(job)
+    mine = _list_all(
+        session, "v1", "Event", ref.namespace, field_selector=f"involvedObject.name={ref.name}"
+    )
+    names = set(pods)
+    of_pods = [
+        e
+        for e in _list_all(
+            session, "v1", "Event", ref.namespace, field_selector="involvedObject.kind=Pod"
+        )
+        if (e.get("involvedObject") or {}).get("name") in names
+    ]
+    lines = sorted(_event_line(e) for e in mine + of_pods)
+    return tuple(text for _, text in lines[-recent:])
+
+
+def status(session: Session, ref: Ref) -> Observation:
+    """State, reason, per-node pod phases and recent events."""
+    job = _get(session, ref)
+    if job is None:
+        raise JobNotFound(f"{ref} does not exist")
+    obs = observe(session, job)
+    return evolve(obs, events=events(session, job, [n.pod for n in obs.nodes]))
+
+
+# --- waiting ------------------------------------------------------------------------------------
+
+Until = Literal["running", "done"]
+
+
+def reached(obs: Observation, until: Until) -> bool:
+    if obs.state.finished:
+        return True
+    return until == "running" and obs.state.state is State.RUNNING
+
+
+def wait(
+    session: Session,
+    ref: Ref,
+    until: Until,
+    *,
+    timeout: float | None = None,
+    on_change: Callable[[Observation, float], None] | None = None,
+) -> Observation:
+    """Watch the job until it is running (or finished) or finished; report each change.
+
+    One list gives the object and a resourceVersion; a watch from there delivers changes as
+    they happen. A closed stream is resumed from the last version seen, ``410 Gone`` starts
+    over from a fresh list, and transient errors back off and retry. Only when the API server
+    refuses to watch does this poll.
+    """
+    cluster, clock = session.cluster, session.clock
+    kind = job_kind(ref)
+    by_name = f"metadata.name={ref.name}"
+    start = clock.monotonic()
+    shown: tuple[State, str, int, int] | None = None
+    last: Observation | None = None
+    polling = False
+    attempt = 0
+
+    def remaining() -> float:
+        return math.inf if timeout is None else timeout - (clock.monotonic() - start)
+
+    def seen(job: Obj) -> Observation | None:
+        nonlocal shown, last
+        last = observe(session, job)
+        if on_change is not None and last.summary != shown:
+            on_change(last, clock.monotonic() - start)
+        shown = last.summary
+        return last if reached(last, until) else None
+
+    while True:
+        if remaining() <= 0:
+            raise TimedOut(
+                f"{ref} did not become {until} within {timeout:g}s"
+                + (f" (last: {last.state.state.value} {last.state.reason})" if last else ""),
+                last,
+            )
+        page = call(
+            session,
+            f"read {ref}",
+            lambda: cluster.list(
+                kind.api_version, kind.kind, ref.namespace, field_selector=by_name
+            ),
+        )
+        if not page.items:
+            if last is None:
+                raise JobNotFound(f"{ref} does not exist")
+            raise JobDeleted(f"{ref} was deleted (by someone else) while waiting")
+        if done := seen(page.items[0]):
+            return done
+        if polling:
+            clock.sleep(min(POLL_INTERVAL, max(remaining(), 0)))
+            continue
+        version = page.resource_version
+        try:
+            stream = cluster.watch(
+                kind.api_version,
+                kind.kind,
+                ref.namespace,
+                resource_version=version,
+                field_selector=by_name,
+                timeout_seconds=max(1, math.ceil(min(WATCH_SEGMENT, remaining()))),
+            )
+            for event in stream:
+                attempt = 0
+                if event.type == "DELETED":
+                    raise JobDeleted(f"{ref} was deleted (by someone else) while waiting")
+                if event.type in ("ADDED", "MODIFIED") and (done := seen(event.object)):
+                    return done
+        except Gone:
+            continue  # our version is too old: list again
+        except Transient:
+            clock.sleep(backoff(session, attempt))
+            attempt += 1
+        except (Forbidden, NotFound):
+            polling = True  # the API refuses to watch: the only time we poll
+
+
+# --- logs ---------------------------------------------------------------------------------------
+
+
+@frozen
+class LogLine:
+    rank: int | None
+    text: str
+
+
+def _pods_by_rank(session: Session, job: Obj) -> dict[int, Obj]:
+    """The newest pod of each rank."""
+    found: dict[int, Obj] = {}
+    for pod in _node_pods(session, job):
+        rank = rank_of(job, pod)
+        if rank is None:
+            continue
+        old = found.get(rank)
+        stamp = str(_meta(pod).get("creationTimestamp", ""))
+        if old is None or str(_meta(old).get("creationTimestamp", "")) <= stamp:
+            found[rank] = pod
+    return found
+
+
+def ranks(session: Session, ref: Ref) -> list[int]:
+    job = _get(session, ref)
+    if job is None:
+        raise JobNotFound(f"{ref} does not exist")
+    return list(range(nodes_total(job)))
+
+
+def _restarts(pod: Obj, container: str) -> int:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        if c.get("name") == container:
+            return _int(c.get("restartCount")) or 0
+    return 0
+
+
+def read_logs(
+    session: Session,
+    ref: Ref,
+    rank: int,
+    *,
+    since_seconds: int | None = None,
+    tail_lines: int | None = None,
+) -> list[str]:
+    """One rank's log as it is now (empty when its pod does not exist yet)."""
+    job = _get(session, ref)
+    if job is None:
+        raise JobNotFound(f"{ref} does not exist")
+    pod = _pods_by_rank(session, job).get(rank)
+    if pod is None:
+        return []
+    name = str(_meta(pod)["name"])
+    return call(
+        session,
+        f"read logs of {name}",
+        lambda: list(
+            session.cluster.pod_log(
+                ref.namespace or "default",
+                name,
+                container=job_kind(ref).container,
+                since_seconds=since_seconds,
+                tail_lines=tail_lines,
+            )
+        ),
+    )
+
+
+def follow_logs(
+    session: Session,
+    ref: Ref,
+    rank: int,
+    *,
+    since_seconds: int | None = None,
+    tail_lines: int | None = None,
+) -> Iterator[str]:
+    """One rank's log as it grows, across dropped connections, container restarts and pod
+    replacements; ends when the job has finished (or is deleted) and the log is drained."""
+    cluster, clock = session.cluster, session.clock
+    container = job_kind(ref).container
+    shown: dict[tuple[str, int], int] = {}  # (pod uid, restart count) -> lines shown
+    first = True
+    attempt = 0
+    while True:
+        job = _get(session, ref)
+        if job is None:
+            return
+        finished = job_status.job_state(job).finished
+        pod = _pods_by_rank(session, job).get(rank)
+        if pod is None:
+            if finished:
+                return
+            clock.sleep(backoff(session, attempt))
+            attempt = min(attempt + 1, 5)
+            continue
+        name = str(_meta(pod)["name"])
+        key = (str(_meta(pod).get("uid", name)), _restarts(pod, container))
+        skip = shown.get(key, 0)
+        phase = (pod.get("status") or {}).get("phase")
+        count = 0
+        try:
+            for text in cluster.pod_log(
+                ref.namespace or "default",
+                name,
+                container=container,
+                follow=not finished,
+                since_seconds=since_seconds if first else None,
+                tail_lines=tail_lines if first else None,
+            ):
+                count += 1
+                if count > skip:
+                    shown[key] = count
+                    attempt = 0
+                    yield text
+            first = first and count == 0 and not finished
+        except Transient:
+            clock.sleep(backoff(session, attempt))
+            attempt = min(attempt + 1, 5)
+            continue
+        except NotFound:
+            pass  # the pod went away between list and read: look again
+        if finished or (phase in ("Succeeded", "Failed") and job_status.job_state(job).finished):
+            return
+        if count <= skip:  # nothing new: the container is between restarts or starting
+            clock.sleep(backoff(session, attempt))
+            attempt = min(attempt + 1, 5)
+
+
+def merge(streams: Mapping[int, Iterator[str]]) -> Iterator[LogLine]:
+    """Lines of several ranks as they arrive, each tagged with its rank (one thread a rank)."""
+    lines: queue.Queue[LogLine | BaseException | None] = queue.Queue()
+
+    def pump(rank: int, stream: Iterator[str]) -> None:
+        try:
+            for text in stream:
+                lines.put(LogLine(rank, text))
+            lines.put(None)
+        except BaseException as exc:  # handed to the reader, who raises it
+            lines.put(exc)
+
+    for rank, stream in streams.items():
+        threading.Thread(target=pump, args=(rank, stream), daemon=True).start()
+    open_streams = len(streams)
+    while open_streams:
+        item = lines.get()
+        if item is None:
+            open_streams -= 1
+        elif isinstance(item, BaseException):
+            raise item
+        else:
+            yield item
+
+
+def logs(
+    session: Session,
+    ref: Ref,
+    *,
+    rank: int | None = None,
+    follow: bool = False,
+    since_seconds: int | None = None,
+    tail_lines: int | None = None,
+) -> Iterator[LogLine]:
+    """One rank's log (``rank``), or every rank's, interleaved as the lines come."""
+    chosen = [rank] if rank is not None else ranks(session, ref)
+    options = {"since_seconds": since_seconds, "tail_lines": tail_lines}
+    if not follow:
+        for r in chosen:
+            for text in read_logs(session, ref, r, **options):
+                yield LogLine(r, text)
+        return
+    if len(chosen) == 1:
+        for text in follow_logs(session, ref, chosen[0], **options):
+            yield LogLine(chosen[0], text)
+        return
+    yield from merge({r: follow_logs(session, ref, r, **options) for r in chosen})
+
+
+# --- cancel, suspend, list ----------------------------------------------------------------------
+
+
+@frozen
+class Cancelled:
+    ref: Ref
+    existed: bool
+
+
+def cancel(
+    session: Session, ref: Ref, *, wait_gone: bool = False, timeout: float | None = None
+) -> Cancelled:
+    """Delete the job (foreground: its pods go first); with ``wait_gone``, return when the job
+    and every pod of it are gone, or raise ``TimedOut`` naming what is still there."""
+    try:
+        call(session, f"delete {ref}", lambda: session.cluster.delete(ref, "Foreground"))
+        existed = True
+    except NotFound:
+        existed = False
+    if not wait_gone:
+        return Cancelled(ref, existed)
+    clock = session.clock
+    start = clock.monotonic()
+    selector = job_kind(ref).pods.format(name=ref.name)
+    attempt = 0
+    while True:
+        job = _get(session, ref)
+        pods = call(
+            session,
+            f"list pods of {ref}",
+            lambda: session.cluster.list(
+                "v1", "Pod", ref.namespace, label_selector=selector, limit=1
+            ),
+        )
+        if job is None and not pods.items:
+            return Cancelled(ref, existed)
+        if timeout is not None and clock.monotonic() - start >= timeout:
+            left = [str(ref)] if job is not None else []
+            names = _list_all(session, "v1", "Pod", ref.namespace, label_selector=selector)
+            left += [f"pod {_meta(p).get('name')}" for p in names]
+            raise TimedOut(f"{ref} not gone after {timeout:g}s; still there: {', '.join(left)}")
+        clock.sleep(backoff(session, attempt))
+        attempt = min(attempt + 1, 4)
+
+
+def set_suspended(session: Session, ref: Ref, suspended: bool) -> None:
+    """Suspend (pods deleted, job kept) or resume the job."""
+    patch: dict[str, Any] = {}
+    inner = patch
+    *parents, leaf = job_kind(ref).suspend
+    for part in parents:
+        inner = inner.setdefault(part, {})
+    inner[leaf] = suspended
+    try:
+        call(session, f"patch {ref}", lambda: session.cluster.patch(ref, patch))
+    except NotFound:
+        raise JobNotFound(f"{ref} does not exist") from None
+
+
+@frozen
+class Listed:
+    ref: Ref
+    state: JobState
+    target: str
+    created: str
+
+
+def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
+    """Jobs kfcompile created (by label), of every kind the cluster serves, with their states
+    from their status alone (no per-job pod lists)."""
+    found: list[Listed] = []
+    for kind in KINDS.values():
+        served = partial(session.cluster.served, kind.api_version, kind.kind)
+        if not call(session, "discovery", served):
+            continue
+        for job in _list_all(
+            session,
+            kind.api_version,
+            kind.kind,
+            namespace,
+            label_selector=f"{MANAGED_BY_LABEL}={MANAGER}",
+        ):
+            found.append(
+                Listed(
+                    Ref.of(job),
+                    job_status.job_state(job),
+                    _annotation(job, TARGET_ANNOTATION) or "",
+                    str(_meta(job).get("creationTimestamp", "")),
+                )
+            )
+    return sorted(found, key=lambda j: (j.ref.namespace or "", j.ref.name, j.ref.kind))
+
+
+# --- work-dir sync ------------------------------------------------------------------------------
+
+
+@frozen
+class Synced:
+    files: int
+    size: int
+
+
+def claim_dir(path: str) -> str:
+    """``path`` inside the claim, as the helper pod sees it; it may not leave the claim."""
+    if not path.startswith("/"):
+        raise ClusterError(f"--path {path}: must be absolute (a directory inside the claim)")
+    normal = posixpath.normpath(path)
+    if ".." in normal.split("/"):
+        raise ClusterError(f"--path {path}: must stay inside the claim")
+    return posixpath.join(SYNC_ROOT, normal.lstrip("/")).rstrip("/") or SYNC_ROOT
+
+
+def _helper_pod(namespace: str, pvc: str, image: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "kfcompile-sync-",
+            "namespace": namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGER, "kfcompile.dev/role": "sync"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "activeDeadlineSeconds": 3600,  # gone within the hour even if we are killed
+            "containers": [
+                {
+                    "name": "sync",
+                    "image": image,
+                    "command": ["sleep", "3600"],
+                    "volumeMounts": [{"name": "data", "mountPath": SYNC_ROOT}],
+                }
+            ],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}],
+        },
+    }
+
+
+def _await_running(session: Session, ref: Ref, timeout: float) -> None:
+    clock = session.clock
+    start = clock.monotonic()
+    attempt = 0
+    while True:
+        pod = _get(session, ref)
+        if pod is None:
+            raise ClusterError(f"sync helper {ref} disappeared before it started")
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Running":
+            return
+        if phase in ("Succeeded", "Failed"):
+            raise ClusterError(f"sync helper {ref} ended ({phase}) before it started")
+        stuck = job_status.stuck_pod([pod])
+        if stuck is not None:
+            raise ClusterError(f"sync helper cannot start: {stuck.reason}: {stuck.message}")
+        if clock.monotonic() - start >= timeout:
+            raise TimedOut(f"sync helper {ref} not running after {timeout:g}s")
+        clock.sleep(backoff(session, attempt))
+        attempt = min(attempt + 1, 4)
+
+
+def _with_helper(
+    session: Session,
+    namespace: str,
+    pvc: str,
+    image: str,
+    timeout: float,
+    work: Callable[[Ref], T],
+) -> T:
+    """Run ``work`` with a short-lived pod that mounts ``pvc``; the pod is deleted on every
+    path out, errors and Ctrl-C included."""
+    pod = call(
+        session,
+        "create sync helper",
+        lambda: session.cluster.create(_helper_pod(namespace, pvc, image)),
+    )
+    ref = Ref.of(pod)
+    try:
+        _await_running(session, ref, timeout)
+        return work(ref)
+    finally:
+        with contextlib.suppress(NotFound):
+            call(session, f"delete {ref}", lambda: session.cluster.delete(ref, "Background"))
+
+
+def _exec(session: Session, pod: Ref, command: list[str], stdin: bytes = b"") -> bytes:
+    result = call(
+        session,
+        f"exec in {pod}",
+        lambda: session.cluster.exec(pod.namespace or "default", pod.name, "sync", command, stdin),
+    )
+    if result.exit_code != 0:
+        err = result.stderr.decode("utf-8", "replace").strip()[-500:]
+        raise ClusterError(f"{' '.join(command[:2])} failed (exit {result.exit_code}): {err}")
+    return result.stdout
+
+
+def sync_up(
+    session: Session,
+    files: LocalFiles,
+    *,
+    namespace: str,
+    pvc: str,
+    path: str,
+    local: str,
+    image: str = SYNC_IMAGE,
+    timeout: float = 300.0,
+) -> Synced:
+    """Copy the local directory into ``path`` of the claim (a tar stream over exec)."""
+    target_dir = claim_dir(path)
+    packed = files.pack(local)
+
+    def upload(pod: Ref) -> Synced:
+        _exec(session, pod, ["mkdir", "-p", target_dir])
+        _exec(session, pod, ["tar", "-xf", "-", "-C", target_dir], packed.data)
+        return Synced(packed.files, packed.size)
+
+    return _with_helper(session, namespace, pvc, image, timeout, upload)
+
+
+def sync_down(
+    session: Session,
+    files: LocalFiles,
+    *,
+    namespace: str,
+    pvc: str,
+    path: str,
+    local: str,
+    image: str = SYNC_IMAGE,
+    timeout: float = 300.0,
+) -> Synced:
+    """Copy ``path`` of the claim into the local directory."""
+    source = claim_dir(path)
+
+    def download(pod: Ref) -> Synced:
+        data = _exec(session, pod, ["tar", "-cf", "-", "-C", source, "."])
+        unpacked = files.unpack(data, local)
+        return Synced(unpacked.files, unpacked.size)
+
+    return _with_helper(session, namespace, pvc, image, timeout, download)
