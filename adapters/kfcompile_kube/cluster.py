@@ -1,0 +1,438 @@
+"""``kfcompile.ports.Cluster`` over the official client's ``ApiClient``.
+
+Requests go through ``ApiClient.param_serialize``/``call_api`` (auth, TLS, proxies and token
+refresh stay the client's) but bodies are read as raw JSON: objects cross the port exactly as the
+server sent them, never through the client's strict models. Failures become the port's
+``ApiError`` family; retrying, waiting and ordering are the lifecycle's business, not this one's.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Iterator, Sequence
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client.exceptions import ApiException
+from kubernetes.stream import stream
+from websocket import WebSocketBadStatusException, WebSocketException
+
+from kfcompile.ports import (
+    ApiError,
+    Conflict,
+    ExecResult,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
+    Obj,
+    Page,
+    Ref,
+    Transient,
+    WatchEvent,
+)
+
+# Core kinds the lifecycle touches: (plural, namespaced), so they need no discovery round trip.
+_CORE: dict[str, tuple[str, bool]] = {
+    "Pod": ("pods", True),
+    "ConfigMap": ("configmaps", True),
+    "Secret": ("secrets", True),
+    "Event": ("events", True),
+    "Namespace": ("namespaces", False),
+    "PersistentVolumeClaim": ("persistentvolumeclaims", True),
+    "ServiceAccount": ("serviceaccounts", True),
+}
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: Invalid,
+    401: Forbidden,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+    429: Transient,
+}
+# What a broken connection looks like from below the client (it only wraps SSL errors itself).
+_TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
+_STDIN_CHUNK = 64 * 1024
+_WATCH_MARGIN = 15.0  # seconds past a watch's timeoutSeconds before we call the server hung
+
+
+class KubeCluster:
+    """The Kubernetes API as ``kfcompile.ports.Cluster``.
+
+    ``read_timeout`` bounds a plain request (a hung server is ``Transient``); a watch may stay
+    quiet for its ``timeout_seconds`` plus a margin, a followed log as long as the container
+    runs, and ``exec`` for ``exec_timeout`` in all.
+    """
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        exec_timeout: float = 600.0,
+    ) -> None:
+        self._client = api_client
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._exec_timeout = exec_timeout
+        self._discovered: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    # --- the port
+
+    def served(self, api_version: str, kind: str) -> bool:
+        return self._resource(api_version, kind) is not None
+
+    def get(self, ref: Ref) -> Obj:
+        return self._json("GET", self._object_path(ref))
+
+    def create(self, obj: Obj) -> Obj:
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        path = self._collection_path(obj["apiVersion"], obj["kind"], namespace, for_object=True)
+        return self._json("POST", path, query=[("fieldValidation", "Strict")], body=obj)
+
+    def patch(self, ref: Ref, patch: Obj) -> Obj:
+        path = self._object_path(ref)
+        return self._json("PATCH", path, body=patch, content_type="application/merge-patch+json")
+
+    def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        self._json("DELETE", self._object_path(ref), body=options)
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 500,
+        continue_token: str | None = None,
+    ) -> Page:
+        query = [*_selectors(label_selector, field_selector), ("limit", str(limit))]
+        if continue_token:
+            query.append(("continue", continue_token))
+        path = self._collection_path(api_version, kind, namespace)
+        body = self._json("GET", path, query=query)
+        items = body.get("items") or []
+        for item in items:  # list items come without apiVersion/kind
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        meta = body.get("metadata") or {}
+        return Page(items, str(meta.get("resourceVersion", "")), meta.get("continue") or None)
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str = "",
+        field_selector: str = "",
+        timeout_seconds: int = 60,
+    ) -> Iterator[WatchEvent]:
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+            *_selectors(label_selector, field_selector),
+        ]
+        path = self._collection_path(api_version, kind, namespace)
+        response = self._send(
+            "GET", path, query=query, read_timeout=timeout_seconds + _WATCH_MARGIN
+        )
+        for line in _lines(response):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+                type_, obj = event["type"], event["object"]
+            except (ValueError, KeyError, TypeError):
+                # Half an event: the stream was cut mid-line.
+                raise Transient(0, "StreamError", "watch stream ended inside an event") from None
+            if type_ == "ERROR":
+                raise _status_error(int(obj.get("code") or 500), obj)
+            if type_ != "BOOKMARK":
+                obj.setdefault("apiVersion", api_version)
+                obj.setdefault("kind", kind)
+            yield WatchEvent(type_, obj)
+
+    def pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        since_seconds: int | None = None,
+        tail_lines: int | None = None,
+    ) -> Iterator[str]:
+        query: list[tuple[str, str]] = []
+        if container is not None:
+            query.append(("container", container))
+        if follow:
+            query.append(("follow", "true"))
+        if since_seconds is not None:
+            query.append(("sinceSeconds", str(since_seconds)))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
+        path = f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/log"
+        # A followed training log may stay quiet for hours: no read timeout then.
+        read_timeout = None if follow else self._read_timeout
+        response = self._send("GET", path, query=query, accept="*/*", read_timeout=read_timeout)
+        for line in _lines(response):
+            yield line.decode("utf-8", "replace")
+
+    def exec(
+        self, namespace: str, pod: str, container: str, command: Sequence[str], stdin: bytes = b""
+    ) -> ExecResult:
+        # stream() swaps the client's call_api while it connects: give it a client of its own so
+        # requests on other threads keep plain HTTP.
+        handshake_client = ApiClient(self._client.configuration)
+        try:
+            ws: Any = stream(
+                CoreV1Api(handshake_client).connect_get_namespaced_pod_exec,
+                pod,
+                namespace,
+                command=list(command),
+                container=container,
+                stdin=bool(stdin),
+                stdout=True,
+                stderr=True,
+                tty=False,
+                _preload_content=False,
+                binary=True,
+            )
+        except ApiException as e:
+            raise _handshake_error(e) from e
+        finally:
+            handshake_client.close()  # type: ignore[no-untyped-call]
+        deadline = time.monotonic() + self._exec_timeout
+        try:
+            for start in range(0, len(stdin), _STDIN_CHUNK):
+                ws.write_stdin(stdin[start : start + _STDIN_CHUNK])
+                ws.update(timeout=0)  # take in output as we go: a full pipe would stall both ends
+            if stdin:
+                ws.close_channel(0)  # EOF for the command (v5 protocol; v4 has no way to say it)
+            while ws.is_open():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise Transient(
+                        0, "Timeout", f"exec in pod {pod} ran past {self._exec_timeout:g}s"
+                    )
+                ws.update(timeout=remaining)
+            stdout, stderr = ws.read_channel(1), ws.read_channel(2)
+            status = ws.read_channel(3)
+        except (WebSocketException, OSError) as e:
+            raise Transient(0, "StreamError", f"exec stream to pod {pod} broke: {e}") from e
+        finally:
+            ws.close()
+        return ExecResult(bytes(stdout), bytes(stderr), _exit_code(status, pod))
+
+    # --- paths
+
+    def _resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
+        if api_version == "v1" and kind in _CORE:
+            return _CORE[kind]
+        resources = self._discovered.get(api_version)
+        if resources is None:
+            try:
+                doc = self._json("GET", _base(api_version))
+            except NotFound:
+                return None  # not cached: the CRD may be installed later
+            resources = {
+                r["kind"]: (r["name"], bool(r.get("namespaced")))
+                for r in doc.get("resources") or []
+                if "/" not in r["name"]  # subresources such as trainjobs/status
+            }
+            self._discovered[api_version] = resources
+        return resources.get(kind)
+
+    def _collection_path(
+        self, api_version: str, kind: str, namespace: str | None, *, for_object: bool = False
+    ) -> str:
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            raise NotFound(
+                404, "NotFound", f"the server does not serve {kind} in {api_version} (no CRD?)"
+            )
+        plural, namespaced = resource
+        if not namespaced:
+            return f"{_base(api_version)}/{plural}"
+        if namespace is None:
+            if for_object:
+                raise ValueError(f"{kind} is namespaced: the object needs a namespace")
+            return f"{_base(api_version)}/{plural}"  # across all namespaces
+        return f"{_base(api_version)}/namespaces/{_seg(namespace)}/{plural}"
+
+    def _object_path(self, ref: Ref) -> str:
+        path = self._collection_path(ref.api_version, ref.kind, ref.namespace, for_object=True)
+        return f"{path}/{_seg(ref.name)}"
+
+    # --- HTTP
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Obj | None = None,
+        content_type: str = "application/json",
+    ) -> Obj:
+        response = self._send(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            read_timeout=self._read_timeout,
+        )
+        try:
+            data = response.data
+        except _TRANSPORT_ERRORS as e:
+            raise _transport_error(e) from e
+        result: Obj = json.loads(data) if data else {}
+        return result
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Obj | None = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+        read_timeout: float | None,
+    ) -> urllib3.BaseHTTPResponse:
+        """The response, unread, once its status says success; an ``ApiError`` otherwise."""
+        headers = {"Accept": accept}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        method, url, headers, serialized, post_params = self._client.param_serialize(
+            method,
+            path,
+            query_params=list(query) or None,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self._client.call_api(
+                method,
+                url,
+                header_params=headers,
+                body=serialized,
+                post_params=post_params,
+                _request_timeout=(self._connect_timeout, read_timeout),
+            )
+        except ApiException as e:  # the client's own wrapping of SSL errors
+            raise Transient(0, "ConnectionError", str(e.reason)) from e
+        except _TRANSPORT_ERRORS as e:
+            raise _transport_error(e) from e
+        raw: urllib3.BaseHTTPResponse = response.response
+        if not 200 <= raw.status < 300:
+            try:
+                data = raw.data
+            except _TRANSPORT_ERRORS as e:
+                raise _transport_error(e) from e
+            raise _status_error(raw.status, _status_object(data))
+        return raw
+
+
+def _base(api_version: str) -> str:
+    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+
+
+def _seg(name: str) -> str:
+    return quote(name, safe="")
+
+
+def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:
+    query = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query
+
+
+def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    """The body's lines (without newlines) as they arrive; a last unterminated line too."""
+    buffer = b""
+    try:
+        while chunk := response.read1(64 * 1024):  # whatever has arrived, not a full block
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            yield from lines
+    except _TRANSPORT_ERRORS as e:
+        raise _transport_error(e) from e
+    finally:
+        # Stopping early leaves the body unread: drop that connection, not just the response.
+        response.close()
+        response.release_conn()
+    if buffer:
+        yield buffer
+
+
+def _status_object(data: bytes) -> Obj:
+    """The Status object in an error body; ``{}`` when the body is something else."""
+    try:
+        status = json.loads(data)
+    except ValueError:
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def _status_error(code: int, status: Obj) -> ApiError:
+    cls = _BY_STATUS.get(code, Transient if code >= 500 else ApiError)
+    try:
+        phrase = HTTPStatus(code).phrase
+    except ValueError:
+        phrase = "Error"
+    reason = str(status.get("reason") or phrase.replace(" ", ""))
+    return cls(code, reason, str(status.get("message") or phrase))
+
+
+def _transport_error(error: BaseException) -> Transient:
+    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
+        error = error.reason  # the cause, without the "Max retries exceeded" wrapping
+    timeout = isinstance(error, urllib3.exceptions.TimeoutError | TimeoutError)
+    return Transient(0, "Timeout" if timeout else "ConnectionError", str(error))
+
+
+def _handshake_error(error: ApiException) -> ApiError:
+    """The exec upgrade failed: the server's answer when there was one, else the connection."""
+    cause = error.__context__
+    if isinstance(cause, WebSocketBadStatusException):
+        return _status_error(cause.status_code, _status_object(cause.resp_body or b""))
+    if isinstance(cause, WebSocketException | OSError):
+        return _transport_error(cause)
+    return Transient(0, "ConnectionError", str(error.reason))
+
+
+def _exit_code(status: bytes, pod: str) -> int:
+    """The command's exit code from the error channel's Status; ``ApiError`` if it never ran."""
+    if not status:
+        raise Transient(0, "StreamError", f"exec stream to pod {pod} closed without an exit status")
+    st = _status_object(status)
+    if st.get("status") == "Success":
+        return 0
+    if st.get("reason") == "NonZeroExitCode":
+        for cause in (st.get("details") or {}).get("causes") or []:
+            if cause.get("reason") == "ExitCode":
+                return int(cause["message"])
+    # e.g. the executable does not exist: not worth retrying, hence not Transient
+    message = str(st.get("message") or status.decode("utf-8", "replace"))
+    raise ApiError(int(st.get("code") or 0), str(st.get("reason") or "Failure"), message)

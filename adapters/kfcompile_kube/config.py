@@ -1,0 +1,148 @@
+"""Find the cluster: a kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``), else the
+pod's service account. Error messages name files and contexts, never credentials."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.incluster_config import InClusterConfigLoader
+from kubernetes.config.kube_config import KubeConfigLoader, KubeConfigMerger
+
+from kfcompile.errors import KfcompileError, Problem
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+class ConfigError(KfcompileError):
+    """No usable cluster configuration; the message says what was tried and why it failed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__([Problem("", message)])
+
+
+@frozen
+class Connection:
+    """An API client for one cluster, and the namespace to work in by default."""
+
+    api_client: ApiClient
+    namespace: str
+    source: str  # where the configuration came from, for messages ("kubeconfig ... context ...")
+
+    def close(self) -> None:
+        self.api_client.close()  # type: ignore[no-untyped-call]
+
+
+def connect(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    *,
+    service_account_dir: str = SERVICE_ACCOUNT_DIR,
+    environ: Mapping[str, str] | None = None,
+) -> Connection:
+    """Connect as kubectl would: ``kubeconfig`` (a path, or ``$KUBECONFIG``'s list of paths, merged
+    like kubectl does, or ``~/.kube/config``) with ``context`` (default: its current context);
+    without any kubeconfig file, the in-cluster service account in ``service_account_dir``.
+
+    Raises ``ConfigError``. An explicit ``kubeconfig`` or ``context`` never falls back to the
+    service account: asking for one thing and silently getting another would be worse.
+    """
+    env = os.environ if environ is None else environ
+    if kubeconfig is not None:
+        paths = [kubeconfig]
+    elif env.get("KUBECONFIG"):
+        paths = [p for p in env["KUBECONFIG"].split(os.pathsep) if p]
+    else:
+        home = env.get("HOME")
+        paths = [str(Path(home) / ".kube" / "config") if home else "~/.kube/config"]
+    found = [p for p in paths if Path(p).expanduser().is_file()]
+    if found:
+        return _from_kubeconfig(found, context)
+
+    if kubeconfig is not None:
+        raise ConfigError(f"kubeconfig {kubeconfig}: file not found (from --kubeconfig)")
+    missing = f"kubeconfig {os.pathsep.join(paths)}: " + (
+        "no such file (from KUBECONFIG)"
+        if env.get("KUBECONFIG")
+        else "file not found (set KUBECONFIG or pass --kubeconfig)"
+    )
+    if context is not None:
+        raise ConfigError(f"context {context!r} asked for, but {missing}")
+    try:
+        return _in_cluster(Path(service_account_dir), env)
+    except _NotInCluster as e:
+        raise ConfigError(f"no cluster configuration: {missing}; in-cluster: {e}") from None
+
+
+def _from_kubeconfig(paths: list[str], context: str | None) -> Connection:
+    where = f"kubeconfig {os.pathsep.join(paths)}"
+    try:
+        merger: Any = KubeConfigMerger(os.pathsep.join(paths))  # type: ignore[no-untyped-call]
+        merged = merger.config
+    except ConfigException as e:  # its messages name keys and paths only
+        raise ConfigError(f"{where}: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{where}: {e.strerror}") from None
+    except Exception as e:
+        # A YAML error quotes the offending line, which may hold a token: give its position only.
+        mark = getattr(e, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"{where}: not a valid kubeconfig{at}") from None
+    if merged is None:
+        raise ConfigError(f"{where}: empty")
+    config: dict[str, Any] = merged.value
+    names = [str(c["name"]) for c in config.get("contexts") or [] if "name" in c]
+    available = f"available: {', '.join(names)}" if names else "it defines no contexts"
+    # kubectl takes the first current-context of the list; the client's merger the last.
+    current = next((c["current-context"] for c in merger.config_files.values()
+                    if c.get("current-context")), None)  # fmt: skip
+    name = context if context is not None else current
+    if not name:
+        raise ConfigError(f"{where}: no current-context; pass --context ({available})")
+    if name not in names:
+        raise ConfigError(f"{where}: no context {name!r} ({available})")
+
+    configuration = Configuration()
+    try:
+        loader = KubeConfigLoader(config_dict=merged, active_context=name, config_base_path=None)  # type: ignore[no-untyped-call]
+        loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+    except ConfigException as e:
+        raise ConfigError(f"{where}, context {name!r}: {e}") from None
+    namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
+    source = f"{where}, context {name}"
+    return Connection(_client(configuration), str(namespace), source)
+
+
+class _NotInCluster(Exception):
+    pass
+
+
+def _in_cluster(sa_dir: Path, env: Mapping[str, str]) -> Connection:
+    for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        if not env.get(var):
+            raise _NotInCluster(f"{var} is not set (not running in a pod)")
+    token, ca = sa_dir / "token", sa_dir / "ca.crt"
+    for f in (token, ca):
+        if not f.is_file():
+            raise _NotInCluster(f"{f}: file not found")
+    configuration = Configuration()
+    try:
+        # The loader re-reads the token file every minute: kubelet rotates bound tokens.
+        InClusterConfigLoader(str(token), str(ca), environ=env).load_and_set(configuration)  # type: ignore[no-untyped-call]
+    except ConfigException as e:  # "Token file exists but empty." and the like: no contents
+        raise _NotInCluster(str(e)) from None
+    ns_file = sa_dir / "namespace"
+    namespace = ns_file.read_text().strip() if ns_file.is_file() else ""
+    source = f"in-cluster service account ({configuration.host})"
+    return Connection(_client(configuration), namespace or "default", source)
+
+
+def _client(configuration: Configuration) -> ApiClient:
+    # The lifecycle retries with its own backoff; urllib3's silent retries would multiply timeouts.
+    configuration.retries = False
+    return ApiClient(configuration)
