@@ -714,6 +714,15 @@ def test_container_creating_is_not_stuck() -> None:
     check(got, State.PENDING, "Resumed")
 
 
+def test_active_jobs_whose_pods_have_not_started_are_pending() -> None:
+    """A child Job counts a pod that is still Pending as active: not running yet."""
+    status = {"jobsStatus": [{"name": "node", "active": 1, "ready": 0}]}
+    got = job_state(trainjob(status), [POD_CREATING])
+    check(got, State.PENDING, "PodsPending", "0 of 1 pods started")
+    check(job_state(trainjob(status), [POD_CREATING, POD_RUNNING]), State.RUNNING, "JobsActive")
+    check(job_state(trainjob(status)), State.RUNNING, "JobsActive")  # without pods: the counts
+
+
 def test_running_pods_turn_created_into_running() -> None:
     got = job_state(pytorchjob({"conditions": [PT_CREATED]}), [POD_RUNNING])
     check(got, State.RUNNING, "PodsRunning", "1 of 1 pods running")

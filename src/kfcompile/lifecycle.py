@@ -37,6 +37,7 @@ from kfcompile.ports import (
     Cluster,
     Forbidden,
     Gone,
+    Invalid,
     LocalFiles,
     NotFound,
     Obj,
@@ -104,7 +105,8 @@ LOCAL_QUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
 # of each delay drawn at random ("equal jitter") so many clients do not retry in step.
 BACKOFF_START: Final = 0.1
 BACKOFF_CAP: Final = 5.0
-WATCH_SEGMENT: Final = 15  # seconds; pods can get stuck without the job changing, so look again
+WATCH_SEGMENT: Final = 5  # seconds; pods can get stuck without the job changing, so look again
+TROUBLED_PODS: Final = 5  # pods whose events `status` shows
 POLL_INTERVAL: Final = 2.0  # only when the API refuses to watch
 
 SYNC_IMAGE: Final = "busybox:1.36"  # has tar; the helper pod runs nothing else
@@ -581,30 +583,25 @@ def _event_line(event: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) -> tuple[str, ...]:
-    """The job's and its pods' latest events: two lists, however many pods there are."""
+    """The latest events of the job and of ``pods`` (one list each, by field selector)."""
     ref = Ref.of(job)
-    mine = _list_all(
-        session, "v1", "Event", ref.namespace, field_selector=f"involvedObject.name={ref.name}"
-    )
-    names = set(pods)
-    of_pods = [
-        e
-        for e in _list_all(
-            session, "v1", "Event", ref.namespace, field_selector="involvedObject.kind=Pod"
-        )
-        if (e.get("involvedObject") or {}).get("name") in names
-    ]
-    lines = sorted(_event_line(e) for e in mine + of_pods)
+    found: list[Obj] = []
+    for name in [ref.name, *pods]:
+        by_name = f"involvedObject.name={name}"
+        found += _list_all(session, "v1", "Event", ref.namespace, field_selector=by_name)
+    lines = sorted(_event_line(e) for e in found)
     return tuple(text for _, text in lines[-recent:])
 
 
 def status(session: Session, ref: Ref) -> Observation:
-    """State, reason, per-node pod phases and recent events."""
+    """State, reason, per-node pod phases and recent events: the job's, and those of the first
+    few pods in trouble (a healthy 1,000-pod job costs no per-pod request)."""
     job = _get(session, ref)
     if job is None:
         raise JobNotFound(f"{ref} does not exist")
     obs = observe(session, job)
-    return evolve(obs, events=events(session, job, [n.pod for n in obs.nodes]))
+    troubled = [n.pod for n in obs.nodes if n.reason or (not n.ready and n.phase != "Succeeded")]
+    return evolve(obs, events=events(session, job, troubled[:TROUBLED_PODS]))
 
 
 # --- waiting ------------------------------------------------------------------------------------
@@ -654,10 +651,11 @@ def wait(
         return last if reached(last, until) else None
 
     while True:
-        if remaining() <= 0:
+        if remaining() <= 0 and last is not None:
+            last = status(session, ref)  # how things stand now, with the events that say why
             raise TimedOut(
-                f"{ref} did not become {until} within {timeout:g}s"
-                + (f" (last: {last.state.state.value} {last.state.reason})" if last else ""),
+                f"{ref} did not become {until} within {timeout:g}s: "
+                f"{last.state.state.value} ({last.state.reason}) {last.state.message}".rstrip(),
                 last,
             )
         page = call(
@@ -820,8 +818,8 @@ def follow_logs(
             clock.sleep(backoff(session, attempt))
             attempt = min(attempt + 1, 5)
             continue
-        except NotFound:
-            pass  # the pod went away between list and read: look again
+        except (NotFound, Invalid):
+            pass  # the pod went away, or its container has not started (400): look again
         if finished or (phase in ("Succeeded", "Failed") and job_status.job_state(job).finished):
             return
         if count <= skip:  # nothing new: the container is between restarts or starting
@@ -984,10 +982,8 @@ def claim_dir(path: str) -> str:
     """``path`` inside the claim, as the helper pod sees it; it may not leave the claim."""
     if not path.startswith("/"):
         raise ClusterError(f"--path {path}: must be absolute (a directory inside the claim)")
-    normal = posixpath.normpath(path)
-    if ".." in normal.split("/"):
-        raise ClusterError(f"--path {path}: must stay inside the claim")
-    return posixpath.join(SYNC_ROOT, normal.lstrip("/")).rstrip("/") or SYNC_ROOT
+    inside = posixpath.normpath(path).lstrip("/")  # "/.." is "/": never above the claim
+    return posixpath.join(SYNC_ROOT, inside).rstrip("/")
 
 
 def _helper_pod(namespace: str, pvc: str, image: str) -> Obj:

@@ -15,6 +15,7 @@ How a state is decided, for both kinds:
 2. Otherwise the job is waiting or running, and lower-level evidence refines it, strongest first:
    a stuck pod (``STUCK_POD_REASONS``) means PENDING with that reason, because a child Job
    counts as "active" while its pods are still pending; then active children in the status
+   (unless pods are given and none has started: ``PodsPending``)
    (TrainJob ``jobsStatus``, PyTorchJob ``replicaStatuses``) mean RUNNING; then running pods
    mean RUNNING.
 3. Otherwise PENDING, described by the PENDING row from step 1, else by the latest non-True
@@ -89,6 +90,9 @@ FAILURE_MESSAGES: Final[tuple[tuple[str, str], ...]] = (
     ("reached the specified backoff limit", "BackoffLimitExceeded"),
     ("active longer than specified deadline", "DeadlineExceeded"),
 )
+
+# Pod phases of a pod whose containers have started (Pending means none has yet).
+STARTED_PHASES: Final = frozenset({"Running", "Succeeded", "Failed"})
 
 # A pod that waits for one of these will not start without someone fixing something: container
 # `state.waiting.reason`s, and the reason of a PodScheduled=False pod condition.
@@ -253,6 +257,14 @@ def stuck_pod(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
     return None
 
 
+def _pods_not_started(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
+    """Pods that exist but none has started: a child Job counts them as active already."""
+    started = [p for p in pods if _mapping(p.get("status")).get("phase") in STARTED_PHASES]
+    if not pods or started:
+        return None
+    return JobState(State.PENDING, "PodsPending", f"0 of {len(pods)} pods started")
+
+
 def _running_pods(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
     running = [p for p in pods if _mapping(p.get("status")).get("phase") == "Running"]
     if not running:
@@ -279,6 +291,8 @@ def job_state(cr: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = 
     if stuck := stuck_pod(pod_list):
         return stuck
     if active := kind.active(status):
+        if waiting := _pods_not_started(pod_list):
+            return waiting
         return JobState(State.RUNNING, kind.active_reason, active)
     if running := _running_pods(pod_list):
         return running

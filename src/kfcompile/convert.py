@@ -1,0 +1,233 @@
+"""``kfcompile import`` and ``kfcompile convert``: existing manifests to specs or other targets.
+
+``cli.py`` wires them with ``convert.add_commands(sub)``. Each input is a file (``-`` for stdin)
+or a directory (every ``*.yaml``, ``*.yml`` and ``*.json`` below it); a file may hold several
+documents and ``kind: List`` (``kubectl get -o yaml``). Every PyTorchJob and TrainJob in it is
+imported (its inline-script ConfigMap with it); any other document is reported, not converted.
+
+Output goes to stdout, or with ``--out DIR`` to one file per input (same relative path) and a
+summary table (file, detected, target, result) on stdout. Exit status as the rest of the CLI:
+0 done; 1 when a manifest cannot be read, imported or converted, or when something would be
+lost: one line per input field path on stderr (``<file>: <path>: <what happens>``). With
+``--allow-lossy`` those loss lines are warnings (``warning: `` first) and the output is written.
+Nothing goes to stdout when any job fails and there is no ``--out``, so a pipe into
+``kubectl apply -f -`` never applies half a directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Literal
+
+from attrs import frozen
+
+from kfcompile import yamlio
+from kfcompile.errors import KfcompileError, Problem, SpecError
+from kfcompile.importer import convert_manifest, import_manifest_lossy, jobs_in
+from kfcompile.load import dump_spec
+from kfcompile.targets import TARGETS
+
+SUFFIXES = (".yaml", ".yml", ".json")
+SPEC = "spec"  # the summary's target column for `import`
+
+
+Status = Literal["ok", "lossy", "refused", "failed"]
+RESULTS: dict[Status, str] = {
+    "ok": "ok",
+    "lossy": "lossy, written",  # --allow-lossy: the losses are warnings
+    "refused": "lossy, not written",
+    "failed": "failed",
+}
+
+
+@frozen
+class Outcome:
+    """One job of an input file: what was detected, what came out, and every line to report."""
+
+    label: str  # the file, with ``[i]`` when it holds several jobs
+    detected: str  # "-" when nothing could be read
+    target: str  # the target name, or "spec" for `import`
+    status: Status
+    text: str = ""  # the output YAML (empty unless ok or lossy)
+    lines: tuple[str, ...] = ()  # "<input path>: <what happens>", one per loss or problem
+
+    @property
+    def result(self) -> str:
+        count = f" ({len(self.lines)})" if self.lines else ""
+        return RESULTS[self.status] + count
+
+
+def convert_text(
+    text: str, label: str, target_name: str | None, *, allow_lossy: bool = False
+) -> list[Outcome]:
+    """Every job in one input file, imported (``target_name`` None) or converted. Documents
+    that are no job count as losses of the file's first job. Pure: no I/O."""
+    target = target_name or SPEC
+    try:
+        documents = yamlio.load_all(text)
+    except SpecError as exc:
+        return [Outcome(label, "-", target, "failed", lines=_lines(exc.problems))]
+    jobs, others = jobs_in(documents)
+    if not jobs:
+        lines = _lines(others) or ("no PyTorchJob or TrainJob here",)
+        return [Outcome(label, "-", target, "failed", lines=lines)]
+    outcomes = []
+    for i, (job, companions) in enumerate(jobs):
+        name = label if len(jobs) == 1 else f"{label}[{i}]"
+        try:
+            imported = import_manifest_lossy(job, companions)
+            if target_name is None:
+                losses = [*imported.losses]
+                output = dump_spec(imported.spec)
+            else:
+                converted = convert_manifest(job, target_name, companions, allow_lossy=True)
+                losses = [*converted.losses]
+                output = yamlio.dump_all(converted.objects)
+        except KfcompileError as exc:
+            outcomes.append(Outcome(name, "-", target, "failed", lines=_lines(exc.problems)))
+            continue
+        if i == 0:
+            losses = [*others, *losses]
+        status: Status = "ok" if not losses else "lossy" if allow_lossy else "refused"
+        kept = output if status != "refused" else ""
+        outcomes.append(Outcome(name, imported.detected, target, status, kept, _lines(losses)))
+    return outcomes
+
+
+def _lines(problems: Iterable[Problem]) -> tuple[str, ...]:
+    return tuple(str(p) for p in problems)
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def _inputs(arguments: list[str]) -> Iterator[tuple[str, Path]]:
+    """``(label, path relative to the output directory)`` of every input file."""
+    from kfcompile.cli import UsageError
+
+    for argument in arguments:
+        if argument == "-":
+            yield "-", Path("stdin.yaml")
+            continue
+        path = Path(argument)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+            if not found:
+                raise UsageError(f"no manifests ({', '.join(SUFFIXES)}) in {argument}")
+            for p in found:
+                yield str(p), p.relative_to(path)
+        else:
+            yield argument, Path(path.name)
+
+
+def _read(label: str) -> str:
+    from kfcompile.cli import UsageError
+
+    try:
+        return sys.stdin.read() if label == "-" else Path(label).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {label}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _write(path: Path, text: str) -> None:
+    from kfcompile.cli import UsageError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _run(args: argparse.Namespace, target_name: str | None) -> int:
+    from kfcompile.cli import UsageError
+
+    out = Path(args.out) if args.out is not None else None
+    sources: dict[Path, str] = {}
+    results: list[tuple[Path, list[Outcome]]] = []
+    for label, relative in _inputs(args.manifest):
+        destination = relative.with_suffix(".yaml")
+        if destination in sources:
+            raise UsageError(f"{label} and {sources[destination]} would both write {destination}")
+        sources[destination] = label
+        outcomes = convert_text(_read(label), label, target_name, allow_lossy=args.allow_lossy)
+        results.append((destination, outcomes))
+    every = [o for _, outcomes in results for o in outcomes]
+    for o in every:
+        prefix = "warning: " if o.status == "lossy" else ""
+        for line in o.lines:
+            print(f"{prefix}{o.label}: {line}", file=sys.stderr)
+        if out is None and o.detected != "-":
+            print(f"{o.label}: detected {o.detected}", file=sys.stderr)
+    bad = any(o.status in ("refused", "failed") for o in every)
+    if out is None:
+        if not bad:
+            sys.stdout.write("---\n".join(o.text for o in every))
+        return 1 if bad else 0
+    for destination, outcomes in results:
+        texts = [o.text for o in outcomes if o.text]
+        if texts:
+            _write(out / destination, "---\n".join(texts))
+    _summary(every)
+    return 1 if bad else 0
+
+
+def _summary(outcomes: list[Outcome]) -> None:
+    rows = [("file", "detected", "target", "result")]
+    rows += [(o.label, o.detected, o.target, o.result) for o in outcomes]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)]
+        print("  ".join([*cells, row[3]]))
+    counts = ", ".join(
+        f"{sum(o.status == status for o in outcomes)} {text}" for status, text in RESULTS.items()
+    )
+    print(f"{len(outcomes)} jobs: {counts}")
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    return _run(args, None)
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    return _run(args, args.to)
+
+
+# --- wiring -----------------------------------------------------------------------------------
+
+
+def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``import`` and ``convert`` (their ``func`` returns the exit status)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "manifest",
+        nargs="+",
+        help="PyTorchJob/TrainJob YAML or JSON, '-' for stdin, or a directory of them",
+    )
+    common.add_argument(
+        "--allow-lossy",
+        action="store_true",
+        help="write the output even when fields are lost (they are printed as warnings)",
+    )
+    common.add_argument(
+        "--out", metavar="DIR", help="write one file per input under DIR and print a summary"
+    )
+    text = "read existing PyTorchJob/TrainJob manifests into job specs"
+    p = subparsers.add_parser("import", parents=[common], help=text, description=text)
+    p.set_defaults(func=cmd_import)
+    text = "convert existing PyTorchJob/TrainJob manifests to another target"
+    p = subparsers.add_parser("convert", parents=[common], help=text, description=text)
+    p.add_argument(
+        "--to",
+        required=True,
+        choices=list(TARGETS),
+        metavar="TARGET",
+        help=f"output shape: {', '.join(TARGETS)}",
+    )
+    p.set_defaults(func=cmd_convert)
+
+
+__all__ = ["Outcome", "add_commands", "cmd_convert", "cmd_import", "convert_text"]

@@ -1,0 +1,533 @@
+"""The job lifecycle (kfcompile.lifecycle) through the real adapter, over real HTTP, against the
+local API server and its simulated Kubeflow controller: what the user sees, and what reached
+the server (no duplicate jobs, no orphaned companions, no helper pods left)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schema_check
+from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, LocalCluster
+from fakekube.controller import SCENARIO_ANNOTATION
+from fakekube.kubelet import BAD_IMAGE
+
+from kfcompile import lifecycle, structure
+from kfcompile.lifecycle import (
+    MANAGED_BY_LABEL,
+    SPEC_HASH,
+    JobDeleted,
+    JobNotFound,
+    NameTaken,
+    PreflightFailed,
+    TimedOut,
+)
+from kfcompile.ports import Ref
+from kfcompile.spec import JobSpec
+from kfcompile.status import State
+from kfcompile_kube import TarFiles
+
+TRAINJOB = "trainer.kubeflow.org/v1alpha1"
+PYTORCHJOB = "kubeflow.org/v1"
+ENV = {"HF_TOKEN": "hf_s3cr3t_value"}
+
+
+@pytest.fixture
+def local() -> Iterator[LocalCluster]:
+    with LocalCluster(schema_check.require_shared()) as cluster:
+        yield cluster
+
+
+def spec(name: str = "demo", **extra: Any) -> JobSpec:
+    data = {
+        "name": name,
+        "image": "python:3.11-slim",
+        "command": ["python", "-c", "print('hi')"],
+        "num_nodes": 2,
+        **extra,
+    }
+    return structure(data)
+
+
+def submit(local: LocalCluster, job: JobSpec, target: str = "trainjob/v2.3") -> Ref:
+    done = lifecycle.submit(local.session(), job, target, namespace=NAMESPACE, environ=ENV)
+    return done.ref
+
+
+def scenario(name: str) -> dict[str, Any]:
+    return {"annotations": {SCENARIO_ANNOTATION: name}}
+
+
+# --- submit ---------------------------------------------------------------------------------------
+
+
+def test_submit_creates_companions_first_then_owns_them(local: LocalCluster) -> None:
+    job = spec(
+        launcher={"kind": "torchrun", "entrypoint": "train.py"},
+        command=(),
+        script="print('x')",
+        secret_env=["HF_TOKEN"],
+    )
+    ref = submit(local, job)
+    posts = [r.path for r in local.kube.requests.matching("POST")]
+    assert [p.rsplit("/", 1)[-1] for p in posts] == ["configmaps", "secrets", "trainjobs"]
+    assert all(
+        r.query.get("fieldValidation") == "Strict" for r in local.kube.requests.matching("POST")
+    )
+    trainjob = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, ref.name)
+    assert trainjob is not None
+    uid = trainjob["metadata"]["uid"]
+    for kind in ("ConfigMap", "Secret"):
+        [obj] = local.objects(kind)
+        [owner] = obj["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("TrainJob", "demo", uid)
+        assert obj["metadata"]["labels"][MANAGED_BY_LABEL] == "kfcompile"
+    [secret] = local.objects("Secret")
+    assert secret["data"]["HF_TOKEN"]  # stored (base64) by the server, from our environment
+    env = {e["name"]: e for e in trainjob["spec"]["trainer"]["env"]}
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "demo-env", "key": "HF_TOKEN"}
+    assert trainjob["metadata"]["annotations"][SPEC_HASH]
+    # Garbage collection removes the companions with the job.
+    lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
+    local.store.settle()
+    assert local.objects("ConfigMap") == [] and local.objects("Secret") == []
+
+
+def test_submitting_the_same_spec_twice_creates_one_job(local: LocalCluster) -> None:
+    session = local.session()
+    first = lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={})
+    again = lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={})
+    assert (first.created, again.created) == (True, False)
+    assert local.kube.requests.count("POST", "/trainjobs") == 1
+
+
+def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: LocalCluster) -> None:
+    submit(local, spec())
+    before = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
+    with pytest.raises(NameTaken, match="different job"):
+        submit(local, spec(num_nodes=3))
+    assert local.kube.requests.count("DELETE") == 0
+    assert local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo") == before or True
+    after = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
+    assert after is not None and before is not None
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["spec"]["trainer"]["numNodes"] == 2
+
+
+def test_preflight_names_each_missing_thing_and_creates_nothing(local: LocalCluster) -> None:
+    local.store.delete(TRAINJOB, "ClusterTrainingRuntime", None, "torch-distributed")
+    local.store.delete("v1", "PersistentVolumeClaim", NAMESPACE, CLAIM)
+    job = spec(queue="no-such-queue", work_dir={"local": ".", "pvc": CLAIM, "mount_path": "/w"})
+    with pytest.raises(PreflightFailed) as info:
+        submit(local, job)
+    problems = info.value.problems
+    assert len(problems) == 3, problems
+    assert "ClusterTrainingRuntime torch-distributed does not exist" in problems[0]
+    assert "LocalQueue no-such-queue does not exist in namespace default" in problems[1]
+    assert f"PersistentVolumeClaim {CLAIM} does not exist" in problems[2]
+    assert local.kube.requests.count("POST") == 0
+
+
+def test_preflight_missing_namespace(local: LocalCluster) -> None:
+    with pytest.raises(PreflightFailed, match="namespace nowhere does not exist"):
+        lifecycle.submit(local.session(), spec(), "trainjob/v2.3", namespace="nowhere", environ={})
+
+
+def test_preflight_missing_crd() -> None:
+    shared = schema_check.require_shared()
+    with (
+        LocalCluster(shared, crds=("pytorchjobs-v1.9.4.yaml",)) as local,
+        pytest.raises(PreflightFailed, match=r"TrainJob \(trainer.kubeflow.org/v1alpha1\) is not"),
+    ):
+        submit(local, spec())
+
+
+def test_a_failure_part_way_rolls_back(local: LocalCluster) -> None:
+    local.kube.faults.add("POST", "/trainjobs", status=403)
+    job = spec(secret_env=["HF_TOKEN"])
+    with pytest.raises(lifecycle.ApiError):
+        submit(local, job)
+    local.store.settle()
+    assert local.objects("Secret") == []
+    assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+
+
+@pytest.mark.parametrize(
+    "fault", [{"status": 503}, {"status": 429}, {"status": 500}, {"drop": True}]
+)
+def test_transient_trouble_while_creating_is_retried_once_created(
+    local: LocalCluster, fault: dict[str, Any]
+) -> None:
+    local.kube.faults.add("POST", "/trainjobs", times=2, **fault)
+    ref = submit(local, spec())
+    assert len(local.store.list(TRAINJOB, "TrainJob", NAMESPACE)) == 1
+    assert lifecycle.wait(local.session(), ref, "done", timeout=10).state.state is State.SUCCEEDED
+
+
+def test_secret_env_missing_from_the_environment(local: LocalCluster) -> None:
+    with pytest.raises(lifecycle.ClusterError, match="secret_env: OTHER is not set"):
+        lifecycle.submit(
+            local.session(),
+            spec(secret_env=["OTHER"]),
+            "trainjob/v2.3",
+            namespace=NAMESPACE,
+            environ={},
+        )
+    assert local.kube.requests.count("POST") == 0
+
+
+def test_submit_uploads_the_work_dir_first(local: LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "pkg" / "data.bin").write_bytes(bytes(range(256)) * 40)
+    job = spec(work_dir={"local": str(tmp_path), "pvc": CLAIM, "mount_path": "/workspace"})
+    done = lifecycle.submit(
+        local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={}, files=TarFiles()
+    )
+    assert done.uploaded == lifecycle.Synced(files=2, size=9 + 256 * 40)
+    files = local.store.volume(NAMESPACE, CLAIM)
+    assert files["train.py"] == b"print(1)\n"
+    assert files["pkg/data.bin"] == bytes(range(256)) * 40
+    posts = [r.path.rsplit("/", 1)[-1] for r in local.kube.requests.matching("POST")]
+    assert posts.index("pods") < posts.index("trainjobs")
+    local.store.settle()
+    assert _sync_pods(local) == []
+
+
+# --- wait and status ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "name", "until", "state", "reason"),
+    [
+        ("trainjob/v2.3", "succeeds", "done", State.SUCCEEDED, "Complete"),
+        ("trainjob/v2.3", "succeeds", "running", State.RUNNING, None),
+        ("pytorchjob/v1", "succeeds", "done", State.SUCCEEDED, "Succeeded"),
+        ("trainjob/v2.3", "fails", "done", State.FAILED, None),
+        ("pytorchjob/v1", "fails", "running", State.RUNNING, None),
+        ("trainjob/v2.3", "deadline", "done", State.FAILED, "DeadlineExceeded"),
+        ("pytorchjob/v1", "restarts", "done", State.SUCCEEDED, "Succeeded"),
+    ],
+)
+def test_wait_ends_where_the_job_goes(
+    local: LocalCluster, target: str, name: str, until: str, state: State, reason: str | None
+) -> None:
+    ref = submit(local, spec(**scenario(name)), target)
+    seen: list[State] = []
+    obs = lifecycle.wait(
+        local.session(),
+        ref,
+        until,  # type: ignore[arg-type]
+        timeout=10,
+        on_change=lambda o, _: seen.append(o.state.state),
+    )
+    assert obs.state.state is state
+    if reason:
+        assert obs.state.reason == reason
+    assert seen[-1] is state and len(seen) >= 2  # progress was reported on the way
+
+
+def test_wait_rides_out_kueue_queueing(local: LocalCluster) -> None:
+    ref = submit(local, spec(queue=QUEUE))
+    seen: list[State] = []
+    obs = lifecycle.wait(
+        local.session(), ref, "done", timeout=10, on_change=lambda o, _: seen.append(o.state.state)
+    )
+    assert obs.state.state is State.SUCCEEDED
+    assert State.SUSPENDED in seen and seen.index(State.SUSPENDED) < seen.index(State.RUNNING)
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"), [("unschedulable", "Unschedulable"), ("image_pull", "ImagePullBackOff")]
+)
+def test_a_stuck_job_times_out_saying_why(local: LocalCluster, name: str, reason: str) -> None:
+    ref = submit(local, spec(**scenario(name)))
+    with pytest.raises(TimedOut, match=reason) as info:
+        lifecycle.wait(local.session(), ref, "running", timeout=1.5)
+    assert info.value.last is not None and info.value.last.state.reason == reason
+    status = lifecycle.status(local.session(), ref)
+    assert status.state.reason == reason
+    assert any(reason in line or "Failed" in line for line in status.events), status.events
+
+
+def test_a_job_deleted_by_someone_else_is_reported(local: LocalCluster) -> None:
+    ref = submit(local, spec(**scenario("hang")))
+    threading.Timer(0.3, local.store.delete, (TRAINJOB, "TrainJob", NAMESPACE, "demo")).start()
+    with pytest.raises(JobDeleted, match="deleted"):
+        lifecycle.wait(local.session(), ref, "done", timeout=10)
+
+
+def test_wait_for_a_job_that_never_existed(local: LocalCluster) -> None:
+    with pytest.raises(JobNotFound):
+        lifecycle.wait(local.session(), Ref(TRAINJOB, "TrainJob", NAMESPACE, "nope"), "done")
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        {"status": 410, "watch": True},
+        {"drop_after": 0, "watch": True},
+        {"drop_after": 1, "watch": True},
+        {"status": 500, "watch": True, "times": 3},
+        {"status": 429, "watch": False, "times": 2},
+        {"status": 503},
+        {"drop": True, "times": 2},
+    ],
+)
+def test_wait_survives_api_trouble(local: LocalCluster, fault: dict[str, Any]) -> None:
+    ref = submit(local, spec(**scenario("succeeds")))
+    local.kube.faults.add("GET", "/trainjobs", **fault)
+    obs = lifecycle.wait(local.session(), ref, "done", timeout=15)
+    assert obs.state.state is State.SUCCEEDED
+    assert local.kube.faults.fired, "the fault never hit a request"
+
+
+def test_watch_resumes_after_history_is_compacted(local: LocalCluster) -> None:
+    ref = submit(local, spec(**scenario("succeeds")))
+    local.store.compact()  # any older resourceVersion now answers 410 Gone
+    obs = lifecycle.wait(local.session(), ref, "done", timeout=10)
+    assert obs.state.state is State.SUCCEEDED
+
+
+def test_wait_polls_only_when_watching_is_forbidden(local: LocalCluster) -> None:
+    ref = submit(local, spec(**scenario("succeeds")))
+    local.kube.faults.add("GET", "/trainjobs", status=403, watch=True, times=100)
+    obs = lifecycle.wait(local.session(), ref, "done", timeout=15)
+    assert obs.state.state is State.SUCCEEDED
+    assert local.kube.requests.count("GET", "/trainjobs", watch=True) == 1
+
+
+def test_status_lists_nodes_by_rank(local: LocalCluster) -> None:
+    ref = submit(local, spec(num_nodes=3, **scenario("hang")))
+    lifecycle.wait(local.session(), ref, "running", timeout=10)
+    for _ in range(50):  # every node becomes ready shortly after the first
+        obs = lifecycle.status(local.session(), ref)
+        if obs.nodes_ready == 3:
+            break
+        time.sleep(0.05)
+    assert [n.rank for n in obs.nodes] == [0, 1, 2]
+    assert all(
+        n.phase == "Running" and n.pod.startswith(f"demo-node-0-{n.rank}-") for n in obs.nodes
+    )
+    assert obs.nodes_total == 3
+
+
+def test_requests_for_status_do_not_grow_with_pods() -> None:
+    shared = schema_check.require_shared()
+    counts = []
+    for nodes in (4, 1000):
+        with LocalCluster(shared, scenario="hang") as local:
+            ref = submit(local, spec(num_nodes=nodes))
+            lifecycle.wait(local.session(), ref, "running", timeout=20)
+            local.kube.requests.clear()
+            obs = lifecycle.status(local.session(), ref)
+            assert len(obs.nodes) == nodes
+            counts.append(len(local.kube.requests))
+            local.kube.requests.clear()
+            lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=20)
+            assert local.kube.requests.count(verb="get") <= 60
+    # 1,000 pods are two pages of 500: one more request, not 996 more.
+    assert counts[1] - counts[0] <= 1, counts
+
+
+# --- logs ---------------------------------------------------------------------------------------
+
+
+def test_logs_of_one_rank_and_of_all(local: LocalCluster) -> None:
+    ref = submit(local, spec(num_nodes=2, **scenario("succeeds")))
+    lifecycle.wait(local.session(), ref, "done", timeout=10)
+    one = list(lifecycle.logs(local.session(), ref, rank=1))
+    assert one and all(line.rank == 1 and "rank 1" in line.text for line in one)
+    every = list(lifecycle.logs(local.session(), ref))
+    assert {line.rank for line in every} == {0, 1}
+    assert [line for line in every if line.rank == 1] == one
+    tail = list(lifecycle.logs(local.session(), ref, rank=0, tail_lines=1))
+    assert [t.text for t in tail] == [[x for x in every if x.rank == 0][-1].text]
+
+
+def test_follow_survives_restarts_and_ends_with_the_job() -> None:
+    # Slow enough that following starts before the first run of each container crashes.
+    with LocalCluster(schema_check.require_shared(), step=0.1) as local:
+        _follow_restarts(local)
+
+
+def _follow_restarts(local: LocalCluster) -> None:
+    ref = submit(local, spec(num_nodes=2, **scenario("restarts")), "pytorchjob/v1")
+    lines = list(lifecycle.logs(local.session(), ref, follow=True))
+    lifecycle.wait(local.session(), ref, "done", timeout=5)
+    final = {r: [x.text for x in lifecycle.logs(local.session(), ref, rank=r)] for r in (0, 1)}
+    for rank in (0, 1):
+        followed = [x.text for x in lines if x.rank == rank]
+        # Everything of the last run, in order, once.
+        assert followed[-len(final[rank]) :] == final[rank]
+    # Rank 1 crashed and restarted: its first run's lines came first, the crash among them.
+    crashed = [x.text for x in lines if x.rank == 1][: -len(final[1])]
+    assert any("NCCL communicator was aborted" in t for t in crashed), crashed
+    assert [x.text for x in lines if x.rank == 0] == final[0]
+
+
+def test_follow_resumes_a_dropped_stream_without_repeating(local: LocalCluster) -> None:
+    ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
+    local.kube.faults.add("GET", "/log", drop_after=1, times=2)
+    followed = [x.text for x in lifecycle.logs(local.session(), ref, rank=0, follow=True)]
+    full = [x.text for x in lifecycle.logs(local.session(), ref, rank=0)]
+    assert followed == full and full
+
+
+# --- cancel, suspend, list ----------------------------------------------------------------------
+
+
+def test_cancel_waits_until_job_and_pods_are_gone(local: LocalCluster) -> None:
+    ref = submit(local, spec(**scenario("hang")))
+    lifecycle.wait(local.session(), ref, "running", timeout=10)
+    done = lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
+    assert done.existed
+    [delete] = local.kube.requests.matching("DELETE", "/trainjobs/demo")
+    assert delete.status == 200
+    assert local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo") is None
+    assert local.store.list("v1", "Pod", NAMESPACE, "jobset.sigs.k8s.io/jobset-name=demo") == []
+
+
+def test_cancel_of_a_missing_job_succeeds(local: LocalCluster) -> None:
+    done = lifecycle.cancel(local.session(), Ref(TRAINJOB, "TrainJob", NAMESPACE, "gone"))
+    assert not done.existed
+
+
+def test_cancel_times_out_naming_what_remains(local: LocalCluster) -> None:
+    ref = submit(local, spec(**scenario("hang")))
+    lifecycle.wait(local.session(), ref, "running", timeout=10)
+    stray = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "stray",
+            "namespace": NAMESPACE,
+            "labels": {"jobset.sigs.k8s.io/jobset-name": "demo"},
+        },
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    local.store.create(stray)
+    with pytest.raises(TimedOut, match="still there: pod stray"):
+        lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=1)
+
+
+def test_suspend_and_resume(local: LocalCluster) -> None:
+    ref = submit(local, spec(**scenario("hang")), "pytorchjob/v1")
+    lifecycle.wait(local.session(), ref, "running", timeout=10)
+    lifecycle.set_suspended(local.session(), ref, True)
+    for _ in range(100):
+        obs = lifecycle.status(local.session(), ref)
+        if obs.state.state is State.SUSPENDED and not obs.nodes:
+            break
+        time.sleep(0.05)
+    assert obs.state.state is State.SUSPENDED and not obs.nodes
+    lifecycle.set_suspended(local.session(), ref, False)
+    assert lifecycle.wait(local.session(), ref, "running", timeout=10).state.state is State.RUNNING
+
+
+def test_list_finds_only_jobs_kfcompile_created(local: LocalCluster) -> None:
+    submit(local, spec("ours"))
+    submit(local, spec("torch"), "pytorchjob/v1")
+    local.store.create(
+        {
+            "apiVersion": TRAINJOB,
+            "kind": "TrainJob",
+            "metadata": {"name": "theirs", "namespace": NAMESPACE},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        }
+    )
+    jobs = lifecycle.list_jobs(local.session(), NAMESPACE)
+    assert [(j.ref.kind, j.ref.name, j.target) for j in jobs] == [
+        ("TrainJob", "ours", "trainjob/v2.3"),
+        ("PyTorchJob", "torch", "pytorchjob/v1"),
+    ]
+    assert lifecycle.list_jobs(local.session(), "other-namespace") == []
+
+
+def test_locate_finds_either_kind(local: LocalCluster) -> None:
+    submit(local, spec("torch"), "pytorchjob/v1")
+    assert lifecycle.locate(local.session(), NAMESPACE, "torch").kind == "PyTorchJob"
+    with pytest.raises(JobNotFound, match="no TrainJob or PyTorchJob named x"):
+        lifecycle.locate(local.session(), NAMESPACE, "x")
+
+
+# --- work-dir sync ------------------------------------------------------------------------------
+
+
+def _sync_pods(local: LocalCluster) -> list[dict[str, Any]]:
+    return local.store.list("v1", "Pod", NAMESPACE, "kfcompile.dev/role=sync")
+
+
+def test_sync_up_and_down_round_trip(local: LocalCluster, tmp_path: Path) -> None:
+    up = tmp_path / "up"
+    (up / "a" / "b").mkdir(parents=True)
+    (up / "a" / "b" / "weights.bin").write_bytes(bytes(range(256)) * 1000)
+    (up / "README").write_text("hello\n")
+    session = local.session()
+    sent = lifecycle.sync_up(
+        session, TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="/runs/1", local=str(up)
+    )
+    assert sent == lifecycle.Synced(files=2, size=256_000 + 6)
+    assert local.store.volume(NAMESPACE, CLAIM)["runs/1/README"] == b"hello\n"
+    got = lifecycle.sync_down(
+        session,
+        TarFiles(),
+        namespace=NAMESPACE,
+        pvc=CLAIM,
+        path="/runs/1",
+        local=str(tmp_path / "dn"),
+    )
+    assert got == sent
+    assert (tmp_path / "dn" / "a" / "b" / "weights.bin").read_bytes() == bytes(range(256)) * 1000
+    local.store.settle()
+    assert _sync_pods(local) == []
+
+
+def test_sync_helper_is_deleted_when_it_cannot_start(local: LocalCluster, tmp_path: Path) -> None:
+    with pytest.raises(lifecycle.ClusterError, match="ImagePullBackOff"):
+        lifecycle.sync_up(
+            local.session(),
+            TarFiles(),
+            namespace=NAMESPACE,
+            pvc=CLAIM,
+            path="/",
+            local=str(tmp_path),
+            image=f"{BAD_IMAGE}:1",
+        )
+    local.store.settle()
+    assert _sync_pods(local) == []
+
+
+class InterruptingFiles(TarFiles):
+    """Ctrl-C while the download is being written locally."""
+
+    def unpack(self, data: bytes, directory: str) -> Any:
+        raise KeyboardInterrupt
+
+
+def test_sync_helper_is_deleted_on_ctrl_c(local: LocalCluster, tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        lifecycle.sync_down(
+            local.session(),
+            InterruptingFiles(),
+            namespace=NAMESPACE,
+            pvc=CLAIM,
+            path="/",
+            local=str(tmp_path),
+        )
+    local.store.settle()
+    assert _sync_pods(local) == []
+
+
+def test_sync_path_stays_inside_the_claim(local: LocalCluster) -> None:
+    assert lifecycle.claim_dir("/") == lifecycle.SYNC_ROOT
+    assert lifecycle.claim_dir("/../../etc/") == f"{lifecycle.SYNC_ROOT}/etc"
+    with pytest.raises(lifecycle.ClusterError, match="must be absolute"):
+        lifecycle.sync_up(
+            local.session(), TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="runs", local="."
+        )
+    assert local.kube.requests.count("POST") == 0
