@@ -26,7 +26,7 @@ must not carry them: ``status``; ``metadata`` ``managedFields``, ``resourceVersi
 ``deletionGracePeriodSeconds``; the ``kubectl.kubernetes.io/last-applied-configuration``
 annotation; ``creationTimestamp`` in pod template metadata; Kueue's own runtime patch (manager
 ``kueue.x-k8s.io/manager``) and every patch's ``time``; ``managedBy`` equal to the kind's default
-controller (the API server writes it).
+controller (the TrainJob CRD's default; what the Training Operator takes an absent one for).
 
 kfcompile's own artefacts are recognised, so that importing a rendered job gives its spec back:
 the memory-backed ``/dev/shm`` volume (``shm_size``; any ``emptyDir: {medium: Memory,
@@ -209,25 +209,24 @@ def convert_manifest(
         raise ValueError(f"unknown target {target_name!r}; choose one of: {', '.join(TARGETS)}")
     imported = import_manifest_lossy(obj, companions)
     losses = [*imported.losses, *_program_losses(imported, target)]
-    spec = imported.spec
-    for _ in range(3):  # each round drops every misfit found; a second round finds none
-        try:
-            objects = target.render(spec).objects
-        except UnsupportedFeature as exc:
-            spec = _without(spec, exc.problems, imported, target_name)
-            losses += [
-                Problem(imported.source_of(p.path), f"{p.message}: dropped") for p in exc.problems
-            ]
-            continue
-        if losses and not allow_lossy:
-            raise LossyImport(losses)
-        return Converted(objects, imported, tuple(losses))
-    raise NotImportable([Problem("", f"cannot render for {target_name}")])  # pragma: no cover
+    try:
+        objects = target.render(imported.spec).objects
+    except UnsupportedFeature as exc:  # drop every misfit at once, then it renders
+        losses += [
+            Problem(imported.source_of(p.path), f"{p.message}: dropped") for p in exc.problems
+        ]
+        objects = target.render(
+            _without(imported.spec, exc.problems, imported, target_name)
+        ).objects
+    if losses and not allow_lossy:
+        raise LossyImport(losses)
+    return Converted(objects, imported, tuple(losses))
 
 
-def jobs_in(
-    documents: Iterable[Any],
-) -> tuple[list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]], list[Problem]]:
+Job = tuple[Mapping[str, Any], list[Mapping[str, Any]]]  # a job and the ConfigMaps it uses
+
+
+def jobs_in(documents: Iterable[Any]) -> tuple[list[Job], list[Problem]]:
     """The jobs among parsed YAML documents (``kind: List`` items included), each with the
     ConfigMaps that belong to it (its inline script), and a problem for every other document."""
     flat: list[tuple[str, Any]] = []
@@ -253,7 +252,7 @@ def jobs_in(
                 claimed[key] = d
                 continue
         others.append(Problem(at, f"{_describe(d)} is not a PyTorchJob or TrainJob: not converted"))
-    out = []
+    out: list[Job] = []
     for _, d in jobs:
         key = (_meta(d).get("namespace"), f"{_meta(d).get('name')}-script")
         out.append((d, [claimed[key]] if key in claimed else []))
@@ -783,21 +782,31 @@ class _Import:
                     self.found["container.env"].append((_where(env_at), self.doc.take(env_at)))
                 for k in sorted(set(box) & CONTAINER_FIELDS - {"name"}):
                     if base.lookup(t.table, f"container.{k}") is not None:
-                        self._hatch(container_over, "container_overrides", (*box_root, k))
+                        path = (*box_root, k)
+                        self._hatch(
+                            container_over, "container_overrides", path, self.doc.take(path)
+                        )
                 if set(box) == {"name"}:
                     self.doc.take(box_root)
             pod = self.doc.get(pod_root)
             for k in sorted(set(pod) & POD_SPEC_FIELDS if isinstance(pod, dict) else ()):
-                if base.lookup(t.table, f"pod.{k}") is not None:
-                    self._hatch(pod_over, "pod_spec_overrides", (*pod_root, k))
+                if base.lookup(t.table, f"pod.{k}") is None:
+                    continue
+                path = (*pod_root, k)
+                if k != "containers":
+                    self._hatch(pod_over, "pod_spec_overrides", path, self.doc.take(path))
+                elif isinstance(pod[k], list):  # the sidecars; the training container stays
+                    segments = [_item_segment(c, i) for i, c in enumerate(pod[k])]
+                    sidecars = [(*path, seg) for seg in segments if seg != box_root[-1]]
+                    taken = [self.doc.take(at) for at in sidecars]
+                    self._hatch(pod_over, "pod_spec_overrides", path, _plain_list(taken))
         if pod_over:
             self.data["pod_spec_overrides"] = pod_over
         if container_over:
             self.data["container_overrides"] = container_over
 
-    def _hatch(self, into: dict[str, Any], spec_field: str, path: Path) -> None:
+    def _hatch(self, into: dict[str, Any], spec_field: str, path: Path, value: Any) -> None:
         key = str(path[-1])
-        value = self.doc.take(path)
         if _empty(value):
             return
         if key in into:

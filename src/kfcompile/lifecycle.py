@@ -68,6 +68,7 @@ class JobKind:
     pods: str  # label selector of every pod of job {name}
     nodes: str  # ... of the training nodes only (not initializers)
     container: str  # the training container
+    children: tuple[str, ...]  # objects made for job {name} whose events tell its story
     suspend: tuple[str, ...]  # path of the suspend flag
     install: str  # how to get the CRD served
 
@@ -79,6 +80,7 @@ KINDS: Final[Mapping[str, JobKind]] = {
         pods="jobset.sigs.k8s.io/jobset-name={name}",
         nodes="jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=node",
         container="node",
+        children=("{name}-node-0",),  # the JobSet shares the job's name; its first Job
         suspend=("spec", "suspend"),
         install="install Kubeflow Trainer v2 (https://www.kubeflow.org/docs/components/trainer/)",
     ),
@@ -88,6 +90,7 @@ KINDS: Final[Mapping[str, JobKind]] = {
         pods="training.kubeflow.org/job-name={name}",
         nodes="training.kubeflow.org/job-name={name}",
         container="pytorch",
+        children=(),
         suspend=("spec", "runPolicy", "suspend"),
         install="install the Kubeflow Training Operator v1 (kubeflow/trainer v1.9)",
     ),
@@ -583,10 +586,11 @@ def _event_line(event: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) -> tuple[str, ...]:
-    """The latest events of the job and of ``pods`` (one list each, by field selector)."""
+    """The latest events of the job, its children and ``pods`` (one list each, by name)."""
     ref = Ref.of(job)
+    children = [c.format(name=ref.name) for c in job_kind(ref).children]
     found: list[Obj] = []
-    for name in [ref.name, *pods]:
+    for name in [ref.name, *children, *pods]:
         by_name = f"involvedObject.name={name}"
         found += _list_all(session, "v1", "Event", ref.namespace, field_selector=by_name)
     lines = sorted(_event_line(e) for e in found)

@@ -1,0 +1,222 @@
+"""The cluster commands of the CLI, in-process, against the local API server: exit codes, what
+goes to stdout and stderr, and what never appears there (tokens, Secret values)."""
+
+from __future__ import annotations
+
+import _thread
+import io
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import schema_check
+import yaml
+from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
+from fakekube.controller import SCENARIO_ANNOTATION
+
+from kfcompile.cli import main
+
+TRAINJOB = "trainer.kubeflow.org/v1alpha1"
+SECRET_VALUE = "hf_do_not_print_me"
+
+
+@pytest.fixture
+def local() -> Iterator[LocalCluster]:
+    with LocalCluster(schema_check.require_shared()) as cluster:
+        yield cluster
+
+
+def write_spec(tmp_path: Path, scenario: str = "succeeds", **extra: object) -> Path:
+    data = {
+        "name": "demo",
+        "image": "python:3.11-slim",
+        "command": ["python", "-c", "print(1)"],
+        "num_nodes": 2,
+        "annotations": {SCENARIO_ANNOTATION: scenario},
+        **extra,
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    code = main([*args, "--kubeconfig", str(local.kubeconfig)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_submit_wait_done_saves_every_rank_log(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path)
+    logs = tmp_path / "logs"
+    code, out, err = run(
+        local, capsys, "submit", str(spec), "--wait", "done", "--save-logs", str(logs)
+    )
+    assert code == 0, err
+    assert "TrainJob demo in namespace default: created" in out
+    assert "SUCCEEDED (Complete)" in out
+    assert "nodes 0/2 ready" in err and "RUNNING" in err  # progress lines as it went
+    assert sorted(p.name for p in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
+    assert "rank 1 step 1" in (logs / "rank-1.log").read_text()
+    code, out, _ = run(local, capsys, "submit", str(spec))
+    assert code == 0 and "unchanged" in out
+
+
+def test_a_failed_job_exits_1(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(
+        local, capsys, "submit", str(write_spec(tmp_path, "fails")), "--wait", "done"
+    )
+    assert code == 1 and "FAILED" in out
+
+
+def test_status_text_and_json(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "running")
+    code, out, _ = run(local, capsys, "status", "demo")
+    assert code == 0 and out.startswith("TrainJob demo in namespace default: RUNNING")
+    assert "demo-node-0-1-" in out
+    code, out, _ = run(local, capsys, "status", "demo", "-o", "json")
+    doc = yaml.safe_load(out)
+    assert (doc["kind"], doc["state"], doc["nodesTotal"]) == ("TrainJob", "RUNNING", 2)
+    assert [n["rank"] for n in doc["nodes"]] == [0, 1]
+    code, _, err = run(local, capsys, "status", "nope")
+    assert code == 1 and "no TrainJob or PyTorchJob named nope in namespace default" in err
+
+
+def test_logs_all_ranks_are_prefixed(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path)), "--wait", "done")
+    code, out, _ = run(local, capsys, "logs", "demo", "--all-ranks")
+    assert code == 0
+    assert {line.split("]")[0] for line in out.splitlines()} == {"[rank 0", "[rank 1"}
+    code, out, _ = run(local, capsys, "logs", "demo", "--rank", "1", "--tail", "1")
+    assert code == 0 and out.count("\n") == 1 and "rank 1" in out
+    code, out, _ = run(local, capsys, "logs", "demo", "--follow")
+    assert code == 0 and "rank 0: training finished" in out
+
+
+def test_cancel_suspend_resume_events_list(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "running")
+    code, out, _ = run(local, capsys, "suspend", "demo")
+    assert out.strip() == "TrainJob demo in namespace default: suspended"
+    code, _, err = run(local, capsys, "resume", "demo")
+    assert code == 0, err
+    code, out, _ = run(local, capsys, "events", "demo")
+    assert code == 0 and "SuccessfulCreate job/demo-node-0: Created pod: demo-node-0-0-" in out
+    code, out, _ = run(local, capsys, "list")
+    assert code == 0 and out.splitlines()[1].split()[:3] == ["default", "demo", "TrainJob"]
+    code, out, _ = run(local, capsys, "cancel", "demo", "--wait", "--timeout", "20s")
+    assert code == 0 and "deleted, with all its pods" in out
+    code, _, err = run(local, capsys, "cancel", "demo")
+    assert code == 0 and "nothing to cancel" in err
+    assert run(local, capsys, "list")[1].splitlines()[1:] == []
+
+
+def test_sync_up_and_down(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("print(2)\n")
+    code, out, _ = run(
+        local, capsys, "sync", "up", str(tmp_path / "src"), "--pvc", CLAIM, "--path", "/code"
+    )
+    assert code == 0 and out.strip().endswith(": 1 files, 9 bytes")
+    code, out, _ = run(
+        local, capsys, "sync", "down", str(tmp_path / "back"), "--pvc", CLAIM, "--path", "/code"
+    )
+    assert code == 0 and (tmp_path / "back" / "train.py").read_text() == "print(2)\n"
+
+
+def test_namespace_comes_from_flag_then_spec_then_context(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for ns in ("ctx-ns", "spec-ns", "flag-ns"):
+        local.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    kubeconfig = local.kube.kubeconfig(tmp_path / "kc", namespace="ctx-ns")
+    plain = write_spec(tmp_path)
+    for extra, where in (([], "ctx-ns"), (["-n", "flag-ns"], "flag-ns")):
+        assert main(["submit", str(plain), "--kubeconfig", str(kubeconfig), *extra]) == 0
+        assert local.store.get(TRAINJOB, "TrainJob", where, "demo") is not None
+    (tmp_path / "s").mkdir()
+    with_ns = write_spec(tmp_path / "s", namespace="spec-ns")
+    assert main(["submit", str(with_ns), "--kubeconfig", str(kubeconfig)]) == 0
+    assert local.store.get(TRAINJOB, "TrainJob", "spec-ns", "demo") is not None
+    capsys.readouterr()
+
+
+def test_configuration_errors_name_what_was_tried(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["status", "demo"]) == 1
+    err = capsys.readouterr().err
+    assert "kubeconfig" in err and "in-cluster" in err and "Traceback" not in err
+    assert main(["status", "demo", "--kubeconfig", str(tmp_path / "missing")]) == 1
+    assert str(tmp_path / "missing") in capsys.readouterr().err
+
+
+def test_secret_values_and_tokens_are_never_printed(
+    local: LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", SECRET_VALUE)
+    spec = write_spec(tmp_path, secret_env=["HF_TOKEN"])
+    code, out, err = run(local, capsys, "submit", str(spec), "--wait", "done")
+    assert code == 0
+    code2, out2, err2 = run(local, capsys, "status", "demo", "-o", "json")
+    printed = out + err + out2 + err2
+    assert SECRET_VALUE not in printed and "fake-token" not in printed
+    # render keeps the values out unless asked, and says where they would come from
+    assert main(["render", str(spec)]) == 0
+    out, err = capsys.readouterr()
+    assert SECRET_VALUE not in out and "kind: Secret" not in out
+    assert "secret_env reads Secret demo-env" in err
+    assert main(["render", str(spec), "--with-secrets"]) == 0
+    out, _ = capsys.readouterr()
+    docs = list(yaml.safe_load_all(out))
+    assert [d["kind"] for d in docs] == ["Secret", "TrainJob"]
+    assert docs[0]["stringData"] == {"HF_TOKEN": SECRET_VALUE}
+
+
+def test_ctrl_c_while_waiting_leaves_the_job_and_says_how_to_cancel(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    threading.Timer(0.5, _thread.interrupt_main).start()
+    code, _, err = run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "done")
+    assert code == 130
+    assert "keeps running; cancel it with: kfcompile cancel demo -n default" in err
+    assert local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo") is not None
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_ctrl_c_at_a_terminal_asks_and_cancels(
+    local: LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    threading.Timer(0.5, _thread.interrupt_main).start()
+    code, _, err = run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "done")
+    assert code == 130 and "cancelled" in err
+    local.store.settle()
+    assert local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo") is None
