@@ -178,7 +178,8 @@ def test_secret_values_and_tokens_are_never_printed(
     spec = write_spec(tmp_path, secret_env=["HF_TOKEN"])
     code, out, err = run(local, capsys, "submit", str(spec), "--wait", "done")
     assert code == 0
-    code2, out2, err2 = run(local, capsys, "status", "demo", "-o", "json")
+    code, out2, err2 = run(local, capsys, "status", "demo", "-o", "json")
+    assert code == 0
     printed = out + err + out2 + err2
     assert SECRET_VALUE not in printed and "fake-token" not in printed
     # render keeps the values out unless asked, and says where they would come from

@@ -827,7 +827,10 @@ def pvc_pod(name: str = "p") -> Obj:
     return pod
 
 
-def run_exec(core: client.CoreV1Api, command: list[str], stdin: bytes | None = None) -> Any:
+def run_exec(
+    core: client.CoreV1Api, command: list[str], stdin: bytes | None = None
+) -> tuple[int, bytes, bytes]:
+    """``(exit code, stdout, stderr)`` of ``command`` in pod ``p``, through the client's stream."""
     ws = stream(
         core.connect_get_namespaced_pod_exec,
         "p",
@@ -845,6 +848,11 @@ def run_exec(core: client.CoreV1Api, command: list[str], stdin: bytes | None = N
         ws.write_stdin(stdin)
         ws.close_channel(0)  # v5: end of stdin
     ws.run_forever(timeout=10)
+    try:
+        return ws.returncode, ws.read_stdout(), ws.read_stderr()
+    finally:
+        # After the server's close frame WSClient.close() leaves the socket open: shut it
+        ws.sock.shutdown()
     return ws
 
 
@@ -858,16 +866,15 @@ def test_exec_tar_round_trip_through_a_volume(fake_kube: FakeKube, core: client.
             info = tarfile.TarInfo(f"./{name}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    ws = run_exec(core, ["mkdir", "-p", "/workspace/src"])
-    assert ws.returncode == 0
-    ws = run_exec(core, ["tar", "-xf", "-", "-C", "/workspace/src"], packed.getvalue())
-    assert (ws.returncode, ws.read_stderr()) == (0, b"")
+    assert run_exec(core, ["mkdir", "-p", "/workspace/src"]) == (0, b"", b"")
+    tar_x = ["tar", "-xf", "-", "-C", "/workspace/src"]
+    assert run_exec(core, tar_x, packed.getvalue()) == (0, b"", b"")
     volume = fake_kube.store.volume("default", "data")
     assert volume == {f"jobs/a/src/{n}": d for n, d in files.items()}  # under the subPath
 
-    ws = run_exec(core, ["sh", "-c", "cd /workspace && tar -cf - -C src ."])
-    assert ws.returncode == 0
-    with tarfile.open(fileobj=io.BytesIO(ws.read_stdout())) as tar:
+    code, out, _ = run_exec(core, ["sh", "-c", "cd /workspace && tar -cf - -C src ."])
+    assert code == 0
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
         back = {
             m.name.removeprefix("./"): tar.extractfile(m).read()  # type: ignore[union-attr]
             for m in tar.getmembers()
@@ -878,10 +885,10 @@ def test_exec_tar_round_trip_through_a_volume(fake_kube: FakeKube, core: client.
 
 def test_exec_failures(fake_kube: FakeKube, core: client.CoreV1Api) -> None:
     fake_kube.store.create(pvc_pod())
-    ws = run_exec(core, ["python", "-c", "1"])
-    assert ws.returncode == 127 and b"command not found" in ws.read_stderr()
-    ws = run_exec(core, ["tar", "-xf", "-", "-C", "/workspace/missing"], b"")
-    assert ws.returncode == 2 and b"Cannot open" in ws.read_stderr()
+    code, _, err = run_exec(core, ["python", "-c", "1"])
+    assert code == 127 and b"command not found" in err
+    code, _, err = run_exec(core, ["tar", "-xf", "-", "-C", "/workspace/missing"], b"")
+    assert code == 2 and b"Cannot open" in err
     fake_kube.store.patch_status("v1", "Pod", "default", "p", {"phase": "Succeeded"})
     with pytest.raises(client.ApiException) as info:
         run_exec(core, ["true"])

@@ -1278,6 +1278,8 @@ class FakeKube:
     # --- exec --------------------------------------------------------------------------------
 
     async def _exec(self, request: web.Request, target: _Target) -> web.StreamResponse:
+        if not request.query.getall("command", []):
+            raise _bad("you must specify at least 1 command")
         pod = self._current(target)
         container = self._container(target, pod, request.query.get("container"))
         phase = (pod.get("status") or {}).get("phase")

@@ -6,9 +6,12 @@ history of changes for watches, collects garbage by ``ownerReferences`` (Foregro
 Orphan), empties deleted namespaces, and holds pod logs and the in-memory files of volumes.
 
 Changes made with :meth:`Store.update` replace the whole object (status included) and are not
-validated: validation, subresource rules and optimistic concurrency belong to the HTTP layer.
-Asynchronous work (background garbage collection, foreground and namespace deletion) runs on
-short-lived threads; :meth:`Store.settle` waits for it.
+validated: validation belongs to the HTTP layer, which uses the ``apply_*`` variants for
+subresource rules, optimistic concurrency and ``dryRun``. Stored objects are replaced, never
+changed in place (the watch history shares them); a CRD's spec is shared with the dict it was
+created from, which must not change afterwards. Asynchronous work (background garbage
+collection, foreground and namespace deletion) runs on short-lived threads; :meth:`Store.settle`
+waits for it.
 """
 
 from __future__ import annotations
@@ -217,6 +220,8 @@ _EQUALS = re.compile(rf"\s*({_KEY})\s*(==|!=|=)\s*({_VALUE})\s*")
 _SET = re.compile(rf"\s*({_KEY})\s+(in|notin)\s*\(([^()]*)\)\s*")
 
 Matcher = Callable[[Obj], bool]
+_Bucket = tuple[str, str]  # (apiVersion, kind)
+_ObjKey = tuple[str, str]  # (namespace or "", name)
 
 
 def _split_requirements(text: str) -> list[str]:
@@ -319,9 +324,7 @@ def field_matcher(kind: str, selector: str) -> Matcher:
         if not m:
             raise StoreError(400, "BadRequest", f"invalid selector: '{selector}'")
         if m[1] not in supported:
-            raise StoreError(
-                400, "BadRequest", f"field label not supported: {m[1]}" if kind else m[1]
-            )
+            raise StoreError(400, "BadRequest", f"field label not supported: {m[1]}")
         reqs.append((m[1], m[2] == "!=", m[3]))
     return lambda obj: all((_field_value(obj, p) == v) != neg for p, neg, v in reqs)
 
@@ -351,8 +354,14 @@ class Store:
         self._floor = 0  # a watch can resume from any resourceVersion >= this
         self._subscribers: builtins.list[Callable[[str, Obj], None]] = []
         self._wakers: builtins.list[Callable[[], None]] = []
-        self._logs: dict[tuple[str, str, str], builtins.list[LogChunk]] = {}
+        # pod logs by (namespace, pod), then container
+        self._logs: dict[tuple[str, str], dict[str, builtins.list[LogChunk]]] = {}
         self._fs: dict[tuple[str, ...], tuple[dict[str, bytes], set[str]]] = {}
+        # indexes, so that garbage collection of 1,000-pod jobs stays linear
+        self._uids: dict[str, tuple[_Bucket, _ObjKey]] = {}
+        self._children: dict[str, set[tuple[_Bucket, _ObjKey]]] = {}
+        self._work: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._worker: threading.Thread | None = None
         self._finishing: set[str] = set()  # namespaces being emptied right now
         for kind in BUILTIN_KINDS:
             self.register_kind(kind)
@@ -580,7 +589,7 @@ class Store:
             return obj
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
-        bucket[(namespace, name)] = obj
+        self._put((rk.api_version, rk.kind), (namespace, name), obj)
         self._record(changes, "ADDED", rk, obj)
         if is_crd:
             self.register_crd(original)
@@ -745,12 +754,11 @@ class Store:
             return new
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
+        self._put((rk.api_version, rk.kind), key, new)
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            self._objects[(rk.api_version, rk.kind)][key] = new
             self._remove(rk, key, changes)
             self._schedule(self._collect, meta["uid"])
             return copy.deepcopy(new)
-        self._objects[(rk.api_version, rk.kind)][key] = new
         self._record(changes, "MODIFIED", rk, new, existing)
         return copy.deepcopy(new)
 
@@ -830,7 +838,7 @@ class Store:
                 self._schedule(self._finish_foreground, rk, key, uid)
             self._rv += 1
             new["metadata"]["resourceVersion"] = str(self._rv)
-            self._objects[(rk.api_version, rk.kind)][key] = new
+            self._put((rk.api_version, rk.kind), key, new)
             self._record(changes, "MODIFIED", rk, new, obj)
             return copy.deepcopy(new), False
         gone = self._remove(rk, key, changes)
@@ -841,13 +849,12 @@ class Store:
     def _remove(
         self, rk: ResourceKind, key: tuple[str, str], changes: builtins.list[Change]
     ) -> Obj:
-        obj = self._objects[(rk.api_version, rk.kind)].pop(key)
+        obj = self._pop((rk.api_version, rk.kind), key)
         self._rv += 1
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self._rv)}}
         self._record(changes, "DELETED", rk, obj)
         if rk.kind == "Pod" and not rk.group:
-            for log_key in [k for k in self._logs if k[:2] == key]:
-                del self._logs[log_key]
+            self._logs.pop(key, None)
             for fs_key in [k for k in self._fs if k[0] == "pod" and k[1:3] == key]:
                 del self._fs[fs_key]
         elif (rk.api_version, rk.kind) == _CRD_KEY:
@@ -862,20 +869,40 @@ class Store:
                 self._schedule(self._finish_namespace, key[0], ns["metadata"]["uid"])
         return copy.deepcopy(obj)
 
-    def _dependents(self, uid: str) -> builtins.list[tuple[ResourceKind, tuple[str, str], Obj]]:
+    def _put(self, bucket: _Bucket, key: _ObjKey, obj: Obj) -> None:
+        """Store ``obj``, keeping the uid and owner indexes right."""
+        self._unindex(bucket, key)
+        self._objects[bucket][key] = obj
+        self._uids[obj["metadata"]["uid"]] = (bucket, key)
+        for owner in _owner_uids(obj):
+            self._children.setdefault(owner, set()).add((bucket, key))
+
+    def _pop(self, bucket: _Bucket, key: _ObjKey) -> Obj:
+        self._unindex(bucket, key)
+        return self._objects[bucket].pop(key)
+
+    def _unindex(self, bucket: _Bucket, key: _ObjKey) -> None:
+        old = self._objects[bucket].get(key)
+        if old is None:
+            return
+        self._uids.pop(old["metadata"]["uid"], None)
+        for owner in _owner_uids(old):
+            refs = self._children.get(owner)
+            if refs is not None:
+                refs.discard((bucket, key))
+                if not refs:
+                    del self._children[owner]
+
+    def _dependents(self, uid: str) -> builtins.list[tuple[ResourceKind, _ObjKey, Obj]]:
         return [
-            (self._kinds[bucket_key], key, obj)
-            for bucket_key, bucket in self._objects.items()
-            if bucket_key in self._kinds
-            for key, obj in bucket.items()
-            if uid in _owner_uids(obj)
+            (self._kinds[bucket], key, self._objects[bucket][key])
+            for bucket, key in sorted(self._children.get(uid, ()))
         ]
 
     def _alive(self, uid: str) -> bool:
-        return any(
-            obj["metadata"]["uid"] == uid and not obj["metadata"].get("deletionTimestamp")
-            for bucket in self._objects.values()
-            for obj in bucket.values()
+        ref = self._uids.get(uid)
+        return ref is not None and not self._objects[ref[0]][ref[1]]["metadata"].get(
+            "deletionTimestamp"
         )
 
     def _drop_owner(
@@ -961,18 +988,27 @@ class Store:
         self._notify(changes)
 
     def _schedule(self, work: Callable[..., None], *args: Any) -> None:
-        """Run ``work`` soon on its own thread; :meth:`settle` waits for it."""
+        """Run ``work`` soon on the store's worker thread (started on demand, gone when idle);
+        :meth:`settle` waits for it. Call with the lock held."""
         self._pending += 1
+        self._work.append((work, args))
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._drain, name="fakekube-gc", daemon=True)
+            self._worker.start()
 
-        def run() -> None:
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._work:
+                    self._worker = None
+                    return
+                work, args = self._work.popleft()
             try:
                 work(*args)
             finally:
                 with self._idle:
                     self._pending -= 1
                     self._idle.notify_all()
-
-        threading.Thread(target=run, name="fakekube-gc", daemon=True).start()
 
     def settle(self, timeout: float = 2.0) -> None:
         """Wait until no garbage collection or deletion is pending (TimeoutError otherwise)."""
@@ -1064,7 +1100,7 @@ class Store:
                 (s.get("restartCount", 0) for s in statuses if s.get("name") == container), 0
             )
             chunk = LogChunk(time.time() if at is None else at, text, instance)
-            self._logs.setdefault((namespace, pod, container), []).append(chunk)
+            self._logs.setdefault((namespace, pod), {}).setdefault(container, []).append(chunk)
             wakers = list(self._wakers)
         for waker in wakers:
             waker()
@@ -1072,7 +1108,7 @@ class Store:
     def log(self, namespace: str, pod: str, container: str) -> builtins.list[LogChunk]:
         """Everything the container logged so far, every run."""
         with self._lock:
-            return list(self._logs.get((namespace, pod, container), ()))
+            return list(self._logs.get((namespace, pod), {}).get(container, ()))
 
     def volume(self, namespace: str, claim: str) -> dict[str, bytes]:
         """The files of a PersistentVolumeClaim's volume (relative path -> content): mutable."""

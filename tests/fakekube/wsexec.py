@@ -456,32 +456,19 @@ def _exit_status(code: int, argv: list[str]) -> Obj:
     }
 
 
+def _on(request: web.Request, stream: str) -> bool:
+    return request.query.get(stream, "").lower() in ("true", "1")
+
+
 async def exec_handler(
     request: web.Request, store: Store, pod: Obj, container: str
 ) -> web.StreamResponse:
     """Upgrade to the channel websocket, run the command, stream its output and exit status."""
-    argv = request.query.getall("command", [])
-    if not argv:
-        raise_bad = web.Response(
-            status=400,
-            content_type="application/json",
-            text=json.dumps(
-                {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "metadata": {},
-                    "status": "Failure",
-                    "message": "you must specify at least 1 command",
-                    "reason": "BadRequest",
-                    "code": 400,
-                }
-            ),
-        )
-        return raise_bad
+    argv = request.query.getall("command")
     ws = web.WebSocketResponse(protocols=(V5, V4), max_msg_size=0, autoping=True)
     await ws.prepare(request)
     stdin = bytearray()
-    if request.query.get("stdin", "").lower() in ("true", "1") and _reads_stdin(argv):
+    if _on(request, "stdin") and _reads_stdin(argv):
         async for message in ws:
             if message.type == WSMsgType.BINARY:
                 data: bytes = message.data
@@ -499,6 +486,8 @@ async def exec_handler(
     stdout, stderr, code = await asyncio.to_thread(run_command, fs, argv, bytes(stdin))
     try:
         for channel, data in ((1, stdout), (2, stderr)):
+            if not _on(request, "stdout" if channel == 1 else "stderr"):
+                continue  # not asked for: the output is discarded
             for start in range(0, len(data), _FRAME):
                 await ws.send_bytes(bytes([channel]) + data[start : start + _FRAME])
         status = json.dumps(_exit_status(code, argv)).encode()
