@@ -17,9 +17,8 @@ from typing import Any
 from urllib.parse import quote
 
 import urllib3
-from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client.api_client import ApiClient
 from kubernetes.client.exceptions import ApiException
-from kubernetes.stream import stream
 from websocket import WebSocketBadStatusException, WebSocketException
 
 from kfcompile.ports import (
@@ -196,6 +195,10 @@ class KubeCluster:
     def exec(
         self, namespace: str, pod: str, container: str, command: Sequence[str], stdin: bytes = b""
     ) -> ExecResult:
+        # CoreV1Api builds ~250 pydantic models on import (~0.9 s): only exec pays for it.
+        from kubernetes.client import CoreV1Api
+        from kubernetes.stream import stream
+
         # stream() swaps the client's call_api while it connects: give it a client of its own so
         # requests on other threads keep plain HTTP.
         handshake_client = ApiClient(self._client.configuration)
@@ -237,6 +240,7 @@ class KubeCluster:
             raise Transient(0, "StreamError", f"exec stream to pod {pod} broke: {e}") from e
         finally:
             ws.close()
+            ws.sock.shutdown()  # close() skips the socket once the server has said goodbye
         return ExecResult(bytes(stdout), bytes(stderr), _exit_code(status, pod))
 
     # --- paths

@@ -1,0 +1,169 @@
+"""The cluster lifecycle against the local API server (tests/fakekube): latency, request counts,
+and the cold start of `kfcompile status`.
+
+    python bench/cluster.py [RUNS]
+
+1. Latency from a status change on the server to `wait` returning (RUNS changes).
+2. API requests, counted at the server, for submit -> running -> succeeded -> logs ->
+   cancel --wait of a 4-node job; and for `status` and `cancel --wait` on a 4-node and a
+   1,000-pod job.
+3. `kfcompile status NAME` cold wall time (median of RUNS), next to `python -c pass` and
+   `python -c "import kubernetes"`.
+
+Needs ../shared/crds (the reference CRDs), as the tests do.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import schema_check  # noqa: E402
+from fakekube.cluster import NAMESPACE, LocalCluster  # noqa: E402
+
+from kfcompile import JobSpec, lifecycle, structure  # noqa: E402
+from kfcompile.ports import Ref  # noqa: E402
+
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+TRAINJOB = "trainer.kubeflow.org/v1alpha1"
+
+
+def _spec(nodes: int, scenario: str) -> JobSpec:
+    return structure(
+        {
+            "name": "bench",
+            "image": "python:3.11-slim",
+            "command": ["python", "train.py"],
+            "num_nodes": nodes,
+            "annotations": {"fake.kfcompile.dev/scenario": scenario},
+        }
+    )
+
+
+def _submit(local: LocalCluster, nodes: int, scenario: str) -> Ref:
+    spec = _spec(nodes, scenario)
+    session = local.session()
+    return lifecycle.submit(session, spec, "trainjob/v2.3", namespace=NAMESPACE, environ={}).ref
+
+
+def latency(shared: Path, runs: int) -> list[float]:
+    """Seconds from the Complete condition landing in the store to `wait` returning."""
+    found = []
+    with LocalCluster(shared, scenario="hang") as local:
+        for i in range(runs):
+            ref = _submit(local, 1, "hang")
+            lifecycle.wait(local.session(), ref, "running", timeout=10)
+            returned: list[float] = []
+            session = local.session()
+            waiter = threading.Thread(
+                target=lambda: (
+                    lifecycle.wait(session, ref, "done", timeout=10),
+                    returned.append(time.perf_counter()),
+                )
+            )
+            waiter.start()
+            time.sleep(0.2)  # the waiter is watching
+            job = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, ref.name)
+            assert job is not None
+            status = dict(job.get("status") or {})
+            status["conditions"] = [
+                {
+                    "type": "Complete",
+                    "status": "True",
+                    "reason": "JobSetCompleted",
+                    "message": "done",
+                    "lastTransitionTime": "2026-11-29T00:00:00Z",
+                }
+            ]
+            changed = time.perf_counter()
+            local.store.patch_status(TRAINJOB, "TrainJob", NAMESPACE, ref.name, status)
+            waiter.join(10)
+            found.append(returned[0] - changed)
+            lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
+            print(f"\r  latency run {i + 1}/{runs}", end="", file=sys.stderr)
+    print(file=sys.stderr)
+    return found
+
+
+def _count(local: LocalCluster) -> str:
+    verbs = collections.Counter(r.verb for r in local.kube.requests)
+    total = sum(verbs.values())
+    return f"{total:4d}  ({', '.join(f'{v} {n}' for v, n in sorted(verbs.items()))})"
+
+
+def lifecycle_requests(shared: Path) -> None:
+    with LocalCluster(shared) as local:
+        local.kube.requests.clear()
+        ref = _submit(local, 4, "succeeds")
+        lifecycle.wait(local.session(), ref, "running", timeout=20)
+        lifecycle.wait(local.session(), ref, "done", timeout=20)
+        lines = list(lifecycle.logs(local.session(), ref))
+        lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=20)
+        print(f"  4-node submit..cancel --wait ({len(lines)} log lines): {_count(local)}")
+    for nodes in (4, 1000):
+        with LocalCluster(shared, scenario="hang") as local:
+            ref = _submit(local, nodes, "hang")
+            lifecycle.wait(local.session(), ref, "running", timeout=30)
+            while lifecycle.status(local.session(), ref).nodes_ready < nodes:
+                time.sleep(0.05)
+            local.kube.requests.clear()
+            lifecycle.status(local.session(), ref)
+            print(f"  status, {nodes:4d} pods:        {_count(local)}")
+            local.kube.requests.clear()
+            lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=30)
+            print(f"  cancel --wait, {nodes:4d} pods: {_count(local)}")
+
+
+def cold_status(shared: Path, runs: int) -> None:
+    with LocalCluster(shared, scenario="hang") as local:
+        ref = _submit(local, 2, "hang")
+        lifecycle.wait(local.session(), ref, "running", timeout=10)
+        commands = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "python -c 'import kubernetes'": [sys.executable, "-c", "import kubernetes"],
+            "kfcompile status bench": [
+                sys.executable,
+                "-m",
+                "kfcompile",
+                "status",
+                "bench",
+                "--kubeconfig",
+                str(local.kubeconfig),
+            ],
+        }
+        for label, argv in commands.items():
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=ENV)  # warm caches
+            walls = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=ENV)
+                walls.append((time.perf_counter() - start) * 1000)
+            print(f"  {label:<32} median {statistics.median(walls):6.0f} ms")
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    shared = schema_check.require_shared()
+    found = sorted(latency(shared, runs))
+    print("status change -> wait returns:")
+    print(
+        f"  median {statistics.median(found) * 1000:.1f} ms, "
+        f"p90 {found[int(len(found) * 0.9) - 1] * 1000:.1f} ms, max {found[-1] * 1000:.1f} ms"
+    )
+    print("API requests counted at the server:")
+    lifecycle_requests(shared)
+    print("cold wall time:")
+    cold_status(shared, max(5, runs // 3))
+
+
+if __name__ == "__main__":
+    main()
