@@ -55,6 +55,11 @@ def _submit(local: LocalCluster, nodes: int, scenario: str) -> Ref:
     return lifecycle.submit(session, spec, "trainjob/v2.3", namespace=NAMESPACE, environ={}).ref
 
 
+def _wait_done(session: lifecycle.Session, ref: Ref, returned: list[float]) -> None:
+    lifecycle.wait(session, ref, "done", timeout=10)
+    returned.append(time.perf_counter())
+
+
 def latency(shared: Path, runs: int) -> list[float]:
     """Seconds from the Complete condition landing in the store to `wait` returning."""
     found = []
@@ -63,13 +68,7 @@ def latency(shared: Path, runs: int) -> list[float]:
             ref = _submit(local, 1, "hang")
             lifecycle.wait(local.session(), ref, "running", timeout=10)
             returned: list[float] = []
-            session = local.session()
-            waiter = threading.Thread(
-                target=lambda: (
-                    lifecycle.wait(session, ref, "done", timeout=10),
-                    returned.append(time.perf_counter()),
-                )
-            )
+            waiter = threading.Thread(target=_wait_done, args=(local.session(), ref, returned))
             waiter.start()
             time.sleep(0.2)  # the waiter is watching
             job = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, ref.name)
