@@ -48,7 +48,8 @@ def test_golden(example: Path, request: pytest.FixtureRequest) -> None:
 
 
 def test_no_golden_without_example() -> None:
-    assert {p.name for p in GOLDEN.iterdir()} == {e.stem for e in EXAMPLES}
+    rendered = {p.name for p in GOLDEN.iterdir() if p.name != "conversions"}  # test_import's
+    assert rendered == {e.stem for e in EXAMPLES}
 
 
 def test_full_example_renders_on_current_releases() -> None:

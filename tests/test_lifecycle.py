@@ -540,3 +540,59 @@ def test_sync_path_stays_inside_the_claim(local: LocalCluster) -> None:
             local.session(), TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="runs", local="."
         )
     assert local.kube.requests.count("POST") == 0
+
+
+# --- pagination, on a port of its own -----------------------------------------------------------
+
+
+class ExpiringPages:
+    """A Cluster port whose pod list comes in pages and forgets its first continue token once,
+    as a real server does after compaction."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods = pods
+        self.calls: list[str | None] = []
+        self.expired = False
+
+    def list(self, api_version: str, kind: str, namespace: str | None, **kw: Any) -> Any:
+        from kfcompile.ports import Gone, Page
+
+        token, limit = kw.get("continue_token"), kw["limit"]
+        self.calls.append(token)
+        if token is not None and not self.expired:
+            self.expired = True
+            raise Gone(410, "Expired", "The provided continue parameter is too old")
+        start = int(token or 0)
+        rest = self.pods[start + limit :]
+        return Page(self.pods[start : start + limit], "7", str(start + limit) if rest else None)
+
+
+class Instant:
+    def monotonic(self) -> float:
+        return 0.0
+
+    def sleep(self, seconds: float) -> None:
+        raise AssertionError("nothing to wait for")
+
+
+def test_an_expired_continue_token_starts_the_list_over() -> None:
+    job = {
+        "apiVersion": TRAINJOB,
+        "kind": "TrainJob",
+        "metadata": {"name": "big", "namespace": NAMESPACE},
+        "spec": {"trainer": {"numNodes": 1200}},
+    }
+    pods = [
+        {
+            "metadata": {
+                "name": f"big-node-0-{i}-x",
+                "labels": {"batch.kubernetes.io/job-completion-index": str(i)},
+            },
+            "status": {"phase": "Running"},
+        }
+        for i in range(1200)
+    ]
+    port = ExpiringPages(pods)
+    obs = lifecycle.observe(lifecycle.Session(port, Instant()), job)  # type: ignore[arg-type]
+    assert [n.rank for n in obs.nodes] == list(range(1200))  # each once, none missing
+    assert port.calls == [None, "500", None, "500", "1000"]

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from kfcompile.errors import KfcompileError, Problem, SpecError, UnsupportedFeature
@@ -23,15 +24,36 @@ from kfcompile.spec import (
 from kfcompile.targets import DEFAULT_TARGET, TARGETS, Placement, target
 
 if TYPE_CHECKING:
+    from kfcompile.importer import (
+        Converted,
+        Imported,
+        LossyImport,
+        NotImportable,
+        convert_manifest,
+        import_manifest,
+        import_manifest_lossy,
+    )
     from kfcompile.status import JobState, State, job_state
+
+# Not needed to render: imported on first use, which keeps `kfcompile render` quick to start.
+_LAZY = {
+    "kfcompile.status": ("JobState", "State", "job_state"),
+    "kfcompile.importer": (
+        "Converted",
+        "Imported",
+        "LossyImport",
+        "NotImportable",
+        "convert_manifest",
+        "import_manifest",
+        "import_manifest_lossy",
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:
-    # Status mapping is not needed to render; importing it lazily keeps `kfcompile render` quick.
-    if name in ("JobState", "State", "job_state"):
-        from kfcompile import status
-
-        return getattr(status, name)
+    for module, names in _LAZY.items():
+        if name in names:
+            return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'kfcompile' has no attribute {name!r}")
 
 
@@ -51,13 +73,17 @@ def explain(spec: JobSpec, target_name: str = DEFAULT_TARGET) -> list[Placement]
 __all__ = [
     "DEFAULT_TARGET",
     "TARGETS",
+    "Converted",
     "ElasticPolicy",
+    "Imported",
     "Initializer",
     "InitializerSource",
     "JobSpec",
     "JobState",
     "KfcompileError",
     "Launcher",
+    "LossyImport",
+    "NotImportable",
     "Placement",
     "Problem",
     "RuntimeRef",
@@ -66,8 +92,11 @@ __all__ = [
     "State",
     "UnsupportedFeature",
     "WorkDir",
+    "convert_manifest",
     "dump_spec",
     "explain",
+    "import_manifest",
+    "import_manifest_lossy",
     "job_state",
     "load_spec",
     "render",

@@ -331,8 +331,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print the JSON Schema of the job spec")
     p.set_defaults(func=cmd_schema)
 
-    from kfcompile import cli_cluster  # parsers only: the adapter loads when a command runs
+    from kfcompile import cli_cluster, convert  # parsers; their work loads when they run
 
+    convert.add_commands(sub)
     cli_cluster.add_commands(sub)
     return parser
 

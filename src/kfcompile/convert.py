@@ -35,10 +35,11 @@ SPEC = "spec"  # the summary's target column for `import`
 
 
 Status = Literal["ok", "lossy", "refused", "failed"]
-RESULTS: dict[Status, str] = {
+# How the summary's last line counts each status.
+TOTALS: dict[Status, str] = {
     "ok": "ok",
-    "lossy": "lossy, written",  # --allow-lossy: the losses are warnings
-    "refused": "lossy, not written",
+    "lossy": "written with losses",  # --allow-lossy: the losses were warnings
+    "refused": "not written (losses)",
     "failed": "failed",
 }
 
@@ -56,8 +57,14 @@ class Outcome:
 
     @property
     def result(self) -> str:
-        count = f" ({len(self.lines)})" if self.lines else ""
-        return RESULTS[self.status] + count
+        """The summary's result column."""
+        n = len(self.lines)
+        return {
+            "ok": "ok",
+            "lossy": f"written, {n} lost",
+            "refused": f"not written, {n} lost",
+            "failed": f"failed, {n} problem{'s' * (n != 1)}",
+        }[self.status]
 
 
 def convert_text(
@@ -104,8 +111,9 @@ def _lines(problems: Iterable[Problem]) -> tuple[str, ...]:
 # --- files ------------------------------------------------------------------------------------
 
 
-def _inputs(arguments: list[str]) -> Iterator[tuple[str, Path]]:
-    """``(label, path relative to the output directory)`` of every input file."""
+def _inputs(arguments: list[str], out: Path | None) -> Iterator[tuple[str, Path]]:
+    """``(label, path relative to the output directory)`` of every input file; a directory's
+    files below ``out`` are skipped (earlier output)."""
     from kfcompile.cli import UsageError
 
     for argument in arguments:
@@ -114,22 +122,30 @@ def _inputs(arguments: list[str]) -> Iterator[tuple[str, Path]]:
             continue
         path = Path(argument)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+            skip = out.resolve() if out is not None else None
+            found = sorted(
+                p
+                for p in path.rglob("*")
+                if p.suffix in SUFFIXES
+                and p.is_file()
+                and (skip is None or not p.resolve().is_relative_to(skip))
+            )
             if not found:
                 raise UsageError(f"no manifests ({', '.join(SUFFIXES)}) in {argument}")
             for p in found:
                 yield str(p), p.relative_to(path)
-        else:
+        elif path.is_file():
             yield argument, Path(path.name)
+        else:
+            raise UsageError(f"cannot read {argument}: no such file or directory")
 
 
-def _read(label: str) -> str:
-    from kfcompile.cli import UsageError
-
+def _read(label: str) -> str | Problem:
+    """The file's text, or why it cannot be read (a failed row, not the end of the run)."""
     try:
         return sys.stdin.read() if label == "-" else Path(label).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {label}: {getattr(exc, 'strerror', None) or exc}") from None
+        return Problem("", f"cannot read: {getattr(exc, 'strerror', None) or exc}")
 
 
 def _write(path: Path, text: str) -> None:
@@ -148,12 +164,16 @@ def _run(args: argparse.Namespace, target_name: str | None) -> int:
     out = Path(args.out) if args.out is not None else None
     sources: dict[Path, str] = {}
     results: list[tuple[Path, list[Outcome]]] = []
-    for label, relative in _inputs(args.manifest):
+    for label, relative in _inputs(args.manifest, out):
         destination = relative.with_suffix(".yaml")
         if destination in sources:
             raise UsageError(f"{label} and {sources[destination]} would both write {destination}")
         sources[destination] = label
-        outcomes = convert_text(_read(label), label, target_name, allow_lossy=args.allow_lossy)
+        text = _read(label)
+        if isinstance(text, Problem):
+            outcomes = [Outcome(label, "-", target_name or SPEC, "failed", lines=(str(text),))]
+        else:
+            outcomes = convert_text(text, label, target_name, allow_lossy=args.allow_lossy)
         results.append((destination, outcomes))
     every = [o for _, outcomes in results for o in outcomes]
     for o in every:
@@ -183,7 +203,7 @@ def _summary(outcomes: list[Outcome]) -> None:
         cells = [cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)]
         print("  ".join([*cells, row[3]]))
     counts = ", ".join(
-        f"{sum(o.status == status for o in outcomes)} {text}" for status, text in RESULTS.items()
+        f"{sum(o.status == status for o in outcomes)} {text}" for status, text in TOTALS.items()
     )
     print(f"{len(outcomes)} jobs: {counts}")
 

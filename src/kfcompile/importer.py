@@ -796,10 +796,11 @@ class _Import:
                 if k != "containers":
                     self._hatch(pod_over, "pod_spec_overrides", path, self.doc.take(path))
                 elif isinstance(pod[k], list):  # the sidecars; the training container stays
-                    segments = [_item_segment(c, i) for i, c in enumerate(pod[k])]
-                    sidecars = [(*path, seg) for seg in segments if seg != box_root[-1]]
-                    taken = [self.doc.take(at) for at in sidecars]
-                    self._hatch(pod_over, "pod_spec_overrides", path, _plain_list(taken))
+                    segments = [_item_segment(c, i) for i, c in enumerate(pod[k]) if c is not _GONE]
+                    sidecars = [
+                        self.doc.take((*path, seg)) for seg in segments if seg != box_root[-1]
+                    ]
+                    self._hatch(pod_over, "pod_spec_overrides", path, sidecars)
         if pod_over:
             self.data["pod_spec_overrides"] = pod_over
         if container_over:
@@ -887,14 +888,11 @@ class _Import:
         for k in sorted(ref.keys() - RUNTIME_REF_KEYS.keys()):
             self.lose(f"{where}.{k}", NOT_HELD)
         data = {RUNTIME_REF_KEYS[k]: v for k, v in ref.items() if k in RUNTIME_REF_KEYS}
-        if "name" not in data:
-            self.lose(f"{where}.name", f"absent: {RuntimeRef().name} is written")
         default = RuntimeRef()
-        if {"name": default.name, "kind": default.kind, "api_group": default.api_group, **data} != {
-            "name": default.name,
-            "kind": default.kind,
-            "api_group": default.api_group,
-        }:
+        if "name" not in data:
+            self.lose(f"{where}.name", f"absent: {default.name} is written")
+        defaults = {"name": default.name, "kind": default.kind, "api_group": default.api_group}
+        if {**defaults, **data} != defaults:  # the default runtime needs no runtime_ref
             self.put("runtime_ref", data, where)
 
     def initializer(self) -> None:

@@ -55,6 +55,7 @@ MANAGER: Final = "kfcompile"
 SPEC_HASH: Final = "kfcompile.dev/spec-hash"
 TARGET_ANNOTATION: Final = "kfcompile.dev/target"
 LIST_PAGE: Final = 500
+LIST_RESTARTS: Final = 3  # times a paginated list starts over after its continue token expired
 
 # --- tables -------------------------------------------------------------------------------------
 
@@ -201,23 +202,32 @@ def _get(session: Session, ref: Ref) -> Obj | None:
 def _list_all(
     session: Session, api_version: str, kind: str, namespace: str | None, **selectors: str
 ) -> list[Obj]:
-    """Every page of a list: one request per LIST_PAGE objects, never one per object."""
+    """Every page of a list: one request per LIST_PAGE objects, never one per object.
+
+    A continue token the server has forgotten (410) starts the list over, as the API asks."""
     items: list[Obj] = []
     token: str | None = None
+    restarts = 0
     while True:
-        page = call(
-            session,
-            f"list {kind}",
-            partial(
-                session.cluster.list,
-                api_version,
-                kind,
-                namespace,
-                limit=LIST_PAGE,
-                continue_token=token,
-                **selectors,
-            ),
-        )
+        try:
+            page = call(
+                session,
+                f"list {kind}",
+                partial(
+                    session.cluster.list,
+                    api_version,
+                    kind,
+                    namespace,
+                    limit=LIST_PAGE,
+                    continue_token=token,
+                    **selectors,
+                ),
+            )
+        except Gone:
+            if token is None or restarts >= LIST_RESTARTS:
+                raise
+            items, token, restarts = [], None, restarts + 1
+            continue
         items.extend(page.items)
         token = page.continue_token
         if not token:

@@ -41,7 +41,8 @@ class LocalCluster:
         crd_dir = shared / "crds"
         files = [crd_dir / name for name in crds]
         files.append(crd_dir / "clustertrainingruntimes-v2.3.0.yaml")
-        self.kube = FakeKube(crd_files=files)
+        # A real server keeps about five minutes of changes; 1,000-pod jobs make many events.
+        self.kube = FakeKube(crd_files=files, history=100_000)
         self.store = self.kube.store
         self.controller = Controller(self.store, step=step, default_scenario=scenario)
         self.kubelet = Kubelet(self.store)

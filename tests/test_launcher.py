@@ -1,0 +1,77 @@
+"""``examples/launcher.py``: run as a program, and built only on kfcompile's public API."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kfcompile
+
+LAUNCHER = Path(__file__).resolve().parents[1] / "examples" / "launcher.py"
+
+
+def launch(*argv: str) -> tuple[int, Any, str]:
+    done = subprocess.run(
+        [sys.executable, str(LAUNCHER), *argv], capture_output=True, text=True, timeout=60
+    )
+    out = json.loads(done.stdout) if done.stdout.strip() else None
+    return done.returncode, out, done.stderr
+
+
+@pytest.mark.parametrize("target", sorted(kfcompile.TARGETS))
+def test_launcher_renders_and_reads_back(target: str) -> None:
+    code, out, err = launch(
+        "--name", "demo", "--nodes", "2", "--gpus", "4", "--queue", "team-a",
+        "--target", target, "/app/train.py", "--epochs", "3",
+    )  # fmt: skip
+    assert code == 0, err
+    assert out["kind"] == "List"
+    [job] = out["items"]
+    assert job["metadata"]["name"] == "demo"
+    assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "team-a"}
+    if target == "pytorchjob/v1":
+        assert job["kind"] == "PyTorchJob"
+        assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
+        [container] = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+        assert container["command"][-3:] == ["/app/train.py", "--epochs", "3"]
+    else:
+        assert job["kind"] == "TrainJob"
+        assert job["spec"]["trainer"]["numNodes"] == 2
+        assert job["spec"]["trainer"]["command"] == ["torchrun", "/app/train.py", "--epochs", "3"]
+    assert err == (f"launcher: {job['kind']} demo for {target}: 1 object(s), read back unchanged\n")
+
+
+def test_launcher_reports_every_problem() -> None:
+    code, out, err = launch("--name", "Bad_Name", "--nodes", "0", "/app/train.py")
+    assert (code, out) == (1, None)
+    assert [line.split(": ")[1] for line in err.splitlines()] == ["name", "num_nodes"]
+
+
+def test_launcher_uses_only_the_public_api() -> None:
+    """Imports: the standard library, ``kfcompile`` and ``kfcompile.ports``; every
+    ``kfcompile.<name>`` it uses is exported in ``kfcompile.__all__``."""
+    tree = ast.parse(LAUNCHER.read_text(encoding="utf-8"))
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules.add(node.module)
+    kf = {m for m in modules if m.split(".")[0] == "kfcompile"}
+    assert kf <= {"kfcompile", "kfcompile.ports"}
+    assert all(m.split(".")[0] in sys.stdlib_module_names for m in modules - kf)
+    used = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "kfcompile"
+    }
+    assert used, "the launcher uses kfcompile"
+    assert used <= set(kfcompile.__all__), used - set(kfcompile.__all__)
