@@ -13,22 +13,27 @@ The steps, one function each:
    release (``kfcompile.UnsupportedFeature`` names what that release cannot express);
 3. ``kfcompile.import_manifest``: the rendered job read back, which must give the spec again,
    so nothing was lost on the way;
-4. the lifecycle (submit, watch, logs) goes through a ``kfcompile.ports.Cluster``: see
-   ``kfcompile.ports`` for the Protocol a launcher implements or takes from
-   ``kfcompile_kube``.
+4. with ``--submit``, ``run_on_cluster``: the lifecycle (``kfcompile.lifecycle``: submit,
+   wait, logs) through a ``kfcompile.ports.Cluster``, here the Kubernetes one from
+   ``kfcompile_kube``; a launcher may pass any implementation of the Protocol instead.
 
 Prints the objects to apply as one JSON ``List`` on stdout and a one-line summary on stderr;
 exit status 1 with one line per problem when the spec is invalid or the target cannot hold it.
+With ``--submit`` it runs the job instead and prints every rank's log when it ends; exit status
+1 when the job failed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
 import sys
 from collections.abc import Sequence
 
 import kfcompile
+from kfcompile import lifecycle
 
 
 def build_spec(args: argparse.Namespace) -> kfcompile.JobSpec:
@@ -54,9 +59,34 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=0, help="GPUs per node")
     p.add_argument("--queue", help="Kueue LocalQueue")
     p.add_argument("--target", default=kfcompile.DEFAULT_TARGET, choices=list(kfcompile.TARGETS))
+    p.add_argument("--submit", action="store_true", help="run it on the cluster and wait")
+    p.add_argument("--kubeconfig", help="for --submit (default: as kubectl finds it)")
     p.add_argument("entrypoint", help="Python file in the image")
     p.add_argument("program_args", nargs=argparse.REMAINDER, help="its arguments")
     return p
+
+
+def run_on_cluster(spec: kfcompile.JobSpec, target: str, kubeconfig: str | None) -> int:
+    """Submit, report each change of state, and print every rank's log at the end."""
+    from kfcompile_kube import KubeCluster, SystemClock, connect
+
+    connection = connect(kubeconfig)
+    session = lifecycle.Session(
+        KubeCluster(connection.api_client), SystemClock(), jitter=random.random
+    )
+    submitted = lifecycle.submit(
+        session, spec, target, namespace=connection.namespace, environ=os.environ
+    )
+
+    def progress(obs: lifecycle.Observation, elapsed: float) -> None:
+        print(
+            f"launcher: {elapsed:5.1f}s {obs.state.state.value} {obs.state.reason}", file=sys.stderr
+        )
+
+    final = lifecycle.wait(session, submitted.ref, "done", on_change=progress)
+    for line in lifecycle.logs(session, submitted.ref):
+        print(f"[rank {line.rank}] {line.text}")
+    return 0 if final.state.state is kfcompile.State.SUCCEEDED else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,6 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(objects)} object(s), read back unchanged",
         file=sys.stderr,
     )
+    if args.submit:
+        try:
+            return run_on_cluster(spec, args.target, args.kubeconfig)
+        except (lifecycle.ClusterError, kfcompile.KfcompileError) as exc:
+            print(f"launcher: {exc}", file=sys.stderr)
+            return 1
     json.dump({"apiVersion": "v1", "kind": "List", "items": objects}, sys.stdout, indent=2)
     print()
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import schema_check
 
 import kfcompile
 
@@ -54,8 +55,9 @@ def test_launcher_reports_every_problem() -> None:
 
 
 def test_launcher_uses_only_the_public_api() -> None:
-    """Imports: the standard library, ``kfcompile`` and ``kfcompile.ports``; every
-    ``kfcompile.<name>`` it uses is exported in ``kfcompile.__all__``."""
+    """Imports: the standard library, ``kfcompile``, its ``lifecycle`` and ``ports`` and the
+    Kubernetes adapter ``kfcompile_kube``; every ``kfcompile.<name>`` it uses is exported in
+    ``kfcompile.__all__``."""
     tree = ast.parse(LAUNCHER.read_text(encoding="utf-8"))
     modules = set()
     for node in ast.walk(tree):
@@ -63,8 +65,8 @@ def test_launcher_uses_only_the_public_api() -> None:
             modules |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             modules.add(node.module)
-    kf = {m for m in modules if m.split(".")[0] == "kfcompile"}
-    assert kf <= {"kfcompile", "kfcompile.ports"}
+    kf = {m for m in modules if m.split(".")[0] in ("kfcompile", "kfcompile_kube")}
+    assert kf <= {"kfcompile", "kfcompile.lifecycle", "kfcompile.ports", "kfcompile_kube"}
     assert all(m.split(".")[0] in sys.stdlib_module_names for m in modules - kf)
     used = {
         node.attr
@@ -75,3 +77,22 @@ def test_launcher_uses_only_the_public_api() -> None:
     }
     assert used, "the launcher uses kfcompile"
     assert used <= set(kfcompile.__all__), used - set(kfcompile.__all__)
+
+
+def test_launcher_runs_the_job_on_a_cluster() -> None:
+    """--submit drives the lifecycle through the ports against the local API server."""
+    from fakekube.cluster import NAMESPACE, LocalCluster
+
+    with LocalCluster(schema_check.require_shared()) as local:
+        argv = ["--nodes", "2", "--submit", "--kubeconfig", str(local.kubeconfig), "/app/train.py"]
+        done = subprocess.run(
+            [sys.executable, str(LAUNCHER), *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "SUCCEEDED Complete" in done.stderr
+        ranks = {line.split("]")[0] for line in done.stdout.splitlines()}
+        assert ranks == {"[rank 0", "[rank 1"}
+        assert local.store.get("trainer.kubeflow.org/v1alpha1", "TrainJob", NAMESPACE, "demo")
