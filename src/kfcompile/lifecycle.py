@@ -1000,14 +1000,17 @@ def claim_dir(path: str) -> str:
     return posixpath.join(SYNC_ROOT, inside).rstrip("/")
 
 
-def _helper_pod(namespace: str, pvc: str, image: str) -> Obj:
+def _helper_pod(namespace: str, pvc: str, image: str, token: str) -> Obj:
+    # Named by us, not by generateName: a create retried after a lost answer then finds its
+    # own pod (same token) instead of leaving a second one behind.
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "generateName": "kfcompile-sync-",
+            "name": f"kfcompile-sync-{token[:10]}",
             "namespace": namespace,
             "labels": {MANAGED_BY_LABEL: MANAGER, "kfcompile.dev/role": "sync"},
+            "annotations": {SPEC_HASH: token},
         },
         "spec": {
             "restartPolicy": "Never",
@@ -1058,11 +1061,8 @@ def _with_helper(
 ) -> T:
     """Run ``work`` with a short-lived pod that mounts ``pvc``; the pod is deleted on every
     path out, errors and Ctrl-C included."""
-    pod = call(
-        session,
-        "create sync helper",
-        lambda: session.cluster.create(_helper_pod(namespace, pvc, image)),
-    )
+    token = "".join(f"{int(session.jitter() * 2**32):08x}" for _ in range(2))
+    pod = _create(session, _helper_pod(namespace, pvc, image, token), token)
     ref = Ref.of(pod)
     try:
         _await_running(session, ref, timeout)
