@@ -134,7 +134,7 @@ def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str)
         cells = []
         for name in targets:
             suffix, text = outcome(spec, name, output)
-            _write(folder / f"{file_stem(name)}.{suffix}", text)
+            write_file(folder / f"{file_stem(name)}.{suffix}", text)
             cells.append("ok" if suffix != "err" else f"{text.count(chr(10))} unsupported")
         rows.append((Path(path).name, cells))
     width = max(len(name) for name, _ in rows)
@@ -144,7 +144,7 @@ def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str)
     return 0
 
 
-def _write(path: Path, text: str) -> None:
+def write_file(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

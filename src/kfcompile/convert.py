@@ -148,18 +148,8 @@ def _read(label: str) -> str | Problem:
         return Problem("", f"cannot read: {getattr(exc, 'strerror', None) or exc}")
 
 
-def _write(path: Path, text: str) -> None:
-    from kfcompile.cli import UsageError
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
 def _run(args: argparse.Namespace, target_name: str | None) -> int:
-    from kfcompile.cli import UsageError
+    from kfcompile.cli import UsageError, write_file
 
     out = Path(args.out) if args.out is not None else None
     sources: dict[Path, str] = {}
@@ -190,7 +180,7 @@ def _run(args: argparse.Namespace, target_name: str | None) -> int:
     for destination, outcomes in results:
         texts = [o.text for o in outcomes if o.text]
         if texts:
-            _write(out / destination, "---\n".join(texts))
+            write_file(out / destination, "---\n".join(texts))
     _summary(every)
     return 1 if bad else 0
 

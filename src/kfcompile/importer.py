@@ -552,6 +552,17 @@ class _Import:
                 self.lose(where, f"conflicts with {found[0][0]}: dropped")
         return found[0]
 
+    def one_mapping(self, slot: str) -> tuple[str, dict[str, Any]] | None:
+        """``one(slot)`` when it is a mapping; anything else there is lost."""
+        found = self.one(slot)
+        if found is None:
+            return None
+        where, value = found
+        if not isinstance(value, dict):
+            self.lose(where, "must be a mapping: dropped")
+            return None
+        return where, value
+
     def union(self, slot: str) -> tuple[str, dict[str, Any]] | None:
         """A map slot merged from every place it was found. The spec writes the map to all of a
         target's places alike, so a key missing from one of them, or different there, is lost."""
@@ -878,13 +889,10 @@ class _Import:
             self.put("labels", labels, where)
 
     def runtime_ref(self) -> None:
-        found = self.one("run.runtimeRef")
+        found = self.one_mapping("run.runtimeRef")
         if found is None:
             return
         where, ref = found
-        if not isinstance(ref, dict):
-            self.lose(where, "must be a mapping: dropped")
-            return
         for k in sorted(ref.keys() - RUNTIME_REF_KEYS.keys()):
             self.lose(f"{where}.{k}", NOT_HELD)
         data = {RUNTIME_REF_KEYS[k]: v for k, v in ref.items() if k in RUNTIME_REF_KEYS}
@@ -896,13 +904,10 @@ class _Import:
             self.put("runtime_ref", data, where)
 
     def initializer(self) -> None:
-        found = self.one("run.initializer")
+        found = self.one_mapping("run.initializer")
         if found is None:
             return
         where, init = found
-        if not isinstance(init, dict):
-            self.lose(where, "must be a mapping: dropped")
-            return
         data: dict[str, Any] = {}
         for kind, source in init.items():
             at = f"{where}.{kind}"
@@ -965,13 +970,10 @@ class _Import:
             self.lose("spec.trainer.numNodes", "absent (the runtime's default): written as 1")
 
     def resources(self) -> None:
-        found = self.one("container.resources")
+        found = self.one_mapping("container.resources")
         if found is None:
             return
         where, res = found
-        if not isinstance(res, dict):
-            self.lose(where, "must be a mapping: dropped")
-            return
         requests = dict(res["requests"]) if isinstance(res.get("requests"), dict) else {}
         limits = dict(res["limits"]) if isinstance(res.get("limits"), dict) else {}
         for k in sorted(res):
@@ -1048,13 +1050,10 @@ class _Import:
             self.sources[f"secret_env[{i}]"] = at
 
     def elastic(self) -> None:
-        found = self.one("run.elastic")
+        found = self.one_mapping("run.elastic")
         if found is None:
             return
         where, policy = found
-        if not isinstance(policy, dict):
-            self.lose(where, "must be a mapping: dropped")
-            return
         data = {ELASTIC_KEYS[k]: v for k, v in policy.items() if k in ELASTIC_KEYS}
         data.setdefault("min_nodes", self.data["num_nodes"])  # the operator's defaults
         data.setdefault("max_nodes", self.data["num_nodes"])
@@ -1069,13 +1068,10 @@ class _Import:
         self.put("elastic", data, where)
 
     def scheduling_policy(self) -> None:
-        found = self.one("run.schedulingPolicy")
+        found = self.one_mapping("run.schedulingPolicy")
         if found is None:
             return
         where, policy = found
-        if not isinstance(policy, dict):
-            self.lose(where, "must be a mapping: dropped")
-            return
         for k in sorted(policy.keys() - SCHEDULING_KEYS.keys()):
             self.lose(f"{where}.{k}", NOT_HELD)
         data = {SCHEDULING_KEYS[k]: v for k, v in policy.items() if k in SCHEDULING_KEYS}
