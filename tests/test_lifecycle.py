@@ -387,6 +387,21 @@ def test_follow_resumes_a_dropped_stream_without_repeating(local: LocalCluster) 
     assert followed == full and full
 
 
+def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
+    with LocalCluster(schema_check.require_shared(), step=0.05) as local:
+        ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
+        lifecycle.wait(local.session(), ref, "running", timeout=10)
+        local.kube.faults.add("GET", "/log", drop_after=1)
+        followed = [x.text for x in lifecycle.logs(local.session(), ref, follow=True, tail_lines=1)]
+        full = [x.text for x in lifecycle.logs(local.session(), ref, rank=0)]
+        reads = [r.query for r in local.kube.requests.matching("GET", "/log")]
+    assert reads[0].get("tailLines") == "1" and reads[0].get("follow") == "true"
+    # After the drop: from a little before the last line shown, never the whole log again.
+    assert "tailLines" not in reads[1] and int(reads[1]["sinceSeconds"]) <= 3
+    assert reads[1]["timestamps"] == "true"  # lines already shown are known by their time
+    assert followed == full[-len(followed) :]  # from the tail on, each line once
+
+
 # --- cancel, suspend, list ----------------------------------------------------------------------
 
 

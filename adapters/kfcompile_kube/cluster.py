@@ -175,6 +175,7 @@ class KubeCluster:
         follow: bool = False,
         since_seconds: int | None = None,
         tail_lines: int | None = None,
+        timestamps: bool = False,
     ) -> Iterator[str]:
         query: list[tuple[str, str]] = []
         if container is not None:
@@ -185,6 +186,8 @@ class KubeCluster:
             query.append(("sinceSeconds", str(since_seconds)))
         if tail_lines is not None:
             query.append(("tailLines", str(tail_lines)))
+        if timestamps:
+            query.append(("timestamps", "true"))
         path = f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/log"
         # A followed training log may stay quiet for hours: no read timeout then.
         read_timeout = None if follow else self._read_timeout

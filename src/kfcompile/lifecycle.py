@@ -790,10 +790,15 @@ def follow_logs(
     tail_lines: int | None = None,
 ) -> Iterator[str]:
     """One rank's log as it grows, across dropped connections, container restarts and pod
-    replacements; ends when the job has finished (or is deleted) and the log is drained."""
+    replacements; ends when the job has finished (or is deleted) and the log is drained.
+
+    ``since_seconds``/``tail_lines`` shape the first container's log only. Lines are read with
+    their server timestamps: after a dropped connection the log is read again from a little
+    before the last line shown, and the lines up to it are skipped, so none repeats."""
     cluster, clock = session.cluster, session.clock
     container = job_kind(ref).container
-    shown: dict[tuple[str, int], int] = {}  # (pod uid, restart count) -> lines shown
+    # (pod uid, restarts) -> the last line shown: (its time, lines shown with that time, when)
+    last: dict[tuple[str, int], tuple[str, int, float]] = {}
     first = True
     attempt = 0
     while True:
@@ -810,35 +815,53 @@ def follow_logs(
             continue
         name = str(_meta(pod)["name"])
         key = (str(_meta(pod).get("uid", name)), _restarts(pod, container))
-        skip = shown.get(key, 0)
-        phase = (pod.get("status") or {}).get("phase")
-        count = 0
+        since, tail = (since_seconds, tail_lines) if first else (None, None)
+        if key in last:
+            since = math.ceil(clock.monotonic() - last[key][2]) + 2
+        first = False
+        shown = False
+        base_stamp, base_seen, _ = last.get(key, ("", 0, 0.0))
+        same = 0  # lines read at base_stamp: the first base_seen of them were shown
         try:
-            for text in cluster.pod_log(
+            for line in cluster.pod_log(
                 ref.namespace or "default",
                 name,
                 container=container,
                 follow=not finished,
-                since_seconds=since_seconds if first else None,
-                tail_lines=tail_lines if first else None,
+                since_seconds=since,
+                tail_lines=tail,
+                timestamps=True,
             ):
-                count += 1
-                if count > skip:
-                    shown[key] = count
-                    attempt = 0
-                    yield text
-            first = first and count == 0 and not finished
-        except Transient:
+                stamp, _, text = line.partition(" ")
+                stamp = _sortable(stamp)
+                if stamp < base_stamp:
+                    continue
+                if stamp == base_stamp:
+                    same += 1
+                    if same <= base_seen:
+                        continue
+                prev_stamp, prev_count, _ = last.get(key, ("", 0, 0.0))
+                count = prev_count + 1 if stamp == prev_stamp else 1
+                last[key] = (stamp, count, clock.monotonic())
+                shown, attempt = True, 0
+                yield text
+        except Transient:  # dropped: read again (finished or not), skipping what was shown
             clock.sleep(backoff(session, attempt))
             attempt = min(attempt + 1, 5)
             continue
         except (NotFound, Invalid):
             pass  # the pod went away, or its container has not started (400): look again
-        if finished or (phase in ("Succeeded", "Failed") and job_status.job_state(job).finished):
+        if finished:
             return
-        if count <= skip:  # nothing new: the container is between restarts or starting
+        if not shown:  # nothing new: the container is starting, restarting, or unreachable
             clock.sleep(backoff(session, attempt))
             attempt = min(attempt + 1, 5)
+
+
+def _sortable(stamp: str) -> str:
+    """An RFC 3339 time with its fraction padded to nanoseconds, so times sort as text."""
+    whole, dot, fraction = stamp.rstrip("Z").partition(".")
+    return f"{whole}.{fraction.ljust(9, '0')}" if dot else f"{whole}.000000000"
 
 
 def merge(streams: Mapping[int, Iterator[str]]) -> Iterator[LogLine]:

@@ -159,8 +159,11 @@ class Cluster(Protocol):
         follow: bool = False,
         since_seconds: int | None = None,
         tail_lines: int | None = None,
+        timestamps: bool = False,
     ) -> Iterator[str]:
-        """The container's log, line by line (without newlines); follows while it runs."""
+        """The container's log, line by line (without newlines); follows while it runs.
+
+        With ``timestamps`` each line starts with its RFC 3339 time and a space."""
         ...
 
     def exec(
