@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kfcompile.targets import DEFAULT_TARGET, TARGETS
 
 if TYPE_CHECKING:
-    from kfcompile.lifecycle import Observation, Session
+    from kfcompile.lifecycle import LogLine, Observation, Session
     from kfcompile.ports import LocalFiles, Ref
 
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
@@ -115,7 +115,7 @@ def _save_logs(ctx: Context, ref: Ref, directory: str) -> None:
     print(f"saved logs of {ref} to {folder}/", file=sys.stderr)
 
 
-def _print_logs(lines: Iterator[Any], prefix: bool) -> None:
+def _print_logs(lines: Iterator[LogLine], prefix: bool) -> None:
     for line in lines:
         text = f"[rank {line.rank}] {line.text}" if prefix else line.text
         sys.stdout.write(text + "\n")
