@@ -87,6 +87,8 @@ def test_status_text_and_json(
     doc = yaml.safe_load(out)
     assert (doc["kind"], doc["state"], doc["nodesTotal"]) == ("TrainJob", "RUNNING", 2)
     assert [n["rank"] for n in doc["nodes"]] == [0, 1]
+    fields = {"when", "type", "reason", "about", "message", "count"}
+    assert doc["events"] and all(set(e) == fields for e in doc["events"])
     code, _, err = run(local, capsys, "status", "nope")
     assert code == 1 and "no TrainJob or PyTorchJob named nope in namespace default" in err
 

@@ -242,16 +242,23 @@ def test_wait_rides_out_kueue_queueing(local: LocalCluster) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "reason"), [("unschedulable", "Unschedulable"), ("image_pull", "ImagePullBackOff")]
+    ("name", "reason", "warning"),
+    [
+        ("unschedulable", "Unschedulable", "Warning FailedScheduling pod/demo-node-0-"),
+        ("image_pull", "ImagePullBackOff", "Warning Failed pod/demo-node-0-"),
+    ],
 )
-def test_a_stuck_job_times_out_saying_why(local: LocalCluster, name: str, reason: str) -> None:
+def test_a_stuck_job_times_out_saying_why(
+    local: LocalCluster, name: str, reason: str, warning: str
+) -> None:
     ref = submit(local, spec(**scenario(name)))
     with pytest.raises(TimedOut, match=reason) as info:
         lifecycle.wait(local.session(), ref, "running", timeout=1.5)
     assert info.value.last is not None and info.value.last.state.reason == reason
+    assert warning in str(info.value)  # the events that say why come with it
     status = lifecycle.status(local.session(), ref)
     assert status.state.reason == reason
-    assert any(reason in line or "Failed" in line for line in status.events), status.events
+    assert any(e.type == "Warning" and e.about.startswith("pod/") for e in status.events)
 
 
 def test_a_job_deleted_by_someone_else_is_reported(local: LocalCluster) -> None:

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from kfcompile.targets import DEFAULT_TARGET, TARGETS
 
 if TYPE_CHECKING:
@@ -126,8 +128,6 @@ def _print_logs(lines: Iterator[LogLine], prefix: bool) -> None:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    import attrs
-
     from kfcompile import lifecycle
     from kfcompile.cli import _load
 
@@ -220,8 +220,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  {rank:<5} {n.pod:<40} {n.phase:<10} {ready:<6} {n.restarts:<9} {n.reason}")
     if obs.events:
         print("events:")
-        for line in obs.events:
-            print(f"  {line}")
+        for event in obs.events:
+            print(f"  {event}")
     return 0
 
 
@@ -246,7 +246,7 @@ def _status_doc(obs: Observation) -> dict[str, Any]:
             }
             for n in obs.nodes
         ],
-        "events": list(obs.events),
+        "events": [attrs.asdict(e) for e in obs.events],
     }
 
 
@@ -288,8 +288,8 @@ def cmd_events(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with _errors():
         obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
-    for line in obs.events:
-        print(line)
+    for event in obs.events:
+        print(event)
     if not obs.events:
         print(f"{obs.ref}: no events", file=sys.stderr)
     return 0

@@ -503,7 +503,7 @@ class Observation:
     state: JobState
     nodes: tuple[Node, ...]
     nodes_total: int
-    events: tuple[str, ...] = ()
+    events: tuple[Event, ...] = ()
     resource_version: str = ""
 
     @property
@@ -582,20 +582,35 @@ def observe(session: Session, job: Obj) -> Observation:
     )
 
 
-def _event_line(event: Mapping[str, Any]) -> tuple[str, str]:
-    involved = event.get("involvedObject") or {}
-    when = str(event.get("lastTimestamp") or event.get("eventTime") or "")
-    count = _int(event.get("count")) or 1
-    times = f" (x{count})" if count > 1 else ""
-    text = (
-        f"{when} {event.get('type', 'Normal')} {event.get('reason', '')} "
-        f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}: "
-        f"{event.get('message', '')}{times}"
-    )
-    return when, text.strip()
+@frozen(order=True)
+class Event:
+    """A Kubernetes event about the job or one of its objects, oldest first when sorted."""
+
+    when: str
+    type: str
+    reason: str
+    about: str  # kind/name, e.g. pod/demo-node-0-1-x7k2p
+    message: str
+    count: int = 1
+
+    @classmethod
+    def of(cls, event: Mapping[str, Any]) -> Event:
+        involved = event.get("involvedObject") or {}
+        return cls(
+            when=str(event.get("lastTimestamp") or event.get("eventTime") or ""),
+            type=str(event.get("type", "Normal")),
+            reason=str(event.get("reason", "")),
+            about=f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+            message=str(event.get("message", "")),
+            count=_int(event.get("count")) or 1,
+        )
+
+    def __str__(self) -> str:
+        times = f" (x{self.count})" if self.count > 1 else ""
+        return f"{self.when} {self.type} {self.reason} {self.about}: {self.message}{times}"
 
 
-def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) -> tuple[str, ...]:
+def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) -> tuple[Event, ...]:
     """The latest events of the job, its children and ``pods`` (one list each, by name)."""
     ref = Ref.of(job)
     children = [c.format(name=ref.name) for c in job_kind(ref).children]
@@ -603,8 +618,7 @@ def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) ->
     for name in [ref.name, *children, *pods]:
         by_name = f"involvedObject.name={name}"
         found += _list_all(session, "v1", "Event", ref.namespace, field_selector=by_name)
-    lines = sorted(_event_line(e) for e in found)
-    return tuple(text for _, text in lines[-recent:])
+    return tuple(sorted(Event.of(e) for e in found)[-recent:])
 
 
 def status(session: Session, ref: Ref) -> Observation:
@@ -667,9 +681,16 @@ def wait(
     while True:
         if remaining() <= 0 and last is not None:
             last = status(session, ref)  # how things stand now, with the events that say why
+            warnings = [f"  {e}" for e in last.events if e.type == "Warning"][-3:]
             raise TimedOut(
-                f"{ref} did not become {until} within {timeout:g}s: "
-                f"{last.state.state.value} ({last.state.reason}) {last.state.message}".rstrip(),
+                "\n".join(
+                    [
+                        f"{ref} did not become {until} within {timeout:g}s: "
+                        f"{last.state.state.value} ({last.state.reason}) "
+                        f"{last.state.message}".rstrip(),
+                        *warnings,
+                    ]
+                ),
                 last,
             )
         page = call(
