@@ -504,7 +504,6 @@ class Observation:
     nodes: tuple[Node, ...]
     nodes_total: int
     events: tuple[Event, ...] = ()
-    resource_version: str = ""
 
     @property
     def nodes_ready(self) -> int:
@@ -578,7 +577,6 @@ def observe(session: Session, job: Obj) -> Observation:
         job_status.job_state(job, pods),
         tuple(nodes),
         nodes_total(job),
-        resource_version=str(_meta(job).get("resourceVersion", "")),
     )
 
 
