@@ -67,6 +67,16 @@ def test_submit_wait_done_saves_every_rank_log(
     assert code == 0 and "unchanged" in out
 
 
+def test_a_spec_the_target_cannot_express_creates_nothing(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path, active_deadline_seconds=60)
+    code, _, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.1")
+    assert code == 1 and "Traceback" not in err
+    assert f"{spec} (trainjob/v2.1): active_deadline_seconds: " in err
+    assert local.kube.requests.count("POST") == 0
+
+
 def test_a_failed_job_exits_1(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -138,6 +148,14 @@ def test_sync_up_and_down(
         local, capsys, "sync", "down", str(tmp_path / "back"), "--pvc", CLAIM, "--path", "/code"
     )
     assert code == 0 and (tmp_path / "back" / "train.py").read_text() == "print(2)\n"
+
+
+def test_sync_of_a_missing_directory_is_one_line(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run(local, capsys, "sync", "up", str(tmp_path / "nope"), "--pvc", CLAIM)
+    assert code == 1 and err.count("\n") == 1 and "not a directory" in err
+    assert local.kube.requests.count("POST") == 0
 
 
 def test_namespace_comes_from_flag_then_spec_then_context(

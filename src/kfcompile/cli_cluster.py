@@ -72,12 +72,13 @@ class Context:
 def _errors() -> Iterator[None]:
     """Lifecycle and API errors as one line each, exit status 1; never a traceback."""
     from kfcompile.cli import Failed
+    from kfcompile.errors import KfcompileError
     from kfcompile.lifecycle import ClusterError
     from kfcompile.ports import ApiError
 
     try:
         yield
-    except ClusterError as exc:
+    except (ClusterError, KfcompileError) as exc:
         raise Failed("kfcompile", str(exc).splitlines()) from None
     except ApiError as exc:
         raise Failed("kfcompile", [str(exc)]) from None
@@ -129,9 +130,10 @@ def _print_logs(lines: Iterator[LogLine], prefix: bool) -> None:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from kfcompile import lifecycle
-    from kfcompile.cli import _load
+    from kfcompile.cli import _compile, _load
 
     spec = _load(args.spec)
+    _compile(args.spec, args.target, spec)  # what the target cannot express, named by file
     if spec.work_dir is not None and args.spec != "-":
         # A relative work dir is relative to the spec file, not to where kfcompile runs.
         local = Path(args.spec).parent / spec.work_dir.local

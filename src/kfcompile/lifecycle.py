@@ -1139,7 +1139,10 @@ def sync_up(
 ) -> Synced:
     """Copy the local directory into ``path`` of the claim (a tar stream over exec)."""
     target_dir = claim_dir(path)
-    packed = files.pack(local)
+    try:
+        packed = files.pack(local)
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"cannot pack {local}: {exc}") from None
 
     def upload(pod: Ref) -> Synced:
         _exec(session, pod, ["mkdir", "-p", target_dir])
@@ -1165,7 +1168,10 @@ def sync_down(
 
     def download(pod: Ref) -> Synced:
         data = _exec(session, pod, ["tar", "-cf", "-", "-C", source, "."])
-        unpacked = files.unpack(data, local)
+        try:
+            unpacked = files.unpack(data, local)
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"cannot unpack into {local}: {exc}") from None
         return Synced(unpacked.files, unpacked.size)
 
     return _with_helper(session, namespace, pvc, image, timeout, download)

@@ -191,7 +191,8 @@ class Packed:
 
 
 class LocalFiles(Protocol):
-    """The submitting machine's files, for work-dir sync (tar streams in memory)."""
+    """The submitting machine's files, for work-dir sync (tar streams in memory). Both methods
+    raise ``OSError`` or ``ValueError`` (e.g. an unsafe member) with a message for the user."""
 
     def pack(self, directory: str) -> Packed:
         """A tar of everything under ``directory`` (paths relative to it)."""
