@@ -150,6 +150,16 @@ def test_sync_up_and_down(
     assert code == 0 and (tmp_path / "back" / "train.py").read_text() == "print(2)\n"
 
 
+def test_transient_trouble_is_retried_and_said_once(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path)), "--wait", "done")
+    local.kube.faults.add("GET", "/trainjobs/demo", status=503, times=3)
+    code, out, err = run(local, capsys, "status", "demo")
+    assert code == 0 and "SUCCEEDED" in out
+    assert err.count("retrying for up to 60s") == 1 and "503" in err
+
+
 def test_sync_of_a_missing_directory_is_one_line(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -56,7 +56,11 @@ class Context:
         except ConfigError as exc:
             raise Failed("kfcompile", str(exc).splitlines()) from None
         self.session: Session = Session(
-            KubeCluster(connection.api_client), SystemClock(), jitter=random.random
+            KubeCluster(connection.api_client),
+            SystemClock(),
+            jitter=random.random,
+            retry_for=RETRY_FOR,
+            on_retry=_retrying,
         )
         self.files: LocalFiles = TarFiles()
         # Namespace: the flag, then the spec, then the kubeconfig context, then "default".
@@ -66,6 +70,13 @@ class Context:
         from kfcompile.lifecycle import locate
 
         return locate(self.session, self.namespace, name, kind)
+
+
+RETRY_FOR = 60.0  # seconds of transient API trouble a command rides out
+
+
+def _retrying(what: str, error: Exception) -> None:
+    print(f"kfcompile: {what}: {error}; retrying for up to {RETRY_FOR:g}s", file=sys.stderr)
 
 
 @contextmanager

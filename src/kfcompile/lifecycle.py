@@ -166,6 +166,8 @@ class Session:
     clock: Clock
     jitter: Callable[[], float] = _half  # uniform in [0, 1); the adapters pass random.random
     retry_for: float = 60.0
+    # Told (what, error) when a call first fails with transient trouble and will be retried.
+    on_retry: Callable[[str, Transient], None] | None = None
 
 
 def backoff(session: Session, attempt: int) -> float:
@@ -188,6 +190,8 @@ def call(session: Session, what: str, fn: Callable[[], T]) -> T:
                 raise Unavailable(
                     f"{what}: the API server kept failing for {waited:.0f}s ({exc})"
                 ) from None
+            if attempt == 0 and session.on_retry is not None:
+                session.on_retry(what, exc)
             session.clock.sleep(delay)
             attempt += 1
 
