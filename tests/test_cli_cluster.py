@@ -6,6 +6,7 @@ from __future__ import annotations
 import _thread
 import io
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -224,10 +225,24 @@ def test_secret_values_and_tokens_are_never_printed(
     assert docs[0]["stringData"] == {"HF_TOKEN": SECRET_VALUE}
 
 
+def interrupt_once_waiting(local: LocalCluster) -> None:
+    """Ctrl-C (SIGINT to the main thread) once the submit is watching the job."""
+
+    def interrupt() -> None:
+        for _ in range(400):
+            if local.kube.requests.count("GET", "/trainjobs", watch=True):
+                time.sleep(0.1)
+                _thread.interrupt_main()
+                return
+            time.sleep(0.025)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+
+
 def test_ctrl_c_while_waiting_leaves_the_job_and_says_how_to_cancel(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    threading.Timer(0.5, _thread.interrupt_main).start()
+    interrupt_once_waiting(local)
     code, _, err = run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "done")
     assert code == 130
     assert "keeps running; cancel it with: kfcompile cancel demo -n default" in err
@@ -246,7 +261,7 @@ def test_ctrl_c_at_a_terminal_asks_and_cancels(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("sys.stdin", Terminal("y\n"))
-    threading.Timer(0.5, _thread.interrupt_main).start()
+    interrupt_once_waiting(local)
     code, _, err = run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "done")
     assert code == 130 and "cancelled" in err
     local.store.settle()
