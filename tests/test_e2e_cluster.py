@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kfcompile import lifecycle, structure
+from kfcompile.spec import JobSpec
 from kfcompile.status import State
 
 KUBECONFIG = os.environ.get("KFCOMPILE_E2E_KUBECONFIG")
@@ -35,7 +36,7 @@ def ctx() -> tuple[lifecycle.Session, str]:
     return session, os.environ.get("KFCOMPILE_E2E_NAMESPACE") or conn.namespace
 
 
-def _spec(name: str, **extra: object) -> object:
+def _spec(name: str, **extra: object) -> JobSpec:
     return structure(
         {
             "name": name,
@@ -56,10 +57,10 @@ def test_submit_wait_logs_cancel(ctx: tuple[lifecycle.Session, str]) -> None:
     target = os.environ.get("KFCOMPILE_E2E_TARGET", "trainjob/v2.3")
     name = f"kfc-e2e-{secrets.token_hex(3)}"
     spec = _spec(name)
-    first = lifecycle.submit(session, spec, target, namespace=namespace, environ={})  # type: ignore[arg-type]
+    first = lifecycle.submit(session, spec, target, namespace=namespace, environ={})
     try:
         assert first.created
-        again = lifecycle.submit(session, spec, target, namespace=namespace, environ={})  # type: ignore[arg-type]
+        again = lifecycle.submit(session, spec, target, namespace=namespace, environ={})
         assert not again.created  # idempotent
         done = lifecycle.wait(session, first.ref, "done", timeout=600)
         assert done.state.state is State.SUCCEEDED, done.state

@@ -96,19 +96,23 @@ def _errors() -> Iterator[None]:
 
 
 def _progress(obs: Observation, elapsed: float) -> None:
+    from kfcompile.status import State
+
     state = obs.state
     line = f"[{elapsed:6.1f}s] {obs.ref.name}: {state.state.value} ({state.reason})"
     line += f" nodes {obs.nodes_ready}/{obs.nodes_total} ready"
-    if state.message and state.state.value != "RUNNING":
+    if state.message and state.state is not State.RUNNING:
         line += f": {state.message}"
     print(line, file=sys.stderr, flush=True)
 
 
 def _finish(obs: Observation) -> int:
     """Exit status for where a wait ended: 1 when the job failed."""
+    from kfcompile.status import State
+
     state = obs.state
     print(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
-    return 1 if state.state.value == "FAILED" else 0
+    return 1 if state.state is State.FAILED else 0
 
 
 def _save_logs(ctx: Context, ref: Ref, directory: str) -> None:
