@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -10,3 +13,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="rewrite golden/, the README's generated sections and schemas/ instead of comparing "
         "(review the diff!)",
     )
+
+
+# No run depends on a local `.hypothesis` database: a failure hypothesis finds is printed with
+# its example, which is then pinned with `@example` beside the test. `HYPOTHESIS_PROFILE=dev`
+# keeps the database for replaying while debugging; `--hypothesis-seed=N` varies the search.
+settings.register_profile("kfcompile", database=None, print_blob=True)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kfcompile"))

@@ -3,8 +3,8 @@ goes to stdout and stderr, and what never appears there (tokens, Secret values).
 
 from __future__ import annotations
 
-import _thread
 import io
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -226,13 +226,17 @@ def test_secret_values_and_tokens_are_never_printed(
 
 
 def interrupt_once_waiting(local: LocalCluster) -> None:
-    """Ctrl-C (SIGINT to the main thread) once the submit is watching the job."""
+    """Ctrl-C once the submit is watching the job: a real SIGINT to the main thread, which
+    interrupts whatever system call it is blocked in (``_thread.interrupt_main`` only sets a
+    flag that a thread blocked in a socket read never looks at)."""
+    main_thread = threading.main_thread().ident
+    assert main_thread is not None
 
     def interrupt() -> None:
         for _ in range(400):
             if local.kube.requests.count("GET", "/trainjobs", watch=True):
                 time.sleep(0.1)
-                _thread.interrupt_main()
+                signal.pthread_kill(main_thread, signal.SIGINT)
                 return
             time.sleep(0.025)
 

@@ -400,16 +400,13 @@ def test_deadline_deletes_the_jobset_and_its_pods(store: Store, ctl: Controller)
     assert state(store, job) == (State.FAILED, "DeadlineExceeded")
 
 
-def test_one_thousand_pods_are_created_quickly(store: Store, ctl: Controller) -> None:
+def test_one_thousand_pods_are_created_in_one_step(store: Store, ctl: Controller) -> None:
     job = store.create(trainjob(nodes=1000, scenario="hang"))
     ctl.advance(NS, "mnist")  # observe: the JobSet
-    started = time.perf_counter()
     ctl.advance(NS, "mnist")  # create the pods
-    elapsed = time.perf_counter() - started
     pods = pods_of(store, job)
     assert len({p["metadata"]["name"] for p in pods}) == 1000
     assert state(store, job) == (State.PENDING, "PodsPending")  # created, none started yet
-    assert elapsed < 3.0  # ~0.3 s here; catches anything quadratic
 
 
 # --- Logs and events ----------------------------------------------------------------------------
