@@ -1212,6 +1212,26 @@ random_structures = st.one_of(
 )
 
 
+def _outcome(build: Any) -> JobSpec | set[tuple[str, str]]:
+    try:
+        return build()  # type: ignore[no-any-return]
+    except SpecError as exc:
+        return {(p.path, p.message) for p in exc.problems}
+
+
+@FAST
+@given(data=S.job_data() | corrupted_specs())
+def test_a_spec_built_in_python_is_checked_like_one_loaded(data: dict[str, Any]) -> None:
+    """``JobSpec(**fields)`` with nested parts as plain data gives the same spec, or exactly the
+    same problems, as loading that data."""
+    fields = {k: v for k, v in data.items() if k in SPEC_KEYS}
+    if not {"name", "image"} <= set(fields):  # Python itself refuses a call missing them
+        return
+    loaded = _outcome(lambda: structure(fields))
+    built = _outcome(lambda: JobSpec(**fields))
+    assert built == loaded
+
+
 def check_cli(path: Path, target: str, capsys: pytest.CaptureFixture[str]) -> None:
     text = path.read_text(encoding="utf-8")
     try:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from kfcompile import (
     TARGETS,
     JobSpec,
+    Launcher,
     SpecError,
     UnsupportedFeature,
     load_spec,
@@ -137,6 +138,19 @@ MALFORMED: list[Any] = [
         "quantity-negative-unquoted",
         spec_text("cpu_limit: -1\n"),
         [("cpu_limit", "greater than or equal to 0")],
+    ),
+    # --- YAML integers where Kubernetes wants a string: their text is gone, never guessed
+    (
+        "env-integers",
+        spec_text("env: {A: 0123, B: 0x1F, C: 1_000}\n"),
+        [("env.A", "quote it"), ("env.B", "quote it"), ("env.C", "quote it")],
+    ),
+    ("label-integer", spec_text("labels: {build: 00042}\n"), [("labels.build", "quote it")]),
+    ("args-integer", spec_text("command: [run]\nargs: [--epochs, 3]\n"), [("args[1]", "quote it")]),
+    (
+        "launcher-args-integer",
+        spec_text("launcher: {kind: python, entrypoint: t.py, args: [7]}\n"),
+        [("launcher.args[0]", "quote it")],
     ),
     ("quantity-100K", spec_text("memory_limit: 100K\n"), [("memory_limit", "'K'")]),
     ("quantity-shm", spec_text("shm_size: 1 Gi\n"), [("shm_size", "whitespace")]),
@@ -940,3 +954,105 @@ def test_counts_fit_kubernetes_int32(field: str) -> None:
         problems_of(spec_text(f"{field}: {too_big}\n")), [(field, "at most 2147483647")]
     )
     load_spec(spec_text(f"{field}: {too_big - 1}\n"))  # the largest int32 is fine
+
+
+# --- specs built in Python: checked exactly like YAML, and values all the way down -----------
+
+
+def python_problems(**fields: Any) -> list[tuple[str, str]]:
+    with pytest.raises(SpecError) as info:
+        JobSpec(name="job", image="img:1", **fields)
+    return [(p.path, p.message) for p in info.value.problems]
+
+
+def test_types_are_checked_when_a_spec_is_built_in_python() -> None:
+    assert python_problems(num_nodes="2") == [("num_nodes", "must be an integer, got str")]
+    assert_problems(
+        python_problems(
+            restart_policy="Sometimes",
+            image_pull_policy="always",
+            gpus_per_node=2.5,
+            env={"A": 1},
+            launcher={"kind": "bash", "entrypoint": "t.py"},
+        ),
+        [
+            ("restart_policy", "must be one of"),
+            ("image_pull_policy", "must be one of"),
+            ("gpus_per_node", "must be an integer"),
+            ("env.A", "quote it"),
+            ("launcher.kind", "must be one of"),
+        ],
+    )
+    with pytest.raises(SpecError) as info:
+        Launcher(kind="bash", entrypoint="t.py")  # type: ignore[arg-type]
+    assert [(p.path, p.message) for p in info.value.problems] == [
+        ("kind", "must be one of: torchrun, python")
+    ]
+
+
+def test_nested_parts_may_be_given_as_mappings() -> None:
+    as_data = JobSpec(
+        name="job",
+        image="img:1",
+        launcher={"kind": "torchrun", "entrypoint": "t.py"},  # type: ignore[arg-type]
+        work_dir={"local": ".", "pvc": "work", "mount_path": "/w"},  # type: ignore[arg-type]
+    )
+    assert as_data.launcher == Launcher(kind="torchrun", entrypoint="t.py")
+    assert as_data == load_spec(
+        spec_text(
+            "launcher: {kind: torchrun, entrypoint: t.py}\n"
+            "work_dir: {local: ., pvc: work, mount_path: /w}\n"
+        )
+    )
+    assert python_problems(launcher={"kind": "torchrun", "entrypont": "t.py"}) == [
+        ("launcher.entrypont", "unknown field (did you mean 'entrypoint'?)")
+    ]
+    assert python_problems(work_dir={"local": "."}) == [
+        ("work_dir.pvc", "required"),
+        ("work_dir.mount_path", "required"),
+    ]
+
+
+def test_a_spec_is_immutable_at_every_depth_and_hashable() -> None:
+    affinity = {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": []}]}}}
+    env = {"A": "1"}
+    spec = JobSpec(
+        name="job",
+        image="img:1",
+        env=env,
+        affinity=affinity,
+        tolerations=[{"operator": "Exists"}],  # type: ignore[arg-type]
+        env_list=[{"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],  # type: ignore[list-item]
+    )
+    env["A"] = "changed"  # the caller's data is copied, not shared
+    affinity["nodeAffinity"] = {}
+    assert spec.env == {"A": "1"}
+    assert spec.affinity == {
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": []}]}}
+    }
+    assert spec.affinity is not None
+    changes = [
+        lambda: spec.env.update(B="2"),  # type: ignore[attr-defined]
+        lambda: spec.affinity["x"].update(y=1),  # type: ignore[index]
+        lambda: spec.affinity["nodeAffinity"]["required"]["nodeSelectorTerms"].append({}),  # type: ignore[index]
+        lambda: spec.tolerations[0].pop("operator"),  # type: ignore[attr-defined]
+        lambda: spec.env_list[0]["valueFrom"].clear(),  # type: ignore[attr-defined]
+    ]
+    for change in changes:
+        with pytest.raises((TypeError, KeyError)):
+            change()
+    assert spec.env_list[0]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    same = load_spec(
+        spec_text(
+            "env: {A: '1'}\n"
+            "affinity: {nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: []}]}}}\n"
+            "tolerations: [{operator: Exists}]\n"
+            "env_list: [{name: B, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n"
+        )
+    )
+    assert same == spec and hash(same) == hash(spec)
+    assert len({spec, same, attrs.evolve(spec, num_nodes=2)}) == 2
+    # Rendering still hands out plain, mutable data that shares nothing with the spec.
+    job = render(spec, V23)[-1]
+    job["spec"]["trainer"]["env"].append({"name": "C", "value": "3"})
+    assert [e["name"] for e in render(spec, V23)[-1]["spec"]["trainer"]["env"]] == ["A", "B"]

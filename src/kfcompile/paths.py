@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any, NamedTuple
 
+from kfcompile.frozen import FrozenList, FrozenMap
+
 
 class Select(NamedTuple):
     """A list item chosen by one of its keys, e.g. the container named ``node``."""
@@ -212,9 +214,9 @@ class Builder:
 def copied(value: Any) -> Any:
     """A deep copy of plain data (dicts, lists, scalars): outputs never alias the spec."""
     kind = type(value)
-    if kind is dict:
+    if kind is dict or kind is FrozenMap:
         return {k: copied(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
+    if kind is list or kind is tuple or kind is FrozenList:
         return [copied(v) for v in value]
     return value
 

@@ -1,23 +1,24 @@
 """The version-neutral job description: frozen attrs classes, each field with its rule beside it.
 
-A ``JobSpec`` is checked as a whole when it is built (``__attrs_post_init__``): every field rule
-and every rule between fields runs, and all problems are raised together as one ``SpecError``.
-Kubernetes objects users already know (volumes, tolerations, affinity, EnvVar) stay plain dicts
-in their Kubernetes shape, so they can be pasted from existing manifests.
+Every class here is checked as a whole when it is built, from YAML or in Python alike
+(``structuring.validate``): each field's value is structured by its type (nested parts may be
+given as mappings, maps and lists become immutable), checked by the rule beside it, then the
+rules between fields run, and all problems are raised together as one ``SpecError``.
+Kubernetes objects users already know (volumes, tolerations, affinity, EnvVar) stay plain
+(immutable) mappings in their Kubernetes shape, so they can be pasted from existing manifests.
 """
 
 from __future__ import annotations
 
 import math
-import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
-import attrs
 from attrs import field, frozen
 
-from kfcompile import rules
+from kfcompile import paths, rules, structuring
 from kfcompile.errors import Problem, SpecError
+from kfcompile.frozen import FrozenMap
 
 LauncherKind = Literal["torchrun", "python"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
@@ -56,21 +57,46 @@ def quantity_text(value: Any) -> str | None:
         return value
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return str(value)
-    raise TypeError(f"must be a quantity such as 500m, 2 or 64Gi, got {type(value).__name__}")
+    raise TypeError(f"must be a quantity such as 500m, 2 or 64Gi, got {structuring.kind_of(value)}")
 
 
 def quantity_map(value: Any) -> Mapping[str, str]:
+    """A map of resource name -> quantity; every bad entry is reported under its key."""
     if not isinstance(value, Mapping):
-        raise TypeError(f"must be a mapping of quantities, got {type(value).__name__}")
-    return {str(k): typing.cast(str, quantity_text(v)) for k, v in value.items()}
+        raise TypeError(f"must be a mapping of quantities, got {structuring.kind_of(value)}")
+    out: dict[str, str] = {}
+    problems: list[Problem] = []
+    for k, v in value.items():
+        at = paths.key(str(k)).lstrip(".")
+        try:
+            if not isinstance(k, str):
+                raise TypeError(f"must be a string, got {structuring.kind_of(k)}")
+            text = quantity_text(v)
+            if text is None:
+                raise TypeError("must be a quantity such as 500m, 2 or 64Gi, got nothing (null)")
+            out[k] = text
+        except TypeError as exc:
+            problems.append(Problem(at if isinstance(k, str) else f"{at} (key)", str(exc)))
+    if problems:
+        raise SpecError(problems)
+    return FrozenMap(out)
 
 
 def _quantity(doc: str) -> Any:
     return field(metadata={"rule": rules.quantity, "doc": doc, "load": quantity_text}, default=None)
 
 
+class _Checked:
+    """Spec classes check themselves when built, however they are built."""
+
+    __slots__ = ()
+
+    def __attrs_post_init__(self) -> None:
+        structuring.validate(self)
+
+
 @frozen(kw_only=True)
-class Launcher:
+class Launcher(_Checked):
     """How the container starts the training program, without hand-written shell."""
 
     kind: LauncherKind = _doc("`torchrun` (one process per GPU, rendezvous wired) or `python`.")
@@ -83,7 +109,7 @@ class Launcher:
 
 
 @frozen(kw_only=True)
-class RuntimeRef:
+class RuntimeRef(_Checked):
     """The (Cluster)TrainingRuntime a TrainJob runs on."""
 
     name: str = _rule(rules.dns1123_subdomain, "Runtime name.", default=DEFAULT_RUNTIME)
@@ -94,12 +120,12 @@ class RuntimeRef:
 
 
 @frozen(kw_only=True)
-class InitializerSource:
+class InitializerSource(_Checked):
     """Where a dataset or model comes from before training starts."""
 
     storage_uri: str = _rule(rules.storage_uri, "URI such as `hf://org/model` or `s3://bucket/x`.")
     env: Mapping[str, str] = _rule(
-        rules.env_map, "Extra environment for the initializer.", factory=dict
+        rules.env_map, "Extra environment for the initializer.", factory=FrozenMap
     )
     secret_ref: str | None = _rule(
         rules.dns1123_subdomain, "Secret with credentials.", default=None
@@ -107,13 +133,13 @@ class InitializerSource:
 
 
 @frozen(kw_only=True)
-class Initializer:
+class Initializer(_Checked):
     dataset: InitializerSource | None = _doc("Dataset initializer.", default=None)
     model: InitializerSource | None = _doc("Model initializer.", default=None)
 
 
 @frozen(kw_only=True)
-class ElasticPolicy:
+class ElasticPolicy(_Checked):
     """PyTorch elastic training: the job may run on between min_nodes and max_nodes nodes."""
 
     min_nodes: int = _rule(rules.positive, "Fewest nodes the job runs on.")
@@ -124,7 +150,7 @@ class ElasticPolicy:
 
 
 @frozen(kw_only=True)
-class SchedulingPolicy:
+class SchedulingPolicy(_Checked):
     """Gang scheduling for PyTorchJob (Volcano / scheduler-plugins)."""
 
     min_available: int | None = _rule(
@@ -132,14 +158,14 @@ class SchedulingPolicy:
     )
     queue: str | None = _doc("Volcano queue.", default=None)
     min_resources: Mapping[str, str] = _rule(
-        rules.resource_map, "Resources the gang needs.", factory=dict, load=quantity_map
+        rules.resource_map, "Resources the gang needs.", factory=FrozenMap, load=quantity_map
     )
     priority_class: str | None = _rule(rules.dns1123_subdomain, "PriorityClass.", default=None)
     schedule_timeout_seconds: int | None = _rule(rules.positive, "Gang timeout.", default=None)
 
 
 @frozen(kw_only=True)
-class WorkDir:
+class WorkDir(_Checked):
     """A local directory that ``submit`` uploads to a PersistentVolumeClaim the pods mount."""
 
     local: str = _rule(rules.entrypoint, "Local directory (relative to the spec file).")
@@ -148,25 +174,29 @@ class WorkDir:
 
 
 @frozen(kw_only=True)
-class JobSpec:
+class JobSpec(_Checked):
     """One training job, independent of Training Operator / Trainer release."""
 
     # identity
     name: str = _rule(rules.job_name, "Job name: RFC 1035 label, short enough for pod names.")
     namespace: str | None = _rule(rules.dns1123_label, "Namespace.", default=None)
-    labels: Mapping[str, str] = _rule(rules.label_map, "Labels on the job object.", factory=dict)
+    labels: Mapping[str, str] = _rule(
+        rules.label_map, "Labels on the job object.", factory=FrozenMap
+    )
     annotations: Mapping[str, str] = _rule(
-        rules.annotation_map, "Annotations on the job object.", factory=dict
+        rules.annotation_map, "Annotations on the job object.", factory=FrozenMap
     )
     runtime_labels: Mapping[str, str] = _rule(
-        rules.label_map, "TrainJob: labels on the JobSet and Jobs it creates.", factory=dict
+        rules.label_map, "TrainJob: labels on the JobSet and Jobs it creates.", factory=FrozenMap
     )
     runtime_annotations: Mapping[str, str] = _rule(
-        rules.annotation_map, "TrainJob: annotations on the JobSet and Jobs.", factory=dict
+        rules.annotation_map, "TrainJob: annotations on the JobSet and Jobs.", factory=FrozenMap
     )
-    pod_labels: Mapping[str, str] = _rule(rules.label_map, "Labels on every pod.", factory=dict)
+    pod_labels: Mapping[str, str] = _rule(
+        rules.label_map, "Labels on every pod.", factory=FrozenMap
+    )
     pod_annotations: Mapping[str, str] = _rule(
-        rules.annotation_map, "Annotations on every pod.", factory=dict
+        rules.annotation_map, "Annotations on every pod.", factory=FrozenMap
     )
 
     # workload
@@ -202,11 +232,11 @@ class JobSpec:
     extra_resource_requests: Mapping[str, str] = _rule(
         rules.resource_map,
         "Other resource requests, e.g. `vpc.amazonaws.com/efa`.",
-        factory=dict,
+        factory=FrozenMap,
         load=quantity_map,
     )
     extra_resource_limits: Mapping[str, str] = _rule(
-        rules.resource_map, "Other resource limits.", factory=dict, load=quantity_map
+        rules.resource_map, "Other resource limits.", factory=FrozenMap, load=quantity_map
     )
     shm_size: str | None = _rule(
         rules.quantity,
@@ -217,7 +247,7 @@ class JobSpec:
 
     # environment
     env: Mapping[str, str] = _rule(
-        rules.env_map, "Environment variables, name -> value.", factory=dict
+        rules.env_map, "Environment variables, name -> value.", factory=FrozenMap
     )
     env_list: tuple[Mapping[str, Any], ...] = _rule(
         rules.env_list, "Full Kubernetes EnvVar entries (for `valueFrom`).", default=()
@@ -233,7 +263,9 @@ class JobSpec:
         rules.tolerations, "Pod tolerations.", default=()
     )
     affinity: Mapping[str, Any] | None = _doc("Pod affinity.", default=None)
-    node_selector: Mapping[str, str] = _rule(rules.label_map, "Pod node selector.", factory=dict)
+    node_selector: Mapping[str, str] = _rule(
+        rules.label_map, "Pod node selector.", factory=FrozenMap
+    )
     scheduling_gates: tuple[str, ...] = _rule(rules.gate_list, "Pod scheduling gates.", default=())
     service_account_name: str | None = _rule(
         rules.dns1123_subdomain, "Service account the pods run as.", default=None
@@ -286,18 +318,16 @@ class JobSpec:
 
     # escape hatches
     pod_spec_overrides: Mapping[str, Any] = _rule(
-        rules.pod_overrides, "Deep-merged into the generated pod spec.", factory=dict
+        rules.pod_overrides, "Deep-merged into the generated pod spec.", factory=FrozenMap
     )
     container_overrides: Mapping[str, Any] = _rule(
         rules.container_overrides,
         "Deep-merged into the generated training container.",
-        factory=dict,
+        factory=FrozenMap,
     )
 
     def __attrs_post_init__(self) -> None:
-        problems = list(check(self))
-        if problems:
-            raise SpecError(problems)
+        structuring.validate(self, between=_between_fields)
 
     # derived values
     @property
@@ -322,27 +352,16 @@ class JobSpec:
         return entry or "train.py"
 
 
-# --- checking -------------------------------------------------------------------------------
+# --- rules between fields ----------------------------------------------------------------
 
 
-def _field_problems(obj: Any, prefix: str) -> Iterator[Problem]:
-    for a in attrs.fields(type(obj)):
-        yield from field_problems(a, getattr(obj, a.name), prefix)
+def _between_fields(s: JobSpec) -> Iterator[Problem]:
+    """Rules that relate fields to each other (run once every field has the right type)."""
+    for path, message in _related(s):
+        yield Problem(path, message)
 
 
-def field_problems(a: attrs.Attribute[Any], value: Any, prefix: str = "") -> Iterator[Problem]:
-    """The problems of one field's value by its own rule (and its nested fields' rules)."""
-    path = f"{prefix}{a.name}"
-    rule: Rule | None = a.metadata.get("rule")
-    if rule is not None and value is not None:
-        for sub, message in rule(value):
-            yield Problem(path + sub, message)
-    if attrs.has(type(value)):
-        yield from _field_problems(value, path + ".")
-
-
-def _between_fields(s: JobSpec) -> Iterator[tuple[str, str]]:
-    """Rules that relate fields to each other."""
+def _related(s: JobSpec) -> Iterator[tuple[str, str]]:
     most_nodes = max(s.num_nodes, s.elastic.max_nodes if s.elastic else 0)  # elastic may grow
     for _, message in rules.hostname_lengths(s.name, most_nodes):
         yield "name", message
@@ -388,10 +407,3 @@ def _between_fields(s: JobSpec) -> Iterator[tuple[str, str]]:
             yield "elastic.min_nodes", "must not exceed elastic.max_nodes"
         if not e.min_nodes <= s.num_nodes <= e.max_nodes:
             yield "num_nodes", "must lie between elastic.min_nodes and elastic.max_nodes"
-
-
-def check(spec: JobSpec) -> Iterator[Problem]:
-    """Every problem in ``spec``: field rules first, then rules between fields."""
-    yield from _field_problems(spec, "")
-    for path, message in _between_fields(spec):
-        yield Problem(path, message)

@@ -1,0 +1,268 @@
+"""Plain data <-> spec classes: the one cattrs converter, and the check every spec class runs.
+
+A spec class is checked the same way whether it comes from YAML or is built in Python: when an
+instance is made, each field's value is structured by its type (the converter's hooks: strings
+are strings, a YAML number is never silently turned into one; nested parts may be given as
+mappings; maps and lists become immutable), then checked by the rule beside the field, and
+every problem is raised together as one ``SpecError`` whose problems carry field paths.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+from cattrs.gen import make_dict_unstructure_fn
+
+from kfcompile import paths
+from kfcompile.errors import Problem, SpecError
+from kfcompile.frozen import FrozenList, FrozenMap, freeze, thaw
+
+converter = cattrs.Converter(detailed_validation=True)
+
+
+def kind_of(value: Any) -> str:
+    """What a value is, in the words of an error message."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if value is None:
+        return "nothing (null)"
+    names = {bool: "a boolean", int: "an integer", float: "a decimal number"}
+    return names.get(type(value), type(value).__name__)
+
+
+# --- hooks: each refuses what a YAML reader would otherwise coerce ------------------------------
+
+
+def _str(value: Any, _: type) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        # `0123`, `0x1F` and `1_000` are YAML integers: their text is gone (123, 31, 1000).
+        raise TypeError(f"must be a string, got {kind_of(value)} (quote it)")
+    raise TypeError(f"must be a string, got {kind_of(value)}")
+
+
+def _int(value: Any, _: type) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"must be an integer, got {kind_of(value)}")
+
+
+def _bool(value: Any, _: type) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise TypeError(f"must be true or false, got {kind_of(value)}")
+
+
+def _is_literal(t: Any) -> bool:
+    return typing.get_origin(t) is Literal
+
+
+def _literal(value: Any, t: Any) -> Any:
+    choices = typing.get_args(t)
+    if value not in choices or isinstance(value, bool) != isinstance(choices[0], bool):
+        raise ValueError(f"must be one of: {', '.join(map(str, choices))}")
+    return value
+
+
+def _nprocs(value: Any, _: Any) -> int | Literal["auto"] | None:
+    if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
+        return typing.cast("int | Literal['auto'] | None", value)
+    raise ValueError("must be an integer or 'auto'")
+
+
+def _object(value: Any, _: Any) -> FrozenMap[str, Any]:
+    """A Kubernetes object kept in its own shape (affinity, a volume): frozen at every depth."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"must be a mapping, got {kind_of(value)}")
+    return typing.cast(FrozenMap[str, Any], freeze(value))
+
+
+def _list_of(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A list field: a bare string or mapping is refused (cattrs would iterate it)."""
+
+    def structure(value: Any, t: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            raise TypeError(f"must be a list, got {kind_of(value)}")
+        return hook(value, t)
+
+    return structure
+
+
+def _map_of(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, t: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"must be a mapping, got {kind_of(value)}")
+        return FrozenMap(hook(value, t))
+
+    return structure
+
+
+def _exactly(t: Any, hook: Callable[[Any, Any], Any]) -> None:
+    """A hook for one generic type (functools dispatch only takes plain classes)."""
+    converter.register_structure_hook_func(lambda other: other == t, hook)
+
+
+converter.register_structure_hook(str, _str)
+converter.register_structure_hook(int, _int)
+converter.register_structure_hook(bool, _bool)
+converter.register_structure_hook_func(_is_literal, _literal)
+_exactly(int | Literal["auto"] | None, _nprocs)
+_exactly(Mapping[str, Any], _object)
+for _t in (tuple[str, ...], tuple[Mapping[str, Any], ...]):
+    _exactly(_t, _list_of(converter.get_structure_hook(_t)))
+_exactly(Mapping[str, str], _map_of(converter.get_structure_hook(Mapping[str, str])))
+
+
+# --- spec classes -----------------------------------------------------------------------------
+
+
+@functools.cache
+def _fields(cls: Any) -> tuple[tuple[attrs.Attribute[Any], Any], ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple((a, hints[a.name]) for a in attrs.fields(cls))
+
+
+def _structure_field(a: attrs.Attribute[Any], t: Any, value: Any) -> Any:
+    load = a.metadata.get("load")  # e.g. quantities, which may be YAML numbers
+    return load(value) if load is not None else converter.structure(value, t)
+
+
+class BadValues(SpecError):
+    """Every field had the right type, but some values break their rules. Carries the object
+    as built, so the rules between the fields of an enclosing spec can still run."""
+
+    def __init__(self, problems: Iterable[Problem], built: Any) -> None:
+        super().__init__(problems)
+        self.built = built
+
+
+def check_fields(cls: type, values: Mapping[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
+    """Each given field of ``cls`` structured by its type and checked by its rule.
+
+    Returns the structured values of the fields whose type was right, and every problem.
+    """
+    done: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for a, t in _fields(cls):
+        if a.name not in values:
+            continue
+        try:
+            value = _structure_field(a, t, values[a.name])
+        except BadValues as exc:  # a nested part with the right shape but bad values
+            problems += problems_of(exc, a.name)
+            done[a.name] = exc.built
+            continue
+        except Exception as exc:  # cattrs groups every structuring failure; flatten them
+            problems += problems_of(exc, a.name)
+            continue
+        done[a.name] = value
+        rule = a.metadata.get("rule")
+        if rule is not None and value is not None:
+            problems += [Problem(a.name + sub, message) for sub, message in rule(value)]
+    return done, problems
+
+
+def validate(obj: Any, between: Callable[[Any], Iterable[Problem]] | None = None) -> None:
+    """Check a spec object just built (its ``__attrs_post_init__``): structure and check every
+    field in place, then, when every field has the right type, the rules ``between`` fields."""
+    cls: Any = type(obj)
+    values = {a.name: getattr(obj, a.name) for a, _ in _fields(cls)}
+    done, problems = check_fields(cls, values)
+    for name, value in done.items():
+        if value is not values[name]:
+            object.__setattr__(obj, name, value)  # frozen classes: only while being built
+    shapes_ok = len(done) == len(values)
+    if between is not None and shapes_ok:
+        problems += between(obj)
+    if problems:
+        raise BadValues(problems, obj) if shapes_ok else SpecError(problems)
+
+
+def from_mapping(cls: type, value: Any) -> Any:
+    """A spec class from plain data, or the instance itself; every problem at once."""
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, Mapping):
+        raise TypeError(f"must be a mapping, got {kind_of(value)}")
+    names = [a.name for a, _ in _fields(cls)]
+    problems = []
+    for key in sorted(map(str, set(value) - set(names))):  # YAML keys may be numbers or null
+        close = difflib.get_close_matches(key, names, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        problems.append(Problem(paths.key(key).lstrip("."), f"unknown field{hint}"))
+    given = {k: v for k, v in value.items() if k in names}
+    missing = [
+        a.name for a, _ in _fields(cls) if a.default is attrs.NOTHING and a.name not in value
+    ]
+    problems += [Problem(name, "required") for name in missing]
+    if missing:  # cannot build it: still check what was given, so one run reports all it can
+        raise SpecError([*problems, *check_fields(cls, given)[1]])
+    try:
+        obj = cls(**given)
+    except BadValues as exc:
+        if not problems:
+            raise
+        raise SpecError([*problems, *exc.problems]) from None
+    except SpecError as exc:
+        raise SpecError([*problems, *exc.problems]) from None
+    if problems:
+        raise SpecError(problems)
+    return obj
+
+
+def _unstructure_class(cls: type) -> Any:
+    # Defaults are left out, so a dumped spec reads like one a person wrote.
+    return make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True)
+
+
+converter.register_structure_hook_factory(
+    attrs.has, lambda cls: lambda value, _: from_mapping(cls, value)
+)
+converter.register_unstructure_hook_factory(attrs.has, _unstructure_class)
+converter.register_unstructure_hook(FrozenMap, thaw)
+converter.register_unstructure_hook(FrozenList, thaw)
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def _join(path: str, sub: str) -> str:
+    if not path or not sub:
+        return path or sub
+    return f"{path}{sub}" if sub.startswith("[") else f"{path}.{sub}"
+
+
+def _note_path(path: str, exc: BaseException) -> str:
+    for note in getattr(exc, "__notes__", []):
+        if isinstance(note, AttributeValidationNote):
+            return _join(path, note.name)
+        if isinstance(note, IterableValidationNote):
+            index = note.index
+            return path + (f"[{index}]" if isinstance(index, int) else paths.key(str(index)))
+    return path
+
+
+def problems_of(exc: BaseException, path: str) -> list[Problem]:
+    """A structuring failure as one problem per leaf, each with its field path."""
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        return [p for sub in exc.exceptions for p in problems_of(sub, _note_path(path, sub))]
+    if isinstance(exc, SpecError):
+        return [Problem(_join(path, p.path), p.message) for p in exc.problems]
+    if isinstance(exc, KeyError):
+        return [Problem(path, "required")]
+    return [Problem(path, str(exc))]
