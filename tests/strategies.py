@@ -521,8 +521,9 @@ def extra_resources(draw: DrawFn, gpu_resource: str) -> Data:
 
 
 def _max_name_length(max_pods: int) -> int:
-    """Longest job name whose last pod hostname (``<name>-node-0-<rank>``) is a DNS label."""
-    return 63 - len("-node-0-") - len(str(max_pods - 1))
+    """Longest job name whose pod names are DNS labels on every target: JobSet's
+    ``<name>-node-0-<rank>-<5 random>`` is the longest shape (initializer jobs: see job_data)."""
+    return 63 - len("-node-0--xxxxx") - len(str(max_pods - 1))
 
 
 # One strategy per independent optional field, drawn as a plain-data fragment.
@@ -637,6 +638,8 @@ def job_data(draw: DrawFn) -> Data:
             del data["labels"][label]
             if not data["labels"]:
                 del data["labels"]
+    if data.get("initializer"):  # `<name>-dataset-initializer-0-0-<5 random>`: at most 33
+        data["name"] = data["name"][:33].rstrip("-")
     return data
 
 

@@ -231,9 +231,11 @@ def test_kubectl_dump_drops_server_fields_without_a_word() -> None:
                 assert not any(word in line for line in o.lines), (target, word)
     assert losses("kubectl-get-dump", None) == []
     assert losses("kubectl-get-dump", "trainjob/v2.2") == [
-        "spec.pytorchReplicaSpecs.Master.template.spec.containers[name=pytorch].command: python "
-        "on several nodes: a PyTorchJob sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE for "
-        "it, a TrainJob does not (use launcher kind torchrun): kept as written",
+        "spec.pytorchReplicaSpecs.Master.template.spec.containers[name=pytorch].command: runs "
+        "'python /opt/mnist/src/mnist.py' on 2 nodes without torchrun: a PyTorchJob sets "
+        "MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE for it, a TrainJob sets only the PET_* "
+        "variables torchrun reads, so the nodes cannot rendezvous (run it with torchrun, or use "
+        "launcher kind torchrun): kept as written",
         "spec.pytorchReplicaSpecs.Master.restartPolicy: not supported by trainjob/v2.2 "
         "(supported by: pytorchjob/v1): dropped",
     ]

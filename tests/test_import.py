@@ -35,7 +35,8 @@ from kfcompile.reference import field_slots
 
 PT = "pytorchjob/v1"
 V20, V21, V22, V23 = (f"trainjob/v2.{i}" for i in range(4))
-ALL = (PT, V20, V21, V22, V23)
+TRAINJOB = (V20, V21, V22, V23)
+ALL = (PT, *TRAINJOB)
 CRD_FILES = {
     PT: "pytorchjobs-v1.9.4.yaml",
     V20: "trainjobs-v2.0.1.yaml",
@@ -686,3 +687,78 @@ def test_jobs_in_pairs_jobs_with_their_scripts() -> None:
         "documents[3]: a document that is no mapping is not a PyTorchJob or TrainJob: "
         "not converted",
     ]
+
+
+def _multi_node(command: list[str]) -> Obj:
+    job = pytorchjob()
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    specs["Master"]["template"]["spec"]["containers"][0]["command"] = command
+    specs["Worker"] = copy.deepcopy(specs["Master"]) | {"replicas": 2}
+    return job
+
+
+NOT_TORCHRUN = [
+    ["python3", "train.py"],
+    ["/usr/bin/python3", "-u", "train.py"],
+    ["python", "-m", "pkg.train"],
+    ["bash", "-c", "python train.py"],
+    ["sh", "-ec", "cd /app && python -m torch.distributed.elastic_agent"],
+    ["./run.sh"],
+    ["env", "A=1", "python", "t.py"],
+]
+TORCHRUN = [
+    ["torchrun", "--nproc-per-node=8", "t.py"],
+    ["/opt/conda/bin/torchrun", "t.py"],
+    ["python", "-m", "torch.distributed.run", "t.py"],
+    ["python3", "-u", "-mtorch.distributed.run", "t.py"],
+    ["bash", "-c", "cd /app && torchrun t.py"],
+    ["env", "NCCL_DEBUG=INFO", "torchrun", "t.py"],
+]
+
+
+@pytest.mark.parametrize("command", NOT_TORCHRUN, ids=" ".join)
+def test_a_multi_node_job_without_torchrun_is_a_loss_on_trainjob(command: list[str]) -> None:
+    job = _multi_node(command)
+    assert convert_manifest(job, PT).losses == ()
+    for t in TRAINJOB:
+        with pytest.raises(LossyImport) as raised:
+            convert_manifest(job, t)
+        [line] = [str(p) for p in raised.value.problems]
+        shown = " ".join(command)
+        assert line.startswith(
+            "spec.pytorchReplicaSpecs.Master.template.spec.containers[name=pytorch].command: "
+            f"runs {shown!r} on 3 nodes without torchrun"
+        ), line
+        assert "PET_*" in line and "kept as written" in line
+        assert convert_manifest(job, t, allow_lossy=True).objects  # a warning with the flag
+
+
+@pytest.mark.parametrize("command", TORCHRUN, ids=" ".join)
+def test_a_multi_node_torchrun_job_converts_without_loss(command: list[str]) -> None:
+    for t in TRAINJOB:
+        assert convert_manifest(_multi_node(command), t).losses == ()
+
+
+def test_a_single_node_program_needs_no_rendezvous() -> None:
+    for t in TRAINJOB:
+        assert convert_manifest(pytorchjob(), t).losses == ()
+
+
+def test_import_and_convert_check_the_pod_name_budget() -> None:
+    """A TrainJob whose pods would have names over 63 characters never starts: importing it is
+    an error naming the pod name; a PyTorchJob with the same name is fine on its own shape."""
+    long_name = "a" * 52
+    stuck = trainjob(trainer={"image": "img:1", "numNodes": 4})
+    stuck["metadata"]["name"] = long_name
+    with pytest.raises(NotImportable) as raised:
+        import_manifest(stuck)
+    assert str(raised.value) == (
+        f"metadata.name: too long for a TrainJob (JobSet pods): pod name "
+        f"'{long_name}-node-0-3-xxxxx' would be 67 characters (a DNS label allows 63); this spec "
+        "allows names of at most 48 characters"
+    )
+    fine = _multi_node(["torchrun", "t.py"])
+    fine["metadata"]["name"] = long_name
+    assert import_manifest(fine).name == long_name
+    with pytest.raises(NotImportable, match="would be 67 characters"):
+        convert_manifest(fine, V23, allow_lossy=True)

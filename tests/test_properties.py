@@ -1343,9 +1343,11 @@ def test_mount_path_with_path_syntax_reads_back(target: str) -> None:
 def test_elastic_max_nodes_bounds_the_name_length() -> None:
     """An elastic job scales to elastic.max_nodes pods: their hostnames must stay DNS labels."""
     name = "a" * 54  # `<name>-worker-9` is 63 characters; `<name>-worker-10` is 64
-    structure({**S.BASE, "name": name, "elastic": {"min_nodes": 1, "max_nodes": 10}})
-    with pytest.raises(SpecError) as info:
-        structure({**S.BASE, "name": name, "elastic": {"min_nodes": 1, "max_nodes": 11}})
+    render(structure({**S.BASE, "name": name, "elastic": {"min_nodes": 1, "max_nodes": 10}}), PT)
+    with pytest.raises(UnsupportedFeature) as info:
+        render(
+            structure({**S.BASE, "name": name, "elastic": {"min_nodes": 1, "max_nodes": 11}}), PT
+        )
     assert [p.path for p in info.value.problems] == ["name"]
 
 

@@ -73,7 +73,7 @@ def assert_problems(got: list[tuple[str, str]], expected: list[tuple[str, str]])
 
 # (id, yaml text, expected [(path, key phrase)])
 MALFORMED: list[Any] = [
-    # --- job name: RFC 1035 label, short enough for the pod hostnames derived from it
+    # --- job name: RFC 1035 label (each target checks its own pod names: see below)
     ("name-uppercase", spec_text("name: MyJob\nimage: x\n", False), [("name", "DNS-1035 label")]),
     ("name-underscore", spec_text("name: my_job\nimage: x\n", False), [("name", "DNS-1035")]),
     ("name-leading-digit", spec_text("name: 1job\nimage: x\n", False), [("name", "DNS-1035")]),
@@ -81,13 +81,7 @@ MALFORMED: list[Any] = [
     (
         "name-64-chars",
         spec_text(f"name: {'a' * 64}\nimage: x\n", False),
-        # too long as a label, and (num_nodes 1) its hostname a-...-node-0-0 is 73 characters
-        [("name", "no more than 63 characters"), ("name", f"'{'a' * 64}-node-0-0'")],
-    ),
-    (
-        "name-too-long-for-100-pods",
-        spec_text(f"name: {'b' * 55}\nimage: x\nnum_nodes: 100\n", False),
-        [("name", f"'{'b' * 55}-node-0-99' would be 65 characters")],
+        [("name", "no more than 63 characters")],
     ),
     # --- namespace, labels, annotations
     ("namespace-underscore", spec_text("namespace: Team_A\n"), [("namespace", "RFC 1123 label")]),
@@ -714,37 +708,81 @@ def test_near_misses_are_valid(body: str) -> None:
     load_spec(spec_text(body))
 
 
-# --- pod hostname length -------------------------------------------------------------------
+# --- pod name budget: each target's own pod names must be DNS labels -------------------------
 
-_LABEL_BODY = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", max_size=61)
+
+@st.composite
+def _names(draw: st.DrawFn) -> str:
+    """DNS-1035 labels of every length from 1 to 63, evenly (plain text strategies stay short)."""
+    length = draw(st.integers(1, 63))
+    inner = draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=length))
+    return ("a" + inner[: length - 2] + "z")[:length] if length > 1 else "a"
+
+
+def _budget_problems(data: dict[str, Any], target: str) -> list[str]:
+    try:
+        render(structure(data), target)
+    except UnsupportedFeature as exc:
+        return [p.message for p in exc.problems if p.path == "name"]
+    return []
 
 
 @settings(max_examples=200, deadline=None)
-@given(body=_LABEL_BODY, num_nodes=st.integers(min_value=1, max_value=10**6))
-def test_name_must_leave_room_for_pod_hostnames(body: str, num_nodes: int) -> None:
-    name = f"a{body}z" if body else "a"
-    # The longest hostname is the last rank's: <name>-node-0-<rank> (TrainJob), and a
-    # PyTorchJob's <name>-worker-<i> is never longer.
-    longest = f"{name}-node-0-{num_nodes - 1}"
+@given(name=_names(), num_nodes=st.integers(min_value=1, max_value=10**6))
+def test_trainjob_pod_names_fit_jobsets_webhook(name: str, num_nodes: int) -> None:
+    """JobSet's webhook: `<name>-<replicatedJob>-<jobIndex>-<podIndex>-<5 random>` is a DNS-1035
+    label; with torch-distributed that is len(name) <= 49 - digits(num_nodes - 1)."""
     data = {"name": name, "image": "img:1", "num_nodes": num_nodes}
-    if len(longest) <= 63:
-        assert structure(data).name == name
-        return
-    with pytest.raises(SpecError) as info:
-        structure(data)
-    lines = [(p.path, p.message) for p in info.value.problems]
-    assert lines == [("name", lines[0][1])]
-    assert repr(longest) in lines[0][1] and str(len(longest)) in lines[0][1]
+    allowed = 49 - len(str(num_nodes - 1))
+    for target in TRAINJOBS:
+        found = _budget_problems(data, target)
+        if len(name) <= allowed:
+            assert found == [], target
+            continue
+        pod = f"{name}-node-0-{num_nodes - 1}-xxxxx"
+        assert len(found) == 1, target
+        assert repr(pod) in found[0] and f"at most {allowed} characters" in found[0]
 
 
-@pytest.mark.parametrize(("length", "ok"), [(53, True), (54, False)])
-def test_name_length_boundary_for_100_nodes(length: int, ok: bool) -> None:
-    data = {"name": "n" * length, "image": "img:1", "num_nodes": 100}
-    if ok:
-        structure(data)
-    else:
-        with pytest.raises(SpecError, match="hostname"):
-            structure(data)
+@settings(max_examples=200, deadline=None)
+@given(name=_names(), num_nodes=st.integers(min_value=1, max_value=10**6))
+def test_pytorchjob_pod_names_have_their_own_shape(name: str, num_nodes: int) -> None:
+    """`<name>-master-0` and `<name>-worker-<i>` (i < num_nodes - 1): no JobSet suffix."""
+    data = {"name": name, "image": "img:1", "num_nodes": num_nodes}
+    pods = [f"{name}-master-0"] + ([f"{name}-worker-{num_nodes - 2}"] if num_nodes > 1 else [])
+    longest = max(pods, key=len)
+    found = _budget_problems(data, PYTORCH)
+    assert (found != []) == (len(longest) > 63)
+    if found:
+        assert repr(longest) in found[0]
+
+
+def test_the_issues_examples_of_the_name_budget() -> None:
+    spec = {"image": "img:1"}
+    assert _budget_problems({**spec, "name": "a" * 52, "num_nodes": 4}, V23)  # stuck forever
+    assert _budget_problems({**spec, "name": "a" * 48, "num_nodes": 4}, V23) == []
+    assert _budget_problems({**spec, "name": "a" * 54, "num_nodes": 11}, PYTORCH) == []
+    # An initializer job shortens it: `<name>-dataset-initializer-0-0-xxxxx`.
+    cached = {
+        **spec,
+        "runtime_ref": {"name": "torch-distributed-with-cache"},
+        "initializer": {"dataset": {"storage_uri": "hf://d"}},
+    }
+    assert _budget_problems({**cached, "name": "a" * 33}, V23) == []
+    [message] = _budget_problems({**cached, "name": "a" * 34}, V23)
+    assert f"'{'a' * 34}-dataset-initializer-0-0-xxxxx'" in message and "at most 33" in message
+    # A runtime of the cluster's own: its initializer jobs are the ones the spec names.
+    own = {
+        **cached,
+        "runtime_ref": {"name": "mine"},
+        "initializer": {"model": {"storage_uri": "hf://m"}},
+    }
+    assert _budget_problems({**own, "name": "a" * 35}, V23) == []
+    assert _budget_problems({**own, "name": "a" * 36}, V23) == [
+        f"too long for a TrainJob (JobSet pods): pod name '{'a' * 36}-model-initializer-0-0-xxxxx' "
+        "would be 64 characters (a DNS label allows 63); this spec allows names of at most 35 "
+        "characters"
+    ]
 
 
 # --- target-level errors -------------------------------------------------------------------

@@ -58,6 +58,7 @@ Normalisation: for a spec ``s`` that renders on target ``t``, ``import(render(s,
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
@@ -188,7 +189,14 @@ def import_manifest_lossy(
     Raises ``NotImportable`` when no spec can be made (another kind, no image, values the spec
     refuses), with the input field paths.
     """
-    return _Import(obj, companions).run()
+    imported = _Import(obj, companions).run()
+    try:  # what the manifest's own target refuses (a name too long for its pods) never ran
+        TARGETS[imported.target].render(imported.spec)
+    except UnsupportedFeature as exc:
+        raise NotImportable(
+            [Problem(imported.source_of(p.path), p.message) for p in exc.problems]
+        ) from None
+    return imported
 
 
 def convert_manifest(
@@ -1437,9 +1445,65 @@ def _program_losses(imported: Imported, target: Target) -> Iterator[Problem]:
             f"uses {', '.join(used)}, which a TrainJob does not set: kept as written (its "
             "torchrun reads the PET_* variables the runtime sets: drop the rendezvous flags)",
         )
-    elif spec.launcher is not None and spec.launcher.kind == "python" and spec.num_nodes > 1:
+    elif spec.num_nodes > 1 and not _runs_torchrun(spec):
+        program = _program_words(spec)
+        shown = " ".join(program)
+        shown = repr(shown if len(shown) <= 80 else shown[:77] + "...")
         yield Problem(
             where,
-            "python on several nodes: a PyTorchJob sets MASTER_ADDR, MASTER_PORT, RANK and "
-            "WORLD_SIZE for it, a TrainJob does not (use launcher kind torchrun): kept as written",
+            f"runs {shown} on {spec.num_nodes} nodes without torchrun: a PyTorchJob sets "
+            "MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE for it, a TrainJob sets only the "
+            "PET_* variables torchrun reads, so the nodes cannot rendezvous (run it with "
+            "torchrun, or use launcher kind torchrun): kept as written",
         )
+
+
+_SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh"})
+_PYTHON: Final = re.compile(r"python[0-9.]*")
+_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+# torchrun, or its module form, as a command inside a shell script.
+_TORCHRUN_IN_SCRIPT: Final = re.compile(
+    r"(?:^|[\s;&|(`/])(?:torchrun|-m\s*torch\.distributed\.(?:run|launch))(?:\s|$|[;&|)`])"
+)
+
+
+def _program_words(spec: JobSpec) -> list[str]:
+    if spec.launcher is not None:
+        return [spec.launcher.kind, *(spec.launcher.entrypoint or "",)]
+    return [*spec.command, *spec.args]
+
+
+def _runs_torchrun(spec: JobSpec) -> bool:
+    """Whether the job's program is torchrun (directly, as ``python -m torch.distributed.run``,
+    after ``env VAR=...``, or inside a ``sh -c`` script): the one launcher that reads PET_*."""
+    if spec.launcher is not None:
+        return spec.launcher.kind == "torchrun"
+    words = [*spec.command, *spec.args]
+    if words and posixpath.basename(words[0]) == "env":
+        words = words[1:]
+        while words and (_ASSIGNMENT.fullmatch(words[0]) or words[0].startswith("-")):
+            words = words[1:]
+    if not words:
+        return False
+    program = posixpath.basename(words[0])
+    if program == "torchrun":
+        return True
+    if _PYTHON.fullmatch(program):
+        for i, w in enumerate(words[1:], 1):
+            if w == "-m":
+                return words[i + 1 : i + 2] in (
+                    ["torch.distributed.run"],
+                    ["torch.distributed.launch"],
+                )
+            if w.startswith("-m"):
+                return w[2:] in ("torch.distributed.run", "torch.distributed.launch")
+            if not w.startswith("-"):
+                return False  # a script file: python train.py
+        return False
+    if program in _SHELLS:
+        for i, w in enumerate(words[1:], 1):
+            if w.startswith("-") and "c" in w[1:] and not w.startswith("--"):
+                script = words[i + 1] if i + 1 < len(words) else ""
+                return bool(_TORCHRUN_IN_SCRIPT.search(script))
+        return False
+    return False

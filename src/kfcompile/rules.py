@@ -24,8 +24,6 @@ MANAGERS = (
     "trainer.kubeflow.org/trainjob-controller",
     "kubeflow.org/training-operator",
 )
-# Pod hostnames derived from the job name must stay DNS labels (TrainJob and PyTorchJob shapes).
-HOSTNAME_SHAPES = ("{name}-node-0-{rank}", "{name}-worker-{rank}")
 TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 ENV_VAR_KEYS = frozenset({"name", "value", "valueFrom"})
 TOLERATION_TYPES = {
@@ -347,17 +345,3 @@ def resources_consistent(s: JobSpec) -> Found:
                 yield f"{field}{key(k)}", f"use {k}_request / {k}_limit"
             elif k == s.gpu_resource:
                 yield f"{field}{key(k)}", "use gpus_per_node (it sets request and limit)"
-
-
-def hostname_lengths(name: str, num_nodes: int) -> Found:
-    for shape in HOSTNAME_SHAPES:
-        host = shape.format(name=name, rank=max(num_nodes - 1, 0))
-        if len(host) > 63:
-            yield (
-                "",
-                (
-                    f"too long: pod hostname {host!r} would be {len(host)} characters "
-                    "(a DNS label allows 63)"
-                ),
-            )
-            return

@@ -178,7 +178,9 @@ class JobSpec(_Checked):
     """One training job, independent of Training Operator / Trainer release."""
 
     # identity
-    name: str = _rule(rules.job_name, "Job name: RFC 1035 label, short enough for pod names.")
+    name: str = _rule(
+        rules.job_name, "Job name: RFC 1035 label; each target checks that its pod names fit."
+    )
     namespace: str | None = _rule(rules.dns1123_label, "Namespace.", default=None)
     labels: Mapping[str, str] = _rule(
         rules.label_map, "Labels on the job object.", factory=FrozenMap
@@ -362,9 +364,6 @@ def _between_fields(s: JobSpec) -> Iterator[Problem]:
 
 
 def _related(s: JobSpec) -> Iterator[tuple[str, str]]:
-    most_nodes = max(s.num_nodes, s.elastic.max_nodes if s.elastic else 0)  # elastic may grow
-    for _, message in rules.hostname_lengths(s.name, most_nodes):
-        yield "name", message
     if s.launcher is not None and s.command:
         yield "command", "set either command or launcher, not both"
     if s.args and not s.command:

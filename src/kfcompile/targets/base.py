@@ -9,7 +9,7 @@ a neutral slot (``pod.tolerations``, ``container.env``), an optional sub-path in
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from attrs import field, frozen
@@ -364,6 +364,26 @@ def program(spec: JobSpec) -> list[str]:
     """The entrypoint and its arguments, exactly as written: no shell ever sees them."""
     assert spec.launcher is not None
     return [entrypoint_path(spec), *spec.launcher.args]
+
+
+DNS_LABEL_MAX = 63  # pod names become hostnames (and PyTorchJob Service names): DNS labels
+
+
+def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Problem]:
+    """The job's pods are named ``<name><suffix>``; each must be a DNS label (at most 63).
+
+    A name over the budget is accepted by the API server and then never gets pods, so it is
+    an error here, naming the pod name that would be too long and the longest name that fits.
+    """
+    longest = max(suffixes, key=len)
+    pod = name + longest
+    if len(pod) > DNS_LABEL_MAX:
+        yield Problem(
+            "name",
+            f"too long for {who}: pod name {pod!r} would be {len(pod)} characters (a DNS "
+            f"label allows {DNS_LABEL_MAX}); this spec allows names of at most "
+            f"{DNS_LABEL_MAX - len(longest)} characters",
+        )
 
 
 def script_configmap_name(spec: JobSpec) -> str:

@@ -80,6 +80,15 @@ def command(spec: JobSpec) -> list[str] | None:
     return ["torchrun", *flags, *base.program(spec)]
 
 
+def pod_suffixes(spec: JobSpec) -> list[str]:
+    """Pods (and their Services) are `<name>-master-0` and `<name>-worker-<i>`; an elastic job
+    may grow to `elastic.max_nodes` workers."""
+    workers = spec.elastic.max_nodes if spec.elastic else spec.num_nodes - 1
+    return (["-master-0"] if spec.elastic is None else []) + (
+        [f"-worker-{workers - 1}"] if workers else []
+    )
+
+
 def _replicas(spec: JobSpec) -> dict[str, int]:
     if spec.elastic is not None:
         return {"Worker": spec.num_nodes}
@@ -112,7 +121,7 @@ def render(spec: JobSpec) -> Rendered:
         Placement("num_nodes", index, f"spec.pytorchReplicaSpecs.{role}.replicas", count)
         for role, count in replicas.items()
     ]
-    problems = []
+    problems = list(base.pod_name_budget(spec.name, pod_suffixes(spec), "a PyTorchJob"))
     if spec.managed_by is not None and spec.managed_by not in MANAGERS:
         problems.append(Problem("managed_by", f"PyTorchJob accepts only: {', '.join(MANAGERS)}"))
     items = list(base.entries(spec, command(spec)))

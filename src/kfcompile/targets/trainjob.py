@@ -56,16 +56,39 @@ UNCHANGED: Table = {
 }
 
 
-# The upstream ClusterTrainingRuntimes (../shared/crds/runtimes) and their initializer jobs; each
-# also has a `node` job whose one container is `node`. Trainer fills `spec.initializer` into
-# those jobs only and applies overrides by container name, so asking a runtime for what it lacks
-# is dropped without a word (or, from v2.3, appended broken). A cluster's own runtimes are
-# trusted to have what the spec names.
-UPSTREAM_RUNTIMES: dict[str, frozenset[str]] = {
-    "torch-distributed": frozenset(),
-    "torch-distributed-with-cache": frozenset({"dataset"}),
-    "deepspeed-distributed": frozenset(),
+# The upstream ClusterTrainingRuntimes (../shared/crds/runtimes) and their replicated jobs. Trainer
+# fills `spec.initializer` into the `<kind>-initializer` jobs only and applies overrides by
+# container name, so asking a runtime for what it lacks is dropped without a word (or, from
+# v2.3, appended broken). A cluster's own runtimes are trusted to have what the spec names:
+# `node`, and the initializer jobs of the initializers the spec sets.
+UPSTREAM_RUNTIMES: dict[str, tuple[str, ...]] = {
+    "torch-distributed": (NODE,),
+    "torch-distributed-with-cache": ("dataset-initializer", NODE),
+    "deepspeed-distributed": (NODE, "launcher"),
 }
+INITIALIZERS = ("dataset", "model")
+# JobSet names pods `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>-<5 random characters>`
+# and its webhook refuses a JobSet whose longest pod name is no DNS label. Every replicated
+# job has one Job; only `node` runs one pod per training node.
+POD_SUFFIX = "-{job}-0-{last}-xxxxx"
+
+
+def runtime_jobs(spec: JobSpec) -> tuple[str, ...]:
+    """The replicated jobs of the runtime the spec runs on, as far as kfcompile can know."""
+    runtime = spec.runtime
+    if runtime.kind == "ClusterTrainingRuntime" and runtime.name in UPSTREAM_RUNTIMES:
+        return UPSTREAM_RUNTIMES[runtime.name]
+    wanted = [k for k in INITIALIZERS if spec.initializer and getattr(spec.initializer, k)]
+    return (*(f"{k}-initializer" for k in wanted), NODE)
+
+
+def pod_suffixes(spec: JobSpec) -> list[str]:
+    return [
+        POD_SUFFIX.format(job=job, last=spec.num_nodes - 1 if job == NODE else 0)
+        for job in runtime_jobs(spec)
+    ]
+
+
 UPSTREAM_NODE_CONTAINERS = frozenset({NODE})
 
 
@@ -94,11 +117,12 @@ def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
     for i, item in enumerate(spec.env_list):
         if item.get("name") in RESERVED_ENV:
             yield Problem(f"env_list[{i}].name", "reserved on TrainJob: the Torch runtime sets it")
+    yield from base.pod_name_budget(spec.name, pod_suffixes(spec), "a TrainJob (JobSet pods)")
     runtime = spec.runtime
     upstream = runtime.kind == "ClusterTrainingRuntime" and runtime.name in UPSTREAM_RUNTIMES
     if upstream and spec.initializer is not None:
-        for kind in ("dataset", "model"):
-            if getattr(spec.initializer, kind) and kind not in UPSTREAM_RUNTIMES[runtime.name]:
+        for kind in INITIALIZERS:
+            if getattr(spec.initializer, kind) and f"{kind}-initializer" not in runtime_jobs(spec):
                 yield Problem(
                     f"initializer.{kind}",
                     f"runtime {runtime.name} has no {kind}-initializer job; set runtime_ref to "
