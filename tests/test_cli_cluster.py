@@ -266,3 +266,40 @@ def test_ctrl_c_at_a_terminal_asks_and_cancels(
     assert code == 130 and "cancelled" in err
     local.store.settle()
     assert local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo") is None
+
+
+JOB_COMMANDS = ["status", "wait", "logs", "events", "cancel", "suspend", "resume", "sync", "list"]
+
+
+@pytest.mark.parametrize("command", JOB_COMMANDS)
+def test_help_of_a_command_without_a_spec_says_its_namespace_default(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "namespace (default: the context's, then default)" in text
+
+
+def test_help_of_submit_says_the_spec_namespace_comes_between(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["submit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "namespace (default: the spec's, then the context's, then default)" in text
+
+
+def test_submit_of_a_patch_release_records_the_line(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from kfcompile.lifecycle import TARGET_ANNOTATION
+
+    spec = write_spec(tmp_path)
+    code, out, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3.1")
+    assert code == 0, err
+    job = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
+    assert job is not None
+    assert job["metadata"]["annotations"][TARGET_ANNOTATION] == "trainjob/v2.3"
+    code, out, _ = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3")
+    assert code == 0 and "unchanged" in out  # the same job, whichever name was given

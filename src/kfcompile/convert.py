@@ -211,6 +211,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``import`` and ``convert`` (their ``func`` returns the exit status)."""
+    from kfcompile.cli import target_arg
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "manifest",
@@ -233,6 +235,7 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument(
         "--to",
         required=True,
+        type=target_arg,
         choices=list(TARGETS),
         metavar="TARGET",
         help=f"output shape: {', '.join(TARGETS)}",

@@ -310,7 +310,9 @@ def prepare(
     spec: JobSpec, target_name: str, namespace: str, environ: Mapping[str, str]
 ) -> Prepared:
     """Render ``spec`` for the cluster: namespaced, labelled as ours, with the spec hash."""
-    objects = [dict(obj) for obj in target(target_name).render(spec).objects]
+    chosen = target(target_name)
+    target_name = chosen.name  # the registered name, also for a patch release like v2.3.1
+    objects = [dict(obj) for obj in chosen.render(spec).objects]
     digest = spec_hash(objects)
     if spec.secret_env:
         objects.insert(-1, secret(spec, environ, namespace))
