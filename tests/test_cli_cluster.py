@@ -303,3 +303,36 @@ def test_submit_of_a_patch_release_records_the_line(
     assert job["metadata"]["annotations"][TARGET_ANNOTATION] == "trainjob/v2.3"
     code, out, _ = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3")
     assert code == 0 and "unchanged" in out  # the same job, whichever name was given
+
+
+def test_a_submit_that_leaves_objects_behind_says_how_to_remove_them(
+    local: LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", SECRET_VALUE)
+    spec = write_spec(tmp_path, secret_env=["HF_TOKEN"])
+    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
+    local.kube.faults.add("DELETE", "/trainjobs/demo", status=403)
+    local.kube.faults.add("DELETE", "/secrets/demo-env", status=403)
+    code, out, err = run(local, capsys, "submit", str(spec))
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[1] == (
+        "kfcompile: the submit failed and could not remove all it had created; 2 objects left "
+        "on the cluster:"
+    )
+    assert lines[2].endswith("remove it with: kfcompile cancel demo -n default --kind TrainJob")
+    assert lines[3].endswith("remove it with: kubectl delete secret demo-env -n default")
+    assert SECRET_VALUE not in err and "Traceback" not in err
+    code, out, err = run(local, capsys, "submit", str(spec))
+    assert code == 0
+    assert (
+        out
+        == "TrainJob demo in namespace default: already submitted; its companions were repaired\n"
+    )
+    assert err == (
+        "kfcompile: repaired: Secret demo-env in namespace default had lost its owner: owned by "
+        "the job again\n"
+    )

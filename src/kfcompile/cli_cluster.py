@@ -171,6 +171,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         how = "created" if done.created else "unchanged (this spec was already submitted)"
+        if done.repaired:
+            how = "already submitted; its companions were repaired"
+        for line in done.repaired:
+            print(f"kfcompile: repaired: {line}", file=sys.stderr)
         print(f"{done.ref}: {how}")
         if not (args.wait or args.follow):
             return 0
