@@ -305,14 +305,17 @@ def test_submit_of_a_patch_release_records_the_line(
     assert code == 0 and "unchanged" in out  # the same job, whichever name was given
 
 
-def test_a_submit_that_leaves_objects_behind_says_how_to_remove_them(
-    local: LocalCluster,
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def secret_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A spec with ``secret_env: [HF_TOKEN]``, the value set in the environment."""
     monkeypatch.setenv("HF_TOKEN", SECRET_VALUE)
-    spec = write_spec(tmp_path, secret_env=["HF_TOKEN"])
+    return write_spec(tmp_path, secret_env=["HF_TOKEN"])
+
+
+def test_a_submit_that_leaves_objects_behind_says_how_to_remove_them(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], secret_spec: Path
+) -> None:
+    spec = secret_spec
     local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
     local.kube.faults.add("DELETE", "/trainjobs/demo", status=403)
     local.kube.faults.add("DELETE", "/secrets/demo-env", status=403)
