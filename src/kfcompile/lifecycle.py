@@ -409,7 +409,8 @@ class LeftBehind(ClusterError):
     then one line per object left: what it is, why it is still there and how to remove it."""
 
     def __init__(self, cause: BaseException, left: Sequence[Left], job: Ref) -> None:
-        lines = [str(cause) or type(cause).__name__]
+        interrupted = isinstance(cause, KeyboardInterrupt)
+        lines = [str(cause) or ("interrupted" if interrupted else type(cause).__name__)]
         lines.append(
             f"the submit failed and could not remove all it had created; "
             f"{len(left)} object{'s' * (len(left) != 1)} left on the cluster:"
