@@ -211,3 +211,188 @@ def test_errors_never_quote_the_token(
         exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
     for text in texts:
         assert TOKEN not in text
+
+
+# --- a user's tokenFile and exec credential plugins ---------------------------------------------
+
+EXEC_API = "client.authentication.k8s.io/v1"
+
+
+def kubeconfig_for_user(path: Path, user: str, server: str = "http://127.0.0.1:1") -> Path:
+    """A kubeconfig whose one context uses the user section ``user`` (flow YAML)."""
+    path.write_text(
+        f"clusters: [{{name: c, cluster: {{server: '{server}'}}}}]\n"
+        f"users: [{{name: u, user: {user}}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    return path
+
+
+def plugin(path: Path, body: str) -> Path:
+    """An executable shell script: a real credential plugin."""
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def answer(token: str, expiry: str | None = None) -> str:
+    status = f'"token": "{token}"' + (f', "expirationTimestamp": "{expiry}"' if expiry else "")
+    return f'{{"apiVersion": "{EXEC_API}", "kind": "ExecCredential", "status": {{{status}}}}}'
+
+
+def exec_user(command: str, **extra: str) -> str:
+    more = "".join(f", {k}: {v}" for k, v in extra.items())
+    return f"{{exec: {{apiVersion: {EXEC_API}, command: '{command}'{more}}}}}"
+
+
+def config_error(tmp_path: Path, kc: Path, **kwargs: float) -> str:
+    """The one line ``connect`` fails with, checked to be one line and to hold no token."""
+    with pytest.raises(ConfigError) as err:
+        connect(str(kc), environ={}, service_account_dir=NO_SA, **kwargs)
+    text = str(err.value)
+    assert "\n" not in text and TOKEN not in text
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+    return text
+
+
+def test_a_missing_token_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    kc = kubeconfig_for_user(tmp_path / "kc", "{tokenFile: gone/token}")
+    text = config_error(tmp_path, kc)
+    assert text.endswith(f"user tokenFile {tmp_path / 'gone' / 'token'}: No such file or directory")
+    assert f"kubeconfig {kc}, context 'x'" in text
+
+
+def test_a_token_file_is_read_relative_to_the_kubeconfig(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text(TOKEN)
+    kc = kubeconfig_for_user(tmp_path / "kc", "{tokenFile: token}")
+    assert bearer(connect(str(kc), environ={})) == f"Bearer {TOKEN}"
+
+
+def test_an_exec_plugin_gives_the_token(tmp_path: Path) -> None:
+    # A relative command is the kubeconfig's neighbour, not the working directory's.
+    plugin(
+        tmp_path / "cred.sh",
+        f'test "$EXTRA" = yes || exit 9\ncase "$KUBERNETES_EXEC_INFO" in *ExecCredential*) ;; '
+        f"*) exit 8;; esac\necho '{answer(TOKEN)}'\n",
+    )
+    kc = kubeconfig_for_user(
+        tmp_path / "kc", exec_user("./cred.sh", env="[{name: EXTRA, value: 'yes'}]")
+    )
+    conn = connect(str(kc), environ={})
+    assert bearer(conn) == f"Bearer {TOKEN}"
+    assert TOKEN not in conn.source
+
+
+def test_an_exec_plugin_that_is_missing_names_it_and_its_install_hint(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-plugin"
+    kc = kubeconfig_for_user(
+        tmp_path / "kc", exec_user(str(missing), installHint="'install it with: brew x'")
+    )
+    text = config_error(tmp_path, kc)
+    assert text.endswith(f"exec plugin {missing}: command not found (install it with: brew x)"), (
+        text
+    )
+
+
+def test_an_exec_plugin_that_fails_gives_a_short_sanitised_excerpt(tmp_path: Path) -> None:
+    long = "x" * 300
+    script = plugin(
+        tmp_path / "fail.sh",
+        f"echo 'first line, not shown' >&2\necho '{answer(TOKEN)}'\n"
+        f"printf 'error: token {TOKEN} rejected \\033[31m {long}\\n\\n' >&2\nexit 3\n",
+    )
+    kc = kubeconfig_for_user(tmp_path / "kc", exec_user(str(script)))
+    text = config_error(tmp_path, kc)
+    head = f"exec plugin {script}: exited with status 3: error: token [redacted] rejected"
+    assert text.startswith(f"kubeconfig {kc}, context 'x': {head}"), text
+    assert "\033" not in text and "first line" not in text and text.endswith("...")
+    assert len(text) < len(head) + len(str(kc)) + 140
+
+
+def test_an_exec_plugin_that_hangs_is_stopped(tmp_path: Path) -> None:
+    script = plugin(tmp_path / "hang.sh", "sleep 20\n")
+    kc = kubeconfig_for_user(tmp_path / "kc", exec_user(str(script)))
+    text = config_error(tmp_path, kc, exec_timeout=0.3)
+    assert text.endswith(f"exec plugin {script}: no answer within 0.3s; stopped")
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        (TOKEN, "printed no ExecCredential (not JSON)"),
+        ('{"kind": "Pod"}', "printed no ExecCredential"),
+        (
+            answer(TOKEN).replace(EXEC_API, "client.authentication.k8s.io/v1beta1"),
+            f"answered with an apiVersion other than {EXEC_API}",
+        ),
+        (
+            answer("").replace('"token": ""', '"x": 1'),
+            "its ExecCredential has no status.token nor a client certificate and key",
+        ),
+    ],
+    ids=["not-json", "not-a-credential", "other-api-version", "no-token"],
+)
+def test_an_exec_plugin_answer_that_is_no_credential(
+    tmp_path: Path, output: str, expected: str
+) -> None:
+    script = plugin(tmp_path / "odd.sh", f"echo '{output}'\n")
+    kc = kubeconfig_for_user(tmp_path / "kc", exec_user(str(script)))
+    assert config_error(tmp_path, kc).endswith(f"exec plugin {script}: {expected}")
+
+
+def test_an_exec_plugin_client_certificate_is_used(tmp_path: Path) -> None:
+    pem = "-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n"
+    key = "-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"
+    status = f'"clientCertificateData": "{pem}", "clientKeyData": "{key}"'
+    credential = f'{{"apiVersion": "{EXEC_API}", "kind": "ExecCredential", "status": {{{status}}}}}'
+    script = plugin(tmp_path / "cert.sh", f"printf '%s\\n' '{credential}'\n")
+    kc = kubeconfig_for_user(tmp_path / "kc", exec_user(str(script)), server="https://h:6443")
+    configuration = connect(str(kc), environ={}).api_client.configuration
+    assert Path(configuration.cert_file).read_text() == pem.replace("\\n", "\n")
+    assert Path(configuration.key_file).read_text() == key.replace("\\n", "\n")
+    assert bearer(connect(str(kc), environ={})) is None
+
+
+def counting_plugin(tmp_path: Path, expiry: str, fail_after: int = 99) -> Path:
+    """A plugin answering token-1, token-2, ... (its runs counted in a file), then failing."""
+    count = tmp_path / "runs"
+    body = (
+        f"n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        f'if [ $n -gt {fail_after} ]; then echo "refresh denied" >&2; exit 1; fi\n'
+        f"echo '{answer('token-$n', expiry)}' | sed \"s/\\$n/$n/\"\n"
+    )
+    return plugin(tmp_path / "count.sh", body)
+
+
+def test_an_expired_exec_token_is_fetched_again(tmp_path: Path) -> None:
+    script = counting_plugin(tmp_path, "2000-01-01T00:00:00Z")
+    kc = kubeconfig_for_user(tmp_path / "kc", exec_user(str(script)))
+    conn = connect(str(kc), environ={})
+    assert bearer(conn) == "Bearer token-2"  # expired at once: run again before the request
+    assert bearer(conn) == "Bearer token-3"
+
+
+def test_a_valid_exec_token_is_kept(tmp_path: Path) -> None:
+    script = counting_plugin(tmp_path, "2999-01-01T00:00:00Z")
+    kc = kubeconfig_for_user(tmp_path / "kc", exec_user(str(script)))
+    conn = connect(str(kc), environ={})
+    assert [bearer(conn), bearer(conn)] == ["Bearer token-1", "Bearer token-1"]
+
+
+def test_a_failed_refresh_is_one_line_naming_the_plugin(tmp_path: Path) -> None:
+    script = counting_plugin(tmp_path, "2000-01-01T00:00:00Z", fail_after=1)
+    kc = kubeconfig_for_user(tmp_path / "kc", exec_user(str(script)))
+    conn = connect(str(kc), environ={})
+    with pytest.raises(ConfigError) as err:
+        bearer(conn)
+    assert str(err.value) == (
+        f"kubeconfig {kc}, context 'x': exec plugin {script}: exited with status 1: refresh denied"
+    )
+
+
+def test_a_token_beside_exec_wins_and_the_plugin_never_runs(tmp_path: Path) -> None:
+    script = plugin(tmp_path / "never.sh", f"touch {tmp_path / 'ran'}\necho '{answer('other')}'\n")
+    user = exec_user(str(script)).removesuffix("}") + f", token: {TOKEN}}}"
+    kc = kubeconfig_for_user(tmp_path / "kc", user)
+    assert bearer(connect(str(kc), environ={})) == f"Bearer {TOKEN}"
+    assert not (tmp_path / "ran").exists()

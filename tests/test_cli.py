@@ -673,3 +673,72 @@ def test_out_dir_that_cannot_be_written_is_a_usage_error(
     )
     assert code == 2
     assert err.startswith("kfcompile: cannot write ") and "Traceback" not in err
+
+
+# --- version, target names, flags that do not combine ------------------------------------------
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    code, out, err = run(capsys, "--version")
+    assert (code, out, err) == (0, f"kfcompile {version('kfcompile')}\n", "")
+
+
+@pytest.mark.parametrize(
+    ("given", "line"),
+    [
+        ("trainjob/v2.3.0", "trainjob/v2.3"),
+        ("trainjob/v2.3.1", "trainjob/v2.3"),
+        ("trainjob/v2.1.0", "trainjob/v2.1"),
+        ("pytorchjob/v1", "pytorchjob/v1"),
+    ],
+)
+def test_a_patch_release_names_its_line(
+    capsys: pytest.CaptureFixture[str], given: str, line: str
+) -> None:
+    spec = load_spec((ROOT / "examples" / "minimal.yaml").read_text(encoding="utf-8"))
+    assert render(spec, given) == render(spec, line)  # the library takes it too
+    assert [p.path for p in explain(spec, given)] == [p.path for p in explain(spec, line)]
+    code, out, _ = run(capsys, "render", "-t", given, example("minimal.yaml"))
+    assert code == 0 and list(yaml.safe_load_all(out)) == render(spec, line)
+    code, _, err = run(capsys, "validate", "-t", given, example("minimal.yaml"))
+    assert code == 0 and err == f"examples/minimal.yaml: valid for {line}\n"  # canonical name
+
+
+@pytest.mark.parametrize(
+    "given", ["trainjob/v2.4.0", "trainjob/v2.3.x", "trainjob/v2.3.", "pytorchjob/v1.2", "v2.3.0"]
+)
+def test_an_unknown_line_is_still_refused_with_the_choices(
+    capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    spec = load_spec((ROOT / "examples" / "minimal.yaml").read_text(encoding="utf-8"))
+    with pytest.raises(ValueError, match=re.escape("choose one of: pytorchjob/v1, trainjob/v2.0")):
+        render(spec, given)
+    code, out, err = run(capsys, "render", "-t", given, example("minimal.yaml"))
+    assert (code, out) == (2, "")
+    assert "invalid choice" in err and "trainjob/v2.3" in err
+
+
+@pytest.mark.parametrize(
+    "flag", [["--out", "OUT"], ["--check", "golden/minimal/trainjob-v2.3.yaml"]]
+)
+def test_with_secrets_is_refused_where_nothing_goes_to_stdout(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    flag: list[str],
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_value_not_to_write")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: j\nimage: python:3.11\ncommand: [python, -c, '1']\nsecret_env: [HF_TOKEN]\n"
+    )
+    argv = [a.replace("OUT", str(tmp_path / "out")) for a in flag]
+    code, out, err = run(capsys, "render", str(spec), *argv, "--with-secrets")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"kfcompile: --with-secrets prints the Secret to stdout only and cannot be used with "
+        f"{flag[0]}\n"
+    )
+    assert not (tmp_path / "out").exists()

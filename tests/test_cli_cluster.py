@@ -270,3 +270,76 @@ def test_ctrl_c_at_a_terminal_asks_and_cancels(
     assert code == 130 and "cancelled" in err
     local.store.settle()
     assert local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo") is None
+
+
+JOB_COMMANDS = ["status", "wait", "logs", "events", "cancel", "suspend", "resume", "sync", "list"]
+
+
+@pytest.mark.parametrize("command", JOB_COMMANDS)
+def test_help_of_a_command_without_a_spec_says_its_namespace_default(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "namespace (default: the context's, then default)" in text
+
+
+def test_help_of_submit_says_the_spec_namespace_comes_between(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["submit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "namespace (default: the spec's, then the context's, then default)" in text
+
+
+def test_submit_of_a_patch_release_records_the_line(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from kfcompile.lifecycle import TARGET_ANNOTATION
+
+    spec = write_spec(tmp_path)
+    code, out, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3.1")
+    assert code == 0, err
+    job = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
+    assert job is not None
+    assert job["metadata"]["annotations"][TARGET_ANNOTATION] == "trainjob/v2.3"
+    code, out, _ = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3")
+    assert code == 0 and "unchanged" in out  # the same job, whichever name was given
+
+
+@pytest.fixture
+def secret_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A spec with ``secret_env: [HF_TOKEN]``, the value set in the environment."""
+    monkeypatch.setenv("HF_TOKEN", SECRET_VALUE)
+    return write_spec(tmp_path, secret_env=["HF_TOKEN"])
+
+
+def test_a_submit_that_leaves_objects_behind_says_how_to_remove_them(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], secret_spec: Path
+) -> None:
+    spec = secret_spec
+    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
+    local.kube.faults.add("DELETE", "/trainjobs/demo", status=403)
+    local.kube.faults.add("DELETE", "/secrets/demo-env", status=403)
+    code, out, err = run(local, capsys, "submit", str(spec))
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[1] == (
+        "kfcompile: the submit failed and could not remove all it had created; 2 objects left "
+        "on the cluster:"
+    )
+    assert lines[2].endswith("remove it with: kfcompile cancel demo -n default --kind TrainJob")
+    assert lines[3].endswith("remove it with: kubectl delete secret demo-env -n default")
+    assert SECRET_VALUE not in err and "Traceback" not in err
+    code, out, err = run(local, capsys, "submit", str(spec))
+    assert code == 0
+    assert (
+        out
+        == "TrainJob demo in namespace default: already submitted; its companions were repaired\n"
+    )
+    assert err == (
+        "kfcompile: repaired: Secret demo-env in namespace default had lost its owner: owned by "
+        "the job again\n"
+    )

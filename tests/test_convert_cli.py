@@ -359,8 +359,9 @@ def test_a_directory_run_survives_unreadable_files_and_skips_its_output(
             capsys, "convert", str(tmp_path), "--to", "trainjob/v2.3", "--out", str(out)
         )
         assert code == 1
-        assert stdout.splitlines()[-1] == (
-            "2 jobs: 1 ok, 0 written with losses, 0 not written (losses), 1 failed"
+        assert stdout.splitlines()[-1] == (  # an unreadable file is no job
+            "1 job: 1 ok, 0 written with losses, 0 not written (losses), 0 failed; "
+            "1 file unreadable"
         )
         assert err.startswith(f"{tmp_path / 'latin1.yaml'}: cannot read: ")
     assert [p.name for p in out.iterdir()] == ["job.yaml"]
@@ -405,9 +406,9 @@ def make_manifests(folder: Path, count: int) -> dict[str, str]:
     sources.append(
         ("ok", "trainjob-v21", (CONVERSIONS / "trainjob-v21-overrides" / "input.yaml").read_text())
     )
-    sources.append(("failed", "broken", "apiVersion: v1\nkind: [\n"))
+    sources.append(("unreadable", "broken", "apiVersion: v1\nkind: [\n"))
     sources.append(
-        ("failed", "configmap", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+        ("skipped", "configmap", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
     )
     for i in range(count):
         kind, stem, text = sources[i % len(sources)]
@@ -428,7 +429,8 @@ def test_convert_a_directory_of_200_manifests(
         capsys, "convert", str(source), "--to", "trainjob/v2.3", "--out", str(out)
     )
     counted = [re.search(r"(\d+) (?:lost|problem)", row) for row in stdout.splitlines()]
-    assert err.count("\n") == sum(int(m[1]) for m in counted if m)  # one stderr line each
+    skipped = stdout.count("skipped, not a job")  # one document each, one line for it
+    assert err.count("\n") == sum(int(m[1]) for m in counted if m) + skipped  # a line each
     assert code == 1  # some are lossy or broken
     header, *rows, total = stdout.splitlines()
     assert header.split() == ["file", "detected", "target", "result"]
@@ -438,14 +440,18 @@ def test_convert_a_directory_of_200_manifests(
     words = {
         "ok": "trainjob/v2.3  ok",
         "lossy": "trainjob/v2.3  not written, ",
-        "failed": "trainjob/v2.3  failed, 1 problem",
+        "unreadable": "trainjob/v2.3  unreadable, 1 problem",
+        "skipped": "trainjob/v2.3  skipped, not a job",
     }
     for label, kind in expected.items():
         assert words[kind] in results[label], results[label]
+        assert (results[label].split()[1] == "ConfigMap") is (kind == "skipped")
     counts = {k: list(expected.values()).count(k) for k in words}
+    jobs = counts["ok"] + counts["lossy"]
     assert total == (
-        f"200 jobs: {counts['ok']} ok, 0 written with losses, {counts['lossy']} not written "
-        f"(losses), {counts['failed']} failed"
+        f"{jobs} jobs: {counts['ok']} ok, 0 written with losses, {counts['lossy']} not written "
+        f"(losses), 0 failed; {counts['unreadable']} files unreadable; {counts['skipped']} files "
+        "with no job (skipped)"
     )
     written = sorted(out.rglob("*.yaml"))
     assert len(written) == counts["ok"]
@@ -470,3 +476,42 @@ def test_wired_into_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     assert main(["convert", str(source), "--to", "pytorchjob/v1"]) == 0
     assert docs(capsys.readouterr().out)[0]["kind"] == "PyTorchJob"
     assert main(["import", str(tmp_path / "nothing.yaml")]) == 2
+
+
+def test_a_directory_summary_counts_jobs_only(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "in"
+    source.mkdir()
+    write_rendered(source / "job.yaml", ROOT / "examples" / "minimal.yaml", "pytorchjob/v1")
+    (source / "settings.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: b}\n"
+    )
+    out = tmp_path / "out"
+    code, stdout, err = run(
+        capsys, "convert", str(source), "--to", "trainjob/v2.3", "--out", str(out)
+    )
+    _, *rows, total = stdout.splitlines()
+    assert code == 1  # a document not converted is a loss, as inside a job's file
+    assert rows[1].split() == [
+        str(source / "settings.yaml"), "ConfigMap", "trainjob/v2.3", "skipped,", "not", "a", "job"
+    ]  # fmt: skip
+    assert total == (
+        "1 job: 1 ok, 0 written with losses, 0 not written (losses), 0 failed; "
+        "1 file with no job (skipped)"
+    )
+    assert err == (
+        f"{source / 'settings.yaml'}: documents[0]: ConfigMap settings is not a PyTorchJob or "
+        "TrainJob: not converted\n"
+    )
+    # --allow-lossy: a warning, and the run succeeds; an unreadable file still fails it.
+    args = ["convert", str(source), "--to", "trainjob/v2.3", "--allow-lossy"]
+    code, stdout, err = run(capsys, *args, "--out", str(out))
+    assert code == 0 and err.startswith(f"warning: {source / 'settings.yaml'}: documents[0]: ")
+    code, stdout, err = run(capsys, *args)  # to stdout: only the job is "detected"
+    assert code == 0 and "detected ConfigMap" not in err and "detected PyTorchJob" in err
+    (source / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
+    code, stdout, _ = run(capsys, *args, "--out", str(out))
+    assert code == 1
+    assert stdout.splitlines()[-1].endswith("; 1 file unreadable; 1 file with no job (skipped)")
+    assert stdout.splitlines()[-1].startswith("1 job: ")

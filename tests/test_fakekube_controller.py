@@ -164,7 +164,7 @@ WALKS: list[tuple[str, str, list[tuple[State, str]]]] = [
     ("TrainJob", "succeeds", [*TJ_RUN, (OK, "Complete")]),
     ("PyTorchJob", "succeeds", [*PT_RUN, (OK, "Succeeded")]),
     ("TrainJob", "fails", [*TJ_RUN, (F, "FailedJobs")]),
-    ("PyTorchJob", "fails", [*PT_RUN, (F, "Failed")]),
+    ("PyTorchJob", "fails", [*PT_RUN, (F, "PyTorchJobFailed")]),
     ("TrainJob", "restarts", [*TJ_RUN, (OK, "Complete")]),
     ("PyTorchJob", "restarts", [*PT_RUN, (R, "Restarting"), (R, "Running"), (OK, "Succeeded")]),
     ("TrainJob", "deadline", [*TJ_RUN, (F, "DeadlineExceeded")]),

@@ -717,3 +717,186 @@ def test_a_create_whose_answer_was_lost_is_not_made_twice(
     )
     local.store.settle()
     assert local.kube.requests.count("POST", "/pods") == 2 and _sync_pods(local) == []
+
+
+# --- what a failed submit leaves behind, and a resubmit that mends it ---------------------------
+
+
+class StepClock:
+    """Time that passes only when slept: retries give up without real waiting."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Faulty:
+    """A Cluster port that passes every call to the real adapter, except that a chosen call
+    ``fail`` (``"create"``, ``"delete"``) on ``kind`` goes through and then raises ``error``."""
+
+    def __init__(self, inner: Any, fail: str, kind: str, error: BaseException) -> None:
+        self.inner, self.fail, self.kind, self.error = inner, fail, kind, error
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        if name != self.fail:
+            return method
+
+        def call(first: Any, *args: Any, **kwargs: Any) -> Any:
+            kind = first.kind if isinstance(first, Ref) else first["kind"]
+            if kind != self.kind:
+                return method(first, *args, **kwargs)
+            if not getattr(self, "done", False):
+                self.done = True
+                method(first, *args, **kwargs)  # it happens on the server ...
+            raise self.error  # ... but its answer never comes
+
+        return call
+
+
+def secret_spec(**extra: Any) -> JobSpec:
+    return spec(secret_env=["HF_TOKEN"], **extra)
+
+
+def owners(local: LocalCluster, kind: str, name: str) -> list[str]:
+    obj = local.store.get("v1", kind, NAMESPACE, name)
+    assert obj is not None, f"{kind} {name} is gone"
+    return [o["uid"] for o in obj["metadata"].get("ownerReferences", [])]
+
+
+def job_uid(local: LocalCluster, name: str = "demo") -> str:
+    job = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, name)
+    assert job is not None
+    return str(job["metadata"]["uid"])
+
+
+def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: LocalCluster) -> None:
+    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
+    local.kube.faults.add("DELETE", "/trainjobs/demo", status=403)
+    local.kube.faults.add("DELETE", "/secrets/demo-env", status=403)
+    with pytest.raises(lifecycle.LeftBehind) as info:
+        submit(local, secret_spec())
+    lines = str(info.value).splitlines()
+    assert lines[0].startswith("403 Forbidden: ")  # the cause first
+    assert lines[1].endswith("2 objects left on the cluster:")
+    assert lines[2] == (
+        "  TrainJob demo in namespace default (delete failed: 403 Forbidden: forbidden: fakekube "
+        "injected fault): remove it with: kfcompile cancel demo -n default --kind TrainJob"
+    )
+    assert lines[3] == (
+        "  Secret demo-env in namespace default (delete failed: 403 Forbidden: forbidden: "
+        "fakekube injected fault; it holds the values of secret_env; it has no owner, so nothing "
+        "will ever delete it): remove it with: kubectl delete secret demo-env -n default"
+    )
+    assert ENV["HF_TOKEN"] not in str(info.value)
+    assert [left.ref.kind for left in info.value.left] == ["TrainJob", "Secret"]
+    assert owners(local, "Secret", "demo-env") == []
+    # The same spec again: the job is there, and the Secret gets its owner back.
+    done = lifecycle.submit(local.session(), secret_spec(), "trainjob/v2.3", namespace=NAMESPACE,
+                            environ=ENV)  # fmt: skip
+    assert (done.created, done.repaired) == (
+        False,
+        ("Secret demo-env in namespace default had lost its owner: owned by the job again",),
+    )
+    assert owners(local, "Secret", "demo-env") == [job_uid(local)]
+    again = lifecycle.submit(local.session(), secret_spec(), "trainjob/v2.3", namespace=NAMESPACE,
+                             environ=ENV)  # fmt: skip
+    assert (again.created, again.repaired) == (False, ())  # nothing left to mend
+
+
+def test_a_companion_left_without_its_job_is_adopted_by_the_next_submit(
+    local: LocalCluster,
+) -> None:
+    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
+    local.kube.faults.add("DELETE", "/secrets/demo-env", status=403)
+    with pytest.raises(lifecycle.LeftBehind) as info:
+        submit(local, secret_spec())
+    assert [str(left.ref) for left in info.value.left] == ["Secret demo-env in namespace default"]
+    local.store.settle()
+    assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+    submit(local, secret_spec())
+    assert owners(local, "Secret", "demo-env") == [job_uid(local)]
+
+
+def test_a_resubmit_recreates_a_missing_companion(local: LocalCluster) -> None:
+    job = secret_spec(
+        launcher={"kind": "torchrun", "entrypoint": "train.py"}, command=(), script="print(1)"
+    )
+    submit(local, job)
+    local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
+    done = lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
+    assert done.repaired == ("Secret demo-env in namespace default was missing: created again",)
+    assert owners(local, "Secret", "demo-env") == [job_uid(local)]
+    [configmap] = local.objects("ConfigMap")
+    assert [o["uid"] for o in configmap["metadata"]["ownerReferences"]] == [job_uid(local)]
+
+
+def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: LocalCluster) -> None:
+    submit(local, secret_spec())
+    local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
+    other = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-env",
+             "namespace": NAMESPACE}, "stringData": {"HF_TOKEN": "someone else's"}}  # fmt: skip
+    local.store.create(other)
+    with pytest.raises(NameTaken, match="kubectl delete secret demo-env -n default"):
+        submit(local, secret_spec())
+    assert owners(local, "Secret", "demo-env") == []
+
+
+def test_a_repair_that_fails_says_what_stays_broken(local: LocalCluster) -> None:
+    submit(local, secret_spec())
+    local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
+    local.kube.faults.add("POST", "/secrets", status=403)
+    with pytest.raises(lifecycle.ClusterError) as info:
+        submit(local, secret_spec())
+    assert str(info.value).startswith(
+        "TrainJob demo in namespace default exists, but Secret demo-env in namespace default "
+        "could not be mended (403 Forbidden: "
+    )
+    assert "kfcompile cancel demo -n default --kind TrainJob" in str(info.value)
+
+
+def test_a_job_created_without_an_answer_is_rolled_back_too(local: LocalCluster) -> None:
+    # The create reaches the server, but no answer ever comes: the job may exist, so it is
+    # looked for and deleted with its companions (else it would stay without its Secret).
+    lost = lifecycle.Transient(0, "Timeout", "read timed out")
+    base = local.session()
+    port = Faulty(base.cluster, "create", "TrainJob", lost)
+    session = lifecycle.Session(port, StepClock(), retry_for=1.0)
+    with pytest.raises(lifecycle.Unavailable):
+        lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
+    local.store.settle()
+    assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+    assert local.objects("Secret") == []
+
+
+def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: LocalCluster) -> None:
+    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
+    port = Faulty(local.session().cluster, "delete", "TrainJob", KeyboardInterrupt())
+    session = lifecycle.Session(port, StepClock())
+    with pytest.raises(lifecycle.LeftBehind) as info:
+        lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
+    assert [(str(x.ref), x.why) for x in info.value.left] == [
+        ("TrainJob demo in namespace default", "delete interrupted: it may still be there"),
+        ("Secret demo-env in namespace default", "not deleted"),
+    ]
+    assert isinstance(info.value.__cause__, lifecycle.ApiError)
+
+
+def test_a_rollback_against_an_unavailable_server_does_not_wait_twice(
+    local: LocalCluster,
+) -> None:
+    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
+    local.kube.faults.add("DELETE", status=503, times=1000)
+    base = local.session()
+    session = lifecycle.Session(base.cluster, StepClock(), retry_for=1.0)
+    with pytest.raises(lifecycle.LeftBehind) as info:
+        lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
+    assert [x.ref.kind for x in info.value.left] == ["TrainJob", "Secret"]
+    assert "the API server kept failing for" in info.value.left[0].why
+    assert info.value.left[1].why == "not deleted: the API server was unavailable"
+    assert local.kube.requests.count("DELETE", "/secrets") == 0  # given up with the first

@@ -605,9 +605,23 @@ def test_pytorchjob_failed_deadline_exceeded() -> None:
     check(job_state(pytorchjob(status)), State.FAILED, "DeadlineExceeded")
 
 
-def test_pytorchjob_failed_replica_keeps_generic_reason() -> None:
+def test_pytorchjob_failed_replica_keeps_the_operators_reason() -> None:
+    # No more specific cause is recognised: the operator's own reason stays, not a bare "Failed".
     status = {"conditions": [PT_CREATED, PT_RUNNING_FALSE, PT_FAILED_MASTER]}
-    check(job_state(pytorchjob(status)), State.FAILED, "Failed", "1 Master replica(s) failed")
+    got = job_state(pytorchjob(status))
+    check(got, State.FAILED, "PyTorchJobFailed", "1 Master replica(s) failed")
+
+
+def test_pytorchjob_failed_with_another_operator_reason_keeps_it_whole() -> None:
+    # Training Operator v1 also writes kind + "FailedValidation" for a spec it refuses.
+    failed = {**PT_FAILED_MASTER, "reason": "PyTorchJobFailedValidation", "message": "bad spec"}
+    got = job_state(pytorchjob({"conditions": [PT_CREATED, failed]}))
+    check(got, State.FAILED, "PyTorchJobFailedValidation", "bad spec")
+
+
+def test_failed_with_a_bare_generic_reason_still_recognises_the_cause() -> None:
+    failed = {**PT_FAILED_BACKOFF, "reason": "Failed"}
+    check(job_state(pytorchjob({"conditions": [failed]})), State.FAILED, "BackoffLimitExceeded")
 
 
 def test_pytorchjob_failed_with_a_plain_reason_keeps_it() -> None:

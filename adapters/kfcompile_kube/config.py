@@ -1,8 +1,13 @@
 """Find the cluster: a kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``), else the
-pod's service account. Error messages name files and contexts, never credentials."""
+pod's service account. Error messages name files and contexts, never credentials.
+
+An ``exec`` credential plugin is run by ``exec_credential`` (bounded by ``exec_timeout``), not by
+the client, whose runner has no time limit and carries on unauthenticated when a plugin fails.
+"""
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,9 +17,16 @@ from attrs import frozen
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
-from kubernetes.config.kube_config import KubeConfigLoader, KubeConfigMerger
+from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
 
 from kfcompile.errors import KfcompileError, Problem
+from kfcompile_kube.exec_credential import (
+    EXEC_TIMEOUT,
+    Credential,
+    ExecPlugin,
+    PluginError,
+    TokenRefresher,
+)
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -44,13 +56,15 @@ def connect(
     *,
     service_account_dir: str = SERVICE_ACCOUNT_DIR,
     environ: Mapping[str, str] | None = None,
+    exec_timeout: float = EXEC_TIMEOUT,
 ) -> Connection:
     """Connect as kubectl would: ``kubeconfig`` (a path, or ``$KUBECONFIG``'s list of paths, merged
     like kubectl does, or ``~/.kube/config``) with ``context`` (default: its current context);
     without any kubeconfig file, the in-cluster service account in ``service_account_dir``.
 
     Raises ``ConfigError``. An explicit ``kubeconfig`` or ``context`` never falls back to the
-    service account: asking for one thing and silently getting another would be worse.
+    service account: asking for one thing and silently getting another would be worse. A user's
+    ``exec`` plugin gets ``exec_timeout`` seconds per run (again when its token expires).
     """
     env = os.environ if environ is None else environ
     if kubeconfig is not None:
@@ -62,7 +76,7 @@ def connect(
         paths = [str(Path(home) / ".kube" / "config") if home else "~/.kube/config"]
     found = [p for p in paths if Path(p).expanduser().is_file()]
     if found:
-        return _from_kubeconfig(found, context)
+        return _from_kubeconfig(found, context, exec_timeout)
 
     if kubeconfig is not None:
         raise ConfigError(f"kubeconfig {kubeconfig}: file not found (from --kubeconfig)")
@@ -79,7 +93,7 @@ def connect(
         raise ConfigError(f"no cluster configuration: {missing}; in-cluster: {e}") from None
 
 
-def _from_kubeconfig(paths: list[str], context: str | None) -> Connection:
+def _from_kubeconfig(paths: list[str], context: str | None, exec_timeout: float) -> Connection:
     where = f"kubeconfig {os.pathsep.join(paths)}"
     try:
         merger: Any = KubeConfigMerger(os.pathsep.join(paths))  # type: ignore[no-untyped-call]
@@ -107,15 +121,85 @@ def _from_kubeconfig(paths: list[str], context: str | None) -> Connection:
     if name not in names:
         raise ConfigError(f"{where}: no context {name!r} ({available})")
 
+    at = f"{where}, context {name!r}"
+    try:
+        plugin, credential = _run_exec_plugin(merged, name, exec_timeout)
+    except PluginError as e:
+        raise ConfigError(f"{at}: {e}") from None
     configuration = Configuration()
     try:
         loader = KubeConfigLoader(config_dict=merged, active_context=name, config_base_path=None)  # type: ignore[no-untyped-call]
         loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
     except ConfigException as e:
-        raise ConfigError(f"{where}, context {name!r}: {e}") from None
+        raise ConfigError(f"{at}: {e}") from None
+    except OSError as e:  # the client opens a user's tokenFile unguarded
+        user = _mapping(_entry(merged, "users", _refs(merged, name)[0]), "user")
+        what = "user tokenFile" if "tokenFile" in user else "cannot read"
+        raise ConfigError(f"{at}: {what} {e.filename}: {e.strerror or e}") from None
+    if plugin is not None and credential is not None and credential.token is not None:
+        # Replaces the loader's hook, which would put the first token back before each request.
+        refresh = None
+        if credential.expiry is not None:
+            refresh = TokenRefresher(plugin, credential.expiry, lambda e: ConfigError(f"{at}: {e}"))
+        configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
     namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
     source = f"{where}, context {name}"
     return Connection(_client(configuration), str(namespace), source)
+
+
+# --- exec credential plugins ----------------------------------------------------------------------
+
+
+def _run_exec_plugin(
+    merged: ConfigNode, context: str, timeout: float
+) -> tuple[ExecPlugin | None, Credential | None]:
+    """Take ``exec`` out of the context's user, so the client never runs it, and run it here
+    when the client would have (no auth-provider, token or tokenFile); the credential it gives
+    takes its place in the user. PluginError when it gives none."""
+    user_name, cluster_name = _refs(merged, context)
+    entry = _entry(merged, "users", user_name)
+    user = _mapping(entry, "user")
+    if entry is None or "exec" not in user:
+        return None, None
+    rest = {k: v for k, v in user.items() if k != "exec"}
+    plugin = credential = None
+    if not any(k in rest for k in ("auth-provider", "token", "tokenFile")):
+        cwd = str(Path(entry.path).expanduser().resolve().parent) if entry.path else None
+        cluster = _mapping(_entry(merged, "clusters", cluster_name), "cluster")
+        plugin = ExecPlugin.from_config(user["exec"], cwd, cluster, timeout)
+        credential = plugin.run()
+        if credential.token is not None:
+            rest["token"] = credential.token
+        else:  # a client certificate: the kubeconfig's *-data keys hold base64
+            rest["client-certificate-data"] = _b64(credential.client_certificate or "")
+            rest["client-key-data"] = _b64(credential.client_key or "")
+    entry.value = {**entry.value, "user": rest}  # a new dict: the files' own stay as read
+    return plugin, credential
+
+
+def _refs(merged: ConfigNode, context: str) -> tuple[object, object]:
+    """The user and cluster names the context refers to."""
+    ctx = _mapping(_entry(merged, "contexts", context), "context")
+    return ctx.get("user"), ctx.get("cluster")
+
+
+def _entry(merged: ConfigNode, key: str, name: object) -> ConfigNode | None:
+    """The merged ``key[]`` entry called ``name`` (the merger wraps each in a ConfigNode)."""
+    for entry in merged.value.get(key) or []:
+        if isinstance(entry, ConfigNode) and _mapping(entry).get("name") == name:
+            return entry
+    return None
+
+
+def _mapping(entry: ConfigNode | None, key: str | None = None) -> Mapping[str, Any]:
+    value = entry.value if entry is not None else None
+    if key is not None and isinstance(value, Mapping):
+        value = value.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _b64(text: str) -> str:
+    return base64.standard_b64encode(text.encode()).decode()
 
 
 class _NotInCluster(Exception):

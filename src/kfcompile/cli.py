@@ -19,7 +19,7 @@ from kfcompile import yamlio
 from kfcompile.errors import Problem, SpecError, UnsupportedFeature
 from kfcompile.load import load_spec
 from kfcompile.spec import JobSpec
-from kfcompile.targets import DEFAULT_TARGET, TARGETS, Rendered, base, target
+from kfcompile.targets import DEFAULT_TARGET, TARGETS, Rendered, base, canonical_name, target
 
 
 class UsageError(Exception):
@@ -85,6 +85,13 @@ def file_stem(target_name: str) -> str:
 
 def cmd_render(args: argparse.Namespace) -> int:
     targets = list(TARGETS) if args.target == "all" else [args.target]
+    if args.with_secrets and (args.out is not None or args.check is not None):
+        # Secret values go to stdout only, where the user decides what happens to them; --out
+        # and --check trees are files that get kept, diffed and committed.
+        flag = "--out" if args.out is not None else "--check"
+        raise UsageError(
+            f"--with-secrets prints the Secret to stdout only and cannot be used with {flag}"
+        )
     if args.out is not None:
         return _render_matrix(args.spec, targets, Path(args.out), args.output)
     if len(targets) > 1:
@@ -279,11 +286,45 @@ def cmd_schema(args: argparse.Namespace) -> int:
 # --- wiring ---------------------------------------------------------------------------------
 
 
+def target_arg(text: str) -> str:
+    """The type of every ``--target``: a known name or a patch release of a known line becomes
+    its registered name; anything else is left as it is for ``choices`` to refuse with the
+    list."""
+    try:
+        return canonical_name(text)
+    except ValueError:
+        return text
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, read only when asked (start-up cost)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="print the version and exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("kfcompile")
+        except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+            version = "(version unknown: not installed)"
+        print(f"kfcompile {version}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kfcompile",
         description="Compile a training-job spec into Kubeflow custom resources.",
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     target_names = [*TARGETS, "all"]
 
@@ -294,8 +335,10 @@ def _parser() -> argparse.ArgumentParser:
             "-t",
             "--target",
             default=DEFAULT_TARGET,
+            type=target_arg,
             choices=target_names if name == "render" else list(TARGETS),
-            help=f"output shape (default {DEFAULT_TARGET})",
+            help=f"output shape (default {DEFAULT_TARGET}; a patch release such as "
+            f"{DEFAULT_TARGET}.0 names its line)",
         )
         return p
 
@@ -306,7 +349,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--with-secrets",
         action="store_true",
-        help="include the Secret of secret_env, with values from your environment",
+        help="include the Secret of secret_env, with values from your environment "
+        "(stdout only: not with --out or --check)",
     )
     p.set_defaults(func=cmd_render)
 

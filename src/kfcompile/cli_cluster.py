@@ -171,6 +171,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         how = "created" if done.created else "unchanged (this spec was already submitted)"
+        if done.repaired:
+            how = "already submitted; its companions were repaired"
+        for line in done.repaired:
+            print(f"kfcompile: repaired: {line}", file=sys.stderr)
         print(f"{done.ref}: {how}")
         if not (args.wait or args.follow):
             return 0
@@ -388,14 +392,19 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     """Register the cluster commands on the top-level subparsers."""
+    from kfcompile.cli import target_arg
 
-    def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> Any:
+    def command(
+        name: str, help_text: str, func: Callable[[argparse.Namespace], int], spec: bool = False
+    ) -> Any:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument(
             "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
         )
         p.add_argument("--context", help="kubeconfig context (default: the current one)")
-        p.add_argument("-n", "--namespace", help="namespace (default: spec, then context)")
+        # As Context picks it: only submit has a spec whose namespace can come in between.
+        default = "the spec's, then the context's" if spec else "the context's"
+        p.add_argument("-n", "--namespace", help=f"namespace (default: {default}, then default)")
         p.set_defaults(func=func)
         return p
 
@@ -414,9 +423,9 @@ def add_commands(sub: Any) -> None:
     def sync_image(p: Any) -> None:
         p.add_argument("--sync-image", default="busybox:1.36", help="image of the sync helper pod")
 
-    p = command("submit", "create the job on the cluster (idempotent)", cmd_submit)
+    p = command("submit", "create the job on the cluster (idempotent)", cmd_submit, spec=True)
     p.add_argument("spec", help="job spec YAML file")
-    p.add_argument("-t", "--target", default=DEFAULT_TARGET, choices=list(TARGETS))
+    p.add_argument("-t", "--target", default=DEFAULT_TARGET, type=target_arg, choices=list(TARGETS))
     p.add_argument("--wait", choices=["running", "done"], help="then wait until this")
     p.add_argument("--follow", action="store_true", help="then stream every rank's log")
     timeout(p)

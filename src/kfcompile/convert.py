@@ -6,10 +6,13 @@ documents and ``kind: List`` (``kubectl get -o yaml``). Every PyTorchJob and Tra
 imported (its inline-script ConfigMap with it); any other document is reported, not converted.
 
 Output goes to stdout, or with ``--out DIR`` to one file per input (same relative path) and a
-summary table (file, detected, target, result) on stdout. Exit status as the rest of the CLI:
+summary table (file, detected, target, result) on stdout. The summary counts jobs; a file that
+cannot be read or parsed is "unreadable" and a file with no job in it (a ConfigMap, a Service)
+is "skipped", each counted apart. Exit status as the rest of the CLI:
 0 done; 1 when a manifest cannot be read, imported or converted, or when something would be
-lost: one line per input field path on stderr (``<file>: <path>: <what happens>``). With
-``--allow-lossy`` those loss lines are warnings (``warning: `` first) and the output is written.
+lost (a skipped file included): one line per input field path on stderr
+(``<file>: <path>: <what happens>``). With ``--allow-lossy`` those loss lines are warnings
+(``warning: `` first) and the output is written.
 Nothing goes to stdout when any job fails and there is no ``--out``, so a pipe into
 ``kubectl apply -f -`` never applies half a directory.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -34,26 +37,35 @@ SUFFIXES = (".yaml", ".yml", ".json")
 SPEC = "spec"  # the summary's target column for `import`
 
 
-Status = Literal["ok", "lossy", "refused", "failed"]
-# How the summary's last line counts each status.
+Status = Literal["ok", "lossy", "refused", "failed", "skipped", "unreadable"]
+# How the summary's last line counts each status of a job.
 TOTALS: dict[Status, str] = {
     "ok": "ok",
     "lossy": "written with losses",  # --allow-lossy: the losses were warnings
     "refused": "not written (losses)",
     "failed": "failed",
 }
+# Files that hold no job to count: what the last line adds for them when there are any.
+NOT_JOBS: dict[Status, str] = {"unreadable": "unreadable", "skipped": "with no job (skipped)"}
+# Losses are warnings with --allow-lossy: documents that are no job included, in a file alone.
+WARNINGS: frozenset[Status] = frozenset({"lossy", "skipped"})
 
 
 @frozen
 class Outcome:
-    """One job of an input file: what was detected, what came out, and every line to report."""
+    """One job of an input file (or a file with none): what was detected, what came out, and
+    every line to report."""
 
     label: str  # the file, with ``[i]`` when it holds several jobs
-    detected: str  # "-" when nothing could be read
+    detected: str  # the job's kind; for a file with no job, the kinds it holds; "-" if none
     target: str  # the target name, or "spec" for `import`
     status: Status
     text: str = ""  # the output YAML (empty unless ok or lossy)
     lines: tuple[str, ...] = ()  # "<input path>: <what happens>", one per loss or problem
+
+    @property
+    def is_job(self) -> bool:
+        return self.status in TOTALS
 
     @property
     def result(self) -> str:
@@ -64,6 +76,8 @@ class Outcome:
             "lossy": f"written, {n} lost",
             "refused": f"not written, {n} lost",
             "failed": f"failed, {n} problem{'s' * (n != 1)}",
+            "skipped": "skipped, not a job",
+            "unreadable": f"unreadable, {n} problem{'s' * (n != 1)}",
         }[self.status]
 
 
@@ -76,11 +90,11 @@ def convert_text(
     try:
         documents = yamlio.load_all(text)
     except SpecError as exc:
-        return [Outcome(label, "-", target, "failed", lines=_lines(exc.problems))]
+        return [Outcome(label, "-", target, "unreadable", lines=_lines(exc.problems))]
     jobs, others = jobs_in(documents)
     if not jobs:
         lines = _lines(others) or ("no PyTorchJob or TrainJob here",)
-        return [Outcome(label, "-", target, "failed", lines=lines)]
+        return [Outcome(label, _kinds(documents), target, "skipped", lines=lines)]
     outcomes = []
     for i, (job, companions) in enumerate(jobs):
         name = label if len(jobs) == 1 else f"{label}[{i}]"
@@ -106,6 +120,16 @@ def convert_text(
 
 def _lines(problems: Iterable[Problem]) -> tuple[str, ...]:
     return tuple(str(p) for p in problems)
+
+
+def _kinds(documents: Iterable[object]) -> str:
+    """The kinds a file holds, for the detected column of a file with no job."""
+    kinds = {
+        str(doc.get("kind") or "?") if isinstance(doc, Mapping) else type(doc).__name__
+        for doc in documents
+        if doc is not None
+    }
+    return ",".join(sorted(kinds)) or "-"
 
 
 # --- files ------------------------------------------------------------------------------------
@@ -161,18 +185,22 @@ def _run(args: argparse.Namespace, target_name: str | None) -> int:
         sources[destination] = label
         text = _read(label)
         if isinstance(text, Problem):
-            outcomes = [Outcome(label, "-", target_name or SPEC, "failed", lines=(str(text),))]
+            outcomes = [Outcome(label, "-", target_name or SPEC, "unreadable", lines=(str(text),))]
         else:
             outcomes = convert_text(text, label, target_name, allow_lossy=args.allow_lossy)
         results.append((destination, outcomes))
     every = [o for _, outcomes in results for o in outcomes]
     for o in every:
-        prefix = "warning: " if o.status == "lossy" else ""
+        prefix = "warning: " if o.status in WARNINGS and args.allow_lossy else ""
         for line in o.lines:
             print(f"{prefix}{o.label}: {line}", file=sys.stderr)
-        if out is None and o.detected != "-":
+        if out is None and o.is_job and o.detected != "-":
             print(f"{o.label}: detected {o.detected}", file=sys.stderr)
-    bad = any(o.status in ("refused", "failed") for o in every)
+    bad = any(
+        o.status in ("refused", "failed", "unreadable")
+        or (o.status == "skipped" and not args.allow_lossy)
+        for o in every
+    )
     if out is None:
         if not bad:
             sys.stdout.write("---\n".join(o.text for o in every))
@@ -192,10 +220,17 @@ def _summary(outcomes: list[Outcome]) -> None:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)]
         print("  ".join([*cells, row[3]]))
+    jobs = sum(o.is_job for o in outcomes)
     counts = ", ".join(
         f"{sum(o.status == status for o in outcomes)} {text}" for status, text in TOTALS.items()
     )
-    print(f"{len(outcomes)} jobs: {counts}")
+    files = [
+        (n, text)
+        for status, text in NOT_JOBS.items()
+        if (n := sum(o.status == status for o in outcomes))
+    ]
+    apart = "".join(f"; {n} file{'s' * (n != 1)} {text}" for n, text in files)
+    print(f"{jobs} job{'s' * (jobs != 1)}: {counts}{apart}")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -211,6 +246,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``import`` and ``convert`` (their ``func`` returns the exit status)."""
+    from kfcompile.cli import target_arg
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "manifest",
@@ -233,6 +270,7 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument(
         "--to",
         required=True,
+        type=target_arg,
         choices=list(TARGETS),
         metavar="TARGET",
         help=f"output shape: {', '.join(TARGETS)}",

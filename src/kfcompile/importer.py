@@ -79,7 +79,15 @@ from kfcompile.spec import (
     JobSpec,
     RuntimeRef,
 )
-from kfcompile.targets import TARGETS, Target, base, pytorchjob_v1, trainjob, trainjob_v2_2
+from kfcompile.targets import (
+    TARGETS,
+    Target,
+    base,
+    canonical_name,
+    pytorchjob_v1,
+    trainjob,
+    trainjob_v2_2,
+)
 
 __all__ = [
     "GPU_RESOURCES",
@@ -212,9 +220,8 @@ def convert_manifest(
     the import's own losses. Without ``allow_lossy`` any loss raises ``LossyImport``; a loss that
     cannot be dropped (the job's name, image, program or scale) raises ``NotImportable``.
     """
-    target = TARGETS.get(target_name)
-    if target is None:
-        raise ValueError(f"unknown target {target_name!r}; choose one of: {', '.join(TARGETS)}")
+    target_name = canonical_name(target_name)  # ValueError naming the choices
+    target = TARGETS[target_name]
     imported = import_manifest_lossy(obj, companions)
     losses = [*imported.losses, *_program_losses(imported, target)]
     try:

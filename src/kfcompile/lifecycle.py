@@ -310,7 +310,9 @@ def prepare(
     spec: JobSpec, target_name: str, namespace: str, environ: Mapping[str, str]
 ) -> Prepared:
     """Render ``spec`` for the cluster: namespaced, labelled as ours, with the spec hash."""
-    objects = [dict(obj) for obj in target(target_name).render(spec).objects]
+    chosen = target(target_name)
+    target_name = chosen.name  # the registered name, also for a patch release like v2.3.1
+    objects = [dict(obj) for obj in chosen.render(spec).objects]
     digest = spec_hash(objects)
     if spec.secret_env:
         objects.insert(-1, secret(spec, environ, namespace))
@@ -389,6 +391,54 @@ class Submitted:
     ref: Ref
     created: bool  # False: this very spec was already submitted
     uploaded: Synced | None = None
+    # What a resubmit had to mend on the job's companions, one line each ("Secret x ...: ...").
+    repaired: tuple[str, ...] = ()
+
+
+@frozen
+class Left:
+    """An object a failed submit could not remove, and why."""
+
+    ref: Ref
+    why: str  # "delete failed: 403 Forbidden: ...", "not deleted: interrupted", ...
+    owned: bool = False  # its ownerReference to the job was set (the garbage collector follows)
+
+
+class LeftBehind(ClusterError):
+    """A submit failed and could not remove everything it had created. ``str()`` is the cause,
+    then one line per object left: what it is, why it is still there and how to remove it."""
+
+    def __init__(self, cause: BaseException, left: Sequence[Left], job: Ref) -> None:
+        interrupted = isinstance(cause, KeyboardInterrupt)
+        lines = [str(cause) or ("interrupted" if interrupted else type(cause).__name__)]
+        lines.append(
+            f"the submit failed and could not remove all it had created; "
+            f"{len(left)} object{'s' * (len(left) != 1)} left on the cluster:"
+        )
+        job_left = any(item.ref == job for item in left)
+        lines += [_left_line(item, job, job_left) for item in left]
+        super().__init__("\n".join(lines))
+        self.left = tuple(left)
+
+
+def removal(ref: Ref) -> str:
+    """The command that removes ``ref``: ``kfcompile cancel`` for a job, else ``kubectl``."""
+    namespace = f" -n {ref.namespace}" if ref.namespace else ""
+    if ref.kind in KINDS:
+        return f"kfcompile cancel {ref.name}{namespace} --kind {ref.kind}"
+    return f"kubectl delete {ref.kind.lower()} {ref.name}{namespace}"
+
+
+def _left_line(item: Left, job: Ref, job_left: bool) -> str:
+    about = [item.why]
+    if item.ref.kind == "Secret":
+        about.append("it holds the values of secret_env")
+    if item.ref != job:
+        if not item.owned:
+            about.append("it has no owner, so nothing will ever delete it")
+        elif not job_left:
+            about.append("the garbage collector should delete it with the job")
+    return f"  {item.ref} ({'; '.join(about)}): remove it with: {removal(item.ref)}"
 
 
 def _owner(job: Obj) -> dict[str, Any]:
@@ -401,6 +451,21 @@ def _owner(job: Obj) -> dict[str, Any]:
         "controller": False,
         "blockOwnerDeletion": True,
     }
+
+
+def _owned_by(obj: Obj, job: Obj) -> bool:
+    refs = _meta(obj).get("ownerReferences")
+    uid = _meta(job).get("uid")
+    return isinstance(refs, list) and any(
+        isinstance(r, Mapping) and r.get("uid") == uid for r in refs
+    )
+
+
+def _own(session: Session, companion: Obj, job: Obj) -> None:
+    """Make ``job`` the owner of ``companion``, so deleting the job deletes it."""
+    ref = Ref.of(companion)
+    owner = {"metadata": {"ownerReferences": [_owner(job)]}}
+    call(session, f"own {ref}", partial(session.cluster.patch, ref, owner))
 
 
 def _create(session: Session, obj: Obj, digest: str) -> Obj:
@@ -434,7 +499,10 @@ def submit(
     """Check the cluster, upload the work dir, then create companions and the job.
 
     Companions (script ConfigMap, Secret) are created first and then owned by the job, so
-    deleting the job removes them. A failure part-way deletes what this call created.
+    deleting the job removes them. A failure part-way deletes what this call created; what it
+    cannot delete ends the call as ``LeftBehind``, naming each object and how to remove it.
+    Submitting a spec whose job exists makes the job whole again: a missing companion is
+    created anew and a companion without its owner gets it back (``Submitted.repaired``).
     """
     prepared = prepare(spec, target_name, namespace, environ)
     problems = preflight(session, spec, prepared)
@@ -444,7 +512,7 @@ def submit(
     existing = _get(session, ref)
     if existing is not None:
         if _annotation(existing, SPEC_HASH) == prepared.spec_hash:
-            return Submitted(ref, created=False)
+            return Submitted(ref, created=False, repaired=_repair(session, prepared, existing))
         raise NameTaken(
             f"{ref} already exists and is a different job (spec hash "
             f"{_annotation(existing, SPEC_HASH) or 'none'}, this spec {prepared.spec_hash}): "
@@ -462,28 +530,104 @@ def submit(
             image=sync_image,
         )
     created: list[Obj] = []
+    owned: set[Ref] = set()
+    pending: Obj | None = None  # being created: it may exist though no answer said so
     try:
         for obj in prepared.objects:
+            pending = obj
             created.append(_create(session, obj, prepared.spec_hash))
-        owner = {"metadata": {"ownerReferences": [_owner(created[-1])]}}
+            pending = None
         for companion in created[:-1]:
-            companion_ref = Ref.of(companion)
-            call(
-                session,
-                f"own {companion_ref}",
-                partial(session.cluster.patch, companion_ref, owner),
-            )
-    except BaseException:
-        _roll_back(session, created)
+            _own(session, companion, created[-1])
+            owned.add(Ref.of(companion))
+    except BaseException as exc:
+        # A refusal (an ApiError, a taken name) created nothing; anything else may have.
+        unsure = None if isinstance(exc, ApiError | NameTaken) else pending
+        left = _roll_back(session, created, unsure, prepared.spec_hash, owned)
+        if left:
+            raise LeftBehind(exc, left, ref) from exc
         raise
     return Submitted(ref, created=True, uploaded=uploaded)
 
 
-def _roll_back(session: Session, created: Sequence[Obj]) -> None:
-    for obj in reversed(created):
-        # Best effort: the original error is what the user needs to see.
-        with contextlib.suppress(ApiError, ClusterError):
-            call(session, "roll back", partial(session.cluster.delete, Ref.of(obj), "Background"))
+def _roll_back(
+    session: Session, created: Sequence[Obj], unsure: Obj | None, digest: str, owned: set[Ref]
+) -> list[Left]:
+    """Delete what a failed submit created, the job first; what stays is returned, never
+    hidden. ``unsure`` was being created when the failure came: deleted if it is ours. Once the
+    API server is found unavailable, the rest is reported without waiting for it again."""
+    todo = list(reversed(created))
+    left: list[Left] = []
+    down: Unavailable | None = None
+    try:
+        if unsure is not None:
+            try:
+                found = _get(session, Ref.of(unsure))
+            except (ApiError, ClusterError) as exc:
+                down = exc if isinstance(exc, Unavailable) else down
+                why = (
+                    f"may have been created (its create got no answer) and could not be read: {exc}"
+                )
+                left.append(Left(Ref.of(unsure), why))
+            else:
+                if found is not None and _annotation(found, SPEC_HASH) == digest:
+                    todo.insert(0, found)
+            unsure = None
+        while todo:
+            ref = Ref.of(todo[0])
+            if down is not None:
+                why = "not deleted: the API server was unavailable"
+                left.append(Left(ref, why, ref in owned))
+                todo.pop(0)
+                continue
+            try:
+                call(session, f"delete {ref}", partial(session.cluster.delete, ref, "Background"))
+            except NotFound:
+                pass
+            except (ApiError, ClusterError) as exc:
+                down = exc if isinstance(exc, Unavailable) else None
+                left.append(Left(ref, f"delete failed: {exc}", ref in owned))
+            todo.pop(0)
+    except KeyboardInterrupt:  # a second Ctrl-C: say what was not deleted yet
+        if unsure is not None:
+            left.append(Left(Ref.of(unsure), "may have been created: not checked (interrupted)"))
+        for i, obj in enumerate(todo):
+            why = "delete interrupted: it may still be there" if i == 0 else "not deleted"
+            left.append(Left(Ref.of(obj), why, Ref.of(obj) in owned))
+    return left
+
+
+def _repair(session: Session, prepared: Prepared, job: Obj) -> tuple[str, ...]:
+    """Make the companions of ``job`` (on the cluster, with this spec's hash) what a submit
+    leaves: present and owned by it. One line per thing mended."""
+    repaired = []
+    for obj in prepared.objects[:-1]:
+        ref = Ref.of(obj)
+        try:
+            current = _get(session, ref)
+            if current is None:
+                current = _create(session, obj, prepared.spec_hash)
+                what = "was missing: created again"
+            elif _annotation(current, SPEC_HASH) != prepared.spec_hash:
+                raise NameTaken(
+                    f"{ref} is not the one this job was submitted with: the job reads it, so "
+                    f"remove or rename it and submit again ({removal(ref)})"
+                )
+            elif _owned_by(current, job):
+                continue
+            else:
+                what = "had lost its owner: owned by the job again"
+            _own(session, current, job)
+        except NameTaken:
+            raise
+        except (ApiError, ClusterError) as exc:
+            raise ClusterError(
+                f"{prepared.ref} exists, but {ref} could not be mended ({exc}); the job may not "
+                f"start without it, and deleting the job will not delete it: submit again, or "
+                f"remove both ({removal(prepared.ref)}; {removal(ref)})"
+            ) from None
+        repaired.append(f"{ref} {what}")
+    return tuple(repaired)
 
 
 # --- observing ----------------------------------------------------------------------------------

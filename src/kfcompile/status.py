@@ -11,7 +11,9 @@ How a state is decided, for both kinds:
    wherever that condition sits in the list (so SUCCEEDED/FAILED always beat everything else).
    Conditions with status ``"False"`` or ``"Unknown"`` never decide: operators keep them as
    history. A row mapping to PENDING (PyTorchJob ``Created``) only describes the wait. The
-   reason is the condition type, except that FAILED keeps the cause the condition reports.
+   reason is the condition type, except that FAILED keeps the reason the operator reports
+   (``PyTorchJobFailed`` stays as it is) unless its message names a cause in
+   ``FAILURE_MESSAGES``.
 2. Otherwise the job is waiting or running, and lower-level evidence refines it, strongest first:
    a stuck pod (``STUCK_POD_REASONS``) means PENDING with that reason, because a child Job
    counts as "active" while its pods are still pending; then active children in the status
@@ -198,12 +200,16 @@ KINDS: Final[Mapping[str, _Kind]] = {
 
 
 def _reason(kind: str, cond: _Condition, state: State) -> str:
-    """The condition type names the state, except that a failure keeps the cause it reports."""
+    """The condition type names the state, except that a failure keeps the cause it reports.
+
+    A failure's reason is the operator's own, verbatim (``PyTorchJobFailed``, ``FailedJobs``),
+    unless it is the generic one and the message names a more specific cause.
+    """
     if state is not State.FAILED:
         return cond.type
+    reason = cond.reason or cond.type
     # Training Operator reasons are kind + reason ("PyTorchJobFailed"); TrainJob's are bare.
-    reason = cond.reason.removeprefix(kind) or cond.type
-    if reason == "Failed":
+    if reason.removeprefix(kind) == "Failed":
         for fragment, specific in FAILURE_MESSAGES:
             if fragment in cond.message:
                 return specific

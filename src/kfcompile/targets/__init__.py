@@ -23,11 +23,30 @@ TARGETS: dict[str, Target] = {
 }
 DEFAULT_TARGET = trainjob_v2_3.NAME
 
-__all__ = ["DEFAULT_TARGET", "TARGETS", "Placement", "Rendered", "Target"]
+__all__ = [
+    "DEFAULT_TARGET",
+    "TARGETS",
+    "Placement",
+    "Rendered",
+    "Target",
+    "canonical_name",
+    "target",
+]
+
+
+def canonical_name(name: str) -> str:
+    """The registered name for ``name``: itself, or the release line of a patch release
+    (``trainjob/v2.3.1`` is ``trainjob/v2.3``: patch releases change no API). ValueError
+    for anything else, listing the choices."""
+    if name in TARGETS:
+        return name
+    line, dot, patch = name.rpartition(".")
+    # Only a MAJOR.MINOR line has patch releases: `pytorchjob/v1` is an API version.
+    if dot and patch.isdigit() and patch.isascii() and line in TARGETS and "." in line:
+        return line
+    raise ValueError(f"unknown target {name!r}; choose one of: {', '.join(TARGETS)}")
 
 
 def target(name: str) -> Target:
-    try:
-        return TARGETS[name]
-    except KeyError:
-        raise ValueError(f"unknown target {name!r}; choose one of: {', '.join(TARGETS)}") from None
+    """The target called ``name`` (a patch release of a known line names that line)."""
+    return TARGETS[canonical_name(name)]
