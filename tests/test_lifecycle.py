@@ -364,14 +364,26 @@ def test_logs_of_one_rank_and_of_all(local: LocalCluster) -> None:
     assert [t.text for t in tail] == [[x for x in every if x.rank == 0][-1].text]
 
 
-def test_follow_survives_restarts_and_ends_with_the_job() -> None:
-    # Slow enough that following starts before the first run of each container crashes.
-    with LocalCluster(schema_check.require_shared(), step=0.1) as local:
-        _follow_restarts(local)
+def test_follow_survives_restarts_and_ends_with_the_job(local: LocalCluster) -> None:
+    _follow_restarts(local)
 
 
 def _follow_restarts(local: LocalCluster) -> None:
-    ref = submit(local, spec(num_nodes=2, **scenario("restarts")), "pytorchjob/v1")
+    # The job runs and then waits (`hang`) until both ranks are being followed; only then does
+    # it go on to crash, restart and finish (`restarts` shares those first steps), so the
+    # first run's lines are followed whatever the machine's speed.
+    ref = submit(local, spec(num_nodes=2, **scenario("hang")), "pytorchjob/v1")
+    lifecycle.wait(local.session(), ref, "running", timeout=10)
+
+    def crash_once_followed() -> None:
+        for _ in range(2000):
+            logs = local.kube.requests.matching("GET", "/log")
+            if len({r.path for r in logs if r.query.get("follow") == "true"}) >= 2:
+                break
+            time.sleep(0.01)
+        local.controller.scenario(ref.namespace or NAMESPACE, ref.name, "restarts")
+
+    threading.Thread(target=crash_once_followed, daemon=True).start()
     lines = list(lifecycle.logs(local.session(), ref, follow=True))
     lifecycle.wait(local.session(), ref, "done", timeout=5)
     final = {r: [x.text for x in lifecycle.logs(local.session(), ref, rank=r)] for r in (0, 1)}
