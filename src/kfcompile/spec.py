@@ -232,7 +232,7 @@ class JobSpec:
     tolerations: tuple[Mapping[str, Any], ...] = _rule(
         rules.tolerations, "Pod tolerations.", default=()
     )
-    affinity: Mapping[str, Any] | None = _doc("Pod affinity.", default=None)
+    affinity: Mapping[str, Any] | None = _rule(rules.affinity, "Pod affinity.", default=None)
     node_selector: Mapping[str, str] = _rule(rules.label_map, "Pod node selector.", factory=dict)
     scheduling_gates: tuple[str, ...] = _rule(rules.gate_list, "Pod scheduling gates.", default=())
     service_account_name: str | None = _rule(
