@@ -185,6 +185,12 @@ def support_table() -> str:
     head = "|---|" + "---|" * len(names)
     lines = ["| field | " + " | ".join(names) + " |", head]
     lines += [_row(f"`{field}`", marks) for field, marks in support().items()]
+    lines += [
+        "",
+        "*partial*: the target places some keys of that escape hatch and refuses the others;",
+        "the tables below list every key of the core/v1 object, keys with the same answers on",
+        "one row.",
+    ]
     for field, keys in override_support().items():
         groups: dict[tuple[bool, ...], list[str]] = {}
         for k, marks in keys.items():

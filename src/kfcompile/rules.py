@@ -288,9 +288,9 @@ def _toleration(t: Mapping[Any, Any]) -> Found:
         yield ".effect", f"must be one of: {', '.join(TOLERATION_EFFECTS)}"
     if t.get("tolerationSeconds") is not None and effect != "NoExecute":
         yield ".tolerationSeconds", "only with effect NoExecute"
-    if isinstance(tol_key, str):
+    if isinstance(tol_key, str) and tol_key:
         yield from _each(k8s.qualified_name(tol_key), ".key")
-    elif tol_key is None and op != "Exists":
+    elif tol_key in (None, "") and op != "Exists":  # an empty key with Exists matches all taints
         yield ".key", "required unless operator is Exists"
 
 
