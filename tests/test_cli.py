@@ -464,7 +464,8 @@ def test_targets_json(capsys: pytest.CaptureFixture[str]) -> None:
         "trainjob/v2.3": True,
     }
     for name, d in doc.items():
-        assert all(isinstance(v, bool) for v in d["supports"].values()), name
+        # an escape hatch may be "partial": some of its keys only (see d["overrides"])
+        assert all(isinstance(v, bool) or v == "partial" for v in d["supports"].values()), name
 
 
 def test_schema_is_json_schema_accepting_every_example(

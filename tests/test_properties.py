@@ -30,7 +30,7 @@ from kfcompile import (
     UnsupportedFeature,
     dump_spec,
     explain,
-    k8s_rules,
+    k8s_schema,
     load_spec,
     paths,
     render,
@@ -262,29 +262,46 @@ def test_placements_read_back_or_unsupported_names_set_fields(spec: JobSpec) -> 
 
 
 OVERRIDE_KEYS = {
-    "pod_spec_overrides": sorted(k8s_rules.POD_SPEC_FIELDS),
-    "container_overrides": sorted(k8s_rules.CONTAINER_FIELDS - {"name"}),
+    "pod_spec_overrides": sorted(k8s_schema.fields("PodSpec")),
+    "container_overrides": sorted(k8s_schema.fields("Container") - {"name"}),
 }
+# The escape hatches are type-checked at load against the core/v1 schema: draw values that fit.
+_CORE_V1 = json.loads(Path(kfcompile.__file__).with_name("k8s_core_v1.json").read_text())[
+    "definitions"
+]
+_HATCH_OBJECT = {"pod_spec_overrides": "PodSpec", "container_overrides": "Container"}
+
+
+def _fitting(kind: Any) -> Any:
+    """Values of one core/v1 field type: scalars of the type, empty lists and maps, objects
+    with only their required keys."""
+    if kind == "string":
+        return S.free_text()
+    if kind == "boolean":
+        return st.booleans()
+    if kind in ("int32", "int64", "integer"):
+        return st.integers(min_value=0, max_value=2**31 - 1)
+    if "list" in kind:
+        return st.just([])
+    if "ref" in kind:
+        d = _CORE_V1[kind["ref"]]
+        return st.fixed_dictionaries(
+            {k: _fitting(d["properties"][k]) for k in d.get("required", ())}
+        )
+    return st.just({})
 
 
 @FAST
-@given(
-    field=st.sampled_from(["pod_spec_overrides", "container_overrides"]),
-    data=st.data(),
-    values=st.lists(
-        st.one_of(st.booleans(), st.integers(), S.free_text(), st.just({"a": [1]}), st.just([])),
-        min_size=1,
-        max_size=3,
-    ),
-)
-def test_override_keys_name_real_fields(field: str, data: st.DataObject, values: list[Any]) -> None:
+@given(field=st.sampled_from(["pod_spec_overrides", "container_overrides"]), data=st.data())
+def test_override_keys_name_real_fields(field: str, data: st.DataObject) -> None:
     """Escape-hatch keys must be Kubernetes field names; a known key reaches the output (merged
     into what was generated), or is refused where the generated value has another shape, or
     where a TrainJob release cannot express it."""
     keys = data.draw(
         st.lists(st.sampled_from(OVERRIDE_KEYS[field]), min_size=1, max_size=3, unique=True)
     )
-    overrides = dict(zip(keys, values, strict=False))
+    types = _CORE_V1[_HATCH_OBJECT[field]]["properties"]
+    overrides = {k: data.draw(_fitting(types[k])) for k in keys}
     spec = structure({**S.BASE, field: overrides})
     generated = render(structure(S.BASE), PT)[-1]["spec"]["pytorchReplicaSpecs"]["Master"]
     base = generated["template"]["spec"]

@@ -1052,7 +1052,13 @@ def test_nested_parts_may_be_given_as_mappings() -> None:
 
 
 def test_a_spec_is_immutable_at_every_depth_and_hashable() -> None:
-    affinity = {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": []}]}}}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": []}]
+            }
+        }
+    }
     env = {"A": "1"}
     spec = JobSpec(
         name="job",
@@ -1066,13 +1072,19 @@ def test_a_spec_is_immutable_at_every_depth_and_hashable() -> None:
     affinity["nodeAffinity"] = {}
     assert spec.env == {"A": "1"}
     assert spec.affinity == {
-        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": []}]}}
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": []}]
+            }
+        }
     }
     assert spec.affinity is not None
     changes = [
         lambda: spec.env.update(B="2"),  # type: ignore[attr-defined]
         lambda: spec.affinity["x"].update(y=1),  # type: ignore[index]
-        lambda: spec.affinity["nodeAffinity"]["required"]["nodeSelectorTerms"].append({}),  # type: ignore[index]
+        lambda: spec.affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ].append({}),  # type: ignore[index]
         lambda: spec.tolerations[0].pop("operator"),  # type: ignore[attr-defined]
         lambda: spec.env_list[0]["valueFrom"].clear(),  # type: ignore[attr-defined]
     ]
@@ -1083,7 +1095,8 @@ def test_a_spec_is_immutable_at_every_depth_and_hashable() -> None:
     same = load_spec(
         spec_text(
             "env: {A: '1'}\n"
-            "affinity: {nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: []}]}}}\n"
+            "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution:\n"
+            "  {nodeSelectorTerms: [{matchExpressions: []}]}}}\n"
             "tolerations: [{operator: Exists}]\n"
             "env_list: [{name: B, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n"
         )

@@ -11,7 +11,7 @@ import argparse
 import difflib
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from kfcompile import yamlio
 from kfcompile.errors import Problem, SpecError, UnsupportedFeature
 from kfcompile.load import load_spec
 from kfcompile.spec import JobSpec
-from kfcompile.targets import DEFAULT_TARGET, TARGETS, Rendered, base, canonical_name, target
+from kfcompile.targets import DEFAULT_TARGET, TARGETS, Rendered, canonical_name, target
 
 
 class UsageError(Exception):
@@ -246,33 +246,34 @@ def _name(obj: dict[str, Any]) -> str:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    from kfcompile.reference import field_slots
+    from kfcompile.reference import override_support, support
 
-    support = {
-        name: {
-            field: all(base.lookup(t.table, slot) is not None for slot in slots)
-            for field, slots in field_slots().items()
-        }
-        for name, t in TARGETS.items()
-    }
+    marks = support()
+    hatches = override_support()
     if args.output == "json":
         doc = {
             name: {
                 "apiVersion": t.api_version,
                 "kind": t.kind,
                 "releases": t.releases,
-                "supports": support[name],
+                "supports": {field: m[name] for field, m in marks.items()},
+                "overrides": {
+                    field: {k: m[name] for k, m in keys.items()} for field, keys in hatches.items()
+                },
             }
             for name, t in TARGETS.items()
         }
         print(json.dumps(doc, indent=2))
         return 0
+    shown: dict[bool | str, str] = {True: "yes", False: "-", "partial": "partial"}
     for t in TARGETS.values():
         print(f"{t.name:<15} {t.kind:<11} {t.api_version:<31} {t.releases}")
-    print(f"\n{'spec field':<34}" + "".join(f"{name:>15}" for name in TARGETS))
-    for field in support[DEFAULT_TARGET]:
-        marks = "".join(f"{'yes' if support[name][field] else '-':>15}" for name in TARGETS)
-        print(f"{field:<34}{marks}")
+    rows: list[tuple[str, Mapping[str, bool | str]]] = list(marks.items())
+    rows += [(f"{field}.{k}", m) for field, keys in hatches.items() for k, m in keys.items()]
+    width = max(len(field) for field, _ in rows) + 2
+    print(f"\n{'spec field':<{width}}" + "".join(f"{name:>15}" for name in TARGETS))
+    for field, m in rows:
+        print(f"{field:<{width}}" + "".join(f"{shown[m[name]]:>15}" for name in TARGETS))
     return 0
 
 

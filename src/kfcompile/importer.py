@@ -67,7 +67,7 @@ from attrs import field, frozen
 
 from kfcompile import paths
 from kfcompile.errors import KfcompileError, Problem, SpecError, UnsupportedFeature
-from kfcompile.k8s_rules import CONTAINER_FIELDS, POD_SPEC_FIELDS
+from kfcompile.k8s_schema import fields
 from kfcompile.load import structure, unstructure
 from kfcompile.paths import EACH, Path, Segment, Select
 from kfcompile.spec import (
@@ -806,7 +806,7 @@ class _Import:
                 if self.kind == trainjob.KIND and "env" in box:  # the trainer's container
                     env_at = (*box_root, "env")
                     self.found["container.env"].append((_where(env_at), self.doc.take(env_at)))
-                for k in sorted(set(box) & CONTAINER_FIELDS - {"name"}):
+                for k in sorted(set(box) & fields("Container") - {"name"}):
                     if base.lookup(t.table, f"container.{k}") is not None:
                         path = (*box_root, k)
                         self._hatch(
@@ -815,7 +815,7 @@ class _Import:
                 if set(box) == {"name"}:
                     self.doc.take(box_root)
             pod = self.doc.get(pod_root)
-            for k in sorted(set(pod) & POD_SPEC_FIELDS if isinstance(pod, dict) else ()):
+            for k in sorted(set(pod) & fields("PodSpec") if isinstance(pod, dict) else ()):
                 if base.lookup(t.table, f"pod.{k}") is None:
                     continue
                 path = (*pod_root, k)

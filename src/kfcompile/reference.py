@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
+from kfcompile import k8s_schema, rules
 from kfcompile.load import structure
 from kfcompile.schema import shown_default
 from kfcompile.spec import JobSpec
@@ -126,14 +127,77 @@ def spec_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
-def support_table() -> str:
-    """Spec field x target: ✓ where the target expresses it, — where it is an error."""
-    names = list(TARGETS)
-    lines = ["| field | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+Mark = bool | Literal["partial"]
+MARKS: dict[Mark, str] = {True: "✓", False: "—", "partial": "partial"}
+
+
+def override_slots() -> dict[str, dict[str, str]]:
+    """Each escape hatch -> every key of its core/v1 object -> the slot render gives it."""
+    found: dict[str, dict[str, str]] = {}
+    for field, (definition, fixed) in rules.ESCAPE_HATCHES.items():
+        keys = sorted(k8s_schema.fields(definition) - fixed)
+        spec = structure({"name": "k", "image": "i", field: dict.fromkeys(keys)})
+        prefix = f"{field}."
+        found[field] = {
+            e.source.removeprefix(prefix): e.slot
+            for e in base.entries(spec, None)
+            if e.source.startswith(prefix)
+        }
+    return found
+
+
+def override_support() -> dict[str, dict[str, dict[str, bool]]]:
+    """Escape hatch -> key -> target -> whether the target places that key."""
+    return {
+        field: {
+            k: {name: base.lookup(t.table, slot) is not None for name, t in TARGETS.items()}
+            for k, slot in slots.items()
+        }
+        for field, slots in override_slots().items()
+    }
+
+
+def support() -> dict[str, dict[str, Mark]]:
+    """Spec field -> target -> True (expressed), False (an error) or "partial" (an escape
+    hatch that takes some of its keys there)."""
+    hatches = override_support()
+    found: dict[str, dict[str, Mark]] = {}
     for field, slots in field_slots().items():
-        marks = []
-        for name in names:
-            ok = all(base.lookup(TARGETS[name].table, s) is not None for s in slots)
-            marks.append("✓" if ok else "—")
-        lines.append(f"| `{field}` | " + " | ".join(marks) + " |")
+        marks: dict[str, Mark] = {}
+        for name, t in TARGETS.items():
+            if field in hatches:
+                placed = [by_target[name] for by_target in hatches[field].values()]
+                marks[name] = True if all(placed) else "partial" if any(placed) else False
+            else:
+                marks[name] = all(base.lookup(t.table, s) is not None for s in slots)
+        found[field] = marks
+    return found
+
+
+def _row(label: str, marks: dict[str, Mark]) -> str:
+    return f"| {label} | " + " | ".join(MARKS[marks[name]] for name in TARGETS) + " |"
+
+
+def support_table() -> str:
+    """Spec field x target (✓ expressed, — an error, partial: some keys only), then which keys
+    of each escape hatch each target places, keys with the same answers on one row."""
+    names = list(TARGETS)
+    head = "|---|" + "---|" * len(names)
+    lines = ["| field | " + " | ".join(names) + " |", head]
+    lines += [_row(f"`{field}`", marks) for field, marks in support().items()]
+    lines += [
+        "",
+        "*partial*: the target places some keys of that escape hatch and refuses the others;",
+        "the tables below list every key of the core/v1 object, keys with the same answers on",
+        "one row.",
+    ]
+    for field, keys in override_support().items():
+        groups: dict[tuple[bool, ...], list[str]] = {}
+        for k, marks in keys.items():
+            groups.setdefault(tuple(marks[name] for name in names), []).append(k)
+        ordered = sorted(groups.items(), key=lambda g: (-sum(g[0]), g[0][::-1], g[1]))
+        lines += ["", f"| `{field}` keys | " + " | ".join(names) + " |", head]
+        for signature, members in ordered:
+            label = ", ".join(f"`{k}`" for k in members)
+            lines.append(_row(label, dict(zip(names, signature, strict=True))))
     return "\n".join(lines) + "\n"

@@ -6,12 +6,12 @@ the shapes the spec uses (maps, lists of Kubernetes objects) and adds the rules 
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kfcompile import k8s_rules as k8s
+from kfcompile import k8s_schema
 from kfcompile.paths import key
 
 if TYPE_CHECKING:
@@ -24,28 +24,9 @@ MANAGERS = (
     "trainer.kubeflow.org/trainjob-controller",
     "kubeflow.org/training-operator",
 )
-TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
-ENV_VAR_KEYS = frozenset({"name", "value", "valueFrom"})
-TOLERATION_TYPES = {
-    "key": str,
-    "operator": str,
-    "value": str,
-    "effect": str,
-    "tolerationSeconds": int,
-}
+# Kubernetes also has Lt and Gt, behind the alpha gate TaintTolerationComparisonOperators.
 TOLERATION_OPERATORS = ("Exists", "Equal")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-MOUNT_KEYS = frozenset(
-    {
-        "name",
-        "mountPath",
-        "readOnly",
-        "subPath",
-        "subPathExpr",
-        "mountPropagation",
-        "recursiveReadOnly",
-    }
-)
 # The inline script travels as a ConfigMap key (its file name) and value.
 CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 CONFIGMAP_MAX_BYTES = 1024 * 1024 - 4096  # the API server's limit, less room for metadata
@@ -162,16 +143,6 @@ def env_map(m: Mapping[str, str]) -> Found:
         yield from _each(k8s.env_var_name(k), f"{key(k)} (key)")
 
 
-def pod_overrides(m: Mapping[str, Any]) -> Found:
-    """Keys of pod_spec_overrides: PodSpec fields."""
-    return _unknown(m, k8s.POD_SPEC_FIELDS, "PodSpec", "")
-
-
-def container_overrides(m: Mapping[str, Any]) -> Found:
-    """Keys of container_overrides: Container fields other than the generated name."""
-    yield from _unknown(m, k8s.CONTAINER_FIELDS - {"name"}, "Container (name is fixed)", "")
-
-
 def _unique(names: tuple[str, ...], grammar: Callable[[str], list[str]]) -> Found:
     seen: set[str] = set()
     for i, n in enumerate(names):
@@ -196,27 +167,6 @@ def gate_list(names: tuple[str, ...]) -> Found:
     return _unique(names, k8s.qualified_name)
 
 
-def _required_str(item: Mapping[str, Any], name: str, at: str) -> Found:
-    if name not in item or item[name] is None:
-        yield f"{at}.{name}", "required"
-    elif not isinstance(item[name], str):
-        yield f"{at}.{name}", "must be a string"
-
-
-def env_list(items: tuple[Mapping[str, Any], ...]) -> Found:
-    for i, item in enumerate(items):
-        yield from _required_str(item, "name", f"[{i}]")
-        if isinstance(item.get("name"), str):
-            yield from _each(k8s.env_var_name(item["name"]), f"[{i}].name")
-        yield from _unknown(item, ENV_VAR_KEYS, "EnvVar", f"[{i}]")
-        if "value" in item and "valueFrom" in item:
-            yield f"[{i}]", "set value or valueFrom, not both"
-        if "value" in item and not isinstance(item["value"], str):
-            yield f"[{i}].value", "must be a string"
-        if "valueFrom" in item and not isinstance(item["valueFrom"], Mapping):
-            yield f"[{i}].valueFrom", "must be a mapping"
-
-
 def env_unique(
     env: Mapping[str, str], listed: tuple[Mapping[str, Any], ...], secret: tuple[str, ...]
 ) -> Found:
@@ -230,112 +180,235 @@ def env_unique(
             seen.add(name)
 
 
-def _unknown(item: Mapping[str, Any], known: frozenset[str], what: str, at: str) -> Found:
-    for k in sorted(map(str, set(item) - known)):
-        close = difflib.get_close_matches(k, known, n=1)
-        if close:
-            hint = f"did you mean {close[0]!r}?"
-        elif len(known) <= 8:
-            hint = f"{what} has {', '.join(sorted(known))}"
-        else:
-            hint = f"not a {what} field"
-        yield f"{at}{key(k)}", f"unknown field ({hint})"
+# --- Kubernetes objects: the upstream schema, plus the rules it cannot say ---------------------
 
 
-def _typed(item: Mapping[str, Any], types: Mapping[str, type], at: str) -> Found:
-    for k, t in types.items():
-        if k in item and not (isinstance(item[k], t) and not isinstance(item[k], bool)):
-            yield f"{at}.{k}", f"must be {'an integer' if t is int else 'a string'}"
+def _object(value: Any, definition: str, at: str = "", partial: bool = False) -> Found:
+    for sub, message in k8s_schema.check(value, definition, partial=partial, rules=OBJECT_RULES):
+        yield at + sub, message
+
+
+def _objects(items: tuple[Any, ...], definition: str) -> Found:
+    for i, item in enumerate(items):
+        yield from _object(item, definition, f"[{i}]")
+
+
+def env_list(items: tuple[Mapping[str, Any], ...]) -> Found:
+    return _objects(items, "EnvVar")
 
 
 def tolerations(items: tuple[Mapping[str, Any], ...]) -> Found:
-    for i, t in enumerate(items):
-        at = f"[{i}]"
-        yield from _unknown(t, TOLERATION_KEYS, "Toleration", at)
-        yield from _typed(t, TOLERATION_TYPES, at)
-        op = t.get("operator", "Equal")
-        if op not in TOLERATION_OPERATORS:
-            yield f"{at}.operator", "must be Exists or Equal"
-        if op == "Exists" and t.get("value"):
-            yield f"{at}.value", "must be empty when operator is Exists"
-        if "effect" in t and t["effect"] not in TOLERATION_EFFECTS:
-            yield f"{at}.effect", f"must be one of: {', '.join(TOLERATION_EFFECTS)}"
-        if "tolerationSeconds" in t and t.get("effect") != "NoExecute":
-            yield f"{at}.tolerationSeconds", "only with effect NoExecute"
-        if isinstance(t.get("key"), str):
-            yield from _each(k8s.qualified_name(t["key"]), f"{at}.key")
-        elif "key" not in t and op != "Exists":
-            yield f"{at}.key", "required unless operator is Exists"
+    return _objects(items, "Toleration")
+
+
+def affinity(m: Mapping[str, Any]) -> Found:
+    return _object(m, "Affinity")
+
+
+# The escape hatches: spec field -> the core/v1 object it is merged into, and the keys of that
+# object kfcompile fixes itself.
+ESCAPE_HATCHES: Mapping[str, tuple[str, frozenset[str]]] = {
+    "pod_spec_overrides": ("PodSpec", frozenset()),
+    "container_overrides": ("Container", frozenset({"name"})),
+}
+
+
+def _escape_hatch(field: str, m: Mapping[str, Any]) -> Found:
+    definition, fixed = ESCAPE_HATCHES[field]
+    for k in fixed & set(m):
+        yield key(k), f"is fixed (kfcompile sets the {definition} {k})"
+    yield from _object({k: v for k, v in m.items() if k not in fixed}, definition, partial=True)
+
+
+def pod_overrides(m: Mapping[str, Any]) -> Found:
+    """pod_spec_overrides: a partial PodSpec, merged into the generated one."""
+    return _escape_hatch("pod_spec_overrides", m)
+
+
+def container_overrides(m: Mapping[str, Any]) -> Found:
+    """container_overrides: a partial Container, merged into the generated training container."""
+    return _escape_hatch("container_overrides", m)
 
 
 def volumes(items: tuple[Mapping[str, Any], ...]) -> Found:
+    yield from _objects(items, "Volume")
     seen: set[str] = set()
     for i, v in enumerate(items):
-        name = v.get("name")
-        yield from _required_str(v, "name", f"[{i}]")
+        name = v.get("name") if isinstance(v, Mapping) else None
         if isinstance(name, str):
-            yield from _each(k8s.dns1123_label(name), f"[{i}].name")
             if name in seen:
                 yield f"[{i}].name", f"duplicate volume {name!r}"
             seen.add(name)
-        yield from _unknown(v, k8s.VOLUME_SOURCES | {"name"}, "a Volume", f"[{i}]")
-        sources = [k for k in v if k in k8s.VOLUME_SOURCES]
-        if len(sources) != 1:
-            yield f"[{i}]", "must have exactly one volume source (e.g. persistentVolumeClaim)"
-        for k in sources:
-            if not isinstance(v[k], Mapping):
-                yield f"[{i}].{k}", "must be a mapping"
 
 
 def volume_mounts(items: tuple[Mapping[str, Any], ...]) -> Found:
+    yield from _objects(items, "VolumeMount")
     paths: set[str] = set()
     for i, m in enumerate(items):
-        for k in ("name", "mountPath"):
-            yield from _required_str(m, k, f"[{i}]")
-        yield from _unknown(m, MOUNT_KEYS, "VolumeMount", f"[{i}]")
-        path = m.get("mountPath")
+        path = m.get("mountPath") if isinstance(m, Mapping) else None
         if isinstance(path, str):
-            if not path.startswith("/"):
-                yield f"[{i}].mountPath", "must be an absolute path"
             if path in paths:
                 yield f"[{i}].mountPath", f"duplicate mount path {path!r}"
             paths.add(path)
 
 
-def resources_consistent(s: JobSpec) -> Found:
-    """Limits not below requests; non-overcommitable resources need a limit equal to the request."""
-    pairs: list[tuple[str, str, str | None, str | None]] = [
-        ("cpu_limit", "cpu_request", s.cpu_limit, s.cpu_request),
-        ("memory_limit", "memory_request", s.memory_limit, s.memory_request),
-    ]
-    for k, lim in s.extra_resource_limits.items():
-        if k in s.extra_resource_requests:
-            pairs.append(
-                (
-                    f"extra_resource_limits{key(k)}",
-                    f"extra_resource_requests{key(k)}",
-                    lim,
-                    s.extra_resource_requests[k],
+def _volume(v: Mapping[Any, Any]) -> Found:
+    name = v.get("name")
+    if isinstance(name, str):
+        yield from _each(k8s.dns1123_label(name), ".name")
+    sources = k8s_schema.fields("Volume") - {"name"}
+    if sum(1 for k, s in v.items() if k in sources and s is not None) != 1:
+        yield "", "must have exactly one volume source (e.g. persistentVolumeClaim)"
+
+
+def _volume_mount(m: Mapping[Any, Any]) -> Found:
+    path = m.get("mountPath")
+    if isinstance(path, str) and not path.startswith("/"):
+        yield ".mountPath", "must be an absolute path"
+
+
+def _env_var(e: Mapping[Any, Any]) -> Found:
+    name = e.get("name")
+    if isinstance(name, str):
+        yield from _each(k8s.env_var_name(name), ".name")
+    if e.get("value") not in (None, "") and e.get("valueFrom") is not None:
+        yield "", "set value or valueFrom, not both"
+
+
+def _toleration(t: Mapping[Any, Any]) -> Found:
+    op = t.get("operator") or "Equal"
+    effect, value, tol_key = t.get("effect"), t.get("value"), t.get("key")
+    if isinstance(op, str) and op not in TOLERATION_OPERATORS:
+        yield ".operator", "must be Exists or Equal"
+    if op == "Exists" and isinstance(value, str) and value:
+        yield ".value", "must be empty when operator is Exists"
+    if isinstance(effect, str) and effect and effect not in TOLERATION_EFFECTS:
+        yield ".effect", f"must be one of: {', '.join(TOLERATION_EFFECTS)}"
+    if t.get("tolerationSeconds") is not None and effect != "NoExecute":
+        yield ".tolerationSeconds", "only with effect NoExecute"
+    if isinstance(tol_key, str) and tol_key:
+        yield from _each(k8s.qualified_name(tol_key), ".key")
+    elif tol_key in (None, "") and op != "Exists":  # an empty key with Exists matches all taints
+        yield ".key", "required unless operator is Exists"
+
+
+def _resource_requirements(r: Mapping[Any, Any]) -> Found:
+    """Resource names and non-negative amounts (the schema checks the quantity grammar)."""
+    for group in ("requests", "limits"):
+        amounts = r.get(group)
+        for k, v in amounts.items() if isinstance(amounts, Mapping) else ():
+            at = f".{group}{key(str(k))}"
+            yield from _each(k8s.resource_name(k), f"{at} (key)")
+            if v is not None and not k8s.quantity(v):
+                yield from _each(k8s.resource_quantity(v), at)
+
+
+def _container(c: Mapping[Any, Any]) -> Found:
+    """A whole container's requests and limits agree (a partial one waits for the merge)."""
+    requests, limits = _amounts(c.get("resources"), ".resources", late=False)
+    return _resources_agree(requests, limits, need_limits=False)
+
+
+# Rules per core/v1 object that the schema cannot express, run wherever the object appears.
+OBJECT_RULES: Mapping[str, k8s_schema.ObjectRule] = {
+    "Container": _container,
+    "EnvVar": _env_var,
+    "ResourceRequirements": _resource_requirements,
+    "Toleration": _toleration,
+    "Volume": _volume,
+    "VolumeMount": _volume_mount,
+}
+
+
+# --- resources: first-class fields and overrides, as render merges them -----------------------
+
+
+class _Amount(NamedTuple):
+    value: Any
+    path: str  # where the user wrote it
+    late: bool = False  # from an override: merged over the first-class fields
+    limits_at: str = ""  # where its missing limit belongs
+
+
+Amounts = dict[str, _Amount]
+
+
+def _amounts(resources: Any, at: str, late: bool) -> tuple[Amounts, Amounts]:
+    """The requests and limits of a ResourceRequirements mapping, by resource name."""
+    found: tuple[Amounts, Amounts] = ({}, {})
+    if not isinstance(resources, Mapping):
+        return found
+    for group, into in zip(("requests", "limits"), found, strict=True):
+        amounts = resources.get(group)
+        for k, v in amounts.items() if isinstance(amounts, Mapping) else ():
+            if isinstance(k, str) and v is not None:
+                into[k] = _Amount(v, f"{at}.{group}{key(k)}", late, f"{at}.limits".lstrip("."))
+    return found
+
+
+def _resources_agree(requests: Amounts, limits: Amounts, need_limits: bool) -> Found:
+    """Limits not below requests; a resource that cannot be overcommitted (extended resources,
+    hugepages) needs a limit equal to its request. Each problem is told at the path written
+    last (an override over a first-class field), naming the other."""
+    for name, req in requests.items():
+        lim = limits.get(name)
+        fixed = not k8s.is_overcommit_allowed(name)
+        if k8s.quantity(req.value) or (lim is not None and k8s.quantity(lim.value)):
+            continue  # already reported by the quantity grammar
+        if lim is None:
+            if need_limits and fixed:
+                yield (
+                    req.path,
+                    f"needs an equal limit in {req.limits_at} (it cannot be overcommitted)",
                 )
-            )
-    for lim_path, req_path, limit, request in pairs:
-        if limit is None or request is None or k8s.quantity(limit) or k8s.quantity(request):
-            continue  # absent, or already reported by the quantity rule
-        if k8s.compare_quantities(limit, request) < 0:
-            yield lim_path, f"must not be below {req_path} ({request})"
-    for k, wanted in s.extra_resource_requests.items():
-        if k8s.is_overcommit_allowed(k):
             continue
-        limit = s.extra_resource_limits.get(k)
-        path = f"extra_resource_requests{key(k)}"
-        if limit is None:
-            yield path, "needs an equal limit in extra_resource_limits (it cannot be overcommitted)"
-        elif (
-            not k8s.quantity(limit)
-            and not k8s.quantity(wanted)
-            and k8s.compare_quantities(limit, wanted) != 0
-        ):
-            yield path, "must equal its limit (it cannot be overcommitted)"
+        order = k8s.compare_quantities(lim.value, req.value)
+        if fixed and order != 0:
+            if lim.late and not req.late:
+                yield (
+                    lim.path,
+                    f"must equal the request {req.path} ({req.value}) (it cannot be overcommitted)",
+                )
+            else:
+                yield (
+                    req.path,
+                    f"must equal its limit {lim.path} ({lim.value}) (it cannot be overcommitted)",
+                )
+        elif order < 0:
+            if req.late and not lim.late:
+                yield req.path, f"must not exceed {lim.path} ({lim.value})"
+            else:
+                yield lim.path, f"must not be below {req.path} ({req.value})"
+
+
+def _effective_resources(s: JobSpec) -> tuple[Amounts, Amounts]:
+    """The training container's requests and limits, in the order render writes them."""
+    requests: Amounts = {}
+    limits: Amounts = {}
+    for name in ("cpu", "memory"):
+        for group, into in (("request", requests), ("limit", limits)):
+            value = getattr(s, f"{name}_{group}")
+            if value is not None:
+                into[name] = _Amount(value, f"{name}_{group}")
+    if s.gpus_per_node:
+        requests[s.gpu_resource] = limits[s.gpu_resource] = _Amount(
+            str(s.gpus_per_node), "gpus_per_node"
+        )
+    for field, extra, into in (
+        ("extra_resource_requests", s.extra_resource_requests, requests),
+        ("extra_resource_limits", s.extra_resource_limits, limits),
+    ):
+        for k, v in extra.items():
+            into[k] = _Amount(v, f"{field}{key(k)}", limits_at="extra_resource_limits")
+    over_requests, over_limits = _amounts(
+        s.container_overrides.get("resources"), "container_overrides.resources", late=True
+    )
+    return {**requests, **over_requests}, {**limits, **over_limits}
+
+
+def resources_consistent(s: JobSpec) -> Found:
+    """The rendered container's resources agree, whichever field wrote each amount."""
+    yield from _resources_agree(*_effective_resources(s), need_limits=True)
     for field, extra in (
         ("extra_resource_requests", s.extra_resource_requests),
         ("extra_resource_limits", s.extra_resource_limits),

@@ -264,7 +264,7 @@ class JobSpec(_Checked):
     tolerations: tuple[Mapping[str, Any], ...] = _rule(
         rules.tolerations, "Pod tolerations.", default=()
     )
-    affinity: Mapping[str, Any] | None = _doc("Pod affinity.", default=None)
+    affinity: Mapping[str, Any] | None = _rule(rules.affinity, "Pod affinity.", default=None)
     node_selector: Mapping[str, str] = _rule(
         rules.label_map, "Pod node selector.", factory=FrozenMap
     )
