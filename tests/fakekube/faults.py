@@ -138,7 +138,16 @@ class Faults:
         if times < 1:
             raise ValueError("times must be at least 1")
         fault = Fault(
-            method, path, watch, status, hang, drop, drop_after, retry_after, message, times,
+            method,
+            path,
+            watch,
+            status,
+            hang,
+            drop,
+            drop_after,
+            retry_after,
+            message,
+            times,
             exec_stdout=exec_stdout,
         )
         with self._lock:

@@ -225,6 +225,15 @@ def _tar_read(
                     assert source is not None
                     mount.files[rel] = source.read()
                     Filesystem.make_dirs(mount, posixpath.dirname(rel))
+                elif member.islnk():  # a hard link: the same content under a second name
+                    target = posixpath.normpath(member.linkname.lstrip("/"))
+                    content = mount.files.get("/".join(p for p in (base, target) if p))
+                    if content is None:
+                        out.err(f"tar: {member.name}: Cannot hard link to '{target}'\n")
+                        failed = True
+                        continue
+                    mount.files[rel] = content
+                    Filesystem.make_dirs(mount, posixpath.dirname(rel))
     except tarfile.TarError:
         out.err("tar: This does not look like a tar archive\n")
         out.err("tar: Exiting with failure status due to previous errors\n")
@@ -247,7 +256,8 @@ def _tar_create(mount: Any, base: str, members: list[str], out: _Result, gzip: b
         entry = tarfile.TarInfo(name)
         entry.type = tarfile.REGTYPE if data is not None else tarfile.DIRTYPE
         entry.mode = 0o644 if data is not None else 0o755
-        entry.size, entry.mtime, entry.uname, entry.gname = len(data or b""), int(now), "root", "root"
+        entry.size, entry.mtime = len(data or b""), int(now)
+        entry.uname = entry.gname = "root"
         chunks.append(entry.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
         if data:
             chunks.append(memoryview(data))
