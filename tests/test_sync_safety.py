@@ -81,6 +81,15 @@ def pathmax_chain() -> list[Member]:
     return [*members, sym(deep, "../" * len(steps)), sym("escape", deep + "/..")]
 
 
+def negative_size(name: str) -> bytes:
+    """A member whose size field is -5 in base-256 (tarfile parses it as is)."""
+    block = bytearray(tarfile.TarInfo(name).tobuf(tarfile.GNU_FORMAT))
+    block[124:136] = bytes([0xFF] * 11 + [0xFB])
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
 def link_chain() -> list[Member]:
     """The same chain, each member at a real path and short enough: only resolving the links
     through each other (as the kernel will) shows that ``escape`` leads above the top."""
@@ -174,6 +183,10 @@ ATTACKS: dict[str, tuple[Attack, str]] = {
         "sda",
     ),
     "fifo": (lambda around: tar(reg("first.txt"), special("pipe", tarfile.FIFOTYPE)), "pipe"),
+    "negative-size": (
+        lambda around: tar(reg("first.txt"))[:1024] + negative_size("neg") + bytes(1024),
+        "neg",
+    ),
     "name-over-255-bytes": (lambda around: tar(reg("first.txt"), reg("n" * 256)), "nnnn"),
     "path-over-4096-bytes": (
         lambda around: tar(reg("first.txt"), reg("/".join(["d" * 200] * 21))),
@@ -346,9 +359,15 @@ def test_garbage_and_an_empty_stream_are_refused(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
+def shared_cluster() -> Iterator[LocalCluster]:
     with LocalCluster(schema_check.require_shared()) as local:
         yield local
+
+
+@pytest.fixture
+def cluster(shared_cluster: LocalCluster) -> LocalCluster:
+    shared_cluster.kube.faults.clear()  # none left over from a test that failed early
+    return shared_cluster
 
 
 def _sync_pods(local: LocalCluster) -> list[object]:

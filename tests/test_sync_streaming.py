@@ -21,9 +21,15 @@ MiB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
+def shared_cluster() -> Iterator[LocalCluster]:
     with LocalCluster(schema_check.require_shared()) as local:
         yield local
+
+
+@pytest.fixture
+def cluster(shared_cluster: LocalCluster) -> LocalCluster:
+    shared_cluster.kube.faults.clear()  # none left over from a test that failed early
+    return shared_cluster
 
 
 def _sync(local: LocalCluster, direction: str, where: Path, path: str) -> lifecycle.Synced:

@@ -373,6 +373,8 @@ class _Extraction:
         elif member.issparse():
             raise Refused(name, "sparse files are not accepted")
         elif member.isreg():
+            if member.size < 0:  # base-256 sizes can be negative
+                raise Refused(name, f"negative size {member.size}")
             if self.size + member.size > self._max_bytes:
                 raise Refused(
                     name,
