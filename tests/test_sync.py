@@ -4,12 +4,17 @@ Each attack class is fed to ``TarFiles.unpack`` directly and, as a compromised h
 send it, as the exec output of the fake pod through ``lifecycle.sync_down`` and the real adapter.
 Every one must be refused with one line naming the member, leave nothing behind (not even the
 destination directory), and touch nothing outside it. Limits stop bombs while streaming.
+
+Both ways stream: memory stays flat whatever the size (measured with ``tracemalloc``, never
+timed), a broken stream leaves nothing behind and starts over, and the upload reads from disk
+as it goes, skipping what is not a file, directory or link.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import socket
 import tarfile
 import tracemalloc
 import zlib
@@ -67,18 +72,31 @@ def tar(*members: Member) -> bytes:
     return buffer.getvalue()
 
 
-def pathmax_chain() -> list[Member]:
-    """CPython gh-135034 / CVE-2025-4517: symlinks ``a``..``p`` each lead into a 247-character
-    directory, so ``a/b/.../p/lll...`` really is over PATH_MAX long and ``os.path.realpath``
-    stops resolving there. The link at its end leads back to the top; ``escape`` then goes one
-    level above it while the ``data`` filter believes it stays inside."""
-    comp, steps, path = "d" * 247, "abcdefghijklmnop", ""
+def _chain(steps: str, real_paths: bool) -> list[Member]:
+    """Symlinks named ``steps`` each leading into the next 247-character directory, a link at
+    the bottom leading back to the top, and ``escape`` one level above where that one leads.
+    The bottom link sits at ``a/b/...`` (through the links) or at its real path."""
+    comp, path = "d" * 247, ""
     members: list[Member] = []
     for step in steps:
         members += [folder(os.path.join(path, comp)), sym(os.path.join(path, step), comp)]
         path = os.path.join(path, comp)
     deep = os.path.join(*steps, "l" * 254)
-    return [*members, sym(deep, "../" * len(steps)), sym("escape", deep + "/..")]
+    bottom = os.path.join(path, "l" * 254) if real_paths else deep
+    return [*members, sym(bottom, "../" * len(steps)), sym("escape", deep + "/..")]
+
+
+def pathmax_chain() -> list[Member]:
+    """CPython gh-135034 / CVE-2025-4517: ``a/b/.../p/lll...`` really is over PATH_MAX long, so
+    ``os.path.realpath`` stops resolving there and the ``data`` filter believes ``escape``
+    stays inside."""
+    return _chain("abcdefghijklmnop", real_paths=False)
+
+
+def link_chain() -> list[Member]:
+    """The same chain, each member at a real path short enough: only resolving the links
+    through each other (as the kernel will) shows that ``escape`` leads above the top."""
+    return _chain("abcdefghijklmno", real_paths=True)
 
 
 def negative_size(name: str) -> bytes:
@@ -88,22 +106,6 @@ def negative_size(name: str) -> bytes:
     block[148:156] = b" " * 8
     block[148:156] = b"%06o\0 " % sum(block)
     return bytes(block)
-
-
-def link_chain() -> list[Member]:
-    """The same chain, each member at a real path and short enough: only resolving the links
-    through each other (as the kernel will) shows that ``escape`` leads above the top."""
-    comp, steps, path = "d" * 247, "abcdefghijklmno", ""
-    members: list[Member] = []
-    for step in steps:
-        members += [folder(os.path.join(path, comp)), sym(os.path.join(path, step), comp)]
-        path = os.path.join(path, comp)
-    deep = os.path.join(*steps, "l" * 254)
-    return [
-        *members,
-        sym(os.path.join(path, "l" * 254), "../" * len(steps)),
-        sym("escape", deep + "/.."),
-    ]
 
 
 def gzip_stream(header: bytes, zeros: int, tail: bytes = b"") -> bytes:
@@ -215,6 +217,17 @@ def _assert_untouched(around: Path, before: dict[str, bytes | None]) -> None:
     assert not (around.parent / "evil").exists() and not (around.parent / "outside").exists()
 
 
+def _peak(run: Callable[[], object]) -> int:
+    """Bytes of Python memory at the peak of ``run()``, above what was held before it."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        run()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_unpack_refuses_each_attack_and_writes_nothing(tmp_path: Path, attack: str) -> None:
     build, member = ATTACKS[attack]
@@ -284,14 +297,12 @@ def test_a_header_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     info = tarfile.TarInfo("././@PaxHeader")
     info.type, info.size = tarfile.XHDTYPE, 64 * MiB
     bomb = gzip_stream(header(info), 64 * MiB, tar(reg("after")))
-    tracemalloc.start()
-    try:
+
+    def refused() -> None:
         with pytest.raises(ValueError, match=r"refusing to unpack .*headers"):
             TarFiles().unpack(bomb, str(tmp_path / "dest"))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 16 * MiB
+
+    assert _peak(refused) < 16 * MiB
     assert os.listdir(tmp_path) == []
 
 
@@ -375,14 +386,21 @@ def _sync_pods(local: LocalCluster) -> list[object]:
     return local.store.list("v1", "Pod", NAMESPACE, "kfcompile.dev/role=sync")
 
 
-def _sync_down(local: LocalCluster, dest: Path, files: TarFiles | None = None) -> lifecycle.Synced:
-    return lifecycle.sync_down(
+def _sync(
+    local: LocalCluster,
+    direction: str,
+    where: Path,
+    path: str = "/",
+    files: TarFiles | None = None,
+) -> lifecycle.Synced:
+    move = lifecycle.sync_up if direction == "up" else lifecycle.sync_down
+    return move(
         local.session(),
         files or TarFiles(),
         namespace=NAMESPACE,
         pvc=CLAIM,
-        path="/",
-        local=str(dest),
+        path=path,
+        local=str(where),
     )
 
 
@@ -395,7 +413,7 @@ def test_sync_down_refuses_each_attack_from_the_pod(
     cluster.kube.faults.add("GET", "/exec", exec_stdout=build(around))
     before = _listing(around)
     with pytest.raises(lifecycle.ClusterError) as refused:
-        _sync_down(cluster, around / "dest")
+        _sync(cluster, "down", around / "dest")
     assert str(refused.value).startswith(f"cannot unpack into {around / 'dest'}: refusing to")
     assert f"refusing to unpack {member!r}"[:-1] in str(refused.value)
     _assert_untouched(around, before)
@@ -412,5 +430,126 @@ def test_sync_down_stops_a_bomb_from_the_pod(cluster: LocalCluster, tmp_path: Pa
 
     cluster.kube.faults.add("GET", "/exec", exec_stdout=endless())
     with pytest.raises(lifecycle.ClusterError, match="refusing to unpack 'zeros-08'"):
-        _sync_down(cluster, tmp_path / "dest", TarFiles(max_bytes=8 * MiB))
+        _sync(cluster, "down", tmp_path / "dest", files=TarFiles(max_bytes=8 * MiB))
     assert os.listdir(tmp_path) == [] and _sync_pods(cluster) == []
+
+
+# --- streaming ------------------------------------------------------------------------------
+
+
+def _blob(size: int) -> bytes:
+    return bytes(range(251)) * (size // 251) + bytes(size % 251)
+
+
+def test_sync_down_memory_does_not_grow_with_the_size(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Through the real adapter: the pod's tar goes to disk as it arrives."""
+    cluster.store.volume(NAMESPACE, CLAIM)["warm/up"] = b"x"
+    _sync(cluster, "down", tmp_path / "warm", "/warm")  # the first exec imports CoreV1Api
+    peaks = {}
+    for size in (8 * MiB, 64 * MiB):
+        blob = _blob(size)
+        cluster.store.volume(NAMESPACE, CLAIM)[f"down-{size}/blob.bin"] = blob
+        dest = tmp_path / f"dest-{size}"
+        peaks[size] = _peak(lambda: _sync(cluster, "down", dest, f"/down-{size}"))  # noqa: B023
+        assert (dest / "blob.bin").read_bytes() == blob
+        del cluster.store.volume(NAMESPACE, CLAIM)[f"down-{size}/blob.bin"]
+    # Before: the whole output in one bytes object (and a second copy), i.e. > 128 MiB.
+    assert peaks[64 * MiB] < peaks[8 * MiB] + 4 * MiB, peaks
+    assert peaks[64 * MiB] < 16 * MiB, peaks
+
+
+def test_pack_memory_does_not_grow_with_the_size(tmp_path: Path) -> None:
+    """The upload's stream is read from disk as it is drawn (the fake pod keeps what it gets,
+    so this is measured at the port)."""
+    peaks = {}
+    for size in (8 * MiB, 64 * MiB):
+        work = tmp_path / f"work-{size}"
+        work.mkdir()
+        (work / "blob.bin").write_bytes(_blob(size))
+
+        def consume(work: Path = work) -> None:
+            for _ in TarFiles().pack(str(work)):
+                pass
+
+        peaks[size] = _peak(consume)
+    assert peaks[64 * MiB] < peaks[8 * MiB] + 2 * MiB, peaks
+    assert peaks[64 * MiB] < 8 * MiB, peaks
+
+
+def test_a_stream_cut_mid_download_leaves_nothing_and_starts_over(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    blob = _blob(5 * MiB)
+    cluster.store.volume(NAMESPACE, CLAIM)["cut/blob.bin"] = blob
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "mine").write_text("mine\n")
+    seen: list[list[str]] = []
+
+    class Watching(TarFiles):
+        """Looks at the destination when the stream breaks: nothing of it is there yet."""
+
+        def unpack(self, chunks: object, directory: str) -> object:
+            try:
+                return super().unpack(chunks, directory)  # type: ignore[arg-type]
+            except BaseException:
+                seen.append(sorted(os.listdir(directory)))
+                raise
+
+    cluster.kube.faults.add("GET", "/exec", drop_after=2)  # two 1 MiB frames, then gone
+    got = lifecycle.sync_down(
+        cluster.session(),
+        Watching(),
+        namespace=NAMESPACE,
+        pvc=CLAIM,
+        path="/cut",
+        local=str(tmp_path / "dest"),
+    )
+    assert cluster.kube.faults.fired and seen == [["mine"]]
+    assert (got.files, got.size) == (1, len(blob))
+    assert (tmp_path / "dest" / "blob.bin").read_bytes() == blob
+    assert sorted(os.listdir(tmp_path / "dest")) == ["blob.bin", "mine"]
+
+
+def test_a_failed_tar_in_the_pod_leaves_nothing(cluster: LocalCluster, tmp_path: Path) -> None:
+    with pytest.raises(lifecycle.ClusterError, match=r"tar -cf failed .*No such file"):
+        _sync(cluster, "down", tmp_path / "dest", "/not-there")
+    assert os.listdir(tmp_path) == []
+
+
+def test_sync_up_skips_sockets_and_fifos(cluster: LocalCluster, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "train.py").write_text("print(1)\n")
+    os.mkfifo(work / "fifo")
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(work / "agent.sock"))
+        sent = _sync(cluster, "up", work, "/skip")
+    finally:
+        server.close()
+    assert (sent.files, sent.size) == (1, 9)
+    volume = cluster.store.volume(NAMESPACE, CLAIM)
+    assert sorted(k for k in volume if k.startswith("skip/")) == ["skip/train.py"]
+
+
+def test_sync_up_errors_name_the_local_directory(cluster: LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    cluster.store.volume(NAMESPACE, CLAIM)["blocked"] = b"a file where a directory goes"
+    with pytest.raises(lifecycle.ClusterError) as failed:
+        _sync(cluster, "up", tmp_path, "/blocked")
+    assert str(failed.value).startswith(f"uploading {tmp_path} to {CLAIM}:/blocked: mkdir")
+
+
+def test_a_large_upload_streams_through_the_pod(cluster: LocalCluster, tmp_path: Path) -> None:
+    """More than one stdin chunk and more than one stream chunk, byte for byte."""
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    blob = _blob(3 * MiB + 7)
+    (work / "sub" / "blob.bin").write_bytes(blob)
+    os.link(work / "sub" / "blob.bin", work / "again.bin")
+    sent = _sync(cluster, "up", work, "/large")
+    assert (sent.files, sent.size) == (2, len(blob))  # the hard link is sent as a link
+    volume = cluster.store.volume(NAMESPACE, CLAIM)
+    assert volume["large/again.bin"] == volume["large/sub/blob.bin"] == blob
