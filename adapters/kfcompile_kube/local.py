@@ -73,7 +73,8 @@ class TarFiles:
     def unpack(self, chunks: Iterable[bytes] | bytes, directory: str) -> Packed:
         """Extract a tar stream (plain or gzip) into ``directory``, created if missing; an
         existing directory is merged into (files replaced, others kept). All or nothing: on
-        any refusal or error nothing has changed in or around ``directory``.
+        any refusal or error nothing has changed in or around ``directory`` (only a disk error
+        while the checked result moves into place could leave part of it moved).
 
         Refused, as ``ValueError`` naming the member: absolute paths, ``..``, names over 255 or
         paths over 4096 bytes, a path through a symlink (the stream's or the destination's),
