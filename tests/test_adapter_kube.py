@@ -24,6 +24,7 @@ from kfcompile.ports import (
     Gone,
     Invalid,
     NotFound,
+    Packed,
     Ref,
     Transient,
     WatchEvent,
@@ -547,6 +548,16 @@ def tree(root: Path) -> dict[str, bytes | None]:
     return out
 
 
+def drain(chunks: Generator[bytes, None, Packed]) -> tuple[bytes, Packed]:
+    """A stream's bytes and what its generator returned."""
+    out = bytearray()
+    while True:
+        try:
+            out += next(chunks)
+        except StopIteration as end:
+            return bytes(out), end.value
+
+
 def test_exec_tar_round_trip_through_the_pod(
     fake: FakeKube, kube: KubeCluster, tmp_path: Path
 ) -> None:
@@ -555,12 +566,11 @@ def test_exec_tar_round_trip_through_the_pod(
     src.mkdir()
     make_tree(src)
     files = TarFiles()
-    packed = files.pack(str(src))
-    assert len(packed.data) > 256 * 1024  # more than one stdin chunk
+    data, packed = drain(files.pack(str(src)))
+    assert len(data) > 256 * 1024  # more than one stdin chunk
 
-    put = kube.exec(
-        NS, "p", "main", ["sh", "-c", "mkdir -p /work && tar -x -f - -C /work"], packed.data
-    )
+    script = ["sh", "-c", "mkdir -p /work && tar -x -f - -C /work"]
+    put = kube.exec(NS, "p", "main", script, files.pack(str(src)))  # streamed from disk
     assert (put.exit_code, put.stderr) == (0, b"")
     got = kube.exec(NS, "p", "main", ["tar", "-c", "-f", "-", "-C", "/work", "."])
     assert got.exit_code == 0, got.stderr
@@ -614,8 +624,8 @@ def test_pack_members_in_order_with_inside_symlinks_only(tmp_path: Path) -> None
     os.symlink("../outside", tmp_path / "link-up")
     os.symlink("/etc/passwd", tmp_path / "link-absolute")
     os.mkfifo(tmp_path / "fifo")
-    packed = TarFiles().pack(str(tmp_path))
-    with tarfile.open(fileobj=io.BytesIO(packed.data)) as tar:
+    data, packed = drain(TarFiles().pack(str(tmp_path)))
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = tar.getmembers()
     names = [m.name for m in members]
     assert names == [
@@ -625,7 +635,7 @@ def test_pack_members_in_order_with_inside_symlinks_only(tmp_path: Path) -> None
     assert {m.uid for m in members} == {0} and {m.uname for m in members} == {""}
     assert packed.files == 4
     assert packed.size == len("print('hi')\n") + 256 * 1024 + len("ünïcödé\n".encode())
-    assert TarFiles().pack(str(tmp_path)).data == packed.data  # deterministic
+    assert drain(TarFiles().pack(str(tmp_path)))[0] == data  # deterministic
 
 
 def test_unpack_keeps_inside_symlinks_and_reports_files(tmp_path: Path) -> None:
@@ -633,7 +643,7 @@ def test_unpack_keeps_inside_symlinks_and_reports_files(tmp_path: Path) -> None:
     src.mkdir()
     make_tree(src)
     os.symlink("sub/weights.bin", src / "pkg" / "link")
-    result = TarFiles().unpack(TarFiles().pack(str(src)).data, str(dest))
+    result = TarFiles().unpack(TarFiles().pack(str(src)), str(dest))
     assert (result.files, result.size) == (4, 12 + 256 * 1024 + len("ünïcödé\n".encode()))
     assert os.readlink(dest / "pkg" / "link") == "sub/weights.bin"
     assert tree(dest) == tree(src)

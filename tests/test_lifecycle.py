@@ -547,7 +547,7 @@ def test_sync_helper_is_deleted_when_it_cannot_start(local: LocalCluster, tmp_pa
 class InterruptingFiles(TarFiles):
     """Ctrl-C while the download is being written locally."""
 
-    def unpack(self, data: bytes, directory: str) -> Any:
+    def unpack(self, chunks: Any, directory: str) -> Any:
         raise KeyboardInterrupt
 
 

@@ -10,20 +10,29 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
+import ssl
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import urllib3
+from attrs import evolve
 from kubernetes.client.api_client import ApiClient
 from kubernetes.client.exceptions import ApiException
-from websocket import WebSocketBadStatusException, WebSocketException
+from websocket import (
+    ABNF,
+    WebSocketBadStatusException,
+    WebSocketException,
+    WebSocketTimeoutException,
+)
 
 from kfcompile.ports import (
     ApiError,
     Conflict,
+    ExecOutput,
     ExecResult,
     Forbidden,
     Gone,
@@ -59,6 +68,9 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 # What a broken connection looks like from below the client (it only wraps SSL errors itself).
 _TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 _STDIN_CHUNK = 64 * 1024
+_STDERR_KEPT = 64 * 1024  # the end of stderr (the lifecycle shows its last lines)
+_STATUS_MAX = 64 * 1024  # an exit Status is a few hundred bytes; more is not one
+T = TypeVar("T")
 _WATCH_MARGIN = 15.0  # seconds past a watch's timeoutSeconds before we call the server hung
 
 
@@ -196,12 +208,21 @@ class KubeCluster:
             yield line.decode("utf-8", "replace")
 
     def exec(
-        self, namespace: str, pod: str, container: str, command: Sequence[str], stdin: bytes = b""
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        command: Sequence[str],
+        stdin: bytes | Iterable[bytes] = b"",
+        *,
+        stdout: Callable[[ExecOutput], object] | None = None,
     ) -> ExecResult:
         # CoreV1Api builds ~250 pydantic models on import (~0.9 s): only exec pays for it.
         from kubernetes.client import CoreV1Api
         from kubernetes.stream import stream
 
+        feed = ([stdin] if stdin else []) if isinstance(stdin, bytes) else stdin
+        has_stdin = not isinstance(stdin, bytes) or bool(stdin)
         # stream() swaps the client's call_api while it connects: give it a client of its own so
         # requests on other threads keep plain HTTP.
         handshake_client = ApiClient(self._client.configuration)
@@ -212,7 +233,7 @@ class KubeCluster:
                 namespace,
                 command=list(command),
                 container=container,
-                stdin=bool(stdin),
+                stdin=has_stdin,
                 stdout=True,
                 stderr=True,
                 tty=False,
@@ -223,28 +244,25 @@ class KubeCluster:
             raise _handshake_error(e) from e
         finally:
             handshake_client.close()  # type: ignore[no-untyped-call]
-        deadline = time.monotonic() + self._exec_timeout
+        channels = _Channels(ws, pod, time.monotonic() + self._exec_timeout, self._exec_timeout)
+        output = channels.run(iter(feed), has_stdin)
+        collected = bytearray()
         try:
-            for start in range(0, len(stdin), _STDIN_CHUNK):
-                ws.write_stdin(stdin[start : start + _STDIN_CHUNK])
-                ws.update(timeout=0)  # take in output as we go: a full pipe would stall both ends
-            if stdin:
-                ws.close_channel(0)  # EOF for the command (v5 protocol; v4 has no way to say it)
-            while ws.is_open():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise Transient(
-                        0, "Timeout", f"exec in pod {pod} ran past {self._exec_timeout:g}s"
-                    )
-                ws.update(timeout=remaining)
-            stdout, stderr = ws.read_channel(1), ws.read_channel(2)
-            status = ws.read_channel(3)
-        except (WebSocketException, OSError) as e:
-            raise Transient(0, "StreamError", f"exec stream to pod {pod} broke: {e}") from e
-        finally:
-            ws.close()
-            ws.sock.shutdown()  # close() skips the socket once the server has said goodbye
-        return ExecResult(bytes(stdout), bytes(stderr), _exit_code(status, pod))
+            if stdout is None:
+                for chunk in output:
+                    collected += chunk
+            else:
+                stdout(output)
+                for _ in output:
+                    pass  # what the consumer left unread
+        except BaseException:
+            output.close()
+            ws.sock.shutdown()  # no goodbye: the server may still be sending
+            raise
+        ws.close()
+        ws.sock.shutdown()  # close() skips the socket once the server has said goodbye
+        assert channels.result is not None, "the stdout consumer closed the output"
+        return evolve(channels.result, stdout=bytes(collected))
 
     # --- paths
 
@@ -427,6 +445,90 @@ def _handshake_error(error: ApiException) -> ApiError:
     if isinstance(cause, WebSocketException | OSError):
         return _transport_error(cause)
     return Transient(0, "ConnectionError", str(error.reason))
+
+
+class _Channels:
+    """One exec stream read frame by frame. The client's ``WSClient`` would keep all of stdout
+    (growing one bytes object, hence quadratic time) and a second copy of it besides; here
+    stdout goes out as it arrives, and only the end of stderr is kept."""
+
+    def __init__(self, ws: Any, pod: str, deadline: float, timeout: float) -> None:
+        self._ws, self._sock, self._pod = ws, ws.sock, pod
+        self._deadline, self._timeout = deadline, timeout
+        self._stderr, self._status = bytearray(), bytearray()
+        self._open = True
+        self.result: ExecResult | None = None
+
+    def run(self, feed: Iterator[bytes], has_stdin: bool) -> ExecOutput:
+        while has_stdin and self._open:
+            chunk = next(feed, None)  # what the feed raises passes through as it is
+            if chunk is None:
+                self._guard(self._ws.close_channel, 0)  # EOF (v5; v4 has no way to say it)
+                break
+            for start in range(0, len(chunk), _STDIN_CHUNK):
+                if not self._open:
+                    break  # the command ended without reading it all: its status says why
+                self._guard(
+                    self._sock.send,
+                    b"\x00" + chunk[start : start + _STDIN_CHUNK],
+                    ABNF.OPCODE_BINARY,
+                )
+                while self._open and self._ready():  # a full pipe stalls both ends
+                    data = self._receive()
+                    if data:
+                        yield data
+        while self._open:
+            data = self._receive()
+            if data:
+                yield data
+        self.result = ExecResult(
+            b"", bytes(self._stderr), _exit_code(bytes(self._status), self._pod)
+        )
+        return self.result
+
+    def _receive(self) -> bytes:
+        """One frame: stdout is returned, the rest kept (``b""`` when it was not stdout)."""
+        opcode, frame = self._guard(self._sock.recv_data_frame, True)
+        if opcode == ABNF.OPCODE_CLOSE:
+            self._open = False
+            return b""
+        data = frame.data
+        if opcode not in (ABNF.OPCODE_BINARY, ABNF.OPCODE_TEXT) or not data:
+            return b""
+        payload = bytes(data[1:]) if isinstance(data, bytes) else str(data[1:]).encode()
+        if data[0] in (1, "\x01"):
+            return payload
+        if data[0] in (2, "\x02"):
+            self._stderr += payload
+            del self._stderr[:-_STDERR_KEPT]
+        elif data[0] in (3, "\x03"):
+            self._status += payload[: _STATUS_MAX - len(self._status)]
+        return b""
+
+    def _ready(self) -> bool:
+        """Whether a frame can be read without waiting (TLS may hold one decrypted already)."""
+        raw = self._sock.sock
+        if raw is None:
+            return False
+        if isinstance(raw, ssl.SSLSocket) and raw.pending():
+            return True
+        poller = select.poll()
+        poller.register(raw, select.POLLIN)
+        return bool(poller.poll(0))
+
+    def _guard(self, step: Callable[..., T], *args: Any) -> T:
+        """``step(*args)`` on the socket within the deadline; its failures as ``Transient``."""
+        remaining = self._deadline - time.monotonic()
+        late = Transient(0, "Timeout", f"exec in pod {self._pod} ran past {self._timeout:g}s")
+        if remaining <= 0:
+            raise late
+        try:
+            self._sock.settimeout(remaining)
+            return step(*args)
+        except WebSocketTimeoutException:
+            raise late from None
+        except (WebSocketException, OSError) as e:
+            raise Transient(0, "StreamError", f"exec stream to pod {self._pod} broke: {e}") from e
 
 
 def _exit_code(status: bytes, pod: str) -> int:

@@ -24,7 +24,7 @@ import math
 import posixpath
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, Final, Literal, TypeVar
 
@@ -35,12 +35,15 @@ from kfcompile.ports import (
     ApiError,
     Clock,
     Cluster,
+    ExecOutput,
+    ExecResult,
     Forbidden,
     Gone,
     Invalid,
     LocalFiles,
     NotFound,
     Obj,
+    Packed,
     Ref,
     Transient,
 )
@@ -1262,16 +1265,46 @@ def _with_helper(
             call(session, f"delete {ref}", lambda: session.cluster.delete(ref, "Background"))
 
 
-def _exec(session: Session, pod: Ref, command: list[str], stdin: bytes = b"") -> bytes:
-    result = call(
+def _exec(
+    session: Session,
+    pod: Ref,
+    command: list[str],
+    stdin: bytes | Iterable[bytes] = b"",
+    stdout: Callable[[ExecOutput], object] | None = None,
+) -> ExecResult:
+    """One command in the helper pod (retried whole on transient trouble); ``stdin`` and
+    ``stdout`` as the port takes them."""
+    return call(
         session,
         f"exec in {pod}",
-        lambda: session.cluster.exec(pod.namespace or "default", pod.name, "sync", command, stdin),
+        lambda: session.cluster.exec(
+            pod.namespace or "default", pod.name, "sync", command, stdin, stdout=stdout
+        ),
     )
+
+
+def _succeeded(command: list[str], result: ExecResult, doing: str = "") -> None:
     if result.exit_code != 0:
         err = result.stderr.decode("utf-8", "replace").strip()[-500:]
-        raise ClusterError(f"{' '.join(command[:2])} failed (exit {result.exit_code}): {err}")
-    return result.stdout
+        raise ClusterError(
+            f"{doing}{' '.join(command[:2])} failed (exit {result.exit_code}): {err}"
+        )
+
+
+def _packed(
+    chunks: Generator[bytes, None, Packed], local: str, into: list[Packed]
+) -> Iterator[bytes]:
+    """The chunks of ``local``'s tar stream; what it held goes to ``into`` at its end."""
+    try:
+        into.append((yield from chunks))
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"cannot pack {local}: {exc}") from None
+
+
+def _ended_well(output: ExecOutput, command: list[str]) -> Iterator[bytes]:
+    """The command's output, failing at its end if the command failed: the unpacking reads to
+    the end before it keeps anything, so a failed command leaves nothing behind."""
+    _succeeded(command, (yield from output))
 
 
 def sync_up(
@@ -1285,17 +1318,32 @@ def sync_up(
     image: str = SYNC_IMAGE,
     timeout: float = 300.0,
 ) -> Synced:
-    """Copy the local directory into ``path`` of the claim (a tar stream over exec)."""
+    """Copy the local directory into ``path`` of the claim: a tar stream over exec, read from
+    disk as it is sent (and read again if the stream has to start over)."""
     target_dir = claim_dir(path)
+    command = ["tar", "-xf", "-", "-C", target_dir]
     try:
-        packed = files.pack(local)
+        first = files.pack(local)  # checks the directory before any pod is made
     except (OSError, ValueError) as exc:
         raise ClusterError(f"cannot pack {local}: {exc}") from None
+    streams = iter([first])
+    doing = f"uploading {local} to {pvc}:{path}: "
+
+    def attempt(pod: Ref) -> Synced:
+        held: list[Packed] = []
+        stream = next(streams, None) or files.pack(local)  # a fresh read on each attempt
+        result = session.cluster.exec(
+            pod.namespace or "default", pod.name, "sync", command, _packed(stream, local, held)
+        )
+        _succeeded(command, result, doing)
+        if not held:
+            raise ClusterError(f"{doing}the helper pod stopped reading before the end")
+        return Synced(held[0].files, held[0].size)
 
     def upload(pod: Ref) -> Synced:
-        _exec(session, pod, ["mkdir", "-p", target_dir])
-        _exec(session, pod, ["tar", "-xf", "-", "-C", target_dir], packed.data)
-        return Synced(packed.files, packed.size)
+        mkdir = ["mkdir", "-p", target_dir]
+        _succeeded(mkdir, _exec(session, pod, mkdir), doing)
+        return call(session, f"exec in {pod}", partial(attempt, pod))
 
     return _with_helper(session, namespace, pvc, image, timeout, upload)
 
@@ -1311,15 +1359,21 @@ def sync_down(
     image: str = SYNC_IMAGE,
     timeout: float = 300.0,
 ) -> Synced:
-    """Copy ``path`` of the claim into the local directory."""
+    """Copy ``path`` of the claim into the local directory: the tar stream goes to disk as it
+    arrives, and only a whole, safe stream from a command that succeeded is kept."""
     source = claim_dir(path)
+    command = ["tar", "-cf", "-", "-C", source, "."]
 
     def download(pod: Ref) -> Synced:
-        data = _exec(session, pod, ["tar", "-cf", "-", "-C", source, "."])
-        try:
-            unpacked = files.unpack(data, local)
-        except (OSError, ValueError) as exc:
-            raise ClusterError(f"cannot unpack into {local}: {exc}") from None
-        return Synced(unpacked.files, unpacked.size)
+        got: list[Packed] = []
+
+        def unpack(output: ExecOutput) -> None:
+            try:
+                got.append(files.unpack(_ended_well(output, command), local))
+            except (OSError, ValueError) as exc:
+                raise ClusterError(f"cannot unpack into {local}: {exc}") from None
+
+        _succeeded(command, _exec(session, pod, command, stdout=unpack))
+        return Synced(got[0].files, got[0].size)
 
     return _with_helper(session, namespace, pvc, image, timeout, download)

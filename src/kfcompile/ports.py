@@ -13,8 +13,8 @@ connections, timeouts.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias
 
 from attrs import frozen
 
@@ -91,9 +91,16 @@ class WatchEvent:
 
 @frozen
 class ExecResult:
+    """How a command ended: its output (``b""`` when it went to a ``stdout`` consumer), the end
+    of its stderr (the adapter keeps the last 64 KiB), and its exit code."""
+
     stdout: bytes
     stderr: bytes
     exit_code: int
+
+
+# A command's output as it arrives, in chunks; the generator returns how the command ended.
+ExecOutput: TypeAlias = Generator[bytes, None, ExecResult]
 
 
 class Cluster(Protocol):
@@ -167,9 +174,24 @@ class Cluster(Protocol):
         ...
 
     def exec(
-        self, namespace: str, pod: str, container: str, command: Sequence[str], stdin: bytes = b""
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        command: Sequence[str],
+        stdin: bytes | Iterable[bytes] = b"",
+        *,
+        stdout: Callable[[ExecOutput], object] | None = None,
     ) -> ExecResult:
-        """Run ``command`` in the container with ``stdin``, through the exec stream."""
+        """Run ``command`` in the container through the exec stream; memory stays flat.
+
+        ``stdin``: bytes, or chunks drawn only as they are sent (e.g. read from disk as they
+        go), then closed; what the iterable raises passes through unchanged. Without ``stdout``
+        the output is collected into ``ExecResult.stdout``. With it, ``stdout`` is called once
+        with the output as an ``ExecOutput`` that yields chunks as they arrive and returns the
+        ``ExecResult`` when the command has ended; what it leaves unread is read and dropped,
+        and what it raises closes the stream and passes through.
+        """
         ...
 
 
@@ -183,21 +205,26 @@ class Clock(Protocol):
 
 @frozen
 class Packed:
-    """A directory as a tar stream, with what it holds."""
+    """What a tar stream holds: regular files (hard links included) and their bytes."""
 
-    data: bytes
     files: int
     size: int  # bytes of file content
 
 
 class LocalFiles(Protocol):
-    """The submitting machine's files, for work-dir sync (tar streams in memory). Both methods
-    raise ``OSError`` or ``ValueError`` (e.g. an unsafe member) with a message for the user."""
+    """The submitting machine's files, for work-dir sync, as tar streams in chunks that flow to
+    and from disk (memory stays flat whatever the size). Both methods raise ``OSError`` or
+    ``ValueError`` (e.g. an unsafe member) with a one-line message for the user."""
 
-    def pack(self, directory: str) -> Packed:
-        """A tar of everything under ``directory`` (paths relative to it)."""
+    def pack(self, directory: str) -> Generator[bytes, None, Packed]:
+        """A tar stream of everything under ``directory`` (paths relative to it), read from
+        disk as the chunks are drawn; the generator returns what it held. Raises at once when
+        ``directory`` is not a directory."""
         ...
 
-    def unpack(self, data: bytes, directory: str) -> Packed:
-        """Extract a tar into ``directory`` (refusing paths that leave it); what was written."""
+    def unpack(self, chunks: Iterable[bytes] | bytes, directory: str) -> Packed:
+        """Extract a tar stream into ``directory`` (created if missing), all or nothing: the
+        chunks are read to their end before anything lands in ``directory``, and on any error
+        (an unsafe member, a limit, or an exception raised by ``chunks`` itself) nothing has
+        changed there. Returns what was written."""
         ...

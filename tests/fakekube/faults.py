@@ -3,13 +3,16 @@
 ``faults.add(...)`` queues a fault; each request takes the oldest queued fault that matches it
 (method, path, watch or not) and has uses left. A fault can answer an error ``Status`` (409, 410,
 429 with ``Retry-After``, 500, 503...), ``hang`` before answering, ``drop`` the connection without
-an answer, or let a watch or log stream start and drop it after ``drop_after`` events / lines.
+an answer, or let a watch or log stream start and drop it after ``drop_after`` events / lines
+(an exec stream: after that many stdout frames). An exec can also be answered with
+``exec_stdout`` instead of running its command: a pod whose ``tar`` sends hostile bytes.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +75,7 @@ class Fault:
     message: str | None
     remaining: int
     fired: int = 0
+    exec_stdout: bytes | Iterable[bytes] | None = None
 
     def matches(self, method: str, path: str, watch: bool) -> bool:
         if self.remaining <= 0:
@@ -116,6 +120,7 @@ class Faults:
         watch: bool | None = None,
         retry_after: int = 1,
         message: str | None = None,
+        exec_stdout: bytes | Iterable[bytes] | None = None,
     ) -> Fault:
         """Queue a fault for the next ``times`` requests that match.
 
@@ -124,14 +129,26 @@ class Faults:
         ``status``: answer this HTTP error with a realistic Status (after ``hang`` seconds).
         ``hang`` alone: answer normally, late. ``drop``: close the connection unanswered.
         ``drop_after``: for watch and log streams, close the connection after that many
-        events / lines (0: right after the headers).
+        events / lines (0: right after the headers); for an exec, after that many stdout frames.
+        ``exec_stdout``: an exec sends this (bytes, or chunks drawn as they are sent) as its
+        stdout and exits 0, without running its command.
         """
-        if status is None and hang is None and not drop and drop_after is None:
-            raise ValueError("a fault needs status, hang, drop or drop_after")
+        if (status, hang, drop_after, exec_stdout) == (None, None, None, None) and not drop:
+            raise ValueError("a fault needs status, hang, drop, drop_after or exec_stdout")
         if times < 1:
             raise ValueError("times must be at least 1")
         fault = Fault(
-            method, path, watch, status, hang, drop, drop_after, retry_after, message, times
+            method,
+            path,
+            watch,
+            status,
+            hang,
+            drop,
+            drop_after,
+            retry_after,
+            message,
+            times,
+            exec_stdout=exec_stdout,
         )
         with self._lock:
             self._queue.append(fault)

@@ -73,6 +73,7 @@ _JSON_PATCH = "application/json-patch+json"
 
 
 _DROP_AFTER = web.RequestKey("drop_after", int)  # from a fault: end the stream after N
+_EXEC_STDOUT = web.RequestKey("exec_stdout", object)  # from a fault: what an exec sends instead
 
 
 @dataclass
@@ -572,6 +573,8 @@ class FakeKube:
                 return _json(fault.status, body, headers)
             if fault.drop_after is not None:
                 request[_DROP_AFTER] = fault.drop_after
+            if fault.exec_stdout is not None:
+                request[_EXEC_STDOUT] = fault.exec_stdout
         response: web.StreamResponse = await handler(request)
         record.status = record.status or response.status
         return response
@@ -1288,7 +1291,14 @@ class FakeKube:
         state = (self._container_status(pod, container) or {}).get("state") or {}
         if phase != "Running" or ("running" not in state and state):
             raise _bad(f'unable to upgrade connection: container not found ("{container}")')
-        return await exec_handler(request, self.store, pod, container)
+        return await exec_handler(
+            request,
+            self.store,
+            pod,
+            container,
+            answer=request.get(_EXEC_STDOUT),
+            drop_after=request.get(_DROP_AFTER),
+        )
 
 
 def _lines(text: str, at: float, stamps: bool) -> list[str]:

@@ -22,7 +22,8 @@ import posixpath
 import shlex
 import tarfile
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -105,8 +106,14 @@ class Filesystem:
 
 @dataclass
 class _Result:
-    stdout: bytearray = field(default_factory=bytearray)
+    # Chunks, not one buffer: a file's content goes out as a view of the volume's bytes, so a
+    # large `tar -c` costs no copy (tests measure the client's memory in this process).
+    stdout: list[bytes | memoryview] = field(default_factory=list)
     stderr: bytearray = field(default_factory=bytearray)
+
+    def out(self, data: bytes | memoryview) -> None:
+        if data:
+            self.stdout.append(data)
 
     def err(self, text: str) -> None:
         self.stderr += text.encode()
@@ -208,7 +215,7 @@ def _tar_read(
                 if wanted and not any(clean == w or clean.startswith(w + "/") for w in wanted):
                     continue
                 if not extract:
-                    out.stdout += (member.name + "\n").encode()
+                    out.out((member.name + "\n").encode())
                     continue
                 rel = "/".join(p for p in (base, "" if clean == "." else clean) if p)
                 if member.isdir():
@@ -217,6 +224,15 @@ def _tar_read(
                     source = archive.extractfile(member)
                     assert source is not None
                     mount.files[rel] = source.read()
+                    Filesystem.make_dirs(mount, posixpath.dirname(rel))
+                elif member.islnk():  # a hard link: the same content under a second name
+                    target = posixpath.normpath(member.linkname.lstrip("/"))
+                    content = mount.files.get("/".join(p for p in (base, target) if p))
+                    if content is None:
+                        out.err(f"tar: {member.name}: Cannot hard link to '{target}'\n")
+                        failed = True
+                        continue
+                    mount.files[rel] = content
                     Filesystem.make_dirs(mount, posixpath.dirname(rel))
     except tarfile.TarError:
         out.err("tar: This does not look like a tar archive\n")
@@ -232,47 +248,53 @@ def _tar_create(mount: Any, base: str, members: list[str], out: _Result, gzip: b
     if not members:
         out.err("tar: Cowardly refusing to create an empty archive\n")
         return 2
-    buffer = io.BytesIO()
     failed = False
     now = time.time()
+    chunks: list[bytes | memoryview] = []
 
-    def info(name: str, *, directory: bool, size: int = 0) -> tarfile.TarInfo:
+    def add(name: str, data: bytes | None = None) -> None:
         entry = tarfile.TarInfo(name)
-        entry.type = tarfile.DIRTYPE if directory else tarfile.REGTYPE
-        entry.mode = 0o755 if directory else 0o644
-        entry.size, entry.mtime, entry.uname, entry.gname = size, int(now), "root", "root"
-        return entry
+        entry.type = tarfile.REGTYPE if data is not None else tarfile.DIRTYPE
+        entry.mode = 0o644 if data is not None else 0o755
+        entry.size, entry.mtime = len(data or b""), int(now)
+        entry.uname = entry.gname = "root"
+        chunks.append(entry.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
+        if data:
+            chunks.append(memoryview(data))
+            chunks.append(bytes(-len(data) % tarfile.BLOCKSIZE))
 
-    with tarfile.open(
-        fileobj=buffer, mode="w:gz" if gzip else "w", format=tarfile.GNU_FORMAT
-    ) as tar:
-        for member in members:
-            clean = posixpath.normpath(member)
-            rel = "/".join(p for p in (base, "" if clean == "." else clean) if p)
-            shown = member.rstrip("/") or member
-            if rel in mount.files:
-                data = mount.files[rel]
-                tar.addfile(info(shown, directory=False, size=len(data)), io.BytesIO(data))
-                continue
-            if not Filesystem.is_dir(mount, rel):
-                out.err(f"tar: {member}: Cannot stat: No such file or directory\n")
-                failed = True
-                continue
-            prefix = rel + "/" if rel else ""
-            subdirs = {d[len(prefix) :] for d in mount.dirs if d.startswith(prefix)}
-            files = {f[len(prefix) :]: c for f, c in mount.files.items() if f.startswith(prefix)}
-            for sub in files:
-                parts = sub.split("/")[:-1]
-                subdirs.update("/".join(parts[: i + 1]) for i in range(len(parts)))
-            tar.addfile(info(shown.rstrip("/") + "/", directory=True))
-            for sub in sorted(subdirs | set(files)):
-                path = f"{shown.rstrip('/')}/{sub}"
-                if sub in files:
-                    data = files[sub]
-                    tar.addfile(info(path, directory=False, size=len(data)), io.BytesIO(data))
-                else:
-                    tar.addfile(info(path + "/", directory=True))
-    out.stdout += buffer.getvalue()
+    for member in members:
+        clean = posixpath.normpath(member)
+        rel = "/".join(p for p in (base, "" if clean == "." else clean) if p)
+        shown = member.rstrip("/") or member
+        if rel in mount.files:
+            add(shown, mount.files[rel])
+            continue
+        if not Filesystem.is_dir(mount, rel):
+            out.err(f"tar: {member}: Cannot stat: No such file or directory\n")
+            failed = True
+            continue
+        prefix = rel + "/" if rel else ""
+        subdirs = {d[len(prefix) :] for d in mount.dirs if d.startswith(prefix)}
+        files = {f[len(prefix) :]: c for f, c in mount.files.items() if f.startswith(prefix)}
+        for sub in files:
+            parts = sub.split("/")[:-1]
+            subdirs.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+        add(shown.rstrip("/") + "/")
+        for sub in sorted(subdirs | set(files)):
+            path = f"{shown.rstrip('/')}/{sub}"
+            if sub in files:
+                add(path, files[sub])
+            else:
+                add(path + "/")
+    # The end: two zero blocks, padded to a whole record as GNU tar does.
+    size = sum(len(c) for c in chunks) + 2 * tarfile.BLOCKSIZE
+    chunks.append(bytes(2 * tarfile.BLOCKSIZE + -size % tarfile.RECORDSIZE))
+    if gzip:
+        packer = zlib.compressobj(wbits=31)  # gzip framing
+        chunks = [*(packer.compress(c) for c in chunks), packer.flush()]
+    for chunk in chunks:
+        out.out(chunk)
     if failed:
         out.err("tar: Exiting with failure status due to previous errors\n")
         return 2
@@ -327,11 +349,11 @@ def _cat(argv: list[str], stdin: bytes, out: _Result, sh: _Shell) -> int:
     code = 0
     for path in argv[1:] or ["-"]:
         if path == "-":
-            out.stdout += stdin
+            out.out(stdin)
             continue
         mount, rel = sh.fs.locate(path, sh.cwd)
         if rel in mount.files:
-            out.stdout += mount.files[rel]
+            out.out(memoryview(mount.files[rel]))
         else:
             why = "Is a directory" if sh.fs.is_dir(mount, rel) else "No such file or directory"
             out.err(f"cat: {path}: {why}\n")
@@ -401,11 +423,13 @@ def _run(argv: list[str], stdin: bytes, out: _Result, sh: _Shell) -> int:
     return command(argv, stdin, out, sh)
 
 
-def run_command(fs: Filesystem, argv: list[str], stdin: bytes = b"") -> tuple[bytes, bytes, int]:
-    """Run ``argv`` against ``fs``: ``(stdout, stderr, exit code)``."""
+def run_command(
+    fs: Filesystem, argv: list[str], stdin: bytes = b""
+) -> tuple[list[bytes | memoryview], bytes, int]:
+    """Run ``argv`` against ``fs``: ``(stdout chunks, stderr, exit code)``."""
     out = _Result()
     code = _run(argv, stdin, out, _Shell(fs, fs.workdir))
-    return bytes(out.stdout), bytes(out.stderr), code
+    return out.stdout, bytes(out.stderr), code
 
 
 def _tar_mode(args: list[str]) -> str:
@@ -461,9 +485,18 @@ def _on(request: web.Request, stream: str) -> bool:
 
 
 async def exec_handler(
-    request: web.Request, store: Store, pod: Obj, container: str
+    request: web.Request,
+    store: Store,
+    pod: Obj,
+    container: str,
+    *,
+    answer: bytes | Iterable[bytes] | None = None,
+    drop_after: int | None = None,
 ) -> web.StreamResponse:
-    """Upgrade to the channel websocket, run the command, stream its output and exit status."""
+    """Upgrade to the channel websocket, run the command, stream its output and exit status.
+
+    ``answer``: send this as stdout (exit 0) instead of running the command. ``drop_after``:
+    cut the connection after that many stdout frames, with no exit status."""
     argv = request.query.getall("command")
     ws = web.WebSocketResponse(protocols=(V5, V4), max_msg_size=0, autoping=True)
     await ws.prepare(request)
@@ -482,14 +515,28 @@ async def exec_handler(
                 stdin += data[1:]
             elif data[0] == 255 and data[1:2] == b"\x00" and ws.ws_protocol == V5:
                 break
-    fs = Filesystem(store, pod, container)
-    stdout, stderr, code = await asyncio.to_thread(run_command, fs, argv, bytes(stdin))
+    stdout: Iterable[bytes | memoryview]
+    if answer is not None:
+        stdout, stderr, code = [answer] if isinstance(answer, bytes) else answer, b"", 0
+    else:
+        fs = Filesystem(store, pod, container)
+        stdout, stderr, code = await asyncio.to_thread(run_command, fs, argv, bytes(stdin))
+    del stdin
     try:
-        for channel, data in ((1, stdout), (2, stderr)):
-            if not _on(request, "stdout" if channel == 1 else "stderr"):
-                continue  # not asked for: the output is discarded
-            for start in range(0, len(data), _FRAME):
-                await ws.send_bytes(bytes([channel]) + data[start : start + _FRAME])
+        if _on(request, "stdout"):  # else the output is discarded
+            frames = 0
+            for chunk in stdout:
+                view = memoryview(chunk)
+                for start in range(0, len(view), _FRAME):
+                    if frames == drop_after:
+                        assert request.transport is not None
+                        request.transport.abort()
+                        return ws
+                    await ws.send_bytes(b"\x01" + view[start : start + _FRAME])
+                    frames += 1
+        if _on(request, "stderr"):
+            for start in range(0, len(stderr), _FRAME):
+                await ws.send_bytes(b"\x02" + stderr[start : start + _FRAME])
         status = json.dumps(_exit_status(code, argv)).encode()
         await ws.send_bytes(b"\x03" + status)
         await ws.close()
