@@ -213,17 +213,19 @@ def test_submit_uploads_the_work_dir_first(local: LocalCluster, tmp_path: Path) 
     ],
 )
 def test_wait_ends_where_the_job_goes(
-    local: LocalCluster, target: str, name: str, until: str, state: State, reason: str | None
+    target: str, name: str, until: str, state: State, reason: str | None
 ) -> None:
-    ref = submit(local, spec(**scenario(name)), target)
-    seen: list[State] = []
-    obs = lifecycle.wait(
-        local.session(),
-        ref,
-        until,  # type: ignore[arg-type]
-        timeout=10,
-        on_change=lambda o, _: seen.append(o.state.state),
-    )
+    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+        ref = submit(local, spec(**scenario(name)), target)
+        local.run_once_watched(ref.kind.lower() + "s")
+        seen: list[State] = []
+        obs = lifecycle.wait(
+            local.session(),
+            ref,
+            until,  # type: ignore[arg-type]
+            timeout=30,
+            on_change=lambda o, _: seen.append(o.state.state),
+        )
     assert obs.state.state is state
     if reason:
         assert obs.state.reason == reason

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import random
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ class LocalCluster:
         scenario: str = "succeeds",
         crds: tuple[str, ...] = ("trainjobs-v2.3.0.yaml", "pytorchjobs-v1.9.4.yaml"),
         runtime: bool = True,
+        auto: bool = True,
     ) -> None:
         crd_dir = shared / "crds"
         files = [crd_dir / name for name in crds]
@@ -44,7 +47,8 @@ class LocalCluster:
         # A real server keeps about five minutes of changes; 1,000-pod jobs make many events.
         self.kube = FakeKube(crd_files=files, history=100_000)
         self.store = self.kube.store
-        self.controller = Controller(self.store, step=step, default_scenario=scenario)
+        # auto=False: the controller moves only when a test ticks it (advance/run_until_idle).
+        self.controller = Controller(self.store, step=step, auto=auto, default_scenario=scenario)
         self.kubelet = Kubelet(self.store)
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-cluster-")
         self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
@@ -59,7 +63,8 @@ class LocalCluster:
             self.store.create(yaml.safe_load(text))
         self.store.create(_object("v1", "PersistentVolumeClaim", CLAIM, spec=_CLAIM_SPEC))
         self.store.create(_object("kueue.x-k8s.io/v1beta1", "LocalQueue", QUEUE, spec=_QUEUE))
-        self.controller.start()
+        if self.controller.auto:
+            self.controller.start()
         self.kubelet.__enter__()
         return self
 
@@ -68,6 +73,21 @@ class LocalCluster:
         self.controller.stop()
         self.kube.stop()
         self._tmp.cleanup()
+
+    def run_once_watched(self, plural: str) -> threading.Thread:
+        """Run every job to its end once a watch of ``plural`` has started (auto=False), so a
+        waiter sees each change as it happens, whatever the machine's speed."""
+
+        def run() -> None:
+            for _ in range(3000):
+                if self.kube.requests.count("GET", f"/{plural}", watch=True):
+                    break
+                time.sleep(0.01)
+            self.controller.run_until_idle()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
 
     def session(self, retry_for: float = 5.0, read_timeout: float = 5.0) -> Session:
         conn = connect(str(self.kubeconfig))
