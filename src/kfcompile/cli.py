@@ -36,10 +36,22 @@ class Failed(Exception):
 
 
 def _read(path: str) -> str:
+    """The file's text. A file that cannot be read is a usage error; one that is not UTF-8 text
+    (a binary file) is a malformed file."""
     try:
-        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        return _text(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        bad = f"0x{exc.object[exc.start]:02x}"
+        raise Failed(path, [f"not UTF-8 text: {exc.reason} {bad} at byte {exc.start}"]) from None
+
+
+def _text(path: str) -> str:
+    if path != "-":
+        return Path(path).read_text(encoding="utf-8")
+    raw = getattr(sys.stdin, "buffer", None)  # bytes, whatever the locale's encoding
+    return sys.stdin.read() if raw is None else raw.read().decode("utf-8")
 
 
 def _load(path: str) -> JobSpec:
