@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from kfcompile.kinds import KINDS
 from kfcompile.targets import DEFAULT_TARGET, TARGETS
 
 if TYPE_CHECKING:
@@ -411,7 +412,7 @@ def add_commands(sub: Any) -> None:
     def job(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> Any:
         p = command(name, help_text, func)
         p.add_argument("name", help="job name")
-        p.add_argument("--kind", choices=["TrainJob", "PyTorchJob"], help="if both exist")
+        p.add_argument("--kind", choices=list(KINDS), help="if both exist")
         return p
 
     def timeout(p: Any) -> None:
