@@ -216,3 +216,19 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
     print(json.dumps(json_schema(), indent=2))
     return 0
+
+
+def cmd_rbac(args: argparse.Namespace) -> int:
+    """The Role the cluster commands need in one namespace, and what grants it."""
+    from kfcompile import rbac
+
+    kind = TARGETS[args.target].kind if args.target else None
+    granted = [rbac.role(args.namespace, kind)]
+    if args.cluster_reads:
+        granted.append(rbac.cluster_role(kind))
+    objects = list(granted)
+    if args.service_account or args.user:
+        who = rbac.subject(args.service_account, args.user, args.namespace)
+        objects += [rbac.binding(g, who, args.namespace) for g in granted]
+    sys.stdout.write(yamlio.dump_all(objects))
+    return 0

@@ -97,6 +97,23 @@ def build() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print the JSON Schema of the job spec")
     p.set_defaults(func="compile:cmd_schema")
 
+    text = "print the minimal Role (and bindings) the cluster commands need"
+    p = sub.add_parser("rbac", help=text, description=text)
+    p.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+    p.add_argument(
+        "-t", "--target", type=target_arg, choices=list(TARGETS), help="only this target's kind"
+    )
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--service-account", metavar="NAME", help="bind it to this service account")
+    who.add_argument("--user", metavar="NAME", help="bind it to this user")
+    p.add_argument(
+        "--cluster-reads",
+        action="store_true",
+        help="also a ClusterRole for the optional cluster-wide reads (namespaces, "
+        "ClusterTrainingRuntimes, CRDs, list -A)",
+    )
+    p.set_defaults(func="compile:cmd_rbac")
+
     _manifest_commands(sub)
     _cluster_commands(sub)
     return parser
