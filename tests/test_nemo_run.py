@@ -223,9 +223,7 @@ def _values(params: dict[str, Any]) -> Iterator[Any]:
     yield {"name": "NCCL_DEBUG", "value": "INFO"}
     for key in ("pod_labels", "pod_annotations", "affinity", "container_kwargs"):
         if key in params:
-            yield from (
-                {k: v} for k, v in params[key].items()
-            )  # each entry, inside its parent map
+            yield from ({k: v} for k, v in params[key].items())  # each entry, inside its parent map
 
 
 def _contains(haystack: Any, needle: Any) -> bool:
@@ -374,11 +372,15 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         yield local
 
 
+# What the `nemo` console script runs (`python -m nemo_run` builds the app but never calls it).
+NEMO = "import sys; from nemo_run.__main__ import app; sys.argv[0] = 'nemo'; app()"
+
+
 def nemo(home: Path, kubeconfig: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     """The ``nemo`` command line, in a new process."""
     env = {**os.environ, "NEMORUN_HOME": str(home), "KUBECONFIG": str(kubeconfig)}
     return subprocess.run(
-        [sys.executable, "-m", "nemo_run", *argv],
+        [sys.executable, "-c", NEMO, *argv],
         capture_output=True,
         text=True,
         timeout=120,
@@ -425,7 +427,7 @@ def test_run_status_logs_list_and_cancel_through_nemo_run(
         exp.run(detach=True)
     exp_id = _experiment_id(nemo_home, "hang")
     [pytorchjob] = cluster.objects("PyTorchJob", "kubeflow.org/v1")
-    cancel = nemo(nemo_home, cluster.kubeconfig, "experiment", "cancel", exp_id, "train")
+    cancel = nemo(nemo_home, cluster.kubeconfig, "experiment", "cancel", exp_id, "0")
     assert cancel.returncode == 0, cancel.stderr
     assert cluster.objects("PyTorchJob", "kubeflow.org/v1") == []
     status = nemo(nemo_home, cluster.kubeconfig, "experiment", "status", exp_id)
@@ -433,40 +435,72 @@ def test_run_status_logs_list_and_cancel_through_nemo_run(
     assert pytorchjob["metadata"]["name"].startswith("train-")
 
 
-def _submitted(local: Any, **params: Any) -> tuple[str, KfcompileScheduler]:
-    scheduler = KfcompileScheduler("test")
+def _submitted(**params: Any) -> str:
+    """Submit through NeMo-Run, detached: the app id."""
     with Experiment("one", executor=executor(**params), enable_goodbye_message=False) as exp:
         exp.add(run.Partial(train), name="task")
         exp.run(detach=True)
         [job] = exp.jobs
-    return str(job.handle.rpartition("/")[2]), scheduler
+    return str(job.handle.rpartition("/")[2])
 
 
-def test_status_reads_conditions_queued_and_deadline(nemo_home: Path) -> None:
+def test_the_work_dir_goes_to_the_claim_and_back_without_kubectl(
+    cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``workdir_local_path`` is merged into the job directory, which goes to ``code_dir`` on
+    ``workdir_pvc`` (over the API), the claim is mounted at ``workdir_pvc_path``, and paths
+    under ``workdir_local_path`` in the command point at the copy; ``pull_results`` brings the
+    job directory back."""
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # no kubectl, no rsync
+    from fakekube.cluster import CLAIM, NAMESPACE
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('trained')\n")
+    ex = executor(workdir_pvc=CLAIM, workdir_local_path=str(code))
+    script = run.Script(path=str(code / "train.py"), entrypoint="python")
+    with Experiment("wd", executor=ex, enable_goodbye_message=False) as exp:
+        exp.add(script, name="task")
+        exp.run(detach=True)
+        [job] = exp.jobs
+        code_dir = job.executor.code_dir
+    assert code_dir.startswith("/nemo_run/") and code_dir.endswith("/task/code")
+    files = cluster.store.volume(NAMESPACE, CLAIM)
+    inside = code_dir[len("/nemo_run/") :]
+    assert files[f"{inside}/train.py"] == b"print('trained')\n"
+    [trainjob] = cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")
+    assert trainjob["spec"]["trainer"]["command"] == ["python", f"{code_dir}/train.py"]
+    assert _contains(trainjob, {"name": "nemo-run-workdir", "mountPath": "/nemo_run"})
+    assert _contains(trainjob, {"persistentVolumeClaim": {"claimName": CLAIM}})
+
+    files[f"{inside}/result.txt"] = b"loss 0.1\n"
+    back = tmp_path / "back"
+    job.executor.pull_results(dest_dir=str(back))
+    assert (back / "result.txt").read_bytes() == b"loss 0.1\n"
+    assert (back / "train.py").read_text() == "print('trained')\n"
+
+
+def test_status_reads_conditions_queued_and_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kueue-queued is a waiting job with the reason why; a deadline is a failure, not
     ``Unknown`` (NeMo-Run's executor reads only jobsStatus)."""
     from fakekube.cluster import QUEUE, LocalCluster
 
     shared = schema_check.require_shared()
     with LocalCluster(shared, auto=False) as local:
-        os.environ["KUBECONFIG"] = str(local.kubeconfig)
-        try:
-            queued, scheduler = _submitted(local, labels={"kueue.x-k8s.io/queue-name": QUEUE})
-            local.controller.run_until_idle(max_rounds=1)
-            described = scheduler.describe(queued)
-            assert described is not None
-            assert (described.state, described.msg.split()[0]) == (AppState.PENDING, "Suspended")
+        monkeypatch.setenv("KUBECONFIG", str(local.kubeconfig))
+        local.controller.admission_delay = None  # Kueue keeps it waiting
+        queued = _submitted(labels={"kueue.x-k8s.io/queue-name": QUEUE})
+        local.controller.run_until_idle()
+        described = KfcompileScheduler("test").describe(queued)
+        assert described is not None
+        assert (described.state, described.msg.split()[0]) == (AppState.PENDING, "Suspended")
 
-            late, scheduler = _submitted(
-                local, annotations={"fake.kfcompile.dev/scenario": "deadline"}
-            )
-            local.controller.run_until_idle()
-            described = scheduler.describe(late)
-            assert described is not None
-            assert described.state == AppState.FAILED
-            assert "DeadlineExceeded" in described.msg
-        finally:
-            del os.environ["KUBECONFIG"]
+        late = _submitted(annotations={"fake.kfcompile.dev/scenario": "deadline"})
+        local.controller.run_until_idle()
+        described = KfcompileScheduler("test").describe(late)
+        assert described is not None
+        assert described.state == AppState.FAILED
+        assert "DeadlineExceeded" in described.msg
 
 
 def test_dryrun_output_is_printable_yaml() -> None:
