@@ -172,7 +172,7 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
     def code_dir(self) -> str:
         """Where the job directory lands on the claim, as the pod sees it (KubeflowExecutor's
         ``<workdir_pvc_path>/<user>/<experiment>/<job>/code``)."""
-        parts = [p for p in (getattr(self, "experiment_id", None), getattr(self, "job_name", None))]
+        parts = (getattr(self, "experiment_id", None), getattr(self, "job_name", None))
         scope = "/".join([getpass.getuser(), *(p for p in parts if p)])
         return f"{self.workdir_pvc_path.rstrip('/')}/{scope}/code"
 
@@ -523,15 +523,22 @@ def _from_manifest(problems: Sequence[Problem]) -> list[Problem]:
 # --- the cluster --------------------------------------------------------------------------------
 
 
-def session() -> lifecycle.Session:
+def connect() -> tuple[lifecycle.Session, str]:
     """A lifecycle session on the cluster of the current kubeconfig (or the pod's service
-    account), as KubeflowExecutor finds it: every call makes its own, state is on the cluster."""
+    account), as KubeflowExecutor finds it, and the kubeconfig's namespace. Every scheduler
+    makes its own: the state is on the cluster."""
     import random
 
-    from kfcompile_kube import KubeCluster, SystemClock, connect
+    from kfcompile_kube import KubeCluster, SystemClock
+    from kfcompile_kube import connect as kube_connect
 
-    conn = connect()
-    return lifecycle.Session(KubeCluster(conn.api_client), SystemClock(), jitter=random.random)
+    conn = kube_connect()
+    cluster = KubeCluster(conn.api_client)
+    return lifecycle.Session(cluster, SystemClock(), jitter=random.random), conn.namespace
+
+
+def session() -> lifecycle.Session:
+    return connect()[0]
 
 
 register(KfcompileExecutor)

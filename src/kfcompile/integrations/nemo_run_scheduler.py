@@ -27,7 +27,7 @@ from torchx.specs import AppDef, AppState, ReplicaStatus, Role, RoleStatus, runo
 import kfcompile
 from kfcompile import lifecycle
 from kfcompile.errors import Problem
-from kfcompile.integrations.nemo_run import SCHEDULER, ExecutorError, KfcompileExecutor
+from kfcompile.integrations.nemo_run import SCHEDULER, ExecutorError, KfcompileExecutor, connect
 from kfcompile.ports import Forbidden, Ref
 
 # kfcompile's normalized states as torchx's. A suspended job waits (Kueue queues by suspending).
@@ -77,14 +77,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
 
     def _cluster(self) -> lifecycle.Session:
         if self._session is None:
-            import random
-
-            from kfcompile_kube import KubeCluster, SystemClock, connect
-
-            conn = connect()
-            self._namespace = conn.namespace
-            cluster = KubeCluster(conn.api_client)
-            self._session = lifecycle.Session(cluster, SystemClock(), jitter=random.random)
+            self._session, self._namespace = connect()
         return self._session
 
     def _ref(self, app_id: str) -> Ref | None:
