@@ -355,28 +355,21 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
     def copy_to_workspace(self, local_path: str, remote_path: str, label: str = "") -> None:
         """Copy the local directory to ``remote_path`` (a pod path under ``workdir_pvc_path``);
         nothing when ``workdir_pvc`` is unset."""
-        if not self.workdir_pvc:
-            return
-        from kfcompile_kube import TarFiles
-
-        lifecycle.sync_up(
-            session(),
-            TarFiles(),
-            namespace=self.namespace,
-            pvc=self.workdir_pvc,
-            path=self.claim_path(remote_path),
-            local=local_path,
-            image=self.data_mover_image,
-        )
+        self._sync(lifecycle.sync_up, remote_path, local_path)
 
     def copy_from_workspace(self, remote_path: str, local_path: str, label: str = "") -> None:
         """Copy ``remote_path`` (a pod path under ``workdir_pvc_path``) into the local
         directory; nothing when ``workdir_pvc`` is unset."""
+        self._sync(lifecycle.sync_down, remote_path, local_path)
+
+    def _sync(self, direction: Any, remote_path: str, local_path: str) -> None:
+        """``lifecycle.sync_up``/``sync_down`` between the claim and a local directory: a tar
+        stream over exec in a helper pod of ``data_mover_image``."""
         if not self.workdir_pvc:
             return
         from kfcompile_kube import TarFiles
 
-        lifecycle.sync_down(
+        direction(
             session(),
             TarFiles(),
             namespace=self.namespace,
