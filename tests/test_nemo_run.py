@@ -293,8 +293,43 @@ def test_an_inline_python_script_ships_in_a_configmap_and_runs_under_torchrun(ta
 
 
 def test_an_inline_shell_script_without_a_launcher_runs_in_its_shell() -> None:
-    objects = dryrun(executor(), run.Script(inline="echo hello $HOSTNAME"))
-    assert command_of(objects[-1]) == ["bash", "-c", "echo hello $HOSTNAME"]
+    """Kubernetes turns ``$$`` into ``$`` and expands ``$(VAR)`` in args: every ``$`` of the
+    text is doubled, so the shell gets it exactly."""
+    text = "echo hello $HOSTNAME $$ $(date) $(PET_NODE_RANK)"
+    objects = dryrun(executor(), run.Script(inline=text))
+    command = command_of(objects[-1])
+    assert command == ["bash", "-c", text.replace("$", "$$")]
+    assert _kubernetes_expands(command[2], {"PET_NODE_RANK": "1"}) == text
+
+
+def _kubernetes_expands(word: str, env: dict[str, str]) -> str:
+    """What the kubelet makes of ``$`` in a container's args (k8s.io/kubernetes
+    third_party/forked/golang/expansion): ``$$`` is ``$``, ``$(VAR)`` of a defined variable its
+    value, anything else stays."""
+    out, i = [], 0
+    while i < len(word):
+        if word.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif (m := re.match(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", word[i:])) and m[1] in env:
+            out.append(env[m[1]])
+            i += m.end()
+        else:
+            out.append(word[i])
+            i += 1
+    return "".join(out)
+
+
+def test_nemo_run_macros_in_arguments_become_variables_kubernetes_expands() -> None:
+    from nemo_run.core.execution.base import ExecutorMacros
+
+    # as NeMo-Run's own components write them: `$` + the macro, `$` doubled for the template
+    master = f"--master=$${ExecutorMacros.HEAD_NODE_IP_VAR}:$${ExecutorMacros.NODE_RANK_VAR}"
+    script = run.Script(path="/app/x.py", entrypoint="python", args=[master])
+    command = command_of(dryrun(executor(), script)[-1])
+    assert command[-1] == "--master=$(PET_MASTER_ADDR):$(PET_NODE_RANK)"
+    env = {"PET_MASTER_ADDR": "job-node-0-0.job", "PET_NODE_RANK": "1"}
+    assert _kubernetes_expands(command[-1], env) == "--master=job-node-0-0.job:1"
 
 
 def test_a_module_script_and_a_file_script_keep_their_arguments() -> None:

@@ -150,13 +150,15 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
 
     def macro_values(self) -> ExecutorMacros | None:
         """The variables both Kubeflow kinds set in every pod (a PyTorchJob with a Master, which
-        kfcompile always writes for a fixed-size job)."""
+        kfcompile always writes for a fixed-size job), in the form Kubernetes expands: NeMo-Run
+        writes a macro as ``$`` + name, so the name ``(VAR)`` gives ``$(VAR)``, where ``$VAR``
+        would reach the program as it is, without a shell."""
         return ExecutorMacros(
-            head_node_ip_var="PET_MASTER_ADDR",
-            nproc_per_node_var="PET_NPROC_PER_NODE",
-            num_nodes_var="PET_NNODES",
-            node_rank_var="PET_NODE_RANK",
-            het_group_host_var="PET_MASTER_ADDR",
+            head_node_ip_var="(PET_MASTER_ADDR)",
+            nproc_per_node_var="(PET_NPROC_PER_NODE)",
+            num_nodes_var="(PET_NNODES)",
+            node_rank_var="(PET_NODE_RANK)",
+            het_group_host_var="(PET_MASTER_ADDR)",
         )
 
     def package_configs(self, *cfgs: tuple[str, str]) -> list[str]:
@@ -417,8 +419,9 @@ def _program(
                 [Problem("launcher", "torchrun runs Python programs here: give the run.Script "
                          "entrypoint='python' (or run it without the torchrun launcher)")]
             )  # fmt: skip
-        if script is not None:  # no launcher: the shell runs the text, as NeMo-Run's `-c`
-            return None, None, [role.entrypoint, "-c", script, *words[1:]]
+        if script is not None:  # no launcher: the shell runs the text, as NeMo-Run's `-c`;
+            # Kubernetes reads `$$` and `$(VAR)` in args: `$$` everywhere keeps the text as is
+            return None, None, [role.entrypoint, "-c", script.replace("$", "$$"), *words[1:]]
         return None, None, [role.entrypoint, *words]
     for w in words:
         if len(w.encode()) > MAX_ARG_BYTES:
