@@ -44,6 +44,7 @@ from kfcompile.ports import (
     Transient,
     WatchEvent,
 )
+from kfcompile_kube.fanout import Threads, cut_on_stop
 
 # Core kinds the lifecycle touches: (plural, namespaced), so they need no discovery round trip.
 _CORE: dict[str, tuple[str, bool]] = {
@@ -74,8 +75,9 @@ T = TypeVar("T")
 _WATCH_MARGIN = 15.0  # seconds past a watch's timeoutSeconds before we call the server hung
 
 
-class KubeCluster:
-    """The Kubernetes API as ``kfcompile.ports.Cluster``.
+class KubeCluster(Threads):
+    """The Kubernetes API as ``kfcompile.ports.Cluster``, and as ``Merge`` (``fanout``: its
+    followed logs read at once, one thread each, cut when the reader stops).
 
     ``read_timeout`` bounds a plain request (a hung server is ``Transient``); a watch may stay
     quiet for its ``timeout_seconds`` plus a margin, a followed log as long as the container
@@ -204,8 +206,10 @@ class KubeCluster:
         # A followed training log may stay quiet for hours: no read timeout then.
         read_timeout = None if follow else self._read_timeout
         response = self._send("GET", path, query=query, accept="*/*", read_timeout=read_timeout)
-        for line in _lines(response):
-            yield line.decode("utf-8", "replace")
+        # shutdown() ends a read blocked in another thread (urllib3 >= 2.3).
+        with cut_on_stop(getattr(response, "shutdown", response.close)):
+            for line in _lines(response):
+                yield line.decode("utf-8", "replace")
 
     def exec(
         self,
