@@ -17,12 +17,11 @@ from typing import Any
 import pytest
 
 from kfcompile import lifecycle
-from kfcompile.lifecycle.logs import (
+from kfcompile.lifecycle.follow import (
     Cursor,
     Dropped,
     End,
     Follower,
-    InTurn,
     JobRead,
     Line,
     LogEnded,
@@ -31,6 +30,7 @@ from kfcompile.lifecycle.logs import (
     OpenLog,
     ReadJob,
 )
+from kfcompile.lifecycle.logs import InTurn
 from kfcompile.lifecycle.observe import ListPods, PodsListed, observation
 from kfcompile.lifecycle.session import (
     Attempt,
@@ -42,7 +42,7 @@ from kfcompile.lifecycle.session import (
     Slept,
     Unexpected,
 )
-from kfcompile.lifecycle.wait import (
+from kfcompile.lifecycle.waiter import (
     Bookmark,
     Changed,
     Deleted,

@@ -10,8 +10,9 @@ few lines that call the ports.
 - ``session``: the Session, the one ``Backoff``, the errors, the retry machine and ``call``
 - ``submit``: prepare, preflight, create, roll back, repair
 - ``observe``: a job's state, its nodes and events (``status``)
-- ``wait``: the ``Waiter`` machine and ``wait``
-- ``logs``: the log ``Cursor``, the ``Follower`` machine, ``logs`` and ``InTurn``
+- ``waiter``: the ``Waiter`` machine; ``wait``: its driver
+- ``follow``: the ``Follower`` machine and its ``Cursor``; ``logs``: ``follow_logs`` (its
+  driver), ``read_logs``, ``logs`` and ``InTurn``
 - ``manage``: ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
 - ``sync``: work-dir sync through a helper pod
 
@@ -27,9 +28,8 @@ Two rules hold everywhere:
 from __future__ import annotations
 
 from kfcompile.kinds import KINDS, Kind
+from kfcompile.lifecycle.follow import Cursor, Follower
 from kfcompile.lifecycle.logs import (
-    Cursor,
-    Follower,
     InTurn,
     LogLine,
     follow_logs,
@@ -96,7 +96,8 @@ from kfcompile.lifecycle.submit import (
     submit,
 )
 from kfcompile.lifecycle.sync import SYNC_IMAGE, SYNC_ROOT, Synced, claim_dir, sync_down, sync_up
-from kfcompile.lifecycle.wait import WATCH_SEGMENT, Until, Waiter, reached, wait
+from kfcompile.lifecycle.wait import wait
+from kfcompile.lifecycle.waiter import WATCH_SEGMENT, Until, Waiter, reached
 from kfcompile.ports import (
     ApiError,
     Clock,
