@@ -18,7 +18,7 @@ from attrs import evolve, frozen
 
 from kfcompile import status as job_status
 from kfcompile.lifecycle.observe import ListPods, PodsListed, as_int, newest_by_rank
-from kfcompile.lifecycle.session import Pause, Slept, Table, job_kind, meta, no_row
+from kfcompile.lifecycle.session import Pause, Slept, Table, job_kind, meta, transition
 from kfcompile.ports import Obj, Ref, Transient
 
 RESUME_MARGIN: Final = 2  # seconds before the last line shown that a resumed read starts
@@ -173,10 +173,7 @@ class Follower:
         return OpenLog(self.pod, not self.finished, since, tail)
 
     def receive(self, answer: FollowAnswer, now: float) -> Follower:
-        row = FOLLOW_TABLE.get((self.phase, type(answer)))
-        if row is None:
-            raise no_row(self, self.phase, answer)
-        return row(evolve(self, shown=None), answer, now)
+        return transition(FOLLOW_TABLE, evolve(self, shown=None), self.phase, answer, now)
 
     # --- the rows
 

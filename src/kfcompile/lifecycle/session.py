@@ -78,8 +78,16 @@ class Unexpected(AssertionError):
     """A machine was fed an answer its table has no row for: a bug in its driver."""
 
 
-def no_row(machine: object, phase: enum.Enum, answer: object) -> Unexpected:
-    return Unexpected(f"{type(machine).__name__} in {phase.name} got {type(answer).__name__}")
+# A machine's transitions: (phase, type of answer) -> the row that takes it there.
+Table = Mapping[tuple[enum.Enum, type[Any]], Callable[[M, Any, float], M]]
+
+
+def transition(table: Table[M], machine: M, phase: enum.Enum, answer: object, now: float) -> M:
+    """The machine after ``answer``, by its row in ``table``; no row is a bug."""
+    row = table.get((phase, type(answer)))
+    if row is None:
+        raise Unexpected(f"{type(machine).__name__} in {phase.name} got {type(answer).__name__}")
+    return row(machine, answer, now)
 
 
 # --- the one backoff, and what every machine asks when it must wait -----------------------------
@@ -197,10 +205,7 @@ class Retry:
         return Pause(self.pauses, at_most=self.retry_for - waited)
 
     def receive(self, answer: Failed | Slept, now: float) -> Retry:
-        row = RETRY_TABLE.get((self.step, type(answer)))
-        if row is None:
-            raise no_row(self, self.step, answer)
-        return row(self, answer, now)
+        return transition(RETRY_TABLE, self, self.step, answer, now)
 
     def _failed(self, answer: Failed, now: float) -> Retry:
         since = now if self.since is None else self.since
@@ -209,8 +214,6 @@ class Retry:
     def _slept(self, answer: Slept, now: float) -> Retry:
         return evolve(self, step=Step.ATTEMPT, pauses=self.pauses + 1)
 
-
-Table = Mapping[tuple[enum.Enum, type[Any]], Callable[[M, Any, float], M]]
 
 RETRY_TABLE: Final[Table[Retry]] = {
     (Step.ATTEMPT, Failed): Retry._failed,  # PAUSE: pause, or give up after retry_for

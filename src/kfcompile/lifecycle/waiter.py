@@ -29,7 +29,7 @@ from kfcompile.lifecycle.session import (
     Slept,
     Table,
     meta,
-    no_row,
+    transition,
 )
 from kfcompile.ports import Obj, Transient
 from kfcompile.status import State
@@ -219,10 +219,7 @@ class Waiter:
         return request
 
     def receive(self, answer: WaitAnswer, now: float) -> Waiter:
-        row = WAIT_TABLE.get((self.phase, type(answer)))
-        if row is None:
-            raise no_row(self, self.phase, answer)
-        after: Waiter = row(evolve(self, news=None), answer, now)
+        after = transition(WAIT_TABLE, evolve(self, news=None), self.phase, answer, now)
         return after if after.phase is self.phase else evolve(after, entered=now)
 
     # --- the rows
