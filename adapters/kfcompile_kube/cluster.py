@@ -15,6 +15,7 @@ import select
 import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from http import HTTPStatus
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -47,6 +48,7 @@ from kfcompile.ports import (
     WatchEvent,
 )
 from kfcompile_kube import compat
+from kfcompile_kube.fanout import Threads, cut_on_stop
 
 # Core kinds the lifecycle touches: (plural, namespaced), so they need no discovery round trip.
 _CORE: dict[str, tuple[str, bool]] = {
@@ -78,8 +80,9 @@ T = TypeVar("T")
 _WATCH_MARGIN = 15.0  # seconds past a watch's timeoutSeconds before we call the server hung
 
 
-class KubeCluster:
-    """The Kubernetes API as ``kfcompile.ports.Cluster``.
+class KubeCluster(Threads):
+    """The Kubernetes API as ``kfcompile.ports.Cluster``, and as ``Merge`` (``fanout``: its
+    followed logs read at once, one thread each, cut when the reader stops).
 
     ``read_timeout`` bounds a plain request (a hung server is ``Transient``); a watch may stay
     quiet for its ``timeout_seconds`` plus a margin, a followed log as long as the container
@@ -208,8 +211,9 @@ class KubeCluster:
         # A followed training log may stay quiet for hours: no read timeout then.
         read_timeout = None if follow else self._read_timeout
         response = self._send("GET", path, query=query, accept="*/*", read_timeout=read_timeout)
-        for line in _lines(response):
-            yield line.decode("utf-8", "replace")
+        with cut_on_stop(partial(compat.cut, response)):
+            for line in _lines(response):
+                yield line.decode("utf-8", "replace")
 
     def exec(
         self,

@@ -9,6 +9,8 @@ versions and why.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlencode
@@ -133,3 +135,18 @@ def open_exec(configuration: Configuration, url: str, headers: Mapping[str, str]
         offer["authorization"] = headers["authorization"]
     sock: WebSocket = ws_client.create_websocket(configuration, ws_url, offer)  # type: ignore[no-untyped-call]
     return sock
+
+
+def cut(response: Any) -> None:
+    """End a read of ``response`` blocked in another thread. urllib3 2.3+ has ``shutdown()``
+    for this; on older lines ``close()`` does not wake the reader, so the socket is shut down
+    under it (the connection is not reused: it carried an unfinished stream)."""
+    shutdown = getattr(response, "shutdown", None)
+    if shutdown is not None:
+        shutdown()
+        return
+    sock = getattr(getattr(response, "_connection", None), "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+    response.close()

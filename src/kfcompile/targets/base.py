@@ -354,6 +354,7 @@ def _run_policy(spec: JobSpec) -> Iterator[Entry]:
 
 
 def entrypoint_path(spec: JobSpec) -> str:
+    """The file the launcher runs: the inline script's, else ``launcher.entrypoint``."""
     if spec.script is not None:
         return f"{SCRIPT_DIR}/{spec.script_entrypoint}"
     assert spec.launcher is not None and spec.launcher.entrypoint
@@ -361,8 +362,11 @@ def entrypoint_path(spec: JobSpec) -> str:
 
 
 def program(spec: JobSpec) -> list[str]:
-    """The entrypoint and its arguments, exactly as written: no shell ever sees them."""
+    """The program and its arguments, exactly as written: no shell ever sees them. A module
+    runs as ``-m module``, which python and torchrun (``-m``/``--module``) both take."""
     assert spec.launcher is not None
+    if spec.launcher.module is not None:
+        return ["-m", spec.launcher.module, *spec.launcher.args]
     return [entrypoint_path(spec), *spec.launcher.args]
 
 
@@ -430,11 +434,15 @@ def lookup(table: Table, slot: str) -> Slot | None:
     return _resolved[cache_key]
 
 
+# Every target, by name: filled by the registry (`kfcompile.targets`), which imports the target
+# modules, so that the engine can name the targets that would express a misfit without
+# importing the registry back.
+REGISTRY: dict[str, Target] = {}
+
+
 def supported_by(slot: str) -> list[str]:
     """Every target whose table can express ``slot``, for error messages."""
-    from kfcompile.targets import TARGETS  # the registry imports the target modules
-
-    return [t.name for t in TARGETS.values() if lookup(t.table, slot) is not None]
+    return [t.name for t in REGISTRY.values() if lookup(t.table, slot) is not None]
 
 
 def place(
