@@ -12,15 +12,16 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube.controller import (
+from fakekube.scenarios import (
     QUEUE_LABEL,
     SCENARIO_ANNOTATION,
     SCENARIOS,
     UNSCHEDULABLE_MESSAGE,
-    Controller,
 )
+from fakekube.controller import Controller
+from fakekube.resources import ResourceKind
 from fakekube.server import FakeKube
-from fakekube.store import ResourceKind, Store
+from fakekube.store import Store
 from kubernetes import client, config
 from kubernetes.client import CoreV1Event, V1Pod
 
