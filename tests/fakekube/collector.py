@@ -10,13 +10,12 @@ removed. The "shortly after" work runs on a worker thread, or when ``run_pending
 from __future__ import annotations
 
 import builtins
-import copy
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from .resources import CRD_KEY, NAMESPACE_KEY, Change, ResourceKind, StoreError
+from .resources import CRD_KEY, NAMESPACE_KEY, Change, ResourceKind, StoreError, clone
 
 Obj = dict[str, Any]
 _Bucket = tuple[str, str]  # (apiVersion, kind)
@@ -105,12 +104,12 @@ class Collector:
         meta = obj["metadata"]
         uid = meta["uid"]
         if meta.get("deletionTimestamp"):  # already on its way out
-            return copy.deepcopy(obj), False
+            return clone(obj), False
         if propagation == "Orphan":
             for dep_kind, dep_key, dep in self._dependents(uid):
                 self._drop_owner(dep_kind, dep_key, dep, uid, changes)
         if propagation == "Foreground" or meta.get("finalizers"):
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             new["metadata"]["deletionTimestamp"] = self.now()
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             if propagation == "Foreground":
@@ -120,7 +119,7 @@ class Collector:
             new["metadata"]["resourceVersion"] = str(self._rv)
             self._put((rk.api_version, rk.kind), key, new)
             self._record(changes, "MODIFIED", rk, new, obj)
-            return copy.deepcopy(new), False
+            return clone(new), False
         gone = self._remove(rk, key, changes)
         if propagation == "Background":
             self._schedule(self._collect, uid)
@@ -135,7 +134,7 @@ class Collector:
             self._logs.pop(key, None)
             for fs_key in [k for k in self._fs if k[0] == "pod" and k[1:3] == key]:
                 del self._fs[fs_key]
-        return copy.deepcopy(obj)
+        return clone(obj)
 
     # --- indexes ---------------------------------------------------------------------------
 
@@ -180,7 +179,7 @@ class Collector:
     def _drop_owner(
         self, rk: ResourceKind, key: _ObjKey, obj: Obj, uid: str, changes: builtins.list[Change]
     ) -> None:
-        new = copy.deepcopy(obj)
+        new = clone(obj)
         refs = [r for r in new["metadata"]["ownerReferences"] if r.get("uid") != uid]
         if refs:
             new["metadata"]["ownerReferences"] = refs
@@ -221,7 +220,7 @@ class Collector:
             if obj is None or obj["metadata"]["uid"] != uid:
                 return
             self._remove_tree(uid, changes)
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             new["metadata"]["finalizers"] = [
                 f for f in new["metadata"].get("finalizers", []) if f != "foregroundDeletion"
             ]

@@ -13,7 +13,6 @@ with a BOOKMARK, as the server's does for the adapter. ``faults`` injects troubl
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
@@ -33,7 +32,7 @@ from kfcompile.ports import (
 from . import api
 from .clock import FakeClock
 from .portfaults import Call, CallLog, PortFault, PortFaults, port_error
-from .resources import ResourceKind, StoreError
+from .resources import ResourceKind, StoreError, clone
 from .shell import Filesystem, reads_stdin, run_command
 from .store import Store
 
@@ -140,6 +139,7 @@ class MemoryCluster:
         matches = self._store_call(
             lambda: api.watch_matcher(rk, namespace, label_selector, field_selector)
         )
+        self._answer(fault, lambda: None)  # a lost answer: the stream never came
         clock = self.clock
         deadline = clock.monotonic() + timeout_seconds
         next_bookmark = clock.monotonic() + self.bookmark_interval
@@ -166,7 +166,7 @@ class MemoryCluster:
                 if fault is not None and fault.drop_after is not None and sent >= fault.drop_after:
                     raise Transient(0, "ConnectionError", "watch stream cut (injected)")
                 sent += 1
-                yield WatchEvent(typed[0], copy.deepcopy(typed[1]))
+                yield WatchEvent(typed[0], clone(typed[1]))
             now = clock.monotonic()
             if now >= deadline:
                 yield bookmark()  # the server's last word, at the end of a segment
@@ -206,6 +206,7 @@ class MemoryCluster:
                 stamps=timestamps,
             )
         )
+        self._answer(fault, lambda: None)  # a lost answer: no line came
         cut = fault.drop_after if fault is not None else None
         if cut is not None and not follow:
             raise Transient(0, "ConnectionError", "log read cut (injected)")
@@ -253,6 +254,7 @@ class MemoryCluster:
             fs = Filesystem(self.store, target, container)
             chunks, stderr, code = run_command(fs, argv, data)
         ended = ExecResult(b"", stderr[-_STDERR_KEPT:], code)
+        self._answer(fault, lambda: None)  # a lost answer: the command ran, its end unheard
         cut = fault.drop_after if fault is not None else None
 
         def output() -> ExecOutput:

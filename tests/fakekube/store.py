@@ -20,7 +20,6 @@ passes); :meth:`Store.settle` waits for it either way.
 from __future__ import annotations
 
 import builtins
-import copy
 import secrets
 import string
 import threading
@@ -40,6 +39,7 @@ from .resources import (
     ResourceKind,
     StoreError,
     check_name,
+    clone,
     crd_kinds,
     rfc3339,
     server_defaults,
@@ -138,7 +138,7 @@ class Store(Collector, PodData):
         rk = self.kind(api_version, kind)
         with self._lock:
             obj = self._objects[(api_version, kind)].get(self._key(rk, namespace, name))
-            return copy.deepcopy(obj) if obj is not None else None
+            return clone(obj) if obj is not None else None
 
     def list(
         self,
@@ -184,7 +184,7 @@ class Store(Collector, PodData):
                     continue
                 if limit and len(out) == limit:
                     return out, self._rv, last
-                out.append(copy.deepcopy(obj))
+                out.append(clone(obj))
                 last = key
             return out, self._rv, None
 
@@ -208,9 +208,7 @@ class Store(Collector, PodData):
         is_crd = (rk.api_version, rk.kind) == CRD_KEY
         # CRDs are big and must not change once installed: share their spec rather than copy it
         obj = (
-            {**original, "metadata": copy.deepcopy(original.get("metadata"))}
-            if is_crd
-            else copy.deepcopy(original)
+            {**original, "metadata": clone(original.get("metadata"))} if is_crd else clone(original)
         )
         meta = obj.get("metadata")
         if meta is None:
@@ -251,7 +249,7 @@ class Store(Collector, PodData):
         if is_crd:
             self.register_crd(original)
             return {**obj}
-        return copy.deepcopy(obj)
+        return clone(obj)
 
     def _generated_name(self, rk: ResourceKind, prefix: str | None, namespace: str) -> str:
         if not prefix:
@@ -308,11 +306,11 @@ class Store(Collector, PodData):
                     "been modified; please apply your changes to the latest version and try again",
                     rk.details(key[1]),
                 )
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             if keep_status:
                 new.pop("status", None)
                 if "status" in existing:
-                    new["status"] = copy.deepcopy(existing["status"])
+                    new["status"] = clone(existing["status"])
             out = self._replace(rk, key, new, changes)
         self._notify(changes)
         return out
@@ -325,8 +323,8 @@ class Store(Collector, PodData):
         changes: builtins.list[Change] = []
         with self._lock:
             key = self._key(rk, namespace, name)
-            new = copy.deepcopy(self._existing(rk, key))
-            new["status"] = copy.deepcopy(status)
+            new = clone(self._existing(rk, key))
+            new["status"] = clone(status)
             out = self._replace(rk, key, new, changes)
         self._notify(changes)
         return out
@@ -353,22 +351,23 @@ class Store(Collector, PodData):
         if rk.kind == "Secret" and not rk.group and "stringData" in new:
             server_defaults(rk, new, self.now())
         if new == existing:
-            return copy.deepcopy(existing)
+            return clone(existing)
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         self._put((rk.api_version, rk.kind), key, new)
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             self._remove(rk, key, changes)
             self._schedule(self._collect, meta["uid"])
-            return copy.deepcopy(new)
+            return clone(new)
         self._record(changes, "MODIFIED", rk, new, existing)
-        return copy.deepcopy(new)
+        return clone(new)
 
     # --- watching --------------------------------------------------------------------------
 
     def subscribe(self, callback: Callable[[str, Obj], None]) -> None:
-        """Call ``callback(type, copy of obj)`` after every change, outside the lock, in the
-        thread that made it. ``type`` is ADDED, MODIFIED or DELETED."""
+        """Call ``callback(type, obj)`` after every change, outside the lock, in the thread that
+        made it. ``type`` is ADDED, MODIFIED or DELETED; ``obj`` is the stored object, shared
+        with the watch history: read it, never change it."""
         with self._lock:
             self._subscribers.append(callback)
 
@@ -400,7 +399,7 @@ class Store(Collector, PodData):
         """Copies of all objects of a kind, in key order, with the current resourceVersion."""
         with self._lock:
             bucket = self._objects[(api_version, kind)]
-            return [copy.deepcopy(bucket[k]) for k in sorted(bucket)], self._rv
+            return [clone(bucket[k]) for k in sorted(bucket)], self._rv
 
     def compact(self) -> None:
         """Forget the watch history, as etcd compaction does: older versions now give 410."""
@@ -431,7 +430,7 @@ class Store(Collector, PodData):
             subscribers, wakers = list(self._subscribers), list(self._wakers)
         for change in changes:
             for callback in subscribers:
-                callback(change.type, copy.deepcopy(change.obj))
+                callback(change.type, change.obj)
         for waker in wakers:
             waker()
 
