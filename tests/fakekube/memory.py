@@ -48,6 +48,17 @@ def _wire(obj: Any) -> Any:
     return json.loads(json.dumps(obj))
 
 
+def _cut(items: Iterator[T], cut: int | None, *, before: bool) -> Iterator[T]:
+    """``items``, the connection reset when the ``cut``-th would follow (``before``: before
+    anything, as when the server drops the stream unanswered); ``None``: not cut."""
+    if cut is not None and before:
+        raise Transient(0, "ConnectionError", "connection reset by peer (injected)")
+    for sent, item in enumerate(items):
+        if cut is not None and sent >= cut:
+            raise Transient(0, "ConnectionError", "stream cut: connection reset (injected)")
+        yield item
+
+
 def _lines(chunks: list[str]) -> Iterator[str]:
     """Lines without their newline, as the adapter yields them."""
     for line in chunks:
@@ -140,40 +151,39 @@ class MemoryCluster:
             lambda: api.watch_matcher(rk, namespace, label_selector, field_selector)
         )
         self._answer(fault, lambda: None)  # a lost answer: the stream never came
+        events = self._events(rk, matches, resource_version, timeout_seconds)
+        cut = fault.drop_after if fault is not None else None
+        yield from _cut(events, cut, before=cut == 0)
+
+    def _events(
+        self, rk: ResourceKind, matches: Callable[[Obj], bool], version: str, timeout: int
+    ) -> Iterator[WatchEvent]:
+        """What the server streams: changes after ``version``, BOOKMARKs every
+        ``bookmark_interval`` and at the end, ``Gone`` when the version is too old."""
         clock = self.clock
-        deadline = clock.monotonic() + timeout_seconds
+        deadline = clock.monotonic() + timeout
         next_bookmark = clock.monotonic() + self.bookmark_interval
-        sent = 0
-        if resource_version in ("", "0"):  # the current state first, then what changes
-            objs, cursor = self.store.snapshot(api_version, kind)
+        if version in ("", "0"):  # the current state first, then what changes
+            objs, cursor = self.store.snapshot(rk.api_version, rk.kind)
             for obj in filter(matches, objs):
                 yield WatchEvent("ADDED", obj)
         else:
-            cursor = int(resource_version)
-
-        def bookmark() -> WatchEvent:
-            meta = {"resourceVersion": str(cursor)}
-            return WatchEvent(
-                "BOOKMARK", {"kind": kind, "apiVersion": api_version, "metadata": meta}
-            )
-
+            cursor = int(version)
         while True:
             for change in self._store_call(partial(self.store.changes_after, cursor)):
                 cursor = change.rv
                 typed = api.watch_event(change, rk, matches)
-                if typed is None:
-                    continue
-                if fault is not None and fault.drop_after is not None and sent >= fault.drop_after:
-                    raise Transient(0, "ConnectionError", "watch stream cut (injected)")
-                sent += 1
-                yield WatchEvent(typed[0], clone(typed[1]))
+                if typed is not None:
+                    yield WatchEvent(typed[0], clone(typed[1]))
             now = clock.monotonic()
-            if now >= deadline:
-                yield bookmark()  # the server's last word, at the end of a segment
-                return
-            if now >= next_bookmark:
+            if now >= deadline or now >= next_bookmark:
                 next_bookmark = now + self.bookmark_interval
-                yield bookmark()
+                meta = {"resourceVersion": str(cursor)}
+                yield WatchEvent(
+                    "BOOKMARK", {"kind": rk.kind, "apiVersion": rk.api_version, "metadata": meta}
+                )
+                if now >= deadline:  # the server's last word, at the end of a segment
+                    return
             clock.idle(until=deadline)
 
     def pod_log(
@@ -207,26 +217,18 @@ class MemoryCluster:
             )
         )
         self._answer(fault, lambda: None)  # a lost answer: no line came
-        cut = fault.drop_after if fault is not None else None
-        if cut is not None and not follow:
-            raise Transient(0, "ConnectionError", "log read cut (injected)")
-        sent = 0
 
-        def give(chunks: list[str]) -> Iterator[str]:
-            nonlocal sent
-            for line in _lines(chunks):
-                if cut is not None and sent >= cut:
-                    raise Transient(0, "ConnectionError", "log stream cut (injected)")
-                sent += 1
-                yield line
+        def read() -> Iterator[str]:
+            yield from _lines(lines)
+            while follow:
+                finished = reader.finished()  # before reading: its last lines still come
+                yield from _lines(reader.more())
+                if finished:
+                    return
+                self.clock.idle()
 
-        yield from give(lines)
-        while follow:
-            finished = reader.finished()  # before reading: its last lines still come
-            yield from give(reader.more())
-            if finished:
-                return
-            self.clock.idle()
+        # A log read whole is cut before it starts; a followed one after ``drop_after`` lines.
+        yield from _cut(read(), fault.drop_after if fault else None, before=not follow)
 
     def exec(
         self,

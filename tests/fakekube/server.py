@@ -241,6 +241,11 @@ class FakeKube:
                 event.set()
             if self._runner is not None:
                 await self._runner.cleanup()
+            # A handler still hanging (a fault) is cancelled, not left to die with the loop.
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
