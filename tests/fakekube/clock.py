@@ -18,6 +18,9 @@ from datetime import UTC, datetime
 __all__ = ["T0", "FakeClock", "FakeTimeLimit"]
 
 T0 = datetime(2025, 6, 2, 9, 14, 3, tzinfo=UTC).timestamp()  # wall time when a clock starts
+# The least a wait takes, as on a real machine: a loop that waits always gets somewhere, even
+# when what it waits for is a rounding error away.
+_LEAST = 1e-6
 
 
 class FakeTimeLimit(RuntimeError):
@@ -43,7 +46,7 @@ class FakeClock:
 
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
-        self.advance(seconds)
+        self.advance(max(seconds, _LEAST))
 
     # --- for the fake cluster and the tests ----------------------------------------------------
 
@@ -84,4 +87,4 @@ class FakeClock:
         with self._lock:
             next_tick = (self._ticks + 1) * self.step
             end = next_tick if until is None else min(next_tick, until)
-            self.advance(end - self._elapsed)
+            self.advance(max(end - self._elapsed, _LEAST))
