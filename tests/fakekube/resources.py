@@ -7,9 +7,10 @@ import base64
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -160,14 +161,14 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
 )
 
 
-def clone(node: Any) -> Any:
+def clone(node: T) -> T:
     """A deep copy of JSON-like data (dicts, lists, scalars): three times as fast as
     ``copy.deepcopy``, which matters to 1,000-pod jobs."""
     kind = type(node)
     if kind is dict:
-        return {k: clone(v) for k, v in node.items()}
+        return {k: clone(v) for k, v in node.items()}  # type: ignore[attr-defined,return-value]
     if kind is list or kind is tuple:
-        return [clone(v) for v in node]
+        return [clone(v) for v in node]  # type: ignore[attr-defined,return-value]
     return node
 
 

@@ -19,10 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
-import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -30,9 +28,11 @@ from typing import Any
 from aiohttp import web
 
 from . import api, streams
+from .background import Background, write_kubeconfig
 from .crds import choose_crds
 from .discovery import discovery, version
-from .faults import Fault, Faults, error_status
+from .faults import Faults, error_status
+from .requestlog import RECORD, RequestLog, RequestRecord
 from .resources import ResourceKind, StoreError, not_found
 from .store import Store
 from .wsexec import exec_handler
@@ -45,55 +45,6 @@ log = logging.getLogger("fakekube")
 
 _BUILTIN_GROUPS = ("", "batch", "apiextensions.k8s.io")  # list items carry no kind/apiVersion
 _MERGE_PATCH = "application/merge-patch+json"
-
-
-@dataclass
-class RequestRecord:
-    """One HTTP request as the server saw it. ``status`` is 0 until answered (or if dropped)."""
-
-    method: str
-    path: str
-    query: dict[str, str]  # the last value of each parameter
-    watch: bool
-    status: int = 0
-    verb: str = ""  # get list watch create patch delete log exec discovery
-    fault: Fault | None = None
-    time: float = field(default_factory=time.monotonic)
-
-
-_RECORD = web.RequestKey("record", RequestRecord)
-
-
-class RequestLog(list[RequestRecord]):
-    """Every request of one FakeKube, oldest first (``clear()`` to start over)."""
-
-    def matching(
-        self,
-        method: str | None = None,
-        path_contains: str | None = None,
-        *,
-        verb: str | None = None,
-        watch: bool | None = None,
-    ) -> list[RequestRecord]:
-        return [
-            r
-            for r in list(self)
-            if (method is None or r.method == method.upper())
-            and (path_contains is None or path_contains in r.path)
-            and (verb is None or r.verb == verb)
-            and (watch is None or r.watch == watch)
-        ]
-
-    def count(  # type: ignore[override]
-        self,
-        method: str | None = None,
-        path_contains: str | None = None,
-        *,
-        verb: str | None = None,
-        watch: bool | None = None,
-    ) -> int:
-        """How many requests match (every argument optional)."""
-        return len(self.matching(method, path_contains, verb=verb, watch=watch))
 
 
 # --- request parsing: every query parameter is read here ---------------------------------------
@@ -198,9 +149,7 @@ class FakeKube:
         self.url = ""
         self.closing = False
         self.stream_events: set[asyncio.Event] = set()  # set on stop, so streams end
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
+        self._background = Background()
         for crd in choose_crds(crd_dir, crd_files, crds):
             self.install_crd(crd)
 
@@ -212,48 +161,18 @@ class FakeKube:
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._thread = threading.Thread(target=loop.run_forever, name="fakekube", daemon=True)
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._serve(), loop).result(10)
-
-    async def _serve(self) -> None:
         app = web.Application(middlewares=[self._middleware], client_max_size=1 << 30)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
-        self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=0.2
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = self._background.start(app)
 
     def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
         self.closing = True
 
-        async def shutdown() -> None:
+        def end_streams() -> None:
             for event in list(self.stream_events):
                 event.set()
-            if self._runner is not None:
-                await self._runner.cleanup()
-            # A handler still hanging (a fault) is cancelled, not left to die with the loop.
-            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
 
-        try:
-            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
-            loop.close()
-            self._loop = self._thread = None
+        self._background.stop(end_streams)
 
     def __enter__(self) -> FakeKube:
         self.start()
@@ -280,23 +199,7 @@ class FakeKube:
         if not self.url:
             raise RuntimeError("FakeKube.kubeconfig: start the server first")
         self.tokens.add(token)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": context, "cluster": {"server": self.url}}],
-            "users": [{"name": context, "user": {"token": token}}],
-            "contexts": [
-                {
-                    "name": context,
-                    "context": {"cluster": context, "user": context, "namespace": namespace},
-                }
-            ],
-            "current-context": context,
-        }
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(config, indent=2))
-        return path
+        return write_kubeconfig(path, self.url, namespace=namespace, context=context, token=token)
 
     # --- middleware: record, authenticate, inject faults -------------------------------------
 
@@ -307,7 +210,7 @@ class FakeKube:
         watch = _flag(request.query, "watch")
         record = RequestRecord(request.method, request.path, dict(request.query), watch)
         self.requests.append(record)
-        request[_RECORD] = record
+        request[RECORD] = record
         auth = request.headers.get("Authorization", "")
         if not (auth.startswith("Bearer ") and auth[7:] in self.tokens):
             record.status = 401
@@ -350,7 +253,7 @@ class FakeKube:
             return _json(500, error_status(500, f"fakekube: {type(exc).__name__}: {exc}"))
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
-        record: RequestRecord = request[_RECORD]
+        record: RequestRecord = request[RECORD]
         parts = [p for p in request.path.split("/") if p]
         if parts == ["version"]:
             record.verb = "discovery"
