@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 import schema_check
+from fakekube.controller import Controller
+from fakekube.resources import ResourceKind
 from fakekube.scenarios import (
     QUEUE_LABEL,
     SCENARIO_ANNOTATION,
     SCENARIOS,
     UNSCHEDULABLE_MESSAGE,
 )
-from fakekube.controller import Controller
-from fakekube.resources import ResourceKind
 from fakekube.server import FakeKube
 from fakekube.store import Store
 from kubernetes import client, config
