@@ -170,13 +170,6 @@ WALKS: list[tuple[str, str, list[tuple[State, str]]]] = [
     ("PyTorchJob", "restarts", [*PT_RUN, (R, "Restarting"), (R, "Running"), (OK, "Succeeded")]),
     ("TrainJob", "deadline", [*TJ_RUN, (F, "DeadlineExceeded")]),
     ("PyTorchJob", "deadline", [*PT_RUN, (F, "DeadlineExceeded")]),
-    ("TrainJob", "queued",
-     [(P, "NoStatus"), (S, "Suspended"), (P, "Resumed"), (P, "PodsPending"), (R, "JobsActive"),
-      (OK, "Complete")]),
-    ("PyTorchJob", "queued",
-     [(P, "Created"), (S, "Suspended"), (P, "Created"), (R, "Running"), (OK, "Succeeded")]),
-    ("TrainJob", "suspended", [(P, "NoStatus"), (S, "Suspended")]),
-    ("PyTorchJob", "suspended", [(P, "Created"), (S, "Suspended")]),
     ("TrainJob", "unschedulable", [*TJ_STUCK, (P, "Unschedulable")]),
     ("PyTorchJob", "unschedulable", [(P, "Created"), (P, "Unschedulable")]),
     ("TrainJob", "image_pull", [*TJ_STUCK, (P, "ImagePullBackOff")]),
@@ -536,17 +529,6 @@ def test_queue_label_makes_kueue_hold_then_admit_the_job(store: Store, kind: str
     assert suspended[0]["reason"] in ("Resumed", "PyTorchJobResumed")
     ctl.run_until_idle()
     assert state(store, job)[0] is State.SUCCEEDED
-
-
-def test_without_admission_delay_only_admit_releases_the_job(store: Store) -> None:
-    ctl = Controller(store, auto=False, admission_delay=None)
-    job = store.create(trainjob(scenario="queued"))  # queued even without the label
-    ctl.run_until_idle()
-    assert state(store, job) == (State.SUSPENDED, "Suspended")
-    assert pods_of(store, job) == []
-    ctl.admit(NS, "mnist")
-    ctl.run_until_idle()
-    assert state(store, job) == (State.SUCCEEDED, "Complete")
 
 
 def set_suspend(store: Store, job: Obj, suspend: bool) -> None:

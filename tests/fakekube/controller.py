@@ -54,9 +54,9 @@ class Controller(Steps):
     ``step``: seconds between ticks of the own thread (``start()``/``stop()``). ``auto=False``:
     no thread; the test (or a fake clock) ticks with :meth:`tick`, :meth:`advance` and
     :meth:`run_until_idle`.
-    ``admission_delay``: ticks a queued job stays suspended before Kueue admits it (``None``: only
-    :meth:`admit` admits). ``clock``: the time written into timestamps and logs (settable later
-    as ``.clock``). ``seed``: for pod name suffixes and event names.
+    ``admission_delay``: ticks a queued job stays suspended before Kueue admits it.
+    ``clock``: the time written into timestamps and logs (settable later as ``.clock``).
+    ``seed``: for pod name suffixes and event names.
     """
 
     def __init__(
@@ -66,7 +66,7 @@ class Controller(Steps):
         step: float = 0.02,
         auto: bool = True,
         default_scenario: str = "succeeds",
-        admission_delay: int | None = 2,
+        admission_delay: int = 2,
         clock: Callable[[], datetime] | None = None,
         seed: int | None = None,
     ) -> None:
@@ -125,13 +125,6 @@ class Controller(Steps):
             for job in self._matching(namespace, name):
                 if job.observed:
                     job.scenario = scenario
-
-    def admit(self, namespace: str, name: str) -> None:
-        """Kueue admits the queued job(s) named so at their next tick."""
-        with self._lock:
-            self._drain()
-            for job in self._matching(namespace, name):
-                job.admit_in = 0
 
     def advance(self, namespace: str, name: str) -> bool:
         """One tick of the job(s) named so: whether anything changed (False: the job waits, is
@@ -217,7 +210,7 @@ class Controller(Steps):
             if not job.suspended:
                 self._suspend(job)
                 return True
-            if job.kueue and not job.admitted and job.admit_in is not None:
+            if job.kueue and not job.admitted:
                 if job.admit_in > 0:
                     job.admit_in -= 1
                 else:
@@ -249,11 +242,10 @@ class Controller(Steps):
                 )
                 self.event(job.ref, job.uid, "Warning", "UnknownScenario", msg, "fakekube")
             job.scenario = self.default_scenario
-        scenario = SCENARIOS[job.scenario]
-        job.kueue = scenario.queued or QUEUE_LABEL in (meta.get("labels") or {})
+        job.kueue = QUEUE_LABEL in (meta.get("labels") or {})
         job.admit_in = self.admission_delay
         job.observed = True
-        if job.kueue or scenario.suspended:  # as Kueue's webhook does, before any controller
+        if job.kueue:  # as Kueue's webhook does, before any controller
             cr = self._write_suspend(job, True) or cr
         if job.kueue:
             workload = f"{job.kind.lower()}-{job.name}-{digest(job.uid)[:5]}"

@@ -68,7 +68,7 @@ class JobRecord:
     observed: bool = False
     suspended: bool = False  # the controller has acted on spec suspend=true
     admitted: bool = False
-    admit_in: int | None = None  # ticks left before Kueue admits; None: only admit()
+    admit_in: int = 0  # ticks left before Kueue admits
     finished: bool = False
     replicas: tuple[str, ...] = ()  # PyTorchJob replica types in the spec
     pos: int = 0  # index of the next scenario step
@@ -101,8 +101,6 @@ Step = tuple[str, ...]
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     steps: tuple[Step, ...]
-    queued: bool = False  # Kueue queues the job even without the queue label
-    suspended: bool = False  # the job starts suspended even without spec suspend=true
 
 
 _RUN: Final[tuple[Step, ...]] = (
@@ -119,8 +117,6 @@ SCENARIOS: Final[Mapping[str, Scenario]] = {
     "fails": Scenario((*_RUN, ("log_step",), ("fail",))),
     "restarts": Scenario((*_RUN, ("log_step",), ("crash",), ("restart",), *_TRAIN)),
     "deadline": Scenario((*_RUN, ("log_step",), ("deadline",))),
-    "queued": Scenario((*_RUN, *_TRAIN), queued=True),
-    "suspended": Scenario((*_RUN, *_TRAIN), suspended=True),
     "unschedulable": Scenario((("create_pods",), ("move_pods", "unschedulable"))),
     "image_pull": Scenario((*_RUN[:2], ("move_pods", "image_pull"))),
     "hang": Scenario((*_RUN, ("log_step",))),
