@@ -14,7 +14,17 @@ import pytest
 from fakekube import FakeKube, Store
 from fakekube.clock import FakeClock, FakeTimeLimit
 from fakekube.memory import MemoryCluster
-from test_adapter_kube import GADGET_CRD, NS, WIDGET_CRD, cm_ref, configmap, drain, make_tree, tree
+from test_adapter_kube import (
+    GADGET_CRD,
+    NS,
+    WIDGET_CRD,
+    cm_ref,
+    configmap,
+    drain,
+    make_tree,
+    running_pod,
+    tree,
+)
 
 from kfcompile.ports import (
     Cluster,
@@ -55,21 +65,6 @@ def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
     store.create(WIDGET_CRD)
     store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     yield Side(MemoryCluster(store, clock), store)
-
-
-def running_pod(store: Store, name: str, containers: tuple[str, ...] = ("main",)) -> None:
-    store.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"containers": [{"name": c, "image": "busybox"} for c in containers]},
-        }
-    )
-    statuses = [
-        {"name": c, "ready": True, "restartCount": 0, "state": {"running": {}}} for c in containers
-    ]
-    store.patch_status("v1", "Pod", NS, name, {"phase": "Running", "containerStatuses": statuses})
 
 
 def names(objs: list[Obj]) -> list[str]:
@@ -169,7 +164,7 @@ def test_watches_from_a_version_and_their_end(side: Side) -> None:
 
 def test_pod_logs(side: Side) -> None:
     port, store = side.port, side.store
-    running_pod(store, "p", ("main", "side"))
+    running_pod(side, "p", ("main", "side"))
     store.append_log(NS, "p", "main", "old\n", at=store.clock() - 100)
     store.append_log(NS, "p", "main", "one\ntwo ✓\n")
     assert list(port.pod_log(NS, "p", container="main")) == ["old", "one", "two ✓"]
@@ -194,7 +189,7 @@ def test_pod_logs(side: Side) -> None:
 
 def test_exec_runs_the_fake_commands(side: Side, tmp_path: Path) -> None:
     port, store = side.port, side.store
-    running_pod(store, "p")
+    running_pod(side, "p")
     src, back = tmp_path / "src", tmp_path / "back"
     src.mkdir()
     make_tree(src)
@@ -243,7 +238,7 @@ def test_the_fake_clock_ticks_what_it_drives_as_it_is_slept() -> None:
 
 def test_a_blocked_watch_or_follow_moves_the_clock_not_the_machine() -> None:
     port, clock = memory()
-    running_pod(port.store, "p")
+    running_pod(port, "p")
     clock.on_tick(lambda: port.store.append_log(NS, "p", "main", f"at {clock.monotonic():g}\n"))
     lines = port.pod_log(NS, "p", follow=True)
     assert [next(lines), next(lines)] == ["at 0.5", "at 1"]  # each waited one tick

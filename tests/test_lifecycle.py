@@ -76,14 +76,18 @@ def scenario(name: str) -> dict[str, Any]:
 # --- submit ---------------------------------------------------------------------------------------
 
 
-def test_submit_creates_companions_first_then_owns_them(local: InMemoryCluster) -> None:
-    job = spec(
+def with_companions() -> JobSpec:
+    """A job with a script ConfigMap and a Secret to create before it."""
+    return spec(
         launcher={"kind": "torchrun", "entrypoint": "train.py"},
         command=(),
         script="print('x')",
         secret_env=["HF_TOKEN"],
     )
-    ref = submit(local, job)
+
+
+def test_submit_creates_companions_first_then_owns_them(local: InMemoryCluster) -> None:
+    ref = submit(local, with_companions())
     creates = [c.kind for c in local.calls.matching("create")]
     assert creates == ["ConfigMap", "Secret", "TrainJob"]
     trainjob = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, ref.name)

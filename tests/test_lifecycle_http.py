@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 import schema_check
 from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
-from test_lifecycle import ENV, TRAINJOB, scenario, spec
+from test_lifecycle import ENV, TRAINJOB, scenario, spec, with_companions
 
 from kfcompile import lifecycle
-from kfcompile.lifecycle import MANAGED_BY_LABEL, SPEC_HASH
 from kfcompile.ports import Ref
 from kfcompile.spec import JobSpec
 from kfcompile.status import State
@@ -38,29 +37,14 @@ def _sync_pods(local: LocalCluster) -> list[dict[str, Any]]:
     return local.store.list("v1", "Pod", NAMESPACE, "kfcompile.dev/role=sync")
 
 
-def test_submit_sends_companions_first_strictly_then_owns_them(local: LocalCluster) -> None:
-    job = spec(
-        launcher={"kind": "torchrun", "entrypoint": "train.py"},
-        command=(),
-        script="print('x')",
-        secret_env=["HF_TOKEN"],
-    )
-    ref = submit(local, job)
-    posts = [r.path for r in local.kube.requests.matching("POST")]
-    assert [p.rsplit("/", 1)[-1] for p in posts] == ["configmaps", "secrets", "trainjobs"]
-    assert all(
-        r.query.get("fieldValidation") == "Strict" for r in local.kube.requests.matching("POST")
-    )
-    trainjob = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, ref.name)
-    assert trainjob is not None and trainjob["metadata"]["annotations"][SPEC_HASH]
-    for kind in ("ConfigMap", "Secret"):
-        [obj] = local.objects(kind)
-        [owner] = obj["metadata"]["ownerReferences"]
-        assert (owner["kind"], owner["uid"]) == ("TrainJob", trainjob["metadata"]["uid"])
-        assert obj["metadata"]["labels"][MANAGED_BY_LABEL] == "kfcompile"
-    lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
-    local.store.settle()
-    assert local.objects("ConfigMap") == [] and local.objects("Secret") == []
+def test_submit_sends_companions_first_with_strict_validation(local: LocalCluster) -> None:
+    submit(local, with_companions())
+    posts = local.kube.requests.matching("POST")
+    assert [r.path.rsplit("/", 1)[-1] for r in posts] == ["configmaps", "secrets", "trainjobs"]
+    assert all(r.query.get("fieldValidation") == "Strict" for r in posts)
+    assert [r.status for r in posts] == [201, 201, 201]
+    patches = local.kube.requests.matching("PATCH")  # the job then owns its companions
+    assert [r.path.rsplit("/", 1)[-1] for r in patches] == ["demo-script", "demo-env"]
 
 
 def test_wait_watches_each_change_as_it_happens() -> None:
