@@ -255,14 +255,19 @@ def job_kind(ref: Ref) -> JobKind:
     return KINDS[ref.kind]
 
 
-def locate(session: Session, namespace: str, name: str, kind: str | None = None) -> Ref:
-    """The job called ``name``: a TrainJob, else a PyTorchJob (or only ``kind``)."""
+def find(session: Session, namespace: str, name: str, kind: str | None = None) -> Obj:
+    """The job called ``name`` as it is now: a TrainJob, else a PyTorchJob (or only ``kind``)."""
     for k in [kind] if kind else list(KINDS):
-        ref = Ref(KINDS[k].api_version, k, namespace, name)
-        if _get(session, ref) is not None:
-            return ref
+        job = _get(session, Ref(KINDS[k].api_version, k, namespace, name))
+        if job is not None:
+            return job
     kinds = kind or " or ".join(KINDS)
     raise JobNotFound(f"no {kinds} named {name} in namespace {namespace}")
+
+
+def locate(session: Session, namespace: str, name: str, kind: str | None = None) -> Ref:
+    """The job called ``name``: a TrainJob, else a PyTorchJob (or only ``kind``)."""
+    return Ref.of(find(session, namespace, name, kind))
 
 
 # --- submit -------------------------------------------------------------------------------------
