@@ -82,7 +82,7 @@ ORIGINS: Final[Mapping[str, str]] = {
     "node_selector": "roles[0].resource.capabilities",
     "volumes": "roles[0].mounts",
     "volume_mounts": "roles[0].mounts",
-    "container_overrides": "roles[0].mounts (a device needs a privileged container)",
+    "container_overrides": "roles[0].mounts (a device: privileged)",
     "annotations": "roles[0].name",
     "queue": "-cfg queue",
     "priority_class": "-cfg priority_class",
