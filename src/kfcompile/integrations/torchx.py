@@ -17,6 +17,7 @@ The registered entry point is ``create_scheduler``; torchx loads this module onl
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import secrets
@@ -349,16 +350,13 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
 _role_of = role_name  # log_iter's parameter `role_name` shadows the function
 
 
-class _errors:
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
     """Cluster and configuration failures as ``SchedulerError``: one line each."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> bool:
-        if isinstance(exc, lifecycle.ClusterError | KfcompileError | ApiError):
-            raise SchedulerError(str(exc)) from None
-        return False
+    try:
+        yield
+    except (lifecycle.ClusterError, KfcompileError, ApiError) as exc:
+        raise SchedulerError(str(exc)) from None
 
 
 def _retrying(what: str, error: Exception) -> None:
