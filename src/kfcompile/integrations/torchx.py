@@ -20,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import secrets
 import string
 import typing
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import torchx
@@ -202,6 +204,8 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
     ) -> None:
         super().__init__(BACKEND, session_name)
         self._given = {"kubeconfig": kubeconfig, "context": context}
+        # Where this scheduler last submitted: torchx asks for the status right after `run`.
+        self._submitted: dict[str, str | None] = {}
         self._connections: dict[tuple[str | None, str | None], Connection] = {}
         self._sessions: dict[tuple[str | None, str | None], lifecycle.Session] = {}
 
@@ -215,13 +219,15 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
 
     def _configured(self, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
         """Run options for calls torchx gives none (status, log, cancel; list on 0.7): those
-        given, then this scheduler's arguments, then the ``.torchxconfig`` file."""
+        given, then where this scheduler last submitted, then its arguments, then the
+        ``.torchxconfig`` file."""
         from torchx.runner import config
 
         found: dict[str, Any] = {}
-        config.apply(scheduler=self.backend, cfg=found)
-        found.update({k: v for k, v in self._given.items() if v is not None})
-        found.update({k: v for k, v in (cfg or {}).items() if v is not None})
+        # torchx's own default, [$HOME, $CWD], is taken when torchx is imported: ask for now's.
+        config.apply(scheduler=self.backend, cfg=found, dirs=[str(Path.home()), os.getcwd()])
+        for layer in (self._given, self._submitted, cfg or {}):
+            found.update({k: v for k, v in layer.items() if v is not None})
         return found
 
     def _session(self, kubeconfig: str | None, context: str | None) -> lifecycle.Session:
@@ -282,6 +288,7 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
             submitted = lifecycle.submit(
                 session, request.spec, request.target, namespace=request.namespace, environ={}
             )
+        self._submitted = {"kubeconfig": request.kubeconfig, "context": request.context}
         return f"{submitted.ref.namespace}:{submitted.ref.name}"
 
     def describe(self, app_id: str) -> Any:
