@@ -143,6 +143,28 @@ def test_ddp_dryrun_through_the_cli_passes_the_release_crd(target_name: str, wor
     assert env["TORCHX_JOB_ID"] == f"kfcompile://torchx/team-a:{meta['name']}"
 
 
+def test_the_dry_run_never_imports_the_kubernetes_client(workdir: Path) -> None:
+    """It is a start-up path: the client and the adapter load only when a cluster is used."""
+    code = (
+        "import sys; from torchx.cli.main import main; "
+        "main(['run', '--dryrun', '-s', 'kfcompile', 'dist.ddp', '--script', 't.py']); "
+        "heavy = ('kubernetes', 'kfcompile_kube'); "
+        "found = sorted(m for m in sys.modules if m.split('.')[0] in heavy); "
+        "assert not found, found"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=workdir,
+        env=clean_env(workdir),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "kind: TrainJob" in done.stdout
+
+
 def test_dryrun_is_what_kubectl_applies_and_what_run_creates(workdir: Path) -> None:
     """The printed YAML holds the objects exactly as ``schedule`` creates them (namespaced,
     labelled, with the spec hash), so applying it and submitting agree."""
