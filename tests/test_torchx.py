@@ -254,6 +254,21 @@ def test_a_non_torchrun_role_runs_verbatim() -> None:
     assert trainer["numNodes"] == 1
 
 
+def test_torchrun_runs_one_process_per_node_unless_told() -> None:
+    app = specs.AppDef(
+        "t",
+        roles=[
+            role(
+                entrypoint="torchrun",
+                args=["t.py"],
+                resource=specs.Resource(cpu=1, gpu=8, memMB=1024),
+            )
+        ],
+    )
+    [job] = dryrun(app)
+    assert job["spec"]["trainer"]["numProcPerNode"] == 1  # torchrun's default, not one per GPU
+
+
 def test_the_name_fits_the_pods_of_the_target() -> None:
     """JobSet names pods `<job>-node-0-<rank>-<5>`: a long app name is cut to what fits for
     that many nodes, so the job really gets pods."""
@@ -303,6 +318,11 @@ def test_the_name_fits_the_pods_of_the_target() -> None:
             specs.AppDef("q", roles=[role(entrypoint="x")]),
             {"queue": "not a label"},
             "-cfg queue (queue): ",
+        ),
+        (
+            specs.AppDef("n", roles=[role(entrypoint="x")]),
+            {"namespace": "Team A"},
+            "-cfg namespace (namespace): ",
         ),
         (
             specs.AppDef("m", roles=[role(entrypoint="x", metadata={"k": "v"})]),

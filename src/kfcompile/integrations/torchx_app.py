@@ -52,7 +52,7 @@ class Options:
     @classmethod
     def of(cls, cfg: Mapping[str, Any]) -> Options:
         known = {f.name for f in attrs.fields(cls)}
-        values = {k: v for k, v in cfg.items() if k in known and v is not None}
+        values = {k: v for k, v in cfg.items() if k in known and v not in (None, "")}
         if "image_pull_secrets" in values:
             values["image_pull_secrets"] = tuple(values["image_pull_secrets"])
         return cls(**values)
@@ -63,6 +63,7 @@ class Options:
 # Spec field -> where its value came from, for error messages.
 ORIGINS: Final[Mapping[str, str]] = {
     "name": "name",
+    "namespace": "-cfg namespace",
     "image": "roles[0].image",
     "launcher": "roles[0].args (torchrun line)",
     "command": "roles[0].entrypoint",
@@ -405,12 +406,12 @@ def _torchrun(
             )
         else:
             least = nodes[0]  # what torchrun waits for is what runs
-    if line.nproc_per_node is not None:
-        nprocs = _nprocs(line.nproc_per_node, max(int(role.resource.gpu), 0), at)
-        if isinstance(nprocs, Problem):
-            problems.append(nprocs)
-        else:
-            spec["nprocs_per_node"] = nprocs
+    # torchrun starts one process per node unless told (kfcompile's default would be per GPU).
+    nprocs = _nprocs(line.nproc_per_node or "1", max(int(role.resource.gpu), 0), at)
+    if isinstance(nprocs, Problem):
+        problems.append(nprocs)
+    else:
+        spec["nprocs_per_node"] = nprocs
     restarts = None
     if line.max_restarts is not None:
         if line.max_restarts.isdigit():
@@ -529,6 +530,7 @@ def to_spec(app: Any, options: Options, name: str, torchx_version: str) -> JobSp
     problems = list(_unused(app, role, at))
     spec: dict[str, Any] = {
         "name": name,
+        "namespace": options.namespace,
         "image": role.image,
         "num_nodes": role.num_replicas,
         "annotations": {APP_NAME: app.name, ROLE_NAME: role.name, TORCHX_VERSION: torchx_version},
