@@ -1,11 +1,10 @@
 """A TorchX ``AppDef`` as one kfcompile ``JobSpec``: the mapping behind the ``kfcompile``
 scheduler (``kfcompile.integrations.torchx``).
 
-What lands where is the table ``FIELDS`` below (one row per AppDef field, with where it goes
-or why nothing is needed); the torchrun line of ``dist.ddp``/``dist.torchrun`` is read by
-``torchrun_line`` through the option table ``TORCHRUN``. Whatever the target cannot express
-is an error naming the AppDef field it came from (``roles[0].mounts (volumes[0]): ...``),
-never a silent drop.
+``to_spec`` places each AppDef field (the README's "TorchX" section has the table); the
+torchrun line of ``dist.ddp``/``dist.torchrun`` is read by ``torchrun_line`` through the option
+table ``TORCHRUN``. Whatever the target cannot express is an error naming the AppDef field it
+came from (``ORIGINS``: ``roles[0].mounts (volumes[0].name): ...``), never a silent drop.
 
 Pure: no cluster, no clock; the random part of a job's name is passed in. Loaded only by the
 scheduler, which torchx loads: nothing in kfcompile's core imports this.
