@@ -124,3 +124,12 @@ def pod_template_errors(template: dict[str, Any], k8s_version: str = K8S_VERSION
 def configmap_errors(obj: dict[str, Any], k8s_version: str = K8S_VERSION) -> list[str]:
     """Violations of a core/v1 ConfigMap (unknown fields rejected)."""
     return _errors(_core_validator(k8s_version, "configmap-v1"), obj)
+
+
+def core_errors(obj: dict[str, Any], k8s_version: str = K8S_VERSION) -> list[str]:
+    """Violations of a built-in Kubernetes object's schema, chosen by its kind and apiVersion
+    (e.g. ``role-rbac-v1``; unknown fields rejected)."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    short = group.split(".")[0] if group else ""
+    name = "-".join(p for p in (obj["kind"].lower(), short, version) if p)
+    return _errors(_core_validator(k8s_version, name), obj)

@@ -8,14 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kfcompile.status import (
-    PYTORCHJOB_CONDITIONS,
-    STUCK_POD_REASONS,
-    TRAINJOB_CONDITIONS,
-    JobState,
-    State,
-    job_state,
-)
+from kfcompile.kinds import PYTORCHJOB, TRAINJOB
+from kfcompile.status import STUCK_POD_REASONS, JobState, State, job_state
+
+TRAINJOB_CONDITIONS, PYTORCHJOB_CONDITIONS = TRAINJOB.conditions, PYTORCHJOB.conditions
 
 T0 = "2025-06-02T09:14:03Z"
 T1 = "2025-06-02T09:20:41Z"

@@ -31,6 +31,7 @@ from typing import Any, Final, Literal, TypeVar
 from attrs import evolve, frozen
 
 from kfcompile import status as job_status
+from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB, Kind
 from kfcompile.ports import (
     ApiError,
     Clock,
@@ -60,52 +61,7 @@ TARGET_ANNOTATION: Final = "kfcompile.dev/target"
 LIST_PAGE: Final = 500
 LIST_RESTARTS: Final = 3  # times a paginated list starts over after its continue token expired
 
-# --- tables -------------------------------------------------------------------------------------
-
-
-@frozen
-class JobKind:
-    """Where one kind keeps what the lifecycle needs (KUBEFLOW.md, "objects and labels")."""
-
-    api_version: str
-    kind: str
-    pods: str  # label selector of every pod of job {name}
-    nodes: str  # ... of the training nodes only (not initializers)
-    container: str  # the training container
-    children: tuple[str, ...]  # objects made for job {name} whose events tell its story
-    suspend: tuple[str, ...]  # path of the suspend flag
-    install: str  # how to get the CRD served
-
-
-KINDS: Final[Mapping[str, JobKind]] = {
-    "TrainJob": JobKind(
-        "trainer.kubeflow.org/v1alpha1",
-        "TrainJob",
-        pods="jobset.sigs.k8s.io/jobset-name={name}",
-        nodes="jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=node",
-        container="node",
-        children=("{name}-node-0",),  # the JobSet shares the job's name; its first Job
-        suspend=("spec", "suspend"),
-        install="install Kubeflow Trainer v2 (https://www.kubeflow.org/docs/components/trainer/)",
-    ),
-    "PyTorchJob": JobKind(
-        "kubeflow.org/v1",
-        "PyTorchJob",
-        pods="training.kubeflow.org/job-name={name}",
-        nodes="training.kubeflow.org/job-name={name}",
-        container="pytorch",
-        children=(),
-        suspend=("spec", "runPolicy", "suspend"),
-        install="install the Kubeflow Training Operator v1 (kubeflow/trainer v1.9)",
-    ),
-}
-
-# A TrainJob's rank is its Job's completion index (jobset.sigs.k8s.io/job-index is always 0).
-COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
-REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
-REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
-
-RUNTIME_API: Final = "trainer.kubeflow.org/v1alpha1"
+RUNTIME_API: Final = TRAINJOB.api_version
 LOCAL_QUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
 
 # Backoff for retries and polls: doubling from BACKOFF_START, capped at BACKOFF_CAP, with half
@@ -251,7 +207,7 @@ def _annotation(obj: Mapping[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def job_kind(ref: Ref) -> JobKind:
+def job_kind(ref: Ref) -> Kind:
     return KINDS[ref.kind]
 
 
@@ -351,9 +307,9 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
         except Forbidden:
             return False  # we may not read it; the create will tell
 
-    if not served(kind.api_version, kind.kind):
+    if not served(kind.api_version, kind.name):
         problems.append(
-            f"{kind.kind} ({kind.api_version}) is not served by this cluster: its CRD is "
+            f"{kind.name} ({kind.api_version}) is not served by this cluster: its CRD is "
             f"missing; {kind.install}"
         )
     if missing(Ref("v1", "Namespace", None, namespace)):
@@ -361,7 +317,7 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
             f"namespace {namespace} does not exist: create it (kubectl create namespace "
             f"{namespace}) or choose another with -n"
         )
-    if kind.kind == "TrainJob" and not problems:
+    if kind is TRAINJOB and not problems:
         ref = job["spec"]["runtimeRef"]
         runtime_kind = ref.get("kind", "ClusterTrainingRuntime")
         scope = None if runtime_kind == "ClusterTrainingRuntime" else namespace
@@ -682,7 +638,7 @@ def rank_of(job: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
     """A pod's rank: TrainJob completion index; PyTorchJob master 0, worker i -> i+1 (or i
     without a master, as elastic jobs have)."""
     labels = _meta(pod).get("labels") or {}
-    if job.get("kind") == "TrainJob":
+    if KINDS[str(job.get("kind"))].rank == "completion-index":
         return _int(labels.get(COMPLETION_INDEX))
     index = _int(labels.get(REPLICA_INDEX))
     if index is None:
@@ -695,7 +651,7 @@ def rank_of(job: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
 
 def nodes_total(job: Mapping[str, Any]) -> int:
     spec = job.get("spec") or {}
-    if job.get("kind") == "TrainJob":
+    if job.get("kind") == TRAINJOB.name:
         return _int((spec.get("trainer") or {}).get("numNodes")) or 1
     replicas = spec.get("pytorchReplicaSpecs") or {}
     return sum(_int(r.get("replicas")) or 1 for r in replicas.values())
@@ -851,7 +807,7 @@ def wait(
             session,
             f"read {ref}",
             lambda: cluster.list(
-                kind.api_version, kind.kind, ref.namespace, field_selector=by_name
+                kind.api_version, kind.name, ref.namespace, field_selector=by_name
             ),
         )
         if not page.items:
@@ -867,7 +823,7 @@ def wait(
         try:
             stream = cluster.watch(
                 kind.api_version,
-                kind.kind,
+                kind.name,
                 ref.namespace,
                 resource_version=version,
                 field_selector=by_name,
@@ -1160,13 +1116,13 @@ def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
     from their status alone (no per-job pod lists)."""
     found: list[Listed] = []
     for kind in KINDS.values():
-        served = partial(session.cluster.served, kind.api_version, kind.kind)
+        served = partial(session.cluster.served, kind.api_version, kind.name)
         if not call(session, "discovery", served):
             continue
         for job in _list_all(
             session,
             kind.api_version,
-            kind.kind,
+            kind.name,
             namespace,
             label_selector=f"{MANAGED_BY_LABEL}={MANAGER}",
         ):

@@ -112,77 +112,49 @@ def format(path: Path) -> str:
     return text.lstrip(".")
 
 
-def parents(doc: Any, path: Path) -> list[Any]:
-    """The containers that hold the last segment of ``path`` (one per ``*`` match).
+def put(doc: Any, path: Path, value: Any, merge: bool = False) -> None:
+    """Set a copy of ``value`` at ``path``; with ``merge``, deep-merge it into what is there.
 
     Missing containers on the way are created: a list where the next segment selects an item,
     a mapping otherwise.
     """
-    nodes = [doc]
-    for i, seg in enumerate(path[:-1]):
-        if isinstance(seg, Each):
-            nodes = [child for node in nodes for child in node.values()]
-            continue
-        make = list if isinstance(path[i + 1], int | Select) else dict
-        nodes = [_child(node, seg, make()) for node in nodes]
-    return nodes
-
-
-def _child(node: Any, seg: Segment, create: Any) -> Any:
-    if isinstance(seg, str):
-        return node.setdefault(seg, create)
-    if isinstance(seg, int):
-        if seg == len(node):
-            node.append(create)
-        return node[seg]
-    if isinstance(seg, Select):
-        for item in node:
-            if item.get(seg.key) == seg.value:
-                return item
-        item = {seg.key: seg.value}
-        node.append(item)
-        return item
-    raise ValueError("'*' cannot be the last segment")
-
-
-def put_leaf(parent: Any, leaf: Segment, value: Any, merge: bool = False) -> bool:
-    """Store ``value`` itself under ``parent`` (the caller owns it); with ``merge``, deep-merge it
-    into what is there. Returns whether a container that was already there got replaced."""
-    if type(leaf) is str:
-        old = parent.get(leaf)
-        parent[leaf] = merged(old, value) if merge and leaf in parent else value
-        return type(old) is dict or type(old) is list
-    if isinstance(leaf, Select):
-        for i, item in enumerate(parent):
-            if item.get(leaf.key) == leaf.value:
-                parent[i] = merged(item, value) if merge else {**item, **value}
-                return True
-        parent.append({**value, leaf.key: leaf.value})
-        return False
-    if isinstance(leaf, int):
-        had = leaf < len(parent)
-        _child(parent, leaf, None)
-        parent[leaf] = merged(parent[leaf], value) if merge else value
-        return had
-    raise ValueError("'*' cannot be the last segment")
-
-
-def put(doc: Any, path: Path, value: Any, merge: bool = False) -> None:
-    """Set a copy of ``value`` at ``path``; with ``merge``, deep-merge it into what is there."""
-    for parent in parents(doc, path):
-        put_leaf(parent, path[-1], copied(value), merge)
+    Builder(doc).put(path, copied(value), merge)
 
 
 class Builder:
-    """Puts many values into one document, remembering the containers it walked through.
+    """Puts many values into one document, remembering the containers it walked through and
+    where the named items of each list are.
 
     A render places dozens of values under the same deep prefixes (a runtime patch's pod spec
-    is twelve segments down); each prefix is walked once instead of once per value.
+    is twelve segments down); each prefix is walked once instead of once per value. An item
+    chosen by ``[name=X]`` is found through an index of its list, which the builder keeps true
+    as it changes the list: scanning the list for each of 10,000 env entries made rendering
+    quadratic.
     """
 
     def __init__(self, doc: dict[str, Any]) -> None:
         self.doc = doc
         self._at: dict[Path, list[Any]] = {(): [doc]}
+        self._below: dict[Path, list[Path]] = {}  # remembered prefixes one segment down
+        # id of a list -> (the list, kept so the id stays its own; key -> value -> first position)
+        self._lists: dict[int, tuple[list[Any], dict[str, dict[str, int]]]] = {}
+
+    def put(self, path: Path, value: Any, merge: bool = False) -> None:
+        """Store ``value`` (which the caller hands over) at ``path``; copies for every further
+        place a ``*`` reaches, so no two places share a container."""
+        leaf, above = path[-1], path[:-1]
+        # A key of a list item changes in place: what selected the item by that key may differ.
+        item_key = (
+            leaf if type(leaf) is str and above and isinstance(above[-1], int | Select) else None
+        )
+        stale: list[Segment] = []
+        for n, parent in enumerate(self._containers(above, leaf)):
+            before = _named_by(parent, item_key) if item_key else None
+            stale += self._put_leaf(parent, leaf, copied(value) if n else value, merge)
+            if item_key and before != (after := _named_by(parent, item_key)):
+                self._renamed(above[:-1], item_key, before, after)
+        for seg in stale:  # containers remembered below a replaced value are gone
+            self._forget((*above, seg))
 
     def _containers(self, prefix: Path, below: Segment) -> list[Any]:
         found = self._at.get(prefix)
@@ -194,21 +166,124 @@ class Builder:
             found = [child for node in up for child in node.values()]
         else:
             make = list if isinstance(below, int | Select) else dict
-            found = [_child(node, seg, make()) for node in up]
+            found = [self._child(node, seg, make()) for node in up]
         self._at[prefix] = found
+        self._below.setdefault(prefix[:-1], []).append(prefix)
         return found
 
-    def put(self, path: Path, value: Any, merge: bool = False) -> None:
-        """Store ``value`` (which the caller hands over) at ``path``; copies for every further
-        place a ``*`` reaches, so no two places share a container."""
-        leaf = path[-1]
-        first, *others = self._containers(path[:-1], leaf)
-        replaced = put_leaf(first, leaf, value, merge)
-        for parent in others:
-            replaced |= put_leaf(parent, leaf, copied(value), merge)
-        if replaced:  # containers remembered below the old value are gone
-            for stale in [p for p in self._at if p[: len(path)] == path]:
-                del self._at[stale]
+    def _forget(self, path: Path) -> None:
+        """Drop the containers remembered at and below ``path``: the value there was replaced."""
+        stale = [path]
+        while stale:
+            prefix = stale.pop()
+            self._at.pop(prefix, None)
+            stale += self._below.pop(prefix, ())
+
+    def _child(self, node: Any, seg: Segment, create: Any) -> Any:
+        if isinstance(seg, str):
+            return node.setdefault(seg, create)
+        if isinstance(seg, int):
+            if seg == len(node):
+                self._store(node, seg, create)
+            return node[seg]
+        if isinstance(seg, Select):
+            i = self._find(node, seg)
+            if i is None:
+                i = len(node)
+                self._store(node, i, {seg.key: seg.value})
+            return node[i]
+        raise ValueError("'*' cannot be the last segment")
+
+    def _put_leaf(self, parent: Any, leaf: Segment, value: Any, merge: bool) -> list[Segment]:
+        """Store ``value`` under ``parent``; with ``merge``, deep-merge it into what is there.
+        Returns the segments below ``parent`` that may have led to a replaced container."""
+        if type(leaf) is str:
+            old = parent.get(leaf)
+            parent[leaf] = merged(old, value) if merge and leaf in parent else value
+            return [leaf] if type(old) is dict or type(old) is list else []
+        if isinstance(leaf, Select):
+            i = self._find(parent, leaf)
+            if i is None:
+                self._store(parent, len(parent), {**value, leaf.key: leaf.value})
+                return []
+            item = parent[i]
+            self._store(parent, i, merged(item, value) if merge else {**item, **value})
+            return _leading_to(i, item, parent[i])
+        if isinstance(leaf, int):
+            if leaf == len(parent):
+                self._store(parent, leaf, merged(None, value) if merge else value)
+                return []
+            item = parent[leaf]
+            self._store(parent, leaf, merged(item, value) if merge else value)
+            return _leading_to(leaf, item, parent[leaf])
+        raise ValueError("'*' cannot be the last segment")
+
+    def _renamed(self, at: Path, key: str, *names: str | None) -> None:
+        """An item of the lists at ``at`` changed its ``key`` in place."""
+        for items in self._at.get(at, ()):
+            indexed = self._lists.get(id(items))
+            if indexed is not None:
+                indexed[1].pop(key, None)  # index again when next asked (rare)
+        for name in names:
+            if name is not None:
+                self._forget((*at, Select(key, name)))
+
+    def _find(self, items: list[Any], seg: Select) -> int | None:
+        """Where the first item whose ``seg.key`` is ``seg.value`` is, if any."""
+        _, by_key = self._lists.setdefault(id(items), (items, {}))
+        positions = by_key.get(seg.key)
+        if positions is None:  # the first look-up by this key: index the list once
+            positions = by_key[seg.key] = {}
+            for i, item in enumerate(items):
+                _note(positions, _named_by(item, seg.key), i)
+        return positions.get(seg.value)
+
+    def _store(self, items: list[Any], i: int, item: Any) -> None:
+        """``items[i] = item`` (``i`` at the end appends), keeping the list's indexes true."""
+        old = items[i] if i < len(items) else _NOTHING
+        if old is _NOTHING:
+            items.append(item)
+        else:
+            items[i] = item
+        indexed = self._lists.get(id(items))
+        if indexed is None:
+            return
+        by_key = indexed[1]
+        for key in list(by_key):
+            name = _named_by(item, key)
+            if old is _NOTHING:
+                _note(by_key[key], name, i)
+            elif _named_by(old, key) != name:  # renamed (rare): index again when next asked
+                del by_key[key]
+
+
+_NOTHING = object()
+
+
+def _leading_to(i: int, old: Any, new: Any) -> list[Segment]:
+    """The segments that may have led to item ``i`` of a list, before or after it was replaced."""
+    return [
+        i,
+        *(
+            Select(k, v)
+            for item in (old, new)
+            if isinstance(item, dict)
+            for k, v in item.items()
+            if isinstance(v, str)
+        ),
+    ]
+
+
+def _named_by(item: Any, key: str) -> str | None:
+    """The value a ``[key=value]`` segment would match ``item`` on: ``paths.parse`` gives only
+    strings."""
+    name = item.get(key) if isinstance(item, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _note(positions: dict[str, int], name: str | None, i: int) -> None:
+    if name is not None:
+        positions.setdefault(name, i)  # the first item of that name is the one selected
 
 
 def copied(value: Any) -> Any:
@@ -258,11 +333,15 @@ def merged(base: Any, over: Any) -> Any:
         raise MergeConflict(f"must be {kind}: it merges into the generated one")
     if isinstance(base, list) and isinstance(over, list):
         if _named(base) and _named(over):
-            by_name = {item["name"]: item for item in base}
-            out_list = [merged(item, _find(over, item["name"]) or {}) for item in base]
-            out_list += [copied(item) for item in over if item["name"] not in by_name]
+            first: dict[str, Any] = {}
+            for item in over:
+                first.setdefault(item["name"], item)
+            names = {item["name"] for item in base}
+            out_list = [merged(item, first.get(item["name"], {})) for item in base]
+            out_list += [copied(item) for item in over if item["name"] not in names]
             return out_list
-        return base + [copied(item) for item in over if item not in base]
+        have = {_frozen(item) for item in base}
+        return base + [copied(item) for item in over if _frozen(item) not in have]
     return copied(over)
 
 
@@ -270,5 +349,11 @@ def _named(items: list[Any]) -> bool:
     return all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
 
 
-def _find(items: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
-    return next((i for i in items if i["name"] == name), None)
+def _frozen(value: Any) -> Any:
+    """A hashable twin of plain data, equal where the data is equal: ``item in base`` for
+    every item was quadratic."""
+    if isinstance(value, dict):
+        return frozenset((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kfcompile import k8s_rules as k8s
 from kfcompile import k8s_schema
+from kfcompile.kinds import MANAGERS
 from kfcompile.paths import key
 
 if TYPE_CHECKING:
@@ -19,11 +20,6 @@ if TYPE_CHECKING:
 
 Found = Iterator[tuple[str, str]]
 
-MANAGERS = (
-    "kueue.x-k8s.io/multikueue",
-    "trainer.kubeflow.org/trainjob-controller",
-    "kubeflow.org/training-operator",
-)
 # Kubernetes also has Lt and Gt, behind the alpha gate TaintTolerationComparisonOperators.
 TOLERATION_OPERATORS = ("Exists", "Equal")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

@@ -30,58 +30,20 @@ condition alone. Input is read defensively: a field of the wrong shape counts as
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
+from kfcompile.kinds import KINDS, ConditionTable, Kind
+from kfcompile.states import FINISHED_STATES, JobState, State
 
-class State(enum.Enum):
-    PENDING = "PENDING"
-    SUSPENDED = "SUSPENDED"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-
-
-FINISHED_STATES: Final = frozenset({State.SUCCEEDED, State.FAILED})
-
-
-@attrs.frozen
-class JobState:
-    state: State = attrs.field(validator=attrs.validators.instance_of(State))
-    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
-    message: str = attrs.field(validator=attrs.validators.instance_of(str))
-
-    @property
-    def finished(self) -> bool:
-        return self.state in FINISHED_STATES
+__all__ = ["FINISHED_STATES", "JobState", "State", "job_state", "stuck_pod"]
 
 
 # --- Tables -------------------------------------------------------------------------------------
 
-ConditionTable = tuple[tuple[str, State], ...]
-
-# KUBEFLOW.md "TrainJob status": conditions Suspended (True, or False with reason Resumed),
-# Complete, Failed. There is no Created and no Running condition: running is inferred below.
-# Suspended=True is Kueue queueing (or a user suspend): a normal wait, never a failure.
-TRAINJOB_CONDITIONS: Final[ConditionTable] = (
-    ("Complete", State.SUCCEEDED),
-    ("Failed", State.FAILED),
-    ("Suspended", State.SUSPENDED),
-)
-
-# KUBEFLOW.md "PyTorchJob kubeflow.org/v1": Created, Running, Restarting, Succeeded, Suspended,
-# Failed. Restarting means pods are being recreated after a retryable failure: still running.
-PYTORCHJOB_CONDITIONS: Final[ConditionTable] = (
-    ("Succeeded", State.SUCCEEDED),
-    ("Failed", State.FAILED),
-    ("Suspended", State.SUSPENDED),
-    ("Restarting", State.RUNNING),
-    ("Running", State.RUNNING),
-    ("Created", State.PENDING),
-)
+# The condition tables of each kind are its row in `kfcompile.kinds`.
 
 # PyTorchJob replicaStatuses keys whose `active` pods count as running (Master and Worker only).
 PYTORCHJOB_REPLICAS: Final = ("Master", "Worker")
@@ -172,27 +134,10 @@ def _active_replicas(status: Mapping[str, Any]) -> str:
     return f"active replicas: {', '.join(parts)}" if parts else ""
 
 
-@attrs.frozen
-class _Kind:
-    conditions: ConditionTable
-    active: Callable[[Mapping[str, Any]], str]  # a message naming what is active, "" if nothing
-    active_reason: str
-    suspects: str  # what to check when a job never gets a status (KUBEFLOW.md, last line)
-
-
-KINDS: Final[Mapping[str, _Kind]] = {
-    "TrainJob": _Kind(
-        TRAINJOB_CONDITIONS,
-        _active_child_jobs,
-        "JobsActive",
-        "the Trainer controller, the TrainJob CRD and the referenced training runtime",
-    ),
-    "PyTorchJob": _Kind(
-        PYTORCHJOB_CONDITIONS,
-        _active_replicas,
-        "ReplicasActive",
-        "the Training Operator and the PyTorchJob CRD",
-    ),
+# Where each kind's status counts what is active: a message naming it, "" if nothing.
+ACTIVE: Final[Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
+    "jobsStatus": _active_child_jobs,
+    "replicaStatuses": _active_replicas,
 }
 
 
@@ -225,7 +170,7 @@ def _from_table(kind: str, table: ConditionTable, conditions: list[_Condition]) 
     return None
 
 
-def _waiting(kind_name: str, kind: _Kind, conditions: list[_Condition]) -> JobState:
+def _waiting(kind_name: str, kind: Kind, conditions: list[_Condition]) -> JobState:
     waiting_types = {t for t, state in kind.conditions if state not in FINISHED_STATES}
     known = [c for c in conditions if c.type in waiting_types and c.status != "True"]
     if known:
@@ -296,7 +241,7 @@ def job_state(cr: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = 
         return decided
     if stuck := stuck_pod(pod_list):
         return stuck
-    if active := kind.active(status):
+    if active := ACTIVE[kind.active_counts](status):
         if waiting := _pods_not_started(pod_list):
             return waiting
         return JobState(State.RUNNING, kind.active_reason, active)

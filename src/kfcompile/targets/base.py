@@ -446,11 +446,15 @@ def lookup(table: Table, slot: str) -> Slot | None:
     return _resolved[cache_key]
 
 
+# Every target, by name: filled by the registry (`kfcompile.targets`), which imports the target
+# modules, so that the engine can name the targets that would express a misfit without
+# importing the registry back.
+REGISTRY: dict[str, Target] = {}
+
+
 def supported_by(slot: str) -> list[str]:
     """Every target whose table can express ``slot``, for error messages."""
-    from kfcompile.targets import TARGETS  # the registry imports the target modules
-
-    return [t.name for t in TARGETS.values() if lookup(t.table, slot) is not None]
+    return [t.name for t in REGISTRY.values() if lookup(t.table, slot) is not None]
 
 
 def place(

@@ -10,17 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from kfcompile.errors import Problem
+from kfcompile.kinds import PYTORCHJOB
 from kfcompile.spec import JobSpec
 from kfcompile.targets import base
 from kfcompile.targets.base import Placement, Rendered, Slot, Table, Target
 
 NAME = "pytorchjob/v1"
-API_VERSION = "kubeflow.org/v1"
-KIND = "PyTorchJob"
-CONTAINER = "pytorch"
+API_VERSION = PYTORCHJOB.api_version
+KIND = PYTORCHJOB.name
+CONTAINER = PYTORCHJOB.container
 # The operator reads the master port from this named port (it defaults it to 23456 when absent).
 PORT = {"name": "pytorchjob-port", "containerPort": 23456}
-MANAGERS = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
+MANAGERS = PYTORCHJOB.managers
 REPLICAS = "spec.pytorchReplicaSpecs.*"
 POD = f"{REPLICAS}.template.spec"
 MAIN = f"{POD}.containers[name={CONTAINER}]"

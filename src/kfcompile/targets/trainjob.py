@@ -14,15 +14,16 @@ from attrs import frozen
 
 from kfcompile import paths
 from kfcompile.errors import Problem
+from kfcompile.kinds import TRAINJOB
 from kfcompile.spec import JobSpec
 from kfcompile.targets import base
 from kfcompile.targets.base import Rendered, Slot, Table, Target
 
-API_VERSION = "trainer.kubeflow.org/v1alpha1"
-KIND = "TrainJob"
+API_VERSION = TRAINJOB.api_version
+KIND = TRAINJOB.name
 # The default runtime `torch-distributed` has one replicated job and one container, both `node`.
-NODE = "node"
-MANAGERS = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue")
+NODE = TRAINJOB.container
+MANAGERS = TRAINJOB.managers
 # The Torch plugin sets these for torchrun; the webhook rejects a TrainJob that sets them.
 RESERVED_ENV = frozenset(
     {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}

@@ -1,0 +1,112 @@
+"""The job kinds kfcompile renders and drives: one row each, everything about a kind in it.
+
+A reader holds a row against KUBEFLOW.md ("TrainJob status", "TrainJob objects and labels",
+"PyTorchJob kubeflow.org/v1"); the targets, the status mapping, the lifecycle, the importer and
+the CLI read these rows, so adding a kind is adding a row (and a target module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, Literal
+
+from attrs import frozen
+
+from kfcompile.states import State
+
+ConditionTable = tuple[tuple[str, State], ...]
+
+
+@frozen
+class Kind:
+    """One job kind."""
+
+    name: str  # kind, e.g. TrainJob
+    api_version: str
+    plural: str  # the resource name in URLs and RBAC rules
+    container: str  # the training container (in overrides, logs, rank pods)
+    managers: tuple[str, ...]  # values `managedBy` accepts
+    # Status: conditions of type -> state when True, strongest first; where the status counts
+    # what is active; the reason to report for it; what to check when a job never gets a status.
+    conditions: ConditionTable
+    active_counts: Literal["jobsStatus", "replicaStatuses"]
+    active_reason: str
+    suspects: str
+    # Objects and labels: selectors of every pod and of the training nodes of job {name}, how a
+    # pod's rank is labelled, objects made for the job whose events tell its story.
+    pods: str
+    nodes: str
+    rank: Literal["completion-index", "replica"]
+    children: tuple[str, ...]
+    suspend: tuple[str, ...]  # path of the suspend flag
+    install: str  # how to get the CRD served
+
+
+MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
+
+# The rank labels (KUBEFLOW.md): a TrainJob's rank is its Job's completion index
+# (jobset.sigs.k8s.io/job-index is always 0); a PyTorchJob's is its replica type and index.
+COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
+REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
+
+TRAINJOB: Final = Kind(
+    name="TrainJob",
+    api_version="trainer.kubeflow.org/v1alpha1",
+    plural="trainjobs",
+    # The default runtime `torch-distributed` has one replicated job and one container, `node`.
+    container="node",
+    managers=("trainer.kubeflow.org/trainjob-controller", MULTIKUEUE),
+    # Suspended (True, or False with reason Resumed), Complete, Failed; no Created and no
+    # Running condition: running is inferred from jobsStatus and pods. Suspended=True is Kueue
+    # queueing (or a user suspend): a normal wait, never a failure.
+    conditions=(
+        ("Complete", State.SUCCEEDED),
+        ("Failed", State.FAILED),
+        ("Suspended", State.SUSPENDED),
+    ),
+    active_counts="jobsStatus",
+    active_reason="JobsActive",
+    suspects="the Trainer controller, the TrainJob CRD and the referenced training runtime",
+    pods="jobset.sigs.k8s.io/jobset-name={name}",
+    nodes="jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=node",
+    rank="completion-index",
+    children=("{name}-node-0",),  # the JobSet shares the job's name; its first Job
+    suspend=("spec", "suspend"),
+    install="install Kubeflow Trainer v2 (https://www.kubeflow.org/docs/components/trainer/)",
+)
+
+PYTORCHJOB: Final = Kind(
+    name="PyTorchJob",
+    api_version="kubeflow.org/v1",
+    plural="pytorchjobs",
+    container="pytorch",  # every replica needs a container of this name
+    managers=("kubeflow.org/training-operator", MULTIKUEUE),
+    # Created, Running, Restarting, Succeeded, Suspended, Failed. Restarting means pods are
+    # being recreated after a retryable failure: still running.
+    conditions=(
+        ("Succeeded", State.SUCCEEDED),
+        ("Failed", State.FAILED),
+        ("Suspended", State.SUSPENDED),
+        ("Restarting", State.RUNNING),
+        ("Running", State.RUNNING),
+        ("Created", State.PENDING),
+    ),
+    active_counts="replicaStatuses",
+    active_reason="ReplicasActive",
+    suspects="the Training Operator and the PyTorchJob CRD",
+    pods="training.kubeflow.org/job-name={name}",
+    nodes="training.kubeflow.org/job-name={name}",
+    rank="replica",
+    children=(),
+    suspend=("spec", "runPolicy", "suspend"),
+    install="install the Kubeflow Training Operator v1 (kubeflow/trainer v1.9)",
+)
+
+KINDS: Final[Mapping[str, Kind]] = {k.name: k for k in (TRAINJOB, PYTORCHJOB)}
+
+# Every `managedBy` value some kind accepts, MultiKueue (all kinds) first; each target narrows
+# it to its own kind's.
+MANAGERS: Final = tuple(
+    dict.fromkeys([MULTIKUEUE, *(m for k in KINDS.values() for m in k.managers)])
+)
