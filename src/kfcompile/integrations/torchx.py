@@ -51,6 +51,7 @@ from kfcompile.integrations.torchx_app import (
     build,
     from_app,
 )
+from kfcompile.kinds import KINDS
 from kfcompile.ports import ApiError, Obj, Ref
 from kfcompile.spec import JobSpec
 from kfcompile.status import State
@@ -155,7 +156,7 @@ def role_name(job: Obj) -> str:
     """The TorchX role the job runs: as submitted, else the name of its training container."""
     annotations = (job.get("metadata") or {}).get("annotations") or {}
     name = annotations.get(ROLE_NAME)
-    return name if isinstance(name, str) and name else lifecycle.KINDS[job["kind"]].container
+    return name if isinstance(name, str) and name else KINDS[job["kind"]].container
 
 
 def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
