@@ -23,6 +23,7 @@ torchx = pytest.importorskip(
 
 from fakekube.cluster import NAMESPACE, LocalCluster  # noqa: E402
 from torchx import specs  # noqa: E402
+from torchx.components import dist  # noqa: E402
 from torchx.runner import get_runner  # noqa: E402
 from torchx.schedulers import get_scheduler_factories  # noqa: E402
 
@@ -254,6 +255,21 @@ def test_a_non_torchrun_role_runs_verbatim() -> None:
     assert trainer["numNodes"] == 1
 
 
+@pytest.mark.parametrize("target_name", sorted(TARGETS))
+def test_ddp_with_a_module_runs_it_with_torchrun_m(target_name: str) -> None:
+    schema_check.require_shared()
+    app = dist.ddp("--lr", "0.1", m="pkg.train", j="2x4", gpu=4)
+    [job] = dryrun(app, target=target_name)
+    assert schema_check.crd_errors(job, schema_check.CRD_FILES[target_name]) == []
+    if job["kind"] == "TrainJob":
+        command = job["spec"]["trainer"]["command"]
+    else:
+        command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
+            "command"
+        ]
+    assert command[0] == "torchrun" and command[-4:] == ["-m", "pkg.train", "--lr", "0.1"]
+
+
 def test_torchrun_runs_one_process_per_node_unless_told() -> None:
     app = specs.AppDef(
         "t",
@@ -295,9 +311,14 @@ def test_the_name_fits_the_pods_of_the_target() -> None:
             "roles: kfcompile runs one role per job; this app has a, b",
         ),
         (
-            specs.AppDef("m", roles=[role(entrypoint="torchrun", args=["-m", "pkg.train"])]),
+            specs.AppDef("m", roles=[role(entrypoint="torchrun", args=["-m", "pkg/train"])]),
             {},
-            "roles[0].args: torchrun -m (a module): kfcompile's launcher runs a script file",
+            "roles[0].args (torchrun line) (launcher.module): must be a Python module name",
+        ),
+        (
+            specs.AppDef("m", roles=[role(entrypoint="x")]),
+            {"runtime": "Not_A_Name"},
+            "-cfg runtime (runtime_ref.name): ",
         ),
         (
             specs.AppDef("r", roles=[role(entrypoint="echo", args=[specs.macros.replica_id])]),

@@ -102,7 +102,6 @@ def test_the_ddp_line_asks_for_nodes_processes_and_a_script() -> None:
     [
         ("--log_dir /tmp t.py", "torchrun --log_dir: kfcompile's torchrun launcher cannot pass it"),
         ("--redirects 3 t.py", "torchrun --redirects: kfcompile's torchrun launcher cannot pass"),
-        ("-m pkg.train", "torchrun -m (a module): kfcompile's launcher runs a script file"),
         ("--nnodes", "torchrun --nnodes: needs a value"),
         ("--nnodes 2", "torchrun: no script to run"),
         ("--nproc_per_node $N t.py", "torchrun --nproc_per_node $N: needs a shell to expand"),
@@ -117,6 +116,15 @@ def test_what_the_launcher_cannot_carry_is_named(line: str, message: str) -> Non
     assert any(p.path == "roles[0].args" and p.message.startswith(message) for p in problems), (
         problems
     )
+
+
+@pytest.mark.parametrize("flag", ["-m", "--module"])
+def test_a_module_is_the_program_after_the_module_flag(flag: str) -> None:
+    found = torchrun_words("torchrun", ["--nnodes", "2", flag, "pkg.train", "--lr", "1"])
+    assert found is not None
+    line, problems = torchrun_line(found, "at")
+    assert problems == [] and line is not None and line.module
+    assert [w.text for w in line.program] == ["pkg.train", "--lr", "1"]
 
 
 def test_option_spellings_and_the_end_of_options() -> None:

@@ -24,7 +24,7 @@ from attrs import frozen
 
 from kfcompile import paths
 from kfcompile.errors import KfcompileError, Problem
-from kfcompile.spec import ElasticPolicy, JobSpec, Launcher, RuntimeRef
+from kfcompile.spec import JobSpec
 from kfcompile.targets import DEFAULT_TARGET, target
 
 
@@ -228,7 +228,8 @@ class Torchrun:
     nnodes: str | None
     nproc_per_node: str | None
     max_restarts: str | None
-    program: tuple[Word, ...]  # the script and its arguments
+    program: tuple[Word, ...]  # the script (or module) and its arguments
+    module: bool = False  # `-m`: the program is a module
 
 
 def torchrun_words(entrypoint: str, args: Sequence[str]) -> list[Word] | None:
@@ -278,12 +279,7 @@ def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list
             value = words[i].text
             if option.meaning in (NODES, NPROCS, MAX_RESTARTS) and not words[i].literal:
                 problems.append(Problem(at, f"torchrun {name} {value}: needs a shell to expand"))
-        if option.meaning == MODULE:
-            # TODO(kfcompile): a `python -m` launcher form in JobSpec, then map `-m module`.
-            problems.append(
-                Problem(at, "torchrun -m (a module): kfcompile's launcher runs a script file")
-            )
-        elif option.meaning in (NODES, NPROCS, MAX_RESTARTS):
+        if option.meaning in (NODES, NPROCS, MAX_RESTARTS, MODULE):
             found[option.meaning] = value
         i += 1
     program = tuple(words[i:])
@@ -300,7 +296,10 @@ def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list
             )
     if problems:
         return None, problems
-    return Torchrun(found.get(NODES), found.get(NPROCS), found.get(MAX_RESTARTS), program), []
+    line = Torchrun(
+        found.get(NODES), found.get(NPROCS), found.get(MAX_RESTARTS), program, MODULE in found
+    )
+    return line, []
 
 
 # --- the app ------------------------------------------------------------------------------------
@@ -363,9 +362,11 @@ def _program(role: Any, at: str, spec: dict[str, Any], problems: list[Problem]) 
     elif (found := _torchrun(role, words, f"{at}.args", spec, problems)) is not None:
         least, restarts = found
     if least < replicas:
-        spec["elastic"] = ElasticPolicy(
-            min_nodes=max(least, 1), max_nodes=replicas, max_restarts=restarts
-        )
+        spec["elastic"] = {
+            "min_nodes": max(least, 1),
+            "max_nodes": replicas,
+            "max_restarts": restarts,
+        }
     elif restarts is not None:
         problems.append(
             Problem(f"{at}.args", "torchrun --max_restarts: kfcompile passes it to elastic jobs")
@@ -384,11 +385,9 @@ def _torchrun(
     script, *script_args = (w.text for w in line.program)
     for value in (script, *script_args):
         problems.extend(_per_replica(value, at))
-    spec["launcher"] = Launcher(
-        kind="torchrun",
-        entrypoint=_literal(script),
-        args=tuple(_literal(a) for a in script_args),
-    )
+    # Nested parts are given as mappings: JobSpec checks them with their full paths.
+    program = {"module": script} if line.module else {"entrypoint": _literal(script)}
+    spec["launcher"] = {"kind": "torchrun", **program, "args": [_literal(a) for a in script_args]}
     replicas, least = role.num_replicas, role.min_replicas or role.num_replicas
     if line.nnodes is not None:
         nodes = _nodes(line.nnodes, at)
@@ -550,7 +549,7 @@ def to_spec(app: Any, options: Options, name: str, torchx_version: str) -> JobSp
         "priority_class": options.priority_class,
         "service_account_name": options.service_account,
         "shm_size": options.shm_size,
-        "runtime_ref": RuntimeRef(name=options.runtime) if options.runtime else None,
+        "runtime_ref": {"name": options.runtime} if options.runtime else None,
     }
     spec.update({k: v for k, v in optional.items() if v is not None})
     if options.image_pull_secrets:

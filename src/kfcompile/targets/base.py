@@ -365,6 +365,7 @@ def _run_policy(spec: JobSpec) -> Iterator[Entry]:
 
 
 def entrypoint_path(spec: JobSpec) -> str:
+    """The file the launcher runs: the inline script's, else ``launcher.entrypoint``."""
     if spec.script is not None:
         return f"{SCRIPT_DIR}/{spec.script_entrypoint}"
     assert spec.launcher is not None and spec.launcher.entrypoint
@@ -372,8 +373,11 @@ def entrypoint_path(spec: JobSpec) -> str:
 
 
 def program(spec: JobSpec) -> list[str]:
-    """The entrypoint and its arguments, exactly as written: no shell ever sees them."""
+    """The program and its arguments, exactly as written: no shell ever sees them. A module
+    runs as ``-m module``, which python and torchrun (``-m``/``--module``) both take."""
     assert spec.launcher is not None
+    if spec.launcher.module is not None:
+        return ["-m", spec.launcher.module, *spec.launcher.args]
     return [entrypoint_path(spec), *spec.launcher.args]
 
 
