@@ -270,6 +270,34 @@ def test_ddp_with_a_module_runs_it_with_torchrun_m(target_name: str) -> None:
     assert command[0] == "torchrun" and command[-4:] == ["-m", "pkg.train", "--lr", "0.1"]
 
 
+@pytest.mark.parametrize(
+    ("nnodes", "min_replicas", "elastic"),
+    [("1:4", None, (1, 4)), ("2:4", 2, (2, 4)), ("4", 1, None), ("1:4", 2, "mismatch")],
+)
+def test_torchrun_nnodes_and_min_replicas_agree(
+    nnodes: str, min_replicas: int | None, elastic: Any
+) -> None:
+    app = specs.AppDef(
+        "e",
+        roles=[
+            role(
+                entrypoint="torchrun",
+                args=["--nnodes", nnodes, "t.py"],
+                num_replicas=4,
+                min_replicas=min_replicas,
+            )
+        ],
+    )
+    if elastic == "mismatch":
+        with pytest.raises(kfx.SchedulerError, match="torchrun --nnodes 1:4 does not match"):
+            dryrun(app, target="pytorchjob/v1")
+        return
+    [job] = dryrun(app, target="pytorchjob/v1")
+    policy = job["spec"].get("elasticPolicy")
+    got = (policy["minReplicas"], policy["maxReplicas"]) if policy else None
+    assert got == elastic  # what torchrun waits for is what runs
+
+
 def test_torchrun_runs_one_process_per_node_unless_told() -> None:
     app = specs.AppDef(
         "t",

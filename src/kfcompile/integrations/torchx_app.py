@@ -393,7 +393,9 @@ def _torchrun(
         nodes = _nodes(line.nnodes, at)
         if isinstance(nodes, Problem):
             problems.append(nodes)
-        elif nodes[1] != replicas or (nodes[0] != nodes[1] and nodes[0] != least):
+        elif nodes[1] != replicas or (
+            role.min_replicas is not None and nodes[0] not in (nodes[1], role.min_replicas)
+        ):
             given = f" (min_replicas {role.min_replicas})" if role.min_replicas else ""
             problems.append(
                 Problem(
