@@ -491,9 +491,9 @@ def _unused(app: Any, role: Any, at: str) -> Iterator[Problem]:
     if getattr(role, "base_image", None):  # torchx 0.7
         yield Problem(f"{at}.base_image", "kfcompile builds no images: set image only")
     if getattr(role, "workspace", None):  # torchx nightlies
-        yield Problem(f"{at}.workspace", "kfcompile builds no images: bake the code into image")
+        yield Problem(f"{at}.workspace", "kfcompile builds no images: build the image first")
     overrides = getattr(role, "overrides", None) or {}  # torchx nightlies
-    if any(not k.startswith("<") for k in overrides):  # `<...>` keys are torchx's own
+    if any(not str(k).startswith("<") for k in overrides):  # `<...>`: torchx's own
         yield Problem(f"{at}.overrides", "kfcompile takes no scheduler overrides")
     if role.max_retries > 0 and str(getattr(role.retry_policy, "value", "")) not in (
         "REPLICA",
