@@ -89,6 +89,10 @@ def rows(group: str, prefix: str, names: tuple[str, ...]) -> dict[str, Slot]:
     return {f"{group}.{n}": Slot.at(f"{prefix}.{n}") for n in names}
 
 
+def _no_pods(spec: JobSpec) -> list[str]:
+    return []
+
+
 @frozen
 class Target:
     """One output shape: what ``kfcompile targets`` lists and ``render`` dispatches on."""
@@ -99,6 +103,13 @@ class Target:
     releases: str
     table: Table
     render: Callable[[JobSpec], Rendered]
+    # What the controllers append to the job's name to name its pods, for this spec.
+    pod_suffixes: Callable[[JobSpec], list[str]] = _no_pods
+
+    def name_limit(self, spec: JobSpec) -> int:
+        """The longest job name this target can give ``spec`` (it depends on the number of
+        nodes and the runtime); ``render`` refuses longer ones. For launchers that make names."""
+        return name_limit(self.pod_suffixes(spec))
 
 
 # --- the spec in neutral slots ------------------------------------------------------------------
@@ -373,6 +384,11 @@ def program(spec: JobSpec) -> list[str]:
 DNS_LABEL_MAX = 63  # pod names become hostnames (and PyTorchJob Service names): DNS labels
 
 
+def name_limit(suffixes: Iterable[str]) -> int:
+    """The longest name for which every ``<name><suffix>`` is a DNS label."""
+    return DNS_LABEL_MAX - max((len(s) for s in suffixes), default=0)
+
+
 def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Problem]:
     """The job's pods are named ``<name><suffix>``; each must be a DNS label (at most 63).
 
@@ -386,7 +402,7 @@ def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Pr
             "name",
             f"too long for {who}: pod name {pod!r} would be {len(pod)} characters (a DNS "
             f"label allows {DNS_LABEL_MAX}); this spec allows names of at most "
-            f"{DNS_LABEL_MAX - len(longest)} characters",
+            f"{name_limit([longest])} characters",
         )
 
 
