@@ -51,6 +51,16 @@ K8S_VERSION: str = K8S_VERSIONS[-1]  # newest, e.g. "v1.37.0"
 _DEFINITIONS_URI = "https://kubernetes.io/api/_definitions.json"
 
 
+# The CRD of the release each target is checked against.
+CRD_FILES: dict[str, str] = {
+    "pytorchjob/v1": "pytorchjobs-v1.9.4.yaml",
+    "trainjob/v2.0": "trainjobs-v2.0.1.yaml",
+    "trainjob/v2.1": "trainjobs-v2.1.0.yaml",
+    "trainjob/v2.2": "trainjobs-v2.2.1.yaml",
+    "trainjob/v2.3": "trainjobs-v2.3.0.yaml",
+}
+
+
 def require_shared() -> Path:
     if SHARED is None and os.environ.get("KFCOMPILE_REQUIRE_SHARED"):
         pytest.fail("KFCOMPILE_REQUIRE_SHARED is set but ../shared/crds is missing")
@@ -114,3 +124,12 @@ def pod_template_errors(template: dict[str, Any], k8s_version: str = K8S_VERSION
 def configmap_errors(obj: dict[str, Any], k8s_version: str = K8S_VERSION) -> list[str]:
     """Violations of a core/v1 ConfigMap (unknown fields rejected)."""
     return _errors(_core_validator(k8s_version, "configmap-v1"), obj)
+
+
+def core_errors(obj: dict[str, Any], k8s_version: str = K8S_VERSION) -> list[str]:
+    """Violations of a built-in Kubernetes object's schema, chosen by its kind and apiVersion
+    (e.g. ``role-rbac-v1``; unknown fields rejected)."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    short = group.split(".")[0] if group else ""
+    name = "-".join(p for p in (obj["kind"].lower(), short, version) if p)
+    return _errors(_core_validator(k8s_version, name), obj)

@@ -5,13 +5,11 @@ Golden files in ``golden/conversions/<case>/``: ``input.yaml`` is written by han
 (the import), ``<target>.yaml`` (``convert --allow-lossy``) and ``report.txt`` (detected shape
 and every loss line) are regenerated only by ``pytest --update-golden``: review the diff.
 
-The commands are run through ``convert.add_commands`` on a fresh parser with the exit-status
-handling of ``cli.main``; ``test_wired_into_the_cli`` runs them through ``cli.main`` itself.
+The commands are run through ``cli.main``, as a user runs them.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import re
 from pathlib import Path
@@ -21,8 +19,8 @@ import pytest
 import schema_check
 
 from kfcompile import TARGETS, load_spec, render, yamlio
-from kfcompile.cli import Failed, UsageError, file_stem
-from kfcompile.convert import add_commands, convert_text
+from kfcompile.cli import file_stem, main
+from kfcompile.cli.manifests import convert_text
 from kfcompile.errors import UnsupportedFeature
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,19 +45,11 @@ SERVER_SET = (
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str, stdin: str = "") -> tuple[int, str, str]:
-    """The command as ``cli.main`` runs it: 2 for usage errors, 1 for failures."""
-    parser = argparse.ArgumentParser(prog="kfcompile")
-    add_commands(parser.add_subparsers(dest="command", required=True))
+    """The command as ``kfcompile`` runs it: 2 for usage errors, 1 for failures."""
     capsys.readouterr()
-    args = parser.parse_args(argv)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("sys.stdin", io.StringIO(stdin))
-        try:
-            code = int(args.func(args))
-        except UsageError:
-            code = 2
-        except Failed:
-            code = 1
+        code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -463,14 +453,6 @@ def test_convert_a_directory_of_200_manifests(
 
 
 def test_wired_into_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from kfcompile.cli import main
-
-    try:
-        main(["convert", "--help"])
-    except SystemExit as exc:
-        if exc.code != 0:
-            pytest.skip("cli.py does not wire `convert` yet (convert.add_commands)")
-    capsys.readouterr()
     source = tmp_path / "job.yaml"
     write_rendered(source, ROOT / "examples" / "minimal.yaml", "trainjob/v2.1")
     assert main(["convert", str(source), "--to", "pytorchjob/v1"]) == 0

@@ -49,9 +49,9 @@ Normalisation: for a spec ``s`` that renders on target ``t``, ``import(render(s,
    ``priority_class``; an empty ``queue`` / ``priority_class`` is dropped (it renders nothing).
 5. ``runtime_ref`` equal to the default runtime is omitted.
 6. ``managed_by`` equal to the target kind's default controller is omitted.
-7. A ``command`` (without ``args``) shaped like a launcher's becomes that launcher; a launcher
-   whose entrypoint starts with ``-`` is a ``command``; with a ``script``, the default
-   entrypoint ``train.py`` is written out.
+7. A ``command`` (without ``args``) shaped like a launcher's becomes that launcher (``python
+   -m module ...`` and torchrun's ``-m module`` the ``module`` form); with a ``script``, the
+   default entrypoint ``train.py`` is written out.
 8. ``work_dir`` becomes its volume (``workdir``) and mount: its local directory is not in any
    manifest.
 """
@@ -65,7 +65,7 @@ from typing import Any, Final
 
 from attrs import field, frozen
 
-from kfcompile import paths
+from kfcompile import paths, rules
 from kfcompile.errors import KfcompileError, Problem, SpecError, UnsupportedFeature
 from kfcompile.k8s_schema import fields
 from kfcompile.load import structure, unstructure
@@ -1140,12 +1140,16 @@ class _Import:
         kind = command[0]
         if kind not in LAUNCHERS:
             return None
-        entry = 1
+        start = 1
         if self.kind == pytorchjob_v1.KIND and kind == "torchrun":  # the rendezvous flags first
-            entry = next((i for i, w in enumerate(command) if i and not w.startswith("-")), 0)
-        if not 0 < entry < len(command) or not _entrypoint(command[entry]):
+            start = next(
+                (i for i, w in enumerate(command) if i and (w == "-m" or not w.startswith("-"))),
+                len(command),
+            )
+        program = _program(command[start:])
+        if program is None:
             return None
-        launcher = {"kind": kind, "entrypoint": command[entry], "args": command[entry + 1 :]}
+        launcher = {"kind": kind, **program}
         if self.kind == pytorchjob_v1.KIND and kind == "torchrun":
             return launcher if self._renders_as(launcher, command) else None
         return launcher
@@ -1162,8 +1166,8 @@ class _Import:
 
     def _script(self, launcher: dict[str, Any]) -> None:
         """The inline script: its ConfigMap, volume and mount, exactly as kfcompile writes them."""
-        entry: str = launcher["entrypoint"]
-        if not entry.startswith(SCRIPT_DIR + "/"):
+        entry: str | None = launcher.get("entrypoint")
+        if entry is None or not entry.startswith(SCRIPT_DIR + "/"):
             return
         file_name = entry[len(SCRIPT_DIR) + 1 :]
         config_map = f"{self.data['name']}-script"
@@ -1311,6 +1315,17 @@ def _words(value: Any) -> bool:
 
 def _entrypoint(word: str) -> bool:
     return bool(word.strip()) and not word.startswith("-")
+
+
+def _program(words: list[str]) -> dict[str, Any] | None:
+    """A launcher's program as kfcompile writes it: ``-m module args`` or ``file args``."""
+    if words[:1] == ["-m"]:
+        if len(words) < 2 or any(rules.python_module(words[1])):
+            return None
+        return {"module": words[1], "args": words[2:]}
+    if not words or not _entrypoint(words[0]):
+        return None
+    return {"entrypoint": words[0], "args": words[1:]}
 
 
 # --- TrainJob releases --------------------------------------------------------------------------
@@ -1476,6 +1491,8 @@ _TORCHRUN_IN_SCRIPT: Final = re.compile(
 
 def _program_words(spec: JobSpec) -> list[str]:
     if spec.launcher is not None:
+        if spec.launcher.module is not None:
+            return [spec.launcher.kind, "-m", spec.launcher.module]
         return [spec.launcher.kind, *(spec.launcher.entrypoint or "",)]
     return [*spec.command, *spec.args]
 
@@ -1483,9 +1500,9 @@ def _program_words(spec: JobSpec) -> list[str]:
 def _runs_torchrun(spec: JobSpec) -> bool:
     """Whether the job's program is torchrun (directly, as ``python -m torch.distributed.run``,
     after ``env VAR=...``, or inside a ``sh -c`` script): the one launcher that reads PET_*."""
-    if spec.launcher is not None:
-        return spec.launcher.kind == "torchrun"
     words = [*spec.command, *spec.args]
+    if spec.launcher is not None:  # `python -m torch.distributed.run` is torchrun too
+        words = [spec.launcher.kind, *base.program(spec)]
     if words and posixpath.basename(words[0]) == "env":
         words = words[1:]
         while words and (_ASSIGNMENT.fullmatch(words[0]) or words[0].startswith("-")):

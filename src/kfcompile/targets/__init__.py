@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kfcompile.targets import (
+    base,
     pytorchjob_v1,
     trainjob_v2_0,
     trainjob_v2_1,
@@ -22,6 +23,7 @@ TARGETS: dict[str, Target] = {
     )
 }
 DEFAULT_TARGET = trainjob_v2_3.NAME
+base.REGISTRY.update(TARGETS)
 
 __all__ = [
     "DEFAULT_TARGET",

@@ -89,6 +89,10 @@ def rows(group: str, prefix: str, names: tuple[str, ...]) -> dict[str, Slot]:
     return {f"{group}.{n}": Slot.at(f"{prefix}.{n}") for n in names}
 
 
+def _no_pods(spec: JobSpec) -> list[str]:
+    return []
+
+
 @frozen
 class Target:
     """One output shape: what ``kfcompile targets`` lists and ``render`` dispatches on."""
@@ -99,6 +103,13 @@ class Target:
     releases: str
     table: Table
     render: Callable[[JobSpec], Rendered]
+    # What the controllers append to the job's name to name its pods, for this spec.
+    pod_suffixes: Callable[[JobSpec], list[str]] = _no_pods
+
+    def name_limit(self, spec: JobSpec) -> int:
+        """The longest job name this target can give ``spec`` (it depends on the number of
+        nodes and the runtime); ``render`` refuses longer ones. For launchers that make names."""
+        return name_limit(self.pod_suffixes(spec))
 
 
 # --- the spec in neutral slots ------------------------------------------------------------------
@@ -354,6 +365,7 @@ def _run_policy(spec: JobSpec) -> Iterator[Entry]:
 
 
 def entrypoint_path(spec: JobSpec) -> str:
+    """The file the launcher runs: the inline script's, else ``launcher.entrypoint``."""
     if spec.script is not None:
         return f"{SCRIPT_DIR}/{spec.script_entrypoint}"
     assert spec.launcher is not None and spec.launcher.entrypoint
@@ -361,12 +373,20 @@ def entrypoint_path(spec: JobSpec) -> str:
 
 
 def program(spec: JobSpec) -> list[str]:
-    """The entrypoint and its arguments, exactly as written: no shell ever sees them."""
+    """The program and its arguments, exactly as written: no shell ever sees them. A module
+    runs as ``-m module``, which python and torchrun (``-m``/``--module``) both take."""
     assert spec.launcher is not None
+    if spec.launcher.module is not None:
+        return ["-m", spec.launcher.module, *spec.launcher.args]
     return [entrypoint_path(spec), *spec.launcher.args]
 
 
 DNS_LABEL_MAX = 63  # pod names become hostnames (and PyTorchJob Service names): DNS labels
+
+
+def name_limit(suffixes: Iterable[str]) -> int:
+    """The longest name for which every ``<name><suffix>`` is a DNS label."""
+    return DNS_LABEL_MAX - max((len(s) for s in suffixes), default=0)
 
 
 def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Problem]:
@@ -382,7 +402,7 @@ def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Pr
             "name",
             f"too long for {who}: pod name {pod!r} would be {len(pod)} characters (a DNS "
             f"label allows {DNS_LABEL_MAX}); this spec allows names of at most "
-            f"{DNS_LABEL_MAX - len(longest)} characters",
+            f"{name_limit([longest])} characters",
         )
 
 
@@ -430,11 +450,15 @@ def lookup(table: Table, slot: str) -> Slot | None:
     return _resolved[cache_key]
 
 
+# Every target, by name: filled by the registry (`kfcompile.targets`), which imports the target
+# modules, so that the engine can name the targets that would express a misfit without
+# importing the registry back.
+REGISTRY: dict[str, Target] = {}
+
+
 def supported_by(slot: str) -> list[str]:
     """Every target whose table can express ``slot``, for error messages."""
-    from kfcompile.targets import TARGETS  # the registry imports the target modules
-
-    return [t.name for t in TARGETS.values() if lookup(t.table, slot) is not None]
+    return [t.name for t in REGISTRY.values() if lookup(t.table, slot) is not None]
 
 
 def place(

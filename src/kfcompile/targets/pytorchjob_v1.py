@@ -133,4 +133,4 @@ def render(spec: JobSpec) -> Rendered:
     return Rendered(objects, layout + placed)
 
 
-TARGET = Target(NAME, API_VERSION, KIND, "Training Operator v1.7-v1.9", TABLE, render)
+TARGET = Target(NAME, API_VERSION, KIND, "Training Operator v1.7-v1.9", TABLE, render, pod_suffixes)

@@ -197,6 +197,7 @@ def target(release: Release, releases: str) -> Target:
         releases,
         release.table,
         functools.partial(render, release=release),
+        pod_suffixes,
     )
 
 

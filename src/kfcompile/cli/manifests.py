@@ -1,6 +1,6 @@
 """``kfcompile import`` and ``kfcompile convert``: existing manifests to specs or other targets.
 
-``cli.py`` wires them with ``convert.add_commands(sub)``. Each input is a file (``-`` for stdin)
+Each input is a file (``-`` for stdin)
 or a directory (every ``*.yaml``, ``*.yml`` and ``*.json`` below it); a file may hold several
 documents and ``kind: List`` (``kubectl get -o yaml``). Every PyTorchJob and TrainJob in it is
 imported (its inline-script ConfigMap with it); any other document is reported, not converted.
@@ -28,16 +28,20 @@ from typing import Literal
 from attrs import frozen
 
 from kfcompile import yamlio
+from kfcompile.cli.common import Failed, UsageError, read, write_file
 from kfcompile.errors import KfcompileError, Problem, SpecError
 from kfcompile.importer import convert_manifest, import_manifest_lossy, jobs_in
 from kfcompile.load import dump_spec
-from kfcompile.targets import TARGETS
 
 SUFFIXES = (".yaml", ".yml", ".json")
+
+
 SPEC = "spec"  # the summary's target column for `import`
 
 
 Status = Literal["ok", "lossy", "refused", "failed", "skipped", "unreadable"]
+
+
 # How the summary's last line counts each status of a job.
 TOTALS: dict[Status, str] = {
     "ok": "ok",
@@ -45,8 +49,12 @@ TOTALS: dict[Status, str] = {
     "refused": "not written (losses)",
     "failed": "failed",
 }
+
+
 # Files that hold no job to count: what the last line adds for them when there are any.
 NOT_JOBS: dict[Status, str] = {"unreadable": "unreadable", "skipped": "with no job (skipped)"}
+
+
 # Losses are warnings with --allow-lossy: documents that are no job included, in a file alone.
 WARNINGS: frozenset[Status] = frozenset({"lossy", "skipped"})
 
@@ -132,14 +140,9 @@ def _kinds(documents: Iterable[object]) -> str:
     return ",".join(sorted(kinds)) or "-"
 
 
-# --- files ------------------------------------------------------------------------------------
-
-
 def _inputs(arguments: list[str], out: Path | None) -> Iterator[tuple[str, Path]]:
     """``(label, path relative to the output directory)`` of every input file; a directory's
     files below ``out`` are skipped (earlier output)."""
-    from kfcompile.cli import UsageError
-
     for argument in arguments:
         if argument == "-":
             yield "-", Path("stdin.yaml")
@@ -167,14 +170,14 @@ def _inputs(arguments: list[str], out: Path | None) -> Iterator[tuple[str, Path]
 def _read(label: str) -> str | Problem:
     """The file's text, or why it cannot be read (a failed row, not the end of the run)."""
     try:
-        return sys.stdin.read() if label == "-" else Path(label).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return Problem("", f"cannot read: {getattr(exc, 'strerror', None) or exc}")
+        return read(label)
+    except Failed as exc:  # not UTF-8 text
+        return Problem("", f"cannot read: {'; '.join(exc.problems)}")
+    except UsageError as exc:  # "cannot read <file>: <why>": the row names the file already
+        return Problem("", f"cannot read: {str(exc).split(': ', 1)[-1]}")
 
 
 def _run(args: argparse.Namespace, target_name: str | None) -> int:
-    from kfcompile.cli import UsageError, write_file
-
     out = Path(args.out) if args.out is not None else None
     sources: dict[Path, str] = {}
     results: list[tuple[Path, list[Outcome]]] = []
@@ -239,43 +242,3 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     return _run(args, args.to)
-
-
-# --- wiring -----------------------------------------------------------------------------------
-
-
-def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``import`` and ``convert`` (their ``func`` returns the exit status)."""
-    from kfcompile.cli import target_arg
-
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "manifest",
-        nargs="+",
-        help="PyTorchJob/TrainJob YAML or JSON, '-' for stdin, or a directory of them",
-    )
-    common.add_argument(
-        "--allow-lossy",
-        action="store_true",
-        help="write the output even when fields are lost (they are printed as warnings)",
-    )
-    common.add_argument(
-        "--out", metavar="DIR", help="write one file per input under DIR and print a summary"
-    )
-    text = "read existing PyTorchJob/TrainJob manifests into job specs"
-    p = subparsers.add_parser("import", parents=[common], help=text, description=text)
-    p.set_defaults(func=cmd_import)
-    text = "convert existing PyTorchJob/TrainJob manifests to another target"
-    p = subparsers.add_parser("convert", parents=[common], help=text, description=text)
-    p.add_argument(
-        "--to",
-        required=True,
-        type=target_arg,
-        choices=list(TARGETS),
-        metavar="TARGET",
-        help=f"output shape: {', '.join(TARGETS)}",
-    )
-    p.set_defaults(func=cmd_convert)
-
-
-__all__ = ["Outcome", "add_commands", "cmd_convert", "cmd_import", "convert_text"]

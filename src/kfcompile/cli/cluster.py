@@ -11,45 +11,36 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import random
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Generator, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from kfcompile.kinds import KINDS
-from kfcompile.targets import DEFAULT_TARGET, TARGETS
-
-if TYPE_CHECKING:
-    from kfcompile.lifecycle import LogLine, Observation, Session
-    from kfcompile.ports import LocalFiles, Ref
-
-DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
-
-
-def duration(text: str) -> float:
-    """Seconds in ``90``, ``90s``, ``10m``, ``1h30m``."""
-    match = DURATION.fullmatch(text.strip())
-    if not text.strip() or match is None or not any(match.groups()):
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 10m, 1h30m)")
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
-
-
-# --- connecting ---------------------------------------------------------------------------------
+from kfcompile import lifecycle
+from kfcompile.cli.common import Failed, UsageError, compile_for, load
+from kfcompile.errors import KfcompileError
+from kfcompile.lifecycle import (
+    ClusterError,
+    LogLine,
+    Observation,
+    Session,
+    locate,
+    ranks,
+    read_logs,
+)
+from kfcompile.ports import ApiError, LocalFiles, Ref
+from kfcompile.status import State
 
 
 class Context:
     """The session for this command and the namespace it acts in."""
 
     def __init__(self, args: argparse.Namespace, spec_namespace: str | None = None) -> None:
-        import random
-
-        from kfcompile.cli import Failed
-        from kfcompile.lifecycle import Session
+        # The adapter imports the kubernetes client (~300 ms): only when a command runs.
         from kfcompile_kube import ConfigError, KubeCluster, SystemClock, TarFiles, connect
 
         try:
@@ -68,8 +59,6 @@ class Context:
         self.namespace: str = args.namespace or spec_namespace or connection.namespace
 
     def find(self, name: str, kind: str | None = None) -> Ref:
-        from kfcompile.lifecycle import locate
-
         return locate(self.session, self.namespace, name, kind)
 
 
@@ -83,11 +72,6 @@ def _retrying(what: str, error: Exception) -> None:
 @contextmanager
 def _errors() -> Iterator[None]:
     """Lifecycle and API errors as one line each, exit status 1; never a traceback."""
-    from kfcompile.cli import Failed
-    from kfcompile.errors import KfcompileError
-    from kfcompile.lifecycle import ClusterError
-    from kfcompile.ports import ApiError
-
     try:
         yield
     except (ClusterError, KfcompileError) as exc:
@@ -97,8 +81,6 @@ def _errors() -> Iterator[None]:
 
 
 def _progress(obs: Observation, elapsed: float) -> None:
-    from kfcompile.status import State
-
     state = obs.state
     line = f"[{elapsed:6.1f}s] {obs.ref.name}: {state.state.value} ({state.reason})"
     line += f" nodes {obs.nodes_ready}/{obs.nodes_total} ready"
@@ -109,8 +91,6 @@ def _progress(obs: Observation, elapsed: float) -> None:
 
 def _finish(obs: Observation) -> int:
     """Exit status for where a wait ended: 1 when the job failed."""
-    from kfcompile.status import State
-
     state = obs.state
     print(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
     return 1 if state.state is State.FAILED else 0
@@ -118,9 +98,6 @@ def _finish(obs: Observation) -> int:
 
 def _save_logs(ctx: Context, ref: Ref, directory: str) -> None:
     """Every rank's complete log to DIR/rank-N.log (logs vanish with the pods)."""
-    from kfcompile.cli import UsageError
-    from kfcompile.lifecycle import ranks, read_logs
-
     folder = Path(directory)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -134,22 +111,19 @@ def _save_logs(ctx: Context, ref: Ref, directory: str) -> None:
     print(f"saved logs of {ref} to {folder}/", file=sys.stderr)
 
 
-def _print_logs(lines: Iterator[LogLine], prefix: bool) -> None:
-    for line in lines:
-        text = f"[rank {line.rank}] {line.text}" if prefix else line.text
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-
-
-# --- commands -----------------------------------------------------------------------------------
+def _print_logs(lines: Generator[LogLine, None, None], prefix: bool) -> None:
+    """Print the lines; closing them on every way out (the end, Ctrl-C, a closed pipe, an
+    error) stops the streams a followed log reads, with the threads reading them."""
+    with closing(lines):
+        for line in lines:
+            text = f"[rank {line.rank}] {line.text}" if prefix else line.text
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from kfcompile import lifecycle
-    from kfcompile.cli import _compile, _load
-
-    spec = _load(args.spec)
-    _compile(args.spec, args.target, spec)  # what the target cannot express, named by file
+    spec = load(args.spec)
+    compile_for(args.spec, args.target, spec)  # what the target cannot express, named by file
     if spec.work_dir is not None and args.spec != "-":
         # A relative work dir is relative to the spec file, not to where kfcompile runs.
         local = Path(args.spec).parent / spec.work_dir.local
@@ -186,8 +160,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
-    from kfcompile import lifecycle
-
     if args.follow:
         _print_logs(lifecycle.logs(ctx.session, ref, follow=True), prefix=True)
         until: lifecycle.Until = "done"
@@ -201,8 +173,6 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
 
 def _interrupted(ctx: Context, ref: Ref) -> int:
     """Ctrl-C while waiting: ask whether to cancel, never leave a job behind silently."""
-    from kfcompile import lifecycle
-
     answer = ""
     if sys.stdin.isatty():
         try:
@@ -223,8 +193,6 @@ def _interrupted(ctx: Context, ref: Ref) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from kfcompile import lifecycle
-
     ctx = Context(args)
     with _errors():
         obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
@@ -273,8 +241,6 @@ def _status_doc(obs: Observation) -> dict[str, Any]:
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    from kfcompile import lifecycle
-
     ctx = Context(args)
     with _errors():
         ref = ctx.find(args.name, args.kind)
@@ -287,8 +253,6 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from kfcompile import lifecycle
-
     ctx = Context(args)
     with _errors():
         ref = ctx.find(args.name, args.kind)
@@ -305,8 +269,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    from kfcompile import lifecycle
-
     ctx = Context(args)
     with _errors():
         obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
@@ -318,8 +280,6 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from kfcompile import lifecycle
-
     ctx = Context(args)
     with _errors():
         try:
@@ -335,23 +295,24 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def _suspend(value: bool) -> Callable[[argparse.Namespace], int]:
-    def command(args: argparse.Namespace) -> int:
-        from kfcompile import lifecycle
+def _set_suspended(args: argparse.Namespace, value: bool) -> int:
+    ctx = Context(args)
+    with _errors():
+        ref = ctx.find(args.name, args.kind)
+        lifecycle.set_suspended(ctx.session, ref, value)
+    print(f"{ref}: {'suspended' if value else 'resumed'}")
+    return 0
 
-        ctx = Context(args)
-        with _errors():
-            ref = ctx.find(args.name, args.kind)
-            lifecycle.set_suspended(ctx.session, ref, value)
-        print(f"{ref}: {'suspended' if value else 'resumed'}")
-        return 0
 
-    return command
+def cmd_suspend(args: argparse.Namespace) -> int:
+    return _set_suspended(args, True)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return _set_suspended(args, False)
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from kfcompile import lifecycle
-
     ctx = Context(args)
     move = lifecycle.sync_up if args.direction == "up" else lifecycle.sync_down
     with _errors():
@@ -372,8 +333,6 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from kfcompile import lifecycle
-
     ctx = Context(args)
     with _errors():
         jobs = lifecycle.list_jobs(ctx.session, None if args.all_namespaces else ctx.namespace)
@@ -386,84 +345,3 @@ def cmd_list(args: argparse.Namespace) -> int:
     for row in [head, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return 0
-
-
-# --- wiring -------------------------------------------------------------------------------------
-
-
-def add_commands(sub: Any) -> None:
-    """Register the cluster commands on the top-level subparsers."""
-    from kfcompile.cli import target_arg
-
-    def command(
-        name: str, help_text: str, func: Callable[[argparse.Namespace], int], spec: bool = False
-    ) -> Any:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument(
-            "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
-        )
-        p.add_argument("--context", help="kubeconfig context (default: the current one)")
-        # As Context picks it: only submit has a spec whose namespace can come in between.
-        default = "the spec's, then the context's" if spec else "the context's"
-        p.add_argument("-n", "--namespace", help=f"namespace (default: {default}, then default)")
-        p.set_defaults(func=func)
-        return p
-
-    def job(name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> Any:
-        p = command(name, help_text, func)
-        p.add_argument("name", help="job name")
-        p.add_argument("--kind", choices=list(KINDS), help="if both exist")
-        return p
-
-    def timeout(p: Any) -> None:
-        p.add_argument("--timeout", type=duration, help="give up after this long (e.g. 30m)")
-
-    def save_logs(p: Any) -> None:
-        p.add_argument("--save-logs", metavar="DIR", help="write every rank's log to DIR")
-
-    def sync_image(p: Any) -> None:
-        p.add_argument("--sync-image", default="busybox:1.36", help="image of the sync helper pod")
-
-    p = command("submit", "create the job on the cluster (idempotent)", cmd_submit, spec=True)
-    p.add_argument("spec", help="job spec YAML file")
-    p.add_argument("-t", "--target", default=DEFAULT_TARGET, type=target_arg, choices=list(TARGETS))
-    p.add_argument("--wait", choices=["running", "done"], help="then wait until this")
-    p.add_argument("--follow", action="store_true", help="then stream every rank's log")
-    timeout(p)
-    save_logs(p)
-    sync_image(p)
-
-    p = job("status", "state, reason, per-node pods and recent events", cmd_status)
-    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
-
-    p = job("wait", "wait until the job is running or done", cmd_wait)
-    p.add_argument("--until", choices=["running", "done"], default="done")
-    timeout(p)
-    save_logs(p)
-
-    p = job("logs", "print a rank's log, or every rank's", cmd_logs)
-    ranks = p.add_mutually_exclusive_group()
-    ranks.add_argument("--rank", type=int, default=0, help="rank to show (default 0)")
-    ranks.add_argument("--all-ranks", action="store_true", help="every rank, prefixed")
-    p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
-    p.add_argument("--since", type=duration, help="only lines newer than this (e.g. 10m)")
-    p.add_argument("--tail", type=int, help="only the last N lines")
-
-    job("events", "recent events of the job and its pods", cmd_events)
-
-    p = job("cancel", "delete the job and its pods", cmd_cancel)
-    p.add_argument("--wait", action="store_true", help="return when the job and its pods are gone")
-    timeout(p)
-
-    job("suspend", "suspend the job (its pods are deleted)", _suspend(True))
-    job("resume", "resume a suspended job", _suspend(False))
-
-    p = command("sync", "copy a directory to or from a PersistentVolumeClaim", cmd_sync)
-    p.add_argument("direction", choices=["up", "down"])
-    p.add_argument("local", help="local directory")
-    p.add_argument("--pvc", required=True, help="PersistentVolumeClaim name")
-    p.add_argument("--path", default="/", help="directory inside the claim (default /)")
-    sync_image(p)
-
-    p = command("list", "jobs kfcompile created, with their states", cmd_list)
-    p.add_argument("-A", "--all-namespaces", action="store_true")

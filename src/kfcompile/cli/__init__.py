@@ -1,0 +1,37 @@
+"""``kfcompile`` command line: argument parsing and printing around the pure core.
+
+``parser`` declares every command; ``compile`` (render, validate, explain, targets, schema),
+``manifests`` (import, convert) and ``cluster`` (submit ... list) do them, on the helpers of
+``common``. Exit status: 0 success, 1 a problem with a spec, its output or the cluster (one line
+per problem on stderr), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+from kfcompile.cli import parser
+from kfcompile.cli.common import Failed, UsageError, file_stem, outcome, print_failure
+
+__all__ = ["Failed", "UsageError", "file_stem", "main", "outcome"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser.build().parse_args(argv)
+    module, _, name = args.func.partition(":")
+    try:
+        command = getattr(importlib.import_module(f"kfcompile.cli.{module}"), name)
+        return int(command(args))
+    except UsageError as exc:
+        print(f"kfcompile: {exc}", file=sys.stderr)
+        return 2
+    except Failed as exc:
+        print_failure(exc)
+        return 1
+    except BrokenPipeError:  # `kfcompile render ... | head`
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130

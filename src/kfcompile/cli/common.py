@@ -1,0 +1,116 @@
+"""What every ``kfcompile`` command shares: its two failures, reading specs and files, rendering
+one for a target, and printing problems. Exit status: 0 success, 1 a problem with a spec, its
+output or the cluster (one line per problem on stderr, ``<file>: <field path>: <message>``), 2 a
+usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kfcompile import yamlio
+from kfcompile.errors import Problem, SpecError, UnsupportedFeature
+from kfcompile.load import load_spec
+from kfcompile.spec import JobSpec
+from kfcompile.targets import Rendered, canonical_name, target
+
+
+class UsageError(Exception):
+    """Bad arguments or unreadable files: exit status 2."""
+
+
+class Failed(Exception):
+    """Problems to print, each prefixed with where they come from: exit status 1."""
+
+    def __init__(self, label: str, problems: Iterable[Problem | str]) -> None:
+        super().__init__(label)
+        self.label = label
+        self.problems = [str(p) for p in problems]
+
+
+def read(path: str) -> str:
+    """The file's text. A file that cannot be read is a usage error; one that is not UTF-8 text
+    (a binary file) is a malformed file."""
+    try:
+        return _text(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        bad = f"0x{exc.object[exc.start]:02x}"
+        raise Failed(path, [f"not UTF-8 text: {exc.reason} {bad} at byte {exc.start}"]) from None
+
+
+def _text(path: str) -> str:
+    if path != "-":
+        return Path(path).read_text(encoding="utf-8")
+    raw = getattr(sys.stdin, "buffer", None)  # bytes, whatever the locale's encoding
+    return sys.stdin.read() if raw is None else raw.read().decode("utf-8")
+
+
+def load(path: str) -> JobSpec:
+    try:
+        return load_spec(read(path))
+    except SpecError as exc:
+        raise Failed(path, exc.problems) from None
+
+
+def compile_for(path: str, target_name: str, spec: JobSpec | None = None) -> Rendered:
+    spec = spec or load(path)
+    try:
+        return target(target_name).render(spec)
+    except UnsupportedFeature as exc:
+        raise Failed(f"{path} ({target_name})", exc.problems) from None
+
+
+def format_objects(objects: list[dict[str, Any]], output: str) -> str:
+    if output == "json":
+        doc = (
+            objects[0]
+            if len(objects) == 1
+            else {"apiVersion": "v1", "kind": "List", "items": objects}
+        )
+        return json.dumps(doc, indent=2) + "\n"
+    return yamlio.dump_all(objects)
+
+
+def outcome(spec: JobSpec, target_name: str, output: str = "yaml") -> tuple[str, str]:
+    """(file suffix, text) of rendering ``spec`` for one target: the objects, or why not."""
+    try:
+        return output, format_objects(target(target_name).render(spec).objects, output)
+    except UnsupportedFeature as exc:
+        return "err", str(exc) + "\n"
+
+
+def file_stem(target_name: str) -> str:
+    return target_name.replace("/", "-")
+
+
+def write_file(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def name_of(obj: dict[str, Any]) -> str:
+    return f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def target_arg(text: str) -> str:
+    """The type of every ``--target``: a known name or a patch release of a known line becomes
+    its registered name; anything else is left as it is for ``choices`` to refuse with the
+    list."""
+    try:
+        return canonical_name(text)
+    except ValueError:
+        return text
+
+
+def print_failure(exc: Failed) -> None:
+    for problem in exc.problems:
+        print(f"{exc.label}: {problem}", file=sys.stderr)

@@ -1,0 +1,234 @@
+"""The commands of the pure core: render, validate, explain, targets, schema."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kfcompile import yamlio
+from kfcompile.cli.common import (
+    Failed,
+    UsageError,
+    compile_for,
+    file_stem,
+    format_objects,
+    load,
+    name_of,
+    outcome,
+    print_failure,
+    read,
+    write_file,
+)
+from kfcompile.errors import SpecError
+from kfcompile.spec import JobSpec
+from kfcompile.targets import TARGETS
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    targets = list(TARGETS) if args.target == "all" else [args.target]
+    if args.with_secrets and (args.out is not None or args.check is not None):
+        # Secret values go to stdout only, where the user decides what happens to them; --out
+        # and --check trees are files that get kept, diffed and committed.
+        flag = "--out" if args.out is not None else "--check"
+        raise UsageError(
+            f"--with-secrets prints the Secret to stdout only and cannot be used with {flag}"
+        )
+    if args.out is not None:
+        return _render_matrix(args.spec, targets, Path(args.out), args.output)
+    if len(targets) > 1:
+        raise UsageError("--target all writes one file per target: give --out DIR")
+    if args.check is not None:
+        if len(args.spec) != 1:
+            raise UsageError("--check compares one spec with one golden file")
+        return _check(args.spec[0], args.target, args.output, args.check)
+    objects = []
+    for path in args.spec:
+        spec = load(path)
+        rendered = compile_for(path, args.target, spec).objects
+        if spec.secret_env:
+            rendered = _with_secret(path, spec, rendered, args.with_secrets)
+        objects += rendered
+    sys.stdout.write(format_objects(objects, args.output))
+    return 0
+
+
+def _with_secret(
+    path: str, spec: JobSpec, objects: list[dict[str, Any]], with_secrets: bool
+) -> list[dict[str, Any]]:
+    """The Secret of ``secret_env`` goes in only when asked: its values are secrets."""
+    if not with_secrets:
+        print(
+            f"{path}: note: secret_env reads Secret {spec.secret_name}, not written here "
+            "(`kfcompile submit` creates it; `render --with-secrets` writes it)",
+            file=sys.stderr,
+        )
+        return objects
+
+    from kfcompile.lifecycle import ClusterError, secret
+
+    try:
+        return [*objects[:-1], secret(spec, os.environ, spec.namespace), objects[-1]]
+    except ClusterError as exc:
+        raise Failed(path, str(exc).splitlines()) from None
+
+
+def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str) -> int:
+    """Write every spec for every target to ``out/<spec>/<target>.<yaml|json|err>``."""
+    rows = []
+    for path in specs:
+        spec = load(path)
+        folder = out / Path(path).stem
+        cells = []
+        for name in targets:
+            suffix, text = outcome(spec, name, output)
+            write_file(folder / f"{file_stem(name)}.{suffix}", text)
+            cells.append("ok" if suffix != "err" else f"{text.count(chr(10))} unsupported")
+        rows.append((Path(path).name, cells))
+    width = max(len(name) for name, _ in rows)
+    print(f"{'spec':<{width}}  " + "  ".join(f"{t:<15}" for t in targets).rstrip())
+    for name, cells in rows:
+        print(f"{name:<{width}}  " + "  ".join(f"{c:<15}" for c in cells).rstrip())
+    return 0
+
+
+def _check(spec: str, target_name: str, output: str, golden: str) -> int:
+    text = format_objects(compile_for(spec, target_name).objects, output)
+    expected = read(golden)
+    if expected == text:
+        return 0
+    sys.stdout.writelines(
+        difflib.unified_diff(
+            expected.splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            fromfile=golden,
+            tofile=f"render {spec} --target {target_name}",
+        )
+    )
+    print(f"{golden}: differs from the rendered output", file=sys.stderr)
+    return 1
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check every spec given, report each, and fail if any is invalid."""
+    status = 0
+    for path in args.spec:
+        try:
+            objects = compile_for(path, args.target).objects
+            problems = [p for crd_path in args.crd for p in _crd_problems(objects, crd_path)]
+            if problems:
+                raise Failed(f"{path} ({args.target})", problems)
+        except Failed as exc:
+            print_failure(exc)
+            status = 1
+            continue
+        against = f" against {', '.join(args.crd)}" if args.crd else ""
+        print(f"{path}: valid for {args.target}{against}", file=sys.stderr)
+    return status
+
+
+def _crd_problems(objects: list[dict[str, Any]], crd_path: str) -> list[str]:
+    from kfcompile import crd  # jsonschema is loaded only when a CRD is given
+
+    try:
+        crds = [d for d in yamlio.load_all(read(crd_path)) if isinstance(d, dict)]
+    except SpecError as exc:
+        raise Failed(crd_path, exc.problems) from None
+    found = []
+    for obj in objects:
+        if obj["apiVersion"] == "v1":
+            continue  # core companions (ConfigMap) have no CRD
+        matching = [
+            c for c in crds if c.get("spec", {}).get("names", {}).get("kind") == obj["kind"]
+        ]
+        if not matching:
+            raise Failed(crd_path, [f"no CustomResourceDefinition for kind {obj['kind']} here"])
+        for c in matching:
+            try:
+                found += [f"{name_of(obj)}: {e} (per {crd_path})" for e in crd.errors(obj, c)]
+            except ValueError as exc:  # not a usable CRD
+                raise Failed(crd_path, [str(exc)]) from None
+    return found
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    rendered = compile_for(args.spec[0], args.target)
+    rows = [
+        {
+            "source": p.source,
+            "object": name_of(rendered.objects[p.doc]),
+            "path": p.path,
+            "value": p.value,
+            "merged": p.merge,
+        }
+        for p in rendered.placements
+    ]
+    if args.output == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max((len(r["source"]) for r in rows), default=0)
+    for r in rows:
+        value = json.dumps(r["value"], separators=(",", ":"))
+        how = " (merged)" if r["merged"] else ""
+        print(f"{r['source']:<{width}}  {r['object']} {r['path']} = {value}{how}")
+    return 0
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    from kfcompile.reference import override_support, support
+
+    marks = support()
+    hatches = override_support()
+    if args.output == "json":
+        doc = {
+            name: {
+                "apiVersion": t.api_version,
+                "kind": t.kind,
+                "releases": t.releases,
+                "supports": {field: m[name] for field, m in marks.items()},
+                "overrides": {
+                    field: {k: m[name] for k, m in keys.items()} for field, keys in hatches.items()
+                },
+            }
+            for name, t in TARGETS.items()
+        }
+        print(json.dumps(doc, indent=2))
+        return 0
+    shown: dict[bool | str, str] = {True: "yes", False: "-", "partial": "partial"}
+    for t in TARGETS.values():
+        print(f"{t.name:<15} {t.kind:<11} {t.api_version:<31} {t.releases}")
+    rows: list[tuple[str, Mapping[str, bool | str]]] = list(marks.items())
+    rows += [(f"{field}.{k}", m) for field, keys in hatches.items() for k, m in keys.items()]
+    width = max(len(field) for field, _ in rows) + 2
+    print(f"\n{'spec field':<{width}}" + "".join(f"{name:>15}" for name in TARGETS))
+    for field, m in rows:
+        print(f"{field:<{width}}" + "".join(f"{shown[m[name]]:>15}" for name in TARGETS))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from kfcompile.schema import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+def cmd_rbac(args: argparse.Namespace) -> int:
+    """The Role the cluster commands need in one namespace, and what grants it."""
+    from kfcompile import rbac
+
+    kind = TARGETS[args.target].kind if args.target else None
+    granted = [rbac.role(args.namespace, kind)]
+    if args.cluster_reads:
+        granted.append(rbac.cluster_role(kind))
+    objects = list(granted)
+    if args.service_account or args.user:
+        who = rbac.subject(args.service_account, args.user, args.namespace)
+        objects += [rbac.binding(g, who, args.namespace) for g in granted]
+    sys.stdout.write(yamlio.dump_all(objects))
+    return 0

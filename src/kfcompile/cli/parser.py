@@ -1,0 +1,240 @@
+"""The ``kfcompile`` command line's arguments: every command, its options and help.
+
+Each command's ``func`` is ``module:function`` in this package, imported only when that command
+runs, so ``render`` loads neither the importer nor the lifecycle (and never the Kubernetes
+adapter, which the cluster commands import when they connect).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from kfcompile.cli.common import target_arg
+from kfcompile.kinds import KINDS
+from kfcompile.targets import DEFAULT_TARGET, TARGETS
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, read only when asked (start-up cost)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="print the version and exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("kfcompile")
+        except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+            version = "(version unknown: not installed)"
+        print(f"kfcompile {version}")
+        parser.exit()
+
+
+def build() -> argparse.ArgumentParser:
+    """Every command and its arguments; ``func`` names the command as ``module:function``."""
+    parser = argparse.ArgumentParser(
+        prog="kfcompile",
+        description="Compile a training-job spec into Kubeflow custom resources.",
+    )
+    parser.add_argument("--version", action=_Version)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    target_names = [*TARGETS, "all"]
+
+    def with_spec(name: str, help_text: str, many: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("spec", nargs="+" if many else 1, help="job spec YAML file ('-' = stdin)")
+        p.add_argument(
+            "-t",
+            "--target",
+            default=DEFAULT_TARGET,
+            type=target_arg,
+            choices=target_names if name == "render" else list(TARGETS),
+            help=f"output shape (default {DEFAULT_TARGET}; a patch release such as "
+            f"{DEFAULT_TARGET}.0 names its line)",
+        )
+        return p
+
+    p = with_spec("render", "print the objects to apply, in apply order")
+    p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    p.add_argument("--check", metavar="GOLDEN", help="compare with GOLDEN; exit 1 with a diff")
+    p.add_argument("--out", metavar="DIR", help="write DIR/<spec>/<target>.yaml for each spec")
+    p.add_argument(
+        "--with-secrets",
+        action="store_true",
+        help="include the Secret of secret_env, with values from your environment "
+        "(stdout only: not with --out or --check)",
+    )
+    p.set_defaults(func="compile:cmd_render")
+
+    p = with_spec("validate", "check specs and that the target can express all of them")
+    p.add_argument(
+        "--crd",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also validate the output against this CRD file (repeatable)",
+    )
+    p.set_defaults(func="compile:cmd_validate")
+
+    p = with_spec("explain", "show where every spec value lands in the output", many=False)
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    p.set_defaults(func="compile:cmd_explain")
+
+    p = sub.add_parser("targets", help="list targets and what each supports")
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    p.set_defaults(func="compile:cmd_targets")
+
+    p = sub.add_parser("schema", help="print the JSON Schema of the job spec")
+    p.set_defaults(func="compile:cmd_schema")
+
+    text = "print the minimal Role (and bindings) the cluster commands need"
+    p = sub.add_parser("rbac", help=text, description=text)
+    p.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+    p.add_argument(
+        "-t", "--target", type=target_arg, choices=list(TARGETS), help="only this target's kind"
+    )
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--service-account", metavar="NAME", help="bind it to this service account")
+    who.add_argument("--user", metavar="NAME", help="bind it to this user")
+    p.add_argument(
+        "--cluster-reads",
+        action="store_true",
+        help="also a ClusterRole for the optional cluster-wide reads (namespaces, "
+        "ClusterTrainingRuntimes, CRDs, list -A)",
+    )
+    p.set_defaults(func="compile:cmd_rbac")
+
+    _manifest_commands(sub)
+    _cluster_commands(sub)
+    return parser
+
+
+DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+
+
+def duration(text: str) -> float:
+    """Seconds in ``90``, ``90s``, ``10m``, ``1h30m``."""
+    match = DURATION.fullmatch(text.strip())
+    if not text.strip() or match is None or not any(match.groups()):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 10m, 1h30m)")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def _cluster_commands(sub: Any) -> None:
+    """The commands that talk to a cluster."""
+
+    def command(name: str, help_text: str, func: str, spec: bool = False) -> Any:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument(
+            "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
+        )
+        p.add_argument("--context", help="kubeconfig context (default: the current one)")
+        # As Context picks it: only submit has a spec whose namespace can come in between.
+        default = "the spec's, then the context's" if spec else "the context's"
+        p.add_argument("-n", "--namespace", help=f"namespace (default: {default}, then default)")
+        p.set_defaults(func=func)
+        return p
+
+    def job(name: str, help_text: str, func: str) -> Any:
+        p = command(name, help_text, func)
+        p.add_argument("name", help="job name")
+        p.add_argument("--kind", choices=list(KINDS), help="if both exist")
+        return p
+
+    def timeout(p: Any) -> None:
+        p.add_argument("--timeout", type=duration, help="give up after this long (e.g. 30m)")
+
+    def save_logs(p: Any) -> None:
+        p.add_argument("--save-logs", metavar="DIR", help="write every rank's log to DIR")
+
+    def sync_image(p: Any) -> None:
+        p.add_argument("--sync-image", default="busybox:1.36", help="image of the sync helper pod")
+
+    p = command(
+        "submit", "create the job on the cluster (idempotent)", "cluster:cmd_submit", spec=True
+    )
+    p.add_argument("spec", help="job spec YAML file")
+    p.add_argument("-t", "--target", default=DEFAULT_TARGET, type=target_arg, choices=list(TARGETS))
+    p.add_argument("--wait", choices=["running", "done"], help="then wait until this")
+    p.add_argument("--follow", action="store_true", help="then stream every rank's log")
+    timeout(p)
+    save_logs(p)
+    sync_image(p)
+
+    p = job("status", "state, reason, per-node pods and recent events", "cluster:cmd_status")
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+
+    p = job("wait", "wait until the job is running or done", "cluster:cmd_wait")
+    p.add_argument("--until", choices=["running", "done"], default="done")
+    timeout(p)
+    save_logs(p)
+
+    p = job("logs", "print a rank's log, or every rank's", "cluster:cmd_logs")
+    ranks = p.add_mutually_exclusive_group()
+    ranks.add_argument("--rank", type=int, default=0, help="rank to show (default 0)")
+    ranks.add_argument("--all-ranks", action="store_true", help="every rank, prefixed")
+    p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
+    p.add_argument("--since", type=duration, help="only lines newer than this (e.g. 10m)")
+    p.add_argument("--tail", type=int, help="only the last N lines")
+
+    job("events", "recent events of the job and its pods", "cluster:cmd_events")
+
+    p = job("cancel", "delete the job and its pods", "cluster:cmd_cancel")
+    p.add_argument("--wait", action="store_true", help="return when the job and its pods are gone")
+    timeout(p)
+
+    job("suspend", "suspend the job (its pods are deleted)", "cluster:cmd_suspend")
+    job("resume", "resume a suspended job", "cluster:cmd_resume")
+
+    p = command("sync", "copy a directory to or from a PersistentVolumeClaim", "cluster:cmd_sync")
+    p.add_argument("direction", choices=["up", "down"])
+    p.add_argument("local", help="local directory")
+    p.add_argument("--pvc", required=True, help="PersistentVolumeClaim name")
+    p.add_argument("--path", default="/", help="directory inside the claim (default /)")
+    sync_image(p)
+
+    p = command("list", "jobs kfcompile created, with their states", "cluster:cmd_list")
+    p.add_argument("-A", "--all-namespaces", action="store_true")
+
+
+def _manifest_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``import`` and ``convert``: existing manifests to specs or other targets."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "manifest",
+        nargs="+",
+        help="PyTorchJob/TrainJob YAML or JSON, '-' for stdin, or a directory of them",
+    )
+    common.add_argument(
+        "--allow-lossy",
+        action="store_true",
+        help="write the output even when fields are lost (they are printed as warnings)",
+    )
+    common.add_argument(
+        "--out", metavar="DIR", help="write one file per input under DIR and print a summary"
+    )
+    text = "read existing PyTorchJob/TrainJob manifests into job specs"
+    p = subparsers.add_parser("import", parents=[common], help=text, description=text)
+    p.set_defaults(func="manifests:cmd_import")
+    text = "convert existing PyTorchJob/TrainJob manifests to another target"
+    p = subparsers.add_parser("convert", parents=[common], help=text, description=text)
+    p.add_argument(
+        "--to",
+        required=True,
+        type=target_arg,
+        choices=list(TARGETS),
+        metavar="TARGET",
+        help=f"output shape: {', '.join(TARGETS)}",
+    )
+    p.set_defaults(func="manifests:cmd_convert")

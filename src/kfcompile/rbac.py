@@ -1,0 +1,155 @@
+"""The Kubernetes permissions the cluster commands use, as data: exactly the verbs and resources
+their requests need, nothing more. ``kfcompile rbac`` prints them as a Role (and a RoleBinding);
+a test checks every request the commands make in the test suite against these rules, and that
+every rule is used.
+
+Cluster-scoped reads are optional: without them preflight skips what it may not read (the
+namespace, a ClusterTrainingRuntime), target detection needs ``--target``, and ``list -A``
+lists the current namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+from attrs import frozen
+
+from kfcompile.kinds import KINDS, PYTORCHJOB, TRAINJOB
+
+
+@frozen
+class Rule:
+    group: str  # "" is the core group
+    resource: str  # with its subresource: pods/log
+    verbs: tuple[str, ...]
+    why: str
+    kind: str | None = None  # only for this job kind (TrainJob, PyTorchJob)
+
+
+JOB_VERBS: Final = ("get", "list", "watch", "create", "patch", "delete")
+
+# In the job's namespace.
+NAMESPACED: Final[tuple[Rule, ...]] = (
+    Rule(
+        TRAINJOB.api_version.split("/")[0],
+        TRAINJOB.plural,
+        JOB_VERBS,
+        "submit, status, wait, logs, cancel, suspend/resume, list",
+        kind=TRAINJOB.name,
+    ),
+    Rule("trainer.kubeflow.org", "trainingruntimes", ("get",), "preflight", kind=TRAINJOB.name),
+    Rule(
+        PYTORCHJOB.api_version.split("/")[0],
+        PYTORCHJOB.plural,
+        JOB_VERBS,
+        "submit, status, wait, logs, cancel, suspend/resume, list",
+        kind=PYTORCHJOB.name,
+    ),
+    Rule("", "configmaps", ("get", "create", "patch", "delete"), "the inline script"),
+    Rule("", "secrets", ("get", "create", "patch", "delete"), "secret_env values"),
+    Rule("", "pods", ("get", "list", "create", "delete"), "status, logs; the sync helper pod"),
+    Rule("", "pods/log", ("get",), "logs"),
+    # Exec runs over a WebSocket, which starts as a GET: authorized as `get` up to Kubernetes
+    # 1.34, as `create` from 1.35 (KEP-4006).
+    Rule("", "pods/exec", ("get", "create"), "work-dir sync (tar over exec)"),
+    Rule("", "events", ("list",), "status, events, wait (why a job is stuck)"),
+    Rule("events.k8s.io", "events", ("list",), "status, events (events written as events/v1)"),
+    Rule("", "persistentvolumeclaims", ("get",), "preflight of work_dir"),
+    Rule("kueue.x-k8s.io", "localqueues", ("get",), "preflight of queue"),
+)
+
+# Cluster-wide, optional (see the module docstring).
+CLUSTER: Final[tuple[Rule, ...]] = (
+    Rule("", "namespaces", ("get",), "preflight: the namespace exists"),
+    Rule(
+        "trainer.kubeflow.org",
+        "clustertrainingruntimes",
+        ("get",),
+        "preflight: the runtime exists",
+        kind=TRAINJOB.name,
+    ),
+    Rule(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        ("get",),
+        "target detection, validate --cluster",
+    ),
+    Rule(
+        TRAINJOB.api_version.split("/")[0],
+        TRAINJOB.plural,
+        ("list",),
+        "list -A",
+        kind=TRAINJOB.name,
+    ),
+    Rule(
+        PYTORCHJOB.api_version.split("/")[0],
+        PYTORCHJOB.plural,
+        ("list",),
+        "list -A",
+        kind=PYTORCHJOB.name,
+    ),
+)
+
+
+def rules(scope: tuple[Rule, ...], kind: str | None = None) -> tuple[Rule, ...]:
+    """The rules of ``scope``, only those of one job kind's commands when ``kind`` is given."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    return tuple(r for r in scope if kind is None or r.kind in (None, kind))
+
+
+def allows(scope: Iterable[Rule], verb: str, group: str, resource: str) -> bool:
+    return any(r.group == group and r.resource == resource and verb in r.verbs for r in scope)
+
+
+def _policy_rules(scope: Iterable[Rule]) -> list[dict[str, Any]]:
+    return [
+        {"apiGroups": [r.group], "resources": [r.resource], "verbs": list(r.verbs)} for r in scope
+    ]
+
+
+NAME: Final = "kfcompile"
+
+
+def role(namespace: str, kind: str | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": NAME, "namespace": namespace},
+        "rules": _policy_rules(rules(NAMESPACED, kind)),
+    }
+
+
+def cluster_role(kind: str | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": f"{NAME}-cluster-reads"},
+        "rules": _policy_rules(rules(CLUSTER, kind)),
+    }
+
+
+def subject(service_account: str | None, user: str | None, namespace: str) -> dict[str, Any]:
+    if service_account is not None:
+        return {"kind": "ServiceAccount", "name": service_account, "namespace": namespace}
+    return {"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}
+
+
+def binding(granted: dict[str, Any], who: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """A RoleBinding (or ClusterRoleBinding, for the ClusterRole) of ``granted`` to ``who``."""
+    cluster = granted["kind"] == "ClusterRole"
+    meta: dict[str, Any] = {"name": granted["metadata"]["name"]}
+    if not cluster:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding" if cluster else "RoleBinding",
+        "metadata": meta,
+        "subjects": [who],
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": granted["kind"],
+            "name": granted["metadata"]["name"],
+        },
+    }
