@@ -531,6 +531,14 @@ def test_queue_label_makes_kueue_hold_then_admit_the_job(store: Store, kind: str
     assert state(store, job)[0] is State.SUCCEEDED
 
 
+def test_without_admission_delay_kueue_keeps_the_job_waiting(store: Store) -> None:
+    ctl = Controller(store, auto=False, admission_delay=None)
+    job = store.create(trainjob(labels={QUEUE_LABEL: "user-queue"}))
+    ctl.run_until_idle()
+    assert state(store, job) == (State.SUSPENDED, "Suspended")
+    assert pods_of(store, job) == []
+
+
 def set_suspend(store: Store, job: Obj, suspend: bool) -> None:
     obj = current(store, job)
     if obj["kind"] == "TrainJob":

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 
-__all__ = ["Controller"]
+__all__ = ["SCENARIO_ANNOTATION", "Controller"]  # the annotation that picks a scenario
 
 
 class Controller(Steps):
@@ -54,7 +54,8 @@ class Controller(Steps):
     ``step``: seconds between ticks of the own thread (``start()``/``stop()``). ``auto=False``:
     no thread; the test (or a fake clock) ticks with :meth:`tick`, :meth:`advance` and
     :meth:`run_until_idle`.
-    ``admission_delay``: ticks a queued job stays suspended before Kueue admits it.
+    ``admission_delay``: ticks a queued job stays suspended before Kueue admits it (``None``:
+    Kueue keeps it waiting).
     ``clock``: the time written into timestamps and logs (settable later as ``.clock``).
     ``seed``: for pod name suffixes and event names.
     """
@@ -66,7 +67,7 @@ class Controller(Steps):
         step: float = 0.02,
         auto: bool = True,
         default_scenario: str = "succeeds",
-        admission_delay: int = 2,
+        admission_delay: int | None = 2,
         clock: Callable[[], datetime] | None = None,
         seed: int | None = None,
     ) -> None:
@@ -210,7 +211,7 @@ class Controller(Steps):
             if not job.suspended:
                 self._suspend(job)
                 return True
-            if job.kueue and not job.admitted:
+            if job.kueue and not job.admitted and job.admit_in is not None:
                 if job.admit_in > 0:
                     job.admit_in -= 1
                 else:

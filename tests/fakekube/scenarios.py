@@ -68,7 +68,7 @@ class JobRecord:
     observed: bool = False
     suspended: bool = False  # the controller has acted on spec suspend=true
     admitted: bool = False
-    admit_in: int = 0  # ticks left before Kueue admits
+    admit_in: int | None = None  # ticks left before Kueue admits; None: it never does
     finished: bool = False
     replicas: tuple[str, ...] = ()  # PyTorchJob replica types in the spec
     pos: int = 0  # index of the next scenario step
