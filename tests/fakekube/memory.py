@@ -71,7 +71,6 @@ class MemoryCluster:
         self.clock = clock
         self.faults = faults if faults is not None else PortFaults()
         self.calls = CallLog()
-        self.bookmark_interval = 1.0  # seconds of fake time between a watch's BOOKMARKs
 
     # --- the port --------------------------------------------------------------------------
 
@@ -158,11 +157,11 @@ class MemoryCluster:
     def _events(
         self, rk: ResourceKind, matches: Callable[[Obj], bool], version: str, timeout: int
     ) -> Iterator[WatchEvent]:
-        """What the server streams: changes after ``version``, BOOKMARKs every
-        ``bookmark_interval`` and at the end, ``Gone`` when the version is too old."""
+        """What the server streams: changes after ``version``, then a BOOKMARK at the end (the
+        server's keep-alive BOOKMARKs in between mean nothing at the port); ``Gone`` when the
+        version is too old."""
         clock = self.clock
         deadline = clock.monotonic() + timeout
-        next_bookmark = clock.monotonic() + self.bookmark_interval
         if version in ("", "0"):  # the current state first, then what changes
             objs, cursor = self.store.snapshot(rk.api_version, rk.kind)
             for obj in filter(matches, objs):
@@ -175,15 +174,12 @@ class MemoryCluster:
                 typed = api.watch_event(change, rk, matches)
                 if typed is not None:
                     yield WatchEvent(typed[0], clone(typed[1]))
-            now = clock.monotonic()
-            if now >= deadline or now >= next_bookmark:
-                next_bookmark = now + self.bookmark_interval
+            if clock.monotonic() >= deadline:  # the server's last word, at the end of a segment
                 meta = {"resourceVersion": str(cursor)}
                 yield WatchEvent(
                     "BOOKMARK", {"kind": rk.kind, "apiVersion": rk.api_version, "metadata": meta}
                 )
-                if now >= deadline:  # the server's last word, at the end of a segment
-                    return
+                return
             clock.idle(until=deadline)
 
     def pod_log(
