@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any, NamedTuple
 
+from attrs import frozen
+
 from kfcompile.frozen import FrozenList, FrozenMap
 
 
@@ -110,6 +112,65 @@ def format(path: Path) -> str:
         else:
             text += key(seg)
     return text.lstrip(".")
+
+
+KEY_NOTE = " (key)"  # after a path: the problem is the mapping key itself, not its value
+
+
+@frozen
+class FieldPath:
+    """A field path as a value (what ``Problem.at`` holds), formatted by ``format``.
+
+    ``note`` is text after the segments that is no segment (``KEY_NOTE``). A place that is no
+    field path at all (``line 3, column 1``, ``ConfigMap job-script``) is all note.
+    """
+
+    parts: Path = ()
+    note: str = ""
+
+    @classmethod
+    def of(cls, *parts: Segment) -> FieldPath:
+        return cls(parts)
+
+    @property
+    def top(self) -> str:
+        """The first key (a spec's top-level field); "" for a place that is no path."""
+        first = self.parts[0] if self.parts else ""
+        return first if type(first) is str else ""
+
+    @property
+    def parent(self) -> FieldPath:
+        return FieldPath(self.parts[:-1])
+
+    def __truediv__(self, seg: Segment) -> FieldPath:
+        return self.join(FieldPath((seg,)))
+
+    def join(self, below: FieldPath) -> FieldPath:
+        """``below`` under this path; where either is text, the texts joined."""
+        if not self.note and (below.parts or not below.note):
+            return FieldPath((*self.parts, *below.parts), below.note)
+        left, right = str(self), str(below)
+        return FieldPath((), f"{left}{'' if right.startswith('[') or not left else '.'}{right}")
+
+    def __str__(self) -> str:
+        return format(self.parts) + self.note
+
+
+@functools.lru_cache(maxsize=4096)
+def _field_path(text: str) -> FieldPath:
+    body = text.removesuffix(KEY_NOTE)
+    try:
+        parts = parse(body)
+    except ValueError:
+        return FieldPath((), text)
+    if format(parts) != body:  # not as this notation writes it: keep the text as it is
+        return FieldPath((), text)
+    return FieldPath(parts, text[len(body) :])
+
+
+def field_path(at: str | FieldPath) -> FieldPath:
+    """``at`` as a value: parsed where it is a path in this notation, kept as text where not."""
+    return at if isinstance(at, FieldPath) else _field_path(at)
 
 
 def put(doc: Any, path: Path, value: Any, merge: bool = False) -> None:
