@@ -16,8 +16,6 @@ import json
 import re
 from typing import Any, NamedTuple
 
-from attrs import frozen
-
 from kfcompile.frozen import FrozenList, FrozenMap
 
 
@@ -112,65 +110,6 @@ def format(path: Path) -> str:
         else:
             text += key(seg)
     return text.lstrip(".")
-
-
-KEY_NOTE = " (key)"  # after a path: the problem is the mapping key itself, not its value
-
-
-@frozen
-class FieldPath:
-    """A field path as a value (what ``Problem.at`` holds), formatted by ``format``.
-
-    ``note`` is text after the segments that is no segment (``KEY_NOTE``). A place that is no
-    field path at all (``line 3, column 1``, ``ConfigMap job-script``) is all note.
-    """
-
-    parts: Path = ()
-    note: str = ""
-
-    @classmethod
-    def of(cls, *parts: Segment) -> FieldPath:
-        return cls(parts)
-
-    @property
-    def top(self) -> str:
-        """The first key (a spec's top-level field); "" for a place that is no path."""
-        first = self.parts[0] if self.parts else ""
-        return first if type(first) is str else ""
-
-    @property
-    def parent(self) -> FieldPath:
-        return FieldPath(self.parts[:-1])
-
-    def __truediv__(self, seg: Segment) -> FieldPath:
-        return self.join(FieldPath((seg,)))
-
-    def join(self, below: FieldPath) -> FieldPath:
-        """``below`` under this path; where either is text, the texts joined."""
-        if not self.note and (below.parts or not below.note):
-            return FieldPath((*self.parts, *below.parts), below.note)
-        left, right = str(self), str(below)
-        return FieldPath((), f"{left}{'' if right.startswith('[') or not left else '.'}{right}")
-
-    def __str__(self) -> str:
-        return format(self.parts) + self.note
-
-
-@functools.lru_cache(maxsize=4096)
-def _field_path(text: str) -> FieldPath:
-    body = text.removesuffix(KEY_NOTE)
-    try:
-        parts = parse(body)
-    except ValueError:
-        return FieldPath((), text)
-    if format(parts) != body:  # not as this notation writes it: keep the text as it is
-        return FieldPath((), text)
-    return FieldPath(parts, text[len(body) :])
-
-
-def field_path(at: str | FieldPath) -> FieldPath:
-    """``at`` as a value: parsed where it is a path in this notation, kept as text where not."""
-    return at if isinstance(at, FieldPath) else _field_path(at)
 
 
 def put(doc: Any, path: Path, value: Any, merge: bool = False) -> None:
@@ -393,7 +332,7 @@ def merged(base: Any, over: Any) -> Any:
         kind = "a mapping" if isinstance(base, dict) else "a list"
         raise MergeConflict(f"must be {kind}: it merges into the generated one")
     if isinstance(base, list) and isinstance(over, list):
-        if _named(base) and _named(over):
+        if all_named(base) and all_named(over):
             first: dict[str, Any] = {}
             for item in over:
                 first.setdefault(item["name"], item)
@@ -406,8 +345,20 @@ def merged(base: Any, over: Any) -> Any:
     return copied(over)
 
 
-def _named(items: list[Any]) -> bool:
+def all_named(items: list[Any]) -> bool:
+    """Whether every item is a mapping with a string ``name`` (containers, volumes, env)."""
     return all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
+
+
+def find_named(items: list[Any], name: str) -> dict[str, Any] | None:
+    """The first item named ``name``, if any."""
+    return next((i for i in items if isinstance(i, dict) and i.get("name") == name), None)
+
+
+def item_segment(item: Any, index: int) -> Select | int:
+    """How a list item is named in a path: by its ``name`` when it has one, else its index."""
+    name = _named_by(item, "name")
+    return index if name is None else Select("name", name)
 
 
 def _frozen(value: Any) -> Any:

@@ -19,6 +19,7 @@ from kfcompile import k8s_schema, rules
 from kfcompile.schema import shown_default
 from kfcompile.spec import JobSpec
 from kfcompile.targets import TARGETS, fields
+from kfcompile.targets.codecs import Hatch
 
 
 def field_slots() -> dict[str, list[str]]:
@@ -77,7 +78,7 @@ def override_slots() -> dict[str, dict[str, str]]:
     for field, (definition, fixed) in rules.ESCAPE_HATCHES.items():
         row = hatches[field]
         found[field] = {
-            k: fields.Hatch.slot(row, k) for k in sorted(k8s_schema.fields(definition) - fixed)
+            k: Hatch.slot(row, k) for k in sorted(k8s_schema.fields(definition) - fixed)
         }
     return found
 

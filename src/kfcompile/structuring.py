@@ -25,10 +25,9 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_unstructure_fn
 
-from kfcompile import paths
 from kfcompile.errors import Problem, SpecError
+from kfcompile.fieldpath import FieldPath, field_path
 from kfcompile.frozen import FrozenList, FrozenMap, freeze, thaw
-from kfcompile.paths import FieldPath
 
 converter = cattrs.Converter(detailed_validation=True)
 
@@ -254,7 +253,7 @@ def _note_path(at: FieldPath, exc: BaseException) -> FieldPath:
 
 def problems_of(exc: BaseException, path: str | FieldPath) -> list[Problem]:
     """A structuring failure as one problem per leaf, each with its field path."""
-    at = paths.field_path(path)
+    at = field_path(path)
     if isinstance(exc, ClassValidationError | IterableValidationError):
         return [p for sub in exc.exceptions for p in problems_of(sub, _note_path(at, sub))]
     if isinstance(exc, SpecError):

@@ -16,12 +16,11 @@ from attrs import Factory, field, frozen
 
 from kfcompile import paths
 from kfcompile.errors import Problem, UnsupportedFeature
-from kfcompile.paths import FieldPath
+from kfcompile.fieldpath import FieldPath
 from kfcompile.spec import SCRIPT_DIR, JobSpec
 from kfcompile.targets import fields
-from kfcompile.targets.fields import Entry, script_configmap_name
-
-__all__ = ["Entry", "script_configmap_name"]  # here for the target modules
+from kfcompile.targets.codecs import Entry
+from kfcompile.targets.special import script_configmap_name
 
 
 def _identity(value: Any) -> Any:

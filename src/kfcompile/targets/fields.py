@@ -16,172 +16,30 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 from attrs import field, frozen
 
-from kfcompile.paths import FieldPath, Path, Select, copied, key, select
-from kfcompile.spec import (
-    PRIORITY_LABEL,
-    QUEUE_LABEL,
-    SCRIPT_DIR,
-    SCRIPT_VOLUME,
-    SHM_DIR,
-    SHM_VOLUME,
-    WORKDIR_VOLUME,
-    JobSpec,
+from kfcompile.fieldpath import FieldPath
+from kfcompile.paths import key
+from kfcompile.spec import PRIORITY_LABEL, QUEUE_LABEL, JobSpec
+from kfcompile.targets.codecs import (
+    HATCH,
+    KEYED,
+    NAMES,
+    NONEMPTY,
+    VALUE,
+    Codec,
+    Entry,
+    EnvPairs,
+    Hatch,
+    Items,
+    Value,
 )
+from kfcompile.targets.special import ENV, GPUS, MOUNTS, NPROCS, PROGRAM, VOLUMES, Special
 
-
-class Entry(NamedTuple):
-    source: str  # spec field path, as a user writes it
-    slot: str  # neutral slot name, looked up in a target's table
-    value: Any
-    sub: str = ""  # path below the slot, e.g. '[name=FOO]' or '.requests.cpu'
-    merge: bool = False  # deep-merge into what is there (the escape hatches)
-    at: FieldPath = FieldPath()  # the spec field a target that cannot hold it names
-
-
-class Decoded(NamedTuple):
-    """A slot value read back: the spec value (or ``SKIP`` / ``LEAVE``), the parts of the input
-    that are lost (a path below the value, why), and finer sources (spec parts below the field,
-    input parts below the value)."""
-
-    value: Any
-    losses: tuple[tuple[Path, str], ...] = ()
-    sources: tuple[tuple[Path, Path], ...] = ()
-
-
-SKIP = object()  # decoded: the value is read, the spec gets nothing from it
-LEAVE = object()  # decoded: not this field's (another row takes it, or it is reported as lost)
-
-
-class Codec(Protocol):
-    def encode(self, row: Field, value: Any, out: list[Entry]) -> None: ...
-
-    def decode(self, row: Field, value: Any) -> Decoded: ...
-
-
-_SCALARS = frozenset({str, int, bool, float})
-
-
-def _is_empty(value: Any) -> bool:
-    return isinstance(value, str | tuple | list | Mapping) and not value
-
-
-@frozen
-class Value:
-    """The value as it stands; ``empty``: an empty one renders nothing (and reads as nothing)."""
-
-    empty: bool = False
-
-    def encode(self, row: Field, value: Any, out: list[Entry]) -> None:
-        if not (self.empty and _is_empty(value)):
-            value = value if type(value) in _SCALARS else copied(value)
-            out.append(Entry(row.source, row.slot, value, row.sub, False, row.at))
-
-    def decode(self, row: Field, value: Any) -> Decoded:
-        return Decoded(LEAVE if self.empty and (value is None or _is_empty(value)) else value)
-
-
-@frozen
-class Keyed:
-    """A map: one entry per key, each at its own key below the slot."""
-
-    def encode(self, row: Field, value: Mapping[str, Any], out: list[Entry]) -> None:
-        source, slot, sub, at = row.source, row.slot, row.sub, row.at
-        for k, v in value.items():
-            out.append(Entry(source + key(k), slot, v, sub + key(k), False, at))
-
-    def decode(self, row: Field, value: Any) -> Decoded:
-        if not isinstance(value, dict):
-            return Decoded(LEAVE)
-        return Decoded(dict(value) if value else SKIP)
-
-
-@frozen
-class Names:
-    """A list of names as the list of ``{name: ...}`` Kubernetes writes (gates, pull secrets)."""
-
-    def encode(self, row: Field, value: tuple[str, ...], out: list[Entry]) -> None:
-        if value:
-            names = [{"name": n} for n in value]
-            out.append(Entry(row.source, row.slot, names, row.sub, False, row.at))
-
-    def decode(self, row: Field, value: Any) -> Decoded:
-        names, losses = [], []
-        for i, item in enumerate(value if isinstance(value, list) else [value]):
-            if isinstance(item, dict) and set(item) == {"name"}:
-                names.append(item["name"])
-            else:
-                losses.append(((i,), f"{row.at.top} holds names only: dropped"))
-        return Decoded(names or SKIP, tuple(losses))
-
-
-@frozen
-class Items:
-    """A list of Kubernetes objects, each the list item whose ``by`` is its own."""
-
-    by: str
-
-    def encode(self, row: Field, value: tuple[Mapping[str, Any], ...], out: list[Entry]) -> None:
-        for i, item in enumerate(value):
-            sub = row.sub + select(self.by, item[self.by])
-            out.append(Entry(f"{row.source}[{i}]", row.slot, copied(item), sub, False, row.at))
-
-    def decode(self, row: Field, value: Any) -> Decoded:
-        if not isinstance(value, list):
-            return Decoded(SKIP, (((), "must be a list: dropped"),))
-        found = tuple(((i,), (item_segment(item, i),)) for i, item in enumerate(value))
-        return Decoded(value or SKIP, sources=found)
-
-
-@frozen
-class EnvPairs:
-    """A map of environment variables as the ``{name, value}`` list of a container's env."""
-
-    def encode(self, row: Field, value: Mapping[str, str], out: list[Entry]) -> None:
-        for k, v in value.items():
-            sub = row.sub + select("name", k)
-            out.append(Entry(row.source + key(k), row.slot, env_var(k, v), sub, False, row.at))
-
-    def decode(self, row: Field, value: Any) -> Decoded:
-        if not isinstance(value, list):
-            return Decoded(LEAVE)
-        env, losses = {}, []
-        for i, item in enumerate(value):
-            if plain_env(item):
-                env[item["name"]] = item["value"]
-            else:
-                losses.append(((item_segment(item, i),), "plain values only here: dropped"))
-        return Decoded(env or SKIP, tuple(losses))
-
-
-@frozen
-class Hatch:
-    """An escape hatch: each key deep-merged into the slot of that name in its group (``pod.*``);
-    read back from what the typed slots leave in the pod and the container."""
-
-    def encode(self, row: Field, value: Mapping[str, Any], out: list[Entry]) -> None:
-        for k, v in value.items():
-            at = row.at / k
-            out.append(Entry(str(at), self.slot(row, k), copied(v), "", True, at))
-
-    @staticmethod
-    def slot(row: Field, key: str) -> str:
-        """The slot a key lands in: ``pod_spec_overrides.hostNetwork`` -> ``pod.hostNetwork``."""
-        return f"{row.slot.removesuffix('.*')}.{key}"
-
-    def decode(self, row: Field, value: Any) -> Decoded:
-        return Decoded(LEAVE)  # the importer's escape hatches read what is left over
-
-
-VALUE = Value()
-NONEMPTY = Value(empty=True)
-KEYED = Keyed()
-NAMES = Names()
-HATCH = Hatch()
+__all__ = ["FIELDS", "Entry", "Field", "Special", "entries", "feeds", "hatches", "slots"]
 
 
 @frozen
@@ -201,138 +59,6 @@ class Field:
         object.__setattr__(self, "chain", chain)
         object.__setattr__(self, "at", FieldPath.of(chain[0]))
         object.__setattr__(self, "part", chain[0] if len(chain) > 1 else None)
-
-
-Render = Callable[[JobSpec, "list[str] | None"], Iterator[Entry]]
-
-
-@frozen
-class Special:
-    """A step of the table written as code: what it feeds (spec field, slot) and how it
-    renders; the importer reads it back with code of its own."""
-
-    name: str
-    feeds: tuple[tuple[str, str], ...]
-    render: Render
-
-
-# --- the special cases --------------------------------------------------------------------------
-
-
-def env_var(name: str, value: str) -> dict[str, Any]:
-    return {"name": name, "value": value}
-
-
-def plain_env(item: Any) -> bool:
-    """An env entry ``env_var`` writes: a string name and a string value, nothing else."""
-    return (
-        isinstance(item, dict)
-        and set(item) == {"name", "value"}
-        and isinstance(item["name"], str)
-        and isinstance(item["value"], str)
-    )
-
-
-def item_segment(item: Any, index: int) -> Select | int:
-    """How a list item is named in a path: by its ``name`` when it has one, else its index."""
-    if isinstance(item, dict) and isinstance(item.get("name"), str):
-        return Select("name", item["name"])
-    return index
-
-
-def secret_env_var(name: str, secret: str) -> dict[str, Any]:
-    """A ``secret_env`` entry: the value of key ``name`` in the job's Secret."""
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": name}}}
-
-
-_SPECIAL_FIELDS = ("launcher", "command", "args", "nprocs_per_node", "gpus_per_node", "env")
-_AT = {
-    f: FieldPath.of(f)
-    for f in (*_SPECIAL_FIELDS, "env_list", "secret_env", "shm_size", "script", "work_dir")
-}
-
-
-def _program(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
-    """The launcher's command (each target builds its own), or command and args as written."""
-    if command is not None:
-        yield Entry("launcher", "container.command", command, at=_AT["launcher"])
-    elif spec.command:
-        yield Entry("command", "container.command", list(spec.command), at=_AT["command"])
-        if spec.args:
-            yield Entry("args", "container.args", list(spec.args), at=_AT["args"])
-
-
-def _nprocs(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
-    at = _AT["nprocs_per_node"]
-    yield Entry("nprocs_per_node", "scale.nprocPerNode", spec.nprocs, at=at)  # derived
-
-
-def _env(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
-    """One env list, in this order: ``env``, ``env_list``, ``secret_env``."""
-    env, listed, secret = _AT["env"], _AT["env_list"], _AT["secret_env"]
-    for k, v in spec.env.items():
-        yield Entry(f"env{key(k)}", "container.env", env_var(k, v), select("name", k), at=env)
-    for i, item in enumerate(spec.env_list):
-        sub = select("name", item["name"])
-        yield Entry(f"env_list[{i}]", "container.env", copied(item), sub, at=listed)
-    for i, name in enumerate(spec.secret_env):
-        value = secret_env_var(name, spec.secret_name)
-        yield Entry(f"secret_env[{i}]", "container.env", value, select("name", name), at=secret)
-
-
-def _gpus(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
-    """GPUs cannot be overcommitted: the limit is required, the request must equal it."""
-    if spec.gpus_per_node:
-        gpu, at = key(spec.gpu_resource), _AT["gpus_per_node"]
-        for group in ("requests", "limits"):
-            count = str(spec.gpus_per_node)
-            yield Entry("gpus_per_node", "container.resources", count, f".{group}{gpu}", at=at)
-
-
-def script_configmap_name(spec: JobSpec) -> str:
-    return f"{spec.name}-script"
-
-
-def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, str, dict[str, Any], dict[str, Any]]]:
-    """The volumes kfcompile adds itself: (spec field, volume name, mount, volume source)."""
-    if spec.shm_size:
-        shm = {"emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}
-        yield "shm_size", SHM_VOLUME, {"mountPath": SHM_DIR}, shm
-    if spec.script is not None:
-        script = {"configMap": {"name": script_configmap_name(spec)}}
-        yield "script", SCRIPT_VOLUME, {"mountPath": SCRIPT_DIR, "readOnly": True}, script
-    if spec.work_dir is not None:
-        claim = {"persistentVolumeClaim": {"claimName": spec.work_dir.pvc}}
-        yield "work_dir", WORKDIR_VOLUME, {"mountPath": spec.work_dir.mount_path}, claim
-
-
-def _mounts(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
-    for source, name, mount, _source in companion_volumes(spec):
-        sub = select("mountPath", mount["mountPath"])
-        value = {"name": name, **mount}
-        yield Entry(source, "container.volumeMounts", value, sub, at=_AT[source])
-
-
-def _volumes(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
-    for source, name, _mount, volume in companion_volumes(spec):
-        value = {"name": name, **volume}
-        yield Entry(source, "pod.volumes", value, select("name", name), at=_AT[source])
-
-
-COMPANIONS = ("shm_size", "script", "work_dir")
-COMMAND = "container.command"
-PROGRAM = Special(
-    "program", (("launcher", COMMAND), ("command", COMMAND), ("args", "container.args")), _program
-)
-NPROCS = Special("nprocs", (("nprocs_per_node", "scale.nprocPerNode"),), _nprocs)
-ENV = Special(
-    "env",
-    (("env", "container.env"), ("env_list", "container.env"), ("secret_env", "container.env")),
-    _env,
-)
-GPUS = Special("gpus", (("gpus_per_node", "container.resources"),), _gpus)
-MOUNTS = Special("mounts", tuple((f, "container.volumeMounts") for f in COMPANIONS), _mounts)
-VOLUMES = Special("volumes", tuple((f, "pod.volumes") for f in COMPANIONS), _volumes)
 
 
 def _part(name: str, slot: str, rows: tuple[tuple[str, str], ...], **codecs: Codec) -> list[Field]:

@@ -14,8 +14,8 @@ from attrs import field, frozen
 
 from kfcompile import paths
 from kfcompile.errors import Problem
+from kfcompile.fieldpath import FieldPath
 from kfcompile.kinds import TRAINJOB
-from kfcompile.paths import FieldPath
 from kfcompile.spec import JobSpec
 from kfcompile.targets import base, fields
 from kfcompile.targets.base import Rendered, Slot, Table, Target

@@ -1,0 +1,120 @@
+"""The parts of the field table that are code, not rows: the program (a launcher's command is
+each target's own), processes per node (derived), the environment (one list from three
+fields), GPUs (request equal to limit) and the volumes kfcompile adds itself (shared memory,
+the inline script, the work directory). Each renders where the table places it; the importer
+reads each back with code of its own (``importer/special.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from attrs import frozen
+
+from kfcompile.fieldpath import FieldPath
+from kfcompile.paths import copied, key, select
+from kfcompile.spec import SCRIPT_DIR, SCRIPT_VOLUME, SHM_DIR, SHM_VOLUME, WORKDIR_VOLUME, JobSpec
+from kfcompile.targets.codecs import Entry, env_var, secret_env_var
+
+Render = Callable[[JobSpec, "list[str] | None"], Iterator[Entry]]
+
+
+@frozen
+class Special:
+    """A step of the table written as code: what it feeds (spec field, slot) and how it
+    renders; the importer reads it back with code of its own."""
+
+    name: str
+    feeds: tuple[tuple[str, str], ...]
+    render: Render
+
+
+_SPECIAL_FIELDS = ("launcher", "command", "args", "nprocs_per_node", "gpus_per_node", "env")
+_AT = {
+    f: FieldPath.of(f)
+    for f in (*_SPECIAL_FIELDS, "env_list", "secret_env", "shm_size", "script", "work_dir")
+}
+
+
+def _program(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
+    """The launcher's command (each target builds its own), or command and args as written."""
+    if command is not None:
+        yield Entry("launcher", "container.command", command, at=_AT["launcher"])
+    elif spec.command:
+        yield Entry("command", "container.command", list(spec.command), at=_AT["command"])
+        if spec.args:
+            yield Entry("args", "container.args", list(spec.args), at=_AT["args"])
+
+
+def _nprocs(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
+    at = _AT["nprocs_per_node"]
+    yield Entry("nprocs_per_node", "scale.nprocPerNode", spec.nprocs, at=at)  # derived
+
+
+def _env(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
+    """One env list, in this order: ``env``, ``env_list``, ``secret_env``."""
+    env, listed, secret = _AT["env"], _AT["env_list"], _AT["secret_env"]
+    for k, v in spec.env.items():
+        yield Entry(f"env{key(k)}", "container.env", env_var(k, v), select("name", k), at=env)
+    for i, item in enumerate(spec.env_list):
+        sub = select("name", item["name"])
+        yield Entry(f"env_list[{i}]", "container.env", copied(item), sub, at=listed)
+    for i, name in enumerate(spec.secret_env):
+        value = secret_env_var(name, spec.secret_name)
+        yield Entry(f"secret_env[{i}]", "container.env", value, select("name", name), at=secret)
+
+
+def _gpus(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
+    """GPUs cannot be overcommitted: the limit is required, the request must equal it."""
+    if spec.gpus_per_node:
+        gpu, at = key(spec.gpu_resource), _AT["gpus_per_node"]
+        for group in ("requests", "limits"):
+            count = str(spec.gpus_per_node)
+            yield Entry("gpus_per_node", "container.resources", count, f".{group}{gpu}", at=at)
+
+
+def script_configmap_name(spec: JobSpec) -> str:
+    return f"{spec.name}-script"
+
+
+def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+    """The volumes kfcompile adds itself: (spec field, volume name, mount, volume source)."""
+    if spec.shm_size:
+        shm = {"emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}
+        yield "shm_size", SHM_VOLUME, {"mountPath": SHM_DIR}, shm
+    if spec.script is not None:
+        script = {"configMap": {"name": script_configmap_name(spec)}}
+        yield "script", SCRIPT_VOLUME, {"mountPath": SCRIPT_DIR, "readOnly": True}, script
+    if spec.work_dir is not None:
+        claim = {"persistentVolumeClaim": {"claimName": spec.work_dir.pvc}}
+        yield "work_dir", WORKDIR_VOLUME, {"mountPath": spec.work_dir.mount_path}, claim
+
+
+def _mounts(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
+    for source, name, mount, _source in companion_volumes(spec):
+        sub = select("mountPath", mount["mountPath"])
+        value = {"name": name, **mount}
+        yield Entry(source, "container.volumeMounts", value, sub, at=_AT[source])
+
+
+def _volumes(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
+    for source, name, _mount, volume in companion_volumes(spec):
+        value = {"name": name, **volume}
+        yield Entry(source, "pod.volumes", value, select("name", name), at=_AT[source])
+
+
+COMPANIONS = ("shm_size", "script", "work_dir")
+COMMAND = "container.command"
+PROGRAM = Special(
+    "program", (("launcher", COMMAND), ("command", COMMAND), ("args", "container.args")), _program
+)
+NPROCS = Special("nprocs", (("nprocs_per_node", "scale.nprocPerNode"),), _nprocs)
+ENV = Special(
+    "env",
+    (("env", "container.env"), ("env_list", "container.env"), ("secret_env", "container.env")),
+    _env,
+)
+GPUS = Special("gpus", (("gpus_per_node", "container.resources"),), _gpus)
+MOUNTS = Special("mounts", tuple((f, "container.volumeMounts") for f in COMPANIONS), _mounts)
+VOLUMES = Special("volumes", tuple((f, "pod.volumes") for f in COMPANIONS), _volumes)
