@@ -158,7 +158,7 @@ def with_companions(spec: JobSpec, job: dict[str, Any]) -> list[dict[str, Any]]:
 
 def script_configmap(spec: JobSpec) -> dict[str, Any]:
     assert spec.script is not None
-    meta: dict[str, Any] = {"name": script_configmap_name(spec)}
+    meta: dict[str, Any] = {"name": script_configmap_name(spec.name)}
     if spec.namespace:
         meta["namespace"] = spec.namespace
     return {

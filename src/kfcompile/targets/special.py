@@ -74,34 +74,47 @@ def _gpus(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
             yield Entry("gpus_per_node", "container.resources", count, f".{group}{gpu}", at=at)
 
 
-def script_configmap_name(spec: JobSpec) -> str:
-    return f"{spec.name}-script"
+def script_configmap_name(job: str) -> str:
+    """The ConfigMap that holds the inline script of job ``job``."""
+    return f"{job}-script"
 
 
-def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, str, dict[str, Any], dict[str, Any]]]:
-    """The volumes kfcompile adds itself: (spec field, volume name, mount, volume source)."""
+Object = dict[str, Any]
+
+
+def script_volume(job: str) -> tuple[Object, Object]:
+    """The inline script's mount and volume (its ConfigMap) in job ``job``."""
+    mount = {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_DIR, "readOnly": True}
+    return mount, {"name": SCRIPT_VOLUME, "configMap": {"name": script_configmap_name(job)}}
+
+
+def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, Object, Object]]:
+    """The volumes kfcompile adds itself: (spec field, mount, volume)."""
     if spec.shm_size:
-        shm = {"emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}
-        yield "shm_size", SHM_VOLUME, {"mountPath": SHM_DIR}, shm
+        shm = {"medium": "Memory", "sizeLimit": spec.shm_size}
+        yield (
+            "shm_size",
+            {"name": SHM_VOLUME, "mountPath": SHM_DIR},
+            {"name": SHM_VOLUME, "emptyDir": shm},
+        )
     if spec.script is not None:
-        script = {"configMap": {"name": script_configmap_name(spec)}}
-        yield "script", SCRIPT_VOLUME, {"mountPath": SCRIPT_DIR, "readOnly": True}, script
+        yield "script", *script_volume(spec.name)
     if spec.work_dir is not None:
-        claim = {"persistentVolumeClaim": {"claimName": spec.work_dir.pvc}}
-        yield "work_dir", WORKDIR_VOLUME, {"mountPath": spec.work_dir.mount_path}, claim
+        mount = {"name": WORKDIR_VOLUME, "mountPath": spec.work_dir.mount_path}
+        claim = {"claimName": spec.work_dir.pvc}
+        yield "work_dir", mount, {"name": WORKDIR_VOLUME, "persistentVolumeClaim": claim}
 
 
 def _mounts(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
-    for source, name, mount, _source in companion_volumes(spec):
+    for source, mount, _volume in companion_volumes(spec):
         sub = select("mountPath", mount["mountPath"])
-        value = {"name": name, **mount}
-        yield Entry(source, "container.volumeMounts", value, sub, at=_AT[source])
+        yield Entry(source, "container.volumeMounts", mount, sub, at=_AT[source])
 
 
 def _volumes(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
-    for source, name, _mount, volume in companion_volumes(spec):
-        value = {"name": name, **volume}
-        yield Entry(source, "pod.volumes", value, select("name", name), at=_AT[source])
+    for source, _mount, volume in companion_volumes(spec):
+        sub = select("name", volume["name"])
+        yield Entry(source, "pod.volumes", volume, sub, at=_AT[source])
 
 
 COMPANIONS = ("shm_size", "script", "work_dir")
