@@ -7,9 +7,10 @@ The same working copy holds a slot's value while the field table's rows take the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any, Final
 
+from kfcompile.frozen import thaw
 from kfcompile.paths import Path, Segment, Select, all_named, find_named, item_segment
 
 MISSING: Final = object()
@@ -28,15 +29,6 @@ SERVER_METADATA: Final = (
     "deletionGracePeriodSeconds",
 )
 LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
-
-
-def plain(value: Any) -> Any:
-    """Plain dicts and lists (a parser may hand over other mappings and sequences)."""
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
 
 
 def strip_server_fields(obj: dict[str, Any]) -> None:
@@ -82,7 +74,7 @@ class Doc:
     so ``leftovers`` names exactly what was not taken, at the shallowest path that holds it."""
 
     def __init__(self, value: Any) -> None:
-        self.root: Any = plain(value)
+        self.root: Any = thaw(value)  # plain dicts and lists, whatever a parser gave
         self.touched: set[Path] = {()}
 
     def get(self, path: Path) -> Any:

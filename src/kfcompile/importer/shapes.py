@@ -114,7 +114,7 @@ def trainjob_shape(r: Reading) -> None:
 def _overrides(r: Reading, key: str) -> None:
     """v2.0/v2.1: the items that target the ``node`` job, merged into the first of them."""
     items = r.doc.get(("spec", key))
-    first: int | None = None
+    kept: list[int] = []
     for i, item in enumerate(items if isinstance(items, list) else []):
         at: Path = ("spec", key, i)
         jobs = item.get("targetJobs") if isinstance(item, dict) else None
@@ -128,12 +128,8 @@ def _overrides(r: Reading, key: str) -> None:
         if len(names) > 1:
             others = ", ".join(str(n) for n in names if n != trainjob.NODE)
             r.lose((*at, "targetJobs"), f"applies to node only, not to {others}")
-        if first is None:
-            first = i
-            continue
-        for path in merge_into(items[first], item, ()):
-            r.lose((*at, *path), f"conflicts with {key}[{first}]: dropped")
-        items[i] = GONE
+        kept.append(i)
+    first = _merge_into_first(r, key, items, kept)
     if first is not None:
         r.subst[(key, 0)] = first
 
@@ -141,7 +137,7 @@ def _overrides(r: Reading, key: str) -> None:
 def _patches(r: Reading) -> None:
     """v2.2+: Kueue's patch is Kueue's; the others merge into the first, read as kfcompile's."""
     items = r.doc.get(("spec", "runtimePatches"))
-    first: int | None = None
+    kept: list[int] = []
     for i, item in enumerate(items if isinstance(items, list) else []):
         if not isinstance(item, dict):
             continue
@@ -161,14 +157,23 @@ def _patches(r: Reading) -> None:
                 r.doc.take((*jobs_at, j))
                 where = (*jobs_at, item_segment(job, j))
                 r.lose(where, "patches a job other than the runtime's node job: dropped")
-        if first is None:
-            first = i
-            continue
-        for path in merge_into(items[first], item, ()):
-            r.lose((*at, *path), f"conflicts with runtimePatches[{first}]: dropped")
-        items[i] = GONE
+        kept.append(i)
+    first = _merge_into_first(r, "runtimePatches", items, kept)
     if first is not None:
         r.subst[("runtimePatches", Select("manager", trainjob_v2_2.MANAGER))] = first
+
+
+def _merge_into_first(r: Reading, key: str, items: Any, kept: list[int]) -> int | None:
+    """The items of ``spec.<key>`` at ``kept`` merged into the first of them (where they
+    differ, the first wins and the other is lost); where that first one is."""
+    if not kept:
+        return None
+    first = kept[0]
+    for i in kept[1:]:
+        for path in merge_into(items[first], items[i], ()):
+            r.lose(("spec", key, i, *path), f"conflicts with {key}[{first}]: dropped")
+        items[i] = GONE
+    return first
 
 
 # --- pod and container fields the typed slots do not hold ---------------------------------------

@@ -11,8 +11,9 @@ from attrs import field, frozen
 from kfcompile import paths
 from kfcompile.errors import KfcompileError, Problem
 from kfcompile.fieldpath import FieldPath, field_path
+from kfcompile.frozen import thaw
 from kfcompile.importer.detect import describe, job_kind
-from kfcompile.importer.document import MISSING, Doc, plain, strip_server_fields
+from kfcompile.importer.document import MISSING, Doc, strip_server_fields
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB
 from kfcompile.paths import Path, Segment
 from kfcompile.spec import JobSpec
@@ -79,7 +80,7 @@ class Reading:
         self.doc.take(("apiVersion",))
         self.doc.take(("kind",))
         strip_server_fields(self.doc.root)
-        self.companions: list[dict[str, Any]] = [plain(c) for c in companions]
+        self.companions: list[dict[str, Any]] = [thaw(c) for c in companions]
         for c in self.companions:
             strip_server_fields(c)
         self.data: dict[str, Any] = {}
