@@ -61,17 +61,13 @@ class Field:
         object.__setattr__(self, "part", chain[0] if len(chain) > 1 else None)
 
 
-def _part(name: str, slot: str, rows: tuple[tuple[str, str], ...], **codecs: Codec) -> list[Field]:
-    return [Field(f"{name}.{f}", slot, sub, codecs.get(f, VALUE)) for f, sub in rows]
-
-
-def _initializer(kind: str) -> list[Field]:
-    rows = (("storage_uri", ".storageUri"), ("env", ".env"), ("secret_ref", ".secretRef.name"))
-    return [
-        Field(f"initializer.{kind}.{f}", "run.initializer", f".{kind}{sub}", codec)
-        for f, sub in rows
-        for codec in [EnvPairs() if f == "env" else VALUE]
-    ]
+def _initializer(kind: str) -> tuple[Field, ...]:
+    """The rows of ``initializer.dataset`` or ``initializer.model`` (the same shape)."""
+    return (
+        Field(f"initializer.{kind}.storage_uri", "run.initializer", f".{kind}.storageUri"),
+        Field(f"initializer.{kind}.env", "run.initializer", f".{kind}.env", EnvPairs()),
+        Field(f"initializer.{kind}.secret_ref", "run.initializer", f".{kind}.secretRef.name"),
+    )
 
 
 # --- the table, in output order -------------------------------------------------------------------
@@ -85,11 +81,9 @@ FIELDS: tuple[Step, ...] = (
     Field("queue", "job.labels", key(QUEUE_LABEL), NONEMPTY),
     Field("priority_class", "job.labels", key(PRIORITY_LABEL), NONEMPTY),
     Field("annotations", "job.annotations", codec=KEYED),
-    *_part(
-        "runtime_ref",
-        "run.runtimeRef",
-        (("name", ".name"), ("api_group", ".apiGroup"), ("kind", ".kind")),
-    ),
+    Field("runtime_ref.name", "run.runtimeRef", ".name"),
+    Field("runtime_ref.api_group", "run.runtimeRef", ".apiGroup"),
+    Field("runtime_ref.kind", "run.runtimeRef", ".kind"),
     *_initializer("dataset"),
     *_initializer("model"),
     Field("image", "container.image"),
@@ -127,28 +121,19 @@ FIELDS: tuple[Step, ...] = (
     Field("ttl_seconds_after_finished", "run.ttlSecondsAfterFinished"),
     Field("clean_pod_policy", "run.cleanPodPolicy"),
     Field("restart_policy", "run.restartPolicy"),
-    *_part(
-        "elastic",
-        "run.elastic",
-        (
-            ("min_nodes", ".minReplicas"),
-            ("max_nodes", ".maxReplicas"),
-            ("rdzv_backend", ".rdzvBackend"),
-            ("rdzv_port", ".rdzvPort"),
-            ("max_restarts", ".maxRestarts"),
-        ),
-    ),
-    *_part(
-        "scheduling_policy",
+    Field("elastic.min_nodes", "run.elastic", ".minReplicas"),
+    Field("elastic.max_nodes", "run.elastic", ".maxReplicas"),
+    Field("elastic.rdzv_backend", "run.elastic", ".rdzvBackend"),
+    Field("elastic.rdzv_port", "run.elastic", ".rdzvPort"),
+    Field("elastic.max_restarts", "run.elastic", ".maxRestarts"),
+    Field("scheduling_policy.min_available", "run.schedulingPolicy", ".minAvailable"),
+    Field("scheduling_policy.queue", "run.schedulingPolicy", ".queue"),
+    Field("scheduling_policy.min_resources", "run.schedulingPolicy", ".minResources", NONEMPTY),
+    Field("scheduling_policy.priority_class", "run.schedulingPolicy", ".priorityClass"),
+    Field(
+        "scheduling_policy.schedule_timeout_seconds",
         "run.schedulingPolicy",
-        (
-            ("min_available", ".minAvailable"),
-            ("queue", ".queue"),
-            ("min_resources", ".minResources"),
-            ("priority_class", ".priorityClass"),
-            ("schedule_timeout_seconds", ".scheduleTimeoutSeconds"),
-        ),
-        min_resources=NONEMPTY,
+        ".scheduleTimeoutSeconds",
     ),
     Field("container_overrides", "container.*", codec=HATCH),
     Field("pod_spec_overrides", "pod.*", codec=HATCH),
