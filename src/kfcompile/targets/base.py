@@ -3,8 +3,9 @@
 The spec becomes ``Entry`` values by walking the field table (``fields.FIELDS``: spec field ->
 neutral slot such as ``pod.tolerations``). Each target module declares its own table from slot
 to output path; ``render`` places the entries through it (``place``). ``explain`` is the same
-walk, reported. ``Target.fields`` is the two tables resolved when the target is built: where
-every spec field lands in that target, in one place.
+walk, reported. When a target is built its table is looked up for every slot (``Layout``);
+``Target.fields`` reads the field table through it: where every spec field lands in that
+target, in one place.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from kfcompile.errors import Problem, UnsupportedFeature
 from kfcompile.fieldpath import FieldPath
 from kfcompile.spec import SCRIPT_DIR, JobSpec
 from kfcompile.targets import fields
-from kfcompile.targets.codecs import Entry
+from kfcompile.targets.codecs import Entry, Plain
 from kfcompile.targets.special import script_configmap_name
 
 
@@ -96,8 +97,9 @@ def resolve(layout: Layout) -> tuple[Resolved, ...]:
 class Target:
     """One output shape: what ``kfcompile targets`` lists and ``render`` dispatches on.
 
-    ``fields`` is the field table resolved through ``table``: print it to see where every spec
-    field lands (``tolerations`` -> ``pod.tolerations`` -> ``spec.podTemplateOverrides...``).
+    ``layout`` is ``table`` looked up for every slot when the target is built; ``fields`` is the
+    field table read through it: print it to see where every spec field lands (``tolerations``
+    -> ``pod.tolerations`` -> ``spec.podTemplateOverrides[0].spec.tolerations``).
     """
 
     name: str
@@ -109,10 +111,11 @@ class Target:
     layout: Layout = field(
         default=Factory(lambda self: Layout(self.table), takes_self=True), eq=False, repr=False
     )
-    fields: tuple[Resolved, ...] = field(init=False, eq=False, repr=False)
 
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "fields", resolve(self.layout))
+    @property
+    def fields(self) -> tuple[Resolved, ...]:
+        """Every row of the field table, resolved through the target's layout."""
+        return resolve(self.layout)
 
 
 # --- launchers ------------------------------------------------------------------------------
@@ -185,16 +188,15 @@ def lookup(table: Table, slot: str) -> Slot | None:
     return found
 
 
-@frozen
-class Layout:
+class Layout(Plain):
     """A target's table looked up, once, for every slot of the field table: render asks it for
     each entry's slot (a key of an escape hatch is looked up when asked)."""
 
-    table: Table
-    slots: Mapping[str, Slot | None] = field(init=False, repr=False)
+    __slots__ = ("slots", "table")
 
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "slots", {s: lookup(self.table, s) for s in fields.slots()})
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.slots: Mapping[str, Slot | None] = {s: lookup(table, s) for s in fields.slots()}
 
     def get(self, slot: str) -> Slot | None:
         try:

@@ -19,8 +19,6 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from attrs import field, frozen
-
 from kfcompile.fieldpath import FieldPath
 from kfcompile.paths import key
 from kfcompile.spec import PRIORITY_LABEL, QUEUE_LABEL, JobSpec
@@ -35,6 +33,7 @@ from kfcompile.targets.codecs import (
     EnvPairs,
     Hatch,
     Items,
+    Plain,
     Value,
 )
 from kfcompile.targets.special import ENV, GPUS, MOUNTS, NPROCS, PROGRAM, VOLUMES, Special
@@ -42,23 +41,18 @@ from kfcompile.targets.special import ENV, GPUS, MOUNTS, NPROCS, PROGRAM, VOLUME
 __all__ = ["FIELDS", "Entry", "Field", "Special", "entries", "feeds", "hatches", "slots"]
 
 
-@frozen
-class Field:
+class Field(Plain):
     """One row: the spec field at ``source`` fills ``slot`` at ``sub``, written by ``codec``."""
 
-    source: str
-    slot: str
-    sub: str = ""
-    codec: Codec = VALUE
-    chain: tuple[str, ...] = field(init=False)  # the attributes, e.g. (runtime_ref, name)
-    at: FieldPath = field(init=False)  # the top-level field: what an error names
-    part: str | None = field(init=False)  # the part the row is inside (``elastic``), if any
+    __slots__ = ("at", "chain", "codec", "part", "slot", "source", "sub")
 
-    def __attrs_post_init__(self) -> None:
-        chain = tuple(self.source.split("."))  # spec attribute names: plain identifiers
-        object.__setattr__(self, "chain", chain)
-        object.__setattr__(self, "at", FieldPath.of(chain[0]))
-        object.__setattr__(self, "part", chain[0] if len(chain) > 1 else None)
+    def __init__(self, source: str, slot: str, sub: str = "", codec: Codec = VALUE) -> None:
+        self.source, self.slot, self.sub, self.codec = source, slot, sub, codec
+        # the spec attributes (plain identifiers), e.g. (runtime_ref, name)
+        self.chain: tuple[str, ...] = tuple(source.split("."))
+        self.at = FieldPath.of(self.chain[0])  # the top-level field: what an error names
+        # the part the row is inside (``elastic``), if any
+        self.part = self.chain[0] if len(self.chain) > 1 else None
 
 
 def _initializer(kind: str) -> tuple[Field, ...]:
@@ -149,8 +143,7 @@ class Feed(NamedTuple):
     field: str  # the top-level spec field
 
 
-def feeds() -> Iterator[Feed]:
-    """Every (spec field path, slot, sub-path) the table fills, in table order."""
+def _feeds() -> Iterator[Feed]:
     for step in FIELDS:
         if isinstance(step, Field):
             yield Feed(step.source, step.slot, step.sub, step.at.top)
@@ -158,9 +151,18 @@ def feeds() -> Iterator[Feed]:
             yield from (Feed(source, slot, "", source) for source, slot in step.feeds)
 
 
+FEEDS: tuple[Feed, ...] = tuple(_feeds())
+SLOTS: tuple[str, ...] = tuple(dict.fromkeys(f.slot for f in FEEDS))
+
+
+def feeds() -> tuple[Feed, ...]:
+    """Every (spec field path, slot, sub-path) the table fills, in table order."""
+    return FEEDS
+
+
 def slots() -> tuple[str, ...]:
     """Every slot the table fills (``pod.*``, ``container.*``: the escape hatches' groups)."""
-    return tuple(dict.fromkeys(f.slot for f in feeds()))
+    return SLOTS
 
 
 def hatches() -> dict[str, Field]:
@@ -171,12 +173,13 @@ def hatches() -> dict[str, Field]:
 # --- walking it forward -------------------------------------------------------------------------
 
 
-@frozen
-class _Part:
+class _Part(Plain):
     """The rows of one part (``elastic``), walked on the part's object when the spec has one."""
 
-    name: str
-    rows: tuple[Field, ...]
+    __slots__ = ("name", "rows")
+
+    def __init__(self, name: str, rows: tuple[Field, ...]) -> None:
+        self.name, self.rows = name, rows
 
     def encode(self, obj: Any, out: list[Entry]) -> None:
         before = len(out)

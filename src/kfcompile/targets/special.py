@@ -10,24 +10,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from attrs import frozen
-
 from kfcompile.fieldpath import FieldPath
 from kfcompile.paths import copied, key, select
 from kfcompile.spec import SCRIPT_DIR, SCRIPT_VOLUME, SHM_DIR, SHM_VOLUME, WORKDIR_VOLUME, JobSpec
-from kfcompile.targets.codecs import Entry, env_var, secret_env_var
+from kfcompile.targets.codecs import Entry, Plain, env_var, secret_env_var
 
 Render = Callable[[JobSpec, "list[str] | None"], Iterator[Entry]]
 
 
-@frozen
-class Special:
+class Special(Plain):
     """A step of the table written as code: what it feeds (spec field, slot) and how it
     renders; the importer reads it back with code of its own."""
 
-    name: str
-    feeds: tuple[tuple[str, str], ...]
-    render: Render
+    __slots__ = ("feeds", "name", "render")
+
+    def __init__(self, name: str, feeds: tuple[tuple[str, str], ...], render: Render) -> None:
+        self.name, self.feeds, self.render = name, feeds, render
 
 
 _SPECIAL_FIELDS = ("launcher", "command", "args", "nprocs_per_node", "gpus_per_node", "env")
