@@ -51,6 +51,16 @@ K8S_VERSION: str = K8S_VERSIONS[-1]  # newest, e.g. "v1.37.0"
 _DEFINITIONS_URI = "https://kubernetes.io/api/_definitions.json"
 
 
+# The CRD of the release each target is checked against.
+CRD_FILES: dict[str, str] = {
+    "pytorchjob/v1": "pytorchjobs-v1.9.4.yaml",
+    "trainjob/v2.0": "trainjobs-v2.0.1.yaml",
+    "trainjob/v2.1": "trainjobs-v2.1.0.yaml",
+    "trainjob/v2.2": "trainjobs-v2.2.1.yaml",
+    "trainjob/v2.3": "trainjobs-v2.3.0.yaml",
+}
+
+
 def require_shared() -> Path:
     if SHARED is None and os.environ.get("KFCOMPILE_REQUIRE_SHARED"):
         pytest.fail("KFCOMPILE_REQUIRE_SHARED is set but ../shared/crds is missing")

@@ -7,7 +7,8 @@ hostnames ``<name>-node-0-<rank>`` / ``<name>-worker-<rank>``, label keys and va
 with limits not below requests, extended resources with a limit equal to the request, unique
 environment names across ``env`` and ``env_list``, volumes with unique DNS-1123 names and exactly
 one source, mounts of defined volumes at unique absolute paths, well-formed tolerations,
-``launcher`` xor ``command``, ``script`` only with a launcher whose entrypoint is a bare file name,
+``launcher`` xor ``command``, a launcher running a file (``entrypoint``) or a module (``module``),
+``script`` only with a launcher whose entrypoint is a bare file name,
 ``elastic.min_nodes <= num_nodes <= elastic.max_nodes``...
 
 Most optional fields are absent in most examples (a per-example density decides how many are
@@ -389,6 +390,24 @@ def entrypoints() -> SearchStrategy[str]:
     return st.builds(lambda dirs, f: "/" + "/".join([*dirs, f]), path, bare_file_names())
 
 
+def modules() -> SearchStrategy[str]:
+    """What ``python -m`` runs: dotted identifiers (``pkg.train``, ``_x.y2``)."""
+    identifier = st.builds(
+        lambda first, rest: first + rest,
+        st.sampled_from(string.ascii_letters + "_"),
+        st.text(alphabet=MIXED_ALNUM + "_", max_size=8),
+    )
+    return st.lists(identifier, min_size=1, max_size=3).map(".".join)
+
+
+def programs() -> SearchStrategy[Data]:
+    """A launcher's program without an inline script: a file or a module."""
+    return st.one_of(
+        st.builds(lambda e: {"entrypoint": e}, entrypoints()),
+        st.builds(lambda m: {"module": m}, modules()),
+    )
+
+
 def launcher_args() -> SearchStrategy[list[str]]:
     return st.lists(words(), max_size=4)
 
@@ -403,7 +422,7 @@ def program_fields(draw: DrawFn) -> Data:
             out["args"] = draw(st.lists(words(), min_size=1, max_size=5))
         return out
     if mode == "launcher":
-        launcher: Data = {"entrypoint": draw(entrypoints())}
+        launcher: Data = draw(programs())
     elif mode == "script":
         launcher = {}
         if draw(st.booleans()):
@@ -667,7 +686,7 @@ def _with_companions(draw: DrawFn, field: str) -> tuple[str, Data]:
         return field, data
     if field == "launcher":
         launcher = {"kind": draw(st.sampled_from(["torchrun", "python"]))}
-        launcher["entrypoint"] = draw(entrypoints())
+        launcher.update(draw(programs()))
         if draw(st.booleans()):
             launcher["args"] = draw(launcher_args())
         return field, {"launcher": launcher}

@@ -126,18 +126,22 @@ def normalise(spec: JobSpec, target: str) -> JobSpec:
     command: list[str] = data.get("command", [])
     launchers = ("python",) if target == PT else ("torchrun", "python")
     shaped = len(command) > 1 and command[0] in launchers and "args" not in data
-    if shaped and command[1].strip() and not command[1].startswith("-"):
-        data["launcher"] = {"kind": command[0], "entrypoint": command[1]}
-        if command[2:]:
-            data["launcher"]["args"] = command[2:]
+    program, rest = command[1:2], command[2:]
+    if shaped and command[1] == "-m":  # python -m module
+        program, rest = command[2:3], command[3:]
+        module = len(program) == 1 and all(p.isidentifier() for p in program[0].split("."))
+        shaped = module
+    elif shaped:
+        shaped = bool(command[1].strip()) and not command[1].startswith("-")
+    if shaped:
+        key = "module" if command[1] == "-m" else "entrypoint"
+        data["launcher"] = {"kind": command[0], key: program[0]}
+        if rest:
+            data["launcher"]["args"] = rest
         del data["command"]
     launcher: dict[str, Any] | None = data.get("launcher")
-    if launcher is not None:
-        if "script" in data:
-            launcher.setdefault("entrypoint", "train.py")
-        elif launcher["entrypoint"].startswith("-"):
-            data["command"] = _rendered_command(spec, target)
-            del data["launcher"]
+    if launcher is not None and "script" in data:
+        launcher.setdefault("entrypoint", "train.py")
     # 8. work_dir is a volume and its mount.
     work_dir = data.pop("work_dir", None)
     if work_dir is not None:
@@ -148,14 +152,6 @@ def normalise(spec: JobSpec, target: str) -> JobSpec:
             {"name": "workdir", "mountPath": work_dir["mount_path"]}
         )
     return structure(data)
-
-
-def _rendered_command(spec: JobSpec, target: str) -> list[str]:
-    job = render(spec, target)[-1]
-    if target == PT:
-        replica = next(iter(job["spec"]["pytorchReplicaSpecs"].values()))
-        return list(replica["template"]["spec"]["containers"][0]["command"])
-    return list(job["spec"]["trainer"]["command"])
 
 
 def try_render(spec: JobSpec, target: str) -> list[Obj] | None:
@@ -613,6 +609,20 @@ def test_inline_script_needs_its_configmap() -> None:
     assert lines(import_manifest_lossy(job, [stranger])) == [
         "ConfigMap s-script: not the job's inline script as kfcompile writes it: not converted"
     ]
+
+
+@pytest.mark.parametrize("target", ALL)
+def test_a_module_launcher_is_read_back_as_a_module(target: str) -> None:
+    """``python -m m`` and torchrun's ``-m m`` are the ``module`` form; a ``-m`` without a
+    module name after it is no launcher kfcompile writes, so it stays a command."""
+    for kind in ("torchrun", "python"):
+        launcher = {"kind": kind, "module": "nemo_run.core.runners.fdl_runner", "args": ["-n"]}
+        spec = structure({"name": "m", "image": "i", "num_nodes": 2, "launcher": launcher})
+        back = import_manifest(render(spec, target)[-1])
+        assert back.launcher == spec.launcher, kind
+        assert back.command == ()
+    odd = structure({"name": "m", "image": "i", "command": ["python", "-m", "not a module"]})
+    assert import_manifest(render(odd, target)[-1]).launcher is None
 
 
 def test_what_cannot_be_imported() -> None:

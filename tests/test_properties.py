@@ -650,7 +650,9 @@ def _main_command(m: Model) -> list[list[str]]:
 
 def _launcher(m: Model, d: dict[str, Any]) -> None:
     launcher = d["launcher"]
-    program = [launcher["entrypoint"], *launcher.get("args", [])]
+    # `python -m module` and torchrun's `-m module` run a module; anything else a file
+    run = ["-m", launcher["module"]] if "module" in launcher else [launcher["entrypoint"]]
+    program = [*run, *launcher.get("args", [])]
     commands = _main_command(m)
     for command in commands:
         check_launcher_command(m.t, command, launcher["kind"], program, set(), master=True)

@@ -280,6 +280,59 @@ def test_env_patch_on_node(target: str, allowed: bool) -> None:
             render(s, target)
 
 
+def _command(s: JobSpec, target: str) -> list[str]:
+    j = job(s, target)
+    if target == "pytorchjob/v1":
+        replica = next(iter(j["spec"]["pytorchReplicaSpecs"].values()))
+        return list(replica["template"]["spec"]["containers"][0]["command"])
+    return list(j["spec"]["trainer"]["command"])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kind", ["torchrun", "python"])
+def test_a_module_runs_as_dash_m_after_the_launchers_own_flags(target: str, kind: str) -> None:
+    """``python -m module args`` / ``torchrun [rendezvous flags] -m module args``: the module is
+    a program form of its own, not an entrypoint that happens to be ``-m``."""
+    s = spec(num_nodes=2, launcher={"kind": kind, "module": "pkg.train", "args": ["-n", "x"]})
+    cmd = _command(s, target)
+    assert cmd[0] == kind
+    assert cmd[-4:] == ["-m", "pkg.train", "-n", "x"]
+    flags = cmd[1:-4]
+    assert all(f.startswith("--") for f in flags)
+    if kind == "torchrun" and target == "pytorchjob/v1":
+        assert "--master-addr=$(MASTER_ADDR)" in flags  # the rendezvous still comes first
+    else:
+        assert flags == []  # TrainJob's torchrun reads PET_*; python takes no flags
+
+
+@pytest.mark.parametrize(
+    ("launcher", "script", "path", "message"),
+    [
+        ({"entrypoint": "a.py", "module": "m"}, None, "launcher.module", "not both"),
+        ({"module": "m"}, "print(1)\n", "launcher.module", "set either module or script"),
+        ({"module": "pkg..train"}, None, "launcher.module", "Python module name"),
+        ({"module": "1pkg"}, None, "launcher.module", "Python module name"),
+        ({"module": "-m"}, None, "launcher.module", "Python module name"),
+        ({"entrypoint": "-m", "args": ["pkg"]}, None, "launcher.entrypoint", "launcher.module"),
+        ({}, None, "launcher.entrypoint", "required (or launcher.module"),
+    ],
+)
+def test_a_launcher_runs_exactly_one_program(
+    launcher: dict[str, Any], script: str | None, path: str, message: str
+) -> None:
+    fields: dict[str, Any] = {"launcher": {"kind": "python", **launcher}}
+    if script is not None:
+        fields["script"] = script
+    with pytest.raises(SpecError) as info:
+        spec(**fields)
+    assert [(p.path, message in p.message) for p in info.value.problems] == [(path, True)]
+
+
+def test_a_module_may_be_any_dotted_identifier() -> None:
+    for module in ("train", "nemo_run.core.runners.fdl_runner", "_x.Y2", "ünï.code"):
+        assert spec(launcher={"kind": "python", "module": module}).launcher is not None
+
+
 @pytest.mark.parametrize("entrypoint", ["my script.py", "dir/train.py", "ümlaut.py"])
 def test_inline_script_name_must_be_a_configmap_key(entrypoint: str) -> None:
     with pytest.raises(SpecError, match=r"launcher\.entrypoint: must be a file name"):
@@ -289,3 +342,33 @@ def test_inline_script_name_must_be_a_configmap_key(entrypoint: str) -> None:
 def test_inline_script_must_fit_a_configmap() -> None:
     with pytest.raises(SpecError, match="script: larger than a ConfigMap holds"):
         spec(launcher={"kind": "python"}, script="#" * (1024 * 1024))
+
+
+@pytest.mark.parametrize("target_name", sorted(TARGETS))
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"num_nodes": 1},
+        {"num_nodes": 10},
+        {"num_nodes": 11},
+        {"num_nodes": 1000},
+        {"num_nodes": 10, "elastic": {"min_nodes": 2, "max_nodes": 100}},
+        {"num_nodes": 2, "runtime_ref": {"name": "torch-distributed-with-cache"}},
+    ],
+)
+def test_name_limit_is_the_longest_name_render_accepts(
+    target_name: str, shape: dict[str, Any]
+) -> None:
+    """Launchers that make names ask the target how long one may be for this spec."""
+    from kfcompile.targets import target
+
+    chosen = target(target_name)
+    limit = chosen.name_limit(torch_spec(**shape))
+    try:
+        render(torch_spec(**shape, name="a" * limit), target_name)
+    except UnsupportedFeature as exc:  # elastic or the runtime: not about the name
+        assert all(p.path != "name" for p in exc.problems), exc
+        return
+    with pytest.raises(UnsupportedFeature) as caught:
+        render(torch_spec(**shape, name="a" * (limit + 1)), target_name)
+    assert [p.path for p in caught.value.problems] == ["name"]

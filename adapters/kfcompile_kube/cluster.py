@@ -1,9 +1,10 @@
 """``kfcompile.ports.Cluster`` over the official client's ``ApiClient``.
 
-Requests go through ``ApiClient.param_serialize``/``call_api`` (auth, TLS, proxies and token
-refresh stay the client's) but bodies are read as raw JSON: objects cross the port exactly as the
-server sent them, never through the client's strict models. Failures become the port's
-``ApiError`` family; retrying, waiting and ordering are the lifecycle's business, not this one's.
+Requests go through the client's ``ApiClient`` (auth, TLS, proxies and token refresh stay the
+client's; ``compat`` holds how each client line is called) but bodies are read as raw JSON:
+objects cross the port exactly as the server sent them, never through the client's strict models.
+Failures become the port's ``ApiError`` family; retrying, waiting and ordering are the
+lifecycle's business, not this one's.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import select
 import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from http import HTTPStatus
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -24,6 +26,7 @@ from kubernetes.client.api_client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from websocket import (
     ABNF,
+    WebSocket,
     WebSocketBadStatusException,
     WebSocketException,
     WebSocketTimeoutException,
@@ -44,6 +47,8 @@ from kfcompile.ports import (
     Transient,
     WatchEvent,
 )
+from kfcompile_kube import compat
+from kfcompile_kube.fanout import Threads, cut_on_stop
 
 # Core kinds the lifecycle touches: (plural, namespaced), so they need no discovery round trip.
 _CORE: dict[str, tuple[str, bool]] = {
@@ -70,12 +75,14 @@ _TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OS
 _STDIN_CHUNK = 64 * 1024
 _STDERR_KEPT = 64 * 1024  # the end of stderr (the lifecycle shows its last lines)
 _STATUS_MAX = 64 * 1024  # an exit Status is a few hundred bytes; more is not one
+_CLOSE_CHANNEL = 255  # exec v5: [255, n] says stream n has ended
 T = TypeVar("T")
 _WATCH_MARGIN = 15.0  # seconds past a watch's timeoutSeconds before we call the server hung
 
 
-class KubeCluster:
-    """The Kubernetes API as ``kfcompile.ports.Cluster``.
+class KubeCluster(Threads):
+    """The Kubernetes API as ``kfcompile.ports.Cluster``, and as ``Merge`` (``fanout``: its
+    followed logs read at once, one thread each, cut when the reader stops).
 
     ``read_timeout`` bounds a plain request (a hung server is ``Transient``); a watch may stay
     quiet for its ``timeout_seconds`` plus a margin, a followed log as long as the container
@@ -204,8 +211,9 @@ class KubeCluster:
         # A followed training log may stay quiet for hours: no read timeout then.
         read_timeout = None if follow else self._read_timeout
         response = self._send("GET", path, query=query, accept="*/*", read_timeout=read_timeout)
-        for line in _lines(response):
-            yield line.decode("utf-8", "replace")
+        with cut_on_stop(partial(compat.cut, response)):
+            for line in _lines(response):
+                yield line.decode("utf-8", "replace")
 
     def exec(
         self,
@@ -217,33 +225,22 @@ class KubeCluster:
         *,
         stdout: Callable[[ExecOutput], object] | None = None,
     ) -> ExecResult:
-        # CoreV1Api builds ~250 pydantic models on import (~0.9 s): only exec pays for it.
-        from kubernetes.client import CoreV1Api
-        from kubernetes.stream import stream
-
         feed = ([stdin] if stdin else []) if isinstance(stdin, bytes) else stdin
         has_stdin = not isinstance(stdin, bytes) or bool(stdin)
-        # stream() swaps the client's call_api while it connects: give it a client of its own so
-        # requests on other threads keep plain HTTP.
-        handshake_client = ApiClient(self._client.configuration)
+        query = [
+            *(("command", arg) for arg in command),
+            ("container", container),
+            ("stdin", "true" if has_stdin else "false"),
+            ("stdout", "true"),
+            ("stderr", "true"),
+            ("tty", "false"),
+        ]
+        path = f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/exec"
+        url, headers = compat.prepare(self._client, "GET", path, query, {})
         try:
-            ws: Any = stream(
-                CoreV1Api(handshake_client).connect_get_namespaced_pod_exec,
-                pod,
-                namespace,
-                command=list(command),
-                container=container,
-                stdin=has_stdin,
-                stdout=True,
-                stderr=True,
-                tty=False,
-                _preload_content=False,
-                binary=True,
-            )
-        except ApiException as e:
+            ws = compat.open_exec(self._client.configuration, url, headers)
+        except (WebSocketException, OSError) as e:
             raise _handshake_error(e) from e
-        finally:
-            handshake_client.close()  # type: ignore[no-untyped-call]
         channels = _Channels(ws, pod, time.monotonic() + self._exec_timeout, self._exec_timeout)
         output = channels.run(iter(feed), has_stdin)
         collected = bytearray()
@@ -257,10 +254,12 @@ class KubeCluster:
                     pass  # what the consumer left unread
         except BaseException:
             output.close()
-            ws.sock.shutdown()  # no goodbye: the server may still be sending
+            # No goodbye: the server may still be sending.
+            ws.shutdown()  # type: ignore[no-untyped-call]
             raise
         ws.close()
-        ws.sock.shutdown()  # close() skips the socket once the server has said goodbye
+        # close() skips the socket once the server has said goodbye.
+        ws.shutdown()  # type: ignore[no-untyped-call]
         assert channels.result is not None, "the stdout consumer closed the output"
         return evolve(channels.result, stdout=bytes(collected))
 
@@ -345,34 +344,18 @@ class KubeCluster:
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
-        method, url, headers, serialized, post_params = self._client.param_serialize(
-            method,
-            path,
-            query_params=list(query) or None,
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
+        url, headers = compat.prepare(self._client, method, path, query, headers)
+        timeout = (self._connect_timeout, read_timeout)
         try:
-            response = self._client.call_api(
-                method,
-                url,
-                header_params=headers,
-                body=serialized,
-                post_params=post_params,
-                _request_timeout=(self._connect_timeout, read_timeout),
+            raw: urllib3.BaseHTTPResponse = compat.send(
+                self._client, method, url, headers, body, timeout
             )
+        except compat.Refused as e:
+            raise _status_error(e.status, _status_object(e.body)) from None
         except ApiException as e:  # the client's own wrapping of SSL errors
             raise Transient(0, "ConnectionError", str(e.reason)) from e
         except _TRANSPORT_ERRORS as e:
             raise _transport_error(e) from e
-        raw: urllib3.BaseHTTPResponse = response.response
-        if not 200 <= raw.status < 300:
-            try:
-                data = raw.data
-            except _TRANSPORT_ERRORS as e:
-                raise _transport_error(e) from e
-            raise _status_error(raw.status, _status_object(data))
         return raw
 
 
@@ -397,7 +380,7 @@ def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
     """The body's lines (without newlines) as they arrive; a last unterminated line too."""
     buffer = b""
     try:
-        while chunk := response.read1(64 * 1024):  # whatever has arrived, not a full block
+        for chunk in compat.chunks(response, 64 * 1024):  # whatever has arrived, not a full block
             buffer += chunk
             *lines, buffer = buffer.split(b"\n")
             yield from lines
@@ -437,14 +420,11 @@ def _transport_error(error: BaseException) -> Transient:
     return Transient(0, "Timeout" if timeout else "ConnectionError", str(error))
 
 
-def _handshake_error(error: ApiException) -> ApiError:
+def _handshake_error(error: WebSocketException | OSError) -> ApiError:
     """The exec upgrade failed: the server's answer when there was one, else the connection."""
-    cause = error.__context__
-    if isinstance(cause, WebSocketBadStatusException):
-        return _status_error(cause.status_code, _status_object(cause.resp_body or b""))
-    if isinstance(cause, WebSocketException | OSError):
-        return _transport_error(cause)
-    return Transient(0, "ConnectionError", str(error.reason))
+    if isinstance(error, WebSocketBadStatusException):
+        return _status_error(error.status_code, _status_object(error.resp_body or b""))
+    return _transport_error(error)
 
 
 class _Channels:
@@ -452,8 +432,12 @@ class _Channels:
     (growing one bytes object, hence quadratic time) and a second copy of it besides; here
     stdout goes out as it arrives, and only the end of stderr is kept."""
 
-    def __init__(self, ws: Any, pod: str, deadline: float, timeout: float) -> None:
-        self._ws, self._sock, self._pod = ws, ws.sock, pod
+    def __init__(self, ws: WebSocket, pod: str, deadline: float, timeout: float) -> None:
+        self._sock, self._pod = ws, pod
+        # The protocol the server chose (the client sent the offer as a plain header, so the
+        # socket's getsubprotocol() does not know it).
+        chosen = (ws.getheaders() or {}).get("sec-websocket-protocol", "")
+        self._v5 = chosen.strip() == compat.V5_PROTOCOL
         self._deadline, self._timeout = deadline, timeout
         self._stderr, self._status = bytearray(), bytearray()
         self._open = True
@@ -463,7 +447,7 @@ class _Channels:
         while has_stdin and self._open:
             chunk = next(feed, None)  # what the feed raises passes through as it is
             if chunk is None:
-                self._guard(self._ws.close_channel, 0)  # EOF (v5; v4 has no way to say it)
+                self._guard(self._close_stdin)
                 break
             for start in range(0, len(chunk), _STDIN_CHUNK):
                 if not self._open:
@@ -485,6 +469,11 @@ class _Channels:
             b"", bytes(self._stderr), _exit_code(bytes(self._status), self._pod)
         )
         return self.result
+
+    def _close_stdin(self) -> None:
+        """EOF: v5 closes channel 0 with [255, 0]; v4 has no way to say it."""
+        if self._v5:
+            self._sock.send(bytes([_CLOSE_CHANNEL, 0]), ABNF.OPCODE_BINARY)
 
     def _receive(self) -> bytes:
         """One frame: stdout is returned, the rest kept (``b""`` when it was not stdout)."""

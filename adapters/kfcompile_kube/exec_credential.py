@@ -23,6 +23,8 @@ from typing import Any, Final
 
 from attrs import frozen
 
+from kfcompile_kube.compat import TOKEN_KEY
+
 EXEC_TIMEOUT: Final = 60.0  # seconds a plugin may take (an SSO login included)
 EXCERPT_CHARS: Final = 120  # of the plugin's last stderr line, in an error
 EXPIRY_SKEW: Final = timedelta(seconds=30)  # run again this long before the credential expires
@@ -191,7 +193,7 @@ class TokenRefresher:
                 raise self.on_error(str(e)) from None
             if credential.token is None:
                 raise self.on_error(f"exec plugin {self.plugin.command}: gave no token this time")
-            configuration.api_key["BearerToken"] = f"Bearer {credential.token}"
+            configuration.api_key[TOKEN_KEY] = f"Bearer {credential.token}"
             self.expiry = credential.expiry or datetime.max.replace(tzinfo=UTC)
 
 

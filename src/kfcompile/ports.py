@@ -14,11 +14,13 @@ connections, timeouts.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from attrs import frozen
 
 Obj = dict[str, Any]
+K = TypeVar("K")
+T = TypeVar("T")
 
 
 @frozen
@@ -201,6 +203,26 @@ class Clock(Protocol):
     def monotonic(self) -> float: ...
 
     def sleep(self, seconds: float) -> None: ...
+
+
+@runtime_checkable
+class Merge(Protocol):
+    """Several blocking streams read at once (the followed logs of many ranks). A port, so the
+    threads this takes live in an adapter, never in the core. ``KubeCluster`` is one (its
+    streams block and it can cut them); ``kfcompile.lifecycle.logs.InTurn`` reads streams that
+    do not block, such as an in-memory cluster's, one item of each in turn."""
+
+    def merge(
+        self, streams: Mapping[K, Callable[[Clock], Iterator[T]]], clock: Clock
+    ) -> Generator[tuple[K, T], None, None]:
+        """The items of every stream as they arrive, each with its key, until all have ended.
+
+        Each stream is started with a clock to sleep on (``clock`` itself, or one a stop cuts
+        short), and read on its own, so one that blocks holds back no other. What a stream
+        raises is raised here once the others have stopped. Closing the generator stops every
+        stream (a blocked read is cut, a sleep ends) and returns when they have stopped.
+        """
+        ...
 
 
 @frozen

@@ -70,6 +70,12 @@ def entrypoint(v: str) -> Found:
         yield "", "must not be empty"
 
 
+def python_module(v: str) -> Found:
+    """What ``python -m`` imports: dotted identifiers (``pkg.sub.train``)."""
+    if not all(part.isidentifier() for part in v.split(".")):
+        yield "", "must be a Python module name: identifiers joined by '.' (e.g. pkg.train)"
+
+
 def absolute_path(v: str) -> Found:
     if not v.startswith("/"):
         yield "", "must be an absolute path"

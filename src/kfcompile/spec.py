@@ -105,6 +105,11 @@ class Launcher(_Checked):
         "Python file to run: a path in the image, or the file name of the inline `script`.",
         default=None,
     )
+    module: str | None = _rule(
+        rules.python_module,
+        "Python module to run as `-m module` (instead of `entrypoint`), e.g. `pkg.train`.",
+        default=None,
+    )
     args: tuple[str, ...] = _doc("Arguments passed to the program.", default=())
 
 
@@ -357,6 +362,31 @@ class JobSpec(_Checked):
 # --- rules between fields ----------------------------------------------------------------
 
 
+def _program(s: JobSpec) -> Iterator[tuple[str, str]]:
+    """The launcher runs exactly one program: a file (``entrypoint``), a module (``module``) or
+    the inline ``script`` (whose file name ``entrypoint`` may give)."""
+    launcher = s.launcher
+    if s.script is not None:
+        if launcher is None:
+            yield "script", "needs a launcher to run it"
+        elif launcher.module is not None:
+            yield "launcher.module", "an inline script runs as a file: set either module or script"
+        elif launcher.entrypoint and not rules.CONFIGMAP_KEY.fullmatch(launcher.entrypoint):
+            yield "launcher.entrypoint", "must be a file name (letters, digits, '-', '_', '.')"
+        if len(s.script.encode()) > rules.CONFIGMAP_MAX_BYTES:
+            yield "script", "larger than a ConfigMap holds (1 MiB): ship it in the image"
+    elif launcher is None:
+        return
+    elif launcher.module is not None:
+        if launcher.entrypoint is not None:
+            yield "launcher.module", "set either entrypoint (a file) or module, not both"
+    elif not launcher.entrypoint:
+        yield "launcher.entrypoint", "required (or launcher.module, or an inline script)"
+    elif launcher.entrypoint.startswith("-"):
+        # python and torchrun would read it as an option: `-m` is what `module` is for.
+        yield "launcher.entrypoint", "must not start with '-' (for `-m module` use launcher.module)"
+
+
 def _between_fields(s: JobSpec) -> Iterator[Problem]:
     """Rules that relate fields to each other (run once every field has the right type)."""
     for path, message in _related(s):
@@ -368,15 +398,7 @@ def _related(s: JobSpec) -> Iterator[tuple[str, str]]:
         yield "command", "set either command or launcher, not both"
     if s.args and not s.command:
         yield "args", "needs command (for launcher programs use launcher.args)"
-    if s.script is not None:
-        if s.launcher is None:
-            yield "script", "needs a launcher to run it"
-        elif s.launcher.entrypoint and not rules.CONFIGMAP_KEY.fullmatch(s.launcher.entrypoint):
-            yield "launcher.entrypoint", "must be a file name (letters, digits, '-', '_', '.')"
-        if len(s.script.encode()) > rules.CONFIGMAP_MAX_BYTES:
-            yield "script", "larger than a ConfigMap holds (1 MiB): ship it in the image"
-    elif s.launcher is not None and not s.launcher.entrypoint:
-        yield "launcher.entrypoint", "required (or give an inline script)"
+    yield from _program(s)
 
     yield from rules.resources_consistent(s)
     yield from rules.env_unique(s.env, s.env_list, s.secret_env)

@@ -144,7 +144,11 @@ def _release(path: Path) -> tuple[int, ...]:
 
 
 def _flag(query: Any, name: str) -> bool:
-    return str(query.get(name, "")).lower() in ("true", "1")
+    """A boolean query parameter as the API server reads it (apimachinery's
+    ``Convert_Slice_string_To_bool``): absent, "0" or "false" in any case is false, anything
+    else true; older clients send ``watch=True``."""
+    value = query.get(name)
+    return value is not None and value != "0" and value.lower() != "false"
 
 
 def _json(status: int, body: Any, headers: Iterable[tuple[str, str]] = ()) -> web.Response:

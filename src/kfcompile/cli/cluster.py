@@ -13,8 +13,8 @@ import json
 import os
 import random
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Generator, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -111,11 +111,14 @@ def _save_logs(ctx: Context, ref: Ref, directory: str) -> None:
     print(f"saved logs of {ref} to {folder}/", file=sys.stderr)
 
 
-def _print_logs(lines: Iterator[LogLine], prefix: bool) -> None:
-    for line in lines:
-        text = f"[rank {line.rank}] {line.text}" if prefix else line.text
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+def _print_logs(lines: Generator[LogLine, None, None], prefix: bool) -> None:
+    """Print the lines; closing them on every way out (the end, Ctrl-C, a closed pipe, an
+    error) stops the streams a followed log reads, with the threads reading them."""
+    with closing(lines):
+        for line in lines:
+            text = f"[rank {line.rank}] {line.text}" if prefix else line.text
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

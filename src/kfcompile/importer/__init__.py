@@ -53,9 +53,9 @@ Normalisation: for a spec ``s`` that renders on target ``t``, ``import(render(s,
    ``priority_class``; an empty ``queue`` / ``priority_class`` is dropped (it renders nothing).
 5. ``runtime_ref`` equal to the default runtime is omitted.
 6. ``managed_by`` equal to the target kind's default controller is omitted.
-7. A ``command`` (without ``args``) shaped like a launcher's becomes that launcher; a launcher
-   whose entrypoint starts with ``-`` is a ``command``; with a ``script``, the default
-   entrypoint ``train.py`` is written out.
+7. A ``command`` (without ``args``) shaped like a launcher's becomes that launcher (``python
+   -m module ...`` and torchrun's ``-m module`` the ``module`` form); with a ``script``, the
+   default entrypoint ``train.py`` is written out.
 8. ``work_dir`` becomes its volume (``workdir``) and mount: its local directory is not in any
    manifest.
 """

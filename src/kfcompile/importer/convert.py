@@ -19,7 +19,7 @@ from kfcompile.importer.read import import_manifest_lossy
 from kfcompile.importer.state import Imported, LossyImport, NotImportable
 from kfcompile.load import structure, unstructure
 from kfcompile.spec import JobSpec
-from kfcompile.targets import TARGETS, Target, canonical_name, pytorchjob_v1, trainjob
+from kfcompile.targets import TARGETS, Target, base, canonical_name, pytorchjob_v1, trainjob
 
 # Variables the Training Operator injects into PyTorchJob pods (with a Master) and TrainJob lacks.
 OPERATOR_ENV: Final = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
@@ -168,6 +168,8 @@ _TORCHRUN_IN_SCRIPT: Final = re.compile(
 
 def _program_words(spec: JobSpec) -> list[str]:
     if spec.launcher is not None:
+        if spec.launcher.module is not None:
+            return [spec.launcher.kind, "-m", spec.launcher.module]
         return [spec.launcher.kind, *(spec.launcher.entrypoint or "",)]
     return [*spec.command, *spec.args]
 
@@ -175,9 +177,9 @@ def _program_words(spec: JobSpec) -> list[str]:
 def _runs_torchrun(spec: JobSpec) -> bool:
     """Whether the job's program is torchrun (directly, as ``python -m torch.distributed.run``,
     after ``env VAR=...``, or inside a ``sh -c`` script): the one launcher that reads PET_*."""
-    if spec.launcher is not None:
-        return spec.launcher.kind == "torchrun"
     words = [*spec.command, *spec.args]
+    if spec.launcher is not None:  # `python -m torch.distributed.run` is torchrun too
+        words = [spec.launcher.kind, *base.program(spec)]
     if words and posixpath.basename(words[0]) == "env":
         words = words[1:]
         while words and (_ASSIGNMENT.fullmatch(words[0]) or words[0].startswith("-")):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from kfcompile import rules
 from kfcompile.errors import SpecError
 from kfcompile.fieldpath import FieldPath
 from kfcompile.importer.document import GONE, Doc
@@ -51,16 +52,31 @@ def _launcher(r: Reading, command: list[str]) -> dict[str, Any] | None:
     kind = command[0]
     if kind not in LAUNCHERS:
         return None
-    entry = 1
+    start = 1
     torchrun_flags = r.kind == pytorchjob_v1.KIND and kind == "torchrun"
     if torchrun_flags:  # the rendezvous flags come first
-        entry = next((i for i, w in enumerate(command) if i and not w.startswith("-")), 0)
-    if not 0 < entry < len(command) or not _entrypoint(command[entry]):
+        start = next(
+            (i for i, w in enumerate(command) if i and (w == "-m" or not w.startswith("-"))),
+            len(command),
+        )
+    program = _program(command[start:])
+    if program is None:
         return None
-    launcher = {"kind": kind, "entrypoint": command[entry], "args": command[entry + 1 :]}
+    launcher = {"kind": kind, **program}
     if torchrun_flags:
         return launcher if _renders_as(r, launcher, command) else None
     return launcher
+
+
+def _program(words: list[str]) -> dict[str, Any] | None:
+    """A launcher's program as kfcompile writes it: ``-m module args`` or ``file args``."""
+    if words[:1] == ["-m"]:
+        if len(words) < 2 or any(rules.python_module(words[1])):
+            return None
+        return {"module": words[1], "args": words[2:]}
+    if not words or not _entrypoint(words[0]):
+        return None
+    return {"entrypoint": words[0], "args": words[1:]}
 
 
 def _renders_as(r: Reading, launcher: dict[str, Any], command: list[str]) -> bool:
@@ -76,8 +92,8 @@ def _renders_as(r: Reading, launcher: dict[str, Any], command: list[str]) -> boo
 
 def _script(r: Reading, launcher: dict[str, Any], volumes: Slot, mounts: Slot) -> None:
     """The inline script: its ConfigMap, volume and mount, exactly as kfcompile writes them."""
-    entry: str = launcher["entrypoint"]
-    if not entry.startswith(SCRIPT_DIR + "/") or volumes is None or mounts is None:
+    entry: str | None = launcher.get("entrypoint")
+    if entry is None or not entry.startswith(SCRIPT_DIR + "/") or volumes is None or mounts is None:
         return
     file_name = entry[len(SCRIPT_DIR) + 1 :]
     config_map = script_configmap_name(r.data["name"])

@@ -76,6 +76,10 @@ def rows(group: str, prefix: str, names: tuple[str, ...]) -> dict[str, Slot]:
     return {f"{group}.{n}": Slot.at(f"{prefix}.{n}") for n in names}
 
 
+def _no_pods(spec: JobSpec) -> list[str]:
+    return []
+
+
 class Resolved(NamedTuple):
     """One row of a target's resolved field table: a spec field, its slot, and where it lands
     (no paths: the target writes it with code of its own; None: the target cannot hold it)."""
@@ -108,9 +112,16 @@ class Target:
     releases: str
     table: Table
     render: Callable[[JobSpec], Rendered]
+    # What the controllers append to the job's name to name its pods, for this spec.
+    pod_suffixes: Callable[[JobSpec], list[str]] = _no_pods
     layout: Layout = field(
         default=Factory(lambda self: Layout(self.table), takes_self=True), eq=False, repr=False
     )
+
+    def name_limit(self, spec: JobSpec) -> int:
+        """The longest job name this target can give ``spec`` (it depends on the number of
+        nodes and the runtime); ``render`` refuses longer ones. For launchers that make names."""
+        return name_limit(self.pod_suffixes(spec))
 
     @property
     def fields(self) -> tuple[Resolved, ...]:
@@ -122,6 +133,7 @@ class Target:
 
 
 def entrypoint_path(spec: JobSpec) -> str:
+    """The file the launcher runs: the inline script's, else ``launcher.entrypoint``."""
     if spec.script is not None:
         return f"{SCRIPT_DIR}/{spec.script_entrypoint}"
     assert spec.launcher is not None and spec.launcher.entrypoint
@@ -129,12 +141,20 @@ def entrypoint_path(spec: JobSpec) -> str:
 
 
 def program(spec: JobSpec) -> list[str]:
-    """The entrypoint and its arguments, exactly as written: no shell ever sees them."""
+    """The program and its arguments, exactly as written: no shell ever sees them. A module
+    runs as ``-m module``, which python and torchrun (``-m``/``--module``) both take."""
     assert spec.launcher is not None
+    if spec.launcher.module is not None:
+        return ["-m", spec.launcher.module, *spec.launcher.args]
     return [entrypoint_path(spec), *spec.launcher.args]
 
 
 DNS_LABEL_MAX = 63  # pod names become hostnames (and PyTorchJob Service names): DNS labels
+
+
+def name_limit(suffixes: Iterable[str]) -> int:
+    """The longest name for which every ``<name><suffix>`` is a DNS label."""
+    return DNS_LABEL_MAX - max((len(s) for s in suffixes), default=0)
 
 
 def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Problem]:
@@ -150,7 +170,7 @@ def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Pr
             "name",
             f"too long for {who}: pod name {pod!r} would be {len(pod)} characters (a DNS "
             f"label allows {DNS_LABEL_MAX}); this spec allows names of at most "
-            f"{DNS_LABEL_MAX - len(longest)} characters",
+            f"{name_limit([longest])} characters",
         )
 
 

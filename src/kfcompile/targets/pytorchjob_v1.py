@@ -134,4 +134,6 @@ def render(spec: JobSpec) -> Rendered:
 
 
 LAYOUT = base.Layout(TABLE)
-TARGET = Target(NAME, API_VERSION, KIND, "Training Operator v1.7-v1.9", TABLE, render, LAYOUT)
+TARGET = Target(
+    NAME, API_VERSION, KIND, "Training Operator v1.7-v1.9", TABLE, render, pod_suffixes, LAYOUT
+)

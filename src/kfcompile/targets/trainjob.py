@@ -204,6 +204,7 @@ def target(release: Release, releases: str) -> Target:
         releases,
         release.table,
         functools.partial(render, release=release),
+        pod_suffixes,
         release.layout,
     )
 

@@ -1,0 +1,540 @@
+"""NeMo-Run on kfcompile: ``KfcompileExecutor``, a drop-in for NeMo-Run 0.11's
+``KubeflowExecutor`` (``pip install kfcompile[nemo]``).
+
+    from kfcompile.integrations.nemo_run import KfcompileExecutor as KubeflowExecutor
+
+It takes every parameter of ``KubeflowExecutor`` with the same meaning, plus ``target`` (any
+kfcompile target: ``trainjob/v2.0`` ... ``trainjob/v2.3``, ``pytorchjob/v1``). The job is a
+``kfcompile.JobSpec`` rendered for that target, so what the target cannot hold is an error
+naming the parameter, never a silent drop; jobs are created with strict field validation, their
+state is read from conditions and pods, and logs, listing and work-dir copies go through
+``kfcompile.lifecycle`` over the API (no ``kubectl``). The torchx scheduler that NeMo-Run drives
+is ``kfcompile.integrations.nemo_run_scheduler`` (entry point ``kfcompile_nemo``).
+
+NeMo-Run has no public registration for executors: ``register()`` below puts the class in the
+tables NeMo-Run reads, and runs at import of this module (fiddle imports it again when it loads
+a saved experiment, so a new process knows the class too).
+"""
+
+import copy
+import getpass
+import os
+import re
+import shlex
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nemo_run.core.execution.base import Executor, ExecutorMacros
+from nemo_run.core.execution.launcher import Launcher, Torchrun
+from nemo_run.core.packaging.base import Packager
+from torchx.specs import Role
+
+import kfcompile
+from kfcompile import lifecycle
+from kfcompile.errors import KfcompileError, Problem
+from kfcompile.targets import target as find_target
+
+SCHEDULER = "kfcompile_nemo"  # the torchx scheduler name (entry point) and NeMo-Run's key
+DEFAULT_RUNTIME = "torch-distributed"
+DEFAULT_RESTART_POLICY = "OnFailure"
+WORKDIR_VOLUME = "nemo-run-workdir"  # the volume name KubeflowExecutor gives the work-dir claim
+NEMO_RUNDIR = "/nemo_run"  # where NeMo-Run says its run directory is in the pod
+NEMO_SCRIPTS = f"{NEMO_RUNDIR}/scripts/"
+NEMO_SHEBANG = "#!/usr/bin/bash\n"  # NeMo-Run puts it before an inline script it writes out
+FDL_RUNNER = "nemo_run.core.runners.fdl_runner"
+MAX_NAME = 33  # KubeflowExecutor's cap: fits every upstream runtime's pod-name budget
+MAX_ARG_BYTES = 128 * 1024  # Linux refuses to exec a program with a longer single argument
+# torchrun flags NeMo-Run's component writes before the program; kfcompile writes the target's
+# own rendezvous instead (NeMo-Run's `$PET_MASTER_ADDR` is never expanded without a shell).
+TORCHRUN_VALUE_FLAGS = frozenset(
+    {"--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--nnodes", "--nproc-per-node",
+     "--node-rank", "--tee", "--master-addr", "--master-port", "--max-restarts"}
+)  # fmt: skip
+PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
+
+# The JobSpec field each problem names, as the executor parameter a user set.
+PARAMETER_OF: Mapping[str, str] = {
+    "cpu_request": "cpu_requests",
+    "cpu_limit": "cpu_limits",
+    "memory_request": "memory_requests",
+    "memory_limit": "memory_limits",
+    "env": "env_vars",
+    "container_overrides": "container_kwargs",
+    "backoff_limit": "retries",
+    "name": "train_job_basename",
+}
+
+
+class ExecutorError(KfcompileError):
+    """A ``KfcompileExecutor`` parameter that cannot be kept: one line per parameter."""
+
+
+def register(executor_cls: type[Executor], name: str = SCHEDULER) -> None:
+    """Make NeMo-Run know ``executor_cls`` as the executor of torchx scheduler ``name``.
+
+    NeMo-Run reads these tables by class, with no public way to extend them (nemo_run 0.11):
+    ``EXECUTOR_MAPPING`` (class -> scheduler, for submitting), ``REVERSE_EXECUTOR_MAPPING``
+    (scheduler -> class, for ``nemo experiment logs``), and the executors ``Experiment`` lets
+    run in parallel or detached (the job's state lives on the cluster, so both are safe).
+    """
+    from nemo_run.run.experiment import Experiment
+    from nemo_run.run.torchx_backend.schedulers import api
+
+    api.EXECUTOR_MAPPING[executor_cls] = name
+    api.REVERSE_EXECUTOR_MAPPING[name] = executor_cls
+    for table in ("_PARALLEL_SUPPORTED_EXECUTORS", "_DETACH_SUPPORTED_EXECUTORS"):
+        known = getattr(Experiment, table)
+        if executor_cls not in known:
+            setattr(Experiment, table, (*known, executor_cls))
+
+
+@dataclass(kw_only=True)
+class KfcompileExecutor(Executor):  # type: ignore[misc]
+    """NeMo-Run's ``KubeflowExecutor`` (0.11) parameters, rendered by kfcompile for ``target``.
+
+    See the README section "Coming from NeMo-Run" for each parameter on each target.
+    """
+
+    runtime_ref: str = DEFAULT_RUNTIME
+    namespace: str = "default"
+    image: str = ""
+    num_nodes: int = 1
+    nprocs_per_node: int | None = None  # defaults to gpus_per_node, else 1
+    gpus_per_node: int | None = None
+    cpu_requests: str | None = None
+    memory_requests: str | None = None
+    cpu_limits: str | None = None
+    memory_limits: str | None = None
+    extra_resource_requests: dict[str, str] = field(default_factory=dict)
+    extra_resource_limits: dict[str, str] = field(default_factory=dict)
+    volume_mounts: list[dict[str, Any]] = field(default_factory=list)
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    labels: dict[str, Any] = field(default_factory=dict)
+    annotations: dict[str, Any] = field(default_factory=dict)
+    pod_annotations: dict[str, Any] = field(default_factory=dict)
+    pod_labels: dict[str, Any] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    affinity: dict[str, Any] = field(default_factory=dict)
+    env_list: list[dict[str, Any]] = field(default_factory=list)
+    pod_spec_overrides: dict[str, Any] = field(default_factory=dict)
+    data_mover_image: str = "alpine:3.19"
+    restart_policy: str = DEFAULT_RESTART_POLICY
+    image_pull_secrets: list[str] = field(default_factory=list)
+    spec_kwargs: dict[str, Any] = field(default_factory=dict)
+    container_kwargs: dict[str, Any] = field(default_factory=dict)
+    workdir_pvc: str | None = None
+    workdir_pvc_path: str = NEMO_RUNDIR
+    workdir_local_path: str | None = None
+    train_job_basename: str | None = None
+    # kfcompile's own: which CR shape (and Trainer / Training Operator release) to write.
+    target: str = kfcompile.DEFAULT_TARGET
+
+    # --- the Executor interface ---------------------------------------------------------------
+
+    def assign(self, exp_id: str, exp_dir: str, task_id: str, task_dir: str) -> None:
+        self.experiment_id = exp_id
+        self.experiment_dir = exp_dir
+        self.job_name = task_id
+        self.job_dir = os.path.join(exp_dir, task_dir)
+
+    def nnodes(self) -> int:
+        return self.num_nodes
+
+    def nproc_per_node(self) -> int:
+        if self.nprocs_per_node is not None:
+            return self.nprocs_per_node
+        return self.gpus_per_node if self.gpus_per_node is not None else 1
+
+    def macro_values(self) -> ExecutorMacros | None:
+        """The variables both Kubeflow kinds set in every pod (a PyTorchJob with a Master, which
+        kfcompile always writes for a fixed-size job), in the form Kubernetes expands: NeMo-Run
+        writes a macro as ``$`` + name, so the name ``(VAR)`` gives ``$(VAR)``, where ``$VAR``
+        would reach the program as it is, without a shell."""
+        return ExecutorMacros(
+            head_node_ip_var="(PET_MASTER_ADDR)",
+            nproc_per_node_var="(PET_NPROC_PER_NODE)",
+            num_nodes_var="(PET_NNODES)",
+            node_rank_var="(PET_NODE_RANK)",
+            het_group_host_var="(PET_MASTER_ADDR)",
+        )
+
+    def package_configs(self, *cfgs: tuple[str, str]) -> list[str]:
+        """Write the configs into the job directory, as every executor does, and return how the
+        pod reads them: through the work-dir claim, or else as the serialized text itself
+        (NeMo-Run's runner takes either a file or the text)."""
+        files = super().package_configs(*cfgs)
+        if self.workdir_pvc:
+            return [self._pod_path(f) for f in files]
+        return [text for _, text in cfgs]
+
+    @property
+    def code_dir(self) -> str:
+        """Where the job directory lands on the claim, as the pod sees it (KubeflowExecutor's
+        ``<workdir_pvc_path>/<user>/<experiment>/<job>/code``)."""
+        parts = (getattr(self, "experiment_id", None), getattr(self, "job_name", None))
+        scope = "/".join([getpass.getuser(), *(p for p in parts if p)])
+        return f"{self.workdir_pvc_path.rstrip('/')}/{scope}/code"
+
+    def _pod_path(self, local: str) -> str:
+        rel = os.path.relpath(local, self.job_dir)
+        return f"{self.code_dir}/{rel}" if not rel.startswith("..") else local
+
+    # --- the job --------------------------------------------------------------------------------
+
+    def k8s_job_name(self, fallback: str) -> str:
+        """``<basename>-<6 hex>``, at most 33 characters, made once: unique per launch, an RFC
+        1035 label (kfcompile checks each target's pod-name budget on top)."""
+        cached: str | None = getattr(self, "_k8s_job_name", None)
+        if cached is not None:
+            return cached
+        base = re.sub(r"[^a-z0-9-]+", "-", (self.train_job_basename or fallback or "").lower())
+        uid = uuid.uuid4().hex[:6]
+        base = re.sub(r"^[^a-z]+", "", base)[: MAX_NAME - len(uid) - 1].strip("-") or "job"
+        self._k8s_job_name = f"{base}-{uid}"
+        return self._k8s_job_name
+
+    def job_spec(self, role: Role, name: str) -> kfcompile.JobSpec:
+        """The ``JobSpec`` for one NeMo-Run role (what its packaging made of the task), checked
+        against ``target``: every parameter the target cannot hold is one problem line."""
+        problems = list(self._unsupported())
+        data: dict[str, Any] = {}
+        if any(p.path == "target" for p in problems):
+            raise ExecutorError(problems)
+        try:
+            data = self._fields(role, name)
+        except ExecutorError as exc:
+            problems += exc.problems
+        if problems:
+            raise ExecutorError(problems)
+        spec: kfcompile.JobSpec = _checked(lambda: kfcompile.structure(data), {})
+        changed: dict[str, str] = {}
+        if self.spec_kwargs:
+            spec, changed = self._with_spec_kwargs(spec)
+        _checked(lambda: kfcompile.render(spec, self.target), changed)
+        return spec
+
+    def _unsupported(self) -> Iterator[Problem]:
+        """Parameters and NeMo-Run features whose meaning kfcompile cannot keep anywhere."""
+        if type(self.packager) is not Packager:
+            yield Problem(
+                "packager",
+                f"{type(self.packager).__name__} is not supported: ship the code in the image, "
+                "or put it in workdir_local_path (copied to workdir_pvc)",
+            )
+        launcher = self.get_launcher()
+        if type(launcher) not in (Launcher, Torchrun):
+            yield Problem("launcher", f"{type(launcher).__name__} is not supported: use torchrun")
+        elif launcher.nsys_profile:
+            yield Problem("launcher.nsys_profile", "not supported")
+        if not self.image:
+            yield Problem("image", "required: the training image")
+        runtime_default = self.runtime_ref == DEFAULT_RUNTIME
+        try:
+            pytorchjob = find_target(self.target).kind == "PyTorchJob"
+        except ValueError as exc:
+            yield Problem("target", str(exc))
+            return
+        if pytorchjob and not runtime_default:
+            yield Problem("runtime_ref", f"a TrainJob runtime: {self.target} has none")
+        if self.workdir_local_path and not self.workdir_pvc:
+            yield Problem("workdir_local_path", "needs workdir_pvc (the claim it is copied to)")
+
+    def _fields(self, role: Role, name: str) -> dict[str, Any]:
+        program, script, command = _program(role, self)
+        data: dict[str, Any] = {
+            "name": name,
+            "namespace": self.namespace,
+            "image": self.image,
+            "num_nodes": self.num_nodes,
+            "labels": _strings(self.labels),
+            "annotations": _strings(self.annotations),
+            "pod_labels": _strings(self.pod_labels),
+            "pod_annotations": _strings(self.pod_annotations),
+            "env": dict(role.env),
+            "env_list": copy.deepcopy(self.env_list),
+            "extra_resource_requests": dict(self.extra_resource_requests),
+            "extra_resource_limits": dict(self.extra_resource_limits),
+            "volumes": copy.deepcopy(self.volumes),
+            "volume_mounts": copy.deepcopy(self.volume_mounts),
+            "tolerations": copy.deepcopy(self.tolerations),
+            "image_pull_secrets": list(self.image_pull_secrets),
+            "pod_spec_overrides": copy.deepcopy(self.pod_spec_overrides),
+            "container_overrides": copy.deepcopy(self.container_kwargs),
+        }
+        if program is not None:
+            data["launcher"] = program
+        else:
+            data["command"] = command
+        if script is not None:
+            data["script"] = script
+        if self.runtime_ref != DEFAULT_RUNTIME:
+            data["runtime_ref"] = {"name": self.runtime_ref}
+        if self.nprocs_per_node is not None:
+            data["nprocs_per_node"] = self.nprocs_per_node
+        if self.gpus_per_node:
+            data["gpus_per_node"] = self.gpus_per_node
+        for ours, spec_field in (
+            ("cpu_requests", "cpu_request"),
+            ("cpu_limits", "cpu_limit"),
+            ("memory_requests", "memory_request"),
+            ("memory_limits", "memory_limit"),
+        ):
+            if getattr(self, ours) is not None:
+                data[spec_field] = getattr(self, ours)
+        if self.affinity:
+            data["affinity"] = copy.deepcopy(self.affinity)
+        if self.retries:
+            data["backoff_limit"] = self.retries
+        # The default is what NeMo-Run writes for every job: only a chosen policy must land.
+        pytorchjob = find_target(self.target).kind == "PyTorchJob"
+        if self.restart_policy != DEFAULT_RESTART_POLICY or pytorchjob:
+            data["restart_policy"] = self.restart_policy
+        if self.workdir_pvc:
+            self._mount_workdir(data)
+        return {k: v for k, v in data.items() if v not in ({}, [])}
+
+    def _mount_workdir(self, data: dict[str, Any]) -> None:
+        """The claim mounted at ``workdir_pvc_path``, as KubeflowExecutor mounts it: a volume
+        already naming the claim is reused, a mount already at the path is kept."""
+        volumes: list[dict[str, Any]] = data["volumes"]
+        claim = {"claimName": self.workdir_pvc}
+        volume = next(
+            (v for v in volumes if (v.get("persistentVolumeClaim") or {}).get("claimName")
+             == self.workdir_pvc),
+            None,
+        )  # fmt: skip
+        if volume is None:
+            volumes.append({"name": WORKDIR_VOLUME, "persistentVolumeClaim": claim})
+            if not any(m.get("mountPath") == self.workdir_pvc_path for m in data["volume_mounts"]):
+                data["volume_mounts"].append(
+                    {"name": WORKDIR_VOLUME, "mountPath": self.workdir_pvc_path}
+                )
+
+    def _with_spec_kwargs(
+        self, spec: kfcompile.JobSpec
+    ) -> tuple[kfcompile.JobSpec, dict[str, str]]:
+        """``spec_kwargs`` as KubeflowExecutor applies them (a shallow update of the job's
+        ``spec``), read back into the JobSpec by kfcompile's importer: what no spec field holds
+        is an error at its ``spec_kwargs`` key. Also: the spec fields they set, by that key."""
+        objects = _checked(lambda: kfcompile.render(spec, self.target), {})
+        job = objects[-1]
+        job["spec"].update(copy.deepcopy(self.spec_kwargs))
+        try:
+            imported = kfcompile.import_manifest_lossy(job, objects[:-1])
+        except kfcompile.NotImportable as exc:
+            raise ExecutorError(_from_manifest(exc.problems)) from None
+        if imported.losses:
+            raise ExecutorError(_from_manifest(imported.losses))
+        old, new = kfcompile.unstructure(spec), kfcompile.unstructure(imported.spec)
+        changed = {
+            k: _from_manifest([Problem(imported.source_of(k), "")])[0].path
+            for k in set(old) | set(new)
+            if old.get(k) != new.get(k)
+        }
+        return imported.spec, changed
+
+    # --- the work directory ---------------------------------------------------------------------
+
+    def stage_workdir(self) -> None:
+        """Copy ``workdir_local_path`` into the job directory (files it has win), as
+        KubeflowExecutor's ``package`` does with rsync."""
+        if self.workdir_local_path:
+            os.makedirs(self.job_dir, exist_ok=True)
+            shutil.copytree(self.workdir_local_path, self.job_dir, dirs_exist_ok=True)
+
+    def claim_path(self, pod_path: str) -> str:
+        """A directory on the claim as the pods see it, as the path inside the claim."""
+        root = self.workdir_pvc_path.rstrip("/")
+        if pod_path != root and not pod_path.startswith(root + "/"):
+            raise ExecutorError(
+                [Problem("remote_path", f"{pod_path} is not under workdir_pvc_path {root}")]
+            )
+        return pod_path[len(root) :] or "/"
+
+    def copy_to_workspace(self, local_path: str, remote_path: str, label: str = "") -> None:
+        """Copy the local directory to ``remote_path`` (a pod path under ``workdir_pvc_path``);
+        nothing when ``workdir_pvc`` is unset."""
+        self._sync(lifecycle.sync_up, remote_path, local_path)
+
+    def copy_from_workspace(self, remote_path: str, local_path: str, label: str = "") -> None:
+        """Copy ``remote_path`` (a pod path under ``workdir_pvc_path``) into the local
+        directory; nothing when ``workdir_pvc`` is unset."""
+        self._sync(lifecycle.sync_down, remote_path, local_path)
+
+    def _sync(self, direction: Any, remote_path: str, local_path: str) -> None:
+        """``lifecycle.sync_up``/``sync_down`` between the claim and a local directory: a tar
+        stream over exec in a helper pod of ``data_mover_image``."""
+        if not self.workdir_pvc:
+            return
+        from kfcompile_kube import TarFiles
+
+        direction(
+            session(),
+            TarFiles(),
+            namespace=self.namespace,
+            pvc=self.workdir_pvc,
+            path=self.claim_path(remote_path),
+            local=local_path,
+            image=self.data_mover_image,
+        )
+
+    def pull_results(self, job_name: str = "", dest_dir: str | None = None) -> None:
+        """The job's directory on the claim back into ``dest_dir`` (default: the job dir)."""
+        if not self.workdir_pvc:
+            return
+        local = dest_dir or self.job_dir
+        if not local:
+            raise ExecutorError([Problem("dest_dir", "required: this executor has no job_dir")])
+        self.copy_from_workspace(self.code_dir, local)
+
+
+# --- what NeMo-Run's packaging made of the task -------------------------------------------------
+
+
+def _program(
+    role: Role, executor: KfcompileExecutor
+) -> tuple[dict[str, Any] | None, str | None, list[str]]:
+    """The role as (launcher, inline script, command): NeMo-Run's torchrun flags are dropped
+    (kfcompile writes the target's rendezvous), its ``-m`` is ``launcher.module``, its inline
+    script file is the spec's ``script``."""
+    if role.entrypoint == "torchrun":
+        kind = "torchrun"
+        words = _torchrun_program([_unquoted(a) for a in role.args])
+        python = words[:1] != ["--no-python"]
+        words = words[1:] if not python else words
+    else:
+        kind = "python"
+        words = list(role.args)
+        python = bool(PYTHONS.fullmatch(role.entrypoint))
+    words = [_local_to_pod(w, executor) for w in words]
+    if not words:
+        raise ExecutorError([Problem("task", "nothing to run")])
+    script = _inline_script(words[0], executor)
+    if not python:
+        if kind == "torchrun":
+            raise ExecutorError(
+                [Problem("launcher", "torchrun runs Python programs here: give the run.Script "
+                         "entrypoint='python' (or run it without the torchrun launcher)")]
+            )  # fmt: skip
+        if script is not None:  # no launcher: the shell runs the text, as NeMo-Run's `-c`;
+            # Kubernetes reads `$$` and `$(VAR)` in args: `$$` everywhere keeps the text as is
+            return None, None, [role.entrypoint, "-c", script.replace("$", "$$"), *words[1:]]
+        return None, None, [role.entrypoint, *words]
+    for w in words:
+        if len(w.encode()) > MAX_ARG_BYTES:
+            raise ExecutorError(
+                [Problem("task", f"an argument of {len(w.encode())} bytes is longer than a "
+                         "program may take (128 KiB): set workdir_pvc, which ships configs as "
+                         "files")]
+            )  # fmt: skip
+    if words[0] == "-m" and len(words) > 1:
+        return {"kind": kind, "module": words[1], "args": words[2:]}, None, []
+    if script is not None:
+        name = _file_name(words[0])
+        return {"kind": kind, "entrypoint": name, "args": words[1:]}, script, []
+    return {"kind": kind, "entrypoint": words[0], "args": words[1:]}, None, []
+
+
+def _torchrun_program(words: list[str]) -> list[str]:
+    """What follows NeMo-Run's torchrun flags: ``[--no-python] program args`` or ``-m m args``."""
+    i = 0
+    while i < len(words) and words[i] in TORCHRUN_VALUE_FLAGS:
+        i += 2
+    return words[i:]
+
+
+def _unquoted(arg: str) -> str:
+    """NeMo-Run's torchrun component shell-quotes each argument (for Slurm's shell)."""
+    try:
+        parts = shlex.split(arg)
+    except ValueError:
+        return arg
+    return parts[0] if len(parts) == 1 else arg
+
+
+def _local_to_pod(word: str, executor: KfcompileExecutor) -> str:
+    """KubeflowExecutor rewrites local ``workdir_local_path`` references to the claim's copy."""
+    local = (executor.workdir_local_path or "").rstrip(os.sep)
+    if executor.workdir_pvc and local and local in word:
+        return word.replace(local, executor.code_dir.rstrip("/"))
+    return word
+
+
+def _inline_script(word: str, executor: KfcompileExecutor) -> str | None:
+    """The text of a ``run.Script(inline=...)``: NeMo-Run wrote it to ``<job_dir>/scripts``
+    and names it by its pod path under ``/nemo_run/scripts``."""
+    if not word.startswith(NEMO_SCRIPTS) or not executor.job_dir:
+        return None
+    local = os.path.join(executor.job_dir, "scripts", word[len(NEMO_SCRIPTS) :])
+    if not os.path.isfile(local):
+        return None
+    with open(local, encoding="utf-8") as f:
+        text = f.read()
+    return text[len(NEMO_SHEBANG) :] if text.startswith(NEMO_SHEBANG) else text
+
+
+def _file_name(path: str) -> str:
+    name = re.sub(r"[^-._a-zA-Z0-9]+", "_", os.path.basename(path))
+    return name or "train.py"
+
+
+def _strings(values: Mapping[str, Any]) -> dict[str, str]:
+    """Labels and annotations: KubeflowExecutor takes any value, Kubernetes only strings."""
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in values.items()}
+
+
+# --- problems, named by the executor's parameters -----------------------------------------------
+
+
+def _parameter(path: str, changed: Mapping[str, str]) -> str:
+    top = re.split(r"[.\[]", path, maxsplit=1)[0]
+    rest = path[len(top) :]
+    if top in changed:
+        return changed[top]
+    return PARAMETER_OF.get(top, top) + rest
+
+
+def _checked(make: Any, changed: Mapping[str, str]) -> Any:
+    """``make()``, its spec problems named by executor parameter (or ``spec_kwargs`` key)."""
+    try:
+        return make()
+    except KfcompileError as exc:
+        raise ExecutorError(
+            Problem(_parameter(p.path, changed), p.message) for p in exc.problems
+        ) from None
+
+
+def _from_manifest(problems: Sequence[Problem]) -> list[Problem]:
+    """Importer problems (at ``spec.<key>`` paths of the job) as ``spec_kwargs`` problems."""
+    out = []
+    for p in problems:
+        path = p.path[len("spec.") :] if p.path.startswith("spec.") else p.path
+        out.append(Problem(f"spec_kwargs.{path}", p.message))
+    return out
+
+
+# --- the cluster --------------------------------------------------------------------------------
+
+
+def connect() -> tuple[lifecycle.Session, str]:
+    """A lifecycle session on the cluster of the current kubeconfig (or the pod's service
+    account), as KubeflowExecutor finds it, and the kubeconfig's namespace. Every scheduler
+    makes its own: the state is on the cluster."""
+    import random
+
+    from kfcompile_kube import KubeCluster, SystemClock
+    from kfcompile_kube import connect as kube_connect
+
+    conn = kube_connect()
+    cluster = KubeCluster(conn.api_client)
+    return lifecycle.Session(cluster, SystemClock(), jitter=random.random), conn.namespace
+
+
+def session() -> lifecycle.Session:
+    return connect()[0]
+
+
+register(KfcompileExecutor)

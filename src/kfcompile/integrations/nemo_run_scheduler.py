@@ -1,0 +1,210 @@
+"""The torchx scheduler NeMo-Run drives for ``KfcompileExecutor`` (entry point ``kfcompile_nemo``
+in the group ``torchx.schedulers``).
+
+NeMo-Run builds a new scheduler for every status, log and cancel, in whatever process asks, so
+nothing is kept here: an app id is ``<namespace>:<job name>``, and everything else is read from
+the cluster through ``kfcompile.lifecycle`` (state from conditions and pods, logs per rank over
+the API, ``list`` of every job kfcompile created).
+"""
+
+import datetime
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from nemo_run.run.torchx_backend.schedulers.api import SchedulerMixin
+from torchx.schedulers.api import (
+    AppDryRunInfo,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    filter_regex,
+)
+from torchx.specs import AppDef, AppState, ReplicaStatus, Role, RoleStatus, runopts
+
+import kfcompile
+from kfcompile import lifecycle
+from kfcompile.errors import Problem
+from kfcompile.integrations.nemo_run import SCHEDULER, ExecutorError, KfcompileExecutor, connect
+from kfcompile.ports import Forbidden, Ref
+
+# kfcompile's normalized states as torchx's. A suspended job waits (Kueue queues by suspending).
+STATES: dict[kfcompile.State, AppState] = {
+    kfcompile.State.PENDING: AppState.PENDING,
+    kfcompile.State.SUSPENDED: AppState.PENDING,
+    kfcompile.State.RUNNING: AppState.RUNNING,
+    kfcompile.State.SUCCEEDED: AppState.SUCCEEDED,
+    kfcompile.State.FAILED: AppState.FAILED,
+}
+PHASES: dict[str, AppState] = {
+    "Pending": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Succeeded": AppState.SUCCEEDED,
+    "Failed": AppState.FAILED,
+}
+GONE = "the job is no longer on the cluster (cancelled or deleted)"
+
+
+@dataclass
+class KfcompileJobRequest:
+    """What a dryrun made: the spec and the exact objects ``schedule`` will create."""
+
+    app: AppDef
+    executor: KfcompileExecutor
+    spec: kfcompile.JobSpec
+    objects: list[dict[str, Any]]
+
+    def __str__(self) -> str:
+        from kfcompile import yamlio
+
+        head = f"# {self.executor.target}: {self.spec.name} in namespace {self.executor.namespace}"
+        return f"{head}\n{yamlio.dump_all(self.objects)}"
+
+
+def app_id(ref: Ref) -> str:
+    return f"{ref.namespace}:{ref.name}"
+
+
+class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ignore[misc]
+    def __init__(self, session_name: str, **kwargs: object) -> None:
+        super().__init__(SCHEDULER, session_name)
+        self._session: lifecycle.Session | None = None
+        self._namespace = "default"
+
+    # --- the cluster, made on first use -------------------------------------------------------
+
+    def _cluster(self) -> lifecycle.Session:
+        if self._session is None:
+            self._session, self._namespace = connect()
+        return self._session
+
+    def _ref(self, app_id: str) -> Ref | None:
+        namespace, sep, name = app_id.rpartition(":")
+        if not sep or not namespace or not name:
+            raise ValueError(f"{app_id!r}: not an app id of {SCHEDULER} (<namespace>:<name>)")
+        try:
+            return lifecycle.locate(self._cluster(), namespace, name)
+        except lifecycle.JobNotFound:
+            return None
+
+    # --- torchx -------------------------------------------------------------------------------
+
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add("job_dir", type_=str, help="The directory to place the job code and outputs.")
+        return opts
+
+    def _submit_dryrun(
+        self, app: AppDef, cfg: KfcompileExecutor
+    ) -> AppDryRunInfo[KfcompileJobRequest]:
+        if not isinstance(cfg, KfcompileExecutor):
+            raise TypeError(f"{SCHEDULER} runs KfcompileExecutor jobs, not {type(cfg).__name__}")
+        if len(app.roles) != 1:
+            raise ExecutorError([Problem("task", "one role per job (run.Experiment adds tasks)")])
+        macros = cfg.macro_values()
+        role = macros.apply(app.roles[0]) if macros else app.roles[0]
+        spec = cfg.job_spec(role, cfg.k8s_job_name(role.name))
+        objects = kfcompile.render(spec, cfg.target)
+        request = KfcompileJobRequest(app, cfg, spec, objects)
+        return AppDryRunInfo(request, str)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[KfcompileJobRequest]) -> str:
+        request = dryrun_info.request
+        executor = request.executor
+        session = self._cluster()
+        if executor.workdir_pvc and executor.job_dir:
+            executor.stage_workdir()
+            executor.copy_to_workspace(executor.job_dir, executor.code_dir)
+        submitted = lifecycle.submit(
+            session,
+            request.spec,
+            executor.target,
+            namespace=executor.namespace,
+            environ=os.environ,
+        )
+        return app_id(submitted.ref)
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        ref = self._ref(app_id)
+        if ref is None:  # app ids come from schedule: the job was there
+            return DescribeAppResponse(app_id=app_id, state=AppState.CANCELLED, msg=GONE)
+        obs = lifecycle.status(self._cluster(), ref)
+        state = STATES[obs.state.state]
+        by_rank = {n.rank: n for n in obs.nodes if n.rank is not None}
+        replicas = [
+            ReplicaStatus(
+                id=rank,
+                role=ref.name,
+                state=PHASES.get(by_rank[rank].phase, state) if rank in by_rank else state,
+                hostname=by_rank[rank].pod if rank in by_rank else "",
+            )
+            for rank in range(obs.nodes_total)
+        ]
+        message = " ".join(p for p in (obs.state.reason, obs.state.message) if p)
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=state,
+            msg=message,
+            roles=[Role(name=ref.name, image="", num_replicas=obs.nodes_total)],
+            roles_statuses=[RoleStatus(ref.name, replicas)],
+        )
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime.datetime | None = None,
+        until: datetime.datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        """Rank ``k``'s log (stdout and stderr together, as Kubernetes keeps them)."""
+        if until is not None:
+            raise ValueError(f"{SCHEDULER}: logs cannot end at a time (until)")
+        ref = self._ref(app_id)
+        if ref is None:
+            return []
+        since_seconds = None
+        if since is not None:
+            now = datetime.datetime.now(since.tzinfo)
+            since_seconds = max(1, int((now - since).total_seconds()))
+        lines = _lines(
+            lifecycle.logs(
+                self._cluster(), ref, rank=k, follow=should_tail, since_seconds=since_seconds
+            )
+        )
+        return filter_regex(regex, lines) if regex else lines
+
+    def _cancel_existing(self, app_id: str) -> None:
+        ref = self._ref(app_id)
+        if ref is not None:
+            lifecycle.cancel(self._cluster(), ref)
+
+    def list(self) -> list[ListAppResponse]:
+        """Every job kfcompile created that these credentials may list: in all namespaces, or
+        else in the kubeconfig's namespace."""
+        session = self._cluster()
+        try:
+            jobs = lifecycle.list_jobs(session, None)
+        except Forbidden:
+            jobs = lifecycle.list_jobs(session, self._namespace)
+        return [ListAppResponse(app_id(j.ref), STATES[j.state.state]) for j in jobs]
+
+    def _validate(self, app: AppDef, scheduler: str) -> None:
+        pass
+
+    def close(self) -> None:
+        self._session = None
+
+
+def _lines(found: Iterator[lifecycle.LogLine]) -> Iterator[str]:
+    for line in found:
+        yield line.text + "\n"
+
+
+def create_scheduler(session_name: str, **kwargs: object) -> KfcompileScheduler:
+    return KfcompileScheduler(session_name, **kwargs)

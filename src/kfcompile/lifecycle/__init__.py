@@ -1,0 +1,211 @@
+"""A job's life on a cluster (submit, status, wait, logs, cancel, suspend, list, work-dir sync),
+written against the ports in ``kfcompile.ports`` only.
+
+Nothing here opens a socket, reads a clock, draws a random number or starts a thread: the
+``Session`` carries the ``Cluster`` port, the ``Clock`` port, the jitter source and the
+``Merge`` port, so tests drive all of them. The loops (``wait``, a followed log, a retried
+call) are machines fed what the API answered that say what to ask next; their drivers are a
+few lines that call the ports.
+
+- ``session``: the Session, the one ``Backoff``, the errors, the retry machine and ``call``
+- ``submit``: prepare, preflight, create, roll back, repair
+- ``observe``: a job's state, its nodes and events (``status``)
+- ``waiter``: the ``Waiter`` machine; ``wait``: its driver
+- ``follow``: the ``Follower`` machine and its ``Cursor``; ``logs``: ``follow_logs`` (its
+  driver), ``read_logs``, ``logs`` and ``InTurn``
+- ``manage``: ``find``, ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
+- ``sync``: work-dir sync through a helper pod
+
+Two rules hold everywhere:
+
+- Trouble on the way to the API server (``Transient``: 429, 5xx, dropped connections, timeouts)
+  is retried with capped exponential backoff and jitter, and is never reported as the job's
+  state. When it lasts longer than ``Session.retry_for`` it ends the command as ``Unavailable``.
+- A job is found again by its name and the spec-hash annotation, never by guessing: submitting
+  the same spec twice creates nothing, and a different job holding the name is never touched.
+"""
+
+from __future__ import annotations
+
+from kfcompile.kinds import KINDS, Kind
+from kfcompile.lifecycle.follow import Cursor, Follower
+from kfcompile.lifecycle.logs import (
+    InTurn,
+    LogLine,
+    follow_logs,
+    logs,
+    merger,
+    ranks,
+    read_logs,
+)
+from kfcompile.lifecycle.manage import (
+    Cancelled,
+    Listed,
+    cancel,
+    find,
+    list_jobs,
+    locate,
+    set_suspended,
+)
+from kfcompile.lifecycle.observe import (
+    TROUBLED_PODS,
+    Event,
+    Node,
+    Observation,
+    events,
+    nodes_total,
+    observation,
+    observe,
+    rank_of,
+    status,
+)
+from kfcompile.lifecycle.session import (
+    BACKOFF_CAP,
+    BACKOFF_START,
+    LIST_PAGE,
+    LIST_RESTARTS,
+    MANAGED_BY_LABEL,
+    MANAGER,
+    SPEC_HASH,
+    TARGET_ANNOTATION,
+    Backoff,
+    ClusterError,
+    JobDeleted,
+    JobNotFound,
+    NameTaken,
+    PreflightFailed,
+    Retry,
+    Session,
+    TimedOut,
+    Unavailable,
+    backoff,
+    call,
+    job_kind,
+)
+from kfcompile.lifecycle.submit import (
+    LOCAL_QUEUE_API,
+    RUNTIME_API,
+    Left,
+    LeftBehind,
+    Prepared,
+    Submitted,
+    preflight,
+    prepare,
+    removal,
+    secret,
+    spec_hash,
+    submit,
+)
+from kfcompile.lifecycle.sync import SYNC_IMAGE, SYNC_ROOT, Synced, claim_dir, sync_down, sync_up
+from kfcompile.lifecycle.wait import wait
+from kfcompile.lifecycle.waiter import WATCH_SEGMENT, Until, Waiter, reached
+from kfcompile.ports import (
+    ApiError,
+    Clock,
+    Cluster,
+    ExecOutput,
+    ExecResult,
+    Forbidden,
+    Gone,
+    Invalid,
+    LocalFiles,
+    Merge,
+    NotFound,
+    Obj,
+    Packed,
+    Ref,
+    Transient,
+)
+from kfcompile.status import JobState, State
+
+__all__ = [
+    "BACKOFF_CAP",
+    "BACKOFF_START",
+    "KINDS",
+    "LIST_PAGE",
+    "LIST_RESTARTS",
+    "LOCAL_QUEUE_API",
+    "MANAGED_BY_LABEL",
+    "MANAGER",
+    "RUNTIME_API",
+    "SPEC_HASH",
+    "SYNC_IMAGE",
+    "SYNC_ROOT",
+    "TARGET_ANNOTATION",
+    "TROUBLED_PODS",
+    "WATCH_SEGMENT",
+    "ApiError",
+    "Backoff",
+    "Cancelled",
+    "Clock",
+    "Cluster",
+    "ClusterError",
+    "Cursor",
+    "Event",
+    "ExecOutput",
+    "ExecResult",
+    "Follower",
+    "Forbidden",
+    "Gone",
+    "InTurn",
+    "Invalid",
+    "JobDeleted",
+    "JobNotFound",
+    "JobState",
+    "Kind",
+    "Left",
+    "LeftBehind",
+    "Listed",
+    "LocalFiles",
+    "LogLine",
+    "Merge",
+    "NameTaken",
+    "Node",
+    "NotFound",
+    "Obj",
+    "Observation",
+    "Packed",
+    "PreflightFailed",
+    "Prepared",
+    "Ref",
+    "Retry",
+    "Session",
+    "State",
+    "Submitted",
+    "Synced",
+    "TimedOut",
+    "Transient",
+    "Unavailable",
+    "Until",
+    "Waiter",
+    "backoff",
+    "call",
+    "cancel",
+    "claim_dir",
+    "events",
+    "find",
+    "follow_logs",
+    "job_kind",
+    "list_jobs",
+    "locate",
+    "logs",
+    "merger",
+    "nodes_total",
+    "observation",
+    "observe",
+    "preflight",
+    "prepare",
+    "rank_of",
+    "ranks",
+    "reached",
+    "read_logs",
+    "removal",
+    "secret",
+    "set_suspended",
+    "spec_hash",
+    "status",
+    "submit",
+    "sync_down",
+    "sync_up",
+    "wait",
+]

@@ -1,0 +1,341 @@
+"""What every lifecycle call needs: the ``Session`` (the ports, the one ``Backoff``), the errors
+a command ends with, and the retry machine that rides out transient trouble.
+
+The loops of this package are machines in the manner of h11: a frozen value is told what the
+API answered (``receive``) and says what to ask next (``next_request``); it never calls a port.
+A table of (phase, answer) names each transition, and an answer with no row is a bug
+(``Unexpected``). The drivers that call the ports are a few lines each. Every pause of every
+loop is a ``Pause``, turned into seconds by the session's one ``Backoff`` and its jitter.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from attrs import evolve, frozen
+
+from kfcompile.kinds import KINDS, Kind
+from kfcompile.ports import ApiError, Clock, Cluster, Gone, Merge, NotFound, Obj, Ref, Transient
+
+if TYPE_CHECKING:
+    from kfcompile.lifecycle.observe import Observation
+
+T = TypeVar("T")
+M = TypeVar("M")
+
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGER: Final = "kfcompile"
+SPEC_HASH: Final = "kfcompile.dev/spec-hash"
+TARGET_ANNOTATION: Final = "kfcompile.dev/target"
+LIST_PAGE: Final = 500
+LIST_RESTARTS: Final = 3  # times a paginated list starts over after its continue token expired
+
+# The one backoff of every retry and poll: doubling from BACKOFF_START, capped at BACKOFF_CAP,
+# with half of each delay drawn at random ("equal jitter") so many clients do not retry in step.
+BACKOFF_START: Final = 0.1
+BACKOFF_CAP: Final = 5.0
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class ClusterError(Exception):
+    """A lifecycle step could not be done; ``str()`` is one or more lines for the user."""
+
+
+class PreflightFailed(ClusterError):
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = tuple(problems)
+
+
+class NameTaken(ClusterError):
+    """A different object already holds the name: kfcompile never replaces it."""
+
+
+class JobNotFound(ClusterError):
+    pass
+
+
+class JobDeleted(ClusterError):
+    """The job went away while we watched it: someone else deleted it."""
+
+
+class Unavailable(ClusterError):
+    """The API server kept failing with transient errors longer than we retry."""
+
+
+class TimedOut(ClusterError):
+    def __init__(self, message: str, last: Observation | None = None) -> None:
+        super().__init__(message)
+        self.last = last
+
+
+class Unexpected(AssertionError):
+    """A machine was fed an answer its table has no row for: a bug in its driver."""
+
+
+# A machine's transitions: (phase, type of answer) -> the row that takes it there.
+Table = Mapping[tuple[enum.Enum, type[Any]], Callable[[M, Any, float], M]]
+
+
+def transition(table: Table[M], machine: M, phase: enum.Enum, answer: object, now: float) -> M:
+    """The machine after ``answer``, by its row in ``table``; no row is a bug."""
+    row = table.get((phase, type(answer)))
+    if row is None:
+        raise Unexpected(f"{type(machine).__name__} in {phase.name} got {type(answer).__name__}")
+    return row(machine, answer, now)
+
+
+# --- the one backoff, and what every machine asks when it must wait -----------------------------
+
+
+@frozen
+class Pause:
+    """Wait before going on: the ``attempt``-th pause in a row (0-based), never longer than
+    ``at_most`` seconds (what is left of a timeout or of the retry window)."""
+
+    attempt: int
+    at_most: float = math.inf
+
+
+@frozen
+class Slept:
+    """The answer to a ``Pause``."""
+
+
+@frozen
+class Backoff:
+    """Delays doubling from ``start`` to ``cap``, half of each drawn at random."""
+
+    start: float = BACKOFF_START
+    cap: float = BACKOFF_CAP
+
+    def delay(self, attempt: int, jitter: float) -> float:
+        """Seconds before retry number ``attempt`` (0-based); ``jitter`` is uniform in [0, 1)."""
+        full = min(self.cap, self.start * 2.0 ** min(attempt, 64))
+        return full / 2 + full / 2 * jitter
+
+    def seconds(self, pause: Pause, jitter: float) -> float:
+        return max(0.0, min(pause.at_most, self.delay(pause.attempt, jitter)))
+
+
+def _half() -> float:
+    return 0.5
+
+
+@frozen
+class Session:
+    """What every lifecycle call needs: the ports, and how long to ride out API trouble."""
+
+    cluster: Cluster
+    clock: Clock
+    jitter: Callable[[], float] = _half  # uniform in [0, 1); the adapters pass random.random
+    retry_for: float = 60.0
+    # Told (what, error) when a call first fails with transient trouble and will be retried.
+    on_retry: Callable[[str, Transient], None] | None = None
+    backoff: Backoff = Backoff()  # every retry and every poll
+    # How the followed logs of several ranks are read at once; None: the cluster's own when it
+    # has one (KubeCluster, with threads), else one line of each in turn (logs.InTurn).
+    merge: Merge | None = None
+
+
+def backoff(session: Session, attempt: int) -> float:
+    """Seconds to wait before retry number ``attempt`` (0-based)."""
+    return session.backoff.delay(attempt, session.jitter())
+
+
+def pause(session: Session, request: Pause) -> Slept:
+    session.clock.sleep(session.backoff.seconds(request, session.jitter()))
+    return Slept()
+
+
+# --- the retry machine --------------------------------------------------------------------------
+
+
+@frozen
+class Attempt:
+    """Make the call (again)."""
+
+
+@frozen
+class GiveUp:
+    """Transient trouble lasted ``waited`` seconds, longer than the session rides out."""
+
+    waited: float
+    error: Transient
+
+
+@frozen
+class Failed:
+    """The call failed with transient trouble."""
+
+    error: Transient
+
+
+class Step(enum.Enum):
+    ATTEMPT = "attempt"  # the call is to be made
+    PAUSE = "pause"  # it failed: pause, or give up
+
+
+@frozen
+class Retry:
+    """One call riding out transient trouble for up to ``retry_for`` seconds (from its first
+    failure): fed each failure, it says how long to pause or that it is time to give up.
+
+    Later rules fit here: a ``Retry-After`` from the server becomes a pause's lower bound, and
+    failing fast before the API has ever answered is giving up at the first failure."""
+
+    retry_for: float
+    step: Step = Step.ATTEMPT
+    since: float | None = None  # when the trouble began
+    pauses: int = 0  # pauses so far
+    error: Transient | None = None  # the last failure
+
+    def next_request(self, now: float) -> Attempt | Pause | GiveUp:
+        if self.step is Step.ATTEMPT:
+            return Attempt()
+        assert self.since is not None and self.error is not None
+        waited = now - self.since
+        if waited >= self.retry_for:
+            return GiveUp(waited, self.error)
+        return Pause(self.pauses, at_most=self.retry_for - waited)
+
+    def receive(self, answer: Failed | Slept, now: float) -> Retry:
+        return transition(RETRY_TABLE, self, self.step, answer, now)
+
+    def _failed(self, answer: Failed, now: float) -> Retry:
+        since = now if self.since is None else self.since
+        return evolve(self, step=Step.PAUSE, since=since, error=answer.error)
+
+    def _slept(self, answer: Slept, now: float) -> Retry:
+        return evolve(self, step=Step.ATTEMPT, pauses=self.pauses + 1)
+
+
+RETRY_TABLE: Final[Table[Retry]] = {
+    (Step.ATTEMPT, Failed): Retry._failed,  # PAUSE: pause, or give up after retry_for
+    (Step.PAUSE, Slept): Retry._slept,  # ATTEMPT again
+}
+
+
+def unavailable(what: str, give_up: GiveUp) -> Unavailable:
+    return Unavailable(
+        f"{what}: the API server kept failing for {give_up.waited:.0f}s ({give_up.error})"
+    )
+
+
+def call(session: Session, what: str, fn: Callable[[], T]) -> T:
+    """``fn()``, retried while it fails with ``Transient`` for up to ``session.retry_for`` s."""
+    clock, retry = session.clock, Retry(session.retry_for)
+    while True:
+        request = retry.next_request(clock.monotonic())
+        if isinstance(request, GiveUp):
+            raise unavailable(what, request) from None
+        if isinstance(request, Pause):
+            if request.attempt == 0 and session.on_retry is not None and retry.error:
+                session.on_retry(what, retry.error)
+            retry = retry.receive(pause(session, request), clock.monotonic())
+            continue
+        try:
+            return fn()
+        except Transient as exc:
+            retry = retry.receive(Failed(exc), clock.monotonic())
+
+
+def poll(session: Session, done: Callable[[], bool], timeout: float | None) -> bool:
+    """``done()`` until it is true, with the session's backoff between looks; False once
+    ``timeout`` seconds have passed."""
+    clock = session.clock
+    start = clock.monotonic()
+    attempt = 0
+    while not done():
+        waited = clock.monotonic() - start
+        if timeout is not None and waited >= timeout:
+            return False
+        pause(session, Pause(attempt, math.inf if timeout is None else timeout - waited))
+        attempt += 1
+    return True
+
+
+# --- reading and creating objects ---------------------------------------------------------------
+
+
+def get(session: Session, ref: Ref) -> Obj | None:
+    try:
+        return call(session, f"read {ref}", lambda: session.cluster.get(ref))
+    except NotFound:
+        return None
+
+
+def list_all(
+    session: Session, api_version: str, kind: str, namespace: str | None, **selectors: str
+) -> list[Obj]:
+    """Every page of a list: one request per LIST_PAGE objects, never one per object.
+
+    A continue token the server has forgotten (410) starts the list over, as the API asks."""
+    items: list[Obj] = []
+    token: str | None = None
+    restarts = 0
+    while True:
+        page_of = partial(
+            session.cluster.list,
+            api_version,
+            kind,
+            namespace,
+            limit=LIST_PAGE,
+            continue_token=token,
+            **selectors,
+        )
+        try:
+            page = call(session, f"list {kind}", page_of)
+        except Gone:
+            if token is None or restarts >= LIST_RESTARTS:
+                raise
+            items, token, restarts = [], None, restarts + 1
+            continue
+        items.extend(page.items)
+        token = page.continue_token
+        if not token:
+            return items
+
+
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = obj.get("metadata")
+    return found if isinstance(found, Mapping) else {}
+
+
+def annotation(obj: Mapping[str, Any], key: str) -> str | None:
+    value = (meta(obj).get("annotations") or {}).get(key)
+    return value if isinstance(value, str) else None
+
+
+def job_kind(ref: Ref) -> Kind:
+    return KINDS[ref.kind]
+
+
+def create(session: Session, obj: Obj, digest: str) -> Obj:
+    """Create ``obj``; a name already holding our own spec hash counts as created (a retried
+    create whose first answer was lost). Anything else holding the name is ``NameTaken``."""
+    ref = Ref.of(obj)
+    try:
+        return call(session, f"create {ref}", lambda: session.cluster.create(obj))
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+    existing = get(session, ref)
+    if existing is not None and annotation(existing, SPEC_HASH) == digest:
+        return existing
+    raise NameTaken(
+        f"{ref} already exists and is not this job: rename the job; kfcompile never "
+        "replaces an object it did not create for this spec"
+    )
+
+
+def close(stream: object) -> None:
+    """End a stream the driver stops reading (a generator's ``close``; nothing for others)."""
+    closer = getattr(stream, "close", None)
+    if callable(closer):
+        closer()

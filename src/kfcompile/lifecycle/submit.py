@@ -1,0 +1,385 @@
+"""Submitting a job: render it for the cluster (namespaced, labelled as ours, with the spec
+hash), check the cluster has what it needs, upload the work dir, create companions and the job,
+and roll back what a failure part-way leaves (or say what could not be removed)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any, Final
+
+from attrs import frozen
+
+from kfcompile.kinds import KINDS, TRAINJOB
+from kfcompile.lifecycle.session import (
+    MANAGED_BY_LABEL,
+    MANAGER,
+    SPEC_HASH,
+    TARGET_ANNOTATION,
+    ClusterError,
+    NameTaken,
+    PreflightFailed,
+    Session,
+    Unavailable,
+    annotation,
+    call,
+    create,
+    get,
+    meta,
+)
+from kfcompile.lifecycle.sync import SYNC_IMAGE, Synced, sync_up
+from kfcompile.ports import ApiError, Forbidden, LocalFiles, NotFound, Obj, Ref
+from kfcompile.spec import QUEUE_LABEL, JobSpec
+from kfcompile.targets import target
+
+RUNTIME_API: Final = TRAINJOB.api_version
+LOCAL_QUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
+
+
+@frozen
+class Prepared:
+    """The objects ``submit`` creates, in order (companions first, the job last)."""
+
+    objects: tuple[Obj, ...]
+    spec_hash: str
+
+    @property
+    def job(self) -> Obj:
+        return self.objects[-1]
+
+    @property
+    def ref(self) -> Ref:
+        return Ref.of(self.job)
+
+
+def spec_hash(objects: Sequence[Obj]) -> str:
+    """A short digest of exactly what would be created (Secret values never take part)."""
+    text = json.dumps(objects, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def secret(spec: JobSpec, environ: Mapping[str, str], namespace: str | None) -> Obj:
+    """The Secret holding ``secret_env`` values, taken from ``environ`` (never printed)."""
+    missing = [name for name in spec.secret_env if name not in environ]
+    if missing:
+        raise ClusterError(
+            "\n".join(f"secret_env: {n} is not set in your environment" for n in missing)
+        )
+    meta: dict[str, Any] = {"name": spec.secret_name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "Opaque",
+        "stringData": {name: environ[name] for name in spec.secret_env},
+    }
+
+
+def prepare(
+    spec: JobSpec, target_name: str, namespace: str, environ: Mapping[str, str]
+) -> Prepared:
+    """Render ``spec`` for the cluster: namespaced, labelled as ours, with the spec hash."""
+    chosen = target(target_name)
+    target_name = chosen.name  # the registered name, also for a patch release like v2.3.1
+    objects = [dict(obj) for obj in chosen.render(spec).objects]
+    digest = spec_hash(objects)
+    if spec.secret_env:
+        objects.insert(-1, secret(spec, environ, namespace))
+    for obj in objects:
+        meta = obj["metadata"] = dict(obj["metadata"], namespace=namespace)
+        meta["labels"] = {**meta.get("labels", {}), MANAGED_BY_LABEL: MANAGER}
+        meta["annotations"] = {
+            **meta.get("annotations", {}),
+            SPEC_HASH: digest,
+            TARGET_ANNOTATION: target_name,
+        }
+    return Prepared(tuple(objects), digest)
+
+
+def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
+    """What is missing on the cluster for this job, one line each with how to fix it."""
+    cluster, job = session.cluster, prepared.job
+    kind = KINDS[job["kind"]]
+    namespace = prepared.ref.namespace or "default"
+    problems: list[str] = []
+
+    def served(api_version: str, kind_name: str) -> bool:
+        return call(session, "discovery", lambda: cluster.served(api_version, kind_name))
+
+    def missing(ref: Ref) -> bool:
+        try:
+            return get(session, ref) is None
+        except Forbidden:
+            return False  # we may not read it; the create will tell
+
+    if not served(kind.api_version, kind.name):
+        problems.append(
+            f"{kind.name} ({kind.api_version}) is not served by this cluster: its CRD is "
+            f"missing; {kind.install}"
+        )
+    if missing(Ref("v1", "Namespace", None, namespace)):
+        problems.append(
+            f"namespace {namespace} does not exist: create it (kubectl create namespace "
+            f"{namespace}) or choose another with -n"
+        )
+    if kind is TRAINJOB and not problems:
+        ref = job["spec"]["runtimeRef"]
+        runtime_kind = ref.get("kind", "ClusterTrainingRuntime")
+        scope = None if runtime_kind == "ClusterTrainingRuntime" else namespace
+        if missing(Ref(RUNTIME_API, runtime_kind, scope, ref["name"])):
+            where = f" in namespace {namespace}" if scope else ""
+            plural = runtime_kind.lower() + "s"
+            problems.append(
+                f"{runtime_kind} {ref['name']} does not exist{where}: install the Trainer "
+                f"runtimes or set runtime_ref to one listed by `kubectl get {plural}`"
+            )
+    queue_name = (meta(job).get("labels") or {}).get(QUEUE_LABEL)
+    if queue_name:
+        if not served(LOCAL_QUEUE_API, "LocalQueue"):
+            problems.append(
+                f"the job names Kueue queue {queue_name} but Kueue is not installed "
+                "(LocalQueue is not served): install Kueue or remove `queue`"
+            )
+        elif missing(Ref(LOCAL_QUEUE_API, "LocalQueue", namespace, queue_name)):
+            problems.append(
+                f"Kueue LocalQueue {queue_name} does not exist in namespace {namespace}: "
+                f"create it or fix `queue` (kubectl get localqueues -n {namespace})"
+            )
+    if spec.work_dir is not None and missing(
+        Ref("v1", "PersistentVolumeClaim", namespace, spec.work_dir.pvc)
+    ):
+        problems.append(
+            f"PersistentVolumeClaim {spec.work_dir.pvc} does not exist in namespace "
+            f"{namespace}: create it before submitting (work_dir.pvc)"
+        )
+    return problems
+
+
+@frozen
+class Submitted:
+    ref: Ref
+    created: bool  # False: this very spec was already submitted
+    uploaded: Synced | None = None
+    # What a resubmit had to mend on the job's companions, one line each ("Secret x ...: ...").
+    repaired: tuple[str, ...] = ()
+
+
+@frozen
+class Left:
+    """An object a failed submit could not remove, and why."""
+
+    ref: Ref
+    why: str  # "delete failed: 403 Forbidden: ...", "not deleted: interrupted", ...
+    owned: bool = False  # its ownerReference to the job was set (the garbage collector follows)
+
+
+class LeftBehind(ClusterError):
+    """A submit failed and could not remove everything it had created. ``str()`` is the cause,
+    then one line per object left: what it is, why it is still there and how to remove it."""
+
+    def __init__(self, cause: BaseException, left: Sequence[Left], job: Ref) -> None:
+        interrupted = isinstance(cause, KeyboardInterrupt)
+        lines = [str(cause) or ("interrupted" if interrupted else type(cause).__name__)]
+        lines.append(
+            f"the submit failed and could not remove all it had created; "
+            f"{len(left)} object{'s' * (len(left) != 1)} left on the cluster:"
+        )
+        job_left = any(item.ref == job for item in left)
+        lines += [_left_line(item, job, job_left) for item in left]
+        super().__init__("\n".join(lines))
+        self.left = tuple(left)
+
+
+def removal(ref: Ref) -> str:
+    """The command that removes ``ref``: ``kfcompile cancel`` for a job, else ``kubectl``."""
+    namespace = f" -n {ref.namespace}" if ref.namespace else ""
+    if ref.kind in KINDS:
+        return f"kfcompile cancel {ref.name}{namespace} --kind {ref.kind}"
+    return f"kubectl delete {ref.kind.lower()} {ref.name}{namespace}"
+
+
+def _left_line(item: Left, job: Ref, job_left: bool) -> str:
+    about = [item.why]
+    if item.ref.kind == "Secret":
+        about.append("it holds the values of secret_env")
+    if item.ref != job:
+        if not item.owned:
+            about.append("it has no owner, so nothing will ever delete it")
+        elif not job_left:
+            about.append("the garbage collector should delete it with the job")
+    return f"  {item.ref} ({'; '.join(about)}): remove it with: {removal(item.ref)}"
+
+
+def _owner(job: Obj) -> dict[str, Any]:
+    about = meta(job)
+    return {
+        "apiVersion": job["apiVersion"],
+        "kind": job["kind"],
+        "name": about["name"],
+        "uid": about["uid"],
+        "controller": False,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _owned_by(obj: Obj, job: Obj) -> bool:
+    refs = meta(obj).get("ownerReferences")
+    uid = meta(job).get("uid")
+    return isinstance(refs, list) and any(
+        isinstance(r, Mapping) and r.get("uid") == uid for r in refs
+    )
+
+
+def _own(session: Session, companion: Obj, job: Obj) -> None:
+    """Make ``job`` the owner of ``companion``, so deleting the job deletes it."""
+    ref = Ref.of(companion)
+    owner = {"metadata": {"ownerReferences": [_owner(job)]}}
+    call(session, f"own {ref}", partial(session.cluster.patch, ref, owner))
+
+
+def submit(
+    session: Session,
+    spec: JobSpec,
+    target_name: str,
+    *,
+    namespace: str,
+    environ: Mapping[str, str],
+    files: LocalFiles | None = None,
+    sync_image: str = SYNC_IMAGE,
+) -> Submitted:
+    """Check the cluster, upload the work dir, then create companions and the job.
+
+    Companions (script ConfigMap, Secret) are created first and then owned by the job, so
+    deleting the job removes them. A failure part-way deletes what this call created; what it
+    cannot delete ends the call as ``LeftBehind``, naming each object and how to remove it.
+    Submitting a spec whose job exists makes the job whole again: a missing companion is
+    created anew and a companion without its owner gets it back (``Submitted.repaired``).
+    """
+    prepared = prepare(spec, target_name, namespace, environ)
+    problems = preflight(session, spec, prepared)
+    if problems:
+        raise PreflightFailed(problems)
+    ref = prepared.ref
+    existing = get(session, ref)
+    if existing is not None:
+        if annotation(existing, SPEC_HASH) == prepared.spec_hash:
+            return Submitted(ref, created=False, repaired=_repair(session, prepared, existing))
+        raise NameTaken(
+            f"{ref} already exists and is a different job (spec hash "
+            f"{annotation(existing, SPEC_HASH) or 'none'}, this spec {prepared.spec_hash}): "
+            f"rename the job, or cancel the old one first (kfcompile cancel {ref.name})"
+        )
+    uploaded = None
+    if spec.work_dir is not None and files is not None:
+        uploaded = sync_up(
+            session,
+            files,
+            namespace=namespace,
+            pvc=spec.work_dir.pvc,
+            path="/",
+            local=spec.work_dir.local,
+            image=sync_image,
+        )
+    created: list[Obj] = []
+    owned: set[Ref] = set()
+    pending: Obj | None = None  # being created: it may exist though no answer said so
+    try:
+        for obj in prepared.objects:
+            pending = obj
+            created.append(create(session, obj, prepared.spec_hash))
+            pending = None
+        for companion in created[:-1]:
+            _own(session, companion, created[-1])
+            owned.add(Ref.of(companion))
+    except BaseException as exc:
+        # A refusal (an ApiError, a taken name) created nothing; anything else may have.
+        unsure = None if isinstance(exc, ApiError | NameTaken) else pending
+        left = _roll_back(session, created, unsure, prepared.spec_hash, owned)
+        if left:
+            raise LeftBehind(exc, left, ref) from exc
+        raise
+    return Submitted(ref, created=True, uploaded=uploaded)
+
+
+def _roll_back(
+    session: Session, created: Sequence[Obj], unsure: Obj | None, digest: str, owned: set[Ref]
+) -> list[Left]:
+    """Delete what a failed submit created, the job first; what stays is returned, never
+    hidden. ``unsure`` was being created when the failure came: deleted if it is ours. Once the
+    API server is found unavailable, the rest is reported without waiting for it again."""
+    todo = list(reversed(created))
+    left: list[Left] = []
+    down: Unavailable | None = None
+    try:
+        if unsure is not None:
+            try:
+                found = get(session, Ref.of(unsure))
+            except (ApiError, ClusterError) as exc:
+                down = exc if isinstance(exc, Unavailable) else down
+                why = (
+                    f"may have been created (its create got no answer) and could not be read: {exc}"
+                )
+                left.append(Left(Ref.of(unsure), why))
+            else:
+                if found is not None and annotation(found, SPEC_HASH) == digest:
+                    todo.insert(0, found)
+            unsure = None
+        while todo:
+            ref = Ref.of(todo[0])
+            if down is not None:
+                why = "not deleted: the API server was unavailable"
+                left.append(Left(ref, why, ref in owned))
+                todo.pop(0)
+                continue
+            try:
+                call(session, f"delete {ref}", partial(session.cluster.delete, ref, "Background"))
+            except NotFound:
+                pass
+            except (ApiError, ClusterError) as exc:
+                down = exc if isinstance(exc, Unavailable) else None
+                left.append(Left(ref, f"delete failed: {exc}", ref in owned))
+            todo.pop(0)
+    except KeyboardInterrupt:  # a second Ctrl-C: say what was not deleted yet
+        if unsure is not None:
+            left.append(Left(Ref.of(unsure), "may have been created: not checked (interrupted)"))
+        for i, obj in enumerate(todo):
+            why = "delete interrupted: it may still be there" if i == 0 else "not deleted"
+            left.append(Left(Ref.of(obj), why, Ref.of(obj) in owned))
+    return left
+
+
+def _repair(session: Session, prepared: Prepared, job: Obj) -> tuple[str, ...]:
+    """Make the companions of ``job`` (on the cluster, with this spec's hash) what a submit
+    leaves: present and owned by it. One line per thing mended."""
+    repaired = []
+    for obj in prepared.objects[:-1]:
+        ref = Ref.of(obj)
+        try:
+            current = get(session, ref)
+            if current is None:
+                current = create(session, obj, prepared.spec_hash)
+                what = "was missing: created again"
+            elif annotation(current, SPEC_HASH) != prepared.spec_hash:
+                raise NameTaken(
+                    f"{ref} is not the one this job was submitted with: the job reads it, so "
+                    f"remove or rename it and submit again ({removal(ref)})"
+                )
+            elif _owned_by(current, job):
+                continue
+            else:
+                what = "had lost its owner: owned by the job again"
+            _own(session, current, job)
+        except NameTaken:
+            raise
+        except (ApiError, ClusterError) as exc:
+            raise ClusterError(
+                f"{prepared.ref} exists, but {ref} could not be mended ({exc}); the job may not "
+                f"start without it, and deleting the job will not delete it: submit again, or "
+                f"remove both ({removal(prepared.ref)}; {removal(ref)})"
+            ) from None
+        repaired.append(f"{ref} {what}")
+    return tuple(repaired)

@@ -1,0 +1,169 @@
+"""``wait``: the few lines that ask the ports what the ``Waiter`` machine (``waiter``) asks,
+and tell it what the API answered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Final
+
+from kfcompile.lifecycle.observe import ListPods, Observation, PodsListed, node_pods, status
+from kfcompile.lifecycle.session import (
+    GiveUp,
+    JobDeleted,
+    JobNotFound,
+    Pause,
+    Session,
+    TimedOut,
+    call,
+    close,
+    job_kind,
+    meta,
+    pause,
+    unavailable,
+)
+from kfcompile.lifecycle.waiter import (
+    Bookmark,
+    Changed,
+    Deleted,
+    Done,
+    Expired,
+    Listed,
+    ListJob,
+    Missing,
+    NoJob,
+    OutOfTime,
+    ReadEvent,
+    Refused,
+    StreamEnded,
+    Trouble,
+    Until,
+    WaitAnswer,
+    Waiter,
+    WaitRequest,
+    WatchJob,
+)
+from kfcompile.ports import Forbidden, Gone, NotFound, Obj, Ref, Transient, WatchEvent
+
+
+def _bookmark(obj: Obj) -> WaitAnswer:
+    return Bookmark(str(meta(obj).get("resourceVersion") or ""))
+
+
+def _deleted(obj: Obj) -> WaitAnswer:
+    return Deleted()
+
+
+# A watch event's type -> the answer; another type (none is defined) only moves the version.
+_EVENTS: Final[dict[str, Callable[[Obj], WaitAnswer]]] = {
+    "ADDED": Changed,
+    "MODIFIED": Changed,
+    "DELETED": _deleted,
+    "BOOKMARK": _bookmark,
+}
+
+
+def _next_event(stream: Iterator[WatchEvent]) -> WaitAnswer:
+    try:
+        event = next(stream, None)
+    except Gone:
+        return Expired()
+    except Transient as exc:
+        return Trouble(exc)
+    except (Forbidden, NotFound):
+        return Refused()
+    if event is None:
+        return StreamEnded()
+    return _EVENTS.get(event.type, _bookmark)(event.object)
+
+
+def _list_job(session: Session, ref: Ref) -> WaitAnswer:
+    kind = job_kind(ref)
+    by_name = f"metadata.name={ref.name}"
+    page = call(
+        session,
+        f"read {ref}",
+        lambda: session.cluster.list(
+            kind.api_version, kind.name, ref.namespace, field_selector=by_name
+        ),
+    )
+    return Listed(page.items[0], page.resource_version) if page.items else NoJob()
+
+
+def _watch(session: Session, ref: Ref, request: WatchJob) -> Iterator[WatchEvent]:
+    """The watch, as a generator: what the port raises comes with the first event."""
+    kind = job_kind(ref)
+    yield from session.cluster.watch(
+        kind.api_version,
+        kind.name,
+        ref.namespace,
+        resource_version=request.from_version,
+        field_selector=f"metadata.name={ref.name}",
+        timeout_seconds=request.timeout,
+    )
+
+
+def wait(
+    session: Session,
+    ref: Ref,
+    until: Until,
+    *,
+    timeout: float | None = None,
+    on_change: Callable[[Observation, float], None] | None = None,
+) -> Observation:
+    """Watch the job until it is running (or finished) or finished; report each change.
+
+    One list, then a watch resumed from the last version seen; ``410 Gone`` lists again;
+    transient trouble pauses and retries; the API refusing to watch is the only case that
+    polls (``waiter`` has the whole table). ``TimedOut`` says where the job stands
+    and the warnings that say why; ``JobNotFound`` and ``JobDeleted`` say it is not there.
+    """
+    clock = session.clock
+    waiter = Waiter.start(until, clock.monotonic(), timeout, session.retry_for)
+    stream: Iterator[WatchEvent] | None = None
+    try:
+        while True:
+            request = waiter.next_request(clock.monotonic())
+            if stream is not None and not waiter.streaming:
+                close(stream)  # the machine has done with it
+                stream = None
+            answer: WaitAnswer
+            match request:
+                case ListJob():
+                    answer = _list_job(session, ref)
+                case ListPods(job=job):
+                    answer = PodsListed(node_pods(session, job))
+                case WatchJob():
+                    stream = _watch(session, ref, request)
+                    answer = _next_event(stream)
+                case ReadEvent() if stream is not None:
+                    answer = _next_event(stream)
+                case Pause():
+                    answer = pause(session, request)
+                case _:
+                    return _ended(session, ref, until, timeout, request)
+            waiter = waiter.receive(answer, clock.monotonic())
+            if waiter.news is not None and on_change is not None:
+                on_change(waiter.news, clock.monotonic() - waiter.started)
+    finally:
+        close(stream)
+
+
+def _ended(
+    session: Session, ref: Ref, until: Until, timeout: float | None, end: WaitRequest
+) -> Observation:
+    """The observation a wait returns, or the error it ends with."""
+    if isinstance(end, Done):
+        return end.observation
+    if isinstance(end, Missing):
+        if end.deleted:
+            raise JobDeleted(f"{ref} was deleted (by someone else) while waiting")
+        raise JobNotFound(f"{ref} does not exist")
+    if isinstance(end, GiveUp):
+        raise unavailable(f"watch {ref}", end)
+    assert isinstance(end, OutOfTime), end
+    last = status(session, ref)  # how things stand now, with the events that say why
+    warnings = [f"  {e}" for e in last.events if e.type == "Warning"][-3:]
+    state = last.state
+    head = f"{ref} did not become {until} within {timeout:g}s: "
+    head += f"{state.state.value} ({state.reason}) {state.message}".rstrip()
+    raise TimedOut("\n".join([head, *warnings]), last)

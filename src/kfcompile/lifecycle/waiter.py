@@ -1,0 +1,294 @@
+"""The ``Waiter``: waiting for a job as a machine, fed what the API answered, saying what to
+ask next (``wait.wait`` is the driver that asks the ports).
+
+How it watches, row by row of ``WAIT_TABLE``: one list gives the job and a resourceVersion; the
+job's pods are listed with every version of the job seen; a watch from the last version seen
+delivers changes, in segments of ``WATCH_SEGMENT`` seconds so that pods which change while the
+job does not (stuck, or becoming ready) are looked at again. A stream the server closes is
+resumed from the last version seen (events and bookmarks move it); one that ends at once,
+without an event, is trouble. ``410 Gone`` lists again. Transient trouble on the watch pauses
+with the session's backoff and resumes the watch, for ``Session.retry_for`` seconds at most (then
+``Unavailable``); trouble on a list is the retry machine's (``session.call``). Only when the API
+refuses to watch (403, 404) does this poll: list, pause, list again.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Final, Literal
+
+from attrs import evolve, frozen
+
+from kfcompile.lifecycle.observe import ListPods, Observation, PodsListed, observation
+from kfcompile.lifecycle.session import (
+    Failed,
+    GiveUp,
+    Pause,
+    Retry,
+    Slept,
+    Table,
+    meta,
+    transition,
+)
+from kfcompile.ports import Obj, Transient
+from kfcompile.status import State
+
+Until = Literal["running", "done"]
+
+WATCH_SEGMENT: Final = 5  # seconds; pods can get stuck without the job changing, so look again
+SHORT_WATCH: Final = 1.0  # seconds; a watch that ends sooner, without an event, was cut short
+
+
+def reached(obs: Observation, until: Until) -> bool:
+    if obs.state.finished:
+        return True
+    return until == "running" and obs.state.state is State.RUNNING
+
+
+# --- what the waiter asks -----------------------------------------------------------------------
+
+
+@frozen
+class ListJob:
+    """List the job by name: the object (or none) and the list's resourceVersion."""
+
+
+@frozen
+class WatchJob:
+    """Watch the job from ``from_version`` for ``timeout`` seconds; answer its first event."""
+
+    from_version: str
+    timeout: int
+
+
+@frozen
+class ReadEvent:
+    """The next event of the watch that is open."""
+
+
+@frozen
+class Done:
+    observation: Observation
+
+
+@frozen
+class Missing:
+    """The job is not there: it never was, or it was deleted while we waited."""
+
+    deleted: bool
+
+
+@frozen
+class OutOfTime:
+    """The timeout has passed; ``last`` is how the job was last seen."""
+
+    last: Observation
+
+
+WaitRequest = (
+    ListJob | ListPods | WatchJob | ReadEvent | Pause | Done | Missing | OutOfTime | GiveUp
+)
+
+# --- what the API answered ----------------------------------------------------------------------
+
+
+@frozen
+class Listed:
+    job: Obj
+    version: str
+
+
+@frozen
+class NoJob:
+    """The list by name came back empty."""
+
+
+@frozen
+class Changed:
+    """The watch delivered the job (ADDED, MODIFIED)."""
+
+    job: Obj
+
+
+@frozen
+class Bookmark:
+    version: str
+
+
+@frozen
+class Deleted:
+    pass
+
+
+@frozen
+class StreamEnded:
+    """The server closed the watch (its timeout, or it restarted)."""
+
+
+@frozen
+class Expired:
+    """410 Gone: the version we watch from is older than the server keeps."""
+
+
+@frozen
+class Refused:
+    """The API refuses to watch (403 Forbidden, 404): from now on we poll."""
+
+
+@frozen
+class Trouble:
+    """Transient trouble on the watch (a dropped connection, 429, 5xx)."""
+
+    error: Transient
+
+
+WaitAnswer = (
+    Listed
+    | NoJob
+    | PodsListed
+    | Changed
+    | Bookmark
+    | Deleted
+    | StreamEnded
+    | Expired
+    | Refused
+    | Trouble
+    | Slept
+)
+
+
+class Phase(enum.Enum):
+    LIST = "list"  # list the job
+    PODS = "pods"  # list its pods, then decide
+    WATCH = "watch"  # open a watch, or read the next event of the open one
+    SLEEP = "sleep"  # pause: a poll, or after trouble
+    END = "end"
+
+
+@frozen
+class Waiter:
+    """The state of one wait. ``news`` is set by the answer that made a progress line worth
+    showing (the observation's summary changed)."""
+
+    until: Until
+    started: float
+    deadline: float | None
+    retry: Retry
+    phase: Phase = Phase.LIST
+    entered: float = 0.0  # when this phase began
+    job: Obj | None = None  # the job as last seen
+    version: str = ""  # the last resourceVersion seen, to watch from
+    streaming: bool = False  # a watch is open and has delivered an event
+    polling: bool = False  # the API refused to watch
+    polls: int = 0  # polls in a row without news
+    last: Observation | None = None
+    shown: tuple[State, str, int, int] | None = None
+    news: Observation | None = None
+    outcome: Done | Missing | None = None
+
+    @classmethod
+    def start(cls, until: Until, now: float, timeout: float | None, retry_for: float) -> Waiter:
+        deadline = None if timeout is None else now + timeout
+        return cls(until, now, deadline, Retry(retry_for), entered=now)
+
+    def remaining(self, now: float) -> float:
+        return math.inf if self.deadline is None else self.deadline - now
+
+    def next_request(self, now: float) -> WaitRequest:
+        if self.outcome is not None:
+            return self.outcome
+        if self.last is not None and self.remaining(now) <= 0:
+            return OutOfTime(self.last)
+        if self.phase is Phase.LIST:
+            return ListJob()
+        if self.phase is Phase.PODS:
+            assert self.job is not None
+            return ListPods(self.job)
+        if self.phase is Phase.WATCH:
+            if self.streaming:
+                return ReadEvent()
+            seconds = min(WATCH_SEGMENT, self.remaining(now))
+            return WatchJob(self.version, max(1, math.ceil(seconds)))
+        if self.polling:
+            return Pause(self.polls, at_most=self.remaining(now))
+        request = self.retry.next_request(now)
+        if isinstance(request, Pause):
+            return evolve(request, at_most=min(request.at_most, self.remaining(now)))
+        assert isinstance(request, GiveUp), request
+        return request
+
+    def receive(self, answer: WaitAnswer, now: float) -> Waiter:
+        after = transition(WAIT_TABLE, evolve(self, news=None), self.phase, answer, now)
+        return after if after.phase is self.phase else evolve(after, entered=now)
+
+    # --- the rows
+
+    def _answered(self) -> Waiter:
+        """The API answered: trouble, if there was any, is over."""
+        return evolve(self, retry=Retry(self.retry.retry_for))
+
+    def _listed(self, answer: Listed, now: float) -> Waiter:
+        return evolve(self, phase=Phase.PODS, job=answer.job, version=answer.version)
+
+    def _no_job(self, answer: NoJob, now: float) -> Waiter:
+        return evolve(self, phase=Phase.END, outcome=Missing(deleted=self.last is not None))
+
+    def _observed(self, answer: PodsListed, now: float) -> Waiter:
+        assert self.job is not None
+        obs = observation(self.job, answer.pods)
+        news = obs if obs.summary != self.shown else None
+        seen = evolve(self, last=obs, shown=obs.summary, news=news)
+        if reached(obs, self.until):
+            return evolve(seen, phase=Phase.END, outcome=Done(obs))
+        if self.polling:
+            return evolve(seen, phase=Phase.SLEEP, polls=0 if news else self.polls + 1)
+        return evolve(seen, phase=Phase.WATCH)
+
+    def _changed(self, answer: Changed, now: float) -> Waiter:
+        version = str(meta(answer.job).get("resourceVersion") or self.version)
+        changed = evolve(self, phase=Phase.PODS, job=answer.job, version=version, streaming=True)
+        return changed._answered()
+
+    def _bookmark(self, answer: Bookmark, now: float) -> Waiter:
+        return evolve(self, version=answer.version or self.version, streaming=True)._answered()
+
+    def _deleted(self, answer: Deleted, now: float) -> Waiter:
+        return evolve(self, phase=Phase.END, outcome=Missing(deleted=True))
+
+    def _ended(self, answer: StreamEnded, now: float) -> Waiter:
+        if not self.streaming and now - self.entered < SHORT_WATCH:
+            cut = Transient(0, "StreamEnded", "the watch ended as soon as it started")
+            return self._trouble(Trouble(cut), now)
+        return evolve(self, phase=Phase.PODS, streaming=False)._answered()
+
+    def _expired(self, answer: Expired, now: float) -> Waiter:
+        return evolve(self, phase=Phase.LIST, streaming=False)._answered()
+
+    def _refused(self, answer: Refused, now: float) -> Waiter:
+        return evolve(self, phase=Phase.SLEEP, streaming=False, polling=True)._answered()
+
+    def _trouble(self, answer: Trouble, now: float) -> Waiter:
+        retry = self.retry.receive(Failed(answer.error), now)
+        return evolve(self, phase=Phase.SLEEP, streaming=False, retry=retry)
+
+    def _slept(self, answer: Slept, now: float) -> Waiter:
+        if self.polling:
+            return evolve(self, phase=Phase.LIST)
+        return evolve(self, phase=Phase.WATCH, retry=self.retry.receive(answer, now))
+
+
+WAIT_TABLE: Final[Table[Waiter]] = {
+    # (phase, answer): the row, and where it goes
+    (Phase.LIST, Listed): Waiter._listed,  # PODS
+    (Phase.LIST, NoJob): Waiter._no_job,  # END: never there (JobNotFound), or deleted
+    (Phase.PODS, PodsListed): Waiter._observed,  # END when reached; else WATCH, or SLEEP to poll
+    (Phase.WATCH, Changed): Waiter._changed,  # PODS, the stream still open
+    (Phase.WATCH, Bookmark): Waiter._bookmark,  # WATCH, from the bookmark's version
+    (Phase.WATCH, Deleted): Waiter._deleted,  # END: deleted
+    (Phase.WATCH, StreamEnded): Waiter._ended,  # PODS, then WATCH from the last version
+    (Phase.WATCH, Expired): Waiter._expired,  # LIST: our version is too old
+    (Phase.WATCH, Refused): Waiter._refused,  # SLEEP, then LIST: polling from now on
+    (Phase.WATCH, Trouble): Waiter._trouble,  # SLEEP (backoff), then WATCH from the last version
+    (Phase.SLEEP, Slept): Waiter._slept,  # LIST when polling, else WATCH
+}

@@ -1,0 +1,243 @@
+"""kfcompile_kube.compat against the ``kubernetes`` client (and urllib3) actually installed.
+
+CI runs this file in both of its environments (the newest client on urllib3 2, the oldest
+supported one on urllib3 1.26), so each shim is checked against each side of its version test.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import kubernetes
+import pytest
+import urllib3
+from fakekube import FakeKube
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.config.kube_config import KubeConfigLoader
+
+from kfcompile_kube import compat
+from kfcompile_kube.cluster import KubeCluster
+from kfcompile_kube.config import connect
+
+NS = "team-a"
+TOKEN = "compat-test-token"
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def test_the_installed_client_is_in_the_stated_range() -> None:
+    """pyproject's range is the one compat is written for: a client outside it fails here first."""
+    import tomllib
+
+    deps = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    spec = next(d for d in deps if d.startswith("kubernetes"))
+    low = spec.split(">=")[1].split(",")[0]
+    installed = tuple(int(n) for n in kubernetes.__version__.split(".")[:2])
+    assert tuple(int(n) for n in low.split(".")) <= installed < (38, 0), (spec, installed)
+    assert installed[0] == compat.CLIENT_MAJOR
+
+
+def test_token_key_is_where_the_installed_loader_puts_a_token() -> None:
+    """A refreshed token must land where this client's loader put the first one and where its
+    auth settings read it ("authorization" up to 35.x, "BearerToken" from 36)."""
+    kubeconfig = {
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "first"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    configuration = Configuration()
+    KubeConfigLoader(config_dict=kubeconfig).load_and_set(configuration)  # type: ignore[no-untyped-call]
+    assert set(configuration.api_key) == {compat.TOKEN_KEY}
+    configuration.refresh_api_key_hook = None  # the loader's, which puts "first" back each time
+    configuration.api_key[compat.TOKEN_KEY] = "Bearer second"
+    assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer second"
+
+
+def test_prepare_builds_url_headers_and_credentials() -> None:
+    configuration = Configuration(host="http://127.0.0.1:1")
+    configuration.api_key[compat.TOKEN_KEY] = "Bearer t0"
+    refreshed: list[object] = []
+
+    def refresh(config: Any) -> None:
+        refreshed.append(config)
+        config.api_key[compat.TOKEN_KEY] = "Bearer t1"
+
+    configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
+    client = ApiClient(configuration)
+    query = [("labelSelector", "a=b,c in (d)"), ("command", "ls"), ("command", "-l /")]
+    url, headers = compat.prepare(client, "GET", "/api/v1/pods", query, {"Accept": "text/plain"})
+    parts = urlsplit(url)
+    assert (parts.scheme, parts.netloc, parts.path) == ("http", "127.0.0.1:1", "/api/v1/pods")
+    assert parse_qsl(parts.query) == query  # repeated keys kept, in order
+    assert headers["authorization"] == "Bearer t1"  # the hook ran before the token was read
+    assert refreshed == [configuration]
+    assert headers["Accept"] == "text/plain"
+    assert headers["User-Agent"] == client.user_agent  # the client's default headers too
+    client.close()  # type: ignore[no-untyped-call]
+
+
+# --- send and chunks, against a server that says exactly what a test wants -----------------------
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    released: threading.Event
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/refused"):
+            body = b'{"kind":"Status","message":"\xff\xfe not UTF-8"}'
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        # A chunked body in two parts; the second only once the test has read the first.
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.write(b"4\r\none\n\r\n")
+        self.wfile.flush()
+        self.server.released.wait(10)
+        self.wfile.write(b"4\r\ntwo\n\r\n0\r\n\r\n")
+        self.wfile.flush()
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    srv = _Server(("127.0.0.1", 0), _Handler)
+    srv.released = threading.Event()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.released.set()
+        srv.shutdown()
+        srv.server_close()
+
+
+def _client(srv: _Server) -> ApiClient:
+    configuration = Configuration(host=f"http://127.0.0.1:{srv.server_address[1]}")
+    configuration.retries = False
+    return ApiClient(configuration)
+
+
+def test_send_gives_a_refused_answer_as_its_raw_bytes(server: _Server) -> None:
+    """Up to 36.x the client raises for the status and ``call_api`` would decode the body as
+    UTF-8 (a hostile body would crash it): compat reads it as bytes in every line."""
+    client = _client(server)
+    url, headers = compat.prepare(client, "GET", "/refused", [], {"Accept": "application/json"})
+    with pytest.raises(compat.Refused) as refused:
+        compat.send(client, "GET", url, headers, None, (5.0, 5.0))
+    assert refused.value.status == 500
+    assert refused.value.body == b'{"kind":"Status","message":"\xff\xfe not UTF-8"}'
+    client.close()  # type: ignore[no-untyped-call]
+
+
+def test_chunks_give_what_has_arrived_without_waiting_for_more(server: _Server) -> None:
+    """A watch or a followed log yields each piece as it comes: urllib3 2 through ``read1``,
+    1.26 (which has none) through ``stream``."""
+    client = _client(server)
+    url, headers = compat.prepare(client, "GET", "/stream", [], {})
+    response = compat.send(client, "GET", url, headers, None, (5.0, 30.0))
+    assert isinstance(response, urllib3.response.HTTPResponse)
+    pieces = compat.chunks(response, 64 * 1024)
+    first = next(pieces)
+    server.released.set()  # only now does the server send the rest
+    assert first == b"one\n"
+    assert b"".join(pieces) == b"two\n"
+    client.close()  # type: ignore[no-untyped-call]
+
+
+# --- the exec websocket, against the fake API server ---------------------------------------------
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    with FakeKube() as kube:
+        kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        kube.store.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": NS},
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+            }
+        )
+        kube.store.patch_status(
+            "v1",
+            "Pod",
+            NS,
+            "p",
+            {
+                "phase": "Running",
+                "containerStatuses": [
+                    {"name": "main", "ready": True, "restartCount": 0, "state": {"running": {}}}
+                ],
+            },
+        )
+        yield kube
+
+
+def test_open_exec_offers_v5_so_stdin_can_end(fake: FakeKube, tmp_path: Path) -> None:
+    """The client offers only v4 up to 35.x, where a command reading stdin never sees its end."""
+    conn = connect(str(fake.kubeconfig(tmp_path / "kc", namespace=NS, token=TOKEN)))
+    query = [("command", "cat"), ("container", "main"), ("stdin", "true"), ("stdout", "true")]
+    url, headers = compat.prepare(
+        conn.api_client, "GET", f"/api/v1/namespaces/{NS}/pods/p/exec", query, {}
+    )
+    sock = compat.open_exec(conn.api_client.configuration, url, headers)
+    try:
+        assert sock.getheaders()["sec-websocket-protocol"] == compat.V5_PROTOCOL
+    finally:
+        sock.shutdown()
+    # ... and through the adapter the command reads its stdin to the end and exits.
+    result = KubeCluster(conn.api_client).exec(NS, "p", "main", ["cat"], b"to the end\n")
+    assert (result.stdout, result.exit_code) == (b"to the end\n", 0)
+    conn.close()
+
+
+# --- the fake API server reads query booleans as the real one does ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "watch"),
+    [
+        *[("true", True), ("True", True), ("1", True), ("yes", True), ("", True)],
+        *[("false", False), ("False", False), ("FALSE", False), ("0", False)],
+    ],
+)
+def test_fake_reads_watch_as_the_api_server_does(fake: FakeKube, value: str, watch: bool) -> None:
+    """apimachinery's ``Convert_Slice_string_To_bool``: only "0" and "false" (any case) are
+    false; older clients send ``watch=True``."""
+    pool = urllib3.PoolManager(retries=False)
+    url = f"{fake.url}/api/v1/namespaces/{NS}/configmaps?watch={value}&timeoutSeconds=30"
+    response = pool.request(
+        "GET",
+        url,
+        headers={"Authorization": "Bearer fake-token"},
+        timeout=10.0,
+        preload_content=False,  # a watch's headers are enough: no need to wait for its end
+    )
+    try:
+        assert response.status == 200
+        verb = "watch" if watch else "list"
+        assert [r.verb for r in fake.requests.matching("GET", "/configmaps")] == [verb]
+    finally:
+        response.close()
+        pool.clear()

@@ -1,0 +1,674 @@
+"""The lifecycle's loops as machines (kfcompile.lifecycle: ``Retry``, ``Waiter``, ``Follower``
+and its ``Cursor``): each row feeds what the API answered and asserts what the machine asks
+next. No server, no clock: times are numbers given with the answers.
+
+At the end, the drivers (``wait``, ``logs``) against a scripted port and a fake clock, for what
+the machines change in the requests that reach the API.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from kfcompile import lifecycle
+from kfcompile.lifecycle.follow import (
+    Cursor,
+    Dropped,
+    End,
+    Follower,
+    JobRead,
+    Line,
+    LogEnded,
+    LogRefused,
+    NextLine,
+    OpenLog,
+    ReadJob,
+)
+from kfcompile.lifecycle.logs import InTurn
+from kfcompile.lifecycle.observe import ListPods, PodsListed, observation
+from kfcompile.lifecycle.session import (
+    Attempt,
+    Backoff,
+    Failed,
+    GiveUp,
+    Pause,
+    Retry,
+    Slept,
+    Unexpected,
+)
+from kfcompile.lifecycle.waiter import (
+    Bookmark,
+    Changed,
+    Deleted,
+    Done,
+    Expired,
+    Listed,
+    ListJob,
+    Missing,
+    NoJob,
+    OutOfTime,
+    ReadEvent,
+    Refused,
+    StreamEnded,
+    Trouble,
+    Waiter,
+    WatchJob,
+)
+from kfcompile.ports import Clock, Page, Ref, Transient, WatchEvent
+
+Obj = dict[str, Any]
+API = "trainer.kubeflow.org/v1alpha1"
+REF = Ref(API, "TrainJob", "default", "demo")
+LOST = Transient(0, "ConnectionError", "connection reset by peer")
+
+
+def job(version: str = "10", *, done: bool = False, nodes: int = 1) -> Obj:
+    status = {"conditions": [{"type": "Complete", "status": "True"}]} if done else {}
+    return {
+        "apiVersion": API,
+        "kind": "TrainJob",
+        "metadata": {"name": "demo", "namespace": "default", "resourceVersion": version},
+        "spec": {"trainer": {"numNodes": nodes}},
+        "status": status,
+    }
+
+
+def pod(rank: int = 0, *, uid: str = "u0", restarts: int = 0, ready: bool = True) -> Obj:
+    state = {"running": {}} if ready else {"waiting": {"reason": "ContainerCreating"}}
+    return {
+        "metadata": {
+            "name": f"demo-node-0-{rank}-{uid}",
+            "uid": uid,
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "labels": {"batch.kubernetes.io/job-completion-index": str(rank)},
+        },
+        "status": {
+            "phase": "Running" if ready else "Pending",
+            "containerStatuses": [
+                {"name": "node", "ready": ready, "restartCount": restarts, "state": state}
+            ],
+        },
+    }
+
+
+RUNNING = [pod()]
+STARTING = [pod(ready=False)]
+
+
+# --- retry --------------------------------------------------------------------------------------
+
+# (what happened, at what time) from a fresh Retry(retry_for=10) -> what it asks next, at `now`.
+RETRY_ROWS: list[tuple[str, list[tuple[Any, float]], float, Any]] = [
+    ("a call is made first", [], 0.0, Attempt()),
+    ("a failure pauses, within the window", [(Failed(LOST), 0.0)], 0.0, Pause(0, at_most=10.0)),
+    ("after the pause, the call again", [(Failed(LOST), 0.0), (Slept(), 0.1)], 0.1, Attempt()),
+    (
+        "the second failure pauses longer",
+        [(Failed(LOST), 0.0), (Slept(), 0.1), (Failed(LOST), 0.2)],
+        0.2,
+        Pause(1, at_most=9.8),
+    ),
+    (
+        "the window counts from the first failure",
+        [(Failed(LOST), 3.0), (Slept(), 4.0), (Failed(LOST), 13.5)],
+        13.5,
+        GiveUp(10.5, LOST),
+    ),
+    ("trouble longer than the window gives up", [(Failed(LOST), 0.0)], 10.0, GiveUp(10.0, LOST)),
+]
+
+
+@pytest.mark.parametrize(
+    ("fed", "now", "expected"), [r[1:] for r in RETRY_ROWS], ids=[r[0] for r in RETRY_ROWS]
+)
+def test_retry(fed: list[tuple[Any, float]], now: float, expected: Any) -> None:
+    retry = Retry(10.0)
+    for answer, at in fed:
+        retry = retry.receive(answer, at)
+    assert retry.next_request(now) == expected
+
+
+def test_a_retry_fed_out_of_turn_is_a_bug() -> None:
+    with pytest.raises(Unexpected, match="Retry in ATTEMPT got Slept"):
+        Retry(10.0).receive(Slept(), 0.0)
+    with pytest.raises(Unexpected, match="Retry in PAUSE got Failed"):
+        Retry(10.0).receive(Failed(LOST), 0.0).receive(Failed(LOST), 0.0)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "jitter", "at_most", "seconds"),
+    [
+        (0, 0.0, math.inf, 0.05),  # half of the first delay is fixed, half drawn
+        (0, 1.0, math.inf, 0.1),
+        (3, 0.5, math.inf, 0.6),  # 0.8, three quarters of it
+        (6, 0.0, math.inf, 2.5),  # 6.4 capped at 5
+        (10**6, 0.0, math.inf, 2.5),  # no overflow however long the trouble
+        (6, 1.0, 1.25, 1.25),  # never past what is left of a timeout
+        (0, 0.5, -1.0, 0.0),  # nor below nothing
+    ],
+)
+def test_one_backoff(attempt: int, jitter: float, at_most: float, seconds: float) -> None:
+    assert Backoff().seconds(Pause(attempt, at_most), jitter) == pytest.approx(seconds)
+
+
+# --- wait ---------------------------------------------------------------------------------------
+
+# (answers fed, each at t=1 unless given as (answer, t)) -> the next request at t=1 (or given);
+# the wait started at t=1 with a timeout of 30 s and rides out 20 s of trouble.
+WAIT_ROWS: list[tuple[str, str, list[Any], Any]] = [
+    ("it lists first", "done", [], ListJob()),
+    ("a listed job has its pods listed", "done", [Listed(job(), "10")], ListPods(job())),
+    (
+        "then it watches from the list's version",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING)],
+        WatchJob("10", 5),
+    ),
+    (
+        "each version of the job has its pods listed",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Changed(job("12"))],
+        ListPods(job("12")),
+    ),
+    (
+        "and the open watch is read on",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Changed(job("12")), PodsListed(RUNNING)],
+        ReadEvent(),
+    ),
+    (
+        "a closed stream looks at the pods again",
+        "done",
+        [
+            Listed(job(), "10"),
+            PodsListed(STARTING),
+            Changed(job("12")),
+            PodsListed(STARTING),
+            (StreamEnded(), 6),
+        ],
+        ListPods(job("12")),
+    ),
+    (
+        "and resumes from the last version seen",
+        "done",
+        [
+            Listed(job(), "10"),
+            PodsListed(STARTING),
+            Changed(job("12")),
+            PodsListed(STARTING),
+            (StreamEnded(), 6),
+            (PodsListed(RUNNING), 6),
+        ],
+        WatchJob("12", 5),
+    ),
+    (
+        "a bookmark moves the version",
+        "done",
+        [
+            Listed(job(), "10"),
+            PodsListed(STARTING),
+            (Bookmark("15"), 3),
+            (StreamEnded(), 6),
+            (PodsListed(STARTING), 6),
+        ],
+        WatchJob("15", 5),
+    ),
+    (
+        "a watch that ends at once without an event is trouble",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), StreamEnded()],
+        Pause(0, at_most=20.0),
+    ),
+    (
+        "410 lists again",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Expired()],
+        ListJob(),
+    ),
+    (
+        "trouble on the watch pauses",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Trouble(LOST)],
+        Pause(0, at_most=20.0),  # the retry window (20 s) is shorter than the timeout (30 s)
+    ),
+    (
+        "and then watches again from the same version",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Trouble(LOST), Slept()],
+        WatchJob("10", 5),
+    ),
+    (
+        "trouble in a row pauses longer",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Trouble(LOST), Slept(), (Trouble(LOST), 2)],
+        (Pause(1, at_most=19.0), 2),
+    ),
+    (
+        "trouble past the retry window gives up",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Trouble(LOST), Slept(), (Trouble(LOST), 22)],
+        (GiveUp(21.0, LOST), 22),
+    ),
+    (
+        "a refused watch polls",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Refused()],
+        Pause(0, at_most=30.0),  # never past the timeout
+    ),
+    (
+        "by listing",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Refused(), Slept()],
+        ListJob(),
+    ),
+    (
+        "and pauses longer while nothing changes",
+        "done",
+        [
+            Listed(job(), "10"),
+            PodsListed(STARTING),
+            Refused(),
+            Slept(),
+            Listed(job(), "10"),
+            PodsListed(STARTING),
+        ],
+        Pause(1, at_most=30.0),
+    ),
+    (
+        "a job never there is missing",
+        "done",
+        [NoJob()],
+        Missing(deleted=False),
+    ),
+    (
+        "a job gone from a later list was deleted",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Expired(), NoJob()],
+        Missing(deleted=True),
+    ),
+    (
+        "a deleted event ends it",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING), Deleted()],
+        Missing(deleted=True),
+    ),
+    (
+        "running is reached by running pods",
+        "running",
+        [Listed(job(), "10"), PodsListed(RUNNING)],
+        Done(observation(job(), RUNNING)),
+    ),
+    (
+        "done is not",
+        "done",
+        [Listed(job(), "10"), PodsListed(RUNNING)],
+        WatchJob("10", 5),
+    ),
+    (
+        "done is reached by a finished job, on the watch too",
+        "done",
+        [Listed(job(), "10"), PodsListed(RUNNING), Changed(job("11", done=True)), PodsListed([])],
+        Done(observation(job("11", done=True), [])),
+    ),
+    (
+        "the timeout ends it, saying how the job was last seen",
+        "done",
+        [Listed(job(), "10"), PodsListed(STARTING)],
+        (OutOfTime(observation(job(), STARTING)), 31),
+    ),
+    (
+        "a watch near the timeout lasts what is left",
+        "done",
+        [Listed(job(), "10"), (PodsListed(STARTING), 28.5)],
+        (WatchJob("10", 3), 28.5),
+    ),
+]
+
+
+def _fed_waiter(until: Any, answers: Sequence[Any], timeout: float = 30.0) -> Waiter:
+    waiter = Waiter.start(until, 1.0, timeout, retry_for=20.0)
+    for fed in answers:
+        answer, at = fed if isinstance(fed, tuple) else (fed, 1.0)
+        waiter = waiter.receive(answer, at)
+    return waiter
+
+
+@pytest.mark.parametrize(
+    ("until", "answers", "expected"), [r[1:] for r in WAIT_ROWS], ids=[r[0] for r in WAIT_ROWS]
+)
+def test_wait(until: Any, answers: list[Any], expected: Any) -> None:
+    request, now = expected if isinstance(expected, tuple) else (expected, 1.0)
+    assert _fed_waiter(until, answers).next_request(now) == request
+
+
+def test_each_change_worth_a_line_is_news_once() -> None:
+    waiter = _fed_waiter("done", [Listed(job(), "10"), PodsListed(STARTING)])
+    assert waiter.news == observation(job(), STARTING)
+    waiter = waiter.receive(Changed(job("11")), 1.0).receive(PodsListed(STARTING), 1.0)
+    assert waiter.news is None  # the same summary: no second line
+    waiter = waiter.receive(Changed(job("12")), 1.0).receive(PodsListed(RUNNING), 1.0)
+    assert waiter.news == observation(job("12"), RUNNING)
+
+
+@pytest.mark.parametrize(
+    ("answers", "wrong"),
+    [
+        ([], Changed(job())),  # an event before any watch
+        ([Listed(job(), "10")], Listed(job(), "10")),  # a list answering a pod list
+        ([Listed(job(), "10"), PodsListed(STARTING)], Slept()),  # waking with no pause
+    ],
+)
+def test_an_answer_without_a_row_is_a_bug(answers: list[Any], wrong: Any) -> None:
+    with pytest.raises(Unexpected, match="Waiter in"):
+        _fed_waiter("done", answers).receive(wrong, 1.0)
+
+
+# --- log follow ---------------------------------------------------------------------------------
+
+
+def test_the_cursor_shows_each_line_once_across_reads() -> None:
+    cursor, shown = Cursor(), []
+    for line in ["T1 a", "T2 b", "T2 c"]:  # two lines at the same time
+        cursor, text = cursor.accept(line, 5.0)
+        shown.append(text)
+    assert shown == ["a", "b", "c"]
+    assert cursor.resume_since(9.2) == 7  # ceil(9.2 - 5.0) + 2 seconds of margin
+    cursor = cursor.resume()  # the read starts again from before T1
+    again = []
+    for line in ["T1 a", "T2 b", "T2 c", "T2 d", "T3 e"]:
+        cursor, text = cursor.accept(line, 6.0)
+        again.append(text)
+    assert again == [None, None, None, "d", "e"]
+
+
+def test_a_cursor_with_nothing_shown_reads_from_the_start() -> None:
+    assert Cursor().resume_since(100.0) is None
+
+
+FINISHED = job("20", done=True)
+READING = [JobRead(job()), PodsListed(RUNNING)]  # a running job's pod found
+
+# (answers fed at t=10 unless given) -> what the follower of rank 0 (tail 5) asks next.
+FOLLOW_ROWS: list[tuple[str, list[Any], Any]] = [
+    ("it reads the job first", [], ReadJob()),
+    ("a job gone ends it", [JobRead(None)], End()),
+    ("then the rank's pods", [JobRead(job())], ListPods(job())),
+    ("no pod yet pauses", [JobRead(job()), PodsListed([])], Pause(0)),
+    ("and looks again", [JobRead(job()), PodsListed([]), Slept()], ReadJob()),
+    (
+        "pausing longer each time",
+        [JobRead(job()), PodsListed([]), Slept(), JobRead(job()), PodsListed([])],
+        Pause(1),
+    ),
+    ("no pod of a finished job ends it", [JobRead(FINISHED), PodsListed([])], End()),
+    (
+        "the first read is the one asked for",
+        [JobRead(job()), PodsListed(RUNNING)],
+        OpenLog("demo-node-0-0-u0", True, None, 5),
+    ),
+    (
+        "a finished job's log is read, not followed",
+        [JobRead(FINISHED), PodsListed(RUNNING)],
+        OpenLog("demo-node-0-0-u0", False, None, 5),
+    ),
+    ("a line read, the next", [JobRead(job()), PodsListed(RUNNING), Line("T1 a")], NextLine()),
+    (
+        "a drop pauses",
+        [JobRead(job()), PodsListed(RUNNING), Line("T1 a"), Dropped(LOST)],
+        Pause(0),
+    ),
+    (
+        "then resumes from the last line shown",
+        [
+            JobRead(job()),
+            PodsListed(RUNNING),
+            (Line("T1 a"), 10),
+            Dropped(LOST),
+            Slept(),
+            JobRead(job()),
+            (PodsListed(RUNNING), 13.5),
+        ],
+        (OpenLog("demo-node-0-0-u0", True, 6, None), 13.5),
+    ),
+    (
+        "a drop before any line keeps the read asked for",
+        [*READING, Dropped(LOST), Slept(), *READING],
+        OpenLog("demo-node-0-0-u0", True, None, 5),
+    ),
+    (
+        "a restarted container is read whole",
+        [*READING, Line("T1 a"), LogEnded(), JobRead(job()), PodsListed([pod(restarts=1)])],
+        OpenLog("demo-node-0-0-u0", True, None, None),
+    ),
+    (
+        "and so is a replacing pod",
+        [*READING, Line("T1 a"), LogEnded(), JobRead(job()), PodsListed([pod(uid="u1")])],
+        OpenLog("demo-node-0-0-u1", True, None, None),
+    ),
+    (
+        "an ended log that showed lines looks again at once",
+        [JobRead(job()), PodsListed(RUNNING), Line("T1 a"), LogEnded()],
+        ReadJob(),
+    ),
+    (
+        "one that showed nothing pauses first",
+        [JobRead(job()), PodsListed(RUNNING), LogEnded()],
+        Pause(0),
+    ),
+    (
+        "a container not started yet too",
+        [JobRead(job()), PodsListed(RUNNING), LogRefused()],
+        Pause(0),
+    ),
+    (
+        "the log of a finished job, drained, ends it",
+        [JobRead(FINISHED), PodsListed(RUNNING), Line("T1 a"), LogEnded()],
+        End(),
+    ),
+    (
+        "a drop on a finished job reads again",
+        [JobRead(FINISHED), PodsListed(RUNNING), Line("T1 a"), Dropped(LOST), Slept()],
+        ReadJob(),
+    ),
+]
+
+
+def _fed_follower(answers: Sequence[Any]) -> Follower:
+    follower = Follower(0, tail_lines=5)
+    for fed in answers:
+        answer, at = fed if isinstance(fed, tuple) else (fed, 10.0)
+        follower = follower.receive(answer, at)
+    return follower
+
+
+@pytest.mark.parametrize(
+    ("answers", "expected"), [r[1:] for r in FOLLOW_ROWS], ids=[r[0] for r in FOLLOW_ROWS]
+)
+def test_follow(answers: list[Any], expected: Any) -> None:
+    request, now = expected if isinstance(expected, tuple) else (expected, 10.0)
+    assert _fed_follower(answers).next_request(now) == request
+
+
+def test_the_follower_shows_new_lines_only() -> None:
+    follower = _fed_follower([JobRead(job()), PodsListed(RUNNING)])
+    shown = []
+    for line in ["T1 a", "T2 b"]:
+        follower = follower.receive(Line(line), 10.0)
+        shown.append(follower.shown)
+    follower = follower.receive(Dropped(LOST), 10.0).receive(Slept(), 10.0)
+    follower = follower.receive(JobRead(job()), 10.0).receive(PodsListed(RUNNING), 10.0)
+    for line in ["T1 a", "T2 b", "T3 c"]:
+        follower = follower.receive(Line(line), 11.0)
+        shown.append(follower.shown)
+    assert shown == ["a", "b", None, None, "c"]
+
+
+def test_a_follower_fed_out_of_turn_is_a_bug() -> None:
+    with pytest.raises(Unexpected, match="Follower in JOB got Line"):
+        Follower(0).receive(Line("T1 a"), 0.0)
+
+
+# --- the drivers, against a scripted port -------------------------------------------------------
+
+
+class FakeClock:
+    """Time that passes only when slept."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Script:
+    """A ``Cluster`` port answering from scripts, recording what was asked and on which thread.
+
+    ``jobs``: what reading the job gives, in turn (the last one stays); ``watches``: one list
+    of events (or an error to raise) per watch; ``logs``: per pod, one list of lines (or an
+    error) per read."""
+
+    def __init__(
+        self,
+        jobs: list[Obj],
+        pods: list[Obj] | None = None,
+        watches: list[list[WatchEvent] | Exception] | None = None,
+        logs: Mapping[str, list[list[str] | Exception]] | None = None,
+    ) -> None:
+        self.jobs, self.pods = jobs, pods or []
+        self.watches = list(watches or [])
+        self.logs = {name: list(reads) for name, reads in (logs or {}).items()}
+        self.asked: list[tuple[Any, ...]] = []
+        self.threads: set[str] = set()
+        self.streams: list[Generator[str, None, None]] = []
+
+    def _job(self) -> Obj:
+        return self.jobs.pop(0) if len(self.jobs) > 1 else self.jobs[0]
+
+    def get(self, ref: Ref) -> Obj:
+        self.asked.append(("get", ref.kind))
+        return self._job()
+
+    def list(self, api_version: str, kind: str, namespace: str | None, **query: Any) -> Page:
+        self.asked.append(("list", kind))
+        return Page(self.pods if kind == "Pod" else [self._job()], "10")
+
+    def watch(self, api_version: str, kind: str, namespace: str | None, **query: Any) -> Any:
+        self.asked.append(("watch", query["resource_version"]))
+        answer = self.watches.pop(0) if self.watches else []
+        if isinstance(answer, Exception):
+            raise answer
+        return iter(answer)
+
+    def pod_log(self, namespace: str, pod: str, **query: Any) -> Iterator[str]:
+        self.asked.append(("log", pod, query.get("tail_lines"), query.get("since_seconds")))
+        self.threads.add(threading.current_thread().name)
+        reads = self.logs.get(pod, [])
+        answer = reads.pop(0) if len(reads) > 1 else (reads[0] if reads else [])
+        stream = self._lines(answer)
+        self.streams.append(stream)
+        return stream
+
+    @staticmethod
+    def _lines(answer: list[str] | Exception) -> Generator[str, None, None]:
+        if isinstance(answer, Exception):
+            raise answer
+        yield from answer
+
+
+def session(port: Script, **extra: Any) -> lifecycle.Session:
+    return lifecycle.Session(port, FakeClock(), **extra)  # type: ignore[arg-type]
+
+
+def test_wait_resumes_a_closed_stream_from_the_last_version_seen() -> None:
+    port = Script(
+        [job("10")],
+        pods=STARTING,
+        watches=[
+            [WatchEvent("MODIFIED", job("11"))],  # then the server closes the stream
+            [WatchEvent("MODIFIED", job("12", done=True))],
+        ],
+    )
+    obs = lifecycle.wait(session(port), REF, "done", timeout=60)
+    assert obs.state.finished
+    # One list of the job, ever; the second watch goes on from the version the first one saw.
+    assert [a for a in port.asked if a[0] == "watch" or a == ("list", "TrainJob")] == [
+        ("list", "TrainJob"),
+        ("watch", "10"),
+        ("watch", "11"),
+    ]
+
+
+def test_wait_gives_up_on_a_watch_that_keeps_failing() -> None:
+    port = Script([job("10")], pods=STARTING, watches=[LOST] * 1000)
+    with pytest.raises(lifecycle.Unavailable, match=r"watch TrainJob demo .* kept failing for 5s"):
+        lifecycle.wait(session(port, retry_for=5.0), REF, "done", timeout=600)
+
+
+def test_a_followed_read_dropped_before_its_first_line_keeps_its_tail() -> None:
+    name = "demo-node-0-0-u0"
+    port = Script(
+        [job(), job(), job(done=True)],
+        pods=RUNNING,
+        logs={name: [LOST, ["T1 a", "T2 b"], ["T1 a", "T2 b"]]},
+    )
+    lines = list(lifecycle.logs(session(port), REF, rank=0, follow=True, tail_lines=1))
+    assert [line.text for line in lines] == ["a", "b"]
+    reads = [a for a in port.asked if a[0] == "log"]
+    assert reads[:2] == [("log", name, 1, None), ("log", name, 1, None)]
+
+
+def _two_ranks(done: bool) -> Script:
+    logs = {f"demo-node-0-{r}-u0": [[f"T1 rank {r}", f"T2 rank {r}"]] for r in (0, 1)}
+    return Script([job(done=done, nodes=2)], pods=[pod(0), pod(1)], logs=logs)
+
+
+def test_following_several_ranks_without_a_merge_port_starts_no_thread() -> None:
+    port = _two_ranks(done=True)
+    lines = list(lifecycle.logs(session(port), REF, follow=True))
+    assert sorted((x.rank, x.text) for x in lines) == [
+        (0, "rank 0"),
+        (0, "rank 0"),
+        (1, "rank 1"),
+        (1, "rank 1"),
+    ]
+    assert port.threads == {threading.current_thread().name}
+
+
+class Recorded:
+    """A ``Merge`` that says what it was given and reads in turn."""
+
+    def __init__(self) -> None:
+        self.keys: list[Any] = []
+
+    def merge(
+        self, streams: Mapping[Any, Callable[[Clock], Iterator[Any]]], clock: Clock
+    ) -> Generator[tuple[Any, Any], None, None]:
+        self.keys = list(streams)
+        return InTurn().merge(streams, clock)
+
+
+def test_the_sessions_merge_reads_several_ranks() -> None:
+    merge = Recorded()
+    lines = list(lifecycle.logs(session(_two_ranks(done=True), merge=merge), REF, follow=True))
+    assert merge.keys == [0, 1]
+    assert {x.rank for x in lines} == {0, 1}
+
+
+def test_closing_a_followed_log_closes_every_stream_it_reads() -> None:
+    port = _two_ranks(done=False)  # running: the follow never ends by itself
+    lines = lifecycle.logs(session(port), REF, follow=True)
+    assert {next(lines).rank, next(lines).rank} == {0, 1}
+    lines.close()
+    assert port.streams and all(
+        inspect.getgeneratorstate(s) == inspect.GEN_CLOSED for s in port.streams
+    )

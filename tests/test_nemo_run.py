@@ -1,0 +1,555 @@
+"""``KfcompileExecutor`` against the real NeMo-Run (``pip install kfcompile[nemo]``; CI installs
+it in the launcher environment).
+
+What it proves: every parameter of NeMo-Run's own ``KubeflowExecutor`` is accepted with its
+default; NeMo-Run knows the class (its tables, the torchx entry point); NeMo-Run's dryrun gives
+objects the destination release's CRD accepts, on every target, with every value in place (the
+volumes, tolerations, pull secrets and mounts NeMo-Run's executor loses outside v2.1, its
+``container_kwargs`` and ``pod_spec_overrides``); ``run.Partial`` and ``run.Script(inline=...)``
+run as ``-m`` module and inline script with a torchrun that rendezvouses; what a target cannot
+hold is an error naming the parameter; and a whole life through ``run.run``/``run.Experiment``
+and ``nemo experiment status/logs/cancel`` in new processes against the local API server, with
+status from conditions (queued, deadline) and ``list`` over the API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schema_check
+
+run = pytest.importorskip(
+    "nemo_run", reason="nemo_run is not installed (pip install -e '.[nemo]'; CI's launcher env)"
+)
+
+import fiddle as fdl  # noqa: E402  (nemo_run's own dependency)
+from nemo_run.config import get_nemorun_home, set_nemorun_home  # noqa: E402
+from nemo_run.core.execution.kubeflow import KubeflowExecutor  # noqa: E402
+from nemo_run.core.packaging.git import GitArchivePackager  # noqa: E402
+from nemo_run.core.serialization.zlib_json import ZlibJSONSerializer  # noqa: E402
+from nemo_run.run.experiment import Experiment  # noqa: E402
+from nemo_run.run.torchx_backend.schedulers import api as nemo_api  # noqa: E402
+from torchx.schedulers import get_scheduler_factories  # noqa: E402
+from torchx.specs import AppState  # noqa: E402
+
+from kfcompile.integrations.nemo_run import (  # noqa: E402
+    FDL_RUNNER,
+    SCHEDULER,
+    ExecutorError,
+    KfcompileExecutor,
+    register,
+)
+from kfcompile.integrations.nemo_run_scheduler import KfcompileScheduler  # noqa: E402
+
+CRDS = {
+    "pytorchjob/v1": "pytorchjobs-v1.9.4.yaml",
+    "trainjob/v2.0": "trainjobs-v2.0.1.yaml",
+    "trainjob/v2.1": "trainjobs-v2.1.0.yaml",
+    "trainjob/v2.2": "trainjobs-v2.2.1.yaml",
+    "trainjob/v2.3": "trainjobs-v2.3.0.yaml",
+}
+TARGETS = sorted(CRDS)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def train(steps: int = 1) -> None:
+    """A function for ``run.Partial`` (it only has to serialize)."""
+    print(steps)
+
+
+@pytest.fixture(autouse=True)
+def nemo_home(tmp_path: Path) -> Iterator[Path]:
+    """NeMo-Run keeps experiments under its home: one per test."""
+    before = get_nemorun_home()
+    home = tmp_path / "nemo_home"
+    set_nemorun_home(str(home))
+    yield home
+    set_nemorun_home(before)
+
+
+def dryrun(executor: KfcompileExecutor, task: Any) -> list[dict[str, Any]]:
+    """The objects NeMo-Run's own dryrun makes for ``task`` (Experiment -> runner -> the
+    scheduler of the entry point)."""
+    with Experiment("dry", executor=executor, enable_goodbye_message=False) as exp:
+        exp.add(task, name="task")
+        exp.dryrun(log=False, delete_exp_dir=False)
+        [job] = exp.jobs
+        objects: list[dict[str, Any]] = job._dryrun_info.request.objects
+    return objects
+
+
+def command_of(job: dict[str, Any]) -> list[str]:
+    if job["kind"] == "PyTorchJob":
+        replica = next(iter(job["spec"]["pytorchReplicaSpecs"].values()))
+        return list(replica["template"]["spec"]["containers"][0]["command"])
+    return list(job["spec"]["trainer"]["command"])
+
+
+def executor(**kwargs: Any) -> KfcompileExecutor:
+    return KfcompileExecutor(**{"image": "nvcr.io/nvidia/nemo:25.02", **kwargs})
+
+
+# --- the same parameters, and NeMo-Run knows the class -----------------------------------------
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def test_every_kubeflow_executor_parameter_is_accepted_with_its_default() -> None:
+    theirs = {f.name: f for f in dataclasses.fields(KubeflowExecutor) if f.init}
+    ours = {f.name: f for f in dataclasses.fields(KfcompileExecutor) if f.init}
+    assert set(ours) - set(theirs) == {"target"}
+    assert set(theirs) <= set(ours)
+    assert {n: _default(ours[n]) for n in theirs} == {n: _default(f) for n, f in theirs.items()}
+
+
+def test_nemo_run_knows_the_executor_from_its_tables_and_the_scheduler_from_its_entry_point() -> (
+    None
+):
+    assert nemo_api.get_executor_str(executor()) == SCHEDULER
+    assert nemo_api.REVERSE_EXECUTOR_MAPPING[SCHEDULER] is KfcompileExecutor
+    assert KfcompileExecutor in Experiment._PARALLEL_SUPPORTED_EXECUTORS
+    assert KfcompileExecutor in Experiment._DETACH_SUPPORTED_EXECUTORS
+    register(KfcompileExecutor)  # again: the tables do not grow
+    assert Experiment._PARALLEL_SUPPORTED_EXECUTORS.count(KfcompileExecutor) == 1
+    assert isinstance(get_scheduler_factories()[SCHEDULER]("s"), KfcompileScheduler)
+
+
+def test_registration_happens_at_import_in_a_new_process() -> None:
+    """fiddle imports the module again when a saved experiment is loaded: that alone must
+    register the class (the tables are read before anything else of ours runs)."""
+    code = textwrap.dedent(
+        """
+        import fiddle as fdl
+        from nemo_run.core.serialization.zlib_json import ZlibJSONSerializer
+        from nemo_run.run.torchx_backend.schedulers import api
+        from nemo_run.run.experiment import Experiment
+        executor = fdl.build(ZlibJSONSerializer().deserialize(%r))
+        assert api.get_executor_str(executor) == %r
+        assert type(executor) in Experiment._PARALLEL_SUPPORTED_EXECUTORS
+        print(type(executor).__name__)
+        """
+    ) % (ZlibJSONSerializer().serialize(executor(num_nodes=2).to_config()), SCHEDULER)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "KfcompileExecutor"
+
+
+def test_importing_kfcompile_or_rendering_never_imports_the_launchers(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: demo\nimage: img\nlauncher: {kind: torchrun, module: pkg.train}\n")
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import kfcompile
+        from kfcompile import cli
+        try:
+            cli.main(["render", {str(spec)!r}, "--out", {str(tmp_path / "out")!r}])
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+        loaded = {{m.split(".")[0] for m in sys.modules}}
+        print(sorted(loaded & {{"torchx", "nemo_run", "fiddle"}}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
+# --- dryrun: every target, every value, the destination CRD ---------------------------------------
+
+EVERYWHERE: dict[str, Any] = {
+    "num_nodes": 2,
+    "gpus_per_node": 4,
+    "cpu_requests": "8",
+    "memory_requests": "32Gi",
+    "cpu_limits": "16",
+    "memory_limits": "64Gi",
+    "extra_resource_requests": {"vpc.amazonaws.com/efa": "1"},
+    "extra_resource_limits": {"vpc.amazonaws.com/efa": "1"},
+    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}],
+    "volume_mounts": [{"name": "data", "mountPath": "/data"}],
+    "labels": {"team": "llm"},
+    "annotations": {"owner": "me"},
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    "env_vars": {"NCCL_DEBUG": "INFO"},
+    "env_list": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "t"}}}],
+    "pod_spec_overrides": {"nodeSelector": {"pool": "h100"}},
+    "launcher": "torchrun",
+}
+# What Trainer v2.0 cannot hold (no pod metadata, affinity, pull secrets, container
+# securityContext).
+FROM_V21: dict[str, Any] = {
+    "image_pull_secrets": ["ngc"],
+    "pod_labels": {"app": "llm"},
+    "pod_annotations": {"networking.gke.io/interfaces": "[]"},
+    "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+}
+CONTAINER = {"securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}
+CONTAINER_TARGETS = ("pytorchjob/v1", "trainjob/v2.2", "trainjob/v2.3")
+
+
+def _parameters(target: str) -> dict[str, Any]:
+    params = {**EVERYWHERE, "target": target}
+    if target != "trainjob/v2.0":
+        params.update(FROM_V21)
+    if target in CONTAINER_TARGETS:
+        params["container_kwargs"] = CONTAINER
+    return params
+
+
+def _values(params: dict[str, Any]) -> Iterator[Any]:
+    """The values a user set, each of which must appear in the rendered job."""
+    for key in ("volumes", "volume_mounts", "tolerations", "env_list"):
+        yield from params[key]
+    yield params["pod_spec_overrides"]["nodeSelector"]
+    yield from ({"name": s} for s in params.get("image_pull_secrets", ()))
+    yield {"name": "NCCL_DEBUG", "value": "INFO"}
+    for key in ("pod_labels", "pod_annotations", "affinity", "container_kwargs"):
+        if key in params:
+            yield from ({k: v} for k, v in params[key].items())  # each entry, inside its parent map
+
+
+def _contains(haystack: Any, needle: Any) -> bool:
+    """Whether ``needle`` (a map: as a sub-map of some map) occurs anywhere in ``haystack``."""
+    if haystack == needle:
+        return True
+    if isinstance(haystack, dict):
+        if isinstance(needle, dict) and all(
+            k in haystack and haystack[k] == v for k, v in needle.items()
+        ):
+            return True
+        return any(_contains(v, needle) for v in haystack.values())
+    if isinstance(haystack, list):
+        return any(_contains(v, needle) for v in haystack)
+    return False
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_dryrun_passes_the_release_crd_with_every_value_in_place(target: str) -> None:
+    params = _parameters(target)
+    objects = dryrun(executor(**params), run.Partial(train, steps=3))
+    job = objects[-1]
+    assert schema_check.crd_errors(job, CRDS[target]) == []
+    missing = [v for v in _values(params) if not _contains(job, v)]
+    assert missing == []
+    assert job["metadata"]["labels"] == {"team": "llm"}
+    assert job["metadata"]["namespace"] == "default"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_partial_with_torchrun_runs_the_fdl_runner_module_and_rendezvouses(target: str) -> None:
+    objects = dryrun(
+        executor(target=target, num_nodes=2, launcher="torchrun"), run.Partial(train, steps=3)
+    )
+    command = command_of(objects[-1])
+    assert command[0] == "torchrun"
+    i = command.index("-m")
+    assert command[i : i + 4] == ["-m", FDL_RUNNER, "-n", "task"]
+    config = ZlibJSONSerializer().deserialize(command[i + 4])  # the task travels by value
+    assert fdl.build(config).func is train
+    flags = command[1:i]
+    # Kubernetes expands only $(VAR) of variables the pod has; the Training Operator sets
+    # MASTER_ADDR, MASTER_PORT and RANK, a TrainJob's torchrun reads PET_* itself.
+    shell_style = [w for w in command if re.search(r"\$(?!\()", w)]
+    assert shell_style == []
+    if target == "pytorchjob/v1":
+        assert "--master-addr=$(MASTER_ADDR)" in flags and "--node-rank=$(RANK)" in flags
+    else:
+        assert flags == []
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_inline_python_script_ships_in_a_configmap_and_runs_under_torchrun(target: str) -> None:
+    text = "import os\nprint('rank', os.environ.get('RANK'))\n"
+    objects = dryrun(
+        executor(target=target, launcher="torchrun"),
+        run.Script(inline=text, entrypoint="python"),
+    )
+    config_map, job = objects
+    assert config_map["kind"] == "ConfigMap"
+    assert list(config_map["data"].values()) == [text]
+    assert schema_check.configmap_errors(config_map) == []
+    assert schema_check.crd_errors(job, CRDS[target]) == []
+    [file_name] = config_map["data"]
+    assert command_of(job)[0] == "torchrun"
+    assert command_of(job)[-1] == f"/opt/kfcompile/scripts/{file_name}"
+
+
+def test_an_inline_shell_script_without_a_launcher_runs_in_its_shell() -> None:
+    """Kubernetes turns ``$$`` into ``$`` and expands ``$(VAR)`` in args: every ``$`` of the
+    text is doubled, so the shell gets it exactly."""
+    text = "echo hello $HOSTNAME $$ $(date) $(PET_NODE_RANK)"
+    objects = dryrun(executor(), run.Script(inline=text))
+    command = command_of(objects[-1])
+    assert command == ["bash", "-c", text.replace("$", "$$")]
+    assert _kubernetes_expands(command[2], {"PET_NODE_RANK": "1"}) == text
+
+
+def _kubernetes_expands(word: str, env: dict[str, str]) -> str:
+    """What the kubelet makes of ``$`` in a container's args (k8s.io/kubernetes
+    third_party/forked/golang/expansion): ``$$`` is ``$``, ``$(VAR)`` of a defined variable its
+    value, anything else stays."""
+    out, i = [], 0
+    while i < len(word):
+        if word.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif (m := re.match(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", word[i:])) and m[1] in env:
+            out.append(env[m[1]])
+            i += m.end()
+        else:
+            out.append(word[i])
+            i += 1
+    return "".join(out)
+
+
+def test_nemo_run_macros_in_arguments_become_variables_kubernetes_expands() -> None:
+    from nemo_run.core.execution.base import ExecutorMacros
+
+    # as NeMo-Run's own components write them: `$` + the macro, `$` doubled for the template
+    master = f"--master=$${ExecutorMacros.HEAD_NODE_IP_VAR}:$${ExecutorMacros.NODE_RANK_VAR}"
+    script = run.Script(path="/app/x.py", entrypoint="python", args=[master])
+    command = command_of(dryrun(executor(), script)[-1])
+    assert command[-1] == "--master=$(PET_MASTER_ADDR):$(PET_NODE_RANK)"
+    env = {"PET_MASTER_ADDR": "job-node-0-0.job", "PET_NODE_RANK": "1"}
+    assert _kubernetes_expands(command[-1], env) == "--master=job-node-0-0.job:1"
+
+
+def test_a_module_script_and_a_file_script_keep_their_arguments() -> None:
+    module = dryrun(
+        executor(), run.Script(path="pkg.train", m=True, entrypoint="python", args=["--lr", "1"])
+    )
+    assert command_of(module[-1]) == ["python", "-m", "pkg.train", "--lr", "1"]
+    file = dryrun(
+        executor(launcher="torchrun"),
+        run.Script(path="/app/train.py", entrypoint="python", args=["--name", "a b"]),
+    )
+    assert command_of(file[-1]) == ["torchrun", "/app/train.py", "--name", "a b"]
+
+
+def test_spec_kwargs_reach_the_job_spec() -> None:
+    objects = dryrun(
+        executor(spec_kwargs={"suspend": True, "activeDeadlineSeconds": 600}),
+        run.Partial(train),
+    )
+    assert objects[-1]["spec"]["suspend"] is True
+    assert objects[-1]["spec"]["activeDeadlineSeconds"] == 600
+
+
+# --- what a target cannot hold is an error naming the parameter ----------------------------------
+
+REFUSED = [
+    ("trainjob/v2.0", {"pod_labels": {"a": "b"}}, "pod_labels: not supported by trainjob/v2.0"),
+    ("trainjob/v2.0", {"affinity": FROM_V21["affinity"]}, "affinity: not supported"),
+    ("trainjob/v2.0", {"image_pull_secrets": ["ngc"]}, "image_pull_secrets: not supported"),
+    (
+        "trainjob/v2.1",
+        {"container_kwargs": CONTAINER},
+        "container_kwargs.securityContext: not supported by trainjob/v2.1",
+    ),
+    ("pytorchjob/v1", {"runtime_ref": "my-runtime"}, "runtime_ref: a TrainJob runtime"),
+    ("trainjob/v2.3", {"retries": 2}, "retries: not supported by trainjob/v2.3"),
+    ("trainjob/v2.3", {"restart_policy": "Never"}, "restart_policy: not supported"),
+    (
+        "trainjob/v2.1",
+        {"spec_kwargs": {"activeDeadlineSeconds": 60}},
+        "spec_kwargs.activeDeadlineSeconds: not supported by trainjob/v2.1",
+    ),
+    ("trainjob/v2.3", {"spec_kwargs": {"colour": "red"}}, "spec_kwargs.colour: "),
+    ("trainjob/v2.3", {"image": ""}, "image: required"),
+    ("trainjob/v2.3", {"cpu_requests": "lots"}, "cpu_requests: "),
+    ("trainjob/v2.3", {"packager": GitArchivePackager()}, "packager: GitArchivePackager"),
+    ("trainjob/v9", {}, "target: unknown target 'trainjob/v9'"),
+]
+
+
+@pytest.mark.parametrize(("target", "params", "line"), REFUSED)
+def test_what_the_target_cannot_hold_is_an_error_naming_the_parameter(
+    target: str, params: dict[str, Any], line: str
+) -> None:
+    with pytest.raises(ExecutorError) as raised:
+        dryrun(executor(target=target, **params), run.Partial(train))
+    lines = str(raised.value).splitlines()
+    assert len(lines) == 1 and lines[0].startswith(line), lines
+
+
+def test_a_shell_script_under_torchrun_is_refused() -> None:
+    with pytest.raises(ExecutorError, match="launcher: torchrun runs Python programs"):
+        dryrun(executor(launcher="torchrun"), run.Script(inline="echo hi"))
+
+
+# --- a whole life on the local API server -------------------------------------------------------
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from fakekube.cluster import LocalCluster
+
+    with LocalCluster(schema_check.require_shared()) as local:
+        monkeypatch.setenv("KUBECONFIG", str(local.kubeconfig))
+        yield local
+
+
+# What the `nemo` console script runs (`python -m nemo_run` builds the app but never calls it).
+NEMO = "import sys; from nemo_run.__main__ import app; sys.argv[0] = 'nemo'; app()"
+
+
+def nemo(home: Path, kubeconfig: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The ``nemo`` command line, in a new process."""
+    env = {**os.environ, "NEMORUN_HOME": str(home), "KUBECONFIG": str(kubeconfig)}
+    return subprocess.run(
+        [sys.executable, "-c", NEMO, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+
+
+def _experiment_id(home: Path, title: str) -> str:
+    [exp_dir] = (home / "experiments" / title).iterdir()
+    return exp_dir.name
+
+
+# Each `nemo` process imports NeMo-Run (seconds of CPU): these tests get more than the default.
+SLOW = pytest.mark.timeout(300)
+
+
+@SLOW
+def test_run_status_logs_and_list_through_nemo_run(
+    cluster: Any, nemo_home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    script = run.Script(inline="print('hello')\n", entrypoint="python")
+    run.run(script, executor=executor(num_nodes=2, launcher="torchrun"), name="hello")
+    out = capfd.readouterr().out
+    assert "rank 1 step 3" in out  # run.run tails every rank's log while it waits
+
+    [job] = cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")
+    creates = cluster.kube.requests.matching("POST", "/trainjobs")
+    assert creates and all(r.query.get("fieldValidation") == "Strict" for r in creates)
+    name = job["metadata"]["name"]
+    assert name.startswith("hello-")
+
+    exp_id = _experiment_id(nemo_home, "hello")
+    status = nemo(nemo_home, cluster.kubeconfig, "experiment", "status", exp_id)
+    assert status.returncode == 0, status.stderr
+    assert "SUCCEEDED" in status.stdout + status.stderr
+    logs = nemo(nemo_home, cluster.kubeconfig, "experiment", "logs", exp_id, "0")
+    assert logs.returncode == 0, logs.stderr
+    said = logs.stdout + logs.stderr
+    assert "rank 0 step 3" in said and "rank 1 step 3" in said
+
+    listed = KfcompileScheduler("test").list()
+    assert [(a.app_id, a.state) for a in listed] == [(f"default:{name}", AppState.SUCCEEDED)]
+
+
+@SLOW
+def test_a_detached_job_is_cancelled_from_a_new_process(cluster: Any, nemo_home: Path) -> None:
+    hang = executor(annotations={"fake.kfcompile.dev/scenario": "hang"}, target="pytorchjob/v1")
+    with Experiment("hang", executor=hang, enable_goodbye_message=False) as exp:
+        exp.add(run.Partial(train), name="train")
+        exp.run(detach=True)
+    exp_id = _experiment_id(nemo_home, "hang")
+    [pytorchjob] = cluster.objects("PyTorchJob", "kubeflow.org/v1")
+    cancel = nemo(nemo_home, cluster.kubeconfig, "experiment", "cancel", exp_id, "0")
+    assert cancel.returncode == 0, cancel.stderr
+    assert cluster.objects("PyTorchJob", "kubeflow.org/v1") == []
+    status = Experiment.from_id(exp_id).status(return_dict=True)
+    assert status is not None
+    assert status["train"]["status"] == AppState.CANCELLED
+    assert pytorchjob["metadata"]["name"].startswith("train-")
+
+
+def _submitted(**params: Any) -> str:
+    """Submit through NeMo-Run, detached: the app id."""
+    with Experiment("one", executor=executor(**params), enable_goodbye_message=False) as exp:
+        exp.add(run.Partial(train), name="task")
+        exp.run(detach=True)
+        [job] = exp.jobs
+    return str(job.handle.rpartition("/")[2])
+
+
+def test_the_work_dir_goes_to_the_claim_and_back_without_kubectl(
+    cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``workdir_local_path`` is merged into the job directory, which goes to ``code_dir`` on
+    ``workdir_pvc`` (over the API), the claim is mounted at ``workdir_pvc_path``, and paths
+    under ``workdir_local_path`` in the command point at the copy; ``pull_results`` brings the
+    job directory back."""
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # no kubectl, no rsync
+    from fakekube.cluster import CLAIM, NAMESPACE
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('trained')\n")
+    ex = executor(workdir_pvc=CLAIM, workdir_local_path=str(code))
+    script = run.Script(path=str(code / "train.py"), entrypoint="python")
+    with Experiment("wd", executor=ex, enable_goodbye_message=False) as exp:
+        exp.add(script, name="task")
+        exp.run(detach=True)
+        [job] = exp.jobs
+        code_dir = job.executor.code_dir
+    assert code_dir.startswith("/nemo_run/") and code_dir.endswith("/task/code")
+    files = cluster.store.volume(NAMESPACE, CLAIM)
+    inside = code_dir[len("/nemo_run/") :]
+    assert files[f"{inside}/train.py"] == b"print('trained')\n"
+    [trainjob] = cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")
+    assert trainjob["spec"]["trainer"]["command"] == ["python", f"{code_dir}/train.py"]
+    assert _contains(trainjob, {"name": "nemo-run-workdir", "mountPath": "/nemo_run"})
+    assert _contains(trainjob, {"persistentVolumeClaim": {"claimName": CLAIM}})
+
+    files[f"{inside}/result.txt"] = b"loss 0.1\n"
+    back = tmp_path / "back"
+    job.executor.pull_results(dest_dir=str(back))
+    assert (back / "result.txt").read_bytes() == b"loss 0.1\n"
+    assert (back / "train.py").read_text() == "print('trained')\n"
+
+
+def test_status_reads_conditions_queued_and_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kueue-queued is a waiting job with the reason why; a deadline is a failure, not
+    ``Unknown`` (NeMo-Run's executor reads only jobsStatus)."""
+    from fakekube.cluster import QUEUE, LocalCluster
+
+    shared = schema_check.require_shared()
+    with LocalCluster(shared, auto=False) as local:
+        monkeypatch.setenv("KUBECONFIG", str(local.kubeconfig))
+        local.controller.admission_delay = None  # Kueue keeps it waiting
+        queued = _submitted(labels={"kueue.x-k8s.io/queue-name": QUEUE})
+        local.controller.run_until_idle()
+        described = KfcompileScheduler("test").describe(queued)
+        assert described is not None
+        assert (described.state, described.msg.split()[0]) == (AppState.PENDING, "Suspended")
+
+        late = _submitted(annotations={"fake.kfcompile.dev/scenario": "deadline"})
+        local.controller.run_until_idle()
+        described = KfcompileScheduler("test").describe(late)
+        assert described is not None
+        assert described.state == AppState.FAILED
+        assert "DeadlineExceeded" in described.msg
+
+
+def test_dryrun_output_is_printable_yaml() -> None:
+    with Experiment("dry", executor=executor(), enable_goodbye_message=False) as exp:
+        exp.add(run.Partial(train), name="task")
+        exp.dryrun(log=False, delete_exp_dir=False)
+        text = str(exp.jobs[0]._dryrun_info.request)
+    assert text.startswith("# trainjob/v2.3: task-")
+    assert "kind: TrainJob" in text
