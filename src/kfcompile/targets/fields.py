@@ -243,7 +243,7 @@ def entries(spec: JobSpec, command: list[str] | None) -> list[Entry]:
         if value is None or (skip_empty and not value):
             continue
         if special:
-            out.extend(write(spec, command))
+            write(spec, command, out)
         else:
             write(value, out)
     return out

@@ -15,7 +15,7 @@ from kfcompile.paths import copied, key, select
 from kfcompile.spec import SCRIPT_DIR, SCRIPT_VOLUME, SHM_DIR, SHM_VOLUME, WORKDIR_VOLUME, JobSpec
 from kfcompile.targets.codecs import Entry, Plain, env_var, secret_env_var
 
-Render = Callable[[JobSpec, "list[str] | None"], Iterator[Entry]]
+Render = Callable[[JobSpec, "list[str] | None", list[Entry]], None]  # appends its entries
 
 
 class Special(Plain):
@@ -35,41 +35,43 @@ _AT = {
 }
 
 
-def _program(spec: JobSpec, command: list[str] | None) -> Iterator[Entry]:
+def _program(spec: JobSpec, command: list[str] | None, out: list[Entry]) -> None:
     """The launcher's command (each target builds its own), or command and args as written."""
     if command is not None:
-        yield Entry("launcher", "container.command", command, at=_AT["launcher"])
+        out.append(Entry("launcher", "container.command", command, "", False, _AT["launcher"]))
     elif spec.command:
-        yield Entry("command", "container.command", list(spec.command), at=_AT["command"])
+        words = list(spec.command)
+        out.append(Entry("command", "container.command", words, "", False, _AT["command"]))
         if spec.args:
-            yield Entry("args", "container.args", list(spec.args), at=_AT["args"])
+            args = list(spec.args)
+            out.append(Entry("args", "container.args", args, "", False, _AT["args"]))
 
 
-def _nprocs(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
+def _nprocs(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
     at = _AT["nprocs_per_node"]
-    yield Entry("nprocs_per_node", "scale.nprocPerNode", spec.nprocs, at=at)  # derived
+    out.append(Entry("nprocs_per_node", "scale.nprocPerNode", spec.nprocs, "", False, at))
 
 
-def _env(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
+def _env(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
     """One env list, in this order: ``env``, ``env_list``, ``secret_env``."""
     env, listed, secret = _AT["env"], _AT["env_list"], _AT["secret_env"]
     for k, v in spec.env.items():
-        yield Entry(f"env{key(k)}", "container.env", env_var(k, v), select("name", k), at=env)
+        value, sub = env_var(k, v), select("name", k)
+        out.append(Entry(f"env{key(k)}", "container.env", value, sub, False, env))
     for i, item in enumerate(spec.env_list):
         sub = select("name", item["name"])
-        yield Entry(f"env_list[{i}]", "container.env", copied(item), sub, at=listed)
+        out.append(Entry(f"env_list[{i}]", "container.env", copied(item), sub, False, listed))
     for i, name in enumerate(spec.secret_env):
-        value = secret_env_var(name, spec.secret_name)
-        yield Entry(f"secret_env[{i}]", "container.env", value, select("name", name), at=secret)
+        value, sub = secret_env_var(name, spec.secret_name), select("name", name)
+        out.append(Entry(f"secret_env[{i}]", "container.env", value, sub, False, secret))
 
 
-def _gpus(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
+def _gpus(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
     """GPUs cannot be overcommitted: the limit is required, the request must equal it."""
     if spec.gpus_per_node:
-        gpu, at = key(spec.gpu_resource), _AT["gpus_per_node"]
-        for group in ("requests", "limits"):
-            count = str(spec.gpus_per_node)
-            yield Entry("gpus_per_node", "container.resources", count, f".{group}{gpu}", at=at)
+        gpu, count, at = key(spec.gpu_resource), str(spec.gpus_per_node), _AT["gpus_per_node"]
+        for group in (".requests", ".limits"):
+            out.append(Entry("gpus_per_node", "container.resources", count, group + gpu, False, at))
 
 
 def script_configmap_name(job: str) -> str:
@@ -103,16 +105,16 @@ def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, Object, Object]]:
         yield "work_dir", mount, {"name": WORKDIR_VOLUME, "persistentVolumeClaim": claim}
 
 
-def _mounts(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
+def _mounts(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
     for source, mount, _volume in companion_volumes(spec):
         sub = select("mountPath", mount["mountPath"])
-        yield Entry(source, "container.volumeMounts", mount, sub, at=_AT[source])
+        out.append(Entry(source, "container.volumeMounts", mount, sub, False, _AT[source]))
 
 
-def _volumes(spec: JobSpec, _: list[str] | None) -> Iterator[Entry]:
+def _volumes(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
     for source, _mount, volume in companion_volumes(spec):
         sub = select("name", volume["name"])
-        yield Entry(source, "pod.volumes", volume, sub, at=_AT[source])
+        out.append(Entry(source, "pod.volumes", volume, sub, False, _AT[source]))
 
 
 COMPANIONS = ("shm_size", "script", "work_dir")
