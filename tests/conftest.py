@@ -18,6 +18,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # No run depends on a local `.hypothesis` database: a failure hypothesis finds is printed with
 # its example, which is then pinned with `@example` beside the test. `HYPOTHESIS_PROFILE=dev`
 # keeps the database for replaying while debugging; `--hypothesis-seed=N` varies the search.
-settings.register_profile("kfcompile", database=None, print_blob=True)
-settings.register_profile("dev", print_blob=True)
+# Each property draws EXAMPLES examples (a test that needs more asks for a multiple), new ones
+# every run, so the suite stays within two minutes on a shared two-core machine while runs add
+# up to a wide search; `HYPOTHESIS_PROFILE=thorough` searches ten times as far in one run.
+EXAMPLES = 25
+settings.register_profile("kfcompile", database=None, print_blob=True, max_examples=EXAMPLES)
+settings.register_profile("thorough", database=None, print_blob=True, max_examples=10 * EXAMPLES)
+settings.register_profile("dev", print_blob=True, max_examples=EXAMPLES)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kfcompile"))

@@ -51,6 +51,16 @@ K8S_VERSION: str = K8S_VERSIONS[-1]  # newest, e.g. "v1.37.0"
 _DEFINITIONS_URI = "https://kubernetes.io/api/_definitions.json"
 
 
+# The CRD of the release each target is checked against.
+CRD_FILES: dict[str, str] = {
+    "pytorchjob/v1": "pytorchjobs-v1.9.4.yaml",
+    "trainjob/v2.0": "trainjobs-v2.0.1.yaml",
+    "trainjob/v2.1": "trainjobs-v2.1.0.yaml",
+    "trainjob/v2.2": "trainjobs-v2.2.1.yaml",
+    "trainjob/v2.3": "trainjobs-v2.3.0.yaml",
+}
+
+
 def require_shared() -> Path:
     if SHARED is None and os.environ.get("KFCOMPILE_REQUIRE_SHARED"):
         pytest.fail("KFCOMPILE_REQUIRE_SHARED is set but ../shared/crds is missing")
@@ -76,8 +86,9 @@ def _errors(validator: Any, obj: object) -> list[str]:
 
 
 @functools.lru_cache
-def _load_crd(crd_file: str) -> dict[str, Any]:
-    """The parsed ``CRDS/crd_file`` (cached: one object per file, so kfcompile.crd caches too)."""
+def load_crd(crd_file: str) -> dict[str, Any]:
+    """The parsed ``CRDS/crd_file`` (cached: one object per file, so kfcompile.crd caches too;
+    do not mutate)."""
     crd: dict[str, Any] = yaml.load(
         (require_shared() / "crds" / crd_file).read_text(), Loader=yaml.CSafeLoader
     )
@@ -87,12 +98,12 @@ def _load_crd(crd_file: str) -> dict[str, Any]:
 @functools.lru_cache
 def crd_schema(crd_file: str) -> Schema:
     """JSON Schema of the first served version of ``CRDS/crd_file`` (cached: do not mutate)."""
-    return kfcrd.json_schema(_load_crd(crd_file))
+    return kfcrd.json_schema(load_crd(crd_file))
 
 
 def crd_errors(obj: dict[str, Any], crd_file: str) -> list[str]:
     """Every violation of ``obj`` against the CRD, as ``"<path>: <message>"``."""
-    return kfcrd.errors(obj, _load_crd(crd_file))
+    return kfcrd.errors(obj, load_crd(crd_file))
 
 
 # --- core/v1 via kubernetes-validate's strict schemas -----------------------------------------

@@ -14,7 +14,7 @@ import pytest
 import schema_check
 import yaml
 from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
-from fakekube.controller import SCENARIO_ANNOTATION
+from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile.cli import main
 

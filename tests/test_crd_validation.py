@@ -857,7 +857,7 @@ specs = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=specs)
 def test_rendered_jobs_are_valid_for_the_cluster(data: Obj) -> None:
     """Beyond the goldens: whatever a target renders passes every check above."""

@@ -4,12 +4,10 @@ serves."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 import schema_check
-import yaml
 
 from kfcompile.detection import NotDetected, detect, from_crd, from_version
 
@@ -24,8 +22,7 @@ RELEASE_CRDS = {
 
 
 def crd(name: str) -> dict[str, Any]:
-    path: Path = schema_check.require_shared() / "crds" / name
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return schema_check.load_crd(name)  # parsed once per file: CRDs are megabytes of YAML
 
 
 @pytest.mark.parametrize(("name", "target"), list(RELEASE_CRDS.items()))

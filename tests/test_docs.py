@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from kfcompile import yamlio
-from kfcompile.reference import field_slots, spec_reference, support_table
+from kfcompile.reference import field_slots, slot_table, spec_reference, support_table
 from kfcompile.schema import json_schema
 from kfcompile.spec import JobSpec
 
@@ -19,7 +19,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 SCHEMA_FILE = ROOT / "schemas" / "jobspec.schema.json"
 
 
-GENERATED = {"support": support_table, "spec": spec_reference}
+GENERATED = {"support": support_table, "slots": slot_table, "spec": spec_reference}
 
 
 def section(name: str) -> str:

@@ -12,15 +12,16 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube.controller import (
+from fakekube.controller import Controller
+from fakekube.resources import ResourceKind
+from fakekube.scenarios import (
     QUEUE_LABEL,
     SCENARIO_ANNOTATION,
     SCENARIOS,
     UNSCHEDULABLE_MESSAGE,
-    Controller,
 )
 from fakekube.server import FakeKube
-from fakekube.store import ResourceKind, Store
+from fakekube.store import Store
 from kubernetes import client, config
 from kubernetes.client import CoreV1Event, V1Pod
 
@@ -169,13 +170,6 @@ WALKS: list[tuple[str, str, list[tuple[State, str]]]] = [
     ("PyTorchJob", "restarts", [*PT_RUN, (R, "Restarting"), (R, "Running"), (OK, "Succeeded")]),
     ("TrainJob", "deadline", [*TJ_RUN, (F, "DeadlineExceeded")]),
     ("PyTorchJob", "deadline", [*PT_RUN, (F, "DeadlineExceeded")]),
-    ("TrainJob", "queued",
-     [(P, "NoStatus"), (S, "Suspended"), (P, "Resumed"), (P, "PodsPending"), (R, "JobsActive"),
-      (OK, "Complete")]),
-    ("PyTorchJob", "queued",
-     [(P, "Created"), (S, "Suspended"), (P, "Created"), (R, "Running"), (OK, "Succeeded")]),
-    ("TrainJob", "suspended", [(P, "NoStatus"), (S, "Suspended")]),
-    ("PyTorchJob", "suspended", [(P, "Created"), (S, "Suspended")]),
     ("TrainJob", "unschedulable", [*TJ_STUCK, (P, "Unschedulable")]),
     ("PyTorchJob", "unschedulable", [(P, "Created"), (P, "Unschedulable")]),
     ("TrainJob", "image_pull", [*TJ_STUCK, (P, "ImagePullBackOff")]),
@@ -537,15 +531,12 @@ def test_queue_label_makes_kueue_hold_then_admit_the_job(store: Store, kind: str
     assert state(store, job)[0] is State.SUCCEEDED
 
 
-def test_without_admission_delay_only_admit_releases_the_job(store: Store) -> None:
+def test_without_admission_delay_kueue_keeps_the_job_waiting(store: Store) -> None:
     ctl = Controller(store, auto=False, admission_delay=None)
-    job = store.create(trainjob(scenario="queued"))  # queued even without the label
+    job = store.create(trainjob(labels={QUEUE_LABEL: "user-queue"}))
     ctl.run_until_idle()
     assert state(store, job) == (State.SUSPENDED, "Suspended")
     assert pods_of(store, job) == []
-    ctl.admit(NS, "mnist")
-    ctl.run_until_idle()
-    assert state(store, job) == (State.SUCCEEDED, "Complete")
 
 
 def set_suspend(store: Store, job: Obj, suspend: bool) -> None:

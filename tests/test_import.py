@@ -53,7 +53,6 @@ DEFAULT_MANAGER = {
 }
 
 FAST = settings(
-    max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -230,7 +229,7 @@ def test_imported_spec_is_detected_as_its_target(spec: JobSpec) -> None:
 # --- b. converting between every pair validates against the destination CRD ------------------
 
 
-@settings(FAST, max_examples=60)
+@FAST
 @given(spec=S.job_specs(), source=st.sampled_from(ALL))
 def test_convert_between_targets_passes_the_destination_crd(spec: JobSpec, source: str) -> None:
     schema_check.require_shared()

@@ -236,7 +236,7 @@ _DEFINITIONS = sorted(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=3 * settings().max_examples, deadline=None)
 @given(value=_VALUES, definition=st.sampled_from(_DEFINITIONS), partial=st.booleans())
 def test_checking_never_raises_whatever_it_is_given(
     value: Any, definition: str, partial: bool
@@ -335,7 +335,7 @@ def _consistent(resources: dict[str, dict[str, Any]]) -> bool:
     return True
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=2 * settings().max_examples, deadline=None)
 @given(
     gpus=st.integers(min_value=0, max_value=2),
     first=st.dictionaries(st.sampled_from(["cpu_request", "cpu_limit"]), _AMOUNTS, max_size=2),

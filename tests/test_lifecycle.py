@@ -1,20 +1,20 @@
-"""The job lifecycle (kfcompile.lifecycle) through the real adapter, over real HTTP, against the
-local API server and its simulated Kubeflow controller: what the user sees, and what reached
-the server (no duplicate jobs, no orphaned companions, no helper pods left)."""
+"""The job lifecycle (kfcompile.lifecycle) at the Cluster port, against the in-memory cluster
+(tests/fakekube: the store, the simulated Kubeflow controller and kubelet) on a fake clock: what
+the user sees, and what reached the port (no duplicate jobs, no orphaned companions, no helper
+pods left). Nothing here sleeps in real time or depends on thread timing; what only HTTP can
+show (the adapter's requests, faults on the wire) is in test_lifecycle_http.py."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import schema_check
-from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, LocalCluster
-from fakekube.controller import SCENARIO_ANNOTATION
+from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
 from fakekube.kubelet import BAD_IMAGE
+from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
 from kfcompile.lifecycle import (
@@ -37,9 +37,20 @@ ENV = {"HF_TOKEN": "hf_s3cr3t_value"}
 
 
 @pytest.fixture
-def local() -> Iterator[LocalCluster]:
-    with LocalCluster(schema_check.require_shared()) as cluster:
+def local() -> Iterator[InMemoryCluster]:
+    with InMemoryCluster(schema_check.require_shared()) as cluster:
         yield cluster
+
+
+def at(local: InMemoryCluster, seconds: float, action: Callable[[], object]) -> None:
+    """Do ``action`` once, at the first tick ``seconds`` of fake time from now."""
+    when, done = local.clock.monotonic() + seconds, []
+
+    def hook() -> None:
+        if not done and local.clock.monotonic() >= when:
+            done.append(action())
+
+    local.clock.on_tick(hook)
 
 
 def spec(name: str = "demo", **extra: Any) -> JobSpec:
@@ -53,7 +64,7 @@ def spec(name: str = "demo", **extra: Any) -> JobSpec:
     return structure(data)
 
 
-def submit(local: LocalCluster, job: JobSpec, target: str = "trainjob/v2.3") -> Ref:
+def submit(local: InMemoryCluster, job: JobSpec, target: str = "trainjob/v2.3") -> Ref:
     done = lifecycle.submit(local.session(), job, target, namespace=NAMESPACE, environ=ENV)
     return done.ref
 
@@ -65,19 +76,20 @@ def scenario(name: str) -> dict[str, Any]:
 # --- submit ---------------------------------------------------------------------------------------
 
 
-def test_submit_creates_companions_first_then_owns_them(local: LocalCluster) -> None:
-    job = spec(
+def with_companions() -> JobSpec:
+    """A job with a script ConfigMap and a Secret to create before it."""
+    return spec(
         launcher={"kind": "torchrun", "entrypoint": "train.py"},
         command=(),
         script="print('x')",
         secret_env=["HF_TOKEN"],
     )
-    ref = submit(local, job)
-    posts = [r.path for r in local.kube.requests.matching("POST")]
-    assert [p.rsplit("/", 1)[-1] for p in posts] == ["configmaps", "secrets", "trainjobs"]
-    assert all(
-        r.query.get("fieldValidation") == "Strict" for r in local.kube.requests.matching("POST")
-    )
+
+
+def test_submit_creates_companions_first_then_owns_them(local: InMemoryCluster) -> None:
+    ref = submit(local, with_companions())
+    creates = [c.kind for c in local.calls.matching("create")]
+    assert creates == ["ConfigMap", "Secret", "TrainJob"]
     trainjob = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, ref.name)
     assert trainjob is not None
     uid = trainjob["metadata"]["uid"]
@@ -97,27 +109,27 @@ def test_submit_creates_companions_first_then_owns_them(local: LocalCluster) -> 
     assert local.objects("ConfigMap") == [] and local.objects("Secret") == []
 
 
-def test_submitting_the_same_spec_twice_creates_one_job(local: LocalCluster) -> None:
+def test_submitting_the_same_spec_twice_creates_one_job(local: InMemoryCluster) -> None:
     session = local.session()
     first = lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={})
     again = lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={})
     assert (first.created, again.created) == (True, False)
-    assert local.kube.requests.count("POST", "/trainjobs") == 1
+    assert local.calls.count("create", "TrainJob") == 1
 
 
-def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: LocalCluster) -> None:
+def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: InMemoryCluster) -> None:
     submit(local, spec())
     before = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
     with pytest.raises(NameTaken, match="different job"):
         submit(local, spec(num_nodes=3))
-    assert local.kube.requests.count("DELETE") == 0
+    assert local.calls.count("delete") == 0
     after = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
     assert after is not None and before is not None
     assert after["metadata"]["uid"] == before["metadata"]["uid"]
     assert after["spec"]["trainer"]["numNodes"] == 2
 
 
-def test_preflight_names_each_missing_thing_and_creates_nothing(local: LocalCluster) -> None:
+def test_preflight_names_each_missing_thing_and_creates_nothing(local: InMemoryCluster) -> None:
     local.store.delete(TRAINJOB, "ClusterTrainingRuntime", None, "torch-distributed")
     local.store.delete("v1", "PersistentVolumeClaim", NAMESPACE, CLAIM)
     job = spec(queue="no-such-queue", work_dir={"local": ".", "pvc": CLAIM, "mount_path": "/w"})
@@ -128,10 +140,10 @@ def test_preflight_names_each_missing_thing_and_creates_nothing(local: LocalClus
     assert "ClusterTrainingRuntime torch-distributed does not exist" in problems[0]
     assert "LocalQueue no-such-queue does not exist in namespace default" in problems[1]
     assert f"PersistentVolumeClaim {CLAIM} does not exist" in problems[2]
-    assert local.kube.requests.count("POST") == 0
+    assert local.calls.count("create") == 0
 
 
-def test_preflight_missing_namespace(local: LocalCluster) -> None:
+def test_preflight_missing_namespace(local: InMemoryCluster) -> None:
     with pytest.raises(PreflightFailed, match="namespace nowhere does not exist"):
         lifecycle.submit(local.session(), spec(), "trainjob/v2.3", namespace="nowhere", environ={})
 
@@ -139,14 +151,14 @@ def test_preflight_missing_namespace(local: LocalCluster) -> None:
 def test_preflight_missing_crd() -> None:
     shared = schema_check.require_shared()
     with (
-        LocalCluster(shared, crds=("pytorchjobs-v1.9.4.yaml",)) as local,
+        InMemoryCluster(shared, crds=("pytorchjobs-v1.9.4.yaml",)) as local,
         pytest.raises(PreflightFailed, match=r"TrainJob \(trainer.kubeflow.org/v1alpha1\) is not"),
     ):
         submit(local, spec())
 
 
-def test_a_failure_part_way_rolls_back(local: LocalCluster) -> None:
-    local.kube.faults.add("POST", "/trainjobs", status=403)
+def test_a_failure_part_way_rolls_back(local: InMemoryCluster) -> None:
+    local.faults.add("create", "TrainJob", status=403)
     job = spec(secret_env=["HF_TOKEN"])
     with pytest.raises(lifecycle.ApiError):
         submit(local, job)
@@ -159,15 +171,15 @@ def test_a_failure_part_way_rolls_back(local: LocalCluster) -> None:
     "fault", [{"status": 503}, {"status": 429}, {"status": 500}, {"drop": True}]
 )
 def test_transient_trouble_while_creating_is_retried_once_created(
-    local: LocalCluster, fault: dict[str, Any]
+    local: InMemoryCluster, fault: dict[str, Any]
 ) -> None:
-    local.kube.faults.add("POST", "/trainjobs", times=2, **fault)
+    local.faults.add("create", "TrainJob", times=2, **fault)
     ref = submit(local, spec())
     assert len(local.store.list(TRAINJOB, "TrainJob", NAMESPACE)) == 1
     assert lifecycle.wait(local.session(), ref, "done", timeout=10).state.state is State.SUCCEEDED
 
 
-def test_secret_env_missing_from_the_environment(local: LocalCluster) -> None:
+def test_secret_env_missing_from_the_environment(local: InMemoryCluster) -> None:
     with pytest.raises(lifecycle.ClusterError, match="secret_env: OTHER is not set"):
         lifecycle.submit(
             local.session(),
@@ -176,10 +188,10 @@ def test_secret_env_missing_from_the_environment(local: LocalCluster) -> None:
             namespace=NAMESPACE,
             environ={},
         )
-    assert local.kube.requests.count("POST") == 0
+    assert local.calls.count("create") == 0
 
 
-def test_submit_uploads_the_work_dir_first(local: LocalCluster, tmp_path: Path) -> None:
+def test_submit_uploads_the_work_dir_first(local: InMemoryCluster, tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "train.py").write_text("print(1)\n")
     (tmp_path / "pkg" / "data.bin").write_bytes(bytes(range(256)) * 40)
@@ -191,8 +203,8 @@ def test_submit_uploads_the_work_dir_first(local: LocalCluster, tmp_path: Path) 
     files = local.store.volume(NAMESPACE, CLAIM)
     assert files["train.py"] == b"print(1)\n"
     assert files["pkg/data.bin"] == bytes(range(256)) * 40
-    posts = [r.path.rsplit("/", 1)[-1] for r in local.kube.requests.matching("POST")]
-    assert posts.index("pods") < posts.index("trainjobs")
+    creates = [c.kind for c in local.calls.matching("create")]
+    assert creates.index("Pod") < creates.index("TrainJob")
     local.store.settle()
     assert _sync_pods(local) == []
 
@@ -215,9 +227,8 @@ def test_submit_uploads_the_work_dir_first(local: LocalCluster, tmp_path: Path) 
 def test_wait_ends_where_the_job_goes(
     target: str, name: str, until: str, state: State, reason: str | None
 ) -> None:
-    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+    with InMemoryCluster(schema_check.require_shared()) as local:
         ref = submit(local, spec(**scenario(name)), target)
-        local.run_once_watched(ref.kind.lower() + "s")
         seen: list[State] = []
         obs = lifecycle.wait(
             local.session(),
@@ -232,7 +243,7 @@ def test_wait_ends_where_the_job_goes(
     assert seen[-1] is state and len(seen) >= 2  # progress was reported on the way
 
 
-def test_wait_rides_out_kueue_queueing(local: LocalCluster) -> None:
+def test_wait_rides_out_kueue_queueing(local: InMemoryCluster) -> None:
     ref = submit(local, spec(queue=QUEUE))
     seen: list[State] = []
     obs = lifecycle.wait(
@@ -250,7 +261,7 @@ def test_wait_rides_out_kueue_queueing(local: LocalCluster) -> None:
     ],
 )
 def test_a_stuck_job_times_out_saying_why(
-    local: LocalCluster, name: str, reason: str, warning: str
+    local: InMemoryCluster, name: str, reason: str, warning: str
 ) -> None:
     ref = submit(local, spec(**scenario(name)))
     with pytest.raises(TimedOut, match=reason) as info:
@@ -262,14 +273,14 @@ def test_a_stuck_job_times_out_saying_why(
     assert any(e.type == "Warning" and e.about.startswith("pod/") for e in status.events)
 
 
-def test_a_job_deleted_by_someone_else_is_reported(local: LocalCluster) -> None:
+def test_a_job_deleted_by_someone_else_is_reported(local: InMemoryCluster) -> None:
     ref = submit(local, spec(**scenario("hang")))
-    threading.Timer(0.3, local.store.delete, (TRAINJOB, "TrainJob", NAMESPACE, "demo")).start()
+    at(local, 0.3, lambda: local.store.delete(TRAINJOB, "TrainJob", NAMESPACE, "demo"))
     with pytest.raises(JobDeleted, match="deleted"):
         lifecycle.wait(local.session(), ref, "done", timeout=10)
 
 
-def test_wait_for_a_job_that_never_existed(local: LocalCluster) -> None:
+def test_wait_for_a_job_that_never_existed(local: InMemoryCluster) -> None:
     with pytest.raises(JobNotFound):
         lifecycle.wait(local.session(), Ref(TRAINJOB, "TrainJob", NAMESPACE, "nope"), "done")
 
@@ -277,46 +288,46 @@ def test_wait_for_a_job_that_never_existed(local: LocalCluster) -> None:
 @pytest.mark.parametrize(
     "fault",
     [
-        {"status": 410, "watch": True},
-        {"drop_after": 0, "watch": True},
-        {"drop_after": 1, "watch": True},
-        {"status": 500, "watch": True, "times": 3},
-        {"status": 429, "watch": False, "times": 2},
-        {"status": 503},
-        {"drop": True, "times": 2},
+        {"op": "watch", "status": 410},
+        {"op": "watch", "drop_after": 0},
+        {"op": "watch", "drop_after": 1},
+        {"op": "watch", "status": 500, "times": 3},
+        {"op": "list", "status": 429, "times": 2},
+        {"op": "list", "status": 503},
+        {"op": "list", "drop": True, "times": 2},
     ],
 )
-def test_wait_survives_api_trouble(local: LocalCluster, fault: dict[str, Any]) -> None:
+def test_wait_survives_api_trouble(local: InMemoryCluster, fault: dict[str, Any]) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
-    local.kube.faults.add("GET", "/trainjobs", **fault)
+    local.faults.add(kind="TrainJob", **fault)
     obs = lifecycle.wait(local.session(), ref, "done", timeout=15)
     assert obs.state.state is State.SUCCEEDED
-    assert local.kube.faults.fired, "the fault never hit a request"
+    assert local.faults.fired, "the fault never hit a call"
 
 
-def test_watch_resumes_after_history_is_compacted(local: LocalCluster) -> None:
+def test_watch_resumes_after_history_is_compacted(local: InMemoryCluster) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     local.store.compact()  # any older resourceVersion now answers 410 Gone
     obs = lifecycle.wait(local.session(), ref, "done", timeout=10)
     assert obs.state.state is State.SUCCEEDED
 
 
-def test_wait_polls_only_when_watching_is_forbidden(local: LocalCluster) -> None:
+def test_wait_polls_only_when_watching_is_forbidden(local: InMemoryCluster) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
-    local.kube.faults.add("GET", "/trainjobs", status=403, watch=True, times=100)
+    local.faults.add("watch", "TrainJob", status=403, times=100)
     obs = lifecycle.wait(local.session(), ref, "done", timeout=15)
     assert obs.state.state is State.SUCCEEDED
-    assert local.kube.requests.count("GET", "/trainjobs", watch=True) == 1
+    assert local.calls.count("watch", "TrainJob") == 1
 
 
-def test_status_lists_nodes_by_rank(local: LocalCluster) -> None:
+def test_status_lists_nodes_by_rank(local: InMemoryCluster) -> None:
     ref = submit(local, spec(num_nodes=3, **scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     for _ in range(50):  # every node becomes ready shortly after the first
         obs = lifecycle.status(local.session(), ref)
         if obs.nodes_ready == 3:
             break
-        time.sleep(0.05)
+        local.clock.advance(0.05)
     assert [n.rank for n in obs.nodes] == [0, 1, 2]
     assert all(
         n.phase == "Running" and n.pod.startswith(f"demo-node-0-{n.rank}-") for n in obs.nodes
@@ -328,24 +339,24 @@ def test_requests_for_status_do_not_grow_with_pods() -> None:
     shared = schema_check.require_shared()
     counts = []
     for nodes in (4, 1000):
-        with LocalCluster(shared, scenario="hang") as local:
+        with InMemoryCluster(shared, scenario="hang") as local:
             ref = submit(local, spec(num_nodes=nodes))
             lifecycle.wait(local.session(), ref, "running", timeout=20)
             while lifecycle.observe(local.session(), _job(local, ref)).nodes_ready < nodes:
-                time.sleep(0.05)  # all healthy: no pod's events are fetched
-            local.kube.requests.clear()
+                local.clock.advance(0.05)  # all healthy: no pod's events are fetched
+            local.calls.clear()
             obs = lifecycle.status(local.session(), ref)
             assert len(obs.nodes) == nodes
-            counts.append(len(local.kube.requests))
-            local.kube.requests.clear()
+            counts.append(len(local.calls))
+            local.calls.clear()
             lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=20)
-            assert local.kube.requests.count(verb="get") <= 60
+            assert local.calls.count("get") <= 60
     # 1,000 pods are two pages of 500, and so are the Job's 1,000 SuccessfulCreate events:
-    # two more requests, not 996 more.
+    # two more calls, not 996 more.
     assert counts[1] - counts[0] <= 2, counts
 
 
-def _job(local: LocalCluster, ref: Ref) -> dict[str, Any]:
+def _job(local: InMemoryCluster, ref: Ref) -> dict[str, Any]:
     job = local.store.get(ref.api_version, ref.kind, ref.namespace, ref.name)
     assert job is not None
     return job
@@ -354,7 +365,7 @@ def _job(local: LocalCluster, ref: Ref) -> dict[str, Any]:
 # --- logs ---------------------------------------------------------------------------------------
 
 
-def test_logs_of_one_rank_and_of_all(local: LocalCluster) -> None:
+def test_logs_of_one_rank_and_of_all(local: InMemoryCluster) -> None:
     ref = submit(local, spec(num_nodes=2, **scenario("succeeds")))
     lifecycle.wait(local.session(), ref, "done", timeout=10)
     one = list(lifecycle.logs(local.session(), ref, rank=1))
@@ -366,11 +377,11 @@ def test_logs_of_one_rank_and_of_all(local: LocalCluster) -> None:
     assert [t.text for t in tail] == [[x for x in every if x.rank == 0][-1].text]
 
 
-def test_follow_survives_restarts_and_ends_with_the_job(local: LocalCluster) -> None:
+def test_follow_survives_restarts_and_ends_with_the_job(local: InMemoryCluster) -> None:
     _follow_restarts(local)
 
 
-def _follow_restarts(local: LocalCluster) -> None:
+def _follow_restarts(local: InMemoryCluster) -> None:
     # The job runs and then waits (`hang`) until both ranks are being followed; only then does
     # it go on to crash, restart and finish (`restarts` shares those first steps), so the
     # first run's lines are followed whatever the machine's speed.
@@ -378,14 +389,13 @@ def _follow_restarts(local: LocalCluster) -> None:
     lifecycle.wait(local.session(), ref, "running", timeout=10)
 
     def crash_once_followed() -> None:
-        for _ in range(2000):
-            logs = local.kube.requests.matching("GET", "/log")
-            if len({r.path for r in logs if r.query.get("follow") == "true"}) >= 2:
-                break
-            time.sleep(0.01)
-        local.controller.scenario(ref.namespace or NAMESPACE, ref.name, "restarts")
+        logs = local.calls.matching("pod_log")
+        if len({c.name for c in logs if c.args["follow"]}) >= 2 and not switched:
+            switched.append(True)
+            local.controller.scenario(ref.namespace or NAMESPACE, ref.name, "restarts")
 
-    threading.Thread(target=crash_once_followed, daemon=True).start()
+    switched: list[bool] = []
+    local.clock.on_tick(crash_once_followed)
     lines = list(lifecycle.logs(local.session(), ref, follow=True))
     lifecycle.wait(local.session(), ref, "done", timeout=5)
     final = {r: [x.text for x in lifecycle.logs(local.session(), ref, rank=r)] for r in (0, 1)}
@@ -399,49 +409,49 @@ def _follow_restarts(local: LocalCluster) -> None:
     assert [x.text for x in lines if x.rank == 0] == final[0]
 
 
-def test_follow_resumes_a_dropped_stream_without_repeating(local: LocalCluster) -> None:
+def test_follow_resumes_a_dropped_stream_without_repeating(local: InMemoryCluster) -> None:
     ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
-    local.kube.faults.add("GET", "/log", drop_after=1, times=2)
+    local.faults.add("pod_log", drop_after=1, times=2)
     followed = [x.text for x in lifecycle.logs(local.session(), ref, rank=0, follow=True)]
     full = [x.text for x in lifecycle.logs(local.session(), ref, rank=0)]
     assert followed == full and full
 
 
 def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
-    with LocalCluster(schema_check.require_shared(), step=0.05) as local:
+    with InMemoryCluster(schema_check.require_shared(), step=0.05) as local:
         ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
         lifecycle.wait(local.session(), ref, "running", timeout=10)
-        local.kube.faults.add("GET", "/log", drop_after=1)
+        local.faults.add("pod_log", drop_after=1)
         followed = [x.text for x in lifecycle.logs(local.session(), ref, follow=True, tail_lines=1)]
         full = [x.text for x in lifecycle.logs(local.session(), ref, rank=0)]
-        reads = [r.query for r in local.kube.requests.matching("GET", "/log")]
-    assert reads[0].get("tailLines") == "1" and reads[0].get("follow") == "true"
+        reads = [c.args for c in local.calls.matching("pod_log")]
+    assert reads[0]["tail_lines"] == 1 and reads[0]["follow"] is True
     # After the drop: from a little before the last line shown, never the whole log again.
-    assert "tailLines" not in reads[1] and int(reads[1]["sinceSeconds"]) <= 3
-    assert reads[1]["timestamps"] == "true"  # lines already shown are known by their time
+    assert reads[1]["tail_lines"] is None and reads[1]["since_seconds"] <= 3
+    assert reads[1]["timestamps"] is True  # lines already shown are known by their time
     assert followed == full[-len(followed) :]  # from the tail on, each line once
 
 
 # --- cancel, suspend, list ----------------------------------------------------------------------
 
 
-def test_cancel_waits_until_job_and_pods_are_gone(local: LocalCluster) -> None:
+def test_cancel_waits_until_job_and_pods_are_gone(local: InMemoryCluster) -> None:
     ref = submit(local, spec(**scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     done = lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
     assert done.existed
-    [delete] = local.kube.requests.matching("DELETE", "/trainjobs/demo")
-    assert delete.status == 200
+    [delete] = local.calls.matching("delete", "TrainJob", "demo")
+    assert delete.fault is None
     assert local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo") is None
     assert local.store.list("v1", "Pod", NAMESPACE, "jobset.sigs.k8s.io/jobset-name=demo") == []
 
 
-def test_cancel_of_a_missing_job_succeeds(local: LocalCluster) -> None:
+def test_cancel_of_a_missing_job_succeeds(local: InMemoryCluster) -> None:
     done = lifecycle.cancel(local.session(), Ref(TRAINJOB, "TrainJob", NAMESPACE, "gone"))
     assert not done.existed
 
 
-def test_cancel_times_out_naming_what_remains(local: LocalCluster) -> None:
+def test_cancel_times_out_naming_what_remains(local: InMemoryCluster) -> None:
     ref = submit(local, spec(**scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     stray = {
@@ -459,7 +469,7 @@ def test_cancel_times_out_naming_what_remains(local: LocalCluster) -> None:
         lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=1)
 
 
-def test_suspend_and_resume(local: LocalCluster) -> None:
+def test_suspend_and_resume(local: InMemoryCluster) -> None:
     ref = submit(local, spec(**scenario("hang")), "pytorchjob/v1")
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     lifecycle.set_suspended(local.session(), ref, True)
@@ -467,13 +477,13 @@ def test_suspend_and_resume(local: LocalCluster) -> None:
         obs = lifecycle.status(local.session(), ref)
         if obs.state.state is State.SUSPENDED and not obs.nodes:
             break
-        time.sleep(0.05)
+        local.clock.advance(0.05)
     assert obs.state.state is State.SUSPENDED and not obs.nodes
     lifecycle.set_suspended(local.session(), ref, False)
     assert lifecycle.wait(local.session(), ref, "running", timeout=10).state.state is State.RUNNING
 
 
-def test_list_finds_only_jobs_kfcompile_created(local: LocalCluster) -> None:
+def test_list_finds_only_jobs_kfcompile_created(local: InMemoryCluster) -> None:
     submit(local, spec("ours"))
     submit(local, spec("torch"), "pytorchjob/v1")
     local.store.create(
@@ -492,7 +502,7 @@ def test_list_finds_only_jobs_kfcompile_created(local: LocalCluster) -> None:
     assert lifecycle.list_jobs(local.session(), "other-namespace") == []
 
 
-def test_locate_finds_either_kind(local: LocalCluster) -> None:
+def test_locate_finds_either_kind(local: InMemoryCluster) -> None:
     submit(local, spec("torch"), "pytorchjob/v1")
     assert lifecycle.locate(local.session(), NAMESPACE, "torch").kind == "PyTorchJob"
     with pytest.raises(JobNotFound, match="no TrainJob or PyTorchJob named x"):
@@ -502,11 +512,11 @@ def test_locate_finds_either_kind(local: LocalCluster) -> None:
 # --- work-dir sync ------------------------------------------------------------------------------
 
 
-def _sync_pods(local: LocalCluster) -> list[dict[str, Any]]:
+def _sync_pods(local: InMemoryCluster) -> list[dict[str, Any]]:
     return local.store.list("v1", "Pod", NAMESPACE, "kfcompile.dev/role=sync")
 
 
-def test_sync_up_and_down_round_trip(local: LocalCluster, tmp_path: Path) -> None:
+def test_sync_up_and_down_round_trip(local: InMemoryCluster, tmp_path: Path) -> None:
     up = tmp_path / "up"
     (up / "a" / "b").mkdir(parents=True)
     (up / "a" / "b" / "weights.bin").write_bytes(bytes(range(256)) * 1000)
@@ -531,7 +541,9 @@ def test_sync_up_and_down_round_trip(local: LocalCluster, tmp_path: Path) -> Non
     assert _sync_pods(local) == []
 
 
-def test_sync_helper_is_deleted_when_it_cannot_start(local: LocalCluster, tmp_path: Path) -> None:
+def test_sync_helper_is_deleted_when_it_cannot_start(
+    local: InMemoryCluster, tmp_path: Path
+) -> None:
     with pytest.raises(lifecycle.ClusterError, match="ImagePullBackOff"):
         lifecycle.sync_up(
             local.session(),
@@ -553,7 +565,7 @@ class InterruptingFiles(TarFiles):
         raise KeyboardInterrupt
 
 
-def test_sync_helper_is_deleted_on_ctrl_c(local: LocalCluster, tmp_path: Path) -> None:
+def test_sync_helper_is_deleted_on_ctrl_c(local: InMemoryCluster, tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         lifecycle.sync_down(
             local.session(),
@@ -567,14 +579,14 @@ def test_sync_helper_is_deleted_on_ctrl_c(local: LocalCluster, tmp_path: Path) -
     assert _sync_pods(local) == []
 
 
-def test_sync_path_stays_inside_the_claim(local: LocalCluster) -> None:
+def test_sync_path_stays_inside_the_claim(local: InMemoryCluster) -> None:
     assert lifecycle.claim_dir("/") == lifecycle.SYNC_ROOT
     assert lifecycle.claim_dir("/../../etc/") == f"{lifecycle.SYNC_ROOT}/etc"
     with pytest.raises(lifecycle.ClusterError, match="must be absolute"):
         lifecycle.sync_up(
             local.session(), TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="runs", local="."
         )
-    assert local.kube.requests.count("POST") == 0
+    assert local.calls.count("create") == 0
 
 
 # --- pagination, on a port of its own -----------------------------------------------------------
@@ -640,33 +652,33 @@ FAULTS = {
     "500": {"status": 500, "times": 2},
     "503": {"status": 503, "times": 2},
     "dropped": {"drop": True, "times": 2},
-    "hung": {"hang": 1.0},  # longer than the client's read timeout below
+    "hung": {"lost": True},  # answered after the client's read timeout: done, answer lost
 }
 
 
-def _status(local: LocalCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _status(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return lifecycle.status(session, ref).state.state
 
 
-def _logs(local: LocalCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _logs(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return len(list(lifecycle.logs(session, ref, rank=0))) > 0
 
 
-def _cancel(local: LocalCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _cancel(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     lifecycle.cancel(session, ref, wait_gone=True, timeout=10)
     return local.store.get(ref.api_version, ref.kind, ref.namespace, ref.name)
 
 
-def _suspend(local: LocalCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _suspend(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     lifecycle.set_suspended(session, ref, True)
     return _job(local, ref)["spec"]["suspend"]
 
 
-def _list(local: LocalCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _list(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return [j.ref.name for j in lifecycle.list_jobs(session, NAMESPACE)]
 
 
-def _sync(local: LocalCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _sync(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     (tmp / "f").write_text("x")
     done = lifecycle.sync_up(
         session, TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="/d", local=str(tmp)
@@ -675,54 +687,55 @@ def _sync(local: LocalCluster, session: lifecycle.Session, ref: Ref, tmp: Path) 
     return (done.files, len(_sync_pods(local)), local.store.volume(NAMESPACE, CLAIM)["d/f"])
 
 
-OPERATIONS = {  # operation -> (what it does, the request to trouble, what it must still give)
-    "status": (_status, ("GET", "/pods"), State.SUCCEEDED),
-    "logs": (_logs, ("GET", "/log"), True),
-    "cancel": (_cancel, ("DELETE", "/trainjobs"), None),
-    "suspend": (_suspend, ("PATCH", "/trainjobs"), True),
-    "list": (_list, ("GET", "/trainjobs"), ["demo"]),
-    "sync-create": (_sync, ("POST", "/pods"), (1, 0, b"x")),
-    "sync-exec": (_sync, ("GET", "/exec"), (1, 0, b"x")),
+OPERATIONS = {  # operation -> (what it does, the call to trouble, what it must still give)
+    "status": (_status, ("list", "Pod"), State.SUCCEEDED),
+    "logs": (_logs, ("pod_log", "Pod"), True),
+    "cancel": (_cancel, ("delete", "TrainJob"), None),
+    "suspend": (_suspend, ("patch", "TrainJob"), True),
+    "list": (_list, ("list", "TrainJob"), ["demo"]),
+    "sync-create": (_sync, ("create", "Pod"), (1, 0, b"x")),
+    "sync-exec": (_sync, ("exec", "Pod"), (1, 0, b"x")),
 }
+READS = ("list", "pod_log", "exec")  # what a GET asks for
 
 
 @pytest.mark.parametrize(
     ("operation", "fault"),
     [
         (operation, fault)
-        for operation, (_, (method, _), _) in OPERATIONS.items()
+        for operation, (_, (op, _), _) in OPERATIONS.items()
         for fault in FAULTS
         # A hung write is the lost-answer case: test_a_create_whose_answer_was_lost.
-        if fault != "hung" or method == "GET"
+        if fault != "hung" or op in READS
     ],
 )
 def test_each_operation_survives_each_transient_fault(
-    local: LocalCluster, operation: str, fault: str, tmp_path: Path
+    local: InMemoryCluster, operation: str, fault: str, tmp_path: Path
 ) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     lifecycle.wait(local.session(), ref, "done", timeout=10)
-    run, (method, path), expected = OPERATIONS[operation]
-    local.kube.faults.add(method, path, **FAULTS[fault])
-    session = local.session(read_timeout=0.5)
+    run, (op, kind), expected = OPERATIONS[operation]
+    local.faults.add(op, kind, **FAULTS[fault])
+    session = local.session()
     assert run(local, session, ref, tmp_path) == expected
-    assert local.kube.faults.fired, "the fault never hit a request"
+    assert local.faults.fired, "the fault never hit a call"
 
 
 def test_a_create_whose_answer_was_lost_is_not_made_twice(
-    local: LocalCluster, tmp_path: Path
+    local: InMemoryCluster, tmp_path: Path
 ) -> None:
     """The server creates, the client times out and retries: one job, one helper pod."""
-    local.kube.faults.add("POST", "/trainjobs", hang=1.0)
+    local.faults.add("create", "TrainJob", lost=True)
     ref = lifecycle.submit(
-        local.session(read_timeout=0.5), spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={}
+        local.session(), spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={}
     ).ref
     assert len(local.store.list(TRAINJOB, "TrainJob", NAMESPACE)) == 1
-    assert local.kube.requests.count("POST", "/trainjobs") == 2
+    assert local.calls.count("create", "TrainJob") == 2
     lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
-    local.kube.faults.add("POST", "/pods", hang=1.0)
+    local.faults.add("create", "Pod", lost=True)
     (tmp_path / "f").write_text("x")
     lifecycle.sync_up(
-        local.session(read_timeout=0.5),
+        local.session(),
         TarFiles(),
         namespace=NAMESPACE,
         pvc=CLAIM,
@@ -730,27 +743,14 @@ def test_a_create_whose_answer_was_lost_is_not_made_twice(
         local=str(tmp_path),
     )
     local.store.settle()
-    assert local.kube.requests.count("POST", "/pods") == 2 and _sync_pods(local) == []
+    assert local.calls.count("create", "Pod") == 2 and _sync_pods(local) == []
 
 
 # --- what a failed submit leaves behind, and a resubmit that mends it ---------------------------
 
 
-class StepClock:
-    """Time that passes only when slept: retries give up without real waiting."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class Faulty:
-    """A Cluster port that passes every call to the real adapter, except that a chosen call
+    """A Cluster port that passes every call to another port, except that a chosen call
     ``fail`` (``"create"``, ``"delete"``) on ``kind`` goes through and then raises ``error``."""
 
     def __init__(self, inner: Any, fail: str, kind: str, error: BaseException) -> None:
@@ -777,22 +777,22 @@ def secret_spec(**extra: Any) -> JobSpec:
     return spec(secret_env=["HF_TOKEN"], **extra)
 
 
-def owners(local: LocalCluster, kind: str, name: str) -> list[str]:
+def owners(local: InMemoryCluster, kind: str, name: str) -> list[str]:
     obj = local.store.get("v1", kind, NAMESPACE, name)
     assert obj is not None, f"{kind} {name} is gone"
     return [o["uid"] for o in obj["metadata"].get("ownerReferences", [])]
 
 
-def job_uid(local: LocalCluster, name: str = "demo") -> str:
+def job_uid(local: InMemoryCluster, name: str = "demo") -> str:
     job = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, name)
     assert job is not None
     return str(job["metadata"]["uid"])
 
 
-def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: LocalCluster) -> None:
-    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
-    local.kube.faults.add("DELETE", "/trainjobs/demo", status=403)
-    local.kube.faults.add("DELETE", "/secrets/demo-env", status=403)
+def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: InMemoryCluster) -> None:
+    local.faults.add("patch", "Secret", "demo-env", status=403)
+    local.faults.add("delete", "TrainJob", "demo", status=403)
+    local.faults.add("delete", "Secret", "demo-env", status=403)
     with pytest.raises(lifecycle.LeftBehind) as info:
         submit(local, secret_spec())
     lines = str(info.value).splitlines()
@@ -824,10 +824,10 @@ def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: LocalCl
 
 
 def test_a_companion_left_without_its_job_is_adopted_by_the_next_submit(
-    local: LocalCluster,
+    local: InMemoryCluster,
 ) -> None:
-    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
-    local.kube.faults.add("DELETE", "/secrets/demo-env", status=403)
+    local.faults.add("patch", "Secret", "demo-env", status=403)
+    local.faults.add("delete", "Secret", "demo-env", status=403)
     with pytest.raises(lifecycle.LeftBehind) as info:
         submit(local, secret_spec())
     assert [str(left.ref) for left in info.value.left] == ["Secret demo-env in namespace default"]
@@ -837,7 +837,7 @@ def test_a_companion_left_without_its_job_is_adopted_by_the_next_submit(
     assert owners(local, "Secret", "demo-env") == [job_uid(local)]
 
 
-def test_a_resubmit_recreates_a_missing_companion(local: LocalCluster) -> None:
+def test_a_resubmit_recreates_a_missing_companion(local: InMemoryCluster) -> None:
     job = secret_spec(
         launcher={"kind": "torchrun", "entrypoint": "train.py"}, command=(), script="print(1)"
     )
@@ -850,7 +850,7 @@ def test_a_resubmit_recreates_a_missing_companion(local: LocalCluster) -> None:
     assert [o["uid"] for o in configmap["metadata"]["ownerReferences"]] == [job_uid(local)]
 
 
-def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: LocalCluster) -> None:
+def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: InMemoryCluster) -> None:
     submit(local, secret_spec())
     local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
     other = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-env",
@@ -861,10 +861,10 @@ def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: LocalC
     assert owners(local, "Secret", "demo-env") == []
 
 
-def test_a_repair_that_fails_says_what_stays_broken(local: LocalCluster) -> None:
+def test_a_repair_that_fails_says_what_stays_broken(local: InMemoryCluster) -> None:
     submit(local, secret_spec())
     local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
-    local.kube.faults.add("POST", "/secrets", status=403)
+    local.faults.add("create", "Secret", status=403)
     with pytest.raises(lifecycle.ClusterError) as info:
         submit(local, secret_spec())
     assert str(info.value).startswith(
@@ -874,13 +874,12 @@ def test_a_repair_that_fails_says_what_stays_broken(local: LocalCluster) -> None
     assert "kfcompile cancel demo -n default --kind TrainJob" in str(info.value)
 
 
-def test_a_job_created_without_an_answer_is_rolled_back_too(local: LocalCluster) -> None:
+def test_a_job_created_without_an_answer_is_rolled_back_too(local: InMemoryCluster) -> None:
     # The create reaches the server, but no answer ever comes: the job may exist, so it is
     # looked for and deleted with its companions (else it would stay without its Secret).
     lost = lifecycle.Transient(0, "Timeout", "read timed out")
-    base = local.session()
-    port = Faulty(base.cluster, "create", "TrainJob", lost)
-    session = lifecycle.Session(port, StepClock(), retry_for=1.0)
+    port = Faulty(local.cluster, "create", "TrainJob", lost)
+    session = lifecycle.Session(port, local.clock, retry_for=1.0)
     with pytest.raises(lifecycle.Unavailable):
         lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
     local.store.settle()
@@ -888,10 +887,10 @@ def test_a_job_created_without_an_answer_is_rolled_back_too(local: LocalCluster)
     assert local.objects("Secret") == []
 
 
-def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: LocalCluster) -> None:
-    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
-    port = Faulty(local.session().cluster, "delete", "TrainJob", KeyboardInterrupt())
-    session = lifecycle.Session(port, StepClock())
+def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: InMemoryCluster) -> None:
+    local.faults.add("patch", "Secret", "demo-env", status=403)
+    port = Faulty(local.cluster, "delete", "TrainJob", KeyboardInterrupt())
+    session = lifecycle.Session(port, local.clock)
     with pytest.raises(lifecycle.LeftBehind) as info:
         lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
     assert [(str(x.ref), x.why) for x in info.value.left] == [
@@ -902,15 +901,14 @@ def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: Local
 
 
 def test_a_rollback_against_an_unavailable_server_does_not_wait_twice(
-    local: LocalCluster,
+    local: InMemoryCluster,
 ) -> None:
-    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
-    local.kube.faults.add("DELETE", status=503, times=1000)
-    base = local.session()
-    session = lifecycle.Session(base.cluster, StepClock(), retry_for=1.0)
+    local.faults.add("patch", "Secret", "demo-env", status=403)
+    local.faults.add("delete", status=503, times=1000)
+    session = local.session(retry_for=1.0)
     with pytest.raises(lifecycle.LeftBehind) as info:
         lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
     assert [x.ref.kind for x in info.value.left] == ["TrainJob", "Secret"]
     assert "the API server kept failing for" in info.value.left[0].why
     assert info.value.left[1].why == "not deleted: the API server was unavailable"
-    assert local.kube.requests.count("DELETE", "/secrets") == 0  # given up with the first
+    assert local.calls.count("delete", "Secret") == 0  # given up with the first

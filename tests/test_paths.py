@@ -115,3 +115,22 @@ segments = st.one_of(
 @given(st.lists(segments, min_size=1, max_size=6))
 def test_any_path_formats_and_parses_back(path: list[paths.Segment]) -> None:
     assert paths.parse(paths.format(tuple(path))) == tuple(path)
+
+
+@given(st.lists(segments, min_size=1, max_size=6))
+def test_a_problem_path_is_a_value_that_formats_as_its_text(path: list[paths.Segment]) -> None:
+    from kfcompile.errors import Problem
+    from kfcompile.fieldpath import FieldPath
+
+    text = paths.format(tuple(path))
+    problem = Problem(text, "bad")
+    assert problem.at == FieldPath(tuple(path)) == Problem(FieldPath(tuple(path)), "bad").at
+    assert (problem.path, str(problem)) == (text, f"{text}: bad")
+
+
+@pytest.mark.parametrize("text", ["", "line 3, column 5", "ConfigMap job-script", "env.A (key)"])
+def test_a_place_that_is_no_path_keeps_its_text(text: str) -> None:
+    from kfcompile.errors import Problem
+
+    assert Problem(text, "m").path == text
+    assert str(Problem(text, "m")) == (f"{text}: m" if text else "m")

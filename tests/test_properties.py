@@ -79,7 +79,6 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 ALWAYS_PLACED = frozenset({"name", "image", "num_nodes", "nprocs_per_node"})
 
 FAST = settings(
-    max_examples=120,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -1017,7 +1016,7 @@ def expectation(
     return model.doc, None
 
 
-@settings(FAST, max_examples=300)
+@settings(FAST, max_examples=3 * settings().max_examples)  # many fields, each a few times
 @given(fv=S.field_values())
 def test_values_land_where_kubeflow_md_says(fv: tuple[str, dict[str, Any]]) -> None:
     feature, data = fv

@@ -204,7 +204,7 @@ def outcome(put: Callable[[], None]) -> str:
     return "ok"
 
 
-@settings(max_examples=400)
+@settings(max_examples=4 * settings().max_examples)
 @given(st.lists(st.tuples(st.sampled_from(PATHS), VALUES, st.booleans()), max_size=12))
 def test_one_builder_puts_what_a_builder_per_value_puts(
     steps: list[tuple[str, Any, bool]],

@@ -727,7 +727,7 @@ def _budget_problems(data: dict[str, Any], target: str) -> list[str]:
     return []
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=2 * settings().max_examples, deadline=None)
 @given(name=_names(), num_nodes=st.integers(min_value=1, max_value=10**6))
 def test_trainjob_pod_names_fit_jobsets_webhook(name: str, num_nodes: int) -> None:
     """JobSet's webhook: `<name>-<replicatedJob>-<jobIndex>-<podIndex>-<5 random>` is a DNS-1035
@@ -744,7 +744,7 @@ def test_trainjob_pod_names_fit_jobsets_webhook(name: str, num_nodes: int) -> No
         assert repr(pod) in found[0] and f"at most {allowed} characters" in found[0]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=2 * settings().max_examples, deadline=None)
 @given(name=_names(), num_nodes=st.integers(min_value=1, max_value=10**6))
 def test_pytorchjob_pod_names_have_their_own_shape(name: str, num_nodes: int) -> None:
     """`<name>-master-0` and `<name>-worker-<i>` (i < num_nodes - 1): no JobSet suffix."""

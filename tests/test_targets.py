@@ -342,3 +342,33 @@ def test_inline_script_name_must_be_a_configmap_key(entrypoint: str) -> None:
 def test_inline_script_must_fit_a_configmap() -> None:
     with pytest.raises(SpecError, match="script: larger than a ConfigMap holds"):
         spec(launcher={"kind": "python"}, script="#" * (1024 * 1024))
+
+
+@pytest.mark.parametrize("target_name", sorted(TARGETS))
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"num_nodes": 1},
+        {"num_nodes": 10},
+        {"num_nodes": 11},
+        {"num_nodes": 1000},
+        {"num_nodes": 10, "elastic": {"min_nodes": 2, "max_nodes": 100}},
+        {"num_nodes": 2, "runtime_ref": {"name": "torch-distributed-with-cache"}},
+    ],
+)
+def test_name_limit_is_the_longest_name_render_accepts(
+    target_name: str, shape: dict[str, Any]
+) -> None:
+    """Launchers that make names ask the target how long one may be for this spec."""
+    from kfcompile.targets import target
+
+    chosen = target(target_name)
+    limit = chosen.name_limit(torch_spec(**shape))
+    try:
+        render(torch_spec(**shape, name="a" * limit), target_name)
+    except UnsupportedFeature as exc:  # elastic or the runtime: not about the name
+        assert all(p.path != "name" for p in exc.problems), exc
+        return
+    with pytest.raises(UnsupportedFeature) as caught:
+        render(torch_spec(**shape, name="a" * (limit + 1)), target_name)
+    assert [p.path for p in caught.value.problems] == ["name"]

@@ -4,18 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from attrs import frozen
+from attrs import field, frozen
+
+from kfcompile.fieldpath import FieldPath, field_path
 
 
 @frozen
 class Problem:
-    """One thing wrong with a spec, at a field path such as ``volumes[1].name``."""
+    """One thing wrong with a spec, at a field path such as ``volumes[1].name``.
 
-    path: str
+    ``Problem("volumes[1].name", message)`` and ``Problem(FieldPath.of("volumes", 1, "name"),
+    message)`` are the same problem: ``at`` is the path as a value, ``path`` its text.
+    """
+
+    at: FieldPath = field(converter=field_path)
     message: str
 
+    @property
+    def path(self) -> str:
+        return str(self.at)
+
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        path = self.path
+        return f"{path}: {self.message}" if path else self.message
 
 
 class KfcompileError(Exception):

@@ -74,8 +74,9 @@ def freeze(value: Any) -> Any:
 
 
 def thaw(value: Any) -> Any:
-    """A plain, mutable deep copy of frozen (or plain) data."""
-    if isinstance(value, dict):
+    """A plain, mutable deep copy of frozen (or plain) data, or of any mappings and sequences a
+    parser hands over."""
+    if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [thaw(v) for v in value]

@@ -332,7 +332,7 @@ def merged(base: Any, over: Any) -> Any:
         kind = "a mapping" if isinstance(base, dict) else "a list"
         raise MergeConflict(f"must be {kind}: it merges into the generated one")
     if isinstance(base, list) and isinstance(over, list):
-        if _named(base) and _named(over):
+        if all_named(base) and all_named(over):
             first: dict[str, Any] = {}
             for item in over:
                 first.setdefault(item["name"], item)
@@ -345,8 +345,20 @@ def merged(base: Any, over: Any) -> Any:
     return copied(over)
 
 
-def _named(items: list[Any]) -> bool:
+def all_named(items: list[Any]) -> bool:
+    """Whether every item is a mapping with a string ``name`` (containers, volumes, env)."""
     return all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
+
+
+def find_named(items: list[Any], name: str) -> dict[str, Any] | None:
+    """The first item named ``name``, if any."""
+    return next((i for i in items if isinstance(i, dict) and i.get("name") == name), None)
+
+
+def item_segment(item: Any, index: int) -> Select | int:
+    """How a list item is named in a path: by its ``name`` when it has one, else its index."""
+    name = _named_by(item, "name")
+    return index if name is None else Select("name", name)
 
 
 def _frozen(value: Any) -> Any:

@@ -1,7 +1,9 @@
-"""The spec reference and the target support table, generated from the classes and the tables.
+"""The spec reference, the target support table and the slot matrix, generated from the spec
+classes, the field table (``targets/fields.py``) and each target's table.
 
-The README embeds both (between ``<!-- reference:... -->`` markers) and a test fails when they
-are stale, so the documentation cannot drift from what ``render`` does.
+The README embeds them (between ``<!-- reference:... -->`` markers) and a test fails when they
+are stale, so the documentation cannot drift from what ``render`` does: render walks the same
+tables these read.
 """
 
 from __future__ import annotations
@@ -14,81 +16,19 @@ from typing import Any, Literal
 import attrs
 
 from kfcompile import k8s_schema, rules
-from kfcompile.load import structure
 from kfcompile.schema import shown_default
 from kfcompile.spec import JobSpec
-from kfcompile.targets import TARGETS, base
-
-# Two specs that together set every field (launcher and command exclude each other), used to
-# learn which neutral slots each spec field feeds.
-KITCHEN_SINK: tuple[dict[str, Any], ...] = (
-    {
-        "name": "k",
-        "namespace": "ns",
-        "labels": {"a": "b"},
-        "annotations": {"a": "b"},
-        "runtime_labels": {"a": "b"},
-        "runtime_annotations": {"a": "b"},
-        "pod_labels": {"a": "b"},
-        "pod_annotations": {"a": "b"},
-        "image": "i",
-        "image_pull_policy": "Always",
-        "image_pull_secrets": ["s"],
-        "launcher": {"kind": "torchrun", "entrypoint": "t.py"},
-        "script": "print()",
-        "num_nodes": 2,
-        "gpus_per_node": 1,
-        "nprocs_per_node": 1,
-        "gpu_resource": "x.io/gpu",
-        "cpu_request": "1",
-        "cpu_limit": "1",
-        "memory_request": "1Gi",
-        "memory_limit": "1Gi",
-        "extra_resource_requests": {"x.io/efa": "1"},
-        "extra_resource_limits": {"x.io/efa": "1"},
-        "shm_size": "1Gi",
-        "env": {"A": "1"},
-        "env_list": [{"name": "B", "value": "2"}],
-        "secret_env": ["C"],
-        "tolerations": [{"operator": "Exists"}],
-        "affinity": {"nodeAffinity": {}},
-        "node_selector": {"a": "b"},
-        "scheduling_gates": ["g"],
-        "service_account_name": "sa",
-        "termination_grace_period_seconds": 30,
-        "volumes": [{"name": "v", "emptyDir": {}}],
-        "volume_mounts": [{"name": "v", "mountPath": "/v"}],
-        "work_dir": {"local": ".", "pvc": "p", "mount_path": "/w"},
-        "runtime_ref": {"name": "r"},
-        "initializer": {"dataset": {"storage_uri": "hf://d"}, "model": {"storage_uri": "hf://m"}},
-        "suspend": True,
-        "managed_by": "kueue.x-k8s.io/multikueue",
-        "active_deadline_seconds": 1,
-        "backoff_limit": 1,
-        "ttl_seconds_after_finished": 1,
-        "clean_pod_policy": "All",
-        "restart_policy": "Never",
-        "elastic": {"min_nodes": 1, "max_nodes": 2},
-        "queue": "q",
-        "priority_class": "p",
-        "scheduling_policy": {"min_available": 1},
-        "pod_spec_overrides": {"volumes": []},
-        "container_overrides": {"volumeMounts": []},
-    },
-    {"name": "k", "image": "i", "command": ["c"], "args": ["a"]},
-)
+from kfcompile.targets import TARGETS, fields
+from kfcompile.targets.codecs import Hatch
 
 
 def field_slots() -> dict[str, list[str]]:
-    """Each top-level spec field -> the neutral slots it feeds, in declaration order."""
+    """Each top-level spec field -> the neutral slots it feeds (the field table), in declaration
+    order."""
     found: dict[str, list[str]] = {a.name: [] for a in attrs.fields(JobSpec)}
-    for data in KITCHEN_SINK:
-        spec = structure(data)
-        for entry in base.entries(spec, [] if spec.launcher else None):
-            name = entry.source.split(".")[0].split("[")[0]
-            name = "launcher" if entry.source == "launcher" else name
-            if entry.slot not in found[name]:
-                found[name].append(entry.slot)
+    for feed in fields.feeds():
+        if feed.slot not in found[feed.field]:
+            found[feed.field].append(feed.slot)
     return found
 
 
@@ -134,14 +74,11 @@ MARKS: dict[Mark, str] = {True: "✓", False: "—", "partial": "partial"}
 def override_slots() -> dict[str, dict[str, str]]:
     """Each escape hatch -> every key of its core/v1 object -> the slot render gives it."""
     found: dict[str, dict[str, str]] = {}
+    hatches = fields.hatches()
     for field, (definition, fixed) in rules.ESCAPE_HATCHES.items():
-        keys = sorted(k8s_schema.fields(definition) - fixed)
-        spec = structure({"name": "k", "image": "i", field: dict.fromkeys(keys)})
-        prefix = f"{field}."
+        row = hatches[field]
         found[field] = {
-            e.source.removeprefix(prefix): e.slot
-            for e in base.entries(spec, None)
-            if e.source.startswith(prefix)
+            k: Hatch.slot(row, k) for k in sorted(k8s_schema.fields(definition) - fixed)
         }
     return found
 
@@ -150,7 +87,7 @@ def override_support() -> dict[str, dict[str, dict[str, bool]]]:
     """Escape hatch -> key -> target -> whether the target places that key."""
     return {
         field: {
-            k: {name: base.lookup(t.table, slot) is not None for name, t in TARGETS.items()}
+            k: {name: t.layout.get(slot) is not None for name, t in TARGETS.items()}
             for k, slot in slots.items()
         }
         for field, slots in override_slots().items()
@@ -169,7 +106,7 @@ def support() -> dict[str, dict[str, Mark]]:
                 placed = [by_target[name] for by_target in hatches[field].values()]
                 marks[name] = True if all(placed) else "partial" if any(placed) else False
             else:
-                marks[name] = all(base.lookup(t.table, s) is not None for s in slots)
+                marks[name] = all(t.layout.get(s) is not None for s in slots)
         found[field] = marks
     return found
 
@@ -200,4 +137,36 @@ def support_table() -> str:
         for signature, members in ordered:
             label = ", ".join(f"`{k}`" for k in members)
             lines.append(_row(label, dict(zip(names, signature, strict=True))))
+    return "\n".join(lines) + "\n"
+
+
+def _cell(slot: Any, name: str) -> str:
+    if slot is None:
+        return "per key" if name.endswith(".*") else "—"
+    if not slot.paths:
+        return "(its own code)"
+    return "<br>".join(f"`{p}`" for p in slot.paths)
+
+
+def slot_table() -> str:
+    """Slot x target: where each neutral slot lands in each target (``Target.fields`` holds it
+    per spec field), with the spec fields that fill it and where below the slot."""
+    names = list(TARGETS)
+    feeding: dict[str, list[str]] = {}
+    for feed in fields.feeds():
+        below = f" → `{feed.sub}`" if feed.sub else ""
+        feeding.setdefault(feed.slot, []).append(f"`{feed.source}`{below}")
+    lines = [
+        "| slot | spec fields | " + " | ".join(names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for slot, by in feeding.items():
+        cells = [_cell(t.layout.get(slot), slot) for t in TARGETS.values()]
+        lines.append(f"| `{slot}` | {', '.join(by)} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "—: the target cannot hold it (an error naming the field); *per key*: only the keys the",
+        "escape-hatch tables above mark; *(its own code)*: the target writes it itself (the",
+        "PyTorchJob replica counts).",
+    ]
     return "\n".join(lines) + "\n"

@@ -25,8 +25,8 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_unstructure_fn
 
-from kfcompile import paths
 from kfcompile.errors import Problem, SpecError
+from kfcompile.fieldpath import FieldPath, field_path
 from kfcompile.frozen import FrozenList, FrozenMap, freeze, thaw
 
 converter = cattrs.Converter(detailed_validation=True)
@@ -204,7 +204,7 @@ def from_mapping(cls: type, value: Any) -> Any:
     for key in sorted(map(str, set(value) - set(names))):  # YAML keys may be numbers or null
         close = difflib.get_close_matches(key, names, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        problems.append(Problem(paths.key(key).lstrip("."), f"unknown field{hint}"))
+        problems.append(Problem(FieldPath.of(key), f"unknown field{hint}"))
     given = {k: v for k, v in value.items() if k in names}
     missing = [
         a.name for a, _ in _fields(cls) if a.default is attrs.NOTHING and a.name not in value
@@ -241,28 +241,23 @@ converter.register_unstructure_hook(FrozenList, thaw)
 # --- errors -----------------------------------------------------------------------------------
 
 
-def _join(path: str, sub: str) -> str:
-    if not path or not sub:
-        return path or sub
-    return f"{path}{sub}" if sub.startswith("[") else f"{path}.{sub}"
-
-
-def _note_path(path: str, exc: BaseException) -> str:
+def _note_path(at: FieldPath, exc: BaseException) -> FieldPath:
     for note in getattr(exc, "__notes__", []):
         if isinstance(note, AttributeValidationNote):
-            return _join(path, note.name)
+            return at / note.name
         if isinstance(note, IterableValidationNote):
             index = note.index
-            return path + (f"[{index}]" if isinstance(index, int) else paths.key(str(index)))
-    return path
+            return at / (index if isinstance(index, int) else str(index))
+    return at
 
 
-def problems_of(exc: BaseException, path: str) -> list[Problem]:
+def problems_of(exc: BaseException, path: str | FieldPath) -> list[Problem]:
     """A structuring failure as one problem per leaf, each with its field path."""
+    at = field_path(path)
     if isinstance(exc, ClassValidationError | IterableValidationError):
-        return [p for sub in exc.exceptions for p in problems_of(sub, _note_path(path, sub))]
+        return [p for sub in exc.exceptions for p in problems_of(sub, _note_path(at, sub))]
     if isinstance(exc, SpecError):
-        return [Problem(_join(path, p.path), p.message) for p in exc.problems]
+        return [Problem(at.join(p.at), p.message) for p in exc.problems]
     if isinstance(exc, KeyError):
-        return [Problem(path, "required")]
-    return [Problem(path, str(exc))]
+        return [Problem(at, "required")]
+    return [Problem(at, str(exc))]

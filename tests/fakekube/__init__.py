@@ -1,9 +1,13 @@
-"""A local fake Kubernetes API server for tests (real HTTP, real ``kubernetes`` client).
+"""A local fake Kubernetes cluster for tests: one object store (``store``) with a simulated
+Kubeflow controller (``controller``) and kubelet (``kubelet``), served two ways with the same
+answers (``api``): over real HTTP to the real adapter (``server``, ``FakeKube``), and in memory
+behind the ``kfcompile.ports.Cluster`` port, driven by a fake clock (``memory``, ``clock``).
+``cluster`` wires either into a whole cluster with Kubeflow installed.
 
 Import it as ``from fakekube import FakeKube`` (``tests/`` is on ``sys.path`` under pytest, as
 for ``schema_check``). Fixtures: add ``pytest_plugins = ["fakekube.fixtures"]`` to a test module
-(or to ``tests/conftest.py``) to get ``fake_kube`` (a running server with the newest Kubeflow
-CRDs installed) and ``kube_client`` (a ``kubernetes.client.ApiClient`` for it).
+to get ``fake_kube`` (a running server with the newest Kubeflow CRDs installed) and
+``kube_client`` (a ``kubernetes.client.ApiClient`` for it).
 
     with FakeKube(crd_files=[crds / "trainjobs-v2.3.0.yaml"]) as kube:
         api = kubernetes.config.new_client_from_config(str(kube.kubeconfig(tmp / "kc")))
@@ -12,9 +16,11 @@ CRDs installed) and ``kube_client`` (a ``kubernetes.client.ApiClient`` for it).
         kube.requests.count("POST", "/trainjobs")
 """
 
+from .crds import load_crd
 from .faults import Fault, Faults, Fired, error_status
-from .server import FakeKube, RequestLog, RequestRecord, load_crd
-from .store import ResourceKind, Store, StoreError
+from .resources import ResourceKind, StoreError
+from .server import FakeKube, RequestLog, RequestRecord
+from .store import Store
 
 __all__ = [
     "FakeKube",

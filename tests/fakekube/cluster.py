@@ -1,10 +1,14 @@
-"""A whole local "cluster" for lifecycle tests and benchmarks: the fake API server with the
-Kubeflow CRDs, the simulated controller, a kubelet for bare pods, and what a Kubeflow install
-provides (the ``torch-distributed`` runtime), plus a claim and a Kueue queue to use.
+"""A whole local "cluster" for lifecycle tests and benchmarks: a Store with the Kubeflow CRDs,
+the simulated controller, a kubelet for bare pods, and what a Kubeflow install provides (the
+``torch-distributed`` runtime), plus a claim and a Kueue queue to use. Two ways to reach it:
 
-    with LocalCluster(shared_dir) as c:
-        session = c.session()          # kfcompile.lifecycle.Session over the real adapter
-        c.kubeconfig                   # for the CLI: --kubeconfig
+    with InMemoryCluster(shared_dir) as c:   # behind the Cluster port, on a fake clock
+        session = c.session()                # kfcompile.lifecycle.Session(MemoryCluster, FakeClock)
+        c.faults.add("create", "TrainJob", status=503); c.calls.count("create", "TrainJob")
+
+    with LocalCluster(shared_dir) as c:      # over real HTTP, in real time, with threads
+        session = c.session()                # Session over the real adapter
+        c.kubeconfig                         # for the CLI: --kubeconfig
 """
 
 from __future__ import annotations
@@ -21,48 +25,101 @@ import yaml
 from kfcompile.lifecycle import Session
 from kfcompile_kube import KubeCluster, SystemClock, connect
 
+from .clock import FakeClock
 from .controller import Controller
+from .crds import choose_crds
 from .kubelet import Kubelet
+from .memory import MemoryCluster
+from .portfaults import CallLog, PortFaults
 from .server import FakeKube
+from .store import Store
 
 NAMESPACE = "default"
 CLAIM = "work"
 QUEUE = "team-a"
+CRDS = ("trainjobs-v2.3.0.yaml", "pytorchjobs-v1.9.4.yaml")
+# A real server keeps about five minutes of changes; 1,000-pod jobs make many events.
+HISTORY = 100_000
+
+
+def install(store: Store, shared: Path, crds: tuple[str, ...], runtime: bool) -> None:
+    """What a cluster with Kubeflow has before a test starts."""
+    files = [shared / "crds" / name for name in (*crds, "clustertrainingruntimes-v2.3.0.yaml")]
+    for crd in choose_crds(crd_files=files):
+        store.create(crd)
+    if runtime:
+        text = (shared / "crds/runtimes/torch_distributed-v2.3.0.yaml").read_text()
+        store.create(yaml.safe_load(text))
+    store.create(_object("v1", "PersistentVolumeClaim", CLAIM, spec=_CLAIM_SPEC))
+    store.create(_object("kueue.x-k8s.io/v1beta1", "LocalQueue", QUEUE, spec=_QUEUE))
+
+
+class InMemoryCluster:
+    """The cluster behind ``MemoryCluster`` on a ``FakeClock``: nothing runs but the caller.
+
+    ``step``: fake seconds between ticks (each tick walks every job one scenario step).
+    """
+
+    def __init__(
+        self,
+        shared: Path,
+        *,
+        step: float = 0.1,
+        scenario: str = "succeeds",
+        crds: tuple[str, ...] = CRDS,
+        runtime: bool = True,
+    ) -> None:
+        self.clock = FakeClock(step=step)
+        self.store = Store(history=HISTORY, clock=self.clock.time, threaded=False)
+        install(self.store, shared, crds, runtime)
+        self.controller = Controller(
+            self.store, auto=False, default_scenario=scenario, clock=self.clock.now, seed=1
+        )
+        self.kubelet = Kubelet(self.store, threaded=False)
+        for part in (self.store.run_pending, self.kubelet.tick, self.controller.tick):
+            self.clock.drive(part)
+        self.cluster = MemoryCluster(self.store, self.clock)
+        self.faults: PortFaults = self.cluster.faults
+        self.calls: CallLog = self.cluster.calls
+
+    def __enter__(self) -> InMemoryCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def session(self, retry_for: float = 5.0) -> Session:
+        return Session(self.cluster, self.clock, retry_for=retry_for)
+
+    def objects(self, kind: str, api_version: str = "v1") -> list[dict[str, Any]]:
+        return self.store.list(api_version, kind, NAMESPACE)
 
 
 class LocalCluster:
+    """The cluster behind the fake API server, its controller on a thread (``auto=False``: only
+    ``controller.advance``/``run_until_idle`` move it)."""
+
     def __init__(
         self,
         shared: Path,
         *,
         step: float = 0.01,
         scenario: str = "succeeds",
-        crds: tuple[str, ...] = ("trainjobs-v2.3.0.yaml", "pytorchjobs-v1.9.4.yaml"),
+        crds: tuple[str, ...] = CRDS,
         runtime: bool = True,
         auto: bool = True,
     ) -> None:
-        crd_dir = shared / "crds"
-        files = [crd_dir / name for name in crds]
-        files.append(crd_dir / "clustertrainingruntimes-v2.3.0.yaml")
-        # A real server keeps about five minutes of changes; 1,000-pod jobs make many events.
-        self.kube = FakeKube(crd_files=files, history=100_000)
+        self.kube = FakeKube(history=HISTORY)
         self.store = self.kube.store
-        # auto=False: the controller moves only when a test ticks it (advance/run_until_idle).
+        install(self.store, shared, crds, runtime)
         self.controller = Controller(self.store, step=step, auto=auto, default_scenario=scenario)
         self.kubelet = Kubelet(self.store)
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-cluster-")
         self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
-        self._runtime = runtime
-        self._shared = shared
 
     def __enter__(self) -> LocalCluster:
         self.kube.start()
         self.kube.kubeconfig(self.kubeconfig, namespace=NAMESPACE)
-        if self._runtime:
-            text = (self._shared / "crds/runtimes/torch_distributed-v2.3.0.yaml").read_text()
-            self.store.create(yaml.safe_load(text))
-        self.store.create(_object("v1", "PersistentVolumeClaim", CLAIM, spec=_CLAIM_SPEC))
-        self.store.create(_object("kueue.x-k8s.io/v1beta1", "LocalQueue", QUEUE, spec=_QUEUE))
         if self.controller.auto:
             self.controller.start()
         self.kubelet.__enter__()

@@ -13,7 +13,7 @@ few lines that call the ports.
 - ``waiter``: the ``Waiter`` machine; ``wait``: its driver
 - ``follow``: the ``Follower`` machine and its ``Cursor``; ``logs``: ``follow_logs`` (its
   driver), ``read_logs``, ``logs`` and ``InTurn``
-- ``manage``: ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
+- ``manage``: ``find``, ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
 - ``sync``: work-dir sync through a helper pod
 
 Two rules hold everywhere:
@@ -42,6 +42,7 @@ from kfcompile.lifecycle.manage import (
     Cancelled,
     Listed,
     cancel,
+    find,
     list_jobs,
     locate,
     set_suspended,
@@ -182,6 +183,7 @@ __all__ = [
     "cancel",
     "claim_dir",
     "events",
+    "find",
     "follow_logs",
     "job_kind",
     "list_jobs",

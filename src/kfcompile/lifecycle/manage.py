@@ -24,18 +24,23 @@ from kfcompile.lifecycle.session import (
     meta,
     poll,
 )
-from kfcompile.ports import NotFound, Ref
+from kfcompile.ports import NotFound, Obj, Ref
 from kfcompile.status import JobState
+
+
+def find(session: Session, namespace: str, name: str, kind: str | None = None) -> Obj:
+    """The job called ``name`` as it is now: a TrainJob, else a PyTorchJob (or only ``kind``)."""
+    for k in [kind] if kind else list(KINDS):
+        job = get(session, Ref(KINDS[k].api_version, k, namespace, name))
+        if job is not None:
+            return job
+    kinds = kind or " or ".join(KINDS)
+    raise JobNotFound(f"no {kinds} named {name} in namespace {namespace}")
 
 
 def locate(session: Session, namespace: str, name: str, kind: str | None = None) -> Ref:
     """The job called ``name``: a TrainJob, else a PyTorchJob (or only ``kind``)."""
-    for k in [kind] if kind else list(KINDS):
-        ref = Ref(KINDS[k].api_version, k, namespace, name)
-        if get(session, ref) is not None:
-            return ref
-    kinds = kind or " or ".join(KINDS)
-    raise JobNotFound(f"no {kinds} named {name} in namespace {namespace}")
+    return Ref.of(find(session, namespace, name, kind))
 
 
 @frozen

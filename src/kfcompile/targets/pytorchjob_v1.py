@@ -12,7 +12,7 @@ from typing import Any
 from kfcompile.errors import Problem
 from kfcompile.kinds import PYTORCHJOB
 from kfcompile.spec import JobSpec
-from kfcompile.targets import base
+from kfcompile.targets import base, fields
 from kfcompile.targets.base import Placement, Rendered, Slot, Table, Target
 
 NAME = "pytorchjob/v1"
@@ -125,12 +125,15 @@ def render(spec: JobSpec) -> Rendered:
     problems = list(base.pod_name_budget(spec.name, pod_suffixes(spec), "a PyTorchJob"))
     if spec.managed_by is not None and spec.managed_by not in MANAGERS:
         problems.append(Problem("managed_by", f"PyTorchJob accepts only: {', '.join(MANAGERS)}"))
-    items = list(base.entries(spec, command(spec)))
-    placed = base.place(job, index, items, TABLE, NAME, problems)
+    items = list(fields.entries(spec, command(spec)))
+    placed = base.place(job, index, items, LAYOUT, NAME, problems)
     for role in job["spec"]["pytorchReplicaSpecs"].values():
         if not role["template"]["metadata"]:
             del role["template"]["metadata"]
     return Rendered(objects, layout + placed)
 
 
-TARGET = Target(NAME, API_VERSION, KIND, "Training Operator v1.7-v1.9", TABLE, render)
+LAYOUT = base.Layout(TABLE)
+TARGET = Target(
+    NAME, API_VERSION, KIND, "Training Operator v1.7-v1.9", TABLE, render, pod_suffixes, LAYOUT
+)

@@ -10,13 +10,14 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
-from attrs import frozen
+from attrs import field, frozen
 
 from kfcompile import paths
 from kfcompile.errors import Problem
+from kfcompile.fieldpath import FieldPath
 from kfcompile.kinds import TRAINJOB
 from kfcompile.spec import JobSpec
-from kfcompile.targets import base
+from kfcompile.targets import base, fields
 from kfcompile.targets.base import Rendered, Slot, Table, Target
 
 API_VERSION = TRAINJOB.api_version
@@ -102,6 +103,10 @@ class Release:
     override_list: str | None = None  # v2.0/v2.1: the list whose items need `targetJobs` first
     max_command_items: int | None = None  # v2.2+: command and args hold at most this many
     patches_node_env: bool = True  # v2.2+: the webhook forbids env patches on `node`
+    layout: base.Layout = field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "layout", base.Layout(self.table))
 
 
 def command(spec: JobSpec) -> list[str] | None:
@@ -112,12 +117,13 @@ def command(spec: JobSpec) -> list[str] | None:
 
 
 def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
+    reserved = "reserved on TrainJob: the Torch runtime sets it"
     for k in spec.env:
         if k in RESERVED_ENV:
-            yield Problem(f"env.{k}", "reserved on TrainJob: the Torch runtime sets it")
+            yield Problem(FieldPath.of("env", k), reserved)
     for i, item in enumerate(spec.env_list):
         if item.get("name") in RESERVED_ENV:
-            yield Problem(f"env_list[{i}].name", "reserved on TrainJob: the Torch runtime sets it")
+            yield Problem(FieldPath.of("env_list", i, "name"), reserved)
     yield from base.pod_name_budget(spec.name, pod_suffixes(spec), "a TrainJob (JobSet pods)")
     runtime = spec.runtime
     upstream = runtime.kind == "ClusterTrainingRuntime" and runtime.name in UPSTREAM_RUNTIMES
@@ -125,14 +131,15 @@ def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
         for kind in INITIALIZERS:
             if getattr(spec.initializer, kind) and f"{kind}-initializer" not in runtime_jobs(spec):
                 yield Problem(
-                    f"initializer.{kind}",
+                    FieldPath.of("initializer", kind),
                     f"runtime {runtime.name} has no {kind}-initializer job; set runtime_ref to "
                     "one that has",
                 )
     mounted: set[str] = set()
     for i, m in enumerate(spec.volume_mounts):
         if m["name"] in mounted:  # the TrainJob CRDs key a container's mounts by volume name
-            yield Problem(f"volume_mounts[{i}].name", "TrainJob mounts each volume once")
+            at = FieldPath.of("volume_mounts", i, "name")
+            yield Problem(at, "TrainJob mounts each volume once")
         mounted.add(m["name"])
     if spec.managed_by is not None and spec.managed_by not in MANAGERS:
         yield Problem("managed_by", f"TrainJob accepts only: {', '.join(MANAGERS)}")
@@ -153,11 +160,11 @@ def _override_containers(spec: JobSpec, release: Release) -> Iterator[Problem]:
         items = spec.pod_spec_overrides.get(key, [])
         for i, item in enumerate(items if isinstance(items, list) else []):
             name = item.get("name") if isinstance(item, dict) else None
-            at = f"pod_spec_overrides.{key}[{i}]"
+            at = FieldPath.of("pod_spec_overrides", key, i)
             if key == "initContainers" or name not in UPSTREAM_NODE_CONTAINERS:
-                yield Problem(f"{at}.name", f"runtime {spec.runtime.name} has no such {key[:-1]}")
+                yield Problem(at / "name", f"runtime {spec.runtime.name} has no such {key[:-1]}")
             elif "env" in item and not release.patches_node_env:
-                yield Problem(f"{at}.env", "the webhook refuses env patches on node: use env")
+                yield Problem(at / "env", "the webhook refuses env patches on node: use env")
 
 
 def render(spec: JobSpec, release: Release) -> Rendered:
@@ -177,9 +184,9 @@ def render(spec: JobSpec, release: Release) -> Rendered:
     }
     objects = base.with_companions(spec, job)
     index = len(objects) - 1
-    items = list(base.entries(spec, command(spec)))
+    items = list(fields.entries(spec, command(spec)))
     problems = list(_problems(spec, release))
-    placed = base.place(job, index, items, release.table, release.name, problems)
+    placed = base.place(job, index, items, release.layout, release.name, problems)
     if release.override_list is not None:
         for item in _get_list(job, release.override_list):
             rest = {k: v for k, v in item.items() if k != "targetJobs"}
@@ -197,6 +204,8 @@ def target(release: Release, releases: str) -> Target:
         releases,
         release.table,
         functools.partial(render, release=release),
+        pod_suffixes,
+        release.layout,
     )
 
 

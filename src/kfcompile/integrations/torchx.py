@@ -1,0 +1,382 @@
+"""The TorchX scheduler ``kfcompile``: TorchX apps run as Kubeflow jobs compiled by kfcompile.
+
+    pip install 'kfcompile[torchx]'
+    torchx run -s kfcompile -cfg namespace=team-a,target=trainjob/v2.3 \\
+        dist.ddp -j 2x8 --gpu 8 --script train.py
+    torchx status kfcompile://torchx/team-a:train-x7k2p9
+
+A thin layer over kfcompile's public API: the app becomes a ``JobSpec``
+(``torchx_app.build``), ``--dryrun`` prints ``lifecycle.prepare``'s objects as YAML for
+``kubectl apply -f -``, and running, status, logs, list and cancel are ``kfcompile.lifecycle``
+calls through the Kubernetes adapter (``kfcompile_kube``, imported only when a call needs the
+cluster). Nothing is kept between calls: every command can run in a new process, the cluster is
+the only state. App ids are ``NAMESPACE:NAME`` (TorchX splits handles on their last ``/``).
+
+The registered entry point is ``create_scheduler``; torchx loads this module only for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import secrets
+import string
+import typing
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import torchx
+from attrs import frozen
+from torchx.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    filter_regex,
+)
+from torchx.specs import AppDryRunInfo, AppState, ReplicaStatus, Role, RoleStatus, runopts
+from torchx.specs.finder import ComponentValidationException
+
+from kfcompile import lifecycle, yamlio
+from kfcompile.errors import KfcompileError
+from kfcompile.integrations.torchx_app import (
+    ROLE_NAME,
+    SUFFIX_LENGTH,
+    NotExpressible,
+    Options,
+    build,
+    from_app,
+)
+from kfcompile.kinds import KINDS
+from kfcompile.ports import ApiError, Obj, Ref
+from kfcompile.spec import JobSpec
+from kfcompile.status import State
+from kfcompile.targets import DEFAULT_TARGET, TARGETS, canonical_name
+
+if TYPE_CHECKING:
+    from kfcompile_kube import Connection
+
+logger = logging.getLogger(__name__)
+
+BACKEND: Final = "kfcompile"
+
+# (name, type, default, help): ``torchx runopts kfcompile``. typing.List, not list: torchx 0.7
+# recognises list options by equality with it.
+RUN_OPTS: Final = (
+    ("namespace", str, "default", "Kubernetes namespace of the job"),
+    ("target", str, DEFAULT_TARGET, f"what the cluster runs, one of: {', '.join(TARGETS)}"),
+    ("queue", str, None, "Kueue LocalQueue to submit to"),
+    ("priority_class", str, None, "Kueue WorkloadPriorityClass of the job"),
+    ("service_account", str, None, "service account the pods run as"),
+    ("runtime", str, None, "TrainJob: ClusterTrainingRuntime to run on (torch-distributed)"),
+    ("image_pull_secrets", typing.List[str], None, "secrets for pulling the image"),  # noqa: UP006
+    ("shm_size", str, None, "size of a memory-backed /dev/shm, e.g. 16Gi"),
+    ("kubeconfig", str, None, "kubeconfig file ($KUBECONFIG, ~/.kube/config, in-cluster)"),
+    ("context", str, None, "kubeconfig context (default: its current one)"),
+)
+
+# kfcompile's normalized state -> TorchX's. SUSPENDED is a wait (Kueue queues by suspending).
+APP_STATES: Final[Mapping[State, Any]] = {
+    State.PENDING: AppState.PENDING,
+    State.SUSPENDED: AppState.PENDING,
+    State.RUNNING: AppState.RUNNING,
+    State.SUCCEEDED: AppState.SUCCEEDED,
+    State.FAILED: AppState.FAILED,
+}
+# A pod's phase -> its replica's state (TorchX's ReplicaState is AppState).
+POD_PHASES: Final[Mapping[str, Any]] = {
+    "Pending": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Succeeded": AppState.SUCCEEDED,
+    "Failed": AppState.FAILED,
+    "Unknown": AppState.UNKNOWN,
+}
+# Of a rank's pods (a replaced pod stays Failed beside its successor), the one that counts.
+CURRENT_FIRST: Final = ("Running", "Pending", "Succeeded", "Failed", "Unknown")
+
+
+class SchedulerError(ComponentValidationException, ValueError):  # type: ignore[misc]
+    """What kfcompile could not do, one line per problem. A ComponentValidationException, so
+    that ``torchx run`` prints the lines without a traceback."""
+
+
+@frozen
+class KfcompileRequest:
+    """What ``schedule`` submits; ``str()`` is the YAML ``kubectl apply -f -`` takes."""
+
+    spec: JobSpec
+    target: str
+    namespace: str
+    objects: tuple[Obj, ...]
+    kubeconfig: str | None = None
+    context: str | None = None
+
+    def __str__(self) -> str:
+        return yamlio.dump_all(self.objects)
+
+
+def _suffix() -> str:
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(SUFFIX_LENGTH))
+
+
+def dryrun(app: Any, cfg: Mapping[str, Any], suffix: str) -> KfcompileRequest:
+    """The request for ``app`` with run options ``cfg``; no cluster is consulted."""
+    try:
+        options = Options.of(cfg)
+        spec = build(app, options, suffix, torchx.__version__)
+        prepared = lifecycle.prepare(spec, options.target, options.namespace, environ={})
+    except NotExpressible as exc:
+        raise SchedulerError(str(exc)) from None
+    except KfcompileError as exc:  # what the target cannot express, pointed back at the app
+        raise SchedulerError(str(from_app(exc))) from None
+    return KfcompileRequest(
+        spec,
+        canonical_name(options.target),
+        options.namespace,
+        prepared.objects,
+        options.kubeconfig,
+        options.context,
+    )
+
+
+def split_app_id(app_id: str) -> tuple[str | None, str]:
+    """``NAMESPACE:NAME`` (a bare ``NAME`` is in the kubeconfig context's namespace)."""
+    namespace, sep, name = app_id.rpartition(":")
+    if not name or (sep and not namespace):
+        raise SchedulerError(f"app id {app_id!r}: expected NAMESPACE:NAME")
+    return namespace or None, name
+
+
+def role_name(job: Obj) -> str:
+    """The TorchX role the job runs: as submitted, else the name of its training container."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    name = annotations.get(ROLE_NAME)
+    return name if isinstance(name, str) and name else KINDS[job["kind"]].container
+
+
+def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
+    """TorchX's view of the job: its state, and one replica per rank with its pod's state."""
+    state = seen.state
+    app_state = APP_STATES[state.state]
+    if (job.get("metadata") or {}).get("deletionTimestamp") and not state.finished:
+        app_state = AppState.CANCELLED  # being deleted: its pods go first
+    role = role_name(job)
+    by_rank: dict[int, list[lifecycle.Node]] = {}
+    for node in seen.nodes:
+        if node.rank is not None:
+            by_rank.setdefault(node.rank, []).append(node)
+    replicas = []
+    for rank in range(seen.nodes_total):
+        pods = sorted(
+            by_rank.get(rank, []),
+            key=lambda n: CURRENT_FIRST.index(n.phase) if n.phase in CURRENT_FIRST else 9,
+        )
+        if pods:
+            replica_state, host = POD_PHASES.get(pods[0].phase, AppState.UNKNOWN), pods[0].pod
+        else:  # no pod (yet, or any more)
+            replica_state, host = (app_state if state.finished else AppState.PENDING), ""
+        replicas.append(ReplicaStatus(id=rank, state=replica_state, role=role, hostname=host))
+    message = f"{state.state.value} ({state.reason}) {state.message}".rstrip()
+    return DescribeAppResponse(
+        app_id=app_id,
+        state=app_state,
+        num_restarts=max((n.restarts for n in seen.nodes), default=0),
+        msg=message,
+        roles_statuses=[RoleStatus(role, replicas)],
+        roles=[Role(name=role, image="", num_replicas=seen.nodes_total)],
+    )
+
+
+def _lines(lines: Iterable[lifecycle.LogLine]) -> Iterator[str]:
+    for line in lines:
+        yield f"{line.text}\n"
+
+
+class KfcompileScheduler(Scheduler):  # type: ignore[misc]
+    """``torchx run -s kfcompile``; see the module docstring."""
+
+    def __init__(
+        self, session_name: str, kubeconfig: str | None = None, context: str | None = None
+    ) -> None:
+        super().__init__(BACKEND, session_name)
+        self._given = {"kubeconfig": kubeconfig, "context": context}
+        # Where this scheduler last submitted: torchx asks for the status right after `run`.
+        self._submitted: dict[str, str | None] = {}
+        self._connections: dict[tuple[str | None, str | None], Connection] = {}
+        self._sessions: dict[tuple[str | None, str | None], lifecycle.Session] = {}
+
+    # --- options and connections --------------------------------------------------------------
+
+    def _run_opts(self) -> Any:
+        opts = runopts()
+        for name, type_, default, help_ in RUN_OPTS:
+            opts.add(name, type_=type_, default=default, help=help_)
+        return opts
+
+    def _configured(self, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Run options for calls torchx gives none (status, log, cancel; list on 0.7): those
+        given, then where this scheduler last submitted, then its arguments, then the
+        ``.torchxconfig`` file."""
+        from torchx.runner import config
+
+        found: dict[str, Any] = {}
+        # torchx's own default, [$HOME, $CWD], is taken when torchx is imported: ask for now's.
+        config.apply(scheduler=self.backend, cfg=found, dirs=[str(Path.home()), os.getcwd()])
+        for layer in (self._given, self._submitted, cfg or {}):
+            found.update({k: v for k, v in layer.items() if v is not None})
+        return found
+
+    def _session(self, kubeconfig: str | None, context: str | None) -> lifecycle.Session:
+        key = (kubeconfig, context)
+        if key not in self._sessions:
+            import random
+
+            from kfcompile_kube import ConfigError, KubeCluster, SystemClock, connect
+
+            try:
+                connection = connect(kubeconfig, context)
+            except ConfigError as exc:
+                raise SchedulerError(str(exc)) from None
+            self._connections[key] = connection
+            self._sessions[key] = lifecycle.Session(
+                KubeCluster(connection.api_client),
+                SystemClock(),
+                jitter=random.random,
+                on_retry=_retrying,
+            )
+        return self._sessions[key]
+
+    def _cluster(self, cfg: Mapping[str, Any] | None = None) -> tuple[lifecycle.Session, str]:
+        """A session, and the namespace to act in when the app id names none."""
+        options = self._configured(cfg)
+        kubeconfig, context = options.get("kubeconfig"), options.get("context")
+        session = self._session(kubeconfig, context)
+        namespace = options.get("namespace") or self._connections[(kubeconfig, context)].namespace
+        return session, namespace
+
+    def _job(self, app_id: str) -> tuple[lifecycle.Session, Obj | None]:
+        namespace, name = split_app_id(app_id)
+        session, default = self._cluster()
+        try:
+            return session, lifecycle.find(session, namespace or default, name)
+        except lifecycle.JobNotFound:
+            return session, None
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+        self._sessions.clear()
+
+    # --- the Scheduler API --------------------------------------------------------------------
+
+    def _validate(self, app: Any, scheduler: str, cfg: Any = None) -> None:
+        """Nothing to check before the dry run, which checks everything (an app without
+        resources asks for none)."""
+
+    def _submit_dryrun(self, app: Any, cfg: Mapping[str, Any]) -> Any:
+        return AppDryRunInfo(dryrun(app, cfg, _suffix()), str)
+
+    def schedule(self, dryrun_info: Any) -> str:
+        request: KfcompileRequest = dryrun_info.request
+        with _errors():
+            session = self._session(request.kubeconfig, request.context)
+            submitted = lifecycle.submit(
+                session, request.spec, request.target, namespace=request.namespace, environ={}
+            )
+        self._submitted = {"kubeconfig": request.kubeconfig, "context": request.context}
+        return f"{submitted.ref.namespace}:{submitted.ref.name}"
+
+    def describe(self, app_id: str) -> Any:
+        with _errors():
+            session, job = self._job(app_id)
+            if job is None:
+                return None
+            return describe_job(app_id, job, lifecycle.observe(session, job))
+
+    def list(self, cfg: Mapping[str, Any] | None = None) -> list[Any]:
+        with _errors():
+            session, namespace = self._cluster(cfg)
+            found = lifecycle.list_jobs(session, namespace)
+        named = "name" in getattr(ListAppResponse, "__dataclass_fields__", {})  # nightlies
+        return [
+            ListAppResponse(
+                app_id=f"{job.ref.namespace}:{job.ref.name}",
+                state=APP_STATES[job.state.state],
+                **({"name": job.ref.name} if named else {}),
+            )
+            for job in found
+        ]
+
+    def _cancel_existing(self, app_id: str) -> None:
+        with _errors():
+            session, job = self._job(app_id)
+            if job is not None:
+                lifecycle.cancel(session, Ref.of(job))
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Any = None,
+    ) -> Iterable[str]:
+        """Rank ``k``'s log; with ``should_tail``, followed until the job ends."""
+        if until is not None:
+            raise ValueError("kfcompile reads logs up to now or follows them: no `until`")
+        if streams not in (None, Stream.COMBINED):
+            raise ValueError("kfcompile reads the combined stream (Kubernetes keeps one log)")
+        with _errors():
+            session, job = self._job(app_id)
+        if job is None:
+            raise SchedulerError(f"{app_id}: no such job")
+        role, total = _role_of(job), lifecycle.nodes_total(job)
+        if role_name != role:
+            raise ValueError(f"{app_id} runs one role, {role!r} (not {role_name!r})")
+        if not 0 <= k < total:
+            raise ValueError(f"{app_id} has replicas 0 to {total - 1} (not {k})")
+        since_seconds = None
+        if since is not None:
+            since_seconds = max(1, math.ceil((datetime.now(since.tzinfo) - since).total_seconds()))
+        lines = _lines(
+            lifecycle.logs(
+                session, Ref.of(job), rank=k, follow=should_tail, since_seconds=since_seconds
+            )
+        )
+        return filter_regex(regex, lines) if regex else lines
+
+
+_role_of = role_name  # log_iter's parameter `role_name` shadows the function
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    """Cluster and configuration failures as ``SchedulerError``: one line each."""
+    try:
+        yield
+    except (lifecycle.ClusterError, KfcompileError, ApiError) as exc:
+        raise SchedulerError(str(exc)) from None
+
+
+def _retrying(what: str, error: Exception) -> None:
+    logger.warning("%s: %s; retrying", what, error)
+
+
+def create_scheduler(
+    session_name: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    **kwargs: Any,
+) -> KfcompileScheduler:
+    """The ``torchx.schedulers`` entry point: ``factory(session_name, **kwargs)``. Other
+    keyword arguments (torchx and NeMo-Run pass some) are not for this scheduler."""
+    return KfcompileScheduler(session_name, kubeconfig=kubeconfig, context=context)

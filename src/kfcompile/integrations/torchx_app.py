@@ -1,0 +1,590 @@
+"""A TorchX ``AppDef`` as one kfcompile ``JobSpec``: the mapping behind the ``kfcompile``
+scheduler (``kfcompile.integrations.torchx``).
+
+``to_spec`` places each AppDef field (the README's "TorchX" section has the table); the
+torchrun line of ``dist.ddp``/``dist.torchrun`` is read by ``torchrun_line`` through the option
+table ``TORCHRUN``. Whatever the target cannot express is an error naming the AppDef field it
+came from (``ORIGINS``: ``roles[0].mounts (volumes[0].name): ...``), never a silent drop.
+
+Pure: no cluster, no clock; the random part of a job's name is passed in. Loaded only by the
+scheduler, which torchx loads: nothing in kfcompile's core imports this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import posixpath
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+from attrs import frozen
+
+from kfcompile import paths
+from kfcompile.errors import KfcompileError, Problem
+from kfcompile.spec import JobSpec
+from kfcompile.targets import DEFAULT_TARGET, target
+
+
+class NotExpressible(KfcompileError):
+    """The app cannot become a kfcompile job on the chosen target; one line per problem,
+    each naming the AppDef field (or run option) it came from."""
+
+
+@frozen(kw_only=True)
+class Options:
+    """The scheduler's run options (``-cfg key=value,...``), typed."""
+
+    namespace: str = "default"
+    target: str = DEFAULT_TARGET
+    queue: str | None = None
+    priority_class: str | None = None
+    service_account: str | None = None
+    runtime: str | None = None
+    image_pull_secrets: tuple[str, ...] = ()
+    shm_size: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+
+    @classmethod
+    def of(cls, cfg: Mapping[str, Any]) -> Options:
+        known = {f.name for f in attrs.fields(cls)}
+        values = {k: v for k, v in cfg.items() if k in known and v not in (None, "")}
+        if "image_pull_secrets" in values:
+            values["image_pull_secrets"] = tuple(values["image_pull_secrets"])
+        return cls(**values)
+
+
+# --- where errors point back to ----------------------------------------------------------------
+
+# Spec field -> where its value came from, for error messages.
+ORIGINS: Final[Mapping[str, str]] = {
+    "name": "name",
+    "namespace": "-cfg namespace",
+    "image": "roles[0].image",
+    "launcher": "roles[0].args (torchrun line)",
+    "command": "roles[0].entrypoint",
+    "args": "roles[0].args",
+    "env": "roles[0].env",
+    "num_nodes": "roles[0].num_replicas",
+    "elastic": "roles[0].min_replicas",
+    "nprocs_per_node": "roles[0].args (torchrun --nproc_per_node)",
+    "backoff_limit": "roles[0].max_retries",
+    "cpu_request": "roles[0].resource.cpu",
+    "cpu_limit": "roles[0].resource.cpu",
+    "memory_request": "roles[0].resource.memMB",
+    "memory_limit": "roles[0].resource.memMB",
+    "gpus_per_node": "roles[0].resource.gpu",
+    "extra_resource_requests": "roles[0].resource.devices",
+    "extra_resource_limits": "roles[0].resource.devices",
+    "node_selector": "roles[0].resource.capabilities",
+    "volumes": "roles[0].mounts",
+    "volume_mounts": "roles[0].mounts",
+    "container_overrides": "roles[0].mounts (a device: privileged)",
+    "annotations": "roles[0].name",
+    "queue": "-cfg queue",
+    "priority_class": "-cfg priority_class",
+    "service_account_name": "-cfg service_account",
+    "runtime_ref": "-cfg runtime",
+    "image_pull_secrets": "-cfg image_pull_secrets",
+    "shm_size": "-cfg shm_size",
+}
+
+APP_NAME: Final = "torchx.pytorch.org/app-name"
+ROLE_NAME: Final = "torchx.pytorch.org/role-name"
+TORCHX_VERSION: Final = "torchx.pytorch.org/version"
+
+# Stand-ins for the per-replica macros: kfcompile renders one pod template for every node, so
+# a value that differs by replica cannot be written into it. Their use is reported, unless it
+# is in a torchrun option the target wires itself (dist.ddp's rendezvous endpoint).
+PER_REPLICA: Final[Mapping[str, str]] = {
+    "__kfcompile_torchx_replica_id__": "${replica_id}",
+    "__kfcompile_torchx_rank0_env__": "${rank0_env}",
+}
+REPLICA_ID, RANK0_ENV = PER_REPLICA
+
+
+def _origin(path: str) -> str:
+    """``env.FOO`` -> ``roles[0].env (env.FOO)``: the AppDef field first, the spec path after."""
+    field = re.match(r"[A-Za-z_]+", path)
+    where = ORIGINS.get(field.group()) if field else None
+    return f"{where} ({path})" if where and where != path else path
+
+
+def from_app(error: KfcompileError) -> NotExpressible:
+    """A spec or render error, each problem pointing back at what the app said."""
+    return NotExpressible(Problem(_origin(p.path), p.message) for p in error.problems)
+
+
+# --- the torchrun line --------------------------------------------------------------------------
+
+
+@frozen
+class Word:
+    """One word of a shell line, and whether it means itself without a shell (no expansion,
+    globbing or substitution would touch it)."""
+
+    text: str
+    literal: bool
+
+
+_OPERATORS = frozenset("|&;<>()")
+_EXPANDS = frozenset("$`")
+_GLOB = frozenset("*?[{")  # `{a,b}` is brace expansion
+
+
+def shell_words(line: str) -> list[Word] | None:
+    """The words of a POSIX shell line, as ``bash -c`` would split them; None when it is more
+    than one simple command (operators, comments, an unclosed quote)."""
+    words: list[Word] = []
+    text: list[str] = []
+    literal, started, i = True, False, 0
+
+    def end() -> None:
+        nonlocal literal, started
+        if started:
+            words.append(Word("".join(text), literal))
+        text.clear()
+        literal, started = True, False
+
+    while i < len(line):
+        c = line[i]
+        if c in " \t\n":
+            end()
+        elif c == "'":
+            close = line.find("'", i + 1)
+            if close < 0:
+                return None
+            text.append(line[i + 1 : close])
+            started, i = True, close
+        elif c == '"':
+            i += 1
+            while i < len(line) and line[i] != '"':
+                if line[i] == "\\" and i + 1 < len(line) and line[i + 1] in '$`"\\\n':
+                    i += 1
+                elif line[i] in _EXPANDS:
+                    literal = False
+                text.append(line[i])
+                i += 1
+            if i >= len(line):
+                return None
+            started = True
+        elif c == "\\":
+            if i + 1 < len(line) and line[i + 1] != "\n":
+                text.append(line[i + 1])
+                started = True
+            i += 1
+        elif c in _OPERATORS or (c == "#" and not started):
+            return None
+        else:
+            if c in _EXPANDS or c in _GLOB or (c == "~" and not started):
+                literal = False
+            text.append(c)
+            started = True
+        i += 1
+    end()
+    return words
+
+
+# torchrun's options (torch.distributed.run), by what kfcompile makes of them. Names are
+# written with dashes; torchrun accepts `_` for `-` in every one.
+NODES, NPROCS, MAX_RESTARTS = "nodes", "nprocs", "max_restarts"
+WIRED = "the target wires the rendezvous"
+CONSOLE = "Kubernetes keeps the console as the pod log"
+ROLE = "it only names torchrun's worker group in its own log lines"
+MODULE = "module"
+
+
+@frozen
+class TorchrunOption:
+    takes_value: bool
+    meaning: str  # NODES/NPROCS/MAX_RESTARTS/MODULE, or why it is not needed
+
+
+TORCHRUN: Final[Mapping[str, TorchrunOption]] = {
+    "nnodes": TorchrunOption(True, NODES),
+    "nproc-per-node": TorchrunOption(True, NPROCS),
+    "max-restarts": TorchrunOption(True, MAX_RESTARTS),
+    "rdzv-backend": TorchrunOption(True, WIRED),
+    "rdzv-endpoint": TorchrunOption(True, WIRED),
+    "rdzv-id": TorchrunOption(True, WIRED),
+    "node-rank": TorchrunOption(True, WIRED),
+    "master-addr": TorchrunOption(True, WIRED),
+    "master-port": TorchrunOption(True, WIRED),
+    "standalone": TorchrunOption(False, WIRED),
+    "tee": TorchrunOption(True, CONSOLE),
+    "role": TorchrunOption(True, ROLE),
+    "module": TorchrunOption(False, MODULE),
+}
+SHORT: Final[Mapping[str, str]] = {"-t": "tee", "-m": "module"}
+
+
+@frozen
+class Torchrun:
+    """What a torchrun line asks kfcompile's own torchrun launcher for."""
+
+    nnodes: str | None
+    nproc_per_node: str | None
+    max_restarts: str | None
+    program: tuple[Word, ...]  # the script (or module) and its arguments
+    module: bool = False  # `-m`: the program is a module
+
+
+def torchrun_words(entrypoint: str, args: Sequence[str]) -> list[Word] | None:
+    """The words after ``torchrun`` when a role runs torchrun, else None: ``torchrun ...``,
+    ``python -m torch.distributed.run ...`` or ``bash -c "torchrun ..."``."""
+    program = posixpath.basename(entrypoint)
+    rest = [Word(a, literal=True) for a in args]  # no shell: every word means itself
+    if program in ("bash", "sh") and len(args) == 2 and args[0] == "-c":
+        words = shell_words(args[1])
+        if not words or not words[0].literal:
+            return None
+        program, rest = posixpath.basename(words[0].text), words[1:]
+    if program == "torchrun":
+        return rest
+    if re.fullmatch(r"python[\d.]*", program) and [w.text for w in rest[:2]] == [
+        "-m",
+        "torch.distributed.run",
+    ]:
+        return rest[2:]
+    return None
+
+
+def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list[Problem]]:
+    """Read torchrun's options up to the program; every option kfcompile cannot carry is a
+    problem (``at`` names the field the line came from)."""
+    found: dict[str, str] = {}
+    problems: list[Problem] = []
+    i = 0
+    while i < len(words) and words[i].text.startswith("-") and words[i].text != "-":
+        word = words[i].text
+        if word == "--":
+            i += 1
+            break
+        name, eq, value = word.partition("=")
+        key = SHORT.get(name) or name.lstrip("-").replace("_", "-")
+        option = TORCHRUN.get(key)
+        if option is None:
+            problems.append(
+                Problem(at, f"torchrun {name}: kfcompile's torchrun launcher cannot pass it")
+            )
+            option = TorchrunOption(bool(i + 1 < len(words) and not eq), "")
+        if option.takes_value and not eq:
+            i += 1
+            if i >= len(words):
+                problems.append(Problem(at, f"torchrun {name}: needs a value"))
+                break
+            value = words[i].text
+            if option.meaning in (NODES, NPROCS, MAX_RESTARTS) and not words[i].literal:
+                problems.append(Problem(at, f"torchrun {name} {value}: needs a shell to expand"))
+        if option.meaning in (NODES, NPROCS, MAX_RESTARTS, MODULE):
+            found[option.meaning] = value
+        i += 1
+    program = tuple(words[i:])
+    if not program:
+        problems.append(Problem(at, "torchrun: no script to run"))
+    for w in program:
+        if not w.literal:
+            problems.append(
+                Problem(
+                    at,
+                    f"{w.text!r}: needs a shell to expand; kfcompile's torchrun launcher "
+                    "runs no shell (write the value itself)",
+                )
+            )
+    if problems:
+        return None, problems
+    line = Torchrun(
+        found.get(NODES), found.get(NPROCS), found.get(MAX_RESTARTS), program, MODULE in found
+    )
+    return line, []
+
+
+# --- the app ------------------------------------------------------------------------------------
+
+
+def _literal(value: str) -> str:
+    """Kubernetes expands ``$(VAR)`` (and ``$$`` to ``$``) in command, args and env values; a
+    TorchX value means itself, so every ``$`` is doubled."""
+    return value.replace("$", "$$")
+
+
+def _quantity_cpu(cpu: float) -> str:
+    millis = round(cpu * 1000)
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def _per_replica(value: str, at: str) -> Iterator[Problem]:
+    for stand_in, macro in PER_REPLICA.items():
+        if stand_in in value:
+            yield Problem(
+                at,
+                f"{macro} differs by replica, but kfcompile renders one pod template for "
+                "every node (read the node rank and rank 0's address from the environment "
+                "the target sets)",
+            )
+
+
+def _nodes(value: str, at: str) -> tuple[int, int] | Problem:
+    """torchrun's ``--nnodes``: ``N`` or ``MIN:MAX``."""
+    m = re.fullmatch(r"(\d+)(?::(\d+))?", value)
+    if not m:
+        return Problem(at, f"torchrun --nnodes {value}: must be N or MIN:MAX")
+    low, high = int(m[1]), int(m[2] or m[1])
+    return low, high
+
+
+def _nprocs(value: str, gpus: int, at: str) -> int | str | Problem:
+    if value.isdigit():
+        return int(value)
+    if value == "auto":
+        return "auto"
+    if value == "gpu" and gpus > 0:
+        return gpus
+    return Problem(at, f"torchrun --nproc_per_node {value}: must be a number or auto")
+
+
+def _program(role: Any, at: str, spec: dict[str, Any], problems: list[Problem]) -> None:
+    """The role's command line: kfcompile's torchrun launcher for a torchrun line, else the
+    command and args exactly as the role gives them. Sets the nodes (elastic below
+    ``num_replicas``) and processes per node."""
+    replicas, least = role.num_replicas, role.min_replicas or role.num_replicas
+    restarts = None
+    words = torchrun_words(role.entrypoint, list(role.args))
+    if words is None:
+        for i, arg in enumerate([role.entrypoint, *role.args]):
+            problems.extend(_per_replica(arg, f"{at}.args[{i - 1}]" if i else f"{at}.entrypoint"))
+        spec["command"] = [_literal(role.entrypoint)]
+        if role.args:
+            spec["args"] = [_literal(a) for a in role.args]
+    elif (found := _torchrun(role, words, f"{at}.args", spec, problems)) is not None:
+        least, restarts = found
+    if least < replicas:
+        spec["elastic"] = {
+            "min_nodes": max(least, 1),
+            "max_nodes": replicas,
+            "max_restarts": restarts,
+        }
+    elif restarts is not None:
+        problems.append(
+            Problem(f"{at}.args", "torchrun --max_restarts: kfcompile passes it to elastic jobs")
+        )
+
+
+def _torchrun(
+    role: Any, words: Sequence[Word], at: str, spec: dict[str, Any], problems: list[Problem]
+) -> tuple[int, int | None] | None:
+    """Map a torchrun line onto the launcher; the fewest nodes it starts with, and its
+    ``--max_restarts``."""
+    line, found = torchrun_line(words, at)
+    problems.extend(found)
+    if line is None:
+        return None
+    script, *script_args = (w.text for w in line.program)
+    for value in (script, *script_args):
+        problems.extend(_per_replica(value, at))
+    # Nested parts are given as mappings: JobSpec checks them with their full paths.
+    program = {"module": script} if line.module else {"entrypoint": _literal(script)}
+    spec["launcher"] = {"kind": "torchrun", **program, "args": [_literal(a) for a in script_args]}
+    replicas, least = role.num_replicas, role.min_replicas or role.num_replicas
+    if line.nnodes is not None:
+        nodes = _nodes(line.nnodes, at)
+        if isinstance(nodes, Problem):
+            problems.append(nodes)
+        elif nodes[1] != replicas or (
+            role.min_replicas is not None and nodes[0] not in (nodes[1], role.min_replicas)
+        ):
+            given = f" (min_replicas {role.min_replicas})" if role.min_replicas else ""
+            problems.append(
+                Problem(
+                    at,
+                    f"torchrun --nnodes {line.nnodes} does not match num_replicas "
+                    f"{replicas}{given}",
+                )
+            )
+        else:
+            least = nodes[0]  # what torchrun waits for is what runs
+    # torchrun starts one process per node unless told (kfcompile's default would be per GPU).
+    nprocs = _nprocs(line.nproc_per_node or "1", max(int(role.resource.gpu), 0), at)
+    if isinstance(nprocs, Problem):
+        problems.append(nprocs)
+    else:
+        spec["nprocs_per_node"] = nprocs
+    restarts = None
+    if line.max_restarts is not None:
+        if line.max_restarts.isdigit():
+            restarts = int(line.max_restarts)
+        else:
+            problems.append(Problem(at, "torchrun --max_restarts: must be a number"))
+    return least, restarts
+
+
+def _resources(resource: Any, at: str, spec: dict[str, Any], problems: list[Problem]) -> None:
+    """A ``Resource`` is what one replica (one node) needs; -1 (TorchX's NULL_RESOURCE) and 0
+    ask for nothing."""
+    if resource.cpu > 0:
+        spec["cpu_request"] = spec["cpu_limit"] = _quantity_cpu(float(resource.cpu))
+    if resource.memMB > 0:
+        # TorchX's named resources count memMB in MiB (e.g. 244 GiB as 244 * 1024).
+        spec["memory_request"] = spec["memory_limit"] = f"{math.ceil(resource.memMB)}Mi"
+    if resource.gpu > 0:
+        spec["gpus_per_node"] = int(resource.gpu)
+    devices: dict[str, str] = {}
+    for name, count in dict(resource.devices).items():
+        devices[str(name)] = str(count)
+    if devices:
+        spec["extra_resource_requests"] = spec["extra_resource_limits"] = devices
+    selector: dict[str, str] = {}
+    for key, value in dict(resource.capabilities).items():
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            selector[str(key)] = str(value)
+        else:
+            problems.append(
+                Problem(
+                    f"{at}.resource.capabilities{paths.key(str(key))}",
+                    f"must be a node label value (a string), got {type(value).__name__}",
+                )
+            )
+    if selector:
+        spec["node_selector"] = selector
+
+
+def _mounts(mounts: Sequence[Any], at: str, spec: dict[str, Any], problems: list[Problem]) -> None:
+    volumes: list[dict[str, Any]] = []
+    claimed: list[dict[str, Any]] = []
+    privileged = False
+    for i, mount in enumerate(mounts):
+        name = f"mount-{i}"
+        kind = type(mount).__name__
+        if kind == "BindMount":
+            volume: dict[str, Any] = {"hostPath": {"path": mount.src_path}}
+            read_only = bool(mount.read_only)
+        elif kind == "VolumeMount":
+            volume = {"persistentVolumeClaim": {"claimName": mount.src}}
+            read_only = bool(mount.read_only)
+        elif kind == "DeviceMount":
+            volume = {"hostPath": {"path": mount.src_path}}
+            read_only = "w" not in mount.permissions and "m" not in mount.permissions
+            privileged = True  # a device node opens only in a privileged container
+        else:
+            problems.append(Problem(f"{at}.mounts[{i}]", f"unknown mount type {kind}"))
+            continue
+        volumes.append({"name": name, **volume})
+        entry: dict[str, Any] = {"name": name, "mountPath": mount.dst_path}
+        if read_only:
+            entry["readOnly"] = True
+        claimed.append(entry)
+    if volumes:
+        spec["volumes"], spec["volume_mounts"] = volumes, claimed
+    if privileged:
+        spec["container_overrides"] = {"securityContext": {"privileged": True}}
+
+
+def _unused(app: Any, role: Any, at: str) -> Iterator[Problem]:
+    """Fields kfcompile has nowhere to put: set, they are errors."""
+    if app.metadata:
+        yield Problem("metadata", "kfcompile reads no scheduler metadata: leave it empty")
+    if role.metadata:
+        yield Problem(f"{at}.metadata", "kfcompile reads no scheduler metadata: leave it empty")
+    if getattr(role, "base_image", None):  # torchx 0.7
+        yield Problem(f"{at}.base_image", "kfcompile builds no images: set image only")
+    if getattr(role, "workspace", None):  # torchx nightlies
+        yield Problem(f"{at}.workspace", "kfcompile builds no images: build the image first")
+    overrides = getattr(role, "overrides", None) or {}  # torchx nightlies
+    if any(not str(k).startswith("<") for k in overrides):  # `<...>`: torchx's own
+        yield Problem(f"{at}.overrides", "kfcompile takes no scheduler overrides")
+    if role.max_retries > 0 and str(getattr(role.retry_policy, "value", "")) not in (
+        "REPLICA",
+        "APPLICATION",
+    ):
+        yield Problem(
+            f"{at}.retry_policy",
+            f"{role.retry_policy.value}: kfcompile retries replicas (REPLICA or APPLICATION)",
+        )
+
+
+def to_spec(app: Any, options: Options, name: str, torchx_version: str) -> JobSpec:
+    """The JobSpec for ``app`` named ``name``, with the run ``options``; raises
+    ``NotExpressible`` naming every AppDef field the spec cannot hold."""
+    from torchx.specs import macros
+
+    roles = list(app.roles)
+    if len(roles) != 1:
+        names = ", ".join(r.name for r in roles) or "none"
+        raise NotExpressible(
+            [Problem("roles", f"kfcompile runs one role per job; this app has {names}")]
+        )
+    at = "roles[0]"
+    stand_ins = {"replica_id": REPLICA_ID, "rank0_env": RANK0_ENV}
+    given = {
+        "img_root": "",
+        "base_img_root": "",
+        "app_id": f"{options.namespace}:{name}",
+        **stand_ins,
+    }
+    fields = {f.name for f in dataclasses.fields(macros.Values)}
+    role = macros.Values(**{k: v for k, v in given.items() if k in fields}).apply(roles[0])
+
+    problems = list(_unused(app, role, at))
+    spec: dict[str, Any] = {
+        "name": name,
+        "namespace": options.namespace,
+        "image": role.image,
+        "num_nodes": role.num_replicas,
+        "annotations": {APP_NAME: app.name, ROLE_NAME: role.name, TORCHX_VERSION: torchx_version},
+    }
+    _program(role, at, spec, problems)
+    env: dict[str, str] = {}
+    for key, value in role.env.items():
+        problems.extend(_per_replica(value, f"{at}.env{paths.key(key)}"))
+        env[key] = _literal(value)
+    if env:
+        spec["env"] = env
+    if role.max_retries > 0:
+        spec["backoff_limit"] = role.max_retries
+    _resources(role.resource, at, spec, problems)
+    _mounts(role.mounts, at, spec, problems)
+    optional = {
+        "queue": options.queue,
+        "priority_class": options.priority_class,
+        "service_account_name": options.service_account,
+        "shm_size": options.shm_size,
+        "runtime_ref": {"name": options.runtime} if options.runtime else None,
+    }
+    spec.update({k: v for k, v in optional.items() if v is not None})
+    if options.image_pull_secrets:
+        spec["image_pull_secrets"] = options.image_pull_secrets
+    if problems:
+        raise NotExpressible(problems)
+    try:
+        return JobSpec(**spec)
+    except KfcompileError as exc:
+        raise from_app(exc) from None
+
+
+# --- names --------------------------------------------------------------------------------------
+
+SUFFIX_LENGTH: Final = 6  # a new job per run, as TorchX expects: 36**6 names per app name
+
+
+def job_name(app_name: str, limit: int, suffix: str) -> str:
+    """``<app name>-<suffix>`` as an RFC 1035 label of at most ``limit`` characters: the app
+    name lowercased, other characters as ``-``, shortened to fit."""
+    base = re.sub(r"[^a-z0-9]+", "-", app_name.lower()).strip("-")
+    base = re.sub(r"^[^a-z]+", "", base) or "torchx"
+    base = base[: max(limit - len(suffix) - 1, 1)].rstrip("-")
+    return f"{base}-{suffix}"
+
+
+def build(app: Any, options: Options, suffix: str, torchx_version: str) -> JobSpec:
+    """The spec for ``app``: mapped once to learn the longest name its pods allow on the
+    target (it depends on the number of nodes and the runtime), then named to fit."""
+    try:
+        chosen = target(options.target)
+    except ValueError as exc:
+        raise NotExpressible([Problem("-cfg target", str(exc))]) from None
+    draft = to_spec(app, options, "torchx", torchx_version)
+    name = job_name(app.name, chosen.name_limit(draft), suffix)
+    return to_spec(app, options, name, torchx_version)

@@ -1,0 +1,103 @@
+"""What discovery answers: the server version, API groups and the resources of each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .resources import ResourceKind, not_found
+
+Obj = dict[str, Any]
+
+__all__ = ["discovery", "version"]
+
+# Verbs each resource lists (what a real server lists; not all are served here).
+_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+def version() -> Obj:
+    return {
+        "major": "1",
+        "minor": "33",
+        "gitVersion": "v1.33.0-fakekube",
+        "gitCommit": "0" * 40,
+        "gitTreeState": "clean",
+        "buildDate": "2025-01-01T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    }
+
+
+def discovery(kinds: list[ResourceKind], parts: list[str], address: str) -> Obj:
+    """The discovery document at ``/api``, ``/api/v1``, ``/apis``, ``/apis/G``, ``/apis/G/V``."""
+    missing = not_found()
+    if parts == ["api"]:
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}],
+        }
+    if parts[0] == "api":
+        if parts[1] != "v1":
+            raise missing
+        return _resource_list("", "v1", kinds)
+    groups: dict[str, list[str]] = {}
+    for kind in kinds:
+        if kind.group and kind.version not in groups.setdefault(kind.group, []):
+            groups[kind.group].append(kind.version)
+
+    def group_obj(name: str) -> Obj:
+        versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in groups[name]]
+        return {"name": name, "versions": versions, "preferredVersion": versions[0]}
+
+    if len(parts) == 1:
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [group_obj(name) for name in groups],
+        }
+    if parts[1] not in groups:
+        raise missing
+    if len(parts) == 2:
+        return {"kind": "APIGroup", "apiVersion": "v1", **group_obj(parts[1])}
+    if parts[2] not in groups[parts[1]]:
+        raise missing
+    return _resource_list(parts[1], parts[2], kinds)
+
+
+def _resource_list(group: str, version: str, kinds: list[ResourceKind]) -> Obj:
+    resources: list[Obj] = []
+    for kind in kinds:
+        if (kind.group, kind.version) != (group, version):
+            continue
+        entry: Obj = {
+            "name": kind.plural,
+            "singularName": kind.singular,
+            "namespaced": kind.namespaced,
+            "kind": kind.kind,
+            "verbs": _VERBS,
+        }
+        if kind.short_names:
+            entry["shortNames"] = list(kind.short_names)
+        resources.append(entry)
+        for sub in kind.subresources:
+            sub_kind, verbs = {
+                "status": (kind.kind, ["get", "patch", "update"]),
+                "log": (kind.kind, ["get"]),
+                "exec": ("PodExecOptions", ["create", "get"]),
+            }[sub]
+            resources.append(
+                {
+                    "name": f"{kind.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": kind.namespaced,
+                    "kind": sub_kind,
+                    "verbs": verbs,
+                }
+            )
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}" if group else version,
+        "resources": resources,
+    }

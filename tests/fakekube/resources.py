@@ -1,0 +1,292 @@
+"""What the fake cluster serves and how it refuses: the resource kinds (built-in and from CRDs),
+the ``Status`` errors, and the records the store keeps (watch history, container logs)."""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+Obj = dict[str, Any]
+T = TypeVar("T")
+
+__all__ = [
+    "BUILTIN_KINDS",
+    "CRD_KEY",
+    "NAMESPACE_KEY",
+    "Change",
+    "LogChunk",
+    "ResourceKind",
+    "StoreError",
+    "check_name",
+    "clone",
+    "crd_kinds",
+    "not_found",
+    "rfc3339",
+    "server_defaults",
+]
+
+
+class StoreError(Exception):
+    """A refusal the API server would answer with a ``Status``: ``code``, ``reason``, message."""
+
+    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self) -> Obj:
+        """The ``Status`` object the server sends for this error."""
+        out: Obj = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            out["details"] = self.details
+        return out
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """One served resource: what discovery lists and what routes and the store key on."""
+
+    group: str  # "" for core
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()  # e.g. ("status",), ("status", "log", "exec")
+    # The CRD defining it (validation); never mutated.
+    crd: Obj | None = field(default=None, compare=False, repr=False)
+    core_schema: str | None = None  # kubernetes-validate strict schema, e.g. "pod-v1"
+    returns_deleted: bool = False  # DELETE answers the object rather than a Status
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def resource(self) -> str:
+        """How messages name it: ``pods``, ``trainjobs.trainer.kubeflow.org``."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def details(self, name: str, uid: str | None = None) -> Obj:
+        out: Obj = {"name": name, "kind": self.plural}
+        if self.group:
+            out["group"] = self.group
+        if uid:
+            out["uid"] = uid
+        return out
+
+
+def _core(kind: str, plural: str, short: tuple[str, ...] = (), **kw: Any) -> ResourceKind:
+    schema = kw.pop("core_schema", f"{kind.lower()}-v1")
+    return ResourceKind(
+        "",
+        "v1",
+        kind,
+        plural,
+        kw.pop("namespaced", True),
+        kind.lower(),
+        short,
+        core_schema=schema,
+        **kw,
+    )
+
+
+BUILTIN_KINDS: tuple[ResourceKind, ...] = (
+    _core("Pod", "pods", ("po",), subresources=("status", "log", "exec"), returns_deleted=True),
+    _core("ConfigMap", "configmaps", ("cm",)),
+    _core("Secret", "secrets"),
+    _core("Event", "events", ("ev",)),
+    _core("Namespace", "namespaces", ("ns",), namespaced=False, subresources=("status",)),
+    _core(
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        ("pvc",),
+        subresources=("status",),
+        returns_deleted=True,
+    ),
+    _core("ServiceAccount", "serviceaccounts", ("sa",), returns_deleted=True),
+    ResourceKind(
+        "batch", "v1", "Job", "jobs", True, "job", (), ("status",), core_schema="job-batch-v1"
+    ),
+    ResourceKind(
+        "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, "jobset", (), ("status",)
+    ),
+    ResourceKind(
+        "kueue.x-k8s.io",
+        "v1beta1",
+        "LocalQueue",
+        "localqueues",
+        True,
+        "localqueue",
+        ("queue", "queues", "lq"),
+        ("status",),
+    ),
+    ResourceKind(
+        "kueue.x-k8s.io",
+        "v1beta1",
+        "ClusterQueue",
+        "clusterqueues",
+        False,
+        "clusterqueue",
+        ("cq",),
+        ("status",),
+    ),
+    ResourceKind(
+        "kueue.x-k8s.io", "v1beta1", "Workload", "workloads", True, "workload", ("wl",), ("status",)
+    ),
+    ResourceKind(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        False,
+        "customresourcedefinition",
+        ("crd", "crds"),
+        ("status",),
+    ),
+)
+
+
+def clone(node: T) -> T:
+    """A deep copy of JSON-like data (dicts, lists, scalars): three times as fast as
+    ``copy.deepcopy``, which matters to 1,000-pod jobs."""
+    kind = type(node)
+    if kind is dict:
+        return {k: clone(v) for k, v in node.items()}  # type: ignore[attr-defined,return-value]
+    if kind is list or kind is tuple:
+        return [clone(v) for v in node]  # type: ignore[attr-defined,return-value]
+    return node
+
+
+NAMESPACE_KEY = ("v1", "Namespace")
+CRD_KEY = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+
+
+def rfc3339(at: float) -> str:
+    """``2024-05-01T12:00:00Z``: how the server writes timestamps (``at``: seconds since 1970)."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def not_found(message: str = "the server could not find the requested resource") -> StoreError:
+    return StoreError(404, "NotFound", message)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the watch history. ``old`` is the previous state of a MODIFIED object."""
+
+    rv: int
+    type: str  # ADDED, MODIFIED, DELETED
+    api_version: str
+    kind: str
+    obj: Obj  # shared by every reader: never mutate
+    old: Obj | None = None
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Text a container wrote at ``time``, during its ``instance``-th run (its restartCount)."""
+
+    time: float
+    text: str
+    instance: int
+
+
+# --- what the server checks and fills in on create ---------------------------------------------
+
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def check_name(rk: ResourceKind, name: str) -> None:
+    """StoreError 422 unless ``name`` is an RFC 1123 subdomain (a label for namespaces)."""
+    pattern, limit, what = (
+        (_LABEL, 63, "RFC 1123 label")
+        if rk.kind == "Namespace"
+        else (_SUBDOMAIN, 253, "RFC 1123 subdomain")
+    )
+    if len(name) <= limit and pattern.fullmatch(name):
+        return
+    msg = (
+        f'Invalid value: "{name}": a lowercase {what} must consist of lower case '
+        "alphanumeric characters, '-' or '.', and must start and end with an "
+        "alphanumeric character"
+    )
+    raise StoreError(
+        422,
+        "Invalid",
+        f'{rk.kind} "{name}" is invalid: metadata.name: {msg}',
+        {
+            **rk.details(name),
+            "causes": [{"reason": "FieldValueInvalid", "message": msg, "field": "metadata.name"}],
+        },
+    )
+
+
+_CRD_CONDITIONS = (
+    ("NamesAccepted", "NoConflicts", "no conflicts found"),
+    ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+)
+
+
+def server_defaults(rk: ResourceKind, obj: Obj, now: str) -> None:
+    """What the real server's defaulting adds, where clients' models or our code look."""
+    core = not rk.group
+    if core and rk.kind == "Secret":
+        data = obj.setdefault("data", {}) or {}
+        for key, value in (obj.pop("stringData", None) or {}).items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        obj["data"] = data
+        obj.setdefault("type", "Opaque")
+    elif core and rk.kind == "Namespace":
+        name = obj["metadata"]["name"]
+        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+        obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+        obj["status"] = {"phase": "Active"}
+    elif core and rk.kind in ("Pod", "PersistentVolumeClaim"):
+        obj.setdefault("status", {}).setdefault("phase", "Pending")
+    elif (rk.api_version, rk.kind) == CRD_KEY:
+        obj["status"] = {
+            "acceptedNames": obj["spec"]["names"],
+            "conditions": [
+                {"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": now}
+                for t, r, m in _CRD_CONDITIONS
+            ],
+            "storedVersions": [v["name"] for v in obj["spec"]["versions"] if v.get("storage")],
+        }
+
+
+def crd_kinds(crd: Obj) -> list[ResourceKind]:
+    """The kinds a CRD serves: one per served version."""
+    spec = crd["spec"]
+    names = spec["names"]
+    status = spec.get("subresources") or {}
+    return [
+        ResourceKind(
+            spec["group"],
+            version["name"],
+            names["kind"],
+            names["plural"],
+            spec.get("scope", "Namespaced") == "Namespaced",
+            names.get("singular", names["kind"].lower()),
+            tuple(names.get("shortNames") or ()),
+            ("status",) if "status" in (version.get("subresources") or status) else (),
+            crd=crd,
+        )
+        for version in spec["versions"]
+        if version.get("served", True)
+    ]

@@ -1,0 +1,126 @@
+"""Label and field selectors, parsed as the API server parses them (a bad one is a 400)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from .resources import StoreError
+
+Obj = dict[str, Any]
+Matcher = Callable[[Obj], bool]
+
+__all__ = ["Matcher", "field_matcher", "label_matcher"]
+
+
+_KEY = r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+_EXISTS = re.compile(rf"\s*(!?)\s*({_KEY})\s*")
+_EQUALS = re.compile(rf"\s*({_KEY})\s*(==|!=|=)\s*({_VALUE})\s*")
+_SET = re.compile(rf"\s*({_KEY})\s+(in|notin)\s*\(([^()]*)\)\s*")
+
+
+def _split_requirements(text: str) -> list[str]:
+    """Split on the commas that separate requirements, not those inside ``in (a,b)``."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _requirement(text: str) -> Callable[[dict[str, str]], bool]:
+    if m := _SET.fullmatch(text):
+        key, op = m[1], m[2]
+        values = {v.strip() for v in m[3].split(",")}
+        if op == "in":
+            return lambda labels: labels.get(key) in values
+        return lambda labels: labels.get(key) not in values
+    if m := _EQUALS.fullmatch(text):
+        key, op, value = m[1], m[2], m[3]
+        if op == "!=":
+            return lambda labels: labels.get(key) != value
+        return lambda labels: labels.get(key) == value
+    if m := _EXISTS.fullmatch(text):
+        key, negated = m[2], bool(m[1])
+        return lambda labels: (key in labels) != negated
+    raise StoreError(400, "BadRequest", f"unable to parse requirement: {text.strip()!r}")
+
+
+def label_matcher(selector: str) -> Matcher:
+    """A predicate for ``selector`` (``a=b,c!=d,e in (f,g),h notin (i),j,!k``).
+
+    Raises StoreError 400 when the selector does not parse, as the server does.
+    """
+    if not selector.strip():
+        return lambda obj: True
+    reqs = [_requirement(part) for part in _split_requirements(selector)]
+
+    def match(obj: Obj) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return all(req(labels) for req in reqs)
+
+    return match
+
+
+# Field selectors the real server supports beyond metadata.name/namespace, per kind.
+_FIELDS: dict[str, tuple[str, ...]] = {
+    "Pod": (
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ),
+    "Event": (
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ),
+    "Secret": ("type",),
+    "Namespace": ("status.phase",),
+    "Job": ("status.successful",),
+}
+_FIELD_REQ = re.compile(r"\s*([A-Za-z.]+)\s*(==|!=|=)\s*([^,]*?)\s*")
+
+
+def _field_value(obj: Obj, path: str) -> str:
+    node: Any = obj
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if node is None:
+        return ""
+    if isinstance(node, bool):
+        return str(node).lower()
+    return str(node)
+
+
+def field_matcher(kind: str, selector: str) -> Matcher:
+    """A predicate for a field selector (``metadata.name=x,status.phase!=Running``)."""
+    if not selector.strip():
+        return lambda obj: True
+    supported = ("metadata.name", "metadata.namespace", *_FIELDS.get(kind, ()))
+    reqs: list[tuple[str, bool, str]] = []
+    for part in selector.split(","):
+        m = _FIELD_REQ.fullmatch(part)
+        if not m:
+            raise StoreError(400, "BadRequest", f"invalid selector: '{selector}'")
+        if m[1] not in supported:
+            raise StoreError(400, "BadRequest", f"field label not supported: {m[1]}")
+        reqs.append((m[1], m[2] == "!=", m[3]))
+    return lambda obj: all((_field_value(obj, p) == v) != neg for p, neg, v in reqs)

@@ -1,0 +1,281 @@
+"""The in-memory Cluster port answers as the real adapter over HTTP does: each test runs the same
+calls, with the same assertions, against ``MemoryCluster`` and against ``KubeCluster`` talking to
+the fake API server; then the fake clock, on which the in-memory cluster moves."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakekube import FakeKube, Store
+from fakekube.clock import FakeClock, FakeTimeLimit
+from fakekube.memory import MemoryCluster
+from test_adapter_kube import (
+    GADGET_CRD,
+    NS,
+    WIDGET_CRD,
+    cm_ref,
+    configmap,
+    drain,
+    make_tree,
+    running_pod,
+    tree,
+)
+
+from kfcompile.ports import (
+    Cluster,
+    Conflict,
+    Gone,
+    Invalid,
+    NotFound,
+    Ref,
+    Transient,
+    WatchEvent,
+)
+from kfcompile_kube.cluster import KubeCluster
+from kfcompile_kube.config import connect
+from kfcompile_kube.local import TarFiles
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Side:
+    """One way to reach a fake cluster: the port, and the store behind it."""
+
+    port: Cluster
+    store: Store
+
+
+@pytest.fixture(params=["http", "memory"])
+def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
+    if request.param == "http":
+        with FakeKube(crds=[WIDGET_CRD]) as kube:
+            kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+            conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
+            yield Side(KubeCluster(conn.api_client, read_timeout=5.0), kube.store)
+        return
+    clock = FakeClock()
+    store = Store(clock=clock.time, threaded=False)
+    clock.drive(store.run_pending)
+    store.create(WIDGET_CRD)
+    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    yield Side(MemoryCluster(store, clock), store)
+
+
+def names(objs: list[Obj]) -> list[str]:
+    return [o["metadata"]["name"] for o in objs]
+
+
+def until_deleted(events: Iterator[WatchEvent]) -> list[tuple[str, str]]:
+    seen = []
+    for event in events:
+        if event.type != "BOOKMARK":
+            seen.append((event.type, event.object["metadata"]["name"]))
+        if event.type == "DELETED":
+            break
+    return seen
+
+
+# --- the same answers ----------------------------------------------------------------------------
+
+
+def test_objects_and_their_errors(side: Side) -> None:
+    port = side.port
+    assert port.served("v1", "Pod") and port.served("example.com/v1", "Widget")
+    assert not port.served("example.org/v2", "Gadget")
+    created = port.create(configmap("cfg", data={"a": "1", "b": "2"}))
+    assert created["metadata"]["uid"] and port.get(cm_ref("cfg")) == created
+    with pytest.raises(Conflict) as taken:
+        port.create(configmap("cfg"))
+    assert (taken.value.reason, taken.value.message) == (
+        "AlreadyExists",
+        'configmaps "cfg" already exists',
+    )
+    patched = port.patch(cm_ref("cfg"), {"data": {"b": None, "c": "3"}})
+    assert patched["data"] == {"a": "1", "c": "3"}
+    with pytest.raises(Invalid, match='strict decoding error: unknown field "bogus"'):
+        port.create(configmap("other", bogus=1))
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w",
+              "namespace": NS}, "spec": {"size": "big"}}  # fmt: skip
+    with pytest.raises(Invalid, match=r"spec\.size"):
+        port.create(widget)
+    with pytest.raises(NotFound):
+        port.get(Ref("example.org/v2", "Gadget", None, "g"))
+    with pytest.raises(ValueError, match="needs a namespace"):
+        port.create(configmap("cfg", namespace=None))
+    port.delete(cm_ref("cfg"), propagation="Foreground")  # kept until its dependents are gone
+    side.store.settle()
+    with pytest.raises(NotFound, match='configmaps "cfg" not found'):
+        port.get(cm_ref("cfg"))
+    with pytest.raises(NotFound):
+        port.delete(cm_ref("cfg"))
+    side.store.create(GADGET_CRD)
+    assert port.served("example.org/v2", "Gadget")
+
+
+def test_lists_page_select_and_expire(side: Side) -> None:
+    port, store = side.port, side.store
+    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
+    for i in range(5):
+        port.create(configmap(f"cm{i}", metadata={"labels": {"app": "x"}}))
+    port.create(configmap("elsewhere", namespace="team-b", metadata={"labels": {"app": "x"}}))
+    pages, token, seen = 0, None, []
+    while True:
+        page = port.list("v1", "ConfigMap", NS, label_selector="app=x", limit=2,
+                         continue_token=token)  # fmt: skip
+        pages, seen, token = pages + 1, seen + names(page.items), page.continue_token
+        assert all((i["apiVersion"], i["kind"]) == ("v1", "ConfigMap") for i in page.items)
+        if token is None:
+            break
+    assert (pages, seen) == (3, [f"cm{i}" for i in range(5)])
+    by_name = port.list("v1", "ConfigMap", NS, field_selector="metadata.name=cm3")
+    assert names(by_name.items) == ["cm3"]
+    assert len(port.list("v1", "ConfigMap", None, label_selector="app=x").items) == 6
+    with pytest.raises(Invalid):
+        port.list("v1", "ConfigMap", NS, label_selector="app in x")
+    first = port.list("v1", "ConfigMap", NS, limit=2)
+    port.create(configmap("later"))
+    store.compact()  # etcd compaction past the first page's version
+    with pytest.raises(Gone):
+        port.list("v1", "ConfigMap", NS, limit=2, continue_token=first.continue_token)
+
+
+def test_watches_from_a_version_and_their_end(side: Side) -> None:
+    port, store = side.port, side.store
+    start = port.list("v1", "ConfigMap", NS).resource_version
+    port.create(configmap("a", metadata={"labels": {"x": "1"}}))
+    port.create(configmap("b", metadata={"labels": {"x": "2"}}))
+    port.patch(cm_ref("a"), {"data": {"v": "2"}})
+    port.patch(cm_ref("a"), {"metadata": {"labels": {"x": "2"}}})  # leaves the selection
+    events = port.watch("v1", "ConfigMap", NS, resource_version=start, label_selector="x=1",
+                        timeout_seconds=5)  # fmt: skip
+    assert until_deleted(events) == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
+    quiet = list(port.watch("v1", "Pod", NS, resource_version=start, timeout_seconds=1))
+    assert [e.type for e in quiet] == ["BOOKMARK"]  # the server closes it after its timeout
+    store.compact()
+    with pytest.raises(Gone, match="too old resource version"):
+        list(port.watch("v1", "ConfigMap", NS, resource_version=start, timeout_seconds=5))
+
+
+def test_pod_logs(side: Side) -> None:
+    port, store = side.port, side.store
+    running_pod(side, "p", ("main", "side"))
+    store.append_log(NS, "p", "main", "old\n", at=store.clock() - 100)
+    store.append_log(NS, "p", "main", "one\ntwo ✓\n")
+    assert list(port.pod_log(NS, "p", container="main")) == ["old", "one", "two ✓"]
+    assert list(port.pod_log(NS, "p", container="main", tail_lines=1)) == ["two ✓"]
+    assert list(port.pod_log(NS, "p", container="main", since_seconds=10)) == ["one", "two ✓"]
+    stamped = list(port.pod_log(NS, "p", container="main", timestamps=True))
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z \S.*", s) for s in stamped)
+    with pytest.raises(Invalid, match="choose one of: \\[main side\\]"):
+        list(port.pod_log(NS, "p"))
+    store.patch_status("v1", "Pod", NS, "p", {"phase": "Succeeded"})
+    followed = list(port.pod_log(NS, "p", container="main", follow=True))
+    assert followed == ["old", "one", "two ✓"]  # a finished container's follow ends
+    waiting = {"name": "main", "state": {"waiting": {"reason": "ImagePullBackOff"}}}
+    store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w", "namespace": NS},
+                  "spec": {"containers": [{"name": "main", "image": "x"}]}})  # fmt: skip
+    store.patch_status("v1", "Pod", NS, "w", {"phase": "Pending", "containerStatuses": [waiting]})
+    with pytest.raises(Invalid, match="is waiting to start: ImagePullBackOff"):
+        list(port.pod_log(NS, "w"))
+    with pytest.raises(NotFound):
+        list(port.pod_log(NS, "missing"))
+
+
+def test_exec_runs_the_fake_commands(side: Side, tmp_path: Path) -> None:
+    port, store = side.port, side.store
+    running_pod(side, "p")
+    src, back = tmp_path / "src", tmp_path / "back"
+    src.mkdir()
+    make_tree(src)
+    files = TarFiles()
+    _, packed = drain(files.pack(str(src)))
+    script = ["sh", "-c", "mkdir -p /work && tar -x -f - -C /work"]
+    put = port.exec(NS, "p", "main", script, files.pack(str(src)))
+    assert (put.exit_code, put.stderr) == (0, b"")
+    got = port.exec(NS, "p", "main", ["tar", "-c", "-f", "-", "-C", "/work", "."])
+    unpacked = files.unpack(got.stdout, str(back))
+    assert (unpacked.files, unpacked.size) == (packed.files, packed.size)
+    assert tree(back) == tree(src)
+    assert port.exec(NS, "p", "main", ["sh", "-c", "false"]).exit_code == 1
+    missing = port.exec(NS, "p", "main", ["no-such-tool"])
+    assert missing.exit_code == 127 and b"not found" in missing.stderr
+    echo = port.exec(NS, "p", "main", ["cat"], b"\x00\xffbinary\n")
+    assert (echo.stdout, echo.exit_code) == (b"\x00\xffbinary\n", 0)
+    store.patch_status("v1", "Pod", NS, "p", {"phase": "Succeeded"})
+    with pytest.raises(Invalid, match="completed pod"):
+        port.exec(NS, "p", "main", ["true"])
+    with pytest.raises(NotFound, match='pods "nope" not found'):
+        port.exec(NS, "nope", "main", ["true"])
+
+
+# --- the in-memory side: its clock and its faults ------------------------------------------------
+
+
+def memory() -> tuple[MemoryCluster, FakeClock]:
+    clock = FakeClock(step=0.5, limit=60)
+    store = Store(clock=clock.time, threaded=False)
+    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return MemoryCluster(store, clock), clock
+
+
+def test_the_fake_clock_ticks_what_it_drives_as_it_is_slept() -> None:
+    clock = FakeClock(step=0.5)
+    ticks: list[float] = []
+    clock.drive(lambda: ticks.append(clock.monotonic()))
+    clock.sleep(1.2)
+    assert (ticks, clock.monotonic(), clock.slept) == ([0.5, 1.0], 1.2, [1.2])
+    clock.idle()  # to the next tick
+    assert ticks == [0.5, 1.0, 1.5] and clock.time() == clock.start + 1.5
+    with pytest.raises(FakeTimeLimit):
+        FakeClock(limit=10).sleep(11)
+
+
+def test_a_blocked_watch_or_follow_moves_the_clock_not_the_machine() -> None:
+    port, clock = memory()
+    running_pod(port, "p")
+    clock.on_tick(lambda: port.store.append_log(NS, "p", "main", f"at {clock.monotonic():g}\n"))
+    lines = port.pod_log(NS, "p", follow=True)
+    assert [next(lines), next(lines)] == ["at 0.5", "at 1"]  # each waited one tick
+    start = port.list("v1", "ConfigMap", NS).resource_version
+    clock.on_tick(lambda: port.store.create(configmap(f"c{int(clock.monotonic() * 2)}")))
+    events = port.watch("v1", "ConfigMap", NS, resource_version=start, timeout_seconds=2)
+    before = clock.monotonic()
+    made = [e.object["metadata"]["name"] for e in events if e.type == "ADDED"]
+    assert len(made) == 4 and clock.monotonic() == before + 2  # the watch's timeout, in fake time
+    with pytest.raises(FakeTimeLimit):  # a follow of a container that never ends: an error
+        list(lines)
+
+
+def test_port_faults_fire_in_order_and_are_recorded() -> None:
+    port, _ = memory()
+    port.faults.add("create", "ConfigMap", status=503)
+    port.faults.add("create", "ConfigMap", lost=True)
+    with pytest.raises(Transient, match="503"):
+        port.create(configmap("a"))
+    with pytest.raises(Transient, match="read timed out"):
+        port.create(configmap("a"))  # done, answer lost
+    assert port.get(cm_ref("a"))["metadata"]["name"] == "a"
+    port.faults.add("watch", drop_after=1)
+    start = "1"
+    events = port.watch("v1", "ConfigMap", NS, resource_version=start, timeout_seconds=5)
+    assert next(events).type == "ADDED"
+    with pytest.raises(Transient):
+        next(events)
+    running_pod(port, "p")
+    port.faults.add("exec", "Pod", "p", lost=True)
+    with pytest.raises(Transient, match="read timed out"):  # the command ran, unheard
+        port.exec(NS, "p", "main", ["sh", "-c", "mkdir -p /data/x"])
+    assert port.exec(NS, "p", "main", ["mkdir", "/data/x"]).stderr.endswith(b"File exists\n")
+    port.faults.add("pod_log", lost=True)
+    with pytest.raises(Transient):
+        next(port.pod_log(NS, "p"))
+    ops = [c.op for c in port.calls]
+    assert ops == ["create", "create", "get", "watch", "exec", "exec", "pod_log"]
+    assert [c.fault is not None for c in port.calls] == [True, True, False, True, True, False, True]
+    assert port.faults.pending == []
