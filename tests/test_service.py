@@ -3,7 +3,6 @@ public API, run as a program against the local API server."""
 
 from __future__ import annotations
 
-import ast
 import base64
 import json
 import subprocess
@@ -12,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import public_api
 import schema_check
 from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster
 
@@ -27,29 +27,9 @@ def test_the_service_uses_only_the_public_api() -> None:
     """Imports: the standard library, ``kfcompile``, its ``lifecycle`` and ``ports`` and the
     Kubernetes adapter; every ``kfcompile.<name>`` it uses is in ``kfcompile.__all__``, every
     ``lifecycle.<name>`` in ``lifecycle.__all__``."""
-    tree = ast.parse(SERVICE.read_text(encoding="utf-8"))
-    modules = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            modules.add(node.module)
-    kf = {m for m in modules if m.split(".")[0] in ("kfcompile", "kfcompile_kube")}
-    assert kf <= {"kfcompile", "kfcompile.lifecycle", "kfcompile.ports", "kfcompile_kube"}
-    assert all(m.split(".")[0] in sys.stdlib_module_names for m in modules - kf)
-    for package, exported in (
-        ("kfcompile", kfcompile.__all__),
-        ("lifecycle", kfcompile.lifecycle.__all__),
-    ):
-        used = {
-            node.attr
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == package
-        }
-        assert used, f"the service uses {package}"
-        assert used <= set(exported), used - set(exported)
+    public_api.check(
+        SERVICE, {"kfcompile": kfcompile.__all__, "lifecycle": kfcompile.lifecycle.__all__}
+    )
 
 
 def test_dry_run_renders_single_gpu_kueue_queued_workers() -> None:

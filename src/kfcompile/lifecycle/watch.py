@@ -27,15 +27,8 @@ from kfcompile.lifecycle.session import (
     pause,
     unavailable,
 )
-from kfcompile.lifecycle.waiter import (
-    Bookmark,
-    Changed,
-    Expired,
-    ReadEvent,
-    Refused,
-    StreamEnded,
-    Trouble,
-)
+from kfcompile.lifecycle.wait import next_answer
+from kfcompile.lifecycle.waiter import Bookmark, Changed, Expired, ReadEvent, Trouble
 from kfcompile.lifecycle.watcher import (
     JobEvent,
     ListJobs,
@@ -45,7 +38,7 @@ from kfcompile.lifecycle.watcher import (
     Watcher,
     WatchJobs,
 )
-from kfcompile.ports import Clock, Forbidden, Gone, NotFound, Obj, Transient, WatchEvent
+from kfcompile.ports import Clock, Gone, Obj, Transient, WatchEvent
 
 MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGER}"  # the jobs kfcompile created
 
@@ -54,7 +47,7 @@ def _bookmark(obj: Obj) -> WatchAnswer:
     return Bookmark(str(meta(obj).get("resourceVersion") or ""))
 
 
-# A watch event's type -> the answer; another type (none is defined) only moves the version.
+# A watch event's type -> the answer (a deletion with the job: which one it was).
 _EVENTS: Final[dict[str, Callable[[Obj], WatchAnswer]]] = {
     "ADDED": Changed,
     "MODIFIED": Changed,
@@ -64,17 +57,7 @@ _EVENTS: Final[dict[str, Callable[[Obj], WatchAnswer]]] = {
 
 
 def _next_event(stream: Iterator[WatchEvent]) -> WatchAnswer:
-    try:
-        event = next(stream, None)
-    except Gone:
-        return Expired()
-    except Transient as exc:
-        return Trouble(exc)
-    except (Forbidden, NotFound):
-        return Refused()
-    if event is None:
-        return StreamEnded()
-    return _EVENTS.get(event.type, _bookmark)(event.object)
+    return next_answer(stream, _EVENTS)
 
 
 def _page(
