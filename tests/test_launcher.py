@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import public_api
 import pytest
 import schema_check
 
@@ -58,25 +58,7 @@ def test_launcher_uses_only_the_public_api() -> None:
     """Imports: the standard library, ``kfcompile``, its ``lifecycle`` and ``ports`` and the
     Kubernetes adapter ``kfcompile_kube``; every ``kfcompile.<name>`` it uses is exported in
     ``kfcompile.__all__``."""
-    tree = ast.parse(LAUNCHER.read_text(encoding="utf-8"))
-    modules = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            modules.add(node.module)
-    kf = {m for m in modules if m.split(".")[0] in ("kfcompile", "kfcompile_kube")}
-    assert kf <= {"kfcompile", "kfcompile.lifecycle", "kfcompile.ports", "kfcompile_kube"}
-    assert all(m.split(".")[0] in sys.stdlib_module_names for m in modules - kf)
-    used = {
-        node.attr
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "kfcompile"
-    }
-    assert used, "the launcher uses kfcompile"
-    assert used <= set(kfcompile.__all__), used - set(kfcompile.__all__)
+    public_api.check(LAUNCHER, {"kfcompile": kfcompile.__all__})
 
 
 def test_launcher_runs_the_job_on_a_cluster() -> None:

@@ -169,21 +169,9 @@ class KubeCluster(Threads):
         response = self._send(
             "GET", path, query=query, read_timeout=timeout_seconds + _WATCH_MARGIN
         )
-        for line in _lines(response):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-                type_, obj = event["type"], event["object"]
-            except (ValueError, KeyError, TypeError):
-                # Half an event: the stream was cut mid-line.
-                raise Transient(0, "StreamError", "watch stream ended inside an event") from None
-            if type_ == "ERROR":
-                raise _status_error(int(obj.get("code") or 500), obj)
-            if type_ != "BOOKMARK":
-                obj.setdefault("apiVersion", api_version)
-                obj.setdefault("kind", kind)
-            yield WatchEvent(type_, obj)
+        # A watch of every job may stay quiet for minutes: a merge that stops cuts it.
+        with cut_on_stop(partial(compat.cut, response)):
+            yield from _events(response, api_version, kind)
 
     def pod_log(
         self,
@@ -392,6 +380,26 @@ def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
         response.release_conn()
     if buffer:
         yield buffer
+
+
+def _events(
+    response: urllib3.BaseHTTPResponse, api_version: str, kind: str
+) -> Iterator[WatchEvent]:
+    for line in _lines(response):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+            type_, obj = event["type"], event["object"]
+        except (ValueError, KeyError, TypeError):
+            # Half an event: the stream was cut mid-line.
+            raise Transient(0, "StreamError", "watch stream ended inside an event") from None
+        if type_ == "ERROR":
+            raise _status_error(int(obj.get("code") or 500), obj)
+        if type_ != "BOOKMARK":
+            obj.setdefault("apiVersion", api_version)
+            obj.setdefault("kind", kind)
+        yield WatchEvent(type_, obj)
 
 
 def _status_object(data: bytes) -> Obj:

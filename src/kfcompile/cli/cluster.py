@@ -22,6 +22,7 @@ import attrs
 
 from kfcompile import lifecycle
 from kfcompile.cli.common import Failed, UsageError, compile_for, load
+from kfcompile.cli.watching import print_changes
 from kfcompile.errors import KfcompileError
 from kfcompile.lifecycle import (
     ClusterError,
@@ -334,8 +335,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     ctx = Context(args)
+    namespace = None if args.all_namespaces else ctx.namespace
     with _errors():
-        jobs = lifecycle.list_jobs(ctx.session, None if args.all_namespaces else ctx.namespace)
+        jobs = lifecycle.list_jobs(ctx.session, namespace)
     rows = [
         (j.ref.namespace or "", j.ref.name, j.ref.kind, j.target, j.state.state.value, j.created)
         for j in jobs
@@ -344,4 +346,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     for row in [head, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if args.watch:
+        sys.stdout.flush()
+        with _errors():
+            print_changes(ctx.session, namespace, {j.ref: j.state for j in jobs}, widths)
     return 0

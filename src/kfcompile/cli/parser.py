@@ -206,6 +206,12 @@ def _cluster_commands(sub: Any) -> None:
 
     p = command("list", "jobs kfcompile created, with their states", "cluster:cmd_list")
     p.add_argument("-A", "--all-namespaces", action="store_true")
+    p.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="then print a line for each change (as kubectl get -w), until Ctrl-C",
+    )
 
 
 def _manifest_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

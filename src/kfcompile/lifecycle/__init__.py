@@ -15,6 +15,8 @@ few lines that call the ports.
   driver), ``read_logs``, ``logs`` and ``InTurn``
 - ``manage``: ``find``, ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
 - ``sync``: work-dir sync through a helper pod
+- ``watcher``: the ``Watcher`` machine (every job of one kind); ``watch``: ``watch_jobs``, its
+  driver, for services that run many jobs
 
 Two rules hold everywhere:
 
@@ -99,6 +101,8 @@ from kfcompile.lifecycle.submit import (
 from kfcompile.lifecycle.sync import SYNC_IMAGE, SYNC_ROOT, Synced, claim_dir, sync_down, sync_up
 from kfcompile.lifecycle.wait import wait
 from kfcompile.lifecycle.waiter import WATCH_SEGMENT, Until, Waiter, reached
+from kfcompile.lifecycle.watch import watch_jobs
+from kfcompile.lifecycle.watcher import JOBS_SEGMENT, Happened, JobEvent, Watcher
 from kfcompile.ports import (
     ApiError,
     Clock,
@@ -121,6 +125,7 @@ from kfcompile.status import JobState, State
 __all__ = [
     "BACKOFF_CAP",
     "BACKOFF_START",
+    "JOBS_SEGMENT",
     "KINDS",
     "LIST_PAGE",
     "LIST_RESTARTS",
@@ -147,9 +152,11 @@ __all__ = [
     "Follower",
     "Forbidden",
     "Gone",
+    "Happened",
     "InTurn",
     "Invalid",
     "JobDeleted",
+    "JobEvent",
     "JobNotFound",
     "JobState",
     "Kind",
@@ -178,6 +185,7 @@ __all__ = [
     "Unavailable",
     "Until",
     "Waiter",
+    "Watcher",
     "backoff",
     "call",
     "cancel",
@@ -208,4 +216,5 @@ __all__ = [
     "sync_down",
     "sync_up",
     "wait",
+    "watch_jobs",
 ]

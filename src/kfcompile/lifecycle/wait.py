@@ -3,8 +3,8 @@ and tell it what the API answered."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Final
+from collections.abc import Callable, Iterator, Mapping
+from typing import Final, TypeVar
 
 from kfcompile.lifecycle.observe import ListPods, Observation, PodsListed, node_pods, status
 from kfcompile.lifecycle.session import (
@@ -44,6 +44,8 @@ from kfcompile.lifecycle.waiter import (
 )
 from kfcompile.ports import Forbidden, Gone, NotFound, Obj, Ref, Transient, WatchEvent
 
+A = TypeVar("A")
+
 
 def _bookmark(obj: Obj) -> WaitAnswer:
     return Bookmark(str(meta(obj).get("resourceVersion") or ""))
@@ -53,7 +55,7 @@ def _deleted(obj: Obj) -> WaitAnswer:
     return Deleted()
 
 
-# A watch event's type -> the answer; another type (none is defined) only moves the version.
+# A watch event's type -> the answer.
 _EVENTS: Final[dict[str, Callable[[Obj], WaitAnswer]]] = {
     "ADDED": Changed,
     "MODIFIED": Changed,
@@ -62,7 +64,11 @@ _EVENTS: Final[dict[str, Callable[[Obj], WaitAnswer]]] = {
 }
 
 
-def _next_event(stream: Iterator[WatchEvent]) -> WaitAnswer:
+def next_answer(
+    stream: Iterator[WatchEvent], answers: Mapping[str, Callable[[Obj], A]]
+) -> A | Expired | Trouble | Refused | StreamEnded:
+    """The next event of a watch as the machine's answer, by the event's type (``answers``;
+    another type, none is defined, is taken for a ``BOOKMARK``), or what its end or error means."""
     try:
         event = next(stream, None)
     except Gone:
@@ -73,7 +79,11 @@ def _next_event(stream: Iterator[WatchEvent]) -> WaitAnswer:
         return Refused()
     if event is None:
         return StreamEnded()
-    return _EVENTS.get(event.type, _bookmark)(event.object)
+    return answers.get(event.type, answers["BOOKMARK"])(event.object)
+
+
+def _next_event(stream: Iterator[WatchEvent]) -> WaitAnswer:
+    return next_answer(stream, _EVENTS)
 
 
 def _list_job(session: Session, ref: Ref) -> WaitAnswer:

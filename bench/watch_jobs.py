@@ -1,0 +1,129 @@
+"""API requests made by ``lifecycle.watch_jobs`` for 10 and for 1,000 jobs, each going through
+three changes of state (queued by Kueue, admitted, finished) after it appears. The goal: the
+same number for both, apart from list pages.
+
+    python bench/watch_jobs.py
+
+1. At the port: the in-memory cluster of the tests (tests/fakekube) on a fake clock, every call
+   of the ``Cluster`` port counted.
+2. Over HTTP: the real adapter (``kfcompile_kube``) against the local API server, every request
+   counted at the server.
+
+Each twice: jobs created while the watch runs (its first list is empty), and jobs there before
+it starts (its first list takes a page per ``LIST_PAGE`` jobs). The statuses are written
+straight into the store, as a controller would, so only ``watch_jobs`` makes requests. Next to
+it, what polling each job once per change would take, as a service that reconciles by reading
+every job does. Needs ../shared/crds (the reference CRDs), as the tests do.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import threading
+import time
+from collections.abc import Callable, Generator
+from contextlib import closing
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import schema_check  # noqa: E402
+from fakekube.clock import FakeClock  # noqa: E402
+from fakekube.cluster import HISTORY, NAMESPACE, LocalCluster, install  # noqa: E402
+from fakekube.memory import MemoryCluster  # noqa: E402
+from fakekube.store import Store  # noqa: E402
+
+from kfcompile import lifecycle  # noqa: E402
+
+API = "trainer.kubeflow.org/v1alpha1"
+CHANGES = (
+    {"conditions": [{"type": "Suspended", "status": "True", "reason": "Suspended"}]},
+    {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed"}]},
+    {"conditions": [{"type": "Complete", "status": "True", "reason": "JobSetCompleted"}]},
+)
+LABELS = {lifecycle.MANAGED_BY_LABEL: lifecycle.MANAGER}
+
+
+def _create(store: Store, names: list[str]) -> None:
+    for name in names:
+        meta = {"name": name, "namespace": NAMESPACE, "labels": dict(LABELS)}
+        store.create({"apiVersion": API, "kind": "TrainJob", "metadata": meta})
+
+
+def _change(store: Store, names: list[str], status: dict[str, Any]) -> None:
+    for name in names:
+        store.patch_status(API, "TrainJob", NAMESPACE, name, status)
+
+
+def _consume(events: Generator[lifecycle.JobEvent, None, None], count: int) -> None:
+    with closing(events):
+        for seen, _ in enumerate(events, start=1):
+            if seen == count:
+                return
+    raise RuntimeError(f"the watch ended before {count} events")
+
+
+def at_the_port(jobs: int, before: bool) -> collections.Counter[str]:
+    clock = FakeClock(step=1.0)
+    store = Store(history=HISTORY, clock=clock.time, threaded=False)
+    install(store, schema_check.require_shared(), ("trainjobs-v2.3.0.yaml",), runtime=False)
+    clock.drive(store.run_pending)
+    names = [f"job-{i:04d}" for i in range(jobs)]
+    waves: list[Callable[[], None]] = [] if before else [lambda: _create(store, names)]
+    waves += [partial(_change, store, names, status) for status in CHANGES]
+    if before:
+        _create(store, names)
+    clock.on_tick(lambda: waves.pop(0)() if waves else None)
+    cluster = MemoryCluster(store, clock)
+    session = lifecycle.Session(cluster, clock)
+    _consume(lifecycle.watch_jobs(session), jobs * (1 + len(CHANGES)))
+    return collections.Counter(call.op for call in cluster.calls)
+
+
+def over_http(jobs: int, before: bool) -> collections.Counter[str]:
+    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+        names = [f"job-{i:04d}" for i in range(jobs)]
+        if before:
+            _create(local.store, names)
+        session = local.session()  # connects: its requests are not the watch's
+        local.kube.requests.clear()
+
+        def drive() -> None:  # once both kinds are watched, every job's life in waves
+            while not all(
+                local.kube.requests.count("GET", f"/{p}", watch=True)
+                for p in ("trainjobs", "pytorchjobs")
+            ):
+                time.sleep(0.01)
+            if not before:
+                _create(local.store, names)
+            for status in CHANGES:
+                _change(local.store, names, status)
+
+        threading.Thread(target=drive, daemon=True).start()
+        _consume(lifecycle.watch_jobs(session), jobs * (1 + len(CHANGES)))
+        return collections.Counter(r.verb for r in local.kube.requests)
+
+
+def _line(counts: collections.Counter[str]) -> str:
+    total = sum(counts.values())
+    return f"{total:4d}  ({', '.join(f'{what} {n}' for what, n in sorted(counts.items()))})"
+
+
+def main() -> None:
+    for label, count in (("at the port", at_the_port), ("over HTTP", over_http)):
+        print(f"requests {label} ({len(CHANGES)} changes of state per job):")
+        for before in (False, True):
+            when = "there before the watch" if before else "created while watching"
+            for jobs in (10, 1000):
+                print(f"  {jobs:5d} jobs {when:<24} {_line(count(jobs, before))}")
+    print("for comparison, reading each job once per change (the least a poller makes):")
+    for jobs in (10, 1000):
+        print(f"  {jobs:5d} jobs {jobs * len(CHANGES):28d}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""``watch_jobs``: every managed job's state from one list and one watch per kind, for services
+that run many jobs. Each kind is a ``Watcher`` machine (``watcher``) with the few lines below
+that ask the ports for it; several kinds are read at once by the session's ``Merge`` port (as
+the followed logs of several ranks are), so the caller needs no thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing
+from functools import partial
+from typing import Final
+
+from attrs import evolve
+
+from kfcompile.kinds import KINDS, Kind
+from kfcompile.lifecycle.logs import merger
+from kfcompile.lifecycle.session import (
+    LIST_PAGE,
+    MANAGED_BY_LABEL,
+    MANAGER,
+    GiveUp,
+    Pause,
+    Session,
+    call,
+    close,
+    meta,
+    pause,
+    unavailable,
+)
+from kfcompile.lifecycle.wait import next_answer
+from kfcompile.lifecycle.waiter import Bookmark, Changed, Expired, ReadEvent, Trouble
+from kfcompile.lifecycle.watcher import (
+    JobEvent,
+    ListJobs,
+    PageListed,
+    Removed,
+    WatchAnswer,
+    Watcher,
+    WatchJobs,
+)
+from kfcompile.ports import Clock, Gone, Obj, Transient, WatchEvent
+
+MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGER}"  # the jobs kfcompile created
+
+
+def _bookmark(obj: Obj) -> WatchAnswer:
+    return Bookmark(str(meta(obj).get("resourceVersion") or ""))
+
+
+# A watch event's type -> the answer (a deletion with the job: which one it was).
+_EVENTS: Final[dict[str, Callable[[Obj], WatchAnswer]]] = {
+    "ADDED": Changed,
+    "MODIFIED": Changed,
+    "DELETED": Removed,
+    "BOOKMARK": _bookmark,
+}
+
+
+def _next_event(stream: Iterator[WatchEvent]) -> WatchAnswer:
+    return next_answer(stream, _EVENTS)
+
+
+def _page(
+    session: Session, kind: Kind, namespace: str | None, selector: str, request: ListJobs
+) -> WatchAnswer:
+    """One page; what the API refuses (403: no right to list) ends the watch with it."""
+    try:
+        page = session.cluster.list(
+            kind.api_version,
+            kind.name,
+            namespace,
+            label_selector=selector,
+            limit=LIST_PAGE,
+            continue_token=request.continue_token,
+        )
+    except Gone:
+        return Expired()
+    except Transient as exc:
+        return Trouble(exc)
+    return PageListed(page.items, page.resource_version, page.continue_token)
+
+
+def _watch(
+    session: Session, kind: Kind, namespace: str | None, selector: str, request: WatchJobs
+) -> Iterator[WatchEvent]:
+    """The watch, as a generator: what the port raises comes with the first event."""
+    yield from session.cluster.watch(
+        kind.api_version,
+        kind.name,
+        namespace,
+        resource_version=request.from_version,
+        label_selector=selector,
+        timeout_seconds=request.timeout,
+    )
+
+
+def watch_kind(
+    session: Session, kind: Kind, namespace: str | None, selector: str = MANAGED
+) -> Generator[tuple[JobEvent, ...], None, None]:
+    """The jobs of one kind: after each answer of the API, the events it made (often none), so
+    that a merge reading several kinds in turn moves each on. Closing it closes its watch."""
+    clock = session.clock
+    watcher = Watcher.start(kind, clock.monotonic(), session.retry_for)
+    stream: Iterator[WatchEvent] | None = None
+    try:
+        while True:
+            request = watcher.next_request(clock.monotonic())
+            if stream is not None and not watcher.streaming:
+                close(stream)  # the machine has done with it
+                stream = None
+            answer: WatchAnswer
+            match request:
+                case ListJobs():
+                    answer = _page(session, kind, namespace, selector, request)
+                case WatchJobs():
+                    stream = _watch(session, kind, namespace, selector, request)
+                    answer = _next_event(stream)
+                case ReadEvent() if stream is not None:
+                    answer = _next_event(stream)
+                case Pause():
+                    answer = pause(session, request)
+                case _:
+                    assert isinstance(request, GiveUp), request
+                    raise unavailable(f"watch {kind.plural}", request)
+            watcher = watcher.receive(answer, clock.monotonic())
+            yield watcher.events
+    finally:
+        close(stream)
+
+
+def _watch_on(
+    session: Session, kind: Kind, namespace: str | None, selector: str, clock: Clock
+) -> Iterator[tuple[JobEvent, ...]]:
+    return watch_kind(evolve(session, clock=clock), kind, namespace, selector)
+
+
+def watch_jobs(
+    session: Session,
+    namespace: str | None = None,
+    selector: str = MANAGED,
+    *,
+    on_skipped: Callable[[Kind], None] | None = None,
+) -> Generator[JobEvent, None, None]:
+    """An event whenever a job matching ``selector`` (default: every job kfcompile created) in
+    ``namespace`` (``None``: all) appears, changes state or disappears, for every kind.
+
+    The jobs there at the start come first, as ``LISTED``; then each change as it happens, from
+    one list and one watch per kind, resumed and listed again as ``wait`` does (``watcher`` has
+    the whole table), never a request per job. A kind the cluster does not serve is skipped,
+    told once to ``on_skipped``. Runs until closed (closing it ends every watch) or until API
+    trouble lasts longer than ``Session.retry_for`` (``Unavailable``).
+    """
+    kinds: list[Kind] = []
+    for kind in KINDS.values():
+        served = partial(session.cluster.served, kind.api_version, kind.name)
+        if call(session, "discovery", served):
+            kinds.append(kind)
+        elif on_skipped is not None:
+            on_skipped(kind)
+    if len(kinds) == 1:
+        with closing(watch_kind(session, kinds[0], namespace, selector)) as one:
+            for events in one:
+                yield from events
+        return
+    streams = {k.name: partial(_watch_on, session, k, namespace, selector) for k in kinds}
+    with closing(merger(session).merge(streams, session.clock)) as merged:
+        for _, events in merged:
+            yield from events

@@ -1,0 +1,360 @@
+"""The ``Watcher``: every job of one kind watched at once, as a machine fed what the API
+answered, saying what to ask next (``watch.watch_jobs`` is the driver that asks the ports).
+
+What a service needs is each managed job's state without a request per job: one list (in pages
+of ``LIST_PAGE``), then one watch from the list's resourceVersion, resumed from the last version
+seen (events and bookmarks move it) each time the server closes it. A job's state is decided
+by the job object alone (``status.job_state`` without pods: a pod list per job would make the
+requests grow with the jobs), and an event (``JobEvent``) is made only when a job appears,
+disappears, or its normalized state (state and reason) changes; a message alone is no event.
+
+Row by row of ``WATCH_TABLE``, it goes as ``waiter`` does: ``410 Gone`` on the watch lists
+again, and that relist reports only what really changed meanwhile (a job gone from it was
+deleted; one under the same name with another uid was deleted and created again); a continue
+token that expired starts the list over (``LIST_RESTARTS`` times, then it is trouble).
+Transient trouble, on a list page or on the watch, pauses with the session's backoff and asks
+again, for ``Session.retry_for`` seconds at most (then ``GiveUp``). Only when the API refuses
+to watch (403, 404) does it poll: list, pause, list again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+from attrs import evolve, frozen
+
+from kfcompile.kinds import Kind
+from kfcompile.lifecycle.session import (
+    LIST_RESTARTS,
+    Failed,
+    GiveUp,
+    Pause,
+    Retry,
+    Slept,
+    Step,
+    Table,
+    meta,
+    transition,
+)
+from kfcompile.lifecycle.waiter import (
+    SHORT_WATCH,
+    Bookmark,
+    Changed,
+    Expired,
+    ReadEvent,
+    Refused,
+    StreamEnded,
+    Trouble,
+)
+from kfcompile.ports import Obj, Ref, Transient
+from kfcompile.status import JobState, State, job_state
+
+# Seconds a watch of every job lasts before it is opened again from the last version seen: as
+# long as client-go's reflectors (5 to 10 minutes), since nothing needs a second look between.
+JOBS_SEGMENT: Final = 300
+
+
+class Happened(enum.Enum):
+    """What a ``JobEvent`` reports."""
+
+    LISTED = "listed"  # there when the watch began
+    CREATED = "created"  # appeared since
+    SUSPENDED = "suspended"  # became SUSPENDED: queued by Kueue, or suspended
+    ADMITTED = "admitted"  # was SUSPENDED and is no longer: admitted by Kueue, or resumed
+    RUNNING = "running"  # became RUNNING
+    FINISHED = "finished"  # became SUCCEEDED or FAILED
+    CHANGED = "changed"  # another change of state or reason (e.g. PENDING, now Unschedulable)
+    DELETED = "deleted"  # gone (or no longer matches the selector)
+
+
+@frozen
+class JobEvent:
+    """A managed job appeared, disappeared or changed state. ``state`` is the job's state as
+    last seen (a deleted job's last); ``previous`` is the state reported before (``None`` when
+    the job appears)."""
+
+    kind: Kind
+    ref: Ref
+    what: Happened
+    state: JobState
+    previous: JobState | None = None
+
+
+def _finished(new: JobState, old: JobState) -> bool:
+    return new.finished and not old.finished
+
+
+def _entered(state: State) -> Callable[[JobState, JobState], bool]:
+    return lambda new, old: new.state is state and old.state is not state
+
+
+def _left_suspension(new: JobState, old: JobState) -> bool:
+    return old.state is State.SUSPENDED
+
+
+# What a change of state is called: the first row whose test holds for (new, old), else
+# CHANGED. A job admitted and already running when next seen is RUNNING (the stronger news).
+HAPPENINGS: Final[tuple[tuple[Happened, Callable[[JobState, JobState], bool]], ...]] = (
+    (Happened.FINISHED, _finished),
+    (Happened.RUNNING, _entered(State.RUNNING)),
+    (Happened.SUSPENDED, _entered(State.SUSPENDED)),
+    (Happened.ADMITTED, _left_suspension),
+)
+
+
+def happened(new: JobState, old: JobState) -> Happened:
+    return next((what for what, test in HAPPENINGS if test(new, old)), Happened.CHANGED)
+
+
+@frozen
+class Seen:
+    """A job as last reported: its uid (a job deleted and created again has another) and state."""
+
+    uid: str
+    state: JobState
+
+    @property
+    def normalized(self) -> tuple[State, str]:
+        return self.state.state, self.state.reason
+
+
+def seen(kind: Kind, obj: Mapping[str, Any]) -> tuple[Ref, Seen] | None:
+    """The job's ref and what it says, from the object alone; ``None`` for an object without a
+    name (the stream is hostile input: it is skipped, never trusted)."""
+    m = meta(obj)
+    name, namespace, uid = m.get("name"), m.get("namespace"), m.get("uid")
+    if not isinstance(name, str) or not name:
+        return None
+    ref = Ref(kind.api_version, kind.name, namespace if isinstance(namespace, str) else None, name)
+    cr = obj if obj.get("kind") == kind.name else {**obj, "kind": kind.name}
+    return ref, Seen(uid if isinstance(uid, str) else "", job_state(cr))
+
+
+def deleted(kind: Kind, ref: Ref, last: JobState, before: JobState) -> JobEvent:
+    return JobEvent(kind, ref, Happened.DELETED, last, before)
+
+
+def compare(
+    kind: Kind, ref: Ref, before: Seen | None, now: Seen, appeared: Happened
+) -> tuple[JobEvent, ...]:
+    """The events that take a job from ``before`` to ``now`` (none when nothing that counts
+    changed); a job new to us ``appeared`` (LISTED or CREATED)."""
+    if before is None:
+        return (JobEvent(kind, ref, appeared, now.state),)
+    if before.uid and now.uid and before.uid != now.uid:
+        gone = deleted(kind, ref, before.state, before.state)
+        return gone, JobEvent(kind, ref, Happened.CREATED, now.state)
+    if before.normalized == now.normalized:
+        return ()
+    return (JobEvent(kind, ref, happened(now.state, before.state), now.state, before.state),)
+
+
+# --- what the watcher asks ----------------------------------------------------------------------
+
+
+@frozen
+class ListJobs:
+    """One page of the jobs (by the selector), after ``continue_token`` when given."""
+
+    continue_token: str | None = None
+
+
+@frozen
+class WatchJobs:
+    """Watch the jobs from ``from_version`` for ``timeout`` seconds; answer its first event."""
+
+    from_version: str
+    timeout: int
+
+
+WatchRequest = ListJobs | WatchJobs | ReadEvent | Pause | GiveUp
+
+# --- what the API answered (and the answers shared with the waiter) -----------------------------
+
+
+@frozen
+class PageListed:
+    items: list[Obj]
+    version: str
+    continue_token: str | None = None
+
+
+@frozen
+class Removed:
+    """The watch delivered a DELETED event (the job was deleted or left the selection)."""
+
+    job: Obj
+
+
+WatchAnswer = (
+    PageListed | Changed | Removed | Bookmark | StreamEnded | Expired | Refused | Trouble | Slept
+)
+
+
+class Phase(enum.Enum):
+    LIST = "list"  # a page of the list, the first or the next
+    WATCH = "watch"  # open a watch, or read the next event of the open one
+    SLEEP = "sleep"  # pause: after trouble, or between polls
+
+
+@frozen
+class Watcher:
+    """The state of one kind's watch. ``events`` are what the last answer made worth telling."""
+
+    kind: Kind
+    retry: Retry
+    phase: Phase = Phase.LIST
+    entered: float = 0.0  # when this phase began, or this watch was asked for
+    resume: Phase = Phase.LIST  # where a pause goes back to
+    version: str = ""  # the last resourceVersion seen, to watch from
+    streaming: bool = False  # a watch is open and has delivered an event
+    polling: bool = False  # the API refused to watch
+    polls: int = 0  # polls in a row without news
+    listed: bool = False  # the first list is done: a job that appears now was created
+    token: str | None = None  # the continue token of the list under way
+    listing: Mapping[Ref, Seen] = attrs.field(factory=dict)  # its pages so far
+    list_version: str = ""  # its resourceVersion (its first page's)
+    restarts: int = 0  # times it started over after its continue token expired
+    known: Mapping[Ref, Seen] = attrs.field(factory=dict)  # every job, as last reported
+    events: tuple[JobEvent, ...] = ()
+
+    @classmethod
+    def start(cls, kind: Kind, now: float, retry_for: float) -> Watcher:
+        return cls(kind, Retry(retry_for), entered=now)
+
+    def next_request(self, now: float) -> WatchRequest:
+        if self.phase is Phase.LIST:
+            return ListJobs(self.token)
+        if self.phase is Phase.WATCH:
+            return ReadEvent() if self.streaming else WatchJobs(self.version, JOBS_SEGMENT)
+        if self.retry.step is Step.PAUSE:  # trouble: the retry machine says how long, or no more
+            request = self.retry.next_request(now)
+            assert isinstance(request, Pause | GiveUp), request
+            return request
+        return Pause(self.polls)  # between polls
+
+    def receive(self, answer: WatchAnswer, now: float) -> Watcher:
+        after = transition(WATCH_TABLE, evolve(self, events=()), self.phase, answer, now)
+        opens = after.phase is Phase.WATCH and not after.streaming  # a new watch is asked for
+        return evolve(after, entered=now) if after.phase is not self.phase or opens else after
+
+    # --- the rows
+
+    def _answered(self) -> Watcher:
+        """The API answered: trouble, if there was any, is over."""
+        return evolve(self, retry=Retry(self.retry.retry_for))
+
+    def _page(self, answer: PageListed, now: float) -> Watcher:
+        listing = dict(self.listing)
+        for item in answer.items:
+            found = seen(self.kind, item)
+            if found is not None:
+                listing[found[0]] = found[1]
+        version = self.list_version if self.token else answer.version
+        page = evolve(self, listing=listing, list_version=version)._answered()
+        if answer.continue_token:
+            return evolve(page, token=answer.continue_token)
+        return page._listed()
+
+    def _listed(self) -> Watcher:
+        """The last page: what changed since the jobs were last seen, and go on from here."""
+        appeared = Happened.CREATED if self.listed else Happened.LISTED
+        events: list[JobEvent] = []
+        for ref, now in self.listing.items():
+            events += compare(self.kind, ref, self.known.get(ref), now, appeared)
+        for ref, before in self.known.items():
+            if ref not in self.listing:  # deleted while we were not watching
+                events.append(deleted(self.kind, ref, before.state, before.state))
+        done = evolve(
+            self,
+            known=self.listing,
+            listing={},
+            token=None,
+            restarts=0,
+            listed=True,
+            version=self.list_version or self.version,
+            events=tuple(events),
+        )
+        if self.polling:
+            polls = 0 if events else self.polls + 1
+            return evolve(done, phase=Phase.SLEEP, resume=Phase.LIST, polls=polls)
+        return evolve(done, phase=Phase.WATCH, streaming=False)
+
+    def _list_expired(self, answer: Expired, now: float) -> Watcher:
+        if self.restarts >= LIST_RESTARTS:
+            gone = Transient(410, "Expired", "the list's continue token kept expiring")
+            return self._trouble(Trouble(gone), now)
+        return evolve(self, token=None, listing={}, restarts=self.restarts + 1)
+
+    def _changed(self, answer: Changed, now: float) -> Watcher:
+        moved = self._moved(answer.job)
+        found = seen(self.kind, answer.job)
+        if found is None:
+            return moved
+        ref, now_seen = found
+        events = compare(self.kind, ref, self.known.get(ref), now_seen, Happened.CREATED)
+        if not events:
+            return moved
+        return evolve(moved, known={**self.known, ref: now_seen}, events=events)
+
+    def _removed(self, answer: Removed, now: float) -> Watcher:
+        moved = self._moved(answer.job)
+        found = seen(self.kind, answer.job)
+        before = None if found is None else self.known.get(found[0])
+        if found is None or before is None:
+            return moved
+        ref, last = found
+        known = {k: v for k, v in self.known.items() if k != ref}
+        event = deleted(self.kind, ref, last.state, before.state)
+        return evolve(moved, known=known, events=(event,))
+
+    def _moved(self, job: Obj) -> Watcher:
+        """An event arrived: the stream is open, and the version moves to the event's."""
+        version = meta(job).get("resourceVersion")
+        version = version if isinstance(version, str) and version else self.version
+        return evolve(self, version=version, streaming=True)._answered()
+
+    def _bookmark(self, answer: Bookmark, now: float) -> Watcher:
+        return evolve(self, version=answer.version or self.version, streaming=True)._answered()
+
+    def _ended(self, answer: StreamEnded, now: float) -> Watcher:
+        if not self.streaming and now - self.entered < SHORT_WATCH:
+            cut = Transient(0, "StreamEnded", "the watch ended as soon as it started")
+            return self._trouble(Trouble(cut), now)
+        return evolve(self, streaming=False)._answered()
+
+    def _expired(self, answer: Expired, now: float) -> Watcher:
+        return evolve(self, phase=Phase.LIST, streaming=False, token=None, listing={})._answered()
+
+    def _refused(self, answer: Refused, now: float) -> Watcher:
+        polling = evolve(self, phase=Phase.SLEEP, resume=Phase.LIST, streaming=False, polling=True)
+        return polling._answered()
+
+    def _trouble(self, answer: Trouble, now: float) -> Watcher:
+        retry = self.retry.receive(Failed(answer.error), now)
+        resume = Phase.LIST if self.phase is Phase.LIST else Phase.WATCH
+        return evolve(self, phase=Phase.SLEEP, resume=resume, streaming=False, retry=retry)
+
+    def _slept(self, answer: Slept, now: float) -> Watcher:
+        if self.retry.step is Step.PAUSE:
+            return evolve(self, phase=self.resume, retry=self.retry.receive(answer, now))
+        return evolve(self, phase=self.resume)
+
+
+WATCH_TABLE: Final[Table[Watcher]] = {
+    # (phase, answer): the row, and where it goes
+    (Phase.LIST, PageListed): Watcher._page,  # LIST for the next page; last: WATCH (or SLEEP)
+    (Phase.LIST, Expired): Watcher._list_expired,  # LIST from the start; too often: SLEEP
+    (Phase.LIST, Trouble): Watcher._trouble,  # SLEEP (backoff), then the same page again
+    (Phase.WATCH, Changed): Watcher._changed,  # WATCH, the stream still open
+    (Phase.WATCH, Removed): Watcher._removed,  # WATCH, the stream still open
+    (Phase.WATCH, Bookmark): Watcher._bookmark,  # WATCH, from the bookmark's version
+    (Phase.WATCH, StreamEnded): Watcher._ended,  # WATCH again from the last version seen
+    (Phase.WATCH, Expired): Watcher._expired,  # LIST: our version is too old
+    (Phase.WATCH, Refused): Watcher._refused,  # SLEEP, then LIST: polling from now on
+    (Phase.WATCH, Trouble): Watcher._trouble,  # SLEEP (backoff), then WATCH from the last version
+    (Phase.SLEEP, Slept): Watcher._slept,  # back where it paused: LIST or WATCH
+}

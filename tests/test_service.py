@@ -1,0 +1,128 @@
+"""``examples/service.py``: a reconciler on ``lifecycle.watch_jobs``, built only on kfcompile's
+public API, run as a program against the local API server."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import public_api
+import schema_check
+from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster
+
+import kfcompile
+from kfcompile.lifecycle import MANAGED_BY_LABEL
+
+SERVICE = Path(__file__).resolve().parents[1] / "examples" / "service.py"
+TRAINJOB = "trainer.kubeflow.org/v1alpha1"
+WORKERS = ("svc-0", "svc-1", "svc-2")
+
+
+def test_the_service_uses_only_the_public_api() -> None:
+    """Imports: the standard library, ``kfcompile``, its ``lifecycle`` and ``ports`` and the
+    Kubernetes adapter; every ``kfcompile.<name>`` it uses is in ``kfcompile.__all__``, every
+    ``lifecycle.<name>`` in ``lifecycle.__all__``."""
+    public_api.check(
+        SERVICE, {"kfcompile": kfcompile.__all__, "lifecycle": kfcompile.lifecycle.__all__}
+    )
+
+
+def test_dry_run_renders_single_gpu_kueue_queued_workers() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SERVICE), "--dry-run", "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    jobs = json.loads(done.stdout)["items"]
+    assert [j["metadata"]["name"] for j in jobs] == ["svc-0", "svc-1"]
+    for job in jobs:
+        assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+        trainer = job["spec"]["trainer"]
+        assert trainer["numNodes"] == 1
+        assert trainer["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "1"}
+
+
+def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
+    """Three workers: one succeeds, one fails, one keeps running until a request cancels it.
+    The service sees every change from one watch, archives each worker's logs when it ends, and
+    stops once all three have."""
+    archive = tmp_path / "archive"
+    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+        local.controller.scenario(NAMESPACE, "svc-1", "fails")
+        local.controller.scenario(NAMESPACE, "svc-2", "hang")
+        argv = ["--workers", "3", "--queue", QUEUE, "--archive", str(archive)]
+        proc = subprocess.Popen(
+            [sys.executable, str(SERVICE), *argv, "--kubeconfig", str(local.kubeconfig)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            # Once it watches (after submitting all three), the controller runs the jobs.
+            ran = threading.Thread(target=_run_once_watched, args=(local,), daemon=True)
+            ran.start()
+            lines = []
+            for line in proc.stdout:
+                lines.append(line.rstrip("\n"))
+                if line.startswith("service: svc-2: running"):
+                    proc.stdin.write("cancel svc-2\n")
+                    proc.stdin.flush()
+            code = proc.wait(timeout=30)
+        finally:
+            proc.kill()
+            proc.wait()
+        err = proc.stderr.read() if proc.stderr else ""
+        jobs = {j["metadata"]["name"]: j for j in local.store.list(TRAINJOB, "TrainJob", NAMESPACE)}
+        secrets = local.store.list("v1", "Secret", NAMESPACE)
+        watches = local.kube.requests.count("GET", "/trainjobs", watch=True)
+    assert code == 1, (lines, err)  # svc-1 failed
+    said = [line.removeprefix("service: ") for line in lines]
+    for name in WORKERS:
+        assert f"{name}: submitted" in said
+        changes = [s.split(": ", 1)[1].split(" (")[0] for s in said if s.startswith(f"{name}: ")]
+        whats = [c for c in changes if c in {"listed", "suspended", "admitted", "running"}]
+        assert whats == ["listed", "suspended", "admitted", "running"], said
+    assert "svc-0: finished (SUCCEEDED Complete)" in said
+    assert any(s.startswith("svc-1: finished (FAILED") for s in said)
+    assert "svc-2: cancel requested" in said and "svc-2: deleted (RUNNING JobsActive)" in said
+    assert said[-1] == "all 3 workers ended; failed: svc-1"
+    # Every worker's logs, archived when it ended (svc-2's before it was deleted).
+    assert sorted(p.name for p in archive.iterdir()) == [f"{n}.log" for n in WORKERS]
+    assert "[rank 0] " in (archive / "svc-0.log").read_text()
+    assert "[rank 0] " in (archive / "svc-2.log").read_text()
+    # The finished workers stay, each a single-GPU Kueue-queued job owning its own token.
+    assert sorted(jobs) == ["svc-0", "svc-1"]
+    tokens = set()
+    for name, job in jobs.items():
+        assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == QUEUE
+        assert job["metadata"]["labels"][MANAGED_BY_LABEL] == "kfcompile"
+        assert job["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "1"}
+        [secret] = [s for s in secrets if s["metadata"]["name"] == f"{name}-env"]
+        [owner] = secret["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"]) == ("TrainJob", job["metadata"]["uid"])
+        tokens.add(base64.b64decode(secret["data"]["WORKER_TOKEN"]))
+        assert secret["data"]["WORKER_TOKEN"] not in "\n".join(lines)
+    assert len(tokens) == 2  # each its own
+    assert watches == 1  # one watch of every TrainJob, never a poll of each
+
+
+def _run_once_watched(local: LocalCluster) -> None:
+    """Run every job to its end once both kinds are watched (the service has submitted)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if all(
+            local.kube.requests.count("GET", f"/{plural}", watch=True)
+            for plural in ("trainjobs", "pytorchjobs")
+        ):
+            break
+        time.sleep(0.02)
+    local.controller.run_until_idle()
