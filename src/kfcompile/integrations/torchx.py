@@ -79,13 +79,15 @@ RUN_OPTS: Final = (
     ("context", str, None, "kubeconfig context (default: its current one)"),
 )
 
-# kfcompile's normalized state -> TorchX's. SUSPENDED is a wait (Kueue queues by suspending).
+# kfcompile's normalized state -> TorchX's. SUSPENDED is a wait (Kueue queues by suspending);
+# a job deleted before it finished was cancelled.
 APP_STATES: Final[Mapping[State, Any]] = {
     State.PENDING: AppState.PENDING,
     State.SUSPENDED: AppState.PENDING,
     State.RUNNING: AppState.RUNNING,
     State.SUCCEEDED: AppState.SUCCEEDED,
     State.FAILED: AppState.FAILED,
+    State.DELETING: AppState.CANCELLED,
 }
 # A pod's phase -> its replica's state (TorchX's ReplicaState is AppState).
 POD_PHASES: Final[Mapping[str, Any]] = {
@@ -163,8 +165,6 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
     """TorchX's view of the job: its state, and one replica per rank with its pod's state."""
     state = seen.state
     app_state = APP_STATES[state.state]
-    if (job.get("metadata") or {}).get("deletionTimestamp") and not state.finished:
-        app_state = AppState.CANCELLED  # being deleted: its pods go first
     role = role_name(job)
     by_rank: dict[int, list[lifecycle.Node]] = {}
     for node in seen.nodes:
