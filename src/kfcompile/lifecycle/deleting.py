@@ -87,7 +87,7 @@ class Vanished:
 
 
 @frozen
-class OutOfTime:
+class TimeUp:
     waited: float
     left: Remaining | None
 
@@ -129,7 +129,7 @@ class Vanishing:
     pauses: int = 0
     left: Remaining | None = None  # what the last look found
 
-    def next_request(self, now: float) -> Look | Pause | Vanished | OutOfTime:
+    def next_request(self, now: float) -> Look | Pause | Vanished | TimeUp:
         if self.phase is Phase.GONE:
             return Vanished()
         if self.phase is Phase.LOOK:
@@ -137,7 +137,7 @@ class Vanishing:
         assert self.since is not None
         waited = now - self.since
         if self.timeout is not None and waited >= self.timeout:
-            return OutOfTime(waited, self.left)
+            return TimeUp(waited, self.left)
         at_most = math.inf if self.timeout is None else self.timeout - waited
         return Pause(self.pauses, at_most=at_most)
 
@@ -197,7 +197,7 @@ def wait_gone(
         request = machine.next_request(clock.monotonic())
         if isinstance(request, Vanished):
             return
-        if isinstance(request, OutOfTime):
+        if isinstance(request, TimeUp):
             what = f": still there: {request.left}" if request.left else ""
             raise StillDeleting(f"{ref} not gone after {request.waited:.0f}s{what}", request.left)
         seen = machine.left
