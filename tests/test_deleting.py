@@ -165,14 +165,14 @@ def test_cancel_wait_says_it_waits_for_the_garbage_collector_and_a_pod_terminati
             on_change=lambda left, waited: told.append(str(left)),
         )
     pod = first["metadata"]["name"]
-    terminating = f"pod {pod} (Terminating on node {node} (waiting for its kubelet"
+    terminating = f"pod {pod} (Terminating on node {node}: waiting for its kubelet"
     assert f"still there: TrainJob demo ({HELD}), {terminating}" in str(info.value)
     assert told[-1].startswith(f"TrainJob demo ({HELD}), {terminating}")
     assert second["metadata"]["name"] not in told[-1]  # on a node with a kubelet: gone
     status = lifecycle.status(local.session(), ref)
     assert f"pod {pod} is Terminating on node {node}" in status.state.message
     [left] = status.nodes
-    assert left.reason.startswith(f"Terminating on node {node} (waiting for its kubelet")
+    assert left.reason.startswith(f"Terminating on node {node}: waiting for its kubelet")
     local.store.kubelet_up(node)  # the kubelet confirms: the pod goes, then the job
     assert lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10).existed
     assert the_job(local) is None and pods(local) == []

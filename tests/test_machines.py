@@ -391,8 +391,9 @@ def terminating_pod() -> Obj:
 HELD = "held by foregroundDeletion: waiting for the garbage collector"
 GONE_WAIT = Vanishing(REF, uid="u1", timeout=10.0)
 WITH_PODS = Vanishing(REF, uid="u1", pods=True, timeout=10.0)
-TERMINATING = "demo-node-0-0-u0 (Terminating on node gpu-node-1 (waiting for its kubelet to " + (
-    "confirm it stopped))"
+TERMINATING = (
+    "demo-node-0-0-u0 (Terminating on node gpu-node-1: waiting for its kubelet to confirm it "
+    "stopped)"
 )
 
 # (machine, what it was told at what time, now) -> what it asks next

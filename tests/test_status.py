@@ -368,8 +368,8 @@ def test_a_deleting_jobs_message_names_its_terminating_pods() -> None:
            "spec": {"nodeName": "gpu-node-1"}, "status": {"phase": "Running"}}  # fmt: skip
     got = job_state(being_deleted(pytorchjob(), "foregroundDeletion"), [pod, {"metadata": {}}])
     assert got.message.endswith(
-        "2 pods left; pod mnist-node-0-0-x is Terminating on node gpu-node-1 (waiting for its "
-        "kubelet to confirm it stopped)"
+        "2 pods left; pod mnist-node-0-0-x is Terminating on node gpu-node-1: waiting for its "
+        "kubelet to confirm it stopped"
     )
     assert "only after up to 30 s" in got.message
 

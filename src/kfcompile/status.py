@@ -273,7 +273,8 @@ def deletion_hold(obj: Mapping[str, Any]) -> str:
 
 
 def terminating(pod: Mapping[str, Any]) -> str:
-    """``Terminating on node N (waiting for its kubelet)`` for a pod being deleted, else ""."""
+    """``Terminating on node N: waiting for its kubelet ...`` for a pod being deleted, else
+    ""."""
     meta = _mapping(pod.get("metadata"))
     if not _text(meta.get("deletionTimestamp")):
         return ""
@@ -281,7 +282,7 @@ def terminating(pod: Mapping[str, Any]) -> str:
     hold = deletion_hold(pod)
     if hold == "being removed" and node:
         hold = "waiting for its kubelet to confirm it stopped"
-    return f"Terminating{f' on node {node}' if node else ''} ({hold})"
+    return f"Terminating{f' on node {node}' if node else ''}: {hold}"
 
 
 def _deleting(cr: Mapping[str, Any], decided: JobState, pods: list[Mapping[str, Any]]) -> JobState:

@@ -165,6 +165,8 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
     """TorchX's view of the job: its state, and one replica per rank with its pod's state."""
     state = seen.state
     app_state = APP_STATES[state.state]
+    if (job.get("metadata") or {}).get("deletionTimestamp") and not state.finished:
+        app_state = AppState.CANCELLED  # being deleted: its pods go first
     role = role_name(job)
     by_rank: dict[int, list[lifecycle.Node]] = {}
     for node in seen.nodes:
