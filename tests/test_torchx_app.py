@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from imported import imported_after
 
-from kfcompile.integrations.torchx_app import (
+from kfcompile.integrations.torchx_app import job_name
+from kfcompile.integrations.torchx_torchrun import (
     Word,
-    job_name,
     shell_words,
     torchrun_line,
     torchrun_words,

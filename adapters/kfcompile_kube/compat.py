@@ -40,6 +40,9 @@ TOKEN_KEY: Final = "BearerToken" if CLIENT_MAJOR >= 36 else "authorization"
 V5_PROTOCOL: Final = "v5.channel.k8s.io"
 _CHANNEL_PROTOCOLS: Final = f"{V5_PROTOCOL},v4.channel.k8s.io"
 
+# Not shimmed: 27.x ignores a kubeconfig's ``tls-server-name`` (28.1 reads it, for HTTP and
+# websockets alike), so a server certificate must then name the address itself.
+
 # urllib3 2 responses have ``read1`` (what has arrived, up to n bytes); 1.26 has none, its
 # ``stream`` yields each chunk of a chunked body as it arrives (watches and logs are chunked).
 _READ1: Final = hasattr(urllib3.response.HTTPResponse, "read1")

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from kfcompile.kinds import KINDS, PYTORCHJOB, TRAINJOB
+from kfcompile.kinds import KINDS, TRAINJOB, Kind
 
 
 @frozen
@@ -29,23 +29,24 @@ class Rule:
 
 JOB_VERBS: Final = ("get", "list", "watch", "create", "patch", "delete")
 
+
+def _group(kind: Kind) -> str:
+    return kind.api_version.rpartition("/")[0]
+
+
 # In the job's namespace.
 NAMESPACED: Final[tuple[Rule, ...]] = (
-    Rule(
-        TRAINJOB.api_version.split("/")[0],
-        TRAINJOB.plural,
-        JOB_VERBS,
-        "submit, status, wait, logs, cancel, suspend/resume, list",
-        kind=TRAINJOB.name,
+    *(
+        Rule(
+            _group(k),
+            k.plural,
+            JOB_VERBS,
+            "submit, status, wait, logs, cancel, suspend, list",
+            k.name,
+        )
+        for k in KINDS.values()
     ),
     Rule("trainer.kubeflow.org", "trainingruntimes", ("get",), "preflight", kind=TRAINJOB.name),
-    Rule(
-        PYTORCHJOB.api_version.split("/")[0],
-        PYTORCHJOB.plural,
-        JOB_VERBS,
-        "submit, status, wait, logs, cancel, suspend/resume, list",
-        kind=PYTORCHJOB.name,
-    ),
     Rule("", "configmaps", ("get", "create", "patch", "delete"), "the inline script"),
     Rule("", "secrets", ("get", "create", "patch", "delete"), "secret_env values"),
     Rule("", "pods", ("get", "list", "create", "delete"), "status, logs; the sync helper pod"),
@@ -75,20 +76,7 @@ CLUSTER: Final[tuple[Rule, ...]] = (
         ("get",),
         "target detection, validate --cluster",
     ),
-    Rule(
-        TRAINJOB.api_version.split("/")[0],
-        TRAINJOB.plural,
-        ("list",),
-        "list -A",
-        kind=TRAINJOB.name,
-    ),
-    Rule(
-        PYTORCHJOB.api_version.split("/")[0],
-        PYTORCHJOB.plural,
-        ("list",),
-        "list -A",
-        kind=PYTORCHJOB.name,
-    ),
+    *(Rule(_group(k), k.plural, ("list",), "list -A", k.name) for k in KINDS.values()),
 )
 
 

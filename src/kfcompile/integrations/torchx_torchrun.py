@@ -1,0 +1,197 @@
+"""The torchrun line of TorchX's ``dist.ddp``/``dist.torchrun`` components, read through the
+option table ``TORCHRUN``: what kfcompile's own torchrun launcher takes from it, and what it
+drops because the target wires it. Pure."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from attrs import frozen
+
+from kfcompile.errors import Problem
+
+# --- the torchrun line --------------------------------------------------------------------------
+
+
+@frozen
+class Word:
+    """One word of a shell line, and whether it means itself without a shell (no expansion,
+    globbing or substitution would touch it)."""
+
+    text: str
+    literal: bool
+
+
+_OPERATORS = frozenset("|&;<>()")
+_EXPANDS = frozenset("$`")
+_GLOB = frozenset("*?[{")  # `{a,b}` is brace expansion
+
+
+def shell_words(line: str) -> list[Word] | None:
+    """The words of a POSIX shell line, as ``bash -c`` would split them; None when it is more
+    than one simple command (operators, comments, an unclosed quote)."""
+    words: list[Word] = []
+    text: list[str] = []
+    literal, started, i = True, False, 0
+
+    def end() -> None:
+        nonlocal literal, started
+        if started:
+            words.append(Word("".join(text), literal))
+        text.clear()
+        literal, started = True, False
+
+    while i < len(line):
+        c = line[i]
+        if c in " \t\n":
+            end()
+        elif c == "'":
+            close = line.find("'", i + 1)
+            if close < 0:
+                return None
+            text.append(line[i + 1 : close])
+            started, i = True, close
+        elif c == '"':
+            i += 1
+            while i < len(line) and line[i] != '"':
+                if line[i] == "\\" and i + 1 < len(line) and line[i + 1] in '$`"\\\n':
+                    i += 1
+                elif line[i] in _EXPANDS:
+                    literal = False
+                text.append(line[i])
+                i += 1
+            if i >= len(line):
+                return None
+            started = True
+        elif c == "\\":
+            if i + 1 < len(line) and line[i + 1] != "\n":
+                text.append(line[i + 1])
+                started = True
+            i += 1
+        elif c in _OPERATORS or (c == "#" and not started):
+            return None
+        else:
+            if c in _EXPANDS or c in _GLOB or (c == "~" and not started):
+                literal = False
+            text.append(c)
+            started = True
+        i += 1
+    end()
+    return words
+
+
+# torchrun's options (torch.distributed.run), by what kfcompile makes of them. Names are
+# written with dashes; torchrun accepts `_` for `-` in every one.
+NODES, NPROCS, MAX_RESTARTS = "nodes", "nprocs", "max_restarts"
+WIRED = "the target wires the rendezvous"
+CONSOLE = "Kubernetes keeps the console as the pod log"
+ROLE = "it only names torchrun's worker group in its own log lines"
+MODULE = "module"
+
+
+@frozen
+class TorchrunOption:
+    takes_value: bool
+    meaning: str  # NODES/NPROCS/MAX_RESTARTS/MODULE, or why it is not needed
+
+
+TORCHRUN: Final[Mapping[str, TorchrunOption]] = {
+    "nnodes": TorchrunOption(True, NODES),
+    "nproc-per-node": TorchrunOption(True, NPROCS),
+    "max-restarts": TorchrunOption(True, MAX_RESTARTS),
+    "rdzv-backend": TorchrunOption(True, WIRED),
+    "rdzv-endpoint": TorchrunOption(True, WIRED),
+    "rdzv-id": TorchrunOption(True, WIRED),
+    "node-rank": TorchrunOption(True, WIRED),
+    "master-addr": TorchrunOption(True, WIRED),
+    "master-port": TorchrunOption(True, WIRED),
+    "standalone": TorchrunOption(False, WIRED),
+    "tee": TorchrunOption(True, CONSOLE),
+    "role": TorchrunOption(True, ROLE),
+    "module": TorchrunOption(False, MODULE),
+}
+SHORT: Final[Mapping[str, str]] = {"-t": "tee", "-m": "module"}
+
+
+@frozen
+class Torchrun:
+    """What a torchrun line asks kfcompile's own torchrun launcher for."""
+
+    nnodes: str | None
+    nproc_per_node: str | None
+    max_restarts: str | None
+    program: tuple[Word, ...]  # the script (or module) and its arguments
+    module: bool = False  # `-m`: the program is a module
+
+
+def torchrun_words(entrypoint: str, args: Sequence[str]) -> list[Word] | None:
+    """The words after ``torchrun`` when a role runs torchrun, else None: ``torchrun ...``,
+    ``python -m torch.distributed.run ...`` or ``bash -c "torchrun ..."``."""
+    program = posixpath.basename(entrypoint)
+    rest = [Word(a, literal=True) for a in args]  # no shell: every word means itself
+    if program in ("bash", "sh") and len(args) == 2 and args[0] == "-c":
+        words = shell_words(args[1])
+        if not words or not words[0].literal:
+            return None
+        program, rest = posixpath.basename(words[0].text), words[1:]
+    if program == "torchrun":
+        return rest
+    if re.fullmatch(r"python[\d.]*", program) and [w.text for w in rest[:2]] == [
+        "-m",
+        "torch.distributed.run",
+    ]:
+        return rest[2:]
+    return None
+
+
+def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list[Problem]]:
+    """Read torchrun's options up to the program; every option kfcompile cannot carry is a
+    problem (``at`` names the field the line came from)."""
+    found: dict[str, str] = {}
+    problems: list[Problem] = []
+    i = 0
+    while i < len(words) and words[i].text.startswith("-") and words[i].text != "-":
+        word = words[i].text
+        if word == "--":
+            i += 1
+            break
+        name, eq, value = word.partition("=")
+        key = SHORT.get(name) or name.lstrip("-").replace("_", "-")
+        option = TORCHRUN.get(key)
+        if option is None:
+            problems.append(
+                Problem(at, f"torchrun {name}: kfcompile's torchrun launcher cannot pass it")
+            )
+            option = TorchrunOption(bool(i + 1 < len(words) and not eq), "")
+        if option.takes_value and not eq:
+            i += 1
+            if i >= len(words):
+                problems.append(Problem(at, f"torchrun {name}: needs a value"))
+                break
+            value = words[i].text
+            if option.meaning in (NODES, NPROCS, MAX_RESTARTS) and not words[i].literal:
+                problems.append(Problem(at, f"torchrun {name} {value}: needs a shell to expand"))
+        if option.meaning in (NODES, NPROCS, MAX_RESTARTS, MODULE):
+            found[option.meaning] = value
+        i += 1
+    program = tuple(words[i:])
+    if not program:
+        problems.append(Problem(at, "torchrun: no script to run"))
+    for w in program:
+        if not w.literal:
+            problems.append(
+                Problem(
+                    at,
+                    f"{w.text!r}: needs a shell to expand; kfcompile's torchrun launcher "
+                    "runs no shell (write the value itself)",
+                )
+            )
+    if problems:
+        return None, problems
+    line = Torchrun(
+        found.get(NODES), found.get(NPROCS), found.get(MAX_RESTARTS), program, MODULE in found
+    )
+    return line, []
