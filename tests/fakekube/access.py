@@ -15,32 +15,40 @@ always allowed.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from .resources import ResourceKind, StoreError
 
-__all__ = ["NamespaceAccess", "forbidden"]
+__all__ = ["Attempt", "NamespaceAccess", "forbidden"]
 
 
-def forbidden(
-    user: str,
-    verb: str,
-    kind: ResourceKind,
-    namespace: str | None,
-    name: str | None = None,
-    subresource: str | None = None,
-) -> StoreError:
+@dataclass(frozen=True)
+class Attempt:
+    """What a request tries, as the authorizer sees it."""
+
+    verb: str  # get, list, watch, create, patch, delete
+    kind: ResourceKind
+    namespace: str | None  # None: at the cluster scope
+    name: str | None = None
+    subresource: str | None = None  # log, exec
+
+
+def forbidden(user: str, attempt: Attempt) -> StoreError:
     """The 403 the real server answers when RBAC allows none of this."""
-    resource = f"{kind.plural}/{subresource}" if subresource else kind.plural
-    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-    what = f'{kind.resource} "{name}"' if name else kind.resource
-    details = kind.details(name or "")
-    if not name:
+    kind = attempt.kind
+    resource = f"{kind.plural}/{attempt.subresource}" if attempt.subresource else kind.plural
+    where = (
+        f'in the namespace "{attempt.namespace}"' if attempt.namespace else "at the cluster scope"
+    )
+    what = f'{kind.resource} "{attempt.name}"' if attempt.name else kind.resource
+    details = kind.details(attempt.name or "")
+    if not attempt.name:
         del details["name"]
     return StoreError(
         403,
         "Forbidden",
-        f'{what} is forbidden: User "{user}" cannot {verb} resource "{resource}" in API group '
-        f'"{kind.group}" {scope}',
+        f'{what} is forbidden: User "{user}" cannot {attempt.verb} resource "{resource}" in API '
+        f'group "{kind.group}" {where}',
         details,
     )
 
@@ -52,15 +60,7 @@ class NamespaceAccess:
         self.user = user
         self.namespaces = frozenset(namespaces)
 
-    def check(
-        self,
-        verb: str,
-        kind: ResourceKind,
-        namespace: str | None,
-        name: str | None = None,
-        subresource: str | None = None,
-    ) -> None:
-        """StoreError 403 unless this request is allowed."""
-        if not kind.namespaced or namespace in self.namespaces:
-            return
-        raise forbidden(self.user, verb, kind, namespace, name, subresource)
+    def check(self, attempt: Attempt) -> None:
+        """StoreError 403 unless ``attempt`` is allowed."""
+        if attempt.kind.namespaced and attempt.namespace not in self.namespaces:
+            raise forbidden(self.user, attempt)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from .access import Attempt
 from .resources import Change, LogChunk, ResourceKind, StoreError
 from .selectors import Matcher, field_matcher, label_matcher
 from .store import Store
@@ -44,24 +45,17 @@ def bad(message: str, code: int = 400, reason: str = "BadRequest") -> StoreError
     return StoreError(code, reason, message)
 
 
-def authorize(
-    store: Store,
-    verb: str,
-    kind: ResourceKind,
-    namespace: str | None,
-    name: str | None = None,
-    subresource: str | None = None,
-) -> None:
-    """StoreError 403 when the store's RBAC does not allow this request."""
+def authorize(store: Store, attempt: Attempt) -> None:
+    """StoreError 403 when the store's RBAC does not allow ``attempt``."""
     if store.access is not None:
-        store.access.check(verb, kind, namespace, name, subresource)
+        store.access.check(attempt)
 
 
 # --- objects -------------------------------------------------------------------------------------
 
 
 def current(store: Store, kind: ResourceKind, namespace: str | None, name: str) -> Obj:
-    authorize(store, "get", kind, namespace, name)
+    authorize(store, Attempt("get", kind, namespace, name))
     return _stored(store, kind, namespace, name)
 
 
@@ -73,7 +67,7 @@ def _stored(store: Store, kind: ResourceKind, namespace: str | None, name: str) 
 
 
 def create(store: Store, kind: ResourceKind, obj: Obj, *, strict: bool) -> Obj:
-    authorize(store, "create", kind, (obj.get("metadata") or {}).get("namespace"))
+    authorize(store, Attempt("create", kind, (obj.get("metadata") or {}).get("namespace")))
     obj = validate(kind, obj, strict=strict)
     if "status" in kind.subresources:
         obj.pop("status", None)  # the status is the controllers' to write
@@ -84,7 +78,7 @@ def patch(store: Store, kind: ResourceKind, namespace: str | None, name: str, ch
     """A JSON merge patch of the object (a status subresource keeps the status)."""
     if not isinstance(change, dict):
         raise bad("a merge patch must be a JSON object")
-    authorize(store, "patch", kind, namespace, name)
+    authorize(store, Attempt("patch", kind, namespace, name))
     result = merge_patch(_stored(store, kind, namespace, name), change)
     meta = result.setdefault("metadata", {})
     meta["name"], meta["namespace"] = name, namespace
@@ -100,7 +94,7 @@ def delete(
     store: Store, kind: ResourceKind, namespace: str | None, name: str, propagation: str
 ) -> tuple[Obj, bool]:
     """``(last state, gone already)``; Foreground and finalizers keep it for a while."""
-    authorize(store, "delete", kind, namespace, name)
+    authorize(store, Attempt("delete", kind, namespace, name))
     return store.delete(kind.api_version, kind.kind, namespace, name, propagation)
 
 
@@ -118,7 +112,7 @@ def list_page(
     continue_token: str | None = None,
 ) -> tuple[list[Obj], int, str | None]:
     """``(items, resourceVersion, continue token when more remain)``."""
-    authorize(store, "list", kind, namespace)
+    authorize(store, Attempt("list", kind, namespace))
     after: tuple[str, str] | None = None
     if continue_token:
         try:
@@ -161,7 +155,7 @@ def watch_matcher(
 ) -> Matcher:
     """What a watch with these selectors sees (StoreError 400 for a bad selector, 403 when
     watching is not allowed)."""
-    authorize(store, "watch", kind, namespace)
+    authorize(store, Attempt("watch", kind, namespace))
     labels = label_matcher(label_selector)
     fields = field_matcher(kind.kind, field_selector)
 
@@ -276,7 +270,7 @@ def log_read(
     """The container's current run as it is (``since``/``tail`` applied), and the reader that
     gives what comes next. StoreError 400 while the container waits to start."""
     pods = store.kind("v1", "Pod")
-    authorize(store, "get", pods, namespace, name, "log")
+    authorize(store, Attempt("get", pods, namespace, name, "log"))
     pod = _stored(store, pods, namespace, name)
     chosen = container_of(pod, container)
     status = _container_status(pod, chosen)
@@ -297,7 +291,7 @@ def log_read(
 def exec_container(store: Store, namespace: str, name: str, container: str | None) -> Obj:
     """The pod to exec into (its running ``container`` checked): StoreError 404 or 400."""
     pods = store.kind("v1", "Pod")
-    authorize(store, "create", pods, namespace, name, "exec")
+    authorize(store, Attempt("create", pods, namespace, name, "exec"))
     pod = _stored(store, pods, namespace, name)
     chosen = container_of(pod, container)
     phase = (pod.get("status") or {}).get("phase")
