@@ -4,6 +4,7 @@ goes to stdout and stderr, and what never appears there (tokens, Secret values).
 from __future__ import annotations
 
 import io
+import re
 import signal
 import threading
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import schema_check
 import yaml
+from fakekube.access import NamespaceAccess
 from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
 from fakekube.scenarios import SCENARIO_ANNOTATION
 
@@ -134,6 +136,52 @@ def test_cancel_suspend_resume_events_list(
     code, _, err = run(local, capsys, "cancel", "demo")
     assert code == 0 and "nothing to cancel" in err
     assert run(local, capsys, "list")[1].splitlines()[1:] == []
+
+
+def test_a_job_being_deleted_says_what_holds_it(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "running")
+    local.store.gc(running=False)  # no garbage collector: foregroundDeletion holds the job
+    code, out, _ = run(local, capsys, "cancel", "demo")
+    assert code == 0 and out.strip() == "TrainJob demo in namespace default: deleting"
+    held = "DELETING (held by foregroundDeletion: waiting for the garbage collector)"
+    code, out, _ = run(local, capsys, "status", "demo")
+    assert out.startswith(f"TrainJob demo in namespace default: {held} deletion requested at ")
+    assert "only after up to 30 s" in out
+    code, out, _ = run(local, capsys, "list")
+    assert held in out.splitlines()[1]
+    code, _, err = run(local, capsys, "cancel", "demo", "--wait", "--timeout", "0.3s")
+    assert code == 1 and "Traceback" not in err
+    progress, last = err.splitlines()[0], err.splitlines()[-1]
+    assert re.fullmatch(
+        r"\[ *\d+\.\ds\] demo: cancel --wait: waiting for TrainJob demo \(held by "
+        r"foregroundDeletion: waiting for the garbage collector\), pod demo-node-0-0-\w+, "
+        r"pod demo-node-0-1-\w+: deletion requested at .*",
+        progress,
+    )
+    assert "only after up to 30 s" in progress  # why it can take long, said once
+    assert last.startswith("kfcompile: TrainJob demo in namespace default not gone after 0s")
+    assert "still there: TrainJob demo (held by foregroundDeletion" in last
+    local.store.gc(running=True)
+    local.store.settle()
+    assert run(local, capsys, "list")[1].splitlines()[1:] == []
+
+
+def test_list_all_namespaces_without_the_right_falls_back_to_the_namespace(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path, "hang")))
+    local.store.access = NamespaceAccess("alice", {NAMESPACE})  # a Role, no ClusterRole
+    code, out, err = run(local, capsys, "list", "-A")
+    assert code == 0, err
+    assert err == (
+        "kfcompile: listing jobs in all namespaces is forbidden (trainjobs.trainer.kubeflow.org "
+        'is forbidden: User "alice" cannot list resource "trainjobs" in API group '
+        '"trainer.kubeflow.org" at the cluster scope): it needs list at the cluster scope (a '
+        "ClusterRole); listing namespace default instead\n"
+    )
+    assert out.splitlines()[1].split()[:3] == ["default", "demo", "TrainJob"]
 
 
 def test_sync_up_and_down(

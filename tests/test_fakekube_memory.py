@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from fakekube import FakeKube, Store
+from fakekube.access import NamespaceAccess
 from fakekube.clock import FakeClock, FakeTimeLimit
 from fakekube.memory import MemoryCluster
 from test_adapter_kube import (
@@ -29,6 +30,7 @@ from test_adapter_kube import (
 from kfcompile.ports import (
     Cluster,
     Conflict,
+    Forbidden,
     Gone,
     Invalid,
     NotFound,
@@ -116,6 +118,82 @@ def test_objects_and_their_errors(side: Side) -> None:
         port.delete(cm_ref("cfg"))
     side.store.create(GADGET_CRD)
     assert port.served("example.org/v2", "Gadget")
+
+
+def test_rbac_limited_to_namespaces_refuses_in_the_real_servers_words(side: Side) -> None:
+    port, store = side.port, side.store
+    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
+    store.access = NamespaceAccess("alice", {NS})
+    port.create(configmap("mine"))
+    assert names(port.list("v1", "ConfigMap", NS).items) == ["mine"]
+    assert port.served("example.com/v1", "Widget")  # discovery is for every user
+    with pytest.raises(Forbidden) as everywhere:
+        port.list("example.com/v1", "Widget", None)
+    assert everywhere.value.status == 403 and everywhere.value.message == (
+        'widgets.example.com is forbidden: User "alice" cannot list resource "widgets" in API '
+        'group "example.com" at the cluster scope'
+    )
+    with pytest.raises(Forbidden, match='cannot watch resource "pods" in API group "" at the'):
+        next(iter(port.watch("v1", "Pod", None, resource_version="0", timeout_seconds=1)))
+    with pytest.raises(Forbidden) as elsewhere:
+        port.get(cm_ref("theirs", "team-b"))
+    assert elsewhere.value.message == (
+        'configmaps "theirs" is forbidden: User "alice" cannot get resource "configmaps" in API '
+        'group "" in the namespace "team-b"'
+    )
+    with pytest.raises(Forbidden, match='cannot create resource "configmaps"'):
+        port.create(configmap("theirs", namespace="team-b"))
+
+
+def owned_by(owner: Obj, obj: Obj) -> Obj:
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "blockOwnerDeletion": True,
+           "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}  # fmt: skip
+    obj["metadata"]["ownerReferences"] = [ref]
+    return obj
+
+
+def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(side: Side) -> None:
+    port, store = side.port, side.store
+    widget = port.create({"apiVersion": "example.com/v1", "kind": "Widget",
+                          "metadata": {"name": "w", "namespace": NS}})  # fmt: skip
+    for name, node in (("p1", "node-1"), ("p2", "node-2")):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+               "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
+        store.create(owned_by(widget, pod))
+        store.patch_status("v1", "Pod", NS, name, {"phase": "Running"})
+    store.kubelet_down("node-1")
+    w_ref = Ref("example.com/v1", "Widget", NS, "w")
+    port.delete(w_ref, propagation="Foreground")
+    side.store.settle()
+    held = port.get(w_ref)["metadata"]
+    assert held["deletionTimestamp"] and held["finalizers"] == ["foregroundDeletion"]
+    terminating = port.get(Ref("v1", "Pod", NS, "p1"))["metadata"]
+    assert terminating["deletionTimestamp"] and terminating["deletionGracePeriodSeconds"] == 30
+    with pytest.raises(NotFound):  # its node's kubelet confirmed at once
+        port.get(Ref("v1", "Pod", NS, "p2"))
+    store.kubelet_up("node-1")
+    side.store.settle()
+    for ref in (w_ref, Ref("v1", "Pod", NS, "p1")):
+        with pytest.raises(NotFound):
+            port.get(ref)
+
+
+def test_without_a_garbage_collector_a_foreground_deletion_stays(side: Side) -> None:
+    port, store = side.port, side.store
+    widget = port.create({"apiVersion": "example.com/v1", "kind": "Widget",
+                          "metadata": {"name": "w", "namespace": NS}})  # fmt: skip
+    store.create(owned_by(widget, configmap("dep")))
+    store.gc(running=False)
+    w_ref = Ref("example.com/v1", "Widget", NS, "w")
+    port.delete(w_ref, propagation="Foreground")
+    store.settle()
+    assert port.get(w_ref)["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert port.get(cm_ref("dep"))
+    store.gc(running=True)
+    store.settle()
+    for ref in (w_ref, cm_ref("dep")):
+        with pytest.raises(NotFound):
+            port.get(ref)
 
 
 def test_lists_page_select_and_expire(side: Side) -> None:

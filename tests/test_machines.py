@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from kfcompile import lifecycle
+from kfcompile.lifecycle.deleting import Look, Looked, Remaining, TimeUp, Vanished, Vanishing
 from kfcompile.lifecycle.follow import (
     Cursor,
     Dropped,
@@ -61,6 +62,7 @@ from kfcompile.lifecycle.waiter import (
     WatchJob,
 )
 from kfcompile.ports import Clock, Page, Ref, Transient, WatchEvent
+from kfcompile.status import JobState, State
 
 Obj = dict[str, Any]
 API = "trainer.kubeflow.org/v1alpha1"
@@ -367,6 +369,125 @@ def test_each_change_worth_a_line_is_news_once() -> None:
 def test_an_answer_without_a_row_is_a_bug(answers: list[Any], wrong: Any) -> None:
     with pytest.raises(Unexpected, match="Waiter in"):
         _fed_waiter("done", answers).receive(wrong, 1.0)
+
+
+# --- waiting for a deleted job to be gone -------------------------------------------------------
+
+
+def deleting(uid: str = "u1", finalizers: tuple[str, ...] = ("foregroundDeletion",)) -> Obj:
+    obj = job()
+    obj["metadata"].update(uid=uid, deletionTimestamp="2025-01-01T00:00:00Z")
+    obj["metadata"]["finalizers"] = list(finalizers)
+    return obj
+
+
+def terminating_pod() -> Obj:
+    obj = pod()
+    obj["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:30Z"
+    obj["spec"] = {"nodeName": "gpu-node-1"}
+    return obj
+
+
+HELD = "held by foregroundDeletion: waiting for the garbage collector"
+GONE_WAIT = Vanishing(REF, uid="u1", timeout=10.0)
+WITH_PODS = Vanishing(REF, uid="u1", pods=True, timeout=10.0)
+TERMINATING = (
+    "demo-node-0-0-u0 (Terminating on node gpu-node-1: waiting for its kubelet to confirm it "
+    "stopped)"
+)
+
+# (machine, what it was told at what time, now) -> what it asks next
+VANISH_ROWS: list[tuple[str, Vanishing, list[tuple[Any, float]], float, Any]] = [
+    ("it looks first", GONE_WAIT, [], 0.0, Look()),
+    ("no job: gone", GONE_WAIT, [(Looked(None), 0.0)], 0.0, Vanished()),
+    (
+        "another job of that name is not the one deleted",
+        GONE_WAIT,
+        [(Looked(deleting(uid="u2")), 0.0)],
+        0.0,
+        Vanished(),
+    ),
+    ("held: it pauses", GONE_WAIT, [(Looked(deleting()), 0.0)], 0.0, Pause(0, at_most=10.0)),
+    (
+        "then looks again",
+        GONE_WAIT,
+        [(Looked(deleting()), 0.0), (Slept(), 0.1)],
+        0.1,
+        Look(),
+    ),
+    (
+        "each pause the next of the one backoff, within what is left",
+        GONE_WAIT,
+        [(Looked(deleting()), 1.0), (Slept(), 1.1), (Looked(deleting()), 2.0)],
+        2.0,
+        Pause(1, at_most=9.0),
+    ),
+    (
+        "out of time from the first look, naming what holds it",
+        GONE_WAIT,
+        [(Looked(deleting()), 1.0), (Slept(), 6.0), (Looked(deleting()), 11.0)],
+        11.0,
+        TimeUp(10.0, Remaining(REF, JobState(State.DELETING, HELD, ""))),
+    ),
+    (
+        "with its pods: the job gone, a pod left is waited for",
+        WITH_PODS,
+        [(Looked(None, (terminating_pod(),)), 0.0), (Slept(), 10.0)],
+        10.0,
+        Look(),
+    ),
+    (
+        "with its pods: what is left names them",
+        WITH_PODS,
+        [(Looked(None, (terminating_pod(),), more_pods=True), 0.0)],
+        10.0,
+        TimeUp(10.0, Remaining(REF, None, (TERMINATING,), more_pods=True)),
+    ),
+    (
+        "no timeout: it waits as long as it takes",
+        Vanishing(REF),
+        [(Looked(deleting()), 0.0)],
+        1e6,
+        Pause(0, at_most=math.inf),
+    ),
+]
+
+
+def _same(got: Any, expected: Any) -> bool:
+    """Rows compare a Remaining's job by its state and reason (its message is status's)."""
+    if isinstance(got, TimeUp) and isinstance(expected, TimeUp):
+        left, want = got.left, expected.left
+        assert left is not None and want is not None
+        states = [(j.state, j.reason) if j else None for j in (left.job, want.job)]
+        return (
+            got.waited == expected.waited
+            and states[0] == states[1]
+            and (left.pods, left.more_pods) == (want.pods, want.more_pods)
+        )
+    return bool(got == expected)
+
+
+@pytest.mark.parametrize(
+    ("machine", "fed", "now", "expected"),
+    [r[1:] for r in VANISH_ROWS],
+    ids=[r[0] for r in VANISH_ROWS],
+)
+def test_vanishing(
+    machine: Vanishing, fed: list[tuple[Any, float]], now: float, expected: Any
+) -> None:
+    for answer, at in fed:
+        machine = machine.receive(answer, at)
+    assert _same(machine.next_request(now), expected), machine.next_request(now)
+
+
+def test_a_vanishing_fed_out_of_turn_is_a_bug() -> None:
+    with pytest.raises(Unexpected, match="Vanishing in LOOK got Slept"):
+        GONE_WAIT.receive(Slept(), 0.0)
+
+
+def test_what_is_left_reads_as_a_list() -> None:
+    left = Remaining(REF, JobState(State.DELETING, HELD, ""), (TERMINATING,), more_pods=True)
+    assert str(left) == f"TrainJob demo ({HELD}), pod {TERMINATING}, more pods"
 
 
 # --- log follow ---------------------------------------------------------------------------------

@@ -331,11 +331,72 @@ def check(got: JobState, state: State, reason: str, message: str | None = None) 
         assert message in got.message, got
 
 
+# --- A job being deleted ------------------------------------------------------------------------
+
+
+def being_deleted(cr: dict[str, Any], *finalizers: str) -> dict[str, Any]:
+    cr["metadata"]["deletionTimestamp"] = T2
+    if finalizers:
+        cr["metadata"]["finalizers"] = list(finalizers)
+    return cr
+
+
+@pytest.mark.parametrize(
+    ("finalizers", "reason"),
+    [
+        (("foregroundDeletion",), "held by foregroundDeletion: waiting for the garbage collector"),
+        (("orphan",), "held by orphan: waiting for the garbage collector"),
+        (
+            ("foregroundDeletion", "example.com/cleanup"),
+            "held by foregroundDeletion: waiting for the garbage collector; "
+            "example.com/cleanup: waiting for the controller that added it",
+        ),
+        ((), "being removed"),
+    ],
+)
+def test_a_job_being_deleted_is_deleting_held_by_its_finalizers(
+    finalizers: tuple[str, ...], reason: str
+) -> None:
+    running = {"jobsStatus": [{"name": "node", "active": 2}]}
+    got = job_state(being_deleted(trainjob(running), *finalizers))
+    assert (got.state, got.reason) == (State.DELETING, reason)
+    assert got.message.startswith(f"deletion requested at {T2}")
+
+
+def test_a_deleting_jobs_message_names_its_terminating_pods() -> None:
+    pod = {"metadata": {"name": "mnist-node-0-0-x", "deletionTimestamp": T2},
+           "spec": {"nodeName": "gpu-node-1"}, "status": {"phase": "Running"}}  # fmt: skip
+    got = job_state(being_deleted(pytorchjob(), "foregroundDeletion"), [pod, {"metadata": {}}])
+    assert got.message.endswith(
+        "2 pods left; pod mnist-node-0-0-x is Terminating on node gpu-node-1: waiting for its "
+        "kubelet to confirm it stopped"
+    )
+    assert "only after up to 30 s" in got.message
+
+
+def test_a_finished_job_being_deleted_keeps_its_state_and_says_so() -> None:
+    failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs",
+                              "message": "jobset failed"}]}  # fmt: skip
+    got = job_state(being_deleted(trainjob(failed), "foregroundDeletion"))
+    assert (got.state, got.reason) == (State.FAILED, "FailedJobs")
+    assert got.message == (
+        "jobset failed; being deleted (held by foregroundDeletion: waiting for the garbage "
+        "collector)"
+    )
+
+
 # --- The value types ---------------------------------------------------------------------------
 
 
 def test_state_values_are_their_names() -> None:
-    assert [s.value for s in State] == ["PENDING", "SUSPENDED", "RUNNING", "SUCCEEDED", "FAILED"]
+    assert [s.value for s in State] == [
+        "PENDING",
+        "SUSPENDED",
+        "RUNNING",
+        "SUCCEEDED",
+        "FAILED",
+        "DELETING",
+    ]
     assert all(s.value == s.name for s in State)
 
 
@@ -347,6 +408,7 @@ def test_state_values_are_their_names() -> None:
         (State.RUNNING, False),
         (State.SUCCEEDED, True),
         (State.FAILED, True),
+        (State.DELETING, False),
     ],
 )
 def test_finished_is_succeeded_or_failed(state: State, finished: bool) -> None:

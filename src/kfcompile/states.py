@@ -14,6 +14,7 @@ class State(enum.Enum):
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
+    DELETING = "DELETING"  # being deleted before it finished (a finished job keeps its state)
 
 
 FINISHED_STATES: Final = frozenset({State.SUCCEEDED, State.FAILED})

@@ -23,6 +23,10 @@ How a state is decided, for both kinds:
 3. Otherwise PENDING, described by the PENDING row from step 1, else by the latest non-True
    condition of a known type (e.g. TrainJob ``Suspended=False``, reason ``Resumed``), else
    ``NoStatus``.
+4. A job with ``metadata.deletionTimestamp`` is being deleted: unless it finished, it is
+   DELETING, its reason what holds it (``held by foregroundDeletion: waiting for the garbage
+   collector``, from ``DELETION_HOLDS``); a finished job keeps its state, the deletion said in
+   its message.
 
 Pods and counters can only ever yield PENDING or RUNNING: a finished state comes from a
 condition alone. Input is read defensively: a field of the wrong shape counts as absent.
@@ -38,7 +42,16 @@ import attrs
 from kfcompile.kinds import KINDS, ConditionTable, Kind
 from kfcompile.states import FINISHED_STATES, JobState, State
 
-__all__ = ["FINISHED_STATES", "JobState", "State", "job_state", "stuck_pod"]
+__all__ = [
+    "DELETION_HOLDS",
+    "FINISHED_STATES",
+    "JobState",
+    "State",
+    "deletion_hold",
+    "job_state",
+    "stuck_pod",
+    "terminating",
+]
 
 
 # --- Tables -------------------------------------------------------------------------------------
@@ -70,6 +83,25 @@ STUCK_POD_REASONS: Final = (
     "CrashLoopBackOff",
     "Unschedulable",
 )
+
+
+# What keeps an object being deleted: its finalizers, each with who removes it and what happens
+# meanwhile. The object goes when the last is removed. Any other finalizer is its controller's.
+DELETION_HOLDS: Final[tuple[tuple[str, str, str], ...]] = (
+    (
+        "foregroundDeletion",
+        "waiting for the garbage collector",
+        "it deletes the job's pods and other dependents first; on a real cluster it notices a "
+        "newly installed kind only after up to 30 s, and without one the job stays",
+    ),
+    (
+        "orphan",
+        "waiting for the garbage collector",
+        "it first takes the job off its dependents as their owner",
+    ),
+)
+OTHER_HOLD: Final = ("waiting for the controller that added it", "")
+TERMINATING_NAMED: Final = 3  # Terminating pods a DELETING job's message names
 
 
 # --- Reading plain dicts defensively ------------------------------------------------------------
@@ -223,6 +255,54 @@ def _running_pods(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
     return JobState(State.RUNNING, "PodsRunning", f"{len(running)} of {len(pods)} pods running")
 
 
+def _holds(meta: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(finalizer, what it waits for, what happens meanwhile) of each finalizer, in order."""
+    table = {name: (name, waits, detail) for name, waits, detail in DELETION_HOLDS}
+    names = [f for f in (meta.get("finalizers") or []) if isinstance(f, str)]
+    return [table.get(name, (name, *OTHER_HOLD)) for name in names]
+
+
+def deletion_hold(obj: Mapping[str, Any]) -> str:
+    """What an object being deleted waits for (``held by foregroundDeletion: waiting for the
+    garbage collector``); "" when it is not being deleted."""
+    meta = _mapping(obj.get("metadata"))
+    if not _text(meta.get("deletionTimestamp")):
+        return ""
+    holds = [f"{name}: {waits}" for name, waits, _ in _holds(meta)]
+    return f"held by {'; '.join(holds)}" if holds else "being removed"
+
+
+def terminating(pod: Mapping[str, Any]) -> str:
+    """``Terminating on node N: waiting for its kubelet ...`` for a pod being deleted, else
+    ""."""
+    meta = _mapping(pod.get("metadata"))
+    if not _text(meta.get("deletionTimestamp")):
+        return ""
+    node = _text(_mapping(pod.get("spec")).get("nodeName"))
+    hold = deletion_hold(pod)
+    if hold == "being removed" and node:
+        hold = "waiting for its kubelet to confirm it stopped"
+    return f"Terminating{f' on node {node}' if node else ''}: {hold}"
+
+
+def _deleting(cr: Mapping[str, Any], decided: JobState, pods: list[Mapping[str, Any]]) -> JobState:
+    meta = _mapping(cr.get("metadata"))
+    since = _text(meta.get("deletionTimestamp"))
+    hold = deletion_hold(cr)
+    if decided.finished:
+        return attrs.evolve(decided, message=f"{decided.message}; being deleted ({hold})")
+    parts = [f"deletion requested at {since}"]
+    parts += [detail for _, _, detail in _holds(meta) if detail]
+    names = [_text(_mapping(p.get("metadata")).get("name")) or "?" for p in pods]
+    stuck = [f"pod {n} is {t}" for n, p in zip(names, pods, strict=True) if (t := terminating(p))]
+    if pods:
+        parts.append(
+            f"{len(pods)} pod{'s' * (len(pods) != 1)} left"
+            + "".join(f"; {s}" for s in stuck[:TERMINATING_NAMED])
+        )
+    return JobState(State.DELETING, hold, "; ".join(parts))
+
+
 def job_state(cr: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = None) -> JobState:
     """The normalized state of a TrainJob or PyTorchJob, refined by its pods when given.
 
@@ -231,11 +311,16 @@ def job_state(cr: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = 
     kind_name = cr.get("kind")
     if not isinstance(kind_name, str) or kind_name not in KINDS:
         raise ValueError(f"unknown kind {kind_name!r}: expected one of {', '.join(KINDS)}")
+    decided = _decide(cr, kind_name, _mappings(pods))
+    if _text(_mapping(cr.get("metadata")).get("deletionTimestamp")):
+        return _deleting(cr, decided, _mappings(pods))
+    return decided
+
+
+def _decide(cr: Mapping[str, Any], kind_name: str, pod_list: list[Mapping[str, Any]]) -> JobState:
     kind = KINDS[kind_name]
     status = _mapping(cr.get("status"))
     conditions = _conditions(status)
-    pod_list = _mappings(pods)
-
     decided = _from_table(kind_name, kind.conditions, conditions)
     if decided is not None and decided.state is not State.PENDING:
         return decided

@@ -14,6 +14,14 @@ to get ``fake_kube`` (a running server with the newest Kubeflow CRDs installed) 
         kube.store.create({...})        # seed objects directly
         kube.faults.add("POST", "/trainjobs", status=500)
         kube.requests.count("POST", "/trainjobs")
+
+What a real cluster does to deletions and access, switchable per test on the store (both fronts
+answer alike): ``store.gc(lag=30)`` (the garbage collector notices its work 30 s of the store's
+time late, as a real one does a newly installed kind), ``store.gc(running=False)`` (no garbage
+collector: a foreground deletion stays), ``store.kubelet_down("gpu-node-1")`` (that node's pods,
+once deleted, stay Terminating), ``store.access = NamespaceAccess("alice", {"team-a"})`` (RBAC
+that grants only those namespaces: 403 in the real server's words elsewhere and at the cluster
+scope).
 """
 
 from .crds import load_crd

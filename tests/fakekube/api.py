@@ -3,7 +3,8 @@
 
 Every function raises :class:`StoreError` (a ``Status``) where the real server answers an error:
 404 for a missing object or kind, 400 for a bad selector, continue token or container, 410 for a
-continue token or watch version that compaction has forgotten, 422 for an invalid object.
+continue token or watch version that compaction has forgotten, 422 for an invalid object, 403
+where the store's RBAC (``store.access``, ``fakekube.access``) allows none of it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from .access import Attempt
 from .resources import Change, LogChunk, ResourceKind, StoreError
 from .selectors import Matcher, field_matcher, label_matcher
 from .store import Store
@@ -24,6 +26,7 @@ Obj = dict[str, Any]
 
 __all__ = [
     "LogRead",
+    "authorize",
     "bad",
     "container_of",
     "create",
@@ -42,10 +45,21 @@ def bad(message: str, code: int = 400, reason: str = "BadRequest") -> StoreError
     return StoreError(code, reason, message)
 
 
+def authorize(store: Store, attempt: Attempt) -> None:
+    """StoreError 403 when the store's RBAC does not allow ``attempt``."""
+    if store.access is not None:
+        store.access.check(attempt)
+
+
 # --- objects -------------------------------------------------------------------------------------
 
 
 def current(store: Store, kind: ResourceKind, namespace: str | None, name: str) -> Obj:
+    authorize(store, Attempt("get", kind, namespace, name))
+    return _stored(store, kind, namespace, name)
+
+
+def _stored(store: Store, kind: ResourceKind, namespace: str | None, name: str) -> Obj:
     obj = store.get(kind.api_version, kind.kind, namespace, name)
     if obj is None:
         raise StoreError(404, "NotFound", f'{kind.resource} "{name}" not found', kind.details(name))
@@ -53,6 +67,7 @@ def current(store: Store, kind: ResourceKind, namespace: str | None, name: str) 
 
 
 def create(store: Store, kind: ResourceKind, obj: Obj, *, strict: bool) -> Obj:
+    authorize(store, Attempt("create", kind, (obj.get("metadata") or {}).get("namespace")))
     obj = validate(kind, obj, strict=strict)
     if "status" in kind.subresources:
         obj.pop("status", None)  # the status is the controllers' to write
@@ -63,7 +78,8 @@ def patch(store: Store, kind: ResourceKind, namespace: str | None, name: str, ch
     """A JSON merge patch of the object (a status subresource keeps the status)."""
     if not isinstance(change, dict):
         raise bad("a merge patch must be a JSON object")
-    result = merge_patch(current(store, kind, namespace, name), change)
+    authorize(store, Attempt("patch", kind, namespace, name))
+    result = merge_patch(_stored(store, kind, namespace, name), change)
     meta = result.setdefault("metadata", {})
     meta["name"], meta["namespace"] = name, namespace
     if not kind.namespaced:
@@ -78,6 +94,7 @@ def delete(
     store: Store, kind: ResourceKind, namespace: str | None, name: str, propagation: str
 ) -> tuple[Obj, bool]:
     """``(last state, gone already)``; Foreground and finalizers keep it for a while."""
+    authorize(store, Attempt("delete", kind, namespace, name))
     return store.delete(kind.api_version, kind.kind, namespace, name, propagation)
 
 
@@ -95,6 +112,7 @@ def list_page(
     continue_token: str | None = None,
 ) -> tuple[list[Obj], int, str | None]:
     """``(items, resourceVersion, continue token when more remain)``."""
+    authorize(store, Attempt("list", kind, namespace))
     after: tuple[str, str] | None = None
     if continue_token:
         try:
@@ -129,9 +147,15 @@ def list_page(
 
 
 def watch_matcher(
-    kind: ResourceKind, namespace: str | None, label_selector: str, field_selector: str
+    store: Store,
+    kind: ResourceKind,
+    namespace: str | None,
+    label_selector: str,
+    field_selector: str,
 ) -> Matcher:
-    """What a watch with these selectors sees (StoreError 400 for a bad selector)."""
+    """What a watch with these selectors sees (StoreError 400 for a bad selector, 403 when
+    watching is not allowed)."""
+    authorize(store, Attempt("watch", kind, namespace))
     labels = label_matcher(label_selector)
     fields = field_matcher(kind.kind, field_selector)
 
@@ -245,7 +269,9 @@ def log_read(
 ) -> tuple[list[str], LogRead]:
     """The container's current run as it is (``since``/``tail`` applied), and the reader that
     gives what comes next. StoreError 400 while the container waits to start."""
-    pod = current(store, store.kind("v1", "Pod"), namespace, name)
+    pods = store.kind("v1", "Pod")
+    authorize(store, Attempt("get", pods, namespace, name, "log"))
+    pod = _stored(store, pods, namespace, name)
     chosen = container_of(pod, container)
     status = _container_status(pod, chosen)
     state = status.get("state") or {}
@@ -264,7 +290,9 @@ def log_read(
 
 def exec_container(store: Store, namespace: str, name: str, container: str | None) -> Obj:
     """The pod to exec into (its running ``container`` checked): StoreError 404 or 400."""
-    pod = current(store, store.kind("v1", "Pod"), namespace, name)
+    pods = store.kind("v1", "Pod")
+    authorize(store, Attempt("create", pods, namespace, name, "exec"))
+    pod = _stored(store, pods, namespace, name)
     chosen = container_of(pod, container)
     phase = (pod.get("status") or {}).get("phase")
     if phase in ("Succeeded", "Failed"):

@@ -147,7 +147,7 @@ class MemoryCluster:
         fault = self._enter("watch", kind, namespace, None, **shape, rv=resource_version)
         rk = self._kind(api_version, kind)
         matches = self._store_call(
-            lambda: api.watch_matcher(rk, namespace, label_selector, field_selector)
+            lambda: api.watch_matcher(self.store, rk, namespace, label_selector, field_selector)
         )
         self._answer(fault, lambda: None)  # a lost answer: the stream never came
         events = self._events(rk, matches, resource_version, timeout_seconds)

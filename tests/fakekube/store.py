@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from .access import NamespaceAccess
 from .collector import Collector
 from .history import History
 from .poddata import PodData
@@ -70,6 +71,8 @@ class Store(Collector, History, PodData):
         threaded: bool = True,
     ) -> None:
         self.clock = clock
+        # RBAC the API answers with (``fakekube.access``); None: everything is allowed
+        self.access: NamespaceAccess | None = None
         self._lock = threading.RLock()
         self._kinds: dict[_Bucket, ResourceKind] = {}
         self._objects: dict[_Bucket, dict[_ObjKey, Obj]] = {}

@@ -65,7 +65,9 @@ async def watch(
     params: Obj,
 ) -> web.StreamResponse:
     """``params``: resource_version, label_selector, field_selector, timeout, bookmarks."""
-    matches = api.watch_matcher(kind, namespace, params["label_selector"], params["field_selector"])
+    matches = api.watch_matcher(
+        server.store, kind, namespace, params["label_selector"], params["field_selector"]
+    )
     drop_after = request.get(DROP_AFTER)
     response = web.StreamResponse(status=200)
     response.content_type = "application/json"

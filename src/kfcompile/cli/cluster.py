@@ -13,7 +13,7 @@ import json
 import os
 import random
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,13 +28,14 @@ from kfcompile.lifecycle import (
     ClusterError,
     LogLine,
     Observation,
+    Remaining,
     Session,
     locate,
     ranks,
     read_logs,
 )
-from kfcompile.ports import ApiError, LocalFiles, Ref
-from kfcompile.status import State
+from kfcompile.ports import ApiError, Forbidden, LocalFiles, Ref
+from kfcompile.status import JobState, State
 
 
 class Context:
@@ -90,6 +91,28 @@ def _progress(obs: Observation, elapsed: float) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _waiting_on(doing: str) -> Callable[[Remaining, float], None]:
+    """A progress line on stderr whenever what a deletion waits on changes; the first one
+    also says why it can take a while (the job's state message)."""
+    said: list[str] = []
+
+    def show(left: Remaining, elapsed: float) -> None:
+        line = f"[{elapsed:6.1f}s] {left.ref.name}: {doing}: waiting for {left}"
+        if left.job is not None and left.job.message and not said:
+            line += f": {left.job.message}"
+        said.append(line)
+        print(line, file=sys.stderr, flush=True)
+
+    return show
+
+
+def _state_cell(state: JobState) -> str:
+    """A job's state in a table: a deletion with what holds it."""
+    if state.state is State.DELETING:
+        return f"{state.state.value} ({state.reason})"
+    return str(state.state.value)
+
+
 def _finish(obs: Observation) -> int:
     """Exit status for where a wait ended: 1 when the job failed."""
     state = obs.state
@@ -139,6 +162,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
             environ=os.environ,
             files=ctx.files,
             sync_image=args.sync_image,
+            on_deleting=_waiting_on(
+                f"being deleted; submit creates it again once it is gone "
+                f"(waiting up to {lifecycle.DELETING_WAIT:g}s)"
+            ),
         )
         if done.uploaded is not None:
             print(
@@ -288,7 +315,13 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         except lifecycle.JobNotFound as exc:
             print(f"{exc}: nothing to cancel", file=sys.stderr)
             return 0
-        done = lifecycle.cancel(ctx.session, ref, wait_gone=args.wait, timeout=args.timeout)
+        done = lifecycle.cancel(
+            ctx.session,
+            ref,
+            wait_gone=args.wait,
+            timeout=args.timeout,
+            on_change=_waiting_on("cancel --wait"),
+        )
     if not done.existed:
         print(f"{ref}: already gone, nothing to cancel", file=sys.stderr)
     else:
@@ -337,9 +370,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     ctx = Context(args)
     namespace = None if args.all_namespaces else ctx.namespace
     with _errors():
-        jobs = lifecycle.list_jobs(ctx.session, namespace)
+        jobs = _list(ctx, args.all_namespaces)
     rows = [
-        (j.ref.namespace or "", j.ref.name, j.ref.kind, j.target, j.state.state.value, j.created)
+        (j.ref.namespace or "", j.ref.name, j.ref.kind, j.target, _state_cell(j.state), j.created)
         for j in jobs
     ]
     head = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "CREATED")
@@ -351,3 +384,20 @@ def cmd_list(args: argparse.Namespace) -> int:
         with _errors():
             print_changes(ctx.session, namespace, {j.ref: j.state for j in jobs}, widths)
     return 0
+
+
+def _list(ctx: Context, all_namespaces: bool) -> list[lifecycle.Listed]:
+    """The jobs of every namespace, or of this one; where RBAC allows only namespaces (a Role,
+    no ClusterRole), this one, and it says so and names the permission that is missing."""
+    if not all_namespaces:
+        return lifecycle.list_jobs(ctx.session, ctx.namespace)
+    try:
+        return lifecycle.list_jobs(ctx.session, None)
+    except Forbidden as exc:
+        print(
+            f"kfcompile: listing jobs in all namespaces is forbidden ({exc.message}): it needs "
+            f"list at the cluster scope (a ClusterRole); listing namespace {ctx.namespace} "
+            "instead",
+            file=sys.stderr,
+        )
+        return lifecycle.list_jobs(ctx.session, ctx.namespace)

@@ -37,6 +37,7 @@ STATES: dict[kfcompile.State, AppState] = {
     kfcompile.State.RUNNING: AppState.RUNNING,
     kfcompile.State.SUCCEEDED: AppState.SUCCEEDED,
     kfcompile.State.FAILED: AppState.FAILED,
+    kfcompile.State.DELETING: AppState.CANCELLED,  # deleted before it finished
 }
 PHASES: dict[str, AppState] = {
     "Pending": AppState.PENDING,

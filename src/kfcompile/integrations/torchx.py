@@ -79,13 +79,15 @@ RUN_OPTS: Final = (
     ("context", str, None, "kubeconfig context (default: its current one)"),
 )
 
-# kfcompile's normalized state -> TorchX's. SUSPENDED is a wait (Kueue queues by suspending).
+# kfcompile's normalized state -> TorchX's. SUSPENDED is a wait (Kueue queues by suspending);
+# a job deleted before it finished was cancelled.
 APP_STATES: Final[Mapping[State, Any]] = {
     State.PENDING: AppState.PENDING,
     State.SUSPENDED: AppState.PENDING,
     State.RUNNING: AppState.RUNNING,
     State.SUCCEEDED: AppState.SUCCEEDED,
     State.FAILED: AppState.FAILED,
+    State.DELETING: AppState.CANCELLED,
 }
 # A pod's phase -> its replica's state (TorchX's ReplicaState is AppState).
 POD_PHASES: Final[Mapping[str, Any]] = {

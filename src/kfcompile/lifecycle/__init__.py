@@ -14,6 +14,8 @@ few lines that call the ports.
 - ``follow``: the ``Follower`` machine and its ``Cursor``; ``logs``: ``follow_logs`` (its
   driver), ``read_logs``, ``logs`` and ``InTurn``
 - ``manage``: ``find``, ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
+- ``deleting``: the ``Vanishing`` machine and ``wait_gone``, its driver: waiting for a deleted
+  job (and its pods) to be gone, saying what holds it
 - ``sync``: work-dir sync through a helper pod
 - ``watcher``: the ``Watcher`` machine (every job of one kind); ``watch``: ``watch_jobs``, its
   driver, for services that run many jobs
@@ -30,6 +32,7 @@ Two rules hold everywhere:
 from __future__ import annotations
 
 from kfcompile.kinds import KINDS, Kind
+from kfcompile.lifecycle.deleting import Remaining, StillDeleting, Vanishing, wait_gone
 from kfcompile.lifecycle.follow import Cursor, Follower
 from kfcompile.lifecycle.logs import (
     InTurn,
@@ -85,6 +88,7 @@ from kfcompile.lifecycle.session import (
     job_kind,
 )
 from kfcompile.lifecycle.submit import (
+    DELETING_WAIT,
     LOCAL_QUEUE_API,
     RUNTIME_API,
     Left,
@@ -125,6 +129,7 @@ from kfcompile.status import JobState, State
 __all__ = [
     "BACKOFF_CAP",
     "BACKOFF_START",
+    "DELETING_WAIT",
     "JOBS_SEGMENT",
     "KINDS",
     "LIST_PAGE",
@@ -175,15 +180,18 @@ __all__ = [
     "PreflightFailed",
     "Prepared",
     "Ref",
+    "Remaining",
     "Retry",
     "Session",
     "State",
+    "StillDeleting",
     "Submitted",
     "Synced",
     "TimedOut",
     "Transient",
     "Unavailable",
     "Until",
+    "Vanishing",
     "Waiter",
     "Watcher",
     "backoff",
@@ -216,5 +224,6 @@ __all__ = [
     "sync_down",
     "sync_up",
     "wait",
+    "wait_gone",
     "watch_jobs",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -9,20 +10,20 @@ from attrs import frozen
 
 from kfcompile import status as job_status
 from kfcompile.kinds import KINDS
+from kfcompile.lifecycle import deleting
+from kfcompile.lifecycle.deleting import Remaining
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
     MANAGER,
     TARGET_ANNOTATION,
     JobNotFound,
     Session,
-    TimedOut,
     annotation,
     call,
     get,
     job_kind,
     list_all,
     meta,
-    poll,
 )
 from kfcompile.ports import NotFound, Obj, Ref
 from kfcompile.status import JobState
@@ -46,41 +47,38 @@ def locate(session: Session, namespace: str, name: str, kind: str | None = None)
 @frozen
 class Cancelled:
     ref: Ref
-    existed: bool
+    existed: bool  # False: there was no such job to delete
 
 
 def cancel(
-    session: Session, ref: Ref, *, wait_gone: bool = False, timeout: float | None = None
+    session: Session,
+    ref: Ref,
+    *,
+    wait_gone: bool = False,
+    timeout: float | None = None,
+    on_change: Callable[[Remaining, float], None] | None = None,
 ) -> Cancelled:
     """Delete the job (foreground: its pods go first); with ``wait_gone``, return when the job
-    and every pod of it are gone, or raise ``TimedOut`` naming what is still there."""
+    and every pod of it are gone, or raise ``StillDeleting`` (a ``TimedOut``) naming what is
+    still there and what holds it. ``on_change`` is told what the wait waits on.
+
+    A 404 answering a DELETE sent again after one whose answer never came is not "there was
+    no job": the first may well have deleted it."""
+    sent = 0
+
+    def delete() -> None:
+        nonlocal sent
+        sent += 1
+        session.cluster.delete(ref, "Foreground")
+
     try:
-        call(session, f"delete {ref}", lambda: session.cluster.delete(ref, "Foreground"))
+        call(session, f"delete {ref}", delete)
         existed = True
     except NotFound:
-        existed = False
-    if not wait_gone:
-        return Cancelled(ref, existed)
-    selector = job_kind(ref).pods.format(name=ref.name)
-
-    def gone() -> bool:
-        if get(session, ref) is not None:
-            return False
-        pods = call(
-            session,
-            f"list pods of {ref}",
-            lambda: session.cluster.list(
-                "v1", "Pod", ref.namespace, label_selector=selector, limit=1
-            ),
-        )
-        return not pods.items
-
-    if poll(session, gone, timeout):
-        return Cancelled(ref, existed)
-    left = [str(ref)] if get(session, ref) is not None else []
-    pods = list_all(session, "v1", "Pod", ref.namespace, label_selector=selector)
-    left += [f"pod {meta(p).get('name')}" for p in pods]
-    raise TimedOut(f"{ref} not gone after {timeout:g}s; still there: {', '.join(left)}")
+        existed = sent > 1
+    if wait_gone:
+        deleting.wait_gone(session, ref, pods=True, timeout=timeout, on_change=on_change)
+    return Cancelled(ref, existed)
 
 
 def set_suspended(session: Session, ref: Ref, suspended: bool) -> None:

@@ -114,7 +114,8 @@ def _node(job: Mapping[str, Any], pod: Mapping[str, Any]) -> Node:
         phase=str(status.get("phase", "Pending")),
         ready=bool(containers) and all(c.get("ready") for c in containers),
         restarts=sum(as_int(c.get("restartCount")) or 0 for c in containers),
-        reason=stuck.reason if stuck else "",
+        # a pod being deleted: what its deletion waits for (before why it would not start)
+        reason=job_status.terminating(pod) or (stuck.reason if stuck else ""),
     )
 
 

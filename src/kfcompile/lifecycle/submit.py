@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
 from attrs import frozen
 
 from kfcompile.kinds import KINDS, TRAINJOB
+from kfcompile.lifecycle.deleting import Remaining, make_way
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
     MANAGER,
@@ -36,6 +37,8 @@ from kfcompile.targets import target
 
 RUNTIME_API: Final = TRAINJOB.api_version
 LOCAL_QUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
+# Seconds a submit waits for a job of that name that is being deleted to be gone.
+DELETING_WAIT: Final = 60.0
 
 
 @frozen
@@ -250,8 +253,14 @@ def submit(
     environ: Mapping[str, str],
     files: LocalFiles | None = None,
     sync_image: str = SYNC_IMAGE,
+    deleting_wait: float = DELETING_WAIT,
+    on_deleting: Callable[[Remaining, float], None] | None = None,
 ) -> Submitted:
     """Check the cluster, upload the work dir, then create companions and the job.
+
+    A job of that name being deleted (a ``cancel`` just before) is never "already submitted":
+    this waits up to ``deleting_wait`` seconds for it to be gone, telling ``on_deleting`` what
+    holds it, then creates the job anew; still there then, it is ``StillDeleting``.
 
     Companions (script ConfigMap, Secret) are created first and then owned by the job, so
     deleting the job removes them. A failure part-way deletes what this call created; what it
@@ -265,6 +274,9 @@ def submit(
         raise PreflightFailed(problems)
     ref = prepared.ref
     existing = get(session, ref)
+    if existing is not None and meta(existing).get("deletionTimestamp"):
+        make_way(session, existing, deleting_wait, on_deleting)
+        existing = None
     if existing is not None:
         if annotation(existing, SPEC_HASH) == prepared.spec_hash:
             return Submitted(ref, created=False, repaired=_repair(session, prepared, existing))
