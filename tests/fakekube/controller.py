@@ -4,7 +4,8 @@ One :class:`Controller` plays the Trainer v2 + JobSet + Job controllers (TrainJo
 Operator (PyTorchJob), Kueue, the scheduler and the kubelet, writing into a ``fakekube`` Store
 the objects a real cluster would: the JobSet, pods with realistic statuses, job conditions, Events
 (core/v1 from the controllers and the kubelet's container starts, events/v1 with series from the
-scheduler and the kubelet's image pulls) and container logs (KUBEFLOW.md has the names, labels and conditions).
+scheduler and the kubelet's image pulls) and container logs (KUBEFLOW.md has the names, labels
+and conditions).
 
 Each job follows a *scenario*, a row of :data:`SCENARIOS`: the list of steps it walks, one per
 tick. Picked, first match wins, by :meth:`Controller.scenario`, the job's annotation

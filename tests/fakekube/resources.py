@@ -132,7 +132,7 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
         "event",
         ("ev",),
         core_schema="event-events-v1",
-    ),  # fmt: skip
+    ),
     ResourceKind(
         "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, "jobset", (), ("status",)
     ),
