@@ -48,16 +48,20 @@ from kfcompile.lifecycle.manage import (
     set_suspended,
 )
 from kfcompile.lifecycle.observe import (
+    EVENT_APIS,
     TROUBLED_PODS,
     Event,
     Node,
     Observation,
+    Waiting,
     events,
+    events_about,
     nodes_total,
     observation,
     observe,
     rank_of,
     status,
+    waiting,
 )
 from kfcompile.lifecycle.session import (
     BACKOFF_CAP,
@@ -121,6 +125,7 @@ from kfcompile.status import JobState, State
 __all__ = [
     "BACKOFF_CAP",
     "BACKOFF_START",
+    "EVENT_APIS",
     "KINDS",
     "LIST_PAGE",
     "LIST_RESTARTS",
@@ -178,11 +183,13 @@ __all__ = [
     "Unavailable",
     "Until",
     "Waiter",
+    "Waiting",
     "backoff",
     "call",
     "cancel",
     "claim_dir",
     "events",
+    "events_about",
     "find",
     "follow_logs",
     "job_kind",
@@ -208,4 +215,5 @@ __all__ = [
     "sync_down",
     "sync_up",
     "wait",
+    "waiting",
 ]
