@@ -100,7 +100,15 @@ from kfcompile.lifecycle.submit import (
     spec_hash,
     submit,
 )
-from kfcompile.lifecycle.sync import SYNC_IMAGE, SYNC_ROOT, Synced, claim_dir, sync_down, sync_up
+from kfcompile.lifecycle.sync import (
+    SYNC_IMAGE,
+    SYNC_ROOT,
+    SYNC_TIMEOUT,
+    Synced,
+    claim_dir,
+    sync_down,
+    sync_up,
+)
 from kfcompile.lifecycle.wait import wait
 from kfcompile.lifecycle.waiter import WATCH_SEGMENT, Until, Waiter, reached
 from kfcompile.ports import (
@@ -136,6 +144,7 @@ __all__ = [
     "SPEC_HASH",
     "SYNC_IMAGE",
     "SYNC_ROOT",
+    "SYNC_TIMEOUT",
     "TARGET_ANNOTATION",
     "TROUBLED_PODS",
     "WATCH_SEGMENT",

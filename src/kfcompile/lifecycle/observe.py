@@ -145,16 +145,17 @@ def observe(session: Session, job: Obj) -> Observation:
 
 @frozen
 class Waiting:
-    """Why a rank's log cannot be read (yet), told instead of its lines. ``stuck``: it will not
-    start without someone fixing something, or never will (its job ended without it)."""
+    """Why a rank's log cannot be read (yet), told instead of its lines (or why a pod has not
+    started: ``rank`` None). ``stuck``: it will not start without someone fixing something, or
+    never will (its job ended without it)."""
 
-    rank: int
+    rank: int | None
     reason: str  # NoPod, NotScheduled, ContainerCreating, Unschedulable, NodeGone, PodGone, ...
     message: str  # one line; what the cluster said is quoted as the cluster's
     stuck: bool = False
 
     def __str__(self) -> str:
-        return f"rank {self.rank}: {self.message}"
+        return self.message if self.rank is None else f"rank {self.rank}: {self.message}"
 
 
 def _answered(error: ApiError) -> str:
@@ -210,14 +211,20 @@ def waiting(
     """Why rank ``rank`` shows no log: ``pod`` is its newest pod (None: it has none), ``refused``
     what the API server answered a read of its log (None: an empty answer). None when nothing
     stands in the way (a started container whose log is empty)."""
+    if pod is not None:
+        return pod_waiting(pod, refused, rank)
     state = job_status.job_state(job)
-    if pod is None:
-        if state.finished:
-            said = f"no pod: the job has ended ({state.state.value}) and its pod is gone"
-            return Waiting(rank, "PodGone", said, stuck=True)
-        return Waiting(
-            rank, "NoPod", f"no pod yet: the job is {state.state.value} ({state.reason})"
-        )
+    if state.finished:
+        said = f"no pod: the job has ended ({state.state.value}) and its pod is gone"
+        return Waiting(rank, "PodGone", said, stuck=True)
+    return Waiting(rank, "NoPod", f"no pod yet: the job is {state.state.value} ({state.reason})")
+
+
+def pod_waiting(
+    pod: Mapping[str, Any], refused: ApiError | None = None, rank: int | None = None
+) -> Waiting | None:
+    """Why ``pod`` has not started or cannot be reached, from its status (and ``refused``, the
+    API server's answer to a read of its log); None when it has started."""
     name = printable(str(meta(pod).get("name", "?")))
     if node := _node_gone(pod, refused):
         assert refused is not None
@@ -234,9 +241,8 @@ def waiting(
         reason, doing = _starting(pod)
         return Waiting(rank, reason, f"pod {name} {doing}")
     if refused is not None:
-        return Waiting(
-            rank, "LogRefused", f"pod {name}: its log cannot be read {_answered(refused)}"
-        )
+        said = f"pod {name}: its log cannot be read {_answered(refused)}"
+        return Waiting(rank, "LogRefused", said)
     return None
 
 
@@ -318,9 +324,6 @@ class Event:
             count=max(1, as_int(count) or 1),
         )
 
-    def sort_key(self) -> tuple[str, str, str, str]:
-        return (sortable_time(self.when), self.about, self.reason, self.message)
-
     def __str__(self) -> str:
         times = f" \u00d7{self.count}" if self.count > 1 else ""  # the multiplication sign: "x3"
         text = f"{self.when} {self.type} {self.reason} {self.about}: {self.message}{times}"
@@ -337,8 +340,8 @@ def events_about(
     session: Session, namespace: str | None, names: Sequence[str], recent: int = 10
 ) -> tuple[Event, ...]:
     """The latest events about the objects so named (one list per name and API), oldest first
-    by when each last happened. An API that refuses (forbidden, not served) is left out, unless
-    every one does."""
+    by when each last happened (``_order``). An API that refuses (forbidden, not served) is left
+    out, unless every one does."""
     found: dict[str, Obj] = {}
     refused: list[ApiError] = []
     for api_version, field in EVENT_APIS:
@@ -352,7 +355,15 @@ def events_about(
             refused.append(exc)
     if len(refused) == len(EVENT_APIS):
         raise refused[0]
-    return tuple(sorted((Event.of(e) for e in found.values()), key=Event.sort_key)[-recent:])
+    read = [(Event.of(e), e) for e in found.values()]
+    return tuple(event for event, _ in sorted(read, key=_order)[-recent:])
+
+
+def _order(read: tuple[Event, Obj]) -> tuple[str, int]:
+    """When the event last happened, to the second (core/v1 times have no finer grain), then
+    the order the server wrote it in (its resourceVersion): one clock for both shapes."""
+    event, raw = read
+    return sortable_time(event.when)[:19], as_int(meta(raw).get("resourceVersion")) or 0
 
 
 def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) -> tuple[Event, ...]:
