@@ -31,6 +31,7 @@ Obj = dict[str, Any]
 NS = "team-a"
 T0 = datetime(2025, 6, 2, 9, 14, 3, tzinfo=UTC)
 T0_TEXT = "2025-06-02T09:14:03Z"
+T0_MICRO = "2025-06-02T09:14:03.000000Z"
 IMAGE = "ghcr.io/acme/mnist:1.4"
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 PYTORCHJOB = ("kubeflow.org/v1", "PyTorchJob")
@@ -450,14 +451,19 @@ def test_events_name_the_job_and_its_pods(store: Store, ctl: Controller) -> None
     assert {"Created pod: mnist-master-0", "Created pod: mnist-worker-1"} <= {
         e["message"] for e in on_job
     }
-    started = events(store, kind="Pod", name="mnist-worker-1")
-    assert [e["reason"] for e in started] == ["Scheduled", "Pulled", "Created", "Started"]
-    for event in on_job + started:
+    scheduled, *started = events(store, kind="Pod", name="mnist-worker-1")
+    assert [e["reason"] for e in started] == ["Pulled", "Created", "Started"]
+    for event in [*on_job, scheduled, *started]:
         assert re.fullmatch(r"[a-z0-9-]+\.[0-9a-f]{16}", event["metadata"]["name"])
         assert event["metadata"]["name"].startswith(event["involvedObject"]["name"] + ".")
+    for event in on_job + started:  # the core/v1 recorder's
         assert (event["count"], event["firstTimestamp"], event["lastTimestamp"]) == (
             1, T0_TEXT, T0_TEXT,
         )  # fmt: skip
+    # The scheduler's, written as events/v1 and stored (read here) as core/v1: no legacy times.
+    assert scheduled["reason"] == "Scheduled" and "count" not in scheduled
+    assert (scheduled["eventTime"], scheduled["firstTimestamp"]) == (T0_MICRO, None)
+    assert scheduled["reportingComponent"] == "default-scheduler"
 
 
 def test_trainjob_pod_creation_is_reported_on_its_job(store: Store, ctl: Controller) -> None:

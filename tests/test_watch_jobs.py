@@ -339,6 +339,8 @@ HAPPENED_ROWS = [
     (state(State.PENDING, "NoStatus"), state(State.PENDING, "Unschedulable"), Happened.CHANGED),
     (state(State.RUNNING, "Running"), state(State.RUNNING, "Restarting"), Happened.CHANGED),
     (state(State.FAILED, "FailedJobs"), state(State.FAILED, "Failed"), Happened.CHANGED),
+    (state(State.RUNNING, "JobsActive"), state(State.DELETING, "Foreground"), Happened.DELETING),
+    (state(State.DELETING, "Foreground"), state(State.DELETING, "Pods"), Happened.CHANGED),
 ]
 
 

@@ -17,12 +17,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .access import Attempt
+from .events import EVENTS_V1, Conversion
 from .resources import Change, LogChunk, ResourceKind, StoreError
 from .selectors import Matcher, field_matcher, label_matcher
 from .store import Store
 from .validation import merge_patch, validate
 
 Obj = dict[str, Any]
+
+# Versions served from another's storage: the same objects, under other field names.
+CONVERSIONS: dict[tuple[str, str], Conversion] = {("events.k8s.io/v1", "Event"): EVENTS_V1}
 
 __all__ = [
     "LogRead",
@@ -36,6 +40,7 @@ __all__ = [
     "list_page",
     "log_read",
     "patch",
+    "snapshot",
     "watch_event",
     "watch_matcher",
 ]
@@ -54,16 +59,41 @@ def authorize(store: Store, attempt: Attempt) -> None:
 # --- objects -------------------------------------------------------------------------------------
 
 
+def _conversion(kind: ResourceKind) -> Conversion | None:
+    return CONVERSIONS.get((kind.api_version, kind.kind))
+
+
+def _stored(kind: ResourceKind) -> tuple[str, str]:
+    """The (apiVersion, kind) the objects of ``kind`` are stored as."""
+    conversion = _conversion(kind)
+    return conversion.stored if conversion else (kind.api_version, kind.kind)
+
+
+def _served(kind: ResourceKind, obj: Obj) -> Obj:
+    conversion = _conversion(kind)
+    return conversion.read(obj) if conversion else obj
+
+
+def _to_store(kind: ResourceKind, obj: Obj) -> Obj:
+    conversion = _conversion(kind)
+    return conversion.write(obj) if conversion else obj
+
+
+def _fields(kind: ResourceKind, selector: str) -> str:
+    conversion = _conversion(kind)
+    return conversion.fields(selector) if conversion else selector
+
+
 def current(store: Store, kind: ResourceKind, namespace: str | None, name: str) -> Obj:
     authorize(store, Attempt("get", kind, namespace, name))
-    return _stored(store, kind, namespace, name)
+    return _get(store, kind, namespace, name)
 
 
-def _stored(store: Store, kind: ResourceKind, namespace: str | None, name: str) -> Obj:
-    obj = store.get(kind.api_version, kind.kind, namespace, name)
+def _get(store: Store, kind: ResourceKind, namespace: str | None, name: str) -> Obj:
+    obj = store.get(*_stored(kind), namespace, name)
     if obj is None:
         raise StoreError(404, "NotFound", f'{kind.resource} "{name}" not found', kind.details(name))
-    return obj
+    return _served(kind, obj)
 
 
 def create(store: Store, kind: ResourceKind, obj: Obj, *, strict: bool) -> Obj:
@@ -71,7 +101,7 @@ def create(store: Store, kind: ResourceKind, obj: Obj, *, strict: bool) -> Obj:
     obj = validate(kind, obj, strict=strict)
     if "status" in kind.subresources:
         obj.pop("status", None)  # the status is the controllers' to write
-    return store.create(obj)
+    return _served(kind, store.create(_to_store(kind, obj)))
 
 
 def patch(store: Store, kind: ResourceKind, namespace: str | None, name: str, change: Any) -> Obj:
@@ -79,15 +109,15 @@ def patch(store: Store, kind: ResourceKind, namespace: str | None, name: str, ch
     if not isinstance(change, dict):
         raise bad("a merge patch must be a JSON object")
     authorize(store, Attempt("patch", kind, namespace, name))
-    result = merge_patch(_stored(store, kind, namespace, name), change)
+    result = merge_patch(_get(store, kind, namespace, name), change)
     meta = result.setdefault("metadata", {})
     meta["name"], meta["namespace"] = name, namespace
     if not kind.namespaced:
         del meta["namespace"]
     result["apiVersion"], result["kind"] = kind.api_version, kind.kind
-    obj = validate(kind, result, strict=False)
+    obj = _to_store(kind, validate(kind, result, strict=False))
     keep_status = "status" in kind.subresources
-    return store.apply_update(obj, keep_status=keep_status, check_rv=True)
+    return _served(kind, store.apply_update(obj, keep_status=keep_status, check_rv=True))
 
 
 def delete(
@@ -95,7 +125,8 @@ def delete(
 ) -> tuple[Obj, bool]:
     """``(last state, gone already)``; Foreground and finalizers keep it for a while."""
     authorize(store, Attempt("delete", kind, namespace, name))
-    return store.delete(kind.api_version, kind.kind, namespace, name, propagation)
+    obj, gone = store.delete(*_stored(kind), namespace, name, propagation)
+    return _served(kind, obj), gone
 
 
 # --- lists and watches ---------------------------------------------------------------------------
@@ -130,14 +161,14 @@ def list_page(
                 "result. You can start a new list without the continue parameter.",
             ) from exc
     items, rv, last = store.page(
-        kind.api_version,
-        kind.kind,
+        *_stored(kind),
         namespace,
         label_selector,
-        field_selector,
+        _fields(kind, field_selector),
         limit=limit,
         after=after,
     )
+    items = [_served(kind, item) for item in items]
     token = None
     if last is not None:
         token = base64.urlsafe_b64encode(
@@ -153,11 +184,11 @@ def watch_matcher(
     label_selector: str,
     field_selector: str,
 ) -> Matcher:
-    """What a watch with these selectors sees (StoreError 400 for a bad selector, 403 when
-    watching is not allowed)."""
+    """What a watch with these selectors sees of the stored objects (StoreError 400 for a bad
+    selector, 403 when watching is not allowed)."""
     authorize(store, Attempt("watch", kind, namespace))
     labels = label_matcher(label_selector)
-    fields = field_matcher(kind.kind, field_selector)
+    fields = field_matcher(_stored(kind)[1], _fields(kind, field_selector))
 
     def matches(obj: Obj) -> bool:
         in_ns = namespace is None or (obj.get("metadata") or {}).get("namespace") == namespace
@@ -171,19 +202,25 @@ def watch_event(
 ) -> tuple[str, Obj] | None:
     """The event a watcher with this filter sees for ``change`` (None: nothing); an object
     leaving the selection is DELETED for it, one entering it ADDED."""
-    if (change.api_version, change.kind) != (kind.api_version, kind.kind):
+    if (change.api_version, change.kind) != _stored(kind):
         return None
     now = matches(change.obj)
     if change.type != "MODIFIED" or change.old is None:
-        return (change.type, change.obj) if now else None
+        return (change.type, _served(kind, change.obj)) if now else None
     before = matches(change.old)
     if now and before:
-        return "MODIFIED", change.obj
+        return "MODIFIED", _served(kind, change.obj)
     if now:
-        return "ADDED", change.obj
+        return "ADDED", _served(kind, change.obj)
     if before:
-        return "DELETED", change.obj
+        return "DELETED", _served(kind, change.obj)
     return None
+
+
+def snapshot(store: Store, kind: ResourceKind, matches: Matcher) -> tuple[list[Obj], int]:
+    """What a watch from "now" starts with: the matching objects and the resourceVersion."""
+    objs, rv = store.snapshot(*_stored(kind))
+    return [_served(kind, obj) for obj in objs if matches(obj)], rv
 
 
 # --- logs and exec -------------------------------------------------------------------------------
@@ -207,6 +244,17 @@ def container_of(pod: Obj, container: str | None) -> str:
     if container not in names + init:
         raise bad(f"container {container} is not valid for pod {name}")
     return container
+
+
+def _kubelet_of(store: Store, pod: Obj) -> str:
+    """The node whose kubelet serves the pod's logs and exec ("" when not scheduled). A node
+    that is gone is a 404 that names the node as a pod, word for word the real server's."""
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    if node and store.node_gone(node):
+        raise StoreError(
+            404, "NotFound", f'pods "{node}" not found', {"name": node, "kind": "pods"}
+        )
+    return node
 
 
 def _container_status(pod: Obj, container: str) -> Obj:
@@ -243,14 +291,19 @@ class LogRead:
     container: str
     stamps: bool
     seen: int = 0  # chunks of the log already given
+    ended: bool = False  # the answer was empty and closed (a pod not scheduled yet)
 
     def more(self) -> list[str]:
+        if self.ended:
+            return []
         chunks = self.store.log(self.namespace, self.pod, self.container)
         new, self.seen = chunks[self.seen :], max(self.seen, len(chunks))
         return _stamped(new, self.stamps)
 
     def finished(self) -> bool:
         """Whether the container has ended (or its pod is gone): a follow ends then."""
+        if self.ended:
+            return True
         pod = self.store.get("v1", "Pod", self.namespace, self.pod)
         if pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return True
@@ -268,14 +321,19 @@ def log_read(
     stamps: bool,
 ) -> tuple[list[str], LogRead]:
     """The container's current run as it is (``since``/``tail`` applied), and the reader that
-    gives what comes next. StoreError 400 while the container waits to start."""
+    gives what comes next. StoreError 400 while the container waits to start; nothing at all for
+    a pod not scheduled yet; 404 for a pod bound to a node that is gone."""
     pods = store.kind("v1", "Pod")
     authorize(store, Attempt("get", pods, namespace, name, "log"))
-    pod = _stored(store, pods, namespace, name)
+    pod = _get(store, pods, namespace, name)
     chosen = container_of(pod, container)
+    node = _kubelet_of(store, pod)
     status = _container_status(pod, chosen)
     state = status.get("state") or {}
-    if "waiting" in state or (not status and (pod.get("status") or {}).get("phase") == "Pending"):
+    pending = (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+    if not node and not status and pending:  # not scheduled: no kubelet to ask; says nothing
+        return [], LogRead(store, namespace, name, chosen, stamps, ended=True)
+    if "waiting" in state or (not status and pending):
         reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")
         raise bad(f'container "{chosen}" in pod "{name}" is waiting to start: {reason}')
     run = status.get("restartCount", 0)
@@ -292,8 +350,9 @@ def exec_container(store: Store, namespace: str, name: str, container: str | Non
     """The pod to exec into (its running ``container`` checked): StoreError 404 or 400."""
     pods = store.kind("v1", "Pod")
     authorize(store, Attempt("create", pods, namespace, name, "exec"))
-    pod = _stored(store, pods, namespace, name)
+    pod = _get(store, pods, namespace, name)
     chosen = container_of(pod, container)
+    _kubelet_of(store, pod)
     phase = (pod.get("status") or {}).get("phase")
     if phase in ("Succeeded", "Failed"):
         raise bad(f"cannot exec into a container in a completed pod; current phase is {phase}")

@@ -2,8 +2,10 @@
 
 One :class:`Controller` plays the Trainer v2 + JobSet + Job controllers (TrainJob), the Training
 Operator (PyTorchJob), Kueue, the scheduler and the kubelet, writing into a ``fakekube`` Store
-the objects a real cluster would: the JobSet, pods with realistic statuses, job conditions, core/v1
-Events and container logs (KUBEFLOW.md has the names, labels and conditions).
+the objects a real cluster would: the JobSet, pods with realistic statuses, job conditions, Events
+(core/v1 from the controllers and the kubelet's container starts, events/v1 with series from the
+scheduler and the kubelet's image pulls) and container logs (KUBEFLOW.md has the names, labels
+and conditions).
 
 Each job follows a *scenario*, a row of :data:`SCENARIOS`: the list of steps it walks, one per
 tick. Picked, first match wins, by :meth:`Controller.scenario`, the job's annotation
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from .events import Reporter
 from .resources import StoreError
 from .scenarios import (
     JOB_KINDS,
@@ -80,6 +83,9 @@ class Controller(Steps):
         self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
         self.errors: list[Exception] = []  # what broke a job in the own thread (then dropped)
         self._rng = random.Random(seed)
+        # The scheduler writes events/v1 (series on repeats); so, here, do image pulls.
+        self._scheduler = Reporter.of(store, "default-scheduler", self._rng)
+        self._kubelet = Reporter.of(store, "kubelet", self._rng)
         self._lock = threading.RLock()  # one tick at a time; guards everything below
         self._jobs: dict[tuple[str, str, str], JobRecord] = {}
         self._chosen: dict[tuple[str, str], str] = {}

@@ -1,8 +1,13 @@
-"""A stand-in kubelet for pods no controller owns (the work-dir sync helper): it starts them.
+"""A stand-in scheduler and kubelet for pods no controller owns (the work-dir sync helper): it
+starts them, or leaves them waiting as a real cluster would, saying why in the pod's status and
+in events (events/v1, as the scheduler writes them; the kubelet's image pulls likewise):
 
-A pod whose image contains ``does-not-exist`` gets stuck in ``ImagePullBackOff`` instead, as a
-mistyped image would on a real node. The kubelet works on its own thread (``with Kubelet(...)``),
-or, with ``threaded=False``, when :meth:`Kubelet.tick` is called (by a fake clock).
+- a claim that does not exist: not scheduled (``Unschedulable``, the scheduler's message);
+- an image containing ``does-not-exist``: ``ImagePullBackOff``, as a mistyped image would;
+- an image containing ``slow-to-pull``: ``ContainerCreating`` for as long as anyone waits.
+
+The kubelet works on its own thread (``with Kubelet(...)``), or, with ``threaded=False``, when
+:meth:`Kubelet.tick` is called (by a fake clock).
 """
 
 from __future__ import annotations
@@ -10,11 +15,36 @@ from __future__ import annotations
 import collections
 import queue
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
+from .events import Reporter
+from .scenarios import NODE_COUNT
 from .store import Store
 
 BAD_IMAGE = "does-not-exist"
+SLOW_IMAGE = "slow-to-pull"
+NODE = "gpu-node-0"
+
+Obj = dict[str, Any]
+
+
+def _missing_claim(store: Store, pod: Obj) -> str:
+    namespace = pod["metadata"]["namespace"]
+    for volume in pod["spec"].get("volumes") or []:
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim and store.get("v1", "PersistentVolumeClaim", namespace, claim) is None:
+            return str(claim)
+    return ""
+
+
+def unschedulable_message(claim: str) -> str:
+    """The scheduler's words for a pod whose claim does not exist."""
+    n = NODE_COUNT
+    return (
+        f'0/{n} nodes are available: persistentvolumeclaim "{claim}" not found. preemption: '
+        f"0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+    )
 
 
 class Kubelet:
@@ -24,6 +54,8 @@ class Kubelet:
         self._todo: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self._ticked: collections.deque[tuple[str, str]] = collections.deque()
         self._thread = threading.Thread(target=self._run, name="kubelet", daemon=True)
+        self._scheduler = Reporter.of(store, "default-scheduler")
+        self._kubelet = Reporter.of(store, "kubelet")
         store.subscribe(self._seen)
 
     def __enter__(self) -> Kubelet:
@@ -36,7 +68,7 @@ class Kubelet:
             self._todo.put(None)
             self._thread.join(5)
 
-    def _seen(self, event: str, obj: dict[str, Any]) -> None:
+    def _seen(self, event: str, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         if event == "ADDED" and obj.get("kind") == "Pod" and not meta.get("ownerReferences"):
             item = (meta["namespace"], meta["name"])
@@ -55,20 +87,69 @@ class Kubelet:
 
     def _start(self, namespace: str, name: str) -> None:
         pod = self._store.get("v1", "Pod", namespace, name)
-        if pod is not None:
-            pod["status"] = self._status(pod, self._store.now())
+        if pod is None:
+            return
+        now = datetime.fromtimestamp(self._store.clock(), UTC)
+        regarding = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": name,
+            "namespace": namespace,
+            "uid": pod["metadata"]["uid"],
+        }
+        claim = _missing_claim(self._store, pod)
+        if claim:
+            message = unschedulable_message(claim)
+            pod["status"] = _unschedulable(message, self._store.now())
             self._store.update(pod)
+            self._scheduler.report(
+                regarding, "Warning", "FailedScheduling", "Scheduling", message, now
+            )
+            return
+        pod["spec"]["nodeName"] = NODE
+        pod["status"] = self._status(pod, self._store.now())
+        self._store.update(pod)
+        assigned = f"Successfully assigned {namespace}/{name} to {NODE}"
+        self._scheduler.report(regarding, "Normal", "Scheduled", "Binding", assigned, now)
+        image = pod["spec"]["containers"][0]["image"]
+        container = {
+            **regarding,
+            "fieldPath": f"spec.containers{{{pod['spec']['containers'][0]['name']}}}",
+        }
+        if BAD_IMAGE in image or SLOW_IMAGE in image:
+            pulling = f'Pulling image "{image}"'
+            self._kubelet.report(
+                container, "Normal", "Pulling", "Pulling", pulling, now, instance=NODE
+            )
+        if BAD_IMAGE in image:
+            failed = (
+                f'Failed to pull image "{image}": rpc error: code = NotFound desc = failed to '
+                f'pull and unpack image "{image}": not found'
+            )
+            for type_, reason, note in (
+                ("Warning", "Failed", failed),
+                ("Warning", "Failed", "Error: ErrImagePull"),
+                ("Normal", "BackOff", f'Back-off pulling image "{image}"'),
+            ):
+                self._kubelet.report(container, type_, reason, "Pulling", note, now, instance=NODE)
 
     @staticmethod
-    def _status(pod: dict[str, Any], now: str) -> dict[str, Any]:
+    def _status(pod: Obj, now: str) -> Obj:
         container = pod["spec"]["containers"][0]
         image = container["image"]
         base = {"name": container["name"], "image": image, "restartCount": 0}
-        if BAD_IMAGE in image:
-            waiting = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+        scheduled = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}]
+        if BAD_IMAGE in image or SLOW_IMAGE in image:
+            waiting: Obj = {"reason": "ContainerCreating"}
+            if BAD_IMAGE in image:
+                waiting = {
+                    "reason": "ImagePullBackOff",
+                    "message": f'Back-off pulling image "{image}"',
+                }
             return {
                 "phase": "Pending",
                 "startTime": now,
+                "conditions": scheduled,
                 "containerStatuses": [
                     {**base, "imageID": "", "ready": False, "state": {"waiting": waiting}}
                 ],
@@ -92,3 +173,15 @@ class Kubelet:
                 }
             ],
         }
+
+
+def _unschedulable(message: str, now: str) -> Obj:
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": now,
+    }
+    return {"phase": "Pending", "conditions": [condition]}

@@ -163,8 +163,8 @@ class MemoryCluster:
         clock = self.clock
         deadline = clock.monotonic() + timeout
         if version in ("", "0"):  # the current state first, then what changes
-            objs, cursor = self.store.snapshot(rk.api_version, rk.kind)
-            for obj in filter(matches, objs):
+            objs, cursor = api.snapshot(self.store, rk, matches)
+            for obj in objs:
                 yield WatchEvent("ADDED", obj)
         else:
             cursor = int(version)

@@ -122,6 +122,17 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
     ResourceKind(
         "batch", "v1", "Job", "jobs", True, "job", (), ("status",), core_schema="job-batch-v1"
     ),
+    # Served from the core Events' storage (fakekube.events): the same objects, other names.
+    ResourceKind(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        True,
+        "event",
+        ("ev",),
+        core_schema="event-events-v1",
+    ),
     ResourceKind(
         "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, "jobset", (), ("status",)
     ),

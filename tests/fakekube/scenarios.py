@@ -108,6 +108,7 @@ _RUN: Final[tuple[Step, ...]] = (
     ("move_pods", "creating"),  # scheduled; the kubelet creates the container
     ("move_pods", "running"),  # running and ready; each rank logs a first line
 )
+_RETRIES: Final[tuple[Step, ...]] = (("retry",), ("retry",))
 _TRAIN: Final[tuple[Step, ...]] = (("log_step",), ("log_step",), ("log_step",), ("succeed",))
 
 # All scenarios share their first steps, so switching a running job from `hang` to `succeeds` or
@@ -117,8 +118,9 @@ SCENARIOS: Final[Mapping[str, Scenario]] = {
     "fails": Scenario((*_RUN, ("log_step",), ("fail",))),
     "restarts": Scenario((*_RUN, ("log_step",), ("crash",), ("restart",), *_TRAIN)),
     "deadline": Scenario((*_RUN, ("log_step",), ("deadline",))),
-    "unschedulable": Scenario((("create_pods",), ("move_pods", "unschedulable"))),
-    "image_pull": Scenario((*_RUN[:2], ("move_pods", "image_pull"))),
+    # Stuck pods are tried again (the repeats are the series of their events/v1 events).
+    "unschedulable": Scenario((("create_pods",), ("move_pods", "unschedulable"), *_RETRIES)),
+    "image_pull": Scenario((*_RUN[:2], ("move_pods", "image_pull"), *_RETRIES)),
     "hang": Scenario((*_RUN, ("log_step",))),
 }
 

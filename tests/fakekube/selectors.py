@@ -11,7 +11,7 @@ from .resources import StoreError
 Obj = dict[str, Any]
 Matcher = Callable[[Obj], bool]
 
-__all__ = ["Matcher", "field_matcher", "label_matcher"]
+__all__ = ["Matcher", "field_matcher", "label_matcher", "rename_fields"]
 
 
 _KEY = r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
@@ -124,3 +124,19 @@ def field_matcher(kind: str, selector: str) -> Matcher:
             raise StoreError(400, "BadRequest", f"field label not supported: {m[1]}")
         reqs.append((m[1], m[2] == "!=", m[3]))
     return lambda obj: all((_field_value(obj, p) == v) != neg for p, neg, v in reqs)
+
+
+def rename_fields(selector: str, labels: dict[str, str]) -> str:
+    """A field selector in another version's labels (``labels``: this version's -> that one's),
+    as the server converts one before matching; StoreError 400 for a label not in ``labels``."""
+    if not selector.strip():
+        return selector
+    out: list[str] = []
+    for part in selector.split(","):
+        m = _FIELD_REQ.fullmatch(part)
+        if not m:
+            raise StoreError(400, "BadRequest", f"invalid selector: '{selector}'")
+        if m[1] not in labels:
+            raise StoreError(400, "BadRequest", f"field label not supported: {m[1]}")
+        out.append(f"{labels[m[1]]}{m[2]}{m[3]}")
+    return ",".join(out)

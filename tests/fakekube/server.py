@@ -43,7 +43,12 @@ __all__ = ["FakeKube", "RequestLog", "RequestRecord"]
 
 log = logging.getLogger("fakekube")
 
-_BUILTIN_GROUPS = ("", "batch", "apiextensions.k8s.io")  # list items carry no kind/apiVersion
+_BUILTIN_GROUPS = (
+    "",
+    "batch",
+    "events.k8s.io",
+    "apiextensions.k8s.io",
+)  # list items carry no kind/apiVersion
 _MERGE_PATCH = "application/merge-patch+json"
 
 

@@ -68,6 +68,11 @@ class Steps(Writer):
                 self._log(job, pod, f"rank {pod.rank}: world size {len(job.pods)}, starting")
         self._sync_status(job)
 
+    def retry(self, job: JobRecord) -> None:
+        """The scheduler or the kubelet tries a stuck pod again, and says so again."""
+        for pod in job.pods:
+            self._pod_events(job, pod, pod.stage)
+
     def log_step(self, job: JobRecord) -> None:
         job.log_step += 1
         loss = 0.9**job.log_step

@@ -97,9 +97,9 @@ async def watch(
         with _Wakeup(server) as event:
             cursor = params["resource_version"]
             if cursor is None:  # "" or "0": the current state first
-                objs, cursor = server.store.snapshot(kind.api_version, kind.kind)
+                objs, cursor = api.snapshot(server.store, kind, matches)
                 for obj in objs:
-                    if matches(obj) and not await send("ADDED", obj):
+                    if not await send("ADDED", obj):
                         return response
             if drop_after == 0:
                 _abort(request)

@@ -24,6 +24,7 @@ from .scenarios import (
 )
 
 if TYPE_CHECKING:
+    from .events import Reporter
     from .store import Store
 
 
@@ -31,6 +32,8 @@ class Writer:
     store: Store
     clock: Callable[[], datetime]
     _rng: random.Random
+    _scheduler: Reporter  # events/v1, as kube-scheduler writes them
+    _kubelet: Reporter  # events/v1 of image pulls
 
     def now(self) -> str:
         return rfc3339(self.clock())
@@ -85,37 +88,46 @@ class Writer:
         self.event(job.ref, job.uid, type_, reason, message, "pytorchjob-controller")
 
     def _pod_events(self, job: JobRecord, pod: PodRecord, stage: str) -> None:
+        """What the scheduler and kubelet say of a pod at ``stage`` (again on a retry: the
+        events/v1 ones then count up their series)."""
         ref = (*POD, job.namespace, pod.name)
+        regarding = {"apiVersion": "v1", "kind": "Pod", "name": pod.name,
+                     "namespace": job.namespace, "uid": pod.uid}  # fmt: skip
+        at = self.clock()
         if stage == "creating":
             msg = f"Successfully assigned {job.namespace}/{pod.name} to {pod.node}"
-            self.event(ref, pod.uid, "Normal", "Scheduled", msg, "default-scheduler")
+            self._scheduler.report(regarding, "Normal", "Scheduled", "Binding", msg, at)
             return
         if stage == "unschedulable":
             msg = UNSCHEDULABLE_MESSAGE
-            self.event(ref, pod.uid, "Warning", "FailedScheduling", msg, "default-scheduler")
+            self._scheduler.report(regarding, "Warning", "FailedScheduling", "Scheduling", msg, at)
             return
-        kubelet: tuple[tuple[str, str, str], ...] = ()
-        if stage == "running":
-            kubelet = (
-                ("Normal", "Pulled", f'Container image "{pod.image}" already present on machine'),
-                ("Normal", "Created", f"Created container: {pod.container}"),
-                ("Normal", "Started", f"Started container {pod.container}"),
-            )
-        elif stage == "image_pull":
-            kubelet = (
+        where = f"spec.containers{{{pod.container}}}"
+        if stage == "image_pull":
+            container = {**regarding, "fieldPath": where}
+            for type_, reason, msg in (
+                ("Normal", "Pulling", f'Pulling image "{pod.image}"'),
                 (
                     "Warning",
                     "Failed",
                     f'Failed to pull image "{pod.image}": rpc error: code = NotFound desc = '
                     f'failed to pull and unpack image "{pod.image}": not found',
                 ),
-                ("Warning", "Failed", "Error: ErrImagePull"),
                 ("Normal", "BackOff", f'Back-off pulling image "{pod.image}"'),
-                ("Warning", "Failed", "Error: ImagePullBackOff"),
-            )
-        where = f"spec.containers{{{pod.container}}}"
-        for type_, reason, msg in kubelet:
-            self.event(ref, pod.uid, type_, reason, msg, "kubelet", host=pod.node, field_path=where)
+            ):
+                self._kubelet.report(
+                    container, type_, reason, "Pulling", msg, at, instance=pod.node
+                )
+            return
+        if stage == "running":
+            for type_, reason, msg in (
+                ("Normal", "Pulled", f'Container image "{pod.image}" already present on machine'),
+                ("Normal", "Created", f"Created container: {pod.container}"),
+                ("Normal", "Started", f"Started container {pod.container}"),
+            ):
+                self.event(
+                    ref, pod.uid, type_, reason, msg, "kubelet", host=pod.node, field_path=where
+                )
 
     def _log(self, job: JobRecord, pod: PodRecord, line: str) -> None:
         at = self.clock().timestamp()

@@ -3,7 +3,8 @@
 ``parser`` declares every command; ``compile`` (render, validate, explain, targets, schema),
 ``manifests`` (import, convert) and ``cluster`` (submit ... list) do them, on the helpers of
 ``common``. Exit status: 0 success, 1 a problem with a spec, its output or the cluster (one line
-per problem on stderr), 2 a usage error.
+per problem on stderr), 2 a usage error, 130 Ctrl-C, 143 SIGTERM (which, like Ctrl-C, deletes
+what a command was in the middle of, such as the sync helper pod).
 """
 
 from __future__ import annotations
@@ -13,7 +14,17 @@ import sys
 from collections.abc import Sequence
 
 from kfcompile.cli import parser
-from kfcompile.cli.common import Failed, UsageError, file_stem, outcome, print_failure
+from kfcompile.cli.common import (
+    INTERRUPTED,
+    TERMINATED,
+    Failed,
+    Terminated,
+    UsageError,
+    file_stem,
+    outcome,
+    print_failure,
+    sigterm_interrupts,
+)
 
 __all__ = ["Failed", "UsageError", "file_stem", "main", "outcome"]
 
@@ -23,7 +34,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     module, _, name = args.func.partition(":")
     try:
         command = getattr(importlib.import_module(f"kfcompile.cli.{module}"), name)
-        return int(command(args))
+        with sigterm_interrupts():
+            return int(command(args))
     except UsageError as exc:
         print(f"kfcompile: {exc}", file=sys.stderr)
         return 2
@@ -33,5 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `kfcompile render ... | head`
         sys.stderr.close()
         return 0
+    except Terminated:
+        print("kfcompile: terminated (SIGTERM)", file=sys.stderr)
+        return TERMINATED
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED

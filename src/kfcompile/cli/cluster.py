@@ -21,18 +21,27 @@ from typing import Any
 import attrs
 
 from kfcompile import lifecycle
-from kfcompile.cli.common import Failed, UsageError, compile_for, load
+from kfcompile.cli.common import (
+    INTERRUPTED,
+    TERMINATED,
+    Failed,
+    Terminated,
+    UsageError,
+    compile_for,
+    load,
+)
 from kfcompile.cli.watching import print_changes
 from kfcompile.errors import KfcompileError
 from kfcompile.lifecycle import (
+    SYNC_TIMEOUT,
     ClusterError,
     LogLine,
     Observation,
     Remaining,
     Session,
+    Waiting,
     locate,
     ranks,
-    read_logs,
 )
 from kfcompile.ports import ApiError, Forbidden, LocalFiles, Ref
 from kfcompile.status import JobState, State
@@ -121,12 +130,15 @@ def _finish(obs: Observation) -> int:
 
 
 def _save_logs(ctx: Context, ref: Ref, directory: str) -> None:
-    """Every rank's complete log to DIR/rank-N.log (logs vanish with the pods)."""
+    """Every rank's complete log to DIR/rank-N.log (logs vanish with the pods); a rank whose
+    log cannot be read says why."""
     folder = Path(directory)
+    saved: dict[int | None, list[str]] = {rank: [] for rank in ranks(ctx.session, ref)}
+    for line in lifecycle.logs(ctx.session, ref, on_waiting=_say_waiting):
+        saved.setdefault(line.rank, []).append(line.text)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for rank in ranks(ctx.session, ref):
-            lines = read_logs(ctx.session, ref, rank)
+        for rank, lines in saved.items():
             (folder / f"rank-{rank}.log").write_text(
                 "".join(f"{line}\n" for line in lines), encoding="utf-8"
             )
@@ -135,14 +147,21 @@ def _save_logs(ctx: Context, ref: Ref, directory: str) -> None:
     print(f"saved logs of {ref} to {folder}/", file=sys.stderr)
 
 
-def _print_logs(lines: Generator[LogLine, None, None], prefix: bool) -> None:
-    """Print the lines; closing them on every way out (the end, Ctrl-C, a closed pipe, an
-    error) stops the streams a followed log reads, with the threads reading them."""
+def _say_waiting(notice: Waiting) -> None:
+    print(f"kfcompile: {notice}", file=sys.stderr, flush=True)
+
+
+def _print_logs(lines: Generator[LogLine, None, None], prefix: bool) -> int:
+    """Print the lines (how many: the return); closing them on every way out (the end, Ctrl-C,
+    a closed pipe, an error) stops the streams a followed log reads, with their threads."""
+    printed = 0
     with closing(lines):
         for line in lines:
             text = f"[rank {line.rank}] {line.text}" if prefix else line.text
             sys.stdout.write(text + "\n")
             sys.stdout.flush()
+            printed += 1
+    return printed
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -183,13 +202,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
             return 0
         try:
             return _watch(ctx, done.ref, args)
-        except KeyboardInterrupt:
-            return _interrupted(ctx, done.ref)
+        except KeyboardInterrupt as exc:
+            return _interrupted(ctx, done.ref, exc)
 
 
 def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
     if args.follow:
-        _print_logs(lifecycle.logs(ctx.session, ref, follow=True), prefix=True)
+        lines = lifecycle.logs(ctx.session, ref, follow=True, on_waiting=_say_waiting)
+        _print_logs(lines, prefix=True)
         until: lifecycle.Until = "done"
     else:
         until = args.wait
@@ -199,10 +219,12 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
     return _finish(obs)
 
 
-def _interrupted(ctx: Context, ref: Ref) -> int:
-    """Ctrl-C while waiting: ask whether to cancel, never leave a job behind silently."""
+def _interrupted(ctx: Context, ref: Ref, how: KeyboardInterrupt) -> int:
+    """Ctrl-C while waiting: ask whether to cancel, never leave a job behind silently. SIGTERM
+    asks nothing (no one is there to answer)."""
     answer = ""
-    if sys.stdin.isatty():
+    terminated = isinstance(how, Terminated)
+    if sys.stdin.isatty() and not terminated:
         try:
             answer = input(f"\ninterrupted: cancel {ref}? [y/N] ").strip().lower()
         except (EOFError, KeyboardInterrupt):
@@ -217,7 +239,7 @@ def _interrupted(ctx: Context, ref: Ref) -> int:
             f"-n {ref.namespace}",
             file=sys.stderr,
         )
-    return 130
+    return TERMINATED if terminated else INTERRUPTED
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -281,7 +303,15 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    """Exit status 1 when no line could be read and a rank is not going to start (or is gone
+    with its job); a rank that will start soon only says so."""
     ctx = Context(args)
+    told: list[Waiting] = []
+
+    def say(notice: Waiting) -> None:
+        told.append(notice)
+        _say_waiting(notice)
+
     with _errors():
         ref = ctx.find(args.name, args.kind)
         lines = lifecycle.logs(
@@ -291,9 +321,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
             follow=args.follow,
             since_seconds=None if args.since is None else max(1, int(args.since)),
             tail_lines=args.tail,
+            on_waiting=say,
         )
-        _print_logs(lines, prefix=args.all_ranks)
-    return 0
+        printed = _print_logs(lines, prefix=args.all_ranks)
+    return 1 if printed == 0 and any(n.stuck for n in told) else 0
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -358,6 +389,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             path=args.path,
             local=args.local,
             image=args.sync_image,
+            timeout=SYNC_TIMEOUT if args.timeout is None else args.timeout,
         )
     arrow = f"{args.local} -> {args.pvc}:{args.path}"
     if args.direction == "down":

@@ -1,16 +1,20 @@
 """What every ``kfcompile`` command shares: its two failures, reading specs and files, rendering
 one for a target, and printing problems. Exit status: 0 success, 1 a problem with a spec, its
 output or the cluster (one line per problem on stderr, ``<file>: <field path>: <message>``), 2 a
-usage error.
+usage error, 130 Ctrl-C, 143 SIGTERM.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Final
 
 from kfcompile import yamlio
 from kfcompile.errors import Problem, SpecError, UnsupportedFeature
@@ -30,6 +34,33 @@ class Failed(Exception):
         super().__init__(label)
         self.label = label
         self.problems = [str(p) for p in problems]
+
+
+INTERRUPTED: Final = 130  # 128 + SIGINT
+TERMINATED: Final = 143  # 128 + SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taken as Ctrl-C is: every way out that Ctrl-C cleans up (the sync helper pod
+    deleted, a half-done submit rolled back, followed streams closed) SIGTERM cleans up too."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated("terminated (SIGTERM)")
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While the command runs, SIGTERM raises ``Terminated`` (in the main thread, where signals
+    are handled; elsewhere nothing changes); the previous handler comes back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def read(path: str) -> str:

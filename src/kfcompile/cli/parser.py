@@ -203,6 +203,11 @@ def _cluster_commands(sub: Any) -> None:
     p.add_argument("--pvc", required=True, help="PersistentVolumeClaim name")
     p.add_argument("--path", default="/", help="directory inside the claim (default /)")
     sync_image(p)
+    p.add_argument(
+        "--timeout",
+        type=duration,
+        help="how long the helper pod may take to start (default 5m); then say why it did not",
+    )
 
     p = command("list", "jobs kfcompile created, with their states", "cluster:cmd_list")
     p.add_argument("-A", "--all-namespaces", action="store_true")

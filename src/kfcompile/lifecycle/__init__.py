@@ -53,16 +53,20 @@ from kfcompile.lifecycle.manage import (
     set_suspended,
 )
 from kfcompile.lifecycle.observe import (
+    EVENT_APIS,
     TROUBLED_PODS,
     Event,
     Node,
     Observation,
+    Waiting,
     events,
+    events_about,
     nodes_total,
     observation,
     observe,
     rank_of,
     status,
+    waiting,
 )
 from kfcompile.lifecycle.session import (
     BACKOFF_CAP,
@@ -102,7 +106,15 @@ from kfcompile.lifecycle.submit import (
     spec_hash,
     submit,
 )
-from kfcompile.lifecycle.sync import SYNC_IMAGE, SYNC_ROOT, Synced, claim_dir, sync_down, sync_up
+from kfcompile.lifecycle.sync import (
+    SYNC_IMAGE,
+    SYNC_ROOT,
+    SYNC_TIMEOUT,
+    Synced,
+    claim_dir,
+    sync_down,
+    sync_up,
+)
 from kfcompile.lifecycle.wait import wait
 from kfcompile.lifecycle.waiter import WATCH_SEGMENT, Until, Waiter, reached
 from kfcompile.lifecycle.watch import watch_jobs
@@ -130,6 +142,7 @@ __all__ = [
     "BACKOFF_CAP",
     "BACKOFF_START",
     "DELETING_WAIT",
+    "EVENT_APIS",
     "JOBS_SEGMENT",
     "KINDS",
     "LIST_PAGE",
@@ -141,6 +154,7 @@ __all__ = [
     "SPEC_HASH",
     "SYNC_IMAGE",
     "SYNC_ROOT",
+    "SYNC_TIMEOUT",
     "TARGET_ANNOTATION",
     "TROUBLED_PODS",
     "WATCH_SEGMENT",
@@ -193,12 +207,14 @@ __all__ = [
     "Until",
     "Vanishing",
     "Waiter",
+    "Waiting",
     "Watcher",
     "backoff",
     "call",
     "cancel",
     "claim_dir",
     "events",
+    "events_about",
     "find",
     "follow_logs",
     "job_kind",
@@ -225,5 +241,6 @@ __all__ = [
     "sync_up",
     "wait",
     "wait_gone",
+    "waiting",
     "watch_jobs",
 ]

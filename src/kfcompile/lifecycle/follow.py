@@ -5,7 +5,8 @@ It holds a ``Cursor``, which knows how far the current container's log has been 
 are read with their server timestamps, and a read that starts again (after a dropped
 connection) asks from a little before the last line shown (``resume_since``) and passes over
 the lines up to it (``accept``), so none repeats. A restarted container or a replaced pod is
-read from its start.
+read from its start. While the rank has no log to show, it says why once (``notice``, a
+``Waiting``), and again only when the why changes.
 """
 
 from __future__ import annotations
@@ -17,17 +18,19 @@ from typing import Final
 from attrs import evolve, frozen
 
 from kfcompile import status as job_status
-from kfcompile.lifecycle.observe import ListPods, PodsListed, as_int, newest_by_rank
+from kfcompile.lifecycle.observe import (
+    ListPods,
+    PodsListed,
+    Waiting,
+    as_int,
+    newest_by_rank,
+    sortable_time,
+    waiting,
+)
 from kfcompile.lifecycle.session import Pause, Slept, Table, job_kind, meta, transition
-from kfcompile.ports import Obj, Ref, Transient
+from kfcompile.ports import ApiError, Obj, Ref, Transient
 
 RESUME_MARGIN: Final = 2  # seconds before the last line shown that a resumed read starts
-
-
-def _sortable(stamp: str) -> str:
-    """An RFC 3339 time with its fraction padded to nanoseconds, so times sort as text."""
-    whole, dot, fraction = stamp.rstrip("Z").partition(".")
-    return f"{whole}.{fraction.ljust(9, '0')}" if dot else f"{whole}.000000000"
 
 
 @frozen
@@ -55,7 +58,7 @@ class Cursor:
         """A line as read (``<RFC 3339 time> <text>``): the cursor after it, and its text when
         it is new (None when it was shown before)."""
         raw, _, text = line.partition(" ")
-        stamp = _sortable(raw)
+        stamp = sortable_time(raw)
         if stamp < self.stamp:
             return self, None
         if stamp == self.stamp and self.skip:
@@ -109,7 +112,9 @@ class LogEnded:
 
 @frozen
 class LogRefused:
-    """404 or 400: the pod went away, or its container has not started."""
+    """404 or 400: the pod went away, its container has not started, or its node is gone."""
+
+    error: ApiError | None = None
 
 
 @frozen
@@ -153,7 +158,10 @@ class Follower:
     streaming: bool = False  # a log is open and has given a line
     fresh: bool = False  # this read has shown a line
     pauses: int = 0  # pauses since a line was last shown
+    found: Obj | None = None  # the rank's pod as last listed
+    told: Waiting | None = None  # why there is nothing to show, as last told
     shown: str | None = None
+    notice: Waiting | None = None  # why there is nothing to show, when newly worth telling
 
     def next_request(self, now: float) -> FollowRequest:
         if self.phase is Phase.JOB:
@@ -173,7 +181,13 @@ class Follower:
         return OpenLog(self.pod, not self.finished, since, tail)
 
     def receive(self, answer: FollowAnswer, now: float) -> Follower:
-        return transition(FOLLOW_TABLE, evolve(self, shown=None), self.phase, answer, now)
+        fresh = evolve(self, shown=None, notice=None)
+        return transition(FOLLOW_TABLE, fresh, self.phase, answer, now)
+
+    def _tell(self, notice: Waiting | None) -> Follower:
+        if notice is None or notice == self.told:
+            return self
+        return evolve(self, notice=notice, told=notice)
 
     # --- the rows
 
@@ -187,7 +201,8 @@ class Follower:
         assert self.job is not None
         pod = newest_by_rank(self.job, answer.pods).get(self.rank)
         if pod is None:
-            return evolve(self, phase=Phase.END if self.finished else Phase.PAUSE)
+            ahead = evolve(self, phase=Phase.END if self.finished else Phase.PAUSE, found=None)
+            return ahead._tell(waiting(self.job, self.rank, None))
         name = str(meta(pod).get("name", ""))
         container = (str(meta(pod).get("uid", name)), _restarts(pod, self._container_name()))
         cursor = self.cursor if container == self.container else Cursor()
@@ -199,18 +214,24 @@ class Follower:
             first=self.first or container,
             cursor=cursor.resume(),
             fresh=False,
+            found=pod,
         )
 
     def _line(self, answer: Line, now: float) -> Follower:
         cursor, text = self.cursor.accept(answer.text, now)
         if text is None:
             return evolve(self, cursor=cursor, streaming=True)
-        return evolve(self, cursor=cursor, streaming=True, fresh=True, pauses=0, shown=text)
+        return evolve(
+            self, cursor=cursor, streaming=True, fresh=True, pauses=0, told=None, shown=text
+        )
 
     def _ended(self, answer: LogEnded | LogRefused, now: float) -> Follower:
-        if self.finished:
-            return evolve(self, phase=Phase.END, streaming=False)
-        return evolve(self, phase=Phase.JOB if self.fresh else Phase.PAUSE, streaming=False)
+        phase = Phase.JOB if self.fresh else Phase.PAUSE
+        ahead = evolve(self, phase=Phase.END if self.finished else phase, streaming=False)
+        if self.fresh or self.job is None:
+            return ahead
+        refused = answer.error if isinstance(answer, LogRefused) else None
+        return ahead._tell(waiting(self.job, self.rank, self.found, refused))
 
     def _dropped(self, answer: Dropped, now: float) -> Follower:
         return evolve(self, phase=Phase.PAUSE, streaming=False)  # read again, finished or not
@@ -230,6 +251,8 @@ FOLLOW_TABLE: Final[Table[Follower]] = {
     (Phase.LOG, Line): Follower._line,  # LOG (the line shown when it is new)
     (Phase.LOG, LogEnded): Follower._ended,  # END when finished; JOB; PAUSE if nothing new
     (Phase.LOG, LogRefused): Follower._ended,  # the same: look at the pod again
+    # A row that shows nothing says why (``notice``) when the why is new: no pod, a pod that
+    # cannot be scheduled or pull its image, a node that is gone.
     (Phase.LOG, Dropped): Follower._dropped,  # PAUSE, then read again from the cursor
     (Phase.PAUSE, Slept): Follower._slept,  # JOB
 }

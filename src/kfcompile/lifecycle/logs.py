@@ -3,7 +3,9 @@
 Following one rank is ``follow_logs``, the driver of the ``Follower`` machine (``follow``).
 Following several is merging blocking streams, which takes threads: that is a port
 (``Session.merge``, else the cluster's own, as ``KubeCluster`` has), never done here;
-``InTurn`` is the merge for ports whose streams do not block.
+``InTurn`` is the merge for ports whose streams do not block. A rank whose log cannot be read
+says why (``Waiting``: no pod yet, not scheduled, its image not pulled, its node gone) to the
+caller's ``on_waiting``, in the caller's thread.
 """
 
 from __future__ import annotations
@@ -27,7 +29,15 @@ from kfcompile.lifecycle.follow import (
     OpenLog,
     ReadJob,
 )
-from kfcompile.lifecycle.observe import ListPods, PodsListed, newest_by_rank, node_pods, nodes_total
+from kfcompile.lifecycle.observe import (
+    ListPods,
+    PodsListed,
+    Waiting,
+    newest_by_rank,
+    node_pods,
+    nodes_total,
+    waiting,
+)
 from kfcompile.lifecycle.session import (
     JobNotFound,
     Pause,
@@ -39,10 +49,11 @@ from kfcompile.lifecycle.session import (
     meta,
     pause,
 )
-from kfcompile.ports import Clock, Invalid, Merge, NotFound, Ref, Transient
+from kfcompile.ports import Clock, Invalid, Merge, NotFound, Obj, Ref, Transient
 
 K = TypeVar("K")
 T = TypeVar("T")
+OnWaiting = Callable[[Waiting], object]
 
 
 @frozen
@@ -69,22 +80,15 @@ def _next_line(stream: Iterator[str]) -> FollowAnswer:
         line = next(stream, None)
     except Transient as exc:
         return Dropped(exc)
-    except (NotFound, Invalid):
-        return LogRefused()
+    except (NotFound, Invalid) as exc:
+        return LogRefused(exc)
     return LogEnded() if line is None else Line(line)
 
 
-def follow_logs(
-    session: Session,
-    ref: Ref,
-    rank: int,
-    *,
-    since_seconds: int | None = None,
-    tail_lines: int | None = None,
-) -> Generator[str, None, None]:
-    """One rank's log as it grows, across dropped connections, container restarts and pod
-    replacements; ends when the job has finished (or is deleted) and the log is drained.
-    Closing the generator closes the stream it reads."""
+def _follow(
+    session: Session, ref: Ref, rank: int, since_seconds: int | None, tail_lines: int | None
+) -> Generator[str | Waiting, None, None]:
+    """The ``Follower``'s driver: the lines it shows, and why there are none when it says so."""
     clock = session.clock
     follower = Follower(rank, since_seconds, tail_lines)
     stream: Iterator[str] | None = None
@@ -110,17 +114,86 @@ def follow_logs(
                 case _:
                     return
             follower = follower.receive(answer, clock.monotonic())
+            if follower.notice is not None:
+                yield follower.notice
             if follower.shown is not None:
                 yield follower.shown
     finally:
         close(stream)
 
 
-def ranks(session: Session, ref: Ref) -> list[int]:
+def _tell(on_waiting: OnWaiting | None, notice: Waiting) -> None:
+    if on_waiting is not None:
+        on_waiting(notice)
+
+
+def _told(items: Iterator[str | Waiting], on_waiting: OnWaiting | None) -> Iterator[str]:
+    """The lines; each ``Waiting`` goes to ``on_waiting``."""
+    for item in items:
+        if isinstance(item, Waiting):
+            _tell(on_waiting, item)
+        else:
+            yield item
+
+
+def follow_logs(
+    session: Session,
+    ref: Ref,
+    rank: int,
+    *,
+    since_seconds: int | None = None,
+    tail_lines: int | None = None,
+    on_waiting: OnWaiting | None = None,
+) -> Generator[str, None, None]:
+    """One rank's log as it grows, across dropped connections, container restarts and pod
+    replacements; ends when the job has finished (or is deleted) and the log is drained.
+    While there is nothing to read, ``on_waiting`` is told why, once per change of why.
+    Closing the generator closes the stream it reads."""
+    with closing(_follow(session, ref, rank, since_seconds, tail_lines)) as items:
+        yield from _told(items, on_waiting)
+
+
+def _job(session: Session, ref: Ref) -> Obj:
     job = get(session, ref)
     if job is None:
         raise JobNotFound(f"{ref} does not exist")
-    return list(range(nodes_total(job)))
+    return job
+
+
+def ranks(session: Session, ref: Ref) -> list[int]:
+    return list(range(nodes_total(_job(session, ref))))
+
+
+def _read(
+    session: Session,
+    job: Obj,
+    rank: int,
+    pod: Obj | None,
+    since_seconds: int | None,
+    tail_lines: int | None,
+) -> list[str] | Waiting:
+    """One rank's log as it is now, or why there is none (an empty answer from a pod that has
+    not started, a refused read, no pod)."""
+    if pod is None:
+        return waiting(job, rank, None) or []
+    ref, name = Ref.of(job), str(meta(pod)["name"])
+    try:
+        lines = call(
+            session,
+            f"read logs of {name}",
+            lambda: list(
+                session.cluster.pod_log(
+                    ref.namespace or "default",
+                    name,
+                    container=job_kind(ref).container,
+                    since_seconds=since_seconds,
+                    tail_lines=tail_lines,
+                )
+            ),
+        )
+    except (NotFound, Invalid) as exc:
+        return waiting(job, rank, pod, exc) or []
+    return lines or waiting(job, rank, pod) or []
 
 
 def read_logs(
@@ -131,27 +204,11 @@ def read_logs(
     since_seconds: int | None = None,
     tail_lines: int | None = None,
 ) -> list[str]:
-    """One rank's log as it is now (empty when its pod does not exist yet)."""
-    job = get(session, ref)
-    if job is None:
-        raise JobNotFound(f"{ref} does not exist")
+    """One rank's log as it is now (empty when it cannot be read: ``logs`` says why)."""
+    job = _job(session, ref)
     pod = newest_by_rank(job, node_pods(session, job)).get(rank)
-    if pod is None:
-        return []
-    name = str(meta(pod)["name"])
-    return call(
-        session,
-        f"read logs of {name}",
-        lambda: list(
-            session.cluster.pod_log(
-                ref.namespace or "default",
-                name,
-                container=job_kind(ref).container,
-                since_seconds=since_seconds,
-                tail_lines=tail_lines,
-            )
-        ),
-    )
+    read = _read(session, job, rank, pod, since_seconds, tail_lines)
+    return [] if isinstance(read, Waiting) else read
 
 
 # --- several ranks ------------------------------------------------------------------------------
@@ -192,14 +249,9 @@ def merger(session: Session) -> Merge:
 
 def _follow_on(
     session: Session, ref: Ref, rank: int, options: dict[str, int | None], clock: Clock
-) -> Iterator[str]:
-    return follow_logs(
-        evolve(session, clock=clock),
-        ref,
-        rank,
-        since_seconds=options["since_seconds"],
-        tail_lines=options["tail_lines"],
-    )
+) -> Iterator[str | Waiting]:
+    since, tail = options["since_seconds"], options["tail_lines"]
+    return _follow(evolve(session, clock=clock), ref, rank, since, tail)
 
 
 def logs(
@@ -210,22 +262,34 @@ def logs(
     follow: bool = False,
     since_seconds: int | None = None,
     tail_lines: int | None = None,
+    on_waiting: OnWaiting | None = None,
 ) -> Generator[LogLine, None, None]:
     """One rank's log (``rank``), or every rank's, interleaved as the lines come. Followed,
-    several ranks are read at once by the session's merge; closing the generator stops them."""
-    chosen = [rank] if rank is not None else ranks(session, ref)
+    several ranks are read at once by the session's merge; closing the generator stops them.
+    A rank with nothing to read is told to ``on_waiting`` with why (followed: once per change
+    of why, and the follow goes on)."""
     options = {"since_seconds": since_seconds, "tail_lines": tail_lines}
     if not follow:
-        for r in chosen:
-            for text in read_logs(session, ref, r, **options):
+        job = _job(session, ref)
+        pods = newest_by_rank(job, node_pods(session, job))  # one list for every rank
+        for r in [rank] if rank is not None else range(nodes_total(job)):
+            read = _read(session, job, r, pods.get(r), since_seconds, tail_lines)
+            if isinstance(read, Waiting):
+                _tell(on_waiting, read)
+                continue
+            for text in read:
                 yield LogLine(r, text)
         return
+    chosen = [rank] if rank is not None else ranks(session, ref)
     if len(chosen) == 1:
-        with closing(follow_logs(session, ref, chosen[0], **options)) as lines:
-            for text in lines:
+        with closing(_follow(session, ref, chosen[0], since_seconds, tail_lines)) as items:
+            for text in _told(items, on_waiting):
                 yield LogLine(chosen[0], text)
         return
     streams = {r: partial(_follow_on, session, ref, r, options) for r in chosen}
     with closing(merger(session).merge(streams, session.clock)) as merged:
-        for r, text in merged:
-            yield LogLine(r, text)
+        for r, item in merged:
+            if isinstance(item, Waiting):
+                _tell(on_waiting, item)
+            else:
+                yield LogLine(r, item)

@@ -12,7 +12,7 @@ from attrs import evolve, frozen
 from kfcompile import status as job_status
 from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
 from kfcompile.lifecycle.session import JobNotFound, Session, get, job_kind, list_all, meta
-from kfcompile.ports import Obj, Ref
+from kfcompile.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.status import JobState, State
 
 TROUBLED_PODS: Final = 5  # pods whose events `status` shows
@@ -141,9 +141,158 @@ def observe(session: Session, job: Obj) -> Observation:
     return observation(job, node_pods(session, job))
 
 
-@frozen(order=True)
+# --- why a rank's log cannot be read ------------------------------------------------------------
+
+
+@frozen
+class Waiting:
+    """Why a rank's log cannot be read (yet), told instead of its lines (or why a pod has not
+    started: ``rank`` None). ``stuck``: it will not start without someone fixing something, or
+    never will (its job ended without it)."""
+
+    rank: int | None
+    reason: str  # NoPod, NotScheduled, ContainerCreating, Unschedulable, NodeGone, PodGone, ...
+    message: str  # one line; what the cluster said is quoted as the cluster's
+    stuck: bool = False
+
+    def __str__(self) -> str:
+        return self.message if self.rank is None else f"rank {self.rank}: {self.message}"
+
+
+def _answered(error: ApiError) -> str:
+    """What the API server answered, quoted as its words, never as ours."""
+    return f"(the API server answered {printable(str(error))[:300]})"
+
+
+def _node_gone(pod: Mapping[str, Any], refused: ApiError | None) -> str:
+    """The pod's node when the 404 for its log names that node: the node is gone (a real server
+    answers ``pods "<node>" not found``, naming the node as if it were a pod)."""
+    node, name = _at(pod, "spec", "nodeName"), meta(pod).get("name")
+    if not (isinstance(refused, NotFound) and isinstance(node, str) and node and node != name):
+        return ""
+    return node if f'"{node}"' in refused.message else ""
+
+
+def _status_says(pod: Mapping[str, Any], reason: str) -> str:
+    """What the pod's status says along with ``reason`` (the scheduler's or kubelet's words)."""
+    status = _at(pod, "status")
+    for cond in _items(_at(status, "conditions")):
+        if _at(cond, "type") == "PodScheduled" and _at(cond, "reason") == reason:
+            return _first(cond, ("message",))
+    for container in _items(_at(status, "initContainerStatuses")) + _items(
+        _at(status, "containerStatuses")
+    ):
+        if _at(container, "state", "waiting", "reason") == reason:
+            return _first(container, ("state", "waiting", "message"))
+    return ""
+
+
+def _items(value: object) -> list[Mapping[str, Any]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _starting(pod: Mapping[str, Any]) -> tuple[str, str]:
+    """(reason, what the pod is doing) for a pod that has not started but is not stuck."""
+    for cond in _items(_at(pod, "status", "conditions")):
+        if _at(cond, "type") == "PodScheduled" and _at(cond, "status") == "False":
+            reason = _first(cond, ("reason",)) or "NotScheduled"
+            return reason, f"is not scheduled yet ({reason})"
+    if not _at(pod, "spec", "nodeName"):
+        return "NotScheduled", "is not scheduled yet"
+    for container in _items(_at(pod, "status", "containerStatuses")):
+        reason = _first(container, ("state", "waiting", "reason"))
+        if reason:
+            return reason, f"is starting ({reason})"
+    return "ContainerCreating", "is starting"
+
+
+def waiting(
+    job: Obj, rank: int, pod: Mapping[str, Any] | None, refused: ApiError | None = None
+) -> Waiting | None:
+    """Why rank ``rank`` shows no log: ``pod`` is its newest pod (None: it has none), ``refused``
+    what the API server answered a read of its log (None: an empty answer). None when nothing
+    stands in the way (a started container whose log is empty)."""
+    if pod is not None:
+        return pod_waiting(pod, refused, rank)
+    state = job_status.job_state(job)
+    if state.finished:
+        said = f"no pod: the job has ended ({state.state.value}) and its pod is gone"
+        return Waiting(rank, "PodGone", said, stuck=True)
+    return Waiting(rank, "NoPod", f"no pod yet: the job is {state.state.value} ({state.reason})")
+
+
+def pod_waiting(
+    pod: Mapping[str, Any], refused: ApiError | None = None, rank: int | None = None
+) -> Waiting | None:
+    """Why ``pod`` has not started or cannot be reached, from its status (and ``refused``, the
+    API server's answer to a read of its log); None when it has started."""
+    name = printable(str(meta(pod).get("name", "?")))
+    if node := _node_gone(pod, refused):
+        assert refused is not None
+        said = (
+            f"pod {name} is bound to node {printable(node)}, which is gone: its log cannot be read"
+        )
+        return Waiting(rank, "NodeGone", f"{said} {_answered(refused)}", stuck=True)
+    if stuck := job_status.stuck_pod([pod]):
+        said = f"pod {name} cannot start ({stuck.reason})"
+        if detail := _status_says(pod, stuck.reason):
+            said += f"; its status says: {printable(detail)}"
+        return Waiting(rank, stuck.reason, said, stuck=True)
+    if _at(pod, "status", "phase") in (None, "Pending"):
+        reason, doing = _starting(pod)
+        return Waiting(rank, reason, f"pod {name} {doing}")
+    if refused is not None:
+        said = f"pod {name}: its log cannot be read {_answered(refused)}"
+        return Waiting(rank, "LogRefused", said)
+    return None
+
+
+# --- events ---------------------------------------------------------------------------------------
+
+# The two APIs that serve Events, and the field selector of each for the object an event is
+# about. A real server serves every event through both (one resource, two versions: a core/v1
+# event read through events.k8s.io/v1 has `deprecatedLastTimestamp`, an events/v1 one read
+# through core/v1 has `eventTime` and `series`, no `lastTimestamp`); both are listed so that a
+# Role granting either one shows every event, and what both show is kept once.
+EVENT_APIS: Final = (("v1", "involvedObject.name"), ("events.k8s.io/v1", "regarding.name"))
+
+
+def _at(node: object, *path: str) -> object:
+    """``node[path[0]][path[1]]...``, or None where a step is missing or not a mapping."""
+    for key in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _first(event: object, *paths: tuple[str, ...]) -> str:
+    """The first of these fields that holds text: how the two shapes name the same thing."""
+    for path in paths:
+        value = _at(event, *path)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def sortable_time(stamp: str) -> str:
+    """An RFC 3339 time (as the server writes them: UTC, ``Z``) with its fraction padded to
+    nanoseconds, so times with and without a fraction sort as text on one clock."""
+    whole, dot, fraction = stamp.rstrip("Z").partition(".")
+    return f"{whole}.{fraction.ljust(9, '0')}" if dot else f"{whole}.000000000"
+
+
+def printable(text: str) -> str:
+    """Text from the cluster made one harmless line: control and format characters (newlines,
+    escape sequences, bidirectional overrides) shown as escapes, never acted on by a terminal."""
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+
+
+@frozen
 class Event:
-    """A Kubernetes event about the job or one of its objects, oldest first when sorted."""
+    """A Kubernetes event about the job or one of its objects, in either shape: when it last
+    happened (``series.lastObservedTime`` of an events/v1 event, ``lastTimestamp`` of a core/v1
+    one), how often, and what it said (``note`` or ``message``)."""
 
     when: str
     type: str
@@ -154,30 +303,75 @@ class Event:
 
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> Event:
-        involved = event.get("involvedObject") or {}
+        regarding = _at(event, "regarding") or _at(event, "involvedObject") or {}
+        about = f"{_first(regarding, ('kind',)).lower()}/{_first(regarding, ('name',))}"
+        count = _at(event, "series", "count") or _at(event, "count")
+        count = count or _at(event, "deprecatedCount")
         return cls(
-            when=str(event.get("lastTimestamp") or event.get("eventTime") or ""),
-            type=str(event.get("type", "Normal")),
-            reason=str(event.get("reason", "")),
-            about=f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
-            message=str(event.get("message", "")),
-            count=as_int(event.get("count")) or 1,
+            when=_first(
+                event,
+                ("series", "lastObservedTime"),
+                ("lastTimestamp",),
+                ("deprecatedLastTimestamp",),
+                ("eventTime",),
+                ("firstTimestamp",),
+                ("deprecatedFirstTimestamp",),
+                ("metadata", "creationTimestamp"),
+            ),
+            type=_first(event, ("type",)) or "Normal",
+            reason=_first(event, ("reason",)),
+            about=about,
+            message=_first(event, ("note",), ("message",)),
+            count=max(1, as_int(count) or 1),
         )
 
     def __str__(self) -> str:
-        times = f" (x{self.count})" if self.count > 1 else ""
-        return f"{self.when} {self.type} {self.reason} {self.about}: {self.message}{times}"
+        times = f" \u00d7{self.count}" if self.count > 1 else ""  # the multiplication sign: "x3"
+        text = f"{self.when} {self.type} {self.reason} {self.about}: {self.message}{times}"
+        return printable(text)
+
+
+def _event_list(
+    session: Session, api_version: str, namespace: str | None, selector: str
+) -> list[Obj]:
+    return list_all(session, api_version, "Event", namespace, field_selector=selector)
+
+
+def events_about(
+    session: Session, namespace: str | None, names: Sequence[str], recent: int = 10
+) -> tuple[Event, ...]:
+    """The latest events about the objects so named (one list per name and API), oldest first
+    by when each last happened (``_order``). An API that refuses (forbidden, not served) is left
+    out, unless every one does."""
+    found: dict[str, Obj] = {}
+    refused: list[ApiError] = []
+    for api_version, field in EVENT_APIS:
+        try:
+            for name in names:
+                for event in _event_list(session, api_version, namespace, f"{field}={name}"):
+                    meta_ = meta(event)
+                    key = str(meta_.get("uid") or f"{meta_.get('namespace')}/{meta_.get('name')}")
+                    found.setdefault(key, event)
+        except (Forbidden, NotFound) as exc:
+            refused.append(exc)
+    if len(refused) == len(EVENT_APIS):
+        raise refused[0]
+    read = [(Event.of(e), e) for e in found.values()]
+    return tuple(event for event, _ in sorted(read, key=_order)[-recent:])
+
+
+def _order(read: tuple[Event, Obj]) -> tuple[str, int]:
+    """When the event last happened, to the second (core/v1 times have no finer grain), then
+    the order the server wrote it in (its resourceVersion): one clock for both shapes."""
+    event, raw = read
+    return sortable_time(event.when)[:19], as_int(meta(raw).get("resourceVersion")) or 0
 
 
 def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) -> tuple[Event, ...]:
-    """The latest events of the job, its children and ``pods`` (one list each, by name)."""
+    """The latest events of the job, its children and ``pods``."""
     ref = Ref.of(job)
     children = [c.format(name=ref.name) for c in job_kind(ref).children]
-    found: list[Obj] = []
-    for name in [ref.name, *children, *pods]:
-        by_name = f"involvedObject.name={name}"
-        found += list_all(session, "v1", "Event", ref.namespace, field_selector=by_name)
-    return tuple(sorted(Event.of(e) for e in found)[-recent:])
+    return events_about(session, ref.namespace, [ref.name, *children, *pods], recent)
 
 
 def status(session: Session, ref: Ref) -> Observation:

@@ -12,6 +12,7 @@ from typing import Final, TypeVar
 from attrs import frozen
 
 from kfcompile import status as job_status
+from kfcompile.lifecycle.observe import events_about, pod_waiting
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
     MANAGER,
@@ -24,12 +25,14 @@ from kfcompile.lifecycle.session import (
     get,
     poll,
 )
-from kfcompile.ports import ExecOutput, ExecResult, LocalFiles, NotFound, Obj, Packed, Ref
+from kfcompile.ports import ApiError, ExecOutput, ExecResult, LocalFiles, NotFound, Obj, Packed, Ref
 
 T = TypeVar("T")
 
 SYNC_IMAGE: Final = "busybox:1.36"  # has tar; the helper pod runs nothing else
 SYNC_ROOT: Final = "/mnt/pvc"
+SYNC_TIMEOUT: Final = 300.0  # seconds the helper pod may take to start (sync --timeout)
+HELPER_EVENTS: Final = 5  # events of a helper pod that does not start, said with why
 
 
 @frozen
@@ -75,21 +78,38 @@ def _helper_pod(namespace: str, pvc: str, image: str, token: str) -> Obj:
     }
 
 
+def _why(session: Session, pod: Obj, head: str) -> str:
+    """``head``, then why the helper pod has not started (its status), then its latest events,
+    which often say more (a claim that cannot be mounted, an image being pulled)."""
+    told = pod_waiting(pod)
+    lines = [f"{head}: {told.message}" if told else head]
+    ref = Ref.of(pod)
+    try:
+        found = events_about(session, ref.namespace, [ref.name], recent=HELPER_EVENTS)
+    except ApiError:  # events are a help, not a need: the reason above stands alone
+        found = ()
+    lines += [f"  {event}" for event in found]
+    return "\n".join(lines)
+
+
 def _await_running(session: Session, ref: Ref, timeout: float) -> None:
+    seen: list[Obj] = []
+
     def running() -> bool:
         pod = get(session, ref)
         if pod is None:
             raise ClusterError(f"sync helper {ref} disappeared before it started")
+        seen[:] = [pod]
         phase = (pod.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed"):
             raise ClusterError(f"sync helper {ref} ended ({phase}) before it started")
-        stuck = job_status.stuck_pod([pod])
-        if phase != "Running" and stuck is not None:
-            raise ClusterError(f"sync helper cannot start: {stuck.reason}: {stuck.message}")
+        if phase != "Running" and job_status.stuck_pod([pod]) is not None:
+            raise ClusterError(_why(session, pod, "sync helper"))
         return phase == "Running"
 
     if not poll(session, running, timeout):
-        raise TimedOut(f"sync helper {ref} not running after {timeout:g}s")
+        head = f"sync helper not running after {timeout:g}s (--timeout)"
+        raise TimedOut(_why(session, seen[0], head) if seen else f"{head}: {ref}")
 
 
 def _with_helper(
@@ -164,7 +184,7 @@ def sync_up(
     path: str,
     local: str,
     image: str = SYNC_IMAGE,
-    timeout: float = 300.0,
+    timeout: float = SYNC_TIMEOUT,
 ) -> Synced:
     """Copy the local directory into ``path`` of the claim: a tar stream over exec, read from
     disk as it is sent (and read again if the stream has to start over)."""
@@ -205,7 +225,7 @@ def sync_down(
     path: str,
     local: str,
     image: str = SYNC_IMAGE,
-    timeout: float = 300.0,
+    timeout: float = SYNC_TIMEOUT,
 ) -> Synced:
     """Copy ``path`` of the claim into the local directory: the tar stream goes to disk as it
     arrives, and only a whole, safe stream from a command that succeeded is kept."""

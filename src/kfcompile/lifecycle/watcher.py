@@ -66,6 +66,7 @@ class Happened(enum.Enum):
     ADMITTED = "admitted"  # was SUSPENDED and is no longer: admitted by Kueue, or resumed
     RUNNING = "running"  # became RUNNING
     FINISHED = "finished"  # became SUCCEEDED or FAILED
+    DELETING = "deleting"  # being deleted: still there, held by a finalizer or its dependents
     CHANGED = "changed"  # another change of state or reason (e.g. PENDING, now Unschedulable)
     DELETED = "deleted"  # gone (or no longer matches the selector)
 
@@ -99,6 +100,7 @@ def _left_suspension(new: JobState, old: JobState) -> bool:
 # CHANGED. A job admitted and already running when next seen is RUNNING (the stronger news).
 HAPPENINGS: Final[tuple[tuple[Happened, Callable[[JobState, JobState], bool]], ...]] = (
     (Happened.FINISHED, _finished),
+    (Happened.DELETING, _entered(State.DELETING)),
     (Happened.RUNNING, _entered(State.RUNNING)),
     (Happened.SUSPENDED, _entered(State.SUSPENDED)),
     (Happened.ADMITTED, _left_suspension),
