@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .resources import Change, LogChunk, ResourceKind, StoreError
+from .resources import CRD_KEY, Change, LogChunk, ResourceKind, StoreError
 from .selectors import Matcher, field_matcher, label_matcher
 from .store import Store
 from .validation import merge_patch, validate
@@ -52,24 +52,31 @@ def current(store: Store, kind: ResourceKind, namespace: str | None, name: str) 
     return obj
 
 
-def create(store: Store, kind: ResourceKind, obj: Obj, *, strict: bool) -> Obj:
-    obj = validate(kind, obj, strict=strict)
+def create(
+    store: Store, kind: ResourceKind, obj: Obj, *, strict: bool, dry_run: bool = False
+) -> Obj:
+    """``dry_run`` (``dryRun=All``): decoded, defaulted and validated, CEL rules too, and then
+    not stored."""
     if "status" in kind.subresources:
-        obj.pop("status", None)  # the status is the controllers' to write
-    return store.create(obj)
+        obj = {k: v for k, v in obj.items() if k != "status"}  # the controllers' to write
+    created = store.create(validate(kind, obj, strict=strict), dry_run=dry_run)
+    if (kind.api_version, kind.kind) == CRD_KEY and not dry_run:
+        store.warm_up(created)
+    return created
 
 
 def patch(store: Store, kind: ResourceKind, namespace: str | None, name: str, change: Any) -> Obj:
     """A JSON merge patch of the object (a status subresource keeps the status)."""
     if not isinstance(change, dict):
         raise bad("a merge patch must be a JSON object")
-    result = merge_patch(current(store, kind, namespace, name), change)
+    stored = current(store, kind, namespace, name)
+    result = merge_patch(stored, change)
     meta = result.setdefault("metadata", {})
     meta["name"], meta["namespace"] = name, namespace
     if not kind.namespaced:
         del meta["namespace"]
     result["apiVersion"], result["kind"] = kind.api_version, kind.kind
-    obj = validate(kind, result, strict=False)
+    obj = validate(kind, result, strict=False, old=stored)
     keep_status = "status" in kind.subresources
     return store.apply_update(obj, keep_status=keep_status, check_rv=True)
 
@@ -94,7 +101,12 @@ def list_page(
     limit: int = 0,
     continue_token: str | None = None,
 ) -> tuple[list[Obj], int, str | None]:
-    """``(items, resourceVersion, continue token when more remain)``."""
+    """``(items, resourceVersion, continue token when more remain)``; 429 for the first list
+    of a kind whose CRD was just installed."""
+    if store.initializing(kind.api_version, kind.kind):
+        raise StoreError(
+            429, "TooManyRequests", "storage is (re)initializing", {"retryAfterSeconds": 1}
+        )
     after: tuple[str, str] | None = None
     if continue_token:
         try:

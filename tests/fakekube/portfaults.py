@@ -146,6 +146,7 @@ class Call:
     name: str | None
     args: dict[str, Any] = field(default_factory=dict)  # the keyword arguments that shape it
     fault: PortFault | None = None
+    api_version: str = ""  # of the kind (a pod's log and exec: v1)
 
 
 class CallLog(list[Call]):

@@ -15,6 +15,7 @@ few lines that call the ports.
   driver), ``read_logs``, ``logs`` and ``InTurn``
 - ``manage``: ``find``, ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
 - ``sync``: work-dir sync through a helper pod
+- ``target``: which target a cluster runs (``detect_target``) and the CRD it serves a kind by
 
 Two rules hold everywhere:
 
@@ -97,6 +98,7 @@ from kfcompile.lifecycle.submit import (
     submit,
 )
 from kfcompile.lifecycle.sync import SYNC_IMAGE, SYNC_ROOT, Synced, claim_dir, sync_down, sync_up
+from kfcompile.lifecycle.target import Found, crd_problems, detect_target, served_crd
 from kfcompile.lifecycle.wait import wait
 from kfcompile.lifecycle.waiter import WATCH_SEGMENT, Until, Waiter, reached
 from kfcompile.ports import (
@@ -146,6 +148,7 @@ __all__ = [
     "ExecResult",
     "Follower",
     "Forbidden",
+    "Found",
     "Gone",
     "InTurn",
     "Invalid",
@@ -182,6 +185,8 @@ __all__ = [
     "call",
     "cancel",
     "claim_dir",
+    "crd_problems",
+    "detect_target",
     "events",
     "find",
     "follow_logs",
@@ -201,6 +206,7 @@ __all__ = [
     "read_logs",
     "removal",
     "secret",
+    "served_crd",
     "set_suspended",
     "spec_hash",
     "status",
