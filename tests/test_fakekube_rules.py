@@ -19,6 +19,7 @@ import schema_check
 from fakekube import FakeKube
 from fakekube.cel import rules_of
 from fakekube.cluster import NAMESPACE, RELEASES, InMemoryCluster, trainer_configmap
+from fakekube.memory import MemoryCluster
 
 from kfcompile import lifecycle
 from kfcompile.ports import Conflict, Invalid, Ref, Transient
@@ -212,7 +213,8 @@ def test_the_adapter_sends_dry_run_all(tmp_path: Path) -> None:
 def test_the_first_list_after_a_crd_install_finds_storage_initializing() -> None:
     crd = schema_check.load_crd("trainjobs-v2.3.0.yaml")
     with cluster("pytorchjob/v1") as c:
-        c.cluster.create(crd)  # as `kubectl apply` installs it (the port sends a copy)
+        # as `kubectl apply` installs it, through a port of its own (not a kfcompile command's)
+        MemoryCluster(c.store, c.clock).create(crd)
         with pytest.raises(Transient) as caught:
             c.cluster.list(TRAINJOB, "TrainJob", NAMESPACE)
         assert (caught.value.status, caught.value.message) == (429, "storage is (re)initializing")
@@ -223,7 +225,7 @@ def test_the_first_list_after_a_crd_install_finds_storage_initializing() -> None
 def test_listing_jobs_right_after_the_install_rides_out_the_429() -> None:
     crd = schema_check.load_crd("trainjobs-v2.3.0.yaml")
     with cluster("pytorchjob/v1") as c:
-        c.cluster.create(crd)
+        MemoryCluster(c.store, c.clock).create(crd)  # kubectl apply
         assert lifecycle.list_jobs(c.session(), NAMESPACE) == []
         lists = [call.fault for call in c.calls.matching("list", "TrainJob")]
         assert len(lists) == 2  # the 429, then the list that was answered

@@ -29,6 +29,7 @@ import yaml
 from kfcompile.lifecycle import Session
 from kfcompile_kube import KubeCluster, SystemClock, connect
 
+from .audit import AUDIT
 from .clock import FakeClock
 from .controller import Controller
 from .crds import choose_crds
@@ -133,6 +134,7 @@ class InMemoryCluster:
         self.cluster = MemoryCluster(self.store, self.clock)
         self.faults: PortFaults = self.cluster.faults
         self.calls: CallLog = self.cluster.calls
+        AUDIT.calls(self.calls, self.store)  # what the commands ask, checked against the Role
 
     def __enter__(self) -> InMemoryCluster:
         return self
@@ -164,6 +166,7 @@ class LocalCluster:
     ) -> None:
         self.kube = FakeKube(history=HISTORY)
         self.store = self.kube.store
+        AUDIT.requests(self.kube.requests)  # what the commands ask, checked against the Role
         install(self.store, shared, crds, runtime, trainer)
         self.controller = Controller(self.store, step=step, auto=auto, default_scenario=scenario)
         self.kubelet = Kubelet(self.store)

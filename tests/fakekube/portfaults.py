@@ -11,7 +11,7 @@ log or an exec's output after ``drop_after`` events / lines / chunks, or answer 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,7 +150,17 @@ class Call:
 
 
 class CallLog(list[Call]):
-    """Every call of one in-memory cluster, oldest first (``clear()`` to start over)."""
+    """Every call of one in-memory cluster, oldest first (``clear()`` to start over); each
+    of ``listeners`` is told of each call as it is appended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners: list[Callable[[Call], None]] = []
+
+    def append(self, call: Call) -> None:
+        super().append(call)
+        for listener in self.listeners:
+            listener(call)
 
     def matching(
         self, op: str | None = None, kind: str | None = None, name: str | None = None

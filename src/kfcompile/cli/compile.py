@@ -234,7 +234,8 @@ def cmd_rbac(args: argparse.Namespace) -> int:
     kind = TARGETS[args.target].kind if args.target else None
     granted = [rbac.role(args.namespace, kind)]
     if args.cluster_reads:
-        granted.append(rbac.cluster_role(kind))
+        trainer = rbac.trainer_role(kind)
+        granted += [rbac.cluster_role(kind), *([trainer] if trainer else [])]
     objects = list(granted)
     if args.service_account or args.user:
         who = rbac.subject(args.service_account, args.user, args.namespace)

@@ -125,8 +125,9 @@ def build() -> argparse.ArgumentParser:
     p.add_argument(
         "--cluster-reads",
         action="store_true",
-        help="also a ClusterRole for the optional cluster-wide reads (namespaces, "
-        "ClusterTrainingRuntimes, CRDs, list -A)",
+        help="also the optional reads outside the namespace: a ClusterRole (namespaces, "
+        "ClusterTrainingRuntimes, CRDs, list -A) and a Role in kubeflow-system for the "
+        "Trainer's version ConfigMap",
     )
     p.set_defaults(func="compile:cmd_rbac")
 
