@@ -26,3 +26,21 @@ settings.register_profile("kfcompile", database=None, print_blob=True, max_examp
 settings.register_profile("thorough", database=None, print_blob=True, max_examples=10 * EXAMPLES)
 settings.register_profile("dev", print_blob=True, max_examples=EXAMPLES)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kfcompile"))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every request the cluster commands made in this session must be allowed by the Role
+    `kfcompile rbac` prints (tests/fakekube/audit.py): one line per request that is not, and the
+    session fails."""
+    from fakekube.audit import AUDIT, denied
+
+    problems = denied(AUDIT)
+    if not problems:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = ["requests the Role of `kfcompile rbac` does not allow:", *problems]
+    if reporter is not None:
+        reporter.section("kfcompile rbac", sep="=", red=True)
+        for line in lines:
+            reporter.line(line, red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

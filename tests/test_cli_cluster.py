@@ -371,7 +371,8 @@ def test_a_submit_that_leaves_objects_behind_says_how_to_remove_them(
     local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
     local.kube.faults.add("DELETE", "/trainjobs/demo", status=403)
     local.kube.faults.add("DELETE", "/secrets/demo-env", status=403)
-    code, out, err = run(local, capsys, "submit", str(spec))
+    # (--target: stderr starts with the failure, not with the target detected)
+    code, out, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3")
     assert (code, out) == (1, "")
     lines = err.splitlines()
     assert lines[1] == (
@@ -381,7 +382,7 @@ def test_a_submit_that_leaves_objects_behind_says_how_to_remove_them(
     assert lines[2].endswith("remove it with: kfcompile cancel demo -n default --kind TrainJob")
     assert lines[3].endswith("remove it with: kubectl delete secret demo-env -n default")
     assert SECRET_VALUE not in err and "Traceback" not in err
-    code, out, err = run(local, capsys, "submit", str(spec))
+    code, out, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3")
     assert code == 0
     assert (
         out

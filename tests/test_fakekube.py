@@ -321,7 +321,10 @@ def test_strict_validation_rejects_unknown_trainjob_fields(
         field_validation="Strict",
     )
     assert (status, body["reason"]) == (400, "BadRequest")
-    assert body["message"] == 'strict decoding error: unknown field "spec.trainer.bogus"'
+    assert body["message"] == (
+        'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding error: '
+        'unknown field "spec.trainer.bogus"'
+    )
     assert fake_kube.store.list("trainer.kubeflow.org/v1alpha1", "TrainJob") == []
 
     # Without Strict the server prunes the field
@@ -347,11 +350,17 @@ def test_strict_validation_of_core_kinds(raw: Any) -> None:
     response = raw(pods, "POST", pod, fieldValidation="Strict")
     assert response.status == 400
     message = json.loads(response.read())["message"]
-    assert message == 'strict decoding error: unknown field "spec.containers[0].bogus"'
+    assert message == (
+        'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+        'unknown field "spec.containers[0].bogus"'
+    )
     cm = configmap("a")
     cm["extra"] = 1
     response = raw("/api/v1/namespaces/default/configmaps", "POST", cm, fieldValidation="Strict")
-    assert json.loads(response.read())["message"] == 'strict decoding error: unknown field "extra"'
+    assert json.loads(response.read())["message"] == (
+        'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: '
+        'unknown field "extra"'
+    )
     response = raw(pods, "POST", pod)  # default (Warn): pruned
     assert response.status == 201
     assert "bogus" not in json.loads(response.read())["spec"]["containers"][0]

@@ -20,10 +20,22 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, Any]]:
 
 def test_the_role_and_its_binding_are_valid_objects(capsys: pytest.CaptureFixture[str]) -> None:
     docs = run(capsys, "-n", "team-a", "--service-account", "trainer", "--cluster-reads")
-    assert [d["kind"] for d in docs] == ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"]
+    kinds = ["Role", "ClusterRole", "Role", "RoleBinding", "ClusterRoleBinding", "RoleBinding"]
+    assert [d["kind"] for d in docs] == kinds
     for doc in docs:
         assert schema_check.core_errors(doc) == [], doc["kind"]
-    role, _, binding, _ = docs
+    role, _, trainer, binding, _, trainer_binding = docs
+    # The Trainer's version ConfigMap, by name, in the Trainer's namespace, bound there.
+    assert trainer["metadata"]["namespace"] == trainer_binding["metadata"]["namespace"]
+    assert trainer["metadata"]["namespace"] == "kubeflow-system"
+    assert trainer["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["kubeflow-trainer-public"],
+            "verbs": ["get"],
+        }
+    ]
     assert role["metadata"] == {"name": "kfcompile", "namespace": "team-a"}
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "trainer", "namespace": "team-a"}
@@ -45,7 +57,7 @@ def test_a_target_keeps_only_its_kinds_rules(capsys: pytest.CaptureFixture[str])
 
 
 def test_no_rule_grants_everything() -> None:
-    for rule in (*rbac.NAMESPACED, *rbac.CLUSTER):
+    for rule in (*rbac.NAMESPACED, *rbac.CLUSTER, *rbac.TRAINER):
         assert "*" not in (rule.group, rule.resource, *rule.verbs)
         assert rule.verbs and len(set(rule.verbs)) == len(rule.verbs)
     assert rbac.allows(rbac.NAMESPACED, "get", "", "pods/log")

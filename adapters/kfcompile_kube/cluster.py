@@ -111,10 +111,11 @@ class KubeCluster(Threads):
     def get(self, ref: Ref) -> Obj:
         return self._json("GET", self._object_path(ref))
 
-    def create(self, obj: Obj) -> Obj:
+    def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         namespace = (obj.get("metadata") or {}).get("namespace")
         path = self._collection_path(obj["apiVersion"], obj["kind"], namespace, for_object=True)
-        return self._json("POST", path, query=[("fieldValidation", "Strict")], body=obj)
+        query = [("fieldValidation", "Strict"), *([("dryRun", "All")] if dry_run else [])]
+        return self._json("POST", path, query=query, body=obj)
 
     def patch(self, ref: Ref, patch: Obj) -> Obj:
         path = self._object_path(ref)

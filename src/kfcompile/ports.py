@@ -116,8 +116,12 @@ class Cluster(Protocol):
         """The object; ``NotFound`` when it is not there."""
         ...
 
-    def create(self, obj: Obj) -> Obj:
-        """Create with ``fieldValidation=Strict``; ``Conflict`` when the name is taken."""
+    def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
+        """Create with ``fieldValidation=Strict``; ``Conflict`` when the name is taken.
+
+        ``dry_run``: ``dryRun=All``, the whole create (decoding, defaults, schema, CEL rules,
+        admission webhooks, the name check) without storing anything; the answer is the object
+        as it would have been stored."""
         ...
 
     def patch(self, ref: Ref, patch: Obj) -> Obj:

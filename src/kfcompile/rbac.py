@@ -4,8 +4,11 @@ a test checks every request the commands make in the test suite against these ru
 every rule is used.
 
 Cluster-scoped reads are optional: without them preflight skips what it may not read (the
-namespace, a ClusterTrainingRuntime), target detection needs ``--target``, and ``list -A``
-lists the current namespace.
+namespace, a ClusterTrainingRuntime), target detection works only from the Trainer's public
+ConfigMap (v2.2 on; before that, give ``--target``) and ``validate --cluster`` cannot read the
+CRDs, and ``list -A`` lists the current namespace. That ConfigMap (``TRAINER``) is granted to
+every authenticated user by the Trainer's own Role; where such a binding is refused (GKE
+Autopilot), grant it with the Role ``trainer_role`` prints.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Final
 
 from attrs import frozen
 
+from kfcompile.detection import TRAINER_CONFIGMAP, TRAINER_NAMESPACE
 from kfcompile.kinds import KINDS, TRAINJOB, Kind
 
 
@@ -25,6 +29,7 @@ class Rule:
     verbs: tuple[str, ...]
     why: str
     kind: str | None = None  # only for this job kind (TrainJob, PyTorchJob)
+    names: tuple[str, ...] = ()  # only these objects (resourceNames); () is any
 
 
 JOB_VERBS: Final = ("get", "list", "watch", "create", "patch", "delete")
@@ -60,6 +65,18 @@ NAMESPACED: Final[tuple[Rule, ...]] = (
     Rule("kueue.x-k8s.io", "localqueues", ("get",), "preflight of queue"),
 )
 
+# In the Trainer's namespace: the one ConfigMap that says the Trainer's release (see above).
+TRAINER: Final[tuple[Rule, ...]] = (
+    Rule(
+        "",
+        "configmaps",
+        ("get",),
+        "target detection: the Trainer's release",
+        kind=TRAINJOB.name,
+        names=(TRAINER_CONFIGMAP,),
+    ),
+)
+
 # Cluster-wide, optional (see the module docstring).
 CLUSTER: Final[tuple[Rule, ...]] = (
     Rule("", "namespaces", ("get",), "preflight: the namespace exists"),
@@ -87,13 +104,28 @@ def rules(scope: tuple[Rule, ...], kind: str | None = None) -> tuple[Rule, ...]:
     return tuple(r for r in scope if kind is None or r.kind in (None, kind))
 
 
-def allows(scope: Iterable[Rule], verb: str, group: str, resource: str) -> bool:
-    return any(r.group == group and r.resource == resource and verb in r.verbs for r in scope)
+def allows(
+    scope: Iterable[Rule], verb: str, group: str, resource: str, name: str | None = None
+) -> bool:
+    """Whether a rule of ``scope`` allows ``verb`` on ``resource`` (the object ``name``)."""
+    return any(
+        r.group == group
+        and r.resource == resource
+        and verb in r.verbs
+        and (not r.names or name in r.names)
+        for r in scope
+    )
 
 
 def _policy_rules(scope: Iterable[Rule]) -> list[dict[str, Any]]:
     return [
-        {"apiGroups": [r.group], "resources": [r.resource], "verbs": list(r.verbs)} for r in scope
+        {
+            "apiGroups": [r.group],
+            "resources": [r.resource],
+            **({"resourceNames": list(r.names)} if r.names else {}),
+            "verbs": list(r.verbs),
+        }
+        for r in scope
     ]
 
 
@@ -106,6 +138,19 @@ def role(namespace: str, kind: str | None = None) -> dict[str, Any]:
         "kind": "Role",
         "metadata": {"name": NAME, "namespace": namespace},
         "rules": _policy_rules(rules(NAMESPACED, kind)),
+    }
+
+
+def trainer_role(kind: str | None = None) -> dict[str, Any] | None:
+    """The Role that reads the Trainer's version ConfigMap (None when ``kind`` needs none)."""
+    chosen = rules(TRAINER, kind)
+    if not chosen:
+        return None
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": f"{NAME}-trainer-version", "namespace": TRAINER_NAMESPACE},
+        "rules": _policy_rules(chosen),
     }
 
 
@@ -125,11 +170,12 @@ def subject(service_account: str | None, user: str | None, namespace: str) -> di
 
 
 def binding(granted: dict[str, Any], who: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """A RoleBinding (or ClusterRoleBinding, for the ClusterRole) of ``granted`` to ``who``."""
+    """A RoleBinding (or ClusterRoleBinding, for the ClusterRole) of ``granted`` to ``who``,
+    in the Role's own namespace."""
     cluster = granted["kind"] == "ClusterRole"
     meta: dict[str, Any] = {"name": granted["metadata"]["name"]}
     if not cluster:
-        meta["namespace"] = namespace
+        meta["namespace"] = granted["metadata"].get("namespace", namespace)
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding" if cluster else "RoleBinding",

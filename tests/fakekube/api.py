@@ -18,7 +18,7 @@ from typing import Any
 
 from .access import Attempt
 from .events import EVENTS_V1, Conversion
-from .resources import Change, LogChunk, ResourceKind, StoreError
+from .resources import CRD_KEY, Change, LogChunk, ResourceKind, StoreError
 from .selectors import Matcher, field_matcher, label_matcher
 from .store import Store
 from .validation import merge_patch, validate
@@ -96,12 +96,18 @@ def _get(store: Store, kind: ResourceKind, namespace: str | None, name: str) -> 
     return _served(kind, obj)
 
 
-def create(store: Store, kind: ResourceKind, obj: Obj, *, strict: bool) -> Obj:
+def create(
+    store: Store, kind: ResourceKind, obj: Obj, *, strict: bool, dry_run: bool = False
+) -> Obj:
+    """``dry_run`` (``dryRun=All``): decoded, defaulted and validated, CEL rules too, and then
+    not stored."""
     authorize(store, Attempt("create", kind, (obj.get("metadata") or {}).get("namespace")))
-    obj = validate(kind, obj, strict=strict)
     if "status" in kind.subresources:
-        obj.pop("status", None)  # the status is the controllers' to write
-    return _served(kind, store.create(_to_store(kind, obj)))
+        obj = {k: v for k, v in obj.items() if k != "status"}  # the controllers' to write
+    created = store.create(_to_store(kind, validate(kind, obj, strict=strict)), dry_run=dry_run)
+    if (kind.api_version, kind.kind) == CRD_KEY and not dry_run:
+        store.warm_up(created)
+    return _served(kind, created)
 
 
 def patch(store: Store, kind: ResourceKind, namespace: str | None, name: str, change: Any) -> Obj:
@@ -109,13 +115,14 @@ def patch(store: Store, kind: ResourceKind, namespace: str | None, name: str, ch
     if not isinstance(change, dict):
         raise bad("a merge patch must be a JSON object")
     authorize(store, Attempt("patch", kind, namespace, name))
-    result = merge_patch(_get(store, kind, namespace, name), change)
+    stored = _get(store, kind, namespace, name)
+    result = merge_patch(stored, change)
     meta = result.setdefault("metadata", {})
     meta["name"], meta["namespace"] = name, namespace
     if not kind.namespaced:
         del meta["namespace"]
     result["apiVersion"], result["kind"] = kind.api_version, kind.kind
-    obj = _to_store(kind, validate(kind, result, strict=False))
+    obj = _to_store(kind, validate(kind, result, strict=False, old=stored))
     keep_status = "status" in kind.subresources
     return _served(kind, store.apply_update(obj, keep_status=keep_status, check_rv=True))
 
@@ -142,8 +149,13 @@ def list_page(
     limit: int = 0,
     continue_token: str | None = None,
 ) -> tuple[list[Obj], int, str | None]:
-    """``(items, resourceVersion, continue token when more remain)``."""
+    """``(items, resourceVersion, continue token when more remain)``; 429 for the first list
+    of a kind whose CRD was just installed."""
     authorize(store, Attempt("list", kind, namespace))
+    if store.initializing(kind.api_version, kind.kind):
+        raise StoreError(
+            429, "TooManyRequests", "storage is (re)initializing", {"retryAfterSeconds": 1}
+        )
     after: tuple[str, str] | None = None
     if continue_token:
         try:

@@ -9,11 +9,15 @@ the simulated controller, a kubelet for bare pods, and what a Kubeflow install p
     with LocalCluster(shared_dir) as c:      # over real HTTP, in real time, with threads
         session = c.session()                # Session over the real adapter
         c.kubeconfig                         # for the CLI: --kubeconfig
+
+A cluster of one release: ``crds=RELEASES["trainjob/v2.1"]``; from v2.2 the Trainer's public
+ConfigMap says the release (``trainer="v2.4.0"``: a release newer than any CRD file here).
 """
 
 from __future__ import annotations
 
 import random
+import re
 import tempfile
 import threading
 import time
@@ -25,6 +29,7 @@ import yaml
 from kfcompile.lifecycle import Session
 from kfcompile_kube import KubeCluster, SystemClock, connect
 
+from .audit import AUDIT
 from .clock import FakeClock
 from .controller import Controller
 from .crds import choose_crds
@@ -40,13 +45,60 @@ QUEUE = "team-a"
 CRDS = ("trainjobs-v2.3.0.yaml", "pytorchjobs-v1.9.4.yaml")
 # A real server keeps about five minutes of changes; 1,000-pod jobs make many events.
 HISTORY = 100_000
+# What a cluster of each release serves: the upstream CRD files in ../shared/crds.
+RELEASES: dict[str, tuple[str, ...]] = {
+    "trainjob/v2.0": ("trainjobs-v2.0.1.yaml",),
+    "trainjob/v2.1": ("trainjobs-v2.1.0.yaml",),
+    "trainjob/v2.2": ("trainjobs-v2.2.1.yaml",),
+    "trainjob/v2.3": ("trainjobs-v2.3.0.yaml",),
+    "pytorchjob/v1": ("pytorchjobs-v1.9.4.yaml",),
+}
+# The Trainer's public ConfigMap (from v2.2), in the Trainer's namespace.
+TRAINER_NAMESPACE = "kubeflow-system"
+TRAINER_CONFIGMAP = "kubeflow-trainer-public"
+FROM_CRDS = "from the CRDs"  # trainer=: the version of the TrainJob CRD file installed
 
 
-def install(store: Store, shared: Path, crds: tuple[str, ...], runtime: bool) -> None:
-    """What a cluster with Kubeflow has before a test starts."""
+def trainer_release(crds: tuple[str, ...]) -> str | None:
+    """The Trainer release whose TrainJob CRD is among ``crds`` (``v2.2.1``), if any."""
+    for name in crds:
+        found = re.fullmatch(r"trainjobs-(v\d+\.\d+\.\d+)\.yaml", Path(name).name)
+        if found:
+            return found[1]
+    return None
+
+
+def trainer_configmap(version: str) -> dict[str, Any]:
+    """The ConfigMap a Trainer from v2.2 installs, which says its release."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": TRAINER_CONFIGMAP, "namespace": TRAINER_NAMESPACE},
+        "data": {"kubeflow_trainer_version": version},
+    }
+
+
+def install(
+    store: Store,
+    shared: Path,
+    crds: tuple[str, ...],
+    runtime: bool,
+    trainer: str | None = FROM_CRDS,
+) -> None:
+    """What a cluster with Kubeflow has before a test starts. ``trainer``: the version the
+    Trainer's public ConfigMap says (by default that of the TrainJob CRD installed, and none
+    before v2.2, which had no such ConfigMap); None: no ConfigMap."""
     files = [shared / "crds" / name for name in (*crds, "clustertrainingruntimes-v2.3.0.yaml")]
     for crd in choose_crds(crd_files=files):
         store.create(crd)
+    if trainer == FROM_CRDS:
+        release = trainer_release(crds)
+        trainer = release if release and not release.startswith(("v2.0.", "v2.1.")) else None
+    if trainer is not None:
+        store.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TRAINER_NAMESPACE}}
+        )
+        store.create(trainer_configmap(trainer))
     if runtime:
         text = (shared / "crds/runtimes/torch_distributed-v2.3.0.yaml").read_text()
         store.create(yaml.safe_load(text))
@@ -68,10 +120,11 @@ class InMemoryCluster:
         scenario: str = "succeeds",
         crds: tuple[str, ...] = CRDS,
         runtime: bool = True,
+        trainer: str | None = FROM_CRDS,
     ) -> None:
         self.clock = FakeClock(step=step)
         self.store = Store(history=HISTORY, clock=self.clock.time, threaded=False)
-        install(self.store, shared, crds, runtime)
+        install(self.store, shared, crds, runtime, trainer)
         self.controller = Controller(
             self.store, auto=False, default_scenario=scenario, clock=self.clock.now, seed=1
         )
@@ -81,6 +134,7 @@ class InMemoryCluster:
         self.cluster = MemoryCluster(self.store, self.clock)
         self.faults: PortFaults = self.cluster.faults
         self.calls: CallLog = self.cluster.calls
+        AUDIT.calls(self.calls, self.store)  # what the commands ask, checked against the Role
 
     def __enter__(self) -> InMemoryCluster:
         return self
@@ -108,10 +162,12 @@ class LocalCluster:
         crds: tuple[str, ...] = CRDS,
         runtime: bool = True,
         auto: bool = True,
+        trainer: str | None = FROM_CRDS,
     ) -> None:
         self.kube = FakeKube(history=HISTORY)
         self.store = self.kube.store
-        install(self.store, shared, crds, runtime)
+        AUDIT.requests(self.kube.requests)  # what the commands ask, checked against the Role
+        install(self.store, shared, crds, runtime, trainer)
         self.controller = Controller(self.store, step=step, auto=auto, default_scenario=scenario)
         self.kubelet = Kubelet(self.store)
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-cluster-")

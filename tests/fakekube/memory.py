@@ -75,7 +75,7 @@ class MemoryCluster:
     # --- the port --------------------------------------------------------------------------
 
     def served(self, api_version: str, kind: str) -> bool:
-        self._enter("served", kind, None, None)
+        self._enter("served", kind, None, None, api_version=api_version)
         try:
             self.store.kind(api_version, kind)
         except StoreError:
@@ -83,20 +83,24 @@ class MemoryCluster:
         return True
 
     def get(self, ref: Ref) -> Obj:
-        fault = self._enter("get", ref.kind, ref.namespace, ref.name)
+        fault = self._enter("get", ref.kind, ref.namespace, ref.name, api_version=ref.api_version)
         kind = self._kind(ref.api_version, ref.kind, ref.namespace)
         return self._answer(fault, lambda: api.current(self.store, kind, ref.namespace, ref.name))
 
-    def create(self, obj: Obj) -> Obj:
+    def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         meta = obj.get("metadata") or {}
         namespace, name = meta.get("namespace"), meta.get("name")
-        fault = self._enter("create", str(obj.get("kind")), namespace, name)
-        kind = self._kind(str(obj.get("apiVersion")), str(obj.get("kind")), namespace)
+        api_version, kind_name = str(obj.get("apiVersion")), str(obj.get("kind"))
+        shape = {"dry_run": dry_run} if dry_run else {}
+        fault = self._enter("create", kind_name, namespace, name, api_version=api_version, **shape)
+        kind = self._kind(api_version, kind_name, namespace)
         body = _wire(obj)
-        return self._answer(fault, lambda: api.create(self.store, kind, body, strict=True))
+        return self._answer(
+            fault, lambda: api.create(self.store, kind, body, strict=True, dry_run=dry_run)
+        )
 
     def patch(self, ref: Ref, patch: Obj) -> Obj:
-        fault = self._enter("patch", ref.kind, ref.namespace, ref.name)
+        fault = self._enter("patch", ref.kind, ref.namespace, ref.name, api_version=ref.api_version)
         kind = self._kind(ref.api_version, ref.kind, ref.namespace)
         change = _wire(patch)
         return self._answer(
@@ -104,7 +108,14 @@ class MemoryCluster:
         )
 
     def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
-        fault = self._enter("delete", ref.kind, ref.namespace, ref.name, propagation=propagation)
+        fault = self._enter(
+            "delete",
+            ref.kind,
+            ref.namespace,
+            ref.name,
+            api_version=ref.api_version,
+            propagation=propagation,
+        )
         kind = self._kind(ref.api_version, ref.kind, ref.namespace)
         self._answer(
             fault, lambda: api.delete(self.store, kind, ref.namespace, ref.name, propagation)
@@ -122,7 +133,9 @@ class MemoryCluster:
         continue_token: str | None = None,
     ) -> Page:
         shape = {"label_selector": label_selector, "field_selector": field_selector}
-        fault = self._enter("list", kind, namespace, None, **shape, limit=limit)
+        fault = self._enter(
+            "list", kind, namespace, None, api_version=api_version, **shape, limit=limit
+        )
         rk = self._kind(api_version, kind)
         items, rv, token = self._answer(
             fault,
@@ -144,7 +157,9 @@ class MemoryCluster:
         timeout_seconds: int = 60,
     ) -> Iterator[WatchEvent]:
         shape = {"label_selector": label_selector, "field_selector": field_selector}
-        fault = self._enter("watch", kind, namespace, None, **shape, rv=resource_version)
+        fault = self._enter(
+            "watch", kind, namespace, None, api_version=api_version, **shape, rv=resource_version
+        )
         rk = self._kind(api_version, kind)
         matches = self._store_call(
             lambda: api.watch_matcher(self.store, rk, namespace, label_selector, field_selector)
@@ -200,7 +215,7 @@ class MemoryCluster:
             "tail_lines": tail_lines,
             "timestamps": timestamps,
         }
-        fault = self._enter("pod_log", "Pod", namespace, pod, **shape)
+        fault = self._enter("pod_log", "Pod", namespace, pod, api_version="v1", **shape)
         lines, reader = self._store_call(
             lambda: api.log_read(
                 self.store,
@@ -236,7 +251,7 @@ class MemoryCluster:
         *,
         stdout: Callable[[ExecOutput], object] | None = None,
     ) -> ExecResult:
-        fault = self._enter("exec", "Pod", namespace, pod, command=list(command))
+        fault = self._enter("exec", "Pod", namespace, pod, api_version="v1", command=list(command))
         if not command:
             raise Invalid(400, "BadRequest", "you must specify at least 1 command")
         target = self._store_call(lambda: api.exec_container(self.store, namespace, pod, container))
@@ -284,11 +299,18 @@ class MemoryCluster:
     # --- helpers ---------------------------------------------------------------------------
 
     def _enter(
-        self, op: str, kind: str, namespace: str | None, name: str | None, **args: Any
+        self,
+        op: str,
+        kind: str,
+        namespace: str | None,
+        name: str | None,
+        *,
+        api_version: str,
+        **args: Any,
     ) -> PortFault | None:
         """Record the call and take its fault: a status or a dropped call raises here."""
         fault = self.faults.take(op, kind, name)
-        self.calls.append(Call(op, kind, namespace, name, args, fault))
+        self.calls.append(Call(op, kind, namespace, name, args, fault, api_version))
         if fault is not None and (fault.status is not None or fault.drop):
             raise fault.error()
         return fault

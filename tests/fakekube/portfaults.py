@@ -11,7 +11,7 @@ log or an exec's output after ``drop_after`` events / lines / chunks, or answer 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,10 +146,21 @@ class Call:
     name: str | None
     args: dict[str, Any] = field(default_factory=dict)  # the keyword arguments that shape it
     fault: PortFault | None = None
+    api_version: str = ""  # of the kind (a pod's log and exec: v1)
 
 
 class CallLog(list[Call]):
-    """Every call of one in-memory cluster, oldest first (``clear()`` to start over)."""
+    """Every call of one in-memory cluster, oldest first (``clear()`` to start over); each
+    of ``listeners`` is told of each call as it is appended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners: list[Callable[[Call], None]] = []
+
+    def append(self, call: Call) -> None:
+        super().append(call)
+        for listener in self.listeners:
+            listener(call)
 
     def matching(
         self, op: str | None = None, kind: str | None = None, name: str | None = None

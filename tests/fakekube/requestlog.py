@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -30,7 +31,17 @@ RECORD = web.RequestKey("record", RequestRecord)
 
 
 class RequestLog(list[RequestRecord]):
-    """Every request of one FakeKube, oldest first (``clear()`` to start over)."""
+    """Every request of one FakeKube, oldest first (``clear()`` to start over); each of
+    ``listeners`` is told of each request as it arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners: list[Callable[[RequestRecord], None]] = []
+
+    def append(self, record: RequestRecord) -> None:
+        super().append(record)
+        for listener in self.listeners:
+            listener(record)
 
     def matching(
         self,

@@ -10,8 +10,8 @@ Status) with a propagation policy, CRD schema errors (422), label and field sele
 pod logs (follow included) and exec over websockets, a bearer token, and injected faults.
 
 What no client here sends is not served: PUT, JSON and strategic-merge patch (415), deleting a
-collection, ``/status`` subresources, ``dryRun``, server-side apply. The answers themselves
-come from ``fakekube.api``, which the in-memory port serves too.
+collection, ``/status`` subresources, server-side apply; ``dryRun=All`` only on create. The
+answers themselves come from ``fakekube.api``, which the in-memory port serves too.
 """
 
 from __future__ import annotations
@@ -101,6 +101,20 @@ def _log_params(query: Any) -> Obj:
     }
 
 
+def _dry_run(query: Any) -> bool:
+    """``dryRun=All`` (the only value the API has): validate everything, store nothing."""
+    values = query.getall("dryRun", [])
+    bad = [v for v in values if v != "All"]
+    if bad:
+        raise StoreError(
+            422,
+            "Invalid",
+            f'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: '
+            f'"{bad[0]}": supported values: "All"',
+        )
+    return bool(values)
+
+
 def _strict(query: Any) -> bool:
     mode = query.get("fieldValidation", "Warn")
     if mode not in ("Strict", "Warn", "Ignore"):
@@ -162,10 +176,13 @@ class FakeKube:
         for crd in choose_crds(crd_dir, crd_files, crds):
             self.install_crd(crd)
 
-    def install_crd(self, crd: Obj) -> None:
+    def install_crd(self, crd: Obj, *, fresh: bool = False) -> None:
         """Serve a CRD's kinds from now on (discovery, CRUD, validation). Do not mutate ``crd``
-        afterwards: validators are cached per CRD object."""
+        afterwards: validators are cached per CRD object. ``fresh``: installed just now, so
+        the first list of each kind is answered 429 (as a POST of the CRD does)."""
         self.store.create(crd)
+        if fresh:
+            self.store.warm_up(crd)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -351,9 +368,10 @@ class FakeKube:
         return body
 
     async def _create(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        strict = _strict(request.query)
+        strict, dry_run = _strict(request.query), _dry_run(request.query)
         body = self._check_body(target, await _body(request))
-        return _json(201, api.create(self.store, target.kind, body, strict=strict))
+        created = api.create(self.store, target.kind, body, strict=strict, dry_run=dry_run)
+        return _json(201, created)
 
     async def _get(self, request: web.Request, target: _Target) -> web.StreamResponse:
         assert target.name is not None

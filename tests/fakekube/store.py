@@ -75,6 +75,7 @@ class Store(Collector, History, PodData):
         self.access: NamespaceAccess | None = None
         self._lock = threading.RLock()
         self._kinds: dict[_Bucket, ResourceKind] = {}
+        self._warming: set[_Bucket] = set()  # kinds whose storage is (re)initializing
         self._objects: dict[_Bucket, dict[_ObjKey, Obj]] = {}
         self._rv = 0
         self._init_history(history)
@@ -130,6 +131,19 @@ class Store(Collector, History, PodData):
         """Serve each version the CRD serves (creating a CRD object does this)."""
         for kind in crd_kinds(crd):
             self.register_kind(kind)
+
+    def warm_up(self, crd: Obj) -> None:
+        """The CRD was just installed: the first list of each of its kinds finds the storage
+        still (re)initializing (429), as on a real server."""
+        with self._lock:
+            self._warming.update((k.api_version, k.kind) for k in crd_kinds(crd))
+
+    def initializing(self, api_version: str, kind: str) -> bool:
+        """Whether this list finds the kind's storage initializing (only the first one does)."""
+        with self._lock:
+            found = (api_version, kind) in self._warming
+            self._warming.discard((api_version, kind))
+            return found
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -190,20 +204,21 @@ class Store(Collector, History, PodData):
 
     # --- writing ---------------------------------------------------------------------------
 
-    def create(self, obj: Obj) -> Obj:
+    def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         """Store a new object; returns it as stored.
 
         Fills uid, resourceVersion, creationTimestamp, generation, the namespace ("default");
         honours generateName. StoreError 409 AlreadyExists when the name is taken, 404 when the
-        namespace does not exist, 422 for an invalid name.
+        namespace does not exist, 422 for an invalid name. ``dry_run``: every check, nothing
+        stored (the answer has no resourceVersion, as the server's to ``dryRun=All``).
         """
         changes: builtins.list[Change] = []
         with self._lock:
-            out = self._create(obj, changes)
+            out = self._create(obj, changes, dry_run)
         self._notify(changes)
         return out
 
-    def _create(self, original: Obj, changes: builtins.list[Change]) -> Obj:
+    def _create(self, original: Obj, changes: builtins.list[Change], dry_run: bool) -> Obj:
         rk = self.kind(str(original.get("apiVersion")), str(original.get("kind")))
         is_crd = (rk.api_version, rk.kind) == CRD_KEY
         # CRDs are big and must not change once installed: share their spec rather than copy it
@@ -242,6 +257,8 @@ class Store(Collector, History, PodData):
         meta["creationTimestamp"] = self.now()
         meta["generation"] = 1
         server_defaults(rk, obj, self.now())
+        if dry_run:
+            return clone(obj)
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         self._put((rk.api_version, rk.kind), (namespace, name), obj)

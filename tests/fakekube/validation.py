@@ -1,6 +1,7 @@
 """What the API server checks in an object before storing it, as a real one does: unknown
-fields (``fieldValidation=Strict`` refuses them, otherwise they are pruned), CRD schema errors
-(422), CRD defaults and pruned nulls; and the JSON merge patch (RFC 7386)."""
+fields (``fieldValidation=Strict`` refuses them with the decoder's words, otherwise they are
+pruned), CRD schema errors and CEL rules (422, each as apimachinery formats a field error), CRD
+defaults and pruned nulls; and the JSON merge patch (RFC 7386)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from kfcompile import crd as kfcrd
 
+from .cel import FieldError, cel_errors, field_path
 from .resources import ResourceKind, StoreError
 
 Obj = dict[str, Any]
@@ -99,7 +101,7 @@ def _crd_schema(rk: ResourceKind) -> Obj:
 @dataclass
 class _Checked:
     unknown: list[tuple[list[str | int], str]]  # (path to the holding object, field)
-    invalid: list[tuple[str, str]]  # (path, message), custom resources only
+    invalid: list[FieldError]  # custom resources only
 
     def unknown_paths(self) -> list[str]:
         return [kfcrd._path([*where, key]) for where, key in self.unknown]
@@ -129,8 +131,83 @@ def _check(rk: ResourceKind, obj: Obj) -> _Checked:
                 if k not in known and not any(re.search(p, k) for p in patterns)
             ]
         elif rk.crd is not None:
-            out.invalid.append((kfcrd._path(err.absolute_path), err.message))
+            out.invalid.append(_field_error(err))
     return out
+
+
+def _quoted(value: Any) -> str:
+    """A bad value as apimachinery prints it: strings quoted, numbers and booleans bare."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    return json.dumps(_TYPE_NAMES.get(type(value), "object"))
+
+
+_TYPE_NAMES: dict[type, str] = {dict: "object", list: "array", type(None): "null"}
+
+
+def _field_error(err: Any) -> FieldError:
+    """A schema violation as the apiextensions validator reports it (``field.TooMany``, ...)."""
+    parts = list(err.absolute_path)
+    where, value, bound = field_path(parts), err.instance, err.validator_value
+    if err.validator == "maxItems":
+        noun = "item" if bound == 1 else "items"
+        return FieldError(
+            where, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {bound} {noun}"
+        )
+    if err.validator == "maxLength":
+        return FieldError(
+            where, "FieldValueTooLong", f"Too long: may not be more than {bound} bytes"
+        )
+    if err.validator == "enum":
+        allowed = ", ".join(json.dumps(v) for v in bound if v is not None)
+        body = f"Unsupported value: {_quoted(value)}: supported values: {allowed}"
+        return FieldError(where, "FieldValueNotSupported", body)
+    if err.validator == "required":
+        missing = re.match(r"'([^']*)'", err.message)
+        where = field_path([*parts, missing[1]] if missing else parts)
+        return FieldError(where, "FieldValueRequired", "Required value")
+    if err.validator == "type":
+        got = json.dumps(_json_type(value))
+        body = f"Invalid value: {got}: {where} in body must be of type {_expected(bound)}: {got}"
+        return FieldError(where, "FieldValueTypeInvalid", body)
+    return FieldError(where, "FieldValueInvalid", f"Invalid value: {_quoted(value)}: {err.message}")
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string" if isinstance(value, str) else _TYPE_NAMES.get(type(value), "object")
+
+
+def _expected(bound: Any) -> str:
+    names = [bound] if isinstance(bound, str) else [t for t in bound if t != "null"]
+    return "/".join(names)
+
+
+# Schema errors after which the server evaluates no CEL rule (apiextensions' hasBlockingErr).
+_BLOCKING = frozenset(
+    {
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    }
+)
+_NOT_CHECKED = FieldError(
+    "<nil>",
+    "FieldValueInvalid",
+    'Invalid value: "null": some validation rules were not checked because the object was '
+    "invalid; correct the existing errors to complete validation",
+)
 
 
 def _prune(obj: Obj, unknown: list[tuple[list[str | int], str]]) -> None:
@@ -141,9 +218,10 @@ def _prune(obj: Obj, unknown: list[tuple[list[str | int], str]]) -> None:
         node.pop(key, None)
 
 
-def validate(rk: ResourceKind, obj: Obj, *, strict: bool) -> Obj:
+def validate(rk: ResourceKind, obj: Obj, *, strict: bool, old: Obj | None = None) -> Obj:
     """The object to store, or StoreError: unknown fields refused when ``strict``, otherwise
-    pruned (the real server also warns in a header, which no client here reads)."""
+    pruned (the real server also warns in a header, which no client here reads). ``old``: the
+    stored object this one replaces (an update), for the CRD's transition rules."""
     if rk.crd is not None:
         obj = _drop_nulls(obj)
         _apply_defaults(_crd_schema(rk), obj)
@@ -151,27 +229,39 @@ def validate(rk: ResourceKind, obj: Obj, *, strict: bool) -> Obj:
     unknown = checked.unknown_paths()
     if unknown and strict:
         fields = ", ".join(f'unknown field "{p}"' for p in unknown)
-        raise StoreError(400, "BadRequest", f"strict decoding error: {fields}")
-    if checked.invalid:
-        name = (obj.get("metadata") or {}).get("name", "")
-        listed = ", ".join(f"{path}: Invalid value: {msg}" for path, msg in checked.invalid)
-        many = len(checked.invalid) > 1
         raise StoreError(
-            422,
-            "Invalid",
-            f'{rk.kind}.{rk.group} "{name}" is invalid: ' + (f"[{listed}]" if many else listed),
-            {
-                **rk.details(name),
-                "causes": [
-                    {"reason": "FieldValueInvalid", "message": f"Invalid value: {msg}", "field": p}
-                    for p, msg in checked.invalid
-                ],
-            },
+            400,
+            "BadRequest",
+            f'{rk.kind} in version "{rk.version}" cannot be handled as a {rk.kind}: '
+            f"strict decoding error: {fields}",
         )
     if unknown:
         obj = copy.deepcopy(obj)
         _prune(obj, checked.unknown)
+    invalid = checked.invalid
+    if rk.crd is not None:
+        if any(e.reason in _BLOCKING for e in invalid):
+            invalid = [*invalid, _NOT_CHECKED]
+        else:
+            invalid = [*invalid, *cel_errors(_crd_schema(rk), obj, old)]
+    if invalid:
+        raise invalid_error(rk, (obj.get("metadata") or {}).get("name", ""), invalid)
     return obj
+
+
+def invalid_error(rk: ResourceKind, name: str, errors: list[FieldError]) -> StoreError:
+    """422 as the server words it: ``TrainJob.trainer.kubeflow.org "x" is invalid: ...``."""
+    listed = ", ".join(str(e) for e in errors)
+    what = f"{rk.kind}.{rk.group}" if rk.group else rk.kind
+    return StoreError(
+        422,
+        "Invalid",
+        f'{what} "{name}" is invalid: ' + (f"[{listed}]" if len(errors) > 1 else listed),
+        {
+            **rk.details(name),
+            "causes": [{"reason": e.reason, "message": e.body, "field": e.field} for e in errors],
+        },
+    )
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

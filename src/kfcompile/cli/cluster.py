@@ -32,6 +32,7 @@ from kfcompile.cli.common import (
 )
 from kfcompile.cli.watching import print_changes
 from kfcompile.errors import KfcompileError
+from kfcompile.kinds import KINDS
 from kfcompile.lifecycle import (
     SYNC_TIMEOUT,
     ClusterError,
@@ -43,7 +44,9 @@ from kfcompile.lifecycle import (
     locate,
     ranks,
 )
+from kfcompile.lifecycle.target import Found, crd_name
 from kfcompile.ports import ApiError, Forbidden, LocalFiles, Ref
+from kfcompile.spec import JobSpec
 from kfcompile.status import JobState, State
 
 
@@ -67,7 +70,8 @@ class Context:
         )
         self.files: LocalFiles = TarFiles()
         # Namespace: the flag, then the spec, then the kubeconfig context, then "default".
-        self.namespace: str = args.namespace or spec_namespace or connection.namespace
+        flag = getattr(args, "namespace", None)  # validate --cluster has none
+        self.namespace: str = flag or spec_namespace or connection.namespace
 
     def find(self, name: str, kind: str | None = None) -> Ref:
         return locate(self.session, self.namespace, name, kind)
@@ -164,19 +168,42 @@ def _print_logs(lines: Generator[LogLine, None, None], prefix: bool) -> int:
     return printed
 
 
+def target_for(ctx: Context, requested: str | None) -> Found:
+    """The target given with ``--target``, or the one detected from the cluster (said on
+    stderr, with the evidence; a newer Trainer than kfcompile knows is said too)."""
+    if requested is not None:
+        return Found(requested, "given with --target")
+    found = lifecycle.detect_target(ctx.session)
+    line = f"kfcompile: target {found.target}, detected from the cluster: {found.evidence}"
+    if found.newer:
+        line += (
+            f"; a release newer than kfcompile knows, so {found.target} (the newest shape it "
+            "knows) is used only once the job fits the TrainJob CRD the cluster serves"
+        )
+    print(line, file=sys.stderr)
+    return found
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     spec = load(args.spec)
-    compile_for(args.spec, args.target, spec)  # what the target cannot express, named by file
+    if args.target is not None:
+        compile_for(args.spec, args.target, spec)  # what the target cannot express, named by file
+    dry_run = args.dry_run == "server"
+    if dry_run and (args.wait or args.follow):
+        raise UsageError("--dry-run=server creates nothing to wait for or follow")
     if spec.work_dir is not None and args.spec != "-":
         # A relative work dir is relative to the spec file, not to where kfcompile runs.
         local = Path(args.spec).parent / spec.work_dir.local
         spec = attrs.evolve(spec, work_dir=attrs.evolve(spec.work_dir, local=str(local)))
     ctx = Context(args, spec.namespace)
     with _errors():
+        chosen = target_for(ctx, args.target)
+        if args.target is None:
+            compile_for(args.spec, chosen.target, spec)
         done = lifecycle.submit(
             ctx.session,
             spec,
-            args.target,
+            chosen.target,
             namespace=ctx.namespace,
             environ=os.environ,
             files=ctx.files,
@@ -185,7 +212,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
                 f"being deleted; submit creates it again once it is gone "
                 f"(waiting up to {lifecycle.DELETING_WAIT:g}s)"
             ),
+            dry_run=dry_run,
+            against=chosen.crd,
         )
+        if chosen.newer:
+            served = crd_name(KINDS[done.ref.kind])
+            print(f"kfcompile: the job fits the {served} CRD the cluster serves", file=sys.stderr)
+        if done.dry_run:
+            _dry_run_done(done, spec)
+            return 0
         if done.uploaded is not None:
             print(
                 f"uploaded {done.uploaded.files} files ({done.uploaded.size} bytes) "
@@ -204,6 +239,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
             return _watch(ctx, done.ref, args)
         except KeyboardInterrupt as exc:
             return _interrupted(ctx, done.ref, exc)
+
+
+def _dry_run_done(done: lifecycle.Submitted, spec: JobSpec) -> None:
+    if spec.work_dir is not None and done.created:
+        print("kfcompile: dry run: the work dir was not uploaded", file=sys.stderr)
+    how = (
+        "accepted by the server" if done.created else "unchanged (this spec was already submitted)"
+    )
+    print(f"{done.ref}: {how} (dry run: nothing was created)")
 
 
 def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from kfcompile.cli.common import (
 )
 from kfcompile.errors import SpecError
 from kfcompile.spec import JobSpec
-from kfcompile.targets import TARGETS
+from kfcompile.targets import DEFAULT_TARGET, TARGETS
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -116,19 +116,28 @@ def _check(spec: str, target_name: str, output: str, golden: str) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Check every spec given, report each, and fail if any is invalid."""
+    served = None
+    if args.cluster:
+        from kfcompile.cli.served import ServedCRDs  # the adapter: only with --cluster
+
+        served = ServedCRDs(args)
+    target_name = served.target(args.target) if served else args.target or DEFAULT_TARGET
     status = 0
     for path in args.spec:
         try:
-            objects = compile_for(path, args.target).objects
+            objects = compile_for(path, target_name).objects
             problems = [p for crd_path in args.crd for p in _crd_problems(objects, crd_path)]
+            if served is not None:
+                problems += served.problems(objects)
             if problems:
-                raise Failed(f"{path} ({args.target})", problems)
+                raise Failed(f"{path} ({target_name})", problems)
         except Failed as exc:
             print_failure(exc)
             status = 1
             continue
-        against = f" against {', '.join(args.crd)}" if args.crd else ""
-        print(f"{path}: valid for {args.target}{against}", file=sys.stderr)
+        against = [*args.crd, *(["the CRDs the cluster serves"] if served else [])]
+        shown = f" against {', '.join(against)}" if against else ""
+        print(f"{path}: valid for {target_name}{shown}", file=sys.stderr)
     return status
 
 
@@ -225,7 +234,8 @@ def cmd_rbac(args: argparse.Namespace) -> int:
     kind = TARGETS[args.target].kind if args.target else None
     granted = [rbac.role(args.namespace, kind)]
     if args.cluster_reads:
-        granted.append(rbac.cluster_role(kind))
+        trainer = rbac.trainer_role(kind)
+        granted += [rbac.cluster_role(kind), *([trainer] if trainer else [])]
     objects = list(granted)
     if args.service_account or args.user:
         who = rbac.subject(args.service_account, args.user, args.namespace)

@@ -50,17 +50,24 @@ def build() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     target_names = [*TARGETS, "all"]
 
-    def with_spec(name: str, help_text: str, many: bool = True) -> argparse.ArgumentParser:
+    def with_spec(
+        name: str, help_text: str, many: bool = True, default: str | None = DEFAULT_TARGET
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("spec", nargs="+" if many else 1, help="job spec YAML file ('-' = stdin)")
+        shown = (
+            f"default {DEFAULT_TARGET}"
+            if default
+            else (f"default: detected from the cluster with --cluster, else {DEFAULT_TARGET}")
+        )
         p.add_argument(
             "-t",
             "--target",
-            default=DEFAULT_TARGET,
+            default=default,
             type=target_arg,
             choices=target_names if name == "render" else list(TARGETS),
-            help=f"output shape (default {DEFAULT_TARGET}; a patch release such as "
-            f"{DEFAULT_TARGET}.0 names its line)",
+            help=f"output shape ({shown}; a patch release such as {DEFAULT_TARGET}.0 names "
+            "its line)",
         )
         return p
 
@@ -76,7 +83,9 @@ def build() -> argparse.ArgumentParser:
     )
     p.set_defaults(func="compile:cmd_render")
 
-    p = with_spec("validate", "check specs and that the target can express all of them")
+    p = with_spec(
+        "validate", "check specs and that the target can express all of them", default=None
+    )
     p.add_argument(
         "--crd",
         action="append",
@@ -84,6 +93,13 @@ def build() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also validate the output against this CRD file (repeatable)",
     )
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        help="also validate the output against the CRDs the cluster serves (reads them; "
+        "creates nothing); without --target, for the target the cluster runs",
+    )
+    _connection(p)
     p.set_defaults(func="compile:cmd_validate")
 
     p = with_spec("explain", "show where every spec value lands in the output", many=False)
@@ -109,8 +125,9 @@ def build() -> argparse.ArgumentParser:
     p.add_argument(
         "--cluster-reads",
         action="store_true",
-        help="also a ClusterRole for the optional cluster-wide reads (namespaces, "
-        "ClusterTrainingRuntimes, CRDs, list -A)",
+        help="also the optional reads outside the namespace: a ClusterRole (namespaces, "
+        "ClusterTrainingRuntimes, CRDs, list -A) and a Role in kubeflow-system for the "
+        "Trainer's version ConfigMap",
     )
     p.set_defaults(func="compile:cmd_rbac")
 
@@ -131,15 +148,18 @@ def duration(text: str) -> float:
     return hours * 3600 + minutes * 60 + seconds
 
 
+def _connection(p: argparse.ArgumentParser) -> None:
+    """How a command reaches the cluster."""
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--context", help="kubeconfig context (default: the current one)")
+
+
 def _cluster_commands(sub: Any) -> None:
     """The commands that talk to a cluster."""
 
     def command(name: str, help_text: str, func: str, spec: bool = False) -> Any:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument(
-            "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
-        )
-        p.add_argument("--context", help="kubeconfig context (default: the current one)")
+        _connection(p)
         # As Context picks it: only submit has a spec whose namespace can come in between.
         default = "the spec's, then the context's" if spec else "the context's"
         p.add_argument("-n", "--namespace", help=f"namespace (default: {default}, then default)")
@@ -165,7 +185,20 @@ def _cluster_commands(sub: Any) -> None:
         "submit", "create the job on the cluster (idempotent)", "cluster:cmd_submit", spec=True
     )
     p.add_argument("spec", help="job spec YAML file")
-    p.add_argument("-t", "--target", default=DEFAULT_TARGET, type=target_arg, choices=list(TARGETS))
+    p.add_argument(
+        "-t",
+        "--target",
+        type=target_arg,
+        choices=list(TARGETS),
+        help="output shape (default: the one the cluster runs, detected from what it serves)",
+    )
+    p.add_argument(
+        "--dry-run",
+        choices=["none", "server"],
+        default="none",
+        help="server: send every object with dryRun=All, so the cluster's schema, CEL rules "
+        "and webhooks check it, and create nothing",
+    )
     p.add_argument("--wait", choices=["running", "done"], help="then wait until this")
     p.add_argument("--follow", action="store_true", help="then stream every rank's log")
     timeout(p)

@@ -19,6 +19,7 @@ few lines that call the ports.
 - ``sync``: work-dir sync through a helper pod
 - ``watcher``: the ``Watcher`` machine (every job of one kind); ``watch``: ``watch_jobs``, its
   driver, for services that run many jobs
+- ``target``: which target a cluster runs (``detect_target``) and the CRD it serves a kind by
 
 Two rules hold everywhere:
 
@@ -115,6 +116,7 @@ from kfcompile.lifecycle.sync import (
     sync_down,
     sync_up,
 )
+from kfcompile.lifecycle.target import Found, crd_problems, detect_target, served_crd
 from kfcompile.lifecycle.wait import wait
 from kfcompile.lifecycle.waiter import WATCH_SEGMENT, Until, Waiter, reached
 from kfcompile.lifecycle.watch import watch_jobs
@@ -170,6 +172,7 @@ __all__ = [
     "ExecResult",
     "Follower",
     "Forbidden",
+    "Found",
     "Gone",
     "Happened",
     "InTurn",
@@ -213,6 +216,8 @@ __all__ = [
     "call",
     "cancel",
     "claim_dir",
+    "crd_problems",
+    "detect_target",
     "events",
     "events_about",
     "find",
@@ -233,6 +238,7 @@ __all__ = [
     "read_logs",
     "removal",
     "secret",
+    "served_crd",
     "set_suspended",
     "spec_hash",
     "status",

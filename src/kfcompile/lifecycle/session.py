@@ -316,12 +316,15 @@ def job_kind(ref: Ref) -> Kind:
     return KINDS[ref.kind]
 
 
-def create(session: Session, obj: Obj, digest: str) -> Obj:
+def create(session: Session, obj: Obj, digest: str, *, dry_run: bool = False) -> Obj:
     """Create ``obj``; a name already holding our own spec hash counts as created (a retried
-    create whose first answer was lost). Anything else holding the name is ``NameTaken``."""
+    create whose first answer was lost). Anything else holding the name is ``NameTaken``.
+    ``dry_run``: the server checks it all and stores nothing."""
     ref = Ref.of(obj)
+    # Only a dry run passes the option: a Cluster written before it existed still works.
+    send = partial(session.cluster.create, obj, **({"dry_run": True} if dry_run else {}))
     try:
-        return call(session, f"create {ref}", lambda: session.cluster.create(obj))
+        return call(session, f"create {ref}", send)
     except ApiError as exc:
         if exc.status != 409:
             raise

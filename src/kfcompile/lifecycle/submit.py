@@ -31,6 +31,7 @@ from kfcompile.lifecycle.session import (
     meta,
 )
 from kfcompile.lifecycle.sync import SYNC_IMAGE, Synced, sync_up
+from kfcompile.lifecycle.target import crd_problems
 from kfcompile.ports import ApiError, Forbidden, LocalFiles, NotFound, Obj, Ref
 from kfcompile.spec import QUEUE_LABEL, JobSpec
 from kfcompile.targets import target
@@ -169,6 +170,7 @@ class Submitted:
     uploaded: Synced | None = None
     # What a resubmit had to mend on the job's companions, one line each ("Secret x ...: ...").
     repaired: tuple[str, ...] = ()
+    dry_run: bool = False  # the server checked every object (dryRun=All) and stored none
 
 
 @frozen
@@ -255,6 +257,8 @@ def submit(
     sync_image: str = SYNC_IMAGE,
     deleting_wait: float = DELETING_WAIT,
     on_deleting: Callable[[Remaining, float], None] | None = None,
+    dry_run: bool = False,
+    against: Obj | None = None,
 ) -> Submitted:
     """Check the cluster, upload the work dir, then create companions and the job.
 
@@ -267,8 +271,21 @@ def submit(
     cannot delete ends the call as ``LeftBehind``, naming each object and how to remove it.
     Submitting a spec whose job exists makes the job whole again: a missing companion is
     created anew and a companion without its owner gets it back (``Submitted.repaired``).
+
+    ``dry_run``: every object is sent with ``dryRun=All``, so the server's schema, CEL rules and
+    webhooks see it, and nothing is created, uploaded or mended. ``against``: a CRD the job
+    must fit before anything is sent (the one a Trainer newer than kfcompile knows serves).
     """
     prepared = prepare(spec, target_name, namespace, environ)
+    if against is not None:
+        misfits = crd_problems(prepared.job, against)
+        if misfits:
+            raise PreflightFailed(
+                [
+                    f"{line} (per the {prepared.job['kind']} CRD this cluster serves)"
+                    for line in misfits
+                ]
+            )
     problems = preflight(session, spec, prepared)
     if problems:
         raise PreflightFailed(problems)
@@ -279,12 +296,18 @@ def submit(
         existing = None
     if existing is not None:
         if annotation(existing, SPEC_HASH) == prepared.spec_hash:
+            if dry_run:
+                return Submitted(ref, created=False, dry_run=True)
             return Submitted(ref, created=False, repaired=_repair(session, prepared, existing))
         raise NameTaken(
             f"{ref} already exists and is a different job (spec hash "
             f"{annotation(existing, SPEC_HASH) or 'none'}, this spec {prepared.spec_hash}): "
             f"rename the job, or cancel the old one first (kfcompile cancel {ref.name})"
         )
+    if dry_run:
+        for obj in prepared.objects:
+            create(session, obj, prepared.spec_hash, dry_run=True)
+        return Submitted(ref, created=True, dry_run=True)
     uploaded = None
     if spec.work_dir is not None and files is not None:
         uploaded = sync_up(

@@ -1,0 +1,164 @@
+"""The Role ``kfcompile rbac`` prints is exactly what the cluster commands use: a tour of every
+cluster command (both job kinds, each optional step: companions, a queue, a work dir, a
+namespaced runtime, a resubmit that mends, a rollback, a dry run, detection and the CRD read of
+``validate --cluster``) at the port, with every request recorded as the authorizer sees it
+(``fakekube.audit``). Each request is allowed by the tables of ``kfcompile.rbac``, and each
+verb of each rule is needed by some request. Every request of the whole test suite is checked
+too, at the end of the session (``tests/conftest.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schema_check
+import yaml
+from fakekube.audit import Access, Seen, denied, of_request, recording, unused
+from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
+from fakekube.scenarios import SCENARIO_ANNOTATION
+from test_lifecycle import ENV, spec
+
+from kfcompile import lifecycle
+from kfcompile.kinds import TRAINJOB
+from kfcompile.lifecycle import LeftBehind
+from kfcompile.ports import Forbidden, Ref
+from kfcompile_kube import TarFiles
+
+
+def namespaced_runtime(shared: Path) -> dict[str, Any]:
+    """The torch-distributed runtime, as a TrainingRuntime in the job's namespace."""
+    runtime = yaml.safe_load((shared / "crds/runtimes/torch_distributed-v2.3.0.yaml").read_text())
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"] = {"name": "team-torch", "namespace": NAMESPACE}
+    return runtime
+
+
+def hang() -> dict[str, Any]:
+    return {"annotations": {SCENARIO_ANNOTATION: "hang"}}
+
+
+def tour(shared: Path, tmp_path: Path) -> Seen:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "train.py").write_text("print(1)\n")
+    with recording() as seen, InMemoryCluster(shared) as c:
+        c.store.create(schema_check.load_crd("trainingruntimes-v2.3.0.yaml"))
+        c.store.create(namespaced_runtime(shared))
+        session = c.session()
+        found = lifecycle.detect_target(session)  # the Trainer's ConfigMap
+        lifecycle.served_crd(session, TRAINJOB)  # validate --cluster
+        full = spec(
+            launcher={"kind": "torchrun", "entrypoint": "train.py"},
+            command=(),
+            script="print('x')",
+            secret_env=["HF_TOKEN"],
+            queue=QUEUE,
+            work_dir={"local": str(work), "pvc": CLAIM, "mount_path": "/workspace"},
+        )
+        files = TarFiles()
+        lifecycle.submit(
+            session, full, found.target, namespace=NAMESPACE, environ=ENV, dry_run=True
+        )
+        done = lifecycle.submit(
+            session, full, found.target, namespace=NAMESPACE, environ=ENV, files=files
+        )
+        c.store.delete("v1", "Secret", NAMESPACE, "demo-env")
+        lifecycle.submit(session, full, found.target, namespace=NAMESPACE, environ=ENV)  # mends
+        for target, name, extra in (
+            (found.target, "demo", {}),
+            ("pytorchjob/v1", "torch", hang()),
+            (
+                found.target,
+                "own",
+                {"runtime_ref": {"name": "team-torch", "kind": "TrainingRuntime"}},
+            ),
+        ):
+            if name != "demo":
+                lifecycle.submit(
+                    session, spec(name, **extra), target, namespace=NAMESPACE, environ={}
+                )
+            ref = lifecycle.locate(session, NAMESPACE, name)
+            lifecycle.wait(session, ref, "running", timeout=30)
+            lifecycle.status(session, ref)
+            list(lifecycle.logs(session, ref))
+            list(lifecycle.logs(session, ref, rank=None, follow=False))
+            lifecycle.set_suspended(session, ref, True)
+            lifecycle.set_suspended(session, ref, False)
+        lifecycle.list_jobs(session, NAMESPACE)
+        lifecycle.list_jobs(session, None)  # list -A
+        lifecycle.sync_down(
+            session,
+            files,
+            namespace=NAMESPACE,
+            pvc=CLAIM,
+            path="/",
+            local=str(tmp_path / "down"),
+        )
+        for name in ("demo", "torch", "own"):
+            lifecycle.cancel(session, lifecycle.locate(session, NAMESPACE, name), wait_gone=True)
+        # A submit refused part-way: what it created is deleted again.
+        c.faults.add("create", "TrainJob", status=403)
+        with pytest.raises((Forbidden, LeftBehind)):
+            lifecycle.submit(
+                session,
+                spec(
+                    "refused",
+                    launcher={"kind": "python", "entrypoint": "x.py"},
+                    command=(),
+                    script="x = 1",
+                    secret_env=["HF_TOKEN"],
+                ),
+                found.target,
+                namespace=NAMESPACE,
+                environ=ENV,
+            )
+        assert done.ref == Ref(TRAINJOB.api_version, "TrainJob", NAMESPACE, "demo")
+    return seen
+
+
+def test_the_role_is_exactly_what_the_commands_use(tmp_path: Path) -> None:
+    seen = tour(schema_check.require_shared(), tmp_path)
+    assert denied(seen) == []
+    assert unused(seen) == []
+
+
+def test_requests_map_to_what_the_authorizer_checks() -> None:
+    """The wire's paths, as RBAC reads them (the in-memory port's calls map alike)."""
+    ns = "/api/v1/namespaces/team-a"
+    assert of_request("GET", "/apis/trainer.kubeflow.org/v1alpha1", False) == []  # discovery
+    assert of_request("GET", "/version", False) == []
+    assert of_request("GET", f"{ns}/pods/p/exec", False) == [
+        Access("get", "", "pods/exec", "team-a", "p"),
+        Access("create", "", "pods/exec", "team-a", "p"),
+    ]
+    assert of_request("GET", f"{ns}/pods/p/log", False) == [
+        Access("get", "", "pods/log", "team-a", "p")
+    ]
+    assert of_request("GET", "/api/v1/namespaces/team-a", False) == [
+        Access("get", "", "namespaces", None, "team-a")
+    ]
+    jobs = "/apis/trainer.kubeflow.org/v1alpha1/trainjobs"
+    assert of_request("GET", jobs, True) == [
+        Access("watch", "trainer.kubeflow.org", "trainjobs", None)
+    ]
+    assert of_request("POST", f"{ns}/secrets", False) == [Access("create", "", "secrets", "team-a")]
+
+
+def test_a_request_outside_the_tables_is_named_with_its_test() -> None:
+    seen = Seen()
+    seen.add(
+        [
+            Access("update", "", "pods", "team-a", "p"),
+            Access("get", "", "configmaps", "kubeflow-system", "other"),
+        ]
+    )
+    assert denied(seen) == [
+        "get configmaps other in namespace kubeflow-system: not allowed by the Role for the "
+        "Trainer's namespace ("
+        + seen.accesses[Access("get", "", "configmaps", "kubeflow-system", "other")]
+        + ")",
+        "update pods p in namespace team-a: not allowed by the Role for the namespace ("
+        + seen.accesses[Access("update", "", "pods", "team-a", "p")]
+        + ")",
+    ]
