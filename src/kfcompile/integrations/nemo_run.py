@@ -20,7 +20,6 @@ import copy
 import getpass
 import os
 import re
-import shlex
 import shutil
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -35,25 +34,18 @@ from torchx.specs import Role
 import kfcompile
 from kfcompile import lifecycle
 from kfcompile.errors import KfcompileError, Problem
+from kfcompile.fieldpath import FieldPath
+from kfcompile.integrations.nemo_run_task import NEMO_RUNDIR, ExecutorError, program_of
 from kfcompile.targets import target as find_target
+
+__all__ = ["FDL_RUNNER", "SCHEDULER", "ExecutorError", "KfcompileExecutor", "connect", "register"]
 
 SCHEDULER = "kfcompile_nemo"  # the torchx scheduler name (entry point) and NeMo-Run's key
 DEFAULT_RUNTIME = "torch-distributed"
 DEFAULT_RESTART_POLICY = "OnFailure"
 WORKDIR_VOLUME = "nemo-run-workdir"  # the volume name KubeflowExecutor gives the work-dir claim
-NEMO_RUNDIR = "/nemo_run"  # where NeMo-Run says its run directory is in the pod
-NEMO_SCRIPTS = f"{NEMO_RUNDIR}/scripts/"
-NEMO_SHEBANG = "#!/usr/bin/bash\n"  # NeMo-Run puts it before an inline script it writes out
 FDL_RUNNER = "nemo_run.core.runners.fdl_runner"
 MAX_NAME = 33  # KubeflowExecutor's cap: fits every upstream runtime's pod-name budget
-MAX_ARG_BYTES = 128 * 1024  # Linux refuses to exec a program with a longer single argument
-# torchrun flags NeMo-Run's component writes before the program; kfcompile writes the target's
-# own rendezvous instead (NeMo-Run's `$PET_MASTER_ADDR` is never expanded without a shell).
-TORCHRUN_VALUE_FLAGS = frozenset(
-    {"--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--nnodes", "--nproc-per-node",
-     "--node-rank", "--tee", "--master-addr", "--master-port", "--max-restarts"}
-)  # fmt: skip
-PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
 
 # The JobSpec field each problem names, as the executor parameter a user set.
 PARAMETER_OF: Mapping[str, str] = {
@@ -66,10 +58,6 @@ PARAMETER_OF: Mapping[str, str] = {
     "backoff_limit": "retries",
     "name": "train_job_basename",
 }
-
-
-class ExecutorError(KfcompileError):
-    """A ``KfcompileExecutor`` parameter that cannot be kept: one line per parameter."""
 
 
 def register(executor_cls: type[Executor], name: str = SCHEDULER) -> None:
@@ -243,7 +231,8 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
             yield Problem("workdir_local_path", "needs workdir_pvc (the claim it is copied to)")
 
     def _fields(self, role: Role, name: str) -> dict[str, Any]:
-        program, script, command = _program(role, self)
+        pod_copy = (self.workdir_local_path, self.code_dir) if self.workdir_pvc else None
+        program, script, command = program_of(role, job_dir=self.job_dir, pod_copy=pod_copy)
         data: dict[str, Any] = {
             "name": name,
             "namespace": self.namespace,
@@ -391,96 +380,6 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
         self.copy_from_workspace(self.code_dir, local)
 
 
-# --- what NeMo-Run's packaging made of the task -------------------------------------------------
-
-
-def _program(
-    role: Role, executor: KfcompileExecutor
-) -> tuple[dict[str, Any] | None, str | None, list[str]]:
-    """The role as (launcher, inline script, command): NeMo-Run's torchrun flags are dropped
-    (kfcompile writes the target's rendezvous), its ``-m`` is ``launcher.module``, its inline
-    script file is the spec's ``script``."""
-    if role.entrypoint == "torchrun":
-        kind = "torchrun"
-        words = _torchrun_program([_unquoted(a) for a in role.args])
-        python = words[:1] != ["--no-python"]
-        words = words[1:] if not python else words
-    else:
-        kind = "python"
-        words = list(role.args)
-        python = bool(PYTHONS.fullmatch(role.entrypoint))
-    words = [_local_to_pod(w, executor) for w in words]
-    if not words:
-        raise ExecutorError([Problem("task", "nothing to run")])
-    script = _inline_script(words[0], executor)
-    if not python:
-        if kind == "torchrun":
-            raise ExecutorError(
-                [Problem("launcher", "torchrun runs Python programs here: give the run.Script "
-                         "entrypoint='python' (or run it without the torchrun launcher)")]
-            )  # fmt: skip
-        if script is not None:  # no launcher: the shell runs the text, as NeMo-Run's `-c`;
-            # Kubernetes reads `$$` and `$(VAR)` in args: `$$` everywhere keeps the text as is
-            return None, None, [role.entrypoint, "-c", script.replace("$", "$$"), *words[1:]]
-        return None, None, [role.entrypoint, *words]
-    for w in words:
-        if len(w.encode()) > MAX_ARG_BYTES:
-            raise ExecutorError(
-                [Problem("task", f"an argument of {len(w.encode())} bytes is longer than a "
-                         "program may take (128 KiB): set workdir_pvc, which ships configs as "
-                         "files")]
-            )  # fmt: skip
-    if words[0] == "-m" and len(words) > 1:
-        return {"kind": kind, "module": words[1], "args": words[2:]}, None, []
-    if script is not None:
-        name = _file_name(words[0])
-        return {"kind": kind, "entrypoint": name, "args": words[1:]}, script, []
-    return {"kind": kind, "entrypoint": words[0], "args": words[1:]}, None, []
-
-
-def _torchrun_program(words: list[str]) -> list[str]:
-    """What follows NeMo-Run's torchrun flags: ``[--no-python] program args`` or ``-m m args``."""
-    i = 0
-    while i < len(words) and words[i] in TORCHRUN_VALUE_FLAGS:
-        i += 2
-    return words[i:]
-
-
-def _unquoted(arg: str) -> str:
-    """NeMo-Run's torchrun component shell-quotes each argument (for Slurm's shell)."""
-    try:
-        parts = shlex.split(arg)
-    except ValueError:
-        return arg
-    return parts[0] if len(parts) == 1 else arg
-
-
-def _local_to_pod(word: str, executor: KfcompileExecutor) -> str:
-    """KubeflowExecutor rewrites local ``workdir_local_path`` references to the claim's copy."""
-    local = (executor.workdir_local_path or "").rstrip(os.sep)
-    if executor.workdir_pvc and local and local in word:
-        return word.replace(local, executor.code_dir.rstrip("/"))
-    return word
-
-
-def _inline_script(word: str, executor: KfcompileExecutor) -> str | None:
-    """The text of a ``run.Script(inline=...)``: NeMo-Run wrote it to ``<job_dir>/scripts``
-    and names it by its pod path under ``/nemo_run/scripts``."""
-    if not word.startswith(NEMO_SCRIPTS) or not executor.job_dir:
-        return None
-    local = os.path.join(executor.job_dir, "scripts", word[len(NEMO_SCRIPTS) :])
-    if not os.path.isfile(local):
-        return None
-    with open(local, encoding="utf-8") as f:
-        text = f.read()
-    return text[len(NEMO_SHEBANG) :] if text.startswith(NEMO_SHEBANG) else text
-
-
-def _file_name(path: str) -> str:
-    name = re.sub(r"[^-._a-zA-Z0-9]+", "_", os.path.basename(path))
-    return name or "train.py"
-
-
 def _strings(values: Mapping[str, Any]) -> dict[str, str]:
     """Labels and annotations: KubeflowExecutor takes any value, Kubernetes only strings."""
     return {str(k): v if isinstance(v, str) else str(v) for k, v in values.items()}
@@ -489,12 +388,12 @@ def _strings(values: Mapping[str, Any]) -> dict[str, str]:
 # --- problems, named by the executor's parameters -----------------------------------------------
 
 
-def _parameter(path: str, changed: Mapping[str, str]) -> str:
-    top = re.split(r"[.\[]", path, maxsplit=1)[0]
-    rest = path[len(top) :]
-    if top in changed:
-        return changed[top]
-    return PARAMETER_OF.get(top, top) + rest
+def _parameter(at: FieldPath, changed: Mapping[str, str]) -> str:
+    if at.top in changed:
+        return changed[at.top]
+    if at.top in PARAMETER_OF:
+        return str(FieldPath((PARAMETER_OF[at.top], *at.parts[1:]), at.note))
+    return str(at)
 
 
 def _checked(make: Any, changed: Mapping[str, str]) -> Any:
@@ -503,17 +402,17 @@ def _checked(make: Any, changed: Mapping[str, str]) -> Any:
         return make()
     except KfcompileError as exc:
         raise ExecutorError(
-            Problem(_parameter(p.path, changed), p.message) for p in exc.problems
+            Problem(_parameter(p.at, changed), p.message) for p in exc.problems
         ) from None
 
 
 def _from_manifest(problems: Sequence[Problem]) -> list[Problem]:
     """Importer problems (at ``spec.<key>`` paths of the job) as ``spec_kwargs`` problems."""
-    out = []
-    for p in problems:
-        path = p.path[len("spec.") :] if p.path.startswith("spec.") else p.path
-        out.append(Problem(f"spec_kwargs.{path}", p.message))
-    return out
+    below = [FieldPath(p.at.parts[1:], p.at.note) if p.at.top == "spec" else p.at for p in problems]
+    return [
+        Problem(FieldPath.of("spec_kwargs").join(at), p.message)
+        for at, p in zip(below, problems, strict=True)
+    ]
 
 
 # --- the cluster --------------------------------------------------------------------------------

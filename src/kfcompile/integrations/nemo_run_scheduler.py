@@ -27,7 +27,8 @@ from torchx.specs import AppDef, AppState, ReplicaStatus, Role, RoleStatus, runo
 import kfcompile
 from kfcompile import lifecycle
 from kfcompile.errors import Problem
-from kfcompile.integrations.nemo_run import SCHEDULER, ExecutorError, KfcompileExecutor, connect
+from kfcompile.integrations.nemo_run import SCHEDULER, KfcompileExecutor, connect
+from kfcompile.integrations.nemo_run_task import ExecutorError
 from kfcompile.ports import Forbidden, Ref
 
 # kfcompile's normalized states as torchx's. A suspended job waits (Kueue queues by suspending).

@@ -23,6 +23,7 @@ from attrs import frozen
 
 from kfcompile import paths
 from kfcompile.errors import KfcompileError, Problem
+from kfcompile.fieldpath import FieldPath
 from kfcompile.integrations.torchx_torchrun import Word, torchrun_line, torchrun_words
 from kfcompile.spec import JobSpec
 from kfcompile.targets import DEFAULT_TARGET, target
@@ -106,16 +107,15 @@ PER_REPLICA: Final[Mapping[str, str]] = {
 REPLICA_ID, RANK0_ENV = PER_REPLICA
 
 
-def _origin(path: str) -> str:
+def _origin(at: FieldPath) -> str:
     """``env.FOO`` -> ``roles[0].env (env.FOO)``: the AppDef field first, the spec path after."""
-    field = re.match(r"[A-Za-z_]+", path)
-    where = ORIGINS.get(field.group()) if field else None
+    path, where = str(at), ORIGINS.get(at.top)
     return f"{where} ({path})" if where and where != path else path
 
 
 def from_app(error: KfcompileError) -> NotExpressible:
     """A spec or render error, each problem pointing back at what the app said."""
-    return NotExpressible(Problem(_origin(p.path), p.message) for p in error.problems)
+    return NotExpressible(Problem(_origin(p.at), p.message) for p in error.problems)
 
 
 # --- the app ------------------------------------------------------------------------------------

@@ -1,0 +1,117 @@
+"""What NeMo-Run's packaging made of a task, as a kfcompile launcher: the torchx ``Role`` that
+NeMo-Run's launcher and packager wrote (torchrun with its rendezvous flags, ``python -m``, an
+inline script written to the job dir) read back into the spec's launcher, script and command.
+"""
+
+import os
+import re
+import shlex
+from typing import Any
+
+from torchx.specs import Role
+
+from kfcompile.errors import KfcompileError, Problem
+
+NEMO_RUNDIR = "/nemo_run"  # where NeMo-Run says its run directory is in the pod
+NEMO_SCRIPTS = f"{NEMO_RUNDIR}/scripts/"
+NEMO_SHEBANG = "#!/usr/bin/bash\n"  # NeMo-Run puts it before an inline script it writes out
+MAX_ARG_BYTES = 128 * 1024  # Linux refuses to exec a program with a longer single argument
+# torchrun flags NeMo-Run's component writes before the program; kfcompile writes the target's
+# own rendezvous instead (NeMo-Run's `$PET_MASTER_ADDR` is never expanded without a shell).
+TORCHRUN_VALUE_FLAGS = frozenset(
+    {"--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--nnodes", "--nproc-per-node",
+     "--node-rank", "--tee", "--master-addr", "--master-port", "--max-restarts"}
+)  # fmt: skip
+PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
+
+
+class ExecutorError(KfcompileError):
+    """A ``KfcompileExecutor`` parameter that cannot be kept: one line per parameter."""
+
+
+def program_of(
+    role: Role, *, job_dir: str | None, pod_copy: tuple[str | None, str] | None
+) -> tuple[dict[str, Any] | None, str | None, list[str]]:
+    """The role as (launcher, inline script, command): NeMo-Run's torchrun flags are dropped
+    (kfcompile writes the target's rendezvous), its ``-m`` is ``launcher.module``, its inline
+    script file is the spec's ``script``."""
+    if role.entrypoint == "torchrun":
+        kind = "torchrun"
+        words = _torchrun_program([_unquoted(a) for a in role.args])
+        python = words[:1] != ["--no-python"]
+        words = words[1:] if not python else words
+    else:
+        kind = "python"
+        words = list(role.args)
+        python = bool(PYTHONS.fullmatch(role.entrypoint))
+    words = [_local_to_pod(w, pod_copy) for w in words]
+    if not words:
+        raise ExecutorError([Problem("task", "nothing to run")])
+    script = _inline_script(words[0], job_dir)
+    if not python:
+        if kind == "torchrun":
+            raise ExecutorError(
+                [Problem("launcher", "torchrun runs Python programs here: give the run.Script "
+                         "entrypoint='python' (or run it without the torchrun launcher)")]
+            )  # fmt: skip
+        if script is not None:  # no launcher: the shell runs the text, as NeMo-Run's `-c`;
+            # Kubernetes reads `$$` and `$(VAR)` in args: `$$` everywhere keeps the text as is
+            return None, None, [role.entrypoint, "-c", script.replace("$", "$$"), *words[1:]]
+        return None, None, [role.entrypoint, *words]
+    for w in words:
+        if len(w.encode()) > MAX_ARG_BYTES:
+            raise ExecutorError(
+                [Problem("task", f"an argument of {len(w.encode())} bytes is longer than a "
+                         "program may take (128 KiB): set workdir_pvc, which ships configs as "
+                         "files")]
+            )  # fmt: skip
+    if words[0] == "-m" and len(words) > 1:
+        return {"kind": kind, "module": words[1], "args": words[2:]}, None, []
+    if script is not None:
+        name = _file_name(words[0])
+        return {"kind": kind, "entrypoint": name, "args": words[1:]}, script, []
+    return {"kind": kind, "entrypoint": words[0], "args": words[1:]}, None, []
+
+
+def _torchrun_program(words: list[str]) -> list[str]:
+    """What follows NeMo-Run's torchrun flags: ``[--no-python] program args`` or ``-m m args``."""
+    i = 0
+    while i < len(words) and words[i] in TORCHRUN_VALUE_FLAGS:
+        i += 2
+    return words[i:]
+
+
+def _unquoted(arg: str) -> str:
+    """NeMo-Run's torchrun component shell-quotes each argument (for Slurm's shell)."""
+    try:
+        parts = shlex.split(arg)
+    except ValueError:
+        return arg
+    return parts[0] if len(parts) == 1 else arg
+
+
+def _local_to_pod(word: str, pod_copy: tuple[str | None, str] | None) -> str:
+    """KubeflowExecutor rewrites local ``workdir_local_path`` references to the claim's copy
+    (``pod_copy``: that local path and where the pod sees it)."""
+    if pod_copy is None:
+        return word
+    local, pod = (pod_copy[0] or "").rstrip(os.sep), pod_copy[1]
+    return word.replace(local, pod.rstrip("/")) if local and local in word else word
+
+
+def _inline_script(word: str, job_dir: str | None) -> str | None:
+    """The text of a ``run.Script(inline=...)``: NeMo-Run wrote it to ``<job_dir>/scripts``
+    and names it by its pod path under ``/nemo_run/scripts``."""
+    if not word.startswith(NEMO_SCRIPTS) or not job_dir:
+        return None
+    local = os.path.join(job_dir, "scripts", word[len(NEMO_SCRIPTS) :])
+    if not os.path.isfile(local):
+        return None
+    with open(local, encoding="utf-8") as f:
+        text = f.read()
+    return text[len(NEMO_SHEBANG) :] if text.startswith(NEMO_SHEBANG) else text
+
+
+def _file_name(path: str) -> str:
+    name = re.sub(r"[^-._a-zA-Z0-9]+", "_", os.path.basename(path))
+    return name or "train.py"
