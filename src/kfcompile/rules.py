@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 from kfcompile import k8s_rules as k8s
 from kfcompile import k8s_schema
 from kfcompile.kinds import MANAGERS
 from kfcompile.paths import key
-
-if TYPE_CHECKING:
-    from kfcompile.spec import JobSpec
+from kfcompile.resource_rules import amounts, resources_agree
 
 Found = Iterator[tuple[str, str]]
 
@@ -307,8 +305,8 @@ def _resource_requirements(r: Mapping[Any, Any]) -> Found:
 
 def _container(c: Mapping[Any, Any]) -> Found:
     """A whole container's requests and limits agree (a partial one waits for the merge)."""
-    requests, limits = _amounts(c.get("resources"), ".resources", late=False)
-    return _resources_agree(requests, limits, need_limits=False)
+    requests, limits = amounts(c.get("resources"), ".resources", late=False)
+    return resources_agree(requests, limits, need_limits=False)
 
 
 # Rules per core/v1 object that the schema cannot express, run wherever the object appears.
@@ -320,103 +318,3 @@ OBJECT_RULES: Mapping[str, k8s_schema.ObjectRule] = {
     "Volume": _volume,
     "VolumeMount": _volume_mount,
 }
-
-
-# --- resources: first-class fields and overrides, as render merges them -----------------------
-
-
-class _Amount(NamedTuple):
-    value: Any
-    path: str  # where the user wrote it
-    late: bool = False  # from an override: merged over the first-class fields
-    limits_at: str = ""  # where its missing limit belongs
-
-
-Amounts = dict[str, _Amount]
-
-
-def _amounts(resources: Any, at: str, late: bool) -> tuple[Amounts, Amounts]:
-    """The requests and limits of a ResourceRequirements mapping, by resource name."""
-    found: tuple[Amounts, Amounts] = ({}, {})
-    if not isinstance(resources, Mapping):
-        return found
-    for group, into in zip(("requests", "limits"), found, strict=True):
-        amounts = resources.get(group)
-        for k, v in amounts.items() if isinstance(amounts, Mapping) else ():
-            if isinstance(k, str) and v is not None:
-                into[k] = _Amount(v, f"{at}.{group}{key(k)}", late, f"{at}.limits".lstrip("."))
-    return found
-
-
-def _resources_agree(requests: Amounts, limits: Amounts, need_limits: bool) -> Found:
-    """Limits not below requests; a resource that cannot be overcommitted (extended resources,
-    hugepages) needs a limit equal to its request. Each problem is told at the path written
-    last (an override over a first-class field), naming the other."""
-    for name, req in requests.items():
-        lim = limits.get(name)
-        fixed = not k8s.is_overcommit_allowed(name)
-        if k8s.quantity(req.value) or (lim is not None and k8s.quantity(lim.value)):
-            continue  # already reported by the quantity grammar
-        if lim is None:
-            if need_limits and fixed:
-                yield (
-                    req.path,
-                    f"needs an equal limit in {req.limits_at} (it cannot be overcommitted)",
-                )
-            continue
-        order = k8s.compare_quantities(lim.value, req.value)
-        if fixed and order != 0:
-            if lim.late and not req.late:
-                yield (
-                    lim.path,
-                    f"must equal the request {req.path} ({req.value}) (it cannot be overcommitted)",
-                )
-            else:
-                yield (
-                    req.path,
-                    f"must equal its limit {lim.path} ({lim.value}) (it cannot be overcommitted)",
-                )
-        elif order < 0:
-            if req.late and not lim.late:
-                yield req.path, f"must not exceed {lim.path} ({lim.value})"
-            else:
-                yield lim.path, f"must not be below {req.path} ({req.value})"
-
-
-def _effective_resources(s: JobSpec) -> tuple[Amounts, Amounts]:
-    """The training container's requests and limits, in the order render writes them."""
-    requests: Amounts = {}
-    limits: Amounts = {}
-    for name in ("cpu", "memory"):
-        for group, into in (("request", requests), ("limit", limits)):
-            value = getattr(s, f"{name}_{group}")
-            if value is not None:
-                into[name] = _Amount(value, f"{name}_{group}")
-    if s.gpus_per_node:
-        requests[s.gpu_resource] = limits[s.gpu_resource] = _Amount(
-            str(s.gpus_per_node), "gpus_per_node"
-        )
-    for field, extra, into in (
-        ("extra_resource_requests", s.extra_resource_requests, requests),
-        ("extra_resource_limits", s.extra_resource_limits, limits),
-    ):
-        for k, v in extra.items():
-            into[k] = _Amount(v, f"{field}{key(k)}", limits_at="extra_resource_limits")
-    over_requests, over_limits = _amounts(
-        s.container_overrides.get("resources"), "container_overrides.resources", late=True
-    )
-    return {**requests, **over_requests}, {**limits, **over_limits}
-
-
-def resources_consistent(s: JobSpec) -> Found:
-    """The rendered container's resources agree, whichever field wrote each amount."""
-    yield from _resources_agree(*_effective_resources(s), need_limits=True)
-    for field, extra in (
-        ("extra_resource_requests", s.extra_resource_requests),
-        ("extra_resource_limits", s.extra_resource_limits),
-    ):
-        for k in extra:
-            if k in ("cpu", "memory"):
-                yield f"{field}{key(k)}", f"use {k}_request / {k}_limit"
-            elif k == s.gpu_resource:
-                yield f"{field}{key(k)}", "use gpus_per_node (it sets request and limit)"

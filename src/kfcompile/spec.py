@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from attrs import field, frozen
 
-from kfcompile import paths, rules, structuring
+from kfcompile import paths, resource_rules, rules, structuring
 from kfcompile.errors import Problem, SpecError
 from kfcompile.frozen import FrozenMap
 
@@ -400,7 +400,7 @@ def _related(s: JobSpec) -> Iterator[tuple[str, str]]:
         yield "args", "needs command (for launcher programs use launcher.args)"
     yield from _program(s)
 
-    yield from rules.resources_consistent(s)
+    yield from resource_rules.resources_consistent(s)
     yield from rules.env_unique(s.env, s.env_list, s.secret_env)
     defined = {v.get("name") for v in s.volumes if isinstance(v, Mapping)}
     generated = {  # what kfcompile adds itself, and which field makes it
