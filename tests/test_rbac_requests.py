@@ -65,6 +65,11 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
         )
         c.store.delete("v1", "Secret", NAMESPACE, "demo-env")
         lifecycle.submit(session, full, found.target, namespace=NAMESPACE, environ=ENV)  # mends
+        changes = lifecycle.watch_jobs(session)  # list -A -w: every namespace, both kinds
+        for event in changes:
+            if event.what is not lifecycle.Happened.LISTED:
+                break
+        changes.close()
         for target, name, extra in (
             (found.target, "demo", {}),
             ("pytorchjob/v1", "torch", hang()),

@@ -93,7 +93,10 @@ CLUSTER: Final[tuple[Rule, ...]] = (
         ("get",),
         "target detection, validate --cluster",
     ),
-    *(Rule(_group(k), k.plural, ("list",), "list -A", k.name) for k in KINDS.values()),
+    *(
+        Rule(_group(k), k.plural, ("list", "watch"), "list -A, list -A -w, watch_jobs", k.name)
+        for k in KINDS.values()
+    ),
 )
 
 
