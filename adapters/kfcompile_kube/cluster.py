@@ -9,15 +9,13 @@ lifecycle's business, not this one's.
 
 from __future__ import annotations
 
-import http.client
 import json
 import select
 import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from http import HTTPStatus
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
 import urllib3
@@ -27,19 +25,14 @@ from kubernetes.client.exceptions import ApiException
 from websocket import (
     ABNF,
     WebSocket,
-    WebSocketBadStatusException,
     WebSocketException,
     WebSocketTimeoutException,
 )
 
 from kfcompile.ports import (
     ApiError,
-    Conflict,
     ExecOutput,
     ExecResult,
-    Forbidden,
-    Gone,
-    Invalid,
     NotFound,
     Obj,
     Page,
@@ -48,6 +41,14 @@ from kfcompile.ports import (
     WatchEvent,
 )
 from kfcompile_kube import compat
+from kfcompile_kube.errors import (
+    TRANSPORT_ERRORS,
+    handshake_error,
+    server_of,
+    status_error,
+    status_object,
+    transport_error,
+)
 from kfcompile_kube.fanout import Threads, cut_on_stop
 
 # Core kinds the lifecycle touches: (plural, namespaced), so they need no discovery round trip.
@@ -60,33 +61,24 @@ _CORE: dict[str, tuple[str, bool]] = {
     "PersistentVolumeClaim": ("persistentvolumeclaims", True),
     "ServiceAccount": ("serviceaccounts", True),
 }
-_BY_STATUS: dict[int, type[ApiError]] = {
-    400: Invalid,
-    401: Forbidden,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    410: Gone,
-    422: Invalid,
-    429: Transient,
-}
-# What a broken connection looks like from below the client (it only wraps SSL errors itself).
-_TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 _STDIN_CHUNK = 64 * 1024
 _STDERR_KEPT = 64 * 1024  # the end of stderr (the lifecycle shows its last lines)
 _STATUS_MAX = 64 * 1024  # an exit Status is a few hundred bytes; more is not one
 _CLOSE_CHANNEL = 255  # exec v5: [255, n] says stream n has ended
 T = TypeVar("T")
 _WATCH_MARGIN = 15.0  # seconds past a watch's timeoutSeconds before we call the server hung
+REQUEST_TIMEOUT: Final = 30.0  # seconds a request waits for its answer unless told otherwise
 
 
 class KubeCluster(Threads):
     """The Kubernetes API as ``kfcompile.ports.Cluster``, and as ``Merge`` (``fanout``: its
     followed logs read at once, one thread each, cut when the reader stops).
 
-    ``read_timeout`` bounds a plain request (a hung server is ``Transient``); a watch may stay
-    quiet for its ``timeout_seconds`` plus a margin, a followed log as long as the container
-    runs, and ``exec`` for ``exec_timeout`` in all.
+    ``request_timeout`` (kubectl's ``--request-timeout``; ``None``: no limit) bounds each
+    request: connecting (never longer than ``connect_timeout`` either) and waiting for its
+    answer; a server that does not answer in time is ``Transient``. Past its answer's start, a
+    watch may stay quiet for its ``timeout_seconds`` plus a margin, a followed log as long as
+    the container runs, and ``exec`` runs for ``exec_timeout`` in all.
     """
 
     def __init__(
@@ -94,13 +86,14 @@ class KubeCluster(Threads):
         api_client: ApiClient,
         *,
         connect_timeout: float = 5.0,
-        read_timeout: float = 30.0,
+        request_timeout: float | None = REQUEST_TIMEOUT,
         exec_timeout: float = 600.0,
     ) -> None:
         self._client = api_client
-        self._connect_timeout = connect_timeout
-        self._read_timeout = read_timeout
+        self._request_timeout = request_timeout or None  # 0: no limit, as kubectl's
+        self._connect_timeout = min(connect_timeout, self._request_timeout or connect_timeout)
         self._exec_timeout = exec_timeout
+        self._server = server_of(str(api_client.configuration.host))
         self._discovered: dict[str, dict[str, tuple[str, bool]]] = {}
 
     # --- the port
@@ -167,12 +160,14 @@ class KubeCluster(Threads):
             *_selectors(label_selector, field_selector),
         ]
         path = self._collection_path(api_version, kind, namespace)
-        response = self._send(
-            "GET", path, query=query, read_timeout=timeout_seconds + _WATCH_MARGIN
-        )
+        quiet = timeout_seconds + _WATCH_MARGIN
+        # The server starts its answer at once: that is bounded as any request is, the events
+        # then by the watch's own timeout (the server ends the stream then).
+        response = self._send("GET", path, query=query, read_timeout=self._request_timeout)
+        compat.read_timeout(response, quiet)
         # A watch of every job may stay quiet for minutes: a merge that stops cuts it.
         with cut_on_stop(partial(compat.cut, response)):
-            yield from _events(response, api_version, kind)
+            yield from _events(response, api_version, kind, self._broke(quiet))
 
     def pod_log(
         self,
@@ -197,11 +192,12 @@ class KubeCluster(Threads):
         if timestamps:
             query.append(("timestamps", "true"))
         path = f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/log"
-        # A followed training log may stay quiet for hours: no read timeout then.
-        read_timeout = None if follow else self._read_timeout
+        # A followed training log may stay quiet for hours (its answer starts with its first
+        # line): no read timeout then.
+        read_timeout = None if follow else self._request_timeout
         response = self._send("GET", path, query=query, accept="*/*", read_timeout=read_timeout)
         with cut_on_stop(partial(compat.cut, response)):
-            for line in _lines(response):
+            for line in _lines(response, self._broke(read_timeout)):
                 yield line.decode("utf-8", "replace")
 
     def exec(
@@ -229,7 +225,7 @@ class KubeCluster(Threads):
         try:
             ws = compat.open_exec(self._client.configuration, url, headers)
         except (WebSocketException, OSError) as e:
-            raise _handshake_error(e) from e
+            raise handshake_error(e, url, (self._connect_timeout, self._exec_timeout)) from e
         channels = _Channels(ws, pod, time.monotonic() + self._exec_timeout, self._exec_timeout)
         output = channels.run(iter(feed), has_stdin)
         collected = bytearray()
@@ -309,12 +305,12 @@ class KubeCluster(Threads):
             query=query,
             body=body,
             content_type=content_type,
-            read_timeout=self._read_timeout,
+            read_timeout=self._request_timeout,
         )
         try:
             data = response.data
-        except _TRANSPORT_ERRORS as e:
-            raise _transport_error(e) from e
+        except TRANSPORT_ERRORS as e:
+            raise self._broke(self._request_timeout)(e) from e
         result: Obj = json.loads(data) if data else {}
         return result
 
@@ -340,12 +336,16 @@ class KubeCluster(Threads):
                 self._client, method, url, headers, body, timeout
             )
         except compat.Refused as e:
-            raise _status_error(e.status, _status_object(e.body)) from None
-        except ApiException as e:  # the client's own wrapping of SSL errors
-            raise Transient(0, "ConnectionError", str(e.reason)) from e
-        except _TRANSPORT_ERRORS as e:
-            raise _transport_error(e) from e
+            raise status_error(e.status, status_object(e.body), e.headers) from None
+        except (ApiException, *TRANSPORT_ERRORS) as e:  # ApiException: the client's TLS errors
+            raise transport_error(e, self._server, timeout) from e
         return raw
+
+    def _broke(self, read_timeout: float | None) -> Callable[[BaseException], Transient]:
+        """What a connection that broke while an answer was read is, for the port."""
+        return partial(
+            transport_error, url=self._server, timeout=(self._connect_timeout, read_timeout)
+        )
 
 
 def _base(api_version: str) -> str:
@@ -365,7 +365,9 @@ def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]
     return query
 
 
-def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+def _lines(
+    response: urllib3.BaseHTTPResponse, broke: Callable[[BaseException], Transient]
+) -> Iterator[bytes]:
     """The body's lines (without newlines) as they arrive; a last unterminated line too."""
     buffer = b""
     try:
@@ -373,8 +375,8 @@ def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
             buffer += chunk
             *lines, buffer = buffer.split(b"\n")
             yield from lines
-    except _TRANSPORT_ERRORS as e:
-        raise _transport_error(e) from e
+    except TRANSPORT_ERRORS as e:
+        raise broke(e) from e
     finally:
         # Stopping early leaves the body unread: drop that connection, not just the response.
         response.close()
@@ -384,9 +386,12 @@ def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
 
 
 def _events(
-    response: urllib3.BaseHTTPResponse, api_version: str, kind: str
+    response: urllib3.BaseHTTPResponse,
+    api_version: str,
+    kind: str,
+    broke: Callable[[BaseException], Transient],
 ) -> Iterator[WatchEvent]:
-    for line in _lines(response):
+    for line in _lines(response, broke):
         if not line.strip():
             continue
         try:
@@ -396,44 +401,11 @@ def _events(
             # Half an event: the stream was cut mid-line.
             raise Transient(0, "StreamError", "watch stream ended inside an event") from None
         if type_ == "ERROR":
-            raise _status_error(int(obj.get("code") or 500), obj)
+            raise status_error(int(obj.get("code") or 500), obj)
         if type_ != "BOOKMARK":
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
         yield WatchEvent(type_, obj)
-
-
-def _status_object(data: bytes) -> Obj:
-    """The Status object in an error body; ``{}`` when the body is something else."""
-    try:
-        status = json.loads(data)
-    except ValueError:
-        return {}
-    return status if isinstance(status, dict) else {}
-
-
-def _status_error(code: int, status: Obj) -> ApiError:
-    cls = _BY_STATUS.get(code, Transient if code >= 500 else ApiError)
-    try:
-        phrase = HTTPStatus(code).phrase
-    except ValueError:
-        phrase = "Error"
-    reason = str(status.get("reason") or phrase.replace(" ", ""))
-    return cls(code, reason, str(status.get("message") or phrase))
-
-
-def _transport_error(error: BaseException) -> Transient:
-    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
-        error = error.reason  # the cause, without the "Max retries exceeded" wrapping
-    timeout = isinstance(error, urllib3.exceptions.TimeoutError | TimeoutError)
-    return Transient(0, "Timeout" if timeout else "ConnectionError", str(error))
-
-
-def _handshake_error(error: WebSocketException | OSError) -> ApiError:
-    """The exec upgrade failed: the server's answer when there was one, else the connection."""
-    if isinstance(error, WebSocketBadStatusException):
-        return _status_error(error.status_code, _status_object(error.resp_body or b""))
-    return _transport_error(error)
 
 
 class _Channels:
@@ -533,7 +505,7 @@ def _exit_code(status: bytes, pod: str) -> int:
     """The command's exit code from the error channel's Status; ``ApiError`` if it never ran."""
     if not status:
         raise Transient(0, "StreamError", f"exec stream to pod {pod} closed without an exit status")
-    st = _status_object(status)
+    st = status_object(status)
     if st.get("status") == "Success":
         return 0
     if st.get("reason") == "NonZeroExitCode":

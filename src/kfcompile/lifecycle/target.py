@@ -23,7 +23,7 @@ from kfcompile.detection import (
     from_version,
 )
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB, Kind
-from kfcompile.lifecycle.session import ClusterError, Session, call, get
+from kfcompile.lifecycle.session import ClusterError, Session, get, served
 from kfcompile.ports import ApiError, Forbidden, Obj, Ref
 
 CRD_API: Final = "apiextensions.k8s.io/v1"
@@ -59,7 +59,7 @@ def served_crd(session: Session, kind: Kind) -> Obj | None:
 
 
 def _served(session: Session, kind: Kind) -> bool:
-    return call(session, "discovery", lambda: session.cluster.served(kind.api_version, kind.name))
+    return served(session, kind.api_version, kind.name)
 
 
 def _trainer_version(session: Session, namespace: str, tried: list[str]) -> str | None:

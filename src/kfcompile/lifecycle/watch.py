@@ -21,10 +21,12 @@ from kfcompile.lifecycle.session import (
     GiveUp,
     Pause,
     Session,
-    call,
     close,
+    listing,
     meta,
     pause,
+    retrying,
+    served,
     unavailable,
 )
 from kfcompile.lifecycle.wait import next_answer
@@ -99,7 +101,7 @@ def watch_kind(
 ) -> Generator[tuple[JobEvent, ...], None, None]:
     """The jobs of one kind: after each answer of the API, the events it made (often none), so
     that a merge reading several kinds in turn moves each on. Closing it closes its watch."""
-    clock = session.clock
+    clock, what = session.clock, listing(kind.name, namespace, "watch")
     watcher = Watcher.start(kind, clock.monotonic(), session.retry_for)
     stream: Iterator[WatchEvent] | None = None
     try:
@@ -121,8 +123,10 @@ def watch_kind(
                     answer = pause(session, request)
                 case _:
                     assert isinstance(request, GiveUp), request
-                    raise unavailable(f"watch {kind.plural}", request)
+                    raise unavailable(what, request)
             watcher = watcher.receive(answer, clock.monotonic())
+            if watcher.notice is not None:
+                retrying(session, what, watcher.notice)
             yield watcher.events
     finally:
         close(stream)
@@ -152,8 +156,7 @@ def watch_jobs(
     """
     kinds: list[Kind] = []
     for kind in KINDS.values():
-        served = partial(session.cluster.served, kind.api_version, kind.name)
-        if call(session, "discovery", served):
+        if served(session, kind.api_version, kind.name):
             kinds.append(kind)
         elif on_skipped is not None:
             on_skipped(kind)
