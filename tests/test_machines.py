@@ -731,7 +731,9 @@ def test_wait_resumes_a_closed_stream_from_the_last_version_seen() -> None:
 
 def test_wait_gives_up_on_a_watch_that_keeps_failing() -> None:
     port = Script([job("10")], pods=STARTING, watches=[LOST] * 1000)
-    with pytest.raises(lifecycle.Unavailable, match=r"watch TrainJob demo .* kept failing for 5s"):
+    with pytest.raises(
+        lifecycle.Unavailable, match=r"watch TrainJob default/demo: .* kept failing for 5s"
+    ):
         lifecycle.wait(session(port, retry_for=5.0), REF, "done", timeout=600)
 
 

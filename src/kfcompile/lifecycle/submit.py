@@ -376,7 +376,8 @@ def _roll_back(
                 pass
             except (ApiError, ClusterError) as exc:
                 down = exc if isinstance(exc, Unavailable) else None
-                left.append(Left(ref, f"delete failed: {exc}", ref in owned))
+                why = exc.line if isinstance(exc, ApiError) else str(exc)  # the call is named
+                left.append(Left(ref, f"delete failed: {why}", ref in owned))
             todo.pop(0)
     except KeyboardInterrupt:  # a second Ctrl-C: say what was not deleted yet
         if unsure is not None:
