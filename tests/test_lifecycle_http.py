@@ -122,11 +122,12 @@ def test_a_create_whose_answer_was_lost_is_not_made_twice(
     ).ref
     assert len(local.store.list(TRAINJOB, "TrainJob", NAMESPACE)) == 1
     assert local.kube.requests.count("POST", "/trainjobs") == 2
-    lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
+    session = local.session(request_timeout=0.5)
+    lifecycle.cancel(session, ref, wait_gone=True, timeout=10)  # the API has answered it
     local.kube.faults.add("POST", "/pods", hang=1.0)
     (tmp_path / "f").write_text("x")
     lifecycle.sync_up(
-        local.session(request_timeout=0.5),
+        session,
         TarFiles(),
         namespace=NAMESPACE,
         pvc=CLAIM,
