@@ -40,7 +40,7 @@ from kfcompile.lifecycle.watcher import (
     Watcher,
     WatchJobs,
 )
-from kfcompile.ports import Clock, Gone, Obj, Transient, WatchEvent
+from kfcompile.ports import ApiError, Clock, Gone, Obj, Transient, WatchEvent
 
 MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGER}"  # the jobs kfcompile created
 
@@ -65,7 +65,8 @@ def _next_event(stream: Iterator[WatchEvent]) -> WatchAnswer:
 def _page(
     session: Session, kind: Kind, namespace: str | None, selector: str, request: ListJobs
 ) -> WatchAnswer:
-    """One page; what the API refuses (403: no right to list) ends the watch with it."""
+    """One page; what the API refuses (403: no right to list) ends the watch with it, named
+    as ``call`` names what it raises (the machine rides out the rest itself)."""
     try:
         page = session.cluster.list(
             kind.api_version,
@@ -79,6 +80,9 @@ def _page(
         return Expired()
     except Transient as exc:
         return Trouble(exc)
+    except ApiError as exc:
+        exc.named(listing(kind.name, namespace))
+        raise
     return PageListed(page.items, page.resource_version, page.continue_token)
 
 
