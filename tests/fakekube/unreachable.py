@@ -15,6 +15,7 @@ ec_paramgen_curve:prime256v1 -nodes -days 36500``; their keys protect nothing.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import socket
 import ssl
@@ -78,10 +79,12 @@ class _Listener:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        with contextlib.suppress(OSError):  # wakes the thread blocked in accept()
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
+        self._thread.join(5)
         for conn in self._open:
             conn.close()
-        self._thread.join(5)
 
     def _accept(self) -> None:
         while True:
