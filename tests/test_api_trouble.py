@@ -238,31 +238,31 @@ def test_an_error_is_named_once_by_the_innermost_call(local: InMemoryCluster) ->
     assert error.line == "403 Forbidden: no"
 
 
-def test_the_cli_prints_the_call_that_failed(tmp_path: Path, capsys: Any) -> None:
+@pytest.fixture
+def http(tmp_path: Path) -> Iterator[LocalCluster]:
+    """The local API server with a job ``demo`` submitted through the CLI."""
     with LocalCluster(schema_check.require_shared(), scenario="hang") as cluster:
         spec = tmp_path / "job.yaml"
         spec.write_text(
             yaml.safe_dump({"name": "demo", "image": "python:3.11-slim", "command": ["true"]})
         )
         assert main(["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]) == 0
-        cluster.kube.faults.add("PATCH", "/trainjobs/demo", status=403)
-        code = main(["suspend", "demo", "--kubeconfig", str(cluster.kubeconfig)])
-    err = capsys.readouterr().err
-    assert code == 1
-    assert err.splitlines()[-1] == (
+        yield cluster
+
+
+def test_the_cli_prints_the_call_that_failed(http: LocalCluster, capsys: Any) -> None:
+    capsys.readouterr()
+    http.kube.faults.add("PATCH", "/trainjobs/demo", status=403)
+    assert main(["suspend", "demo", "--kubeconfig", str(http.kubeconfig)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
         "kfcompile: patch TrainJob default/demo: 403 Forbidden: forbidden: fakekube injected fault"
-    )
+    ]
 
 
-def test_the_cli_says_once_that_the_watch_keeps_expiring(tmp_path: Path, capsys: Any) -> None:
-    with LocalCluster(schema_check.require_shared(), scenario="hang") as cluster:
-        spec = tmp_path / "job.yaml"
-        spec.write_text(
-            yaml.safe_dump({"name": "demo", "image": "python:3.11-slim", "command": ["true"]})
-        )
-        assert main(["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]) == 0
-        cluster.kube.faults.add("GET", "/trainjobs", watch=True, status=410, times=10**6)
-        main(["wait", "demo", "--timeout", "1", "--kubeconfig", str(cluster.kubeconfig)])
+def test_the_cli_says_once_that_the_watch_keeps_expiring(http: LocalCluster, capsys: Any) -> None:
+    capsys.readouterr()
+    http.kube.faults.add("GET", "/trainjobs", watch=True, status=410, times=10**6)
+    main(["wait", "demo", "--timeout", "1", "--kubeconfig", str(http.kubeconfig)])
     err = capsys.readouterr().err
     assert err.count("the watch keeps expiring") == 1
     assert "kfcompile: watch TrainJob default/demo: 410 Expired: the watch keeps" in err

@@ -162,7 +162,7 @@ def _connection(p: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="how long to wait for the API server to answer each single request before giving "
         f"up, as kubectl's: e.g. 10s, 1m, or seconds (default {REQUEST_TIMEOUT}; 0: no limit); "
-        "a watch or a followed log, once answered, stays open longer",
+        "an answered watch and a followed log stay open longer",
     )
 
 
