@@ -110,7 +110,7 @@ def cluster_for(fake: FakeKube, tmp_path: Path, **timeouts: float) -> KubeCluste
 
 @pytest.fixture
 def kube(fake: FakeKube, tmp_path: Path) -> KubeCluster:
-    return cluster_for(fake, tmp_path, read_timeout=5.0)
+    return cluster_for(fake, tmp_path, request_timeout=5.0)
 
 
 def configmap(name: str, namespace: str | None = NS, **extra: Any) -> Obj:
@@ -333,7 +333,7 @@ def test_watch_streams_changes_after_a_version(fake: FakeKube, kube: KubeCluster
 def test_watch_filters_and_ends_when_the_server_closes_it(fake: FakeKube, tmp_path: Path) -> None:
     # Quiet gaps between bookmarks are longer than the read timeout: a watch may idle for its
     # whole timeoutSeconds.
-    kube = cluster_for(fake, tmp_path, read_timeout=0.05)
+    kube = cluster_for(fake, tmp_path, request_timeout=0.05)
     fake.bookmark_interval = 0.3
     start = kube.list("v1", "ConfigMap", NS).resource_version
     kube.create(configmap("skip"))
@@ -433,7 +433,7 @@ def test_every_verb_maps_server_errors(fake: FakeKube, kube: KubeCluster, method
 
 
 def test_hung_server_times_out_as_transient(fake: FakeKube, tmp_path: Path) -> None:
-    kube = cluster_for(fake, tmp_path, read_timeout=0.1)
+    kube = cluster_for(fake, tmp_path, request_timeout=0.1)
     fake.faults.add("GET", "/configmaps/cfg", hang=2.0)
     began = time.monotonic()
     with pytest.raises(Transient) as err:
@@ -497,7 +497,7 @@ def test_pod_log_lines_tail_and_container(fake: FakeKube, kube: KubeCluster) -> 
 
 def test_pod_log_follow_streams_until_the_container_ends(fake: FakeKube, tmp_path: Path) -> None:
     # A short read timeout: a followed log must not be subject to it.
-    kube = cluster_for(fake, tmp_path, read_timeout=0.05)
+    kube = cluster_for(fake, tmp_path, request_timeout=0.05)
     running_pod(fake, "p")
     fake.store.append_log(NS, "p", "main", "step 1\n")
     lines = kube.pod_log(NS, "p", follow=True)

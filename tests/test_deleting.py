@@ -202,8 +202,10 @@ def test_cancel_whose_delete_answer_was_lost_says_it_deleted_the_job() -> None:
     # Ticks every 0.05 s: the garbage collector is done before the DELETE is sent again.
     with InMemoryCluster(schema_check.require_shared(), step=0.05) as local:
         ref = running(local)
+        session = local.session()
+        lifecycle.status(session, ref)  # the API has answered this session
         local.faults.add("delete", "TrainJob", lost=True)  # done, its answer never came
-        done = lifecycle.cancel(local.session(), ref)
+        done = lifecycle.cancel(session, ref)
         assert [c.fault is not None for c in local.calls.matching("delete", "TrainJob")] == [
             True,
             False,  # sent again: 404, the first one deleted it

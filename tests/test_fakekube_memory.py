@@ -59,7 +59,7 @@ def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
         with FakeKube(crds=[WIDGET_CRD]) as kube:
             kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
             conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
-            yield Side(KubeCluster(conn.api_client, read_timeout=5.0), kube.store)
+            yield Side(KubeCluster(conn.api_client, request_timeout=5.0), kube.store)
         return
     clock = FakeClock()
     store = Store(clock=clock.time, threaded=False)

@@ -69,6 +69,14 @@ def submit(local: InMemoryCluster, job: JobSpec, target: str = "trainjob/v2.3") 
     return done.ref
 
 
+def answered(local: InMemoryCluster) -> lifecycle.Session:
+    """A session the API has answered already: trouble from now on is that of a server that
+    works (before any answer, a call that gets none is not retried)."""
+    session = local.session()
+    lifecycle.list_jobs(session, NAMESPACE)
+    return session
+
+
 def scenario(name: str) -> dict[str, Any]:
     return {"annotations": {SCENARIO_ANNOTATION: name}}
 
@@ -299,8 +307,9 @@ def test_wait_for_a_job_that_never_existed(local: InMemoryCluster) -> None:
 )
 def test_wait_survives_api_trouble(local: InMemoryCluster, fault: dict[str, Any]) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
+    session = answered(local)
     local.faults.add(kind="TrainJob", **fault)
-    obs = lifecycle.wait(local.session(), ref, "done", timeout=15)
+    obs = lifecycle.wait(session, ref, "done", timeout=15)
     assert obs.state.state is State.SUCCEEDED
     assert local.faults.fired, "the fault never hit a call"
 
@@ -713,10 +722,10 @@ def test_each_operation_survives_each_transient_fault(
     local: InMemoryCluster, operation: str, fault: str, tmp_path: Path
 ) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
-    lifecycle.wait(local.session(), ref, "done", timeout=10)
+    session = local.session()
+    lifecycle.wait(session, ref, "done", timeout=10)  # trouble comes once the API has answered
     run, (op, kind), expected = OPERATIONS[operation]
     local.faults.add(op, kind, **FAULTS[fault])
-    session = local.session()
     assert run(local, session, ref, tmp_path) == expected
     assert local.faults.fired, "the fault never hit a call"
 
@@ -731,11 +740,12 @@ def test_a_create_whose_answer_was_lost_is_not_made_twice(
     ).ref
     assert len(local.store.list(TRAINJOB, "TrainJob", NAMESPACE)) == 1
     assert local.calls.count("create", "TrainJob") == 2
-    lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
+    session = local.session()
+    lifecycle.cancel(session, ref, wait_gone=True, timeout=10)
     local.faults.add("create", "Pod", lost=True)
     (tmp_path / "f").write_text("x")
     lifecycle.sync_up(
-        local.session(),
+        session,
         TarFiles(),
         namespace=NAMESPACE,
         pvc=CLAIM,
@@ -796,7 +806,7 @@ def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: InMemor
     with pytest.raises(lifecycle.LeftBehind) as info:
         submit(local, secret_spec())
     lines = str(info.value).splitlines()
-    assert lines[0].startswith("403 Forbidden: ")  # the cause first
+    assert lines[0].startswith("patch Secret default/demo-env: 403 Forbidden: ")  # the cause
     assert lines[1].endswith("2 objects left on the cluster:")
     assert lines[2] == (
         "  TrainJob demo in namespace default (delete failed: 403 Forbidden: forbidden: fakekube "
@@ -869,7 +879,7 @@ def test_a_repair_that_fails_says_what_stays_broken(local: InMemoryCluster) -> N
         submit(local, secret_spec())
     assert str(info.value).startswith(
         "TrainJob demo in namespace default exists, but Secret demo-env in namespace default "
-        "could not be mended (403 Forbidden: "
+        "could not be mended (create Secret default/demo-env: 403 Forbidden: "
     )
     assert "kfcompile cancel demo -n default --kind TrainJob" in str(info.value)
 

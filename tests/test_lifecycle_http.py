@@ -107,7 +107,7 @@ def test_a_read_answered_too_late_is_retried(local: LocalCluster) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     lifecycle.wait(local.session(), ref, "done", timeout=10)
     local.kube.faults.add("GET", "/pods", hang=1.0)  # longer than the read timeout below
-    obs = lifecycle.status(local.session(read_timeout=0.5), ref)
+    obs = lifecycle.status(local.session(request_timeout=0.5), ref)
     assert obs.state.state is State.SUCCEEDED
     assert local.kube.faults.fired
 
@@ -118,15 +118,16 @@ def test_a_create_whose_answer_was_lost_is_not_made_twice(
     """The server creates, the client times out and retries: one job, one helper pod."""
     local.kube.faults.add("POST", "/trainjobs", hang=1.0)
     ref = lifecycle.submit(
-        local.session(read_timeout=0.5), spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={}
+        local.session(request_timeout=0.5), spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={}
     ).ref
     assert len(local.store.list(TRAINJOB, "TrainJob", NAMESPACE)) == 1
     assert local.kube.requests.count("POST", "/trainjobs") == 2
-    lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
+    session = local.session(request_timeout=0.5)
+    lifecycle.cancel(session, ref, wait_gone=True, timeout=10)  # the API has answered it
     local.kube.faults.add("POST", "/pods", hang=1.0)
     (tmp_path / "f").write_text("x")
     lifecycle.sync_up(
-        local.session(read_timeout=0.5),
+        session,
         TarFiles(),
         namespace=NAMESPACE,
         pvc=CLAIM,

@@ -61,13 +61,16 @@ from kfcompile.lifecycle.waiter import (
     Waiter,
     WatchJob,
 )
-from kfcompile.ports import Clock, Page, Ref, Transient, WatchEvent
+from kfcompile.ports import Clock, Gone, Page, Ref, Transient, WatchEvent
 from kfcompile.status import JobState, State
 
 Obj = dict[str, Any]
 API = "trainer.kubeflow.org/v1alpha1"
 REF = Ref(API, "TrainJob", "default", "demo")
 LOST = Transient(0, "ConnectionError", "connection reset by peer")
+BUSY = Transient(503, "ServiceUnavailable", "try later")
+ASKS_3 = Transient(429, "TooManyRequests", "slow down", retry_after=3.0)
+ASKS_30 = Transient(503, "ServiceUnavailable", "come back later", retry_after=30.0)
 
 
 def job(version: str = "10", *, done: bool = False, nodes: int = 1) -> Obj:
@@ -101,6 +104,7 @@ def pod(rank: int = 0, *, uid: str = "u0", restarts: int = 0, ready: bool = True
 
 RUNNING = [pod()]
 STARTING = [pod(ready=False)]
+EXPIRING = [Listed(job(), "10"), PodsListed(STARTING), Expired()]  # a list, its pods, then 410
 
 
 # --- retry --------------------------------------------------------------------------------------
@@ -123,6 +127,30 @@ RETRY_ROWS: list[tuple[str, list[tuple[Any, float]], float, Any]] = [
         GiveUp(10.5, LOST),
     ),
     ("trouble longer than the window gives up", [(Failed(LOST), 0.0)], 10.0, GiveUp(10.0, LOST)),
+    (
+        "a Retry-After is the least pause",
+        [(Failed(ASKS_3), 0.0)],
+        0.0,
+        Pause(0, at_most=10.0, at_least=3.0),
+    ),
+    (
+        "within what is left of the window",
+        [(Failed(ASKS_30), 2.0)],
+        4.0,
+        Pause(0, at_most=8.0, at_least=8.0),
+    ),
+    (
+        "before the API ever answered, a call that got no answer gives up at once",
+        [(Failed(LOST, first_contact=True), 0.0)],
+        0.0,
+        GiveUp(0.0, LOST, unanswered=True),
+    ),
+    (
+        "but an error status is an answer, even the first",
+        [(Failed(BUSY, first_contact=True), 0.0)],
+        0.0,
+        Pause(0, at_most=10.0),
+    ),
 ]
 
 
@@ -157,6 +185,18 @@ def test_a_retry_fed_out_of_turn_is_a_bug() -> None:
 )
 def test_one_backoff(attempt: int, jitter: float, at_most: float, seconds: float) -> None:
     assert Backoff().seconds(Pause(attempt, at_most), jitter) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "at_most", "at_least", "seconds"),
+    [
+        (0, math.inf, 3.0, 3.0),  # what Retry-After asks, over the backoff's 0.075
+        (6, math.inf, 1.0, 3.75),  # the backoff, when it is longer
+        (0, 2.0, 3.0, 2.0),  # never past what is left
+    ],
+)
+def test_the_least_pause(attempt: int, at_most: float, at_least: float, seconds: float) -> None:
+    assert Backoff().seconds(Pause(attempt, at_most, at_least), 0.5) == pytest.approx(seconds)
 
 
 # --- wait ---------------------------------------------------------------------------------------
@@ -283,6 +323,37 @@ WAIT_ROWS: list[tuple[str, str, list[Any], Any]] = [
         Pause(1, at_most=30.0),
     ),
     (
+        "a second 410 in a row pauses before it lists",
+        "done",
+        [*EXPIRING, *EXPIRING],
+        Pause(0, at_most=30.0),
+    ),
+    (
+        "then lists",
+        "done",
+        [*EXPIRING, *EXPIRING, Slept()],
+        ListJob(),
+    ),
+    (
+        "and pauses longer at the third",
+        "done",
+        [*EXPIRING, *EXPIRING, Slept(), *EXPIRING],
+        Pause(1, at_most=30.0),
+    ),
+    (
+        "an event between two 410s makes the second a first",
+        "done",
+        [
+            *EXPIRING,
+            Listed(job(), "10"),
+            PodsListed(STARTING),
+            Changed(job("12")),
+            PodsListed(STARTING),
+            Expired(),
+        ],
+        ListJob(),
+    ),
+    (
         "a job never there is missing",
         "done",
         [NoJob()],
@@ -347,6 +418,16 @@ def _fed_waiter(until: Any, answers: Sequence[Any], timeout: float = 30.0) -> Wa
 def test_wait(until: Any, answers: list[Any], expected: Any) -> None:
     request, now = expected if isinstance(expected, tuple) else (expected, 1.0)
     assert _fed_waiter(until, answers).next_request(now) == request
+
+
+def test_a_watch_that_keeps_expiring_is_said_once() -> None:
+    assert _fed_waiter("done", EXPIRING).notice is None  # a first 410 happens
+    waiter = _fed_waiter("done", [*EXPIRING, *EXPIRING])
+    assert isinstance(waiter.notice, Gone) and "keeps expiring" in str(waiter.notice)
+    later = waiter.receive(Slept(), 1.0)
+    for answer in EXPIRING:
+        later = later.receive(answer, 1.0)
+    assert later.notice is None and later.next_request(1.0) == Pause(1, at_most=30.0)
 
 
 def test_each_change_worth_a_line_is_news_once() -> None:
@@ -731,7 +812,9 @@ def test_wait_resumes_a_closed_stream_from_the_last_version_seen() -> None:
 
 def test_wait_gives_up_on_a_watch_that_keeps_failing() -> None:
     port = Script([job("10")], pods=STARTING, watches=[LOST] * 1000)
-    with pytest.raises(lifecycle.Unavailable, match=r"watch TrainJob demo .* kept failing for 5s"):
+    with pytest.raises(
+        lifecycle.Unavailable, match=r"watch TrainJob default/demo: .* kept failing for 5s"
+    ):
         lifecycle.wait(session(port, retry_for=5.0), REF, "done", timeout=600)
 
 

@@ -137,6 +137,18 @@ ASK_ROWS: list[tuple[str, list[Any], Any]] = [
         (Pause(0, at_most=20.0), 300.5),
     ),
     ("410 on the watch lists again", [*WATCHING, Expired()], ListJobs()),
+    ("a second 410 in a row pauses before it lists", [*WATCHING, Expired()] * 2, Pause(0)),
+    ("then lists from the start", [*[*WATCHING, Expired()] * 2, Slept()], ListJobs()),
+    (
+        "and pauses longer at the third",
+        [*[*WATCHING, Expired()] * 2, Slept(), *WATCHING, Expired()],
+        Pause(1),
+    ),
+    (
+        "an event between two 410s makes the second a first",
+        [*WATCHING, Expired(), *WATCHING, Changed(tj("a", "11")), Expired()],
+        ListJobs(),
+    ),
     (
         "410 on a continue token lists from the start",
         [PageListed([tj()], "10", "t1"), Expired()],
@@ -568,7 +580,9 @@ def test_api_trouble_is_ridden_out(fault: dict[str, Any]) -> None:
 def test_trouble_longer_than_the_session_rides_out_is_unavailable() -> None:
     bare = Bare()
     bare.cluster.faults.add("watch", "TrainJob", status=503, times=1000)
-    with pytest.raises(lifecycle.Unavailable, match=r"watch trainjobs: .* kept failing for 5s"):
+    with pytest.raises(
+        lifecycle.Unavailable, match=r"watch TrainJob in all namespaces: .* kept failing"
+    ):
         collect(lifecycle.watch_jobs(bare.session()), 1)
 
 

@@ -3,43 +3,29 @@
 Requests go through the client's ``ApiClient`` (auth, TLS, proxies and token refresh stay the
 client's; ``compat`` holds how each client line is called) but bodies are read as raw JSON:
 objects cross the port exactly as the server sent them, never through the client's strict models.
-Failures become the port's ``ApiError`` family; retrying, waiting and ordering are the
-lifecycle's business, not this one's.
+Failures become the port's ``ApiError`` family (``errors``: the server's answer, or why none
+came, in words a user acts on); retrying, waiting and ordering are the lifecycle's business, not
+this one's. ``execstream`` reads an exec stream.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import select
-import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from http import HTTPStatus
-from typing import Any, TypeVar
+from typing import Final
 from urllib.parse import quote
 
 import urllib3
 from attrs import evolve
 from kubernetes.client.api_client import ApiClient
 from kubernetes.client.exceptions import ApiException
-from websocket import (
-    ABNF,
-    WebSocket,
-    WebSocketBadStatusException,
-    WebSocketException,
-    WebSocketTimeoutException,
-)
+from websocket import WebSocketException
 
 from kfcompile.ports import (
-    ApiError,
-    Conflict,
     ExecOutput,
     ExecResult,
-    Forbidden,
-    Gone,
-    Invalid,
     NotFound,
     Obj,
     Page,
@@ -48,6 +34,15 @@ from kfcompile.ports import (
     WatchEvent,
 )
 from kfcompile_kube import compat
+from kfcompile_kube.errors import (
+    TRANSPORT_ERRORS,
+    handshake_error,
+    server_of,
+    status_error,
+    status_object,
+    transport_error,
+)
+from kfcompile_kube.execstream import Channels
 from kfcompile_kube.fanout import Threads, cut_on_stop
 
 # Core kinds the lifecycle touches: (plural, namespaced), so they need no discovery round trip.
@@ -60,33 +55,19 @@ _CORE: dict[str, tuple[str, bool]] = {
     "PersistentVolumeClaim": ("persistentvolumeclaims", True),
     "ServiceAccount": ("serviceaccounts", True),
 }
-_BY_STATUS: dict[int, type[ApiError]] = {
-    400: Invalid,
-    401: Forbidden,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    410: Gone,
-    422: Invalid,
-    429: Transient,
-}
-# What a broken connection looks like from below the client (it only wraps SSL errors itself).
-_TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
-_STDIN_CHUNK = 64 * 1024
-_STDERR_KEPT = 64 * 1024  # the end of stderr (the lifecycle shows its last lines)
-_STATUS_MAX = 64 * 1024  # an exit Status is a few hundred bytes; more is not one
-_CLOSE_CHANNEL = 255  # exec v5: [255, n] says stream n has ended
-T = TypeVar("T")
 _WATCH_MARGIN = 15.0  # seconds past a watch's timeoutSeconds before we call the server hung
+REQUEST_TIMEOUT: Final = 30.0  # seconds a request waits for its answer unless told otherwise
 
 
 class KubeCluster(Threads):
     """The Kubernetes API as ``kfcompile.ports.Cluster``, and as ``Merge`` (``fanout``: its
     followed logs read at once, one thread each, cut when the reader stops).
 
-    ``read_timeout`` bounds a plain request (a hung server is ``Transient``); a watch may stay
-    quiet for its ``timeout_seconds`` plus a margin, a followed log as long as the container
-    runs, and ``exec`` for ``exec_timeout`` in all.
+    ``request_timeout`` (kubectl's ``--request-timeout``; ``None``: no limit) bounds each
+    request: connecting (never longer than ``connect_timeout`` either) and waiting for its
+    answer; a server that does not answer in time is ``Transient``. Past its answer's start, a
+    watch may stay quiet for its ``timeout_seconds`` plus a margin, a followed log as long as
+    the container runs, and ``exec`` runs for ``exec_timeout`` in all.
     """
 
     def __init__(
@@ -94,13 +75,14 @@ class KubeCluster(Threads):
         api_client: ApiClient,
         *,
         connect_timeout: float = 5.0,
-        read_timeout: float = 30.0,
+        request_timeout: float | None = REQUEST_TIMEOUT,
         exec_timeout: float = 600.0,
     ) -> None:
         self._client = api_client
-        self._connect_timeout = connect_timeout
-        self._read_timeout = read_timeout
+        self._request_timeout = request_timeout or None  # 0: no limit, as kubectl's
+        self._connect_timeout = min(connect_timeout, self._request_timeout or connect_timeout)
         self._exec_timeout = exec_timeout
+        self._server = server_of(str(api_client.configuration.host))
         self._discovered: dict[str, dict[str, tuple[str, bool]]] = {}
 
     # --- the port
@@ -167,12 +149,14 @@ class KubeCluster(Threads):
             *_selectors(label_selector, field_selector),
         ]
         path = self._collection_path(api_version, kind, namespace)
-        response = self._send(
-            "GET", path, query=query, read_timeout=timeout_seconds + _WATCH_MARGIN
-        )
+        quiet = timeout_seconds + _WATCH_MARGIN
+        # The server starts its answer at once: that is bounded as any request is, the events
+        # then by the watch's own timeout (the server ends the stream then).
+        response = self._send("GET", path, query=query, read_timeout=self._request_timeout)
+        compat.read_timeout(response, quiet)
         # A watch of every job may stay quiet for minutes: a merge that stops cuts it.
         with cut_on_stop(partial(compat.cut, response)):
-            yield from _events(response, api_version, kind)
+            yield from _events(response, api_version, kind, self._broke(quiet))
 
     def pod_log(
         self,
@@ -197,11 +181,12 @@ class KubeCluster(Threads):
         if timestamps:
             query.append(("timestamps", "true"))
         path = f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/log"
-        # A followed training log may stay quiet for hours: no read timeout then.
-        read_timeout = None if follow else self._read_timeout
+        # A followed training log may stay quiet for hours (its answer starts with its first
+        # line): no read timeout then.
+        read_timeout = None if follow else self._request_timeout
         response = self._send("GET", path, query=query, accept="*/*", read_timeout=read_timeout)
         with cut_on_stop(partial(compat.cut, response)):
-            for line in _lines(response):
+            for line in _lines(response, self._broke(read_timeout)):
                 yield line.decode("utf-8", "replace")
 
     def exec(
@@ -229,8 +214,8 @@ class KubeCluster(Threads):
         try:
             ws = compat.open_exec(self._client.configuration, url, headers)
         except (WebSocketException, OSError) as e:
-            raise _handshake_error(e) from e
-        channels = _Channels(ws, pod, time.monotonic() + self._exec_timeout, self._exec_timeout)
+            raise handshake_error(e, url, (self._connect_timeout, self._exec_timeout)) from e
+        channels = Channels(ws, pod, time.monotonic() + self._exec_timeout, self._exec_timeout)
         output = channels.run(iter(feed), has_stdin)
         collected = bytearray()
         try:
@@ -309,12 +294,12 @@ class KubeCluster(Threads):
             query=query,
             body=body,
             content_type=content_type,
-            read_timeout=self._read_timeout,
+            read_timeout=self._request_timeout,
         )
         try:
             data = response.data
-        except _TRANSPORT_ERRORS as e:
-            raise _transport_error(e) from e
+        except TRANSPORT_ERRORS as e:
+            raise self._broke(self._request_timeout)(e) from e
         result: Obj = json.loads(data) if data else {}
         return result
 
@@ -340,12 +325,16 @@ class KubeCluster(Threads):
                 self._client, method, url, headers, body, timeout
             )
         except compat.Refused as e:
-            raise _status_error(e.status, _status_object(e.body)) from None
-        except ApiException as e:  # the client's own wrapping of SSL errors
-            raise Transient(0, "ConnectionError", str(e.reason)) from e
-        except _TRANSPORT_ERRORS as e:
-            raise _transport_error(e) from e
+            raise status_error(e.status, status_object(e.body), e.headers) from None
+        except (ApiException, *TRANSPORT_ERRORS) as e:  # ApiException: the client's TLS errors
+            raise transport_error(e, self._server, timeout) from e
         return raw
+
+    def _broke(self, read_timeout: float | None) -> Callable[[BaseException], Transient]:
+        """What a connection that broke while an answer was read is, for the port."""
+        return partial(
+            transport_error, url=self._server, timeout=(self._connect_timeout, read_timeout)
+        )
 
 
 def _base(api_version: str) -> str:
@@ -365,7 +354,9 @@ def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]
     return query
 
 
-def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+def _lines(
+    response: urllib3.BaseHTTPResponse, broke: Callable[[BaseException], Transient]
+) -> Iterator[bytes]:
     """The body's lines (without newlines) as they arrive; a last unterminated line too."""
     buffer = b""
     try:
@@ -373,8 +364,8 @@ def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
             buffer += chunk
             *lines, buffer = buffer.split(b"\n")
             yield from lines
-    except _TRANSPORT_ERRORS as e:
-        raise _transport_error(e) from e
+    except TRANSPORT_ERRORS as e:
+        raise broke(e) from e
     finally:
         # Stopping early leaves the body unread: drop that connection, not just the response.
         response.close()
@@ -384,9 +375,12 @@ def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
 
 
 def _events(
-    response: urllib3.BaseHTTPResponse, api_version: str, kind: str
+    response: urllib3.BaseHTTPResponse,
+    api_version: str,
+    kind: str,
+    broke: Callable[[BaseException], Transient],
 ) -> Iterator[WatchEvent]:
-    for line in _lines(response):
+    for line in _lines(response, broke):
         if not line.strip():
             continue
         try:
@@ -396,150 +390,8 @@ def _events(
             # Half an event: the stream was cut mid-line.
             raise Transient(0, "StreamError", "watch stream ended inside an event") from None
         if type_ == "ERROR":
-            raise _status_error(int(obj.get("code") or 500), obj)
+            raise status_error(int(obj.get("code") or 500), obj)
         if type_ != "BOOKMARK":
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
         yield WatchEvent(type_, obj)
-
-
-def _status_object(data: bytes) -> Obj:
-    """The Status object in an error body; ``{}`` when the body is something else."""
-    try:
-        status = json.loads(data)
-    except ValueError:
-        return {}
-    return status if isinstance(status, dict) else {}
-
-
-def _status_error(code: int, status: Obj) -> ApiError:
-    cls = _BY_STATUS.get(code, Transient if code >= 500 else ApiError)
-    try:
-        phrase = HTTPStatus(code).phrase
-    except ValueError:
-        phrase = "Error"
-    reason = str(status.get("reason") or phrase.replace(" ", ""))
-    return cls(code, reason, str(status.get("message") or phrase))
-
-
-def _transport_error(error: BaseException) -> Transient:
-    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
-        error = error.reason  # the cause, without the "Max retries exceeded" wrapping
-    timeout = isinstance(error, urllib3.exceptions.TimeoutError | TimeoutError)
-    return Transient(0, "Timeout" if timeout else "ConnectionError", str(error))
-
-
-def _handshake_error(error: WebSocketException | OSError) -> ApiError:
-    """The exec upgrade failed: the server's answer when there was one, else the connection."""
-    if isinstance(error, WebSocketBadStatusException):
-        return _status_error(error.status_code, _status_object(error.resp_body or b""))
-    return _transport_error(error)
-
-
-class _Channels:
-    """One exec stream read frame by frame. The client's ``WSClient`` would keep all of stdout
-    (growing one bytes object, hence quadratic time) and a second copy of it besides; here
-    stdout goes out as it arrives, and only the end of stderr is kept."""
-
-    def __init__(self, ws: WebSocket, pod: str, deadline: float, timeout: float) -> None:
-        self._sock, self._pod = ws, pod
-        # The protocol the server chose (the client sent the offer as a plain header, so the
-        # socket's getsubprotocol() does not know it).
-        chosen = (ws.getheaders() or {}).get("sec-websocket-protocol", "")
-        self._v5 = chosen.strip() == compat.V5_PROTOCOL
-        self._deadline, self._timeout = deadline, timeout
-        self._stderr, self._status = bytearray(), bytearray()
-        self._open = True
-        self.result: ExecResult | None = None
-
-    def run(self, feed: Iterator[bytes], has_stdin: bool) -> ExecOutput:
-        while has_stdin and self._open:
-            chunk = next(feed, None)  # what the feed raises passes through as it is
-            if chunk is None:
-                self._guard(self._close_stdin)
-                break
-            for start in range(0, len(chunk), _STDIN_CHUNK):
-                if not self._open:
-                    break  # the command ended without reading it all: its status says why
-                self._guard(
-                    self._sock.send,
-                    b"\x00" + chunk[start : start + _STDIN_CHUNK],
-                    ABNF.OPCODE_BINARY,
-                )
-                while self._open and self._ready():  # a full pipe stalls both ends
-                    data = self._receive()
-                    if data:
-                        yield data
-        while self._open:
-            data = self._receive()
-            if data:
-                yield data
-        self.result = ExecResult(
-            b"", bytes(self._stderr), _exit_code(bytes(self._status), self._pod)
-        )
-        return self.result
-
-    def _close_stdin(self) -> None:
-        """EOF: v5 closes channel 0 with [255, 0]; v4 has no way to say it."""
-        if self._v5:
-            self._sock.send(bytes([_CLOSE_CHANNEL, 0]), ABNF.OPCODE_BINARY)
-
-    def _receive(self) -> bytes:
-        """One frame: stdout is returned, the rest kept (``b""`` when it was not stdout)."""
-        opcode, frame = self._guard(self._sock.recv_data_frame, True)
-        if opcode == ABNF.OPCODE_CLOSE:
-            self._open = False
-            return b""
-        data = frame.data
-        if opcode not in (ABNF.OPCODE_BINARY, ABNF.OPCODE_TEXT) or not data:
-            return b""
-        payload = bytes(data[1:]) if isinstance(data, bytes) else str(data[1:]).encode()
-        if data[0] in (1, "\x01"):
-            return payload
-        if data[0] in (2, "\x02"):
-            self._stderr += payload
-            del self._stderr[:-_STDERR_KEPT]
-        elif data[0] in (3, "\x03"):
-            self._status += payload[: _STATUS_MAX - len(self._status)]
-        return b""
-
-    def _ready(self) -> bool:
-        """Whether a frame can be read without waiting (TLS may hold one decrypted already)."""
-        raw = self._sock.sock
-        if raw is None:
-            return False
-        if isinstance(raw, ssl.SSLSocket) and raw.pending():
-            return True
-        poller = select.poll()
-        poller.register(raw, select.POLLIN)
-        return bool(poller.poll(0))
-
-    def _guard(self, step: Callable[..., T], *args: Any) -> T:
-        """``step(*args)`` on the socket within the deadline; its failures as ``Transient``."""
-        remaining = self._deadline - time.monotonic()
-        late = Transient(0, "Timeout", f"exec in pod {self._pod} ran past {self._timeout:g}s")
-        if remaining <= 0:
-            raise late
-        try:
-            self._sock.settimeout(remaining)
-            return step(*args)
-        except WebSocketTimeoutException:
-            raise late from None
-        except (WebSocketException, OSError) as e:
-            raise Transient(0, "StreamError", f"exec stream to pod {self._pod} broke: {e}") from e
-
-
-def _exit_code(status: bytes, pod: str) -> int:
-    """The command's exit code from the error channel's Status; ``ApiError`` if it never ran."""
-    if not status:
-        raise Transient(0, "StreamError", f"exec stream to pod {pod} closed without an exit status")
-    st = _status_object(status)
-    if st.get("status") == "Success":
-        return 0
-    if st.get("reason") == "NonZeroExitCode":
-        for cause in (st.get("details") or {}).get("causes") or []:
-            if cause.get("reason") == "ExitCode":
-                return int(cause["message"])
-    # e.g. the executable does not exist: not worth retrying, hence not Transient
-    message = str(st.get("message") or status.decode("utf-8", "replace"))
-    raise ApiError(int(st.get("code") or 0), str(st.get("reason") or "Failure"), message)

@@ -49,11 +49,11 @@ _READ1: Final = hasattr(urllib3.response.HTTPResponse, "read1")
 
 
 class Refused(Exception):
-    """The server answered outside 2xx: its status and body (already read)."""
+    """The server answered outside 2xx: its status, headers and body (already read)."""
 
-    def __init__(self, status: int, body: bytes) -> None:
+    def __init__(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(status)
-        self.status, self.body = status, body
+        self.status, self.body, self.headers = status, body, dict(headers or {})
 
 
 def prepare(
@@ -103,7 +103,7 @@ def send(
         )
         response = answer.response
         if not 200 <= response.status < 300:
-            raise Refused(response.status, response.data)
+            raise Refused(response.status, response.data, response.headers)
         return response
     legacy: Any = client
     try:
@@ -115,7 +115,8 @@ def send(
         if not e.status:  # the client's wrapping of a TLS failure, as in 37.x
             raise
         body = e.body or b""  # the raw response's bytes (str only where __call_api decoded it)
-        raise Refused(e.status, body.encode() if isinstance(body, str) else body) from None
+        data = body.encode() if isinstance(body, str) else body
+        raise Refused(e.status, data, e.headers) from None
 
 
 def chunks(response: Any, size: int) -> Iterator[bytes]:
@@ -138,6 +139,15 @@ def open_exec(configuration: Configuration, url: str, headers: Mapping[str, str]
         offer["authorization"] = headers["authorization"]
     sock: WebSocket = ws_client.create_websocket(configuration, ws_url, offer)  # type: ignore[no-untyped-call]
     return sock
+
+
+def read_timeout(response: Any, seconds: float | None) -> None:
+    """From now on, each read of ``response``'s body may wait ``seconds`` (``None``: for ever),
+    whatever its headers were awaited for. Both urllib3 lines read the body from the socket of
+    the connection the response holds, with that socket's timeout."""
+    sock = getattr(getattr(response, "_connection", None), "sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
 
 
 def cut(response: Any) -> None:

@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
+from attrs import evolve, frozen
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
 
 from kfcompile.errors import KfcompileError, Problem
+from kfcompile_kube.cluster import REQUEST_TIMEOUT
 from kfcompile_kube.exec_credential import (
     EXEC_TIMEOUT,
     Credential,
@@ -40,11 +41,13 @@ class ConfigError(KfcompileError):
 
 @frozen
 class Connection:
-    """An API client for one cluster, and the namespace to work in by default."""
+    """An API client for one cluster, the namespace to work in by default, and how long each
+    request may wait for its answer (``KubeCluster(request_timeout=)``; ``None``: no limit)."""
 
     api_client: ApiClient
     namespace: str
     source: str  # where the configuration came from, for messages ("kubeconfig ... context ...")
+    request_timeout: float | None = REQUEST_TIMEOUT
 
     def close(self) -> None:
         self.api_client.close()  # type: ignore[no-untyped-call]
@@ -57,6 +60,7 @@ def connect(
     service_account_dir: str = SERVICE_ACCOUNT_DIR,
     environ: Mapping[str, str] | None = None,
     exec_timeout: float = EXEC_TIMEOUT,
+    request_timeout: float | None = REQUEST_TIMEOUT,
 ) -> Connection:
     """Connect as kubectl would: ``kubeconfig`` (a path, or ``$KUBECONFIG``'s list of paths, merged
     like kubectl does, or ``~/.kube/config``) with ``context`` (default: its current context);
@@ -65,6 +69,8 @@ def connect(
     Raises ``ConfigError``. An explicit ``kubeconfig`` or ``context`` never falls back to the
     service account: asking for one thing and silently getting another would be worse. A user's
     ``exec`` plugin gets ``exec_timeout`` seconds per run (again when its token expires).
+    ``request_timeout``: kubectl's ``--request-timeout`` in seconds (0 or ``None``: no limit),
+    kept on the connection for the ``KubeCluster`` made from it.
     """
     env = os.environ if environ is None else environ
     if kubeconfig is not None:
@@ -75,8 +81,9 @@ def connect(
         home = env.get("HOME")
         paths = [str(Path(home) / ".kube" / "config") if home else "~/.kube/config"]
     found = [p for p in paths if Path(p).expanduser().is_file()]
+    timeout = request_timeout or None
     if found:
-        return _from_kubeconfig(found, context, exec_timeout)
+        return evolve(_from_kubeconfig(found, context, exec_timeout), request_timeout=timeout)
 
     if kubeconfig is not None:
         raise ConfigError(f"kubeconfig {kubeconfig}: file not found (from --kubeconfig)")
@@ -88,7 +95,7 @@ def connect(
     if context is not None:
         raise ConfigError(f"context {context!r} asked for, but {missing}")
     try:
-        return _in_cluster(Path(service_account_dir), env)
+        return evolve(_in_cluster(Path(service_account_dir), env), request_timeout=timeout)
     except _NotInCluster as e:
         raise ConfigError(f"no cluster configuration: {missing}; in-cluster: {e}") from None
 

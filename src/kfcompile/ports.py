@@ -43,13 +43,35 @@ class Ref:
 
 
 class ApiError(Exception):
-    """The API server (or the way to it) refused a request. Never carries credentials."""
+    """The API server (or the way to it) refused a request. Never carries credentials.
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}" if status else f"{reason}: {message}")
+    ``str()`` is the status line, after the call that failed once the lifecycle has named it
+    (``create Secret team-a/x-env: 403 Forbidden: ...``)."""
+
+    def __init__(
+        self, status: int, reason: str, message: str, *, retry_after: float | None = None
+    ) -> None:
+        super().__init__(status, reason, message)
         self.status = status  # HTTP status; 0 when no response arrived
         self.reason = reason  # the Status object's reason, e.g. "AlreadyExists"
         self.message = message
+        # Seconds the server asked us to wait before trying again (429/503 ``Retry-After``).
+        self.retry_after = retry_after
+        self.call = ""  # the call that failed, e.g. "create Secret team-a/x-env"
+
+    @property
+    def line(self) -> str:
+        """The status line alone: ``403 Forbidden: <the server's message>``."""
+        status = f"{self.status} " if self.status else ""
+        return f"{status}{self.reason}: {self.message}"
+
+    def named(self, call: str) -> None:
+        """Say which call failed; the first name given stays (the innermost call's)."""
+        if not self.call:
+            self.call = call
+
+    def __str__(self) -> str:
+        return f"{self.call}: {self.line}" if self.call else self.line
 
 
 class NotFound(ApiError):

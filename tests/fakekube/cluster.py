@@ -202,9 +202,9 @@ class LocalCluster:
         thread.start()
         return thread
 
-    def session(self, retry_for: float = 5.0, read_timeout: float = 5.0) -> Session:
+    def session(self, retry_for: float = 5.0, request_timeout: float = 5.0) -> Session:
         conn = connect(str(self.kubeconfig))
-        cluster = KubeCluster(conn.api_client, read_timeout=read_timeout)
+        cluster = KubeCluster(conn.api_client, request_timeout=request_timeout)
         return Session(cluster, SystemClock(), jitter=random.random, retry_for=retry_for)
 
     def objects(self, kind: str, api_version: str = "v1") -> list[dict[str, Any]]:

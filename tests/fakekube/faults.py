@@ -2,10 +2,11 @@
 
 ``faults.add(...)`` queues a fault; each request takes the oldest queued fault that matches it
 (method, path, watch or not) and has uses left. A fault can answer an error ``Status`` (409, 410,
-429 with ``Retry-After``, 500, 503...), ``hang`` before answering, ``drop`` the connection without
-an answer, or let a watch or log stream start and drop it after ``drop_after`` events / lines
-(an exec stream: after that many stdout frames). An exec can also be answered with
-``exec_stdout`` instead of running its command: a pod whose ``tar`` sends hostile bytes.
+429 with ``Retry-After``, 500, 503 with one when asked...), ``hang`` before answering, ``drop``
+the connection without an answer, or let a watch or log stream start and drop it after
+``drop_after`` events / lines (an exec stream: after that many stdout frames). An exec can also
+be answered with ``exec_stdout`` instead of running its command: a pod whose ``tar`` sends
+hostile bytes.
 """
 
 from __future__ import annotations
@@ -41,8 +42,21 @@ _REASONS: dict[int, tuple[str, str]] = {
 }
 
 
+# Answers that may ask the client to come back later (``Retry-After``, ``retryAfterSeconds``).
+RETRY_AFTER_CODES = (429, 503)
+
+
+def retry_after_of(code: int, asked: int | None) -> int | None:
+    """The seconds an error answer asks to wait: ``asked``, and 1 for a 429 by default (as the
+    API server's max-in-flight limit answers); None for any other code unless asked."""
+    if code not in RETRY_AFTER_CODES:
+        return None
+    return asked if asked is not None else (1 if code == 429 else None)
+
+
 def error_status(code: int, message: str | None = None, retry_after: int | None = None) -> Any:
-    """A realistic ``Status`` body for an HTTP error ``code``."""
+    """A realistic ``Status`` body for an HTTP error ``code`` (``retry_after``: its
+    ``details.retryAfterSeconds``, for the codes that carry one)."""
     reason, default = _REASONS.get(code, ("InternalError", f"fakekube injected fault {code}"))
     body: dict[str, Any] = {
         "kind": "Status",
@@ -53,7 +67,7 @@ def error_status(code: int, message: str | None = None, retry_after: int | None 
         "reason": reason,
         "code": code,
     }
-    if code == 429 and retry_after is not None:
+    if code in RETRY_AFTER_CODES and retry_after is not None:
         body["details"] = {"retryAfterSeconds": retry_after}
     elif code == 500:
         body["details"] = {"causes": [{"message": message or default}]}
@@ -71,7 +85,7 @@ class Fault:
     hang: float | None
     drop: bool
     drop_after: int | None
-    retry_after: int
+    retry_after: int | None
     message: str | None
     remaining: int
     fired: int = 0
@@ -118,7 +132,7 @@ class Faults:
         drop: bool = False,
         drop_after: int | None = None,
         watch: bool | None = None,
-        retry_after: int = 1,
+        retry_after: int | None = None,
         message: str | None = None,
         exec_stdout: bytes | Iterable[bytes] | None = None,
     ) -> Fault:
@@ -126,7 +140,8 @@ class Faults:
 
         ``path``: a substring of the request path, or a compiled regex searched in it.
         ``watch``: only watch requests (True) or only others (False).
-        ``status``: answer this HTTP error with a realistic Status (after ``hang`` seconds).
+        ``status``: answer this HTTP error with a realistic Status (after ``hang`` seconds);
+        ``retry_after``: the seconds a 429 (1 by default) or 503 (none by default) asks for.
         ``hang`` alone: answer normally, late. ``drop``: close the connection unanswered.
         ``drop_after``: for watch and log streams, close the connection after that many
         events / lines (0: right after the headers); for an exec, after that many stdout frames.

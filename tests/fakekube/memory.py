@@ -311,7 +311,7 @@ class MemoryCluster:
         """Record the call and take its fault: a status or a dropped call raises here."""
         fault = self.faults.take(op, kind, name)
         self.calls.append(Call(op, kind, namespace, name, args, fault, api_version))
-        if fault is not None and (fault.status is not None or fault.drop):
+        if fault is not None and (fault.status is not None or fault.drop or fault.refused):
             raise fault.error()
         return fault
 
@@ -334,4 +334,5 @@ class MemoryCluster:
         try:
             return call()
         except StoreError as err:
-            raise port_error(err.code, err.reason, err.message) from None
+            wait = (err.details or {}).get("retryAfterSeconds")
+            raise port_error(err.code, err.reason, err.message, wait) from None

@@ -25,7 +25,7 @@ from kfcompile.ports import (
     Transient,
 )
 
-from .faults import error_status
+from .faults import error_status, retry_after_of
 
 __all__ = ["Call", "CallLog", "PortFault", "PortFaults", "port_error"]
 
@@ -44,10 +44,10 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
-def port_error(code: int, reason: str, message: str) -> ApiError:
-    """The ``ApiError`` the port raises for a ``Status`` with this code."""
+def port_error(code: int, reason: str, message: str, retry_after: float | None = None) -> ApiError:
+    """The ``ApiError`` the port raises for a ``Status`` with this code (and ``Retry-After``)."""
     cls = _BY_STATUS.get(code, Transient if code >= 500 else ApiError)
-    return cls(code, reason, message)
+    return cls(code, reason, message, retry_after=retry_after)
 
 
 @dataclass
@@ -65,6 +65,8 @@ class PortFault:
     message: str | None = None
     remaining: int = 1
     fired: int = 0
+    retry_after: int | None = None  # what a 429 (1 by default) or a 503 asks to wait
+    refused: bool = False  # nothing listens: as a refused connection, before any answer
 
     def matches(self, op: str, kind: str, name: str | None) -> bool:
         return (
@@ -75,11 +77,14 @@ class PortFault:
         )
 
     def error(self) -> ApiError:
-        """What the call raises at once: the status's error, or a reset connection."""
+        """What the call raises at once: the status's error, a refused or a reset connection."""
+        if self.refused:
+            return Transient(0, "ConnectionRefused", "connection refused by fakekube (injected)")
         if self.status is None:
             return Transient(0, "ConnectionError", "connection reset by peer (injected)")
-        body = error_status(self.status, self.message)
-        return port_error(self.status, body["reason"], body["message"])
+        wait = retry_after_of(self.status, self.retry_after)
+        body = error_status(self.status, self.message, wait)
+        return port_error(self.status, body["reason"], body["message"], wait)
 
 
 class PortFaults:
@@ -103,17 +108,37 @@ class PortFaults:
         exec_stdout: bytes | Iterable[bytes] | None = None,
         message: str | None = None,
         times: int = 1,
+        retry_after: int | None = None,
+        refused: bool = False,
     ) -> PortFault:
         """Queue a fault for the next ``times`` calls of ``op`` (a ``Cluster`` method name) on
-        ``kind`` (a pod's log and exec: ``Pod``) named ``name``; ``None`` matches any."""
+        ``kind`` (a pod's log and exec: ``Pod``) named ``name``; ``None`` matches any.
+        ``retry_after``: the seconds a 429 or 503 asks to wait; ``refused``: the call fails as
+        when nothing listens on the server's port."""
         if op is not None and op not in OPERATIONS:
             raise ValueError(f"unknown port operation {op!r}: one of {', '.join(OPERATIONS)}")
-        if status is None and not (drop or lost) and drop_after is None and exec_stdout is None:
-            raise ValueError("a fault needs status, drop, lost, drop_after or exec_stdout")
+        if (
+            status is None
+            and not (drop or lost or refused)
+            and drop_after is None
+            and exec_stdout is None
+        ):
+            raise ValueError("a fault needs status, drop, lost, refused, drop_after or exec_stdout")
         if times < 1:
             raise ValueError("times must be at least 1")
         fault = PortFault(
-            op, kind, name, status, drop, lost, drop_after, exec_stdout, message, times
+            op,
+            kind,
+            name,
+            status,
+            drop,
+            lost,
+            drop_after,
+            exec_stdout,
+            message,
+            times,
+            retry_after=retry_after,
+            refused=refused,
         )
         with self._lock:
             self._queue.append(fault)

@@ -31,7 +31,7 @@ from . import api, streams
 from .background import Background, write_kubeconfig
 from .crds import choose_crds
 from .discovery import discovery, version
-from .faults import Faults, error_status
+from .faults import Faults, error_status, retry_after_of
 from .requestlog import RECORD, RequestLog, RequestRecord
 from .resources import ResourceKind, StoreError, not_found
 from .store import Store
@@ -253,8 +253,9 @@ class FakeKube:
                 return web.Response()  # never sent: the connection is gone
             if fault.status is not None:
                 record.status = fault.status
-                headers = [("Retry-After", str(fault.retry_after))] if fault.status == 429 else []
-                body = error_status(fault.status, fault.message, fault.retry_after)
+                wait = retry_after_of(fault.status, fault.retry_after)
+                headers = [("Retry-After", str(wait))] if wait is not None else []
+                body = error_status(fault.status, fault.message, wait)
                 return _json(fault.status, body, headers)
             if fault.drop_after is not None:
                 request[streams.DROP_AFTER] = fault.drop_after

@@ -45,7 +45,7 @@ from kfcompile.lifecycle import (
     ranks,
 )
 from kfcompile.lifecycle.target import Found, crd_name
-from kfcompile.ports import ApiError, Forbidden, LocalFiles, Ref
+from kfcompile.ports import ApiError, Forbidden, LocalFiles, Ref, Transient
 from kfcompile.spec import JobSpec
 from kfcompile.status import JobState, State
 
@@ -58,11 +58,13 @@ class Context:
         from kfcompile_kube import ConfigError, KubeCluster, SystemClock, TarFiles, connect
 
         try:
-            connection = connect(args.kubeconfig, args.context)
+            connection = connect(
+                args.kubeconfig, args.context, request_timeout=args.request_timeout
+            )
         except ConfigError as exc:
             raise Failed("kfcompile", str(exc).splitlines()) from None
         self.session: Session = Session(
-            KubeCluster(connection.api_client),
+            KubeCluster(connection.api_client, request_timeout=connection.request_timeout),
             SystemClock(),
             jitter=random.random,
             retry_for=RETRY_FOR,
@@ -80,8 +82,13 @@ class Context:
 RETRY_FOR = 60.0  # seconds of transient API trouble a command rides out
 
 
-def _retrying(what: str, error: Exception) -> None:
-    print(f"kfcompile: {what}: {error}; retrying for up to {RETRY_FOR:g}s", file=sys.stderr)
+def _retrying(what: str, error: ApiError) -> None:
+    """Said once per call: transient trouble is ridden out for RETRY_FOR; a watch that keeps
+    expiring (its message says what is done) for as long as the command waits."""
+    if isinstance(error, Transient):
+        print(f"kfcompile: {what}: {error}; retrying for up to {RETRY_FOR:g}s", file=sys.stderr)
+    else:
+        print(f"kfcompile: {what}: {error}", file=sys.stderr)
 
 
 @contextmanager

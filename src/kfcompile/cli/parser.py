@@ -148,10 +148,22 @@ def duration(text: str) -> float:
     return hours * 3600 + minutes * 60 + seconds
 
 
+REQUEST_TIMEOUT = "30s"  # the CLI's --request-timeout (kubectl's is none at all)
+
+
 def _connection(p: argparse.ArgumentParser) -> None:
     """How a command reaches the cluster."""
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context (default: the current one)")
+    p.add_argument(
+        "--request-timeout",
+        type=duration,
+        default=REQUEST_TIMEOUT,
+        metavar="DURATION",
+        help="how long to wait for the API server to answer each single request before giving "
+        f"up, as kubectl's: e.g. 10s, 1m, or seconds (default {REQUEST_TIMEOUT}; 0: no limit); "
+        "an answered watch and a followed log stay open longer",
+    )
 
 
 def _cluster_commands(sub: Any) -> None:

@@ -24,8 +24,11 @@ few lines that call the ports.
 Two rules hold everywhere:
 
 - Trouble on the way to the API server (``Transient``: 429, 5xx, dropped connections, timeouts)
-  is retried with capped exponential backoff and jitter, and is never reported as the job's
-  state. When it lasts longer than ``Session.retry_for`` it ends the command as ``Unavailable``.
+  is retried with capped exponential backoff and jitter (a ``Retry-After`` the least pause), and
+  is never reported as the job's state. When it lasts longer than ``Session.retry_for`` it ends
+  the command as ``Unavailable``. Before the API has answered anything in the session, a call
+  that gets no answer at all ends it at once (``Unreachable``): no server is there to ride out.
+  Any other ``ApiError`` that ends a command names the call that failed.
 - A job is found again by its name and the spec-hash annotation, never by guessing: submitting
   the same spec twice creates nothing, and a different job holding the name is never touched.
 """
@@ -88,6 +91,7 @@ from kfcompile.lifecycle.session import (
     Session,
     TimedOut,
     Unavailable,
+    Unreachable,
     backoff,
     call,
     job_kind,
@@ -207,6 +211,7 @@ __all__ = [
     "TimedOut",
     "Transient",
     "Unavailable",
+    "Unreachable",
     "Until",
     "Vanishing",
     "Waiter",

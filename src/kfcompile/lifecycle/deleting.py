@@ -29,6 +29,7 @@ from kfcompile.lifecycle.session import (
     get,
     job_kind,
     meta,
+    named,
     pause,
     transition,
 )
@@ -170,7 +171,7 @@ def look(session: Session, ref: Ref, pods: bool) -> Looked:
     selector = job_kind(ref).pods.format(name=ref.name)
     page = call(
         session,
-        f"list pods of {ref}",
+        named("list pods of", ref),
         lambda: session.cluster.list(
             "v1", "Pod", ref.namespace, label_selector=selector, limit=PODS_NAMED
         ),

@@ -47,6 +47,7 @@ from kfcompile.lifecycle.session import (
     get,
     job_kind,
     meta,
+    named,
     pause,
 )
 from kfcompile.ports import Clock, Invalid, Merge, NotFound, Obj, Ref, Transient
@@ -180,7 +181,7 @@ def _read(
     try:
         lines = call(
             session,
-            f"read logs of {name}",
+            named("read logs of", Ref("v1", "Pod", ref.namespace, name)),
             lambda: list(
                 session.cluster.pod_log(
                     ref.namespace or "default",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from attrs import frozen
@@ -24,6 +23,8 @@ from kfcompile.lifecycle.session import (
     job_kind,
     list_all,
     meta,
+    named,
+    served,
 )
 from kfcompile.ports import NotFound, Obj, Ref
 from kfcompile.status import JobState
@@ -72,7 +73,7 @@ def cancel(
         session.cluster.delete(ref, "Foreground")
 
     try:
-        call(session, f"delete {ref}", delete)
+        call(session, named("delete", ref), delete)
         existed = True
     except NotFound:
         existed = sent > 1
@@ -90,7 +91,7 @@ def set_suspended(session: Session, ref: Ref, suspended: bool) -> None:
         inner = inner.setdefault(part, {})
     inner[leaf] = suspended
     try:
-        call(session, f"patch {ref}", lambda: session.cluster.patch(ref, patch))
+        call(session, named("patch", ref), lambda: session.cluster.patch(ref, patch))
     except NotFound:
         raise JobNotFound(f"{ref} does not exist") from None
 
@@ -108,8 +109,7 @@ def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
     from their status alone (no per-job pod lists)."""
     found: list[Listed] = []
     for kind in KINDS.values():
-        served = partial(session.cluster.served, kind.api_version, kind.name)
-        if not call(session, "discovery", served):
+        if not served(session, kind.api_version, kind.name):
             continue
         for job in list_all(
             session,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from attrs import evolve, frozen
+from attrs import evolve, field, frozen
 
 from kfcompile.kinds import KINDS, Kind
 from kfcompile.ports import ApiError, Clock, Cluster, Gone, Merge, NotFound, Obj, Ref, Transient
@@ -68,6 +68,11 @@ class Unavailable(ClusterError):
     """The API server kept failing with transient errors longer than we retry."""
 
 
+class Unreachable(Unavailable):
+    """The API server has never answered this session, and the first try got no answer
+    (refused, unknown host, TLS, no answer in time): nothing is retried, as kubectl does."""
+
+
 class TimedOut(ClusterError):
     def __init__(self, message: str, last: Observation | None = None) -> None:
         super().__init__(message)
@@ -96,10 +101,12 @@ def transition(table: Table[M], machine: M, phase: enum.Enum, answer: object, no
 @frozen
 class Pause:
     """Wait before going on: the ``attempt``-th pause in a row (0-based), never longer than
-    ``at_most`` seconds (what is left of a timeout or of the retry window)."""
+    ``at_most`` seconds (what is left of a timeout or of the retry window), nor shorter than
+    ``at_least`` (what the server asked for with ``Retry-After``) unless ``at_most`` is."""
 
     attempt: int
     at_most: float = math.inf
+    at_least: float = 0.0
 
 
 @frozen
@@ -120,11 +127,26 @@ class Backoff:
         return full / 2 + full / 2 * jitter
 
     def seconds(self, pause: Pause, jitter: float) -> float:
-        return max(0.0, min(pause.at_most, self.delay(pause.attempt, jitter)))
+        wanted = max(pause.at_least, self.delay(pause.attempt, jitter))
+        return max(0.0, min(pause.at_most, wanted))
 
 
 def _half() -> float:
     return 0.5
+
+
+class Contact:
+    """Whether the API server has answered anything yet in a session (any HTTP status counts:
+    a 404 or a 503 is an answer). Before it has, a failure that got no answer at all is not
+    transient trouble of a server that works, but a server that is not there."""
+
+    def __init__(self) -> None:
+        self.answered = False
+
+    def heard(self, error: ApiError | None = None) -> None:
+        """A call returned (``error`` None) or failed with ``error``."""
+        if error is None or not (isinstance(error, Transient) and error.status == 0):
+            self.answered = True
 
 
 @frozen
@@ -135,12 +157,32 @@ class Session:
     clock: Clock
     jitter: Callable[[], float] = _half  # uniform in [0, 1); the adapters pass random.random
     retry_for: float = 60.0
-    # Told (what, error) when a call first fails with transient trouble and will be retried.
-    on_retry: Callable[[str, Transient], None] | None = None
+    # Told (what, error) once when a call first fails with transient trouble and will be
+    # retried, and when a watch keeps expiring (a ``Gone``) and is listed again with backoff.
+    on_retry: Callable[[str, ApiError], None] | None = None
     backoff: Backoff = Backoff()  # every retry and every poll
     # How the followed logs of several ranks are read at once; None: the cluster's own when it
     # has one (KubeCluster, with threads), else one line of each in turn (logs.InTurn).
     merge: Merge | None = None
+    # Whether the API has answered yet: shared by the copies ``evolve`` makes of the session.
+    contact: Contact = field(factory=Contact, eq=False, repr=False)
+
+
+def retrying(session: Session, what: str, error: ApiError) -> None:
+    """Tell the session's ``on_retry`` (if any) that ``what`` is being retried after ``error``."""
+    if session.on_retry is not None:
+        session.on_retry(what, error)
+
+
+def named(verb: str, ref: Ref) -> str:
+    """A call on one object as messages name it: ``create Secret team-a/x-env``."""
+    where = f"{ref.namespace}/" if ref.namespace else ""
+    return f"{verb} {ref.kind} {where}{ref.name}"
+
+
+def listing(kind: str, namespace: str | None, verb: str = "list") -> str:
+    """A call on a collection as messages name it: ``list Pod in team-a``."""
+    return f"{verb} {kind} in {namespace or 'all namespaces'}"
 
 
 def backoff(session: Session, attempt: int) -> float:
@@ -163,17 +205,21 @@ class Attempt:
 
 @frozen
 class GiveUp:
-    """Transient trouble lasted ``waited`` seconds, longer than the session rides out."""
+    """Transient trouble lasted ``waited`` seconds, longer than the session rides out; or
+    (``unanswered``) the API has never answered and this first failure got no answer."""
 
     waited: float
     error: Transient
+    unanswered: bool = False
 
 
 @frozen
 class Failed:
-    """The call failed with transient trouble."""
+    """The call failed with transient trouble; ``first_contact``: the API has never answered
+    anything in this session yet."""
 
     error: Transient
+    first_contact: bool = False
 
 
 class Step(enum.Enum):
@@ -186,30 +232,35 @@ class Retry:
     """One call riding out transient trouble for up to ``retry_for`` seconds (from its first
     failure): fed each failure, it says how long to pause or that it is time to give up.
 
-    Later rules fit here: a ``Retry-After`` from the server becomes a pause's lower bound, and
-    failing fast before the API has ever answered is giving up at the first failure."""
+    A ``Retry-After`` from the server (429, 503) is the pause's lower bound, within what is left
+    of the window. Before the API has ever answered, a failure with no answer at all (refused,
+    unknown host, TLS, no answer in time) gives up at once: nothing is there to ride out."""
 
     retry_for: float
     step: Step = Step.ATTEMPT
     since: float | None = None  # when the trouble began
     pauses: int = 0  # pauses so far
     error: Transient | None = None  # the last failure
+    unanswered: bool = False  # the API never answered, nor this call
 
     def next_request(self, now: float) -> Attempt | Pause | GiveUp:
         if self.step is Step.ATTEMPT:
             return Attempt()
         assert self.since is not None and self.error is not None
         waited = now - self.since
-        if waited >= self.retry_for:
-            return GiveUp(waited, self.error)
-        return Pause(self.pauses, at_most=self.retry_for - waited)
+        if self.unanswered or waited >= self.retry_for:
+            return GiveUp(waited, self.error, self.unanswered)
+        left = self.retry_for - waited
+        asked = self.error.retry_after or 0.0
+        return Pause(self.pauses, at_most=left, at_least=min(left, max(0.0, asked)))
 
     def receive(self, answer: Failed | Slept, now: float) -> Retry:
         return transition(RETRY_TABLE, self, self.step, answer, now)
 
     def _failed(self, answer: Failed, now: float) -> Retry:
         since = now if self.since is None else self.since
-        return evolve(self, step=Step.PAUSE, since=since, error=answer.error)
+        unanswered = answer.first_contact and answer.error.status == 0
+        return evolve(self, step=Step.PAUSE, since=since, error=answer.error, unanswered=unanswered)
 
     def _slept(self, answer: Slept, now: float) -> Retry:
         return evolve(self, step=Step.ATTEMPT, pauses=self.pauses + 1)
@@ -222,27 +273,40 @@ RETRY_TABLE: Final[Table[Retry]] = {
 
 
 def unavailable(what: str, give_up: GiveUp) -> Unavailable:
+    if give_up.unanswered:
+        return Unreachable(f"{what}: cannot reach the API server: {give_up.error.message}")
     return Unavailable(
         f"{what}: the API server kept failing for {give_up.waited:.0f}s ({give_up.error})"
     )
 
 
 def call(session: Session, what: str, fn: Callable[[], T]) -> T:
-    """``fn()``, retried while it fails with ``Transient`` for up to ``session.retry_for`` s."""
-    clock, retry = session.clock, Retry(session.retry_for)
+    """``fn()``, retried while it fails with ``Transient`` for up to ``session.retry_for`` s
+    (not at all before the API has ever answered, when nothing answers). Any other
+    ``ApiError`` passes through named: ``what`` (``create Secret team-a/x-env``) is the call."""
+    clock, retry, contact = session.clock, Retry(session.retry_for), session.contact
     while True:
         request = retry.next_request(clock.monotonic())
         if isinstance(request, GiveUp):
             raise unavailable(what, request) from None
         if isinstance(request, Pause):
-            if request.attempt == 0 and session.on_retry is not None and retry.error:
-                session.on_retry(what, retry.error)
+            if request.attempt == 0 and retry.error:
+                retrying(session, what, retry.error)
             retry = retry.receive(pause(session, request), clock.monotonic())
             continue
+        first_contact = not contact.answered
         try:
-            return fn()
+            result = fn()
         except Transient as exc:
-            retry = retry.receive(Failed(exc), clock.monotonic())
+            contact.heard(exc)
+            retry = retry.receive(Failed(exc, first_contact), clock.monotonic())
+            continue
+        except ApiError as exc:
+            contact.heard(exc)
+            exc.named(what)
+            raise
+        contact.heard()
+        return result
 
 
 def poll(session: Session, done: Callable[[], bool], timeout: float | None) -> bool:
@@ -263,9 +327,15 @@ def poll(session: Session, done: Callable[[], bool], timeout: float | None) -> b
 # --- reading and creating objects ---------------------------------------------------------------
 
 
+def served(session: Session, api_version: str, kind: str) -> bool:
+    """Whether the cluster serves ``kind`` in ``api_version`` (its CRD is installed)."""
+    discover = partial(session.cluster.served, api_version, kind)
+    return call(session, f"discover {kind} in {api_version}", discover)
+
+
 def get(session: Session, ref: Ref) -> Obj | None:
     try:
-        return call(session, f"read {ref}", lambda: session.cluster.get(ref))
+        return call(session, named("read", ref), lambda: session.cluster.get(ref))
     except NotFound:
         return None
 
@@ -290,7 +360,7 @@ def list_all(
             **selectors,
         )
         try:
-            page = call(session, f"list {kind}", page_of)
+            page = call(session, listing(kind, namespace), page_of)
         except Gone:
             if token is None or restarts >= LIST_RESTARTS:
                 raise
@@ -324,7 +394,7 @@ def create(session: Session, obj: Obj, digest: str, *, dry_run: bool = False) ->
     # Only a dry run passes the option: a Cluster written before it existed still works.
     send = partial(session.cluster.create, obj, **({"dry_run": True} if dry_run else {}))
     try:
-        return call(session, f"create {ref}", send)
+        return call(session, named("create", ref), send)
     except ApiError as exc:
         if exc.status != 409:
             raise

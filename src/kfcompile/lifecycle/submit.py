@@ -29,6 +29,8 @@ from kfcompile.lifecycle.session import (
     create,
     get,
     meta,
+    named,
+    served,
 )
 from kfcompile.lifecycle.sync import SYNC_IMAGE, Synced, sync_up
 from kfcompile.lifecycle.target import crd_problems
@@ -106,13 +108,10 @@ def prepare(
 
 def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
     """What is missing on the cluster for this job, one line each with how to fix it."""
-    cluster, job = session.cluster, prepared.job
+    job = prepared.job
     kind = KINDS[job["kind"]]
     namespace = prepared.ref.namespace or "default"
     problems: list[str] = []
-
-    def served(api_version: str, kind_name: str) -> bool:
-        return call(session, "discovery", lambda: cluster.served(api_version, kind_name))
 
     def missing(ref: Ref) -> bool:
         try:
@@ -120,7 +119,7 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
         except Forbidden:
             return False  # we may not read it; the create will tell
 
-    if not served(kind.api_version, kind.name):
+    if not served(session, kind.api_version, kind.name):
         problems.append(
             f"{kind.name} ({kind.api_version}) is not served by this cluster: its CRD is "
             f"missing; {kind.install}"
@@ -143,7 +142,7 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
             )
     queue_name = (meta(job).get("labels") or {}).get(QUEUE_LABEL)
     if queue_name:
-        if not served(LOCAL_QUEUE_API, "LocalQueue"):
+        if not served(session, LOCAL_QUEUE_API, "LocalQueue"):
             problems.append(
                 f"the job names Kueue queue {queue_name} but Kueue is not installed "
                 "(LocalQueue is not served): install Kueue or remove `queue`"
@@ -243,7 +242,7 @@ def _own(session: Session, companion: Obj, job: Obj) -> None:
     """Make ``job`` the owner of ``companion``, so deleting the job deletes it."""
     ref = Ref.of(companion)
     owner = {"metadata": {"ownerReferences": [_owner(job)]}}
-    call(session, f"own {ref}", partial(session.cluster.patch, ref, owner))
+    call(session, named("patch", ref), partial(session.cluster.patch, ref, owner))
 
 
 def submit(
@@ -371,12 +370,14 @@ def _roll_back(
                 todo.pop(0)
                 continue
             try:
-                call(session, f"delete {ref}", partial(session.cluster.delete, ref, "Background"))
+                delete = partial(session.cluster.delete, ref, "Background")
+                call(session, named("delete", ref), delete)
             except NotFound:
                 pass
             except (ApiError, ClusterError) as exc:
                 down = exc if isinstance(exc, Unavailable) else None
-                left.append(Left(ref, f"delete failed: {exc}", ref in owned))
+                why = exc.line if isinstance(exc, ApiError) else str(exc)  # the call is named
+                left.append(Left(ref, f"delete failed: {why}", ref in owned))
             todo.pop(0)
     except KeyboardInterrupt:  # a second Ctrl-C: say what was not deleted yet
         if unsure is not None:

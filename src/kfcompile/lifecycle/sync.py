@@ -23,6 +23,7 @@ from kfcompile.lifecycle.session import (
     call,
     create,
     get,
+    named,
     poll,
 )
 from kfcompile.ports import ApiError, ExecOutput, ExecResult, LocalFiles, NotFound, Obj, Packed, Ref
@@ -130,7 +131,7 @@ def _with_helper(
         return work(ref)
     finally:
         with contextlib.suppress(NotFound):
-            call(session, f"delete {ref}", lambda: session.cluster.delete(ref, "Background"))
+            call(session, named("delete", ref), lambda: session.cluster.delete(ref, "Background"))
 
 
 def _exec(
@@ -144,7 +145,7 @@ def _exec(
     ``stdout`` as the port takes them."""
     return call(
         session,
-        f"exec in {pod}",
+        named("exec in", pod),
         lambda: session.cluster.exec(
             pod.namespace or "default", pod.name, "sync", command, stdin, stdout=stdout
         ),
@@ -211,7 +212,7 @@ def sync_up(
     def upload(pod: Ref) -> Synced:
         mkdir = ["mkdir", "-p", target_dir]
         _succeeded(mkdir, _exec(session, pod, mkdir), doing)
-        return call(session, f"exec in {pod}", partial(attempt, pod))
+        return call(session, named("exec in", pod), partial(attempt, pod))
 
     return _with_helper(session, namespace, pvc, image, timeout, upload)
 

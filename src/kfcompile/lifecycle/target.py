@@ -23,7 +23,7 @@ from kfcompile.detection import (
     from_version,
 )
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB, Kind
-from kfcompile.lifecycle.session import ClusterError, Session, call, get
+from kfcompile.lifecycle.session import ClusterError, Session, get, served
 from kfcompile.ports import ApiError, Forbidden, Obj, Ref
 
 CRD_API: Final = "apiextensions.k8s.io/v1"
@@ -59,7 +59,7 @@ def served_crd(session: Session, kind: Kind) -> Obj | None:
 
 
 def _served(session: Session, kind: Kind) -> bool:
-    return call(session, "discovery", lambda: session.cluster.served(kind.api_version, kind.name))
+    return served(session, kind.api_version, kind.name)
 
 
 def _trainer_version(session: Session, namespace: str, tried: list[str]) -> str | None:
@@ -67,7 +67,7 @@ def _trainer_version(session: Session, namespace: str, tried: list[str]) -> str 
     try:
         found = get(session, ref)
     except Forbidden as exc:
-        tried.append(f"ConfigMap {namespace}/{TRAINER_CONFIGMAP}: {exc}")
+        tried.append(f"ConfigMap {namespace}/{TRAINER_CONFIGMAP}: {exc.line}")
         return None
     data = (found or {}).get("data")
     value = data.get(VERSION_KEY) if isinstance(data, Mapping) else None
@@ -78,7 +78,7 @@ def _trainjob_crd(session: Session, tried: list[str]) -> Obj | None:
     try:
         return served_crd(session, TRAINJOB)
     except Forbidden as exc:
-        tried.append(f"CustomResourceDefinition {TRAINJOB_CRD}: {exc}")
+        tried.append(f"CustomResourceDefinition {TRAINJOB_CRD}: {exc.line}")
         return None
 
 
@@ -133,7 +133,7 @@ def unreadable(what: str, exc: ApiError) -> str:
     """Why ``what`` could not be read, and for a 403 the permission that grants it."""
     if isinstance(exc, Forbidden):
         return (
-            f"cannot read {what}: {exc} (needs get on customresourcedefinitions: "
+            f"cannot read {what}: {exc.line} (needs get on customresourcedefinitions: "
             "`kfcompile rbac --cluster-reads` prints the ClusterRole)"
         )
-    return f"cannot read {what}: {exc}"
+    return f"cannot read {what}: {exc.line}"

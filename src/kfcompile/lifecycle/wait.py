@@ -18,7 +18,9 @@ from kfcompile.lifecycle.session import (
     close,
     job_kind,
     meta,
+    named,
     pause,
+    retrying,
     unavailable,
 )
 from kfcompile.lifecycle.waiter import (
@@ -91,7 +93,7 @@ def _list_job(session: Session, ref: Ref) -> WaitAnswer:
     by_name = f"metadata.name={ref.name}"
     page = call(
         session,
-        f"read {ref}",
+        named("read", ref),
         lambda: session.cluster.list(
             kind.api_version, kind.name, ref.namespace, field_selector=by_name
         ),
@@ -152,6 +154,8 @@ def wait(
                 case _:
                     return _ended(session, ref, until, timeout, request)
             waiter = waiter.receive(answer, clock.monotonic())
+            if waiter.notice is not None:
+                retrying(session, named("watch", ref), waiter.notice)
             if waiter.news is not None and on_change is not None:
                 on_change(waiter.news, clock.monotonic() - waiter.started)
     finally:
@@ -169,7 +173,7 @@ def _ended(
             raise JobDeleted(f"{ref} was deleted (by someone else) while waiting")
         raise JobNotFound(f"{ref} does not exist")
     if isinstance(end, GiveUp):
-        raise unavailable(f"watch {ref}", end)
+        raise unavailable(named("watch", ref), end)
     assert isinstance(end, OutOfTime), end
     last = status(session, ref)  # how things stand now, with the events that say why
     warnings = [f"  {e}" for e in last.events if e.type == "Warning"][-3:]

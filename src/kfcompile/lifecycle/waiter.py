@@ -6,10 +6,12 @@ job's pods are listed with every version of the job seen; a watch from the last 
 delivers changes, in segments of ``WATCH_SEGMENT`` seconds so that pods which change while the
 job does not (stuck, or becoming ready) are looked at again. A stream the server closes is
 resumed from the last version seen (events and bookmarks move it); one that ends at once,
-without an event, is trouble. ``410 Gone`` lists again. Transient trouble on the watch pauses
-with the session's backoff and resumes the watch, for ``Session.retry_for`` seconds at most (then
-``Unavailable``); trouble on a list is the retry machine's (``session.call``). Only when the API
-refuses to watch (403, 404) does this poll: list, pause, list again.
+without an event, is trouble. ``410 Gone`` lists again, after a pause when the watch before
+expired too with nothing delivered between (``Relists``, shared with ``watcher``). Transient
+trouble on the watch pauses with the session's backoff and resumes the watch, for
+``Session.retry_for`` seconds at most (then ``Unavailable``); trouble on a list is the retry
+machine's (``session.call``). Only when the API refuses to watch (403, 404) does this poll:
+list, pause, list again.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from kfcompile.lifecycle.session import (
     meta,
     transition,
 )
-from kfcompile.ports import Obj, Transient
+from kfcompile.ports import ApiError, Gone, Obj, Transient
 from kfcompile.status import State
 
 Until = Literal["running", "done"]
@@ -143,6 +145,52 @@ class Trouble:
     error: Transient
 
 
+# --- a watch that keeps expiring (shared with ``watcher``) --------------------------------------
+
+
+def keeps_expiring() -> Gone:
+    """What is said, once, about a watch answered 410 again and again."""
+    return Gone(
+        410,
+        "Expired",
+        "the watch keeps expiring as soon as it starts (the server no longer has the version "
+        "just listed): listing again, with backoff",
+    )
+
+
+@frozen
+class Relists:
+    """How often in a row the watch was answered ``410 Gone`` with nothing delivered between
+    (``streak``). The first lists again at once: the version watched from was compacted away,
+    as happens. From the second on, a pause comes before the list (the one backoff, longer with
+    each), and that the watch keeps expiring is said once (``told``): a server that compacts
+    faster than we list and watch, or a proxy that sends the watch to a server behind the one
+    that answered the list, would otherwise get a list and a watch as fast as they go."""
+
+    streak: int = 0
+    owed: bool = False  # a pause before the next list
+    told: bool = False
+
+    def expired(self) -> Relists:
+        streak = self.streak + 1
+        return Relists(streak, owed=streak > 1, told=self.told or streak > 1)
+
+    def pause(self, at_most: float = math.inf) -> Pause | None:
+        """The pause owed before the next list, if any."""
+        return Pause(self.streak - 2, at_most=at_most) if self.owed else None
+
+    def slept(self) -> Relists:
+        return evolve(self, owed=False)
+
+    def progress(self) -> Relists:
+        """The watch delivered something: it works, and the next 410 is a first again."""
+        return evolve(self, streak=0, owed=False)
+
+    def notice(self, before: Relists) -> ApiError | None:
+        """What to say once this has become a watch that keeps expiring."""
+        return keeps_expiring() if self.told and not before.told else None
+
+
 WaitAnswer = (
     Listed
     | NoJob
@@ -185,6 +233,8 @@ class Waiter:
     last: Observation | None = None
     shown: tuple[State, str, int, int] | None = None
     news: Observation | None = None
+    relists: Relists = Relists()
+    notice: ApiError | None = None  # set by the answer that made something worth saying
     outcome: Done | Missing | None = None
 
     @classmethod
@@ -201,7 +251,7 @@ class Waiter:
         if self.last is not None and self.remaining(now) <= 0:
             return OutOfTime(self.last)
         if self.phase is Phase.LIST:
-            return ListJob()
+            return self.relists.pause(self.remaining(now)) or ListJob()
         if self.phase is Phase.PODS:
             assert self.job is not None
             return ListPods(self.job)
@@ -219,7 +269,8 @@ class Waiter:
         return request
 
     def receive(self, answer: WaitAnswer, now: float) -> Waiter:
-        after = transition(WAIT_TABLE, evolve(self, news=None), self.phase, answer, now)
+        before = evolve(self, news=None, notice=None)
+        after = transition(WAIT_TABLE, before, self.phase, answer, now)
         return after if after.phase is self.phase else evolve(after, entered=now)
 
     # --- the rows
@@ -248,10 +299,14 @@ class Waiter:
     def _changed(self, answer: Changed, now: float) -> Waiter:
         version = str(meta(answer.job).get("resourceVersion") or self.version)
         changed = evolve(self, phase=Phase.PODS, job=answer.job, version=version, streaming=True)
-        return changed._answered()
+        return changed._delivered()
 
     def _bookmark(self, answer: Bookmark, now: float) -> Waiter:
-        return evolve(self, version=answer.version or self.version, streaming=True)._answered()
+        return evolve(self, version=answer.version or self.version, streaming=True)._delivered()
+
+    def _delivered(self) -> Waiter:
+        """The watch delivered an event: it works."""
+        return evolve(self, relists=self.relists.progress())._answered()
 
     def _deleted(self, answer: Deleted, now: float) -> Waiter:
         return evolve(self, phase=Phase.END, outcome=Missing(deleted=True))
@@ -260,10 +315,16 @@ class Waiter:
         if not self.streaming and now - self.entered < SHORT_WATCH:
             cut = Transient(0, "StreamEnded", "the watch ended as soon as it started")
             return self._trouble(Trouble(cut), now)
-        return evolve(self, phase=Phase.PODS, streaming=False)._answered()
+        return evolve(self, phase=Phase.PODS, streaming=False)._delivered()
 
     def _expired(self, answer: Expired, now: float) -> Waiter:
-        return evolve(self, phase=Phase.LIST, streaming=False)._answered()
+        relists = self.relists.expired()
+        notice = relists.notice(self.relists)
+        expired = evolve(self, phase=Phase.LIST, streaming=False, relists=relists, notice=notice)
+        return expired._answered()
+
+    def _relist_slept(self, answer: Slept, now: float) -> Waiter:
+        return evolve(self, relists=self.relists.slept())
 
     def _refused(self, answer: Refused, now: float) -> Waiter:
         return evolve(self, phase=Phase.SLEEP, streaming=False, polling=True)._answered()
@@ -282,12 +343,13 @@ WAIT_TABLE: Final[Table[Waiter]] = {
     # (phase, answer): the row, and where it goes
     (Phase.LIST, Listed): Waiter._listed,  # PODS
     (Phase.LIST, NoJob): Waiter._no_job,  # END: never there (JobNotFound), or deleted
+    (Phase.LIST, Slept): Waiter._relist_slept,  # LIST, after the pause a 410 again owed
     (Phase.PODS, PodsListed): Waiter._observed,  # END when reached; else WATCH, or SLEEP to poll
     (Phase.WATCH, Changed): Waiter._changed,  # PODS, the stream still open
     (Phase.WATCH, Bookmark): Waiter._bookmark,  # WATCH, from the bookmark's version
     (Phase.WATCH, Deleted): Waiter._deleted,  # END: deleted
     (Phase.WATCH, StreamEnded): Waiter._ended,  # PODS, then WATCH from the last version
-    (Phase.WATCH, Expired): Waiter._expired,  # LIST: our version is too old
+    (Phase.WATCH, Expired): Waiter._expired,  # LIST (after a pause when 410 again): too old
     (Phase.WATCH, Refused): Waiter._refused,  # SLEEP, then LIST: polling from now on
     (Phase.WATCH, Trouble): Waiter._trouble,  # SLEEP (backoff), then WATCH from the last version
     (Phase.SLEEP, Slept): Waiter._slept,  # LIST when polling, else WATCH

@@ -21,10 +21,12 @@ from kfcompile.lifecycle.session import (
     GiveUp,
     Pause,
     Session,
-    call,
     close,
+    listing,
     meta,
     pause,
+    retrying,
+    served,
     unavailable,
 )
 from kfcompile.lifecycle.wait import next_answer
@@ -38,7 +40,7 @@ from kfcompile.lifecycle.watcher import (
     Watcher,
     WatchJobs,
 )
-from kfcompile.ports import Clock, Gone, Obj, Transient, WatchEvent
+from kfcompile.ports import ApiError, Clock, Gone, Obj, Transient, WatchEvent
 
 MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGER}"  # the jobs kfcompile created
 
@@ -63,7 +65,8 @@ def _next_event(stream: Iterator[WatchEvent]) -> WatchAnswer:
 def _page(
     session: Session, kind: Kind, namespace: str | None, selector: str, request: ListJobs
 ) -> WatchAnswer:
-    """One page; what the API refuses (403: no right to list) ends the watch with it."""
+    """One page; what the API refuses (403: no right to list) ends the watch with it, named
+    as ``call`` names what it raises (the machine rides out the rest itself)."""
     try:
         page = session.cluster.list(
             kind.api_version,
@@ -77,6 +80,9 @@ def _page(
         return Expired()
     except Transient as exc:
         return Trouble(exc)
+    except ApiError as exc:
+        exc.named(listing(kind.name, namespace))
+        raise
     return PageListed(page.items, page.resource_version, page.continue_token)
 
 
@@ -99,7 +105,7 @@ def watch_kind(
 ) -> Generator[tuple[JobEvent, ...], None, None]:
     """The jobs of one kind: after each answer of the API, the events it made (often none), so
     that a merge reading several kinds in turn moves each on. Closing it closes its watch."""
-    clock = session.clock
+    clock, what = session.clock, listing(kind.name, namespace, "watch")
     watcher = Watcher.start(kind, clock.monotonic(), session.retry_for)
     stream: Iterator[WatchEvent] | None = None
     try:
@@ -121,8 +127,10 @@ def watch_kind(
                     answer = pause(session, request)
                 case _:
                     assert isinstance(request, GiveUp), request
-                    raise unavailable(f"watch {kind.plural}", request)
+                    raise unavailable(what, request)
             watcher = watcher.receive(answer, clock.monotonic())
+            if watcher.notice is not None:
+                retrying(session, what, watcher.notice)
             yield watcher.events
     finally:
         close(stream)
@@ -152,8 +160,7 @@ def watch_jobs(
     """
     kinds: list[Kind] = []
     for kind in KINDS.values():
-        served = partial(session.cluster.served, kind.api_version, kind.name)
-        if call(session, "discovery", served):
+        if served(session, kind.api_version, kind.name):
             kinds.append(kind)
         elif on_skipped is not None:
             on_skipped(kind)

@@ -9,7 +9,8 @@ requests grow with the jobs), and an event (``JobEvent``) is made only when a jo
 disappears, or its normalized state (state and reason) changes; a message alone is no event.
 
 Row by row of ``WATCH_TABLE``, it goes as ``waiter`` does: ``410 Gone`` on the watch lists
-again, and that relist reports only what really changed meanwhile (a job gone from it was
+again (after a pause when it keeps expiring: ``waiter.Relists``), and that relist reports only
+what really changed meanwhile (a job gone from it was
 deleted; one under the same name with another uid was deleted and created again); a continue
 token that expired starts the list over (``LIST_RESTARTS`` times, then it is trouble).
 Transient trouble, on a list page or on the watch, pauses with the session's backoff and asks
@@ -46,10 +47,11 @@ from kfcompile.lifecycle.waiter import (
     Expired,
     ReadEvent,
     Refused,
+    Relists,
     StreamEnded,
     Trouble,
 )
-from kfcompile.ports import Obj, Ref, Transient
+from kfcompile.ports import ApiError, Obj, Ref, Transient
 from kfcompile.status import JobState, State, job_state
 
 # Seconds a watch of every job lasts before it is opened again from the last version seen: as
@@ -221,7 +223,9 @@ class Watcher:
     list_version: str = ""  # its resourceVersion (its first page's)
     restarts: int = 0  # times it started over after its continue token expired
     known: Mapping[Ref, Seen] = attrs.field(factory=dict)  # every job, as last reported
+    relists: Relists = attrs.field(factory=Relists)  # 410s in a row on the watch
     events: tuple[JobEvent, ...] = ()
+    notice: ApiError | None = None  # set by the answer that made something worth saying
 
     @classmethod
     def start(cls, kind: Kind, now: float, retry_for: float) -> Watcher:
@@ -229,7 +233,7 @@ class Watcher:
 
     def next_request(self, now: float) -> WatchRequest:
         if self.phase is Phase.LIST:
-            return ListJobs(self.token)
+            return self.relists.pause() or ListJobs(self.token)
         if self.phase is Phase.WATCH:
             return ReadEvent() if self.streaming else WatchJobs(self.version, JOBS_SEGMENT)
         if self.retry.step is Step.PAUSE:  # trouble: the retry machine says how long, or no more
@@ -239,7 +243,8 @@ class Watcher:
         return Pause(self.polls)  # between polls
 
     def receive(self, answer: WatchAnswer, now: float) -> Watcher:
-        after = transition(WATCH_TABLE, evolve(self, events=()), self.phase, answer, now)
+        before = evolve(self, events=(), notice=None)
+        after = transition(WATCH_TABLE, before, self.phase, answer, now)
         opens = after.phase is Phase.WATCH and not after.streaming  # a new watch is asked for
         return evolve(after, entered=now) if after.phase is not self.phase or opens else after
 
@@ -317,19 +322,36 @@ class Watcher:
         """An event arrived: the stream is open, and the version moves to the event's."""
         version = meta(job).get("resourceVersion")
         version = version if isinstance(version, str) and version else self.version
-        return evolve(self, version=version, streaming=True)._answered()
+        return evolve(self, version=version, streaming=True)._delivered()
 
     def _bookmark(self, answer: Bookmark, now: float) -> Watcher:
-        return evolve(self, version=answer.version or self.version, streaming=True)._answered()
+        return evolve(self, version=answer.version or self.version, streaming=True)._delivered()
+
+    def _delivered(self) -> Watcher:
+        """The watch delivered an event: it works."""
+        return evolve(self, relists=self.relists.progress())._answered()
 
     def _ended(self, answer: StreamEnded, now: float) -> Watcher:
         if not self.streaming and now - self.entered < SHORT_WATCH:
             cut = Transient(0, "StreamEnded", "the watch ended as soon as it started")
             return self._trouble(Trouble(cut), now)
-        return evolve(self, streaming=False)._answered()
+        return evolve(self, streaming=False)._delivered()
 
     def _expired(self, answer: Expired, now: float) -> Watcher:
-        return evolve(self, phase=Phase.LIST, streaming=False, token=None, listing={})._answered()
+        relists = self.relists.expired()
+        expired = evolve(
+            self,
+            phase=Phase.LIST,
+            streaming=False,
+            token=None,
+            listing={},
+            relists=relists,
+            notice=relists.notice(self.relists),
+        )
+        return expired._answered()
+
+    def _relist_slept(self, answer: Slept, now: float) -> Watcher:
+        return evolve(self, relists=self.relists.slept())
 
     def _refused(self, answer: Refused, now: float) -> Watcher:
         polling = evolve(self, phase=Phase.SLEEP, resume=Phase.LIST, streaming=False, polling=True)
@@ -351,11 +373,12 @@ WATCH_TABLE: Final[Table[Watcher]] = {
     (Phase.LIST, PageListed): Watcher._page,  # LIST for the next page; last: WATCH (or SLEEP)
     (Phase.LIST, Expired): Watcher._list_expired,  # LIST from the start; too often: SLEEP
     (Phase.LIST, Trouble): Watcher._trouble,  # SLEEP (backoff), then the same page again
+    (Phase.LIST, Slept): Watcher._relist_slept,  # LIST, after the pause a 410 again owed
     (Phase.WATCH, Changed): Watcher._changed,  # WATCH, the stream still open
     (Phase.WATCH, Removed): Watcher._removed,  # WATCH, the stream still open
     (Phase.WATCH, Bookmark): Watcher._bookmark,  # WATCH, from the bookmark's version
     (Phase.WATCH, StreamEnded): Watcher._ended,  # WATCH again from the last version seen
-    (Phase.WATCH, Expired): Watcher._expired,  # LIST: our version is too old
+    (Phase.WATCH, Expired): Watcher._expired,  # LIST (after a pause when 410 again): too old
     (Phase.WATCH, Refused): Watcher._refused,  # SLEEP, then LIST: polling from now on
     (Phase.WATCH, Trouble): Watcher._trouble,  # SLEEP (backoff), then WATCH from the last version
     (Phase.SLEEP, Slept): Watcher._slept,  # back where it paused: LIST or WATCH

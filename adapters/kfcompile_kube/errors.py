@@ -1,0 +1,161 @@
+"""What went wrong with a request, as the port's ``ApiError`` family: the server's answer (its
+``Status``, and the ``Retry-After`` it asked for), or why no answer came, in the words a user
+acts on (connection refused, cannot resolve host, TLS certificate verify failed, no answer in
+time) with the server's address, never credentials."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+from collections.abc import Iterator, Mapping
+from http import HTTPStatus
+from urllib.parse import urlsplit
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
+from websocket import WebSocketBadStatusException, WebSocketException
+
+from kfcompile.ports import (
+    ApiError,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
+    Obj,
+    Transient,
+)
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: Invalid,
+    401: Forbidden,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+    429: Transient,
+}
+# What a broken connection looks like from below the client (it only wraps SSL errors itself).
+TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
+_RETRY_AFTER_MAX = 3600.0  # seconds; a server asking for more is not believed further
+
+
+def status_object(data: bytes) -> Obj:
+    """The Status object in an error body; ``{}`` when the body is something else."""
+    try:
+        status = json.loads(data)
+    except ValueError:
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def status_error(code: int, status: Obj, headers: Mapping[str, str] | None = None) -> ApiError:
+    """The port's error for an answer with HTTP status ``code`` and ``Status`` body."""
+    cls = _BY_STATUS.get(code, Transient if code >= 500 else ApiError)
+    try:
+        phrase = HTTPStatus(code).phrase
+    except ValueError:
+        phrase = "Error"
+    reason = str(status.get("reason") or phrase.replace(" ", ""))
+    message = str(status.get("message") or phrase)
+    return cls(code, reason, message, retry_after=_retry_after(status, headers or {}))
+
+
+def _retry_after(status: Obj, headers: Mapping[str, str]) -> float | None:
+    """The seconds a 429/5xx asks us to wait: the ``Retry-After`` header (in seconds; the API
+    server never sends a date), else the Status's ``details.retryAfterSeconds``."""
+    details = status.get("details")
+    found: list[object] = [v for k, v in headers.items() if str(k).lower() == "retry-after"]
+    if isinstance(details, dict):
+        found.append(details.get("retryAfterSeconds"))
+    for value in found:
+        try:
+            seconds = float(str(value))
+        except ValueError:
+            continue
+        if seconds >= 0 and seconds == seconds:  # not NaN
+            return min(seconds, _RETRY_AFTER_MAX)
+    return None
+
+
+def server_of(url: str) -> str:
+    """``scheme://host:port`` of a URL: no credentials, no path or query."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}" if parts.scheme else url.rpartition("@")[2]
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and what it wraps: causes, contexts, urllib3's ``reason``."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [error]
+    while todo:
+        found = todo.pop(0)
+        if found is None or id(found) in seen:
+            continue
+        seen.add(id(found))
+        yield found
+        reason = getattr(found, "reason", None)
+        todo += [reason if isinstance(reason, BaseException) else None]
+        todo += [found.__cause__, found.__context__]
+
+
+def transport_error(
+    error: BaseException, url: str, timeout: tuple[float | None, float | None]
+) -> Transient:
+    """No answer came: why, with the server's address (``url``'s, without credentials);
+    ``timeout``: the seconds a connection, then an answer, were awaited."""
+    server = server_of(url)
+    chain = list(_chain(error))
+
+    def has(*types: type[BaseException]) -> BaseException | None:
+        return next((e for e in chain if isinstance(e, types)), None)
+
+    if has(socket.gaierror) is not None:
+        host = urlsplit(url).hostname or server
+        return Transient(0, "UnknownHost", f"cannot resolve host {host} ({server})")
+    if has(ConnectionRefusedError) is not None:
+        return Transient(0, "ConnectionRefused", f"connection refused by {server}")
+    verify = has(ssl.SSLCertVerificationError)
+    if verify is not None:
+        why = getattr(verify, "verify_message", "") or str(verify)
+        return Transient(0, "TLSError", f"TLS certificate verify failed for {server}: {why}")
+    tls = has(ssl.SSLError, urllib3.exceptions.SSLError)
+    if tls is not None or isinstance(error, ApiException):
+        why = _last_line(str(tls if tls is not None else getattr(error, "reason", error)))
+        return Transient(0, "TLSError", f"TLS with {server} failed: {why}")
+    # urllib3 counts a failed connect as a connect timeout (NewConnectionError subclasses it).
+    failed = has(urllib3.exceptions.NewConnectionError)
+    if failed is not None:
+        cause = has(OSError)
+        why = (cause.strerror or str(cause)) if isinstance(cause, OSError) else str(failed)
+        return Transient(0, "ConnectionError", f"cannot connect to {server}: {why}")
+    connect, read = timeout
+    if has(urllib3.exceptions.ConnectTimeoutError) is not None:
+        within = f" within {connect:g}s" if connect else ""
+        return Transient(0, "Timeout", f"{server} did not accept a connection{within}")
+    if has(urllib3.exceptions.TimeoutError, TimeoutError) is not None:
+        within = f" within {read:g}s" if read else ""
+        return Transient(0, "Timeout", f"no answer from {server}{within}")
+    detail = error.reason if isinstance(error, urllib3.exceptions.MaxRetryError) else error
+    return Transient(0, "ConnectionError", f"connection to {server} failed: {detail}")
+
+
+def _last_line(text: str) -> str:
+    """The client wraps a TLS failure as ``SSLError\\n<the error>``: the error."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text
+
+
+def handshake_error(
+    error: WebSocketException | OSError, url: str, timeout: tuple[float | None, float | None]
+) -> ApiError:
+    """The exec upgrade failed: the server's answer when there was one, else the connection."""
+    if isinstance(error, WebSocketBadStatusException):
+        return status_error(error.status_code, status_object(error.resp_body or b""))
+    return transport_error(error, url, timeout)

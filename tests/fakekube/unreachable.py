@@ -1,0 +1,123 @@
+"""API servers that are not there, for the tests of failing fast: a port where nothing listens,
+a host that does not resolve, a server that accepts connections and never answers, and one
+whose TLS certificate the kubeconfig's CA did not sign. Each counts what reached it.
+
+    with Silent() as silent:               # accepts, reads, never answers
+        kubeconfig(tmp / "kc", silent.url)
+        ...; silent.accepted               # connections accepted so far
+
+The TLS server's certificate (``tls/untrusted-server.crt``, self-signed for 127.0.0.1 and
+localhost, valid until 2126) and the CA the kubeconfig names instead (``tls/other-ca.crt``)
+are files made once with ``openssl req -x509 -newkey ec -pkeyopt
+ec_paramgen_curve:prime256v1 -nodes -days 36500``; their keys protect nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import socket
+import ssl
+import threading
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["NO_HOST", "Silent", "UntrustedTLS", "closed_port", "kubeconfig"]
+
+TLS = Path(__file__).parent / "tls"
+NO_HOST = "nohost.invalid"  # RFC 6761: never resolves
+TOKEN = "unreachable-token-never-printed"
+
+
+def closed_port() -> int:
+    """A localhost port nothing listens on (bound, then closed): connecting is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def kubeconfig(path: Path, server: str, *, ca: Path | None = None) -> Path:
+    """A kubeconfig for ``server`` with a bearer token (``TOKEN``) and, for https, the CA
+    ``ca`` (default: one that signed no server here)."""
+    cluster: dict[str, str] = {"server": server}
+    if server.startswith("https://"):
+        pem = (ca or TLS / "other-ca.crt").read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(pem).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+class _Listener:
+    """A socket on 127.0.0.1 accepting connections on a thread; ``serve`` handles each."""
+
+    scheme = "http"
+
+    def __init__(self) -> None:
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.port: int = self._sock.getsockname()[1]
+        self.url = f"{self.scheme}://127.0.0.1:{self.port}"
+        self.accepted = 0
+        self._open: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self) -> _Listener:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with contextlib.suppress(OSError):  # wakes the thread blocked in accept()
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        self._thread.join(5)
+        for conn in self._open:
+            conn.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:  # closed: the test is over
+                return
+            self.accepted += 1
+            self._open.append(conn)
+            self.serve(conn)
+
+    def serve(self, conn: socket.socket) -> None:
+        """Hold the connection open and never answer (what a hung server does)."""
+
+
+class Silent(_Listener):
+    """Accepts every connection and never answers."""
+
+
+class UntrustedTLS(_Listener):
+    """Speaks TLS with a self-signed certificate no kubeconfig here trusts."""
+
+    scheme = "https"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._context.load_cert_chain(TLS / "untrusted-server.crt", TLS / "untrusted-server.key")
+        self.handshakes_failed = 0
+
+    def serve(self, conn: socket.socket) -> None:
+        conn.settimeout(5)
+        try:
+            self._context.wrap_socket(conn, server_side=True).close()
+        except (ssl.SSLError, OSError):  # the client refused the certificate
+            self.handshakes_failed += 1
