@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
-from collections.abc import Callable, Generator, Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Generator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -24,82 +23,26 @@ from kfcompile import lifecycle
 from kfcompile.cli.common import (
     INTERRUPTED,
     TERMINATED,
-    Failed,
     Terminated,
     UsageError,
     compile_for,
     load,
 )
+from kfcompile.cli.context import Context, cluster_errors, target_for
 from kfcompile.cli.watching import print_changes
-from kfcompile.errors import KfcompileError
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle import (
     SYNC_TIMEOUT,
-    ClusterError,
     LogLine,
     Observation,
     Remaining,
-    Session,
     Waiting,
-    locate,
     ranks,
 )
-from kfcompile.lifecycle.target import Found, crd_name
-from kfcompile.ports import ApiError, Forbidden, LocalFiles, Ref, Transient
+from kfcompile.lifecycle.target import crd_name
+from kfcompile.ports import Forbidden, Ref
 from kfcompile.spec import JobSpec
 from kfcompile.status import JobState, State
-
-
-class Context:
-    """The session for this command and the namespace it acts in."""
-
-    def __init__(self, args: argparse.Namespace, spec_namespace: str | None = None) -> None:
-        # The adapter imports the kubernetes client (~300 ms): only when a command runs.
-        from kfcompile_kube import ConfigError, KubeCluster, SystemClock, TarFiles, connect
-
-        try:
-            connection = connect(
-                args.kubeconfig, args.context, request_timeout=args.request_timeout
-            )
-        except ConfigError as exc:
-            raise Failed("kfcompile", str(exc).splitlines()) from None
-        self.session: Session = Session(
-            KubeCluster(connection.api_client, request_timeout=connection.request_timeout),
-            SystemClock(),
-            jitter=random.random,
-            retry_for=RETRY_FOR,
-            on_retry=_retrying,
-        )
-        self.files: LocalFiles = TarFiles()
-        # Namespace: the flag, then the spec, then the kubeconfig context, then "default".
-        flag = getattr(args, "namespace", None)  # validate --cluster has none
-        self.namespace: str = flag or spec_namespace or connection.namespace
-
-    def find(self, name: str, kind: str | None = None) -> Ref:
-        return locate(self.session, self.namespace, name, kind)
-
-
-RETRY_FOR = 60.0  # seconds of transient API trouble a command rides out
-
-
-def _retrying(what: str, error: ApiError) -> None:
-    """Said once per call: transient trouble is ridden out for RETRY_FOR; a watch that keeps
-    expiring (its message says what is done) for as long as the command waits."""
-    if isinstance(error, Transient):
-        print(f"kfcompile: {what}: {error}; retrying for up to {RETRY_FOR:g}s", file=sys.stderr)
-    else:
-        print(f"kfcompile: {what}: {error}", file=sys.stderr)
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Lifecycle and API errors as one line each, exit status 1; never a traceback."""
-    try:
-        yield
-    except (ClusterError, KfcompileError) as exc:
-        raise Failed("kfcompile", str(exc).splitlines()) from None
-    except ApiError as exc:
-        raise Failed("kfcompile", [str(exc)]) from None
 
 
 def _progress(obs: Observation, elapsed: float) -> None:
@@ -175,22 +118,6 @@ def _print_logs(lines: Generator[LogLine, None, None], prefix: bool) -> int:
     return printed
 
 
-def target_for(ctx: Context, requested: str | None) -> Found:
-    """The target given with ``--target``, or the one detected from the cluster (said on
-    stderr, with the evidence; a newer Trainer than kfcompile knows is said too)."""
-    if requested is not None:
-        return Found(requested, "given with --target")
-    found = lifecycle.detect_target(ctx.session)
-    line = f"kfcompile: target {found.target}, detected from the cluster: {found.evidence}"
-    if found.newer:
-        line += (
-            f"; a release newer than kfcompile knows, so {found.target} (the newest shape it "
-            "knows) is used only once the job fits the TrainJob CRD the cluster serves"
-        )
-    print(line, file=sys.stderr)
-    return found
-
-
 def cmd_submit(args: argparse.Namespace) -> int:
     spec = load(args.spec)
     if args.target is not None:
@@ -203,7 +130,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         local = Path(args.spec).parent / spec.work_dir.local
         spec = attrs.evolve(spec, work_dir=attrs.evolve(spec.work_dir, local=str(local)))
     ctx = Context(args, spec.namespace)
-    with _errors():
+    with cluster_errors():
         chosen = target_for(ctx, args.target)
         if args.target is None:
             compile_for(args.spec, chosen.target, spec)
@@ -281,7 +208,7 @@ def _interrupted(ctx: Context, ref: Ref, how: KeyboardInterrupt) -> int:
         except (EOFError, KeyboardInterrupt):
             answer = ""
     if answer in ("y", "yes"):
-        with _errors():
+        with cluster_errors():
             lifecycle.cancel(ctx.session, ref)
         print(f"{ref}: cancelled", file=sys.stderr)
     else:
@@ -295,7 +222,7 @@ def _interrupted(ctx: Context, ref: Ref, how: KeyboardInterrupt) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     ctx = Context(args)
-    with _errors():
+    with cluster_errors():
         obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
     if args.output == "json":
         print(json.dumps(_status_doc(obs), indent=2))
@@ -343,7 +270,7 @@ def _status_doc(obs: Observation) -> dict[str, Any]:
 
 def cmd_wait(args: argparse.Namespace) -> int:
     ctx = Context(args)
-    with _errors():
+    with cluster_errors():
         ref = ctx.find(args.name, args.kind)
         obs = lifecycle.wait(
             ctx.session, ref, args.until, timeout=args.timeout, on_change=_progress
@@ -363,7 +290,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         told.append(notice)
         _say_waiting(notice)
 
-    with _errors():
+    with cluster_errors():
         ref = ctx.find(args.name, args.kind)
         lines = lifecycle.logs(
             ctx.session,
@@ -380,7 +307,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_events(args: argparse.Namespace) -> int:
     ctx = Context(args)
-    with _errors():
+    with cluster_errors():
         obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
     for event in obs.events:
         print(event)
@@ -391,7 +318,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     ctx = Context(args)
-    with _errors():
+    with cluster_errors():
         try:
             ref = ctx.find(args.name, args.kind)
         except lifecycle.JobNotFound as exc:
@@ -413,7 +340,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def _set_suspended(args: argparse.Namespace, value: bool) -> int:
     ctx = Context(args)
-    with _errors():
+    with cluster_errors():
         ref = ctx.find(args.name, args.kind)
         lifecycle.set_suspended(ctx.session, ref, value)
     print(f"{ref}: {'suspended' if value else 'resumed'}")
@@ -431,7 +358,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_sync(args: argparse.Namespace) -> int:
     ctx = Context(args)
     move = lifecycle.sync_up if args.direction == "up" else lifecycle.sync_down
-    with _errors():
+    with cluster_errors():
         done = move(
             ctx.session,
             ctx.files,
@@ -452,7 +379,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     ctx = Context(args)
     namespace = None if args.all_namespaces else ctx.namespace
-    with _errors():
+    with cluster_errors():
         jobs = _list(ctx, args.all_namespaces)
     rows = [
         (j.ref.namespace or "", j.ref.name, j.ref.kind, j.target, _state_cell(j.state), j.created)
@@ -464,7 +391,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     if args.watch:
         sys.stdout.flush()
-        with _errors():
+        with cluster_errors():
             print_changes(ctx.session, namespace, {j.ref: j.state for j in jobs}, widths)
     return 0
 

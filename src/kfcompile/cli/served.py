@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from kfcompile import lifecycle
-from kfcompile.cli.cluster import Context, _errors, target_for
 from kfcompile.cli.common import Failed
+from kfcompile.cli.context import Context, cluster_errors, target_for
 from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle import ClusterError
 from kfcompile.lifecycle.target import crd_name, unreadable
@@ -23,7 +23,7 @@ class ServedCRDs:
         self._crds: dict[str, Obj | None] = {}
 
     def target(self, requested: str | None) -> str:
-        with _errors():
+        with cluster_errors():
             return target_for(self.ctx, requested).target
 
     def problems(self, objects: list[Obj]) -> list[str]:

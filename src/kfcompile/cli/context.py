@@ -1,0 +1,85 @@
+"""What a cluster command stands on: its session (the adapter connected, imported only now),
+the namespace it acts in, the target it renders for, and how API trouble is said."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from kfcompile import lifecycle
+from kfcompile.cli.common import Failed
+from kfcompile.errors import KfcompileError
+from kfcompile.lifecycle import ClusterError, Session, locate
+from kfcompile.lifecycle.target import Found
+from kfcompile.ports import ApiError, LocalFiles, Ref, Transient
+
+
+class Context:
+    """The session for this command and the namespace it acts in."""
+
+    def __init__(self, args: argparse.Namespace, spec_namespace: str | None = None) -> None:
+        # The adapter imports the kubernetes client (~300 ms): only when a command runs.
+        from kfcompile_kube import ConfigError, KubeCluster, SystemClock, TarFiles, connect
+
+        try:
+            connection = connect(
+                args.kubeconfig, args.context, request_timeout=args.request_timeout
+            )
+        except ConfigError as exc:
+            raise Failed("kfcompile", str(exc).splitlines()) from None
+        self.session: Session = Session(
+            KubeCluster(connection.api_client, request_timeout=connection.request_timeout),
+            SystemClock(),
+            jitter=random.random,
+            retry_for=RETRY_FOR,
+            on_retry=_retrying,
+        )
+        self.files: LocalFiles = TarFiles()
+        # Namespace: the flag, then the spec, then the kubeconfig context, then "default".
+        flag = getattr(args, "namespace", None)  # validate --cluster has none
+        self.namespace: str = flag or spec_namespace or connection.namespace
+
+    def find(self, name: str, kind: str | None = None) -> Ref:
+        return locate(self.session, self.namespace, name, kind)
+
+
+RETRY_FOR = 60.0  # seconds of transient API trouble a command rides out
+
+
+def _retrying(what: str, error: ApiError) -> None:
+    """Said once per call: transient trouble is ridden out for RETRY_FOR; a watch that keeps
+    expiring (its message says what is done) for as long as the command waits."""
+    if isinstance(error, Transient):
+        print(f"kfcompile: {what}: {error}; retrying for up to {RETRY_FOR:g}s", file=sys.stderr)
+    else:
+        print(f"kfcompile: {what}: {error}", file=sys.stderr)
+
+
+@contextmanager
+def cluster_errors() -> Iterator[None]:
+    """Lifecycle and API errors as one line each, exit status 1; never a traceback."""
+    try:
+        yield
+    except (ClusterError, KfcompileError) as exc:
+        raise Failed("kfcompile", str(exc).splitlines()) from None
+    except ApiError as exc:
+        raise Failed("kfcompile", [str(exc)]) from None
+
+
+def target_for(ctx: Context, requested: str | None) -> Found:
+    """The target given with ``--target``, or the one detected from the cluster (said on
+    stderr, with the evidence; a newer Trainer than kfcompile knows is said too)."""
+    if requested is not None:
+        return Found(requested, "given with --target")
+    found = lifecycle.detect_target(ctx.session)
+    line = f"kfcompile: target {found.target}, detected from the cluster: {found.evidence}"
+    if found.newer:
+        line += (
+            f"; a release newer than kfcompile knows, so {found.target} (the newest shape it "
+            "knows) is used only once the job fits the TrainJob CRD the cluster serves"
+        )
+    print(line, file=sys.stderr)
+    return found
