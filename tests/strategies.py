@@ -31,7 +31,7 @@ from hypothesis.strategies import DrawFn, SearchStrategy
 
 import kfcompile
 from kfcompile import JobSpec
-from kfcompile.spec import SCRIPT_DIR
+from kfcompile.generated import SCRIPT_DIR
 
 Data = dict[str, Any]
 

@@ -1395,7 +1395,7 @@ def test_label_conflicting_with_kueue_field(field: str, label: str) -> None:
     ids=["shm_size", "script"],
 )
 def test_user_mount_on_generated_mount_path(extra: dict[str, Any]) -> None:
-    path = "/dev/shm" if "shm_size" in extra else kfcompile.spec.SCRIPT_DIR
+    path = "/dev/shm" if "shm_size" in extra else kfcompile.generated.SCRIPT_DIR
     _rejected_or_consistent(
         {
             **S.BASE,

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from attrs import field, frozen
 
-from kfcompile import paths, resource_rules, rules, structuring
+from kfcompile import paths, rules, structuring
+from kfcompile.between import between_fields
 from kfcompile.errors import Problem, SpecError
 from kfcompile.frozen import FrozenMap
 
@@ -31,12 +32,6 @@ RuntimeKind = Literal["ClusterTrainingRuntime", "TrainingRuntime"]
 Rule = Callable[[Any], Iterable[tuple[str, str]]]
 
 DEFAULT_RUNTIME = "torch-distributed"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-# Volumes kfcompile adds: a memory-backed /dev/shm (shm_size) and the inline script's ConfigMap.
-SHM_VOLUME, SHM_DIR = "dshm", "/dev/shm"
-SCRIPT_VOLUME, SCRIPT_DIR = "kfcompile-script", "/opt/kfcompile/scripts"
-WORKDIR_VOLUME = "workdir"
 
 
 def _rule(check: Rule, doc: str, load: Callable[[Any], Any] | None = None, **kwargs: Any) -> Any:
@@ -335,7 +330,7 @@ class JobSpec(_Checked):
     )
 
     def __attrs_post_init__(self) -> None:
-        structuring.validate(self, between=_between_fields)
+        structuring.validate(self, between=between_fields)
 
     # derived values
     @property
@@ -364,74 +359,3 @@ class JobSpec(_Checked):
 def _default_runtime() -> RuntimeRef:
     """Made once, when first asked: a checked value costs ~50 us to make, render asks thrice."""
     return RuntimeRef()
-
-
-# --- rules between fields ----------------------------------------------------------------
-
-
-def _program(s: JobSpec) -> Iterator[tuple[str, str]]:
-    """The launcher runs exactly one program: a file (``entrypoint``), a module (``module``) or
-    the inline ``script`` (whose file name ``entrypoint`` may give)."""
-    launcher = s.launcher
-    if s.script is not None:
-        if launcher is None:
-            yield "script", "needs a launcher to run it"
-        elif launcher.module is not None:
-            yield "launcher.module", "an inline script runs as a file: set either module or script"
-        elif launcher.entrypoint and not rules.CONFIGMAP_KEY.fullmatch(launcher.entrypoint):
-            yield "launcher.entrypoint", "must be a file name (letters, digits, '-', '_', '.')"
-        if len(s.script.encode()) > rules.CONFIGMAP_MAX_BYTES:
-            yield "script", "larger than a ConfigMap holds (1 MiB): ship it in the image"
-    elif launcher is None:
-        return
-    elif launcher.module is not None:
-        if launcher.entrypoint is not None:
-            yield "launcher.module", "set either entrypoint (a file) or module, not both"
-    elif not launcher.entrypoint:
-        yield "launcher.entrypoint", "required (or launcher.module, or an inline script)"
-    elif launcher.entrypoint.startswith("-"):
-        # python and torchrun would read it as an option: `-m` is what `module` is for.
-        yield "launcher.entrypoint", "must not start with '-' (for `-m module` use launcher.module)"
-
-
-def _between_fields(s: JobSpec) -> Iterator[Problem]:
-    """Rules that relate fields to each other (run once every field has the right type)."""
-    for path, message in _related(s):
-        yield Problem(path, message)
-
-
-def _related(s: JobSpec) -> Iterator[tuple[str, str]]:
-    if s.launcher is not None and s.command:
-        yield "command", "set either command or launcher, not both"
-    if s.args and not s.command:
-        yield "args", "needs command (for launcher programs use launcher.args)"
-    yield from _program(s)
-
-    yield from resource_rules.resources_consistent(s)
-    yield from rules.env_unique(s.env, s.env_list, s.secret_env)
-    defined = {v.get("name") for v in s.volumes if isinstance(v, Mapping)}
-    generated = {  # what kfcompile adds itself, and which field makes it
-        "shm_size": (SHM_VOLUME, SHM_DIR) if s.shm_size else None,
-        "script": (SCRIPT_VOLUME, SCRIPT_DIR) if s.script is not None else None,
-        "work_dir": (WORKDIR_VOLUME, s.work_dir.mount_path) if s.work_dir else None,
-    }
-    for owner, made in generated.items():
-        if made and made[0] in defined:
-            yield "volumes", f"the name {made[0]!r} is used by {owner}"
-    mounted_by = {made[1]: owner for owner, made in generated.items() if made}
-    for i, m in enumerate(s.volume_mounts):
-        name, path = m.get("name"), m.get("mountPath")
-        if isinstance(name, str) and name not in defined:
-            yield f"volume_mounts[{i}].name", f"no volume named {name!r} in volumes"
-        if isinstance(path, str) and path in mounted_by:
-            yield f"volume_mounts[{i}].mountPath", f"already mounted by {mounted_by[path]}"
-    for label, field_name in ((QUEUE_LABEL, "queue"), (PRIORITY_LABEL, "priority_class")):
-        if label in s.labels and getattr(s, field_name):
-            yield f"labels[{label!r}]", f"set by {field_name}; give it in one place"
-
-    if s.elastic is not None:
-        e = s.elastic
-        if e.min_nodes > e.max_nodes:
-            yield "elastic.min_nodes", "must not exceed elastic.max_nodes"
-        if not e.min_nodes <= s.num_nodes <= e.max_nodes:
-            yield "num_nodes", "must lie between elastic.min_nodes and elastic.max_nodes"

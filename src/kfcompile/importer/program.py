@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Final
 from kfcompile import rules
 from kfcompile.errors import SpecError
 from kfcompile.fieldpath import FieldPath
+from kfcompile.generated import SCRIPT_DIR
 from kfcompile.importer.document import GONE, Doc
 from kfcompile.load import structure
-from kfcompile.spec import SCRIPT_DIR
 from kfcompile.targets import pytorchjob_v1
 from kfcompile.targets.special import script_configmap_name, script_volume
 

@@ -13,12 +13,13 @@ import attrs
 
 from kfcompile.errors import Problem
 from kfcompile.fieldpath import FieldPath
+from kfcompile.generated import SHM_DIR
 from kfcompile.importer import program
 from kfcompile.importer.document import MISSING, Doc, present
 from kfcompile.importer.state import NotImportable, Reading
 from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.paths import Select, find_named
-from kfcompile.spec import SHM_DIR, JobSpec, RuntimeRef
+from kfcompile.spec import JobSpec, RuntimeRef
 from kfcompile.targets.codecs import plain_env, secret_env_var
 
 # Extended resources counted as the job's GPUs (``gpus_per_node``); others stay extra resources.

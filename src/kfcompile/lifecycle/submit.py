@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from attrs import frozen
 
+from kfcompile.generated import QUEUE_LABEL
 from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.lifecycle.deleting import Remaining, make_way
 from kfcompile.lifecycle.session import (
@@ -35,7 +36,7 @@ from kfcompile.lifecycle.session import (
 from kfcompile.lifecycle.sync import SYNC_IMAGE, Synced, sync_up
 from kfcompile.lifecycle.target import crd_problems
 from kfcompile.ports import ApiError, Forbidden, LocalFiles, NotFound, Obj, Ref
-from kfcompile.spec import QUEUE_LABEL, JobSpec
+from kfcompile.spec import JobSpec
 from kfcompile.targets import target
 
 RUNTIME_API: Final = TRAINJOB.api_version

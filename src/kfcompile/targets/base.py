@@ -18,7 +18,8 @@ from attrs import Factory, field, frozen
 from kfcompile import paths
 from kfcompile.errors import Problem, UnsupportedFeature
 from kfcompile.fieldpath import FieldPath
-from kfcompile.spec import SCRIPT_DIR, JobSpec
+from kfcompile.generated import SCRIPT_DIR
+from kfcompile.spec import JobSpec
 from kfcompile.targets import fields
 from kfcompile.targets.codecs import Entry, Plain
 from kfcompile.targets.special import script_configmap_name

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from kfcompile.fieldpath import FieldPath
+from kfcompile.generated import PRIORITY_LABEL, QUEUE_LABEL
 from kfcompile.paths import key
-from kfcompile.spec import PRIORITY_LABEL, QUEUE_LABEL, JobSpec
+from kfcompile.spec import JobSpec
 from kfcompile.targets.codecs import (
     HATCH,
     KEYED,

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kfcompile.fieldpath import FieldPath
+from kfcompile.generated import SCRIPT_DIR, SCRIPT_VOLUME, SHM_DIR, SHM_VOLUME, WORKDIR_VOLUME
 from kfcompile.paths import copied, key, select
-from kfcompile.spec import SCRIPT_DIR, SCRIPT_VOLUME, SHM_DIR, SHM_VOLUME, WORKDIR_VOLUME, JobSpec
+from kfcompile.spec import JobSpec
 from kfcompile.targets.codecs import Entry, Plain, env_var, secret_env_var
 
 Render = Callable[[JobSpec, "list[str] | None", list[Entry]], None]  # appends its entries
