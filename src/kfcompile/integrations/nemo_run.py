@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,9 +33,14 @@ from torchx.specs import Role
 
 import kfcompile
 from kfcompile import lifecycle
-from kfcompile.errors import KfcompileError, Problem
-from kfcompile.fieldpath import FieldPath
-from kfcompile.integrations.nemo_run_task import NEMO_RUNDIR, ExecutorError, program_of
+from kfcompile.errors import Problem
+from kfcompile.integrations.nemo_run_task import (
+    NEMO_RUNDIR,
+    ExecutorError,
+    checked,
+    from_manifest,
+    program_of,
+)
 from kfcompile.targets import target as find_target
 
 __all__ = ["FDL_RUNNER", "SCHEDULER", "ExecutorError", "KfcompileExecutor", "connect", "register"]
@@ -46,18 +51,6 @@ DEFAULT_RESTART_POLICY = "OnFailure"
 WORKDIR_VOLUME = "nemo-run-workdir"  # the volume name KubeflowExecutor gives the work-dir claim
 FDL_RUNNER = "nemo_run.core.runners.fdl_runner"
 MAX_NAME = 33  # KubeflowExecutor's cap: fits every upstream runtime's pod-name budget
-
-# The JobSpec field each problem names, as the executor parameter a user set.
-PARAMETER_OF: Mapping[str, str] = {
-    "cpu_request": "cpu_requests",
-    "cpu_limit": "cpu_limits",
-    "memory_request": "memory_requests",
-    "memory_limit": "memory_limits",
-    "env": "env_vars",
-    "container_overrides": "container_kwargs",
-    "backoff_limit": "retries",
-    "name": "train_job_basename",
-}
 
 
 def register(executor_cls: type[Executor], name: str = SCHEDULER) -> None:
@@ -197,11 +190,11 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
             problems += exc.problems
         if problems:
             raise ExecutorError(problems)
-        spec: kfcompile.JobSpec = _checked(lambda: kfcompile.structure(data), {})
+        spec: kfcompile.JobSpec = checked(lambda: kfcompile.structure(data), {})
         changed: dict[str, str] = {}
         if self.spec_kwargs:
             spec, changed = self._with_spec_kwargs(spec)
-        _checked(lambda: kfcompile.render(spec, self.target), changed)
+        checked(lambda: kfcompile.render(spec, self.target), changed)
         return spec
 
     def _unsupported(self) -> Iterator[Problem]:
@@ -308,18 +301,18 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
         """``spec_kwargs`` as KubeflowExecutor applies them (a shallow update of the job's
         ``spec``), read back into the JobSpec by kfcompile's importer: what no spec field holds
         is an error at its ``spec_kwargs`` key. Also: the spec fields they set, by that key."""
-        objects = _checked(lambda: kfcompile.render(spec, self.target), {})
+        objects = checked(lambda: kfcompile.render(spec, self.target), {})
         job = objects[-1]
         job["spec"].update(copy.deepcopy(self.spec_kwargs))
         try:
             imported = kfcompile.import_manifest_lossy(job, objects[:-1])
         except kfcompile.NotImportable as exc:
-            raise ExecutorError(_from_manifest(exc.problems)) from None
+            raise ExecutorError(from_manifest(exc.problems)) from None
         if imported.losses:
-            raise ExecutorError(_from_manifest(imported.losses))
+            raise ExecutorError(from_manifest(imported.losses))
         old, new = kfcompile.unstructure(spec), kfcompile.unstructure(imported.spec)
         changed = {
-            k: _from_manifest([Problem(imported.source_of(k), "")])[0].path
+            k: from_manifest([Problem(imported.source_of(k), "")])[0].path
             for k in set(old) | set(new)
             if old.get(k) != new.get(k)
         }
@@ -383,36 +376,6 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
 def _strings(values: Mapping[str, Any]) -> dict[str, str]:
     """Labels and annotations: KubeflowExecutor takes any value, Kubernetes only strings."""
     return {str(k): v if isinstance(v, str) else str(v) for k, v in values.items()}
-
-
-# --- problems, named by the executor's parameters -----------------------------------------------
-
-
-def _parameter(at: FieldPath, changed: Mapping[str, str]) -> str:
-    if at.top in changed:
-        return changed[at.top]
-    if at.top in PARAMETER_OF:
-        return str(FieldPath((PARAMETER_OF[at.top], *at.parts[1:]), at.note))
-    return str(at)
-
-
-def _checked(make: Any, changed: Mapping[str, str]) -> Any:
-    """``make()``, its spec problems named by executor parameter (or ``spec_kwargs`` key)."""
-    try:
-        return make()
-    except KfcompileError as exc:
-        raise ExecutorError(
-            Problem(_parameter(p.at, changed), p.message) for p in exc.problems
-        ) from None
-
-
-def _from_manifest(problems: Sequence[Problem]) -> list[Problem]:
-    """Importer problems (at ``spec.<key>`` paths of the job) as ``spec_kwargs`` problems."""
-    below = [FieldPath(p.at.parts[1:], p.at.note) if p.at.top == "spec" else p.at for p in problems]
-    return [
-        Problem(FieldPath.of("spec_kwargs").join(at), p.message)
-        for at, p in zip(below, problems, strict=True)
-    ]
 
 
 # --- the cluster --------------------------------------------------------------------------------

@@ -1,16 +1,19 @@
 """What NeMo-Run's packaging made of a task, as a kfcompile launcher: the torchx ``Role`` that
 NeMo-Run's launcher and packager wrote (torchrun with its rendezvous flags, ``python -m``, an
-inline script written to the job dir) read back into the spec's launcher, script and command.
+inline script written to the job dir) read back into the spec's launcher, script and command;
+and the spec's problems told by the executor parameters the user set (``ExecutorError``).
 """
 
 import os
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torchx.specs import Role
 
 from kfcompile.errors import KfcompileError, Problem
+from kfcompile.fieldpath import FieldPath
 
 NEMO_RUNDIR = "/nemo_run"  # where NeMo-Run says its run directory is in the pod
 NEMO_SCRIPTS = f"{NEMO_RUNDIR}/scripts/"
@@ -23,6 +26,19 @@ TORCHRUN_VALUE_FLAGS = frozenset(
      "--node-rank", "--tee", "--master-addr", "--master-port", "--max-restarts"}
 )  # fmt: skip
 PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
+
+
+# The JobSpec field each problem names, as the executor parameter a user set.
+PARAMETER_OF: Mapping[str, str] = {
+    "cpu_request": "cpu_requests",
+    "cpu_limit": "cpu_limits",
+    "memory_request": "memory_requests",
+    "memory_limit": "memory_limits",
+    "env": "env_vars",
+    "container_overrides": "container_kwargs",
+    "backoff_limit": "retries",
+    "name": "train_job_basename",
+}
 
 
 class ExecutorError(KfcompileError):
@@ -115,3 +131,34 @@ def _inline_script(word: str, job_dir: str | None) -> str | None:
 def _file_name(path: str) -> str:
     name = re.sub(r"[^-._a-zA-Z0-9]+", "_", os.path.basename(path))
     return name or "train.py"
+
+
+# --- problems, named by the executor's parameters -----------------------------------------------
+
+
+def _parameter(at: FieldPath, changed: Mapping[str, str]) -> str:
+    if at.top in changed:
+        return changed[at.top]
+    if at.top in PARAMETER_OF:
+        return str(FieldPath((PARAMETER_OF[at.top], *at.parts[1:]), at.note))
+    return str(at)
+
+
+def checked(make: Any, changed: Mapping[str, str]) -> Any:
+    """``make()``, its spec problems named by executor parameter (or ``spec_kwargs`` key)."""
+    try:
+        return make()
+    except KfcompileError as exc:
+        raise ExecutorError(
+            Problem(_parameter(p.at, changed), p.message) for p in exc.problems
+        ) from None
+
+
+def from_manifest(problems: Sequence[Problem]) -> list[Problem]:
+    """Importer problems (at ``spec.<key>`` paths of the job) as ``spec_kwargs`` problems."""
+    kwargs = FieldPath.of("spec_kwargs")
+    return [Problem(kwargs.join(_below_spec(p.at)), p.message) for p in problems]
+
+
+def _below_spec(at: FieldPath) -> FieldPath:
+    return FieldPath(at.parts[1:], at.note) if at.top == "spec" else at
