@@ -200,7 +200,7 @@ def wait_gone(
             return
         if isinstance(request, TimeUp):
             what = f": still there: {request.left}" if request.left else ""
-            raise StillDeleting(f"{ref} not gone after {request.waited:.0f}s{what}", request.left)
+            raise StillDeleting(f"{ref} not gone after {request.waited:.1f}s{what}", request.left)
         seen = machine.left
         answer = look(session, ref, pods) if isinstance(request, Look) else pause(session, request)
         machine = machine.receive(answer, clock.monotonic())
