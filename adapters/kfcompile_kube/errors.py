@@ -19,25 +19,11 @@ from websocket import WebSocketBadStatusException, WebSocketException
 
 from kfcompile.ports import (
     ApiError,
-    Conflict,
-    Forbidden,
-    Gone,
-    Invalid,
-    NotFound,
     Obj,
     Transient,
+    error_class,
 )
 
-_BY_STATUS: dict[int, type[ApiError]] = {
-    400: Invalid,
-    401: Forbidden,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    410: Gone,
-    422: Invalid,
-    429: Transient,
-}
 # What a broken connection looks like from below the client (it only wraps SSL errors itself).
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 _RETRY_AFTER_MAX = 3600.0  # seconds; a server asking for more is not believed further
@@ -54,7 +40,7 @@ def status_object(data: bytes) -> Obj:
 
 def status_error(code: int, status: Obj, headers: Mapping[str, str] | None = None) -> ApiError:
     """The port's error for an answer with HTTP status ``code`` and ``Status`` body."""
-    cls = _BY_STATUS.get(code, Transient if code >= 500 else ApiError)
+    cls = error_class(code)
     try:
         phrase = HTTPStatus(code).phrase
     except ValueError:

@@ -14,7 +14,7 @@ connections, timeouts.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import Any, Final, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from attrs import frozen
 
@@ -96,6 +96,24 @@ class Forbidden(ApiError):
 
 class Transient(ApiError):
     """Worth retrying: 429, 5xx, a refused/reset/dropped connection or a timeout."""
+
+
+# The port's error for each HTTP status (``error_class``); any other 5xx is Transient.
+ERRORS_BY_STATUS: Final[Mapping[int, type[ApiError]]] = {
+    400: Invalid,
+    401: Forbidden,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+    429: Transient,
+}
+
+
+def error_class(status: int) -> type[ApiError]:
+    """Which ``ApiError`` an answer with HTTP ``status`` is, for every port alike."""
+    return ERRORS_BY_STATUS.get(status, Transient if status >= 500 else ApiError)
 
 
 @frozen

@@ -17,12 +17,8 @@ from typing import Any
 
 from kfcompile.ports import (
     ApiError,
-    Conflict,
-    Forbidden,
-    Gone,
-    Invalid,
-    NotFound,
     Transient,
+    error_class,
 )
 
 from .faults import error_status, retry_after_of
@@ -31,22 +27,10 @@ __all__ = ["Call", "CallLog", "PortFault", "PortFaults", "port_error"]
 
 OPERATIONS = ("served", "get", "create", "patch", "delete", "list", "watch", "pod_log", "exec")
 
-# The port's error for each status, as ``kfcompile.ports`` defines the family.
-_BY_STATUS: dict[int, type[ApiError]] = {
-    400: Invalid,
-    401: Forbidden,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    410: Gone,
-    422: Invalid,
-    429: Transient,
-}
-
 
 def port_error(code: int, reason: str, message: str, retry_after: float | None = None) -> ApiError:
     """The ``ApiError`` the port raises for a ``Status`` with this code (and ``Retry-After``)."""
-    cls = _BY_STATUS.get(code, Transient if code >= 500 else ApiError)
+    cls = error_class(code)
     return cls(code, reason, message, retry_after=retry_after)
 
 
