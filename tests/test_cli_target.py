@@ -11,8 +11,8 @@ import pytest
 import schema_check
 import yaml
 from fakekube.cluster import NAMESPACE, RELEASES, LocalCluster
+from test_cli_cluster import run
 
-from kfcompile.cli import main
 from kfcompile.lifecycle import TARGET_ANNOTATION
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
@@ -30,14 +30,6 @@ def write_spec(tmp_path: Path, **extra: object) -> Path:
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def run(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    code = main([*args, "--kubeconfig", str(local.kubeconfig)])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def writes(local: LocalCluster) -> list[str]:
