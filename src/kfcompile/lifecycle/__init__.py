@@ -8,7 +8,8 @@ call) are machines fed what the API answered that say what to ask next; their dr
 few lines that call the ports.
 
 - ``session``: the Session, the one ``Backoff``, the errors, the retry machine and ``call``
-- ``submit``: prepare, preflight, create, roll back, repair
+- ``objects``: reading (every page of a list) and creating objects through ``call``
+- ``submit``: prepare, preflight, create, repair (``rollback``: what a failure leaves)
 - ``observe``: a job's state, its nodes and events (``status``)
 - ``waiter``: the ``Waiter`` machine; ``wait``: its driver
 - ``follow``: the ``Follower`` machine and its ``Cursor``; ``logs``: ``follow_logs`` (its
@@ -56,6 +57,7 @@ from kfcompile.lifecycle.manage import (
     locate,
     set_suspended,
 )
+from kfcompile.lifecycle.objects import job_kind
 from kfcompile.lifecycle.observe import (
     EVENT_APIS,
     TROUBLED_PODS,
@@ -72,6 +74,7 @@ from kfcompile.lifecycle.observe import (
     status,
     waiting,
 )
+from kfcompile.lifecycle.rollback import Left, LeftBehind, removal
 from kfcompile.lifecycle.session import (
     BACKOFF_CAP,
     BACKOFF_START,
@@ -94,19 +97,15 @@ from kfcompile.lifecycle.session import (
     Unreachable,
     backoff,
     call,
-    job_kind,
 )
 from kfcompile.lifecycle.submit import (
     DELETING_WAIT,
     LOCAL_QUEUE_API,
     RUNTIME_API,
-    Left,
-    LeftBehind,
     Prepared,
     Submitted,
     preflight,
     prepare,
-    removal,
     secret,
     spec_hash,
     submit,

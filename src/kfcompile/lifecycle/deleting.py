@@ -19,6 +19,7 @@ from typing import Final
 from attrs import evolve, frozen
 
 from kfcompile import status as job_status
+from kfcompile.lifecycle.objects import get, job_kind, meta
 from kfcompile.lifecycle.session import (
     Pause,
     Session,
@@ -26,9 +27,6 @@ from kfcompile.lifecycle.session import (
     Table,
     TimedOut,
     call,
-    get,
-    job_kind,
-    meta,
     named,
     pause,
     transition,

@@ -18,6 +18,7 @@ from typing import Final
 from attrs import evolve, frozen
 
 from kfcompile import status as job_status
+from kfcompile.lifecycle.objects import job_kind, meta
 from kfcompile.lifecycle.observe import (
     ListPods,
     PodsListed,
@@ -27,7 +28,7 @@ from kfcompile.lifecycle.observe import (
     sortable_time,
     waiting,
 )
-from kfcompile.lifecycle.session import Pause, Slept, Table, job_kind, meta, transition
+from kfcompile.lifecycle.session import Pause, Slept, Table, transition
 from kfcompile.ports import ApiError, Obj, Ref, Transient
 
 RESUME_MARGIN: Final = 2  # seconds before the last line shown that a resumed read starts

@@ -29,6 +29,7 @@ from kfcompile.lifecycle.follow import (
     OpenLog,
     ReadJob,
 )
+from kfcompile.lifecycle.objects import close, get, job_kind, meta
 from kfcompile.lifecycle.observe import (
     ListPods,
     PodsListed,
@@ -38,18 +39,7 @@ from kfcompile.lifecycle.observe import (
     nodes_total,
     waiting,
 )
-from kfcompile.lifecycle.session import (
-    JobNotFound,
-    Pause,
-    Session,
-    call,
-    close,
-    get,
-    job_kind,
-    meta,
-    named,
-    pause,
-)
+from kfcompile.lifecycle.session import JobNotFound, Pause, Session, call, named, pause
 from kfcompile.ports import Clock, Invalid, Merge, NotFound, Obj, Ref, Transient
 
 K = TypeVar("K")

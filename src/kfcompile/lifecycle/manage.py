@@ -11,20 +11,15 @@ from kfcompile import status as job_status
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle import deleting
 from kfcompile.lifecycle.deleting import Remaining
+from kfcompile.lifecycle.objects import annotation, get, job_kind, list_all, meta, served
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
     MANAGER,
     TARGET_ANNOTATION,
     JobNotFound,
     Session,
-    annotation,
     call,
-    get,
-    job_kind,
-    list_all,
-    meta,
     named,
-    served,
 )
 from kfcompile.ports import NotFound, Obj, Ref
 from kfcompile.status import JobState

@@ -11,7 +11,8 @@ from attrs import evolve, frozen
 
 from kfcompile import status as job_status
 from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
-from kfcompile.lifecycle.session import JobNotFound, Session, get, job_kind, list_all, meta
+from kfcompile.lifecycle.objects import get, job_kind, list_all, meta
+from kfcompile.lifecycle.session import JobNotFound, Session
 from kfcompile.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.status import JobState, State
 

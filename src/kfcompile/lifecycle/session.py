@@ -13,13 +13,11 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from attrs import evolve, field, frozen
 
-from kfcompile.kinds import KINDS, Kind
-from kfcompile.ports import ApiError, Clock, Cluster, Gone, Merge, NotFound, Obj, Ref, Transient
+from kfcompile.ports import ApiError, Clock, Cluster, Merge, Ref, Transient
 
 if TYPE_CHECKING:
     from kfcompile.lifecycle.observe import Observation
@@ -322,93 +320,3 @@ def poll(session: Session, done: Callable[[], bool], timeout: float | None) -> b
         pause(session, Pause(attempt, math.inf if timeout is None else timeout - waited))
         attempt += 1
     return True
-
-
-# --- reading and creating objects ---------------------------------------------------------------
-
-
-def served(session: Session, api_version: str, kind: str) -> bool:
-    """Whether the cluster serves ``kind`` in ``api_version`` (its CRD is installed)."""
-    discover = partial(session.cluster.served, api_version, kind)
-    return call(session, f"discover {kind} in {api_version}", discover)
-
-
-def get(session: Session, ref: Ref) -> Obj | None:
-    try:
-        return call(session, named("read", ref), lambda: session.cluster.get(ref))
-    except NotFound:
-        return None
-
-
-def list_all(
-    session: Session, api_version: str, kind: str, namespace: str | None, **selectors: str
-) -> list[Obj]:
-    """Every page of a list: one request per LIST_PAGE objects, never one per object.
-
-    A continue token the server has forgotten (410) starts the list over, as the API asks."""
-    items: list[Obj] = []
-    token: str | None = None
-    restarts = 0
-    while True:
-        page_of = partial(
-            session.cluster.list,
-            api_version,
-            kind,
-            namespace,
-            limit=LIST_PAGE,
-            continue_token=token,
-            **selectors,
-        )
-        try:
-            page = call(session, listing(kind, namespace), page_of)
-        except Gone:
-            if token is None or restarts >= LIST_RESTARTS:
-                raise
-            items, token, restarts = [], None, restarts + 1
-            continue
-        items.extend(page.items)
-        token = page.continue_token
-        if not token:
-            return items
-
-
-def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    found = obj.get("metadata")
-    return found if isinstance(found, Mapping) else {}
-
-
-def annotation(obj: Mapping[str, Any], key: str) -> str | None:
-    value = (meta(obj).get("annotations") or {}).get(key)
-    return value if isinstance(value, str) else None
-
-
-def job_kind(ref: Ref) -> Kind:
-    return KINDS[ref.kind]
-
-
-def create(session: Session, obj: Obj, digest: str, *, dry_run: bool = False) -> Obj:
-    """Create ``obj``; a name already holding our own spec hash counts as created (a retried
-    create whose first answer was lost). Anything else holding the name is ``NameTaken``.
-    ``dry_run``: the server checks it all and stores nothing."""
-    ref = Ref.of(obj)
-    # Only a dry run passes the option: a Cluster written before it existed still works.
-    send = partial(session.cluster.create, obj, **({"dry_run": True} if dry_run else {}))
-    try:
-        return call(session, named("create", ref), send)
-    except ApiError as exc:
-        if exc.status != 409:
-            raise
-    existing = get(session, ref)
-    if existing is not None and annotation(existing, SPEC_HASH) == digest:
-        return existing
-    raise NameTaken(
-        f"{ref} already exists and is not this job: rename the job; kfcompile never "
-        "replaces an object it did not create for this spec"
-    )
-
-
-def close(stream: object) -> None:
-    """End a stream the driver stops reading (a generator's ``close``; nothing for others)."""
-    closer = getattr(stream, "close", None)
-    if callable(closer):
-        closer()

@@ -12,6 +12,7 @@ from typing import Final, TypeVar
 from attrs import frozen
 
 from kfcompile import status as job_status
+from kfcompile.lifecycle.objects import create, get
 from kfcompile.lifecycle.observe import events_about, pod_waiting
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
@@ -21,8 +22,6 @@ from kfcompile.lifecycle.session import (
     Session,
     TimedOut,
     call,
-    create,
-    get,
     named,
     poll,
 )

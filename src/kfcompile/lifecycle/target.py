@@ -23,7 +23,8 @@ from kfcompile.detection import (
     from_version,
 )
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB, Kind
-from kfcompile.lifecycle.session import ClusterError, Session, get, served
+from kfcompile.lifecycle.objects import get, served
+from kfcompile.lifecycle.session import ClusterError, Session
 from kfcompile.ports import ApiError, Forbidden, Obj, Ref
 
 CRD_API: Final = "apiextensions.k8s.io/v1"

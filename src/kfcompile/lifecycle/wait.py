@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Final, TypeVar
 
+from kfcompile.lifecycle.objects import close, job_kind, meta
 from kfcompile.lifecycle.observe import ListPods, Observation, PodsListed, node_pods, status
 from kfcompile.lifecycle.session import (
     GiveUp,
@@ -15,9 +16,6 @@ from kfcompile.lifecycle.session import (
     Session,
     TimedOut,
     call,
-    close,
-    job_kind,
-    meta,
     named,
     pause,
     retrying,

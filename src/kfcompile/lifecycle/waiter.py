@@ -22,17 +22,9 @@ from typing import Final, Literal
 
 from attrs import evolve, frozen
 
+from kfcompile.lifecycle.objects import meta
 from kfcompile.lifecycle.observe import ListPods, Observation, PodsListed, observation
-from kfcompile.lifecycle.session import (
-    Failed,
-    GiveUp,
-    Pause,
-    Retry,
-    Slept,
-    Table,
-    meta,
-    transition,
-)
+from kfcompile.lifecycle.session import Failed, GiveUp, Pause, Retry, Slept, Table, transition
 from kfcompile.ports import ApiError, Gone, Obj, Transient
 from kfcompile.status import State
 

@@ -14,6 +14,7 @@ from attrs import evolve
 
 from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle.logs import merger
+from kfcompile.lifecycle.objects import close, meta, served
 from kfcompile.lifecycle.session import (
     LIST_PAGE,
     MANAGED_BY_LABEL,
@@ -21,12 +22,9 @@ from kfcompile.lifecycle.session import (
     GiveUp,
     Pause,
     Session,
-    close,
     listing,
-    meta,
     pause,
     retrying,
-    served,
     unavailable,
 )
 from kfcompile.lifecycle.wait import next_answer

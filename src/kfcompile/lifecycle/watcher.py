@@ -28,6 +28,7 @@ import attrs
 from attrs import evolve, frozen
 
 from kfcompile.kinds import Kind
+from kfcompile.lifecycle.objects import meta
 from kfcompile.lifecycle.session import (
     LIST_RESTARTS,
     Failed,
@@ -37,7 +38,6 @@ from kfcompile.lifecycle.session import (
     Slept,
     Step,
     Table,
-    meta,
     transition,
 )
 from kfcompile.lifecycle.waiter import (
