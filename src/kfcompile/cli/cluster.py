@@ -29,7 +29,6 @@ from kfcompile.cli.common import (
     load,
 )
 from kfcompile.cli.context import Context, cluster_errors, target_for
-from kfcompile.cli.watching import print_changes
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle import (
     SYNC_TIMEOUT,
@@ -40,9 +39,9 @@ from kfcompile.lifecycle import (
     ranks,
 )
 from kfcompile.lifecycle.target import crd_name
-from kfcompile.ports import Forbidden, Ref
+from kfcompile.ports import Ref
 from kfcompile.spec import JobSpec
-from kfcompile.status import JobState, State
+from kfcompile.status import State
 
 
 def _progress(obs: Observation, elapsed: float) -> None:
@@ -67,13 +66,6 @@ def _waiting_on(doing: str) -> Callable[[Remaining, float], None]:
         print(line, file=sys.stderr, flush=True)
 
     return show
-
-
-def _state_cell(state: JobState) -> str:
-    """A job's state in a table: a deletion with what holds it."""
-    if state.state is State.DELETING:
-        return f"{state.state.value} ({state.reason})"
-    return str(state.state.value)
 
 
 def _finish(obs: Observation) -> int:
@@ -374,40 +366,3 @@ def cmd_sync(args: argparse.Namespace) -> int:
         arrow = f"{args.pvc}:{args.path} -> {args.local}"
     print(f"{arrow}: {done.files} files, {done.size} bytes")
     return 0
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    ctx = Context(args)
-    namespace = None if args.all_namespaces else ctx.namespace
-    with cluster_errors():
-        jobs = _list(ctx, args.all_namespaces)
-    rows = [
-        (j.ref.namespace or "", j.ref.name, j.ref.kind, j.target, _state_cell(j.state), j.created)
-        for j in jobs
-    ]
-    head = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "CREATED")
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    for row in [head, *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    if args.watch:
-        sys.stdout.flush()
-        with cluster_errors():
-            print_changes(ctx.session, namespace, {j.ref: j.state for j in jobs}, widths)
-    return 0
-
-
-def _list(ctx: Context, all_namespaces: bool) -> list[lifecycle.Listed]:
-    """The jobs of every namespace, or of this one; where RBAC allows only namespaces (a Role,
-    no ClusterRole), this one, and it says so and names the permission that is missing."""
-    if not all_namespaces:
-        return lifecycle.list_jobs(ctx.session, ctx.namespace)
-    try:
-        return lifecycle.list_jobs(ctx.session, None)
-    except Forbidden as exc:
-        print(
-            f"kfcompile: listing jobs in all namespaces is forbidden ({exc.message}): it needs "
-            f"list at the cluster scope (a ClusterRole); listing namespace {ctx.namespace} "
-            "instead",
-            file=sys.stderr,
-        )
-        return lifecycle.list_jobs(ctx.session, ctx.namespace)

@@ -254,7 +254,7 @@ def _cluster_commands(sub: Any) -> None:
         help="how long the helper pod may take to start (default 5m); then say why it did not",
     )
 
-    p = command("list", "jobs kfcompile created, with their states", "cluster:cmd_list")
+    p = command("list", "jobs kfcompile created, with their states", "listing:cmd_list")
     p.add_argument("-A", "--all-namespaces", action="store_true")
     p.add_argument(
         "-w",

@@ -1,0 +1,100 @@
+"""``kfcompile list [-A] [-w]``: the jobs kfcompile created, as a table, and with ``-w``, after
+the table, a line for each change of a job, as ``kubectl get -w`` prints them, from
+``lifecycle.watch_jobs`` (one list and one watch per kind)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from contextlib import closing
+
+from kfcompile import lifecycle
+from kfcompile.cli.context import Context, cluster_errors
+from kfcompile.kinds import Kind
+from kfcompile.lifecycle import Happened, JobEvent, Session, watch_jobs
+from kfcompile.lifecycle.watcher import happened
+from kfcompile.ports import Forbidden, Ref
+from kfcompile.status import JobState, State
+
+
+def news(event: JobEvent, shown: Mapping[Ref, JobState]) -> Happened | None:
+    """What the line says; ``None`` when the table already said it (a job the watch lists as
+    the table showed it: the watch lists once more before it watches)."""
+    if event.what is not Happened.LISTED:
+        return event.what
+    before = shown.get(event.ref)
+    if before is None:
+        return Happened.CREATED  # between the table and the watch
+    if (before.state, before.reason) == (event.state.state, event.state.reason):
+        return None
+    return happened(event.state, before)
+
+
+def line(event: JobEvent, what: Happened, widths: Sequence[int]) -> str:
+    """The job's columns as the table has them, then what happened and the state now."""
+    ref, state = event.ref, event.state
+    cells = (ref.namespace or "", ref.name, ref.kind)
+    head = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False))
+    return f"{head}  {what.value}  {state.state.value} ({state.reason})"
+
+
+def _skipped(kind: Kind) -> None:
+    print(
+        f"kfcompile: not watching {kind.name}s: this cluster does not serve them", file=sys.stderr
+    )
+
+
+def print_changes(
+    session: Session, namespace: str | None, shown: Mapping[Ref, JobState], widths: Sequence[int]
+) -> None:
+    """A line per change until Ctrl-C (closing the watch on the way out, whichever it is)."""
+    with closing(watch_jobs(session, namespace, on_skipped=_skipped)) as events:
+        for event in events:
+            what = news(event, shown)
+            if what is not None:
+                print(line(event, what, widths), flush=True)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    ctx = Context(args)
+    namespace = None if args.all_namespaces else ctx.namespace
+    with cluster_errors():
+        jobs = _list(ctx, args.all_namespaces)
+    rows = [
+        (j.ref.namespace or "", j.ref.name, j.ref.kind, j.target, _state_cell(j.state), j.created)
+        for j in jobs
+    ]
+    head = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "CREATED")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for row in [head, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if args.watch:
+        sys.stdout.flush()
+        with cluster_errors():
+            print_changes(ctx.session, namespace, {j.ref: j.state for j in jobs}, widths)
+    return 0
+
+
+def _list(ctx: Context, all_namespaces: bool) -> list[lifecycle.Listed]:
+    """The jobs of every namespace, or of this one; where RBAC allows only namespaces (a Role,
+    no ClusterRole), this one, and it says so and names the permission that is missing."""
+    if not all_namespaces:
+        return lifecycle.list_jobs(ctx.session, ctx.namespace)
+    try:
+        return lifecycle.list_jobs(ctx.session, None)
+    except Forbidden as exc:
+        print(
+            f"kfcompile: listing jobs in all namespaces is forbidden ({exc.message}): it needs "
+            f"list at the cluster scope (a ClusterRole); listing namespace {ctx.namespace} "
+            "instead",
+            file=sys.stderr,
+        )
+        return lifecycle.list_jobs(ctx.session, ctx.namespace)
+
+
+def _state_cell(state: JobState) -> str:
+    """A job's state in a table: a deletion with what holds it."""
+    if state.state is State.DELETING:
+        return f"{state.state.value} ({state.reason})"
+    return str(state.state.value)
