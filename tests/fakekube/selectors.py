@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .resources import StoreError
@@ -110,19 +110,27 @@ def _field_value(obj: Obj, path: str) -> str:
     return str(node)
 
 
+def _field_requirements(selector: str, known: Iterable[str]) -> list[tuple[str, str, str]]:
+    """``(label, operator, value)`` of each requirement; StoreError 400, in the server's words,
+    for a requirement that does not parse or a label not in ``known``."""
+    labels = set(known)
+    reqs = []
+    for part in selector.split(","):
+        m = _FIELD_REQ.fullmatch(part)
+        if not m:
+            raise StoreError(400, "BadRequest", f"invalid selector: '{selector}'")
+        if m[1] not in labels:
+            raise StoreError(400, "BadRequest", f"field label not supported: {m[1]}")
+        reqs.append((m[1], m[2], m[3]))
+    return reqs
+
+
 def field_matcher(kind: str, selector: str) -> Matcher:
     """A predicate for a field selector (``metadata.name=x,status.phase!=Running``)."""
     if not selector.strip():
         return lambda obj: True
     supported = ("metadata.name", "metadata.namespace", *_FIELDS.get(kind, ()))
-    reqs: list[tuple[str, bool, str]] = []
-    for part in selector.split(","):
-        m = _FIELD_REQ.fullmatch(part)
-        if not m:
-            raise StoreError(400, "BadRequest", f"invalid selector: '{selector}'")
-        if m[1] not in supported:
-            raise StoreError(400, "BadRequest", f"field label not supported: {m[1]}")
-        reqs.append((m[1], m[2] == "!=", m[3]))
+    reqs = [(p, op == "!=", v) for p, op, v in _field_requirements(selector, supported)]
     return lambda obj: all((_field_value(obj, p) == v) != neg for p, neg, v in reqs)
 
 
@@ -131,12 +139,4 @@ def rename_fields(selector: str, labels: dict[str, str]) -> str:
     as the server converts one before matching; StoreError 400 for a label not in ``labels``."""
     if not selector.strip():
         return selector
-    out: list[str] = []
-    for part in selector.split(","):
-        m = _FIELD_REQ.fullmatch(part)
-        if not m:
-            raise StoreError(400, "BadRequest", f"invalid selector: '{selector}'")
-        if m[1] not in labels:
-            raise StoreError(400, "BadRequest", f"field label not supported: {m[1]}")
-        out.append(f"{labels[m[1]]}{m[2]}{m[3]}")
-    return ",".join(out)
+    return ",".join(f"{labels[p]}{op}{v}" for p, op, v in _field_requirements(selector, labels))
