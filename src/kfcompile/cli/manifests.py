@@ -107,12 +107,13 @@ def convert_text(
     for i, (job, companions) in enumerate(jobs):
         name = label if len(jobs) == 1 else f"{label}[{i}]"
         try:
-            imported = import_manifest_lossy(job, companions)
             if target_name is None:
+                imported = import_manifest_lossy(job, companions)
                 losses = [*imported.losses]
                 output = dump_spec(imported.spec)
-            else:
+            else:  # the conversion imports it once, for both
                 converted = convert_manifest(job, target_name, companions, allow_lossy=True)
+                imported = converted.imported
                 losses = [*converted.losses]
                 output = yamlio.dump_all(converted.objects)
         except KfcompileError as exc:
