@@ -40,11 +40,6 @@ def _data() -> dict[str, Any]:
     return data
 
 
-def kubernetes_version() -> str:
-    """The Kubernetes release the data was generated from (e.g. ``v1.37.0``)."""
-    return str(_data()["kubernetes"])
-
-
 def definitions() -> frozenset[str]:
     return frozenset(_data()["definitions"])
 
