@@ -651,10 +651,9 @@ def test_a_kueue_queued_job_through_the_simulated_controller() -> None:
     with InMemoryCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as local:
         job = structure({"name": "q", "image": "python:3", "command": ["python"], "queue": QUEUE})
         lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
-        got = collect(lifecycle.watch_jobs(local.session()), 5)
+        got = collect(lifecycle.watch_jobs(local.session()), 4)
         assert [(e.what.value, e.state.state.value) for e in got] == [
-            ("listed", "PENDING"),
-            ("suspended", "SUSPENDED"),
+            ("listed", "SUSPENDED"),  # created suspended by Kueue's webhook: queued from the start
             ("admitted", "PENDING"),
             ("running", "RUNNING"),
             ("finished", "SUCCEEDED"),
@@ -743,9 +742,8 @@ def test_list_watch_prints_the_table_then_a_line_per_change_until_ctrl_c(
     assert code == 130
     lines = [" ".join(line.split()) for line in out.text().splitlines()]
     assert lines[0] == "NAMESPACE NAME KIND TARGET STATE CREATED"
-    assert lines[1].startswith("default demo TrainJob trainjob/v2.3 PENDING ")
+    assert lines[1].startswith("default demo TrainJob trainjob/v2.3 SUSPENDED ")  # Kueue's
     assert lines[2:] == [
-        "default demo TrainJob suspended SUSPENDED (Suspended)",
         "default demo TrainJob admitted PENDING (Resumed)",
         "default demo TrainJob running RUNNING (JobsActive)",
         "default demo TrainJob finished SUCCEEDED (Complete)",
