@@ -574,3 +574,45 @@ def test_status_reads_the_kubeconfig_from_torchxconfig(local: LocalCluster, work
     with get_runner() as runner:  # a new scheduler: nothing of the run is left in it
         status = runner.status(handle)
     assert status is not None and status.state == specs.AppState.RUNNING
+
+
+def test_cluster_trouble_in_the_torchx_cli_is_one_line(workdir: Path) -> None:
+    """torchx's CLI lets a scheduler's exception end status/describe/log/cancel with a
+    traceback: kfcompile's end with their one line, and exit 1."""
+    env = clean_env(workdir, KUBECONFIG=str(workdir / "nonexistent"))
+    handle = "kfcompile://torchx/default:demo"
+    for argv in (["status", handle], ["describe", handle], ["log", f"{handle}/train/0"]):
+        done = torchx_process(workdir, *argv, env=env)
+        assert done.returncode == 1, (argv, done.stderr)
+        assert TRACEBACK not in done.stderr, (argv, done.stderr)
+        [line] = [line for line in done.stderr.splitlines() if "ERROR" in line]
+        assert "no cluster configuration: kubeconfig" in line, (argv, line)
+
+
+def test_describe_and_log_through_the_cli_on_a_two_replica_job(
+    local: LocalCluster, tmp_path: Path
+) -> None:
+    """``describe`` fills the role from what the job holds; a replica the job does not have
+    is one line."""
+    env = clean_env(tmp_path, KUBECONFIG=str(local.kubeconfig))
+    done = torchx_process(
+        tmp_path, "run", "-s", "kfcompile", "dist.ddp", "-j", "2x4", "--gpu", "4",
+        "--cpu", "8", "--memMB", "32768", "--env", "MODE=fast", "--script", "train.py",
+        "--", "--epochs", "3", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [handle] = done.stdout.split()
+    described = torchx_process(tmp_path, "describe", handle, env=env)
+    assert described.returncode == 0, described.stderr
+    role = " ".join(described.stdout.split())  # torchx pretty-prints the AppDef
+    assert "'image': 'ghcr.io/pytorch/torchx:" in role, role
+    assert "'entrypoint': 'torchrun'" in role, role
+    args = "'--nnodes', '2', '--nproc_per_node', '4', 'train.py', '--epochs', '3'"
+    assert f"'args': [ {args}]" in role, role
+    assert "'num_replicas': 2" in role and "'MODE': 'fast'" in role, role
+    assert "'cpu': 8.0, 'devices': {}, 'gpu': 4, 'memMB': 32768" in role, role
+
+    log = torchx_process(tmp_path, "log", f"{handle}/train/5", env=env)
+    assert log.returncode == 1 and TRACEBACK not in log.stderr, log.stderr
+    [line] = log.stderr.splitlines()
+    assert line.endswith("ERROR    " + handle.rpartition("/")[2] + " has replicas 0 to 1 (not 5)")
