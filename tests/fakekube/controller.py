@@ -82,6 +82,9 @@ class Controller(Steps):
         self.admission_delay = admission_delay
         self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
         self.errors: list[Exception] = []  # what broke a job in the own thread (then dropped)
+        # Trainer's TrainJobStatus feature gate (v2.2+): each training step of a TrainJob is
+        # reported in status.trainerStatus, as the SDK's progress helper reports it.
+        self.trainer_status = False
         self._rng = random.Random(seed)
         # The scheduler writes events/v1 (series on repeats); so, here, do image pulls.
         self._scheduler = Reporter.of(store, "default-scheduler", self._rng)
