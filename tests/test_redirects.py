@@ -11,6 +11,8 @@ environment too (kubernetes 27.2 on urllib3 1.26, which follows redirects unless
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +21,14 @@ import pytest
 import schema_check
 from fakekube import FakeKube
 from fakekube.cluster import NAMESPACE, LocalCluster
-from fakekube.unreachable import Elsewhere
+from fakekube.unreachable import TLS, Elsewhere, UntrustedTLS, kubeconfig
 from kubernetes import config
 from test_adapter_kube import NS, TOKEN, cm_ref
 from test_cli_cluster import SECRET_VALUE, run, write_spec
 
-from kfcompile.ports import ApiError
+from kfcompile.ports import ApiError, Forbidden, Transient
 from kfcompile_kube import KubeCluster, connect
+from kfcompile_kube.errors import credentials, redacted
 
 REDIRECTS = (301, 302, 303, 307, 308)
 SECRET: dict[str, Any] = {
@@ -113,6 +116,15 @@ def test_every_redirect_status_is_an_error(
     assert (elsewhere.accepted, elsewhere.received) == (0, [])
 
 
+def test_an_exec_answered_200_is_no_success(fake: FakeKube, tmp_path: Path) -> None:
+    fake.faults.add("GET", "/pods/p/exec", status=200)
+    with pytest.raises(ApiError) as err:
+        CALLS["exec"][2](adapter(fake, tmp_path, "connect"))
+    assert str(err.value) == (
+        "200 OK: the API server answered 200 instead of opening the exec stream (101)"
+    )
+
+
 # --- the CLI -------------------------------------------------------------------------------------
 
 
@@ -197,3 +209,33 @@ def test_the_cli_never_prints_the_token_a_server_quotes(
     code, out, err = run(local, capsys, "status", "demo")
     assert code == 1 and token not in out + err
     assert err.endswith("bad header: <redacted>\n") and "Traceback" not in err
+
+
+def test_a_password_or_client_key_quoted_back_is_redacted(tmp_path: Path) -> None:
+    """What a message could quote of the other credentials a kubeconfig holds."""
+    key = (TLS / "untrusted-server.key").read_text()
+    user = {
+        "username": "alice",
+        "password": "pa55-w0rd",
+        "client-certificate-data": base64.b64encode((TLS / "untrusted-server.crt").read_bytes()),
+        "client-key-data": base64.b64encode(key.encode()),
+    }
+    path = kubeconfig(tmp_path / "kc", "https://127.0.0.1:1")  # (http: no client certificate)
+    doc = json.loads(path.read_text())
+    doc["users"][0]["user"] = {k: v if isinstance(v, str) else v.decode() for k, v in user.items()}
+    path.write_text(json.dumps(doc))
+    configuration = connect(str(path)).api_client.configuration
+    quoted = f"user alice:pa55-w0rd (password pa55-w0rd) rejected; key line {key.splitlines()[1]}"
+    error = redacted(Forbidden(403, "Forbidden", quoted), credentials(configuration))
+    assert str(error) == "403 Forbidden: user <redacted> (password <redacted>) rejected; " + (
+        "key line <redacted>"
+    )
+
+
+def test_the_exec_websocket_still_verifies_the_server(tmp_path: Path) -> None:
+    """The websocket is built by the adapter now, with the client's TLS options."""
+    with UntrustedTLS() as server:
+        kube = KubeCluster(connect(str(kubeconfig(tmp_path / "kc", server.url))).api_client)
+        with pytest.raises(Transient, match=f"TLS certificate verify failed for {server.url}"):
+            kube.exec(NS, "p", "main", ["true"])
+    assert server.accepted == 1

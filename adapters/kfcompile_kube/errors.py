@@ -172,8 +172,7 @@ def transport_error(
         return Transient(0, "TLSError", f"TLS certificate verify failed for {server}: {why}")
     tls = has(ssl.SSLError, urllib3.exceptions.SSLError)
     if tls is not None:
-        why = _last_line(str(tls))
-        return Transient(0, "TLSError", f"TLS with {server} failed: {why}")
+        return Transient(0, "TLSError", f"TLS with {server} failed: {tls}")
     # urllib3 counts a failed connect as a connect timeout (NewConnectionError subclasses it).
     failed = has(urllib3.exceptions.NewConnectionError)
     if failed is not None:
@@ -191,16 +190,14 @@ def transport_error(
     return Transient(0, "ConnectionError", f"connection to {server} failed: {detail}")
 
 
-def _last_line(text: str) -> str:
-    """The client wraps a TLS failure as ``SSLError\\n<the error>``: the error."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else text
-
-
 def handshake_error(
     error: WebSocketException | OSError, url: str, timeout: tuple[float | None, float | None]
 ) -> ApiError:
     """The exec upgrade failed: the server's answer when there was one, else the connection."""
     if isinstance(error, WebSocketBadStatusException):
-        return status_error(error.status_code, status_object(error.resp_body or b""))
+        code = error.status_code
+        if 200 <= code < 300:  # an answer, but no stream (a proxy's page?): not a success
+            said = f"the API server answered {code} instead of opening the exec stream (101)"
+            return status_error(code, {"message": said})
+        return status_error(code, status_object(error.resp_body or b""))
     return transport_error(error, url, timeout)
