@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import schema_check
 from fakekube import FakeKube
-from fakekube.cluster import NAMESPACE, LocalCluster
+from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
 from fakekube.unreachable import TLS, Elsewhere, UntrustedTLS, kubeconfig
 from kubernetes import config
 from test_adapter_kube import NS, TOKEN, cm_ref
@@ -182,6 +182,21 @@ def test_a_submit_redirected_later_rolls_back_and_lists_what_stays(
     )
     assert lines[2].endswith(f"remove it with: kubectl delete secret demo-env -n {NAMESPACE}")
     assert len(lines) == 3 and "Traceback" not in err and SECRET_VALUE not in err
+    assert (elsewhere.accepted, elsewhere.received) == (0, [])
+
+
+def test_a_sync_redirected_at_its_exec_sends_nothing(
+    local: LocalCluster, elsewhere: Elsewhere, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "train.py").write_text("print(2)\n")
+    location = target(elsewhere, "exec")
+    local.kube.faults.add("GET", "/exec", status=307, location=location)
+    code, out, err = run(local, capsys, "sync", "up", str(tmp_path), "--pvc", CLAIM)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"kfcompile: exec in Pod {NAMESPACE}/kfcompile-sync-") and (
+        err.endswith(f": 307 TemporaryRedirect: {redirected(location)}\n")
+    )
+    assert err.count("\n") == 1
     assert (elsewhere.accepted, elsewhere.received) == (0, [])
 
 
