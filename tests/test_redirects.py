@@ -134,42 +134,40 @@ def local() -> Iterator[LocalCluster]:
         yield cluster
 
 
-def test_a_submit_redirected_at_its_secret_sends_it_nowhere(
+@pytest.fixture
+def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A spec whose Secret holds ``$HF_TOKEN``."""
+    monkeypatch.setenv("HF_TOKEN", SECRET_VALUE)
+    return write_spec(tmp_path, secret_env=["HF_TOKEN"])
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "call"),
+    [
+        ("/secrets", "307 TemporaryRedirect", f"create Secret {NAMESPACE}/demo-env"),
+        ("/trainjobs", "308 PermanentRedirect", f"create TrainJob {NAMESPACE}/demo"),
+    ],
+)
+def test_a_submit_redirected_sends_nothing_and_rolls_back(
     local: LocalCluster,
     elsewhere: Elsewhere,
     capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    spec: Path,
+    path: str,
+    status: str,
+    call: str,
 ) -> None:
-    monkeypatch.setenv("HF_TOKEN", SECRET_VALUE)
-    spec = write_spec(tmp_path, secret_env=["HF_TOKEN"])
-    local.kube.faults.add("POST", "/secrets", status=307, location=elsewhere.url)
+    local.kube.faults.add("POST", path, status=int(status[:3]), location=elsewhere.url)
     code, out, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3")
     assert (code, out) == (1, "")
-    assert err == f"kfcompile: create Secret {NAMESPACE}/demo-env: 307 TemporaryRedirect: " + (
-        f"{redirected(elsewhere.url)}\n"
-    )
+    assert err == f"kfcompile: {call}: {status}: {redirected(elsewhere.url)}\n"
     assert (elsewhere.accepted, elsewhere.received) == (0, [])
-    assert local.store.get("v1", "Secret", NAMESPACE, "demo-env") is None
+    assert local.store.get("v1", "Secret", NAMESPACE, "demo-env") is None  # (rolled back)
 
 
-def test_a_submit_redirected_later_rolls_back_and_lists_what_stays(
-    local: LocalCluster,
-    elsewhere: Elsewhere,
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_roll_back_redirected_lists_what_stays(
+    local: LocalCluster, elsewhere: Elsewhere, capsys: pytest.CaptureFixture[str], spec: Path
 ) -> None:
-    monkeypatch.setenv("HF_TOKEN", SECRET_VALUE)
-    spec = write_spec(tmp_path, secret_env=["HF_TOKEN"])
-    local.kube.faults.add("POST", "/trainjobs", status=308, location=elsewhere.url)
-    code, out, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3")
-    assert (code, out) == (1, "")
-    assert err == f"kfcompile: create TrainJob {NAMESPACE}/demo: 308 PermanentRedirect: " + (
-        f"{redirected(elsewhere.url)}\n"
-    )
-    assert local.store.get("v1", "Secret", NAMESPACE, "demo-env") is None  # rolled back
-    # And when the roll-back is redirected too, what stays is listed.
     local.kube.faults.add("POST", "/trainjobs", status=307, location=elsewhere.url)
     local.kube.faults.add("DELETE", "/secrets/demo-env", status=307, location=elsewhere.url)
     code, out, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3")
