@@ -29,7 +29,7 @@ from kfcompile.ports import (
     error_class,
 )
 
-# What a broken connection looks like from below the client (it only wraps SSL errors itself).
+# What a broken connection looks like from below the client (urllib3, http.client, the socket).
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 _RETRY_AFTER_MAX = 3600.0  # seconds; a server asking for more is not believed further
 REDACTED: Final = "<redacted>"
