@@ -238,6 +238,30 @@ def test_render_out_json_writes_json_files(
     assert json.loads(written[0].read_text())["items"] == rendered("inline-script.yaml")
 
 
+@pytest.mark.parametrize(
+    "argv", [["render", "--target", "all"], ["convert", "--to", DEFAULT_TARGET]], ids=str
+)
+def test_out_refuses_two_inputs_that_write_one_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
+) -> None:
+    """Same file name, other folders: the second would overwrite the first, both said ok."""
+    text = (ROOT / "examples" / "minimal.yaml").read_text(encoding="utf-8")
+    if argv[0] == "convert":
+        text = yaml.safe_dump_all(rendered("minimal.yaml"))
+    first, second = tmp_path / "a" / "job.yaml", tmp_path / "b" / "job.yaml"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_text(text, encoding="utf-8")
+    out_dir = tmp_path / "out"
+    code, out, err = run(capsys, *argv, "--out", str(out_dir), str(first), str(second))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"kfcompile: {second} and {first} would both write {out_dir}/job"
+        + ("" if argv[0] == "render" else ".yaml")
+    ]
+    assert not out_dir.exists()  # nothing written
+
+
 # --- render --check -------------------------------------------------------------------------
 
 
@@ -545,6 +569,33 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert "usage:" in err
+
+
+def test_render_takes_f_as_kubectl_does(capsys: pytest.CaptureFixture[str]) -> None:
+    names = ["minimal.yaml", "kueue-queued.yaml"]
+    code, out, err = run(capsys, "render", "-t", "pytorchjob/v1", "-f", *map(example, names[:1]),
+                         "--filename", example(names[1]))  # fmt: skip
+    assert (code, err) == (0, "")
+    assert list(yaml.safe_load_all(out)) == [o for n in names for o in rendered(n, "pytorchjob/v1")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["render", "examples/minimal.yaml", "-n", "team-a"], "render has no -n/--namespace: "),
+        (["validate", "--namespace=a", "examples/minimal.yaml"], "validate has no -n/"),
+        (["render", "examples/minimal.yaml", "--frobnicate"], "unrecognized arguments: "),
+        (["explain", "examples/minimal.yaml", "-f", "examples/minimal.yaml"], "give one spec"),
+        (["render", "-t", "pytorchjob/v1"], "give a spec file: SPEC or -f SPEC"),
+    ],
+)
+def test_a_command_s_usage_error_shows_its_own_usage(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"usage: kfcompile {argv[0]} "), err
+    assert f"kfcompile {argv[0]}: error: {message}" in err
 
 
 def test_stdin_dash(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

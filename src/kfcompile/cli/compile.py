@@ -20,6 +20,7 @@ from kfcompile.cli.common import (
     format_objects,
     load,
     name_of,
+    one_writer_each,
     outcome,
     print_failure,
     read,
@@ -80,6 +81,7 @@ def _with_secret(
 
 def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str) -> int:
     """Write every spec for every target to ``out/<spec>/<target>.<yaml|json|err>``."""
+    one_writer_each((path, out / Path(path).stem) for path in specs)
     rows = []
     for path in specs:
         spec = load(path)
