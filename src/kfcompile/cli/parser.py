@@ -315,7 +315,7 @@ def _cluster_commands(sub: Any) -> None:
 
 def _manifest_commands(subparsers: argparse._SubParsersAction[_Command]) -> None:
     """``import`` and ``convert``: existing manifests to specs or other targets."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Command(add_help=False)  # only a parent: never parses
     common.add_argument(
         "manifest",
         nargs="+",
