@@ -541,6 +541,31 @@ def test_yaml_syntax_error_names_line_and_column(
     assert err.splitlines()[0].startswith(f"{spec_file}: line 2, column 8: ")
 
 
+@pytest.mark.parametrize(
+    "around", [("", "---\n"), ("---\n", "---\n...\n---\n"), ("", "--- null\n")]
+)
+def test_empty_documents_around_a_spec_are_ignored_as_kubectl_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, around: tuple[str, str]
+) -> None:
+    spec_file = tmp_path / "job.yaml"
+    text = (ROOT / "examples" / "minimal.yaml").read_text(encoding="utf-8")
+    spec_file.write_text(around[0] + text + around[1], encoding="utf-8")
+    code, out, err = run(capsys, "render", str(spec_file))
+    assert (code, err) == (0, "")
+    assert list(yaml.safe_load_all(out)) == rendered("minimal.yaml")
+
+
+def test_two_specs_in_one_file_are_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    spec_file = tmp_path / "job.yaml"
+    text = (ROOT / "examples" / "minimal.yaml").read_text(encoding="utf-8")
+    spec_file.write_text(f"{text}---\n{text}", encoding="utf-8")
+    code, out, err = run(capsys, "render", str(spec_file))
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [f"{spec_file}: 2 YAML documents: a spec is one"]
+
+
 def test_missing_file_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "missing.yaml"
     code, out, err = run(capsys, "render", str(missing))
