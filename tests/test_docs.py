@@ -79,9 +79,18 @@ def test_readme_starts_with_the_two_setup_commands_ci_runs() -> None:
     assert block and README.index(block.group(0)) < README.index("##")
     commands = block.group(1).strip().splitlines()
     assert len(commands) == 2
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert commands[1] in ci  # the test command, verbatim
+    # Each works where pip installs nothing outside a virtual environment (PEP 668: Debian's and
+    # Ubuntu's Python): it makes one and runs every later step from it.
+    for command in commands:
+        first, *rest = command.split(" && ")
+        assert first == "python3 -m venv .venv" and rest, command
+        assert all(step.startswith(".venv/bin/") for step in rest), command
     assert "kfcompile render examples/*.yaml --target all --out" in commands[0]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert commands[1] in ci  # the test command, verbatim, a line of its own
+    # ... on a clone with no environment yet, as a new user's
+    before = [line for line in ci[: ci.index(commands[1])] if not line.startswith("#")]
+    assert not [line for line in before if re.search(r"\b(venv|pip)\b", line)]
 
 
 def test_without_the_reference_crds_the_skips_are_one_line_saying_where_to_get_them(
