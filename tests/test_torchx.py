@@ -418,6 +418,23 @@ def test_the_cli_prints_what_cannot_run_without_a_traceback(workdir: Path) -> No
     assert "roles[0].env (env.PET_MASTER_ADDR): reserved on TrainJob" in done.stderr
 
 
+def test_an_unknown_cfg_key_is_refused_with_the_option_it_may_mean(workdir: Path) -> None:
+    """torchx 0.7 drops unknown -cfg keys before the scheduler sees them: the job would run
+    in `default`, not team-a."""
+    done = torchx_process(
+        workdir, "run", "--dryrun", "-s", "kfcompile", "-cfg", "namespce=team-a,Target=x,zzz=1",
+        "dist.ddp", "-j", "1x1", "--script", "train.py",
+    )  # fmt: skip
+    assert done.returncode == 1 and TRACEBACK not in done.stderr and MARKER not in done.stdout
+    assert "-cfg namespce: unknown field (did you mean 'namespace'?)" in done.stderr
+    assert "-cfg Target: unknown field (did you mean 'target'?)" in done.stderr
+    assert "-cfg zzz: unknown field (not a kfcompile -cfg field)" in done.stderr
+    app = dist.ddp(script="train.py", j="1x1")
+    with pytest.raises(kfx.SchedulerError) as caught:  # the Runner's callers too
+        dryrun(app, namespace="team-a", queue_name="q")
+    assert str(caught.value) == "-cfg queue_name: unknown field (did you mean 'queue'?)"
+
+
 # --- describe -----------------------------------------------------------------------------------
 
 

@@ -54,6 +54,7 @@ from kfcompile.integrations.torchx_app import (
     from_app,
     to_role,
 )
+from kfcompile.k8s_schema import unknown_field
 from kfcompile.kinds import KINDS
 from kfcompile.ports import ApiError, Obj, Ref
 from kfcompile.spec import JobSpec
@@ -124,6 +125,24 @@ class KfcompileRequest:
         return yamlio.dump_all(self.objects)
 
 
+class RunOpts(runopts):  # type: ignore[misc]
+    """The scheduler's run options. torchx 0.7's ``cfg_from_str`` drops ``-cfg`` keys that
+    are no option before the scheduler sees them (``-cfg namespce=team-a`` would run in
+    ``default``): here they stay, as given, for ``dryrun`` to refuse."""
+
+    def cfg_from_str(self, cfg_str: str) -> dict[str, Any]:
+        from torchx.specs.api import to_dict
+
+        given = {k: v for k, v in to_dict(cfg_str).items() if self.get(k) is None}
+        return {**given, **super().cfg_from_str(cfg_str)}
+
+
+def unknown_options(cfg: Mapping[str, Any]) -> list[str]:
+    """A line for each key of ``cfg`` that is no run option, with the option it may mean."""
+    names = [name for name, *_ in RUN_OPTS]
+    return [f"-cfg {k}: {unknown_field(k, names, 'kfcompile -cfg')}" for k in cfg if k not in names]
+
+
 def _suffix() -> str:
     alphabet = string.ascii_lowercase + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(SUFFIX_LENGTH))
@@ -131,6 +150,9 @@ def _suffix() -> str:
 
 def dryrun(app: Any, cfg: Mapping[str, Any], suffix: str) -> KfcompileRequest:
     """The request for ``app`` with run options ``cfg``; no cluster is consulted."""
+    unknown = unknown_options(cfg)
+    if unknown:
+        raise SchedulerError("\n".join(unknown))
     try:
         options = Options.of(cfg)
         spec = build(app, options, suffix, torchx.__version__)
@@ -231,7 +253,7 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
     # --- options and connections --------------------------------------------------------------
 
     def _run_opts(self) -> Any:
-        opts = runopts()
+        opts = RunOpts()
         for name, type_, default, help_ in RUN_OPTS:
             opts.add(name, type_=type_, default=default, help=help_)
         return opts
