@@ -311,6 +311,16 @@ def test_override_keys_name_real_fields(field: str, data: st.DataObject) -> None
         for k, v in overrides.items()
         if isinstance(base.get(k), dict | list) and type(v) is not type(base[k])
     }
+    # A scalar or atomic list (no patch merge key in the core/v1 schema) that was generated is
+    # replaced by a different one: given twice, that is refused too.
+    clash |= {
+        f"{field}.{k}"
+        for k, v in overrides.items()
+        if k in base
+        and not isinstance(base[k], dict)
+        and not (isinstance(base[k], list) and types[k].get("merge"))
+        and v != base[k]
+    }
     outcome = try_render(spec, PT)
     if clash:
         assert isinstance(outcome, UnsupportedFeature)

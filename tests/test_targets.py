@@ -226,12 +226,20 @@ def test_pod_spec_overrides_merge_without_dropping() -> None:
 
 
 def test_container_overrides_merge_by_name() -> None:
-    s = spec(
-        env={"A": "1"},
-        container_overrides={"env": [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]},
-    )
+    s = spec(env={"A": "1"}, container_overrides={"env": [{"name": "B", "value": "3"}]})
     env = job(s, "trainjob/v2.3")["spec"]["trainer"]["env"]
-    assert env == [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]
+    assert env == [{"name": "A", "value": "1"}, {"name": "B", "value": "3"}]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_override_never_replaces_what_another_field_writes(target: str) -> None:
+    """Given twice, one value would silently lose: the override is an error naming both."""
+    s = spec(env={"A": "1"}, container_overrides={"env": [{"name": "A", "value": "2"}]})
+    with pytest.raises(UnsupportedFeature) as raised:
+        render(s, target)
+    (problem,) = raised.value.problems
+    assert problem.path == "container_overrides.env[name=A].value"
+    assert "would replace what env.A writes" in problem.message
 
 
 def test_render_is_independent_of_spec_objects() -> None:

@@ -50,6 +50,15 @@ def resource_name(v: str) -> Found:
     return _each(k8s.resource_name(v))
 
 
+def extended_resource(v: str) -> Found:
+    """A resource a device plugin advertises (``nvidia.com/gpu``): ``cpu``, ``memory`` and the
+    ``*kubernetes.io/`` names are the node's own, written by their own fields (k8s.io/kubernetes
+    pkg/apis/core/helper/helpers.go IsExtendedResourceName)."""
+    yield from _each(k8s.resource_name(v))
+    if not k8s.resource_name(v) and not k8s.is_extended_resource(v):
+        yield "", "must be an extended resource: a vendor's domain and name, e.g. nvidia.com/gpu"
+
+
 def quantity(v: str) -> Found:
     return _each(k8s.resource_quantity(v))
 

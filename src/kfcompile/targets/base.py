@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from attrs import Factory, field, frozen
 
-from kfcompile import paths
+from kfcompile import k8s_schema, paths, rules
 from kfcompile.errors import Problem, UnsupportedFeature
 from kfcompile.fieldpath import FieldPath
 from kfcompile.generated import SCRIPT_DIR
@@ -175,6 +175,20 @@ def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Pr
         )
 
 
+def launcher_args(spec: JobSpec, container: str) -> Iterator[Problem]:
+    """With a launcher, kfcompile writes the training container's whole command line; args from
+    an override would run after it as more program arguments, which is what launcher.args is."""
+    if spec.launcher is None:
+        return
+    why = "launcher writes the training container's whole command line: use launcher.args"
+    if "args" in spec.container_overrides:
+        yield Problem(FieldPath.of("container_overrides", "args"), why)
+    items = spec.pod_spec_overrides.get("containers")
+    for i, item in enumerate(items if isinstance(items, list | tuple) else ()):
+        if isinstance(item, Mapping) and item.get("name") == container and "args" in item:
+            yield Problem(FieldPath.of("pod_spec_overrides", "containers", i, "args"), why)
+
+
 def with_companions(spec: JobSpec, job: dict[str, Any]) -> list[dict[str, Any]]:
     """The objects to apply, in order: companions the job refers to first, the job last."""
     return [script_configmap(spec), job] if spec.script is not None else [job]
@@ -226,6 +240,30 @@ class Layout(Plain):
             return lookup(self.table, slot)
 
 
+def _merge_of(e: Entry) -> paths.Merge:
+    """How an escape hatch's key merges: as the core/v1 field of that name merges in a
+    strategic merge patch (``container_overrides.env`` as ``Container.env``, by name)."""
+    definition = rules.ESCAPE_HATCHES[e.at.top][0]
+    kind = k8s_schema.properties(definition).get(e.slot.partition(".")[2], paths.FREE)
+    return paths.Merge(kind, k8s_schema.properties)
+
+
+def _replacing(
+    e: Entry, at: paths.Path, below: paths.Path, owners: Mapping[paths.Path, str], target: str
+) -> Problem:
+    """An override that would replace a value another field writes (or the target itself, such
+    as the PyTorchJob port the operator reads): given twice, one would silently lose."""
+    where = (*at, *below)
+    owner = next((owners[where[:n]] for n in range(len(where), 0, -1) if where[:n] in owners), None)
+    if owner is None:  # an atomic list replaced whole, whose items were placed one by one
+        owner = next((o for p, o in owners.items() if p[: len(where)] == where), None)
+    writer = f"what {owner} writes" if owner else f"what {target} writes itself"
+    return Problem(
+        e.at.join(FieldPath(below)),
+        f"would replace {writer} ({paths.format(where)}): give it in one place",
+    )
+
+
 # Every target, by name: filled by the registry (`kfcompile.targets`), which imports the target
 # modules, so that the engine can name the targets that would express a misfit without
 # importing the registry back.
@@ -253,6 +291,7 @@ def place(
     placed: list[Placement] = []
     misfits: dict[FieldPath, Problem] = {}  # one line per top-level spec field (hatch: per key)
     builder = paths.Builder(doc)
+    owners: dict[paths.Path, str] = {}  # where each entry landed -> the spec field it is
     for e in items:
         slot = layout.get(e.slot)
         if slot is None:
@@ -264,13 +303,19 @@ def place(
         value = e.value if slot.convert is _identity else slot.convert(e.value)
         if value is OMIT:
             continue
+        how = _merge_of(e) if e.merge else None
         for i, where in enumerate(slot.paths):
             text = where + e.sub
+            at = paths.parse(text)
             try:
-                builder.put(paths.parse(text), paths.copied(value) if i else value, e.merge)
+                replaced = builder.put(at, paths.copied(value) if i else value, how)
             except paths.MergeConflict as exc:
                 misfits.setdefault(e.at, Problem(e.at, str(exc)))
                 break
+            if replaced:
+                misfits.setdefault(e.at, _replacing(e, at, replaced[0], owners, target))
+                break
+            owners.setdefault(at, e.source)
             placed.append(Placement(e.source, index, text, value, e.merge))
     if problems or misfits:
         raise UnsupportedFeature([*(problems or ()), *misfits.values()])

@@ -123,6 +123,7 @@ def render(spec: JobSpec) -> Rendered:
         for role, count in replicas.items()
     ]
     problems = list(base.pod_name_budget(spec.name, pod_suffixes(spec), "a PyTorchJob"))
+    problems += base.launcher_args(spec, CONTAINER)
     if spec.managed_by is not None and spec.managed_by not in MANAGERS:
         problems.append(Problem("managed_by", f"PyTorchJob accepts only: {', '.join(MANAGERS)}"))
     items = list(fields.entries(spec, command(spec)))
