@@ -345,6 +345,48 @@ def test_override_keys_name_real_fields(field: str, data: st.DataObject) -> None
             assert refused <= {p.path for p in result.problems}
 
 
+_WORDS = st.lists(st.text("ab-=1", min_size=1, max_size=3), min_size=1, max_size=3)
+
+
+def _training_container(job: dict[str, Any]) -> dict[str, Any]:
+    if job["kind"] == "TrainJob":
+        trainer: dict[str, Any] = job["spec"]["trainer"]
+        return trainer
+    master = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    return dict(master["containers"][0])
+
+
+@FAST
+@given(
+    target=st.sampled_from(ALL),
+    command=st.none() | _WORDS,
+    args=st.none() | _WORDS,
+    over=st.fixed_dictionaries({}, optional={"command": _WORDS, "args": _WORDS}),
+)
+def test_override_command_and_args_are_the_overrides_whole(
+    target: str, command: list[str] | None, args: list[str] | None, over: dict[str, list[str]]
+) -> None:
+    """Command and args are atomic (core/v1 Container, no patch merge key): the rendered
+    container has the override's lists exactly, never the spec's with items added; where a
+    spec field wrote a different list the override is refused, naming both."""
+    written = {"command": command, "args": args if command else None}
+    data = {**S.BASE, **{k: v for k, v in written.items() if v}, "container_overrides": over}
+    twice = {k for k, v in over.items() if written[k] and written[k] != v}
+    outcome = try_render(structure(data), target)
+    if twice:
+        assert isinstance(outcome, UnsupportedFeature)
+        found = {p.path: p.message for p in outcome.problems}
+        assert set(found) == {f"container_overrides.{k}" for k in twice}
+        assert all(
+            f"would replace what {k} writes" in found[f"container_overrides.{k}"] for k in twice
+        )
+        return
+    assert not isinstance(outcome, UnsupportedFeature), outcome
+    container = _training_container(outcome[-1])
+    for k in ("command", "args"):
+        assert container.get(k) == (over.get(k) or written[k])
+
+
 @FAST
 @given(key=st.text(S.YAML_SAFE_CHARACTERS, min_size=1, max_size=12))
 def test_override_keys_that_are_no_field_are_refused(key: str) -> None:

@@ -214,6 +214,35 @@ MALFORMED: list[Any] = [
         ],
         id="gpu-both-through-extra",
     ),
+    # gpu_resource names a resource a device plugin advertises, never one of the node's own
+    # (IsExtendedResourceName): `cpu` made `4` CPUs into 2, `memory` made `memory: '2'` (bytes).
+    (
+        "gpu-resource-cpu",
+        spec_text("gpus_per_node: 2\ngpu_resource: cpu\ncpu_request: '4'\n"),
+        [("gpu_resource", "must be an extended resource")],
+    ),
+    ("gpu-resource-memory", spec_text("gpu_resource: memory\n"), [("gpu_resource", "extended")]),
+    (
+        "gpu-resource-kubernetes-io",
+        spec_text("gpu_resource: kubernetes.io/gpu\n"),
+        [("gpu_resource", "extended")],
+    ),
+    (
+        "gpu-resource-quota-prefix",
+        spec_text("gpu_resource: requests.example.com/gpu\n"),
+        [("gpu_resource", "extended")],
+    ),
+    # No two fields write one resource: the override would silently win over the typed field.
+    (
+        "override-cpu-over-cpu-request",
+        spec_text("cpu_request: '4'\ncontainer_overrides: {resources: {requests: {cpu: '2'}}}\n"),
+        [("container_overrides.resources.requests.cpu", "also written by cpu_request")],
+    ),
+    (
+        "override-memory-limit-over-memory-limit",
+        spec_text("memory_limit: 8Gi\ncontainer_overrides: {resources: {limits: {memory: 8Gi}}}\n"),
+        [("container_overrides.resources.limits.memory", "also written by memory_limit")],
+    ),
     pytest.param(
         "cpu-through-extra",
         spec_text("extra_resource_requests: {cpu: '4'}\n"),

@@ -232,6 +232,48 @@ def test_container_overrides_merge_by_name() -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    ("fields", "line"),
+    [
+        (
+            {"container_overrides": {"command": ["python", "/b.py"]}},
+            "container_overrides.command: would replace what launcher writes",
+        ),
+        (
+            {"container_overrides": {"args": ["--epochs", "1"]}},
+            "container_overrides.args: launcher writes the training container's whole command",
+        ),
+        (
+            {"image_pull_policy": "Always", "container_overrides": {"imagePullPolicy": "Never"}},
+            "container_overrides.imagePullPolicy: would replace what image_pull_policy writes",
+        ),
+    ],
+)
+def test_an_override_of_the_launchers_command_line_is_an_error_naming_both(
+    target: str, fields: dict[str, Any], line: str
+) -> None:
+    """The issue's example: `torchrun ... /a.py python /b.py` ran; now nothing is appended."""
+    s = torch_spec(**fields)
+    if "imagePullPolicy" in str(fields) and target.startswith("trainjob/"):
+        return  # no TrainJob release holds an image pull policy
+    with pytest.raises(UnsupportedFeature) as raised:
+        render(s, target)
+    assert [str(p).startswith(line) for p in raised.value.problems] == [True], raised.value
+
+
+@pytest.mark.parametrize("key", ["command", "args"])
+def test_a_pytorchjob_training_container_override_is_one_with_container_overrides(
+    key: str,
+) -> None:
+    s = torch_spec(pod_spec_overrides={"containers": [{"name": "pytorch", key: ["x"]}]})
+    with pytest.raises(UnsupportedFeature) as raised:
+        render(s, "pytorchjob/v1")
+    (problem,) = raised.value.problems
+    assert problem.path == f"pod_spec_overrides.containers[name=pytorch].{key}"
+    assert "launcher" in problem.message
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_an_override_never_replaces_what_another_field_writes(target: str) -> None:
     """Given twice, one value would silently lose: the override is an error naming both."""
     s = spec(env={"A": "1"}, container_overrides={"env": [{"name": "A", "value": "2"}]})

@@ -184,9 +184,10 @@ def launcher_args(spec: JobSpec, container: str) -> Iterator[Problem]:
     if "args" in spec.container_overrides:
         yield Problem(FieldPath.of("container_overrides", "args"), why)
     items = spec.pod_spec_overrides.get("containers")
-    for i, item in enumerate(items if isinstance(items, list | tuple) else ()):
-        if isinstance(item, Mapping) and item.get("name") == container and "args" in item:
-            yield Problem(FieldPath.of("pod_spec_overrides", "containers", i, "args"), why)
+    named = paths.find_named(list(items), container) if isinstance(items, list | tuple) else None
+    if named is not None and "args" in named:
+        at = FieldPath.of("pod_spec_overrides", "containers", paths.Select("name", container))
+        yield Problem(at / "args", why)
 
 
 def with_companions(spec: JobSpec, job: dict[str, Any]) -> list[dict[str, Any]]:
