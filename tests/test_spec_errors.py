@@ -282,7 +282,7 @@ MALFORMED: list[Any] = [
         [
             ("work_dir.pvc", "RFC 1123 subdomain"),
             ("work_dir.mount_path", "must be an absolute path"),
-            ("volumes", "the name 'workdir' is used by work_dir"),
+            ("volumes[0].name", "the name 'workdir' is used by work_dir"),
         ],
     ),
     (
@@ -341,7 +341,7 @@ MALFORMED: list[Any] = [
             volume_mounts: [{name: a, mountPath: /data}, {name: b, mountPath: /data}]
             """
         ),
-        [("volume_mounts[1].mountPath", "duplicate mount path '/data'")],
+        [("volume_mounts[1].mountPath", "already mounted by volume_mounts[0]")],
     ),
     (
         "mount-missing-path",
@@ -385,7 +385,62 @@ MALFORMED: list[Any] = [
     (
         "volume-name-taken-by-shm",
         spec_text("shm_size: 1Gi\nvolumes: [{name: dshm, emptyDir: {}}]\n"),
-        [("volumes", "'dshm'")],
+        [("volumes[0].name", "'dshm' is used by shm_size")],
+    ),
+    # What kfcompile mounts is reserved, compared as directories: a mount on the same place
+    # silently replaced the generated one (and explain still reported it).
+    (
+        "work-dir-on-shm",
+        spec_text("shm_size: 1Gi\nwork_dir: {local: src, pvc: code, mount_path: /dev/shm/}\n"),
+        [("work_dir.mount_path", "already mounted by shm_size")],
+    ),
+    (
+        "work-dir-on-the-script-dir",
+        spec_text(
+            "script: print(1)\nlauncher: {kind: python}\n"
+            "work_dir: {local: src, pvc: code, mount_path: /opt/kfcompile//scripts}\n"
+        ),
+        [("work_dir.mount_path", "already mounted by script")],
+    ),
+    (
+        "mount-on-shm-unnormalised",
+        spec_text(
+            """\
+            shm_size: 1Gi
+            volumes: [{name: a, emptyDir: {}}]
+            volume_mounts: [{name: a, mountPath: /dev/./shm/}]
+            """
+        ),
+        [("volume_mounts[0].mountPath", "already mounted by shm_size")],
+    ),
+    (
+        "override-mount-on-the-work-dir",
+        spec_text(
+            """\
+            work_dir: {local: src, pvc: code, mount_path: /work}
+            container_overrides: {volumeMounts: [{name: other, mountPath: /work/}]}
+            """
+        ),
+        [("container_overrides.volumeMounts[0].mountPath", "already mounted by work_dir")],
+    ),
+    (
+        "override-mount-on-a-user-mount",
+        spec_text(
+            """\
+            volumes: [{name: a, emptyDir: {}}]
+            volume_mounts: [{name: a, mountPath: /data}]
+            container_overrides: {volumeMounts: [{name: a, mountPath: /data/}]}
+            """
+        ),
+        [("container_overrides.volumeMounts[0].mountPath", "already mounted by volume_mounts[0]")],
+    ),
+    (
+        "override-volume-named-like-the-script",
+        spec_text(
+            "script: print(1)\nlauncher: {kind: python}\n"
+            "pod_spec_overrides: {volumes: [{name: kfcompile-script, emptyDir: {}}]}\n"
+        ),
+        [("pod_spec_overrides.volumes[0].name", "'kfcompile-script' is used by script")],
     ),
     # --- tolerations
     (
