@@ -59,6 +59,12 @@ NODE = "node"
 TRAINJOB_RESERVED_ENV = frozenset(
     {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
 )
+# What the Training Operator sets in every PyTorchJob container with a Master (envvar.go).
+PYTORCHJOB_RESERVED_ENV = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"}
+    | {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK"}
+)
+RESERVED_ENV = {PT: PYTORCHJOB_RESERVED_ENV, **dict.fromkeys(TRAINJOB, TRAINJOB_RESERVED_ENV)}
 # KUBEFLOW.md: spec.managedBy values of TrainJob; the PyTorchJob v1.9 CRD's description lists
 # the values the Training Operator accepts.
 MANAGED_BY = {
@@ -145,13 +151,24 @@ def value_level_rejection(spec: JobSpec, target: str, path: str) -> bool:
     """Problems KUBEFLOW.md documents as value restrictions (not missing fields) of a target."""
     if path == "managed_by":
         return spec.managed_by is not None and spec.managed_by not in MANAGED_BY[target]
-    if target in TRAINJOB:
-        m = re.fullmatch(r"env\.(.+)", path)
-        if m:
-            return m[1] in TRAINJOB_RESERVED_ENV and m[1] in spec.env
-        m = re.fullmatch(r"env_list\[(\d+)\]\.name", path)
-        if m:
-            return spec.env_list[int(m[1])].get("name") in TRAINJOB_RESERVED_ENV
+    reserved = RESERVED_ENV[target]
+    if target == PT and spec.elastic is not None:  # Workers only: the elastic agent's settings
+        reserved = frozenset({"PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND", "PET_NNODES"})
+        reserved |= {"PET_MAX_RESTARTS"} if spec.elastic.max_restarts is not None else set()
+    m = re.fullmatch(r"env\.(.+)", path)
+    if m:
+        return m[1] in reserved and m[1] in spec.env
+    m = re.fullmatch(r"env_list\[(\d+)\]\.name", path)
+    if m:
+        return spec.env_list[int(m[1])].get("name") in reserved
+    m = re.fullmatch(r"secret_env\[(\d+)\]", path)
+    if m:
+        return spec.secret_env[int(m[1])] in reserved
+    if target == PT and path == "launcher.kind":
+        # the operator's WORLD_SIZE counts nprocPerNode (default: the GPUs) per node
+        launcher = spec.launcher
+        python = launcher is not None and launcher.kind == "python"
+        return python and spec.nprocs_per_node is None and spec.gpus_per_node > 1
     m = re.fullmatch(r"initializer\.(dataset|model)", path)
     if m and target in TRAINJOB:
         runtime = spec.runtime  # the upstream runtimes and the initializer jobs they have
@@ -321,6 +338,8 @@ def test_override_keys_name_real_fields(field: str, data: st.DataObject) -> None
         and not (isinstance(base[k], list) and types[k].get("merge"))
         and v != base[k]
     }
+    if field == "pod_spec_overrides" and "restartPolicy" in overrides:
+        clash.add(f"{field}.restartPolicy")  # the operator writes the replica's over it
     outcome = try_render(spec, PT)
     if clash:
         assert isinstance(outcome, UnsupportedFeature)
@@ -599,21 +618,20 @@ def _run_field(key: str, trainjob_from: tuple[str, ...] = ()) -> Any:
 def _env(m: Model, d: dict[str, Any]) -> None:
     env = [{"name": k, "value": v} for k, v in d.get("env", {}).items()]
     env += [dict(item) for item in d.get("env_list", [])]
-    if m.t in TRAINJOB:
-        rejected = {
-            "env" if i < len(d.get("env", {})) else "env_list"
-            for i, item in enumerate(env)
-            if item["name"] in TRAINJOB_RESERVED_ENV
-        }
-        if rejected:
-            raise Rejected(*sorted(rejected))
+    rejected = {
+        "env" if i < len(d.get("env", {})) else "env_list"
+        for i, item in enumerate(env)
+        if item["name"] in RESERVED_ENV[m.t]
+    }
+    if rejected:
+        raise Rejected(*sorted(rejected))
     for target in m.main():
         target["env"] = copy.deepcopy(env)
 
 
 def _secret_env(m: Model, d: dict[str, Any]) -> None:
     """Each name reads the key of that name from the job's own Secret (made by `submit`)."""
-    if m.t in TRAINJOB and set(d["value"]) & TRAINJOB_RESERVED_ENV:
+    if set(d["value"]) & RESERVED_ENV[m.t]:
         raise Rejected("secret_env")
     env = [
         {"name": n, "valueFrom": {"secretKeyRef": {"name": "job-env", "key": n}}}

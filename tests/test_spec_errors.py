@@ -897,12 +897,75 @@ RESERVED = (
 @pytest.mark.parametrize("var", RESERVED)
 def test_reserved_pet_env_rejected_on_every_trainjob(var: str, target: str) -> None:
     text = spec_text(f"env: {{{var}: '2', OK_VAR: x}}\n")
-    if target == PYTORCH:
+    if target == PYTORCH and var not in PYTORCHJOB_RESERVED:
         job = render(load_spec(text), target)[-1]
         env = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
         assert {"name": var, "value": "2"} in env["env"]
         return
-    assert_problems(unsupported(text, target), [(f"env.{var}", "reserved")])
+    why = "the Training Operator sets it" if target == PYTORCH else "reserved"
+    assert_problems(unsupported(text, target), [(f"env.{var}", why)])
+
+
+# What the Training Operator appends to every container of a PyTorchJob with a Master, over
+# the spec's own values (training-operator pkg/controller.v1/pytorch/envvar.go setPodEnv).
+PYTORCHJOB_RESERVED = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+)
+
+
+@pytest.mark.parametrize("var", PYTORCHJOB_RESERVED)
+@pytest.mark.parametrize(
+    ("field", "path"),
+    [
+        ("env: {%s: '1'}", "env.%s"),
+        ("env_list: [{name: %s, value: '1'}]", "env_list[0].name"),
+        ("secret_env: [%s]", "secret_env[0]"),
+        ("container_overrides: {env: [{name: %s, value: '1'}]}", "container_overrides.env[0].name"),
+    ],
+)
+def test_what_the_training_operator_sets_is_refused_on_pytorchjob(
+    var: str, field: str, path: str
+) -> None:
+    """Accepted, then run with the operator's value: MASTER_PORT=1234 ran on 23456."""
+    found = unsupported(spec_text(field.replace("%s", var) + "\n"), PYTORCH)
+    assert_problems(found, [(path.replace("%s", var), "the Training Operator sets it")])
+
+
+def test_an_elastic_pytorchjob_reserves_the_elastic_agents_settings() -> None:
+    elastic = "elastic: {min_nodes: 1, max_nodes: 2, max_restarts: 3}\n"
+    found = unsupported(
+        spec_text(elastic + "env: {PET_RDZV_ENDPOINT: x, PET_MAX_RESTARTS: '1'}\n"), PYTORCH
+    )
+    assert [p for p, _ in found] == ["env.PET_RDZV_ENDPOINT", "env.PET_MAX_RESTARTS"]
+    # Workers only: no Master, so no MASTER_PORT from the operator
+    render(load_spec(spec_text(elastic + "env: {MASTER_PORT: '1'}\n")), PYTORCH)
+
+
+def test_pod_restart_policy_override_is_refused_on_pytorchjob() -> None:
+    """SetRestartPolicy writes the replica's policy over the pod's: the override never ran."""
+    text = spec_text("pod_spec_overrides: {restartPolicy: Never}\n")
+    assert_problems(
+        unsupported(text, PYTORCH), [("pod_spec_overrides.restartPolicy", "use restart_policy")]
+    )
+
+
+def test_the_python_launcher_with_gpus_says_how_many_processes() -> None:
+    """The operator sets WORLD_SIZE to nodes x nprocPerNode (default: the GPUs); python starts
+    one process per node, so a torch.distributed program waited for ranks that never came."""
+    text = spec_text(
+        "num_nodes: 2\ngpus_per_node: 4\nlauncher: {kind: python, entrypoint: /t.py}\n"
+    )
+    assert_problems(unsupported(text, PYTORCH), [("launcher.kind", "WORLD_SIZE to 8")])
+    for target in TRAINJOBS:  # the Torch runtime sets no WORLD_SIZE
+        render(load_spec(text), target)
+    for nprocs in ("1", "4"):  # said outright: the program starts that many
+        render(load_spec(text + f"nprocs_per_node: {nprocs}\n"), PYTORCH)
 
 
 @pytest.mark.parametrize("target", TRAINJOBS)

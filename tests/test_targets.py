@@ -156,7 +156,7 @@ def test_trainjob_torchrun_relies_on_runtime_env(target: str) -> None:
 def test_reserved_env_rejected(target: str) -> None:
     with pytest.raises(UnsupportedFeature, match=r"env\.PET_NODE_RANK: reserved"):
         render(spec(env={"PET_NODE_RANK": "0"}), target)
-    render(spec(env={"PET_NODE_RANK": "0"}), "pytorchjob/v1")  # not reserved there
+    render(spec(env={"PET_MASTER_PORT": "0"}), "pytorchjob/v1")  # the operator never sets it
 
 
 def test_override_shapes_per_release() -> None:

@@ -175,6 +175,24 @@ def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Pr
         )
 
 
+def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Problem]:
+    """Variables the controller sets in the training container itself: one the spec sets too
+    would run with the controller's value (or be refused by its webhook)."""
+    for k in spec.env:
+        if k in names:
+            yield Problem(FieldPath.of("env", k), why)
+    for i, item in enumerate(spec.env_list):
+        if item.get("name") in names:
+            yield Problem(FieldPath.of("env_list", i, "name"), why)
+    for i, name in enumerate(spec.secret_env):
+        if name in names:
+            yield Problem(FieldPath.of("secret_env", i), why)
+    items = spec.container_overrides.get("env")
+    for i, item in enumerate(items if isinstance(items, list | tuple) else ()):
+        if isinstance(item, Mapping) and item.get("name") in names:
+            yield Problem(FieldPath.of("container_overrides", "env", i, "name"), why)
+
+
 def launcher_args(spec: JobSpec, container: str) -> Iterator[Problem]:
     """With a launcher, kfcompile writes the training container's whole command line; args from
     an override would run after it as more program arguments, which is what launcher.args is."""

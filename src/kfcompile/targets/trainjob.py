@@ -117,13 +117,9 @@ def command(spec: JobSpec) -> list[str] | None:
 
 
 def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
-    reserved = "reserved on TrainJob: the Torch runtime sets it"
-    for k in spec.env:
-        if k in RESERVED_ENV:
-            yield Problem(FieldPath.of("env", k), reserved)
-    for i, item in enumerate(spec.env_list):
-        if item.get("name") in RESERVED_ENV:
-            yield Problem(FieldPath.of("env_list", i, "name"), reserved)
+    yield from base.reserved_env(
+        spec, RESERVED_ENV, "reserved on TrainJob: the Torch runtime sets it"
+    )
     yield from base.pod_name_budget(spec.name, pod_suffixes(spec), "a TrainJob (JobSet pods)")
     yield from base.launcher_args(spec, NODE)
     runtime = spec.runtime
