@@ -377,6 +377,22 @@ REFUSED = [
     ("trainjob/v2.3", {"cpu_requests": "lots"}, "cpu_requests: "),
     ("trainjob/v2.3", {"packager": GitArchivePackager()}, "packager: GitArchivePackager"),
     ("trainjob/v9", {}, "target: unknown target 'trainjob/v9'"),
+    # container_kwargs.command was appended to the torchrun line (`torchrun ... -m x python b`)
+    (
+        "pytorchjob/v1",
+        {"container_kwargs": {"command": ["python", "/b.py"]}},
+        "container_kwargs.command: would replace what launcher writes",
+    ),
+    (
+        "trainjob/v2.3",
+        {"container_kwargs": {"command": ["python", "/b.py"]}},
+        "container_kwargs.command: would replace what launcher writes",
+    ),
+    (
+        "trainjob/v2.3",
+        {"container_kwargs": {"args": ["--epochs", "1"]}},
+        "container_kwargs.args: launcher writes the training container's whole command line",
+    ),
 ]
 
 
