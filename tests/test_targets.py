@@ -274,6 +274,19 @@ def test_a_pytorchjob_training_container_override_is_one_with_container_override
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_the_training_containers_override_mounts_take_no_generated_place(target: str) -> None:
+    """`/dev/shm/` is `/dev/shm`: the pod override's mount would have replaced shm_size's."""
+    container = "pytorch" if target == "pytorchjob/v1" else "node"
+    mount = {"name": "mine", "mountPath": "/dev/shm/"}
+    over = {"containers": [{"name": container, "volumeMounts": [mount]}]}
+    with pytest.raises(UnsupportedFeature) as raised:
+        render(spec(shm_size="1Gi", pod_spec_overrides=over), target)
+    assert [str(p) for p in raised.value.problems] == [
+        "pod_spec_overrides.containers[0].volumeMounts[0].mountPath: already mounted by shm_size"
+    ]
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_an_override_never_replaces_what_another_field_writes(target: str) -> None:
     """Given twice, one value would silently lose: the override is an error naming both."""
     s = spec(env={"A": "1"}, container_overrides={"env": [{"name": "A", "value": "2"}]})

@@ -60,17 +60,30 @@ def _storage(s: JobSpec) -> Iterator[tuple[str, str]]:
     for at, v in volumes:
         if v.get("name") in named:
             yield f"{at}.name", f"the name {v['name']!r} is used by {named[v['name']]}"
+    for at, m in _items(s.volume_mounts, "volume_mounts"):
+        name = m.get("name")
+        if isinstance(name, str) and name not in defined:
+            yield f"{at}.name", f"no volume named {name!r} in volumes"
+    yield from mount_points(s)
+
+
+def mount_points(s: JobSpec, training: str | None = None) -> Iterator[tuple[str, str]]:
+    """One mount per place in the training container, compared as directories: those
+    kfcompile adds first, then ``volume_mounts`` and ``container_overrides``; and, where the
+    target names its training container ``training``, that container's mounts in
+    ``pod_spec_overrides.containers`` (the target checks those)."""
     mounted: dict[str, str] = {}  # mount point -> the field that mounts it
-    for c in made:
+    for c in companions(s):
         place = f"{c.field}.mount_path" if c.field == "work_dir" else c.field
         if mounted.setdefault(mount_point(c.mount_path), c.field) != c.field:
             yield place, f"already mounted by {mounted[mount_point(c.mount_path)]}"
     mounts = [*_items(s.volume_mounts, "volume_mounts")]
     mounts += _items(s.container_overrides.get("volumeMounts"), "container_overrides.volumeMounts")
+    for at, item in _items(s.pod_spec_overrides.get("containers"), "pod_spec_overrides.containers"):
+        if training is not None and item.get("name") == training:
+            mounts += _items(item.get("volumeMounts"), f"{at}.volumeMounts")
     for at, m in mounts:
-        name, path = m.get("name"), m.get("mountPath")
-        if at.startswith("volume_mounts") and isinstance(name, str) and name not in defined:
-            yield f"{at}.name", f"no volume named {name!r} in volumes"
+        path = m.get("mountPath")
         if isinstance(path, str) and path.startswith("/"):
             owner = mounted.setdefault(mount_point(path), at)
             if owner != at:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from attrs import Factory, field, frozen
 
-from kfcompile import k8s_schema, paths, rules
+from kfcompile import between, k8s_schema, paths, rules
 from kfcompile.errors import Problem, UnsupportedFeature
 from kfcompile.fieldpath import FieldPath
 from kfcompile.generated import SCRIPT_DIR
@@ -191,6 +191,14 @@ def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Pro
     for i, item in enumerate(items if isinstance(items, list | tuple) else ()):
         if isinstance(item, Mapping) and item.get("name") in names:
             yield Problem(FieldPath.of("container_overrides", "env", i, "name"), why)
+
+
+def training_mounts(spec: JobSpec, container: str) -> Iterator[Problem]:
+    """The training container's mounts given in ``pod_spec_overrides.containers`` (by the
+    name this target gives it) take no place another mount has (``between.mount_points``)."""
+    for at, message in between.mount_points(spec, container):
+        if at.startswith("pod_spec_overrides."):
+            yield Problem(at, message)
 
 
 def launcher_args(spec: JobSpec, container: str) -> Iterator[Problem]:

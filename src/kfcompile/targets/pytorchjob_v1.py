@@ -168,6 +168,7 @@ def render(spec: JobSpec) -> Rendered:
     ]
     problems = list(base.pod_name_budget(spec.name, pod_suffixes(spec), "a PyTorchJob"))
     problems += base.launcher_args(spec, CONTAINER)
+    problems += base.training_mounts(spec, CONTAINER)
     problems += _run_differently(spec)
     if spec.managed_by is not None and spec.managed_by not in MANAGERS:
         problems.append(Problem("managed_by", f"PyTorchJob accepts only: {', '.join(MANAGERS)}"))

@@ -122,6 +122,7 @@ def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
     )
     yield from base.pod_name_budget(spec.name, pod_suffixes(spec), "a TrainJob (JobSet pods)")
     yield from base.launcher_args(spec, NODE)
+    yield from base.training_mounts(spec, NODE)
     runtime = spec.runtime
     upstream = runtime.kind == "ClusterTrainingRuntime" and runtime.name in UPSTREAM_RUNTIMES
     if upstream and spec.initializer is not None:
