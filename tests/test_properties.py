@@ -65,6 +65,13 @@ PYTORCHJOB_RESERVED_ENV = frozenset(
     | {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK"}
 )
 RESERVED_ENV = {PT: PYTORCHJOB_RESERVED_ENV, **dict.fromkeys(TRAINJOB, TRAINJOB_RESERVED_ENV)}
+# What torchrun sets for each process it starts (torch's LocalElasticAgent._start_workers).
+TORCHRUN_ENV = frozenset(
+    {"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT"}
+    | {"WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE"}
+    | {"TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID"}
+    | {"TORCHELASTIC_USE_AGENT_STORE"}
+)
 # KUBEFLOW.md: spec.managedBy values of TrainJob; the PyTorchJob v1.9 CRD's description lists
 # the values the Training Operator accepts.
 MANAGED_BY = {
@@ -155,6 +162,8 @@ def value_level_rejection(spec: JobSpec, target: str, path: str) -> bool:
     if target == PT and spec.elastic is not None:  # Workers only: the elastic agent's settings
         reserved = frozenset({"PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND", "PET_NNODES"})
         reserved |= {"PET_MAX_RESTARTS"} if spec.elastic.max_restarts is not None else set()
+    if spec.launcher is not None and spec.launcher.kind == "torchrun":
+        reserved |= TORCHRUN_ENV
     m = re.fullmatch(r"env\.(.+)", path)
     if m:
         return m[1] in reserved and m[1] in spec.env

@@ -947,6 +947,17 @@ def test_an_elastic_pytorchjob_reserves_the_elastic_agents_settings() -> None:
     render(load_spec(spec_text(elastic + "env: {MASTER_PORT: '1'}\n")), PYTORCH)
 
 
+@pytest.mark.parametrize("target", ALL)
+@pytest.mark.parametrize("var", ["LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"])
+def test_what_torchrun_sets_is_refused_under_the_torchrun_launcher(var: str, target: str) -> None:
+    """torchrun gives each process it starts its own LOCAL_RANK...: the spec's never ran."""
+    launcher = "launcher: {kind: torchrun, entrypoint: /t.py}\n"
+    found = unsupported(spec_text(launcher + f"env: {{{var}: '0'}}\n"), target)
+    assert_problems(found, [(f"env.{var}", "torchrun sets it for each process it starts")])
+    python = "launcher: {kind: python, entrypoint: /t.py}\n"
+    render(load_spec(spec_text(python + f"env: {{{var}: '0'}}\n")), target)
+
+
 def test_pod_restart_policy_override_is_refused_on_pytorchjob() -> None:
     """SetRestartPolicy writes the replica's policy over the pod's: the override never ran."""
     text = spec_text("pod_spec_overrides: {restartPolicy: Never}\n")

@@ -175,6 +175,26 @@ def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Pr
         )
 
 
+# What torchrun sets for each process it starts, over the container's env (torch
+# torch/distributed/elastic/agent/server/local_elastic_agent.py LocalElasticAgent._start_workers).
+TORCHRUN_ENV = frozenset(
+    {"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT"}
+    | {"WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE"}
+    | {"TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID"}
+    | {"TORCHELASTIC_USE_AGENT_STORE"}
+)
+
+
+def launcher_env(spec: JobSpec, controller: frozenset[str], why: str) -> Iterator[Problem]:
+    """The env the controller sets (``controller``, told ``why``) and, under the torchrun
+    launcher, the env torchrun sets: a value the spec gives there would never be seen."""
+    yield from reserved_env(spec, controller, why)
+    if spec.launcher is not None and spec.launcher.kind == "torchrun":
+        yield from reserved_env(
+            spec, TORCHRUN_ENV - controller, "torchrun sets it for each process it starts"
+        )
+
+
 def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Problem]:
     """Variables the controller sets in the training container itself: one the spec sets too
     would run with the controller's value (or be refused by its webhook)."""

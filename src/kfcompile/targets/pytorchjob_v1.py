@@ -111,7 +111,7 @@ def operator_env(spec: JobSpec) -> frozenset[str]:
 
 def _run_differently(spec: JobSpec) -> Iterator[Problem]:
     """What the operator accepts and then runs otherwise than the spec says."""
-    yield from base.reserved_env(
+    yield from base.launcher_env(
         spec, operator_env(spec), "the Training Operator sets it in every PyTorchJob pod"
     )
     if "restartPolicy" in spec.pod_spec_overrides:

@@ -117,7 +117,7 @@ def command(spec: JobSpec) -> list[str] | None:
 
 
 def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
-    yield from base.reserved_env(
+    yield from base.launcher_env(
         spec, RESERVED_ENV, "reserved on TrainJob: the Torch runtime sets it"
     )
     yield from base.pod_name_budget(spec.name, pod_suffixes(spec), "a TrainJob (JobSet pods)")
