@@ -196,8 +196,8 @@ def launcher_env(spec: JobSpec, controller: frozenset[str], why: str) -> Iterato
 
 
 def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Problem]:
-    """Variables the controller sets in the training container itself: one the spec sets too
-    would run with the controller's value (or be refused by its webhook)."""
+    """Variables set in the training container by something else (the controller, torchrun):
+    one the spec sets too would run with that value (or be refused by a webhook)."""
     for k in spec.env:
         if k in names:
             yield Problem(FieldPath.of("env", k), why)
