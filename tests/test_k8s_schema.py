@@ -29,6 +29,7 @@ from kfcompile import (
     UnsupportedFeature,
     k8s_schema,
     load_spec,
+    paths,
     render,
     rules,
     structure,
@@ -267,7 +268,7 @@ OVERRIDE_RESOURCES = [
         [
             (
                 'container_overrides.resources.limits["nvidia.com/gpu"]',
-                "must equal the request gpus_per_node (4) (it cannot be overcommitted)",
+                "also written by gpus_per_node: give it in one place",
             )
         ],
     ),
@@ -347,7 +348,8 @@ def test_spec_loads_exactly_when_the_rendered_resources_are_consistent(
     gpus: int, first: dict[str, str | None], over: dict[str, dict[str, str | None]]
 ) -> None:
     """The rules run on the effective resources: the first-class fields merged with the
-    override, as render writes them."""
+    override, as render writes them; an amount the override writes over a first-class field's
+    is refused, naming both."""
     overrides = {g: {k: v for k, v in m.items() if v is not None} for g, m in over.items()}
     data = {
         "name": "j",
@@ -365,13 +367,22 @@ def test_spec_loads_exactly_when_the_rendered_resources_are_consistent(
     if gpus:
         for group in effective.values():
             group["nvidia.com/gpu"] = str(gpus)
+    twice = {
+        (f"container_overrides.resources.{g}{paths.key(k)}", "also written by")
+        for g, m in overrides.items()
+        for k in m
+        if k in effective[g]
+    }
     for g, m in overrides.items():
         effective[g].update(m)
     try:
         spec = structure(data)
     except SpecError as exc:
-        assert not _consistent(effective), exc.problems
+        found = {(p.path, p.message[: len("also written by")]) for p in exc.problems}
+        assert twice <= found
+        assert twice or not _consistent(effective), exc.problems
         return
+    assert not twice
     assert _consistent(effective)
     job = render(spec, "pytorchjob/v1")[-1]
     box = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]

@@ -380,6 +380,22 @@ REFUSED = [
     # Kubernetes takes string values only: never "True" or "None" in their place
     ("trainjob/v2.3", {"labels": {"on": True}}, "labels.on: must be a string, got a boolean"),
     ("pytorchjob/v1", {"pod_annotations": {"a": None}}, "pod_annotations.a: must be a string"),
+    # container_kwargs.command was appended to the torchrun line (`torchrun ... -m x python b`)
+    (
+        "pytorchjob/v1",
+        {"container_kwargs": {"command": ["python", "/b.py"]}},
+        "container_kwargs.command: would replace what launcher writes",
+    ),
+    (
+        "trainjob/v2.3",
+        {"container_kwargs": {"command": ["python", "/b.py"]}},
+        "container_kwargs.command: would replace what launcher writes",
+    ),
+    (
+        "trainjob/v2.3",
+        {"container_kwargs": {"args": ["--epochs", "1"]}},
+        "container_kwargs.args: launcher writes the training container's whole command line",
+    ),
 ]
 
 

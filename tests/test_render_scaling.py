@@ -117,11 +117,12 @@ class Counted(str):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_merging_a_named_list_override_is_linear(target: str) -> None:
-    """``container_overrides.env`` merges item by item, by name, into the generated env."""
+    """``container_overrides.env`` merges item by item, by name, into the generated env (half
+    its items name generated ones, with the same value: nothing is replaced)."""
 
     def step(n: int) -> Callable[[], object]:
         env = {f"V{i}": "generated" for i in range(n)}
-        over = [{"name": Counted(f"V{i}"), "value": "override"} for i in range(0, 2 * n, 2)]
+        over = [{"name": Counted(f"V{i}"), "value": "generated"} for i in range(0, 2 * n, 2)]
         spec = JobSpec(
             name="hello",
             image="img:1",
@@ -135,19 +136,19 @@ def test_merging_a_named_list_override_is_linear(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_merging_a_plain_list_override_is_linear(target: str) -> None:
-    """``pod_spec_overrides.tolerations`` gains the items the generated list lacks."""
+def test_merging_a_pod_list_override_is_linear(target: str) -> None:
+    """``pod_spec_overrides.volumes`` merges by name into the generated volumes."""
 
     def step(n: int) -> Callable[[], object]:
-        def tolerations(keys: range) -> list[dict[str, Any]]:
-            return [{"key": Counted(f"k{i}"), "operator": "Exists"} for i in keys]
+        def volumes(keys: range) -> list[dict[str, Any]]:
+            return [{"name": Counted(f"v{i}"), "emptyDir": {}} for i in keys]
 
         spec = JobSpec(
             name="hello",
             image="img:1",
             command=["python"],
-            tolerations=tolerations(range(n)),
-            pod_spec_overrides={"tolerations": tolerations(range(0, 2 * n, 2))},
+            volumes=volumes(range(n)),
+            pod_spec_overrides={"volumes": volumes(range(0, 2 * n, 2))},
         )
         return lambda: render(spec, target)
 
@@ -217,8 +218,9 @@ def test_one_builder_puts_what_a_builder_per_value_puts(
     builder = paths.Builder(kept)
     for text, value, merge in steps:
         path = paths.parse(text)
-        one = outcome(functools.partial(builder.put, path, paths.copied(value), merge))
-        assert one == outcome(functools.partial(paths.put, fresh, path, value, merge))
+        how = paths.ANY if merge else None
+        one = outcome(functools.partial(builder.put, path, paths.copied(value), how))
+        assert one == outcome(functools.partial(paths.put, fresh, path, value, how))
         assert kept == fresh
         if one not in ("ok", "conflict"):
             break  # a render stops there
