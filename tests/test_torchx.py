@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import schema_check
 import yaml
@@ -482,6 +483,19 @@ def test_each_rank_is_a_replica_with_the_state_of_its_current_pod() -> None:
     assert [(r.name, r.num_replicas) for r in described.roles] == [("node", 3)]
     done = kfx.describe_job("ns:demo", JOB, observation(State.SUCCEEDED, total=1))
     assert done.roles_statuses[0].replicas[0].state == specs.AppState.SUCCEEDED  # pod is gone
+
+
+def test_describe_carries_the_progress_the_training_process_reports() -> None:
+    from datetime import UTC, datetime
+
+    from kfcompile.progress import Progress
+
+    seen = attrs.evolve(
+        observation(State.RUNNING),
+        progress=Progress(42, 90, (("loss", "0.31"),), datetime.now(UTC)),
+    )
+    described = kfx.describe_job("ns:demo", JOB, seen)
+    assert described.msg.startswith("RUNNING (Why) what; progress 42% ETA 1m30s · loss 0.31 · ")
 
 
 def test_a_job_being_deleted_is_cancelled() -> None:

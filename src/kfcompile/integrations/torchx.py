@@ -27,7 +27,7 @@ import sys
 import threading
 import typing
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -209,6 +209,8 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
             replica_state, host = (app_state if state.finished else AppState.PENDING), ""
         replicas.append(ReplicaStatus(id=rank, state=replica_state, role=role, hostname=host))
     message = f"{state.state.value} ({state.reason}) {state.message}".rstrip()
+    if seen.progress is not None:  # what the training process reports (Trainer v2.2+)
+        message += f"; progress {seen.progress.line(datetime.now(UTC))}"
     return DescribeAppResponse(
         app_id=app_id,
         state=app_state,
