@@ -1,0 +1,325 @@
+"""What each target's CRD bounds in the objects kfcompile renders, as a table per release.
+
+The API server rejects a TrainJob whose ``spec.trainer.env`` has 129 entries on Trainer v2.2+,
+whose image is 501 characters long, or whose override container carries an ``image``; the spec's
+own rules cannot see these once overrides are merged, so render checks the rendered objects
+against these rows. Each row is one keyword of the target's CRD at one CRD field path (the
+path in the rendered object): ``maxItems``, ``maxLength``, ``x-kubernetes-list-type`` ``map``
+(with its ``x-kubernetes-list-map-keys``) or ``set``, a CEL rule
+(``x-kubernetes-validations``), or the fields an object may have where the CRD allows fewer
+than core/v1 (the override containers). The CRD files stay out of the repository: a test reads
+them in ``../shared/crds`` and asserts that these tables hold every such keyword there.
+
+Left out, as they never reject a create: ``x-kubernetes-list-type: atomic``,
+``x-kubernetes-map-type``, transition rules (CEL that reads ``oldSelf``), and ``status``.
+
+Path notation: keys joined by ``.``, ``[]`` every item of a list, ``*`` every value of a map.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+Path = tuple[str | int, ...]
+Found = Iterator[tuple[Path, str]]
+
+
+class Limit(NamedTuple):
+    path: str  # the CRD field path, which is the path in the rendered object
+    rule: str  # maxItems, maxLength, map, set, cel, fields
+    value: Any  # the bound, the list-map keys, the CEL rule's text, or the allowed field names
+
+
+def _rows(prefix: str, rule: str, value: Any, *paths: str) -> tuple[Limit, ...]:
+    return tuple(Limit(f"{prefix}{p}", rule, value) for p in paths)
+
+
+# --- CEL rules, by their text in the CRD -------------------------------------------------------
+
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://.+", re.DOTALL)
+MANAGERS_RULE = "self in ['trainer.kubeflow.org/trainjob-controller', 'kueue.x-k8s.io/multikueue']"
+
+
+def _name(obj: Any) -> Any:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    return meta.get("name") if isinstance(meta, Mapping) else None
+
+
+# rule text -> (holds for the value at the row's path, what to say when it does not)
+CEL: Mapping[str, tuple[Callable[[Any], bool], str]] = {
+    "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')": (
+        lambda obj: not isinstance(_name(obj), str) or bool(_DNS1035.fullmatch(_name(obj))),
+        "metadata.name must be a DNS-1035 label",
+    ),
+    "size(self.metadata.name) <= 63": (
+        lambda obj: not isinstance(_name(obj), str) or len(_name(obj)) <= 63,
+        "metadata.name must be at most 63 characters",
+    ),
+    MANAGERS_RULE: (
+        lambda v: v in ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"),
+        "must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue",
+    ),
+    "self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')": (
+        lambda v: not isinstance(v, str) or v == "" or bool(_URI.fullmatch(v)),
+        "must be a URI (scheme://...)",
+    ),
+}
+
+# --- TrainJob (trainer.kubeflow.org/v1alpha1), ../shared/crds/trainjobs-v2.*.yaml ----------------
+
+_INITIALIZER_ENV = ("spec.initializer.dataset.env", "spec.initializer.model.env")
+_NAME_RULES = (
+    Limit("", "cel", "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"),
+    Limit("", "cel", "size(self.metadata.name) <= 63"),
+)
+_OVERRIDE_LISTS = ("containers", "initContainers")
+
+
+def _override_pod(
+    pod: str, container_fields: frozenset[str], has_pull_secrets: bool
+) -> tuple[Limit, ...]:
+    """The keyed lists of a v2.0/v2.1 override's pod, and what its containers may hold."""
+    keyed = ["containers", "initContainers", "schedulingGates", "volumes"]
+    keyed += ["imagePullSecrets"] if has_pull_secrets else []
+    c = tuple(f"{k}[]" for k in _OVERRIDE_LISTS)
+    return (
+        *_rows(f"{pod}.", "map", ("name",), *keyed),
+        *_rows(
+            f"{pod}.", "map", ("name",), *(f"{k}.env" for k in c), *(f"{k}.volumeMounts" for k in c)
+        ),
+        *_rows(f"{pod}.", "fields", container_fields, *c),
+    )
+
+
+_TRAINJOB_ALL: tuple[Limit, ...] = (
+    *_rows("", "map", ("name",), *_INITIALIZER_ENV, "spec.trainer.env"),
+    *_rows("", "map", ("name",), "spec.trainer.resourcesPerNode.claims"),
+    Limit("spec.managedBy", "cel", MANAGERS_RULE),
+)
+_V20_CONTAINER = frozenset({"name", "env", "volumeMounts"})
+
+TRAINJOB_V2_0: tuple[Limit, ...] = (
+    *_TRAINJOB_ALL,
+    *_override_pod("spec.podSpecOverrides[]", _V20_CONTAINER, has_pull_secrets=False),
+)
+TRAINJOB_V2_1: tuple[Limit, ...] = (
+    *_TRAINJOB_ALL,
+    *_NAME_RULES,
+    *_override_pod("spec.podTemplateOverrides[].spec", _V20_CONTAINER, has_pull_secrets=True),
+)
+
+# v2.2: spec.runtimePatches, and maxItems/maxLength on most lists and strings.
+_PATCHES = "spec.runtimePatches"
+_JOBS = f"{_PATCHES}[].trainingRuntimeSpec.template.spec.replicatedJobs"
+TRAINJOB_POD = f"{_JOBS}[].template.spec.template.spec"  # the pod a patch reaches
+_POD = TRAINJOB_POD
+
+
+def _v2_2(command_item_length: int) -> tuple[Limit, ...]:
+    containers = tuple(f"{_POD}.{k}[]" for k in _OVERRIDE_LISTS)
+    return (
+        *_TRAINJOB_ALL,
+        *_NAME_RULES,
+        *_rows("", "maxItems", 128, *_INITIALIZER_ENV, "spec.trainer.env"),
+        *_rows("", "maxItems", 128, "spec.trainer.command", "spec.trainer.args"),
+        *_rows(
+            "", "maxLength", command_item_length, "spec.trainer.command[]", "spec.trainer.args[]"
+        ),
+        Limit("spec.trainer.image", "maxLength", 500),
+        *_rows(
+            "",
+            "maxLength",
+            2048,
+            *(f"spec.initializer.{k}.storageUri" for k in ("dataset", "model")),
+        ),
+        *_rows("", "maxLength", 253, "spec.managedBy", f"{_PATCHES}[].manager", f"{_JOBS}[].name"),
+        *_rows("spec.runtimeRef.", "maxLength", 253, "apiGroup", "kind", "name"),
+        Limit(_PATCHES, "maxItems", 16),
+        Limit(_PATCHES, "map", ("manager",)),
+        Limit(_JOBS, "maxItems", 100),
+        Limit(_JOBS, "map", ("name",)),
+        *_rows(f"{_POD}.", "maxItems", 64, *_OVERRIDE_LISTS, "imagePullSecrets"),
+        *_rows(f"{_POD}.", "maxItems", 128, "tolerations", "volumes"),
+        Limit(f"{_POD}.schedulingGates", "maxItems", 16),
+        Limit(f"{_POD}.serviceAccountName", "maxLength", 253),
+        *_rows(f"{_POD}.", "map", ("name",), *_OVERRIDE_LISTS, "imagePullSecrets"),
+        *_rows(f"{_POD}.", "map", ("name",), "schedulingGates", "volumes"),
+        *_rows(
+            "", "maxItems", 128, *(f"{c}.{k}" for c in containers for k in ("env", "volumeMounts"))
+        ),
+        *_rows(
+            "", "map", ("name",), *(f"{c}.{k}" for c in containers for k in ("env", "volumeMounts"))
+        ),
+        *_rows("", "maxLength", 253, *(f"{c}.name" for c in containers)),
+        *_rows("", "fields", frozenset({*_V20_CONTAINER, "securityContext"}), *containers),
+    )
+
+
+TRAINJOB_V2_2: tuple[Limit, ...] = _v2_2(command_item_length=65536)
+TRAINJOB_V2_3: tuple[Limit, ...] = (
+    *_v2_2(command_item_length=1048576),
+    *_rows(
+        "",
+        "cel",
+        "self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')",
+        *(f"spec.initializer.{k}.storageUri" for k in ("dataset", "model")),
+    ),
+)
+
+# --- PyTorchJob (kubeflow.org/v1), ../shared/crds/pytorchjobs-v1.{7,8,9}.*.yaml -----------------
+# One target serves Training Operator v1.7-v1.9: the rows are the union of the three CRDs (v1.9
+# keys more of the pod's lists than v1.7 and v1.8 do).
+
+_REPLICA_POD = "spec.pytorchReplicaSpecs*.template.spec"
+
+
+def _pytorch_containers(kind: str) -> tuple[Limit, ...]:
+    c = f"{_REPLICA_POD}.{kind}"
+    return (
+        Limit(c, "map", ("name",)),  # v1.9
+        Limit(f"{c}[].env", "map", ("name",)),  # v1.9
+        Limit(f"{c}[].ports", "map", ("containerPort", "protocol")),  # v1.7+
+        Limit(f"{c}[].resources.claims", "map", ("name",)),  # v1.7+
+        Limit(f"{c}[].restartPolicyRules[].exitCodes.values", "set", ()),  # v1.9
+        Limit(f"{c}[].volumeDevices", "map", ("devicePath",)),  # v1.9
+        Limit(f"{c}[].volumeMounts", "map", ("mountPath",)),  # v1.9
+    )
+
+
+PYTORCHJOB_V1: tuple[Limit, ...] = (
+    *(
+        row
+        for kind in ("containers", "initContainers", "ephemeralContainers")
+        for row in _pytorch_containers(kind)
+    ),
+    Limit(f"{_REPLICA_POD}.hostAliases", "map", ("ip",)),  # v1.9
+    Limit(f"{_REPLICA_POD}.imagePullSecrets", "map", ("name",)),  # v1.9
+    Limit(f"{_REPLICA_POD}.resourceClaims", "map", ("name",)),  # v1.7+
+    Limit(f"{_REPLICA_POD}.resources.claims", "map", ("name",)),  # v1.9
+    Limit(f"{_REPLICA_POD}.schedulingGates", "map", ("name",)),  # v1.7+
+    Limit(f"{_REPLICA_POD}.topologySpreadConstraints", "map", ("topologyKey", "whenUnsatisfiable")),
+    Limit(f"{_REPLICA_POD}.volumes", "map", ("name",)),  # v1.9
+    # v1.7 only
+    Limit(
+        f"{_REPLICA_POD}.volumes[].ephemeral.volumeClaimTemplate.spec.resources.claims",
+        "map",
+        ("name",),
+    ),
+)
+
+LIMITS: Mapping[str, tuple[Limit, ...]] = {
+    "pytorchjob/v1": PYTORCHJOB_V1,
+    "trainjob/v2.0": TRAINJOB_V2_0,
+    "trainjob/v2.1": TRAINJOB_V2_1,
+    "trainjob/v2.2": TRAINJOB_V2_2,
+    "trainjob/v2.3": TRAINJOB_V2_3,
+}
+
+# A list-map key the CRD defaults before it validates: a port without a protocol is TCP's.
+KEY_DEFAULTS: Mapping[str, str] = {"protocol": "TCP"}
+
+# k8s.io/apimachinery pkg/api/validation/objectmeta.go ValidateAnnotations: the keys and values of
+# one object's annotations together (TotalAnnotationSizeLimitB).
+ANNOTATIONS_MAX_BYTES = 256 * 1024
+
+
+# --- checking ----------------------------------------------------------------------------------
+
+
+def _segments(path: str) -> tuple[str, ...]:
+    """``a.b[].c*`` -> ``("a", "b", "[]", "c", "*")``."""
+    out: list[str] = []
+    for part in path.split(".") if path else ():
+        name = part.rstrip("[]*")
+        if name:
+            out.append(name)
+        rest = part[len(name) :]
+        while rest:
+            out.append("[]" if rest.startswith("[]") else "*")
+            rest = rest[2:] if rest.startswith("[]") else rest[1:]
+    return tuple(out)
+
+
+def nodes(doc: Any, path: str) -> Iterator[tuple[Path, Any]]:
+    """Every value at ``path`` in ``doc`` (``[]``/``*`` reach every item), with where it is."""
+    level: list[tuple[Path, Any]] = [((), doc)]
+    for seg in _segments(path):
+        below: list[tuple[Path, Any]] = []
+        for at, node in level:
+            if seg == "[]" and isinstance(node, list):
+                below += [((*at, i), item) for i, item in enumerate(node)]
+            elif seg == "*" and isinstance(node, Mapping):
+                below += [((*at, k), v) for k, v in node.items() if isinstance(k, str)]
+            elif isinstance(node, Mapping) and seg in node:
+                below.append(((*at, seg), node[seg]))
+        level = below
+    return iter(level)
+
+
+def _key_text(keys: tuple[str, ...], values: tuple[Any, ...]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in zip(keys, values, strict=True))
+
+
+def _check(row: Limit, value: Any) -> Found:
+    rule, bound = row.rule, row.value
+    if rule == "maxItems" and isinstance(value, list) and len(value) > bound:
+        yield (), f"has {len(value)} items; the CRD allows at most {bound}"
+    elif rule == "maxLength" and isinstance(value, str) and len(value) > bound:
+        yield (), f"is {len(value)} characters long; the CRD allows at most {bound}"
+    elif rule in ("map", "set") and isinstance(value, list):
+        seen: set[str] = set()
+        for i, item in enumerate(value):
+            if rule == "map":
+                if not isinstance(item, Mapping):
+                    continue
+                key = tuple(item.get(k, KEY_DEFAULTS.get(k)) for k in bound)
+                by = ", ".join(bound)
+                what = f"duplicate entry {_key_text(bound, key)} (the CRD keys this list by {by})"
+            else:
+                key = item
+                what = f"duplicate item {item!r} (the CRD makes this list a set)"
+            text = repr(key)
+            if text in seen:
+                yield (i,), what
+            seen.add(text)
+    elif rule == "fields" and isinstance(value, Mapping):
+        for k in value:
+            if k not in bound:
+                yield (k,), f"unknown field (the CRD allows only {', '.join(sorted(bound))} here)"
+    elif rule == "cel":
+        holds, message = CEL[bound]
+        if value is not None and not holds(value):
+            yield (), f"{message} (CRD rule {bound})"
+
+
+def _annotations(doc: Any) -> Found:
+    """Every ``metadata.annotations`` in ``doc``, however deep (job, JobSet, Job and pod)."""
+    stack: list[tuple[Path, Any]] = [((), doc)]
+    while stack:
+        at, node = stack.pop()
+        if isinstance(node, Mapping):
+            meta = node.get("metadata")
+            notes = meta.get("annotations") if isinstance(meta, Mapping) else None
+            if isinstance(notes, Mapping):
+                size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in notes.items())
+                if size > ANNOTATIONS_MAX_BYTES:
+                    yield (
+                        (*at, "metadata", "annotations"),
+                        f"total {size} bytes; Kubernetes allows at most 256 KiB "
+                        f"({ANNOTATIONS_MAX_BYTES} bytes) of annotations per object",
+                    )
+            stack += [((*at, k), v) for k, v in node.items() if isinstance(v, Mapping | list)]
+        elif isinstance(node, list):
+            stack += [((*at, i), v) for i, v in enumerate(node) if isinstance(v, Mapping | list)]
+
+
+def problems(doc: Mapping[str, Any], target: str) -> Found:
+    """Where ``doc`` breaks a row of ``target``'s table, or the annotation budget."""
+    for row in LIMITS.get(target, ()):
+        for at, value in nodes(doc, row.path):
+            for sub, message in _check(row, value):
+                yield (*at, *sub), message
+    yield from _annotations(doc)
