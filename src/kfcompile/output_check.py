@@ -10,7 +10,7 @@ output path too; else, for what kfcompile generates itself, the output path alon
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kfcompile import output_limits, paths, pod_rules
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from kfcompile.targets.base import Placement
 
 Path = tuple[str | int, ...]
+_parse = paths.parse.__wrapped__
 
 
 class Pods(NamedTuple):
@@ -62,18 +63,20 @@ def _found(doc: Mapping[str, Any], target: str) -> Iterator[tuple[Path, str]]:
 
 
 def problems(
-    objects: Sequence[Mapping[str, Any]], placements: Iterable[Placement], target: str, kind: str
+    objects: Sequence[Mapping[str, Any]], placements: Sequence[Placement], target: str, kind: str
 ) -> list[Problem]:
     """Every problem of the rendered ``objects`` (the job of ``kind`` and its companions), told
     at the spec field that wrote it; empty when the API server would take them."""
-    placed = [(p, paths.parse(p.path)) for p in placements]
     found: dict[tuple[FieldPath, str], str] = {}  # one line per spec field and message
     for index, doc in enumerate(objects):
         if doc.get("kind") != kind:
             continue
+        placed: list[tuple[Placement, paths.Path]] | None = None  # read once something is wrong
         for at, message in _found(doc, target):
+            if placed is None:  # uncached: thousands of placements would only evict the cache
+                placed = [(p, _parse(p.path)) for p in placements if p.doc == index]
             shown = f"{_name(doc)} {paths.format(at)}" if at else _name(doc)
-            where, note = _blame(doc, [(p, s) for p, s in placed if p.doc == index], at, shown)
+            where, note = _blame(doc, placed, at, shown)
             found.setdefault((where, message), note)
     return [
         Problem(FieldPath((), note), message)
