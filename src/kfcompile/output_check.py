@@ -96,10 +96,14 @@ def _name(doc: Mapping[str, Any]) -> str:
 
 
 def _chain(doc: Any, at: Path) -> list[Any]:
-    """The rendered nodes from ``doc`` down to ``at``, ``doc`` first."""
+    """The rendered nodes from ``doc`` down to ``at``, ``doc`` first; shorter where ``at`` names
+    what is missing (``values`` a selector lacks)."""
     out = [doc]
     for seg in at:
-        doc = doc[seg]
+        try:
+            doc = doc[seg]
+        except (KeyError, IndexError, TypeError):
+            break
         out.append(doc)
     return out
 
@@ -124,15 +128,16 @@ def _inside(value: Any, chain: list[Any], at: Path, depth: int) -> Path | None:
     """The path below a placement to the rendered value, if the placed value holds it as it is
     (a list item is found by value: a merge may have moved it)."""
     below: list[str | int] = []
-    for step, rendered in zip(at[depth:], chain[depth + 1 :], strict=True):
+    for d, (step, rendered) in enumerate(zip(at[depth:], chain[depth + 1 :], strict=True)):
         if isinstance(step, int):
             if not isinstance(value, list):
                 return None
-            index = step if step < len(value) and value[step] == rendered else None
-            if index is None:
-                index = next((i for i, v in enumerate(value) if v == rendered), None)
-            if index is None:
+            # the same occurrence of an equal item: the second of two duplicates is the second
+            rank = sum(1 for v in chain[depth + d][:step] if v == rendered)
+            equal = [i for i, v in enumerate(value) if v == rendered]
+            if not equal:
                 return None
+            index = equal[min(rank, len(equal) - 1)]
             below.append(index)
             value = value[index]
         else:
@@ -149,6 +154,7 @@ def _blame(
     """The spec field path that wrote the value at ``at`` (``shown`` in the output), and a note
     to show with it, empty when the path says it all."""
     chain = _chain(doc, at)
+    at = at[: len(chain) - 1]  # blamed on what is there
     exact: tuple[int, FieldPath] | None = None
     around: tuple[int, str] | None = None
     into: list[str] = []
@@ -160,6 +166,9 @@ def _blame(
             continue
         if not _covers(pattern, chain, at):
             continue
+        if p.merge and len(pattern) == len(at):  # merged into what others wrote there too
+            top = field_path(p.source).top or p.source
+            into += [top] if top not in into else []
         below = _inside(p.value, chain, at, len(pattern))
         if below is not None and (exact is None or len(pattern) >= exact[0]):
             exact = (len(pattern), field_path(p.source).join(FieldPath(below)))
@@ -167,8 +176,8 @@ def _blame(
             around = (len(pattern), p.source)
     if exact is not None:
         return exact[1], ""
+    if len(into) > 1 or (into and around is None):
+        return FieldPath.of(into[0]), f"in {shown}, written by {', '.join(into)}"
     if around is not None:
         return field_path(around[1]), f"in {shown}"
-    if into:
-        return FieldPath.of(into[0]), f"in {shown}, written by {', '.join(into)}"
     return FieldPath(), shown
