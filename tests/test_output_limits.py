@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 import yaml
+from refused import BASE, problems
 from schema_check import require_shared
 
-from kfcompile import UnsupportedFeature, load_spec, output_limits, render
+from kfcompile import output_limits
 from kfcompile.cli import main
 
 # The CRDs each target's table comes from: PyTorchJob's one target serves three operator
@@ -98,16 +99,6 @@ def test_the_fields_rows_cover_the_override_containers() -> None:
 
 
 # --- render refuses what the API server would ---------------------------------------------------
-
-BASE: dict[str, Any] = {"name": "demo", "image": "img:1", "command": ["python", "t.py"]}
-
-
-def problems(target: str, **fields: Any) -> list[str]:
-    try:
-        render(load_spec(json.dumps({**BASE, **fields})), target)
-    except UnsupportedFeature as exc:
-        return [str(p) for p in exc.problems]
-    return []
 
 
 @pytest.mark.parametrize(

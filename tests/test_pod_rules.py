@@ -4,24 +4,15 @@ on every target, told at the spec field; beside each refused case, a valid one t
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from refused import problems
 
-from kfcompile import UnsupportedFeature, load_spec, pod_rules, render
+from kfcompile import pod_rules
 
 TARGETS = ["trainjob/v2.0", "trainjob/v2.3", "pytorchjob/v1"]
 WITH_AFFINITY = ["trainjob/v2.1", "trainjob/v2.3", "pytorchjob/v1"]  # v2.0 overrides have none
-BASE: dict[str, Any] = {"name": "demo", "image": "img:1", "command": ["python", "t.py"]}
-
-
-def problems(target: str, **fields: Any) -> list[str]:
-    try:
-        render(load_spec(json.dumps({**BASE, **fields})), target)
-    except UnsupportedFeature as exc:
-        return [str(p) for p in exc.problems]
-    return []
 
 
 def both(name: str, amount: str) -> dict[str, Any]:
