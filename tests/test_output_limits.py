@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fakekube.cluster import LocalCluster
 from refused import BASE, problems
 from schema_check import require_shared
 
@@ -220,3 +221,19 @@ def test_validate_says_why_one_line_each_and_exits_1(
     ]
     assert main(["render", str(spec), "-t", "trainjob/v2.3"]) == 1
     assert capsys.readouterr().out == ""
+
+
+def test_submit_refuses_before_anything_is_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "job.yaml"
+    over = {"containers": [{"name": "node", "command": ["sh"]}]}
+    spec.write_text(json.dumps({**BASE, "pod_spec_overrides": over}), encoding="utf-8")
+    with LocalCluster(require_shared()) as local:
+        code = main(
+            ["submit", str(spec), "-t", "trainjob/v2.3", "--kubeconfig", str(local.kubeconfig)]
+        )
+        err = capsys.readouterr().err
+        assert code == 1 and "Traceback" not in err
+        assert "pod_spec_overrides.containers[0].command: unknown field" in err
+        assert local.kube.requests.count("POST") == 0
