@@ -237,3 +237,25 @@ def test_submit_refuses_before_anything_is_created(
         assert code == 1 and "Traceback" not in err
         assert "pod_spec_overrides.containers[0].command: unknown field" in err
         assert local.kube.requests.count("POST") == 0
+
+
+@pytest.mark.parametrize(
+    ("rule", "holds", "fails"),
+    [
+        (
+            output_limits.NAME_IS_DNS1035,
+            {"metadata": {"name": "a-1"}},
+            {"metadata": {"name": "1a"}},
+        ),
+        (
+            output_limits.NAME_LENGTH,
+            {"metadata": {"name": "a" * 63}},
+            {"metadata": {"name": "a" * 64}},
+        ),
+        (output_limits.MANAGERS_RULE, "kueue.x-k8s.io/multikueue", "example.com/mine"),
+        (output_limits.URI_RULE, "s3://bucket/x", "s3://bucket/\nx"),
+    ],
+)
+def test_each_cel_rule_holds_and_fails_as_cel_would(rule: str, holds: Any, fails: Any) -> None:
+    check, _ = output_limits.CEL[rule]
+    assert check(holds) and not check(fails)

@@ -32,14 +32,13 @@ class Limit(NamedTuple):
     value: Any  # the bound, the list-map keys, the CEL rule's text, or the allowed field names
 
 
-def _rows(prefix: str, rule: str, value: Any, *paths: str) -> tuple[Limit, ...]:
-    return tuple(Limit(f"{prefix}{p}", rule, value) for p in paths)
-
-
 # --- CEL rules, by their text in the CRD -------------------------------------------------------
 
 _DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://.+", re.DOTALL)
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://.+")  # RE2: "." stops at a newline
+NAME_IS_DNS1035 = "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
+NAME_LENGTH = "size(self.metadata.name) <= 63"
+URI_RULE = "self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')"
 MANAGERS_RULE = "self in ['trainer.kubeflow.org/trainjob-controller', 'kueue.x-k8s.io/multikueue']"
 
 
@@ -50,11 +49,11 @@ def _name(obj: Any) -> Any:
 
 # rule text -> (holds for the value at the row's path, what to say when it does not)
 CEL: Mapping[str, tuple[Callable[[Any], bool], str]] = {
-    "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')": (
+    NAME_IS_DNS1035: (
         lambda obj: not isinstance(_name(obj), str) or bool(_DNS1035.fullmatch(_name(obj))),
         "metadata.name must be a DNS-1035 label",
     ),
-    "size(self.metadata.name) <= 63": (
+    NAME_LENGTH: (
         lambda obj: not isinstance(_name(obj), str) or len(_name(obj)) <= 63,
         "metadata.name must be at most 63 characters",
     ),
@@ -62,7 +61,7 @@ CEL: Mapping[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: v in ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"),
         "must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue",
     ),
-    "self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')": (
+    URI_RULE: (
         lambda v: not isinstance(v, str) or v == "" or bool(_URI.fullmatch(v)),
         "must be a URI (scheme://...)",
     ),
@@ -70,103 +69,114 @@ CEL: Mapping[str, tuple[Callable[[Any], bool], str]] = {
 
 # --- TrainJob (trainer.kubeflow.org/v1alpha1), ../shared/crds/trainjobs-v2.*.yaml ----------------
 
-_INITIALIZER_ENV = ("spec.initializer.dataset.env", "spec.initializer.model.env")
-_NAME_RULES = (
-    Limit("", "cel", "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"),
-    Limit("", "cel", "size(self.metadata.name) <= 63"),
-)
-_OVERRIDE_LISTS = ("containers", "initContainers")
+_NAME = ("name",)
+_V2_0_CONTAINER = frozenset({"name", "env", "volumeMounts"})  # what an override container holds
 
 
-def _override_pod(
-    pod: str, container_fields: frozenset[str], has_pull_secrets: bool
+def _override_containers(
+    c: str, fields: frozenset[str], most: int | None = None
 ) -> tuple[Limit, ...]:
-    """The keyed lists of a v2.0/v2.1 override's pod, and what its containers may hold."""
-    keyed = ["containers", "initContainers", "schedulingGates", "volumes"]
-    keyed += ["imagePullSecrets"] if has_pull_secrets else []
-    c = tuple(f"{k}[]" for k in _OVERRIDE_LISTS)
+    """``containers`` or ``initContainers`` of an override: keyed by name, and so are their env
+    and mounts; from v2.2 each list has a maxItems (``most`` containers, 128 env and mounts)."""
+    bounded = (
+        ()
+        if most is None
+        else (
+            Limit(c, "maxItems", most),
+            Limit(f"{c}[].name", "maxLength", 253),
+            Limit(f"{c}[].env", "maxItems", 128),
+            Limit(f"{c}[].volumeMounts", "maxItems", 128),
+        )
+    )
     return (
-        *_rows(f"{pod}.", "map", ("name",), *keyed),
-        *_rows(
-            f"{pod}.", "map", ("name",), *(f"{k}.env" for k in c), *(f"{k}.volumeMounts" for k in c)
-        ),
-        *_rows(f"{pod}.", "fields", container_fields, *c),
+        Limit(c, "map", _NAME),
+        Limit(f"{c}[]", "fields", fields),
+        Limit(f"{c}[].env", "map", _NAME),
+        Limit(f"{c}[].volumeMounts", "map", _NAME),
+        *bounded,
     )
 
 
-_TRAINJOB_ALL: tuple[Limit, ...] = (
-    *_rows("", "map", ("name",), *_INITIALIZER_ENV, "spec.trainer.env"),
-    *_rows("", "map", ("name",), "spec.trainer.resourcesPerNode.claims"),
+# Every release: the trainer's and initializers' env keyed by name, and the managers.
+_TRAINJOB: tuple[Limit, ...] = (
+    Limit("spec.trainer.env", "map", _NAME),
+    Limit("spec.trainer.resourcesPerNode.claims", "map", _NAME),
+    Limit("spec.initializer.dataset.env", "map", _NAME),
+    Limit("spec.initializer.model.env", "map", _NAME),
     Limit("spec.managedBy", "cel", MANAGERS_RULE),
 )
-_V20_CONTAINER = frozenset({"name", "env", "volumeMounts"})
 
+_V2_0_POD = "spec.podSpecOverrides[]"
 TRAINJOB_V2_0: tuple[Limit, ...] = (
-    *_TRAINJOB_ALL,
-    *_override_pod("spec.podSpecOverrides[]", _V20_CONTAINER, has_pull_secrets=False),
-)
-TRAINJOB_V2_1: tuple[Limit, ...] = (
-    *_TRAINJOB_ALL,
-    *_NAME_RULES,
-    *_override_pod("spec.podTemplateOverrides[].spec", _V20_CONTAINER, has_pull_secrets=True),
+    *_TRAINJOB,
+    Limit(f"{_V2_0_POD}.volumes", "map", _NAME),
+    Limit(f"{_V2_0_POD}.schedulingGates", "map", _NAME),
+    *_override_containers(f"{_V2_0_POD}.containers", _V2_0_CONTAINER),
+    *_override_containers(f"{_V2_0_POD}.initContainers", _V2_0_CONTAINER),
 )
 
-# v2.2: spec.runtimePatches, and maxItems/maxLength on most lists and strings.
+_V2_1_POD = "spec.podTemplateOverrides[].spec"
+TRAINJOB_V2_1: tuple[Limit, ...] = (
+    *_TRAINJOB,
+    Limit("", "cel", NAME_IS_DNS1035),
+    Limit("", "cel", NAME_LENGTH),
+    Limit(f"{_V2_1_POD}.volumes", "map", _NAME),
+    Limit(f"{_V2_1_POD}.schedulingGates", "map", _NAME),
+    Limit(f"{_V2_1_POD}.imagePullSecrets", "map", _NAME),
+    *_override_containers(f"{_V2_1_POD}.containers", _V2_0_CONTAINER),
+    *_override_containers(f"{_V2_1_POD}.initContainers", _V2_0_CONTAINER),
+)
+
+# v2.2: spec.runtimePatches, and a maxItems or maxLength on most lists and strings.
 _PATCHES = "spec.runtimePatches"
 _JOBS = f"{_PATCHES}[].trainingRuntimeSpec.template.spec.replicatedJobs"
 TRAINJOB_POD = f"{_JOBS}[].template.spec.template.spec"  # the pod a patch reaches
-_POD = TRAINJOB_POD
+_V2_2_CONTAINER = frozenset({*_V2_0_CONTAINER, "securityContext"})
 
+TRAINJOB_V2_2: tuple[Limit, ...] = (
+    *_TRAINJOB,
+    Limit("", "cel", NAME_IS_DNS1035),
+    Limit("", "cel", NAME_LENGTH),
+    Limit("spec.managedBy", "maxLength", 253),
+    Limit("spec.runtimeRef.apiGroup", "maxLength", 253),
+    Limit("spec.runtimeRef.kind", "maxLength", 253),
+    Limit("spec.runtimeRef.name", "maxLength", 253),
+    Limit("spec.trainer.image", "maxLength", 500),
+    Limit("spec.trainer.command", "maxItems", 128),
+    Limit("spec.trainer.command[]", "maxLength", 65536),
+    Limit("spec.trainer.args", "maxItems", 128),
+    Limit("spec.trainer.args[]", "maxLength", 65536),
+    Limit("spec.trainer.env", "maxItems", 128),
+    Limit("spec.initializer.dataset.env", "maxItems", 128),
+    Limit("spec.initializer.dataset.storageUri", "maxLength", 2048),
+    Limit("spec.initializer.model.env", "maxItems", 128),
+    Limit("spec.initializer.model.storageUri", "maxLength", 2048),
+    Limit(_PATCHES, "maxItems", 16),
+    Limit(_PATCHES, "map", ("manager",)),
+    Limit(f"{_PATCHES}[].manager", "maxLength", 253),
+    Limit(_JOBS, "maxItems", 100),
+    Limit(_JOBS, "map", _NAME),
+    Limit(f"{_JOBS}[].name", "maxLength", 253),
+    Limit(f"{TRAINJOB_POD}.serviceAccountName", "maxLength", 253),
+    Limit(f"{TRAINJOB_POD}.tolerations", "maxItems", 128),
+    Limit(f"{TRAINJOB_POD}.volumes", "maxItems", 128),
+    Limit(f"{TRAINJOB_POD}.volumes", "map", _NAME),
+    Limit(f"{TRAINJOB_POD}.imagePullSecrets", "maxItems", 64),
+    Limit(f"{TRAINJOB_POD}.imagePullSecrets", "map", _NAME),
+    Limit(f"{TRAINJOB_POD}.schedulingGates", "maxItems", 16),
+    Limit(f"{TRAINJOB_POD}.schedulingGates", "map", _NAME),
+    *_override_containers(f"{TRAINJOB_POD}.containers", _V2_2_CONTAINER, most=64),
+    *_override_containers(f"{TRAINJOB_POD}.initContainers", _V2_2_CONTAINER, most=64),
+)
 
-def _v2_2(command_item_length: int) -> tuple[Limit, ...]:
-    containers = tuple(f"{_POD}.{k}[]" for k in _OVERRIDE_LISTS)
-    return (
-        *_TRAINJOB_ALL,
-        *_NAME_RULES,
-        *_rows("", "maxItems", 128, *_INITIALIZER_ENV, "spec.trainer.env"),
-        *_rows("", "maxItems", 128, "spec.trainer.command", "spec.trainer.args"),
-        *_rows(
-            "", "maxLength", command_item_length, "spec.trainer.command[]", "spec.trainer.args[]"
-        ),
-        Limit("spec.trainer.image", "maxLength", 500),
-        *_rows(
-            "",
-            "maxLength",
-            2048,
-            *(f"spec.initializer.{k}.storageUri" for k in ("dataset", "model")),
-        ),
-        *_rows("", "maxLength", 253, "spec.managedBy", f"{_PATCHES}[].manager", f"{_JOBS}[].name"),
-        *_rows("spec.runtimeRef.", "maxLength", 253, "apiGroup", "kind", "name"),
-        Limit(_PATCHES, "maxItems", 16),
-        Limit(_PATCHES, "map", ("manager",)),
-        Limit(_JOBS, "maxItems", 100),
-        Limit(_JOBS, "map", ("name",)),
-        *_rows(f"{_POD}.", "maxItems", 64, *_OVERRIDE_LISTS, "imagePullSecrets"),
-        *_rows(f"{_POD}.", "maxItems", 128, "tolerations", "volumes"),
-        Limit(f"{_POD}.schedulingGates", "maxItems", 16),
-        Limit(f"{_POD}.serviceAccountName", "maxLength", 253),
-        *_rows(f"{_POD}.", "map", ("name",), *_OVERRIDE_LISTS, "imagePullSecrets"),
-        *_rows(f"{_POD}.", "map", ("name",), "schedulingGates", "volumes"),
-        *_rows(
-            "", "maxItems", 128, *(f"{c}.{k}" for c in containers for k in ("env", "volumeMounts"))
-        ),
-        *_rows(
-            "", "map", ("name",), *(f"{c}.{k}" for c in containers for k in ("env", "volumeMounts"))
-        ),
-        *_rows("", "maxLength", 253, *(f"{c}.name" for c in containers)),
-        *_rows("", "fields", frozenset({*_V20_CONTAINER, "securityContext"}), *containers),
-    )
-
-
-TRAINJOB_V2_2: tuple[Limit, ...] = _v2_2(command_item_length=65536)
+# v2.3: command and args items up to 1 MiB, and the initializers' storageUri is a URI.
+_V2_3_LONGER = ("spec.trainer.command[]", "spec.trainer.args[]")
 TRAINJOB_V2_3: tuple[Limit, ...] = (
-    *_v2_2(command_item_length=1048576),
-    *_rows(
-        "",
-        "cel",
-        "self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')",
-        *(f"spec.initializer.{k}.storageUri" for k in ("dataset", "model")),
-    ),
+    *(row for row in TRAINJOB_V2_2 if row.path not in _V2_3_LONGER),
+    Limit("spec.trainer.command[]", "maxLength", 1048576),
+    Limit("spec.trainer.args[]", "maxLength", 1048576),
+    Limit("spec.initializer.dataset.storageUri", "cel", URI_RULE),
+    Limit("spec.initializer.model.storageUri", "cel", URI_RULE),
 )
 
 # --- PyTorchJob (kubeflow.org/v1), ../shared/crds/pytorchjobs-v1.{7,8,9}.*.yaml -----------------
