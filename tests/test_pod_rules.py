@@ -290,3 +290,23 @@ def test_the_rules_never_raise_on_odd_shapes() -> None:
     ):
         assert list(pod_rules.pod_spec(odd)) == []
     assert list(pod_rules.resources({"requests": {"cpu": "lots"}, "limits": []})) == []
+
+
+# validateVolumeMounts: "must be unique" (a TrainJob's CRD keys mounts by volume name only)
+@pytest.mark.parametrize("target", ["trainjob/v2.0", "trainjob/v2.3"])
+def test_two_volumes_on_one_mount_path_through_an_override(target: str) -> None:
+    volumes = [{"name": "a", "emptyDir": {}}, {"name": "b", "emptyDir": {}}]
+    mounts = [{"name": "a", "mountPath": "/x"}, {"name": "b", "mountPath": "/x"}]
+    assert problems(target, volumes=volumes, container_overrides={"volumeMounts": mounts}) == [
+        "container_overrides.volumeMounts[1].mountPath: must be unique: '/x' is mounted twice"
+    ]
+    mounts[1]["mountPath"] = "/y"
+    assert problems(target, volumes=volumes, container_overrides={"volumeMounts": mounts}) == []
+
+
+def test_sub_path_and_sub_path_expr_exclude_each_other() -> None:
+    both_set = [{**MOUNT, "subPath": "a", "subPathExpr": "$(POD)"}]
+    assert list(pod_rules.volume_mounts(both_set, None, None)) == [
+        ((0, "subPathExpr"), "subPathExpr and subPath are mutually exclusive")
+    ]
+    assert list(pod_rules.volume_mounts([{**MOUNT, "subPathExpr": "$(POD)/x"}], None, None)) == []
