@@ -15,7 +15,7 @@ from fakekube.cluster import LocalCluster
 from refused import BASE, problems
 from schema_check import require_shared
 
-from kfcompile import output_limits
+from kfcompile import UnsupportedFeature, load_spec, output_check, output_limits, render
 from kfcompile.cli import main
 
 # The CRDs each target's table comes from: PyTorchJob's one target serves three operator
@@ -259,3 +259,37 @@ def test_submit_refuses_before_anything_is_created(
 def test_each_cel_rule_holds_and_fails_as_cel_would(rule: str, holds: Any, fails: Any) -> None:
     check, _ = output_limits.CEL[rule]
     assert check(holds) and not check(fails)
+
+
+def _metadata_annotations(node: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Where ``node`` holds an ObjectMeta's annotations, however deep."""
+    if isinstance(node, dict):
+        if isinstance(node.get("metadata"), dict) and "annotations" in node["metadata"]:
+            yield (*at, "metadata", "annotations")
+        for k, v in node.items():
+            yield from _metadata_annotations(v, (*at, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _metadata_annotations(v, (*at, i))
+
+
+@pytest.mark.parametrize("target", sorted(CRDS))
+def test_the_annotation_budget_reaches_every_object_metadata_rendered(target: str) -> None:
+    """Each object the job makes (the job, its JobSet and Jobs, its pods) has its own 256 KiB."""
+    fields = {
+        k: {"example.com/note": "x"}
+        for k in ("annotations", "pod_annotations", "runtime_annotations")
+    }
+    try:
+        objects = render(load_spec(json.dumps({**BASE, **fields})), target)
+    except UnsupportedFeature as exc:  # what this target cannot hold
+        for p in exc.problems:
+            fields.pop(p.at.top)
+        objects = render(load_spec(json.dumps({**BASE, **fields})), target)
+    job = objects[-1]
+    found_here = output_limits.tree(
+        (path, lambda v: [((), "here")], True) for path in output_check.WHERE[target].annotations
+    )
+    covered = {at for at, _, _ in output_limits.walk(job, found_here)}
+    found = set(_metadata_annotations(job))
+    assert found and found <= covered

@@ -10,7 +10,9 @@ output path too; else, for what kfcompile generates itself, the output path alon
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import functools
+import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kfcompile import output_limits, paths, pod_rules
@@ -24,42 +26,81 @@ Path = tuple[str | int, ...]
 _parse = paths.parse.__wrapped__
 
 
-class Pods(NamedTuple):
-    """Where a target's rendered job holds pod specs, and the trainer's resources."""
+class Where(NamedTuple):
+    """Where a target's rendered job holds pod specs, the trainer's resources and the
+    annotations of each object it makes (its own, its JobSet's and Jobs', its pods')."""
 
-    specs: tuple[str, ...]  # paths (output_limits notation) of PodSpecs
+    pods: tuple[str, ...]  # paths (output_limits notation) of PodSpecs
     whole: bool  # whole pod specs (PyTorchJob), or patches of a runtime's pod (TrainJob)
-    resources: tuple[str, ...] = ()  # ResourceRequirements outside any pod spec
+    resources: tuple[str, ...]  # ResourceRequirements outside any pod spec
+    annotations: tuple[str, ...]
 
 
 _TRAINER = ("spec.trainer.resourcesPerNode",)
-PODS: Mapping[str, Pods] = {
-    "pytorchjob/v1": Pods(("spec.pytorchReplicaSpecs*.template.spec",), whole=True),
-    "trainjob/v2.0": Pods(("spec.podSpecOverrides[]",), False, _TRAINER),
-    "trainjob/v2.1": Pods(("spec.podTemplateOverrides[].spec",), False, _TRAINER),
-    "trainjob/v2.2": Pods((output_limits.TRAINJOB_POD,), False, _TRAINER),
-    "trainjob/v2.3": Pods((output_limits.TRAINJOB_POD,), False, _TRAINER),
+_PATCH = "spec.runtimePatches[].trainingRuntimeSpec.template"
+_JOB = f"{_PATCH}.spec.replicatedJobs[].template"
+WHERE: Mapping[str, Where] = {
+    "pytorchjob/v1": Where(
+        ("spec.pytorchReplicaSpecs*.template.spec",),
+        True,
+        (),
+        ("metadata.annotations", "spec.pytorchReplicaSpecs*.template.metadata.annotations"),
+    ),
+    "trainjob/v2.0": Where(
+        ("spec.podSpecOverrides[]",), False, _TRAINER, ("metadata.annotations", "spec.annotations")
+    ),
+    "trainjob/v2.1": Where(
+        ("spec.podTemplateOverrides[].spec",),
+        False,
+        _TRAINER,
+        (
+            "metadata.annotations",
+            "spec.annotations",
+            "spec.podTemplateOverrides[].metadata.annotations",
+        ),
+    ),
+    **dict.fromkeys(
+        ("trainjob/v2.2", "trainjob/v2.3"),
+        Where(
+            (output_limits.TRAINJOB_POD,),
+            False,
+            _TRAINER,
+            (
+                "metadata.annotations",
+                f"{_PATCH}.metadata.annotations",
+                f"{_JOB}.metadata.annotations",
+                f"{_JOB}.spec.template.metadata.annotations",
+            ),
+        ),
+    ),
 }
 
 
-def _found(doc: Mapping[str, Any], target: str) -> Iterator[tuple[Path, str]]:
-    """The CRD's limits, then the pod rules, but not where the CRD's already found the same
-    (a duplicate volume is a duplicate list-map key first)."""
-    limited: set[Path] = set()
-    for at, message in output_limits.problems(doc, target):
-        limited.add(at)
-        yield at, message
-    pods = PODS.get(target)
-    if pods is None:
-        return
-    found: list[tuple[Path, str]] = []
-    for where in pods.specs:
-        for at, spec in output_limits.nodes(doc, where):
-            found += [((*at, *sub), m) for sub, m in pod_rules.pod_spec(spec, pods.whole)]
-    for where in pods.resources:
-        for at, r in output_limits.nodes(doc, where):
-            found += [((*at, *sub), m) for sub, m in pod_rules.resources(r)]
-    yield from ((at, m) for at, m in found if at not in limited and at[:-1] not in limited)
+@functools.cache
+def _tree(target: str) -> output_limits.Branch:
+    """The CRD's limits (tagged True), the pod rules and the annotation budget, as one tree."""
+    found: list[tuple[str, output_limits.Check, bool]] = [
+        (path, check, True) for path, check in output_limits.checks(target)
+    ]
+    where = WHERE.get(target)
+    if where is not None:
+        pod = functools.partial(pod_rules.pod_spec, whole=where.whole)
+        found += [(path, pod, False) for path in where.pods]
+        found += [(path, pod_rules.resources, False) for path in where.resources]
+        found += [(path, output_limits.annotation_budget, False) for path in where.annotations]
+    return output_limits.tree(found)
+
+
+def _found(doc: Mapping[str, Any], target: str) -> list[tuple[Path, str]]:
+    """What the checks find, but no pod rule's problem where the CRD's limits already found
+    one (a duplicate volume is a duplicate list-map key first)."""
+    found = list(output_limits.walk(doc, _tree(target)))
+    limited = {at for at, _, limit in found if limit}
+    return [
+        (at, message)
+        for at, message, limit in found
+        if limit or (at not in limited and at[:-1] not in limited)
+    ]
 
 
 def problems(
@@ -93,6 +134,16 @@ def _name(doc: Mapping[str, Any]) -> str:
 
 
 # --- which spec field wrote a value ------------------------------------------------------------
+
+
+_FIELD = re.compile(r"\w+")
+
+
+def _top(source: str) -> str:
+    """The top-level spec field of a placement's source (``env`` of ``env.A``), read without
+    the cache of field paths, which thousands of sources would only churn."""
+    found = _FIELD.match(source)
+    return found[0] if found else source
 
 
 def _chain(doc: Any, at: Path) -> list[Any]:
@@ -161,13 +212,13 @@ def _blame(
     for p, pattern in placed:
         if len(pattern) > len(at):
             if _covers(pattern[: len(at)], chain, at):
-                top = field_path(p.source).top or p.source
+                top = _top(p.source)
                 into += [top] if top not in into else []
             continue
         if not _covers(pattern, chain, at):
             continue
         if p.merge and len(pattern) == len(at):  # merged into what others wrote there too
-            top = field_path(p.source).top or p.source
+            top = _top(p.source)
             into += [top] if top not in into else []
         below = _inside(p.value, chain, at, len(pattern))
         if below is not None and (exact is None or len(pattern) >= exact[0]):

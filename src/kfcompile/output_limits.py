@@ -18,8 +18,9 @@ Path notation: keys joined by ``.``, ``[]`` every item of a list, ``*`` every va
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 Path = tuple[str | int, ...]
@@ -239,6 +240,7 @@ ANNOTATIONS_MAX_BYTES = 256 * 1024
 # --- checking ----------------------------------------------------------------------------------
 
 
+@functools.cache
 def _segments(path: str) -> tuple[str, ...]:
     """``a.b[].c*`` -> ``("a", "b", "[]", "c", "*")``."""
     out: list[str] = []
@@ -253,20 +255,58 @@ def _segments(path: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def nodes(doc: Any, path: str) -> Iterator[tuple[Path, Any]]:
-    """Every value at ``path`` in ``doc`` (``[]``/``*`` reach every item), with where it is."""
-    level: list[tuple[Path, Any]] = [((), doc)]
-    for seg in _segments(path):
-        below: list[tuple[Path, Any]] = []
-        for at, node in level:
-            if seg == "[]" and isinstance(node, list):
-                below += [((*at, i), item) for i, item in enumerate(node)]
-            elif seg == "*" and isinstance(node, Mapping):
-                below += [((*at, k), v) for k, v in node.items() if isinstance(k, str)]
-            elif isinstance(node, Mapping) and seg in node:
-                below.append(((*at, seg), node[seg]))
-        level = below
-    return iter(level)
+def _step(seg: str, at: Path, node: Any) -> list[tuple[Path, Any]]:
+    """The values one segment below ``node``, with where they are."""
+    if seg == "[]":
+        return [((*at, i), item) for i, item in enumerate(node)] if isinstance(node, list) else []
+    if not isinstance(node, dict):
+        return []
+    if seg == "*":
+        return [((*at, k), v) for k, v in node.items() if isinstance(k, str)]
+    return [((*at, seg), node[seg])] if seg in node else []
+
+
+Check = Callable[[Any], Iterable[tuple[Path, str]]]  # a value -> (sub-path, message) pairs
+
+
+class Branch:
+    """Checks at one path, and the paths below it: checks walked as a tree (``tree``), so that
+    each part of the rendered object is visited once however many checks look at it."""
+
+    __slots__ = ("below", "checks")
+
+    def __init__(self) -> None:
+        self.checks: list[tuple[Check, bool]] = []
+        self.below: dict[str, Branch] = {}
+
+
+def tree(checks: Iterable[tuple[str, Check, bool]]) -> Branch:
+    """``(path, check, tag)`` triples as one tree; the tag comes back with each problem."""
+    root = Branch()
+    for path, check, tag in checks:
+        branch = root
+        for seg in _segments(path):
+            branch = branch.below.setdefault(seg, Branch())
+        branch.checks.append((check, tag))
+    return root
+
+
+def walk(doc: Any, root: Branch) -> Iterator[tuple[Path, str, bool]]:
+    """Every problem the tree's checks find in ``doc``, depth first in the checks' order."""
+    stack: list[tuple[Branch, Path, Any]] = [(root, (), doc)]
+    while stack:
+        branch, at, value = stack.pop()
+        for check, tag in branch.checks:
+            for sub, message in check(value):
+                yield (*at, *sub), message, tag
+        below = [(b, a, v) for seg, b in branch.below.items() for a, v in _step(seg, at, value)]
+        stack += reversed(below)
+
+
+def checks(target: str) -> Iterator[tuple[str, Check]]:
+    """``target``'s table as checks at paths."""
+    for row in LIMITS.get(target, ()):
+        yield row.path, functools.partial(_check, row)
 
 
 def _key_text(keys: tuple[str, ...], values: tuple[Any, ...]) -> str:
@@ -283,7 +323,7 @@ def _check(row: Limit, value: Any) -> Found:
         seen: set[str] = set()
         for i, item in enumerate(value):
             if rule == "map":
-                if not isinstance(item, Mapping):
+                if not isinstance(item, dict):
                     continue
                 key = tuple(item.get(k, KEY_DEFAULTS.get(k)) for k in bound)
                 by = ", ".join(bound)
@@ -295,7 +335,7 @@ def _check(row: Limit, value: Any) -> Found:
             if text in seen:
                 yield (i,), what
             seen.add(text)
-    elif rule == "fields" and isinstance(value, Mapping):
+    elif rule == "fields" and isinstance(value, dict):
         for k in value:
             if k not in bound:
                 yield (k,), f"unknown field (the CRD allows only {', '.join(sorted(bound))} here)"
@@ -305,31 +345,15 @@ def _check(row: Limit, value: Any) -> Found:
             yield (), f"{message} (CRD rule {bound})"
 
 
-def _annotations(doc: Any) -> Found:
-    """Every ``metadata.annotations`` in ``doc``, however deep (job, JobSet, Job and pod)."""
-    stack: list[tuple[Path, Any]] = [((), doc)]
-    while stack:
-        at, node = stack.pop()
-        if isinstance(node, Mapping):
-            meta = node.get("metadata")
-            notes = meta.get("annotations") if isinstance(meta, Mapping) else None
-            if isinstance(notes, Mapping):
-                size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in notes.items())
-                if size > ANNOTATIONS_MAX_BYTES:
-                    yield (
-                        (*at, "metadata", "annotations"),
-                        f"total {size} bytes; Kubernetes allows at most 256 KiB "
-                        f"({ANNOTATIONS_MAX_BYTES} bytes) of annotations per object",
-                    )
-            stack += [((*at, k), v) for k, v in node.items() if isinstance(v, Mapping | list)]
-        elif isinstance(node, list):
-            stack += [((*at, i), v) for i, v in enumerate(node) if isinstance(v, Mapping | list)]
-
-
-def problems(doc: Mapping[str, Any], target: str) -> Found:
-    """Where ``doc`` breaks a row of ``target``'s table, or the annotation budget."""
-    for row in LIMITS.get(target, ()):
-        for at, value in nodes(doc, row.path):
-            for sub, message in _check(row, value):
-                yield (*at, *sub), message
-    yield from _annotations(doc)
+def annotation_budget(notes: Any) -> Found:
+    """One object's annotations within ValidateAnnotations' total (keys and values, in bytes)."""
+    if isinstance(notes, dict):
+        size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in notes.items())
+        if size > ANNOTATIONS_MAX_BYTES:
+            yield (
+                (),
+                (
+                    f"total {size} bytes; Kubernetes allows at most 256 KiB "
+                    f"({ANNOTATIONS_MAX_BYTES} bytes) of annotations per object"
+                ),
+            )
