@@ -34,7 +34,12 @@ from kfcompile import (
     rules,
     structure,
 )
-from kfcompile.k8s_rules import compare_quantities, is_overcommit_allowed
+from kfcompile.k8s_rules import (
+    compare_quantities,
+    is_extended_resource,
+    is_overcommit_allowed,
+    parse_quantity,
+)
 from kfcompile.reference import override_support, support, support_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -384,6 +389,17 @@ def test_spec_loads_exactly_when_the_rendered_resources_are_consistent(
         return
     assert not twice
     assert _consistent(effective)
+    fractional = sorted(
+        f"container_overrides.resources.{g}[{json.dumps(name)}]"
+        for g, m in overrides.items()
+        for name, v in m.items()
+        if is_extended_resource(name) and parse_quantity(v) % 1
+    )
+    if fractional:  # validateResourceQuantityValue: the pods would be refused (pod_rules)
+        with pytest.raises(UnsupportedFeature) as refused:
+            render(spec, "pytorchjob/v1")
+        assert sorted(p.path for p in refused.value.problems) == fractional
+        return
     job = render(spec, "pytorchjob/v1")[-1]
     box = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     rendered = {g: v for g, v in box.get("resources", {}).items() if v}

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kfcompile import JobSpec, load_spec, paths, render, yamlio
+from kfcompile import JobSpec, UnsupportedFeature, load_spec, paths, render, yamlio
 
 N = 300  # entries in the small spec; the large one has 4 * N
 TARGETS = ["trainjob/v2.3", "pytorchjob/v1"]
@@ -50,6 +50,19 @@ def work(step: Callable[[], object]) -> int:
 def assert_linear(step: Callable[[int], Callable[[], object]]) -> None:
     small, large = work(step(N)), work(step(4 * N))
     assert large <= 4 * small, f"{4 * N} entries cost {large / small:.1f} times {N}"
+
+
+def rendering(spec: JobSpec, target: str) -> Callable[[], object]:
+    """Render ``spec``; past a CRD's maxItems (128 env on Trainer v2.2+) the render is refused
+    after its check of the output, whose work counts as well."""
+
+    def step() -> object:
+        try:
+            return render(spec, target)
+        except UnsupportedFeature as exc:
+            return exc
+
+    return step
 
 
 def spec_text(field: str, n: int) -> str:
@@ -91,8 +104,7 @@ def test_loading_is_linear(field: str) -> None:
 @pytest.mark.parametrize("field", FIELDS)
 def test_rendering_is_linear(field: str, target: str) -> None:
     def step(n: int) -> Callable[[], object]:
-        spec = load_spec(spec_text(field, n))
-        return lambda: render(spec, target)
+        return rendering(load_spec(spec_text(field, n)), target)
 
     assert_linear(step)
 
@@ -100,7 +112,7 @@ def test_rendering_is_linear(field: str, target: str) -> None:
 @pytest.mark.parametrize("target", TARGETS)
 def test_dumping_the_output_is_linear(target: str) -> None:
     def step(n: int) -> Callable[[], object]:
-        objects = render(load_spec(spec_text("env", n)), target)
+        objects = render(load_spec(spec_text("labels", n)), target)
         return lambda: yamlio.dump_all(objects)
 
     assert_linear(step)
@@ -130,7 +142,7 @@ def test_merging_a_named_list_override_is_linear(target: str) -> None:
             env=env,
             container_overrides={"env": over},
         )
-        return lambda: render(spec, target)
+        return rendering(spec, target)
 
     assert_linear(step)
 
@@ -150,7 +162,7 @@ def test_merging_a_pod_list_override_is_linear(target: str) -> None:
             volumes=volumes(range(n)),
             pod_spec_overrides={"volumes": volumes(range(0, 2 * n, 2))},
         )
-        return lambda: render(spec, target)
+        return rendering(spec, target)
 
     assert_linear(step)
 

@@ -254,6 +254,17 @@ def script_configmap(spec: JobSpec) -> dict[str, Any]:
     }
 
 
+def checked(rendered: Rendered, target: str, kind: str) -> Rendered:
+    """``rendered``, if the API server would take it and the pods it makes: the target CRD's
+    limits and the core/v1 pod rules on the merged objects (``kfcompile.output_check``)."""
+    from kfcompile import output_check  # loaded by the first render, not by other commands
+
+    problems = output_check.problems(rendered.objects, rendered.placements, target, kind)
+    if problems:
+        raise UnsupportedFeature(problems)
+    return rendered
+
+
 # --- the engine -------------------------------------------------------------------------------
 
 

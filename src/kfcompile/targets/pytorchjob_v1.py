@@ -177,7 +177,7 @@ def render(spec: JobSpec) -> Rendered:
     for role in job["spec"]["pytorchReplicaSpecs"].values():
         if not role["template"]["metadata"]:
             del role["template"]["metadata"]
-    return Rendered(objects, layout + placed)
+    return base.checked(Rendered(objects, layout + placed), NAME, KIND)
 
 
 LAYOUT = base.Layout(TABLE)

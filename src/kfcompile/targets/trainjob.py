@@ -190,7 +190,7 @@ def render(spec: JobSpec, release: Release) -> Rendered:
             rest = {k: v for k, v in item.items() if k != "targetJobs"}
             item.clear()
             item.update({"targetJobs": [{"name": NODE}], **rest})
-    return Rendered(objects, placed)
+    return base.checked(Rendered(objects, placed), release.name, KIND)
 
 
 def target(release: Release, releases: str) -> Target:
