@@ -191,7 +191,8 @@ def test_duplicate_mount_paths_and_ports_from_container_overrides() -> None:
     assert problems(
         "pytorchjob/v1", volumes=volumes, container_overrides={"volumeMounts": mounts}
     ) == [
-        "container_overrides.volumeMounts[1].mountPath: already mounted by container_overrides.volumeMounts[0]"
+        "container_overrides.volumeMounts[1].mountPath: already mounted by "
+        "container_overrides.volumeMounts[0]"
     ]
     ports = [{"containerPort": 80}, {"containerPort": 80, "protocol": "TCP"}]
     assert problems("pytorchjob/v1", container_overrides={"ports": ports}) == [
