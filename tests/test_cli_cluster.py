@@ -106,6 +106,32 @@ def test_status_text_and_json(
     assert code == 1 and "no TrainJob or PyTorchJob named nope in namespace default" in err
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--rank", "5"], "--rank 5: TrainJob demo in namespace default has rank 0: there is no"),
+        (["--rank", "5", "--follow"], "has rank 0: there is no rank 5"),
+        (["--rank", "-1"], "argument --rank: not a whole number >= 0: '-1'"),
+        (["--tail", "-5"], "argument --tail: not a whole number >= 0: '-5'"),
+    ],
+)
+def test_logs_of_a_rank_or_tail_the_job_cannot_have_is_a_usage_error(
+    local: LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    args: list[str],
+    said: str,
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path, num_nodes=1)), "--wait", "done")
+    try:
+        code, out, err = run(local, capsys, "logs", "demo", *args)
+    except SystemExit as exc:  # argparse's usage errors
+        code, (out, err) = int(str(exc.code)), capsys.readouterr()
+    assert (code, out) == (2, ""), err
+    assert said in err and "Traceback" not in err
+    assert local.kube.requests.count("GET", "/log") == 0
+
+
 def test_logs_all_ranks_are_prefixed(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -23,9 +23,11 @@ from kfcompile.lifecycle import (
     JobDeleted,
     JobNotFound,
     NameTaken,
+    NoSuchRank,
     PreflightFailed,
     TimedOut,
 )
+from kfcompile.lifecycle.logs import MAX_RANKS
 from kfcompile.ports import Ref
 from kfcompile.spec import JobSpec
 from kfcompile.status import State
@@ -439,6 +441,40 @@ def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
     assert reads[1]["tail_lines"] is None and reads[1]["since_seconds"] <= 3
     assert reads[1]["timestamps"] is True  # lines already shown are known by their time
     assert followed == full[-len(followed) :]  # from the tail on, each line once
+
+
+def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
+    local: InMemoryCluster,
+) -> None:
+    """numNodes is the server's number (int32 in the CRD): 10^8 of them makes no 10^8 reads."""
+    ref = submit(local, spec(num_nodes=2, **scenario("succeeds")))
+    lifecycle.wait(local.session(), ref, "done", timeout=10)
+    job = _job(local, ref)
+    job["spec"]["trainer"]["numNodes"] = 100_000_000
+    local.store.update(job)
+    told: list[lifecycle.Waiting] = []
+
+    def tell(notice: lifecycle.Waiting) -> None:
+        told.append(notice)
+        assert len(told) <= MAX_RANKS, "a notice per rank numNodes names"
+
+    lines = list(lifecycle.logs(local.session(), ref, on_waiting=tell))
+    assert {line.rank for line in lines} == {0, 1}
+    [rest] = [n for n in told if n.rank is None]
+    assert "99998976 more ranks (up to rank 99999999) have no pod" in str(rest)
+    assert len(told) == MAX_RANKS - 2 + 1  # ranks 2..1023 without a pod, then the rest at once
+    assert len(lifecycle.ranks(local.session(), ref)) == MAX_RANKS
+    huge = {"kind": "TrainJob", "spec": {"trainer": {"numNodes": 2**40}}}
+    assert lifecycle.nodes_total(huge) == 2**31 - 1  # the CRD's int32
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_rank_the_job_does_not_have_is_an_error(local: InMemoryCluster, follow: bool) -> None:
+    ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
+    lifecycle.wait(local.session(), ref, "done", timeout=10)
+    with pytest.raises(NoSuchRank, match="has rank 0: there is no rank 5"):
+        list(lifecycle.logs(local.session(), ref, rank=5, follow=follow))
+    assert local.calls.count("pod_log") == 0
 
 
 # --- cancel, suspend, list ----------------------------------------------------------------------

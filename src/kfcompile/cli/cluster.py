@@ -293,7 +293,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
             tail_lines=args.tail,
             on_waiting=say,
         )
-        printed = _print_logs(lines, prefix=args.all_ranks)
+        try:
+            printed = _print_logs(lines, prefix=args.all_ranks)
+        except lifecycle.NoSuchRank as exc:
+            raise UsageError(f"--rank {args.rank}: {exc}") from None
     return 1 if printed == 0 and any(n.stuck for n in told) else 0
 
 

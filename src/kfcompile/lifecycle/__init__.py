@@ -42,6 +42,7 @@ from kfcompile.lifecycle.follow import Cursor, Follower
 from kfcompile.lifecycle.logs import (
     InTurn,
     LogLine,
+    NoSuchRank,
     follow_logs,
     logs,
     merger,
@@ -192,6 +193,7 @@ __all__ = [
     "LogLine",
     "Merge",
     "NameTaken",
+    "NoSuchRank",
     "Node",
     "NotFound",
     "Obj",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import closing
 from functools import partial
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from attrs import evolve, frozen
 
@@ -39,12 +39,29 @@ from kfcompile.lifecycle.observe import (
     nodes_total,
     waiting,
 )
-from kfcompile.lifecycle.session import JobNotFound, Pause, Session, call, named, pause
+from kfcompile.lifecycle.session import (
+    ClusterError,
+    JobNotFound,
+    Pause,
+    Session,
+    call,
+    named,
+    pause,
+)
 from kfcompile.ports import Clock, Invalid, Merge, NotFound, Obj, Ref, Transient
 
 K = TypeVar("K")
 T = TypeVar("T")
 OnWaiting = Callable[[Waiting], object]
+
+# The ranks without a pod a command reads (or follows: a thread and a connection each) go up to
+# this; numNodes comes from the server (up to the CRD's int32), so past it only the ranks whose
+# pods exist are read, and the others are told in one line. A rank with a pod is always read.
+MAX_RANKS: Final = 1024
+
+
+class NoSuchRank(ClusterError):
+    """The rank asked for is not one of the job's (a usage error: the CLI exits 2)."""
 
 
 @frozen
@@ -151,8 +168,35 @@ def _job(session: Session, ref: Ref) -> Obj:
     return job
 
 
+def chosen_ranks(job: Obj, pods: Mapping[int, Obj]) -> tuple[list[int], Waiting | None]:
+    """The ranks to read (``pods``: the newest pod of each rank): those below numNodes whose
+    pod exists, and those without one up to ``MAX_RANKS``; with why the rest are not read,
+    said once for all of them (None when every rank is read)."""
+    total = nodes_total(job)
+    found = {*range(min(total, MAX_RANKS)), *(r for r in pods if 0 <= r < total)}
+    left = total - len(found)
+    if left <= 0:
+        return sorted(found), None
+    said = (
+        f"{left} more ranks (up to rank {total - 1}) have no pod: not read (only ranks with a "
+        f"pod are read past rank {MAX_RANKS - 1})"
+    )
+    return sorted(found), Waiting(None, "NoPod", said)
+
+
+def _checked(job: Obj, rank: int) -> int:
+    """``rank``, when the job has it; ``NoSuchRank`` otherwise."""
+    total = nodes_total(job)
+    if not 0 <= rank < total:
+        has = "rank 0" if total == 1 else f"ranks 0 to {total - 1}"
+        raise NoSuchRank(f"{Ref.of(job)} has {has}: there is no rank {rank}")
+    return rank
+
+
 def ranks(session: Session, ref: Ref) -> list[int]:
-    return list(range(nodes_total(_job(session, ref))))
+    """The ranks a command reads (``chosen_ranks``)."""
+    job = _job(session, ref)
+    return chosen_ranks(job, newest_by_rank(job, node_pods(session, job)))[0]
 
 
 def _read(
@@ -195,9 +239,10 @@ def read_logs(
     since_seconds: int | None = None,
     tail_lines: int | None = None,
 ) -> list[str]:
-    """One rank's log as it is now (empty when it cannot be read: ``logs`` says why)."""
+    """One rank's log as it is now (empty when it cannot be read: ``logs`` says why);
+    ``NoSuchRank`` when the job has no such rank."""
     job = _job(session, ref)
-    pod = newest_by_rank(job, node_pods(session, job)).get(rank)
+    pod = newest_by_rank(job, node_pods(session, job)).get(_checked(job, rank))
     read = _read(session, job, rank, pod, since_seconds, tail_lines)
     return [] if isinstance(read, Waiting) else read
 
@@ -258,12 +303,16 @@ def logs(
     """One rank's log (``rank``), or every rank's, interleaved as the lines come. Followed,
     several ranks are read at once by the session's merge; closing the generator stops them.
     A rank with nothing to read is told to ``on_waiting`` with why (followed: once per change
-    of why, and the follow goes on)."""
+    of why, and the follow goes on). ``NoSuchRank`` when the job has no rank ``rank``; of
+    every rank, those ``chosen_ranks`` picks."""
     options = {"since_seconds": since_seconds, "tail_lines": tail_lines}
+    job = _job(session, ref)
+    pods = newest_by_rank(job, node_pods(session, job))  # one list for every rank
+    chosen, rest = ([_checked(job, rank)], None) if rank is not None else chosen_ranks(job, pods)
+    if rest is not None:
+        _tell(on_waiting, rest)
     if not follow:
-        job = _job(session, ref)
-        pods = newest_by_rank(job, node_pods(session, job))  # one list for every rank
-        for r in [rank] if rank is not None else range(nodes_total(job)):
+        for r in chosen:
             read = _read(session, job, r, pods.get(r), since_seconds, tail_lines)
             if isinstance(read, Waiting):
                 _tell(on_waiting, read)
@@ -271,7 +320,6 @@ def logs(
             for text in read:
                 yield LogLine(r, text)
         return
-    chosen = [rank] if rank is not None else ranks(session, ref)
     if len(chosen) == 1:
         with closing(_follow(session, ref, chosen[0], since_seconds, tail_lines)) as items:
             for text in _told(items, on_waiting):

@@ -97,12 +97,25 @@ def newest_by_rank(job: Mapping[str, Any], pods: Sequence[Obj]) -> dict[int, Obj
     return found
 
 
+# TrainJob ``spec.trainer.numNodes`` and PyTorchJob ``pytorchReplicaSpecs.*.replicas`` are
+# ``format: int32`` in the CRDs (/work/shared/crds), with no minimum.
+INT32_MAX: Final = 2**31 - 1
+
+
+def _nodes(value: object) -> int:
+    """A count of nodes from the server: 1 when absent or not a number, within 1..INT32_MAX."""
+    return min(max(as_int(value) or 1, 1), INT32_MAX)
+
+
 def nodes_total(job: Mapping[str, Any]) -> int:
-    spec = job.get("spec") or {}
+    """The job's training nodes as its spec says (the server's number, bounded by the CRD's
+    type; how many pods exist is another matter: ``logs.chosen_ranks``)."""
+    spec = _at(job, "spec")
     if job.get("kind") == TRAINJOB.name:
-        return as_int((spec.get("trainer") or {}).get("numNodes")) or 1
-    replicas = spec.get("pytorchReplicaSpecs") or {}
-    return sum(as_int(r.get("replicas")) or 1 for r in replicas.values())
+        return _nodes(_at(spec, "trainer", "numNodes"))
+    replicas = _at(spec, "pytorchReplicaSpecs")
+    specs = replicas.values() if isinstance(replicas, Mapping) else ()
+    return sum(_nodes(_at(r, "replicas")) for r in specs)
 
 
 def _node(job: Mapping[str, Any], pod: Mapping[str, Any]) -> Node:
