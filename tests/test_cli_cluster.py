@@ -132,6 +132,18 @@ def test_logs_of_a_rank_or_tail_the_job_cannot_have_is_a_usage_error(
     assert local.kube.requests.count("GET", "/log") == 0
 
 
+def test_logs_show_a_progress_bar_as_a_terminal_would(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path, num_nodes=1)), "--wait", "done")
+    [pod] = local.store.list("v1", "Pod", NAMESPACE)
+    bar = "".join(f"\r{i:>3}%|{'#' * (i // 10):<10}|" for i in range(0, 101))
+    local.store.append_log(NAMESPACE, pod["metadata"]["name"], "node", f"epoch 1{bar}\n")
+    code, out, _ = run(local, capsys, "logs", "demo")
+    assert code == 0 and out.splitlines()[-1] == "100%|##########|"
+    assert "\r" not in out
+
+
 def test_logs_all_ranks_are_prefixed(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
