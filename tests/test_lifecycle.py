@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import schema_check
+from attrs import evolve
 from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
 from fakekube.kubelet import BAD_IMAGE
 from fakekube.scenarios import SCENARIO_ANNOTATION
@@ -28,7 +29,7 @@ from kfcompile.lifecycle import (
     TimedOut,
 )
 from kfcompile.lifecycle.logs import MAX_RANKS
-from kfcompile.ports import Ref
+from kfcompile.ports import Ref, WatchEvent
 from kfcompile.spec import JobSpec
 from kfcompile.status import State
 from kfcompile_kube import TarFiles
@@ -321,6 +322,50 @@ def test_watch_resumes_after_history_is_compacted(local: InMemoryCluster) -> Non
     local.store.compact()  # any older resourceVersion now answers 410 Gone
     obs = lifecycle.wait(local.session(), ref, "done", timeout=10)
     assert obs.state.state is State.SUCCEEDED
+
+
+FAILED = {"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs"}]}
+
+
+def impostor(job: dict[str, Any], name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
+    """Another job than ``job``, failed: what a broken or hostile server sends in its place."""
+    meta = {**job["metadata"], "name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    return {**job, "metadata": meta, "status": FAILED}
+
+
+class Hostile:
+    """The in-memory cluster behind a server that sends objects nobody asked for: each list and
+    each watch of ``kind`` starts with ``sent`` (events: ``(type, object)``)."""
+
+    def __init__(self, inner: Any, kind: str, sent: list[tuple[str, dict[str, Any]]]) -> None:
+        self.inner, self.kind, self.sent = inner, kind, sent
+
+    def list(self, api_version: str, kind: str, *args: Any, **kwargs: Any) -> Any:
+        page = self.inner.list(api_version, kind, *args, **kwargs)
+        if kind != self.kind:
+            return page
+        return evolve(page, items=[obj for _, obj in self.sent] + page.items)
+
+    def watch(self, api_version: str, kind: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        if kind == self.kind:
+            yield from (WatchEvent(type_, obj) for type_, obj in self.sent)
+        yield from self.inner.watch(api_version, kind, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_wait_takes_no_other_object_for_the_job(local: InMemoryCluster) -> None:
+    ref = submit(local, spec(**scenario("succeeds")))
+    job = _job(local, ref)
+    sent = [
+        ("MODIFIED", impostor(job, "other")),  # another job, failed
+        ("MODIFIED", impostor(job, "demo", "team-b")),  # the same name, another namespace
+        ("DELETED", impostor(job, "demo", "team-b")),
+    ]
+    session = evolve(local.session(), cluster=Hostile(local.cluster, "TrainJob", sent))
+    obs = lifecycle.wait(session, ref, "done", timeout=30)
+    assert (obs.ref, obs.state.state) == (ref, State.SUCCEEDED)
 
 
 def test_wait_polls_only_when_watching_is_forbidden(local: InMemoryCluster) -> None:

@@ -4,6 +4,7 @@ Kubernetes is level-triggered, so there is no machine here, only the reading of 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -133,10 +134,42 @@ def _node(job: Mapping[str, Any], pod: Mapping[str, Any]) -> Node:
     )
 
 
+def is_ref(obj: Mapping[str, Any], ref: Ref) -> bool:
+    """Whether the server's ``obj`` is the object ``ref`` names (its name and namespace, and its
+    kind when it says one): a watch or list by name that delivers another is not believed."""
+    m = meta(obj)
+    kind = obj.get("kind")
+    return (
+        m.get("name") == ref.name
+        and m.get("namespace") == ref.namespace
+        and kind in (None, ref.kind)
+    )
+
+
+def foreign(obj: Mapping[str, Any], namespace: str | None, selector: str = "") -> bool:
+    """Whether the server's ``obj`` says it is not what a list or watch in ``namespace`` (None:
+    any) with the equality ``selector`` (``a=b,c=d``, as ``kinds`` writes them) asked for: it
+    names another namespace, or another value for one of the selector's labels."""
+    m = meta(obj)
+    if namespace is not None and m.get("namespace", namespace) != namespace:
+        return True
+    labels = m.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    wanted = (_EQUALS.fullmatch(term.strip()) for term in selector.split(","))
+    return any(labels.get(w[1], w[2]) != w[2] for w in wanted if w)
+
+
+# An equality term of a label selector (``key=value``, ``key==value``); set-based terms are
+# left to the server.
+_EQUALS: Final = re.compile(r"([\w./-]+)==?([\w.-]*)")
+
+
 def node_pods(session: Session, job: Obj) -> list[Obj]:
+    """The job's training pods; a pod the server sends that is not one of them is left out."""
     ref = Ref.of(job)
     selector = job_kind(ref).nodes.format(name=ref.name)
-    return list_all(session, "v1", "Pod", ref.namespace, label_selector=selector)
+    pods = list_all(session, "v1", "Pod", ref.namespace, label_selector=selector)
+    return [pod for pod in pods if not foreign(pod, ref.namespace, selector)]
 
 
 def observation(job: Obj, pods: Sequence[Obj]) -> Observation:
