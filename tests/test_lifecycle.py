@@ -28,6 +28,7 @@ from kfcompile.lifecycle import (
     PreflightFailed,
     TimedOut,
 )
+from kfcompile.lifecycle.follow import POD_WATCH
 from kfcompile.lifecycle.logs import MAX_RANKS
 from kfcompile.ports import Ref, WatchEvent
 from kfcompile.spec import JobSpec
@@ -486,6 +487,47 @@ def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
     assert reads[1]["tail_lines"] is None and reads[1]["since_seconds"] <= 3
     assert reads[1]["timestamps"] is True  # lines already shown are known by their time
     assert followed == full[-len(followed) :]  # from the tail on, each line once
+
+
+def test_follow_watches_a_pod_that_cannot_start_then_gives_up() -> None:
+    with InMemoryCluster(schema_check.require_shared(), scenario="image_pull") as local:
+        local.clock.limit = 1200  # it used to look again every 5 s, for ever
+        ref = submit(local, spec(num_nodes=1))
+        told: list[lifecycle.Waiting] = []
+        with pytest.raises(lifecycle.CannotStart) as info:
+            list(lifecycle.logs(local.session(), ref, rank=0, follow=True, on_waiting=told.append))
+        waited = local.clock.monotonic()
+        watches = local.calls.matching("watch", "Pod")
+    assert str(info.value).startswith("rank 0: pod demo-node-0-0-")
+    assert "cannot start (ImagePullBackOff)" in str(info.value)
+    assert str(info.value).endswith("giving up: it has not started for 300s")
+    assert 300 <= waited < 330
+    # Why, once per change of why: no pod, not scheduled, starting, cannot start.
+    reasons = ["NoPod", "NotScheduled", "ContainerCreating", "ImagePullBackOff"]
+    assert [n.reason for n in told] == reasons
+    # Woken by the pod's watch (its rank's pod only), not by looking every few seconds.
+    assert watches and all(
+        "batch.kubernetes.io/job-completion-index=0" in c.args["label_selector"] for c in watches
+    )
+    assert len(local.calls.matching("pod_log")) <= 300 / POD_WATCH + 4
+
+
+def test_follow_says_what_it_retries_when_the_kubelet_fails() -> None:
+    with InMemoryCluster(schema_check.require_shared(), scenario="hang") as local:
+        local.clock.limit = 600  # it used to retry for ever, silently
+        ref = submit(local, spec(num_nodes=1))
+        lifecycle.wait(local.session(), ref, "running", timeout=10)
+        local.faults.add("pod_log", status=500, times=10_000)
+        told: list[lifecycle.Waiting] = []
+        follow = lifecycle.logs(local.session(), ref, rank=0, follow=True, on_waiting=told.append)
+        with pytest.raises(lifecycle.Unavailable, match="read logs of Pod default/demo-node-0-0-"):
+            list(follow)
+    [retrying] = told
+    assert str(retrying).startswith("rank 0: reading the log of pod demo-node-0-0-")
+    assert str(retrying).endswith(
+        ": 500 InternalError: Internal error occurred: fakekube injected fault; retrying for up "
+        "to 5s"
+    )
 
 
 def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(

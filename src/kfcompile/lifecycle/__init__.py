@@ -40,6 +40,7 @@ from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle.deleting import Remaining, StillDeleting, Vanishing, wait_gone
 from kfcompile.lifecycle.follow import Cursor, Follower
 from kfcompile.lifecycle.logs import (
+    CannotStart,
     InTurn,
     LogLine,
     NoSuchRank,
@@ -167,6 +168,7 @@ __all__ = [
     "ApiError",
     "Backoff",
     "Cancelled",
+    "CannotStart",
     "Clock",
     "Cluster",
     "ClusterError",

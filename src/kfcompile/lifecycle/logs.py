@@ -13,27 +13,32 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import closing
 from functools import partial
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from attrs import evolve, frozen
 
 from kfcompile.lifecycle.follow import (
     Dropped,
+    End,
     FollowAnswer,
     Follower,
     JobRead,
     Line,
     LogEnded,
     LogRefused,
+    NextEvent,
     NextLine,
     OpenLog,
+    PodSeen,
     ReadJob,
+    WatchPod,
 )
 from kfcompile.lifecycle.objects import close, get, job_kind, meta
 from kfcompile.lifecycle.observe import (
     ListPods,
     PodsListed,
     Waiting,
+    foreign,
     newest_by_rank,
     node_pods,
     nodes_total,
@@ -41,14 +46,20 @@ from kfcompile.lifecycle.observe import (
 )
 from kfcompile.lifecycle.session import (
     ClusterError,
+    GiveUp,
     JobNotFound,
     Pause,
+    Retry,
     Session,
     call,
+    listing,
     named,
     pause,
+    unavailable,
 )
-from kfcompile.ports import Clock, Invalid, Merge, NotFound, Obj, Ref, Transient
+from kfcompile.lifecycle.wait import next_answer, only
+from kfcompile.lifecycle.waiter import Bookmark
+from kfcompile.ports import Clock, Invalid, Merge, NotFound, Obj, Ref, Transient, WatchEvent
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -62,6 +73,11 @@ MAX_RANKS: Final = 1024
 
 class NoSuchRank(ClusterError):
     """The rank asked for is not one of the job's (a usage error: the CLI exits 2)."""
+
+
+class CannotStart(ClusterError):
+    """A followed rank's pod has been unable to start for longer than it is waited for
+    (``follow.GIVE_UP_AFTER``)."""
 
 
 @frozen
@@ -93,17 +109,41 @@ def _next_line(stream: Iterator[str]) -> FollowAnswer:
     return LogEnded() if line is None else Line(line)
 
 
+def _pod_watch(session: Session, ref: Ref, request: WatchPod) -> Iterator[WatchEvent]:
+    """The watch of the rank's pod, as a generator: what the port raises comes with the first
+    event; a pod the server sends that is not the rank's is passed over."""
+    events = session.cluster.watch(
+        "v1",
+        "Pod",
+        ref.namespace,
+        resource_version="",  # from now, with the pod as it is first
+        label_selector=request.selector,
+        timeout_seconds=request.timeout,
+    )
+    yield from only(events, lambda pod: not foreign(pod, ref.namespace, request.selector))
+
+
+# A pod watch's event type -> the Follower's answer.
+_POD_EVENTS: Final[dict[str, Callable[[Obj], FollowAnswer]]] = {
+    "ADDED": PodSeen,
+    "MODIFIED": PodSeen,
+    "DELETED": PodSeen,
+    "BOOKMARK": lambda obj: Bookmark(""),
+}
+
+
 def _follow(
     session: Session, ref: Ref, rank: int, since_seconds: int | None, tail_lines: int | None
 ) -> Generator[str | Waiting, None, None]:
     """The ``Follower``'s driver: the lines it shows, and why there are none when it says so."""
     clock = session.clock
-    follower = Follower(rank, since_seconds, tail_lines)
-    stream: Iterator[str] | None = None
+    follower = Follower(rank, since_seconds, tail_lines, retry=Retry(session.retry_for))
+    stream: Iterator[Any] | None = None  # the log, or the pod watch, that is open
+    watching = listing("Pod", ref.namespace, "watch")
     try:
         while True:
             request = follower.next_request(clock.monotonic())
-            if stream is not None and not follower.streaming:
+            if stream is not None and not (follower.streaming or follower.watching):
                 close(stream)  # the machine has done with it
                 stream = None
             answer: FollowAnswer
@@ -117,8 +157,18 @@ def _follow(
                     answer = _next_line(stream)
                 case NextLine() if stream is not None:
                     answer = _next_line(stream)
+                case WatchPod():
+                    stream = _pod_watch(session, ref, request)
+                    answer = next_answer(stream, _POD_EVENTS, watching)
+                case NextEvent() if stream is not None:
+                    answer = next_answer(stream, _POD_EVENTS, watching)
                 case Pause():
                     answer = pause(session, request)
+                case GiveUp():
+                    pod = Ref("v1", "Pod", ref.namespace, follower.pod)
+                    raise unavailable(named("read logs of", pod), request)
+                case End(gave_up=Waiting() as why, waited=waited):
+                    raise CannotStart(f"{why}; giving up: it has not started for {waited:.0f}s")
                 case _:
                     return
             follower = follower.receive(answer, clock.monotonic())

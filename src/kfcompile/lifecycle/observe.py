@@ -84,6 +84,19 @@ def rank_of(job: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
     return index + 1 if has_master else index
 
 
+def rank_selector(job: Mapping[str, Any], rank: int) -> str:
+    """The label selector of rank ``rank``'s pods (``rank_of`` backwards)."""
+    ref = Ref.of(job)
+    nodes = job_kind(ref).nodes.format(name=ref.name)
+    if KINDS[ref.kind].rank == "completion-index":
+        return f"{nodes},{COMPLETION_INDEX}={rank}"
+    replicas = _at(job, "spec", "pytorchReplicaSpecs")
+    has_master = isinstance(replicas, Mapping) and "Master" in replicas
+    if has_master and rank == 0:
+        return f"{nodes},{REPLICA_TYPE}=master,{REPLICA_INDEX}=0"
+    return f"{nodes},{REPLICA_TYPE}=worker,{REPLICA_INDEX}={rank - 1 if has_master else rank}"
+
+
 def newest_by_rank(job: Mapping[str, Any], pods: Sequence[Obj]) -> dict[int, Obj]:
     """The newest pod of each rank (a replaced pod's successor, not the one going away)."""
     found: dict[int, Obj] = {}
