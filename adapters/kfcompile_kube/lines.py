@@ -102,16 +102,24 @@ def log_lines(chunks: Iterable[bytes], limit: int = LOG_LINE) -> Iterator[bytes]
     line = _Line(limit)
     pending = False  # something of ``line`` has come
     for chunk in chunks:
-        start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            line.add(chunk[start:end])
+        *ended, rest = chunk.split(b"\n")  # at most a chunk's worth of parts
+        if ended:
+            line.add(ended[0])
             yield line.end()
-            line, pending, start = _Line(limit), False, end + 1
-        if start < len(chunk):
-            line.add(chunk[start:])
+            for whole in ended[1:]:  # the lines whole in this chunk, most of a log
+                yield _short(whole, limit) if b"\r" in whole or len(whole) > limit else whole
+            line, pending = _Line(limit), False
+        if rest:
+            line.add(rest)
             pending = True
     if pending:
         yield line.end()
+
+
+def _short(whole: bytes, limit: int) -> bytes:
+    line = _Line(limit)
+    line.add(whole)
+    return line.end()
 
 
 def event_lines(
