@@ -20,15 +20,11 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeKube]:
-    with FakeKube() as kube:
-        kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        yield kube
-
-
-@pytest.fixture
-def kube(fake: FakeKube, tmp_path: Path) -> KubeCluster:
-    return cluster_for(fake, tmp_path, request_timeout=5.0)
+def served(tmp_path: Path) -> Iterator[tuple[FakeKube, KubeCluster]]:
+    """The fake API server with namespace ``NS``, and the adapter talking to it."""
+    with FakeKube() as fake:
+        fake.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        yield fake, cluster_for(fake, tmp_path, request_timeout=5.0)
 
 
 def progress(steps: int) -> str:
@@ -37,8 +33,9 @@ def progress(steps: int) -> str:
 
 
 def test_a_progress_bar_without_newline_is_one_bounded_line(
-    fake: FakeKube, kube: KubeCluster
+    served: tuple[FakeKube, KubeCluster],
 ) -> None:
+    fake, kube = served
     running_pod(fake, "p")
     bar = progress(60_000)  # 4.5 MB, no newline
     fake.store.append_log(NS, "p", "main", f"epoch 1{bar}\ndone\n")
@@ -47,7 +44,8 @@ def test_a_progress_bar_without_newline_is_one_bounded_line(
     assert lines == ["epoch 1\r" + bar.rsplit("\r", 1)[1], "done"]
 
 
-def test_a_line_past_the_bound_is_cut_and_says_so(fake: FakeKube, kube: KubeCluster) -> None:
+def test_a_line_past_the_bound_is_cut_and_says_so(served: tuple[FakeKube, KubeCluster]) -> None:
+    fake, kube = served
     running_pod(fake, "p")
     fake.store.append_log(NS, "p", "main", "x" * (3 * MiB) + "\nnext\n")
     first, second = kube.pod_log(NS, "p")
@@ -55,7 +53,8 @@ def test_a_line_past_the_bound_is_cut_and_says_so(fake: FakeKube, kube: KubeClus
     assert "more bytes of this line not shown" in first and second == "next"
 
 
-def test_a_watch_line_past_any_object_is_an_error(fake: FakeKube, kube: KubeCluster) -> None:
+def test_a_watch_line_past_any_object_is_an_error(served: tuple[FakeKube, KubeCluster]) -> None:
+    fake, kube = served
     page = kube.list("v1", "ConfigMap", NS)
     big = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big", "namespace": NS}}
     fake.store.create({**big, "data": {"blob": "x" * (EVENT_LINE + 1)}})

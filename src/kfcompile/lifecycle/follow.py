@@ -29,16 +29,7 @@ from kfcompile.lifecycle.observe import (
     sortable_time,
     waiting,
 )
-from kfcompile.lifecycle.session import (
-    Failed,
-    GiveUp,
-    Pause,
-    Retry,
-    Slept,
-    Step,
-    Table,
-    transition,
-)
+from kfcompile.lifecycle.session import Failed, GiveUp, Pause, Retry, Slept, Step, Table, transition
 from kfcompile.lifecycle.waiter import (
     SHORT_WATCH,
     Bookmark,
