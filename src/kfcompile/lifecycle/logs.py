@@ -206,7 +206,9 @@ def follow_logs(
     """One rank's log as it grows, across dropped connections, container restarts and pod
     replacements; ends when the job has finished (or is deleted) and the log is drained.
     While there is nothing to read, ``on_waiting`` is told why, once per change of why.
-    Closing the generator closes the stream it reads."""
+    Closing the generator closes the stream it reads. ``NoSuchRank`` when the job has no rank
+    ``rank``; ``CannotStart`` when its pod stays unable to start (``follow.GIVE_UP_AFTER``)."""
+    _checked(_job(session, ref), rank)
     with closing(_follow(session, ref, rank, since_seconds, tail_lines)) as items:
         yield from _told(items, on_waiting)
 
