@@ -29,7 +29,7 @@ from kfcompile.lifecycle import (
     TimedOut,
 )
 from kfcompile.lifecycle.follow import POD_WATCH
-from kfcompile.lifecycle.logs import MAX_RANKS
+from kfcompile.lifecycle.observe import MAX_RANKS
 from kfcompile.ports import Ref, WatchEvent
 from kfcompile.spec import JobSpec
 from kfcompile.status import State
@@ -551,6 +551,7 @@ def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
     assert "99998976 more ranks (up to rank 99999999) have no pod" in str(rest)
     assert len(told) == MAX_RANKS - 2 + 1  # ranks 2..1023 without a pod, then the rest at once
     assert len(lifecycle.ranks(local.session(), ref)) == MAX_RANKS
+    assert lifecycle.status(local.session(), ref).ranks == list(range(MAX_RANKS))  # integrations
     huge = {"kind": "TrainJob", "spec": {"trainer": {"numNodes": 2**40}}}
     assert lifecycle.nodes_total(huge) == 2**31 - 1  # the CRD's int32
 

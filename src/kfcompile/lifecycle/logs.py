@@ -35,6 +35,7 @@ from kfcompile.lifecycle.follow import (
 )
 from kfcompile.lifecycle.objects import close, get, job_kind, meta
 from kfcompile.lifecycle.observe import (
+    MAX_RANKS,
     ListPods,
     PodsListed,
     Waiting,
@@ -42,6 +43,7 @@ from kfcompile.lifecycle.observe import (
     newest_by_rank,
     node_pods,
     nodes_total,
+    some_ranks,
     waiting,
 )
 from kfcompile.lifecycle.session import (
@@ -64,11 +66,6 @@ from kfcompile.ports import Clock, Invalid, Merge, NotFound, Obj, Ref, Transient
 K = TypeVar("K")
 T = TypeVar("T")
 OnWaiting = Callable[[Waiting], object]
-
-# The ranks without a pod a command reads (or follows: a thread and a connection each) go up to
-# this; numNodes comes from the server (up to the CRD's int32), so past it only the ranks whose
-# pods exist are read, and the others are told in one line. A rank with a pod is always read.
-MAX_RANKS: Final = 1024
 
 
 class NoSuchRank(ClusterError):
@@ -225,15 +222,15 @@ def chosen_ranks(job: Obj, pods: Mapping[int, Obj]) -> tuple[list[int], Waiting 
     pod exists, and those without one up to ``MAX_RANKS``; with why the rest are not read,
     said once for all of them (None when every rank is read)."""
     total = nodes_total(job)
-    found = {*range(min(total, MAX_RANKS)), *(r for r in pods if 0 <= r < total)}
+    found = some_ranks(total, pods)
     left = total - len(found)
     if left <= 0:
-        return sorted(found), None
+        return found, None
     said = (
         f"{left} more ranks (up to rank {total - 1}) have no pod: not read (only ranks with a "
         f"pod are read past rank {MAX_RANKS - 1})"
     )
-    return sorted(found), Waiting(None, "NoPod", said)
+    return found, Waiting(None, "NoPod", said)
 
 
 def _checked(job: Obj, rank: int) -> int:

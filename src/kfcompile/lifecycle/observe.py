@@ -5,7 +5,7 @@ Kubernetes is level-triggered, so there is no machine here, only the reading of 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from attrs import evolve, frozen
@@ -18,6 +18,16 @@ from kfcompile.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.status import JobState, State
 
 TROUBLED_PODS: Final = 5  # pods whose events `status` shows
+# The ranks without a pod that are read, shown or followed (a thread and a connection each) go
+# up to this; numNodes comes from the server (up to the CRD's int32), so past it only the ranks
+# whose pods exist count, the others said in one line. A rank with a pod always counts.
+MAX_RANKS: Final = 1024
+
+
+def some_ranks(total: int, present: Iterable[int]) -> list[int]:
+    """The ranks of a job of ``total`` nodes worth a look: those of its pods (``present``)
+    below ``total``, and the others up to ``MAX_RANKS``."""
+    return sorted({*range(min(total, MAX_RANKS)), *(r for r in present if 0 <= r < total)})
 
 
 @frozen
@@ -43,6 +53,11 @@ class Observation:
     @property
     def nodes_ready(self) -> int:
         return sum(n.ready for n in self.nodes)
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks to show, one each (``some_ranks``: never all of a numNodes of 10^8)."""
+        return some_ranks(self.nodes_total, (n.rank for n in self.nodes if n.rank is not None))
 
     @property
     def summary(self) -> tuple[State, str, int, int]:
