@@ -144,6 +144,18 @@ def test_logs_show_a_progress_bar_as_a_terminal_would(
     assert "\r" not in out
 
 
+def test_logs_follow_of_a_rank_that_cannot_start_gives_up_in_one_line(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path, "invalid_image", num_nodes=1)))
+    code, out, err = run(local, capsys, "logs", "demo", "--follow")
+    assert (code, out) == (1, ""), err
+    last = err.splitlines()[-1]
+    assert last.startswith("kfcompile: rank 0: pod demo-node-0-0-")
+    assert "cannot start (InvalidImageName)" in last and "Traceback" not in err
+    assert last.endswith("; giving up: it has not started for 0s")
+
+
 def test_logs_all_ranks_are_prefixed(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
