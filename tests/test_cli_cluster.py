@@ -106,6 +106,56 @@ def test_status_text_and_json(
     assert code == 1 and "no TrainJob or PyTorchJob named nope in namespace default" in err
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--rank", "5"], "--rank 5: TrainJob demo in namespace default has rank 0: there is no"),
+        (["--rank", "5", "--follow"], "has rank 0: there is no rank 5"),
+        (["--rank", "-1"], "argument --rank: not a whole number >= 0: '-1'"),
+        (["--tail", "-5"], "argument --tail: not a whole number >= 0: '-5'"),
+    ],
+)
+def test_logs_of_a_rank_or_tail_the_job_cannot_have_is_a_usage_error(
+    local: LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    args: list[str],
+    said: str,
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path, num_nodes=1)), "--wait", "done")
+    try:
+        code, out, err = run(local, capsys, "logs", "demo", *args)
+    except SystemExit as exc:  # argparse's usage errors
+        code, (out, err) = int(str(exc.code)), capsys.readouterr()
+    assert (code, out) == (2, ""), err
+    assert said in err and "Traceback" not in err
+    assert local.kube.requests.count("GET", "/log") == 0
+
+
+def test_logs_show_a_progress_bar_as_a_terminal_would(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path, num_nodes=1)), "--wait", "done")
+    [pod] = local.store.list("v1", "Pod", NAMESPACE)
+    bar = "".join(f"\r{i:>3}%|{'#' * (i // 10):<10}|" for i in range(0, 101))
+    local.store.append_log(NAMESPACE, pod["metadata"]["name"], "node", f"epoch 1{bar}\n")
+    code, out, _ = run(local, capsys, "logs", "demo")
+    assert code == 0 and out.splitlines()[-1] == "100%|##########|"
+    assert "\r" not in out
+
+
+def test_logs_follow_of_a_rank_that_cannot_start_gives_up_in_one_line(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(local, capsys, "submit", str(write_spec(tmp_path, "invalid_image", num_nodes=1)))
+    code, out, err = run(local, capsys, "logs", "demo", "--follow")
+    assert (code, out) == (1, ""), err
+    last = err.splitlines()[-1]
+    assert last.startswith("kfcompile: rank 0: pod demo-node-0-0-")
+    assert "cannot start (InvalidImageName)" in last and "Traceback" not in err
+    assert last.endswith("; giving up: it has not started for 0s")
+
+
 def test_logs_all_ranks_are_prefixed(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

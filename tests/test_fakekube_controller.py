@@ -175,6 +175,8 @@ WALKS: list[tuple[str, str, list[tuple[State, str]]]] = [
     ("PyTorchJob", "unschedulable", [(P, "Created"), (P, "Unschedulable")]),
     ("TrainJob", "image_pull", [*TJ_STUCK, (P, "ImagePullBackOff")]),
     ("PyTorchJob", "image_pull", [(P, "Created"), (P, "ImagePullBackOff")]),
+    ("TrainJob", "invalid_image", [*TJ_STUCK, (P, "InvalidImageName")]),
+    ("PyTorchJob", "invalid_image", [(P, "Created"), (P, "InvalidImageName")]),
     ("TrainJob", "hang", TJ_RUN),
     ("PyTorchJob", "hang", PT_RUN),
 ]  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import schema_check
+from attrs import evolve
 from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
 from fakekube.kubelet import BAD_IMAGE
 from fakekube.scenarios import SCENARIO_ANNOTATION
@@ -23,10 +24,13 @@ from kfcompile.lifecycle import (
     JobDeleted,
     JobNotFound,
     NameTaken,
+    NoSuchRank,
     PreflightFailed,
     TimedOut,
 )
-from kfcompile.ports import Ref
+from kfcompile.lifecycle.follow import POD_WATCH
+from kfcompile.lifecycle.observe import MAX_RANKS
+from kfcompile.ports import Ref, WatchEvent
 from kfcompile.spec import JobSpec
 from kfcompile.status import State
 from kfcompile_kube import TarFiles
@@ -321,6 +325,50 @@ def test_watch_resumes_after_history_is_compacted(local: InMemoryCluster) -> Non
     assert obs.state.state is State.SUCCEEDED
 
 
+FAILED = {"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs"}]}
+
+
+def impostor(job: dict[str, Any], name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
+    """Another job than ``job``, failed: what a broken or hostile server sends in its place."""
+    meta = {**job["metadata"], "name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    return {**job, "metadata": meta, "status": FAILED}
+
+
+class Hostile:
+    """The in-memory cluster behind a server that sends objects nobody asked for: each list and
+    each watch of ``kind`` starts with ``sent`` (events: ``(type, object)``)."""
+
+    def __init__(self, inner: Any, kind: str, sent: list[tuple[str, dict[str, Any]]]) -> None:
+        self.inner, self.kind, self.sent = inner, kind, sent
+
+    def list(self, api_version: str, kind: str, *args: Any, **kwargs: Any) -> Any:
+        page = self.inner.list(api_version, kind, *args, **kwargs)
+        if kind != self.kind:
+            return page
+        return evolve(page, items=[obj for _, obj in self.sent] + page.items)
+
+    def watch(self, api_version: str, kind: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        if kind == self.kind:
+            yield from (WatchEvent(type_, obj) for type_, obj in self.sent)
+        yield from self.inner.watch(api_version, kind, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_wait_takes_no_other_object_for_the_job(local: InMemoryCluster) -> None:
+    ref = submit(local, spec(**scenario("succeeds")))
+    job = _job(local, ref)
+    sent = [
+        ("MODIFIED", impostor(job, "other")),  # another job, failed
+        ("MODIFIED", impostor(job, "demo", "team-b")),  # the same name, another namespace
+        ("DELETED", impostor(job, "demo", "team-b")),
+    ]
+    session = evolve(local.session(), cluster=Hostile(local.cluster, "TrainJob", sent))
+    obs = lifecycle.wait(session, ref, "done", timeout=30)
+    assert (obs.ref, obs.state.state) == (ref, State.SUCCEEDED)
+
+
 def test_wait_polls_only_when_watching_is_forbidden(local: InMemoryCluster) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     local.faults.add("watch", "TrainJob", status=403, times=100)
@@ -439,6 +487,82 @@ def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
     assert reads[1]["tail_lines"] is None and reads[1]["since_seconds"] <= 3
     assert reads[1]["timestamps"] is True  # lines already shown are known by their time
     assert followed == full[-len(followed) :]  # from the tail on, each line once
+
+
+def test_follow_watches_a_pod_that_cannot_start_then_gives_up() -> None:
+    with InMemoryCluster(schema_check.require_shared(), scenario="image_pull") as local:
+        local.clock.limit = 1200  # it used to look again every 5 s, for ever
+        ref = submit(local, spec(num_nodes=1))
+        told: list[lifecycle.Waiting] = []
+        with pytest.raises(lifecycle.CannotStart) as info:
+            list(lifecycle.logs(local.session(), ref, rank=0, follow=True, on_waiting=told.append))
+        waited = local.clock.monotonic()
+        watches = local.calls.matching("watch", "Pod")
+    assert str(info.value).startswith("rank 0: pod demo-node-0-0-")
+    assert "cannot start (ImagePullBackOff)" in str(info.value)
+    assert str(info.value).endswith("giving up: it has not started for 300s")
+    assert 300 <= waited < 330
+    # Why, once per change of why: no pod, not scheduled, starting, cannot start.
+    reasons = ["NoPod", "NotScheduled", "ContainerCreating", "ImagePullBackOff"]
+    assert [n.reason for n in told] == reasons
+    # Woken by the pod's watch (its rank's pod only), not by looking every few seconds.
+    assert watches and all(
+        "batch.kubernetes.io/job-completion-index=0" in c.args["label_selector"] for c in watches
+    )
+    assert len(local.calls.matching("pod_log")) <= 300 / POD_WATCH + 4
+
+
+def test_follow_says_what_it_retries_when_the_kubelet_fails() -> None:
+    with InMemoryCluster(schema_check.require_shared(), scenario="hang") as local:
+        local.clock.limit = 600  # it used to retry for ever, silently
+        ref = submit(local, spec(num_nodes=1))
+        lifecycle.wait(local.session(), ref, "running", timeout=10)
+        local.faults.add("pod_log", status=500, times=10_000)
+        told: list[lifecycle.Waiting] = []
+        follow = lifecycle.logs(local.session(), ref, rank=0, follow=True, on_waiting=told.append)
+        with pytest.raises(lifecycle.Unavailable, match="read logs of Pod default/demo-node-0-0-"):
+            list(follow)
+    [retrying] = told
+    assert str(retrying).startswith("rank 0: reading the log of pod demo-node-0-0-")
+    assert str(retrying).endswith(
+        ": 500 InternalError: Internal error occurred: fakekube injected fault; retrying for up "
+        "to 5s"
+    )
+
+
+def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
+    local: InMemoryCluster,
+) -> None:
+    """numNodes is the server's number (int32 in the CRD): 10^8 of them makes no 10^8 reads."""
+    ref = submit(local, spec(num_nodes=2, **scenario("succeeds")))
+    lifecycle.wait(local.session(), ref, "done", timeout=10)
+    job = _job(local, ref)
+    job["spec"]["trainer"]["numNodes"] = 100_000_000
+    local.store.update(job)
+    told: list[lifecycle.Waiting] = []
+
+    def tell(notice: lifecycle.Waiting) -> None:
+        told.append(notice)
+        assert len(told) <= MAX_RANKS, "a notice per rank numNodes names"
+
+    lines = list(lifecycle.logs(local.session(), ref, on_waiting=tell))
+    assert {line.rank for line in lines} == {0, 1}
+    [rest] = [n for n in told if n.rank is None]
+    assert "99998976 more ranks (up to rank 99999999) have no pod" in str(rest)
+    assert len(told) == MAX_RANKS - 2 + 1  # ranks 2..1023 without a pod, then the rest at once
+    assert len(lifecycle.ranks(local.session(), ref)) == MAX_RANKS
+    assert lifecycle.status(local.session(), ref).ranks == list(range(MAX_RANKS))  # integrations
+    huge = {"kind": "TrainJob", "spec": {"trainer": {"numNodes": 2**40}}}
+    assert lifecycle.nodes_total(huge) == 2**31 - 1  # the CRD's int32
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_rank_the_job_does_not_have_is_an_error(local: InMemoryCluster, follow: bool) -> None:
+    ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
+    lifecycle.wait(local.session(), ref, "done", timeout=10)
+    with pytest.raises(NoSuchRank, match="has rank 0: there is no rank 5"):
+        list(lifecycle.logs(local.session(), ref, rank=5, follow=follow))
+    assert local.calls.count("pod_log") == 0
 
 
 # --- cancel, suspend, list ----------------------------------------------------------------------

@@ -27,12 +27,15 @@ from kfcompile.lifecycle.follow import (
     Line,
     LogEnded,
     LogRefused,
+    NextEvent,
     NextLine,
     OpenLog,
+    PodSeen,
     ReadJob,
+    WatchPod,
 )
 from kfcompile.lifecycle.logs import InTurn
-from kfcompile.lifecycle.observe import ListPods, PodsListed, observation
+from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
 from kfcompile.lifecycle.session import (
     Attempt,
     Backoff,
@@ -104,6 +107,21 @@ def pod(rank: int = 0, *, uid: str = "u0", restarts: int = 0, ready: bool = True
 
 RUNNING = [pod()]
 STARTING = [pod(ready=False)]
+STUCK = [
+    {
+        **pod(ready=False),
+        "status": {
+            "phase": "Pending",
+            "containerStatuses": [
+                {"name": "node", "state": {"waiting": {"reason": "ImagePullBackOff"}}}
+            ],
+        },
+    }
+]
+RANK_0 = (
+    "jobset.sigs.k8s.io/jobset-name=demo,jobset.sigs.k8s.io/replicatedjob-name=node,"
+    "batch.kubernetes.io/job-completion-index=0"
+)
 EXPIRING = [Listed(job(), "10"), PodsListed(STARTING), Expired()]  # a list, its pods, then 410
 
 
@@ -601,12 +619,33 @@ FOLLOW_ROWS: list[tuple[str, list[Any], Any]] = [
     ("it reads the job first", [], ReadJob()),
     ("a job gone ends it", [JobRead(None)], End()),
     ("then the rank's pods", [JobRead(job())], ListPods(job())),
-    ("no pod yet pauses", [JobRead(job()), PodsListed([])], Pause(0)),
-    ("and looks again", [JobRead(job()), PodsListed([]), Slept()], ReadJob()),
+    ("no pod yet watches for it", [JobRead(job()), PodsListed([])], WatchPod(RANK_0, 30)),
+    ("a pod that comes wakes it", [JobRead(job()), PodsListed([]), PodSeen(pod())], ReadJob()),
+    ("as does the watch's end", [JobRead(job()), PodsListed([]), (StreamEnded(), 40)], ReadJob()),
+    ("unless it ended at once", [JobRead(job()), PodsListed([]), StreamEnded()], Pause(0)),
+    ("a watch refused polls", [JobRead(job()), PodsListed([]), Refused()], Pause(0)),
     (
-        "pausing longer each time",
-        [JobRead(job()), PodsListed([]), Slept(), JobRead(job()), PodsListed([])],
-        Pause(1),
+        "a pod not started is watched",
+        [JobRead(job()), PodsListed(STARTING), LogRefused()],
+        WatchPod(RANK_0, 30),
+    ),
+    (
+        "and read on while it is as it was",
+        [JobRead(job()), PodsListed(STARTING), LogRefused(), PodSeen(STARTING[0])],
+        NextEvent(),
+    ),
+    (
+        "a pod stuck is watched until it is time to give up",
+        [JobRead(job()), PodsListed(STUCK), LogRefused()],
+        (WatchPod(RANK_0, 20), 290),
+    ),
+    (
+        "then it gives up",
+        [
+            *(JobRead(job()), PodsListed(STUCK), LogRefused(), (StreamEnded(), 300)),
+            *(JobRead(job()), PodsListed(STUCK), (LogRefused(), 310)),
+        ],
+        End(pod_waiting(STUCK[0], None, 0), 300),
     ),
     ("no pod of a finished job ends it", [JobRead(FINISHED), PodsListed([])], End()),
     (
@@ -623,7 +662,20 @@ FOLLOW_ROWS: list[tuple[str, list[Any], Any]] = [
     (
         "a drop pauses",
         [JobRead(job()), PodsListed(RUNNING), Line("T1 a"), Dropped(LOST)],
-        Pause(0),
+        Pause(0, at_most=60.0),
+    ),
+    (
+        "while the retry lasts",
+        [JobRead(job()), PodsListed(RUNNING), Dropped(BUSY), (Slept(), 71)],
+        (ReadJob(), 71),
+    ),
+    (
+        "then gives up",
+        [
+            *(JobRead(job()), PodsListed(RUNNING), Dropped(BUSY), Slept()),
+            *(JobRead(job()), PodsListed(RUNNING), (Dropped(BUSY), 71)),
+        ],
+        (GiveUp(61, BUSY), 71),
     ),
     (
         "then resumes from the last line shown",

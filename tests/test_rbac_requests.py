@@ -8,6 +8,7 @@ too, at the end of the session (``tests/conftest.py``)."""
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,10 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
             list(lifecycle.logs(session, ref, rank=None, follow=False))
             lifecycle.set_suspended(session, ref, True)
             lifecycle.set_suspended(session, ref, False)
+        late = spec("late")
+        ref = lifecycle.submit(session, late, found.target, namespace=NAMESPACE, environ={}).ref
+        with closing(lifecycle.logs(session, ref, rank=0, follow=True)) as followed:
+            next(followed)  # waits on the watch of its pod until that starts
         lifecycle.list_jobs(session, NAMESPACE)
         lifecycle.list_jobs(session, None)  # list -A
         lifecycle.sync_down(
@@ -100,7 +105,7 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
             path="/",
             local=str(tmp_path / "down"),
         )
-        for name in ("demo", "torch", "own"):
+        for name in ("demo", "torch", "own", "late"):
             lifecycle.cancel(session, lifecycle.locate(session, NAMESPACE, name), wait_gone=True)
         # A submit refused part-way: what it created is deleted again.
         c.faults.add("create", "TrainJob", status=403)

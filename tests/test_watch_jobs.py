@@ -25,6 +25,7 @@ from fakekube.clock import FakeClock
 from fakekube.cluster import HISTORY, NAMESPACE, QUEUE, InMemoryCluster, LocalCluster, install
 from fakekube.memory import MemoryCluster
 from fakekube.store import Store
+from test_lifecycle import Hostile, impostor
 
 from kfcompile import lifecycle, structure
 from kfcompile.cli import main
@@ -765,3 +766,23 @@ def test_list_watch_prints_the_table_then_a_line_per_change_until_ctrl_c(
 
 
 PLURALS = (TRAINJOB.plural, PYTORCHJOB.plural)
+
+
+def test_watch_jobs_reports_no_job_from_outside_what_it_watches() -> None:
+    with InMemoryCluster(schema_check.require_shared()) as local:
+        job = structure({"name": "demo", "image": "python:3", "command": ["python"]})
+        ref = lifecycle.submit(
+            local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={}
+        ).ref
+        stored = local.store.get(API, "TrainJob", NAMESPACE, "demo")
+        assert stored is not None
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": NAMESPACE}}
+        sent = [("ADDED", impostor(stored, "intruder", "team-b")), ("ADDED", pod)]
+        port = Hostile(local.cluster, "TrainJob", sent)
+        session = lifecycle.Session(port, local.clock)  # type: ignore[arg-type]
+        seen = []
+        for event in lifecycle.watch_jobs(session, NAMESPACE):
+            seen.append(event)
+            if event.ref == ref and event.what is Happened.FINISHED:
+                break
+    assert {e.ref for e in seen} == {ref}, [str(e.ref) for e in seen]

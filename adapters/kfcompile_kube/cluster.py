@@ -50,6 +50,7 @@ from kfcompile_kube.errors import (
 )
 from kfcompile_kube.execstream import Channels
 from kfcompile_kube.fanout import Threads, cut_on_stop
+from kfcompile_kube.lines import event_lines, log_lines
 
 # Core kinds the lifecycle touches: (plural, namespaced), so they need no discovery round trip.
 _CORE: dict[str, tuple[str, bool]] = {
@@ -233,7 +234,7 @@ class KubeCluster(Threads):
         read_timeout = None if follow else self._request_timeout
         response = self._send("GET", path, query=query, accept="*/*", read_timeout=read_timeout)
         with cut_on_stop(partial(compat.cut, response)):
-            for line in _lines(response, self._broke(read_timeout)):
+            for line in log_lines(_chunks(response, self._broke(read_timeout))):
                 yield line.decode("utf-8", "replace")
 
     @_redacting
@@ -425,24 +426,26 @@ def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]
     return query
 
 
-def _lines(
+def _chunks(
     response: urllib3.BaseHTTPResponse, broke: Callable[[BaseException], Transient]
 ) -> Iterator[bytes]:
-    """The body's lines (without newlines) as they arrive; a last unterminated line too."""
-    buffer = b""
+    """The body as it arrives (``lines`` makes lines of it)."""
     try:
-        for chunk in compat.chunks(response, 64 * 1024):  # whatever has arrived, not a full block
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            yield from lines
+        yield from compat.chunks(response, 64 * 1024)  # whatever has arrived, not a full block
     except TRANSPORT_ERRORS as e:
         raise broke(e) from e
     finally:
         # Stopping early leaves the body unread: drop that connection, not just the response.
         response.close()
         response.release_conn()
-    if buffer:
-        yield buffer
+
+
+def _too_long(limit: int) -> ApiError:
+    return ApiError(
+        0,
+        "EventTooLong",
+        f"the watch sent a line longer than {limit} bytes: no Kubernetes object is that large",
+    )
 
 
 def _events(
@@ -451,7 +454,7 @@ def _events(
     kind: str,
     broke: Callable[[BaseException], Transient],
 ) -> Iterator[WatchEvent]:
-    for line in _lines(response, broke):
+    for line in event_lines(_chunks(response, broke), _too_long):
         if not line.strip():
             continue
         try:

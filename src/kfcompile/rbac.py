@@ -54,7 +54,12 @@ NAMESPACED: Final[tuple[Rule, ...]] = (
     Rule("trainer.kubeflow.org", "trainingruntimes", ("get",), "preflight", kind=TRAINJOB.name),
     Rule("", "configmaps", ("get", "create", "patch", "delete"), "the inline script"),
     Rule("", "secrets", ("get", "create", "patch", "delete"), "secret_env values"),
-    Rule("", "pods", ("get", "list", "create", "delete"), "status, logs; the sync helper pod"),
+    Rule(
+        "",
+        "pods",
+        ("get", "list", "watch", "create", "delete"),
+        "status, logs (--follow watches a pod that has not started); the sync helper pod",
+    ),
     Rule("", "pods/log", ("get",), "logs"),
     # Exec runs over a WebSocket, which starts as a GET: authorized as `get` up to Kubernetes
     # 1.34, as `create` from 1.35 (KEP-4006).

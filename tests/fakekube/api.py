@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -280,10 +281,11 @@ def _container_status(pod: Obj, container: str) -> Obj:
 
 
 def _stamped(chunks: list[LogChunk], stamps: bool) -> list[str]:
-    """The chunks' lines (ends kept), each prefixed with its time if ``stamps``."""
+    """The chunks' lines (ends kept), each prefixed with its time if ``stamps``. A line ends
+    at ``\n`` only, as the kubelet's do (a ``\r`` of a progress bar stays inside its line)."""
     out: list[str] = []
     for chunk in chunks:
-        lines = chunk.text.splitlines(keepends=True)
+        lines = re.findall(r"[^\n]*\n|[^\n]+", chunk.text)
         if stamps:
             moment = datetime.fromtimestamp(chunk.time, UTC)
             stamp = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond:06d}000Z "

@@ -64,6 +64,9 @@ def terminated(pod: PodRecord, exit_code: int, at: str) -> Obj:
     }
 
 
+NOT_STARTED = ("creating", "image_pull", "invalid_image")  # scheduled stages with no container
+
+
 def pod_status(pod: PodRecord) -> Obj:
     """The status the scheduler and kubelet would report for a pod at its stage."""
     if pod.stage == "created":
@@ -76,10 +79,16 @@ def pod_status(pod: PodRecord) -> Obj:
     sched, start, end = pod.scheduled_at, pod.started_at, pod.finished_at
     unready = f"containers with unready status: [{pod.container}]"
     phase, ready, since, why, message = "Running", False, sched, "ContainersNotReady", unready
-    if pod.stage in ("creating", "image_pull"):
+    if pod.stage in NOT_STARTED:
         phase = "Pending"
         if pod.stage == "creating":
             waiting: Obj = {"reason": "ContainerCreating"}
+        elif pod.stage == "invalid_image":  # the kubelet's words for a reference it cannot parse
+            waiting = {
+                "reason": "InvalidImageName",
+                "message": f'Failed to apply default image tag "{pod.image}": couldn\'t parse '
+                f'image name "{pod.image}": invalid reference format',
+            }
         else:
             waiting = {
                 "reason": "ImagePullBackOff",
@@ -111,7 +120,7 @@ def pod_status(pod: PodRecord) -> Obj:
         "startTime": sched,
         "containerStatuses": [container],
     }
-    if pod.stage != "creating" and pod.stage != "image_pull":
+    if pod.stage not in NOT_STARTED:
         status["podIP"] = pod.ip
         status["podIPs"] = [{"ip": pod.ip}]
     return status

@@ -121,6 +121,7 @@ SCENARIOS: Final[Mapping[str, Scenario]] = {
     # Stuck pods are tried again (the repeats are the series of their events/v1 events).
     "unschedulable": Scenario((("create_pods",), ("move_pods", "unschedulable"), *_RETRIES)),
     "image_pull": Scenario((*_RUN[:2], ("move_pods", "image_pull"), *_RETRIES)),
+    "invalid_image": Scenario((*_RUN[:2], ("move_pods", "invalid_image"))),
     "hang": Scenario((*_RUN, ("log_step",))),
 }
 

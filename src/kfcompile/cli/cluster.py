@@ -133,13 +133,21 @@ def _say_waiting(notice: Waiting) -> None:
     print(f"kfcompile: {notice}", file=sys.stderr, flush=True)
 
 
+def shown(text: str) -> str:
+    """What a terminal shows of a log line at its end: a carriage return draws the line again
+    (a progress bar), so the last drawing that is not empty. A ``\r`` ends no line."""
+    if "\r" not in text:
+        return text
+    return next((part for part in reversed(text.split("\r")) if part), "")
+
+
 def _print_logs(lines: Generator[LogLine, None, None], prefix: bool) -> int:
     """Print the lines (how many: the return); closing them on every way out (the end, Ctrl-C,
     a closed pipe, an error) stops the streams a followed log reads, with their threads."""
     printed = 0
     with closing(lines):
         for line in lines:
-            text = f"[rank {line.rank}] {line.text}" if prefix else line.text
+            text = f"[rank {line.rank}] {shown(line.text)}" if prefix else shown(line.text)
             sys.stdout.write(text + "\n")
             sys.stdout.flush()
             printed += 1
@@ -343,7 +351,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
             tail_lines=args.tail,
             on_waiting=say,
         )
-        printed = _print_logs(lines, prefix=args.all_ranks)
+        try:
+            printed = _print_logs(lines, prefix=args.all_ranks)
+        except lifecycle.NoSuchRank as exc:
+            raise UsageError(f"--rank {args.rank}: {exc}") from None
     return 1 if printed == 0 and any(n.stuck for n in told) else 0
 
 

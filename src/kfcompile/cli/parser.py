@@ -197,6 +197,18 @@ def duration(text: str) -> float:
     return hours * 3600 + minutes * 60 + seconds
 
 
+def count(text: str) -> int:
+    """A whole number >= 0: a rank, or ``--tail``'s lines (the API server refuses a negative
+    ``tailLines``: ValidatePodLogOptions in pkg/apis/core/validation/validation.go)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a whole number >= 0: {text!r}")
+    return value
+
+
 REQUEST_TIMEOUT = "30s"  # the CLI's --request-timeout (kubectl's is none at all)
 
 
@@ -276,11 +288,11 @@ def _cluster_commands(sub: Any) -> None:
 
     p = job("logs", "print a rank's log, or every rank's", "cluster:cmd_logs")
     ranks = p.add_mutually_exclusive_group()
-    ranks.add_argument("--rank", type=int, default=0, help="rank to show (default 0)")
+    ranks.add_argument("--rank", type=count, default=0, help="rank to show (default 0)")
     ranks.add_argument("--all-ranks", action="store_true", help="every rank, prefixed")
     p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
     p.add_argument("--since", type=duration, help="only lines newer than this (e.g. 10m)")
-    p.add_argument("--tail", type=int, help="only the last N lines")
+    p.add_argument("--tail", type=count, help="only the last N lines")
 
     job("events", "recent events of the job and its pods", "cluster:cmd_events")
 

@@ -142,7 +142,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
                 state=PHASES.get(by_rank[rank].phase, state) if rank in by_rank else state,
                 hostname=by_rank[rank].pod if rank in by_rank else "",
             )
-            for rank in range(obs.nodes_total)
+            for rank in obs.ranks  # not range(numNodes): the server's number
         ]
         message = " ".join(p for p in (obs.state.reason, obs.state.message) if p)
         return DescribeAppResponse(

@@ -198,7 +198,7 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
         if node.rank is not None:
             by_rank.setdefault(node.rank, []).append(node)
     replicas = []
-    for rank in range(seen.nodes_total):
+    for rank in seen.ranks:  # not range(numNodes): the server's number
         pods = sorted(
             by_rank.get(rank, []),
             key=lambda n: CURRENT_FIRST.index(n.phase) if n.phase in CURRENT_FIRST else 9,

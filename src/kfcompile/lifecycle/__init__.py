@@ -40,8 +40,10 @@ from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle.deleting import Remaining, StillDeleting, Vanishing, wait_gone
 from kfcompile.lifecycle.follow import Cursor, Follower
 from kfcompile.lifecycle.logs import (
+    CannotStart,
     InTurn,
     LogLine,
+    NoSuchRank,
     follow_logs,
     logs,
     merger,
@@ -166,6 +168,7 @@ __all__ = [
     "ApiError",
     "Backoff",
     "Cancelled",
+    "CannotStart",
     "Clock",
     "Cluster",
     "ClusterError",
@@ -192,6 +195,7 @@ __all__ = [
     "LogLine",
     "Merge",
     "NameTaken",
+    "NoSuchRank",
     "Node",
     "NotFound",
     "Obj",

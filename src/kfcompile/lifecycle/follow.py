@@ -15,7 +15,7 @@ import enum
 import math
 from typing import Final
 
-from attrs import evolve, frozen
+from attrs import evolve, field, frozen
 
 from kfcompile import status as job_status
 from kfcompile.lifecycle.objects import job_kind, meta
@@ -25,13 +25,39 @@ from kfcompile.lifecycle.observe import (
     Waiting,
     as_int,
     newest_by_rank,
+    rank_selector,
     sortable_time,
     waiting,
 )
-from kfcompile.lifecycle.session import Pause, Slept, Table, transition
+from kfcompile.lifecycle.session import Failed, GiveUp, Pause, Retry, Slept, Step, Table, transition
+from kfcompile.lifecycle.waiter import (
+    SHORT_WATCH,
+    Bookmark,
+    Expired,
+    Refused,
+    StreamEnded,
+    Trouble,
+)
 from kfcompile.ports import ApiError, Obj, Ref, Transient
 
 RESUME_MARGIN: Final = 2  # seconds before the last line shown that a resumed read starts
+# Seconds a watch of a rank's pod lasts before the job is read again (it may end, or be
+# deleted, without its pods changing).
+POD_WATCH: Final = 30
+
+# How long a rank's pod may stay unable to start (``Waiting.stuck``) before a follow gives up,
+# by the reason it gives; any other reason: ``STUCK_FOR``. The kubelet retries image pulls and
+# container starts with a back-off that doubles from 10 s up to its cap of 300 s
+# (MaxContainerBackOff, pkg/kubelet/kubelet.go): past that, it has tried five times at growing
+# intervals and will only go on trying every 5 minutes.
+STUCK_FOR: Final = 300.0
+GIVE_UP_AFTER: Final[dict[str, float]] = {
+    # The image reference cannot be parsed: no retry of the kubelet ever pulls it.
+    "InvalidImageName": 0.0,
+    # The cluster-autoscaler gives up on a node it asked for after --max-node-provision-time,
+    # 15 minutes by default: a pod unschedulable that long waits for a person.
+    "Unschedulable": 900.0,
+}
 
 
 @frozen
@@ -92,8 +118,26 @@ class NextLine:
 
 
 @frozen
-class End:
+class WatchPod:
+    """Watch the rank's pod (``selector``) for ``timeout`` seconds, from now with what it is
+    (``resourceVersion`` unset: its ADDED first); answer the first event."""
+
+    selector: str
+    timeout: int
+
+
+@frozen
+class NextEvent:
     pass
+
+
+@frozen
+class End:
+    """Nothing more to follow; ``gave_up``: why the rank will not start, after ``waited``
+    seconds of it."""
+
+    gave_up: Waiting | None = None
+    waited: float = 0.0
 
 
 @frozen
@@ -125,8 +169,31 @@ class Dropped:
     error: Transient
 
 
-FollowRequest = ReadJob | ListPods | OpenLog | NextLine | Pause | End
-FollowAnswer = JobRead | PodsListed | Line | LogEnded | LogRefused | Dropped | Slept
+@frozen
+class PodSeen:
+    """The pod watch delivered the pod (ADDED, MODIFIED, DELETED)."""
+
+    pod: Obj
+
+
+FollowRequest = (
+    ReadJob | ListPods | OpenLog | NextLine | WatchPod | NextEvent | Pause | GiveUp | End
+)
+FollowAnswer = (
+    JobRead
+    | PodsListed
+    | Line
+    | LogEnded
+    | LogRefused
+    | Dropped
+    | PodSeen
+    | Bookmark
+    | StreamEnded
+    | Expired
+    | Refused
+    | Trouble
+    | Slept
+)
 
 Container = tuple[str, int]  # pod uid, restarts of the training container
 
@@ -135,7 +202,8 @@ class Phase(enum.Enum):
     JOB = "job"  # read the job (it may have finished or gone)
     PODS = "pods"  # find the rank's newest pod
     LOG = "log"  # open its log, or read the next line of the open one
-    PAUSE = "pause"  # nothing new: the pod is coming, restarting or unreachable
+    WATCH = "watch"  # its pod has not started (or there is none): watch it until it changes
+    PAUSE = "pause"  # nothing new: the pod is restarting or unreachable, or trouble
     END = "end"
 
 
@@ -161,6 +229,14 @@ class Follower:
     pauses: int = 0  # pauses since a line was last shown
     found: Obj | None = None  # the rank's pod as last listed
     told: Waiting | None = None  # why there is nothing to show, as last told
+    # The log's transient trouble, ridden out for its retry_for (the session's).
+    retry: Retry = field(factory=lambda: Retry(60.0))
+    watching: bool = False  # a pod watch is open and has delivered an event
+    watch_since: float = 0.0  # when the pod watch was asked for
+    entered: float = 0.0  # when it gave up
+    polling: bool = False  # the API refused to watch pods: pause and look again instead
+    stuck_since: float | None = None  # since when the rank's pod cannot start
+    gave_up: Waiting | None = None
     shown: str | None = None
     notice: Waiting | None = None  # why there is nothing to show, when newly worth telling
 
@@ -170,10 +246,20 @@ class Follower:
         if self.phase is Phase.PODS:
             assert self.job is not None
             return ListPods(self.job)
+        if self.phase is Phase.WATCH:
+            if self.watching:
+                return NextEvent()
+            assert self.job is not None
+            return WatchPod(rank_selector(self.job, self.rank), self._segment(now))
         if self.phase is Phase.PAUSE:
+            if self.retry.step is Step.PAUSE:  # trouble reading the log
+                request = self.retry.next_request(now)
+                assert isinstance(request, Pause | GiveUp), request
+                return request
             return Pause(self.pauses)
         if self.phase is Phase.END:
-            return End()
+            waited = 0.0 if self.stuck_since is None else self.entered - self.stuck_since
+            return End(self.gave_up, waited) if self.gave_up else End()
         if self.streaming:
             return NextLine()
         since, tail = self.cursor.resume_since(now), None
@@ -190,6 +276,28 @@ class Follower:
             return self
         return evolve(self, notice=notice, told=notice)
 
+    def _waiting(self, notice: Waiting | None, now: float) -> Follower:
+        """Nothing to show, and why (``notice``): watch the pod when it has not started (or
+        there is none), else pause; give up once it has been unable to start for too long."""
+        told = self._tell(notice)
+        if notice is None or not notice.stuck:
+            told = evolve(told, stuck_since=None)
+        elif told.stuck_since is None:
+            told = evolve(told, stuck_since=now)
+        since = told.stuck_since
+        if notice is not None and since is not None and now - since >= _patience(notice):
+            return evolve(told, phase=Phase.END, gave_up=notice, entered=now)
+        watch = notice is not None and notice.reason != "LogRefused" and not self.polling
+        phase = Phase.WATCH if watch else Phase.PAUSE
+        return evolve(told, phase=phase, watching=False, watch_since=now)
+
+    def _segment(self, now: float) -> int:
+        """How long the next pod watch lasts: ``POD_WATCH``, or until it is time to give up."""
+        if self.stuck_since is None or self.told is None:
+            return POD_WATCH
+        left = self.stuck_since + _patience(self.told) - now
+        return max(1, min(POD_WATCH, math.ceil(left)))
+
     # --- the rows
 
     def _read(self, answer: JobRead, now: float) -> Follower:
@@ -202,8 +310,10 @@ class Follower:
         assert self.job is not None
         pod = newest_by_rank(self.job, answer.pods).get(self.rank)
         if pod is None:
-            ahead = evolve(self, phase=Phase.END if self.finished else Phase.PAUSE, found=None)
-            return ahead._tell(waiting(self.job, self.rank, None))
+            notice = waiting(self.job, self.rank, None)
+            if self.finished:
+                return evolve(self, phase=Phase.END, found=None)._tell(notice)
+            return evolve(self, found=None)._waiting(notice, now)
         name = str(meta(pod).get("name", ""))
         container = (str(meta(pod).get("uid", name)), _restarts(pod, self._container_name()))
         cursor = self.cursor if container == self.container else Cursor()
@@ -220,25 +330,75 @@ class Follower:
 
     def _line(self, answer: Line, now: float) -> Follower:
         cursor, text = self.cursor.accept(answer.text, now)
+        read = evolve(self, cursor=cursor, streaming=True)._answered()
         if text is None:
-            return evolve(self, cursor=cursor, streaming=True)
-        return evolve(
-            self, cursor=cursor, streaming=True, fresh=True, pauses=0, told=None, shown=text
-        )
+            return read
+        return evolve(read, fresh=True, pauses=0, told=None, stuck_since=None, shown=text)
+
+    def _answered(self) -> Follower:
+        """The log answered: trouble reading it, if there was any, is over."""
+        return evolve(self, retry=Retry(self.retry.retry_for))
 
     def _ended(self, answer: LogEnded | LogRefused, now: float) -> Follower:
-        phase = Phase.JOB if self.fresh else Phase.PAUSE
-        ahead = evolve(self, phase=Phase.END if self.finished else phase, streaming=False)
+        ended = evolve(self, streaming=False)._answered()
+        if self.finished:
+            refused = answer.error if isinstance(answer, LogRefused) else None
+            notice = None if self.fresh or self.job is None else self._why(refused)
+            return evolve(ended, phase=Phase.END)._tell(notice)
         if self.fresh or self.job is None:
-            return ahead
+            return evolve(ended, phase=Phase.JOB)
         refused = answer.error if isinstance(answer, LogRefused) else None
-        return ahead._tell(waiting(self.job, self.rank, self.found, refused))
+        return ended._waiting(self._why(refused), now)
+
+    def _why(self, refused: ApiError | None) -> Waiting | None:
+        assert self.job is not None
+        return waiting(self.job, self.rank, self.found, refused)
 
     def _dropped(self, answer: Dropped, now: float) -> Follower:
-        return evolve(self, phase=Phase.PAUSE, streaming=False)  # read again, finished or not
+        """Read again, finished or not, as the retry machine says; said once per trouble."""
+        first = self.retry.step is Step.ATTEMPT and self.retry.since is None
+        retry = self.retry.receive(Failed(answer.error), now)
+        dropped = evolve(self, phase=Phase.PAUSE, streaming=False, retry=retry)
+        if not first:
+            return dropped
+        said = (
+            f"reading the log of pod {self.pod}: {answer.error.line}; retrying for up to "
+            f"{self.retry.retry_for:g}s"
+        )
+        return evolve(dropped, notice=Waiting(self.rank, "Retrying", said))
 
     def _slept(self, answer: Slept, now: float) -> Follower:
+        if self.retry.step is Step.PAUSE:
+            return evolve(self, phase=Phase.JOB, retry=self.retry.receive(answer, now))
         return evolve(self, phase=Phase.JOB, pauses=self.pauses + 1)
+
+    # --- the pod watch
+
+    def _pod_seen(self, answer: PodSeen, now: float) -> Follower:
+        """The pod as it is: unchanged (its ADDED when the watch starts), read on; else look
+        again at the job and its pods."""
+        version = meta(answer.pod).get("resourceVersion")
+        if self.found is not None and version == meta(self.found).get("resourceVersion"):
+            return evolve(self, watching=True)
+        return evolve(self, phase=Phase.JOB, watching=False)
+
+    def _bookmark(self, answer: Bookmark, now: float) -> Follower:
+        return evolve(self, watching=True)
+
+    def _watch_ended(self, answer: StreamEnded | Expired, now: float) -> Follower:
+        """The segment is over: look at the job and its pods again. A watch that ended as soon
+        as it started, with nothing delivered, is trouble."""
+        if not self.watching and now - self.watch_since < SHORT_WATCH:
+            return self._watch_trouble(Trouble(Transient(0, "StreamEnded", "")), now)
+        return evolve(self, phase=Phase.JOB, watching=False)
+
+    def _watch_trouble(self, answer: Trouble, now: float) -> Follower:
+        """The pod watch failed: pause (longer each time), then look again."""
+        return evolve(self, phase=Phase.PAUSE, watching=False)
+
+    def _watch_refused(self, answer: Refused, now: float) -> Follower:
+        """No right to watch pods: poll, as before there was a watch."""
+        return evolve(self, phase=Phase.PAUSE, watching=False, polling=True)
 
     def _container_name(self) -> str:
         assert self.job is not None
@@ -255,8 +415,21 @@ FOLLOW_TABLE: Final[Table[Follower]] = {
     # A row that shows nothing says why (``notice``) when the why is new: no pod, a pod that
     # cannot be scheduled or pull its image, a node that is gone.
     (Phase.LOG, Dropped): Follower._dropped,  # PAUSE, then read again from the cursor
+    # Its pod has not started, or there is none: watch it (WATCH), unless the API refuses to;
+    # stuck past GIVE_UP_AFTER: END, giving up.
+    (Phase.WATCH, PodSeen): Follower._pod_seen,  # JOB when it changed; else WATCH
+    (Phase.WATCH, Bookmark): Follower._bookmark,  # WATCH
+    (Phase.WATCH, StreamEnded): Follower._watch_ended,  # JOB (PAUSE when cut at once)
+    (Phase.WATCH, Expired): Follower._watch_ended,  # JOB
+    (Phase.WATCH, Trouble): Follower._watch_trouble,  # PAUSE, then JOB
+    (Phase.WATCH, Refused): Follower._watch_refused,  # PAUSE, polling from now on
     (Phase.PAUSE, Slept): Follower._slept,  # JOB
 }
+
+
+def _patience(notice: Waiting) -> float:
+    """Seconds a rank's pod may stay unable to start for this reason."""
+    return GIVE_UP_AFTER.get(notice.reason, STUCK_FOR)
 
 
 def _restarts(pod: Obj, container: str) -> int:

@@ -13,38 +13,68 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import closing
 from functools import partial
-from typing import TypeVar
+from typing import Any, Final, TypeVar
 
 from attrs import evolve, frozen
 
 from kfcompile.lifecycle.follow import (
     Dropped,
+    End,
     FollowAnswer,
     Follower,
     JobRead,
     Line,
     LogEnded,
     LogRefused,
+    NextEvent,
     NextLine,
     OpenLog,
+    PodSeen,
     ReadJob,
+    WatchPod,
 )
 from kfcompile.lifecycle.objects import close, get, job_kind, meta
 from kfcompile.lifecycle.observe import (
+    MAX_RANKS,
     ListPods,
     PodsListed,
     Waiting,
+    foreign,
     newest_by_rank,
     node_pods,
     nodes_total,
+    some_ranks,
     waiting,
 )
-from kfcompile.lifecycle.session import JobNotFound, Pause, Session, call, named, pause
-from kfcompile.ports import Clock, Invalid, Merge, NotFound, Obj, Ref, Transient
+from kfcompile.lifecycle.session import (
+    ClusterError,
+    GiveUp,
+    JobNotFound,
+    Pause,
+    Retry,
+    Session,
+    call,
+    listing,
+    named,
+    pause,
+    unavailable,
+)
+from kfcompile.lifecycle.wait import next_answer, only
+from kfcompile.lifecycle.waiter import Bookmark
+from kfcompile.ports import Clock, Invalid, Merge, NotFound, Obj, Ref, Transient, WatchEvent
 
 K = TypeVar("K")
 T = TypeVar("T")
 OnWaiting = Callable[[Waiting], object]
+
+
+class NoSuchRank(ClusterError):
+    """The rank asked for is not one of the job's (a usage error: the CLI exits 2)."""
+
+
+class CannotStart(ClusterError):
+    """A followed rank's pod has been unable to start for longer than it is waited for
+    (``follow.GIVE_UP_AFTER``)."""
 
 
 @frozen
@@ -76,17 +106,41 @@ def _next_line(stream: Iterator[str]) -> FollowAnswer:
     return LogEnded() if line is None else Line(line)
 
 
+def _pod_watch(session: Session, ref: Ref, request: WatchPod) -> Iterator[WatchEvent]:
+    """The watch of the rank's pod, as a generator: what the port raises comes with the first
+    event; a pod the server sends that is not the rank's is passed over."""
+    events = session.cluster.watch(
+        "v1",
+        "Pod",
+        ref.namespace,
+        resource_version="",  # from now, with the pod as it is first
+        label_selector=request.selector,
+        timeout_seconds=request.timeout,
+    )
+    yield from only(events, lambda pod: not foreign(pod, ref.namespace, request.selector))
+
+
+# A pod watch's event type -> the Follower's answer.
+_POD_EVENTS: Final[dict[str, Callable[[Obj], FollowAnswer]]] = {
+    "ADDED": PodSeen,
+    "MODIFIED": PodSeen,
+    "DELETED": PodSeen,
+    "BOOKMARK": lambda obj: Bookmark(""),
+}
+
+
 def _follow(
     session: Session, ref: Ref, rank: int, since_seconds: int | None, tail_lines: int | None
 ) -> Generator[str | Waiting, None, None]:
     """The ``Follower``'s driver: the lines it shows, and why there are none when it says so."""
     clock = session.clock
-    follower = Follower(rank, since_seconds, tail_lines)
-    stream: Iterator[str] | None = None
+    follower = Follower(rank, since_seconds, tail_lines, retry=Retry(session.retry_for))
+    stream: Iterator[Any] | None = None  # the log, or the pod watch, that is open
+    watching = listing("Pod", ref.namespace, "watch")
     try:
         while True:
             request = follower.next_request(clock.monotonic())
-            if stream is not None and not follower.streaming:
+            if stream is not None and not (follower.streaming or follower.watching):
                 close(stream)  # the machine has done with it
                 stream = None
             answer: FollowAnswer
@@ -100,8 +154,18 @@ def _follow(
                     answer = _next_line(stream)
                 case NextLine() if stream is not None:
                     answer = _next_line(stream)
+                case WatchPod():
+                    stream = _pod_watch(session, ref, request)
+                    answer = next_answer(stream, _POD_EVENTS, watching)
+                case NextEvent() if stream is not None:
+                    answer = next_answer(stream, _POD_EVENTS, watching)
                 case Pause():
                     answer = pause(session, request)
+                case GiveUp():
+                    pod = Ref("v1", "Pod", ref.namespace, follower.pod)
+                    raise unavailable(named("read logs of", pod), request)
+                case End(gave_up=Waiting() as why, waited=waited):
+                    raise CannotStart(f"{why}; giving up: it has not started for {waited:.0f}s")
                 case _:
                     return
             follower = follower.receive(answer, clock.monotonic())
@@ -139,7 +203,9 @@ def follow_logs(
     """One rank's log as it grows, across dropped connections, container restarts and pod
     replacements; ends when the job has finished (or is deleted) and the log is drained.
     While there is nothing to read, ``on_waiting`` is told why, once per change of why.
-    Closing the generator closes the stream it reads."""
+    Closing the generator closes the stream it reads. ``NoSuchRank`` when the job has no rank
+    ``rank``; ``CannotStart`` when its pod stays unable to start (``follow.GIVE_UP_AFTER``)."""
+    _checked(_job(session, ref), rank)
     with closing(_follow(session, ref, rank, since_seconds, tail_lines)) as items:
         yield from _told(items, on_waiting)
 
@@ -151,8 +217,35 @@ def _job(session: Session, ref: Ref) -> Obj:
     return job
 
 
+def chosen_ranks(job: Obj, pods: Mapping[int, Obj]) -> tuple[list[int], Waiting | None]:
+    """The ranks to read (``pods``: the newest pod of each rank): those below numNodes whose
+    pod exists, and those without one up to ``MAX_RANKS``; with why the rest are not read,
+    said once for all of them (None when every rank is read)."""
+    total = nodes_total(job)
+    found = some_ranks(total, pods)
+    left = total - len(found)
+    if left <= 0:
+        return found, None
+    said = (
+        f"{left} more ranks (up to rank {total - 1}) have no pod: not read (only ranks with a "
+        f"pod are read past rank {MAX_RANKS - 1})"
+    )
+    return found, Waiting(None, "NoPod", said)
+
+
+def _checked(job: Obj, rank: int) -> int:
+    """``rank``, when the job has it; ``NoSuchRank`` otherwise."""
+    total = nodes_total(job)
+    if not 0 <= rank < total:
+        has = "rank 0" if total == 1 else f"ranks 0 to {total - 1}"
+        raise NoSuchRank(f"{Ref.of(job)} has {has}: there is no rank {rank}")
+    return rank
+
+
 def ranks(session: Session, ref: Ref) -> list[int]:
-    return list(range(nodes_total(_job(session, ref))))
+    """The ranks a command reads (``chosen_ranks``)."""
+    job = _job(session, ref)
+    return chosen_ranks(job, newest_by_rank(job, node_pods(session, job)))[0]
 
 
 def _read(
@@ -195,9 +288,10 @@ def read_logs(
     since_seconds: int | None = None,
     tail_lines: int | None = None,
 ) -> list[str]:
-    """One rank's log as it is now (empty when it cannot be read: ``logs`` says why)."""
+    """One rank's log as it is now (empty when it cannot be read: ``logs`` says why);
+    ``NoSuchRank`` when the job has no such rank."""
     job = _job(session, ref)
-    pod = newest_by_rank(job, node_pods(session, job)).get(rank)
+    pod = newest_by_rank(job, node_pods(session, job)).get(_checked(job, rank))
     read = _read(session, job, rank, pod, since_seconds, tail_lines)
     return [] if isinstance(read, Waiting) else read
 
@@ -258,12 +352,16 @@ def logs(
     """One rank's log (``rank``), or every rank's, interleaved as the lines come. Followed,
     several ranks are read at once by the session's merge; closing the generator stops them.
     A rank with nothing to read is told to ``on_waiting`` with why (followed: once per change
-    of why, and the follow goes on)."""
+    of why, and the follow goes on). ``NoSuchRank`` when the job has no rank ``rank``; of
+    every rank, those ``chosen_ranks`` picks."""
     options = {"since_seconds": since_seconds, "tail_lines": tail_lines}
+    job = _job(session, ref)
+    pods = newest_by_rank(job, node_pods(session, job))  # one list for every rank
+    chosen, rest = ([_checked(job, rank)], None) if rank is not None else chosen_ranks(job, pods)
+    if rest is not None:
+        _tell(on_waiting, rest)
     if not follow:
-        job = _job(session, ref)
-        pods = newest_by_rank(job, node_pods(session, job))  # one list for every rank
-        for r in [rank] if rank is not None else range(nodes_total(job)):
+        for r in chosen:
             read = _read(session, job, r, pods.get(r), since_seconds, tail_lines)
             if isinstance(read, Waiting):
                 _tell(on_waiting, read)
@@ -271,7 +369,6 @@ def logs(
             for text in read:
                 yield LogLine(r, text)
         return
-    chosen = [rank] if rank is not None else ranks(session, ref)
     if len(chosen) == 1:
         with closing(_follow(session, ref, chosen[0], since_seconds, tail_lines)) as items:
             for text in _told(items, on_waiting):

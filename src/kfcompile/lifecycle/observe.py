@@ -4,7 +4,8 @@ Kubernetes is level-triggered, so there is no machine here, only the reading of 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from attrs import evolve, frozen
@@ -18,6 +19,16 @@ from kfcompile.progress import Progress, read_progress
 from kfcompile.status import JobState
 
 TROUBLED_PODS: Final = 5  # pods whose events `status` shows
+# The ranks without a pod that are read, shown or followed (a thread and a connection each) go
+# up to this; numNodes comes from the server (up to the CRD's int32), so past it only the ranks
+# whose pods exist count, the others said in one line. A rank with a pod always counts.
+MAX_RANKS: Final = 1024
+
+
+def some_ranks(total: int, present: Iterable[int]) -> list[int]:
+    """The ranks of a job of ``total`` nodes worth a look: those of its pods (``present``)
+    below ``total``, and the others up to ``MAX_RANKS``."""
+    return sorted({*range(min(total, MAX_RANKS)), *(r for r in present if 0 <= r < total)})
 
 
 @frozen
@@ -44,6 +55,11 @@ class Observation:
     @property
     def nodes_ready(self) -> int:
         return sum(n.ready for n in self.nodes)
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks to show, one each (``some_ranks``: never all of a numNodes of 10^8)."""
+        return some_ranks(self.nodes_total, (n.rank for n in self.nodes if n.rank is not None))
 
     @property
     def summary(self) -> tuple[object, ...]:
@@ -86,6 +102,19 @@ def rank_of(job: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
     return index + 1 if has_master else index
 
 
+def rank_selector(job: Mapping[str, Any], rank: int) -> str:
+    """The label selector of rank ``rank``'s pods (``rank_of`` backwards)."""
+    ref = Ref.of(job)
+    nodes = job_kind(ref).nodes.format(name=ref.name)
+    if KINDS[ref.kind].rank == "completion-index":
+        return f"{nodes},{COMPLETION_INDEX}={rank}"
+    replicas = _at(job, "spec", "pytorchReplicaSpecs")
+    has_master = isinstance(replicas, Mapping) and "Master" in replicas
+    if has_master and rank == 0:
+        return f"{nodes},{REPLICA_TYPE}=master,{REPLICA_INDEX}=0"
+    return f"{nodes},{REPLICA_TYPE}=worker,{REPLICA_INDEX}={rank - 1 if has_master else rank}"
+
+
 def newest_by_rank(job: Mapping[str, Any], pods: Sequence[Obj]) -> dict[int, Obj]:
     """The newest pod of each rank (a replaced pod's successor, not the one going away)."""
     found: dict[int, Obj] = {}
@@ -100,12 +129,25 @@ def newest_by_rank(job: Mapping[str, Any], pods: Sequence[Obj]) -> dict[int, Obj
     return found
 
 
+# TrainJob ``spec.trainer.numNodes`` and PyTorchJob ``pytorchReplicaSpecs.*.replicas`` are
+# ``format: int32`` in the CRDs (/work/shared/crds), with no minimum.
+INT32_MAX: Final = 2**31 - 1
+
+
+def _nodes(value: object) -> int:
+    """A count of nodes from the server: 1 when absent or not a number, within 1..INT32_MAX."""
+    return min(max(as_int(value) or 1, 1), INT32_MAX)
+
+
 def nodes_total(job: Mapping[str, Any]) -> int:
-    spec = job.get("spec") or {}
+    """The job's training nodes as its spec says (the server's number, bounded by the CRD's
+    type; how many pods exist is another matter: ``logs.chosen_ranks``)."""
+    spec = _at(job, "spec")
     if job.get("kind") == TRAINJOB.name:
-        return as_int((spec.get("trainer") or {}).get("numNodes")) or 1
-    replicas = spec.get("pytorchReplicaSpecs") or {}
-    return sum(as_int(r.get("replicas")) or 1 for r in replicas.values())
+        return _nodes(_at(spec, "trainer", "numNodes"))
+    replicas = _at(spec, "pytorchReplicaSpecs")
+    specs = replicas.values() if isinstance(replicas, Mapping) else ()
+    return sum(_nodes(_at(r, "replicas")) for r in specs)
 
 
 def _node(job: Mapping[str, Any], pod: Mapping[str, Any]) -> Node:
@@ -123,10 +165,42 @@ def _node(job: Mapping[str, Any], pod: Mapping[str, Any]) -> Node:
     )
 
 
+def is_ref(obj: Mapping[str, Any], ref: Ref) -> bool:
+    """Whether the server's ``obj`` is the object ``ref`` names (its name and namespace, and its
+    kind when it says one): a watch or list by name that delivers another is not believed."""
+    m = meta(obj)
+    kind = obj.get("kind")
+    return (
+        m.get("name") == ref.name
+        and m.get("namespace") == ref.namespace
+        and kind in (None, ref.kind)
+    )
+
+
+def foreign(obj: Mapping[str, Any], namespace: str | None, selector: str = "") -> bool:
+    """Whether the server's ``obj`` says it is not what a list or watch in ``namespace`` (None:
+    any) with the equality ``selector`` (``a=b,c=d``, as ``kinds`` writes them) asked for: it
+    names another namespace, or another value for one of the selector's labels."""
+    m = meta(obj)
+    if namespace is not None and m.get("namespace", namespace) != namespace:
+        return True
+    labels = m.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    wanted = (_EQUALS.fullmatch(term.strip()) for term in selector.split(","))
+    return any(labels.get(w[1], w[2]) != w[2] for w in wanted if w)
+
+
+# An equality term of a label selector (``key=value``, ``key==value``); set-based terms are
+# left to the server.
+_EQUALS: Final = re.compile(r"([\w./-]+)==?([\w.-]*)")
+
+
 def node_pods(session: Session, job: Obj) -> list[Obj]:
+    """The job's training pods; a pod the server sends that is not one of them is left out."""
     ref = Ref.of(job)
     selector = job_kind(ref).nodes.format(name=ref.name)
-    return list_all(session, "v1", "Pod", ref.namespace, label_selector=selector)
+    pods = list_all(session, "v1", "Pod", ref.namespace, label_selector=selector)
+    return [pod for pod in pods if not foreign(pod, ref.namespace, selector)]
 
 
 def observation(job: Obj, pods: Sequence[Obj]) -> Observation:

@@ -4,10 +4,18 @@ and tell it what the API answered."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Final, TypeVar
 
 from kfcompile.lifecycle.objects import close, job_kind, meta
-from kfcompile.lifecycle.observe import ListPods, Observation, PodsListed, node_pods, status
+from kfcompile.lifecycle.observe import (
+    ListPods,
+    Observation,
+    PodsListed,
+    is_ref,
+    node_pods,
+    status,
+)
 from kfcompile.lifecycle.session import (
     GiveUp,
     JobDeleted,
@@ -42,7 +50,7 @@ from kfcompile.lifecycle.waiter import (
     WaitRequest,
     WatchJob,
 )
-from kfcompile.ports import Forbidden, Gone, NotFound, Obj, Ref, Transient, WatchEvent
+from kfcompile.ports import ApiError, Forbidden, Gone, NotFound, Obj, Ref, Transient, WatchEvent
 
 A = TypeVar("A")
 
@@ -55,7 +63,7 @@ def _deleted(obj: Obj) -> WaitAnswer:
     return Deleted()
 
 
-# A watch event's type -> the answer.
+# A watch event's type -> the answer, for an event about the job watched.
 _EVENTS: Final[dict[str, Callable[[Obj], WaitAnswer]]] = {
     "ADDED": Changed,
     "MODIFIED": Changed,
@@ -65,10 +73,11 @@ _EVENTS: Final[dict[str, Callable[[Obj], WaitAnswer]]] = {
 
 
 def next_answer(
-    stream: Iterator[WatchEvent], answers: Mapping[str, Callable[[Obj], A]]
+    stream: Iterator[WatchEvent], answers: Mapping[str, Callable[[Obj], A]], what: str
 ) -> A | Expired | Trouble | Refused | StreamEnded:
     """The next event of a watch as the machine's answer, by the event's type (``answers``;
-    another type, none is defined, is taken for a ``BOOKMARK``), or what its end or error means."""
+    another type, none is defined, is taken for a ``BOOKMARK``), or what its end or error means;
+    any other error ends the watch, named as the call ``what``."""
     try:
         event = next(stream, None)
     except Gone:
@@ -77,13 +86,16 @@ def next_answer(
         return Trouble(exc)
     except (Forbidden, NotFound):
         return Refused()
+    except ApiError as exc:
+        exc.named(what)
+        raise
     if event is None:
         return StreamEnded()
     return answers.get(event.type, answers["BOOKMARK"])(event.object)
 
 
-def _next_event(stream: Iterator[WatchEvent]) -> WaitAnswer:
-    return next_answer(stream, _EVENTS)
+def _next_event(stream: Iterator[WatchEvent], ref: Ref) -> WaitAnswer:
+    return next_answer(stream, _EVENTS, named("watch", ref))
 
 
 def _list_job(session: Session, ref: Ref) -> WaitAnswer:
@@ -96,13 +108,15 @@ def _list_job(session: Session, ref: Ref) -> WaitAnswer:
             kind.api_version, kind.name, ref.namespace, field_selector=by_name
         ),
     )
-    return Listed(page.items[0], page.resource_version) if page.items else NoJob()
+    mine = [item for item in page.items if is_ref(item, ref)]  # never another job as this one
+    return Listed(mine[0], page.resource_version) if mine else NoJob()
 
 
 def _watch(session: Session, ref: Ref, request: WatchJob) -> Iterator[WatchEvent]:
-    """The watch, as a generator: what the port raises comes with the first event."""
+    """The watch, as a generator: what the port raises comes with the first event; events
+    about another object are passed over (``only``)."""
     kind = job_kind(ref)
-    yield from session.cluster.watch(
+    events = session.cluster.watch(
         kind.api_version,
         kind.name,
         ref.namespace,
@@ -110,6 +124,19 @@ def _watch(session: Session, ref: Ref, request: WatchJob) -> Iterator[WatchEvent
         field_selector=f"metadata.name={ref.name}",
         timeout_seconds=request.timeout,
     )
+    yield from only(events, partial(is_ref, ref=ref))
+
+
+def only(events: Iterator[WatchEvent], asked: Callable[[Obj], bool]) -> Iterator[WatchEvent]:
+    """The events whose object is one ``asked`` for (and every BOOKMARK, which carries none):
+    an event about another object, a broken or hostile server's, is passed over, never taken
+    for what is watched. Closing this closes ``events``."""
+    try:
+        for event in events:
+            if event.type == "BOOKMARK" or asked(event.object):
+                yield event
+    finally:
+        close(events)
 
 
 def wait(
@@ -144,9 +171,9 @@ def wait(
                     answer = PodsListed(node_pods(session, job))
                 case WatchJob():
                     stream = _watch(session, ref, request)
-                    answer = _next_event(stream)
+                    answer = _next_event(stream, ref)
                 case ReadEvent() if stream is not None:
-                    answer = _next_event(stream)
+                    answer = _next_event(stream, ref)
                 case Pause():
                     answer = pause(session, request)
                 case _:

@@ -15,6 +15,7 @@ from attrs import evolve
 from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle.logs import merger
 from kfcompile.lifecycle.objects import close, meta, served
+from kfcompile.lifecycle.observe import foreign
 from kfcompile.lifecycle.session import (
     LIST_PAGE,
     MANAGED_BY_LABEL,
@@ -27,7 +28,7 @@ from kfcompile.lifecycle.session import (
     retrying,
     unavailable,
 )
-from kfcompile.lifecycle.wait import next_answer
+from kfcompile.lifecycle.wait import next_answer, only
 from kfcompile.lifecycle.waiter import Bookmark, Changed, Expired, ReadEvent, Trouble
 from kfcompile.lifecycle.watcher import (
     JobEvent,
@@ -56,8 +57,8 @@ _EVENTS: Final[dict[str, Callable[[Obj], WatchAnswer]]] = {
 }
 
 
-def _next_event(stream: Iterator[WatchEvent]) -> WatchAnswer:
-    return next_answer(stream, _EVENTS)
+def _next_event(stream: Iterator[WatchEvent], what: str) -> WatchAnswer:
+    return next_answer(stream, _EVENTS, what)
 
 
 def _page(
@@ -81,14 +82,22 @@ def _page(
     except ApiError as exc:
         exc.named(listing(kind.name, namespace))
         raise
-    return PageListed(page.items, page.resource_version, page.continue_token)
+    items = [item for item in page.items if not _foreign(item, kind, namespace, selector)]
+    return PageListed(items, page.resource_version, page.continue_token)
+
+
+def _foreign(obj: Obj, kind: Kind, namespace: str | None, selector: str) -> bool:
+    """An object the server sent that is not what was asked for (another kind, namespace or
+    label value): passed over, never reported as one of the jobs."""
+    return obj.get("kind") not in (None, kind.name) or foreign(obj, namespace, selector)
 
 
 def _watch(
     session: Session, kind: Kind, namespace: str | None, selector: str, request: WatchJobs
 ) -> Iterator[WatchEvent]:
-    """The watch, as a generator: what the port raises comes with the first event."""
-    yield from session.cluster.watch(
+    """The watch, as a generator: what the port raises comes with the first event; an event
+    about an object not asked for is passed over (``_foreign``)."""
+    events = session.cluster.watch(
         kind.api_version,
         kind.name,
         namespace,
@@ -96,6 +105,7 @@ def _watch(
         label_selector=selector,
         timeout_seconds=request.timeout,
     )
+    yield from only(events, lambda obj: not _foreign(obj, kind, namespace, selector))
 
 
 def watch_kind(
@@ -118,9 +128,9 @@ def watch_kind(
                     answer = _page(session, kind, namespace, selector, request)
                 case WatchJobs():
                     stream = _watch(session, kind, namespace, selector, request)
-                    answer = _next_event(stream)
+                    answer = _next_event(stream, what)
                 case ReadEvent() if stream is not None:
-                    answer = _next_event(stream)
+                    answer = _next_event(stream, what)
                 case Pause():
                     answer = pause(session, request)
                 case _:
