@@ -18,11 +18,10 @@ from typing import Any
 
 import pytest
 import schema_check
-import yaml
 from fakekube.cluster import NAMESPACE, InMemoryCluster, LocalCluster
-from fakekube.scenarios import SCENARIO_ANNOTATION
 from hypothesis import given
 from hypothesis import strategies as st
+from test_cli_cluster import write_spec
 
 from kfcompile import lifecycle
 from kfcompile.cli import main
@@ -192,24 +191,11 @@ def local() -> Iterator[LocalCluster]:
         yield cluster
 
 
-def spec_file(tmp_path: Path, scenario: str = "hang") -> Path:
-    data = {
-        "name": "demo",
-        "image": "python:3.11-slim",
-        "command": ["python", "-c", "print(1)"],
-        "num_nodes": 2,
-        "annotations": {SCENARIO_ANNOTATION: scenario},
-    }
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 def test_status_shows_progress_and_its_age(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     kubeconfig = ["--kubeconfig", str(local.kubeconfig)]
-    assert main(["submit", str(spec_file(tmp_path)), *kubeconfig]) == 0
+    assert main(["submit", str(write_spec(tmp_path, "hang")), *kubeconfig]) == 0
     assert main(["status", "demo", *kubeconfig]) == 0
     out = capsys.readouterr().out
     assert f"progress: {NONE_REPORTED}" in out  # the process has reported nothing yet
@@ -230,7 +216,9 @@ def test_a_pytorchjob_says_it_reports_no_progress(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     kubeconfig = ["--kubeconfig", str(local.kubeconfig)]
-    assert main(["submit", str(spec_file(tmp_path)), "-t", "pytorchjob/v1", *kubeconfig]) == 0
+    assert (
+        main(["submit", str(write_spec(tmp_path, "hang")), "-t", "pytorchjob/v1", *kubeconfig]) == 0
+    )
     assert main(["status", "demo", *kubeconfig]) == 0
     assert f"progress: {NOT_REPORTED_BY}" in capsys.readouterr().out
 
@@ -266,7 +254,7 @@ def _wait_output(local: LocalCluster, tmp_path: Path, *, tty: bool) -> str:
     the simulated controller runs the job a step at a time (each training step reported), the
     next step once the last one is shown."""
     env = {**os.environ, "KUBECONFIG": str(local.kubeconfig)}
-    argv = [sys.executable, "-m", "kfcompile", "submit", str(spec_file(tmp_path, "succeeds"))]
+    argv = [sys.executable, "-m", "kfcompile", "submit", str(write_spec(tmp_path, "succeeds"))]
     primary, secondary = pty.openpty() if tty else os.pipe()
     proc = subprocess.Popen(
         [*argv, "--wait", "done"], env=env, stdout=subprocess.DEVNULL, stderr=secondary
