@@ -163,3 +163,10 @@ def cut(response: Any) -> None:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
     response.close()
+
+
+def pool(client: ApiClient, url: str) -> Any:
+    """The urllib3 connection pool a request to ``url`` goes through: the client's own pool
+    manager's (``rest_client.pool_manager`` in every line), proxies included."""
+    legacy: Any = client
+    return legacy.rest_client.pool_manager.connection_from_url(url)

@@ -6,7 +6,8 @@
 the connection without an answer, or let a watch or log stream start and drop it after
 ``drop_after`` events / lines (an exec stream: after that many stdout frames). An exec can also
 be answered with ``exec_stdout`` instead of running its command: a pod whose ``tar`` sends
-hostile bytes.
+hostile bytes. Any request can be answered 200 with a ``Body`` of the test's own instead of the
+real answer: an auth proxy's HTML page, JSON of the wrong shape, a huge body, a drip.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .store import Store
 
-__all__ = ["Fault", "Faults", "Fired", "error_status"]
+__all__ = ["Body", "Fault", "Faults", "Fired", "error_status"]
 
 _REASONS: dict[int, tuple[str, str]] = {
     400: ("BadRequest", "the server rejected our request for an unknown reason"),
@@ -74,6 +75,20 @@ def error_status(code: int, message: str | None = None, retry_after: int | None 
     return body
 
 
+@dataclass(frozen=True)
+class Body:
+    """A 200 answer of the test's own: ``chunks`` (bytes, or pieces drawn only as they are sent,
+    so a huge body is never held), with a ``Content-Length`` of ``length`` (None: chunked
+    transfer encoding; default: ``len(chunks)`` for bytes), ``drip`` seconds before each piece,
+    and a ``Content-Encoding`` when ``encoding`` is given."""
+
+    chunks: bytes | Iterable[bytes]
+    content_type: str = "application/json"
+    length: int | None = -1  # -1: the length of ``chunks`` when it is bytes, else chunked
+    drip: float = 0.0
+    encoding: str | None = None
+
+
 @dataclass
 class Fault:
     """One queued fault; ``remaining`` uses left, ``fired`` uses so far."""
@@ -90,6 +105,7 @@ class Fault:
     remaining: int
     fired: int = 0
     exec_stdout: bytes | Iterable[bytes] | None = None
+    answer: Body | None = None
 
     def matches(self, method: str, path: str, watch: bool) -> bool:
         if self.remaining <= 0:
@@ -135,6 +151,7 @@ class Faults:
         retry_after: int | None = None,
         message: str | None = None,
         exec_stdout: bytes | Iterable[bytes] | None = None,
+        answer: Body | None = None,
     ) -> Fault:
         """Queue a fault for the next ``times`` requests that match.
 
@@ -147,9 +164,10 @@ class Faults:
         events / lines (0: right after the headers); for an exec, after that many stdout frames.
         ``exec_stdout``: an exec sends this (bytes, or chunks drawn as they are sent) as its
         stdout and exits 0, without running its command.
+        ``answer``: answer 200 with this ``Body`` instead of what the server would have said.
         """
-        if (status, hang, drop_after, exec_stdout) == (None, None, None, None) and not drop:
-            raise ValueError("a fault needs status, hang, drop, drop_after or exec_stdout")
+        if (status, hang, drop_after, exec_stdout, answer) == (None,) * 5 and not drop:
+            raise ValueError("a fault needs status, hang, drop, drop_after, exec_stdout or answer")
         if times < 1:
             raise ValueError("times must be at least 1")
         fault = Fault(
@@ -164,6 +182,7 @@ class Faults:
             message,
             times,
             exec_stdout=exec_stdout,
+            answer=answer,
         )
         with self._lock:
             self._queue.append(fault)

@@ -13,6 +13,7 @@ from kfcompile.lifecycle.session import (
     LIST_PAGE,
     LIST_RESTARTS,
     SPEC_HASH,
+    ClusterError,
     NameTaken,
     Session,
     call,
@@ -40,10 +41,15 @@ def list_all(
 ) -> list[Obj]:
     """Every page of a list: one request per LIST_PAGE objects, never one per object.
 
-    A continue token the server has forgotten (410) starts the list over, as the API asks."""
+    A continue token the server has forgotten (410) starts the list over, as the API asks. A
+    server that hands out a token again, or more pages than the items it said were left
+    (``remainingItemCount``; each page brings one at least), would page for ever: an error."""
+    what = listing(kind, namespace)
     items: list[Obj] = []
     token: str | None = None
     restarts = 0
+    seen: set[str] = set()
+    pages_left: int | None = None  # at most, by the server's own count
     while True:
         page_of = partial(
             session.cluster.list,
@@ -55,16 +61,28 @@ def list_all(
             **selectors,
         )
         try:
-            page = call(session, listing(kind, namespace), page_of)
+            page = call(session, what, page_of)
         except Gone:
             if token is None or restarts >= LIST_RESTARTS:
                 raise
             items, token, restarts = [], None, restarts + 1
+            seen, pages_left = set(), None
             continue
         items.extend(page.items)
         token = page.continue_token
         if not token:
             return items
+        if token in seen:
+            raise ClusterError(f"{what}: the server gave the same continue token twice")
+        seen.add(token)
+        if pages_left is not None:
+            pages_left -= 1  # this page was one of them
+        if page.remaining is not None:
+            pages_left = min(page.remaining, page.remaining if pages_left is None else pages_left)
+        if pages_left is not None and pages_left < 1:
+            raise ClusterError(
+                f"{what}: more pages than the items the server said were left (remainingItemCount)"
+            )
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

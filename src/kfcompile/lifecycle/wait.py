@@ -16,6 +16,7 @@ from kfcompile.lifecycle.session import (
     Session,
     TimedOut,
     call,
+    ending_named,
     named,
     pause,
     retrying,
@@ -102,14 +103,15 @@ def _list_job(session: Session, ref: Ref) -> WaitAnswer:
 def _watch(session: Session, ref: Ref, request: WatchJob) -> Iterator[WatchEvent]:
     """The watch, as a generator: what the port raises comes with the first event."""
     kind = job_kind(ref)
-    yield from session.cluster.watch(
-        kind.api_version,
-        kind.name,
-        ref.namespace,
-        resource_version=request.from_version,
-        field_selector=f"metadata.name={ref.name}",
-        timeout_seconds=request.timeout,
-    )
+    with ending_named(named("watch", ref)):
+        yield from session.cluster.watch(
+            kind.api_version,
+            kind.name,
+            ref.namespace,
+            resource_version=request.from_version,
+            field_selector=f"metadata.name={ref.name}",
+            timeout_seconds=request.timeout,
+        )
 
 
 def wait(

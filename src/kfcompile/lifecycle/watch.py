@@ -22,6 +22,7 @@ from kfcompile.lifecycle.session import (
     GiveUp,
     Pause,
     Session,
+    ending_named,
     listing,
     pause,
     retrying,
@@ -88,14 +89,15 @@ def _watch(
     session: Session, kind: Kind, namespace: str | None, selector: str, request: WatchJobs
 ) -> Iterator[WatchEvent]:
     """The watch, as a generator: what the port raises comes with the first event."""
-    yield from session.cluster.watch(
-        kind.api_version,
-        kind.name,
-        namespace,
-        resource_version=request.from_version,
-        label_selector=selector,
-        timeout_seconds=request.timeout,
-    )
+    with ending_named(listing(kind.name, namespace, "watch")):
+        yield from session.cluster.watch(
+            kind.api_version,
+            kind.name,
+            namespace,
+            resource_version=request.from_version,
+            label_selector=selector,
+            timeout_seconds=request.timeout,
+        )
 
 
 def watch_kind(
