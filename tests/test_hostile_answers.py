@@ -28,12 +28,13 @@ from kfcompile.lifecycle import ClusterError
 from kfcompile.lifecycle.objects import list_all
 from kfcompile.ports import ApiError, Ref, Transient
 from kfcompile_kube import KubeCluster, connect
-from kfcompile_kube.answers import LIST_LIMIT, OBJECT_LIMIT
 
 Obj = dict[str, Any]
 JOB_PATH = "/trainjobs/demo"
 DISCOVERY = re.compile(r"/apis/trainer\.kubeflow\.org/v1alpha1$")
 MiB = 1 << 20
+OBJECT_LIMIT = 3 * MiB  # the limits the README states
+LIST_LIMIT = 64 * MiB
 
 
 @pytest.fixture(scope="module")
@@ -312,3 +313,16 @@ def test_a_compressed_answer_is_refused(http: LocalCluster, fake: FakeKube) -> N
     kube = KubeCluster(connect(str(http.kubeconfig)).api_client)
     with pytest.raises(ApiError, match="the answer is gzip-encoded, which was not asked for"):
         kube.get(Ref("trainer.kubeflow.org/v1alpha1", "TrainJob", "default", "demo"))
+
+
+def test_an_error_answer_is_read_only_as_far_as_the_limit(
+    http: LocalCluster, fake: FakeKube
+) -> None:
+    """Its Status is what the error says; a huge body is not read for it."""
+    body = Counted(64 * MiB)
+    fake.faults.add("GET", JOB_PATH, answer=Body(body, length=None, status=500))
+    kube = KubeCluster(connect(str(http.kubeconfig)).api_client)
+    with pytest.raises(Transient) as info:
+        kube.get(Ref("trainer.kubeflow.org/v1alpha1", "TrainJob", "default", "demo"))
+    assert info.value.status == 500
+    assert body.drawn < 24 * MiB

@@ -103,7 +103,7 @@ def send(
         )
         response = answer.response
         if not 200 <= response.status < 300:
-            raise Refused(response.status, response.data, response.headers)
+            raise Refused(response.status, _error_body(response), response.headers)
         return response
     legacy: Any = client
     try:
@@ -165,8 +165,40 @@ def cut(response: Any) -> None:
     response.close()
 
 
+# What is read of an error answer's body (its Status, a few hundred bytes from a real server):
+# the object limit. The rest is left unread and the connection dropped.
+ERROR_BODY_LIMIT: Final = 3 << 20
+
+
+def _error_body(response: Any) -> bytes:
+    body: bytes = response.read(ERROR_BODY_LIMIT, decode_content=False)
+    response.close()
+    return body
+
+
+_RESPONSE: Any = urllib3.response.HTTPResponse
+
+
+class _BoundedResponse(_RESPONSE):  # type: ignore[misc]
+    """urllib3 1.26's response, whose ``data`` (all the client reads of an error answer, for
+    its ``ApiException``) stops at ``ERROR_BODY_LIMIT``. urllib3 2 makes its responses in the
+    connection, not by the pool's ``ResponseCls``: the 37.x client's error bodies are read by
+    ``send`` itself."""
+
+    @property
+    def data(self) -> bytes:
+        read: Any = self
+        if not read._body and read._fp is not None:
+            read._body = _error_body(read)
+        return bytes(read._body or b"")
+
+
 def pool(client: ApiClient, url: str) -> Any:
     """The urllib3 connection pool a request to ``url`` goes through: the client's own pool
-    manager's (``rest_client.pool_manager`` in every line), proxies included."""
+    manager's (``rest_client.pool_manager`` in every line), proxies included; on urllib3 1.26
+    its responses bound what the client reads of an error answer."""
     legacy: Any = client
-    return legacy.rest_client.pool_manager.connection_from_url(url)
+    found = legacy.rest_client.pool_manager.connection_from_url(url)
+    if not _READ1:
+        found.ResponseCls = _BoundedResponse
+    return found

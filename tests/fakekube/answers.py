@@ -1,4 +1,4 @@
-"""How the fake API server sends a ``faults.Body``: the test's own 200 answer, in its pieces,
+"""How the fake API server sends a ``faults.Body``: the test's own answer, in its pieces,
 with a ``Content-Length`` or chunked, each piece after its ``drip``; a client that goes away
 ends it (a huge body is never sent past what was read)."""
 
@@ -19,7 +19,7 @@ async def send(request: web.Request, body: Body) -> web.StreamResponse:
     headers = {"Content-Type": body.content_type}
     if body.encoding is not None:
         headers["Content-Encoding"] = body.encoding
-    response = web.StreamResponse(status=200, headers=headers)
+    response = web.StreamResponse(status=body.status, headers=headers)
     if length is None:
         response.enable_chunked_encoding()
     else:

@@ -6,7 +6,7 @@
 the connection without an answer, or let a watch or log stream start and drop it after
 ``drop_after`` events / lines (an exec stream: after that many stdout frames). An exec can also
 be answered with ``exec_stdout`` instead of running its command: a pod whose ``tar`` sends
-hostile bytes. Any request can be answered 200 with a ``Body`` of the test's own instead of the
+hostile bytes. Any request can be answered with a ``Body`` of the test's own instead of the
 real answer: an auth proxy's HTML page, JSON of the wrong shape, a huge body, a drip.
 """
 
@@ -77,16 +77,17 @@ def error_status(code: int, message: str | None = None, retry_after: int | None 
 
 @dataclass(frozen=True)
 class Body:
-    """A 200 answer of the test's own: ``chunks`` (bytes, or pieces drawn only as they are sent,
-    so a huge body is never held), with a ``Content-Length`` of ``length`` (None: chunked
-    transfer encoding; default: ``len(chunks)`` for bytes), ``drip`` seconds before each piece,
-    and a ``Content-Encoding`` when ``encoding`` is given."""
+    """An answer of the test's own, 200 unless ``status``: ``chunks`` (bytes, or pieces drawn
+    only as they are sent, so a huge body is never held), with a ``Content-Length`` of
+    ``length`` (None: chunked transfer encoding; default: ``len(chunks)`` for bytes), ``drip``
+    seconds before each piece, and a ``Content-Encoding`` when ``encoding`` is given."""
 
     chunks: bytes | Iterable[bytes]
     content_type: str = "application/json"
     length: int | None = -1  # -1: the length of ``chunks`` when it is bytes, else chunked
     drip: float = 0.0
     encoding: str | None = None
+    status: int = 200
 
 
 @dataclass
@@ -164,7 +165,7 @@ class Faults:
         events / lines (0: right after the headers); for an exec, after that many stdout frames.
         ``exec_stdout``: an exec sends this (bytes, or chunks drawn as they are sent) as its
         stdout and exits 0, without running its command.
-        ``answer``: answer 200 with this ``Body`` instead of what the server would have said.
+        ``answer``: answer this ``Body`` instead of what the server would have said.
         """
         if (status, hang, drop_after, exec_stdout, answer) == (None,) * 5 and not drop:
             raise ValueError("a fault needs status, hang, drop, drop_after, exec_stdout or answer")

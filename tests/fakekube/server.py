@@ -262,7 +262,7 @@ class FakeKube:
             if fault.exec_stdout is not None:
                 request[streams.EXEC_STDOUT] = fault.exec_stdout
             if fault.answer is not None:
-                record.status = 200
+                record.status = fault.answer.status
                 return await answers.send(request, fault.answer)
         response: web.StreamResponse = await handler(request)
         record.status = record.status or response.status
