@@ -135,6 +135,29 @@ def test_an_answer_of_the_wrong_shape_is_one_line(
     assert one_line(capsys, "status", "demo", kc=http.kubeconfig) == line
 
 
+NESTED = {  # a pod's field deeper than the adapter checks, of the wrong type: read as absent
+    "containerStatuses a string": {"phase": "Running", "containerStatuses": "ready"},
+    "phase a list": {"phase": ["Running"]},
+}
+
+
+@pytest.mark.parametrize("case", list(NESTED))
+def test_a_nested_field_of_the_wrong_shape_reads_as_absent(
+    http: LocalCluster, fake: FakeKube, capsys: Any, case: str
+) -> None:
+    labels = {
+        "jobset.sigs.k8s.io/jobset-name": "demo",
+        "batch.kubernetes.io/job-completion-index": "0",
+    }
+    pod = {"metadata": {"name": "demo-node-0-0", "labels": labels}, "status": NESTED[case]}
+    answer = Body(json.dumps({"metadata": {"resourceVersion": "1"}, "items": [pod]}).encode())
+    fake.faults.add("GET", "/pods", watch=False, answer=answer)
+    capsys.readouterr()
+    assert main(["status", "demo", "--kubeconfig", str(http.kubeconfig)]) == 0
+    out, err = capsys.readouterr()
+    assert "demo-node-0-0" in out and "Traceback" not in err
+
+
 WATCH_ERRORS = {
     "code a string": (
         {"type": "ERROR", "object": {"kind": "Status", "code": "gone"}},
