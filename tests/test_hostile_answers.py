@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 import schema_check
-import yaml
 from fakekube import Body, FakeKube
-from fakekube.cluster import LocalCluster
+from fakekube.cluster import LocalCluster, with_demo
 from fakekube.unreachable import Dripping, StalledTLS, kubeconfig
 
 from kfcompile.cli import main
@@ -38,15 +37,9 @@ LIST_LIMIT = 64 * MiB
 
 
 @pytest.fixture(scope="module")
-def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def http() -> Iterator[LocalCluster]:
     """The local API server with a job ``demo`` submitted through the CLI."""
-    tmp = tmp_path_factory.mktemp("hostile")
-    with LocalCluster(schema_check.require_shared(), scenario="hang") as cluster:
-        spec = tmp / "job.yaml"
-        spec.write_text(
-            yaml.safe_dump({"name": "demo", "image": "python:3.11-slim", "command": ["true"]})
-        )
-        assert main(["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]) == 0
+    with with_demo(schema_check.require_shared()) as cluster:
         yield cluster
 
 
