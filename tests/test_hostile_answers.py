@@ -114,7 +114,7 @@ SHAPES = {  # (path, answer) -> the line
     "pod not an object": (
         "/pods",
         Body(b'{"metadata": {}, "items": [7]}'),
-        "kfcompile: list Pod in default: BadAnswer: items[0]. is an integer, not a JSON object",
+        "kfcompile: list Pod in default: BadAnswer: items[0] is an integer, not a JSON object",
     ),
 }
 
@@ -276,6 +276,17 @@ def test_the_cli_names_the_list_that_pages_for_ever(
     fake.faults.add("GET", "/pods", watch=False, answer=page("again"), times=50)
     line = one_line(capsys, "status", "demo", kc=http.kubeconfig)
     assert line == "kfcompile: list Pod in default: the server gave the same continue token twice"
+
+
+def test_list_watch_refuses_a_repeated_continue_token(
+    http: LocalCluster, fake: FakeKube, capsys: Any
+) -> None:
+    """``list -w`` pages through its own machine (``watcher``): the same rule."""
+    fake.faults.add("GET", "/trainjobs", watch=False, answer=page("again"), times=50)
+    line = one_line(capsys, "list", "--watch", kc=http.kubeconfig)
+    assert (
+        line == "kfcompile: list TrainJob in default: the server gave the same continue token twice"
+    )
 
 
 # --- item 16: what is read of an answer is bounded ----------------------------------------------

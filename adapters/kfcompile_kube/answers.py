@@ -5,10 +5,11 @@ what was wrong (the call is named by the lifecycle), never a traceback, never al
 
 The limits (what no API server sends):
 
-- an object: 3 MiB. etcd stores at most 1.5 MiB per object (its ``--max-request-bytes``
-  default, which the API server's storage inherits), and the API server takes in no write body
-  over 3 MiB (``MaxRequestBodyBytes``, k8s.io/apiserver/pkg/server/config.go ``NewConfig``); an
-  object's JSON is larger than its stored protobuf, so 3 MiB, the most the server itself reads.
+- an object: 3 MiB. etcd takes at most 1.5 MiB per request (its ``--max-request-bytes``
+  default), and the API server decodes no write body over 3 MiB (``MaxRequestBodyBytes`` in
+  k8s.io/apiserver/pkg/server/config.go ``NewConfig``: twice etcd's 1.5 MB, since a JSON body
+  shrinks when stored as protobuf), so an answer holding one object is no larger. An error's
+  ``Status`` is read up to the same limit (``compat``).
 - a list page: 64 MiB. The adapter asks for pages of at most 500 objects (``LIST_PAGE``); a pod
   with its managed fields is 5-30 KiB, so even 500 of the largest pods any job makes are a few
   MiB, and 64 MiB (500 objects of 128 KiB) is room for any page a cluster serves.
@@ -116,7 +117,7 @@ def k8s_object(obj: Any, where: str = "") -> Obj:
     is an object with a string ``name`` and the ObjectMeta fields the lifecycle reads of their
     types, and whose ``spec`` and ``status`` are objects when present."""
     if not isinstance(obj, dict):
-        raise bad(f"{where or 'the answer'} is {_json_type(obj)}, not a JSON object")
+        raise bad(f"{where.rstrip('.') or 'the answer'} is {_json_type(obj)}, not a JSON object")
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         found = _json_type(meta) if "metadata" in obj else "missing"

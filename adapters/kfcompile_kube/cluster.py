@@ -392,7 +392,7 @@ def _resources(doc: Obj) -> dict[str, tuple[str, bool]]:
     for i, r in enumerate(field(doc, "resources", list) or []):
         where = f"resources[{i}]."
         if not isinstance(r, dict):
-            raise bad(f"{where[:-1]} is not a JSON object")
+            raise bad(f"resources[{i}] is not a JSON object")
         name, kind = field(r, "name", str, where), field(r, "kind", str, where)
         if name is None or kind is None:
             raise bad(f"{where}name and kind are needed")

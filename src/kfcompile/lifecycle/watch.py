@@ -14,7 +14,7 @@ from attrs import evolve
 
 from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle.logs import merger
-from kfcompile.lifecycle.objects import close, meta, served
+from kfcompile.lifecycle.objects import Paging, close, meta, served
 from kfcompile.lifecycle.session import (
     LIST_PAGE,
     MANAGED_BY_LABEL,
@@ -62,10 +62,16 @@ def _next_event(stream: Iterator[WatchEvent]) -> WatchAnswer:
 
 
 def _page(
-    session: Session, kind: Kind, namespace: str | None, selector: str, request: ListJobs
+    session: Session,
+    kind: Kind,
+    namespace: str | None,
+    selector: str,
+    request: ListJobs,
+    paging: Paging,
 ) -> WatchAnswer:
     """One page; what the API refuses (403: no right to list) ends the watch with it, named
-    as ``call`` names what it raises (the machine rides out the rest itself)."""
+    as ``call`` names what it raises (the machine rides out the rest itself), and so does a
+    list that would page for ever (``paging``: this list's pages so far)."""
     try:
         page = session.cluster.list(
             kind.api_version,
@@ -82,7 +88,7 @@ def _page(
     except ApiError as exc:
         exc.named(listing(kind.name, namespace))
         raise
-    return PageListed(page.items, page.resource_version, page.continue_token)
+    return PageListed(page.items, page.resource_version, paging.next_token(page))
 
 
 def _watch(
@@ -108,6 +114,7 @@ def watch_kind(
     clock, what = session.clock, listing(kind.name, namespace, "watch")
     watcher = Watcher.start(kind, clock.monotonic(), session.retry_for)
     stream: Iterator[WatchEvent] | None = None
+    paging = Paging(listing(kind.name, namespace))
     try:
         while True:
             request = watcher.next_request(clock.monotonic())
@@ -117,7 +124,9 @@ def watch_kind(
             answer: WatchAnswer
             match request:
                 case ListJobs():
-                    answer = _page(session, kind, namespace, selector, request)
+                    if request.continue_token is None:  # a list begins
+                        paging = Paging(listing(kind.name, namespace))
+                    answer = _page(session, kind, namespace, selector, request, paging)
                 case WatchJobs():
                     stream = _watch(session, kind, namespace, selector, request)
                     answer = _next_event(stream)
