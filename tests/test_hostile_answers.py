@@ -234,9 +234,10 @@ def test_a_stream_is_bounded_only_until_it_starts(http: LocalCluster, fake: Fake
         for n in range(4)
     ]
     lines = [e.encode() + b"\n" for e in events]
-    fake.faults.add("GET", "/configmaps", watch=True, answer=Body(lines, length=None, drip=0.3))
+    fake.faults.add("GET", "/trainjobs", watch=True, answer=Body(lines, length=None, drip=0.3))
     kube = KubeCluster(connect(str(http.kubeconfig)).api_client, request_timeout=0.5)
-    stream = kube.watch("v1", "ConfigMap", "default", resource_version="1", timeout_seconds=5)
+    api = "trainer.kubeflow.org/v1alpha1"
+    stream = kube.watch(api, "TrainJob", "default", resource_version="1", timeout_seconds=5)
     assert [e.object["metadata"]["resourceVersion"] for e in stream] == ["0", "1", "2", "3"]
 
 
