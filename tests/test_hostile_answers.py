@@ -241,6 +241,16 @@ def test_a_stream_is_bounded_only_until_it_starts(http: LocalCluster, fake: Fake
     assert [e.object["metadata"]["resourceVersion"] for e in stream] == ["0", "1", "2", "3"]
 
 
+def test_a_followed_log_may_start_later_than_the_request_timeout(
+    http: LocalCluster, fake: FakeKube
+) -> None:
+    """Its answer starts with the container's first line, which may be hours away."""
+    answer = Body([b"first\n", b"second\n"], "text/plain", length=None)
+    fake.faults.add("GET", "/log", answer=answer, hang=0.8)  # its headers come with its line
+    kube = KubeCluster(connect(str(http.kubeconfig)).api_client, request_timeout=0.3)
+    assert list(kube.pod_log("default", "demo-node-0-0", follow=True)) == ["first", "second"]
+
+
 # --- item 15: a list that pages for ever --------------------------------------------------------
 
 

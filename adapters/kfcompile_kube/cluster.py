@@ -192,9 +192,16 @@ class KubeCluster(Threads):
             query.append(("timestamps", "true"))
         path = f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/log"
         # A followed training log may stay quiet for hours (its answer starts with its first
-        # line): no read timeout then.
+        # line): no read timeout then, nor a deadline past its connection's.
         read_timeout = None if follow else self._request_timeout
-        response = self._stream("GET", path, query=query, accept="*/*", read_timeout=read_timeout)
+        response = self._stream(
+            "GET",
+            path,
+            query=query,
+            accept="*/*",
+            read_timeout=read_timeout,
+            answer_bounded=not follow,
+        )
         with cut_on_stop(partial(compat.cut, response)):
             for line in _lines(response, self._broke(read_timeout)):
                 yield line.decode("utf-8", "replace")
@@ -335,9 +342,11 @@ class KubeCluster(Threads):
         query: Sequence[tuple[str, str]],
         accept: str = "application/json",
         read_timeout: float | None,
+        answer_bounded: bool = True,
     ) -> urllib3.BaseHTTPResponse:
-        """A stream's response, unread: its start bounded by the request timeout, its body not."""
-        with Deadline(self._request_timeout) as deadline:
+        """A stream's response, unread: its start bounded by the request timeout (unless not
+        ``answer_bounded``: then only its connection is, by the connect timeout), its body not."""
+        with Deadline(self._request_timeout if answer_bounded else None) as deadline:
             return self._send(
                 method, path, query=query, accept=accept, read_timeout=read_timeout,
                 deadline=deadline,

@@ -89,10 +89,12 @@ class Deadline:
                 _cut(conn)
 
     def connected(self, sock: socket.socket) -> None:
-        """A socket is made: what follows on it (TLS, the request) waits the time left."""
+        """A socket is made: what follows on it (TLS, the request) waits the time left (with
+        no limit, the connect timeout still bounds each step of the handshake)."""
         left = self.left()
-        # A second past the deadline: the timer, not the socket, ends it (and says how).
-        sock.settimeout(None if left is None else left + 1.0)
+        if left is not None:
+            # A second past the deadline: the timer, not the socket, ends it (and says how).
+            sock.settimeout(left + 1.0)
         with self._lock:
             self._made.append(sock.dup())
             if self.expired:
