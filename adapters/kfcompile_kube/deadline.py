@@ -13,8 +13,9 @@ is up, whatever it is blocked in; the request then fails, saying how long it wai
 The connection is found by two hooks on the urllib3 pool of the server (both urllib3 lines
 have them): ``_get_conn``, which hands every request its connection (new or kept alive), and the
 connection's ``_new_conn``, which makes its socket (after it, the TLS handshake is bounded by
-the request's time left, not by the connect timeout). Streams (watches, followed logs) are
-bounded so only until their answer starts.
+the request's time left, not by the connect timeout; a copy of the socket is kept, since ssl
+takes the socket from the connection for the handshake). A watch is bounded so only until its
+answer starts, a followed log until it is connected (``KubeCluster``).
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ _current = threading.local()  # the Deadline of the request this thread is makin
 
 
 class Deadline:
+    """One request's time limit (``seconds``; None: none), from ``__enter__`` to ``__exit__``."""
+
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
         self.expired = False
         self._lock = threading.Lock()
         self._conns: list[Any] = []
         # Copies of the sockets made in this request: during the TLS handshake the connection
-        # holds neither its socket (already handed to ssl) nor the TLS one (not yet returned).
+        # holds neither its socket (ssl has taken it over) nor the TLS one (not yet made).
         self._made: list[socket.socket] = []
         self._start = time.monotonic()
         self._waited = 0.0
@@ -92,9 +95,10 @@ class Deadline:
         """A socket is made: what follows on it (TLS, the request) waits the time left (with
         no limit, the connect timeout still bounds each step of the handshake)."""
         left = self.left()
-        if left is not None:
-            # A second past the deadline: the timer, not the socket, ends it (and says how).
-            sock.settimeout(left + 1.0)
+        if left is None:
+            return
+        # A second past the deadline: the timer, not the socket, ends it (and says how).
+        sock.settimeout(left + 1.0)
         with self._lock:
             self._made.append(sock.dup())
             if self.expired:
