@@ -111,6 +111,16 @@ SHAPES = {  # (path, answer) -> the line
         Body(b'{"metadata": {}, "items": "none"}'),
         "kfcompile: list Pod in default: BadAnswer: items is a string, not a list",
     ),
+    "annotation an integer": (
+        JOB_PATH,
+        Body(job(metadata={"name": "demo", "annotations": {"a": 1}})),
+        READ_JOB + "metadata.annotations holds an integer, not a string",
+    ),
+    "continue an integer": (
+        "/pods",
+        Body(b'{"metadata": {"continue": 7}, "items": []}'),
+        "kfcompile: list Pod in default: BadAnswer: metadata.continue is an integer, not a string",
+    ),
     "pod not an object": (
         "/pods",
         Body(b'{"metadata": {}, "items": [7]}'),
