@@ -7,7 +7,9 @@ the connection without an answer, or let a watch or log stream start and drop it
 ``drop_after`` events / lines (an exec stream: after that many stdout frames). An exec can also
 be answered with ``exec_stdout`` instead of running its command: a pod whose ``tar`` sends
 hostile bytes. Any request can be answered with a ``Body`` of the test's own instead of the
-real answer: an auth proxy's HTML page, JSON of the wrong shape, a huge body, a drip.
+real answer: an auth proxy's HTML page, JSON of the wrong shape, a huge body, a drip. A 3xx
+fault with a ``location`` redirects the request elsewhere (to a
+``fakekube.unreachable.Elsewhere``, which records whatever reaches it).
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ class Fault:
     fired: int = 0
     exec_stdout: bytes | Iterable[bytes] | None = None
     answer: Body | None = None
+    location: str | None = None
 
     def matches(self, method: str, path: str, watch: bool) -> bool:
         if self.remaining <= 0:
@@ -153,6 +156,7 @@ class Faults:
         message: str | None = None,
         exec_stdout: bytes | Iterable[bytes] | None = None,
         answer: Body | None = None,
+        location: str | None = None,
     ) -> Fault:
         """Queue a fault for the next ``times`` requests that match.
 
@@ -166,11 +170,15 @@ class Faults:
         ``exec_stdout``: an exec sends this (bytes, or chunks drawn as they are sent) as its
         stdout and exits 0, without running its command.
         ``answer``: answer this ``Body`` instead of what the server would have said.
+        ``location``: with a 3xx ``status``, the URL (``scheme://host:port``) the answer's
+        ``Location`` sends the request to, the request's path and query appended.
         """
         if (status, hang, drop_after, exec_stdout, answer) == (None,) * 5 and not drop:
             raise ValueError("a fault needs status, hang, drop, drop_after, exec_stdout or answer")
         if times < 1:
             raise ValueError("times must be at least 1")
+        if location is not None and not (status is not None and 300 <= status < 400):
+            raise ValueError("a location needs a 3xx status")
         fault = Fault(
             method,
             path,
@@ -184,6 +192,7 @@ class Faults:
             times,
             exec_stdout=exec_stdout,
             answer=answer,
+            location=location,
         )
         with self._lock:
             self._queue.append(fault)
