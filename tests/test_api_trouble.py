@@ -22,10 +22,9 @@ from typing import Any
 import pytest
 import schema_check
 import urllib3.util.connection
-import yaml
 from attrs import evolve
 from fakekube import FakeKube
-from fakekube.cluster import NAMESPACE, InMemoryCluster, LocalCluster
+from fakekube.cluster import NAMESPACE, InMemoryCluster, LocalCluster, with_demo
 from fakekube.portfaults import Call
 from fakekube.scenarios import SCENARIO_ANNOTATION
 from fakekube.unreachable import (
@@ -239,14 +238,9 @@ def test_an_error_is_named_once_by_the_innermost_call(local: InMemoryCluster) ->
 
 
 @pytest.fixture
-def http(tmp_path: Path) -> Iterator[LocalCluster]:
+def http() -> Iterator[LocalCluster]:
     """The local API server with a job ``demo`` submitted through the CLI."""
-    with LocalCluster(schema_check.require_shared(), scenario="hang") as cluster:
-        spec = tmp_path / "job.yaml"
-        spec.write_text(
-            yaml.safe_dump({"name": "demo", "image": "python:3.11-slim", "command": ["true"]})
-        )
-        assert main(["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]) == 0
+    with with_demo(schema_check.require_shared()) as cluster:
         yield cluster
 
 

@@ -37,7 +37,9 @@ from kfcompile.ports import (
     Transient,
     WatchEvent,
 )
-from kfcompile_kube import compat
+from kfcompile_kube import answers, compat
+from kfcompile_kube.answers import LIST_LIMIT, OBJECT_LIMIT, BadAnswer, bad, field, k8s_object
+from kfcompile_kube.deadline import Deadline, watch_pool
 from kfcompile_kube.errors import (
     TRANSPORT_ERRORS,
     answer_error,
@@ -101,10 +103,12 @@ class KubeCluster(Threads):
     followed logs read at once, one thread each, cut when the reader stops).
 
     ``request_timeout`` (kubectl's ``--request-timeout``; ``None``: no limit) bounds each
-    request: connecting (never longer than ``connect_timeout`` either) and waiting for its
-    answer; a server that does not answer in time is ``Transient``. Past its answer's start, a
-    watch may stay quiet for its ``timeout_seconds`` plus a margin, a followed log as long as
-    the container runs, and ``exec`` runs for ``exec_timeout`` in all.
+    request as a whole (``deadline``): connecting (the TCP connect never longer than
+    ``connect_timeout`` either), TLS, the answer's headers and its body; a server that does not
+    answer in full in time is ``Transient``. Past its answer's start, a watch may stay quiet for
+    its ``timeout_seconds`` plus a margin, a followed log as long as the container runs, and
+    ``exec`` runs for ``exec_timeout`` in all. Every answer that is not a stream is bounded in
+    size and checked for shape (``answers``).
     """
 
     def __init__(
@@ -133,19 +137,20 @@ class KubeCluster(Threads):
 
     @_redacting
     def get(self, ref: Ref) -> Obj:
-        return self._json("GET", self._object_path(ref))
+        return k8s_object(self._json("GET", self._object_path(ref)))
 
     @_redacting
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         namespace = (obj.get("metadata") or {}).get("namespace")
         path = self._collection_path(obj["apiVersion"], obj["kind"], namespace, for_object=True)
         query = [("fieldValidation", "Strict"), *([("dryRun", "All")] if dry_run else [])]
-        return self._json("POST", path, query=query, body=obj)
+        return k8s_object(self._json("POST", path, query=query, body=obj))
 
     @_redacting
     def patch(self, ref: Ref, patch: Obj) -> Obj:
         path = self._object_path(ref)
-        return self._json("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        patched = self._json("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        return k8s_object(patched)
 
     @_redacting
     def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
@@ -168,13 +173,17 @@ class KubeCluster(Threads):
         if continue_token:
             query.append(("continue", continue_token))
         path = self._collection_path(api_version, kind, namespace)
-        body = self._json("GET", path, query=query)
-        items = body.get("items") or []
-        for item in items:  # list items come without apiVersion/kind
+        body = self._json("GET", path, query=query, limit=LIST_LIMIT)
+        items = field(body, "items", list) or []
+        for i, item in enumerate(items):  # list items come without apiVersion/kind
+            k8s_object(item, f"items[{i}].")
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
-        meta = body.get("metadata") or {}
-        return Page(items, str(meta.get("resourceVersion", "")), meta.get("continue") or None)
+        meta = field(body, "metadata", dict) or {}
+        version = field(meta, "resourceVersion", str, "metadata.") or ""
+        token = field(meta, "continue", str, "metadata.") or None
+        remaining = field(meta, "remainingItemCount", int, "metadata.")
+        return Page(items, version, token, remaining)
 
     @_redacting_stream
     def watch(
@@ -199,7 +208,7 @@ class KubeCluster(Threads):
         quiet = timeout_seconds + _WATCH_MARGIN
         # The server starts its answer at once: that is bounded as any request is, the events
         # then by the watch's own timeout (the server ends the stream then).
-        response = self._send("GET", path, query=query, read_timeout=self._request_timeout)
+        response = self._stream("GET", path, query=query, read_timeout=self._request_timeout)
         compat.read_timeout(response, quiet)
         # A watch of every job may stay quiet for minutes: a merge that stops cuts it.
         with cut_on_stop(partial(compat.cut, response)):
@@ -230,9 +239,16 @@ class KubeCluster(Threads):
             query.append(("timestamps", "true"))
         path = f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/log"
         # A followed training log may stay quiet for hours (its answer starts with its first
-        # line): no read timeout then.
+        # line): no read timeout then, nor a deadline past its connection's.
         read_timeout = None if follow else self._request_timeout
-        response = self._send("GET", path, query=query, accept="*/*", read_timeout=read_timeout)
+        response = self._stream(
+            "GET",
+            path,
+            query=query,
+            accept="*/*",
+            read_timeout=read_timeout,
+            answer_bounded=not follow,
+        )
         with cut_on_stop(partial(compat.cut, response)):
             for line in log_lines(_chunks(response, self._broke(read_timeout))):
                 yield line.decode("utf-8", "replace")
@@ -296,14 +312,11 @@ class KubeCluster(Threads):
         resources = self._discovered.get(api_version)
         if resources is None:
             try:
-                doc = self._json("GET", _base(api_version))
+                resources = _resources(self._json("GET", _base(api_version)))
             except NotFound:
                 return None  # not cached: the CRD may be installed later
-            resources = {
-                r["kind"]: (r["name"], bool(r.get("namespaced")))
-                for r in doc.get("resources") or []
-                if "/" not in r["name"]  # subresources such as trainjobs/status
-            }
+            except BadAnswer as e:
+                raise bad(f"discovery of {api_version}: {e.message}") from None
             self._discovered[api_version] = resources
         return resources.get(kind)
 
@@ -338,21 +351,56 @@ class KubeCluster(Threads):
         query: Sequence[tuple[str, str]] = (),
         body: Obj | None = None,
         content_type: str = "application/json",
+        limit: int = OBJECT_LIMIT,
     ) -> Obj:
-        response = self._send(
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            read_timeout=self._request_timeout,
-        )
-        try:
-            data = response.data
-        except TRANSPORT_ERRORS as e:
-            raise self._broke(self._request_timeout)(e) from e
-        result: Obj = json.loads(data) if data else {}
-        return result
+        """The answer, a JSON object of at most ``limit`` bytes, within the request timeout."""
+        timeout = self._request_timeout
+        with Deadline(timeout) as deadline:
+            response = self._send(
+                method,
+                path,
+                query=query,
+                body=body,
+                content_type=content_type,
+                read_timeout=timeout,
+                deadline=deadline,
+            )
+            deadline.answered()
+            try:
+                data = answers.read(
+                    partial(response.read, decode_content=False), response.headers, limit
+                )
+            except TRANSPORT_ERRORS as e:
+                broke = (
+                    deadline.error(self._server) if deadline.expired else self._broke(timeout)(e)
+                )
+                raise broke from e
+            except ApiError:
+                response.close()  # the rest unread: this connection carries nothing more
+                raise
+            finally:
+                response.release_conn()
+        if deadline.expired:  # a cut may read as an end: headers or a body cut short
+            raise deadline.error(self._server)
+        return answers.json_object(data, response.headers.get("Content-Type"))
+
+    def _stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]],
+        accept: str = "application/json",
+        read_timeout: float | None,
+        answer_bounded: bool = True,
+    ) -> urllib3.BaseHTTPResponse:
+        """A stream's response, unread: its start bounded by the request timeout (unless not
+        ``answer_bounded``: then only its connection is, by the connect timeout), its body not."""
+        with Deadline(self._request_timeout if answer_bounded else None) as deadline:
+            return self._send(
+                method, path, query=query, accept=accept, read_timeout=read_timeout,
+                deadline=deadline,
+            )  # fmt: skip
 
     def _send(
         self,
@@ -364,21 +412,30 @@ class KubeCluster(Threads):
         content_type: str = "application/json",
         accept: str = "application/json",
         read_timeout: float | None,
+        deadline: Deadline,
     ) -> urllib3.BaseHTTPResponse:
         """The response, unread, once its status says success; an ``ApiError`` otherwise."""
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         url, headers = self._prepare(method, path, query, headers)
+        watch_pool(compat.pool(self._client, url))
         timeout = (self._connect_timeout, read_timeout)
         try:
             raw: urllib3.BaseHTTPResponse = compat.send(
                 self._client, method, url, headers, body, timeout
             )
         except compat.Refused as e:
+            if deadline.expired:  # what came of its body is cut short
+                raise deadline.error(self._server) from None
             raise answer_error(e.status, e.body, e.headers, url) from None
         except TRANSPORT_ERRORS as e:
+            if deadline.expired:
+                raise deadline.error(self._server) from e
             raise transport_error(e, self._server, timeout) from e
+        if deadline.expired:  # headers cut short read as their end
+            raw.close()
+            raise deadline.error(self._server)
         return raw
 
     def _prepare(
@@ -407,6 +464,21 @@ class KubeCluster(Threads):
         return partial(
             transport_error, url=self._server, timeout=(self._connect_timeout, read_timeout)
         )
+
+
+def _resources(doc: Obj) -> dict[str, tuple[str, bool]]:
+    """A discovery document's kinds: kind -> (plural, namespaced), subresources left out."""
+    found: dict[str, tuple[str, bool]] = {}
+    for i, r in enumerate(field(doc, "resources", list) or []):
+        where = f"resources[{i}]."
+        if not isinstance(r, dict):
+            raise bad(f"resources[{i}] is not a JSON object")
+        name, kind = field(r, "name", str, where), field(r, "kind", str, where)
+        if name is None or kind is None:
+            raise bad(f"{where}name and kind are needed")
+        if "/" not in name:  # subresources such as trainjobs/status
+            found[kind] = (name, field(r, "namespaced", bool, where) or False)
+    return found
 
 
 def _base(api_version: str) -> str:
@@ -459,13 +531,25 @@ def _events(
             continue
         try:
             event = json.loads(line)
-            type_, obj = event["type"], event["object"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, RecursionError):
             # Half an event: the stream was cut mid-line.
             raise Transient(0, "StreamError", "watch stream ended inside an event") from None
+        type_, obj = _event(event)
         if type_ == "ERROR":
-            raise status_error(int(obj.get("code") or 500), obj)
+            code = field(obj, "code", int, "the ERROR event's object.")
+            raise status_error(code or 500, obj)
         if type_ != "BOOKMARK":
+            k8s_object(obj, "the event's object.")
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
         yield WatchEvent(type_, obj)
+
+
+def _event(event: object) -> tuple[str, Obj]:
+    """A watch event's type and object, as ``WatchEvent`` holds them."""
+    if not isinstance(event, dict):
+        raise bad("a watch event is not a JSON object")
+    type_, obj = field(event, "type", str, "the event's "), event.get("object")
+    if type_ is None or not isinstance(obj, dict):
+        raise bad("a watch event has no type or no object")
+    return type_, obj

@@ -118,11 +118,14 @@ def error_class(status: int) -> type[ApiError]:
 
 @frozen
 class Page:
-    """One page of a list: its items, the list's resourceVersion, and the continue token."""
+    """One page of a list: its items, the list's resourceVersion, the continue token, and how
+    many items the server says are left after this page (``metadata.remainingItemCount``; it
+    says so only for lists without selectors)."""
 
     items: list[Obj]
     resource_version: str
     continue_token: str | None = None
+    remaining: int | None = None
 
 
 @frozen

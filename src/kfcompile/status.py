@@ -243,7 +243,7 @@ def stuck_pod(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
 
 def _pods_not_started(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
     """Pods that exist but none has started: a child Job counts them as active already."""
-    started = [p for p in pods if _mapping(p.get("status")).get("phase") in STARTED_PHASES]
+    started = [p for p in pods if _text(_mapping(p.get("status")).get("phase")) in STARTED_PHASES]
     if not pods or started:
         return None
     return JobState(State.PENDING, "PodsPending", f"0 of {len(pods)} pods started")

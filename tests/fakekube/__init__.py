@@ -25,12 +25,13 @@ scope).
 """
 
 from .crds import load_crd
-from .faults import Fault, Faults, Fired, error_status
+from .faults import Body, Fault, Faults, Fired, error_status
 from .resources import ResourceKind, StoreError
 from .server import FakeKube, RequestLog, RequestRecord
 from .store import Store
 
 __all__ = [
+    "Body",
     "FakeKube",
     "Fault",
     "Faults",

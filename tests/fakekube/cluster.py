@@ -21,6 +21,8 @@ import re
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +211,20 @@ class LocalCluster:
 
     def objects(self, kind: str, api_version: str = "v1") -> list[dict[str, Any]]:
         return self.store.list(api_version, kind, NAMESPACE)
+
+
+@contextmanager
+def with_demo(shared: Path) -> Iterator[LocalCluster]:
+    """The local cluster (jobs never end) with a job ``demo`` submitted through the CLI."""
+    from kfcompile.cli import main
+
+    with LocalCluster(shared, scenario="hang") as cluster, tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "job.yaml"
+        spec.write_text(
+            yaml.safe_dump({"name": "demo", "image": "python:3.11-slim", "command": ["true"]})
+        )
+        assert main(["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]) == 0
+        yield cluster
 
 
 _CLAIM_SPEC = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}

@@ -6,7 +6,9 @@
 the connection without an answer, or let a watch or log stream start and drop it after
 ``drop_after`` events / lines (an exec stream: after that many stdout frames). An exec can also
 be answered with ``exec_stdout`` instead of running its command: a pod whose ``tar`` sends
-hostile bytes. A 3xx fault with a ``location`` redirects the request elsewhere (to a
+hostile bytes. Any request can be answered with a ``Body`` of the test's own instead of the
+real answer: an auth proxy's HTML page, JSON of the wrong shape, a huge body, a drip. A 3xx
+fault with a ``location`` redirects the request elsewhere (to a
 ``fakekube.unreachable.Elsewhere``, which records whatever reaches it).
 """
 
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .store import Store
 
-__all__ = ["Fault", "Faults", "Fired", "error_status"]
+__all__ = ["Body", "Fault", "Faults", "Fired", "error_status"]
 
 _REASONS: dict[int, tuple[str, str]] = {
     400: ("BadRequest", "the server rejected our request for an unknown reason"),
@@ -75,6 +77,21 @@ def error_status(code: int, message: str | None = None, retry_after: int | None 
     return body
 
 
+@dataclass(frozen=True)
+class Body:
+    """An answer of the test's own, 200 unless ``status``: ``chunks`` (bytes, or pieces drawn
+    only as they are sent, so a huge body is never held), with a ``Content-Length`` of
+    ``length`` (None: chunked transfer encoding; default: ``len(chunks)`` for bytes), ``drip``
+    seconds before each piece, and a ``Content-Encoding`` when ``encoding`` is given."""
+
+    chunks: bytes | Iterable[bytes]
+    content_type: str = "application/json"
+    length: int | None = -1  # -1: the length of ``chunks`` when it is bytes, else chunked
+    drip: float = 0.0
+    encoding: str | None = None
+    status: int = 200
+
+
 @dataclass
 class Fault:
     """One queued fault; ``remaining`` uses left, ``fired`` uses so far."""
@@ -91,6 +108,7 @@ class Fault:
     remaining: int
     fired: int = 0
     exec_stdout: bytes | Iterable[bytes] | None = None
+    answer: Body | None = None
     location: str | None = None
 
     def matches(self, method: str, path: str, watch: bool) -> bool:
@@ -137,6 +155,7 @@ class Faults:
         retry_after: int | None = None,
         message: str | None = None,
         exec_stdout: bytes | Iterable[bytes] | None = None,
+        answer: Body | None = None,
         location: str | None = None,
     ) -> Fault:
         """Queue a fault for the next ``times`` requests that match.
@@ -150,11 +169,12 @@ class Faults:
         events / lines (0: right after the headers); for an exec, after that many stdout frames.
         ``exec_stdout``: an exec sends this (bytes, or chunks drawn as they are sent) as its
         stdout and exits 0, without running its command.
+        ``answer``: answer this ``Body`` instead of what the server would have said.
         ``location``: with a 3xx ``status``, the URL (``scheme://host:port``) the answer's
         ``Location`` sends the request to, the request's path and query appended.
         """
-        if (status, hang, drop_after, exec_stdout) == (None, None, None, None) and not drop:
-            raise ValueError("a fault needs status, hang, drop, drop_after or exec_stdout")
+        if (status, hang, drop_after, exec_stdout, answer) == (None,) * 5 and not drop:
+            raise ValueError("a fault needs status, hang, drop, drop_after, exec_stdout or answer")
         if times < 1:
             raise ValueError("times must be at least 1")
         if location is not None and not (status is not None and 300 <= status < 400):
@@ -171,6 +191,7 @@ class Faults:
             message,
             times,
             exec_stdout=exec_stdout,
+            answer=answer,
             location=location,
         )
         with self._lock:

@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import api, streams
+from . import answers, api, streams
 from .background import Background, write_kubeconfig
 from .crds import choose_crds
 from .discovery import discovery, version
@@ -264,6 +264,9 @@ class FakeKube:
                 request[streams.DROP_AFTER] = fault.drop_after
             if fault.exec_stdout is not None:
                 request[streams.EXEC_STDOUT] = fault.exec_stdout
+            if fault.answer is not None:
+                record.status = fault.answer.status
+                return await answers.send(request, fault.answer)
         response: web.StreamResponse = await handler(request)
         record.status = record.status or response.status
         return response

@@ -1,8 +1,8 @@
 """API servers that are not there, for the tests of failing fast: a port where nothing listens,
-a host that does not resolve, a server that accepts connections and never answers, and one
-whose TLS certificate the kubeconfig's CA did not sign; and the other host a redirect points to
-(``Elsewhere``: answers 200 ``{}``, as a host that takes what it is sent). Each counts what
-reached it.
+a host that does not resolve, a server that accepts connections and never answers, one whose
+TLS certificate the kubeconfig's CA did not sign, one that never finishes the TLS handshake,
+and one that drips its headers; and the other host a redirect points to (``Elsewhere``:
+answers 200 ``{}``, as a host that takes what it is sent). Each counts what reached it.
 
     with Silent() as silent:               # accepts, reads, never answers
         kubeconfig(tmp / "kc", silent.url)
@@ -25,7 +25,16 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["NO_HOST", "Elsewhere", "Silent", "UntrustedTLS", "closed_port", "kubeconfig"]
+__all__ = [
+    "NO_HOST",
+    "Dripping",
+    "Elsewhere",
+    "Silent",
+    "StalledTLS",
+    "UntrustedTLS",
+    "closed_port",
+    "kubeconfig",
+]
 
 TLS = Path(__file__).parent / "tls"
 NO_HOST = "nohost.invalid"  # RFC 6761: never resolves
@@ -123,6 +132,41 @@ class UntrustedTLS(_Listener):
             self._context.wrap_socket(conn, server_side=True).close()
         except (ssl.SSLError, OSError):  # the client refused the certificate
             self.handshakes_failed += 1
+
+
+class StalledTLS(Silent):
+    """Accepts every connection over https and never finishes the TLS handshake (reads the
+    client's hello, answers nothing)."""
+
+    scheme = "https"
+
+
+class Dripping(_Listener):
+    """Answers every request with a status line, then its headers one byte every ``drip``
+    seconds, for ``lasting`` seconds (then hangs up), or until the client goes away."""
+
+    def __init__(self, drip: float, lasting: float) -> None:
+        super().__init__()
+        self.drip, self.lasting = drip, lasting
+        self._stop = threading.Event()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        super().__exit__(kind, exc, tb)
+
+    def serve(self, conn: socket.socket) -> None:
+        threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.recv(65536)  # the request
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+            for _ in range(int(self.lasting / self.drip)):
+                if self._stop.wait(self.drip):
+                    break
+                conn.sendall(b"x")
 
 
 class Elsewhere(_Listener):

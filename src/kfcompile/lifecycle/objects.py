@@ -13,13 +13,14 @@ from kfcompile.lifecycle.session import (
     LIST_PAGE,
     LIST_RESTARTS,
     SPEC_HASH,
+    ClusterError,
     NameTaken,
     Session,
     call,
     listing,
     named,
 )
-from kfcompile.ports import ApiError, Gone, NotFound, Obj, Ref
+from kfcompile.ports import ApiError, Gone, NotFound, Obj, Page, Ref
 
 
 def served(session: Session, api_version: str, kind: str) -> bool:
@@ -35,15 +36,51 @@ def get(session: Session, ref: Ref) -> Obj | None:
         return None
 
 
+class Paging:
+    """The pages of one list so far, as its driver reads them: a server that hands out a
+    continue token again, or more pages than the items it said were left
+    (``remainingItemCount``; each page brings one at least), would page for ever: an error
+    naming the list (``what``)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._seen: set[str] = set()
+        self._pages_left: int | None = None  # at most, by the server's own count
+
+    def next_token(self, page: Page) -> str | None:
+        """The token to ask the next page with; None when ``page`` was the last."""
+        token = page.continue_token
+        if not token:
+            return None
+        if token in self._seen:
+            raise ClusterError(f"{self.what}: the server gave the same continue token twice")
+        self._seen.add(token)
+        left = self._pages_left
+        if left is not None:
+            left -= 1  # this page was one of them
+        if page.remaining is not None:
+            left = page.remaining if left is None else min(left, page.remaining)
+        if left is not None and left < 1:
+            raise ClusterError(
+                f"{self.what}: more pages than the items the server said were left "
+                "(remainingItemCount)"
+            )
+        self._pages_left = left
+        return token
+
+
 def list_all(
     session: Session, api_version: str, kind: str, namespace: str | None, **selectors: str
 ) -> list[Obj]:
     """Every page of a list: one request per LIST_PAGE objects, never one per object.
 
-    A continue token the server has forgotten (410) starts the list over, as the API asks."""
+    A continue token the server has forgotten (410) starts the list over, as the API asks; one
+    that pages for ever is an error (``Paging``)."""
+    what = listing(kind, namespace)
     items: list[Obj] = []
     token: str | None = None
     restarts = 0
+    paging = Paging(what)
     while True:
         page_of = partial(
             session.cluster.list,
@@ -55,15 +92,15 @@ def list_all(
             **selectors,
         )
         try:
-            page = call(session, listing(kind, namespace), page_of)
+            page = call(session, what, page_of)
         except Gone:
             if token is None or restarts >= LIST_RESTARTS:
                 raise
-            items, token, restarts = [], None, restarts + 1
+            items, token, restarts, paging = [], None, restarts + 1, Paging(what)
             continue
         items.extend(page.items)
-        token = page.continue_token
-        if not token:
+        token = paging.next_token(page)
+        if token is None:
             return items
 
 

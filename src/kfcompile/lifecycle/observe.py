@@ -152,7 +152,8 @@ def nodes_total(job: Mapping[str, Any]) -> int:
 
 def _node(job: Mapping[str, Any], pod: Mapping[str, Any]) -> Node:
     status = pod.get("status") or {}
-    containers = status.get("containerStatuses") or []
+    listed = _at(pod, "status", "containerStatuses")
+    containers = [c for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) else []
     stuck = job_status.stuck_pod([pod])
     return Node(
         rank=rank_of(job, pod),

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from attrs import evolve, field, frozen
 
-from kfcompile.ports import ApiError, Clock, Cluster, Merge, Ref, Transient
+from kfcompile.ports import ApiError, Clock, Cluster, Gone, Merge, Ref, Transient
 
 if TYPE_CHECKING:
     from kfcompile.lifecycle.observe import Observation
@@ -305,6 +306,18 @@ def call(session: Session, what: str, fn: Callable[[], T]) -> T:
             raise
         contact.heard()
         return result
+
+
+@contextmanager
+def ending_named(what: str) -> Iterator[None]:
+    """A stream's errors that end it (not the trouble and the expiry its machine rides out)
+    named as ``call`` names them: ``what`` is the stream (``watch TrainJob team-a/demo``)."""
+    try:
+        yield
+    except ApiError as exc:
+        if not isinstance(exc, (Transient, Gone)):
+            exc.named(what)
+        raise
 
 
 def poll(session: Session, done: Callable[[], bool], timeout: float | None) -> bool:

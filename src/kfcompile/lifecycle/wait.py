@@ -24,6 +24,7 @@ from kfcompile.lifecycle.session import (
     Session,
     TimedOut,
     call,
+    ending_named,
     named,
     pause,
     retrying,
@@ -116,15 +117,16 @@ def _watch(session: Session, ref: Ref, request: WatchJob) -> Iterator[WatchEvent
     """The watch, as a generator: what the port raises comes with the first event; events
     about another object are passed over (``only``)."""
     kind = job_kind(ref)
-    events = session.cluster.watch(
-        kind.api_version,
-        kind.name,
-        ref.namespace,
-        resource_version=request.from_version,
-        field_selector=f"metadata.name={ref.name}",
-        timeout_seconds=request.timeout,
-    )
-    yield from only(events, partial(is_ref, ref=ref))
+    with ending_named(named("watch", ref)):
+        events = session.cluster.watch(
+            kind.api_version,
+            kind.name,
+            ref.namespace,
+            resource_version=request.from_version,
+            field_selector=f"metadata.name={ref.name}",
+            timeout_seconds=request.timeout,
+        )
+        yield from only(events, partial(is_ref, ref=ref))
 
 
 def only(events: Iterator[WatchEvent], asked: Callable[[Obj], bool]) -> Iterator[WatchEvent]:

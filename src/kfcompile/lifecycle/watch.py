@@ -14,7 +14,7 @@ from attrs import evolve
 
 from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle.logs import merger
-from kfcompile.lifecycle.objects import close, meta, served
+from kfcompile.lifecycle.objects import Paging, close, meta, served
 from kfcompile.lifecycle.observe import foreign
 from kfcompile.lifecycle.session import (
     LIST_PAGE,
@@ -23,6 +23,7 @@ from kfcompile.lifecycle.session import (
     GiveUp,
     Pause,
     Session,
+    ending_named,
     listing,
     pause,
     retrying,
@@ -62,10 +63,16 @@ def _next_event(stream: Iterator[WatchEvent], what: str) -> WatchAnswer:
 
 
 def _page(
-    session: Session, kind: Kind, namespace: str | None, selector: str, request: ListJobs
+    session: Session,
+    kind: Kind,
+    namespace: str | None,
+    selector: str,
+    request: ListJobs,
+    paging: Paging,
 ) -> WatchAnswer:
     """One page; what the API refuses (403: no right to list) ends the watch with it, named
-    as ``call`` names what it raises (the machine rides out the rest itself)."""
+    as ``call`` names what it raises (the machine rides out the rest itself), and so does a
+    list that would page for ever (``paging``: this list's pages so far)."""
     try:
         page = session.cluster.list(
             kind.api_version,
@@ -83,7 +90,7 @@ def _page(
         exc.named(listing(kind.name, namespace))
         raise
     items = [item for item in page.items if not _foreign(item, kind, namespace, selector)]
-    return PageListed(items, page.resource_version, page.continue_token)
+    return PageListed(items, page.resource_version, paging.next_token(page))
 
 
 def _foreign(obj: Obj, kind: Kind, namespace: str | None, selector: str) -> bool:
@@ -97,15 +104,16 @@ def _watch(
 ) -> Iterator[WatchEvent]:
     """The watch, as a generator: what the port raises comes with the first event; an event
     about an object not asked for is passed over (``_foreign``)."""
-    events = session.cluster.watch(
-        kind.api_version,
-        kind.name,
-        namespace,
-        resource_version=request.from_version,
-        label_selector=selector,
-        timeout_seconds=request.timeout,
-    )
-    yield from only(events, lambda obj: not _foreign(obj, kind, namespace, selector))
+    with ending_named(listing(kind.name, namespace, "watch")):
+        events = session.cluster.watch(
+            kind.api_version,
+            kind.name,
+            namespace,
+            resource_version=request.from_version,
+            label_selector=selector,
+            timeout_seconds=request.timeout,
+        )
+        yield from only(events, lambda obj: not _foreign(obj, kind, namespace, selector))
 
 
 def watch_kind(
@@ -116,6 +124,7 @@ def watch_kind(
     clock, what = session.clock, listing(kind.name, namespace, "watch")
     watcher = Watcher.start(kind, clock.monotonic(), session.retry_for)
     stream: Iterator[WatchEvent] | None = None
+    paging = Paging(listing(kind.name, namespace))
     try:
         while True:
             request = watcher.next_request(clock.monotonic())
@@ -125,7 +134,9 @@ def watch_kind(
             answer: WatchAnswer
             match request:
                 case ListJobs():
-                    answer = _page(session, kind, namespace, selector, request)
+                    if request.continue_token is None:  # a list begins
+                        paging = Paging(listing(kind.name, namespace))
+                    answer = _page(session, kind, namespace, selector, request, paging)
                 case WatchJobs():
                     stream = _watch(session, kind, namespace, selector, request)
                     answer = _next_event(stream, what)
