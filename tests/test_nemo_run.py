@@ -390,9 +390,21 @@ def test_what_the_target_cannot_hold_is_an_error_naming_the_parameter(
     assert len(lines) == 1 and lines[0].startswith(line), lines
 
 
-def test_a_shell_script_under_torchrun_is_refused() -> None:
-    with pytest.raises(ExecutorError, match="launcher: torchrun runs Python programs"):
-        dryrun(executor(launcher="torchrun"), run.Script(inline="echo hi"))
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_shell_script_under_torchrun_runs_as_torchrun_no_python(target: str) -> None:
+    """NeMo-Run runs a script whose entrypoint is not python as ``torchrun --no-python``: the
+    file NeMo-Run wrote (with its ``#!`` line) ships executable, as a path does unchanged."""
+    config_map, job = dryrun(
+        executor(target=target, launcher="torchrun"), run.Script(inline="echo hi")
+    )
+    assert schema_check.crd_errors(job, CRDS[target]) == []
+    assert schema_check.configmap_errors(config_map) == []
+    [(file_name, text)] = config_map["data"].items()
+    assert text == "#!/usr/bin/bash\necho hi"
+    assert command_of(job)[-2:] == ["--no-python", f"/opt/kfcompile/scripts/{file_name}"]
+    assert _contains(job, {"defaultMode": 0o755, "name": config_map["metadata"]["name"]})
+    path = dryrun(executor(target=target, launcher="torchrun"), run.Script("/app/run.sh"))
+    assert command_of(path[-1])[-2:] == ["--no-python", "/app/run.sh"]
 
 
 # --- a whole life on the local API server -------------------------------------------------------
@@ -553,3 +565,173 @@ def test_dryrun_output_is_printable_yaml() -> None:
         text = str(exp.jobs[0]._dryrun_info.request)
     assert text.startswith("# trainjob/v2.3: task-")
     assert "kind: TrainJob" in text
+
+
+# --- NeMo-Run's own Kubeflow examples, run with only the import changed ----------------------
+# `from kfcompile.integrations.nemo_run import KfcompileExecutor as KubeflowExecutor`: each test
+# builds the executor with exactly the parameters of its example and runs it as the example
+# does, through NeMo-Run, against the local API server (which runs the pods' rendezvous).
+
+
+def _claim(cluster: Any, namespace: str, name: str) -> None:
+    """What the examples expect the cluster to have: their namespace, and the claim they name."""
+    if cluster.store.get("v1", "Namespace", None, namespace) is None:
+        cluster.store.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+    spec = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
+    meta = {"name": name, "namespace": namespace}
+    cluster.store.create(
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+    )
+
+
+def _trainjob(cluster: Any, namespace: str) -> dict[str, Any]:
+    [job] = cluster.store.list("trainer.kubeflow.org/v1alpha1", "TrainJob", namespace)
+    assert job["status"]["conditions"][-1]["type"] == "Complete"
+    return dict(job)
+
+
+@SLOW
+def test_the_minimal_example_of_the_issue_runs_a_bash_script_under_torchrun(
+    cluster: Any,
+) -> None:
+    """``run.Script("train.py")`` has entrypoint ``bash``: NeMo-Run runs it as ``torchrun
+    --no-python train.py`` (each process executes the file), and so does the job."""
+    _claim(cluster, "my-namespace", "my-pvc")
+    KubeflowExecutor = KfcompileExecutor  # the example's import, renamed
+    executor = KubeflowExecutor(
+        namespace="my-namespace",
+        image="pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime",
+        num_nodes=2,
+        gpus_per_node=8,
+        launcher=run.Torchrun(),
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "my-pvc"}}],
+        volume_mounts=[{"name": "data", "mountPath": "/data"}],
+    )
+    run.run(run.Script("train.py"), executor=executor, name="my-training-job")
+    job = _trainjob(cluster, "my-namespace")
+    assert schema_check.crd_errors(job, CRDS["trainjob/v2.3"]) == []
+    assert job["spec"]["trainer"]["command"] == ["torchrun", "--no-python", "train.py"]
+    assert _contains(job, {"name": "data", "mountPath": "/data"})
+
+
+# NVIDIA-NeMo/Run docs/guides/executors/kubeflow.md (and docs/guides/execution.md), "Executor
+# configuration": volume setup, secret injection, work-dir PVC sync.
+DOCS_EXAMPLE: dict[str, Any] = {
+    "runtime_ref": "torch-distributed",
+    "namespace": "my-namespace",
+    "image": "nvcr.io/nvidia/nemo:25.04",
+    "num_nodes": 4,
+    "gpus_per_node": 8,
+    "cpu_requests": "16",
+    "memory_requests": "64Gi",
+    "image_pull_secrets": ["ngc-registry-secret"],
+    "env_vars": {"NCCL_DEBUG": "INFO", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    "env_list": [
+        {
+            "name": "WANDB_API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "my-secrets", "key": "WANDB_API_KEY"}},
+        },
+    ],
+    "labels": {"app": "my-training-job"},
+    "tolerations": [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}],
+    "volumes": [
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        {"name": "model-cache", "persistentVolumeClaim": {"claimName": "model-cache"}},
+    ],
+    "volume_mounts": [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "model-cache", "mountPath": "/nemo-workspace"},
+    ],
+    "workdir_pvc": "model-cache",
+    "workdir_pvc_path": "/nemo-workspace",
+}
+
+
+@SLOW
+def test_the_docs_executor_example_runs_with_its_secret_volumes_and_work_dir(
+    cluster: Any, nemo_home: Path
+) -> None:
+    _claim(cluster, "my-namespace", "model-cache")
+    executor = KfcompileExecutor(launcher=run.Torchrun(), **DOCS_EXAMPLE)
+    text = "#!/usr/bin/bash\necho rank $RANK\n"
+    run.run(run.Script(inline=text), executor=executor, name="docs")
+    job = _trainjob(cluster, "my-namespace")
+    assert schema_check.crd_errors(job, CRDS["trainjob/v2.3"]) == []
+    for value in (
+        *DOCS_EXAMPLE["env_list"],
+        *DOCS_EXAMPLE["volumes"],
+        *DOCS_EXAMPLE["tolerations"],
+    ):
+        assert _contains(job, value), value
+    assert _contains(job, {"name": "ngc-registry-secret"})
+    # the claim the work dir syncs to is the example's own volume: mounted once
+    mounts = [m for m in _items_at(job, "volumeMounts") if m["name"] == "model-cache"]
+    assert mounts == [{"name": "model-cache", "mountPath": "/nemo-workspace"}]
+    command = job["spec"]["trainer"]["command"]
+    assert command[:2] == ["torchrun", "--no-python"]
+    # the job directory (with NeMo-Run's script file) is on the claim, under code_dir
+    files = cluster.store.volume("my-namespace", "model-cache")
+    assert any(p.endswith("/code/scripts/docs.sh") for p in files), sorted(files)
+
+
+def _items_at(tree: Any, key: str) -> list[Any]:
+    """Every item of the lists at ``key`` anywhere in ``tree``."""
+    if isinstance(tree, dict):
+        here = list(tree.get(key, []))
+        return here + [v for k, x in tree.items() if k != key for v in _items_at(x, key)]
+    if isinstance(tree, list):
+        return [v for x in tree for v in _items_at(x, key)]
+    return []
+
+
+@SLOW
+@pytest.mark.parametrize("pvc", [None, "model-cache"])
+def test_hello_kubeflow_runs_its_inline_script_with_and_without_a_pvc(
+    cluster: Any, pvc: str | None
+) -> None:
+    """NVIDIA-NeMo/Run examples/kubeflow/hello_kubeflow.py with its defaults (``--image`` and
+    optionally ``--pvc``): an inline bash script (nvidia-smi, a Python heredoc) on 2 nodes of 8
+    GPUs under torchrun, a memory-backed /dev/shm, the work dir synced when a claim is given."""
+    if pvc:
+        _claim(cluster, "default", pvc)
+    executor = KfcompileExecutor(
+        launcher=run.Torchrun(),
+        runtime_ref="torch-distributed",
+        namespace="default",
+        image="nvcr.io/nvidia/nemo:25.04",
+        num_nodes=2,
+        gpus_per_node=8,
+        cpu_requests="8",
+        memory_requests="32Gi",
+        env_vars={"NCCL_DEBUG": "INFO", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+        env_list=[],
+        tolerations=[{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}],
+        volumes=[
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+            *([{"name": "workdir", "persistentVolumeClaim": {"claimName": pvc}}] if pvc else []),
+        ],
+        volume_mounts=[
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            *([{"name": "workdir", "mountPath": "/nemo-workspace"}] if pvc else []),
+        ],
+        workdir_pvc=pvc,
+        workdir_pvc_path="/nemo-workspace",
+        labels={"app": "hello-kubeflow"},
+    )
+    inline = "nvidia-smi\npython - <<'PY'\nimport os\nprint(os.environ.get('RANK', 0))\nPY\n"
+    run.run(run.Script(inline=inline), executor=executor, name="hello-kubeflow")
+    job = _trainjob(cluster, "default")
+    assert job["metadata"]["name"].startswith("hello-kubeflow-")
+    assert schema_check.crd_errors(job, CRDS["trainjob/v2.3"]) == []
+    [config_map] = [
+        c for c in cluster.objects("ConfigMap") if c["metadata"]["name"].endswith("-script")
+    ]
+    [(file_name, text)] = config_map["data"].items()
+    assert text.startswith("#!") and text.endswith(inline)  # NeMo-Run's interpreter line kept
+    command = job["spec"]["trainer"]["command"]
+    assert command == ["torchrun", "--no-python", f"/opt/kfcompile/scripts/{file_name}"]
+    assert _contains(
+        job, {"configMap": {"name": config_map["metadata"]["name"], "defaultMode": 0o755}}
+    )
