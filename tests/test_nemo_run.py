@@ -735,3 +735,95 @@ def test_hello_kubeflow_runs_its_inline_script_with_and_without_a_pvc(
     assert _contains(
         job, {"configMap": {"name": config_map["metadata"]["name"], "defaultMode": 0o755}}
     )
+
+
+# --- KubeflowExecutor's own methods ---------------------------------------------------------
+
+METHODS = (
+    "launch", "status", "cancel", "fetch_logs", "get_job_body", "package",
+    "materialize_launch_script", "pull_results", "copy_to_workspace", "copy_from_workspace",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_kubeflow_executor_method_is_there_with_its_signature(method: str) -> None:
+    """Each parameter of NeMo-Run's method, in its place and with its default (a parameter
+    NeMo-Run requires may have a default here)."""
+    import inspect
+
+    theirs = inspect.signature(getattr(KubeflowExecutor, method)).parameters
+    ours = inspect.signature(getattr(KfcompileExecutor, method)).parameters
+    assert list(ours) == list(theirs)
+    for name, p in theirs.items():
+        if p.default is not inspect.Parameter.empty:
+            assert ours[name].default == p.default, name
+
+
+def test_get_job_body_is_the_job_for_a_command() -> None:
+    body = executor(num_nodes=2, target="trainjob/v2.1").get_job_body(
+        "train-abc123", ["python", "/app/train.py", "--lr", "1"]
+    )
+    assert schema_check.crd_errors(body, CRDS["trainjob/v2.1"]) == []
+    assert body["metadata"]["name"] == "train-abc123"
+    assert body["spec"]["trainer"]["command"] == ["python", "/app/train.py", "--lr", "1"]
+    assert body["spec"]["trainer"]["numNodes"] == 2
+
+
+def test_materialize_launch_script_writes_kubeflow_executors_launch_sh(tmp_path: Path) -> None:
+    ex = executor(env_vars={"A": "1"})
+    ex.assign("exp", str(tmp_path), "train", "train")
+    ex.materialize_launch_script(["torchrun", "/app/train.py"])
+    text = (tmp_path / "train" / "launch.sh").read_text()
+    assert "torchrun /app/train.py" in text and "export A=1" in text
+
+
+@SLOW
+def test_launch_status_logs_and_cancel_as_kubeflow_executor_has_them(
+    cluster: Any, tmp_path: Path
+) -> None:
+    from nemo_run.core.execution.kubeflow import KubeflowJobState
+
+    ex = executor(num_nodes=3, launcher="torchrun")
+    ex.assign("exp", str(tmp_path), "train", "train")
+    assert ex.cancel("nothing-here", wait=True) is None  # no such job: nothing to wait for
+    assert ex.status("nothing-here") is None
+    name, state = ex.launch("train", ["torchrun", "/app/train.py"], wait=True)
+    assert name.startswith("train-") and state in (
+        KubeflowJobState.RUNNING,
+        KubeflowJobState.SUCCEEDED,
+    )
+    [job] = cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")
+    assert job["metadata"]["name"] == name
+    assert job["spec"]["trainer"]["command"] == ["torchrun", "/app/train.py"]
+    assert ex.launch("train", ["torchrun", "/app/train.py"]) == (name, KubeflowJobState.CREATED)
+    assert len(cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")) == 1  # same job
+
+    shown = list(ex.fetch_logs(name, stream=True))  # followed until the job ends
+    assert ex.status(name) is KubeflowJobState.SUCCEEDED
+    assert any(line.startswith("rank 0 ") for line in shown)
+    assert any(line.startswith("rank 2 ") for line in shown)
+    assert not any(line.startswith("rank 1 ") for line in shown)  # rank 0 and the last only
+    every = (tmp_path / "train" / "log-allranks_0.out").read_text().splitlines()
+    for rank in range(3):
+        assert any(line.startswith(f"train/{rank} rank {rank} step") for line in every), rank
+
+    assert ex.cancel(name, wait=True) is True  # the job and its pods are gone
+    assert cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1") == []
+    assert ex.status(name) is None
+    assert ex.cancel(name) is None
+
+
+@SLOW
+def test_run_run_shows_rank_0_and_the_last_rank_prefixed_by_the_task_and_keeps_every_rank(
+    cluster: Any, nemo_home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run.run(run.Partial(train), executor=executor(num_nodes=3), name="readme")
+    out = capfd.readouterr().out
+    [job] = cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")
+    name = job["metadata"]["name"]
+    assert re.search(r"readme/0\S* rank 0 step", out) and re.search(r"readme/2\S* rank 2 step", out)
+    assert "rank 1 step" not in out
+    assert f"{name[-10:]}/" not in out  # not the last ten characters of the job name
+    [exp_dir] = (nemo_home / "experiments" / "readme").iterdir()
+    every = (exp_dir / "readme" / "log-allranks_0.out").read_text()
+    assert all(f"readme/{r} rank {r} step" in every for r in range(3))

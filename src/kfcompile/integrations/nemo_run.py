@@ -34,6 +34,7 @@ from torchx.specs import Role
 import kfcompile
 from kfcompile import lifecycle
 from kfcompile.errors import Problem
+from kfcompile.integrations.nemo_run_methods import NemoRunMethods
 from kfcompile.integrations.nemo_run_task import (
     NEMO_RUNDIR,
     ExecutorError,
@@ -73,7 +74,7 @@ def register(executor_cls: type[Executor], name: str = SCHEDULER) -> None:
 
 
 @dataclass(kw_only=True)
-class KfcompileExecutor(Executor):  # type: ignore[misc]
+class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
     """NeMo-Run's ``KubeflowExecutor`` (0.11) parameters, rendered by kfcompile for ``target``.
 
     See the README section "Coming from NeMo-Run" for each parameter on each target.
@@ -336,12 +337,16 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
             )
         return pod_path[len(root) :] or "/"
 
-    def copy_to_workspace(self, local_path: str, remote_path: str, label: str = "") -> None:
+    def copy_to_workspace(
+        self, local_path: str, remote_path: str, label: str = "datamover"
+    ) -> None:
         """Copy the local directory to ``remote_path`` (a pod path under ``workdir_pvc_path``);
         nothing when ``workdir_pvc`` is unset."""
         self._sync(lifecycle.sync_up, remote_path, local_path)
 
-    def copy_from_workspace(self, remote_path: str, local_path: str, label: str = "") -> None:
+    def copy_from_workspace(
+        self, remote_path: str, local_path: str, label: str = "datamover"
+    ) -> None:
         """Copy ``remote_path`` (a pod path under ``workdir_pvc_path``) into the local
         directory; nothing when ``workdir_pvc`` is unset."""
         self._sync(lifecycle.sync_down, remote_path, local_path)

@@ -8,11 +8,14 @@ the API, ``list`` of every job kfcompile created).
 """
 
 import datetime
+import json
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from nemo_run.config import get_nemorun_home
 from nemo_run.run.torchx_backend.schedulers.api import SchedulerMixin
 from torchx.schedulers.api import (
     AppDryRunInfo,
@@ -28,6 +31,7 @@ import kfcompile
 from kfcompile import lifecycle
 from kfcompile.errors import Problem
 from kfcompile.integrations.nemo_run import SCHEDULER, KfcompileExecutor, connect
+from kfcompile.integrations.nemo_run_methods import shown_ranks, task_of, tee
 from kfcompile.integrations.nemo_run_task import ExecutorError
 from kfcompile.ports import Forbidden, Ref
 
@@ -116,9 +120,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         request = dryrun_info.request
         executor = request.executor
         session = self._cluster()
-        if executor.workdir_pvc and executor.job_dir:
-            executor.stage_workdir()
-            executor.copy_to_workspace(executor.job_dir, executor.code_dir)
+        executor.package(executor.packager, executor.job_name)
         submitted = lifecycle.submit(
             session,
             request.spec,
@@ -126,7 +128,9 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             namespace=executor.namespace,
             environ=os.environ,
         )
-        return app_id(submitted.ref)
+        handle = app_id(submitted.ref)
+        remember(handle, task=request.app.roles[0].name, job_dir=executor.job_dir)
+        return handle
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         ref = self._ref(app_id)
@@ -134,11 +138,12 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             return DescribeAppResponse(app_id=app_id, state=AppState.CANCELLED, msg=GONE)
         obs = lifecycle.status(self._cluster(), ref)
         state = STATES[obs.state.state]
+        task = recalled(app_id).get("task") or task_of(ref.name)
         by_rank = {n.rank: n for n in obs.nodes if n.rank is not None}
         replicas = [
             ReplicaStatus(
                 id=rank,
-                role=ref.name,
+                role=task,
                 state=PHASES.get(by_rank[rank].phase, state) if rank in by_rank else state,
                 hostname=by_rank[rank].pod if rank in by_rank else "",
             )
@@ -149,8 +154,8 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             app_id=app_id,
             state=state,
             msg=message,
-            roles=[Role(name=ref.name, image="", num_replicas=obs.nodes_total)],
-            roles_statuses=[RoleStatus(ref.name, replicas)],
+            roles=[Role(name=task, image="", num_replicas=obs.nodes_total)],
+            roles_statuses=[RoleStatus(task, replicas)],
         )
 
     def log_iter(
@@ -164,7 +169,9 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         should_tail: bool = False,
         streams: Stream | None = None,
     ) -> Iterable[str]:
-        """Rank ``k``'s log (stdout and stderr together, as Kubernetes keeps them)."""
+        """Rank ``k``'s log (stdout and stderr together, as Kubernetes keeps them), laid out as
+        NeMo-Run does: into ``<job_dir>/log-allranks_0.out``, and for the console only when
+        ``k`` is rank 0 or the last rank."""
         if until is not None:
             raise ValueError(f"{SCHEDULER}: logs cannot end at a time (until)")
         ref = self._ref(app_id)
@@ -174,11 +181,12 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         if since is not None:
             now = datetime.datetime.now(since.tzinfo)
             since_seconds = max(1, int((now - since).total_seconds()))
-        lines = _lines(
-            lifecycle.logs(
-                self._cluster(), ref, rank=k, follow=should_tail, since_seconds=since_seconds
-            )
-        )
+        session = self._cluster()
+        shown = shown_ranks(len(lifecycle.ranks(session, ref)))
+        record = recalled(app_id)
+        read = lifecycle.logs(session, ref, rank=k, follow=should_tail, since_seconds=since_seconds)
+        task = record.get("task") or task_of(ref.name)
+        lines = _lines(tee(read, record.get("job_dir"), task, shown))
         return filter_regex(regex, lines) if regex else lines
 
     def _cancel_existing(self, app_id: str) -> None:
@@ -203,7 +211,45 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         self._session = None
 
 
-def _lines(found: Iterator[lifecycle.LogLine]) -> Iterator[str]:
+# --- what NeMo-Run knows of a job and the cluster does not: its task and job directory ------
+
+JOBS = ".kfcompile_jobs.json"  # beside NeMo-Run's own `.kubeflow_jobs.json`, in its home
+
+
+def _jobs_file() -> str:
+    return os.path.join(get_nemorun_home(), JOBS)
+
+
+def _known() -> dict[str, Any]:
+    try:
+        with open(_jobs_file(), encoding="utf-8") as f:
+            known = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def recalled(app_id: str) -> dict[str, str]:
+    """The task name and job directory ``schedule`` noted for the app (nothing if none)."""
+    entry = _known().get(app_id)
+    if not isinstance(entry, dict):
+        return {}
+    return {k: v for k, v in entry.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def remember(app_id: str, **entry: str) -> None:
+    """Note the app's task and job directory (written whole and renamed: readers in other
+    processes see the old file or the new one)."""
+    path = _jobs_file()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    known = {**_known(), app_id: entry}
+    fd, temp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=JOBS)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(known, f)
+    os.replace(temp, path)
+
+
+def _lines(found: Iterable[lifecycle.LogLine]) -> Iterator[str]:
     for line in found:
         yield line.text + "\n"
 
