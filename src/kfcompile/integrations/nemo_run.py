@@ -34,7 +34,7 @@ from torchx.specs import Role
 import kfcompile
 from kfcompile import lifecycle
 from kfcompile.errors import Problem
-from kfcompile.integrations.nemo_run_methods import NemoRunMethods
+from kfcompile.integrations.nemo_run_methods import NemoRunMethods, connect, session
 from kfcompile.integrations.nemo_run_task import (
     NEMO_RUNDIR,
     ExecutorError,
@@ -381,27 +381,6 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
 def _strings(values: Mapping[str, Any]) -> dict[str, str]:
     """Labels and annotations: KubeflowExecutor takes any value, Kubernetes only strings."""
     return {str(k): v if isinstance(v, str) else str(v) for k, v in values.items()}
-
-
-# --- the cluster --------------------------------------------------------------------------------
-
-
-def connect() -> tuple[lifecycle.Session, str]:
-    """A lifecycle session on the cluster of the current kubeconfig (or the pod's service
-    account), as KubeflowExecutor finds it, and the kubeconfig's namespace. Every scheduler
-    makes its own: the state is on the cluster."""
-    import random
-
-    from kfcompile_kube import KubeCluster, SystemClock
-    from kfcompile_kube import connect as kube_connect
-
-    conn = kube_connect()
-    cluster = KubeCluster(conn.api_client)
-    return lifecycle.Session(cluster, SystemClock(), jitter=random.random), conn.namespace
-
-
-def session() -> lifecycle.Session:
-    return connect()[0]
 
 
 register(KfcompileExecutor)

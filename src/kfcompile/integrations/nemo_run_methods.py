@@ -62,6 +62,27 @@ def shown_ranks(nodes: int) -> tuple[int, ...]:
     return tuple(sorted({0, max(nodes - 1, 0)}))
 
 
+# --- the cluster --------------------------------------------------------------------------------
+
+
+def connect() -> tuple[lifecycle.Session, str]:
+    """A lifecycle session on the cluster of the current kubeconfig (or the pod's service
+    account), as KubeflowExecutor finds it, and the kubeconfig's namespace. Every scheduler
+    makes its own: the state is on the cluster."""
+    import random
+
+    from kfcompile_kube import KubeCluster, SystemClock
+    from kfcompile_kube import connect as kube_connect
+
+    conn = kube_connect()
+    cluster = KubeCluster(conn.api_client)
+    return lifecycle.Session(cluster, SystemClock(), jitter=random.random), conn.namespace
+
+
+def session() -> lifecycle.Session:
+    return connect()[0]
+
+
 class _Executor(Protocol):
     """What the methods need of ``KfcompileExecutor``, which they are mixed into."""
 
@@ -106,8 +127,6 @@ class NemoRunMethods:
         does neither within ``timeout`` seconds. The wait watches the job (``poll_interval``
         is kept for the signature). The same job submitted again creates nothing; a job of
         that name that kfcompile did not make from this spec is an error, never replaced."""
-        from kfcompile.integrations.nemo_run import session
-
         job_name = self.k8s_job_name(name)
         spec = _spec_of(self, job_name, cmd)
         cluster = session()
@@ -194,8 +213,6 @@ def _spec_of(executor: _Executor, name: str, command: list[str]) -> kfcompile.Jo
 
 
 def _located(executor: _Executor, job_name: str) -> tuple[lifecycle.Session, Ref] | None:
-    from kfcompile.integrations.nemo_run import session
-
     cluster = session()
     try:
         return cluster, lifecycle.locate(cluster, executor.namespace, job_name)
