@@ -353,6 +353,26 @@ def test_spec_kwargs_reach_the_job_spec() -> None:
     assert objects[-1]["spec"]["activeDeadlineSeconds"] == 600
 
 
+@pytest.mark.parametrize("target", ["pytorchjob/v1", "trainjob/v2.3"])
+def test_an_override_of_the_node_container_is_the_training_container(target: str) -> None:
+    """NeMo-Run names the training container ``node`` (the Trainer runtime's name): on a
+    PyTorchJob that is the ``pytorch`` container, never a second one without an image."""
+    mount = {"name": "data", "mountPath": "/data"}
+    params = {
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}],
+        "pod_spec_overrides": {"containers": [{"name": "node", "volumeMounts": [mount]}]},
+    }
+    job = dryrun(executor(target=target, num_nodes=2, **params), run.Partial(train))[-1]
+    assert schema_check.crd_errors(job, CRDS[target]) == []
+    if target == "pytorchjob/v1":
+        for replica in job["spec"]["pytorchReplicaSpecs"].values():
+            [container] = replica["template"]["spec"]["containers"]
+            assert container["name"] == "pytorch" and container["image"]
+            assert container["volumeMounts"] == [mount]
+    else:
+        assert _contains(job, {"name": "node", "volumeMounts": [mount]})
+
+
 # --- what a target cannot hold is an error naming the parameter ----------------------------------
 
 REFUSED = [

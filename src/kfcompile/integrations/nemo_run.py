@@ -42,6 +42,7 @@ from kfcompile.integrations.nemo_run_task import (
     from_manifest,
     program_of,
 )
+from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.targets import target as find_target
 
 __all__ = ["FDL_RUNNER", "SCHEDULER", "ExecutorError", "KfcompileExecutor", "connect", "register"]
@@ -244,7 +245,7 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
             "volume_mounts": copy.deepcopy(self.volume_mounts),
             "tolerations": copy.deepcopy(self.tolerations),
             "image_pull_secrets": list(self.image_pull_secrets),
-            "pod_spec_overrides": copy.deepcopy(self.pod_spec_overrides),
+            "pod_spec_overrides": self._pod_overrides(),
             "container_overrides": copy.deepcopy(self.container_kwargs),
         }
         if program is not None:
@@ -278,6 +279,17 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         if self.workdir_pvc:
             self._mount_workdir(data)
         return {k: v for k, v in data.items() if v not in ({}, [])}
+
+    def _pod_overrides(self) -> dict[str, Any]:
+        """``pod_spec_overrides``, where NeMo-Run's name for the training container (``node``,
+        the Trainer runtime's) is the target's training container (PyTorchJob's ``pytorch``)."""
+        overrides = copy.deepcopy(self.pod_spec_overrides)
+        container = KINDS[find_target(self.target).kind].container
+        containers = overrides.get("containers")
+        for item in containers if isinstance(containers, list) else []:
+            if isinstance(item, dict) and item.get("name") == TRAINJOB.container:
+                item["name"] = container
+        return overrides
 
     def _mount_workdir(self, data: dict[str, Any]) -> None:
         """The claim mounted at ``workdir_pvc_path``, as KubeflowExecutor mounts it: a volume
