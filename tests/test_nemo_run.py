@@ -394,6 +394,18 @@ REFUSED = [
     ),
     ("trainjob/v2.3", {"spec_kwargs": {"colour": "red"}}, "spec_kwargs.colour: "),
     ("trainjob/v2.3", {"image": ""}, "image: required"),
+    ("trainjob/v2.3", {"train_job_basename": "8b-llama"}, "train_job_basename: '8b-llama': must"),
+    (
+        "trainjob/v2.3",
+        {"spec_kwargs": {"managedBy": "kubeflow.org/training-operator"}},
+        "spec_kwargs.managedBy: trainjob/v2.3 accepts only: trainer.kubeflow.org/trainjob-"
+        "controller, kueue.x-k8s.io/multikueue",
+    ),
+    (
+        "pytorchjob/v1",
+        {"spec_kwargs": {"managedBy": "trainer.kubeflow.org/trainjob-controller"}},
+        "spec_kwargs.managedBy: pytorchjob/v1 accepts only: kubeflow.org/training-operator",
+    ),
     ("trainjob/v2.3", {"cpu_requests": "lots"}, "cpu_requests: "),
     ("trainjob/v2.3", {"packager": GitArchivePackager()}, "packager: GitArchivePackager"),
     ("trainjob/v9", {}, "target: unknown target 'trainjob/v9'"),

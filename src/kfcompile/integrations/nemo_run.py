@@ -173,6 +173,11 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         cached: str | None = getattr(self, "_k8s_job_name", None)
         if cached is not None:
             return cached
+        if self.train_job_basename and not self.train_job_basename[0].isalpha():
+            raise ExecutorError(  # a TrainJob/PyTorchJob name is an RFC 1035 label
+                [Problem("train_job_basename", f"{self.train_job_basename!r}: must start with "
+                         "a letter (the job name is an RFC 1035 label)")]
+            )  # fmt: skip
         base = re.sub(r"[^a-z0-9-]+", "-", (self.train_job_basename or fallback or "").lower())
         uid = uuid.uuid4().hex[:6]
         base = re.sub(r"^[^a-z]+", "", base)[: MAX_NAME - len(uid) - 1].strip("-") or "job"
@@ -314,6 +319,10 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         """``spec_kwargs`` as KubeflowExecutor applies them (a shallow update of the job's
         ``spec``), read back into the JobSpec by kfcompile's importer: what no spec field holds
         is an error at its ``spec_kwargs`` key. Also: the spec fields they set, by that key."""
+        managers = KINDS[find_target(self.target).kind].managers
+        if self.spec_kwargs.get("managedBy", managers[0]) not in managers:
+            allowed = f"{self.target} accepts only: {', '.join(managers)}"
+            raise ExecutorError([Problem("spec_kwargs.managedBy", allowed)])
         objects = checked(lambda: kfcompile.render(spec, self.target), {})
         job = objects[-1]
         job["spec"].update(copy.deepcopy(self.spec_kwargs))
