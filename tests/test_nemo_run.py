@@ -590,6 +590,26 @@ def test_status_reads_conditions_queued_and_deadline(monkeypatch: pytest.MonkeyP
         assert "DeadlineExceeded" in described.msg
 
 
+def test_run_dryrun_writes_the_objects_to_a_file_and_says_where(
+    nemo_home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    text = "#!/usr/bin/bash\necho hi\n"
+    run.run(
+        run.Script(inline=text), executor=executor(launcher="torchrun"), name="dry", dryrun=True
+    )
+    out = capfd.readouterr().out
+    [written] = list(
+        (nemo_home / "experiments" / "dry").glob("dry-*.yaml")
+    )  # the run's dir is gone
+    assert f"writtento{written}" in "".join(out.split())  # the console pads and wraps lines
+    config_map, job = yaml.safe_load_all(written.read_text())
+    assert (config_map["kind"], job["kind"]) == ("ConfigMap", "TrainJob")
+    assert job["metadata"]["name"] == written.stem
+    assert schema_check.crd_errors(job, CRDS["trainjob/v2.3"]) == []
+
+
 def test_dryrun_output_is_printable_yaml() -> None:
     with Experiment("dry", executor=executor(), enable_goodbye_message=False) as exp:
         exp.add(run.Partial(train), name="task")

@@ -61,12 +61,30 @@ class KfcompileJobRequest:
     executor: KfcompileExecutor
     spec: kfcompile.JobSpec
     objects: list[dict[str, Any]]
+    written: str | None = None  # the file that holds the objects, for kubectl
 
     def __str__(self) -> str:
         from kfcompile import yamlio
 
         head = f"# {self.executor.target}: {self.spec.name} in namespace {self.executor.namespace}"
+        if self.written:
+            head += f"\n# written to {self.written}"
         return f"{head}\n{yamlio.dump_all(self.objects)}"
+
+
+def write_objects(executor: KfcompileExecutor, name: str, objects: list[dict[str, Any]]) -> str:
+    """The objects as ``<name>.yaml``, which ``kubectl apply -f`` takes (NeMo-Run's console
+    wraps what it prints), beside the experiment's directory: ``run.run(dryrun=True)`` deletes
+    that directory (``Experiment.dryrun(delete_exp_dir=True)``), the job dir with it; where
+    they went."""
+    from kfcompile import yamlio
+
+    folder = os.path.dirname(executor.experiment_dir.rstrip(os.sep))
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(yamlio.dump_all(objects))
+    return path
 
 
 def app_id(ref: Ref) -> str:
@@ -113,7 +131,9 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         role = macros.apply(app.roles[0]) if macros else app.roles[0]
         spec = cfg.job_spec(role, cfg.k8s_job_name(role.name))
         objects = kfcompile.render(spec, cfg.target)
-        request = KfcompileJobRequest(app, cfg, spec, objects)
+        experiment_dir = getattr(cfg, "experiment_dir", "")  # set by `assign`
+        written = write_objects(cfg, spec.name, objects) if experiment_dir else None
+        request = KfcompileJobRequest(app, cfg, spec, objects, written)
         return AppDryRunInfo(request, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[KfcompileJobRequest]) -> str:
