@@ -204,6 +204,8 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         session = self._cluster()
         shown = shown_ranks(len(lifecycle.ranks(session, ref)))
         record = recalled(app_id)
+        if k not in shown and not record.get("job_dir"):
+            return []  # neither on the console nor in a file: not read
         read = lifecycle.logs(session, ref, rank=k, follow=should_tail, since_seconds=since_seconds)
         task = record.get("task") or task_of(ref.name)
         lines = _lines(tee(read, record.get("job_dir"), task, shown))
