@@ -469,7 +469,7 @@ def nemo(home: Path, kubeconfig: Path, *argv: str) -> subprocess.CompletedProces
 
 
 def _experiment_id(home: Path, title: str) -> str:
-    [exp_dir] = (home / "experiments" / title).iterdir()
+    [exp_dir] = [p for p in (home / "experiments" / title).iterdir() if p.is_dir()]
     return exp_dir.name
 
 
@@ -876,6 +876,6 @@ def test_run_run_shows_rank_0_and_the_last_rank_prefixed_by_the_task_and_keeps_e
     assert re.search(r"readme/0\S* rank 0 step", out) and re.search(r"readme/2\S* rank 2 step", out)
     assert "rank 1 step" not in out
     assert f"{name[-10:]}/" not in out  # not the last ten characters of the job name
-    [exp_dir] = (nemo_home / "experiments" / "readme").iterdir()
+    exp_dir = nemo_home / "experiments" / "readme" / _experiment_id(nemo_home, "readme")
     every = (exp_dir / "readme" / "log-allranks_0.out").read_text()
     assert all(f"readme/{r} rank {r} step" in every for r in range(3))
