@@ -793,7 +793,7 @@ def test_hello_kubeflow_runs_its_inline_script_with_and_without_a_pvc(
 
 METHODS = (
     "launch", "status", "cancel", "fetch_logs", "get_job_body", "package",
-    "materialize_launch_script", "pull_results", "copy_to_workspace", "copy_from_workspace",
+    "materialize_launch_script", "copy_to_workspace", "copy_from_workspace",
 )  # fmt: skip
 
 
