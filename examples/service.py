@@ -179,13 +179,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from kfcompile_kube import KubeCluster, SystemClock, connect
 
-    connection = connect(args.kubeconfig)
-    session = lifecycle.Session(
-        KubeCluster(connection.api_client), SystemClock(), jitter=random.random
-    )
-    service = Service(session, connection.namespace, args)
-    threading.Thread(target=service.serve_requests, args=(sys.stdin,), daemon=True).start()
-    try:
+    try:  # a kubeconfig that is missing or broken is one line too (ConfigError)
+        connection = connect(args.kubeconfig)
+        session = lifecycle.Session(
+            KubeCluster(connection.api_client), SystemClock(), jitter=random.random
+        )
+        service = Service(session, connection.namespace, args)
+        threading.Thread(target=service.serve_requests, args=(sys.stdin,), daemon=True).start()
         return service.run()
     except (lifecycle.ClusterError, kfcompile.KfcompileError, lifecycle.ApiError) as exc:
         say(str(exc), sys.stderr)

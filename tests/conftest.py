@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 from hypothesis import settings
@@ -44,3 +45,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for line in lines:
             reporter.line(line, red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """What was skipped and why: one line per reason, with its count. (pyproject's ``-r``
+    leaves skips out of pytest's own summary, which gives a line per test location: about 100
+    of them, all one reason, in a clone without the reference CRDs.)"""
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count} skipped: {reason}", yellow=True)

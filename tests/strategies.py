@@ -42,13 +42,17 @@ MIXED_ALNUM = string.ascii_letters + DIGITS
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-# Environment variables the TrainJob Torch runtime sets itself (KUBEFLOW.md): rejected there.
+# Environment variables the TrainJob Torch runtime sets itself (KUBEFLOW.md), and those the
+# Training Operator sets in a PyTorchJob (its envvar.go): each rejected where it is set.
 RESERVED_ENV = (
     "PET_NNODES",
     "PET_NPROC_PER_NODE",
     "PET_NODE_RANK",
     "PET_MASTER_ADDR",
     "PET_MASTER_PORT",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
 )
 MANAGERS = (
     "kueue.x-k8s.io/multikueue",

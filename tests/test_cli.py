@@ -238,6 +238,30 @@ def test_render_out_json_writes_json_files(
     assert json.loads(written[0].read_text())["items"] == rendered("inline-script.yaml")
 
 
+@pytest.mark.parametrize(
+    "argv", [["render", "--target", "all"], ["convert", "--to", DEFAULT_TARGET]], ids=str
+)
+def test_out_refuses_two_inputs_that_write_one_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
+) -> None:
+    """Same file name, other folders: the second would overwrite the first, both said ok."""
+    text = (ROOT / "examples" / "minimal.yaml").read_text(encoding="utf-8")
+    if argv[0] == "convert":
+        text = yaml.safe_dump_all(rendered("minimal.yaml"))
+    first, second = tmp_path / "a" / "job.yaml", tmp_path / "b" / "job.yaml"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_text(text, encoding="utf-8")
+    out_dir = tmp_path / "out"
+    code, out, err = run(capsys, *argv, "--out", str(out_dir), str(first), str(second))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"kfcompile: {second} and {first} would both write {out_dir}/job"
+        + ("" if argv[0] == "render" else ".yaml")
+    ]
+    assert not out_dir.exists()  # nothing written
+
+
 # --- render --check -------------------------------------------------------------------------
 
 
@@ -293,8 +317,8 @@ def test_check_missing_golden_is_a_usage_error(
 def test_validate_ok(capsys: pytest.CaptureFixture[str], name: str) -> None:
     target = "pytorchjob/v1"  # every example renders for it
     code, out, err = run(capsys, "validate", "-t", target, example(name))
-    assert (code, out) == (0, "")
-    assert err.strip() == f"{example(name)}: valid for {target}"
+    assert (code, err) == (0, "")
+    assert out == f"{example(name)}: valid for {target}\n"  # the verdict on stdout
 
 
 def test_validate_reports_unsupported_features(capsys: pytest.CaptureFixture[str]) -> None:
@@ -316,27 +340,37 @@ def test_validate_against_the_v2_3_crd(capsys: pytest.CaptureFixture[str], name:
         return
     # The independent check of the same output agrees that it is valid.
     assert schema_check.crd_errors(expected[-1], V23_CRD) == []
-    assert (code, out) == (0, "")
-    assert err.strip() == f"{example(name)}: valid for {DEFAULT_TARGET} against {crd_file}"
+    assert (code, err) == (0, "")
+    assert out == f"{example(name)}: valid for {DEFAULT_TARGET} against {crd_file}\n"
 
 
-def test_validate_v2_1_output_against_v2_3_crd_fails(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("target", ["trainjob/v2.1", "trainjob/v2.2"])
+def test_validate_against_another_release_s_crd_says_whose_it_is(
+    capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    """Not the schema errors of another release's shape: which release the CRD is."""
     crd_file = schema_check.require_shared() / "crds" / V23_CRD
     name = "llama-4x8-efa.yaml"
-    job = rendered(name, "trainjob/v2.1")[-1]
-    # v2.1 customises pods through podTemplateOverrides, which v2.3 no longer has.
-    assert "podTemplateOverrides" in job["spec"]
-    assert schema_check.crd_errors(job, V23_CRD)
+    if target == "trainjob/v2.1":  # the schema errors this would have been
+        assert schema_check.crd_errors(rendered(name, target)[-1], V23_CRD)
+    code, out, err = run(capsys, "validate", "-t", target, example(name), "--crd", str(crd_file))
+    assert (code, out) == (1, "")
+    [line] = err.splitlines()
+    assert line.startswith(f"{crd_file}: this CRD is trainjob/v2.3's (it has spec.runtimePatches.")
+    assert line.endswith(f"not {target}'s: give --target trainjob/v2.3, or {target}'s CRD")
+
+
+@pytest.mark.parametrize("crd", sorted(set(schema_check.CRD_FILES.values())))
+def test_validate_against_each_release_s_own_crd(
+    capsys: pytest.CaptureFixture[str], crd: str
+) -> None:
+    crd_file = schema_check.require_shared() / "crds" / crd
+    [target] = [t for t, f in schema_check.CRD_FILES.items() if f == crd]
     code, out, err = run(
-        capsys, "validate", "-t", "trainjob/v2.1", example(name), "--crd", str(crd_file)
+        capsys, "validate", "-t", target, example("minimal.yaml"), "--crd", str(crd_file)
     )
-    assert code == 1 and out == ""
-    lines = err.splitlines()
-    assert lines
-    prefix = f"{example(name)} (trainjob/v2.1): TrainJob/{job['metadata']['name']}: "
-    assert all(line.startswith(prefix) for line in lines), lines
-    assert any("podTemplateOverrides" in line for line in lines)
-    assert TRACEBACK not in err
+    assert (code, err) == (0, "")
+    assert out == f"{example('minimal.yaml')}: valid for {target} against {crd_file}\n"
 
 
 def test_validate_crd_that_is_not_yaml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -355,8 +389,8 @@ def test_validate_crd_without_the_kind_is_an_error(
 ) -> None:
     crd_file = tmp_path / "crd.yaml"
     crd_file.write_text(content, encoding="utf-8")
-    code, _, err = run(capsys, "validate", example("minimal.yaml"), "--crd", str(crd_file))
-    assert code == 1
+    code, out, err = run(capsys, "validate", example("minimal.yaml"), "--crd", str(crd_file))
+    assert (code, out) == (1, "")
     assert "valid for" not in err
 
 
@@ -517,6 +551,31 @@ def test_yaml_syntax_error_names_line_and_column(
     assert err.splitlines()[0].startswith(f"{spec_file}: line 2, column 8: ")
 
 
+@pytest.mark.parametrize(
+    "around", [("", "---\n"), ("---\n", "---\n...\n---\n"), ("", "--- null\n")]
+)
+def test_empty_documents_around_a_spec_are_ignored_as_kubectl_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, around: tuple[str, str]
+) -> None:
+    spec_file = tmp_path / "job.yaml"
+    text = (ROOT / "examples" / "minimal.yaml").read_text(encoding="utf-8")
+    spec_file.write_text(around[0] + text + around[1], encoding="utf-8")
+    code, out, err = run(capsys, "render", str(spec_file))
+    assert (code, err) == (0, "")
+    assert list(yaml.safe_load_all(out)) == rendered("minimal.yaml")
+
+
+def test_two_specs_in_one_file_are_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    spec_file = tmp_path / "job.yaml"
+    text = (ROOT / "examples" / "minimal.yaml").read_text(encoding="utf-8")
+    spec_file.write_text(f"{text}---\n{text}", encoding="utf-8")
+    code, out, err = run(capsys, "render", str(spec_file))
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [f"{spec_file}: 2 YAML documents: a spec is one"]
+
+
 def test_missing_file_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "missing.yaml"
     code, out, err = run(capsys, "render", str(missing))
@@ -545,6 +604,33 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert "usage:" in err
+
+
+def test_render_takes_f_as_kubectl_does(capsys: pytest.CaptureFixture[str]) -> None:
+    names = ["minimal.yaml", "kueue-queued.yaml"]
+    code, out, err = run(capsys, "render", "-t", "pytorchjob/v1", "-f", *map(example, names[:1]),
+                         "--filename", example(names[1]))  # fmt: skip
+    assert (code, err) == (0, "")
+    assert list(yaml.safe_load_all(out)) == [o for n in names for o in rendered(n, "pytorchjob/v1")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["render", "examples/minimal.yaml", "-n", "team-a"], "render has no -n/--namespace: "),
+        (["validate", "--namespace=a", "examples/minimal.yaml"], "validate has no -n/"),
+        (["render", "examples/minimal.yaml", "--frobnicate"], "unrecognized arguments: "),
+        (["explain", "examples/minimal.yaml", "-f", "examples/minimal.yaml"], "give one spec"),
+        (["render", "-t", "pytorchjob/v1"], "give a spec file: SPEC or -f SPEC"),
+    ],
+)
+def test_a_command_s_usage_error_shows_its_own_usage(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"usage: kfcompile {argv[0]} "), err
+    assert f"kfcompile {argv[0]}: error: {message}" in err
 
 
 def test_stdin_dash(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -648,20 +734,21 @@ def test_validate_reports_every_spec_and_fails_if_any_fails(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     names = ["elastic-pytorchjob.yaml", "minimal.yaml", "kueue-queued.yaml"]
-    code, _, err = run(capsys, "validate", "-t", "trainjob/v2.1", *map(example, names))
+    code, out, err = run(capsys, "validate", "-t", "trainjob/v2.1", *map(example, names))
     assert code == 1
+    assert out == "examples/minimal.yaml: valid for trainjob/v2.1\n"
     lines = err.splitlines()
     assert any(
         line.startswith("examples/elastic-pytorchjob.yaml (trainjob/v2.1): elastic:")
         for line in lines
     )
-    assert "examples/minimal.yaml: valid for trainjob/v2.1" in lines
     assert any(
         line.startswith("examples/kueue-queued.yaml (trainjob/v2.1): active_deadline")
         for line in lines
     )
-    code, _, err = run(capsys, "validate", "-t", "pytorchjob/v1", *map(example, names))
-    assert code == 0 and len(err.splitlines()) == 3
+    code, out, err = run(capsys, "validate", "-t", "pytorchjob/v1", *map(example, names))
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [f"{example(n)}: valid for pytorchjob/v1" for n in names]
 
 
 def test_out_dir_that_cannot_be_written_is_a_usage_error(
@@ -703,8 +790,8 @@ def test_a_patch_release_names_its_line(
     assert [p.path for p in explain(spec, given)] == [p.path for p in explain(spec, line)]
     code, out, _ = run(capsys, "render", "-t", given, example("minimal.yaml"))
     assert code == 0 and list(yaml.safe_load_all(out)) == render(spec, line)
-    code, _, err = run(capsys, "validate", "-t", given, example("minimal.yaml"))
-    assert code == 0 and err == f"examples/minimal.yaml: valid for {line}\n"  # canonical name
+    code, out, _ = run(capsys, "validate", "-t", given, example("minimal.yaml"))
+    assert code == 0 and out == f"examples/minimal.yaml: valid for {line}\n"  # canonical name
 
 
 @pytest.mark.parametrize(

@@ -93,11 +93,8 @@ def test_validate_against_the_crd_the_cluster_serves(
 ) -> None:
     spec = str(write_spec(tmp_path))
     code, out, err = run(v21, capsys, "validate", spec, "--cluster")
-    assert (code, out) == (0, "")
-    assert (
-        err.splitlines()[-1]
-        == f"{spec}: valid for trainjob/v2.1 against the CRDs the cluster serves"
-    )
+    assert code == 0
+    assert out == f"{spec}: valid for trainjob/v2.1 against the CRDs the cluster serves\n"
     # For another release, the served CRD says what it does not know, and nothing was written.
     deadline = str(write_spec(tmp_path, active_deadline_seconds=600))
     code, _, err = run(v21, capsys, "validate", deadline, "--cluster", "-t", "trainjob/v2.3")

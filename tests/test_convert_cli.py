@@ -169,6 +169,28 @@ def test_pytorchjob_to_trainjob_maps_and_reports_run_policy() -> None:
     assert losses("pytorchjob-3node-volcano", "pytorchjob/v1") == []  # its own kind: exact
 
 
+def test_each_dropped_sidecar_is_named() -> None:
+    """The runtime's node pod has no such containers: each loss names its container."""
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "demo"},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {
+            "containers": [
+                {"name": "pytorch", "image": "img", "command": ["python", "a.py"]},
+                {"name": "envoy", "image": "envoy"},
+                {"name": "logger", "image": "fluent"},
+            ],
+        }}}}},
+    }  # fmt: skip
+    [outcome] = convert_text(yamlio.dump(job), "in", "trainjob/v2.3")
+    at = "spec.pytorchReplicaSpecs.Master.template.spec.containers"
+    assert outcome.lines == tuple(
+        f"{at}[name={name}]: runtime torch-distributed has no such container: dropped"
+        for name in ("envoy", "logger")
+    )
+
+
 def test_elastic_pytorchjob_keeps_its_program_and_reports_the_policy() -> None:
     text = (CONVERSIONS / "pytorchjob-elastic" / "input.yaml").read_text(encoding="utf-8")
     [outcome] = convert_text(text, "in", "trainjob/v2.2", allow_lossy=True)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -76,6 +79,34 @@ def test_readme_starts_with_the_two_setup_commands_ci_runs() -> None:
     assert block and README.index(block.group(0)) < README.index("##")
     commands = block.group(1).strip().splitlines()
     assert len(commands) == 2
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert commands[1] in ci  # the test command, verbatim
+    # Each works where pip installs nothing outside a virtual environment (PEP 668: Debian's and
+    # Ubuntu's Python): it makes one and runs every later step from it.
+    for command in commands:
+        first, *rest = command.split(" && ")
+        assert first == "python3 -m venv .venv" and rest, command
+        assert all(step.startswith(".venv/bin/") for step in rest), command
     assert "kfcompile render examples/*.yaml --target all --out" in commands[0]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert commands[1] in ci  # the test command, verbatim, a line of its own
+    # ... on a clone with no environment yet, as a new user's
+    before = [line for line in ci[: ci.index(commands[1])] if not line.startswith("#")]
+    assert not [line for line in before if re.search(r"\b(venv|pip)\b", line)]
+
+
+def test_without_the_reference_crds_the_skips_are_one_line_saying_where_to_get_them(
+    tmp_path: Path,
+) -> None:
+    """Not a line per test location (pytest's -ra gave about 100, all one reason)."""
+    env = {k: v for k, v in os.environ.items() if k != "KFCOMPILE_REQUIRE_SHARED"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cli.py",
+         "-k", "crd or minimal"],
+        cwd=ROOT, env={**env, "KFCOMPILE_SHARED": str(tmp_path)}, capture_output=True,
+        text=True, timeout=50, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.splitlines()
+    [summary] = [line for line in lines if "skipped: " in line]
+    assert re.fullmatch(r"\d+ skipped: \.\./shared/crds not found: .*KFCOMPILE_SHARED\)", summary)
+    assert '"The reference CRDs"' in summary and "### The reference CRDs" in README
+    assert not [line for line in lines if line.startswith("SKIPPED")]

@@ -29,11 +29,17 @@ from kfcompile import (
     UnsupportedFeature,
     k8s_schema,
     load_spec,
+    paths,
     render,
     rules,
     structure,
 )
-from kfcompile.k8s_rules import compare_quantities, is_overcommit_allowed
+from kfcompile.k8s_rules import (
+    compare_quantities,
+    is_extended_resource,
+    is_overcommit_allowed,
+    parse_quantity,
+)
 from kfcompile.reference import override_support, support, support_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -267,7 +273,7 @@ OVERRIDE_RESOURCES = [
         [
             (
                 'container_overrides.resources.limits["nvidia.com/gpu"]',
-                "must equal the request gpus_per_node (4) (it cannot be overcommitted)",
+                "also written by gpus_per_node: give it in one place",
             )
         ],
     ),
@@ -347,7 +353,8 @@ def test_spec_loads_exactly_when_the_rendered_resources_are_consistent(
     gpus: int, first: dict[str, str | None], over: dict[str, dict[str, str | None]]
 ) -> None:
     """The rules run on the effective resources: the first-class fields merged with the
-    override, as render writes them."""
+    override, as render writes them; an amount the override writes over a first-class field's
+    is refused, naming both."""
     overrides = {g: {k: v for k, v in m.items() if v is not None} for g, m in over.items()}
     data = {
         "name": "j",
@@ -365,14 +372,34 @@ def test_spec_loads_exactly_when_the_rendered_resources_are_consistent(
     if gpus:
         for group in effective.values():
             group["nvidia.com/gpu"] = str(gpus)
+    twice = {
+        (f"container_overrides.resources.{g}{paths.key(k)}", "also written by")
+        for g, m in overrides.items()
+        for k in m
+        if k in effective[g]
+    }
     for g, m in overrides.items():
         effective[g].update(m)
     try:
         spec = structure(data)
     except SpecError as exc:
-        assert not _consistent(effective), exc.problems
+        found = {(p.path, p.message[: len("also written by")]) for p in exc.problems}
+        assert twice <= found
+        assert twice or not _consistent(effective), exc.problems
         return
+    assert not twice
     assert _consistent(effective)
+    fractional = sorted(
+        f"container_overrides.resources.{g}[{json.dumps(name)}]"
+        for g, m in overrides.items()
+        for name, v in m.items()
+        if is_extended_resource(name) and parse_quantity(v) % 1
+    )
+    if fractional:  # validateResourceQuantityValue: the pods would be refused (pod_rules)
+        with pytest.raises(UnsupportedFeature) as refused:
+            render(spec, "pytorchjob/v1")
+        assert sorted(p.path for p in refused.value.problems) == fractional
+        return
     job = render(spec, "pytorchjob/v1")[-1]
     box = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     rendered = {g: v for g, v in box.get("resources", {}).items() if v}

@@ -409,6 +409,25 @@ REFUSED = [
     ("trainjob/v2.3", {"cpu_requests": "lots"}, "cpu_requests: "),
     ("trainjob/v2.3", {"packager": GitArchivePackager()}, "packager: GitArchivePackager"),
     ("trainjob/v9", {}, "target: unknown target 'trainjob/v9'"),
+    # Kubernetes takes string values only: never "True" or "None" in their place
+    ("trainjob/v2.3", {"labels": {"on": True}}, "labels.on: must be a string, got a boolean"),
+    ("pytorchjob/v1", {"pod_annotations": {"a": None}}, "pod_annotations.a: must be a string"),
+    # container_kwargs.command was appended to the torchrun line (`torchrun ... -m x python b`)
+    (
+        "pytorchjob/v1",
+        {"container_kwargs": {"command": ["python", "/b.py"]}},
+        "container_kwargs.command: would replace what launcher writes",
+    ),
+    (
+        "trainjob/v2.3",
+        {"container_kwargs": {"command": ["python", "/b.py"]}},
+        "container_kwargs.command: would replace what launcher writes",
+    ),
+    (
+        "trainjob/v2.3",
+        {"container_kwargs": {"args": ["--epochs", "1"]}},
+        "container_kwargs.args: launcher writes the training container's whole command line",
+    ),
 ]
 
 
@@ -437,6 +456,36 @@ def test_a_shell_script_under_torchrun_runs_as_torchrun_no_python(target: str) -
     assert _contains(job, {"defaultMode": 0o755, "name": config_map["metadata"]["name"]})
     path = dryrun(executor(target=target, launcher="torchrun"), run.Script("/app/run.sh"))
     assert command_of(path[-1])[-2:] == ["--no-python", "/app/run.sh"]
+
+
+def test_the_work_dir_is_staged_without_following_a_symlink_out(tmp_path: Path) -> None:
+    """Links inside the work dir are copied as links; one that leads out of it (its file would
+    be uploaded) or round in a loop is a line naming it, and nothing is copied."""
+    code, outside = tmp_path / "code", tmp_path / "secret.txt"
+    (code / "pkg").mkdir(parents=True)
+    (code / "train.py").write_text("print('trained')\n")
+    outside.write_text("token\n")
+    (code / "latest.py").symlink_to("train.py")
+    (code / "pkg" / "up").symlink_to("..")
+    ex = executor(workdir_pvc="claim", workdir_local_path=str(code))
+    ex.assign("exp", str(tmp_path / "exp"), "task", "task")
+    ex.stage_workdir()
+    staged = Path(ex.job_dir)
+    assert os.readlink(staged / "latest.py") == "train.py"
+    assert os.readlink(staged / "pkg" / "up") == ".."
+
+    (code / "pkg" / "key").symlink_to(outside)
+    (code / "a").symlink_to("b")
+    (code / "b").symlink_to("a")
+    ex.assign("exp", str(tmp_path / "exp"), "task2", "task2")
+    with pytest.raises(ExecutorError) as raised:
+        ex.stage_workdir()
+    assert str(raised.value).splitlines() == [
+        "workdir_local_path: a -> b: a symlink loop",
+        "workdir_local_path: b -> a: a symlink loop",
+        f"workdir_local_path: pkg/key -> {outside}: leads outside the work dir (not uploaded)",
+    ]
+    assert not Path(ex.job_dir).exists()
 
 
 # --- a whole life on the local API server -------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kfcompile import paths
+from kfcompile import k8s_schema, paths
 from kfcompile.paths import EACH, Select
 
 
@@ -72,32 +72,73 @@ def test_put_each_reaches_every_replica_and_copies() -> None:
     assert paths.get(doc, paths.parse("r.*.x")) == [value, value]
 
 
-def test_merged_keeps_generated_fields() -> None:
+POD_SPEC = paths.Merge({"ref": "PodSpec"}, k8s_schema.properties)
+
+
+def test_merged_follows_the_strategic_merge_patch_of_each_field() -> None:
+    """Containers and volumes merge by name (a volume keeps only the keys the override gives it:
+    retainKeys), volumeMounts by mountPath; tolerations, command and scalars are replaced, and
+    each replacement of another value is reported where it happened."""
     base = {
-        "containers": [{"name": "node", "volumeMounts": [{"name": "a", "mountPath": "/a"}]}],
+        "containers": [
+            {
+                "name": "node",
+                "command": ["torchrun", "/a.py"],
+                "volumeMounts": [{"name": "a", "mountPath": "/a"}],
+            }
+        ],
         "tolerations": [{"key": "gpu", "operator": "Exists"}],
         "volumes": [{"name": "a", "emptyDir": {}}],
         "hostNetwork": False,
     }
     over = {
-        "containers": [{"name": "node", "securityContext": {"privileged": True}}, {"name": "side"}],
+        "containers": [
+            {
+                "name": "node",
+                "command": ["python", "/b.py"],
+                "volumeMounts": [{"name": "b", "mountPath": "/b"}],
+            },
+            {"name": "side"},
+        ],
         "tolerations": [{"key": "efa", "operator": "Exists"}],
-        "volumes": [{"name": "a", "emptyDir": {"medium": "Memory"}}],
+        "volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "c"}}],
         "hostNetwork": True,
     }
-    out = paths.merged(base, over)
+    out, replaced = paths.merged(base, over, POD_SPEC)
     assert out["containers"] == [
         {
             "name": "node",
-            "volumeMounts": [{"name": "a", "mountPath": "/a"}],
-            "securityContext": {"privileged": True},
+            "command": ["python", "/b.py"],
+            "volumeMounts": [{"name": "a", "mountPath": "/a"}, {"name": "b", "mountPath": "/b"}],
         },
         {"name": "side"},
     ]
-    assert out["tolerations"] == base["tolerations"] + over["tolerations"]
-    assert out["volumes"] == [{"name": "a", "emptyDir": {"medium": "Memory"}}]
+    assert out["tolerations"] == over["tolerations"]
+    assert out["volumes"] == over["volumes"]
     assert out["hostNetwork"] is True
     assert base["hostNetwork"] is False  # inputs untouched
+    node = Select("name", "node")
+    assert replaced == [
+        ("containers", node, "command"),
+        ("tolerations",),
+        ("volumes", Select("name", "a"), "emptyDir"),
+        ("hostNetwork",),
+    ]
+
+
+def test_merged_lists_are_atomic_where_kubernetes_says_so() -> None:
+    """The issue's example: args [--lr, "1"] then [--epochs, "1"] is [--epochs, "1"] (the
+    override's, whole), not the first list plus the items it lacked."""
+    container = paths.Merge({"ref": "Container"}, k8s_schema.properties)
+    out, replaced = paths.merged(
+        {"name": "c", "args": ["--lr", "1"]}, {"args": ["--epochs", "1"]}, container
+    )
+    assert out == {"name": "c", "args": ["--epochs", "1"]}
+    assert replaced == [("args",)]
+    # an equal value replaces nothing; ports merge on containerPort, an integer
+    same = {"name": "c", "ports": [{"containerPort": 1, "name": "p"}], "image": "i"}
+    out, replaced = paths.merged(same, {"ports": [{"containerPort": 1}], "image": "i"}, container)
+    assert (out, replaced) == (same, [])
 
 
 def test_get_missing_raises_keyerror() -> None:

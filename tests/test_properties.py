@@ -59,6 +59,19 @@ NODE = "node"
 TRAINJOB_RESERVED_ENV = frozenset(
     {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
 )
+# What the Training Operator sets in every PyTorchJob container with a Master (envvar.go).
+PYTORCHJOB_RESERVED_ENV = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"}
+    | {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK"}
+)
+RESERVED_ENV = {PT: PYTORCHJOB_RESERVED_ENV, **dict.fromkeys(TRAINJOB, TRAINJOB_RESERVED_ENV)}
+# What torchrun sets for each process it starts (torch's LocalElasticAgent._start_workers).
+TORCHRUN_ENV = frozenset(
+    {"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT"}
+    | {"WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE"}
+    | {"TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID"}
+    | {"TORCHELASTIC_USE_AGENT_STORE"}
+)
 # KUBEFLOW.md: spec.managedBy values of TrainJob; the PyTorchJob v1.9 CRD's description lists
 # the values the Training Operator accepts.
 MANAGED_BY = {
@@ -145,13 +158,26 @@ def value_level_rejection(spec: JobSpec, target: str, path: str) -> bool:
     """Problems KUBEFLOW.md documents as value restrictions (not missing fields) of a target."""
     if path == "managed_by":
         return spec.managed_by is not None and spec.managed_by not in MANAGED_BY[target]
-    if target in TRAINJOB:
-        m = re.fullmatch(r"env\.(.+)", path)
-        if m:
-            return m[1] in TRAINJOB_RESERVED_ENV and m[1] in spec.env
-        m = re.fullmatch(r"env_list\[(\d+)\]\.name", path)
-        if m:
-            return spec.env_list[int(m[1])].get("name") in TRAINJOB_RESERVED_ENV
+    reserved = RESERVED_ENV[target]
+    if target == PT and spec.elastic is not None:  # Workers only: the elastic agent's settings
+        reserved = frozenset({"PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND", "PET_NNODES"})
+        reserved |= {"PET_MAX_RESTARTS"} if spec.elastic.max_restarts is not None else set()
+    if spec.launcher is not None and spec.launcher.kind == "torchrun":
+        reserved |= TORCHRUN_ENV
+    m = re.fullmatch(r"env\.(.+)", path)
+    if m:
+        return m[1] in reserved and m[1] in spec.env
+    m = re.fullmatch(r"env_list\[(\d+)\]\.name", path)
+    if m:
+        return spec.env_list[int(m[1])].get("name") in reserved
+    m = re.fullmatch(r"secret_env\[(\d+)\]", path)
+    if m:
+        return spec.secret_env[int(m[1])] in reserved
+    if target == PT and path == "launcher.kind":
+        # the operator's WORLD_SIZE counts nprocPerNode (default: the GPUs) per node
+        launcher = spec.launcher
+        python = launcher is not None and launcher.kind == "python"
+        return python and spec.nprocs_per_node is None and spec.gpus_per_node > 1
     m = re.fullmatch(r"initializer\.(dataset|model)", path)
     if m and target in TRAINJOB:
         runtime = spec.runtime  # the upstream runtimes and the initializer jobs they have
@@ -311,6 +337,18 @@ def test_override_keys_name_real_fields(field: str, data: st.DataObject) -> None
         for k, v in overrides.items()
         if isinstance(base.get(k), dict | list) and type(v) is not type(base[k])
     }
+    # A scalar or atomic list (no patch merge key in the core/v1 schema) that was generated is
+    # replaced by a different one: given twice, that is refused too.
+    clash |= {
+        f"{field}.{k}"
+        for k, v in overrides.items()
+        if k in base
+        and not isinstance(base[k], dict)
+        and not (isinstance(base[k], list) and types[k].get("merge"))
+        and v != base[k]
+    }
+    if field == "pod_spec_overrides" and "restartPolicy" in overrides:
+        clash.add(f"{field}.restartPolicy")  # the operator writes the replica's over it
     outcome = try_render(spec, PT)
     if clash:
         assert isinstance(outcome, UnsupportedFeature)
@@ -333,6 +371,48 @@ def test_override_keys_name_real_fields(field: str, data: st.DataObject) -> None
         if refused:
             assert isinstance(result, UnsupportedFeature)
             assert refused <= {p.path for p in result.problems}
+
+
+_WORDS = st.lists(st.text("ab-=1", min_size=1, max_size=3), min_size=1, max_size=3)
+
+
+def _training_container(job: dict[str, Any]) -> dict[str, Any]:
+    if job["kind"] == "TrainJob":
+        trainer: dict[str, Any] = job["spec"]["trainer"]
+        return trainer
+    master = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    return dict(master["containers"][0])
+
+
+@FAST
+@given(
+    target=st.sampled_from(ALL),
+    command=st.none() | _WORDS,
+    args=st.none() | _WORDS,
+    over=st.fixed_dictionaries({}, optional={"command": _WORDS, "args": _WORDS}),
+)
+def test_override_command_and_args_are_the_overrides_whole(
+    target: str, command: list[str] | None, args: list[str] | None, over: dict[str, list[str]]
+) -> None:
+    """Command and args are atomic (core/v1 Container, no patch merge key): the rendered
+    container has the override's lists exactly, never the spec's with items added; where a
+    spec field wrote a different list the override is refused, naming both."""
+    written = {"command": command, "args": args if command else None}
+    data = {**S.BASE, **{k: v for k, v in written.items() if v}, "container_overrides": over}
+    twice = {k for k, v in over.items() if written[k] and written[k] != v}
+    outcome = try_render(structure(data), target)
+    if twice:
+        assert isinstance(outcome, UnsupportedFeature)
+        found = {p.path: p.message for p in outcome.problems}
+        assert set(found) == {f"container_overrides.{k}" for k in twice}
+        assert all(
+            f"would replace what {k} writes" in found[f"container_overrides.{k}"] for k in twice
+        )
+        return
+    assert not isinstance(outcome, UnsupportedFeature), outcome
+    container = _training_container(outcome[-1])
+    for k in ("command", "args"):
+        assert container.get(k) == (over.get(k) or written[k])
 
 
 @FAST
@@ -547,21 +627,20 @@ def _run_field(key: str, trainjob_from: tuple[str, ...] = ()) -> Any:
 def _env(m: Model, d: dict[str, Any]) -> None:
     env = [{"name": k, "value": v} for k, v in d.get("env", {}).items()]
     env += [dict(item) for item in d.get("env_list", [])]
-    if m.t in TRAINJOB:
-        rejected = {
-            "env" if i < len(d.get("env", {})) else "env_list"
-            for i, item in enumerate(env)
-            if item["name"] in TRAINJOB_RESERVED_ENV
-        }
-        if rejected:
-            raise Rejected(*sorted(rejected))
+    rejected = {
+        "env" if i < len(d.get("env", {})) else "env_list"
+        for i, item in enumerate(env)
+        if item["name"] in RESERVED_ENV[m.t]
+    }
+    if rejected:
+        raise Rejected(*sorted(rejected))
     for target in m.main():
         target["env"] = copy.deepcopy(env)
 
 
 def _secret_env(m: Model, d: dict[str, Any]) -> None:
     """Each name reads the key of that name from the job's own Secret (made by `submit`)."""
-    if m.t in TRAINJOB and set(d["value"]) & TRAINJOB_RESERVED_ENV:
+    if set(d["value"]) & RESERVED_ENV[m.t]:
         raise Rejected("secret_env")
     env = [
         {"name": n, "valueFrom": {"secretKeyRef": {"name": "job-env", "key": n}}}

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kfcompile import JobSpec, load_spec, paths, render, yamlio
+from kfcompile import JobSpec, UnsupportedFeature, load_spec, paths, render, yamlio
 
 N = 300  # entries in the small spec; the large one has 4 * N
 TARGETS = ["trainjob/v2.3", "pytorchjob/v1"]
@@ -50,6 +50,19 @@ def work(step: Callable[[], object]) -> int:
 def assert_linear(step: Callable[[int], Callable[[], object]]) -> None:
     small, large = work(step(N)), work(step(4 * N))
     assert large <= 4 * small, f"{4 * N} entries cost {large / small:.1f} times {N}"
+
+
+def rendering(spec: JobSpec, target: str) -> Callable[[], object]:
+    """Render ``spec``; past a CRD's maxItems (128 env on Trainer v2.2+) the render is refused
+    after its check of the output, whose work counts as well."""
+
+    def step() -> object:
+        try:
+            return render(spec, target)
+        except UnsupportedFeature as exc:
+            return exc
+
+    return step
 
 
 def spec_text(field: str, n: int) -> str:
@@ -91,8 +104,7 @@ def test_loading_is_linear(field: str) -> None:
 @pytest.mark.parametrize("field", FIELDS)
 def test_rendering_is_linear(field: str, target: str) -> None:
     def step(n: int) -> Callable[[], object]:
-        spec = load_spec(spec_text(field, n))
-        return lambda: render(spec, target)
+        return rendering(load_spec(spec_text(field, n)), target)
 
     assert_linear(step)
 
@@ -100,7 +112,7 @@ def test_rendering_is_linear(field: str, target: str) -> None:
 @pytest.mark.parametrize("target", TARGETS)
 def test_dumping_the_output_is_linear(target: str) -> None:
     def step(n: int) -> Callable[[], object]:
-        objects = render(load_spec(spec_text("env", n)), target)
+        objects = render(load_spec(spec_text("labels", n)), target)
         return lambda: yamlio.dump_all(objects)
 
     assert_linear(step)
@@ -117,11 +129,12 @@ class Counted(str):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_merging_a_named_list_override_is_linear(target: str) -> None:
-    """``container_overrides.env`` merges item by item, by name, into the generated env."""
+    """``container_overrides.env`` merges item by item, by name, into the generated env (half
+    its items name generated ones, with the same value: nothing is replaced)."""
 
     def step(n: int) -> Callable[[], object]:
         env = {f"V{i}": "generated" for i in range(n)}
-        over = [{"name": Counted(f"V{i}"), "value": "override"} for i in range(0, 2 * n, 2)]
+        over = [{"name": Counted(f"V{i}"), "value": "generated"} for i in range(0, 2 * n, 2)]
         spec = JobSpec(
             name="hello",
             image="img:1",
@@ -129,27 +142,27 @@ def test_merging_a_named_list_override_is_linear(target: str) -> None:
             env=env,
             container_overrides={"env": over},
         )
-        return lambda: render(spec, target)
+        return rendering(spec, target)
 
     assert_linear(step)
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_merging_a_plain_list_override_is_linear(target: str) -> None:
-    """``pod_spec_overrides.tolerations`` gains the items the generated list lacks."""
+def test_merging_a_pod_list_override_is_linear(target: str) -> None:
+    """``pod_spec_overrides.volumes`` merges by name into the generated volumes."""
 
     def step(n: int) -> Callable[[], object]:
-        def tolerations(keys: range) -> list[dict[str, Any]]:
-            return [{"key": Counted(f"k{i}"), "operator": "Exists"} for i in keys]
+        def volumes(keys: range) -> list[dict[str, Any]]:
+            return [{"name": Counted(f"v{i}"), "emptyDir": {}} for i in keys]
 
         spec = JobSpec(
             name="hello",
             image="img:1",
             command=["python"],
-            tolerations=tolerations(range(n)),
-            pod_spec_overrides={"tolerations": tolerations(range(0, 2 * n, 2))},
+            volumes=volumes(range(n)),
+            pod_spec_overrides={"volumes": volumes(range(0, 2 * n, 2))},
         )
-        return lambda: render(spec, target)
+        return rendering(spec, target)
 
     assert_linear(step)
 
@@ -217,8 +230,9 @@ def test_one_builder_puts_what_a_builder_per_value_puts(
     builder = paths.Builder(kept)
     for text, value, merge in steps:
         path = paths.parse(text)
-        one = outcome(functools.partial(builder.put, path, paths.copied(value), merge))
-        assert one == outcome(functools.partial(paths.put, fresh, path, value, merge))
+        how = paths.ANY if merge else None
+        one = outcome(functools.partial(builder.put, path, paths.copied(value), how))
+        assert one == outcome(functools.partial(paths.put, fresh, path, value, how))
         assert kept == fresh
         if one not in ("ok", "conflict"):
             break  # a render stops there

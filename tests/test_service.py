@@ -49,6 +49,20 @@ def test_dry_run_renders_single_gpu_kueue_queued_workers() -> None:
         assert trainer["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "1"}
 
 
+def test_a_kubeconfig_that_is_not_there_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent"
+    done = subprocess.run(
+        [sys.executable, str(SERVICE), "--kubeconfig", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1
+    assert done.stderr == f"service: kubeconfig {missing}: file not found (from --kubeconfig)\n"
+    assert done.stdout == ""
+
+
 def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
     """Three workers: one succeeds, one fails, one keeps running until a request cancels it.
     The service sees every change from one watch, archives each worker's logs when it ends, and
@@ -91,7 +105,9 @@ def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
         assert f"{name}: submitted" in said
         changes = [s.split(": ", 1)[1].split(" (")[0] for s in said if s.startswith(f"{name}: ")]
         whats = [c for c in changes if c in {"listed", "suspended", "admitted", "running"}]
-        assert whats == ["listed", "suspended", "admitted", "running"], said
+        assert whats == ["listed", "admitted", "running"], said
+        # Created suspended by Kueue: queued from the first report, not a job with no status.
+        assert f"{name}: listed (SUSPENDED Suspended)" in said, said
     assert "svc-0: finished (SUCCEEDED Complete)" in said
     assert any(s.startswith("svc-1: finished (FAILED") for s in said)
     assert "svc-2: cancel requested" in said

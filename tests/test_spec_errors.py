@@ -214,6 +214,35 @@ MALFORMED: list[Any] = [
         ],
         id="gpu-both-through-extra",
     ),
+    # gpu_resource names a resource a device plugin advertises, never one of the node's own
+    # (IsExtendedResourceName): `cpu` made `4` CPUs into 2, `memory` made `memory: '2'` (bytes).
+    (
+        "gpu-resource-cpu",
+        spec_text("gpus_per_node: 2\ngpu_resource: cpu\ncpu_request: '4'\n"),
+        [("gpu_resource", "must be an extended resource")],
+    ),
+    ("gpu-resource-memory", spec_text("gpu_resource: memory\n"), [("gpu_resource", "extended")]),
+    (
+        "gpu-resource-kubernetes-io",
+        spec_text("gpu_resource: kubernetes.io/gpu\n"),
+        [("gpu_resource", "extended")],
+    ),
+    (
+        "gpu-resource-quota-prefix",
+        spec_text("gpu_resource: requests.example.com/gpu\n"),
+        [("gpu_resource", "extended")],
+    ),
+    # No two fields write one resource: the override would silently win over the typed field.
+    (
+        "override-cpu-over-cpu-request",
+        spec_text("cpu_request: '4'\ncontainer_overrides: {resources: {requests: {cpu: '2'}}}\n"),
+        [("container_overrides.resources.requests.cpu", "also written by cpu_request")],
+    ),
+    (
+        "override-memory-limit-over-memory-limit",
+        spec_text("memory_limit: 8Gi\ncontainer_overrides: {resources: {limits: {memory: 8Gi}}}\n"),
+        [("container_overrides.resources.limits.memory", "also written by memory_limit")],
+    ),
     pytest.param(
         "cpu-through-extra",
         spec_text("extra_resource_requests: {cpu: '4'}\n"),
@@ -253,7 +282,7 @@ MALFORMED: list[Any] = [
         [
             ("work_dir.pvc", "RFC 1123 subdomain"),
             ("work_dir.mount_path", "must be an absolute path"),
-            ("volumes", "the name 'workdir' is used by work_dir"),
+            ("volumes[0].name", "the name 'workdir' is used by work_dir"),
         ],
     ),
     (
@@ -312,7 +341,7 @@ MALFORMED: list[Any] = [
             volume_mounts: [{name: a, mountPath: /data}, {name: b, mountPath: /data}]
             """
         ),
-        [("volume_mounts[1].mountPath", "duplicate mount path '/data'")],
+        [("volume_mounts[1].mountPath", "already mounted by volume_mounts[0]")],
     ),
     (
         "mount-missing-path",
@@ -356,7 +385,62 @@ MALFORMED: list[Any] = [
     (
         "volume-name-taken-by-shm",
         spec_text("shm_size: 1Gi\nvolumes: [{name: dshm, emptyDir: {}}]\n"),
-        [("volumes", "'dshm'")],
+        [("volumes[0].name", "'dshm' is used by shm_size")],
+    ),
+    # What kfcompile mounts is reserved, compared as directories: a mount on the same place
+    # silently replaced the generated one (and explain still reported it).
+    (
+        "work-dir-on-shm",
+        spec_text("shm_size: 1Gi\nwork_dir: {local: src, pvc: code, mount_path: /dev/shm/}\n"),
+        [("work_dir.mount_path", "already mounted by shm_size")],
+    ),
+    (
+        "work-dir-on-the-script-dir",
+        spec_text(
+            "script: print(1)\nlauncher: {kind: python}\n"
+            "work_dir: {local: src, pvc: code, mount_path: /opt/kfcompile//scripts}\n"
+        ),
+        [("work_dir.mount_path", "already mounted by script")],
+    ),
+    (
+        "mount-on-shm-unnormalised",
+        spec_text(
+            """\
+            shm_size: 1Gi
+            volumes: [{name: a, emptyDir: {}}]
+            volume_mounts: [{name: a, mountPath: /dev/./shm/}]
+            """
+        ),
+        [("volume_mounts[0].mountPath", "already mounted by shm_size")],
+    ),
+    (
+        "override-mount-on-the-work-dir",
+        spec_text(
+            """\
+            work_dir: {local: src, pvc: code, mount_path: /work}
+            container_overrides: {volumeMounts: [{name: other, mountPath: /work/}]}
+            """
+        ),
+        [("container_overrides.volumeMounts[0].mountPath", "already mounted by work_dir")],
+    ),
+    (
+        "override-mount-on-a-user-mount",
+        spec_text(
+            """\
+            volumes: [{name: a, emptyDir: {}}]
+            volume_mounts: [{name: a, mountPath: /data}]
+            container_overrides: {volumeMounts: [{name: a, mountPath: /data/}]}
+            """
+        ),
+        [("container_overrides.volumeMounts[0].mountPath", "already mounted by volume_mounts[0]")],
+    ),
+    (
+        "override-volume-named-like-the-script",
+        spec_text(
+            "script: print(1)\nlauncher: {kind: python}\n"
+            "pod_spec_overrides: {volumes: [{name: kfcompile-script, emptyDir: {}}]}\n"
+        ),
+        [("pod_spec_overrides.volumes[0].name", "'kfcompile-script' is used by script")],
     ),
     # --- tolerations
     (
@@ -828,12 +912,86 @@ RESERVED = (
 @pytest.mark.parametrize("var", RESERVED)
 def test_reserved_pet_env_rejected_on_every_trainjob(var: str, target: str) -> None:
     text = spec_text(f"env: {{{var}: '2', OK_VAR: x}}\n")
-    if target == PYTORCH:
+    if target == PYTORCH and var not in PYTORCHJOB_RESERVED:
         job = render(load_spec(text), target)[-1]
         env = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
         assert {"name": var, "value": "2"} in env["env"]
         return
-    assert_problems(unsupported(text, target), [(f"env.{var}", "reserved")])
+    why = "the Training Operator sets it" if target == PYTORCH else "reserved"
+    assert_problems(unsupported(text, target), [(f"env.{var}", why)])
+
+
+# What the Training Operator appends to every container of a PyTorchJob with a Master, over
+# the spec's own values (training-operator pkg/controller.v1/pytorch/envvar.go setPodEnv).
+PYTORCHJOB_RESERVED = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+)
+
+
+@pytest.mark.parametrize("var", PYTORCHJOB_RESERVED)
+@pytest.mark.parametrize(
+    ("field", "path"),
+    [
+        ("env: {%s: '1'}", "env.%s"),
+        ("env_list: [{name: %s, value: '1'}]", "env_list[0].name"),
+        ("secret_env: [%s]", "secret_env[0]"),
+        ("container_overrides: {env: [{name: %s, value: '1'}]}", "container_overrides.env[0].name"),
+    ],
+)
+def test_what_the_training_operator_sets_is_refused_on_pytorchjob(
+    var: str, field: str, path: str
+) -> None:
+    """Accepted, then run with the operator's value: MASTER_PORT=1234 ran on 23456."""
+    found = unsupported(spec_text(field.replace("%s", var) + "\n"), PYTORCH)
+    assert_problems(found, [(path.replace("%s", var), "the Training Operator sets it")])
+
+
+def test_an_elastic_pytorchjob_reserves_the_elastic_agents_settings() -> None:
+    elastic = "elastic: {min_nodes: 1, max_nodes: 2, max_restarts: 3}\n"
+    found = unsupported(
+        spec_text(elastic + "env: {PET_RDZV_ENDPOINT: x, PET_MAX_RESTARTS: '1'}\n"), PYTORCH
+    )
+    assert [p for p, _ in found] == ["env.PET_RDZV_ENDPOINT", "env.PET_MAX_RESTARTS"]
+    # Workers only: no Master, so no MASTER_PORT from the operator
+    render(load_spec(spec_text(elastic + "env: {MASTER_PORT: '1'}\n")), PYTORCH)
+
+
+@pytest.mark.parametrize("target", ALL)
+@pytest.mark.parametrize("var", ["LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"])
+def test_what_torchrun_sets_is_refused_under_the_torchrun_launcher(var: str, target: str) -> None:
+    """torchrun gives each process it starts its own LOCAL_RANK...: the spec's never ran."""
+    launcher = "launcher: {kind: torchrun, entrypoint: /t.py}\n"
+    found = unsupported(spec_text(launcher + f"env: {{{var}: '0'}}\n"), target)
+    assert_problems(found, [(f"env.{var}", "torchrun sets it for each process it starts")])
+    python = "launcher: {kind: python, entrypoint: /t.py}\n"
+    render(load_spec(spec_text(python + f"env: {{{var}: '0'}}\n")), target)
+
+
+def test_pod_restart_policy_override_is_refused_on_pytorchjob() -> None:
+    """SetRestartPolicy writes the replica's policy over the pod's: the override never ran."""
+    text = spec_text("pod_spec_overrides: {restartPolicy: Never}\n")
+    assert_problems(
+        unsupported(text, PYTORCH), [("pod_spec_overrides.restartPolicy", "use restart_policy")]
+    )
+
+
+def test_the_python_launcher_with_gpus_says_how_many_processes() -> None:
+    """The operator sets WORLD_SIZE to nodes x nprocPerNode (default: the GPUs); python starts
+    one process per node, so a torch.distributed program waited for ranks that never came."""
+    text = spec_text(
+        "num_nodes: 2\ngpus_per_node: 4\nlauncher: {kind: python, entrypoint: /t.py}\n"
+    )
+    assert_problems(unsupported(text, PYTORCH), [("launcher.kind", "WORLD_SIZE to 8")])
+    for target in TRAINJOBS:  # the Torch runtime sets no WORLD_SIZE
+        render(load_spec(text), target)
+    for nprocs in ("1", "4"):  # said outright: the program starts that many
+        render(load_spec(text + f"nprocs_per_node: {nprocs}\n"), PYTORCH)
 
 
 @pytest.mark.parametrize("target", TRAINJOBS)

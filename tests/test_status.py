@@ -495,6 +495,20 @@ def test_trainjob_queued_by_kueue_is_suspended_not_failed() -> None:
     assert not got.finished
 
 
+def test_a_job_created_suspended_is_suspended_before_its_controller_reports() -> None:
+    # Kueue creates queued jobs suspended; until the controller writes a condition, the job
+    # is already waiting to be admitted, not a job with no status.
+    cr = trainjob()
+    cr["spec"]["suspend"] = True
+    check(job_state(cr), State.SUSPENDED, "Suspended", "spec.suspend is true")
+    pt = pytorchjob()
+    pt["spec"]["runPolicy"]["suspend"] = True
+    check(job_state(pt), State.SUSPENDED, "Suspended", "spec.runPolicy.suspend is true")
+    # Resumed, not yet reported on: no longer suspended.
+    cr["spec"]["suspend"] = False
+    check(job_state(cr), State.PENDING, "NoStatus")
+
+
 def test_trainjob_suspended_beats_active_jobs_and_running_pods() -> None:
     # Kueue preempted a running job: pods are still terminating.
     status = {"conditions": [TJ_SUSPENDED], "jobsStatus": [job_status(active=1, ready=1)]}

@@ -156,7 +156,7 @@ def test_trainjob_torchrun_relies_on_runtime_env(target: str) -> None:
 def test_reserved_env_rejected(target: str) -> None:
     with pytest.raises(UnsupportedFeature, match=r"env\.PET_NODE_RANK: reserved"):
         render(spec(env={"PET_NODE_RANK": "0"}), target)
-    render(spec(env={"PET_NODE_RANK": "0"}), "pytorchjob/v1")  # not reserved there
+    render(spec(env={"PET_MASTER_PORT": "0"}), "pytorchjob/v1")  # the operator never sets it
 
 
 def test_override_shapes_per_release() -> None:
@@ -226,12 +226,75 @@ def test_pod_spec_overrides_merge_without_dropping() -> None:
 
 
 def test_container_overrides_merge_by_name() -> None:
-    s = spec(
-        env={"A": "1"},
-        container_overrides={"env": [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]},
-    )
+    s = spec(env={"A": "1"}, container_overrides={"env": [{"name": "B", "value": "3"}]})
     env = job(s, "trainjob/v2.3")["spec"]["trainer"]["env"]
-    assert env == [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]
+    assert env == [{"name": "A", "value": "1"}, {"name": "B", "value": "3"}]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    ("fields", "line"),
+    [
+        (
+            {"container_overrides": {"command": ["python", "/b.py"]}},
+            "container_overrides.command: would replace what launcher writes",
+        ),
+        (
+            {"container_overrides": {"args": ["--epochs", "1"]}},
+            "container_overrides.args: launcher writes the training container's whole command",
+        ),
+        (
+            {"image_pull_policy": "Always", "container_overrides": {"imagePullPolicy": "Never"}},
+            "container_overrides.imagePullPolicy: would replace what image_pull_policy writes",
+        ),
+    ],
+)
+def test_an_override_of_the_launchers_command_line_is_an_error_naming_both(
+    target: str, fields: dict[str, Any], line: str
+) -> None:
+    """The issue's example: `torchrun ... /a.py python /b.py` ran; now nothing is appended."""
+    s = torch_spec(**fields)
+    if "imagePullPolicy" in str(fields) and target.startswith("trainjob/"):
+        return  # no TrainJob release holds an image pull policy
+    with pytest.raises(UnsupportedFeature) as raised:
+        render(s, target)
+    assert [str(p).startswith(line) for p in raised.value.problems] == [True], raised.value
+
+
+@pytest.mark.parametrize("key", ["command", "args"])
+def test_a_pytorchjob_training_container_override_is_one_with_container_overrides(
+    key: str,
+) -> None:
+    s = torch_spec(pod_spec_overrides={"containers": [{"name": "pytorch", key: ["x"]}]})
+    with pytest.raises(UnsupportedFeature) as raised:
+        render(s, "pytorchjob/v1")
+    (problem,) = raised.value.problems
+    assert problem.path == f"pod_spec_overrides.containers[name=pytorch].{key}"
+    assert "launcher" in problem.message
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_training_containers_override_mounts_take_no_generated_place(target: str) -> None:
+    """`/dev/shm/` is `/dev/shm`: the pod override's mount would have replaced shm_size's."""
+    container = "pytorch" if target == "pytorchjob/v1" else "node"
+    mount = {"name": "mine", "mountPath": "/dev/shm/"}
+    over = {"containers": [{"name": container, "volumeMounts": [mount]}]}
+    with pytest.raises(UnsupportedFeature) as raised:
+        render(spec(shm_size="1Gi", pod_spec_overrides=over), target)
+    assert [str(p) for p in raised.value.problems] == [
+        "pod_spec_overrides.containers[0].volumeMounts[0].mountPath: already mounted by shm_size"
+    ]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_override_never_replaces_what_another_field_writes(target: str) -> None:
+    """Given twice, one value would silently lose: the override is an error naming both."""
+    s = spec(env={"A": "1"}, container_overrides={"env": [{"name": "A", "value": "2"}]})
+    with pytest.raises(UnsupportedFeature) as raised:
+        render(s, target)
+    (problem,) = raised.value.problems
+    assert problem.path == "container_overrides.env[name=A].value"
+    assert "would replace what env.A writes" in problem.message
 
 
 def test_render_is_independent_of_spec_objects() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import schema_check
 import yaml
@@ -435,6 +436,23 @@ def test_the_cli_prints_what_cannot_run_without_a_traceback(workdir: Path) -> No
     assert "roles[0].env (env.PET_MASTER_ADDR): reserved on TrainJob" in done.stderr
 
 
+def test_an_unknown_cfg_key_is_refused_with_the_option_it_may_mean(workdir: Path) -> None:
+    """torchx 0.7 drops unknown -cfg keys before the scheduler sees them: the job would run
+    in `default`, not team-a."""
+    done = torchx_process(
+        workdir, "run", "--dryrun", "-s", "kfcompile", "-cfg", "namespce=team-a,Target=x,zzz=1",
+        "dist.ddp", "-j", "1x1", "--script", "train.py",
+    )  # fmt: skip
+    assert done.returncode == 1 and TRACEBACK not in done.stderr and MARKER not in done.stdout
+    assert "-cfg namespce: unknown field (did you mean 'namespace'?)" in done.stderr
+    assert "-cfg Target: unknown field (did you mean 'target'?)" in done.stderr
+    assert "-cfg zzz: unknown field (not a kfcompile -cfg field)" in done.stderr
+    app = dist.ddp(script="train.py", j="1x1")
+    with pytest.raises(kfx.SchedulerError) as caught:  # the Runner's callers too
+        dryrun(app, namespace="team-a", queue_name="q")
+    assert str(caught.value) == "-cfg queue_name: unknown field (did you mean 'queue'?)"
+
+
 # --- describe -----------------------------------------------------------------------------------
 
 
@@ -482,6 +500,19 @@ def test_each_rank_is_a_replica_with_the_state_of_its_current_pod() -> None:
     assert [(r.name, r.num_replicas) for r in described.roles] == [("node", 3)]
     done = kfx.describe_job("ns:demo", JOB, observation(State.SUCCEEDED, total=1))
     assert done.roles_statuses[0].replicas[0].state == specs.AppState.SUCCEEDED  # pod is gone
+
+
+def test_describe_carries_the_progress_the_training_process_reports() -> None:
+    from datetime import UTC, datetime
+
+    from kfcompile.progress import Progress
+
+    seen = attrs.evolve(
+        observation(State.RUNNING),
+        progress=Progress(42, 90, (("loss", "0.31"),), datetime.now(UTC)),
+    )
+    described = kfx.describe_job("ns:demo", JOB, seen)
+    assert described.msg.startswith("RUNNING (Why) what; progress 42% ETA 1m30s · loss 0.31 · ")
 
 
 def test_a_job_being_deleted_is_cancelled() -> None:
@@ -591,3 +622,45 @@ def test_status_reads_the_kubeconfig_from_torchxconfig(local: LocalCluster, work
     with get_runner() as runner:  # a new scheduler: nothing of the run is left in it
         status = runner.status(handle)
     assert status is not None and status.state == specs.AppState.RUNNING
+
+
+def test_cluster_trouble_in_the_torchx_cli_is_one_line(workdir: Path) -> None:
+    """torchx's CLI lets a scheduler's exception end status/describe/log/cancel with a
+    traceback: kfcompile's end with their one line, and exit 1."""
+    env = clean_env(workdir, KUBECONFIG=str(workdir / "nonexistent"))
+    handle = "kfcompile://torchx/default:demo"
+    for argv in (["status", handle], ["describe", handle], ["log", f"{handle}/train/0"]):
+        done = torchx_process(workdir, *argv, env=env)
+        assert done.returncode == 1, (argv, done.stderr)
+        assert TRACEBACK not in done.stderr, (argv, done.stderr)
+        [line] = [line for line in done.stderr.splitlines() if "ERROR" in line]
+        assert "no cluster configuration: kubeconfig" in line, (argv, line)
+
+
+def test_describe_and_log_through_the_cli_on_a_two_replica_job(
+    local: LocalCluster, tmp_path: Path
+) -> None:
+    """``describe`` fills the role from what the job holds; a replica the job does not have
+    is one line."""
+    env = clean_env(tmp_path, KUBECONFIG=str(local.kubeconfig))
+    done = torchx_process(
+        tmp_path, "run", "-s", "kfcompile", "dist.ddp", "-j", "2x4", "--gpu", "4",
+        "--cpu", "8", "--memMB", "32768", "--env", "MODE=fast", "--script", "train.py",
+        "--", "--epochs", "3", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [handle] = done.stdout.split()
+    described = torchx_process(tmp_path, "describe", handle, env=env)
+    assert described.returncode == 0, described.stderr
+    role = " ".join(described.stdout.split())  # torchx pretty-prints the AppDef
+    assert "'image': 'ghcr.io/pytorch/torchx:" in role, role
+    assert "'entrypoint': 'torchrun'" in role, role
+    args = "'--nnodes', '2', '--nproc_per_node', '4', 'train.py', '--epochs', '3'"
+    assert f"'args': [ {args}]" in role, role
+    assert "'num_replicas': 2" in role and "'MODE': 'fast'" in role, role
+    assert "'cpu': 8.0, 'devices': {}, 'gpu': 4, 'memMB': 32768" in role, role
+
+    log = torchx_process(tmp_path, "log", f"{handle}/train/5", env=env)
+    assert log.returncode == 1 and TRACEBACK not in log.stderr, log.stderr
+    [line] = log.stderr.splitlines()
+    assert line.endswith("ERROR    " + handle.rpartition("/")[2] + " has replicas 0 to 1 (not 5)")

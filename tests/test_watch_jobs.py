@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import io
 import math
+import re
 import signal
 import threading
 import time
@@ -651,10 +652,9 @@ def test_a_kueue_queued_job_through_the_simulated_controller() -> None:
     with InMemoryCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as local:
         job = structure({"name": "q", "image": "python:3", "command": ["python"], "queue": QUEUE})
         lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
-        got = collect(lifecycle.watch_jobs(local.session()), 5)
+        got = collect(lifecycle.watch_jobs(local.session()), 4)
         assert [(e.what.value, e.state.state.value) for e in got] == [
-            ("listed", "PENDING"),
-            ("suspended", "SUSPENDED"),
+            ("listed", "SUSPENDED"),  # created suspended by Kueue's webhook: queued from the start
             ("admitted", "PENDING"),
             ("running", "RUNNING"),
             ("finished", "SUCCEEDED"),
@@ -720,6 +720,7 @@ def test_list_watch_prints_the_table_then_a_line_per_change_until_ctrl_c(
     with LocalCluster(schema_check.require_shared(), auto=False) as local:
         # Quiet watches, as on a real server (a bookmark a minute): only a cut stops them.
         local.kube.bookmark_interval = 3600.0
+        local.controller.trainer_status = True  # its steps reported in status.trainerStatus
         job = structure(
             {"name": "demo", "image": "python:3", "command": ["python"], "queue": QUEUE}
         )
@@ -742,14 +743,22 @@ def test_list_watch_prints_the_table_then_a_line_per_change_until_ctrl_c(
         code = main(["list", "-w", "--kubeconfig", str(local.kubeconfig)])
     assert code == 130
     lines = [" ".join(line.split()) for line in out.text().splitlines()]
-    assert lines[0] == "NAMESPACE NAME KIND TARGET STATE CREATED"
-    assert lines[1].startswith("default demo TrainJob trainjob/v2.3 PENDING ")
-    assert lines[2:] == [
-        "default demo TrainJob suspended SUSPENDED (Suspended)",
+    assert lines[0] == "NAMESPACE NAME KIND TARGET STATE PROGRESS CREATED"
+    assert lines[1].startswith("default demo TrainJob trainjob/v2.3 SUSPENDED - ")  # Kueue's
+    # Each step the training process reports, with how old the report is (written just now)
+    reported = [
+        "default demo TrainJob progressed RUNNING (JobsActive) 30% ETA 2m00s · loss 0.9",
+        "default demo TrainJob progressed RUNNING (JobsActive) 60% ETA 1m00s · loss 0.81",
+        "default demo TrainJob progressed RUNNING (JobsActive) 90% ETA 0s · loss 0.729",
+        "default demo TrainJob finished SUCCEEDED (Complete) 90% ETA 0s · loss 0.729",
+    ]
+    assert lines[2:4] == [
         "default demo TrainJob admitted PENDING (Resumed)",
         "default demo TrainJob running RUNNING (JobsActive)",
-        "default demo TrainJob finished SUCCEEDED (Complete)",
     ]
+    assert len(lines[4:]) == len(reported), lines
+    for got, want in zip(lines[4:], reported, strict=True):
+        assert re.fullmatch(re.escape(want) + r" · \d+s ago", got), (got, want)
     # Ctrl-C closed the watches: no thread of the merge is left reading one.
     assert not [t for t in threading.enumerate() if t.name.startswith("kfcompile-merge-")]
     assert "Traceback" not in capsys.readouterr().err

@@ -12,6 +12,9 @@ runtime validator (``kfcompile.k8s_schema``) needs neither kubernetes-validate n
 Type notation in the file: ``"string"``, ``"boolean"``, ``"number"``, ``"int32"``,
 ``"int64"``, ``"integer"``, ``"quantity"``, ``"int-or-string"``, ``"object"`` (free-form
 mapping), ``{"ref": Name}``, ``{"list": type}``, ``{"map": type}``, ``{"enum": [...]}``.
+A list that a strategic merge patch merges rather than replaces carries its
+``x-kubernetes-patch-merge-key`` as ``"merge"`` (``""``: a set of scalars, merged by value) and
+``"retainKeys": true`` where its patch strategy has ``retainKeys`` (``paths.merged`` reads them).
 """
 
 from __future__ import annotations
@@ -71,7 +74,13 @@ def _type(schema: dict[str, Any], defs: dict[str, Any], todo: list[str]) -> Any:
     if kind in ("string", "boolean", "number"):
         return kind
     if kind == "array":
-        return {"list": _type(schema["items"], defs, todo)}
+        out: dict[str, Any] = {"list": _type(schema["items"], defs, todo)}
+        strategy = schema.get("x-kubernetes-patch-strategy", "").split(",")
+        if "merge" in strategy:
+            out["merge"] = schema.get("x-kubernetes-patch-merge-key", "")
+        if "retainKeys" in strategy:
+            out["retainKeys"] = True
+        return out
     if kind == "object" and "additionalProperties" in schema:
         return {"map": _type(schema["additionalProperties"], defs, todo)}
     if kind == "object" and "properties" not in schema:

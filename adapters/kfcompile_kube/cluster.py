@@ -4,26 +4,30 @@ Requests go through the client's ``ApiClient`` (auth, TLS, proxies and token ref
 client's; ``compat`` holds how each client line is called) but bodies are read as raw JSON:
 objects cross the port exactly as the server sent them, never through the client's strict models.
 Failures become the port's ``ApiError`` family (``errors``: the server's answer, or why none
-came, in words a user acts on); retrying, waiting and ordering are the lifecycle's business, not
+came, in words a user acts on; a redirect, which no request follows; never a credential, even
+one the server quotes back); retrying, waiting and ordering are the lifecycle's business, not
 this one's. ``execstream`` reads an exec stream.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from typing import Final
+from typing import Concatenate, Final, ParamSpec, TypeVar
 from urllib.parse import quote
 
 import urllib3
 from attrs import evolve
 from kubernetes.client.api_client import ApiClient
-from kubernetes.client.exceptions import ApiException
 from websocket import WebSocketException
 
 from kfcompile.ports import (
+    ApiError,
     ExecOutput,
     ExecResult,
     NotFound,
@@ -36,10 +40,12 @@ from kfcompile.ports import (
 from kfcompile_kube import compat
 from kfcompile_kube.errors import (
     TRANSPORT_ERRORS,
+    answer_error,
+    credentials,
     handshake_error,
+    redacted,
     server_of,
     status_error,
-    status_object,
     transport_error,
 )
 from kfcompile_kube.execstream import Channels
@@ -57,6 +63,36 @@ _CORE: dict[str, tuple[str, bool]] = {
 }
 _WATCH_MARGIN = 15.0  # seconds past a watch's timeoutSeconds before we call the server hung
 REQUEST_TIMEOUT: Final = 30.0  # seconds a request waits for its answer unless told otherwise
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def _redacting(
+    method: Callable[Concatenate[KubeCluster, P], R],
+) -> Callable[Concatenate[KubeCluster, P], R]:
+    """A port call whose ``ApiError`` carries no credential."""
+
+    @functools.wraps(method)
+    def call(self: KubeCluster, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._redaction():
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+def _redacting_stream(
+    method: Callable[Concatenate[KubeCluster, P], Iterator[T]],
+) -> Callable[Concatenate[KubeCluster, P], Iterator[T]]:
+    """A port call that streams, whose ``ApiError`` (at any point) carries no credential."""
+
+    @functools.wraps(method)
+    def stream(self: KubeCluster, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        with self._redaction():
+            yield from method(self, *args, **kwargs)
+
+    return stream
 
 
 class KubeCluster(Threads):
@@ -84,29 +120,38 @@ class KubeCluster(Threads):
         self._exec_timeout = exec_timeout
         self._server = server_of(str(api_client.configuration.host))
         self._discovered: dict[str, dict[str, tuple[str, bool]]] = {}
+        # The Authorization headers sent (a token refreshed since is still redacted).
+        self._sent: set[str] = set()
+        self._sent_lock = threading.Lock()
 
     # --- the port
 
+    @_redacting
     def served(self, api_version: str, kind: str) -> bool:
         return self._resource(api_version, kind) is not None
 
+    @_redacting
     def get(self, ref: Ref) -> Obj:
         return self._json("GET", self._object_path(ref))
 
+    @_redacting
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         namespace = (obj.get("metadata") or {}).get("namespace")
         path = self._collection_path(obj["apiVersion"], obj["kind"], namespace, for_object=True)
         query = [("fieldValidation", "Strict"), *([("dryRun", "All")] if dry_run else [])]
         return self._json("POST", path, query=query, body=obj)
 
+    @_redacting
     def patch(self, ref: Ref, patch: Obj) -> Obj:
         path = self._object_path(ref)
         return self._json("PATCH", path, body=patch, content_type="application/merge-patch+json")
 
+    @_redacting
     def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
         self._json("DELETE", self._object_path(ref), body=options)
 
+    @_redacting
     def list(
         self,
         api_version: str,
@@ -130,6 +175,7 @@ class KubeCluster(Threads):
         meta = body.get("metadata") or {}
         return Page(items, str(meta.get("resourceVersion", "")), meta.get("continue") or None)
 
+    @_redacting_stream
     def watch(
         self,
         api_version: str,
@@ -158,6 +204,7 @@ class KubeCluster(Threads):
         with cut_on_stop(partial(compat.cut, response)):
             yield from _events(response, api_version, kind, self._broke(quiet))
 
+    @_redacting_stream
     def pod_log(
         self,
         namespace: str,
@@ -189,6 +236,7 @@ class KubeCluster(Threads):
             for line in _lines(response, self._broke(read_timeout)):
                 yield line.decode("utf-8", "replace")
 
+    @_redacting
     def exec(
         self,
         namespace: str,
@@ -210,9 +258,11 @@ class KubeCluster(Threads):
             ("tty", "false"),
         ]
         path = f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/exec"
-        url, headers = compat.prepare(self._client, "GET", path, query, {})
+        url, headers = self._prepare("GET", path, query, {})
         try:
             ws = compat.open_exec(self._client.configuration, url, headers)
+        except compat.Refused as e:
+            raise answer_error(e.status, e.body, e.headers, url) from None
         except (WebSocketException, OSError) as e:
             raise handshake_error(e, url, (self._connect_timeout, self._exec_timeout)) from e
         channels = Channels(ws, pod, time.monotonic() + self._exec_timeout, self._exec_timeout)
@@ -318,17 +368,38 @@ class KubeCluster(Threads):
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
-        url, headers = compat.prepare(self._client, method, path, query, headers)
+        url, headers = self._prepare(method, path, query, headers)
         timeout = (self._connect_timeout, read_timeout)
         try:
             raw: urllib3.BaseHTTPResponse = compat.send(
                 self._client, method, url, headers, body, timeout
             )
         except compat.Refused as e:
-            raise status_error(e.status, status_object(e.body), e.headers) from None
-        except (ApiException, *TRANSPORT_ERRORS) as e:  # ApiException: the client's TLS errors
+            raise answer_error(e.status, e.body, e.headers, url) from None
+        except TRANSPORT_ERRORS as e:
             raise transport_error(e, self._server, timeout) from e
         return raw
+
+    def _prepare(
+        self, method: str, path: str, query: Sequence[tuple[str, str]], headers: dict[str, str]
+    ) -> tuple[str, dict[str, str]]:
+        url, headers = compat.prepare(self._client, method, path, query, headers)
+        with self._sent_lock:
+            self._sent.add(headers.get("authorization", ""))
+        return url, headers
+
+    @contextlib.contextmanager
+    def _redaction(self) -> Iterator[None]:
+        """The ``ApiError`` raised within, without the credentials this cluster knows."""
+        try:
+            yield
+        except ApiError as e:
+            with self._sent_lock:
+                sent = set(self._sent)
+            clean = redacted(e, credentials(self._client.configuration, sent))
+            if clean is e:
+                raise
+            raise clean from None
 
     def _broke(self, read_timeout: float | None) -> Callable[[BaseException], Transient]:
         """What a connection that broke while an answer was read is, for the port."""

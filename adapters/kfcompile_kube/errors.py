@@ -1,20 +1,25 @@
 """What went wrong with a request, as the port's ``ApiError`` family: the server's answer (its
 ``Status``, and the ``Retry-After`` it asked for), or why no answer came, in the words a user
 acts on (connection refused, cannot resolve host, TLS certificate verify failed, no answer in
-time) with the server's address, never credentials."""
+time) with the server's address, never credentials: a credential a server quotes back is
+``<redacted>`` (``redacted``)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import http.client
 import json
+import re
 import socket
 import ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from http import HTTPStatus
-from urllib.parse import urlsplit
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urljoin, urlsplit
 
 import urllib3
-from kubernetes.client.exceptions import ApiException
 from websocket import WebSocketBadStatusException, WebSocketException
 
 from kfcompile.ports import (
@@ -24,9 +29,10 @@ from kfcompile.ports import (
     error_class,
 )
 
-# What a broken connection looks like from below the client (it only wraps SSL errors itself).
+# What a broken connection looks like from below the client (urllib3, http.client, the socket).
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 _RETRY_AFTER_MAX = 3600.0  # seconds; a server asking for more is not believed further
+REDACTED: Final = "<redacted>"
 
 
 def status_object(data: bytes) -> Obj:
@@ -48,6 +54,59 @@ def status_error(code: int, status: Obj, headers: Mapping[str, str] | None = Non
     reason = str(status.get("reason") or phrase.replace(" ", ""))
     message = str(status.get("message") or phrase)
     return cls(code, reason, message, retry_after=_retry_after(status, headers or {}))
+
+
+def answer_error(code: int, body: bytes, headers: Mapping[str, str], url: str) -> ApiError:
+    """The port's error for an answer outside 2xx to the request for ``url``. A redirect is one
+    too, naming the host it points to: followed, it would take the request's credentials and
+    body there, and that host's answer would be believed."""
+    if not 300 <= code < 400:
+        return status_error(code, status_object(body), headers)
+    location = next((str(v) for k, v in headers.items() if str(k).lower() == "location"), "")
+    where = f"redirected to {server_of(urljoin(url, location))}" if location else "redirected"
+    return status_error(code, {"message": f"the API server {where}; kfcompile follows no redirect"})
+
+
+def redacted(error: ApiError, credentials: Iterable[str]) -> ApiError:
+    """``error``, or a copy with each of ``credentials`` in its reason and message replaced by
+    ``<redacted>`` (a server may quote a request's Authorization header back)."""
+    # Longest first: a header is one marker, not its scheme and a marker.
+    found = sorted({c for c in credentials if c}, key=len, reverse=True)
+    if not found:
+        return error
+    pattern = re.compile("|".join(map(re.escape, found)))
+    reason, message = pattern.sub(REDACTED, error.reason), pattern.sub(REDACTED, error.message)
+    if (reason, message) == (error.reason, error.message):
+        return error
+    clean = type(error)(error.status, reason, message, retry_after=error.retry_after)
+    clean.call = error.call
+    return clean
+
+
+def credentials(configuration: Any, sent: Iterable[str] = ()) -> set[str]:
+    """Every credential a client ``configuration`` holds, and the Authorization headers ``sent``,
+    in the forms a message could quote: each header or API key whole and without its scheme
+    (``Bearer <token>``, ``<token>``), basic auth decoded (``user:password``, ``password``), the
+    password, the proxy's, and the client key's PEM, whole and line by line."""
+    proxy = urlsplit(configuration.proxy or "")
+    found: set[str] = {configuration.password or "", proxy.password or ""}
+    values = [*sent, *configuration.api_key.values(), *(configuration.proxy_headers or {}).values()]
+    for value in map(str, values):
+        scheme, _, secret = value.partition(" ")
+        found |= {value, secret}
+        if scheme.lower() == "basic":
+            try:
+                pair = base64.b64decode(secret, validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                continue
+            found |= {pair, pair.partition(":")[2]}
+    if configuration.key_file:
+        try:
+            pem = Path(configuration.key_file).read_text().strip()
+        except (OSError, UnicodeDecodeError):
+            pem = ""
+        found |= {pem, *(line for line in pem.splitlines() if not line.startswith("-----"))}
+    return found - {""}
 
 
 def _retry_after(status: Obj, headers: Mapping[str, str]) -> float | None:
@@ -112,9 +171,8 @@ def transport_error(
         why = getattr(verify, "verify_message", "") or str(verify)
         return Transient(0, "TLSError", f"TLS certificate verify failed for {server}: {why}")
     tls = has(ssl.SSLError, urllib3.exceptions.SSLError)
-    if tls is not None or isinstance(error, ApiException):
-        why = _last_line(str(tls if tls is not None else getattr(error, "reason", error)))
-        return Transient(0, "TLSError", f"TLS with {server} failed: {why}")
+    if tls is not None:
+        return Transient(0, "TLSError", f"TLS with {server} failed: {tls}")
     # urllib3 counts a failed connect as a connect timeout (NewConnectionError subclasses it).
     failed = has(urllib3.exceptions.NewConnectionError)
     if failed is not None:
@@ -132,16 +190,14 @@ def transport_error(
     return Transient(0, "ConnectionError", f"connection to {server} failed: {detail}")
 
 
-def _last_line(text: str) -> str:
-    """The client wraps a TLS failure as ``SSLError\\n<the error>``: the error."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else text
-
-
 def handshake_error(
     error: WebSocketException | OSError, url: str, timeout: tuple[float | None, float | None]
 ) -> ApiError:
     """The exec upgrade failed: the server's answer when there was one, else the connection."""
     if isinstance(error, WebSocketBadStatusException):
-        return status_error(error.status_code, status_object(error.resp_body or b""))
+        code = error.status_code
+        if 200 <= code < 300:  # an answer, but no stream (a proxy's page?): not a success
+            said = f"the API server answered {code} instead of opening the exec stream (101)"
+            return status_error(code, {"message": said})
+        return status_error(code, status_object(error.resp_body or b""))
     return transport_error(error, url, timeout)

@@ -6,19 +6,11 @@ place, elastic bounds around ``num_nodes``."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kfcompile import resource_rules, rules
 from kfcompile.errors import Problem
-from kfcompile.generated import (
-    PRIORITY_LABEL,
-    QUEUE_LABEL,
-    SCRIPT_DIR,
-    SCRIPT_VOLUME,
-    SHM_DIR,
-    SHM_VOLUME,
-    WORKDIR_VOLUME,
-)
+from kfcompile.generated import PRIORITY_LABEL, QUEUE_LABEL, companions, mount_point
 
 if TYPE_CHECKING:
     from kfcompile.spec import JobSpec
@@ -64,6 +56,55 @@ def _no_python(s: JobSpec) -> Iterator[tuple[str, str]]:
         yield "script", "runs as a program itself (launcher.no_python): start it with '#!'"
 
 
+def _items(value: Any, at: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """The mappings of a list given in an override, each with its path."""
+    for i, item in enumerate(value if isinstance(value, list | tuple) else ()):
+        if isinstance(item, Mapping):
+            yield f"{at}[{i}]", item
+
+
+def _storage(s: JobSpec) -> Iterator[tuple[str, str]]:
+    """Mounts refer to volumes; what kfcompile adds (``generated.companions``) is reserved: no
+    other volume takes its name, no other mount its place, compared as directories
+    (``/dev/shm/`` is ``/dev/shm``), or one would silently replace the other."""
+    made = companions(s)
+    defined = {v.get("name") for v in s.volumes if isinstance(v, Mapping)}
+    named = {c.volume: c.field for c in made}
+    volumes = [*_items(s.volumes, "volumes")]
+    volumes += _items(s.pod_spec_overrides.get("volumes"), "pod_spec_overrides.volumes")
+    for at, v in volumes:
+        if v.get("name") in named:
+            yield f"{at}.name", f"the name {v['name']!r} is used by {named[v['name']]}"
+    for at, m in _items(s.volume_mounts, "volume_mounts"):
+        name = m.get("name")
+        if isinstance(name, str) and name not in defined:
+            yield f"{at}.name", f"no volume named {name!r} in volumes"
+    yield from mount_points(s)
+
+
+def mount_points(s: JobSpec, training: str | None = None) -> Iterator[tuple[str, str]]:
+    """One mount per place in the training container, compared as directories: those
+    kfcompile adds first, then ``volume_mounts`` and ``container_overrides``; and, where the
+    target names its training container ``training``, that container's mounts in
+    ``pod_spec_overrides.containers`` (the target checks those)."""
+    mounted: dict[str, str] = {}  # mount point -> the field that mounts it
+    for c in companions(s):
+        place = f"{c.field}.mount_path" if c.field == "work_dir" else c.field
+        if mounted.setdefault(mount_point(c.mount_path), c.field) != c.field:
+            yield place, f"already mounted by {mounted[mount_point(c.mount_path)]}"
+    mounts = [*_items(s.volume_mounts, "volume_mounts")]
+    mounts += _items(s.container_overrides.get("volumeMounts"), "container_overrides.volumeMounts")
+    for at, item in _items(s.pod_spec_overrides.get("containers"), "pod_spec_overrides.containers"):
+        if training is not None and item.get("name") == training:
+            mounts += _items(item.get("volumeMounts"), f"{at}.volumeMounts")
+    for at, m in mounts:
+        path = m.get("mountPath")
+        if isinstance(path, str) and path.startswith("/"):
+            owner = mounted.setdefault(mount_point(path), at)
+            if owner != at:
+                yield f"{at}.mountPath", f"already mounted by {owner}"
+
+
 def between_fields(s: JobSpec) -> Iterator[Problem]:
     """Rules that relate fields to each other (run once every field has the right type)."""
     for path, message in _related(s):
@@ -80,22 +121,7 @@ def _related(s: JobSpec) -> Iterator[tuple[str, str]]:
 
     yield from resource_rules.resources_consistent(s)
     yield from rules.env_unique(s.env, s.env_list, s.secret_env)
-    defined = {v.get("name") for v in s.volumes if isinstance(v, Mapping)}
-    generated = {  # what kfcompile adds itself, and which field makes it
-        "shm_size": (SHM_VOLUME, SHM_DIR) if s.shm_size else None,
-        "script": (SCRIPT_VOLUME, SCRIPT_DIR) if s.script is not None else None,
-        "work_dir": (WORKDIR_VOLUME, s.work_dir.mount_path) if s.work_dir else None,
-    }
-    for owner, made in generated.items():
-        if made and made[0] in defined:
-            yield "volumes", f"the name {made[0]!r} is used by {owner}"
-    mounted_by = {made[1]: owner for owner, made in generated.items() if made}
-    for i, m in enumerate(s.volume_mounts):
-        name, path = m.get("name"), m.get("mountPath")
-        if isinstance(name, str) and name not in defined:
-            yield f"volume_mounts[{i}].name", f"no volume named {name!r} in volumes"
-        if isinstance(path, str) and path in mounted_by:
-            yield f"volume_mounts[{i}].mountPath", f"already mounted by {mounted_by[path]}"
+    yield from _storage(s)
     for label, field_name in ((QUEUE_LABEL, "queue"), (PRIORITY_LABEL, "priority_class")):
         if label in s.labels and getattr(s, field_name):
             yield f"labels[{label!r}]", f"set by {field_name}; give it in one place"

@@ -84,8 +84,9 @@ def _line(target: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def from_crd(crd: Mapping[str, Any]) -> Detected | None:
-    """The TrainJob shape of a served CRD, from the fields its schema has."""
+def from_crd(crd: Mapping[str, Any], holder: str = "the served TrainJob CRD") -> Detected | None:
+    """The TrainJob shape of a served CRD (or a CRD file: ``holder`` names it in the
+    evidence), from the fields its schema has."""
     for version in _list(_dig(crd, ("spec", "versions"))):
         if not isinstance(version, Mapping) or version.get("served") is False:
             continue
@@ -93,7 +94,7 @@ def from_crd(crd: Mapping[str, Any]) -> Detected | None:
         for target, mark in MARKS:
             if _has(spec, mark):
                 field = ".".join(p for p in mark if p != "items")
-                return Detected(target, f"the served TrainJob CRD has spec.{field}")
+                return Detected(target, f"{holder} has spec.{field}")
     return None
 
 

@@ -50,6 +50,13 @@ def fields(definition: str) -> frozenset[str]:
     return frozenset(_data()["definitions"][definition]["properties"])
 
 
+def properties(definition: str) -> Mapping[str, Any]:
+    """The type of each field of one object, in the file's notation (``paths.merged`` reads
+    how each merges from it); an unknown object has none."""
+    found: Mapping[str, Any] = _data()["definitions"].get(definition, {}).get("properties", {})
+    return found
+
+
 def _kind(value: Any) -> str:
     if value is None:
         return "null"

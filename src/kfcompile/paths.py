@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from kfcompile.frozen import FrozenList, FrozenMap
@@ -112,13 +113,14 @@ def format(path: Path) -> str:
     return text.lstrip(".")
 
 
-def put(doc: Any, path: Path, value: Any, merge: bool = False) -> None:
-    """Set a copy of ``value`` at ``path``; with ``merge``, deep-merge it into what is there.
+def put(doc: Any, path: Path, value: Any, merge: Merge | None = None) -> list[Path]:
+    """Set a copy of ``value`` at ``path``; with ``merge``, merge it into what is there
+    (``merged``), and return where it replaced something else.
 
     Missing containers on the way are created: a list where the next segment selects an item,
     a mapping otherwise.
     """
-    Builder(doc).put(path, copied(value), merge)
+    return Builder(doc).put(path, copied(value), merge)
 
 
 class Builder:
@@ -139,22 +141,25 @@ class Builder:
         # id of a list -> (the list, kept so the id stays its own; key -> value -> first position)
         self._lists: dict[int, tuple[list[Any], dict[str, dict[str, int]]]] = {}
 
-    def put(self, path: Path, value: Any, merge: bool = False) -> None:
+    def put(self, path: Path, value: Any, merge: Merge | None = None) -> list[Path]:
         """Store ``value`` (which the caller hands over) at ``path``; copies for every further
-        place a ``*`` reaches, so no two places share a container."""
+        place a ``*`` reaches, so no two places share a container. With ``merge``, returns the
+        paths below ``path`` where the merge replaced something else (``merged``)."""
         leaf, above = path[-1], path[:-1]
         # A key of a list item changes in place: what selected the item by that key may differ.
         item_key = (
             leaf if type(leaf) is str and above and isinstance(above[-1], int | Select) else None
         )
         stale: list[Segment] = []
+        replaced: list[Path] = []
         for n, parent in enumerate(self._containers(above, leaf)):
             before = _named_by(parent, item_key) if item_key else None
-            stale += self._put_leaf(parent, leaf, copied(value) if n else value, merge)
+            stale += self._put_leaf(parent, leaf, copied(value) if n else value, merge, replaced)
             if item_key and before != (after := _named_by(parent, item_key)):
                 self._renamed(above[:-1], item_key, before, after)
         for seg in stale:  # containers remembered below a replaced value are gone
             self._forget((*above, seg))
+        return list(dict.fromkeys(replaced))  # each replica's merge finds the same places
 
     def _containers(self, prefix: Path, below: Segment) -> list[Any]:
         found = self._at.get(prefix)
@@ -194,12 +199,22 @@ class Builder:
             return node[i]
         raise ValueError("'*' cannot be the last segment")
 
-    def _put_leaf(self, parent: Any, leaf: Segment, value: Any, merge: bool) -> list[Segment]:
-        """Store ``value`` under ``parent``; with ``merge``, deep-merge it into what is there.
-        Returns the segments below ``parent`` that may have led to a replaced container."""
+    def _put_leaf(
+        self, parent: Any, leaf: Segment, value: Any, merge: Merge | None, replaced: list[Path]
+    ) -> list[Segment]:
+        """Store ``value`` under ``parent``; with ``merge``, merge it into what is there (adding
+        to ``replaced`` where it replaced something else). Returns the segments below
+        ``parent`` that may have led to a replaced container."""
+
+        def into(old: Any) -> Any:
+            assert merge is not None
+            new, found = merged(old, value, merge)
+            replaced.extend(found)
+            return new
+
         if type(leaf) is str:
             old = parent.get(leaf)
-            parent[leaf] = merged(old, value) if merge and leaf in parent else value
+            parent[leaf] = into(old) if merge and leaf in parent else value
             return [leaf] if type(old) is dict or type(old) is list else []
         if isinstance(leaf, Select):
             i = self._find(parent, leaf)
@@ -207,14 +222,14 @@ class Builder:
                 self._store(parent, len(parent), {**value, leaf.key: leaf.value})
                 return []
             item = parent[i]
-            self._store(parent, i, merged(item, value) if merge else {**item, **value})
+            self._store(parent, i, into(item) if merge else {**item, **value})
             return _leading_to(i, item, parent[i])
         if isinstance(leaf, int):
             if leaf == len(parent):
-                self._store(parent, leaf, merged(None, value) if merge else value)
+                self._store(parent, leaf, into(None) if merge else value)
                 return []
             item = parent[leaf]
-            self._store(parent, leaf, merged(item, value) if merge else value)
+            self._store(parent, leaf, into(item) if merge else value)
             return _leading_to(leaf, item, parent[leaf])
         raise ValueError("'*' cannot be the last segment")
 
@@ -316,33 +331,108 @@ class MergeConflict(TypeError):
     """An override whose shape cannot merge with what was generated there."""
 
 
-def merged(base: Any, over: Any) -> Any:
-    """Deep-merge ``over`` into ``base`` without dropping anything ``base`` has.
+Kind = Any  # a core/v1 field type in ``k8s_core_v1.json``'s notation ("string", {"ref": ...})
+FREE: Kind = "object"  # a free-form mapping: merged key by key, its lists replaced
 
-    Mappings merge key by key; lists of named items (containers, volumes, env) merge by
-    ``name``; other lists gain the items they lack; a scalar in ``over`` replaces one in ``base``.
+
+class Merge(NamedTuple):
+    """How an override merges into what was generated: the value's core/v1 type, and the
+    properties of each core/v1 object by name (``k8s_schema.properties``)."""
+
+    kind: Kind
+    schema: Callable[[str], Mapping[str, Kind]]
+
+
+def _no_schema(definition: str) -> Mapping[str, Kind]:
+    return {}
+
+
+ANY = Merge(FREE, _no_schema)  # what a value of unknown type merges as
+
+
+def merged(base: Any, over: Any, how: Merge = ANY) -> tuple[Any, list[Path]]:
+    """``over`` merged into ``base`` as a Kubernetes strategic merge patch would, by the type
+    ``how`` gives; and the paths (below the value) where ``over`` replaced something else.
+
+    Per core/v1 type (``x-kubernetes-patch-strategy`` in the OpenAPI schema, which
+    ``k8s_core_v1.json`` carries as ``merge``): mappings and objects merge key by key; a list
+    with a merge key (containers, volumes and env by ``name``, volumeMounts by ``mountPath``,
+    ports by ``containerPort``...) merges item by item on that key, new items appended, and an
+    item of a ``retainKeys`` list (volumes) keeps only the keys ``over`` gives it; every other
+    list (command, args, tolerations...) is atomic and scalars too: ``over`` replaces them.
     Raises ``MergeConflict`` where ``over`` would replace a mapping or list with something else.
     """
-    if isinstance(base, dict) and isinstance(over, dict):
+    replaced: list[Path] = []
+    return _merge(base, over, how.kind, how.schema, (), replaced), replaced
+
+
+def _merge(
+    base: Any,
+    over: Any,
+    kind: Kind,
+    schema: Callable[[str], Mapping[str, Kind]],
+    at: Path,
+    replaced: list[Path],
+) -> Any:
+    if isinstance(base, dict | list) and type(over) is not type(base):
+        what = "a mapping" if isinstance(base, dict) else "a list"
+        raise MergeConflict(f"must be {what}: it merges into the generated one")
+    if isinstance(base, dict):
+        props = schema(kind["ref"]) if isinstance(kind, dict) and "ref" in kind else None
+        inner = kind.get("map", FREE) if isinstance(kind, dict) else FREE
         out = dict(base)
         for k, v in over.items():
-            out[k] = merged(out[k], v) if k in out else copied(v)
+            if k in out:
+                below = inner if props is None else props.get(k, FREE)
+                out[k] = _merge(out[k], v, below, schema, (*at, k), replaced)
+            else:
+                out[k] = copied(v)
         return out
-    if isinstance(base, dict | list) and type(over) is not type(base):
-        kind = "a mapping" if isinstance(base, dict) else "a list"
-        raise MergeConflict(f"must be {kind}: it merges into the generated one")
-    if isinstance(base, list) and isinstance(over, list):
-        if all_named(base) and all_named(over):
-            first: dict[str, Any] = {}
-            for item in over:
-                first.setdefault(item["name"], item)
-            names = {item["name"] for item in base}
-            out_list = [merged(item, first.get(item["name"], {})) for item in base]
-            out_list += [copied(item) for item in over if item["name"] not in names]
-            return out_list
-        have = {_frozen(item) for item in base}
-        return base + [copied(item) for item in over if _frozen(item) not in have]
+    merge_key = kind.get("merge") if isinstance(kind, dict) and "list" in kind else None
+    if isinstance(base, list) and merge_key:
+        return _merge_by_key(base, over, kind, schema, at, replaced)
+    if isinstance(base, list) and merge_key == "":  # a set of scalars: their union
+        have = {_frozen(v) for v in base}
+        return base + [copied(v) for v in over if _frozen(v) not in have]
+    if base is not None and base != over:
+        replaced.append(at)
     return copied(over)
+
+
+def _merge_by_key(
+    base: list[Any],
+    over: list[Any],
+    kind: Kind,
+    schema: Callable[[str], Mapping[str, Kind]],
+    at: Path,
+    replaced: list[Path],
+) -> list[Any]:
+    """A list whose items are merged on their ``kind["merge"]`` key (strategic merge patch)."""
+    key, item_kind = kind["merge"], kind["list"]
+
+    def key_of(item: Any) -> Any:
+        value = item.get(key) if isinstance(item, dict) else None
+        return value if isinstance(value, str | int) and not isinstance(value, bool) else None
+
+    first: dict[Any, Any] = {}
+    for item in over:
+        if key_of(item) is not None:
+            first.setdefault(key_of(item), item)
+    out: list[Any] = []
+    for item in base:
+        name = key_of(item)
+        if name is None or name not in first:
+            out.append(item)
+            continue
+        here = (*at, Select(key, str(name)))
+        patch = first[name]
+        if kind.get("retainKeys"):  # the item keeps only the keys the patch gives it
+            replaced += [(*here, k) for k in item if k not in patch]
+            item = {k: v for k, v in item.items() if k in patch}
+        out.append(_merge(item, patch, item_kind, schema, here, replaced))
+    have = {key_of(item) for item in base} - {None}
+    out += [copied(item) for item in over if key_of(item) is None or key_of(item) not in have]
+    return out
 
 
 def all_named(items: list[Any]) -> bool:

@@ -77,8 +77,8 @@ def resources_agree(requests: Amounts, limits: Amounts, need_limits: bool) -> Fo
                 yield lim.path, f"must not be below {req.path} ({req.value})"
 
 
-def _effective_resources(s: JobSpec) -> tuple[Amounts, Amounts]:
-    """The training container's requests and limits, in the order render writes them."""
+def _first_class(s: JobSpec) -> tuple[Amounts, Amounts]:
+    """The requests and limits the typed fields write, in the order render writes them."""
     requests: Amounts = {}
     limits: Amounts = {}
     for name in ("cpu", "memory"):
@@ -95,16 +95,13 @@ def _effective_resources(s: JobSpec) -> tuple[Amounts, Amounts]:
         ("extra_resource_limits", s.extra_resource_limits, limits),
     ):
         for k, v in extra.items():
-            into[k] = _Amount(v, f"{field}{key(k)}", limits_at="extra_resource_limits")
-    over_requests, over_limits = amounts(
-        s.container_overrides.get("resources"), "container_overrides.resources", late=True
-    )
-    return {**requests, **over_requests}, {**limits, **over_limits}
+            into.setdefault(k, _Amount(v, f"{field}{key(k)}", limits_at="extra_resource_limits"))
+    return requests, limits
 
 
 def resources_consistent(s: JobSpec) -> Found:
-    """The rendered container's resources agree, whichever field wrote each amount."""
-    yield from resources_agree(*_effective_resources(s), need_limits=True)
+    """The rendered container's resources agree, whichever field wrote each amount; and no
+    amount is written by two fields (an override would silently win over the typed field)."""
     for field, extra in (
         ("extra_resource_requests", s.extra_resource_requests),
         ("extra_resource_limits", s.extra_resource_limits),
@@ -114,3 +111,12 @@ def resources_consistent(s: JobSpec) -> Found:
                 yield f"{field}{key(k)}", f"use {k}_request / {k}_limit"
             elif k == s.gpu_resource:
                 yield f"{field}{key(k)}", "use gpus_per_node (it sets request and limit)"
+    requests, limits = _first_class(s)
+    over = amounts(s.container_overrides.get("resources"), "container_overrides.resources", True)
+    for typed, overriding in zip((requests, limits), over, strict=True):
+        for name, amount in overriding.items():
+            if name in typed:
+                yield amount.path, f"also written by {typed[name].path}: give it in one place"
+            else:
+                typed[name] = amount
+    yield from resources_agree(requests, limits, need_limits=True)

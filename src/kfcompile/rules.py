@@ -50,6 +50,15 @@ def resource_name(v: str) -> Found:
     return _each(k8s.resource_name(v))
 
 
+def extended_resource(v: str) -> Found:
+    """A resource a device plugin advertises (``nvidia.com/gpu``): ``cpu``, ``memory`` and the
+    ``*kubernetes.io/`` names are the node's own, written by their own fields (k8s.io/kubernetes
+    pkg/apis/core/helper/helpers.go IsExtendedResourceName)."""
+    yield from _each(k8s.resource_name(v))
+    if not k8s.resource_name(v) and not k8s.is_extended_resource(v):
+        yield "", "must be an extended resource: a vendor's domain and name, e.g. nvidia.com/gpu"
+
+
 def quantity(v: str) -> Found:
     return _each(k8s.resource_quantity(v))
 
@@ -242,14 +251,9 @@ def volumes(items: tuple[Mapping[str, Any], ...]) -> Found:
 
 
 def volume_mounts(items: tuple[Mapping[str, Any], ...]) -> Found:
-    yield from _objects(items, "VolumeMount")
-    paths: set[str] = set()
-    for i, m in enumerate(items):
-        path = m.get("mountPath") if isinstance(m, Mapping) else None
-        if isinstance(path, str):
-            if path in paths:
-                yield f"[{i}].mountPath", f"duplicate mount path {path!r}"
-            paths.add(path)
+    """Each mount; one place per mount point is a rule between fields (``between``), which
+    also counts the mounts of the overrides and those kfcompile adds."""
+    return _objects(items, "VolumeMount")
 
 
 def _volume(v: Mapping[Any, Any]) -> Found:

@@ -230,7 +230,9 @@ class JobSpec(_Checked):
         "Processes per node: an int or `auto`; default `gpus_per_node` or 1.",
         default=None,
     )
-    gpu_resource: str = _rule(rules.resource_name, "GPU resource name.", default="nvidia.com/gpu")
+    gpu_resource: str = _rule(
+        rules.extended_resource, "GPU resource name.", default="nvidia.com/gpu"
+    )
 
     # resources
     cpu_request: str | None = _quantity("CPU request per node.")

@@ -22,6 +22,7 @@ How a state is decided, for both kinds:
    mean RUNNING.
 3. Otherwise PENDING, described by the PENDING row from step 1, else by the latest non-True
    condition of a known type (e.g. TrainJob ``Suspended=False``, reason ``Resumed``), else
+   SUSPENDED if the job's suspend flag is set (created suspended, not yet reported on), else
    ``NoStatus``.
 4. A job with ``metadata.deletionTimestamp`` is being deleted: unless it finished, it is
    DELETING, its reason what holds it (``held by foregroundDeletion: waiting for the garbage
@@ -332,4 +333,15 @@ def _decide(cr: Mapping[str, Any], kind_name: str, pod_list: list[Mapping[str, A
         return JobState(State.RUNNING, kind.active_reason, active)
     if running := _running_pods(pod_list):
         return running
-    return decided or _waiting(kind_name, kind, conditions)
+    return decided or _suspended_by_spec(cr, kind) or _waiting(kind_name, kind, conditions)
+
+
+def _suspended_by_spec(cr: Mapping[str, Any], kind: Kind) -> JobState | None:
+    """A job created suspended (Kueue queues it so) that its controller has not reported on yet
+    is already waiting to be resumed: SUSPENDED from the start, as the controller will say."""
+    node: object = cr
+    for key in kind.suspend:
+        node = _mapping(node).get(key)
+    if node is not True:
+        return None
+    return JobState(State.SUSPENDED, "Suspended", f"{'.'.join(kind.suspend)} is true")

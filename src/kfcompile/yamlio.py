@@ -158,12 +158,14 @@ def _refused(mark: Any, message: str) -> SpecError:
 
 
 def parse(text: str) -> Any:
-    """One YAML document; syntax errors become one problem naming line and column."""
-    try:
-        _bounded(text)
-        return _loader().load(text)
-    except (YAMLError, ValueError, RecursionError) as exc:
-        raise _error(exc) from None
+    """One YAML document; syntax errors become one problem naming line and column. Empty
+    documents (a trailing ``---``) are ignored, as ``kubectl apply -f`` ignores them."""
+    # kubectl skips empty and `null` documents: StreamVisitor.Visit in k8s.io/cli-runtime
+    # pkg/resource/visitor.go ("if len(ext.Raw) == 0 || bytes.Equal(ext.Raw, []byte("null"))").
+    documents = [d for d in load_all(text) if d is not None]
+    if len(documents) > 1:
+        raise SpecError([Problem("", f"{len(documents)} YAML documents: a spec is one")])
+    return documents[0] if documents else None
 
 
 def load_all(text: str) -> list[Any]:

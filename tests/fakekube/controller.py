@@ -82,6 +82,9 @@ class Controller(Steps):
         self.admission_delay = admission_delay
         self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
         self.errors: list[Exception] = []  # what broke a job in the own thread (then dropped)
+        # Trainer's TrainJobStatus feature gate (v2.2+): each training step of a TrainJob is
+        # reported in status.trainerStatus, as the SDK's progress helper reports it.
+        self.trainer_status = False
         self._rng = random.Random(seed)
         # The scheduler writes events/v1 (series on repeats); so, here, do image pulls.
         self._scheduler = Reporter.of(store, "default-scheduler", self._rng)
@@ -95,6 +98,7 @@ class Controller(Steps):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         store.subscribe(self._on_change)
+        store.admission.append(_kueue_webhook)
 
     # --- public API -----------------------------------------------------------------------------
 
@@ -252,8 +256,6 @@ class Controller(Steps):
         job.kueue = QUEUE_LABEL in (meta.get("labels") or {})
         job.admit_in = self.admission_delay
         job.observed = True
-        if job.kueue:  # as Kueue's webhook does, before any controller
-            cr = self._write_suspend(job, True) or cr
         if job.kueue:
             workload = f"{job.kind.lower()}-{job.name}-{digest(job.uid)[:5]}"
             msg = f"Created Workload: {job.namespace}/{workload}"
@@ -269,12 +271,7 @@ class Controller(Steps):
             self._sync_status(job)
 
     def _write_suspend(self, job: JobRecord, suspend: bool) -> Obj | None:
-        def change(cr: Obj) -> None:
-            spec = cr.setdefault("spec", {})
-            flags = spec if job.kind == "TrainJob" else spec.setdefault("runPolicy", {})
-            flags["suspend"] = suspend
-
-        return self._modify(job.ref, change)
+        return self._modify(job.ref, lambda cr: _set_suspend(cr, suspend))
 
     def _admit(self, job: JobRecord, cr: Obj) -> None:
         queue = (cr["metadata"].get("labels") or {}).get(QUEUE_LABEL, "user-queue")
@@ -310,3 +307,17 @@ class Controller(Steps):
             self._pt_condition(job, "Suspended", False, "PyTorchJobResumed", msg)
             self._pt_event(job, "Normal", "PyTorchJobResumed", msg)
         self._sync_status(job)
+
+
+def _set_suspend(cr: Obj, suspend: bool) -> None:
+    spec = cr.setdefault("spec", {})
+    flags = spec if cr.get("kind") == "TrainJob" else spec.setdefault("runPolicy", {})
+    flags["suspend"] = suspend
+
+
+def _kueue_webhook(obj: Obj) -> None:
+    """Kueue's mutating webhook: a job for a queue is created suspended, before any controller
+    sees it."""
+    queued = QUEUE_LABEL in ((obj.get("metadata") or {}).get("labels") or {})
+    if queued and obj.get("kind") in ("TrainJob", "PyTorchJob"):
+        _set_suspend(obj, True)

@@ -6,7 +6,8 @@
 the connection without an answer, or let a watch or log stream start and drop it after
 ``drop_after`` events / lines (an exec stream: after that many stdout frames). An exec can also
 be answered with ``exec_stdout`` instead of running its command: a pod whose ``tar`` sends
-hostile bytes.
+hostile bytes. A 3xx fault with a ``location`` redirects the request elsewhere (to a
+``fakekube.unreachable.Elsewhere``, which records whatever reaches it).
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class Fault:
     remaining: int
     fired: int = 0
     exec_stdout: bytes | Iterable[bytes] | None = None
+    location: str | None = None
 
     def matches(self, method: str, path: str, watch: bool) -> bool:
         if self.remaining <= 0:
@@ -135,6 +137,7 @@ class Faults:
         retry_after: int | None = None,
         message: str | None = None,
         exec_stdout: bytes | Iterable[bytes] | None = None,
+        location: str | None = None,
     ) -> Fault:
         """Queue a fault for the next ``times`` requests that match.
 
@@ -147,11 +150,15 @@ class Faults:
         events / lines (0: right after the headers); for an exec, after that many stdout frames.
         ``exec_stdout``: an exec sends this (bytes, or chunks drawn as they are sent) as its
         stdout and exits 0, without running its command.
+        ``location``: with a 3xx ``status``, the URL (``scheme://host:port``) the answer's
+        ``Location`` sends the request to, the request's path and query appended.
         """
         if (status, hang, drop_after, exec_stdout) == (None, None, None, None) and not drop:
             raise ValueError("a fault needs status, hang, drop, drop_after or exec_stdout")
         if times < 1:
             raise ValueError("times must be at least 1")
+        if location is not None and not (status is not None and 300 <= status < 400):
+            raise ValueError("a location needs a 3xx status")
         fault = Fault(
             method,
             path,
@@ -164,6 +171,7 @@ class Faults:
             message,
             times,
             exec_stdout=exec_stdout,
+            location=location,
         )
         with self._lock:
             self._queue.append(fault)

@@ -253,6 +253,9 @@ class FakeKube:
                 return web.Response()  # never sent: the connection is gone
             if fault.status is not None:
                 record.status = fault.status
+                if fault.location is not None:
+                    location = fault.location + request.path_qs
+                    return web.Response(status=fault.status, headers={"Location": location})
                 wait = retry_after_of(fault.status, fault.retry_after)
                 headers = [("Retry-After", str(wait))] if wait is not None else []
                 body = error_status(fault.status, fault.message, wait)

@@ -7,6 +7,8 @@ from .pods import default_pod_spec, pytorchjob_pods, qos_class, terminated, trai
 from .scenarios import JOBSET, NAME_ALPHABET, NODE_COUNT, JobRecord, Obj, PodRecord
 from .writes import Writer
 
+PERCENT_PER_STEP = 30  # the scenarios' training steps, as trainerStatus reports them
+
 
 class Steps(Writer):
     def create_pods(self, job: JobRecord) -> None:
@@ -79,6 +81,14 @@ class Steps(Writer):
         for pod in job.pods:
             if pod.stage == "running":
                 self._log(job, pod, f"rank {pod.rank} step {job.log_step} loss {loss:.4g}")
+        if self.trainer_status and job.kind == "TrainJob":
+            job.status["trainerStatus"] = {
+                "progressPercentage": min(job.log_step * PERCENT_PER_STEP, 100),
+                "estimatedRemainingSeconds": max(100 // PERCENT_PER_STEP - job.log_step, 0) * 60,
+                "metrics": [{"name": "loss", "value": f"{loss:.4g}"}],
+                "lastUpdatedTime": self.now(),
+            }
+            self._write_status(job)
 
     def succeed(self, job: JobRecord) -> None:
         now = self.now()

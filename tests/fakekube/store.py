@@ -73,6 +73,9 @@ class Store(Collector, History, PodData):
         self.clock = clock
         # RBAC the API answers with (``fakekube.access``); None: everything is allowed
         self.access: NamespaceAccess | None = None
+        # Mutating admission webhooks: each changes a new object before it is validated and
+        # stored (the controller installs Kueue's)
+        self.admission: builtins.list[Callable[[Obj], None]] = []
         self._lock = threading.RLock()
         self._kinds: dict[_Bucket, ResourceKind] = {}
         self._warming: set[_Bucket] = set()  # kinds whose storage is (re)initializing
@@ -225,6 +228,8 @@ class Store(Collector, History, PodData):
         obj = (
             {**original, "metadata": clone(original.get("metadata"))} if is_crd else clone(original)
         )
+        for mutate in () if is_crd else self.admission:
+            mutate(obj)
         meta = obj.get("metadata")
         if meta is None:
             meta = obj["metadata"] = {}

@@ -1,6 +1,8 @@
 """API servers that are not there, for the tests of failing fast: a port where nothing listens,
 a host that does not resolve, a server that accepts connections and never answers, and one
-whose TLS certificate the kubeconfig's CA did not sign. Each counts what reached it.
+whose TLS certificate the kubeconfig's CA did not sign; and the other host a redirect points to
+(``Elsewhere``: answers 200 ``{}``, as a host that takes what it is sent). Each counts what
+reached it.
 
     with Silent() as silent:               # accepts, reads, never answers
         kubeconfig(tmp / "kc", silent.url)
@@ -23,7 +25,7 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["NO_HOST", "Silent", "UntrustedTLS", "closed_port", "kubeconfig"]
+__all__ = ["NO_HOST", "Elsewhere", "Silent", "UntrustedTLS", "closed_port", "kubeconfig"]
 
 TLS = Path(__file__).parent / "tls"
 NO_HOST = "nohost.invalid"  # RFC 6761: never resolves
@@ -121,3 +123,34 @@ class UntrustedTLS(_Listener):
             self._context.wrap_socket(conn, server_side=True).close()
         except (ssl.SSLError, OSError):  # the client refused the certificate
             self.handshakes_failed += 1
+
+
+class Elsewhere(_Listener):
+    """Answers each request 200 with an empty JSON object, after recording it in ``received``
+    (its bytes as sent: request line, headers, body)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[bytes] = []
+
+    def serve(self, conn: socket.socket) -> None:
+        conn.settimeout(5)
+        data = b""
+        with contextlib.suppress(OSError):
+            while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
+                data += chunk
+            head = data.partition(b"\r\n\r\n")[0].decode("latin-1").lower()
+            length = next(
+                (int(line.split(":", 1)[1]) for line in head.splitlines()
+                 if line.startswith("content-length:")),
+                0,
+            )  # fmt: skip
+            while len(data) < len(head) + 4 + length and (chunk := conn.recv(65536)):
+                data += chunk
+        self.received.append(data)
+        with contextlib.suppress(OSError):
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+                b"Connection: close\r\n\r\n{}"
+            )
+        conn.close()

@@ -34,6 +34,7 @@ class Writer:
     _rng: random.Random
     _scheduler: Reporter  # events/v1, as kube-scheduler writes them
     _kubelet: Reporter  # events/v1 of image pulls
+    trainer_status: bool  # the TrainJobStatus feature gate
 
     def now(self) -> str:
         return rfc3339(self.clock())

@@ -14,8 +14,9 @@ import os
 import sys
 from collections.abc import Callable, Generator
 from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import attrs
 
@@ -40,17 +41,52 @@ from kfcompile.lifecycle import (
 )
 from kfcompile.lifecycle.target import crd_name
 from kfcompile.ports import Ref
+from kfcompile.progress import absent_reason
+from kfcompile.progress import bar as progress_bar
 from kfcompile.spec import JobSpec
 from kfcompile.status import State
 
 
-def _progress(obs: Observation, elapsed: float) -> None:
-    state = obs.state
-    line = f"[{elapsed:6.1f}s] {obs.ref.name}: {state.state.value} ({state.reason})"
-    line += f" nodes {obs.nodes_ready}/{obs.nodes_total} ready"
-    if state.message and state.state is not State.RUNNING:
-        line += f": {state.message}"
-    print(line, file=sys.stderr, flush=True)
+class _Progress:
+    """What ``wait`` and ``submit --wait`` show on stderr: a line per change of the job's state
+    or of its training progress; on a terminal, a progress bar redrawn in place while only the
+    progress changes."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stderr
+        self.tty = self.out.isatty()
+        self.open = False  # a bar is on the last line, without its newline
+        self.last: tuple[object, ...] | None = None  # the state part of the last line
+        self.said_none = False
+
+    def __call__(self, obs: Observation, elapsed: float) -> None:
+        state = obs.state
+        line = f"[{elapsed:6.1f}s] {obs.ref.name}: {state.state.value} ({state.reason})"
+        line += f" nodes {obs.nodes_ready}/{obs.nodes_total} ready"
+        if state.message and state.state is not State.RUNNING:
+            line += f": {state.message}"
+        head = (state.state, state.reason, obs.nodes_ready, obs.nodes_total)
+        progress = obs.progress
+        if progress is not None:
+            bar = f"{progress_bar(progress.percent)} " if self.tty else ""
+            line += f" {bar}{progress.line(datetime.now(UTC))}"
+        if self.tty and self.open and head == self.last and progress is not None:
+            self.out.write(f"\r{line}\x1b[K")
+        else:
+            self.close()
+            self.out.write(line if self.tty and progress is not None else f"{line}\n")
+            if progress is None and state.state is State.RUNNING and not self.said_none:
+                self.said_none = True
+                self.out.write(f"  progress: {absent_reason(obs.ref.kind)}\n")
+        self.open = self.tty and progress is not None
+        self.last = head
+        self.out.flush()
+
+    def close(self) -> None:
+        """End the bar's line, before anything else is printed."""
+        if self.open:
+            self.out.write("\n")
+            self.open = False
 
 
 def _waiting_on(doing: str) -> Callable[[Remaining, float], None]:
@@ -183,7 +219,11 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
         until: lifecycle.Until = "done"
     else:
         until = args.wait
-    obs = lifecycle.wait(ctx.session, ref, until, timeout=args.timeout, on_change=_progress)
+    shown = _Progress()
+    try:
+        obs = lifecycle.wait(ctx.session, ref, until, timeout=args.timeout, on_change=shown)
+    finally:
+        shown.close()
     if args.save_logs and obs.state.finished:
         _save_logs(ctx, ref, args.save_logs)
     return _finish(obs)
@@ -222,6 +262,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     state = obs.state
     print(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
     print(f"nodes: {obs.nodes_ready}/{obs.nodes_total} ready")
+    progress = obs.progress
+    if progress is None:
+        print(f"progress: {absent_reason(obs.ref.kind)}")
+    else:
+        print(f"progress: {progress.line(datetime.now(UTC), metrics=len(progress.metrics))}")
     if obs.nodes:
         print(f"  {'rank':<5} {'pod':<40} {'phase':<10} {'ready':<6} {'restarts':<9} reason")
         for n in obs.nodes:
@@ -257,6 +302,7 @@ def _status_doc(obs: Observation) -> dict[str, Any]:
             for n in obs.nodes
         ],
         "events": [attrs.asdict(e) for e in obs.events],
+        "progress": None if obs.progress is None else obs.progress.as_json(datetime.now(UTC)),
     }
 
 
@@ -264,9 +310,13 @@ def cmd_wait(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
         ref = ctx.find(args.name, args.kind)
-        obs = lifecycle.wait(
-            ctx.session, ref, args.until, timeout=args.timeout, on_change=_progress
-        )
+        shown = _Progress()
+        try:
+            obs = lifecycle.wait(
+                ctx.session, ref, args.until, timeout=args.timeout, on_change=shown
+            )
+        finally:
+            shown.close()
         if args.save_logs and obs.state.finished:
             _save_logs(ctx, ref, args.save_logs)
     return _finish(obs)

@@ -120,6 +120,16 @@ def file_stem(target_name: str) -> str:
     return target_name.replace("/", "-")
 
 
+def one_writer_each(outputs: Iterable[tuple[str, Path]]) -> None:
+    """``(input, what it writes)`` pairs: two inputs that would write the same output (the
+    second over the first, both reported done) are a usage error, before anything is written."""
+    seen: dict[Path, str] = {}
+    for label, destination in outputs:
+        if destination in seen:
+            raise UsageError(f"{label} and {seen[destination]} would both write {destination}")
+        seen[destination] = label
+
+
 def write_file(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

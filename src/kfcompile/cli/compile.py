@@ -20,6 +20,7 @@ from kfcompile.cli.common import (
     format_objects,
     load,
     name_of,
+    one_writer_each,
     outcome,
     print_failure,
     read,
@@ -80,6 +81,7 @@ def _with_secret(
 
 def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str) -> int:
     """Write every spec for every target to ``out/<spec>/<target>.<yaml|json|err>``."""
+    one_writer_each((path, out / Path(path).stem) for path in specs)
     rows = []
     for path in specs:
         spec = load(path)
@@ -126,7 +128,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for path in args.spec:
         try:
             objects = compile_for(path, target_name).objects
-            problems = [p for crd_path in args.crd for p in _crd_problems(objects, crd_path)]
+            problems = [
+                p for crd_path in args.crd for p in _crd_problems(objects, crd_path, target_name)
+            ]
             if served is not None:
                 problems += served.problems(objects)
             if problems:
@@ -137,12 +141,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
             continue
         against = [*args.crd, *(["the CRDs the cluster serves"] if served else [])]
         shown = f" against {', '.join(against)}" if against else ""
-        print(f"{path}: valid for {target_name}{shown}", file=sys.stderr)
+        print(f"{path}: valid for {target_name}{shown}")  # the verdict; problems go to stderr
     return status
 
 
-def _crd_problems(objects: list[dict[str, Any]], crd_path: str) -> list[str]:
+def _crd_problems(objects: list[dict[str, Any]], crd_path: str, target_name: str) -> list[str]:
     from kfcompile import crd  # jsonschema is loaded only when a CRD is given
+    from kfcompile.detection import from_crd
 
     try:
         crds = [d for d in yamlio.load_all(read(crd_path)) if isinstance(d, dict)]
@@ -158,6 +163,15 @@ def _crd_problems(objects: list[dict[str, Any]], crd_path: str) -> list[str]:
         if not matching:
             raise Failed(crd_path, [f"no CustomResourceDefinition for kind {obj['kind']} here"])
         for c in matching:
+            release = from_crd(c, "it") if obj["kind"] == "TrainJob" else None
+            if release is not None and release.target != target_name:
+                raise Failed(
+                    crd_path,
+                    [
+                        f"this CRD is {release.target}'s ({release.evidence}), not "
+                        f"{target_name}'s: give --target {release.target}, or {target_name}'s CRD"
+                    ],
+                )
             try:
                 found += [f"{name_of(obj)}: {e} (per {crd_path})" for e in crd.errors(obj, c)]
             except ValueError as exc:  # not a usable CRD

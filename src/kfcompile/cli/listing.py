@@ -8,6 +8,7 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import closing
+from datetime import UTC, datetime
 
 from kfcompile import lifecycle
 from kfcompile.cli.context import Context, cluster_errors
@@ -32,11 +33,15 @@ def news(event: JobEvent, shown: Mapping[Ref, JobState]) -> Happened | None:
 
 
 def line(event: JobEvent, what: Happened, widths: Sequence[int]) -> str:
-    """The job's columns as the table has them, then what happened and the state now."""
+    """The job's columns as the table has them, then what happened, the state now and the
+    progress its training process last reported."""
     ref, state = event.ref, event.state
     cells = (ref.namespace or "", ref.name, ref.kind)
     head = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False))
-    return f"{head}  {what.value}  {state.state.value} ({state.reason})"
+    told = f"{head}  {what.value}  {state.state.value} ({state.reason})"
+    if event.progress is not None:
+        told += f"  {event.progress.line(datetime.now(UTC))}"
+    return told
 
 
 def _skipped(kind: Kind) -> None:
@@ -62,10 +67,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     with cluster_errors():
         jobs = _list(ctx, args.all_namespaces)
     rows = [
-        (j.ref.namespace or "", j.ref.name, j.ref.kind, j.target, _state_cell(j.state), j.created)
+        (
+            j.ref.namespace or "",
+            j.ref.name,
+            j.ref.kind,
+            j.target,
+            _state_cell(j.state),
+            "-" if j.progress is None else j.progress.cell(),
+            j.created,
+        )
         for j in jobs
     ]
-    head = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "CREATED")
+    head = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "PROGRESS", "CREATED")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     for row in [head, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

@@ -28,7 +28,7 @@ from typing import Literal
 from attrs import frozen
 
 from kfcompile import yamlio
-from kfcompile.cli.common import Failed, UsageError, read, write_file
+from kfcompile.cli.common import Failed, UsageError, one_writer_each, read, write_file
 from kfcompile.errors import KfcompileError, Problem, SpecError
 from kfcompile.importer import convert_manifest, import_manifest_lossy, jobs_in
 from kfcompile.load import dump_spec
@@ -180,13 +180,13 @@ def _read(label: str) -> str | Problem:
 
 def _run(args: argparse.Namespace, target_name: str | None) -> int:
     out = Path(args.out) if args.out is not None else None
-    sources: dict[Path, str] = {}
+    inputs = [
+        (label, relative.with_suffix(".yaml")) for label, relative in _inputs(args.manifest, out)
+    ]
+    if out is not None:  # on stdout, every input is a document of one stream
+        one_writer_each((label, out / destination) for label, destination in inputs)
     results: list[tuple[Path, list[Outcome]]] = []
-    for label, relative in _inputs(args.manifest, out):
-        destination = relative.with_suffix(".yaml")
-        if destination in sources:
-            raise UsageError(f"{label} and {sources[destination]} would both write {destination}")
-        sources[destination] = label
+    for label, destination in inputs:
         text = _read(label)
         if isinstance(text, Problem):
             outcomes = [Outcome(label, "-", target_name or SPEC, "unreadable", lines=(str(text),))]

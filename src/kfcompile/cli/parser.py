@@ -40,6 +40,35 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Command(argparse.ArgumentParser):
+    """A command's parser: an argument it does not take is its own usage error (argparse hands
+    unknown arguments up to the top-level parser, which would print the top-level usage)."""
+
+    specs: int | None = None  # how many spec files it takes (None: any number, at least one)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        given = getattr(parsed, "spec", None)
+        if given is not None and (not given or (self.specs and len(given) != self.specs)):
+            wanted = "one spec file" if self.specs == 1 else "a spec file"
+            self.error(f"give {wanted}: SPEC or -f SPEC")
+        return parsed, extras
+
+
+class _NoNamespace(argparse.Action):
+    """``-n`` where a command has none: say where the namespace comes from instead."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        parser.error(
+            f"{parser.prog.split()[-1]} has no -n/--namespace: the output's namespace is the "
+            "spec's `namespace` field (where it has none, `kubectl apply -n` gives one)"
+        )
+
+
 def build() -> argparse.ArgumentParser:
     """Every command and its arguments; ``func`` names the command as ``module:function``."""
     parser = argparse.ArgumentParser(
@@ -47,14 +76,34 @@ def build() -> argparse.ArgumentParser:
         description="Compile a training-job spec into Kubeflow custom resources.",
     )
     parser.add_argument("--version", action=_Version)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Command
+    )
     target_names = [*TARGETS, "all"]
 
     def with_spec(
         name: str, help_text: str, many: bool = True, default: str | None = DEFAULT_TARGET
     ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("spec", nargs="+" if many else 1, help="job spec YAML file ('-' = stdin)")
+        p.specs = None if many else 1
+        # Positional, or -f as kubectl takes them (repeatable), in the order given.
+        p.add_argument(
+            "spec",
+            nargs="*",
+            action="extend",
+            default=[],
+            metavar="SPEC",
+            help="job spec YAML file ('-' = stdin)",
+        )
+        p.add_argument(
+            "-f",
+            "--filename",
+            dest="spec",
+            action="append",
+            metavar="SPEC",
+            help="a spec file too, as kubectl's -f (repeatable)",
+        )
+        p.add_argument("-n", "--namespace", nargs="?", action=_NoNamespace, help=argparse.SUPPRESS)
         shown = (
             f"default {DEFAULT_TARGET}"
             if default
@@ -264,9 +313,9 @@ def _cluster_commands(sub: Any) -> None:
     )
 
 
-def _manifest_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _manifest_commands(subparsers: argparse._SubParsersAction[_Command]) -> None:
     """``import`` and ``convert``: existing manifests to specs or other targets."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Command(add_help=False)  # only a parent: never parses
     common.add_argument(
         "manifest",
         nargs="+",

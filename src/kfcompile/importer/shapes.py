@@ -236,3 +236,7 @@ def _hatch(r: Reading, into: dict[str, Any], spec_field: str, path: Path, value:
         return
     into[key] = value
     r.note(at, FieldPath(path))
+    for i, item in enumerate(value if isinstance(value, list) else []):
+        seg = item_segment(item, i)
+        if isinstance(seg, Select):  # a named item (a sidecar): its loss names it, not the list
+            r.note(at / i, FieldPath((*path, seg)))

@@ -22,8 +22,9 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nemo_run.core.execution.base import Executor, ExecutorMacros
@@ -238,10 +239,12 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
             "namespace": self.namespace,
             "image": self.image,
             "num_nodes": self.num_nodes,
-            "labels": _strings(self.labels),
-            "annotations": _strings(self.annotations),
-            "pod_labels": _strings(self.pod_labels),
-            "pod_annotations": _strings(self.pod_annotations),
+            # Values as given: Kubernetes takes strings only, and a non-string is the spec's
+            # error naming the parameter (True as "True" would be a guess).
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+            "pod_labels": dict(self.pod_labels),
+            "pod_annotations": dict(self.pod_annotations),
             "env": dict(role.env),
             "env_list": copy.deepcopy(self.env_list),
             "extra_resource_requests": dict(self.extra_resource_requests),
@@ -344,10 +347,16 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
 
     def stage_workdir(self) -> None:
         """Copy ``workdir_local_path`` into the job directory (files it has win), as
-        KubeflowExecutor's ``package`` does with rsync."""
+        KubeflowExecutor's ``package`` does with rsync. Symlinks are copied as links, and only
+        ones that stay inside the work dir: nothing from outside it is uploaded."""
         if self.workdir_local_path:
+            problems = list(_links_out(self.workdir_local_path))
+            if problems:
+                raise ExecutorError(problems)
             os.makedirs(self.job_dir, exist_ok=True)
-            shutil.copytree(self.workdir_local_path, self.job_dir, dirs_exist_ok=True)
+            shutil.copytree(
+                self.workdir_local_path, self.job_dir, symlinks=True, dirs_exist_ok=True
+            )
 
     def claim_path(self, pod_path: str) -> str:
         """A directory on the claim as the pods see it, as the path inside the claim."""
@@ -399,9 +408,27 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         self.copy_from_workspace(self.code_dir, local)
 
 
-def _strings(values: Mapping[str, Any]) -> dict[str, str]:
-    """Labels and annotations: KubeflowExecutor takes any value, Kubernetes only strings."""
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in values.items()}
+def _links_out(root: str) -> Iterator[Problem]:
+    """A problem for each symlink below ``root`` that leads out of it, round in a loop, or to
+    nothing outside it."""
+    top = Path(root).resolve()
+    for where, dirs, files in os.walk(root):  # into no symlinked directory
+        for name in sorted([*dirs, *files]):
+            link = Path(where, name)
+            if not link.is_symlink():
+                continue
+            shown = f"{link.relative_to(root)} -> {os.readlink(link)}"
+            try:
+                target = link.resolve(strict=True)
+            except FileNotFoundError:  # dangling: harmless while it names a place inside
+                target = Path(os.path.normpath(link.parent.resolve() / os.readlink(link)))
+            except (RuntimeError, OSError):  # a loop: RuntimeError before Python 3.13
+                yield Problem("workdir_local_path", f"{shown}: a symlink loop")
+                continue
+            if not target.is_relative_to(top):
+                yield Problem(
+                    "workdir_local_path", f"{shown}: leads outside the work dir (not uploaded)"
+                )
 
 
 register(KfcompileExecutor)

@@ -23,9 +23,11 @@ import math
 import os
 import secrets
 import string
+import sys
+import threading
 import typing
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -50,7 +52,9 @@ from kfcompile.integrations.torchx_app import (
     Options,
     build,
     from_app,
+    to_role,
 )
+from kfcompile.k8s_schema import unknown_field
 from kfcompile.kinds import KINDS
 from kfcompile.ports import ApiError, Obj, Ref
 from kfcompile.spec import JobSpec
@@ -121,6 +125,24 @@ class KfcompileRequest:
         return yamlio.dump_all(self.objects)
 
 
+class RunOpts(runopts):  # type: ignore[misc]
+    """The scheduler's run options. torchx 0.7's ``cfg_from_str`` drops ``-cfg`` keys that
+    are no option before the scheduler sees them (``-cfg namespce=team-a`` would run in
+    ``default``): here they stay, as given, for ``dryrun`` to refuse."""
+
+    def cfg_from_str(self, cfg_str: str) -> dict[str, Any]:
+        from torchx.specs.api import to_dict
+
+        given = {k: v for k, v in to_dict(cfg_str).items() if self.get(k) is None}
+        return {**given, **super().cfg_from_str(cfg_str)}
+
+
+def unknown_options(cfg: Mapping[str, Any]) -> list[str]:
+    """A line for each key of ``cfg`` that is no run option, with the option it may mean."""
+    names = [name for name, *_ in RUN_OPTS]
+    return [f"-cfg {k}: {unknown_field(k, names, 'kfcompile -cfg')}" for k in cfg if k not in names]
+
+
 def _suffix() -> str:
     alphabet = string.ascii_lowercase + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(SUFFIX_LENGTH))
@@ -128,6 +150,9 @@ def _suffix() -> str:
 
 def dryrun(app: Any, cfg: Mapping[str, Any], suffix: str) -> KfcompileRequest:
     """The request for ``app`` with run options ``cfg``; no cluster is consulted."""
+    unknown = unknown_options(cfg)
+    if unknown:
+        raise SchedulerError("\n".join(unknown))
     try:
         options = Options.of(cfg)
         spec = build(app, options, suffix, torchx.__version__)
@@ -184,14 +209,29 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
             replica_state, host = (app_state if state.finished else AppState.PENDING), ""
         replicas.append(ReplicaStatus(id=rank, state=replica_state, role=role, hostname=host))
     message = f"{state.state.value} ({state.reason}) {state.message}".rstrip()
+    if seen.progress is not None:  # what the training process reports (Trainer v2.2+)
+        message += f"; progress {seen.progress.line(datetime.now(UTC))}"
     return DescribeAppResponse(
         app_id=app_id,
         state=app_state,
         num_restarts=max((n.restarts for n in seen.nodes), default=0),
         msg=message,
         roles_statuses=[RoleStatus(role, replicas)],
-        roles=[Role(name=role, image="", num_replicas=seen.nodes_total)],
+        roles=[job_role(job, role, seen.nodes_total)],
     )
+
+
+def job_role(job: Obj, name: str, nodes: int) -> Any:
+    """The role as the job holds it (image, program, env, resources per node), read back
+    through kfcompile's importer; a job no spec describes (not made by kfcompile, or changed
+    since) shows its name and size only."""
+    from kfcompile.importer import import_manifest_lossy
+
+    try:
+        spec = import_manifest_lossy(job).spec
+    except KfcompileError:
+        return Role(name=name, image="", num_replicas=nodes)
+    return to_role(spec, name)
 
 
 def _lines(lines: Iterable[lifecycle.LogLine]) -> Iterator[str]:
@@ -215,7 +255,7 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
     # --- options and connections --------------------------------------------------------------
 
     def _run_opts(self) -> Any:
-        opts = runopts()
+        opts = RunOpts()
         for name, type_, default, help_ in RUN_OPTS:
             opts.add(name, type_=type_, default=default, help=help_)
         return opts
@@ -334,18 +374,18 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
     ) -> Iterable[str]:
         """Rank ``k``'s log; with ``should_tail``, followed until the job ends."""
         if until is not None:
-            raise ValueError("kfcompile reads logs up to now or follows them: no `until`")
+            raise SchedulerError("kfcompile reads logs up to now or follows them: no `until`")
         if streams not in (None, Stream.COMBINED):
-            raise ValueError("kfcompile reads the combined stream (Kubernetes keeps one log)")
+            raise SchedulerError("kfcompile reads the combined stream (Kubernetes keeps one log)")
         with _errors():
             session, job = self._job(app_id)
         if job is None:
             raise SchedulerError(f"{app_id}: no such job")
         role, total = _role_of(job), lifecycle.nodes_total(job)
         if role_name != role:
-            raise ValueError(f"{app_id} runs one role, {role!r} (not {role_name!r})")
+            raise SchedulerError(f"{app_id} runs one role, {role!r} (not {role_name!r})")
         if not 0 <= k < total:
-            raise ValueError(f"{app_id} has replicas 0 to {total - 1} (not {k})")
+            raise SchedulerError(f"{app_id} has replicas 0 to {total - 1} (not {k})")
         since_seconds = None
         if since is not None:
             since_seconds = max(1, math.ceil((datetime.now(since.tzinfo) - since).total_seconds()))
@@ -381,4 +421,38 @@ def create_scheduler(
 ) -> KfcompileScheduler:
     """The ``torchx.schedulers`` entry point: ``factory(session_name, **kwargs)``. Other
     keyword arguments (torchx and NeMo-Run pass some) are not for this scheduler."""
+    if _in_torchx_cli():
+        _end_with_one_line()
     return KfcompileScheduler(session_name, kubeconfig=kubeconfig, context=context)
+
+
+def _in_torchx_cli() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return Path(sys.argv[0]).name == "torchx" or getattr(spec, "name", "") == "torchx.cli.main"
+
+
+def _end_with_one_line() -> None:
+    """torchx's CLI lets a scheduler's exception end ``status``, ``describe``, ``log`` and
+    ``cancel`` with a traceback (``run`` prints ours as lines): under the CLI, an uncaught
+    ``SchedulerError`` ends the command with its lines, logged as torchx logs its errors."""
+    previous = sys.excepthook
+    if getattr(previous, "kfcompile", False):
+        return
+
+    def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        if isinstance(error, SchedulerError):
+            logger.error("%s", error)
+        else:
+            previous(kind, error, tb)
+
+    def thread_hook(args: threading.ExceptHookArgs) -> None:
+        # `torchx log` reads each replica in a thread that re-raises, then raises the error
+        # again in the main thread: said there, once.
+        if not isinstance(args.exc_value, SchedulerError):
+            previous_thread_hook(args)
+
+    previous_thread_hook = threading.excepthook
+    hook.kfcompile = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
+    threading.excepthook = thread_hook

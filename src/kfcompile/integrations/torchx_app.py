@@ -25,6 +25,7 @@ from kfcompile import paths
 from kfcompile.errors import KfcompileError, Problem
 from kfcompile.fieldpath import FieldPath
 from kfcompile.integrations.torchx_torchrun import Word, torchrun_line, torchrun_words
+from kfcompile.k8s_quantity import parse_quantity
 from kfcompile.spec import JobSpec
 from kfcompile.targets import DEFAULT_TARGET, target
 
@@ -382,6 +383,46 @@ def to_spec(app: Any, options: Options, name: str, torchx_version: str) -> JobSp
         return JobSpec(**spec)
     except KfcompileError as exc:
         raise from_app(exc) from None
+
+
+def to_role(spec: JobSpec, name: str) -> Any:
+    """The TorchX ``Role`` a job's spec (as read back from the cluster) runs: ``to_spec``
+    backwards, for ``describe``. A torchrun launcher is its ``torchrun`` line; what the job does
+    not set stays TorchX's "unset" (-1)."""
+    from torchx.specs import Resource, Role
+
+    if spec.launcher is None:
+        entrypoint, args = (spec.command or ("",))[0], [*spec.command[1:], *spec.args]
+    else:
+        launcher = spec.launcher
+        program = ["-m", launcher.module] if launcher.module else [launcher.entrypoint or ""]
+        options = []
+        if launcher.kind == "torchrun":
+            nodes = spec.num_nodes if spec.elastic is None else spec.elastic.max_nodes
+            least = nodes if spec.elastic is None else spec.elastic.min_nodes
+            options = ["--nnodes", f"{least}:{nodes}" if least != nodes else str(nodes)]
+            options += ["--nproc_per_node", str(spec.nprocs)]
+        entrypoint, args = launcher.kind, [*options, *program, *launcher.args]
+    cpu, memory = spec.cpu_limit or spec.cpu_request, spec.memory_limit or spec.memory_request
+    resource = Resource(
+        cpu=float(parse_quantity(cpu)) if cpu else -1,
+        gpu=spec.gpus_per_node,
+        memMB=math.ceil(parse_quantity(memory) / 2**20) if memory else -1,
+        capabilities=dict(spec.node_selector),
+        devices={k: int(parse_quantity(v)) for k, v in spec.extra_resource_limits.items()},
+    )
+    elastic = spec.elastic
+    return Role(
+        name=name,
+        image=spec.image,
+        entrypoint=entrypoint,
+        args=args,
+        env=dict(spec.env),
+        num_replicas=spec.num_nodes if elastic is None else elastic.max_nodes,
+        min_replicas=None if elastic is None else elastic.min_nodes,
+        max_retries=spec.backoff_limit or 0,
+        resource=resource,
+    )
 
 
 # --- names --------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from kfcompile.lifecycle.session import (
     named,
 )
 from kfcompile.ports import NotFound, Obj, Ref
+from kfcompile.progress import Progress, read_progress
 from kfcompile.status import JobState
 
 
@@ -97,6 +98,7 @@ class Listed:
     state: JobState
     target: str
     created: str
+    progress: Progress | None = None
 
 
 def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
@@ -119,6 +121,7 @@ def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
                     job_status.job_state(job),
                     annotation(job, TARGET_ANNOTATION) or "",
                     str(meta(job).get("creationTimestamp", "")),
+                    read_progress(job),
                 )
             )
     return sorted(found, key=lambda j: (j.ref.namespace or "", j.ref.name, j.ref.kind))

@@ -14,7 +14,8 @@ from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE
 from kfcompile.lifecycle.objects import get, job_kind, list_all, meta
 from kfcompile.lifecycle.session import JobNotFound, Session
 from kfcompile.ports import ApiError, Forbidden, NotFound, Obj, Ref
-from kfcompile.status import JobState, State
+from kfcompile.progress import Progress, read_progress
+from kfcompile.status import JobState
 
 TROUBLED_PODS: Final = 5  # pods whose events `status` shows
 
@@ -38,15 +39,17 @@ class Observation:
     nodes: tuple[Node, ...]
     nodes_total: int
     events: tuple[Event, ...] = ()
+    progress: Progress | None = None  # what the training process last reported (TrainJob)
 
     @property
     def nodes_ready(self) -> int:
         return sum(n.ready for n in self.nodes)
 
     @property
-    def summary(self) -> tuple[State, str, int, int]:
+    def summary(self) -> tuple[object, ...]:
         """What a progress line shows: a change in it is worth a line."""
-        return (self.state.state, self.state.reason, self.nodes_ready, self.nodes_total)
+        shown = None if self.progress is None else self.progress.shown
+        return (self.state.state, self.state.reason, self.nodes_ready, self.nodes_total, shown)
 
 
 @frozen
@@ -133,7 +136,11 @@ def observation(job: Obj, pods: Sequence[Obj]) -> Observation:
         key=lambda n: (n.rank is None, n.rank or 0, n.pod),
     )
     return Observation(
-        Ref.of(job), job_status.job_state(job, list(pods)), tuple(nodes), nodes_total(job)
+        Ref.of(job),
+        job_status.job_state(job, list(pods)),
+        tuple(nodes),
+        nodes_total(job),
+        progress=read_progress(job),
     )
 
 

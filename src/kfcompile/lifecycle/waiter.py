@@ -223,7 +223,7 @@ class Waiter:
     polling: bool = False  # the API refused to watch
     polls: int = 0  # polls in a row without news
     last: Observation | None = None
-    shown: tuple[State, str, int, int] | None = None
+    shown: tuple[object, ...] | None = None
     news: Observation | None = None
     relists: Relists = Relists()
     notice: ApiError | None = None  # set by the answer that made something worth saying

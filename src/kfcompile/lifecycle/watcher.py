@@ -6,7 +6,8 @@ of ``LIST_PAGE``), then one watch from the list's resourceVersion, resumed from 
 seen (events and bookmarks move it) each time the server closes it. A job's state is decided
 by the job object alone (``status.job_state`` without pods: a pod list per job would make the
 requests grow with the jobs), and an event (``JobEvent``) is made only when a job appears,
-disappears, or its normalized state (state and reason) changes; a message alone is no event.
+disappears, its normalized state (state and reason) changes, or the progress its training
+process reports does (``PROGRESSED``); a message alone is no event.
 
 Row by row of ``WATCH_TABLE``, it goes as ``waiter`` does: ``410 Gone`` on the watch lists
 again (after a pause when it keeps expiring: ``waiter.Relists``), and that relist reports only
@@ -52,6 +53,7 @@ from kfcompile.lifecycle.waiter import (
     Trouble,
 )
 from kfcompile.ports import ApiError, Obj, Ref, Transient
+from kfcompile.progress import Progress, read_progress
 from kfcompile.status import JobState, State, job_state
 
 # Seconds a watch of every job lasts before it is opened again from the last version seen: as
@@ -70,6 +72,7 @@ class Happened(enum.Enum):
     FINISHED = "finished"  # became SUCCEEDED or FAILED
     DELETING = "deleting"  # being deleted: still there, held by a finalizer or its dependents
     CHANGED = "changed"  # another change of state or reason (e.g. PENDING, now Unschedulable)
+    PROGRESSED = "progressed"  # same state; the training process reported new progress
     DELETED = "deleted"  # gone (or no longer matches the selector)
 
 
@@ -84,6 +87,7 @@ class JobEvent:
     what: Happened
     state: JobState
     previous: JobState | None = None
+    progress: Progress | None = None  # what the training process last reported (TrainJob)
 
 
 def _finished(new: JobState, old: JobState) -> bool:
@@ -119,10 +123,15 @@ class Seen:
 
     uid: str
     state: JobState
+    progress: Progress | None = None
 
     @property
     def normalized(self) -> tuple[State, str]:
         return self.state.state, self.state.reason
+
+    @property
+    def progress_shown(self) -> object:
+        return None if self.progress is None else self.progress.shown
 
 
 def seen(kind: Kind, obj: Mapping[str, Any]) -> tuple[Ref, Seen] | None:
@@ -134,7 +143,7 @@ def seen(kind: Kind, obj: Mapping[str, Any]) -> tuple[Ref, Seen] | None:
         return None
     ref = Ref(kind.api_version, kind.name, namespace if isinstance(namespace, str) else None, name)
     cr = obj if obj.get("kind") == kind.name else {**obj, "kind": kind.name}
-    return ref, Seen(uid if isinstance(uid, str) else "", job_state(cr))
+    return ref, Seen(uid if isinstance(uid, str) else "", job_state(cr), read_progress(cr))
 
 
 def deleted(kind: Kind, ref: Ref, last: JobState, before: JobState) -> JobEvent:
@@ -147,13 +156,17 @@ def compare(
     """The events that take a job from ``before`` to ``now`` (none when nothing that counts
     changed); a job new to us ``appeared`` (LISTED or CREATED)."""
     if before is None:
-        return (JobEvent(kind, ref, appeared, now.state),)
+        return (JobEvent(kind, ref, appeared, now.state, progress=now.progress),)
     if before.uid and now.uid and before.uid != now.uid:
         gone = deleted(kind, ref, before.state, before.state)
-        return gone, JobEvent(kind, ref, Happened.CREATED, now.state)
-    if before.normalized == now.normalized:
+        return gone, JobEvent(kind, ref, Happened.CREATED, now.state, progress=now.progress)
+    if before.normalized != now.normalized:
+        what = happened(now.state, before.state)
+    elif before.progress_shown != now.progress_shown and now.progress is not None:
+        what = Happened.PROGRESSED
+    else:
         return ()
-    return (JobEvent(kind, ref, happened(now.state, before.state), now.state, before.state),)
+    return (JobEvent(kind, ref, what, now.state, before.state, now.progress),)
 
 
 # --- what the watcher asks ----------------------------------------------------------------------

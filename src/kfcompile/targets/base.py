@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from attrs import Factory, field, frozen
 
-from kfcompile import paths
+from kfcompile import between, k8s_schema, paths, rules
 from kfcompile.errors import Problem, UnsupportedFeature
 from kfcompile.fieldpath import FieldPath
 from kfcompile.generated import SCRIPT_DIR
@@ -177,6 +177,67 @@ def pod_name_budget(name: str, suffixes: Iterable[str], who: str) -> Iterator[Pr
         )
 
 
+# What torchrun sets for each process it starts, over the container's env (torch
+# torch/distributed/elastic/agent/server/local_elastic_agent.py LocalElasticAgent._start_workers).
+TORCHRUN_ENV = frozenset(
+    {"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT"}
+    | {"WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE"}
+    | {"TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID"}
+    | {"TORCHELASTIC_USE_AGENT_STORE"}
+)
+
+
+def launcher_env(spec: JobSpec, controller: frozenset[str], why: str) -> Iterator[Problem]:
+    """The env the controller sets (``controller``, told ``why``) and, under the torchrun
+    launcher, the env torchrun sets: a value the spec gives there would never be seen."""
+    yield from reserved_env(spec, controller, why)
+    if spec.launcher is not None and spec.launcher.kind == "torchrun":
+        yield from reserved_env(
+            spec, TORCHRUN_ENV - controller, "torchrun sets it for each process it starts"
+        )
+
+
+def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Problem]:
+    """Variables set in the training container by something else (the controller, torchrun):
+    one the spec sets too would run with that value (or be refused by a webhook)."""
+    for k in spec.env:
+        if k in names:
+            yield Problem(FieldPath.of("env", k), why)
+    for i, item in enumerate(spec.env_list):
+        if item.get("name") in names:
+            yield Problem(FieldPath.of("env_list", i, "name"), why)
+    for i, name in enumerate(spec.secret_env):
+        if name in names:
+            yield Problem(FieldPath.of("secret_env", i), why)
+    items = spec.container_overrides.get("env")
+    for i, item in enumerate(items if isinstance(items, list | tuple) else ()):
+        if isinstance(item, Mapping) and item.get("name") in names:
+            yield Problem(FieldPath.of("container_overrides", "env", i, "name"), why)
+
+
+def training_mounts(spec: JobSpec, container: str) -> Iterator[Problem]:
+    """The training container's mounts given in ``pod_spec_overrides.containers`` (by the
+    name this target gives it) take no place another mount has (``between.mount_points``)."""
+    for at, message in between.mount_points(spec, container):
+        if at.startswith("pod_spec_overrides."):
+            yield Problem(at, message)
+
+
+def launcher_args(spec: JobSpec, container: str) -> Iterator[Problem]:
+    """With a launcher, kfcompile writes the training container's whole command line; args from
+    an override would run after it as more program arguments, which is what launcher.args is."""
+    if spec.launcher is None:
+        return
+    why = "launcher writes the training container's whole command line: use launcher.args"
+    if "args" in spec.container_overrides:
+        yield Problem(FieldPath.of("container_overrides", "args"), why)
+    items = spec.pod_spec_overrides.get("containers")
+    named = paths.find_named(list(items), container) if isinstance(items, list | tuple) else None
+    if named is not None and "args" in named:
+        at = FieldPath.of("pod_spec_overrides", "containers", paths.Select("name", container))
+        yield Problem(at / "args", why)
+
+
 def with_companions(spec: JobSpec, job: dict[str, Any]) -> list[dict[str, Any]]:
     """The objects to apply, in order: companions the job refers to first, the job last."""
     return [script_configmap(spec), job] if spec.script is not None else [job]
@@ -193,6 +254,17 @@ def script_configmap(spec: JobSpec) -> dict[str, Any]:
         "metadata": meta,
         "data": {spec.script_entrypoint: spec.script},
     }
+
+
+def checked(rendered: Rendered, target: str, kind: str) -> Rendered:
+    """``rendered``, if the API server would take it and the pods it makes: the target CRD's
+    limits and the core/v1 pod rules on the merged objects (``kfcompile.output_check``)."""
+    from kfcompile import output_check  # loaded by the first render, not by other commands
+
+    problems = output_check.problems(rendered.objects, rendered.placements, target, kind)
+    if problems:
+        raise UnsupportedFeature(problems)
+    return rendered
 
 
 # --- the engine -------------------------------------------------------------------------------
@@ -228,6 +300,30 @@ class Layout(Plain):
             return lookup(self.table, slot)
 
 
+def _merge_of(e: Entry) -> paths.Merge:
+    """How an escape hatch's key merges: as the core/v1 field of that name merges in a
+    strategic merge patch (``container_overrides.env`` as ``Container.env``, by name)."""
+    definition = rules.ESCAPE_HATCHES[e.at.top][0]
+    kind = k8s_schema.properties(definition).get(e.slot.partition(".")[2], paths.FREE)
+    return paths.Merge(kind, k8s_schema.properties)
+
+
+def _replacing(
+    e: Entry, at: paths.Path, below: paths.Path, owners: Mapping[paths.Path, str], target: str
+) -> Problem:
+    """An override that would replace a value another field writes (or the target itself, such
+    as the PyTorchJob port the operator reads): given twice, one would silently lose."""
+    where = (*at, *below)
+    owner = next((owners[where[:n]] for n in range(len(where), 0, -1) if where[:n] in owners), None)
+    if owner is None:  # an atomic list replaced whole, whose items were placed one by one
+        owner = next((o for p, o in owners.items() if p[: len(where)] == where), None)
+    writer = f"what {owner} writes" if owner else f"what {target} writes itself"
+    return Problem(
+        e.at.join(FieldPath(below)),
+        f"would replace {writer} ({paths.format(where)}): give it in one place",
+    )
+
+
 # Every target, by name: filled by the registry (`kfcompile.targets`), which imports the target
 # modules, so that the engine can name the targets that would express a misfit without
 # importing the registry back.
@@ -255,6 +351,7 @@ def place(
     placed: list[Placement] = []
     misfits: dict[FieldPath, Problem] = {}  # one line per top-level spec field (hatch: per key)
     builder = paths.Builder(doc)
+    owners: dict[paths.Path, str] = {}  # where each entry landed -> the spec field it is
     for e in items:
         slot = layout.get(e.slot)
         if slot is None:
@@ -266,13 +363,19 @@ def place(
         value = e.value if slot.convert is _identity else slot.convert(e.value)
         if value is OMIT:
             continue
+        how = _merge_of(e) if e.merge else None
         for i, where in enumerate(slot.paths):
             text = where + e.sub
+            at = paths.parse(text)
             try:
-                builder.put(paths.parse(text), paths.copied(value) if i else value, e.merge)
+                replaced = builder.put(at, paths.copied(value) if i else value, how)
             except paths.MergeConflict as exc:
                 misfits.setdefault(e.at, Problem(e.at, str(exc)))
                 break
+            if replaced:
+                misfits.setdefault(e.at, _replacing(e, at, replaced[0], owners, target))
+                break
+            owners.setdefault(at, e.source)
             placed.append(Placement(e.source, index, text, value, e.merge))
     if problems or misfits:
         raise UnsupportedFeature([*(problems or ()), *misfits.values()])

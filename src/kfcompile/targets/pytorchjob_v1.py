@@ -7,6 +7,7 @@ slots land in every replica (``*``), and any other pod or container field passes
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from kfcompile.errors import Problem
@@ -22,6 +23,15 @@ CONTAINER = PYTORCHJOB.container
 # The operator reads the master port from this named port (it defaults it to 23456 when absent).
 PORT = {"name": "pytorchjob-port", "containerPort": 23456}
 MANAGERS = PYTORCHJOB.managers
+# What the operator appends to every container's env, so that a value the spec gives is
+# overwritten (training-operator pkg/controller.v1/pytorch/envvar.go setPodEnv, master.go
+# MasterEnvVarGenerator, elastic.go ElasticEnvVarGenerator). PYTHONUNBUFFERED, which it sets
+# too, is left to the user: every value means the same to Python.
+OPERATOR_ENV = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"}
+    | {"PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_NNODES"}
+)
+OPERATOR_ELASTIC_ENV = frozenset({"PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND", "PET_NNODES"})
 REPLICAS = "spec.pytorchReplicaSpecs.*"
 POD = f"{REPLICAS}.template.spec"
 MAIN = f"{POD}.containers[name={CONTAINER}]"
@@ -90,6 +100,40 @@ def pod_suffixes(spec: JobSpec) -> list[str]:
     )
 
 
+def operator_env(spec: JobSpec) -> frozenset[str]:
+    """The variables the operator sets for this spec: with a Master its rendezvous, world size
+    and ranks; for an elastic job (Workers only) the elastic agent's settings."""
+    if spec.elastic is None:
+        return OPERATOR_ENV
+    restarts = {"PET_MAX_RESTARTS"} if spec.elastic.max_restarts is not None else set()
+    return OPERATOR_ELASTIC_ENV | restarts
+
+
+def _run_differently(spec: JobSpec) -> Iterator[Problem]:
+    """What the operator accepts and then runs otherwise than the spec says."""
+    yield from base.launcher_env(
+        spec, operator_env(spec), "the Training Operator sets it in every PyTorchJob pod"
+    )
+    if "restartPolicy" in spec.pod_spec_overrides:
+        # SetRestartPolicy (training-operator pkg/controller.v1/common/pod.go) writes the replica's
+        # policy over the pod template's.
+        yield Problem(
+            "pod_spec_overrides.restartPolicy",
+            "the operator sets each pod's restartPolicy from the replica's: use restart_policy",
+        )
+    launcher, gpus = spec.launcher, spec.gpus_per_node
+    python = launcher is not None and launcher.kind == "python"
+    if python and spec.nprocs_per_node is None and gpus > 1:
+        # setPodEnv: WORLD_SIZE = replicas x nprocPerNode, which defaults to the GPUs; python
+        # starts one process (a program that starts its own says how many: nprocs_per_node).
+        yield Problem(
+            "launcher.kind",
+            f"python starts one process per node, but with {gpus} GPUs the operator sets "
+            f"WORLD_SIZE to {spec.num_nodes * gpus}: use torchrun, or set nprocs_per_node "
+            "(1, or the processes your program starts)",
+        )
+
+
 def _replicas(spec: JobSpec) -> dict[str, int]:
     if spec.elastic is not None:
         return {"Worker": spec.num_nodes}
@@ -123,6 +167,9 @@ def render(spec: JobSpec) -> Rendered:
         for role, count in replicas.items()
     ]
     problems = list(base.pod_name_budget(spec.name, pod_suffixes(spec), "a PyTorchJob"))
+    problems += base.launcher_args(spec, CONTAINER)
+    problems += base.training_mounts(spec, CONTAINER)
+    problems += _run_differently(spec)
     if spec.managed_by is not None and spec.managed_by not in MANAGERS:
         problems.append(Problem("managed_by", f"PyTorchJob accepts only: {', '.join(MANAGERS)}"))
     items = list(fields.entries(spec, command(spec)))
@@ -130,7 +177,7 @@ def render(spec: JobSpec) -> Rendered:
     for role in job["spec"]["pytorchReplicaSpecs"].values():
         if not role["template"]["metadata"]:
             del role["template"]["metadata"]
-    return Rendered(objects, layout + placed)
+    return base.checked(Rendered(objects, layout + placed), NAME, KIND)
 
 
 LAYOUT = base.Layout(TABLE)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kfcompile.fieldpath import FieldPath
-from kfcompile.generated import SCRIPT_DIR, SCRIPT_VOLUME, SHM_DIR, SHM_VOLUME, WORKDIR_VOLUME
+from kfcompile.generated import SCRIPT_DIR, SCRIPT_VOLUME, companions
 from kfcompile.paths import copied, key, select
 from kfcompile.spec import JobSpec
 from kfcompile.targets.codecs import Entry, Plain, env_var, secret_env_var
@@ -97,21 +97,20 @@ def script_volume(job: str, executable: bool = False) -> tuple[Object, Object]:
 
 
 def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, Object, Object]]:
-    """The volumes kfcompile adds itself: (spec field, mount, volume)."""
-    if spec.shm_size:
-        shm = {"medium": "Memory", "sizeLimit": spec.shm_size}
-        yield (
-            "shm_size",
-            {"name": SHM_VOLUME, "mountPath": SHM_DIR},
-            {"name": SHM_VOLUME, "emptyDir": shm},
-        )
-    if spec.script is not None:
-        executable = spec.launcher is not None and spec.launcher.no_python
-        yield "script", *script_volume(spec.name, executable)
-    if spec.work_dir is not None:
-        mount = {"name": WORKDIR_VOLUME, "mountPath": spec.work_dir.mount_path}
-        claim = {"claimName": spec.work_dir.pvc}
-        yield "work_dir", mount, {"name": WORKDIR_VOLUME, "persistentVolumeClaim": claim}
+    """The volumes kfcompile adds itself (``generated.companions``): (spec field, mount,
+    volume)."""
+    for made in companions(spec):
+        mount = {"name": made.volume, "mountPath": made.mount_path}
+        if made.field == "shm_size":
+            shm = {"medium": "Memory", "sizeLimit": spec.shm_size}
+            yield made.field, mount, {"name": made.volume, "emptyDir": shm}
+        elif made.field == "script":
+            executable = spec.launcher is not None and spec.launcher.no_python
+            yield made.field, *script_volume(spec.name, executable)
+        else:
+            assert spec.work_dir is not None
+            claim = {"claimName": spec.work_dir.pvc}
+            yield made.field, mount, {"name": made.volume, "persistentVolumeClaim": claim}
 
 
 def _mounts(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:

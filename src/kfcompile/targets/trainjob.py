@@ -117,14 +117,12 @@ def command(spec: JobSpec) -> list[str] | None:
 
 
 def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
-    reserved = "reserved on TrainJob: the Torch runtime sets it"
-    for k in spec.env:
-        if k in RESERVED_ENV:
-            yield Problem(FieldPath.of("env", k), reserved)
-    for i, item in enumerate(spec.env_list):
-        if item.get("name") in RESERVED_ENV:
-            yield Problem(FieldPath.of("env_list", i, "name"), reserved)
+    yield from base.launcher_env(
+        spec, RESERVED_ENV, "reserved on TrainJob: the Torch runtime sets it"
+    )
     yield from base.pod_name_budget(spec.name, pod_suffixes(spec), "a TrainJob (JobSet pods)")
+    yield from base.launcher_args(spec, NODE)
+    yield from base.training_mounts(spec, NODE)
     runtime = spec.runtime
     upstream = runtime.kind == "ClusterTrainingRuntime" and runtime.name in UPSTREAM_RUNTIMES
     if upstream and spec.initializer is not None:
@@ -192,7 +190,7 @@ def render(spec: JobSpec, release: Release) -> Rendered:
             rest = {k: v for k, v in item.items() if k != "targetJobs"}
             item.clear()
             item.update({"targetJobs": [{"name": NODE}], **rest})
-    return Rendered(objects, placed)
+    return base.checked(Rendered(objects, placed), release.name, KIND)
 
 
 def target(release: Release, releases: str) -> Target:

@@ -1,0 +1,312 @@
+"""The API server's pod rules (``kfcompile.pod_rules``, after k8s.io/kubernetes
+pkg/apis/core/validation/validation.go): a spec whose pods would be refused is refused by render,
+on every target, told at the spec field; beside each refused case, a valid one that renders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from refused import problems
+
+from kfcompile import pod_rules
+
+TARGETS = ["trainjob/v2.0", "trainjob/v2.3", "pytorchjob/v1"]
+WITH_AFFINITY = ["trainjob/v2.1", "trainjob/v2.3", "pytorchjob/v1"]  # v2.0 overrides have none
+
+
+def both(name: str, amount: str) -> dict[str, Any]:
+    return {"extra_resource_requests": {name: amount}, "extra_resource_limits": {name: amount}}
+
+
+def node_term(**requirement: Any) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": "zone", **requirement}]}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
+    }
+
+
+NODE_EXPR = (
+    "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    ".nodeSelectorTerms[0].matchExpressions[0]"
+)
+
+
+# validateContainerResourceName
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["gpu", "pods"])
+def test_an_unprefixed_resource_must_be_a_standard_one(target: str, name: str) -> None:
+    found = problems(target, **both(name, "1"))
+    assert [p.split(":")[0] for p in found] == [
+        f"extra_resource_limits.{name}",
+        f"extra_resource_requests.{name}",
+    ]
+    assert "must be a standard resource for containers" in found[0]
+    assert problems(target, **both("example.com/fpga", "1")) == []
+    assert (
+        problems(
+            target, container_overrides={"resources": {"limits": {"ephemeral-storage": "1Gi"}}}
+        )
+        == []
+    )
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_override_resource_name_is_checked_after_the_merge(target: str) -> None:
+    over = {"resources": {"requests": {"pods": "1"}, "limits": {"pods": "1"}}}
+    found = problems(target, container_overrides=over)
+    assert found[0].startswith("container_overrides.resources.limits.pods: must be a standard")
+
+
+# validateResourceQuantityValue (IsIntegerResourceName)
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_extended_resource_is_counted_in_whole_units(target: str) -> None:
+    found = problems(target, **both("example.com/fpga", "500m"))
+    assert found == [
+        'extra_resource_limits["example.com/fpga"]: must be an integer '
+        "(example.com/fpga is counted in whole units)",
+        'extra_resource_requests["example.com/fpga"]: must be an integer '
+        "(example.com/fpga is counted in whole units)",
+    ]
+    assert problems(target, **both("example.com/fpga", "2")) == []
+
+
+# ValidateContainerResourceRequirements: "HugePages require cpu or memory"
+@pytest.mark.parametrize("target", TARGETS)
+def test_hugepages_need_cpu_or_memory_beside_them(target: str) -> None:
+    found = problems(target, **both("hugepages-2Mi", "4Mi"))
+    assert len(found) == 1
+    assert found[0].startswith("extra_resource_requests: HugePages require cpu or memory (in ")
+    assert problems(target, memory_request="1Gi", **both("hugepages-2Mi", "4Mi")) == []
+
+
+# validateResourceQuantityHugePageValue
+@pytest.mark.parametrize("target", TARGETS)
+def test_hugepages_come_in_whole_pages(target: str) -> None:
+    found = problems(target, cpu_request="1", **both("hugepages-2Mi", "3Mi"))
+    message = "3Mi is not positive integer multiple of hugepages-2Mi"
+    assert found == [
+        f"extra_resource_limits.hugepages-2Mi: {message}",
+        f"extra_resource_requests.hugepages-2Mi: {message}",
+    ]
+    assert problems(target, cpu_request="1", **both("hugepages-1Gi", "2Gi")) == []
+
+
+def test_resource_requirements_between_requests_and_limits() -> None:
+    """The rest of ValidateContainerResourceRequirements, on a merged container's resources."""
+    assert list(pod_rules.resources({"requests": {"example.com/x": "1"}})) == [
+        (("limits", "example.com/x"), "Limit must be set for non overcommitable resources")
+    ]
+    unequal = {"requests": {"example.com/x": "1"}, "limits": {"example.com/x": "2"}}
+    assert list(pod_rules.resources(unequal)) == [
+        (("requests", "example.com/x"), "must be equal to example.com/x limit")
+    ]
+    above = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}
+    assert list(pod_rules.resources(above)) == [
+        (("requests", "cpu"), "must be less than or equal to cpu limit")
+    ]
+    assert list(pod_rules.resources({"requests": {"cpu": "1"}, "limits": {"cpu": "2"}})) == []
+    assert list(
+        pod_rules.resources({"limits": {"hugepages-x": "1"}, "requests": {"cpu": "1"}})
+    ) == [
+        (
+            ("limits", "hugepages-x"),
+            "hugepages-x names no page size (hugepages-<size>, e.g. hugepages-2Mi)",
+        )
+    ]
+
+
+# ValidateNodeSelectorRequirement
+@pytest.mark.parametrize("target", WITH_AFFINITY)
+@pytest.mark.parametrize(
+    ("requirement", "where", "message"),
+    [
+        ({"operator": "In"}, "", "must be specified when `operator` is 'In' or 'NotIn'"),
+        (
+            {"operator": "Exists", "values": ["a"]},
+            ".values",
+            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        ),
+        (
+            {"operator": "Gt", "values": ["1", "2"]},
+            ".values",
+            "must be specified single value when `operator` is 'Lt' or 'Gt'",
+        ),
+    ],
+)
+def test_node_selector_operators_take_their_number_of_values(
+    target: str, requirement: dict[str, Any], where: str, message: str
+) -> None:
+    assert problems(target, affinity=node_term(**requirement)) == [f"{NODE_EXPR}{where}: {message}"]
+
+
+@pytest.mark.parametrize("target", WITH_AFFINITY)
+def test_node_selector_operators_with_the_right_values_render(target: str) -> None:
+    for requirement in (
+        {"operator": "In", "values": ["a"]},
+        {"operator": "DoesNotExist"},
+        {"operator": "Lt", "values": ["3"]},
+    ):
+        assert problems(target, affinity=node_term(**requirement)) == [], requirement
+
+
+def test_match_fields_and_label_selectors() -> None:
+    """validateNodeFieldSelectorRequirement and apimachinery ValidateLabelSelectorRequirement."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}
+    assert [m for _, m in pod_rules.node_selector_term(term)] == [
+        "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"
+    ]
+    term["matchFields"][0]["values"] = ["a"]
+    assert list(pod_rules.node_selector_term(term)) == []
+    selector = {"matchExpressions": [{"key": "a", "operator": "NotIn"}]}
+    assert list(pod_rules.label_selector(selector)) == [
+        (("matchExpressions", 0, "values"), "must be specified when `operator` is 'In' or 'NotIn'")
+    ]
+    assert (
+        list(pod_rules.label_selector({"matchExpressions": [{"key": "a", "operator": "Exists"}]}))
+        == []
+    )
+
+
+# validatePreferredSchedulingTerms / validateWeightedPodAffinityTerms
+@pytest.mark.parametrize("target", WITH_AFFINITY)
+@pytest.mark.parametrize("weight", [0, 101])
+def test_preference_weights_are_1_to_100(target: str, weight: int) -> None:
+    node = {
+        "weight": weight,
+        "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
+    }
+    pod = {"weight": weight, "podAffinityTerm": {"topologyKey": "zone"}}
+    affinity = {
+        "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [node]},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [pod]},
+    }
+    assert problems(target, affinity=affinity) == [
+        "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: "
+        "must be in the range 1-100",
+        "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: "
+        "must be in the range 1-100",
+    ]
+    node["weight"] = pod["weight"] = 100 if weight else 1
+    assert problems(target, affinity=affinity) == []
+
+
+MOUNT = {"name": "d", "mountPath": "/d"}
+EMPTY = [{"name": "d", "emptyDir": {}}]
+
+
+# validateLocalDescendingPath (validateVolumeMounts' subPath)
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    ("sub", "message"), [("../etc", "must not contain '..'"), ("/etc", "must be a relative path")]
+)
+def test_a_sub_path_descends(target: str, sub: str, message: str) -> None:
+    mounts = [{**MOUNT, "subPath": sub}]
+    assert problems(target, volumes=EMPTY, volume_mounts=mounts) == [
+        f"volume_mounts[0].subPath: {message}"
+    ]
+    assert problems(target, volumes=EMPTY, volume_mounts=[{**MOUNT, "subPath": "a/..b/c"}]) == []
+
+
+# validateMountPropagation
+@pytest.mark.parametrize("target", TARGETS)
+def test_mount_propagation_is_one_kubernetes_knows(target: str) -> None:
+    mounts = [{**MOUNT, "mountPropagation": "Sideways"}]
+    assert problems(target, volumes=EMPTY, volume_mounts=mounts) == [
+        "volume_mounts[0].mountPropagation: must be one of: None, HostToContainer, Bidirectional"
+    ]
+    mounts = [{**MOUNT, "mountPropagation": "HostToContainer"}]
+    assert problems(target, volumes=EMPTY, volume_mounts=mounts) == []
+
+
+def test_bidirectional_propagation_needs_a_privileged_container() -> None:
+    mounts = [{**MOUNT, "mountPropagation": "Bidirectional"}]
+    assert problems("pytorchjob/v1", volumes=EMPTY, volume_mounts=mounts) == [
+        "volume_mounts[0].mountPropagation: "
+        "Bidirectional mount propagation is available only to privileged containers"
+    ]
+    privileged = {"securityContext": {"privileged": True}}
+    assert (
+        problems(
+            "pytorchjob/v1", volumes=EMPTY, volume_mounts=mounts, container_overrides=privileged
+        )
+        == []
+    )
+
+
+# validateSecretVolumeSource / validateConfigMapVolumeSource / ... (fileModeErrorMsg)
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mode", [-1, 0o1000])
+def test_a_default_mode_is_0_to_0777(target: str, mode: int) -> None:
+    volumes = [{"name": "d", "secret": {"secretName": "s", "defaultMode": mode}}]
+    assert problems(target, volumes=volumes) == [
+        "volumes[0].secret.defaultMode: must be a number between 0 and 0777 (octal), both inclusive"
+    ]
+    volumes[0]["secret"]["defaultMode"] = 0o777
+    assert problems(target, volumes=volumes) == []
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_projected_items_keep_their_paths_and_modes_in_bounds(target: str) -> None:
+    item = {"key": "k", "path": "../x", "mode": 0o1000}
+    volumes = [
+        {"name": "d", "projected": {"sources": [{"configMap": {"name": "c", "items": [item]}}]}}
+    ]
+    at = "pod_spec_overrides.volumes[0].projected.sources[0].configMap.items[0]"
+    assert problems(target, pod_spec_overrides={"volumes": volumes}) == [
+        f"{at}.path: must not contain '..'",
+        f"{at}.path: must not start with '..'",
+        f"{at}.mode: must be a number between 0 and 0777 (octal), both inclusive",
+    ]
+    item.update(path="conf/x", mode=0o640)
+    assert problems(target, pod_spec_overrides={"volumes": volumes}) == []
+
+
+def test_a_whole_pod_mounts_only_its_own_volumes_and_names_containers_once() -> None:
+    """validateVolumeMounts ("not found") and validateContainers ("Duplicate"), on a PyTorchJob's
+    templates, which are whole pods (a TrainJob patches its runtime's pod, whose volumes
+    kfcompile cannot see)."""
+    spec = {"containers": [{"name": "a", "volumeMounts": [MOUNT]}, {"name": "a"}]}
+    assert list(pod_rules.pod_spec(spec)) == [
+        (("containers", 0, "volumeMounts", 0, "name"), "not found: the pod has no volume 'd'"),
+        (("containers", 1, "name"), "Duplicate value: 'a'"),
+    ]
+    assert list(pod_rules.pod_spec(spec, whole=False)) == []
+    assert list(pod_rules.pod_spec({"volumes": EMPTY, "containers": spec["containers"][:1]})) == []
+
+
+def test_the_rules_never_raise_on_odd_shapes() -> None:
+    for odd in (
+        None,
+        3,
+        "x",
+        [],
+        {},
+        {"containers": "x"},
+        {"volumes": [1, None]},
+        {"affinity": []},
+    ):
+        assert list(pod_rules.pod_spec(odd)) == []
+    assert list(pod_rules.resources({"requests": {"cpu": "lots"}, "limits": []})) == []
+
+
+# validateVolumeMounts: "must be unique" (a TrainJob's CRD keys mounts by volume name only)
+@pytest.mark.parametrize("target", ["trainjob/v2.0", "trainjob/v2.3"])
+def test_two_volumes_on_one_mount_path_through_an_override(target: str) -> None:
+    volumes = [{"name": "a", "emptyDir": {}}, {"name": "b", "emptyDir": {}}]
+    mounts = [{"name": "a", "mountPath": "/x"}, {"name": "b", "mountPath": "/x"}]
+    assert problems(target, volumes=volumes, container_overrides={"volumeMounts": mounts}) == [
+        "container_overrides.volumeMounts[1].mountPath: must be unique: '/x' is mounted twice"
+    ]
+    mounts[1]["mountPath"] = "/y"
+    assert problems(target, volumes=volumes, container_overrides={"volumeMounts": mounts}) == []
+
+
+def test_sub_path_and_sub_path_expr_exclude_each_other() -> None:
+    both_set = [{**MOUNT, "subPath": "a", "subPathExpr": "$(POD)"}]
+    assert list(pod_rules.volume_mounts(both_set, None, None)) == [
+        ((0, "subPathExpr"), "subPathExpr and subPath are mutually exclusive")
+    ]
+    assert list(pod_rules.volume_mounts([{**MOUNT, "subPathExpr": "$(POD)/x"}], None, None)) == []
