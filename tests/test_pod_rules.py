@@ -297,8 +297,19 @@ def test_the_rules_never_raise_on_odd_shapes() -> None:
 def test_two_volumes_on_one_mount_path_through_an_override(target: str) -> None:
     volumes = [{"name": "a", "emptyDir": {}}, {"name": "b", "emptyDir": {}}]
     mounts = [{"name": "a", "mountPath": "/x"}, {"name": "b", "mountPath": "/x"}]
+    # On the rendered pod (whatever merged into it), and said first by the spec's own rule
+    # for every way a spec gives mounts.
+    assert list(pod_rules.volume_mounts(mounts, ["a", "b"], None)) == [
+        ((1, "mountPath"), "must be unique: '/x' is mounted twice")
+    ]
+    over = {"containers": [{"name": "node", "volumeMounts": mounts}], "volumes": volumes}
+    assert problems(target, pod_spec_overrides=over) == [
+        "pod_spec_overrides.containers[0].volumeMounts[1].mountPath: already mounted by "
+        "pod_spec_overrides.containers[0].volumeMounts[0]"
+    ]
     assert problems(target, volumes=volumes, container_overrides={"volumeMounts": mounts}) == [
-        "container_overrides.volumeMounts[1].mountPath: must be unique: '/x' is mounted twice"
+        "container_overrides.volumeMounts[1].mountPath: already mounted by "
+        "container_overrides.volumeMounts[0]"
     ]
     mounts[1]["mountPath"] = "/y"
     assert problems(target, volumes=volumes, container_overrides={"volumeMounts": mounts}) == []
