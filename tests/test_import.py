@@ -624,6 +624,35 @@ def test_a_module_launcher_is_read_back_as_a_module(target: str) -> None:
     assert import_manifest(render(odd, target)[-1]).launcher is None
 
 
+def _values_of(tree: Any, key: str) -> list[Any]:
+    """Every value of ``key`` anywhere in a manifest (replicas of a PyTorchJob once each)."""
+    if isinstance(tree, dict):
+        found = [tree[key]] if key in tree else []
+        return found + [v for k, x in tree.items() if k != "Worker" for v in _values_of(x, key)]
+    if isinstance(tree, list):
+        return [v for x in tree for v in _values_of(x, key)]
+    return []
+
+
+@pytest.mark.parametrize("target", ALL)
+def test_torchrun_no_python_is_rendered_and_read_back(target: str) -> None:
+    """``no_python`` is torchrun's ``--no-python`` just before the program on every target; an
+    inline script is then mode 0755 (the process runs the file itself); both read back."""
+    for script in (None, "#!/bin/bash\necho hi\n"):
+        launcher = {"kind": "torchrun", "no_python": True, "entrypoint": "run.sh", "args": ["-x"]}
+        data = {"name": "np", "image": "i", "num_nodes": 2, "launcher": launcher}
+        spec = structure({**data, **({"script": script} if script else {})})
+        *companions, job = render(spec, target)
+        [words] = _values_of(job, "command")
+        program = f"{SCRIPT_DIR}/run.sh" if script else "run.sh"
+        assert words[0] == "torchrun" and words[-3:] == ["--no-python", program, "-x"]
+        modes = [c.get("defaultMode") for c in _values_of(job, "configMap")]
+        assert modes == ([0o755] if script else [])
+        back = import_manifest(job, companions)
+        assert back.launcher == spec.launcher
+        assert back.script == spec.script
+
+
 def test_what_cannot_be_imported() -> None:
     with pytest.raises(NotImportable, match="Deployment web is not a job kfcompile reads"):
         import_manifest(

@@ -353,6 +353,26 @@ def test_spec_kwargs_reach_the_job_spec() -> None:
     assert objects[-1]["spec"]["activeDeadlineSeconds"] == 600
 
 
+@pytest.mark.parametrize("target", ["pytorchjob/v1", "trainjob/v2.3"])
+def test_an_override_of_the_node_container_is_the_training_container(target: str) -> None:
+    """NeMo-Run names the training container ``node`` (the Trainer runtime's name): on a
+    PyTorchJob that is the ``pytorch`` container, never a second one without an image."""
+    mount = {"name": "data", "mountPath": "/data"}
+    params = {
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}],
+        "pod_spec_overrides": {"containers": [{"name": "node", "volumeMounts": [mount]}]},
+    }
+    job = dryrun(executor(target=target, num_nodes=2, **params), run.Partial(train))[-1]
+    assert schema_check.crd_errors(job, CRDS[target]) == []
+    if target == "pytorchjob/v1":
+        for replica in job["spec"]["pytorchReplicaSpecs"].values():
+            [container] = replica["template"]["spec"]["containers"]
+            assert container["name"] == "pytorch" and container["image"]
+            assert container["volumeMounts"] == [mount]
+    else:
+        assert _contains(job, {"name": "node", "volumeMounts": [mount]})
+
+
 # --- what a target cannot hold is an error naming the parameter ----------------------------------
 
 REFUSED = [
@@ -374,6 +394,18 @@ REFUSED = [
     ),
     ("trainjob/v2.3", {"spec_kwargs": {"colour": "red"}}, "spec_kwargs.colour: "),
     ("trainjob/v2.3", {"image": ""}, "image: required"),
+    ("trainjob/v2.3", {"train_job_basename": "8b-llama"}, "train_job_basename: '8b-llama': must"),
+    (
+        "trainjob/v2.3",
+        {"spec_kwargs": {"managedBy": "kubeflow.org/training-operator"}},
+        "spec_kwargs.managedBy: trainjob/v2.3 accepts only: trainer.kubeflow.org/trainjob-"
+        "controller, kueue.x-k8s.io/multikueue",
+    ),
+    (
+        "pytorchjob/v1",
+        {"spec_kwargs": {"managedBy": "trainer.kubeflow.org/trainjob-controller"}},
+        "spec_kwargs.managedBy: pytorchjob/v1 accepts only: kubeflow.org/training-operator",
+    ),
     ("trainjob/v2.3", {"cpu_requests": "lots"}, "cpu_requests: "),
     ("trainjob/v2.3", {"packager": GitArchivePackager()}, "packager: GitArchivePackager"),
     ("trainjob/v9", {}, "target: unknown target 'trainjob/v9'"),
@@ -409,9 +441,21 @@ def test_what_the_target_cannot_hold_is_an_error_naming_the_parameter(
     assert len(lines) == 1 and lines[0].startswith(line), lines
 
 
-def test_a_shell_script_under_torchrun_is_refused() -> None:
-    with pytest.raises(ExecutorError, match="launcher: torchrun runs Python programs"):
-        dryrun(executor(launcher="torchrun"), run.Script(inline="echo hi"))
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_shell_script_under_torchrun_runs_as_torchrun_no_python(target: str) -> None:
+    """NeMo-Run runs a script whose entrypoint is not python as ``torchrun --no-python``: the
+    file NeMo-Run wrote (with its ``#!`` line) ships executable, as a path does unchanged."""
+    config_map, job = dryrun(
+        executor(target=target, launcher="torchrun"), run.Script(inline="echo hi")
+    )
+    assert schema_check.crd_errors(job, CRDS[target]) == []
+    assert schema_check.configmap_errors(config_map) == []
+    [(file_name, text)] = config_map["data"].items()
+    assert text == "#!/usr/bin/bash\necho hi"
+    assert command_of(job)[-2:] == ["--no-python", f"/opt/kfcompile/scripts/{file_name}"]
+    assert _contains(job, {"defaultMode": 0o755, "name": config_map["metadata"]["name"]})
+    path = dryrun(executor(target=target, launcher="torchrun"), run.Script("/app/run.sh"))
+    assert command_of(path[-1])[-2:] == ["--no-python", "/app/run.sh"]
 
 
 def test_the_work_dir_is_staged_without_following_a_symlink_out(tmp_path: Path) -> None:
@@ -474,7 +518,7 @@ def nemo(home: Path, kubeconfig: Path, *argv: str) -> subprocess.CompletedProces
 
 
 def _experiment_id(home: Path, title: str) -> str:
-    [exp_dir] = (home / "experiments" / title).iterdir()
+    [exp_dir] = [p for p in (home / "experiments" / title).iterdir() if p.is_dir()]
     return exp_dir.name
 
 
@@ -595,6 +639,26 @@ def test_status_reads_conditions_queued_and_deadline(monkeypatch: pytest.MonkeyP
         assert "DeadlineExceeded" in described.msg
 
 
+def test_run_dryrun_writes_the_objects_to_a_file_and_says_where(
+    nemo_home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    text = "#!/usr/bin/bash\necho hi\n"
+    run.run(
+        run.Script(inline=text), executor=executor(launcher="torchrun"), name="dry", dryrun=True
+    )
+    out = capfd.readouterr().out
+    [written] = list(
+        (nemo_home / "experiments" / "dry").glob("dry-*.yaml")
+    )  # the run's dir is gone
+    assert f"writtento{written}" in "".join(out.split())  # the console pads and wraps lines
+    config_map, job = yaml.safe_load_all(written.read_text())
+    assert (config_map["kind"], job["kind"]) == ("ConfigMap", "TrainJob")
+    assert job["metadata"]["name"] == written.stem
+    assert schema_check.crd_errors(job, CRDS["trainjob/v2.3"]) == []
+
+
 def test_dryrun_output_is_printable_yaml() -> None:
     with Experiment("dry", executor=executor(), enable_goodbye_message=False) as exp:
         exp.add(run.Partial(train), name="task")
@@ -602,3 +666,265 @@ def test_dryrun_output_is_printable_yaml() -> None:
         text = str(exp.jobs[0]._dryrun_info.request)
     assert text.startswith("# trainjob/v2.3: task-")
     assert "kind: TrainJob" in text
+
+
+# --- NeMo-Run's own Kubeflow examples, run with only the import changed ----------------------
+# `from kfcompile.integrations.nemo_run import KfcompileExecutor as KubeflowExecutor`: each test
+# builds the executor with exactly the parameters of its example and runs it as the example
+# does, through NeMo-Run, against the local API server (which runs the pods' rendezvous).
+
+
+def _claim(cluster: Any, namespace: str, name: str) -> None:
+    """What the examples expect the cluster to have: their namespace, and the claim they name."""
+    if cluster.store.get("v1", "Namespace", None, namespace) is None:
+        cluster.store.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+    spec = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
+    meta = {"name": name, "namespace": namespace}
+    cluster.store.create(
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+    )
+
+
+def _trainjob(cluster: Any, namespace: str) -> dict[str, Any]:
+    [job] = cluster.store.list("trainer.kubeflow.org/v1alpha1", "TrainJob", namespace)
+    assert job["status"]["conditions"][-1]["type"] == "Complete"
+    return dict(job)
+
+
+@SLOW
+def test_the_minimal_example_of_the_issue_runs_a_bash_script_under_torchrun(
+    cluster: Any,
+) -> None:
+    """``run.Script("train.py")`` has entrypoint ``bash``: NeMo-Run runs it as ``torchrun
+    --no-python train.py`` (each process executes the file), and so does the job."""
+    _claim(cluster, "my-namespace", "my-pvc")
+    KubeflowExecutor = KfcompileExecutor  # the example's import, renamed
+    executor = KubeflowExecutor(
+        namespace="my-namespace",
+        image="pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime",
+        num_nodes=2,
+        gpus_per_node=8,
+        launcher=run.Torchrun(),
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "my-pvc"}}],
+        volume_mounts=[{"name": "data", "mountPath": "/data"}],
+    )
+    run.run(run.Script("train.py"), executor=executor, name="my-training-job")
+    job = _trainjob(cluster, "my-namespace")
+    assert schema_check.crd_errors(job, CRDS["trainjob/v2.3"]) == []
+    assert job["spec"]["trainer"]["command"] == ["torchrun", "--no-python", "train.py"]
+    assert _contains(job, {"name": "data", "mountPath": "/data"})
+
+
+# NVIDIA-NeMo/Run docs/guides/executors/kubeflow.md (and docs/guides/execution.md), "Executor
+# configuration": volume setup, secret injection, work-dir PVC sync.
+DOCS_EXAMPLE: dict[str, Any] = {
+    "runtime_ref": "torch-distributed",
+    "namespace": "my-namespace",
+    "image": "nvcr.io/nvidia/nemo:25.04",
+    "num_nodes": 4,
+    "gpus_per_node": 8,
+    "cpu_requests": "16",
+    "memory_requests": "64Gi",
+    "image_pull_secrets": ["ngc-registry-secret"],
+    "env_vars": {"NCCL_DEBUG": "INFO", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    "env_list": [
+        {
+            "name": "WANDB_API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "my-secrets", "key": "WANDB_API_KEY"}},
+        },
+    ],
+    "labels": {"app": "my-training-job"},
+    "tolerations": [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}],
+    "volumes": [
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        {"name": "model-cache", "persistentVolumeClaim": {"claimName": "model-cache"}},
+    ],
+    "volume_mounts": [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "model-cache", "mountPath": "/nemo-workspace"},
+    ],
+    "workdir_pvc": "model-cache",
+    "workdir_pvc_path": "/nemo-workspace",
+}
+
+
+@SLOW
+def test_the_docs_executor_example_runs_with_its_secret_volumes_and_work_dir(
+    cluster: Any, nemo_home: Path
+) -> None:
+    _claim(cluster, "my-namespace", "model-cache")
+    executor = KfcompileExecutor(launcher=run.Torchrun(), **DOCS_EXAMPLE)
+    text = "#!/usr/bin/bash\necho rank $RANK\n"
+    run.run(run.Script(inline=text), executor=executor, name="docs")
+    job = _trainjob(cluster, "my-namespace")
+    assert schema_check.crd_errors(job, CRDS["trainjob/v2.3"]) == []
+    for value in (
+        *DOCS_EXAMPLE["env_list"],
+        *DOCS_EXAMPLE["volumes"],
+        *DOCS_EXAMPLE["tolerations"],
+    ):
+        assert _contains(job, value), value
+    assert _contains(job, {"name": "ngc-registry-secret"})
+    # the claim the work dir syncs to is the example's own volume: mounted once
+    mounts = [m for m in _items_at(job, "volumeMounts") if m["name"] == "model-cache"]
+    assert mounts == [{"name": "model-cache", "mountPath": "/nemo-workspace"}]
+    command = job["spec"]["trainer"]["command"]
+    assert command[:2] == ["torchrun", "--no-python"]
+    # the job directory (with NeMo-Run's script file) is on the claim, under code_dir
+    files = cluster.store.volume("my-namespace", "model-cache")
+    assert any(p.endswith("/code/scripts/docs.sh") for p in files), sorted(files)
+
+
+def _items_at(tree: Any, key: str) -> list[Any]:
+    """Every item of the lists at ``key`` anywhere in ``tree``."""
+    if isinstance(tree, dict):
+        here = list(tree.get(key, []))
+        return here + [v for k, x in tree.items() if k != key for v in _items_at(x, key)]
+    if isinstance(tree, list):
+        return [v for x in tree for v in _items_at(x, key)]
+    return []
+
+
+@SLOW
+@pytest.mark.parametrize("pvc", [None, "model-cache"])
+def test_hello_kubeflow_runs_its_inline_script_with_and_without_a_pvc(
+    cluster: Any, pvc: str | None
+) -> None:
+    """NVIDIA-NeMo/Run examples/kubeflow/hello_kubeflow.py with its defaults (``--image`` and
+    optionally ``--pvc``): an inline bash script (nvidia-smi, a Python heredoc) on 2 nodes of 8
+    GPUs under torchrun, a memory-backed /dev/shm, the work dir synced when a claim is given."""
+    if pvc:
+        _claim(cluster, "default", pvc)
+    executor = KfcompileExecutor(
+        launcher=run.Torchrun(),
+        runtime_ref="torch-distributed",
+        namespace="default",
+        image="nvcr.io/nvidia/nemo:25.04",
+        num_nodes=2,
+        gpus_per_node=8,
+        cpu_requests="8",
+        memory_requests="32Gi",
+        env_vars={"NCCL_DEBUG": "INFO", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+        env_list=[],
+        tolerations=[{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}],
+        volumes=[
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+            *([{"name": "workdir", "persistentVolumeClaim": {"claimName": pvc}}] if pvc else []),
+        ],
+        volume_mounts=[
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            *([{"name": "workdir", "mountPath": "/nemo-workspace"}] if pvc else []),
+        ],
+        workdir_pvc=pvc,
+        workdir_pvc_path="/nemo-workspace",
+        labels={"app": "hello-kubeflow"},
+    )
+    inline = "nvidia-smi\npython - <<'PY'\nimport os\nprint(os.environ.get('RANK', 0))\nPY\n"
+    run.run(run.Script(inline=inline), executor=executor, name="hello-kubeflow")
+    job = _trainjob(cluster, "default")
+    assert job["metadata"]["name"].startswith("hello-kubeflow-")
+    assert schema_check.crd_errors(job, CRDS["trainjob/v2.3"]) == []
+    [config_map] = [
+        c for c in cluster.objects("ConfigMap") if c["metadata"]["name"].endswith("-script")
+    ]
+    [(file_name, text)] = config_map["data"].items()
+    assert text.startswith("#!") and text.endswith(inline)  # NeMo-Run's interpreter line kept
+    command = job["spec"]["trainer"]["command"]
+    assert command == ["torchrun", "--no-python", f"/opt/kfcompile/scripts/{file_name}"]
+    assert _contains(
+        job, {"configMap": {"name": config_map["metadata"]["name"], "defaultMode": 0o755}}
+    )
+
+
+# --- KubeflowExecutor's own methods ---------------------------------------------------------
+
+METHODS = (
+    "launch", "status", "cancel", "fetch_logs", "get_job_body", "package",
+    "materialize_launch_script", "copy_to_workspace", "copy_from_workspace",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_kubeflow_executor_method_is_there_with_its_signature(method: str) -> None:
+    """Each parameter of NeMo-Run's method, in its place and with its default (a parameter
+    NeMo-Run requires may have a default here)."""
+    import inspect
+
+    theirs = inspect.signature(getattr(KubeflowExecutor, method)).parameters
+    ours = inspect.signature(getattr(KfcompileExecutor, method)).parameters
+    assert list(ours) == list(theirs)
+    for name, p in theirs.items():
+        if p.default is not inspect.Parameter.empty:
+            assert ours[name].default == p.default, name
+
+
+def test_get_job_body_is_the_job_for_a_command() -> None:
+    body = executor(num_nodes=2, target="trainjob/v2.1").get_job_body(
+        "train-abc123", ["python", "/app/train.py", "--lr", "1"]
+    )
+    assert schema_check.crd_errors(body, CRDS["trainjob/v2.1"]) == []
+    assert body["metadata"]["name"] == "train-abc123"
+    assert body["spec"]["trainer"]["command"] == ["python", "/app/train.py", "--lr", "1"]
+    assert body["spec"]["trainer"]["numNodes"] == 2
+
+
+def test_materialize_launch_script_writes_kubeflow_executors_launch_sh(tmp_path: Path) -> None:
+    ex = executor(env_vars={"A": "1"})
+    ex.assign("exp", str(tmp_path), "train", "train")
+    ex.materialize_launch_script(["torchrun", "/app/train.py"])
+    text = (tmp_path / "train" / "launch.sh").read_text()
+    assert "torchrun /app/train.py" in text and "export A=1" in text
+
+
+@SLOW
+def test_launch_status_logs_and_cancel_as_kubeflow_executor_has_them(
+    cluster: Any, tmp_path: Path
+) -> None:
+    from nemo_run.core.execution.kubeflow import KubeflowJobState
+
+    ex = executor(num_nodes=3, launcher="torchrun")
+    ex.assign("exp", str(tmp_path), "train", "train")
+    assert ex.cancel("nothing-here", wait=True) is None  # no such job: nothing to wait for
+    assert ex.status("nothing-here") is None
+    name, state = ex.launch("train", ["torchrun", "/app/train.py"], wait=True)
+    assert name.startswith("train-") and state in (
+        KubeflowJobState.RUNNING,
+        KubeflowJobState.SUCCEEDED,
+    )
+    [job] = cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")
+    assert job["metadata"]["name"] == name
+    assert job["spec"]["trainer"]["command"] == ["torchrun", "/app/train.py"]
+    assert ex.launch("train", ["torchrun", "/app/train.py"]) == (name, KubeflowJobState.CREATED)
+    assert len(cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")) == 1  # same job
+
+    shown = list(ex.fetch_logs(name, stream=True))  # followed until the job ends
+    assert ex.status(name) is KubeflowJobState.SUCCEEDED
+    assert any(line.startswith("rank 0 ") for line in shown)
+    assert any(line.startswith("rank 2 ") for line in shown)
+    assert not any(line.startswith("rank 1 ") for line in shown)  # rank 0 and the last only
+    every = (tmp_path / "train" / "log-allranks_0.out").read_text().splitlines()
+    for rank in range(3):
+        assert any(line.startswith(f"train/{rank} rank {rank} step") for line in every), rank
+
+    assert ex.cancel(name, wait=True) is True  # the job and its pods are gone
+    assert cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1") == []
+    assert ex.status(name) is None
+    assert ex.cancel(name) is None
+
+
+@SLOW
+def test_run_run_shows_rank_0_and_the_last_rank_prefixed_by_the_task_and_keeps_every_rank(
+    cluster: Any, nemo_home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run.run(run.Partial(train), executor=executor(num_nodes=3), name="readme")
+    out = capfd.readouterr().out
+    [job] = cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")
+    name = job["metadata"]["name"]
+    assert re.search(r"readme/0\S* rank 0 step", out) and re.search(r"readme/2\S* rank 2 step", out)
+    assert "rank 1 step" not in out
+    assert f"{name[-10:]}/" not in out  # not the last ten characters of the job name
+    exp_dir = nemo_home / "experiments" / "readme" / _experiment_id(nemo_home, "readme")
+    every = (exp_dir / "readme" / "log-allranks_0.out").read_text()
+    assert all(f"readme/{r} rank {r} step" in every for r in range(3))

@@ -497,6 +497,21 @@ MALFORMED: list[Any] = [
         [("launcher.entrypoint", "required")],
     ),
     (
+        "no-python-is-torchrun-s",
+        spec_text("launcher: {kind: python, no_python: true, entrypoint: run.sh}\n"),
+        [("launcher.no_python", "torchrun's mode")],
+    ),
+    (
+        "no-python-with-a-module",
+        spec_text("launcher: {kind: torchrun, no_python: true, module: pkg.train}\n"),
+        [("launcher.module", "no module with no_python")],
+    ),
+    (
+        "no-python-script-without-interpreter",
+        spec_text("launcher: {kind: torchrun, no_python: true}\nscript: echo hi\n"),
+        [("script", "start it with '#!'")],
+    ),
+    (
         "launcher-without-kind",
         spec_text("launcher: {entrypoint: a.py}\n"),
         [("launcher.kind", "required")],

@@ -256,19 +256,36 @@ def test_a_non_torchrun_role_runs_verbatim() -> None:
     assert trainer["numNodes"] == 1
 
 
+def _command(job: dict[str, Any]) -> list[str]:
+    if job["kind"] == "TrainJob":
+        return list(job["spec"]["trainer"]["command"])
+    replica = job["spec"]["pytorchReplicaSpecs"]["Master"]
+    return list(replica["template"]["spec"]["containers"][0]["command"])
+
+
 @pytest.mark.parametrize("target_name", sorted(TARGETS))
 def test_ddp_with_a_module_runs_it_with_torchrun_m(target_name: str) -> None:
     schema_check.require_shared()
     app = dist.ddp("--lr", "0.1", m="pkg.train", j="2x4", gpu=4)
     [job] = dryrun(app, target=target_name)
     assert schema_check.crd_errors(job, schema_check.CRD_FILES[target_name]) == []
-    if job["kind"] == "TrainJob":
-        command = job["spec"]["trainer"]["command"]
-    else:
-        command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
-            "command"
-        ]
+    command = _command(job)
     assert command[0] == "torchrun" and command[-4:] == ["-m", "pkg.train", "--lr", "0.1"]
+
+
+@pytest.mark.parametrize("target_name", sorted(TARGETS))
+def test_a_ddp_line_with_no_python_runs_the_file_itself(target_name: str) -> None:
+    """dist.ddp's torchrun line with ``--no-python`` (each process executes the script, as
+    NeMo-Run's torchrun runs a shell script) is the launcher's ``no_python``."""
+    schema_check.require_shared()
+    line = dist.ddp("--x", script="train.sh", j="2x4").roles[0].args[1]
+    program = line.rindex(" train.sh")
+    ddp = f"{line[:program]} --no-python{line[program:]}"
+    app = specs.AppDef("sh", roles=[role(entrypoint="bash", args=["-c", ddp], num_replicas=2)])
+    [job] = dryrun(app, target=target_name)
+    assert schema_check.crd_errors(job, schema_check.CRD_FILES[target_name]) == []
+    command = _command(job)
+    assert command[0] == "torchrun" and command[-3:] == ["--no-python", "train.sh", "--x"]
 
 
 @pytest.mark.parametrize(

@@ -127,6 +127,15 @@ def test_a_module_is_the_program_after_the_module_flag(flag: str) -> None:
     assert [w.text for w in line.program] == ["pkg.train", "--lr", "1"]
 
 
+@pytest.mark.parametrize("flag", ["--no-python", "--no_python"])
+def test_no_python_is_the_launchers_no_python(flag: str) -> None:
+    found = torchrun_words("torchrun", ["--nnodes", "2", flag, "run.sh", "-x"])
+    assert found is not None
+    line, problems = torchrun_line(found, "at")
+    assert problems == [] and line is not None and line.no_python and not line.module
+    assert [w.text for w in line.program] == ["run.sh", "-x"]
+
+
 def test_option_spellings_and_the_end_of_options() -> None:
     found = torchrun_words(
         "torchrun",

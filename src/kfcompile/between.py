@@ -41,6 +41,21 @@ def _program(s: JobSpec) -> Iterator[tuple[str, str]]:
         yield "launcher.entrypoint", "must not start with '-' (for `-m module` use launcher.module)"
 
 
+def _no_python(s: JobSpec) -> Iterator[tuple[str, str]]:
+    """torchrun's ``--no-python`` runs the program file itself: a module cannot be run so
+    (torch/distributed/run.py ``config_from_args`` refuses ``--no-python`` with ``-m``), and an
+    inline script must say its interpreter (execve(2) fails with ENOEXEC without ``#!``)."""
+    launcher = s.launcher
+    if launcher is None or not launcher.no_python:
+        return
+    if launcher.kind != "torchrun":
+        yield "launcher.no_python", "torchrun's mode: for another program set command instead"
+    if launcher.module is not None:
+        yield "launcher.module", "torchrun runs no module with no_python: set entrypoint"
+    if s.script is not None and not s.script.startswith("#!"):
+        yield "script", "runs as a program itself (launcher.no_python): start it with '#!'"
+
+
 def _items(value: Any, at: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """The mappings of a list given in an override, each with its path."""
     for i, item in enumerate(value if isinstance(value, list | tuple) else ()):
@@ -102,6 +117,7 @@ def _related(s: JobSpec) -> Iterator[tuple[str, str]]:
     if s.args and not s.command:
         yield "args", "needs command (for launcher programs use launcher.args)"
     yield from _program(s)
+    yield from _no_python(s)
 
     yield from resource_rules.resources_consistent(s)
     yield from rules.env_unique(s.env, s.env_list, s.secret_env)

@@ -107,6 +107,11 @@ class Launcher(_Checked):
         default=None,
     )
     args: tuple[str, ...] = _doc("Arguments passed to the program.", default=())
+    no_python: bool = _doc(
+        "torchrun `--no-python`: each process runs `entrypoint` itself (an executable, e.g. "
+        "a shell script), not with Python.",
+        default=False,
+    )
 
 
 @frozen(kw_only=True)

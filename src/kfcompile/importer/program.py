@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kfcompile.importer.state import Reading
 
 LAUNCHERS: Final = ("torchrun", "python")
+NO_PYTHON: Final = "--no-python"  # torchrun's last option before the program, as targets write it
 Slot = tuple[FieldPath, Doc] | None  # where a slot was read, its working copy
 
 
@@ -59,10 +60,15 @@ def _launcher(r: Reading, command: list[str]) -> dict[str, Any] | None:
             (i for i, w in enumerate(command) if i and (w == "-m" or not w.startswith("-"))),
             len(command),
         )
+    if torchrun_flags:
+        no_python = command[start - 1] == NO_PYTHON  # the last flag, as the target writes it
+    else:
+        no_python = kind == "torchrun" and command[1:2] == [NO_PYTHON]
+        start += no_python
     program = _program(command[start:])
-    if program is None:
+    if program is None or (no_python and "module" in program):
         return None
-    launcher = {"kind": kind, **program}
+    launcher = {"kind": kind, **program, **({"no_python": True} if no_python else {})}
     if torchrun_flags:
         return launcher if _renders_as(r, launcher, command) else None
     return launcher
@@ -97,7 +103,7 @@ def _script(r: Reading, launcher: dict[str, Any], volumes: Slot, mounts: Slot) -
         return
     file_name = entry[len(SCRIPT_DIR) + 1 :]
     config_map = script_configmap_name(r.data["name"])
-    mount, volume = script_volume(r.data["name"])
+    mount, volume = script_volume(r.data["name"], bool(launcher.get("no_python")))
     at_volume, at_mount = _index(volumes[1], volume), _index(mounts[1], mount)
     if at_volume is None or at_mount is None:
         return

@@ -35,6 +35,7 @@ from torchx.specs import Role
 import kfcompile
 from kfcompile import lifecycle
 from kfcompile.errors import Problem
+from kfcompile.integrations.nemo_run_methods import NemoRunMethods, connect, session
 from kfcompile.integrations.nemo_run_task import (
     NEMO_RUNDIR,
     ExecutorError,
@@ -42,6 +43,7 @@ from kfcompile.integrations.nemo_run_task import (
     from_manifest,
     program_of,
 )
+from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.targets import target as find_target
 
 __all__ = ["FDL_RUNNER", "SCHEDULER", "ExecutorError", "KfcompileExecutor", "connect", "register"]
@@ -74,7 +76,7 @@ def register(executor_cls: type[Executor], name: str = SCHEDULER) -> None:
 
 
 @dataclass(kw_only=True)
-class KfcompileExecutor(Executor):  # type: ignore[misc]
+class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
     """NeMo-Run's ``KubeflowExecutor`` (0.11) parameters, rendered by kfcompile for ``target``.
 
     See the README section "Coming from NeMo-Run" for each parameter on each target.
@@ -172,6 +174,11 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
         cached: str | None = getattr(self, "_k8s_job_name", None)
         if cached is not None:
             return cached
+        if self.train_job_basename and not self.train_job_basename[0].isalpha():
+            raise ExecutorError(  # a TrainJob/PyTorchJob name is an RFC 1035 label
+                [Problem("train_job_basename", f"{self.train_job_basename!r}: must start with "
+                         "a letter (the job name is an RFC 1035 label)")]
+            )  # fmt: skip
         base = re.sub(r"[^a-z0-9-]+", "-", (self.train_job_basename or fallback or "").lower())
         uid = uuid.uuid4().hex[:6]
         base = re.sub(r"^[^a-z]+", "", base)[: MAX_NAME - len(uid) - 1].strip("-") or "job"
@@ -246,7 +253,7 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
             "volume_mounts": copy.deepcopy(self.volume_mounts),
             "tolerations": copy.deepcopy(self.tolerations),
             "image_pull_secrets": list(self.image_pull_secrets),
-            "pod_spec_overrides": copy.deepcopy(self.pod_spec_overrides),
+            "pod_spec_overrides": self._pod_overrides(),
             "container_overrides": copy.deepcopy(self.container_kwargs),
         }
         if program is not None:
@@ -281,6 +288,17 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
             self._mount_workdir(data)
         return {k: v for k, v in data.items() if v not in ({}, [])}
 
+    def _pod_overrides(self) -> dict[str, Any]:
+        """``pod_spec_overrides``, where NeMo-Run's name for the training container (``node``,
+        the Trainer runtime's) is the target's training container (PyTorchJob's ``pytorch``)."""
+        overrides = copy.deepcopy(self.pod_spec_overrides)
+        container = KINDS[find_target(self.target).kind].container
+        containers = overrides.get("containers")
+        for item in containers if isinstance(containers, list) else []:
+            if isinstance(item, dict) and item.get("name") == TRAINJOB.container:
+                item["name"] = container
+        return overrides
+
     def _mount_workdir(self, data: dict[str, Any]) -> None:
         """The claim mounted at ``workdir_pvc_path``, as KubeflowExecutor mounts it: a volume
         already naming the claim is reused, a mount already at the path is kept."""
@@ -304,6 +322,10 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
         """``spec_kwargs`` as KubeflowExecutor applies them (a shallow update of the job's
         ``spec``), read back into the JobSpec by kfcompile's importer: what no spec field holds
         is an error at its ``spec_kwargs`` key. Also: the spec fields they set, by that key."""
+        managers = KINDS[find_target(self.target).kind].managers
+        if self.spec_kwargs.get("managedBy", managers[0]) not in managers:
+            allowed = f"{self.target} accepts only: {', '.join(managers)}"
+            raise ExecutorError([Problem("spec_kwargs.managedBy", allowed)])
         objects = checked(lambda: kfcompile.render(spec, self.target), {})
         job = objects[-1]
         job["spec"].update(copy.deepcopy(self.spec_kwargs))
@@ -345,12 +367,16 @@ class KfcompileExecutor(Executor):  # type: ignore[misc]
             )
         return pod_path[len(root) :] or "/"
 
-    def copy_to_workspace(self, local_path: str, remote_path: str, label: str = "") -> None:
+    def copy_to_workspace(
+        self, local_path: str, remote_path: str, label: str = "datamover"
+    ) -> None:
         """Copy the local directory to ``remote_path`` (a pod path under ``workdir_pvc_path``);
         nothing when ``workdir_pvc`` is unset."""
         self._sync(lifecycle.sync_up, remote_path, local_path)
 
-    def copy_from_workspace(self, remote_path: str, local_path: str, label: str = "") -> None:
+    def copy_from_workspace(
+        self, remote_path: str, local_path: str, label: str = "datamover"
+    ) -> None:
         """Copy ``remote_path`` (a pod path under ``workdir_pvc_path``) into the local
         directory; nothing when ``workdir_pvc`` is unset."""
         self._sync(lifecycle.sync_down, remote_path, local_path)
@@ -403,27 +429,6 @@ def _links_out(root: str) -> Iterator[Problem]:
                 yield Problem(
                     "workdir_local_path", f"{shown}: leads outside the work dir (not uploaded)"
                 )
-
-
-# --- the cluster --------------------------------------------------------------------------------
-
-
-def connect() -> tuple[lifecycle.Session, str]:
-    """A lifecycle session on the cluster of the current kubeconfig (or the pod's service
-    account), as KubeflowExecutor finds it, and the kubeconfig's namespace. Every scheduler
-    makes its own: the state is on the cluster."""
-    import random
-
-    from kfcompile_kube import KubeCluster, SystemClock
-    from kfcompile_kube import connect as kube_connect
-
-    conn = kube_connect()
-    cluster = KubeCluster(conn.api_client)
-    return lifecycle.Session(cluster, SystemClock(), jitter=random.random), conn.namespace
-
-
-def session() -> lifecycle.Session:
-    return connect()[0]
 
 
 register(KfcompileExecutor)

@@ -8,11 +8,14 @@ the API, ``list`` of every job kfcompile created).
 """
 
 import datetime
+import json
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from nemo_run.config import get_nemorun_home
 from nemo_run.run.torchx_backend.schedulers.api import SchedulerMixin
 from torchx.schedulers.api import (
     AppDryRunInfo,
@@ -28,6 +31,7 @@ import kfcompile
 from kfcompile import lifecycle
 from kfcompile.errors import Problem
 from kfcompile.integrations.nemo_run import SCHEDULER, KfcompileExecutor, connect
+from kfcompile.integrations.nemo_run_methods import shown_ranks, task_of, tee
 from kfcompile.integrations.nemo_run_task import ExecutorError
 from kfcompile.ports import Forbidden, Ref
 
@@ -57,12 +61,30 @@ class KfcompileJobRequest:
     executor: KfcompileExecutor
     spec: kfcompile.JobSpec
     objects: list[dict[str, Any]]
+    written: str | None = None  # the file that holds the objects, for kubectl
 
     def __str__(self) -> str:
         from kfcompile import yamlio
 
         head = f"# {self.executor.target}: {self.spec.name} in namespace {self.executor.namespace}"
+        if self.written:
+            head += f"\n# written to {self.written}"
         return f"{head}\n{yamlio.dump_all(self.objects)}"
+
+
+def write_objects(executor: KfcompileExecutor, name: str, objects: list[dict[str, Any]]) -> str:
+    """The objects as ``<name>.yaml``, which ``kubectl apply -f`` takes (NeMo-Run's console
+    wraps what it prints), beside the experiment's directory: ``run.run(dryrun=True)`` deletes
+    that directory (``Experiment.dryrun(delete_exp_dir=True)``), the job dir with it; where
+    they went."""
+    from kfcompile import yamlio
+
+    folder = os.path.dirname(executor.experiment_dir.rstrip(os.sep))
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(yamlio.dump_all(objects))
+    return path
 
 
 def app_id(ref: Ref) -> str:
@@ -109,16 +131,16 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         role = macros.apply(app.roles[0]) if macros else app.roles[0]
         spec = cfg.job_spec(role, cfg.k8s_job_name(role.name))
         objects = kfcompile.render(spec, cfg.target)
-        request = KfcompileJobRequest(app, cfg, spec, objects)
+        experiment_dir = getattr(cfg, "experiment_dir", "")  # set by `assign`
+        written = write_objects(cfg, spec.name, objects) if experiment_dir else None
+        request = KfcompileJobRequest(app, cfg, spec, objects, written)
         return AppDryRunInfo(request, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[KfcompileJobRequest]) -> str:
         request = dryrun_info.request
         executor = request.executor
         session = self._cluster()
-        if executor.workdir_pvc and executor.job_dir:
-            executor.stage_workdir()
-            executor.copy_to_workspace(executor.job_dir, executor.code_dir)
+        executor.package(executor.packager, executor.job_name)
         submitted = lifecycle.submit(
             session,
             request.spec,
@@ -126,7 +148,9 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             namespace=executor.namespace,
             environ=os.environ,
         )
-        return app_id(submitted.ref)
+        handle = app_id(submitted.ref)
+        remember(handle, task=request.app.roles[0].name, job_dir=executor.job_dir)
+        return handle
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         ref = self._ref(app_id)
@@ -134,11 +158,12 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             return DescribeAppResponse(app_id=app_id, state=AppState.CANCELLED, msg=GONE)
         obs = lifecycle.status(self._cluster(), ref)
         state = STATES[obs.state.state]
+        task = recalled(app_id).get("task") or task_of(ref.name)
         by_rank = {n.rank: n for n in obs.nodes if n.rank is not None}
         replicas = [
             ReplicaStatus(
                 id=rank,
-                role=ref.name,
+                role=task,
                 state=PHASES.get(by_rank[rank].phase, state) if rank in by_rank else state,
                 hostname=by_rank[rank].pod if rank in by_rank else "",
             )
@@ -149,8 +174,8 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             app_id=app_id,
             state=state,
             msg=message,
-            roles=[Role(name=ref.name, image="", num_replicas=obs.nodes_total)],
-            roles_statuses=[RoleStatus(ref.name, replicas)],
+            roles=[Role(name=task, image="", num_replicas=obs.nodes_total)],
+            roles_statuses=[RoleStatus(task, replicas)],
         )
 
     def log_iter(
@@ -164,7 +189,9 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         should_tail: bool = False,
         streams: Stream | None = None,
     ) -> Iterable[str]:
-        """Rank ``k``'s log (stdout and stderr together, as Kubernetes keeps them)."""
+        """Rank ``k``'s log (stdout and stderr together, as Kubernetes keeps them), laid out as
+        NeMo-Run does: into ``<job_dir>/log-allranks_0.out``, and for the console only when
+        ``k`` is rank 0 or the last rank."""
         if until is not None:
             raise ValueError(f"{SCHEDULER}: logs cannot end at a time (until)")
         ref = self._ref(app_id)
@@ -174,11 +201,14 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         if since is not None:
             now = datetime.datetime.now(since.tzinfo)
             since_seconds = max(1, int((now - since).total_seconds()))
-        lines = _lines(
-            lifecycle.logs(
-                self._cluster(), ref, rank=k, follow=should_tail, since_seconds=since_seconds
-            )
-        )
+        session = self._cluster()
+        shown = shown_ranks(len(lifecycle.ranks(session, ref)))
+        record = recalled(app_id)
+        if k not in shown and not record.get("job_dir"):
+            return []  # neither on the console nor in a file: not read
+        read = lifecycle.logs(session, ref, rank=k, follow=should_tail, since_seconds=since_seconds)
+        task = record.get("task") or task_of(ref.name)
+        lines = _lines(tee(read, record.get("job_dir"), task, shown))
         return filter_regex(regex, lines) if regex else lines
 
     def _cancel_existing(self, app_id: str) -> None:
@@ -203,7 +233,45 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         self._session = None
 
 
-def _lines(found: Iterator[lifecycle.LogLine]) -> Iterator[str]:
+# --- what NeMo-Run knows of a job and the cluster does not: its task and job directory ------
+
+JOBS = ".kfcompile_jobs.json"  # beside NeMo-Run's own `.kubeflow_jobs.json`, in its home
+
+
+def _jobs_file() -> str:
+    return os.path.join(get_nemorun_home(), JOBS)
+
+
+def _known() -> dict[str, Any]:
+    try:
+        with open(_jobs_file(), encoding="utf-8") as f:
+            known = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def recalled(app_id: str) -> dict[str, str]:
+    """The task name and job directory ``schedule`` noted for the app (nothing if none)."""
+    entry = _known().get(app_id)
+    if not isinstance(entry, dict):
+        return {}
+    return {k: v for k, v in entry.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def remember(app_id: str, **entry: str) -> None:
+    """Note the app's task and job directory (written whole and renamed: readers in other
+    processes see the old file or the new one)."""
+    path = _jobs_file()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    known = {**_known(), app_id: entry}
+    fd, temp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=JOBS)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(known, f)
+    os.replace(temp, path)
+
+
+def _lines(found: Iterable[lifecycle.LogLine]) -> Iterator[str]:
     for line in found:
         yield line.text + "\n"
 

@@ -64,15 +64,11 @@ def program_of(
     if not words:
         raise ExecutorError([Problem("task", "nothing to run")])
     script = _inline_script(words[0], job_dir)
-    if not python:
-        if kind == "torchrun":
-            raise ExecutorError(
-                [Problem("launcher", "torchrun runs Python programs here: give the run.Script "
-                         "entrypoint='python' (or run it without the torchrun launcher)")]
-            )  # fmt: skip
+    if not python and kind != "torchrun":
         if script is not None:  # no launcher: the shell runs the text, as NeMo-Run's `-c`;
             # Kubernetes reads `$$` and `$(VAR)` in args: `$$` everywhere keeps the text as is
-            return None, None, [role.entrypoint, "-c", script.replace("$", "$$"), *words[1:]]
+            text = _body(script).replace("$", "$$")
+            return None, None, [role.entrypoint, "-c", text, *words[1:]]
         return None, None, [role.entrypoint, *words]
     for w in words:
         if len(w.encode()) > MAX_ARG_BYTES:
@@ -81,12 +77,25 @@ def program_of(
                          "program may take (128 KiB): set workdir_pvc, which ships configs as "
                          "files")]
             )  # fmt: skip
+    if not python:  # torchrun --no-python: each process executes the file
+        return _no_python(words, script)
     if words[0] == "-m" and len(words) > 1:
         return {"kind": kind, "module": words[1], "args": words[2:]}, None, []
     if script is not None:
         name = _file_name(words[0])
-        return {"kind": kind, "entrypoint": name, "args": words[1:]}, script, []
+        return {"kind": kind, "entrypoint": name, "args": words[1:]}, _body(script), []
     return {"kind": kind, "entrypoint": words[0], "args": words[1:]}, None, []
+
+
+def _no_python(
+    words: list[str], script: str | None
+) -> tuple[dict[str, Any], str | None, list[str]]:
+    """NeMo-Run's ``torchrun --no-python``: a file torchrun executes. An inline script keeps
+    the interpreter line NeMo-Run wrote (``#!/usr/bin/bash``) and ships as an executable."""
+    launcher = {"kind": "torchrun", "no_python": True, "args": words[1:]}
+    if script is not None:
+        return {**launcher, "entrypoint": _file_name(words[0])}, script, []
+    return {**launcher, "entrypoint": words[0]}, None, []
 
 
 def _torchrun_program(words: list[str]) -> list[str]:
@@ -124,8 +133,12 @@ def _inline_script(word: str, job_dir: str | None) -> str | None:
     if not os.path.isfile(local):
         return None
     with open(local, encoding="utf-8") as f:
-        text = f.read()
-    return text[len(NEMO_SHEBANG) :] if text.startswith(NEMO_SHEBANG) else text
+        return f.read()
+
+
+def _body(script: str) -> str:
+    """The script without the interpreter line NeMo-Run writes (python and ``-c`` need none)."""
+    return script[len(NEMO_SHEBANG) :] if script.startswith(NEMO_SHEBANG) else script
 
 
 def _file_name(path: str) -> str:

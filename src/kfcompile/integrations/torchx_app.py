@@ -203,7 +203,11 @@ def _torchrun(
     for value in (script, *script_args):
         problems.extend(_per_replica(value, at))
     # Nested parts are given as mappings: JobSpec checks them with their full paths.
-    program = {"module": script} if line.module else {"entrypoint": _literal(script)}
+    program: dict[str, Any] = (
+        {"module": script} if line.module else {"entrypoint": _literal(script)}
+    )
+    if line.no_python:
+        program["no_python"] = True
     spec["launcher"] = {"kind": "torchrun", **program, "args": [_literal(a) for a in script_args]}
     replicas, least = role.num_replicas, role.min_replicas or role.num_replicas
     if line.nnodes is not None:

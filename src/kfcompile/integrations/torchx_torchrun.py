@@ -90,6 +90,7 @@ WIRED = "the target wires the rendezvous"
 CONSOLE = "Kubernetes keeps the console as the pod log"
 ROLE = "it only names torchrun's worker group in its own log lines"
 MODULE = "module"
+NO_PYTHON = "no-python"  # the launcher's `no_python`: each process runs the file itself
 
 
 @frozen
@@ -112,6 +113,7 @@ TORCHRUN: Final[Mapping[str, TorchrunOption]] = {
     "tee": TorchrunOption(True, CONSOLE),
     "role": TorchrunOption(True, ROLE),
     "module": TorchrunOption(False, MODULE),
+    "no-python": TorchrunOption(False, NO_PYTHON),
 }
 SHORT: Final[Mapping[str, str]] = {"-t": "tee", "-m": "module"}
 
@@ -125,6 +127,7 @@ class Torchrun:
     max_restarts: str | None
     program: tuple[Word, ...]  # the script (or module) and its arguments
     module: bool = False  # `-m`: the program is a module
+    no_python: bool = False  # `--no-python`: the program is an executable
 
 
 def torchrun_words(entrypoint: str, args: Sequence[str]) -> list[Word] | None:
@@ -174,7 +177,7 @@ def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list
             value = words[i].text
             if option.meaning in (NODES, NPROCS, MAX_RESTARTS) and not words[i].literal:
                 problems.append(Problem(at, f"torchrun {name} {value}: needs a shell to expand"))
-        if option.meaning in (NODES, NPROCS, MAX_RESTARTS, MODULE):
+        if option.meaning in (NODES, NPROCS, MAX_RESTARTS, MODULE, NO_PYTHON):
             found[option.meaning] = value
         i += 1
     program = tuple(words[i:])
@@ -192,6 +195,11 @@ def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list
     if problems:
         return None, problems
     line = Torchrun(
-        found.get(NODES), found.get(NPROCS), found.get(MAX_RESTARTS), program, MODULE in found
+        found.get(NODES),
+        found.get(NPROCS),
+        found.get(MAX_RESTARTS),
+        program,
+        MODULE in found,
+        NO_PYTHON in found,
     )
     return line, []

@@ -143,11 +143,13 @@ def entrypoint_path(spec: JobSpec) -> str:
 
 def program(spec: JobSpec) -> list[str]:
     """The program and its arguments, exactly as written: no shell ever sees them. A module
-    runs as ``-m module``, which python and torchrun (``-m``/``--module``) both take."""
+    runs as ``-m module``, which python and torchrun (``-m``/``--module``) both take; torchrun's
+    ``--no-python`` (its last option) runs the file itself."""
     assert spec.launcher is not None
     if spec.launcher.module is not None:
         return ["-m", spec.launcher.module, *spec.launcher.args]
-    return [entrypoint_path(spec), *spec.launcher.args]
+    mode = ["--no-python"] if spec.launcher.no_python else []
+    return [*mode, entrypoint_path(spec), *spec.launcher.args]
 
 
 DNS_LABEL_MAX = 63  # pod names become hostnames (and PyTorchJob Service names): DNS labels

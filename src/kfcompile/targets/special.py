@@ -83,10 +83,17 @@ def script_configmap_name(job: str) -> str:
 Object = dict[str, Any]
 
 
-def script_volume(job: str) -> tuple[Object, Object]:
-    """The inline script's mount and volume (its ConfigMap) in job ``job``."""
+EXECUTABLE = 0o755  # ConfigMapVolumeSource.defaultMode: files are 0644 unless told
+
+
+def script_volume(job: str, executable: bool = False) -> tuple[Object, Object]:
+    """The inline script's mount and volume (its ConfigMap) in job ``job``; an ``executable``
+    script (torchrun ``--no-python`` runs the file itself) is mode 0755."""
     mount = {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_DIR, "readOnly": True}
-    return mount, {"name": SCRIPT_VOLUME, "configMap": {"name": script_configmap_name(job)}}
+    source: Object = {"name": script_configmap_name(job)}
+    if executable:
+        source["defaultMode"] = EXECUTABLE
+    return mount, {"name": SCRIPT_VOLUME, "configMap": source}
 
 
 def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, Object, Object]]:
@@ -98,7 +105,8 @@ def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, Object, Object]]:
             shm = {"medium": "Memory", "sizeLimit": spec.shm_size}
             yield made.field, mount, {"name": made.volume, "emptyDir": shm}
         elif made.field == "script":
-            yield made.field, *script_volume(spec.name)
+            executable = spec.launcher is not None and spec.launcher.no_python
+            yield made.field, *script_volume(spec.name, executable)
         else:
             assert spec.work_dir is not None
             claim = {"claimName": spec.work_dir.pvc}

@@ -1,0 +1,220 @@
+"""The methods NeMo-Run 0.11's ``KubeflowExecutor`` has besides the ``Executor`` interface
+(``nemo_run/core/execution/kubeflow.py``), with its signatures and meanings, on kfcompile's
+lifecycle: ``launch``, ``status``, ``cancel``, ``fetch_logs``, ``get_job_body``, ``package``
+and ``materialize_launch_script``; and NeMo-Run's log layout, which ``fetch_logs`` and the
+scheduler's ``log_iter`` share (``tee``).
+
+NeMo-Run's log layout: every rank's lines go to ``<job_dir>/log-allranks_0.out`` (which
+Megatron-Bridge's CI parses), the console shows rank 0 and the last rank only.
+"""
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from nemo_run.core.execution.kubeflow import KubeflowExecutor, KubeflowJobState
+from nemo_run.core.packaging.base import Packager
+from torchx.specs import Role
+
+import kfcompile
+from kfcompile import lifecycle
+from kfcompile.ports import Ref
+
+ALL_RANKS = "log-allranks_0.out"  # NeMo-Run's file of every rank's lines, in the job dir
+UID = re.compile(r"-[0-9a-f]{6}$")  # the suffix ``k8s_job_name`` puts after the task's name
+
+# kfcompile's states as NeMo-Run's: a job that exists and has not started is CREATED.
+STATES: Mapping[kfcompile.State, KubeflowJobState] = {
+    kfcompile.State.PENDING: KubeflowJobState.CREATED,
+    kfcompile.State.SUSPENDED: KubeflowJobState.CREATED,
+    kfcompile.State.RUNNING: KubeflowJobState.RUNNING,
+    kfcompile.State.SUCCEEDED: KubeflowJobState.SUCCEEDED,
+    kfcompile.State.FAILED: KubeflowJobState.FAILED,
+    kfcompile.State.DELETING: KubeflowJobState.UNKNOWN,
+}
+
+
+def task_of(job_name: str) -> str:
+    """The task a job was made for, from its name (``<task>-<6 hex>``)."""
+    return UID.sub("", job_name) or job_name
+
+
+def tee(
+    lines: Iterable[lifecycle.LogLine], job_dir: str | None, task: str, shown: Sequence[int]
+) -> Iterator[lifecycle.LogLine]:
+    """NeMo-Run's layout: every line to ``<job_dir>/log-allranks_0.out`` as ``<task>/<rank>
+    text``, the lines of the ranks in ``shown`` (rank 0 and the last) passed on."""
+    if not job_dir:
+        yield from (line for line in lines if line.rank in shown)
+        return
+    os.makedirs(job_dir, exist_ok=True)
+    with open(os.path.join(job_dir, ALL_RANKS), "a", encoding="utf-8") as out:
+        for line in lines:
+            out.write(f"{task}/{line.rank} {line.text}\n")
+            out.flush()
+            if line.rank in shown:
+                yield line
+
+
+def shown_ranks(nodes: int) -> tuple[int, ...]:
+    """Rank 0 (setup and config) and the last (Megatron's per-step loss), as NeMo-Run shows."""
+    return tuple(sorted({0, max(nodes - 1, 0)}))
+
+
+# --- the cluster --------------------------------------------------------------------------------
+
+
+def connect() -> tuple[lifecycle.Session, str]:
+    """A lifecycle session on the cluster of the current kubeconfig (or the pod's service
+    account), as KubeflowExecutor finds it, and the kubeconfig's namespace. Every scheduler
+    makes its own: the state is on the cluster."""
+    import random
+
+    from kfcompile_kube import KubeCluster, SystemClock
+    from kfcompile_kube import connect as kube_connect
+
+    conn = kube_connect()
+    cluster = KubeCluster(conn.api_client)
+    return lifecycle.Session(cluster, SystemClock(), jitter=random.random), conn.namespace
+
+
+def session() -> lifecycle.Session:
+    return connect()[0]
+
+
+class _Executor(Protocol):
+    """What the methods need of ``KfcompileExecutor``, which they are mixed into."""
+
+    namespace: str
+    target: str
+    workdir_pvc: str | None
+    env_vars: dict[str, str]
+    job_dir: str  # set by ``assign``
+
+    @property
+    def code_dir(self) -> str: ...
+    def job_spec(self, role: Role, name: str) -> kfcompile.JobSpec: ...
+    def k8s_job_name(self, fallback: str) -> str: ...
+    def stage_workdir(self) -> None: ...
+    def copy_to_workspace(
+        self, local_path: str, remote_path: str, label: str = "datamover"
+    ) -> None: ...
+
+
+class NemoRunMethods:
+    """``KubeflowExecutor``'s own methods, for ``KfcompileExecutor``."""
+
+    # --- the job body and its submission ------------------------------------------------------
+
+    def get_job_body(self: _Executor, name: str, command: list[str]) -> dict[str, Any]:
+        """The job object kfcompile creates for ``command`` under the name ``name``, for
+        ``target`` (KubeflowExecutor's is always a TrainJob)."""
+        spec = _spec_of(self, name, command)
+        job: dict[str, Any] = kfcompile.render(spec, self.target)[-1]
+        return job
+
+    def launch(
+        self: _Executor,
+        name: str,
+        cmd: list[str],
+        wait: bool = False,
+        timeout: int = 300,
+        poll_interval: int = 10,
+    ) -> tuple[str, KubeflowJobState]:
+        """Submit the job for ``cmd`` as ``<name>-<6 hex>`` and return ``(job name, state)``:
+        ``CREATED``, or with ``wait`` the state once it runs or ends. ``RuntimeError`` if it
+        does neither within ``timeout`` seconds. The wait watches the job (``poll_interval``
+        is kept for the signature). The same job submitted again creates nothing; a job of
+        that name that kfcompile did not make from this spec is an error, never replaced."""
+        job_name = self.k8s_job_name(name)
+        spec = _spec_of(self, job_name, cmd)
+        cluster = session()
+        submitted = lifecycle.submit(
+            cluster, spec, self.target, namespace=self.namespace, environ=os.environ
+        )
+        if not wait:
+            return job_name, KubeflowJobState.CREATED
+        try:
+            seen = lifecycle.wait(cluster, submitted.ref, "running", timeout=float(timeout))
+        except lifecycle.TimedOut as exc:
+            message = f"{job_name} did not reach RUNNING within {timeout}s: {exc}"
+            raise RuntimeError(message) from None
+        return job_name, STATES[seen.state.state]
+
+    def status(self: _Executor, job_name: str) -> KubeflowJobState | None:
+        """The job's state (from its conditions and pods), or None when there is no such job."""
+        found = _located(self, job_name)
+        if found is None:
+            return None
+        return STATES[lifecycle.status(*found).state.state]
+
+    def cancel(
+        self: _Executor,
+        job_name: str,
+        wait: bool = False,
+        timeout: int = 300,
+        poll_interval: int = 5,
+    ) -> bool | None:
+        """Delete the job. With ``wait``: True once the job and its pods are gone, False if
+        they are still there after ``timeout`` seconds. None when not waiting or when there was
+        no such job. The wait watches (``poll_interval`` is kept for the signature)."""
+        found = _located(self, job_name)
+        if found is None:
+            return None
+        try:
+            lifecycle.cancel(*found, wait_gone=wait, timeout=float(timeout))
+        except lifecycle.StillDeleting:
+            return False
+        return True if wait else None
+
+    # --- logs -----------------------------------------------------------------------------------
+
+    def fetch_logs(
+        self: _Executor,
+        job_name: str,
+        stream: bool = False,
+        lines: int = 100,
+        timeout: int = 60,
+    ) -> Iterable[str]:
+        """Every rank's log into ``<job_dir>/log-allranks_0.out``; the lines of rank 0 and of
+        the last rank returned (``stream``: followed until the job ends). As in NeMo-Run 0.11,
+        the whole log is read (``lines`` and ``timeout`` are kept for the signature)."""
+        found = _located(self, job_name)
+        if found is None:
+            return
+        cluster, ref = found
+        nodes = len(lifecycle.ranks(cluster, ref))
+        task = getattr(self, "job_name", "") or task_of(job_name)
+        read = lifecycle.logs(cluster, ref, follow=stream)
+        for line in tee(read, self.job_dir, task, shown_ranks(nodes)):
+            yield line.text
+
+    # --- the work directory ---------------------------------------------------------------------
+
+    def package(self: _Executor, packager: Packager, job_name: str) -> None:
+        """Copy the job directory (``workdir_local_path`` merged in) to ``code_dir`` on
+        ``workdir_pvc``; nothing when it is unset. The claim is mounted by the job itself."""
+        if not self.workdir_pvc or not self.job_dir:
+            return
+        self.stage_workdir()
+        self.copy_to_workspace(self.job_dir, self.code_dir)
+
+    def materialize_launch_script(self, cmd: list[str], max_retries: int = 0) -> None:
+        """``<job_dir>/launch.sh`` exactly as KubeflowExecutor writes it (its own template):
+        kfcompile's job runs the command itself, so only callers that ship the file use it."""
+        KubeflowExecutor.materialize_launch_script(self, cmd, max_retries)
+
+
+def _spec_of(executor: _Executor, name: str, command: list[str]) -> kfcompile.JobSpec:
+    """The spec of ``command`` as NeMo-Run's packaging would have made it a role."""
+    role = Role(name, "", entrypoint=command[0], args=list(command[1:]), env=executor.env_vars)
+    return executor.job_spec(role, name)
+
+
+def _located(executor: _Executor, job_name: str) -> tuple[lifecycle.Session, Ref] | None:
+    cluster = session()
+    try:
+        return cluster, lifecycle.locate(cluster, executor.namespace, job_name)
+    except lifecycle.JobNotFound:
+        return None
