@@ -914,6 +914,25 @@ def test_launch_status_logs_and_cancel_as_kubeflow_executor_has_them(
     assert ex.cancel(name) is None
 
 
+def test_the_progress_the_training_process_reports_reaches_nemo_run(
+    cluster: Any, tmp_path: Path
+) -> None:
+    """Trainer v2.2+ with the TrainJobStatus gate: ``progress()`` and the scheduler's describe
+    (what NeMo-Run's experiment status shows) carry what the process last reported."""
+    from kfcompile.integrations.nemo_run_scheduler import create_scheduler
+
+    cluster.controller.trainer_status = True
+    ex = executor(num_nodes=2)
+    ex.assign("exp", str(tmp_path), "train", "train")
+    name, _ = ex.launch("train", ["python", "/app/train.py"], wait=True)
+    list(ex.fetch_logs(name, stream=True))  # followed until the job ends
+    got = ex.progress(name)
+    assert got is not None and (got.percent, got.metrics) == (90, (("loss", "0.729"),))
+    described = create_scheduler("s").describe(f"default:{name}")
+    assert described is not None and "; progress 90% ETA 0s · loss 0.729 · " in described.msg
+    assert ex.progress("nothing-here") is None
+
+
 @SLOW
 def test_run_run_shows_rank_0_and_the_last_rank_prefixed_by_the_task_and_keeps_every_rank(
     cluster: Any, nemo_home: Path, capfd: pytest.CaptureFixture[str]

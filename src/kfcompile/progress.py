@@ -117,6 +117,12 @@ def read_progress(cr: Mapping[str, Any]) -> Progress | None:
     )
 
 
+def note(progress: Progress | None, now: datetime) -> str:
+    """``; progress 42% ETA 1h02m · ...``, for the end of a job's state message ("" when the
+    process reported nothing): how a launcher's status carries it."""
+    return "" if progress is None else f"; progress {progress.line(now)}"
+
+
 def absent_reason(kind: str) -> str:
     """Why a job shows no progress."""
     return NOT_REPORTED_BY if kind == "PyTorchJob" else NONE_REPORTED

@@ -20,6 +20,7 @@ from torchx.specs import Role
 import kfcompile
 from kfcompile import lifecycle
 from kfcompile.ports import Ref
+from kfcompile.progress import Progress
 
 ALL_RANKS = "log-allranks_0.out"  # NeMo-Run's file of every rank's lines, in the job dir
 UID = re.compile(r"-[0-9a-f]{6}$")  # the suffix ``k8s_job_name`` puts after the task's name
@@ -148,6 +149,13 @@ class NemoRunMethods:
         if found is None:
             return None
         return STATES[lifecycle.status(*found).state.state]
+
+    def progress(self: _Executor, job_name: str) -> Progress | None:
+        """What the job's training process last reported (Trainer v2.2+ with the TrainJobStatus
+        gate: percentage, time left, metrics, when), or None: no such job, or nothing reported.
+        Not KubeflowExecutor's: its status has no room for it."""
+        found = _located(self, job_name)
+        return None if found is None else lifecycle.status(*found).progress
 
     def cancel(
         self: _Executor,

@@ -34,6 +34,7 @@ from kfcompile.integrations.nemo_run import SCHEDULER, KfcompileExecutor, connec
 from kfcompile.integrations.nemo_run_methods import shown_ranks, task_of, tee
 from kfcompile.integrations.nemo_run_task import ExecutorError
 from kfcompile.ports import Forbidden, Ref
+from kfcompile.progress import note
 
 # kfcompile's normalized states as torchx's. A suspended job waits (Kueue queues by suspending).
 STATES: dict[kfcompile.State, AppState] = {
@@ -170,6 +171,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             for rank in obs.ranks  # not range(numNodes): the server's number
         ]
         message = " ".join(p for p in (obs.state.reason, obs.state.message) if p)
+        message += note(obs.progress, datetime.datetime.now(datetime.UTC))
         return DescribeAppResponse(
             app_id=app_id,
             state=state,

@@ -57,6 +57,7 @@ from kfcompile.integrations.torchx_app import (
 from kfcompile.k8s_schema import unknown_field
 from kfcompile.kinds import KINDS
 from kfcompile.ports import ApiError, Obj, Ref
+from kfcompile.progress import note
 from kfcompile.spec import JobSpec
 from kfcompile.status import State
 from kfcompile.targets import DEFAULT_TARGET, TARGETS, canonical_name
@@ -209,8 +210,7 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
             replica_state, host = (app_state if state.finished else AppState.PENDING), ""
         replicas.append(ReplicaStatus(id=rank, state=replica_state, role=role, hostname=host))
     message = f"{state.state.value} ({state.reason}) {state.message}".rstrip()
-    if seen.progress is not None:  # what the training process reports (Trainer v2.2+)
-        message += f"; progress {seen.progress.line(datetime.now(UTC))}"
+    message += note(seen.progress, datetime.now(UTC))  # what the training process reports
     return DescribeAppResponse(
         app_id=app_id,
         state=app_state,
