@@ -17,14 +17,12 @@ from kfcompile.importer.document import GONE, MISSING, differences, empty, merge
 from kfcompile.importer.state import NotImportable, Reading
 from kfcompile.k8s_schema import fields
 from kfcompile.paths import EACH, Path, Select, item_segment
-from kfcompile.targets import TARGETS, pytorchjob_v1, trainjob, trainjob_v2_2
+from kfcompile.targets import TARGETS, pytorchjob_v1, trainer_releases, trainjob, trainjob_v2_2
 
 PT_DEFAULT_RESTART: Final = "OnFailure"  # the Training Operator's default for every replica
 MASTER_PORTS: Final = (pytorchjob_v1.PORT, {**pytorchjob_v1.PORT, "protocol": "TCP"})
 REPLICAS: Final = ("spec", "pytorchReplicaSpecs")
 KUEUE_MANAGER: Final = "kueue.x-k8s.io/manager"
-# Releases newest first: where several shapes hold a value, the newest shape is read first.
-TRAINJOB_TARGETS: Final = ("trainjob/v2.3", "trainjob/v2.2", "trainjob/v2.1", "trainjob/v2.0")
 
 
 # --- PyTorchJob: replicas to num_nodes, one pod shape -------------------------------------------
@@ -104,8 +102,10 @@ def trainjob_shape(r: Reading) -> None:
     releases, features = detect.trainjob_releases(spec if isinstance(spec, dict) else {})
     r.detected = detect.detected(releases, features)
     newest = max(releases) if releases else max(max(f) for _, f in features)
-    r.target = f"trainjob/v2.{newest}"
-    r.targets = [TARGETS[n] for n in TRAINJOB_TARGETS]
+    # Newest first: where several shapes hold a value, the newest shape is read first.
+    known = trainer_releases()
+    r.target = next(t.name for t in known if t.version == newest)
+    r.targets = [t.target for t in known]
     for key in ("podSpecOverrides", "podTemplateOverrides"):
         _overrides(r, key)
     _patches(r)
