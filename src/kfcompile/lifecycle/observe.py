@@ -73,17 +73,15 @@ def as_int(value: object) -> int | None:
 
 def rank_of(job: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
     """A pod's rank: TrainJob completion index; PyTorchJob master 0, worker i -> i+1 (or i
-    without a master, as elastic jobs have)."""
+    without a master, as elastic jobs have: ``Kind.replica_rank``)."""
+    kind = KINDS[str(job.get("kind"))]
     labels = meta(pod).get("labels") or {}
-    if KINDS[str(job.get("kind"))].rank == "completion-index":
+    if kind.rank == "completion-index":
         return as_int(labels.get(COMPLETION_INDEX))
     index = as_int(labels.get(REPLICA_INDEX))
     if index is None:
         return None
-    if labels.get(REPLICA_TYPE) == "master":
-        return index
-    has_master = "Master" in (job.get("spec", {}).get("pytorchReplicaSpecs") or {})
-    return index + 1 if has_master else index
+    return kind.replica_rank(job, str(labels.get(REPLICA_TYPE)), index)
 
 
 def newest_by_rank(job: Mapping[str, Any], pods: Sequence[Obj]) -> dict[int, Obj]:
