@@ -72,8 +72,8 @@ def as_int(value: object) -> int | None:
 
 
 def rank_of(job: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
-    """A pod's rank: TrainJob completion index; PyTorchJob master 0, worker i -> i+1 (or i
-    without a master, as elastic jobs have: ``Kind.replica_rank``)."""
+    """A pod's rank: TrainJob completion index; PyTorchJob from its replica type and index
+    (``Kind.replica_rank``)."""
     kind = KINDS[str(job.get("kind"))]
     labels = meta(pod).get("labels") or {}
     if kind.rank == "completion-index":
