@@ -237,7 +237,12 @@ def test_convert_between_targets_passes_the_destination_crd(spec: JobSpec, sourc
     if objects is None:
         return
     for t in ALL:
-        converted = convert_manifest(objects[-1], t, objects[:-1], allow_lossy=True)
+        try:
+            converted = convert_manifest(objects[-1], t, objects[:-1], allow_lossy=True)
+        except NotImportable:
+            # what would run differently there (not a loss): refused as the spec itself is
+            assert try_render(spec, t) is None, (source, t)
+            continue
         for obj in converted.objects:
             if obj["kind"] == "ConfigMap":
                 assert schema_check.configmap_errors(obj) == [], t

@@ -7,7 +7,8 @@ Evidence, strongest first:
    readable by every authenticated user) holds ``kubeflow_trainer_version``. A release newer
    than any kfcompile knows gets the newest known shape, flagged ``newer`` so that the job is
    checked against the CRD the cluster serves before it is sent.
-2. Otherwise the served TrainJob CRD's schema tells the shapes apart (``MARKS``).
+2. Otherwise the served TrainJob CRD's schema tells the shapes apart: each release's
+   ``crd_mark`` (``kfcompile.targets.RELEASES``), newest first.
 3. Only ``kubeflow.org/v1`` PyTorchJobs served: ``pytorchjob/v1``.
 """
 
@@ -19,34 +20,13 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from kfcompile.targets import TARGETS
+from kfcompile.targets import trainer_releases
 
 TRAINER_CONFIGMAP: Final = "kubeflow-trainer-public"
 TRAINER_NAMESPACE: Final = "kubeflow-system"  # the Helm release namespace when installed so
 VERSION_KEY: Final = "kubeflow_trainer_version"
 TRAINJOB_CRD: Final = "trainjobs.trainer.kubeflow.org"
 
-PATCH_POD: Final = (
-    "runtimePatches",
-    "items",
-    "trainingRuntimeSpec",
-    "template",
-    "spec",
-    "replicatedJobs",
-    "items",
-    "template",
-    "spec",
-    "template",
-    "spec",
-)
-# Newest first: the first TrainJob shape whose mark the served schema (below `spec`) has.
-MARKS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
-    ("trainjob/v2.3", (*PATCH_POD, "terminationGracePeriodSeconds")),
-    ("trainjob/v2.2", ("runtimePatches",)),
-    ("trainjob/v2.1", ("podTemplateOverrides",)),
-    ("trainjob/v2.0", ("podSpecOverrides",)),
-)
-TRAINJOB_LINES: Final = tuple(name for name in TARGETS if name.startswith("trainjob/"))
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?")
 
 
@@ -69,7 +49,7 @@ def from_version(version: str) -> Detected | None:
     if m is None:
         return None
     line = (int(m[1]), int(m[2]))
-    known = {_line(name): name for name in TRAINJOB_LINES}
+    known = {r.version: r.name for r in trainer_releases()}
     where = f"ConfigMap {TRAINER_CONFIGMAP} says {VERSION_KEY}: {version.strip()}"
     if line in known:
         return Detected(known[line], where)
@@ -79,29 +59,24 @@ def from_version(version: str) -> Detected | None:
     return None
 
 
-def _line(target: str) -> tuple[int, int]:
-    major, minor = target.rsplit("/v", 1)[1].split(".")
-    return int(major), int(minor)
-
-
 def from_crd(crd: Mapping[str, Any], holder: str = "the served TrainJob CRD") -> Detected | None:
     """The TrainJob shape of a served CRD (or a CRD file: ``holder`` names it in the
     evidence), from the fields its schema has."""
     for version in _list(_dig(crd, ("spec", "versions"))):
         if not isinstance(version, Mapping) or version.get("served") is False:
             continue
-        spec = _dig(version, ("schema", "openAPIV3Schema", "properties", "spec"))
-        for target, mark in MARKS:
-            if _has(spec, mark):
-                field = ".".join(p for p in mark if p != "items")
-                return Detected(target, f"{holder} has spec.{field}")
+        schema = _dig(version, ("schema", "openAPIV3Schema"))
+        for release in trainer_releases():
+            mark = release.crd_mark
+            if _has(schema, mark.keys):
+                return Detected(release.name, f"{holder} has {mark.path.replace('[]', '')}")
     return None
 
 
-def _has(schema: Any, path: tuple[str, ...]) -> bool:
+def _has(schema: Any, keys: tuple[str, ...]) -> bool:
     node = schema
-    for part in path:
-        node = _dig(node, ("items",) if part == "items" else ("properties", part))
+    for key in keys:
+        node = _dig(node, ("items",) if key == "[]" else ("properties", key))
         if node is None:
             return False
     return True
@@ -136,7 +111,7 @@ def detect(
         raise NotDetected(
             "TrainJobs are served, but which Trainer release runs cannot be told (no "
             f"{TRAINER_CONFIGMAP} ConfigMap and the TrainJob CRD could not be read): give "
-            f"--target ({', '.join(TRAINJOB_LINES)})"
+            f"--target ({', '.join(r.name for r in reversed(trainer_releases()))})"
         )
     if pytorchjob_served:
         return Detected("pytorchjob/v1", "only PyTorchJob (kubeflow.org/v1) is served")

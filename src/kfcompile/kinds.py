@@ -8,7 +8,7 @@ the CLI read these rows, so adding a kind is adding a row (and a target module).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from attrs import frozen
 
@@ -37,9 +37,27 @@ class Kind:
     pods: str
     nodes: str
     rank: Literal["completion-index", "replica"]
+    # A kind whose job is replicas of several types: the types in rank order and where the spec
+    # holds them, keyed by type (empty for a kind of one replicated job).
+    replica_types: tuple[str, ...]
+    replica_specs: tuple[str, ...]
     children: tuple[str, ...]
     suspend: tuple[str, ...]  # path of the suspend flag
     install: str  # how to get the CRD served
+
+    def replica_rank(self, job: Mapping[str, Any], replica_type: str, index: int) -> int:
+        """The rank of pod ``index`` of a replica type (as its label has it, lower case): its
+        index after one rank for each type before its own that ``job`` has. A PyTorchJob's
+        Master is rank 0 and Worker i is rank i+1, or i without a Master (an elastic job; the
+        operator sets no RANK then) (training-operator pkg/controller.v1/pytorch/envvar.go
+        setPodEnv: a worker's RANK is its index + 1 when the job has a Master). A type it
+        does not know is read as the last."""
+        types = [t.lower() for t in self.replica_types]
+        before = self.replica_types[: types.index(replica_type) if replica_type in types else -1]
+        specs: Any = job
+        for key in self.replica_specs:
+            specs = specs.get(key) if isinstance(specs, Mapping) else None
+        return index + sum(isinstance(specs, Mapping) and t in specs for t in before)
 
 
 MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
@@ -71,6 +89,8 @@ TRAINJOB: Final = Kind(
     pods="jobset.sigs.k8s.io/jobset-name={name}",
     nodes="jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=node",
     rank="completion-index",
+    replica_types=(),
+    replica_specs=(),
     children=("{name}-node-0",),  # the JobSet shares the job's name; its first Job
     suspend=("spec", "suspend"),
     install="install Kubeflow Trainer v2 (https://www.kubeflow.org/docs/components/trainer/)",
@@ -98,6 +118,9 @@ PYTORCHJOB: Final = Kind(
     pods="training.kubeflow.org/job-name={name}",
     nodes="training.kubeflow.org/job-name={name}",
     rank="replica",
+    # Master.replicas is exactly 1, Worker.replicas at least 1 (KUBEFLOW.md); no other types.
+    replica_types=("Master", "Worker"),
+    replica_specs=("spec", "pytorchReplicaSpecs"),
     children=(),
     suspend=("spec", "runPolicy", "suspend"),
     install="install the Kubeflow Training Operator v1 (kubeflow/trainer v1.9)",

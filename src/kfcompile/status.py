@@ -40,7 +40,7 @@ from typing import Any, Final
 
 import attrs
 
-from kfcompile.kinds import KINDS, ConditionTable, Kind
+from kfcompile.kinds import KINDS, PYTORCHJOB, ConditionTable, Kind
 from kfcompile.states import FINISHED_STATES, JobState, State
 
 __all__ = [
@@ -58,9 +58,6 @@ __all__ = [
 # --- Tables -------------------------------------------------------------------------------------
 
 # The condition tables of each kind are its row in `kfcompile.kinds`.
-
-# PyTorchJob replicaStatuses keys whose `active` pods count as running (Master and Worker only).
-PYTORCHJOB_REPLICAS: Final = ("Master", "Worker")
 
 # The Training Operator writes every Failed condition with the generic reason `PyTorchJobFailed`
 # (kind + "Failed") and tells backoff limit and deadline apart only in the message.
@@ -158,10 +155,12 @@ def _active_child_jobs(status: Mapping[str, Any]) -> str:
 
 
 def _active_replicas(status: Mapping[str, Any]) -> str:
-    """PyTorchJob `status.replicaStatuses.{Master,Worker}.active` counts running pods."""
+    """PyTorchJob `status.replicaStatuses.{Master,Worker}.active` counts running pods (of
+    its replica types only)."""
     replicas = _mapping(status.get("replicaStatuses"))
     active = [
-        (name, _count(_mapping(replicas.get(name)).get("active"))) for name in PYTORCHJOB_REPLICAS
+        (name, _count(_mapping(replicas.get(name)).get("active")))
+        for name in PYTORCHJOB.replica_types
     ]
     parts = [f"{name}={n}" for name, n in active if n > 0]
     return f"active replicas: {', '.join(parts)}" if parts else ""

@@ -19,7 +19,8 @@ silently. Left-over pod and container fields that a target's table passes throug
 ``pod_spec_overrides`` / ``container_overrides``.
 
 Detection, from the manifest alone: apiVersion and kind; for a TrainJob the Trainer release from
-the fields only some releases have (``podSpecOverrides``: v2.0; ``podTemplateOverrides``: v2.1;
+the fields only some releases have, each release's ``marks`` (``kfcompile.targets.RELEASES``;
+today ``podSpecOverrides``: v2.0; ``podTemplateOverrides``: v2.1;
 ``runtimePatches``, ``activeDeadlineSeconds``: v2.2+; ``terminationGracePeriodSeconds`` in a
 patch: v2.3; ``spec.labels``/``spec.annotations`` or a string ``numProcPerNode``: v2.0-v2.1).
 When several releases fit, ``Imported.detected`` says so ("v2.2 or v2.3").

@@ -6,22 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kfcompile import paths
 from kfcompile.errors import Problem
 from kfcompile.fieldpath import FieldPath
 from kfcompile.kinds import KINDS
+from kfcompile.targets import trainer_releases
+from kfcompile.targets.trainjob import Mark
 
-# The fields only some Trainer releases (minor versions) have: (key of spec, label, releases).
-RELEASE_FIELDS: tuple[tuple[str, str, frozenset[int]], ...] = (
-    ("podSpecOverrides", "podSpecOverrides", frozenset({0})),
-    ("podTemplateOverrides", "podTemplateOverrides", frozenset({1})),
-    ("runtimePatches", "runtimePatches", frozenset({2, 3})),
-    ("activeDeadlineSeconds", "activeDeadlineSeconds", frozenset({2, 3})),
-    ("labels", "spec.labels", frozenset({0, 1})),
-    ("annotations", "spec.annotations", frozenset({0, 1})),
-)
-RELEASES = frozenset({0, 1, 2, 3})
-Features = list[tuple[str, frozenset[int]]]
+# The Trainer releases (major, minor) whose TrainJob has every release-specific field a
+# manifest uses (the releases' marks, `kfcompile.targets.RELEASES`), and the fields that told.
+Releases = frozenset[tuple[int, int]]
+Features = list[tuple[str, Releases]]
 
 
 def meta(obj: Any) -> Mapping[str, Any]:
@@ -84,50 +78,46 @@ def _script_key(job: Any) -> tuple[Any, str]:
 # --- TrainJob releases --------------------------------------------------------------------------
 
 
-def trainjob_releases(spec: Mapping[str, Any]) -> tuple[frozenset[int], Features]:
-    """The Trainer releases (minor versions) whose TrainJob has every field ``spec`` uses, and
-    the fields that told."""
-    features: Features = [(label, r) for key, label, r in RELEASE_FIELDS if key in spec]
-    if _patch_has(spec, "terminationGracePeriodSeconds"):
-        features.append(("terminationGracePeriodSeconds", frozenset({3})))
-    trainer = spec.get("trainer")
-    if isinstance(trainer, Mapping) and isinstance(trainer.get("numProcPerNode"), str):
-        features.append(("string numProcPerNode", frozenset({0, 1})))
-    fitting = RELEASES
+def trainjob_releases(spec: Mapping[str, Any]) -> tuple[Releases, Features]:
+    """The Trainer releases whose TrainJob has every field ``spec`` uses, and the fields that
+    told (those of the newest releases last)."""
+    having: dict[Mark, Releases] = {}
+    for release in reversed(trainer_releases()):
+        for mark in release.marks:  # moved to the end: a mark sits at its newest release
+            having[mark] = having.pop(mark, frozenset()) | {release.version}
+    job = {"spec": spec}
+    features = [(mark.label, r) for mark, r in having.items() if _holds(job, mark.keys, mark.holds)]
+    fitting = frozenset(r.version for r in trainer_releases())
     for _, releases in features:
         fitting &= releases
     return fitting, features
 
 
-_JOBS = paths.parse("trainingRuntimeSpec.template.spec.replicatedJobs")
-_POD = paths.parse("template.spec.template.spec")
+def _holds(node: Any, keys: tuple[str, ...], holds: type) -> bool:
+    """Whether ``node`` has a ``holds`` at ``keys`` (``[]``: in any item of a list)."""
+    if not keys:
+        return isinstance(node, holds)
+    key, rest = keys[0], keys[1:]
+    if key == "[]":
+        return isinstance(node, list) and any(_holds(item, rest, holds) for item in node)
+    return isinstance(node, Mapping) and key in node and _holds(node[key], rest, holds)
 
 
-def _patch_has(spec: Mapping[str, Any], key: str) -> bool:
-    for patch in spec.get("runtimePatches") or []:
-        try:
-            jobs = paths.get(patch, _JOBS)
-        except (KeyError, TypeError, AttributeError):
-            continue
-        for job in jobs if isinstance(jobs, list) else []:
-            try:
-                pod = paths.get(job, _POD)
-            except (KeyError, TypeError, AttributeError):
-                continue
-            if isinstance(pod, Mapping) and key in pod:
-                return True
-    return False
+def version_text(version: tuple[int, int]) -> str:
+    return "v{}.{}".format(*version)
 
 
-def releases_text(releases: Iterable[int]) -> str:
-    names = [f"v2.{r}" for r in sorted(releases)]
+def releases_text(releases: Iterable[tuple[int, int]]) -> str:
+    names = [version_text(r) for r in sorted(releases)]
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-def detected(releases: frozenset[int], features: Features) -> str:
+def detected(releases: Releases, features: Features) -> str:
     if not features:
-        return "TrainJob for any Trainer release v2.0-v2.3 (no release-specific field)"
-    told = ", ".join(dict.fromkeys(f for f, _ in features))
+        known = [r.version for r in trainer_releases()]
+        span = f"{version_text(min(known))}-{version_text(max(known))}"
+        return f"TrainJob for any Trainer release {span} (no release-specific field)"
+    told = ", ".join(f for f, _ in features)
     if releases:
         return f"TrainJob for Trainer {releases_text(releases)} ({told})"
     parts = "; ".join(f"{f}: {releases_text(r)}" for f, r in features)

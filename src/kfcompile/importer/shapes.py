@@ -16,15 +16,15 @@ from kfcompile.importer import detect
 from kfcompile.importer.document import GONE, MISSING, differences, empty, merge_into
 from kfcompile.importer.state import NotImportable, Reading
 from kfcompile.k8s_schema import fields
+from kfcompile.kinds import PYTORCHJOB
 from kfcompile.paths import EACH, Path, Select, item_segment
-from kfcompile.targets import TARGETS, pytorchjob_v1, trainjob, trainjob_v2_2
+from kfcompile.targets import TARGETS, pytorchjob_v1, trainer_releases, trainjob, trainjob_v2_2
 
 PT_DEFAULT_RESTART: Final = "OnFailure"  # the Training Operator's default for every replica
 MASTER_PORTS: Final = (pytorchjob_v1.PORT, {**pytorchjob_v1.PORT, "protocol": "TCP"})
-REPLICAS: Final = ("spec", "pytorchReplicaSpecs")
+REPLICAS: Final = PYTORCHJOB.replica_specs
+MASTER, WORKER = PYTORCHJOB.replica_types
 KUEUE_MANAGER: Final = "kueue.x-k8s.io/manager"
-# Releases newest first: where several shapes hold a value, the newest shape is read first.
-TRAINJOB_TARGETS: Final = ("trainjob/v2.3", "trainjob/v2.2", "trainjob/v2.1", "trainjob/v2.0")
 
 
 # --- PyTorchJob: replicas to num_nodes, one pod shape -------------------------------------------
@@ -35,7 +35,7 @@ def replicas(r: Reading) -> None:
     r.detected = f"{pytorchjob_v1.KIND} {pytorchjob_v1.API_VERSION}"
     r.target = pytorchjob_v1.NAME
     specs = r.doc.get(REPLICAS)
-    roles = [role for role in ("Master", "Worker") if isinstance(specs, dict) and role in specs]
+    roles = [role for role in PYTORCHJOB.replica_types if isinstance(specs, dict) and role in specs]
     if not roles:
         raise NotImportable([Problem(FieldPath(REPLICAS), "required: a Master or Worker replica")])
     for role in [role for role in specs if role not in roles]:
@@ -45,12 +45,12 @@ def replicas(r: Reading) -> None:
     r.put("num_nodes", sum(counts.values()), FieldPath(REPLICAS))
     primary = roles[0]
     elastic = r.doc.get(("spec", "elasticPolicy")) is not MISSING
-    if counts.get("Master", 1) != 1:
-        r.lose((*REPLICAS, "Master", "replicas"), "one Master: the rest are Workers")
-    if elastic and "Master" in roles:
-        r.lose((*REPLICAS, "Master"), "an elastic job has Workers only: a Worker now")
-    if not elastic and "Master" not in roles:
-        r.lose((*REPLICAS, "Worker"), "no Master and not elastic: node 0 is a Master")
+    if counts.get(MASTER, 1) != 1:
+        r.lose((*REPLICAS, MASTER, "replicas"), "one Master: the rest are Workers")
+    if elastic and MASTER in roles:
+        r.lose((*REPLICAS, MASTER), "an elastic job has Workers only: a Worker now")
+    if not elastic and MASTER not in roles:
+        r.lose((*REPLICAS, WORKER), "no Master and not elastic: node 0 is a Master")
     for role in roles[1:]:
         theirs = _replica_view(r.doc.get((*REPLICAS, primary)))
         mine = _replica_view(r.doc.get((*REPLICAS, role)))
@@ -70,7 +70,7 @@ def _count(r: Reading, role: str) -> int:
         count = 1  # the operator's default
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise NotImportable([Problem(FieldPath((*at, "replicas")), "must be a number of pods")])
-    box_at = (*at, "template", "spec", "containers", Select("name", pytorchjob_v1.CONTAINER))
+    box_at: Path = (*at, "template", "spec", "containers", Select("name", pytorchjob_v1.CONTAINER))
     box = r.doc.get(box_at)
     ports = box.get("ports") if isinstance(box, dict) else None
     if isinstance(ports, list):  # kfcompile's, and the operator's default, master port
@@ -104,8 +104,10 @@ def trainjob_shape(r: Reading) -> None:
     releases, features = detect.trainjob_releases(spec if isinstance(spec, dict) else {})
     r.detected = detect.detected(releases, features)
     newest = max(releases) if releases else max(max(f) for _, f in features)
-    r.target = f"trainjob/v2.{newest}"
-    r.targets = [TARGETS[n] for n in TRAINJOB_TARGETS]
+    # Newest first: where several shapes hold a value, the newest shape is read first.
+    known = trainer_releases()
+    r.target = next(t.name for t in known if t.version == newest)
+    r.targets = [t.target for t in known]
     for key in ("podSpecOverrides", "podTemplateOverrides"):
         _overrides(r, key)
     _patches(r)

@@ -88,18 +88,16 @@ def as_int(value: object) -> int | None:
 
 
 def rank_of(job: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
-    """A pod's rank: TrainJob completion index; PyTorchJob master 0, worker i -> i+1 (or i
-    without a master, as elastic jobs have)."""
+    """A pod's rank: TrainJob completion index; PyTorchJob from its replica type and index
+    (``Kind.replica_rank``)."""
+    kind = KINDS[str(job.get("kind"))]
     labels = meta(pod).get("labels") or {}
-    if KINDS[str(job.get("kind"))].rank == "completion-index":
+    if kind.rank == "completion-index":
         return as_int(labels.get(COMPLETION_INDEX))
     index = as_int(labels.get(REPLICA_INDEX))
     if index is None:
         return None
-    if labels.get(REPLICA_TYPE) == "master":
-        return index
-    has_master = "Master" in (job.get("spec", {}).get("pytorchReplicaSpecs") or {})
-    return index + 1 if has_master else index
+    return kind.replica_rank(job, str(labels.get(REPLICA_TYPE)), index)
 
 
 def rank_selector(job: Mapping[str, Any], rank: int) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from kfcompile.targets import (
     base,
     pytorchjob_v1,
@@ -11,29 +14,62 @@ from kfcompile.targets import (
     trainjob_v2_3,
 )
 from kfcompile.targets.base import Placement, Rendered, Target
+from kfcompile.targets.trainjob import Release
 
-TARGETS: dict[str, Target] = {
-    t.name: t
-    for t in (
-        pytorchjob_v1.TARGET,
-        trainjob_v2_0.TARGET,
-        trainjob_v2_1.TARGET,
-        trainjob_v2_2.TARGET,
-        trainjob_v2_3.TARGET,
+# The Trainer releases, by target name: adding one is its module and a line here. Detection
+# and the importer read their marks from here (`trainer_releases`).
+RELEASES: dict[str, Release] = {
+    r.name: r
+    for r in (
+        trainjob_v2_0.RELEASE,
+        trainjob_v2_1.RELEASE,
+        trainjob_v2_2.RELEASE,
+        trainjob_v2_3.RELEASE,
     )
 }
-DEFAULT_TARGET = trainjob_v2_3.NAME
+TARGETS: dict[str, Target] = {
+    t.name: t for t in (pytorchjob_v1.TARGET, *(r.target for r in RELEASES.values()))
+}
+DEFAULT_TARGET = trainjob_v2_3.RELEASE.name
 base.REGISTRY.update(TARGETS)
 
 __all__ = [
     "DEFAULT_TARGET",
+    "RELEASES",
     "TARGETS",
     "Placement",
+    "Release",
     "Rendered",
     "Target",
     "canonical_name",
+    "registered",
     "target",
+    "trainer_releases",
 ]
+
+
+def trainer_releases() -> list[Release]:
+    """The registered Trainer releases, newest first (the order detection and import try them)."""
+    return sorted(RELEASES.values(), key=lambda r: r.version, reverse=True)
+
+
+@contextlib.contextmanager
+def registered(*releases: Release) -> Iterator[None]:
+    """The registry with ``releases`` in it while the block runs, as their registration lines
+    would put them (render, import, convert and detection all know them); as it was after.
+    For trying a release module out before its line is added."""
+    releases_before, targets_before = dict(RELEASES), dict(TARGETS)
+    try:
+        for r in releases:
+            RELEASES[r.name] = r
+            TARGETS[r.name] = base.REGISTRY[r.name] = r.target
+        yield
+    finally:
+        RELEASES.clear()
+        RELEASES.update(releases_before)
+        for live in (TARGETS, base.REGISTRY):
+            live.clear()
+            live.update(targets_before)
 
 
 def canonical_name(name: str) -> str:

@@ -134,11 +134,14 @@ def _run_differently(spec: JobSpec) -> Iterator[Problem]:
         )
 
 
+MASTER, WORKER = PYTORCHJOB.replica_types
+
+
 def _replicas(spec: JobSpec) -> dict[str, int]:
     if spec.elastic is not None:
-        return {"Worker": spec.num_nodes}
+        return {WORKER: spec.num_nodes}
     workers = spec.num_nodes - 1
-    return {"Master": 1, "Worker": workers} if workers else {"Master": 1}
+    return {MASTER: 1, WORKER: workers} if workers else {MASTER: 1}
 
 
 def render(spec: JobSpec) -> Rendered:

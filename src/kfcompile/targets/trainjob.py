@@ -1,7 +1,8 @@
 """The part of TrainJob rendering that no Trainer release changed.
 
 Each release module (``trainjob_v2_0`` ... ``trainjob_v2_3``) declares its placement table and a
-``Release``; this module turns a spec and a ``Release`` into the objects to apply.
+``Release`` (with the marks that tell it from the others); this module turns a spec and a
+``Release`` into the objects to apply.
 """
 
 from __future__ import annotations
@@ -95,18 +96,65 @@ UPSTREAM_NODE_CONTAINERS = frozenset({NODE})
 
 
 @frozen
-class Release:
-    """What one Trainer release's TrainJob can hold, beyond its placement table."""
+class Mark:
+    """A field some Trainer releases' TrainJobs have and others lack: ``path`` from the
+    TrainJob's root (``[]``: any item of a list) whose value is a ``holds`` (a string
+    ``numProcPerNode`` is v2.0-v2.1's); ``label`` is how the importer names it. As a CRD mark,
+    the path is looked up in the served CRD's schema."""
 
-    name: str
+    label: str
+    path: str
+    holds: type = object
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The path's steps: keys, and ``[]`` for any item of a list."""
+        steps: list[str] = []
+        for part in self.path.split("."):
+            key = part.removesuffix("[]")
+            steps += [key] if key == part else [key, "[]"]
+        return tuple(steps)
+
+
+@frozen
+class Release:
+    """One Trainer release: its version and placement table, what its TrainJob can hold beyond
+    the table, and how it is told from the others. Detection (``kfcompile.detection``) and the
+    importer read these through the registry (``kfcompile.targets``), so a release is its
+    module and a line there."""
+
+    version: tuple[int, int]  # (major, minor): patch releases change no API
     table: Table
+    # A field its CRD's schema has that no older release's has (detection asks newest first).
+    crd_mark: Mark
+    # Every field its TrainJob may have that some other release's lacks: a manifest with one is
+    # of a release that lists it.
+    marks: tuple[Mark, ...]
     override_list: str | None = None  # v2.0/v2.1: the list whose items need `targetJobs` first
     max_command_items: int | None = None  # v2.2+: command and args hold at most this many
     patches_node_env: bool = True  # v2.2+: the webhook forbids env patches on `node`
+    # The release whose CRD limits and pod places check its output (`output_limits.LIMITS`,
+    # `output_check.WHERE`); None: its own.
+    checked_as: str | None = None
+    name: str = field(init=False)
     layout: base.Layout = field(init=False, eq=False, repr=False)
+    target: Target = field(init=False, eq=False, repr=False)  # its registry entry
 
     def __attrs_post_init__(self) -> None:
+        major, minor = self.version
+        object.__setattr__(self, "name", f"trainjob/v{major}.{minor}")
         object.__setattr__(self, "layout", base.Layout(self.table))
+        target = Target(
+            self.name,
+            API_VERSION,
+            KIND,
+            f"Trainer v{major}.{minor}.x",
+            self.table,
+            functools.partial(render, release=self),
+            pod_suffixes,
+            self.layout,
+        )
+        object.__setattr__(self, "target", target)
 
 
 def command(spec: JobSpec) -> list[str] | None:
@@ -190,21 +238,7 @@ def render(spec: JobSpec, release: Release) -> Rendered:
             rest = {k: v for k, v in item.items() if k != "targetJobs"}
             item.clear()
             item.update({"targetJobs": [{"name": NODE}], **rest})
-    return base.checked(Rendered(objects, placed), release.name, KIND)
-
-
-def target(release: Release, releases: str) -> Target:
-    """The registry entry for one Trainer release."""
-    return Target(
-        release.name,
-        API_VERSION,
-        KIND,
-        releases,
-        release.table,
-        functools.partial(render, release=release),
-        pod_suffixes,
-        release.layout,
-    )
+    return base.checked(Rendered(objects, placed), release.checked_as or release.name, KIND)
 
 
 def _get_list(doc: dict[str, Any], where: str) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from kfcompile.targets import base, trainjob
 from kfcompile.targets.base import Slot, Table
 
-NAME = "trainjob/v2.0"
 OVERRIDES = "spec.podSpecOverrides"
 POD = f"{OVERRIDES}[0]"
 NODE = f"{POD}.containers[name={trainjob.NODE}]"
@@ -37,7 +36,15 @@ TABLE: Table = {
     "run.activeDeadlineSeconds": None,
 }
 
-RELEASE = trainjob.Release(NAME, TABLE, override_list=OVERRIDES)
+OVERRIDDEN = trainjob.Mark("podSpecOverrides", OVERRIDES)
+# What v2.0 and v2.1 TrainJobs have and v2.2 removed.
+BEFORE_V2_2 = (
+    trainjob.Mark("spec.labels", "spec.labels"),
+    trainjob.Mark("spec.annotations", "spec.annotations"),
+    trainjob.Mark("string numProcPerNode", f"{trainjob.TRAINER}.numProcPerNode", str),
+)
 
-
-TARGET = trainjob.target(RELEASE, "Trainer v2.0.x")
+RELEASE = trainjob.Release(
+    (2, 0), TABLE, OVERRIDDEN, (OVERRIDDEN, *BEFORE_V2_2), override_list=OVERRIDES
+)
+TARGET = RELEASE.target

@@ -7,7 +7,6 @@ from __future__ import annotations
 from kfcompile.targets import base, trainjob, trainjob_v2_0
 from kfcompile.targets.base import Slot, Table
 
-NAME = "trainjob/v2.1"
 OVERRIDES = "spec.podTemplateOverrides"
 META = f"{OVERRIDES}[0].metadata"
 POD = f"{OVERRIDES}[0].spec"
@@ -27,7 +26,9 @@ TABLE: Table = {
     "run.activeDeadlineSeconds": None,
 }
 
-RELEASE = trainjob.Release(NAME, TABLE, override_list=OVERRIDES)
+OVERRIDDEN = trainjob.Mark("podTemplateOverrides", OVERRIDES)
 
-
-TARGET = trainjob.target(RELEASE, "Trainer v2.1.x")
+RELEASE = trainjob.Release(
+    (2, 1), TABLE, OVERRIDDEN, (OVERRIDDEN, *trainjob_v2_0.BEFORE_V2_2), override_list=OVERRIDES
+)
+TARGET = RELEASE.target

@@ -12,7 +12,6 @@ from typing import Any
 from kfcompile.targets import base, trainjob, trainjob_v2_1
 from kfcompile.targets.base import OMIT, Slot, Table
 
-NAME = "trainjob/v2.2"
 # Our entry in the list keyed by manager: a domain-prefixed name that is neither Kueue's nor
 # the Kubeflow SDK's, so neither overwrites it.
 MANAGER = "kfcompile.dev/kfcompile"
@@ -46,7 +45,14 @@ TABLE: Table = {
     "run.activeDeadlineSeconds": Slot.at("spec.activeDeadlineSeconds"),
 }
 
-RELEASE = trainjob.Release(NAME, TABLE, max_command_items=MAX_COMMAND_ITEMS, patches_node_env=False)
+PATCHED = trainjob.Mark("runtimePatches", "spec.runtimePatches")
 
-
-TARGET = trainjob.target(RELEASE, "Trainer v2.2.x")
+RELEASE = trainjob.Release(
+    (2, 2),
+    TABLE,
+    PATCHED,
+    (PATCHED, trainjob.Mark("activeDeadlineSeconds", "spec.activeDeadlineSeconds")),
+    max_command_items=MAX_COMMAND_ITEMS,
+    patches_node_env=False,
+)
+TARGET = RELEASE.target

@@ -9,7 +9,6 @@ from __future__ import annotations
 from kfcompile.targets import base, trainjob, trainjob_v2_2
 from kfcompile.targets.base import Table
 
-NAME = "trainjob/v2.3"
 POD = trainjob_v2_2.POD
 
 POD_FIELDS = (*trainjob_v2_2.POD_FIELDS, "terminationGracePeriodSeconds")
@@ -19,9 +18,19 @@ TABLE: Table = {
     **base.rows("pod", POD, POD_FIELDS),
 }
 
-RELEASE = trainjob.Release(
-    NAME, TABLE, max_command_items=trainjob_v2_2.MAX_COMMAND_ITEMS, patches_node_env=False
+# The new pod field, in any patch of any replicated job (the CRD's schema: in its items).
+GRACE = trainjob.Mark(
+    "terminationGracePeriodSeconds",
+    "spec.runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs[].template.spec"
+    ".template.spec.terminationGracePeriodSeconds",
 )
 
-
-TARGET = trainjob.target(RELEASE, "Trainer v2.3.x")
+RELEASE = trainjob.Release(
+    (2, 3),
+    TABLE,
+    GRACE,
+    (*trainjob_v2_2.RELEASE.marks, GRACE),
+    max_command_items=trainjob_v2_2.MAX_COMMAND_ITEMS,
+    patches_node_env=False,
+)
+TARGET = RELEASE.target
