@@ -16,6 +16,7 @@ import schema_check
 import yaml
 from fakekube.access import NamespaceAccess
 from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
+from fakekube.kubelet import SLOW_IMAGE
 from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile.cli import main
@@ -215,6 +216,34 @@ def test_sync_of_a_missing_directory_is_one_line(
     code, _, err = run(local, capsys, "sync", "up", str(tmp_path / "nope"), "--pvc", CLAIM)
     assert code == 1 and err.count("\n") == 1 and "not a directory" in err
     assert local.kube.requests.count("POST") == 0
+
+
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_sync_to_a_claim_that_does_not_exist_is_one_line_and_makes_no_pod(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path, direction: str
+) -> None:
+    code, _, err = run(local, capsys, "sync", direction, str(tmp_path), "--pvc", "nope")
+    assert (code, err) == (
+        1,
+        "kfcompile: PersistentVolumeClaim nope does not exist in namespace default: create it, "
+        "or name another with --pvc\n",
+    )
+    assert local.kube.requests.count("POST") == 0
+
+
+def test_submit_waits_for_the_sync_helper_as_long_as_its_timeout_says(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "train.py").write_text("print(1)\n")
+    spec = write_spec(tmp_path, work_dir={"local": ".", "pvc": CLAIM, "mount_path": "/w"})
+    started = time.monotonic()
+    code, _, err = run(
+        local, capsys, "submit", str(spec), "--sync-image", f"{SLOW_IMAGE}:1", "--timeout", "0.5s"
+    )
+    assert time.monotonic() - started < 30  # not the 5 minutes of the helper's default
+    assert code == 1 and "Traceback" not in err
+    assert "kfcompile: sync helper not running after 0.5s (--timeout)" in err, err
+    assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
 
 def test_namespace_comes_from_flag_then_spec_then_context(
