@@ -54,21 +54,23 @@ def run(
 
 
 def test_submit_wait_done_saves_every_rank_log(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     spec = write_spec(tmp_path)
     logs = tmp_path / "logs"
-    code, out, err = run(
-        local, capsys, "submit", str(spec), "--wait", "done", "--save-logs", str(logs)
-    )
-    assert code == 0, err
-    assert "TrainJob demo in namespace default: created" in out
-    assert "SUCCEEDED (Complete)" in out
-    assert "nodes 0/2 ready" in err and "RUNNING" in err  # progress lines as it went
-    assert sorted(p.name for p in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
-    assert "rank 1 step 1" in (logs / "rank-1.log").read_text()
-    code, out, _ = run(local, capsys, "submit", str(spec))
-    assert code == 0 and "unchanged" in out
+    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+        local.run_once_watched("trainjobs")  # the job's life once the wait watches it
+        code, out, err = run(
+            local, capsys, "submit", str(spec), "--wait", "done", "--save-logs", str(logs)
+        )
+        assert code == 0, err
+        assert "TrainJob demo in namespace default: created" in out
+        assert "SUCCEEDED (Complete)" in out
+        assert "nodes 0/2 ready" in err and "RUNNING" in err  # progress lines as it went
+        assert sorted(p.name for p in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
+        assert "rank 1 step 1" in (logs / "rank-1.log").read_text()
+        code, out, _ = run(local, capsys, "submit", str(spec))
+        assert code == 0 and "unchanged" in out
 
 
 def test_a_spec_the_target_cannot_express_creates_nothing(
@@ -162,7 +164,8 @@ def test_a_job_being_deleted_says_what_holds_it(
         progress,
     )
     assert "only after up to 30 s" in progress  # why it can take long, said once
-    assert re.match(r"kfcompile: TrainJob demo in namespace default not gone after 0\.\ds", last)
+    # The time it waited, at least the 0.3 s asked (a loaded machine may take longer).
+    assert re.match(r"kfcompile: TrainJob demo in namespace default not gone after \d+\.\ds", last)
     assert "still there: TrainJob demo (held by foregroundDeletion" in last
     local.store.gc(running=True)
     local.store.settle()
@@ -310,7 +313,8 @@ def interrupt_once_waiting(local: LocalCluster) -> None:
     assert main_thread is not None
 
     def interrupt() -> None:
-        for _ in range(400):
+        deadline = time.monotonic() + 30  # however long a loaded machine takes to get there
+        while time.monotonic() < deadline:
             if local.kube.requests.count("GET", "/trainjobs", watch=True):
                 time.sleep(0.1)
                 signal.pthread_kill(main_thread, signal.SIGINT)
