@@ -256,7 +256,8 @@ def test_the_cli_prints_the_call_that_failed(http: LocalCluster, capsys: Any) ->
 def test_the_cli_says_once_that_the_watch_keeps_expiring(http: LocalCluster, capsys: Any) -> None:
     capsys.readouterr()
     http.kube.faults.add("GET", "/trainjobs", watch=True, status=410, times=10**6)
-    main(["wait", "demo", "--timeout", "1", "--kubeconfig", str(http.kubeconfig)])
+    # Long enough for the 410s in a row that make it say so, even on a loaded machine.
+    main(["wait", "demo", "--timeout", "3", "--kubeconfig", str(http.kubeconfig)])
     err = capsys.readouterr().err
     assert err.count("the watch keeps expiring") == 1
     assert "kfcompile: watch TrainJob default/demo: 410 Expired: the watch keeps" in err

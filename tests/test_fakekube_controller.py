@@ -694,7 +694,7 @@ def test_recreated_job_starts_from_scratch(store: Store, ctl: Controller) -> Non
 # --- The own thread, and the real client over HTTP ----------------------------------------------
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 3.0) -> None:
+def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"

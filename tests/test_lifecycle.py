@@ -14,7 +14,7 @@ import pytest
 import schema_check
 from attrs import evolve
 from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
-from fakekube.kubelet import BAD_IMAGE
+from fakekube.kubelet import BAD_IMAGE, SLOW_IMAGE
 from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
@@ -219,6 +219,46 @@ def test_submit_uploads_the_work_dir_first(local: InMemoryCluster, tmp_path: Pat
     assert creates.index("Pod") < creates.index("TrainJob")
     local.store.settle()
     assert _sync_pods(local) == []
+
+
+def test_submit_waits_for_the_sync_helper_as_long_as_it_is_told(
+    local: InMemoryCluster, tmp_path: Path
+) -> None:
+    job = spec(work_dir={"local": str(tmp_path), "pvc": CLAIM, "mount_path": "/workspace"})
+    with pytest.raises(lifecycle.TimedOut, match=r"^sync helper not running after 2s \(--time"):
+        lifecycle.submit(
+            local.session(),
+            job,
+            "trainjob/v2.3",
+            namespace=NAMESPACE,
+            environ={},
+            files=TarFiles(),
+            sync_image=f"{SLOW_IMAGE}:1",
+            sync_timeout=2,
+        )
+    assert local.clock.monotonic() < 3  # fake seconds: not the helper's default 300
+    local.store.settle()
+    assert _sync_pods(local) == [] and local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+
+
+@pytest.mark.parametrize("move", [lifecycle.sync_up, lifecycle.sync_down])
+def test_sync_to_a_claim_that_does_not_exist_makes_no_pod(
+    local: InMemoryCluster, tmp_path: Path, move: Callable[..., object]
+) -> None:
+    with pytest.raises(lifecycle.ClusterError) as info:
+        move(
+            local.session(),
+            TarFiles(),
+            namespace=NAMESPACE,
+            pvc="nope",
+            path="/",
+            local=str(tmp_path),
+        )
+    assert str(info.value) == (
+        "PersistentVolumeClaim nope does not exist in namespace default: create it, or name "
+        "another with --pvc"
+    )
+    assert local.calls.count("create") == 0 and local.clock.monotonic() == 0
 
 
 # --- wait and status ----------------------------------------------------------------------------

@@ -66,12 +66,14 @@ def test_wait_watches_each_change_as_it_happens() -> None:
 
 
 @pytest.mark.parametrize("fault", [{"status": 410}, {"drop_after": 1}])
-def test_wait_survives_a_watch_cut_on_the_wire(local: LocalCluster, fault: dict[str, Any]) -> None:
-    ref = submit(local, spec(**scenario("succeeds")))
-    local.kube.faults.add("GET", "/trainjobs", watch=True, **fault)
-    obs = lifecycle.wait(local.session(), ref, "done", timeout=15)
-    assert obs.state.state is State.SUCCEEDED
-    assert local.kube.faults.fired, "the fault never hit a request"
+def test_wait_survives_a_watch_cut_on_the_wire(fault: dict[str, Any]) -> None:
+    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+        ref = submit(local, spec(**scenario("succeeds")))
+        local.kube.faults.add("GET", "/trainjobs", watch=True, **fault)
+        local.run_once_watched("trainjobs")  # not done before the wait watches, however slow
+        obs = lifecycle.wait(local.session(), ref, "done", timeout=30)
+        assert obs.state.state is State.SUCCEEDED
+        assert local.kube.faults.fired, "the fault never hit a request"
 
 
 def test_follow_resumes_a_log_cut_on_the_wire_without_repeating(local: LocalCluster) -> None:

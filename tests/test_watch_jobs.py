@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import schema_check
+from fakekube.access import NamespaceAccess
 from fakekube.clock import FakeClock
 from fakekube.cluster import HISTORY, NAMESPACE, QUEUE, InMemoryCluster, LocalCluster, install
 from fakekube.memory import MemoryCluster
@@ -712,36 +713,55 @@ class Output(io.StringIO):
             return self.getvalue()
 
 
+def _list_watch(local: LocalCluster, out: Output, *flags: str) -> int:
+    """``kfcompile list -w`` with ``flags`` on a submitted job: once both kinds are watched,
+    the job's life, then Ctrl-C (never after the command has ended on its own)."""
+    main_thread = threading.main_thread().ident
+    assert main_thread is not None
+    ended, lock = threading.Event(), threading.Lock()
+
+    def drive() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not ended.is_set():
+            watched = [local.kube.requests.count("GET", f"/{p}", watch=True) for p in PLURALS]
+            if all(watched):
+                break
+            time.sleep(0.02)
+        local.controller.run_until_idle()
+        while time.monotonic() < deadline and " finished " not in out.text():
+            if ended.wait(0.02):
+                return
+        with lock:
+            if not ended.is_set():
+                signal.pthread_kill(main_thread, signal.SIGINT)
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    try:
+        return main(["list", "-w", *flags, "--kubeconfig", str(local.kubeconfig)])
+    finally:
+        with lock:
+            ended.set()
+        driver.join(30)
+
+
+def _submitted(local: LocalCluster) -> None:
+    """Quiet watches, as on a real server (a bookmark a minute): only a cut stops them; and a
+    Kueue-queued job."""
+    local.kube.bookmark_interval = 3600.0
+    job = structure({"name": "demo", "image": "python:3", "command": ["python"], "queue": QUEUE})
+    lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
+
+
 def test_list_watch_prints_the_table_then_a_line_per_change_until_ctrl_c(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    main_thread = threading.main_thread().ident
-    assert main_thread is not None
     out = Output()
     with LocalCluster(schema_check.require_shared(), auto=False) as local:
-        # Quiet watches, as on a real server (a bookmark a minute): only a cut stops them.
-        local.kube.bookmark_interval = 3600.0
+        _submitted(local)
         local.controller.trainer_status = True  # its steps reported in status.trainerStatus
-        job = structure(
-            {"name": "demo", "image": "python:3", "command": ["python"], "queue": QUEUE}
-        )
-        lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
-
-        def drive() -> None:  # once both kinds are watched: the job's life, then Ctrl-C
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                watched = [local.kube.requests.count("GET", f"/{p}", watch=True) for p in PLURALS]
-                if all(watched):
-                    break
-                time.sleep(0.02)
-            local.controller.run_until_idle()
-            while time.monotonic() < deadline and " finished " not in out.text():
-                time.sleep(0.02)
-            signal.pthread_kill(main_thread, signal.SIGINT)
-
-        threading.Thread(target=drive, daemon=True).start()
         monkeypatch.setattr("sys.stdout", out)
-        code = main(["list", "-w", "--kubeconfig", str(local.kubeconfig)])
+        code = _list_watch(local, out)
     assert code == 130
     lines = [" ".join(line.split()) for line in out.text().splitlines()]
     assert lines[0] == "NAMESPACE NAME KIND TARGET STATE PROGRESS CREATED"
@@ -763,6 +783,32 @@ def test_list_watch_prints_the_table_then_a_line_per_change_until_ctrl_c(
     # Ctrl-C closed the watches: no thread of the merge is left reading one.
     assert not [t for t in threading.enumerate() if t.name.startswith("kfcompile-merge-")]
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_list_all_namespaces_watch_without_the_right_falls_back_to_the_namespace(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Role, no ClusterRole: the table and the watch both fall back to the namespace, said
+    once; nothing is asked at the cluster scope after the table's refused list."""
+    out = Output()
+    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+        _submitted(local)
+        local.store.access = NamespaceAccess("alice", {NAMESPACE})
+        monkeypatch.setattr("sys.stdout", out)
+        code = _list_watch(local, out, "-A")
+        jobs = [r for p in PLURALS for r in local.kube.requests.matching("GET", f"/{p}")]
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert err.count("\n") == 1 and err.endswith(
+        "it needs list at the cluster scope (a ClusterRole); listing and watching namespace "
+        "default instead\n"
+    )
+    lines = [" ".join(line.split()) for line in out.text().splitlines()]
+    assert lines[1].split()[:3] == ["default", "demo", "TrainJob"]
+    assert lines[-1] == "default demo TrainJob finished SUCCEEDED (Complete)"  # watched
+    refused = [r.path for r in jobs if r.status == 403]
+    assert refused == ["/apis/trainer.kubeflow.org/v1alpha1/trainjobs"]  # the table's first
+    assert all(f"/namespaces/{NAMESPACE}/" in r.path for r in jobs if r.status != 403)
 
 
 PLURALS = (TRAINJOB.plural, PYTORCHJOB.plural)

@@ -13,6 +13,11 @@ The "shortly after" work is the garbage collector's: it runs on a worker thread,
 (``gc(lag=30)``: it notices what there is to do only 30 s of the store's time from now, as a real
 one notices a newly installed kind) or be absent (``gc(running=False)``: nothing it would do
 happens until it runs again).
+
+The worker never races a test: the API server answers each request only once the work that is
+due is done (``caught_up``), as if the collector were instant, and so does the work of other
+threads registered with ``also_catch_up`` (the kubelet's). The states in between are still
+there for watches to see, and for any request while the collector lags or is absent.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ _Bucket = tuple[str, str]  # (apiVersion, kind)
 _ObjKey = tuple[str, str]  # (namespace or "", name)
 PROPAGATIONS = ("Background", "Foreground", "Orphan")
 FOREGROUND = "foregroundDeletion"  # the finalizer of an owner deleted in the foreground
+# Seconds a wait for the background work gives it before it calls it stuck: it is done in
+# milliseconds, but a machine under load may not run the worker for a while.
+SETTLE_TIMEOUT = 30.0
 
 
 def _owner_uids(obj: Obj) -> list[str]:
@@ -81,6 +89,7 @@ class Collector:
         self._gc_from = -math.inf  # the garbage collector does nothing before this time
         self._gc_running = True
         self._no_kubelet: set[str] = set()  # nodes whose kubelet never confirms a pod stopped
+        self._helpers: builtins.list[Callable[[float], None]] = []  # their caught_up waits
 
     # --- switches for tests ------------------------------------------------------------------
 
@@ -393,7 +402,32 @@ class Collector:
             raise RuntimeError("Store(threaded=True) does its work on its own thread")
         return self._drain() > 0
 
-    def settle(self, timeout: float = 2.0) -> None:
+    def also_catch_up(self, wait: Callable[[float], None]) -> None:
+        """Have ``caught_up`` call ``wait(timeout)`` too: a helper's own thread (the kubelet's),
+        which raises TimeoutError if its work is not done by then."""
+        with self._lock:
+            self._helpers.append(wait)
+
+    def caught_up(self, timeout: float = SETTLE_TIMEOUT) -> None:
+        """Wait until the background work due now is done: the garbage collector's (what it
+        will do later, lagging, or once it runs again, does not count) and each helper's; the
+        API server calls this before it answers (TimeoutError if it is never done)."""
+        if self._threaded:
+            with self._idle:
+                if not self._idle.wait_for(self._nothing_due, timeout):
+                    raise TimeoutError("fakekube: garbage collection due but not done")
+        for wait in list(self._helpers):
+            wait(timeout)
+
+    def _nothing_due(self) -> bool:
+        """No work running, and none that may run now (lock held)."""
+        if not self._gc_running:
+            return True
+        now = self.clock()
+        running = self._pending - len(self._work)
+        return running == 0 and all(when > now for when, _, _ in self._work)
+
+    def settle(self, timeout: float = SETTLE_TIMEOUT) -> None:
         """Wait until the garbage collector has nothing left to do (TimeoutError otherwise);
         work of an absent one (``gc(running=False)``) does not count."""
         if not self._threaded:

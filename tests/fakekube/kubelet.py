@@ -6,8 +6,10 @@ in events (events/v1, as the scheduler writes them; the kubelet's image pulls li
 - an image containing ``does-not-exist``: ``ImagePullBackOff``, as a mistyped image would;
 - an image containing ``slow-to-pull``: ``ContainerCreating`` for as long as anyone waits.
 
-The kubelet works on its own thread (``with Kubelet(...)``), or, with ``threaded=False``, when
-:meth:`Kubelet.tick` is called (by a fake clock).
+The kubelet works on its own thread (``with Kubelet(...)``), whose work the API server waits
+for before it answers (``Store.caught_up``: a pod created is started, or stuck, by the next
+request, whatever the machine's speed), or, with ``threaded=False``, when :meth:`Kubelet.tick`
+is called (by a fake clock).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .events import Reporter
+from .resources import StoreError
 from .scenarios import NODE_COUNT
 from .store import Store
 
@@ -56,7 +59,11 @@ class Kubelet:
         self._thread = threading.Thread(target=self._run, name="kubelet", daemon=True)
         self._scheduler = Reporter.of(store, "default-scheduler")
         self._kubelet = Reporter.of(store, "kubelet")
+        self._done = threading.Condition()
+        self._queued = 0  # pods queued for the thread and not started yet
         store.subscribe(self._seen)
+        if threaded:
+            store.also_catch_up(self.caught_up)
 
     def __enter__(self) -> Kubelet:
         if self._threaded:
@@ -72,18 +79,44 @@ class Kubelet:
         meta = obj.get("metadata") or {}
         if event == "ADDED" and obj.get("kind") == "Pod" and not meta.get("ownerReferences"):
             item = (meta["namespace"], meta["name"])
-            (self._todo.put if self._threaded else self._ticked.append)(item)
+            if not self._threaded:
+                self._ticked.append(item)
+                return
+            with self._done:
+                self._queued += 1
+            self._todo.put(item)
 
     def _run(self) -> None:
         while (item := self._todo.get()) is not None:
-            self._start(*item)
+            try:
+                self._start_if_there(*item)
+            finally:
+                with self._done:
+                    self._queued -= 1
+                    self._done.notify_all()
+
+    def caught_up(self, timeout: float) -> None:
+        """Wait until every pod queued has been started (TimeoutError if not in ``timeout``);
+        a kubelet not running (not entered yet, or left) starts nothing, so nothing is awaited."""
+        if not self._thread.is_alive():
+            return
+        with self._done:
+            if not self._done.wait_for(lambda: self._queued == 0, timeout):
+                raise TimeoutError("fakekube: kubelet: pods queued but not started")
 
     def tick(self) -> bool:
         """Start the pods created since the last tick (``threaded=False``): whether any."""
         busy = bool(self._ticked)
         while self._ticked:
-            self._start(*self._ticked.popleft())
+            self._start_if_there(*self._ticked.popleft())
         return busy
+
+    def _start_if_there(self, namespace: str, name: str) -> None:
+        try:
+            self._start(namespace, name)
+        except StoreError as exc:
+            if exc.code != 404:
+                raise  # a 404: the pod was deleted while it was being started
 
     def _start(self, namespace: str, name: str) -> None:
         pod = self._store.get("v1", "Pod", namespace, name)

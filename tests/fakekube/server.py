@@ -275,6 +275,9 @@ class FakeKube:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         try:
+            # What the requests before this one set going is done first (``caught_up``), in
+            # the loop: it takes milliseconds, and the threads it waits for never need the loop.
+            self.store.caught_up()
             return await self._route(request)
         except StoreError as err:
             headers = [("Retry-After", "1")] if err.code == 429 else []

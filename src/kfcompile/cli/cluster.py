@@ -178,6 +178,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             environ=os.environ,
             files=ctx.files,
             sync_image=args.sync_image,
+            sync_timeout=_helper_timeout(args),
             on_deleting=_waiting_on(
                 f"being deleted; submit creates it again once it is gone "
                 f"(waiting up to {lifecycle.DELETING_WAIT:g}s)"
@@ -408,6 +409,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _set_suspended(args, False)
 
 
+def _helper_timeout(args: argparse.Namespace) -> float:
+    """How long the sync helper pod may take to start: ``--timeout``, the one its message
+    names."""
+    return SYNC_TIMEOUT if args.timeout is None else float(args.timeout)
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
     ctx = Context(args)
     move = lifecycle.sync_up if args.direction == "up" else lifecycle.sync_down
@@ -420,7 +427,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             path=args.path,
             local=args.local,
             image=args.sync_image,
-            timeout=SYNC_TIMEOUT if args.timeout is None else args.timeout,
+            timeout=_helper_timeout(args),
         )
     arrow = f"{args.local} -> {args.pvc}:{args.path}"
     if args.direction == "down":

@@ -63,9 +63,8 @@ def print_changes(
 
 def cmd_list(args: argparse.Namespace) -> int:
     ctx = Context(args)
-    namespace = None if args.all_namespaces else ctx.namespace
     with cluster_errors():
-        jobs = _list(ctx, args.all_namespaces)
+        jobs, namespace = _list(ctx, args.all_namespaces, args.watch)
     rows = [
         (
             j.ref.namespace or "",
@@ -89,21 +88,25 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(ctx: Context, all_namespaces: bool) -> list[lifecycle.Listed]:
-    """The jobs of every namespace, or of this one; where RBAC allows only namespaces (a Role,
-    no ClusterRole), this one, and it says so and names the permission that is missing."""
+def _list(
+    ctx: Context, all_namespaces: bool, watch: bool
+) -> tuple[list[lifecycle.Listed], str | None]:
+    """The jobs of every namespace, or of this one, and the namespace listed (``None``: all),
+    which the watch then watches; where RBAC allows only namespaces (a Role, no ClusterRole),
+    this one, said once (for the table and the watch) with the permission that is missing."""
     if not all_namespaces:
-        return lifecycle.list_jobs(ctx.session, ctx.namespace)
+        return lifecycle.list_jobs(ctx.session, ctx.namespace), ctx.namespace
     try:
-        return lifecycle.list_jobs(ctx.session, None)
+        return lifecycle.list_jobs(ctx.session, None), None
     except Forbidden as exc:
+        doing = "listing and watching" if watch else "listing"
         print(
             f"kfcompile: listing jobs in all namespaces is forbidden ({exc.message}): it needs "
-            f"list at the cluster scope (a ClusterRole); listing namespace {ctx.namespace} "
+            f"list at the cluster scope (a ClusterRole); {doing} namespace {ctx.namespace} "
             "instead",
             file=sys.stderr,
         )
-        return lifecycle.list_jobs(ctx.session, ctx.namespace)
+        return lifecycle.list_jobs(ctx.session, ctx.namespace), ctx.namespace
 
 
 def _state_cell(state: JobState) -> str:

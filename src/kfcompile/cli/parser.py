@@ -274,7 +274,12 @@ def _cluster_commands(sub: Any) -> None:
     )
     p.add_argument("--wait", choices=["running", "done"], help="then wait until this")
     p.add_argument("--follow", action="store_true", help="then stream every rank's log")
-    timeout(p)
+    p.add_argument(
+        "--timeout",
+        type=duration,
+        help="give up after this long (e.g. 30m): waiting for the job, and for the work dir's "
+        "sync helper pod to start (default 5m)",
+    )
     save_logs(p)
     sync_image(p)
 

@@ -29,9 +29,16 @@ from kfcompile.lifecycle.session import (
     call,
     named,
 )
-from kfcompile.lifecycle.sync import SYNC_IMAGE, Synced, sync_up
+from kfcompile.lifecycle.sync import (
+    SYNC_IMAGE,
+    SYNC_TIMEOUT,
+    Synced,
+    claim_missing,
+    missing,
+    sync_up,
+)
 from kfcompile.lifecycle.target import crd_problems
-from kfcompile.ports import ApiError, Forbidden, LocalFiles, Obj, Ref
+from kfcompile.ports import ApiError, LocalFiles, Obj, Ref
 from kfcompile.spec import JobSpec
 from kfcompile.targets import target
 
@@ -109,19 +116,12 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
     kind = KINDS[job["kind"]]
     namespace = prepared.ref.namespace or "default"
     problems: list[str] = []
-
-    def missing(ref: Ref) -> bool:
-        try:
-            return get(session, ref) is None
-        except Forbidden:
-            return False  # we may not read it; the create will tell
-
     if not served(session, kind.api_version, kind.name):
         problems.append(
             f"{kind.name} ({kind.api_version}) is not served by this cluster: its CRD is "
             f"missing; {kind.install}"
         )
-    if missing(Ref("v1", "Namespace", None, namespace)):
+    if missing(session, Ref("v1", "Namespace", None, namespace)):
         problems.append(
             f"namespace {namespace} does not exist: create it (kubectl create namespace "
             f"{namespace}) or choose another with -n"
@@ -130,7 +130,7 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
         ref = job["spec"]["runtimeRef"]
         runtime_kind = ref.get("kind", "ClusterTrainingRuntime")
         scope = None if runtime_kind == "ClusterTrainingRuntime" else namespace
-        if missing(Ref(RUNTIME_API, runtime_kind, scope, ref["name"])):
+        if missing(session, Ref(RUNTIME_API, runtime_kind, scope, ref["name"])):
             where = f" in namespace {namespace}" if scope else ""
             plural = runtime_kind.lower() + "s"
             problems.append(
@@ -144,18 +144,14 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
                 f"the job names Kueue queue {queue_name} but Kueue is not installed "
                 "(LocalQueue is not served): install Kueue or remove `queue`"
             )
-        elif missing(Ref(LOCAL_QUEUE_API, "LocalQueue", namespace, queue_name)):
+        elif missing(session, Ref(LOCAL_QUEUE_API, "LocalQueue", namespace, queue_name)):
             problems.append(
                 f"Kueue LocalQueue {queue_name} does not exist in namespace {namespace}: "
                 f"create it or fix `queue` (kubectl get localqueues -n {namespace})"
             )
-    if spec.work_dir is not None and missing(
-        Ref("v1", "PersistentVolumeClaim", namespace, spec.work_dir.pvc)
-    ):
-        problems.append(
-            f"PersistentVolumeClaim {spec.work_dir.pvc} does not exist in namespace "
-            f"{namespace}: create it before submitting (work_dir.pvc)"
-        )
+    no_claim = claim_missing(session, namespace, spec.work_dir.pvc) if spec.work_dir else None
+    if no_claim:
+        problems.append(f"{no_claim}: create it before submitting (work_dir.pvc)")
     return problems
 
 
@@ -205,12 +201,14 @@ def submit(
     environ: Mapping[str, str],
     files: LocalFiles | None = None,
     sync_image: str = SYNC_IMAGE,
+    sync_timeout: float = SYNC_TIMEOUT,
     deleting_wait: float = DELETING_WAIT,
     on_deleting: Callable[[Remaining, float], None] | None = None,
     dry_run: bool = False,
     against: Obj | None = None,
 ) -> Submitted:
-    """Check the cluster, upload the work dir, then create companions and the job.
+    """Check the cluster, upload the work dir (its helper pod may take ``sync_timeout``
+    seconds to start), then create companions and the job.
 
     A job of that name being deleted (a ``cancel`` just before) is never "already submitted":
     this waits up to ``deleting_wait`` seconds for it to be gone, telling ``on_deleting`` what
@@ -268,6 +266,7 @@ def submit(
             path="/",
             local=spec.work_dir.local,
             image=sync_image,
+            timeout=sync_timeout,
         )
     created: list[Obj] = []
     owned: set[Ref] = set()

@@ -25,13 +25,23 @@ from kfcompile.lifecycle.session import (
     named,
     poll,
 )
-from kfcompile.ports import ApiError, ExecOutput, ExecResult, LocalFiles, NotFound, Obj, Packed, Ref
+from kfcompile.ports import (
+    ApiError,
+    ExecOutput,
+    ExecResult,
+    Forbidden,
+    LocalFiles,
+    NotFound,
+    Obj,
+    Packed,
+    Ref,
+)
 
 T = TypeVar("T")
 
 SYNC_IMAGE: Final = "busybox:1.36"  # has tar; the helper pod runs nothing else
 SYNC_ROOT: Final = "/mnt/pvc"
-SYNC_TIMEOUT: Final = 300.0  # seconds the helper pod may take to start (sync --timeout)
+SYNC_TIMEOUT: Final = 300.0  # seconds the helper pod may take to start, unless --timeout says
 HELPER_EVENTS: Final = 5  # events of a helper pod that does not start, said with why
 
 
@@ -47,6 +57,23 @@ def claim_dir(path: str) -> str:
         raise ClusterError(f"--path {path}: must be absolute (a directory inside the claim)")
     inside = posixpath.normpath(path).lstrip("/")  # "/.." is "/": never above the claim
     return posixpath.join(SYNC_ROOT, inside).rstrip("/")
+
+
+def missing(session: Session, ref: Ref) -> bool:
+    """Whether ``ref`` does not exist; one we may not read counts as there (the create that
+    needs it will tell)."""
+    try:
+        return get(session, ref) is None
+    except Forbidden:
+        return False
+
+
+def claim_missing(session: Session, namespace: str, pvc: str) -> str | None:
+    """What is wrong when the claim does not exist (the caller adds how to fix it), else None:
+    checked before a helper pod is made, which would otherwise wait unscheduled."""
+    if missing(session, Ref("v1", "PersistentVolumeClaim", namespace, pvc)):
+        return f"PersistentVolumeClaim {pvc} does not exist in namespace {namespace}"
+    return None
 
 
 def _helper_pod(namespace: str, pvc: str, image: str, token: str) -> Obj:
@@ -120,8 +147,11 @@ def _with_helper(
     timeout: float,
     work: Callable[[Ref], T],
 ) -> T:
-    """Run ``work`` with a short-lived pod that mounts ``pvc``; the pod is deleted on every
-    path out, errors and Ctrl-C included."""
+    """Run ``work`` with a short-lived pod that mounts ``pvc`` (which must exist); the pod is
+    deleted on every path out, errors and Ctrl-C included."""
+    absent = claim_missing(session, namespace, pvc)
+    if absent:
+        raise ClusterError(f"{absent}: create it, or name another with --pvc")
     token = "".join(f"{int(session.jitter() * 2**32):08x}" for _ in range(2))
     pod = create(session, _helper_pod(namespace, pvc, image, token), token)
     ref = Ref.of(pod)
