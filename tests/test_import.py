@@ -566,8 +566,24 @@ def test_nproc_values_without_a_spec_equivalent() -> None:
     assert import_manifest(pytorchjob()).nprocs_per_node == "auto"  # the operator's default
 
 
+# The accelerators' device plugins, restated here as the oracle (not read from the importer):
+# NVIDIA's k8s-device-plugin, AMD's ROCm k8s-device-plugin, Intel's GPU plugin (i915 and xe),
+# Habana's Gaudi plugin, AWS's Neuron plugin (devices and cores), GKE's TPUs.
+DEVICE_PLUGIN_GPUS = (
+    "nvidia.com/gpu",
+    "amd.com/gpu",
+    "gpu.intel.com/i915",
+    "gpu.intel.com/xe",
+    "habana.ai/gaudi",
+    "aws.amazon.com/neuron",
+    "aws.amazon.com/neuroncore",
+    "google.com/tpu",
+)
+
+
 def test_gpus_are_recognised_by_resource_name() -> None:
-    for gpu in GPU_RESOURCES:
+    assert set(GPU_RESOURCES) == set(DEVICE_PLUGIN_GPUS)
+    for gpu in DEVICE_PLUGIN_GPUS:
         job = trainjob(trainer={"image": "i", "resourcesPerNode": {"limits": {gpu: 2}}})
         spec = import_manifest(job)
         assert (spec.gpus_per_node, spec.gpu_resource, spec.nprocs) == (2, gpu, "auto")

@@ -769,17 +769,18 @@ class ExpiringPages:
     """A Cluster port whose pod list comes in pages and forgets its first continue token once,
     as a real server does after compaction."""
 
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
+    def __init__(self, pods: list[dict[str, Any]], *, always: bool = False) -> None:
         self.pods = pods
         self.calls: list[str | None] = []
         self.expired = False
+        self.always = always  # every continue token has expired by the time it comes back
 
     def list(self, api_version: str, kind: str, namespace: str | None, **kw: Any) -> Any:
         from kfcompile.ports import Gone, Page
 
         token, limit = kw.get("continue_token"), kw["limit"]
         self.calls.append(token)
-        if token is not None and not self.expired:
+        if token is not None and (self.always or not self.expired):
             self.expired = True
             raise Gone(410, "Expired", "The provided continue parameter is too old")
         start = int(token or 0)
@@ -816,6 +817,19 @@ def test_an_expired_continue_token_starts_the_list_over() -> None:
     obs = lifecycle.observe(lifecycle.Session(port, Instant()), job)  # type: ignore[arg-type]
     assert [n.rank for n in obs.nodes] == list(range(1200))  # each once, none missing
     assert port.calls == [None, "500", None, "500", "1000"]
+
+
+def test_a_list_whose_tokens_keep_expiring_starts_over_list_restarts_times_then_fails() -> None:
+    from kfcompile.lifecycle import LIST_RESTARTS
+    from kfcompile.lifecycle.objects import list_all
+    from kfcompile.ports import Gone
+
+    pods = [{"metadata": {"name": f"p-{i}"}} for i in range(600)]  # two pages
+    port = ExpiringPages(pods, always=True)
+    with pytest.raises(Gone):
+        list_all(lifecycle.Session(port, Instant()), "v1", "Pod", NAMESPACE)  # type: ignore[arg-type]
+    # the first try, then LIST_RESTARTS more, each a first page and an expired second
+    assert port.calls == [None, "500"] * (1 + LIST_RESTARTS)
 
 
 # --- each operation rides out each kind of transient trouble ------------------------------------

@@ -1280,3 +1280,16 @@ def test_a_spec_is_immutable_at_every_depth_and_hashable() -> None:
     job = render(spec, V23)[-1]
     job["spec"]["trainer"]["env"].append({"name": "C", "value": "3"})
     assert [e["name"] for e in render(spec, V23)[-1]["spec"]["trainer"]["env"]] == ["A", "B"]
+
+
+def test_a_bug_while_structuring_is_raised_as_a_bug_not_a_spec_problem() -> None:
+    """What a malformed spec raises (a group of KeyError/ValueError/TypeError leaves) is one
+    problem per leaf; anything else is the code's fault and is not dressed as "required"."""
+    from cattrs.errors import ClassValidationError
+
+    from kfcompile.structuring import problems_of
+
+    bad = ClassValidationError("x", [KeyError("name"), ValueError("must be 1 or more")], JobSpec)
+    assert [p.message for p in problems_of(bad, "spec")] == ["required", "must be 1 or more"]
+    with pytest.raises(AttributeError):
+        problems_of(ClassValidationError("x", [AttributeError("oops")], JobSpec), "spec")

@@ -14,7 +14,7 @@ from typing import Any
 from kfcompile import yamlio
 from kfcompile.errors import Problem, SpecError
 from kfcompile.spec import JobSpec
-from kfcompile.structuring import converter, kind_of, problems_of
+from kfcompile.structuring import SPEC_FAILURES, converter, kind_of, problems_of
 
 
 def structure(data: Any) -> JobSpec:
@@ -25,7 +25,7 @@ def structure(data: Any) -> JobSpec:
         return converter.structure(data, JobSpec)
     except SpecError:
         raise
-    except Exception as exc:
+    except SPEC_FAILURES as exc:
         raise SpecError(problems_of(exc, "")) from None
 
 

@@ -13,7 +13,7 @@ import difflib
 import functools
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import attrs
 import cattrs
@@ -167,7 +167,7 @@ def check_fields(cls: type, values: Mapping[str, Any]) -> tuple[dict[str, Any], 
             problems += problems_of(exc, a.name)
             done[a.name] = exc.built
             continue
-        except Exception as exc:  # cattrs groups every structuring failure; flatten them
+        except SPEC_FAILURES as exc:  # cattrs groups every structuring failure; flatten them
             problems += problems_of(exc, a.name)
             continue
         done[a.name] = value
@@ -251,6 +251,13 @@ def _note_path(at: FieldPath, exc: BaseException) -> FieldPath:
     return at
 
 
+# What a malformed spec makes cattrs and the hooks raise (the groups, and their leaves: a key
+# missing, a value of the wrong type or out of range). Anything else is a bug, never a problem
+# of the spec: it is raised as it is.
+_LEAVES: Final = (SpecError, KeyError, ValueError, TypeError)
+SPEC_FAILURES: Final = (ClassValidationError, IterableValidationError, *_LEAVES)
+
+
 def problems_of(exc: BaseException, path: str | FieldPath) -> list[Problem]:
     """A structuring failure as one problem per leaf, each with its field path."""
     at = field_path(path)
@@ -260,4 +267,6 @@ def problems_of(exc: BaseException, path: str | FieldPath) -> list[Problem]:
         return [Problem(at.join(p.at), p.message) for p in exc.problems]
     if isinstance(exc, KeyError):
         return [Problem(at, "required")]
-    return [Problem(at, str(exc))]
+    if isinstance(exc, _LEAVES):
+        return [Problem(at, str(exc))]
+    raise exc
