@@ -128,14 +128,24 @@ class KfcompileRequest:
 
 class RunOpts(runopts):  # type: ignore[misc]
     """The scheduler's run options. torchx 0.7's ``cfg_from_str`` drops ``-cfg`` keys that
-    are no option before the scheduler sees them (``-cfg namespce=team-a`` would run in
-    ``default``): here they stay, as given, for ``dryrun`` to refuse."""
+    are no option (``-cfg namespce=team-a`` would run in ``default``), nightlies refuse them
+    with a traceback: here each is a line with the option it may mean."""
 
     def cfg_from_str(self, cfg_str: str) -> dict[str, Any]:
         from torchx.specs.api import to_dict
 
-        given = {k: v for k, v in to_dict(cfg_str).items() if self.get(k) is None}
-        return {**given, **super().cfg_from_str(cfg_str)}
+        unknown = unknown_options(to_dict(cfg_str))
+        if unknown:
+            raise SchedulerError("\n".join(unknown))
+        result: dict[str, Any] = super().cfg_from_str(cfg_str)
+        return result
+
+    def resolve(self, cfg: Mapping[str, Any]) -> Any:
+        """What the Runner checks a ``cfg`` mapping with (0.7 drops unknown keys here too)."""
+        unknown = unknown_options(cfg)
+        if unknown:
+            raise SchedulerError("\n".join(unknown))
+        return super().resolve(cfg)
 
 
 def unknown_options(cfg: Mapping[str, Any]) -> list[str]:
@@ -150,10 +160,8 @@ def _suffix() -> str:
 
 
 def dryrun(app: Any, cfg: Mapping[str, Any], suffix: str) -> KfcompileRequest:
-    """The request for ``app`` with run options ``cfg``; no cluster is consulted."""
-    unknown = unknown_options(cfg)
-    if unknown:
-        raise SchedulerError("\n".join(unknown))
+    """The request for ``app`` with run options ``cfg`` (checked by ``RunOpts``); no cluster
+    is consulted."""
     try:
         options = Options.of(cfg)
         spec = build(app, options, suffix, torchx.__version__)
