@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 from collections.abc import Sequence
 
@@ -68,12 +67,9 @@ def parser() -> argparse.ArgumentParser:
 
 def run_on_cluster(spec: kfcompile.JobSpec, target: str, kubeconfig: str | None) -> int:
     """Submit, report each change of state, and print every rank's log at the end."""
-    from kfcompile_kube import KubeCluster, SystemClock, connect
+    import kfcompile_kube
 
-    connection = connect(kubeconfig)
-    session = lifecycle.Session(
-        KubeCluster(connection.api_client), SystemClock(), jitter=random.random
-    )
+    session, connection = kfcompile_kube.session(kubeconfig)
     submitted = lifecycle.submit(
         session, spec, target, namespace=connection.namespace, environ=os.environ
     )

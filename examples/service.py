@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import secrets
 import sys
 import threading
@@ -177,13 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout, indent=2)
         print()
         return 0
-    from kfcompile_kube import KubeCluster, SystemClock, connect
+    import kfcompile_kube
 
     try:  # a kubeconfig that is missing or broken is one line too (ConfigError)
-        connection = connect(args.kubeconfig)
-        session = lifecycle.Session(
-            KubeCluster(connection.api_client), SystemClock(), jitter=random.random
-        )
+        session, connection = kfcompile_kube.session(args.kubeconfig)
         service = Service(session, connection.namespace, args)
         threading.Thread(target=service.serve_requests, args=(sys.stdin,), daemon=True).start()
         return service.run()

@@ -396,3 +396,25 @@ def test_a_token_beside_exec_wins_and_the_plugin_never_runs(tmp_path: Path) -> N
     kc = kubeconfig_for_user(tmp_path / "kc", user)
     assert bearer(connect(str(kc), environ={})) == f"Bearer {TOKEN}"
     assert not (tmp_path / "ran").exists()
+
+
+def test_the_composition_root_wires_the_session_as_the_cli_does(tmp_path: Path) -> None:
+    """``kfcompile_kube.session``: the one place the ports become a lifecycle Session (the CLI,
+    the TorchX scheduler, the NeMo-Run executor and the examples all take it)."""
+    import random
+
+    import kfcompile_kube
+    from kfcompile_kube import KubeCluster, SystemClock
+
+    path = kubeconfig(tmp_path / "kc", contexts={"one": "team-a", "two": None})
+    told: list[str] = []
+    session, conn = kfcompile_kube.session(
+        str(path), "two", request_timeout=7, retry_for=3, on_retry=lambda what, _: told.append(what)
+    )
+    assert conn.namespace == "default" and conn.request_timeout == 7
+    assert isinstance(session.cluster, KubeCluster) and isinstance(session.clock, SystemClock)
+    assert session.cluster._request_timeout == 7  # the connection's, not the class default
+    assert session.jitter is random.random  # real jitter: retries of many clients spread out
+    assert session.retry_for == 3 and session.on_retry is not None
+    with pytest.raises(kfcompile_kube.ConfigError):
+        kfcompile_kube.session(str(tmp_path / "missing"))

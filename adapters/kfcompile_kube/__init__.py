@@ -1,7 +1,7 @@
 """kfcompile's ports (``kfcompile.ports``) implemented with the official ``kubernetes`` client.
 
->>> conn = connect()  # kubeconfig or in-cluster, as kubectl would
->>> cluster = KubeCluster(conn.api_client)
+>>> session, connection = kfcompile_kube.session()  # kubeconfig or in-cluster, as kubectl would
+>>> lifecycle.status(session, lifecycle.locate(session, connection.namespace, "demo"))
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from kfcompile_kube.cluster import KubeCluster
 from kfcompile_kube.config import ConfigError, Connection, connect
 from kfcompile_kube.fanout import Threads
 from kfcompile_kube.local import SystemClock, TarFiles
+from kfcompile_kube.wiring import session
 
 __all__ = [
     "ConfigError",
@@ -19,4 +20,5 @@ __all__ = [
     "TarFiles",
     "Threads",
     "connect",
+    "session",
 ]

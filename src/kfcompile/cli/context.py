@@ -4,7 +4,6 @@ the namespace it acts in, the target it renders for, and how API trouble is said
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,7 +11,7 @@ from contextlib import contextmanager
 from kfcompile import lifecycle
 from kfcompile.cli.common import Failed
 from kfcompile.errors import KfcompileError
-from kfcompile.lifecycle import ClusterError, Session, locate
+from kfcompile.lifecycle import ClusterError, locate
 from kfcompile.lifecycle.target import Found
 from kfcompile.ports import ApiError, LocalFiles, Ref, Transient
 
@@ -22,22 +21,19 @@ class Context:
 
     def __init__(self, args: argparse.Namespace, spec_namespace: str | None = None) -> None:
         # The adapter imports the kubernetes client (~300 ms): only when a command runs.
-        from kfcompile_kube import ConfigError, KubeCluster, SystemClock, TarFiles, connect
+        import kfcompile_kube
 
         try:
-            connection = connect(
-                args.kubeconfig, args.context, request_timeout=args.request_timeout
+            self.session, connection = kfcompile_kube.session(
+                args.kubeconfig,
+                args.context,
+                request_timeout=args.request_timeout,
+                retry_for=RETRY_FOR,
+                on_retry=_retrying,
             )
-        except ConfigError as exc:
+        except kfcompile_kube.ConfigError as exc:
             raise Failed("kfcompile", str(exc).splitlines()) from None
-        self.session: Session = Session(
-            KubeCluster(connection.api_client, request_timeout=connection.request_timeout),
-            SystemClock(),
-            jitter=random.random,
-            retry_for=RETRY_FOR,
-            on_retry=_retrying,
-        )
-        self.files: LocalFiles = TarFiles()
+        self.files: LocalFiles = kfcompile_kube.TarFiles()
         # Namespace: the flag, then the spec, then the kubeconfig context, then "default".
         flag = getattr(args, "namespace", None)  # validate --cluster has none
         self.namespace: str = flag or spec_namespace or connection.namespace

@@ -70,14 +70,10 @@ def connect() -> tuple[lifecycle.Session, str]:
     """A lifecycle session on the cluster of the current kubeconfig (or the pod's service
     account), as KubeflowExecutor finds it, and the kubeconfig's namespace. Every scheduler
     makes its own: the state is on the cluster."""
-    import random
+    import kfcompile_kube
 
-    from kfcompile_kube import KubeCluster, SystemClock
-    from kfcompile_kube import connect as kube_connect
-
-    conn = kube_connect()
-    cluster = KubeCluster(conn.api_client)
-    return lifecycle.Session(cluster, SystemClock(), jitter=random.random), conn.namespace
+    wired, connection = kfcompile_kube.session()
+    return wired, connection.namespace
 
 
 def session() -> lifecycle.Session:

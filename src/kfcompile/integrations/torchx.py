@@ -284,21 +284,13 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
     def _session(self, kubeconfig: str | None, context: str | None) -> lifecycle.Session:
         key = (kubeconfig, context)
         if key not in self._sessions:
-            import random
-
-            from kfcompile_kube import ConfigError, KubeCluster, SystemClock, connect
+            import kfcompile_kube
 
             try:
-                connection = connect(kubeconfig, context)
-            except ConfigError as exc:
+                wired, connection = kfcompile_kube.session(kubeconfig, context, on_retry=_retrying)
+            except kfcompile_kube.ConfigError as exc:
                 raise SchedulerError(str(exc)) from None
-            self._connections[key] = connection
-            self._sessions[key] = lifecycle.Session(
-                KubeCluster(connection.api_client),
-                SystemClock(),
-                jitter=random.random,
-                on_retry=_retrying,
-            )
+            self._connections[key], self._sessions[key] = connection, wired
         return self._sessions[key]
 
     def _cluster(self, cfg: Mapping[str, Any] | None = None) -> tuple[lifecycle.Session, str]:
