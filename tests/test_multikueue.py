@@ -4,6 +4,7 @@ kubeconfig with a context each) with MultiKueue between them (``fakekube.multiku
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,3 +64,67 @@ def test_the_fake_dispatches_mirrors_and_copies_status_back(
     assert len(clusters.worker.store.list("v1", "Pod", NAMESPACE)) == 2
     conditions = {c["type"] for c in job["status"]["conditions"]}
     assert "Complete" in conditions
+
+
+def submitted(clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(clusters, capsys, "submit", str(write_spec(tmp_path, "hang")))
+    assert code == 0, err
+    clusters.settle()
+
+
+def test_status_shows_the_worker_its_pods_and_events(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    submitted(clusters, capsys, tmp_path)
+    code, out, err = run(clusters, capsys, "status", "demo")
+    assert code == 0, err
+    assert "TrainJob demo in namespace default: RUNNING" in out
+    assert "cluster: dispatched to worker cluster worker1 (Workload trainjob-demo-" in out
+    assert "admission check multikueue: Ready" in out
+    assert "nodes: 2/2 ready" in out
+    assert "demo-node-0-1-" in out  # a pod on the worker, listed by rank
+    code, out, err = run(clusters, capsys, "status", "demo", "-o", "json")
+    doc = json.loads(out)
+    assert doc["multikueue"]["cluster"] == "worker1" and doc["nodesReady"] == 2
+
+
+def test_logs_come_from_the_worker_and_cancel_waits_for_the_mirror(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    submitted(clusters, capsys, tmp_path)
+    code, out, err = run(clusters, capsys, "logs", "demo", "--rank", "1")
+    assert code == 0, err
+    assert "rank 1 step 1" in out
+    assert "dispatched to worker cluster worker1" in err
+    with clusters.ticking():
+        code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "30s")
+    assert code == 0, err
+    assert "its mirror on worker cluster worker1 is gone, with its pods" in out
+    assert clusters.worker.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+    assert clusters.worker.store.list("v1", "Pod", NAMESPACE) == []
+    assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+
+
+def test_a_worker_no_context_reaches_is_named_with_how_to_reach_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with TwoClusters(schema_check.require_shared(), worker_context=None) as clusters:
+        submitted(clusters, capsys, tmp_path)
+        code, out, err = run(clusters, capsys, "logs", "demo")
+        assert code == 1 and "Traceback" not in err
+        line = (
+            "runs on worker cluster worker1, which this kubeconfig does not reach "
+            "(context 'worker1', of the same name"
+        )
+        assert line in err and "give its context with --cluster worker1=CONTEXT" in err
+        code, out, err = run(clusters, capsys, "status", "demo")
+        assert code == 0 and "worker: TrainJob demo in namespace default runs on" in out
+
+
+def test_a_worker_context_given_with_cluster(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with TwoClusters(schema_check.require_shared(), worker_context="ctx-w1") as clusters:
+        submitted(clusters, capsys, tmp_path)
+        code, out, err = run(clusters, capsys, "logs", "demo", "--cluster", "worker1=ctx-w1")
+        assert code == 0 and "rank 0 step 1" in out, err

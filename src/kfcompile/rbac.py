@@ -68,6 +68,12 @@ NAMESPACED: Final[tuple[Rule, ...]] = (
     Rule("events.k8s.io", "events", ("list",), "status, events (events written as events/v1)"),
     Rule("", "persistentvolumeclaims", ("get",), "preflight of work_dir"),
     Rule("kueue.x-k8s.io", "localqueues", ("get",), "preflight of queue"),
+    Rule(
+        "kueue.x-k8s.io",
+        "workloads",
+        ("list",),
+        "MultiKueue manager: the worker cluster a job was dispatched to",
+    ),
 )
 
 # In the Trainer's namespace: the one ConfigMap that says the Trainer's release (see above).

@@ -30,6 +30,7 @@ from kfcompile.cli.common import (
     load,
 )
 from kfcompile.cli.context import Context, cluster_errors, target_for
+from kfcompile.cli.workers import Remote, observed, remote
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle import (
     SYNC_TIMEOUT,
@@ -111,12 +112,14 @@ def _finish(obs: Observation) -> int:
     return 1 if state.state is State.FAILED else 0
 
 
-def _save_logs(ctx: Context, ref: Ref, directory: str) -> None:
+def _save_logs(session: lifecycle.Session | None, ref: Ref, directory: str) -> None:
     """Every rank's complete log to DIR/rank-N.log (logs vanish with the pods); a rank whose
-    log cannot be read says why."""
+    log cannot be read says why. None: the cluster that ran the job cannot be reached (said)."""
+    if session is None:
+        return
     folder = Path(directory)
-    saved: dict[int | None, list[str]] = {rank: [] for rank in ranks(ctx.session, ref)}
-    for line in lifecycle.logs(ctx.session, ref, on_waiting=_say_waiting):
+    saved: dict[int | None, list[str]] = {rank: [] for rank in ranks(session, ref)}
+    for line in lifecycle.logs(session, ref, on_waiting=_say_waiting):
         saved.setdefault(line.rank, []).append(line.text)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -233,7 +236,7 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
     finally:
         shown.close()
     if args.save_logs and obs.state.finished:
-        _save_logs(ctx, ref, args.save_logs)
+        _save_logs(ctx.session, ref, args.save_logs)
     return _finish(obs)
 
 
@@ -263,12 +266,17 @@ def _interrupted(ctx: Context, ref: Ref, how: KeyboardInterrupt) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
+        obs, far = observed(ctx, args, _job(ctx, args))
     if args.output == "json":
-        print(json.dumps(_status_doc(obs), indent=2))
+        doc = _status_doc(obs)
+        print(json.dumps(doc if far is None else {**doc, "multikueue": far.as_json()}, indent=2))
         return 0
     state = obs.state
     print(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
+    if far is not None:
+        print(f"cluster: {far.dispatch}")
+        if far.problem:
+            print(f"worker: {far.problem}")
     print(f"nodes: {obs.nodes_ready}/{obs.nodes_total} ready")
     progress = obs.progress
     if progress is None:
@@ -286,6 +294,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         for event in obs.events:
             print(f"  {event}")
     return 0
+
+
+def _job(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
+    return lifecycle.find(ctx.session, ctx.namespace, args.name, args.kind)
 
 
 def _status_doc(obs: Observation) -> dict[str, Any]:
@@ -317,7 +329,8 @@ def _status_doc(obs: Observation) -> dict[str, Any]:
 def cmd_wait(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        ref = ctx.find(args.name, args.kind)
+        job = _job(ctx, args)
+        ref = Ref.of(job)
         shown = _Progress()
         try:
             obs = lifecycle.wait(
@@ -325,8 +338,11 @@ def cmd_wait(args: argparse.Namespace) -> int:
             )
         finally:
             shown.close()
+        far = remote(ctx, args, job)  # where it ran (no request unless MultiKueue manages it)
+        if far is not None:
+            far.say()
         if args.save_logs and obs.state.finished:
-            _save_logs(ctx, ref, args.save_logs)
+            _save_logs(ctx.session if far is None else far.session, ref, args.save_logs)
     return _finish(obs)
 
 
@@ -341,9 +357,17 @@ def cmd_logs(args: argparse.Namespace) -> int:
         _say_waiting(notice)
 
     with cluster_errors():
-        ref = ctx.find(args.name, args.kind)
+        job = _job(ctx, args)
+        ref = Ref.of(job)
+        far = remote(ctx, args, job)
+        session = ctx.session
+        if far is not None:  # MultiKueue runs it on a worker: its pods are there
+            far.say()
+            if far.session is None:
+                return 1
+            session = far.session
         lines = lifecycle.logs(
-            ctx.session,
+            session,
             ref,
             rank=None if args.all_ranks else args.rank,
             follow=args.follow,
@@ -361,7 +385,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_events(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
+        obs, far = observed(ctx, args, _job(ctx, args))
+    if far is not None:
+        far.say()
     for event in obs.events:
         print(event)
     if not obs.events:
@@ -373,10 +399,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
         try:
-            ref = ctx.find(args.name, args.kind)
+            job = _job(ctx, args)
         except lifecycle.JobNotFound as exc:
             print(f"{exc}: nothing to cancel", file=sys.stderr)
             return 0
+        ref = Ref.of(job)
+        far = remote(ctx, args, job) if args.wait else None  # before its Workload goes
         done = lifecycle.cancel(
             ctx.session,
             ref,
@@ -384,11 +412,30 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             on_change=_waiting_on("cancel --wait"),
         )
+        if far is not None:
+            _mirror_gone(far, args.timeout)
     if not done.existed:
         print(f"{ref}: already gone, nothing to cancel", file=sys.stderr)
     else:
         print(f"{ref}: {'deleted, with all its pods' if args.wait else 'deleting'}")
     return 0
+
+
+def _mirror_gone(far: Remote, timeout: float | None) -> None:
+    """After the manager's job is gone: wait until MultiKueue's mirror of it on the worker, and
+    its pods, are gone too; or say what could not be checked."""
+    if far.session is None:
+        why = far.problem or "the job was never dispatched to a worker cluster"
+        print(f"kfcompile: not checked on a worker cluster: {why}", file=sys.stderr)
+        return
+    lifecycle.wait_gone(
+        far.session,
+        far.ref,
+        pods=True,
+        timeout=timeout,
+        on_change=_waiting_on(f"cancel --wait, on worker cluster {far.cluster}"),
+    )
+    print(f"{far.ref}: its mirror on worker cluster {far.cluster} is gone, with its pods")
 
 
 def _set_suspended(args: argparse.Namespace, value: bool) -> int:
