@@ -16,6 +16,7 @@ from fakekube.multikueue import KUEUE, MULTIKUEUE, TwoClusters
 from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile.cli import main
+from kfcompile.lifecycle.multikueue import JOB_UID_LABEL, check_names, pick_workload, read_workload
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 
@@ -83,6 +84,7 @@ def test_status_shows_the_worker_its_pods_and_events(
     assert "admission check multikueue: Ready" in out
     assert "nodes: 2/2 ready" in out
     assert "demo-node-0-1-" in out  # a pod on the worker, listed by rank
+    assert "events on worker cluster worker1:" in out and "Created pod: demo-node-0-0-" in out
     code, out, err = run(clusters, capsys, "status", "demo", "-o", "json")
     doc = json.loads(out)
     assert doc["multikueue"]["cluster"] == "worker1" and doc["nodesReady"] == 2
@@ -128,3 +130,74 @@ def test_a_worker_context_given_with_cluster(
         submitted(clusters, capsys, tmp_path)
         code, out, err = run(clusters, capsys, "logs", "demo", "--cluster", "worker1=ctx-w1")
         assert code == 0 and "rank 0 step 1" in out, err
+
+
+def test_submit_says_the_queue_dispatches_and_wait_names_the_worker(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run(clusters, capsys, "submit", str(write_spec(tmp_path)))
+    assert code == 0, err
+    assert f"queue {QUEUE} is a MultiKueue queue (its ClusterQueue has the AdmissionCheck " in err
+    clusters.settle()
+    code, out, err = run(clusters, capsys, "wait", "demo", "--timeout", "30s")
+    assert code == 0 and "SUCCEEDED (Complete)" in out, err
+    assert "demo: dispatched to worker cluster worker1" in err
+    code, out, err = run(clusters, capsys, "events", "demo")
+    assert code == 0, err
+    assert "[worker1] " in out and "Created pod: demo-node-0-1-" in out  # the worker's events
+    code, out, err = run(clusters, capsys, "logs", "demo", "--follow", "--all-ranks")
+    assert code == 0 and "[rank 1] rank 1 step 1" in out, err
+
+
+def _check(state: str, message: str = "") -> dict[str, str]:
+    return {"name": "mk", "state": state, "message": message, "lastTransitionTime": "t"}
+
+
+RESERVED = 'The workload got reservation on "worker2"'
+
+
+@pytest.mark.parametrize(
+    ("status", "cluster", "checks"),
+    [
+        ({}, None, ()),
+        # Kueue v0.13+: status.clusterName
+        (
+            {"clusterName": "worker1", "admissionChecks": [_check("Ready")]},
+            "worker1",
+            ("mk: Ready",),
+        ),
+        # before v0.13: only the MultiKueue check's message names the worker
+        ({"admissionChecks": [_check("Ready", RESERVED)]}, "worker2", (f"mk: Ready: {RESERVED}",)),
+        ({"admissionChecks": [_check("Pending", RESERVED)]}, None, (f"mk: Pending: {RESERVED}",)),
+        ({"nominatedClusterNames": ["worker1", "worker2"]}, None, ()),
+        # hostile shapes read as nothing
+        ({"clusterName": 7, "admissionChecks": "x"}, None, ()),
+        ({"admissionChecks": [None, {"state": "Ready"}]}, None, ()),
+    ],
+)
+def test_read_workload(
+    status: dict[str, object], cluster: str | None, checks: tuple[str, ...]
+) -> None:
+    found = read_workload({"metadata": {"name": "wl"}, "status": status})
+    assert found.cluster == cluster and tuple(str(c) for c in found.checks) == checks
+
+
+def test_the_workload_is_found_by_uid_label_then_by_owner() -> None:
+    labelled = {"metadata": {"name": "a", "labels": {JOB_UID_LABEL: "u1"}}}
+    owned = {"metadata": {"name": "b", "ownerReferences": [{"uid": "u1", "controller": True}]}}
+    other = {"metadata": {"name": "c", "ownerReferences": [{"uid": "u1", "controller": False}]}}
+    assert pick_workload([owned, labelled], "u1") is labelled
+    assert pick_workload([other, owned], "u1") is owned
+    assert pick_workload([other], "u1") is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "names"),
+    [
+        ({"admissionChecks": ["mk", 3]}, ["mk"]),
+        ({"admissionChecksStrategy": {"admissionChecks": [{"name": "mk"}, {"x": 1}]}}, ["mk"]),
+        ({"admissionChecks": "mk"}, []),
+    ],
+)
+def test_check_names(spec: dict[str, object], names: list[str]) -> None:
+    assert check_names({"spec": spec}) == names

@@ -17,6 +17,7 @@ import schema_check
 import yaml
 from fakekube.audit import Access, Seen, denied, of_request, recording, unused
 from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
+from fakekube.multikueue import CHECK, install_manager
 from fakekube.scenarios import SCENARIO_ANNOTATION
 from test_lifecycle import ENV, spec
 
@@ -101,6 +102,8 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
         far = spec("far", managed_by=MULTIKUEUE)
         lifecycle.submit(session, far, found.target, namespace=NAMESPACE, environ={})
         multikueue.dispatch(session, lifecycle.find(session, NAMESPACE, "far"))
+        install_manager(c.store)
+        assert multikueue.multikueue_check(session, NAMESPACE, QUEUE) == CHECK
         lifecycle.sync_down(
             session,
             files,

@@ -104,6 +104,18 @@ CLUSTER: Final[tuple[Rule, ...]] = (
         ("get",),
         "target detection, validate --cluster",
     ),
+    Rule(
+        "kueue.x-k8s.io",
+        "clusterqueues",
+        ("get",),
+        "submit: whether the queue is a MultiKueue queue",
+    ),
+    Rule(
+        "kueue.x-k8s.io",
+        "admissionchecks",
+        ("get",),
+        "submit: whether the queue is a MultiKueue queue",
+    ),
     *(
         Rule(_group(k), k.plural, ("list", "watch"), "list -A, list -A -w, watch_jobs", k.name)
         for k in KINDS.values()

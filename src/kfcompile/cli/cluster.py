@@ -40,6 +40,7 @@ from kfcompile.lifecycle import (
     Waiting,
     ranks,
 )
+from kfcompile.lifecycle.multikueue import multikueue_check
 from kfcompile.lifecycle.target import crd_name
 from kfcompile.ports import Ref
 from kfcompile.progress import absent_reason
@@ -173,6 +174,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         chosen = target_for(ctx, args.target)
         if args.target is None:
             compile_for(args.spec, chosen.target, spec)
+        if spec.queue is not None:
+            _say_multikueue(ctx, spec.queue)
         done = lifecycle.submit(
             ctx.session,
             spec,
@@ -212,6 +215,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
             return _watch(ctx, done.ref, args)
         except KeyboardInterrupt as exc:
             return _interrupted(ctx, done.ref, exc)
+
+
+def _say_multikueue(ctx: Context, queue: str) -> None:
+    """A MultiKueue queue: the job will run on a worker cluster, not on this one (the manager)."""
+    check = multikueue_check(ctx.session, ctx.namespace, queue)
+    if check is not None:
+        print(
+            f"kfcompile: queue {queue} is a MultiKueue queue (its ClusterQueue has the "
+            f"AdmissionCheck {check}): Kueue dispatches the job from this manager cluster to a "
+            "worker cluster; status, logs and events follow it there",
+            file=sys.stderr,
+        )
 
 
 def _dry_run_done(done: lifecycle.Submitted, spec: JobSpec) -> None:
@@ -292,6 +307,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if obs.events:
         print("events:")
         for event in obs.events:
+            print(f"  {event}")
+    if far is not None and far.events:
+        print(f"events on worker cluster {far.cluster}:")
+        for event in far.events:
             print(f"  {event}")
     return 0
 
@@ -386,11 +405,13 @@ def cmd_events(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
         obs, far = observed(ctx, args, _job(ctx, args))
-    if far is not None:
-        far.say()
     for event in obs.events:
         print(event)
-    if not obs.events:
+    if far is not None:
+        far.say()
+        for event in far.events:
+            print(f"[{far.cluster}] {event}")
+    if not obs.events and (far is None or not far.events):
         print(f"{obs.ref}: no events", file=sys.stderr)
     return 0
 

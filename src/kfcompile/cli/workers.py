@@ -14,12 +14,13 @@ import argparse
 import sys
 from typing import Any
 
+import attrs
 from attrs import evolve, frozen
 
 from kfcompile import lifecycle
 from kfcompile.cli.common import Failed, UsageError
 from kfcompile.cli.context import Context
-from kfcompile.lifecycle import Observation, Session
+from kfcompile.lifecycle import Event, Observation, Session
 from kfcompile.lifecycle.multikueue import Dispatch, dispatch
 from kfcompile.ports import Obj, Ref
 
@@ -45,6 +46,7 @@ class Remote:
     dispatch: Dispatch
     session: Session | None
     problem: str = ""
+    events: tuple[Event, ...] = ()  # the job's and its pods' on the worker, once read
 
     @property
     def cluster(self) -> str | None:
@@ -65,6 +67,7 @@ class Remote:
                 for c in self.dispatch.checks
             ],
             "workerReachable": self.session is not None,
+            "workerEvents": [attrs.asdict(e) for e in self.events],
         }
 
 
@@ -93,9 +96,9 @@ def remote(ctx: Context, args: argparse.Namespace, job: Obj) -> Remote | None:
 
 
 def observed(ctx: Context, args: argparse.Namespace, job: Obj) -> tuple[Observation, Remote | None]:
-    """The job's state on the manager (the command's cluster), and, for a job MultiKueue
-    dispatched to a worker this kubeconfig reaches, the pods and events there beside the
-    manager's own events."""
+    """The job's state and events on the manager (the command's cluster), and, for a job
+    MultiKueue dispatched to a worker this kubeconfig reaches, its pods there (as the nodes)
+    and its events there (``Remote.events``)."""
     obs = lifecycle.status(ctx.session, Ref.of(job))
     far = remote(ctx, args, job)
     if far is None or far.session is None:
@@ -105,4 +108,4 @@ def observed(ctx: Context, args: argparse.Namespace, job: Obj) -> tuple[Observat
     except lifecycle.JobNotFound:
         problem = f"{obs.ref} is not on worker cluster {far.cluster} (yet, or any more)"
         return obs, evolve(far, problem=problem)
-    return evolve(obs, nodes=there.nodes, events=(*obs.events, *there.events)), far
+    return evolve(obs, nodes=there.nodes), evolve(far, events=there.events)
