@@ -85,6 +85,9 @@ def test_status_shows_the_worker_its_pods_and_events(
     assert "nodes: 2/2 ready" in out
     assert "demo-node-0-1-" in out  # a pod on the worker, listed by rank
     assert "events on worker cluster worker1:" in out and "Created pod: demo-node-0-0-" in out
+    code, out, err = run(clusters, capsys, "list")
+    assert code == 0 and out.splitlines()[0].split()[-2:] == ["CREATED", "CLUSTER"], err
+    assert out.splitlines()[1].endswith(" worker1")
     code, out, err = run(clusters, capsys, "status", "demo", "-o", "json")
     doc = json.loads(out)
     assert doc["multikueue"]["cluster"] == "worker1" and doc["nodesReady"] == 2

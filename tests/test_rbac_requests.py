@@ -102,6 +102,7 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
         far = spec("far", managed_by=MULTIKUEUE)
         lifecycle.submit(session, far, found.target, namespace=NAMESPACE, environ={})
         multikueue.dispatch(session, lifecycle.find(session, NAMESPACE, "far"))
+        lifecycle.list_jobs(session, None)  # list -A on a manager: every namespace's Workloads
         install_manager(c.store)
         assert multikueue.multikueue_check(session, NAMESPACE, QUEUE) == CHECK
         lifecycle.sync_down(

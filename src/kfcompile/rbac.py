@@ -72,7 +72,7 @@ NAMESPACED: Final[tuple[Rule, ...]] = (
         "kueue.x-k8s.io",
         "workloads",
         ("list",),
-        "MultiKueue manager: the worker cluster a job was dispatched to",
+        "MultiKueue manager: the worker cluster a job was dispatched to (status, logs, list)",
     ),
 )
 
@@ -104,6 +104,7 @@ CLUSTER: Final[tuple[Rule, ...]] = (
         ("get",),
         "target detection, validate --cluster",
     ),
+    Rule("kueue.x-k8s.io", "workloads", ("list",), "list -A on a MultiKueue manager"),
     Rule(
         "kueue.x-k8s.io",
         "clusterqueues",

@@ -66,7 +66,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     namespace = None if args.all_namespaces else ctx.namespace
     with cluster_errors():
         jobs = _list(ctx, args.all_namespaces)
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (
             j.ref.namespace or "",
             j.ref.name,
@@ -78,7 +78,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         )
         for j in jobs
     ]
-    head = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "PROGRESS", "CREATED")
+    head: tuple[str, ...] = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "PROGRESS", "CREATED")
+    if any(j.dispatch is not None for j in jobs):  # a MultiKueue manager: where each job runs
+        head += ("CLUSTER",)
+        rows = [(*r, _cluster_cell(j)) for r, j in zip(rows, jobs, strict=True)]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     for row in [head, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -104,6 +107,11 @@ def _list(ctx: Context, all_namespaces: bool) -> list[lifecycle.Listed]:
             file=sys.stderr,
         )
         return lifecycle.list_jobs(ctx.session, ctx.namespace)
+
+
+def _cluster_cell(job: lifecycle.Listed) -> str:
+    """The worker cluster MultiKueue dispatched the job to; ``-`` when none (yet)."""
+    return (job.dispatch.cluster if job.dispatch else None) or "-"
 
 
 def _state_cell(state: JobState) -> str:

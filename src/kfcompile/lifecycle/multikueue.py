@@ -143,6 +143,24 @@ def dispatch(session: Session, job: Obj) -> Dispatch | None:
     return Dispatch("", None) if found is None else read_workload(found)
 
 
+def dispatches(session: Session, jobs: Sequence[Obj], namespace: str | None) -> dict[str, Dispatch]:
+    """Where MultiKueue runs each of ``jobs`` it manages, by job uid: one list of the Workloads
+    of ``namespace`` (None: every namespace), and none at all when it manages none of them."""
+    managed = [job for job in jobs if multikueue_managed(job)]
+    if not managed:
+        return {}
+    try:
+        workloads = list_all(session, KUEUE_API, "Workload", namespace)
+    except NotFound:
+        workloads = []
+    found: dict[str, Dispatch] = {}
+    for job in managed:
+        uid = str(meta(job).get("uid", ""))
+        workload = pick_workload(workloads, uid)
+        found[uid] = Dispatch("", None) if workload is None else read_workload(workload)
+    return found
+
+
 def multikueue_check(session: Session, namespace: str, queue: str) -> str | None:
     """The MultiKueue AdmissionCheck of the LocalQueue ``queue``'s ClusterQueue, if it has one
     (None too when what it takes to know may not be read: a preflight hint, never a failure)."""
