@@ -204,3 +204,12 @@ def test_the_workload_is_found_by_uid_label_then_by_owner() -> None:
 )
 def test_check_names(spec: dict[str, object], names: list[str]) -> None:
     assert check_names({"spec": spec}) == names
+
+
+def test_a_job_not_dispatched_yet_says_so(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run(clusters, capsys, "submit", str(write_spec(tmp_path)))
+    assert code == 0, err  # no tick yet: Kueue has made no Workload
+    code, out, err = run(clusters, capsys, "logs", "demo")
+    assert code == 1 and "demo: not dispatched to a worker cluster yet (no Workload yet)" in err
