@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 import schema_check
-import yaml
 from fakekube.cluster import NAMESPACE, QUEUE
 from fakekube.multikueue import KUEUE, MULTIKUEUE, TwoClusters
-from fakekube.scenarios import SCENARIO_ANNOTATION
+from test_cli_cluster import write_spec
 
 from kfcompile.cli import main
 from kfcompile.lifecycle.multikueue import JOB_UID_LABEL, check_names, pick_workload, read_workload
@@ -27,18 +26,8 @@ def clusters() -> Iterator[TwoClusters]:
         yield two
 
 
-def write_spec(tmp_path: Path, scenario: str = "succeeds") -> Path:
-    data = {
-        "name": "demo",
-        "image": "python:3.11-slim",
-        "command": ["python", "-c", "print(1)"],
-        "num_nodes": 2,
-        "queue": QUEUE,
-        "annotations": {SCENARIO_ANNOTATION: scenario},
-    }
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+def spec_file(tmp_path: Path, scenario: str = "succeeds") -> Path:
+    return write_spec(tmp_path, scenario, queue=QUEUE)
 
 
 def run(
@@ -52,7 +41,7 @@ def run(
 def test_the_fake_dispatches_mirrors_and_copies_status_back(
     clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, _, err = run(clusters, capsys, "submit", str(write_spec(tmp_path)))
+    code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)))
     assert code == 0, err
     clusters.settle()
     job = clusters.manager.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
@@ -68,7 +57,7 @@ def test_the_fake_dispatches_mirrors_and_copies_status_back(
 
 
 def submitted(clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, _, err = run(clusters, capsys, "submit", str(write_spec(tmp_path, "hang")))
+    code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path, "hang")))
     assert code == 0, err
     clusters.settle()
 
@@ -138,7 +127,7 @@ def test_a_worker_context_given_with_cluster(
 def test_submit_says_the_queue_dispatches_and_wait_names_the_worker(
     clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, _, err = run(clusters, capsys, "submit", str(write_spec(tmp_path)))
+    code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)))
     assert code == 0, err
     assert f"queue {QUEUE} is a MultiKueue queue (its ClusterQueue has the AdmissionCheck " in err
     clusters.settle()
@@ -209,7 +198,7 @@ def test_check_names(spec: dict[str, object], names: list[str]) -> None:
 def test_a_job_not_dispatched_yet_says_so(
     clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, _, err = run(clusters, capsys, "submit", str(write_spec(tmp_path)))
+    code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)))
     assert code == 0, err  # no tick yet: Kueue has made no Workload
-    code, out, err = run(clusters, capsys, "logs", "demo")
+    code, _, err = run(clusters, capsys, "logs", "demo")
     assert code == 1 and "demo: not dispatched to a worker cluster yet (no Workload yet)" in err
