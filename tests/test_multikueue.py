@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,10 @@ from fakekube.cluster import NAMESPACE, QUEUE
 from fakekube.multikueue import KUEUE, MULTIKUEUE, TwoClusters
 from test_cli_cluster import write_spec
 
+from kfcompile import lifecycle
 from kfcompile.cli import main
 from kfcompile.lifecycle.multikueue import JOB_UID_LABEL, check_names, pick_workload, read_workload
+from kfcompile_kube import KubeCluster, SystemClock, connect
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 
@@ -202,3 +205,17 @@ def test_a_job_not_dispatched_yet_says_so(
     assert code == 0, err  # no tick yet: Kueue has made no Workload
     code, _, err = run(clusters, capsys, "logs", "demo")
     assert code == 1 and "demo: not dispatched to a worker cluster yet (no Workload yet)" in err
+
+
+def test_watch_jobs_over_the_manager_reports_the_dispatch(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    submitted(clusters, capsys, tmp_path)
+    conn = connect(str(clusters.kubeconfig), "manager")
+    session = lifecycle.Session(KubeCluster(conn.api_client), SystemClock())
+    with closing(lifecycle.watch_jobs(session, NAMESPACE)) as events:
+        first = [next(events), next(events)]
+    assert [(e.ref.name, e.what, e.cluster) for e in first] == [
+        ("demo", lifecycle.Happened.LISTED, None),
+        ("demo", lifecycle.Happened.DISPATCHED, TwoClusters.WORKER),
+    ]

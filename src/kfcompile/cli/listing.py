@@ -39,6 +39,8 @@ def line(event: JobEvent, what: Happened, widths: Sequence[int]) -> str:
     cells = (ref.namespace or "", ref.name, ref.kind)
     head = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False))
     told = f"{head}  {what.value}  {state.state.value} ({state.reason})"
+    if event.cluster is not None:  # MultiKueue dispatched it
+        told += f"  to worker cluster {event.cluster}"
     if event.progress is not None:
         told += f"  {event.progress.line(datetime.now(UTC))}"
     return told
