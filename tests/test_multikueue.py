@@ -219,3 +219,13 @@ def test_watch_jobs_over_the_manager_reports_the_dispatch(
         ("demo", lifecycle.Happened.LISTED, None),
         ("demo", lifecycle.Happened.DISPATCHED, TwoClusters.WORKER),
     ]
+
+
+def test_submit_follow_reads_the_logs_on_the_worker(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with clusters.ticking():
+        code, out, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)), "--follow")
+    assert code == 0, err
+    assert "dispatched to worker cluster worker1" in err
+    assert "[rank 0] rank 0 step 1" in out and "SUCCEEDED (Complete)" in out

@@ -15,8 +15,9 @@ Kueue's ``pkg/controller/admissionchecks/multikueue``):
   delete the mirror once the manager's job is being deleted or gone.
 
 Nothing runs on its own: tests call :meth:`TwoClusters.settle` between commands, and wrap a
-command that blocks (``logs --follow``, ``cancel --wait``) in :meth:`TwoClusters.ticking`, which
-ticks once per request either server receives: deterministic, with no thread of its own.
+command that blocks (``submit --follow``, ``cancel --wait``) in :meth:`TwoClusters.ticking`,
+which settles them as each request arrives at either server: deterministic, with no thread of
+its own.
 """
 
 from __future__ import annotations
@@ -311,11 +312,12 @@ class TwoClusters:
 
     @contextmanager
     def ticking(self) -> Iterator[None]:
-        """While inside: one tick per request either server receives (a blocking command
-        moves the clusters on by asking)."""
+        """While inside: the clusters settle as each request arrives at either server, before
+        it is answered (a blocking command moves them on by asking, and an open watch never
+        waits on a change that only time would bring)."""
 
         def on_request(record: RequestRecord) -> None:
-            self.tick()
+            self.settle()
 
         logs = (self.manager.requests, self.worker.requests)
         for log in logs:

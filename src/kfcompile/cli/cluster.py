@@ -31,7 +31,7 @@ from kfcompile.cli.common import (
 )
 from kfcompile.cli.context import Context, cluster_errors, target_for
 from kfcompile.cli.workers import Remote, observed, remote
-from kfcompile.kinds import KINDS
+from kfcompile.kinds import KINDS, MULTIKUEUE
 from kfcompile.lifecycle import (
     SYNC_TIMEOUT,
     LogLine,
@@ -174,8 +174,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         chosen = target_for(ctx, args.target)
         if args.target is None:
             compile_for(args.spec, chosen.target, spec)
+        # Whether Kueue's MultiKueue will run it on a worker cluster (its pods are there).
+        far = spec.managed_by == MULTIKUEUE
         if spec.queue is not None:
-            _say_multikueue(ctx, spec.queue)
+            far = _say_multikueue(ctx, spec.queue) or far
         done = lifecycle.submit(
             ctx.session,
             spec,
@@ -212,13 +214,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if not (args.wait or args.follow):
             return 0
         try:
-            return _watch(ctx, done.ref, args)
+            return _watch(ctx, done.ref, args, far)
         except KeyboardInterrupt as exc:
             return _interrupted(ctx, done.ref, exc)
 
 
-def _say_multikueue(ctx: Context, queue: str) -> None:
-    """A MultiKueue queue: the job will run on a worker cluster, not on this one (the manager)."""
+def _say_multikueue(ctx: Context, queue: str) -> bool:
+    """A MultiKueue queue: the job will run on a worker cluster, not on this one (the manager);
+    said, and True."""
     check = multikueue_check(ctx.session, ctx.namespace, queue)
     if check is not None:
         print(
@@ -227,6 +230,7 @@ def _say_multikueue(ctx: Context, queue: str) -> None:
             "worker cluster; status, logs and events follow it there",
             file=sys.stderr,
         )
+    return check is not None
 
 
 def _dry_run_done(done: lifecycle.Submitted, spec: JobSpec) -> None:
@@ -238,10 +242,16 @@ def _dry_run_done(done: lifecycle.Submitted, spec: JobSpec) -> None:
     print(f"{done.ref}: {how} (dry run: nothing was created)")
 
 
-def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
+def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) -> int:
+    """``far``: MultiKueue runs it on a worker, where its logs are: once Kueue has dispatched it
+    (its state on the manager moves on), they are read there."""
+    session: lifecycle.Session | None = ctx.session
+    if far and (args.follow or args.save_logs):
+        session = _dispatched(ctx, ref, args)
     if args.follow:
-        lines = lifecycle.logs(ctx.session, ref, follow=True, on_waiting=_say_waiting)
-        _print_logs(lines, prefix=True)
+        if session is not None:
+            lines = lifecycle.logs(session, ref, follow=True, on_waiting=_say_waiting)
+            _print_logs(lines, prefix=True)
         until: lifecycle.Until = "done"
     else:
         until = args.wait
@@ -251,8 +261,24 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
     finally:
         shown.close()
     if args.save_logs and obs.state.finished:
-        _save_logs(ctx.session, ref, args.save_logs)
+        _save_logs(session, ref, args.save_logs)
     return _finish(obs)
+
+
+def _dispatched(ctx: Context, ref: Ref, args: argparse.Namespace) -> lifecycle.Session | None:
+    """Wait on the manager until the job runs (Kueue copies the worker's status back once it
+    has dispatched it); the worker's session, or None when it cannot be reached (said)."""
+    shown = _Progress()
+    try:
+        lifecycle.wait(ctx.session, ref, "running", timeout=args.timeout, on_change=shown)
+    finally:
+        shown.close()
+    job = lifecycle.find(ctx.session, ctx.namespace, ref.name, ref.kind)
+    where = remote(ctx, args, job)
+    if where is None:  # not MultiKueue's after all: its pods are here
+        return ctx.session
+    where.say()
+    return where.session
 
 
 def _interrupted(ctx: Context, ref: Ref, how: KeyboardInterrupt) -> int:

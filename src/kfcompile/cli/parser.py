@@ -286,6 +286,7 @@ def _cluster_commands(sub: Any) -> None:
     timeout(p)
     save_logs(p)
     sync_image(p)
+    workers(p)
 
     p = job("status", "state, reason, per-node pods and recent events", "cluster:cmd_status")
     workers(p)
