@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import schema_check
+import yaml
 from fakekube.cluster import NAMESPACE, QUEUE
 from fakekube.multikueue import KUEUE, MULTIKUEUE, TwoClusters
 from test_cli_cluster import write_spec
@@ -229,3 +230,16 @@ def test_submit_follow_reads_the_logs_on_the_worker(
     assert code == 0, err
     assert "dispatched to worker cluster worker1" in err
     assert "[rank 0] rank 0 step 1" in out and "SUCCEEDED (Complete)" in out
+
+
+def test_rbac_says_what_a_manager_and_its_workers_need(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rbac", "-n", "team-a", "--cluster-reads"]) == 0
+    out, err = capsys.readouterr()
+    docs = list(yaml.safe_load_all(out))
+    granted = {(r["resources"][0], tuple(r["verbs"])) for d in docs for r in d["rules"]}
+    assert {
+        ("workloads", ("list",)),
+        ("clusterqueues", ("get",)),
+        ("admissionchecks", ("get",)),
+    } <= granted
+    assert "on each worker cluster, bind the same Role in the same namespace" in err

@@ -124,6 +124,16 @@ CLUSTER: Final[tuple[Rule, ...]] = (
 )
 
 
+# What `kfcompile rbac` says of many clusters (Kueue's MultiKueue), beside the Role it prints.
+MULTIKUEUE_NOTE: Final = (
+    "on a MultiKueue manager, this Role reads the jobs' Kueue Workloads (list workloads: "
+    "status, logs, list) and --cluster-reads adds get of clusterqueues and admissionchecks "
+    "(submit's MultiKueue hint); on each worker cluster, bind the same Role in the same "
+    "namespace: status, logs, events and cancel --wait read the job's mirror, its pods, their "
+    "logs and events there"
+)
+
+
 def rules(scope: tuple[Rule, ...], kind: str | None = None) -> tuple[Rule, ...]:
     """The rules of ``scope``, only those of one job kind's commands when ``kind`` is given."""
     if kind is not None and kind not in KINDS:
