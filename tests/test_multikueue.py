@@ -169,6 +169,13 @@ RESERVED = 'The workload got reservation on "worker2"'
         # hostile shapes read as nothing
         ({"clusterName": 7, "admissionChecks": "x"}, None, ()),
         ({"admissionChecks": [None, {"state": "Ready"}]}, None, ()),
+        # a name no MultiKueueCluster can have is not taken for a kubeconfig context's
+        ({"clusterName": "Prod Admin\x1b[2J"}, None, ()),
+        (
+            {"admissionChecks": [_check("Ready", 'got reservation on "../x"\x07')]},
+            None,
+            ('mk: Ready: got reservation on "../x"\\u0007',),
+        ),
     ],
 )
 def test_read_workload(

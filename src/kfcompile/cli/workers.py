@@ -22,7 +22,7 @@ from kfcompile.cli.common import Failed, UsageError
 from kfcompile.cli.context import Context
 from kfcompile.lifecycle import Event, Observation, Session
 from kfcompile.lifecycle.multikueue import Dispatch, dispatch
-from kfcompile.ports import Obj, Ref
+from kfcompile.ports import ApiError, Obj, Ref
 
 
 def cluster_contexts(values: list[str] | None) -> dict[str, str]:
@@ -108,4 +108,6 @@ def observed(ctx: Context, args: argparse.Namespace, job: Obj) -> tuple[Observat
     except lifecycle.JobNotFound:
         problem = f"{obs.ref} is not on worker cluster {far.cluster} (yet, or any more)"
         return obs, evolve(far, problem=problem)
+    except (lifecycle.ClusterError, ApiError) as exc:  # the manager's answer still stands
+        return obs, evolve(far, problem=f"worker cluster {far.cluster}: {exc}")
     return evolve(obs, nodes=there.nodes), evolve(far, events=there.events)

@@ -28,6 +28,7 @@ from attrs import frozen
 
 from kfcompile.kinds import MULTIKUEUE, Kind
 from kfcompile.lifecycle.objects import get, list_all, meta
+from kfcompile.lifecycle.observe import printable
 from kfcompile.lifecycle.session import Session
 from kfcompile.lifecycle.watcher import Happened, JobEvent, seen
 from kfcompile.ports import ApiError, Forbidden, NotFound, Obj, Ref
@@ -37,7 +38,8 @@ JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 # Kueue's message on the MultiKueue check once a worker has reserved quota (before v0.13 the
 # only place that names the worker).
 _RESERVED_ON: Final = re.compile(r'got reservation on "([^"]+)"')
-_MAX_NAME: Final = 253  # a cluster name is an object name (MultiKueueCluster metadata.name)
+_MAX_NAME: Final = 253
+_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 @frozen
@@ -73,7 +75,16 @@ class Dispatch:
 
 
 def _text(value: object, limit: int = 1024) -> str:
-    return value[:limit] if isinstance(value, str) else ""
+    """A string the server sent, bounded and printable (it reaches a terminal)."""
+    return printable(value[:limit]) if isinstance(value, str) else ""
+
+
+def _cluster_name(value: object) -> str | None:
+    """A worker cluster's name as Kueue has it (a MultiKueueCluster's ``metadata.name``: a
+    DNS-1123 subdomain, apimachinery ``IsDNS1123Subdomain``); anything else is not one."""
+    if isinstance(value, str) and len(value) <= _MAX_NAME and _SUBDOMAIN.fullmatch(value):
+        return value
+    return None
 
 
 def read_workload(workload: Mapping[str, Any]) -> Dispatch:
@@ -86,12 +97,12 @@ def read_workload(workload: Mapping[str, Any]) -> Dispatch:
         for c in (raw if isinstance(raw, list) else [])[:8]  # MaxItems=8
         if isinstance(c, Mapping) and _text(c.get("name"))
     )
-    cluster = _text(status.get("clusterName"), _MAX_NAME) or None
+    cluster = _cluster_name(status.get("clusterName"))
     if cluster is None:
         for check in checks:
             found = _RESERVED_ON.search(check.message)
             if check.state == "Ready" and found:
-                cluster = found[1][:_MAX_NAME]
+                cluster = _cluster_name(found[1])
     return Dispatch(_text(meta(workload).get("name")), cluster, checks)
 
 
