@@ -117,6 +117,9 @@ def test_a_worker_no_context_reaches_is_named_with_how_to_reach_it(
         assert line in err and "give its context with --cluster worker1=CONTEXT" in err
         code, out, err = run(clusters, capsys, "status", "demo")
         assert code == 0 and "worker: TrainJob demo in namespace default runs on" in out
+        code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "30s")
+        assert code == 0 and "kfcompile: not checked on a worker cluster: TrainJob demo" in err
+        assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
 
 def test_a_worker_context_given_with_cluster(
@@ -213,6 +216,10 @@ def test_a_job_not_dispatched_yet_says_so(
     assert code == 0, err  # no tick yet: Kueue has made no Workload
     code, _, err = run(clusters, capsys, "logs", "demo")
     assert code == 1 and "demo: not dispatched to a worker cluster yet (no Workload yet)" in err
+    with clusters.ticking():  # followed, it waits for the dispatch, then reads the worker's
+        code, out, err = run(clusters, capsys, "logs", "demo", "--follow", "--rank", "1")
+    assert code == 0 and "rank 1 step 1" in out, err
+    assert "demo: dispatched to worker cluster worker1" in err
 
 
 def test_watch_jobs_over_the_manager_reports_the_dispatch(

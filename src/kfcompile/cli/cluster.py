@@ -270,7 +270,8 @@ def _dispatched(ctx: Context, ref: Ref, args: argparse.Namespace) -> lifecycle.S
     has dispatched it); the worker's session, or None when it cannot be reached (said)."""
     shown = _Progress()
     try:
-        lifecycle.wait(ctx.session, ref, "running", timeout=args.timeout, on_change=shown)
+        timeout = getattr(args, "timeout", None)  # logs has none
+        lifecycle.wait(ctx.session, ref, "running", timeout=timeout, on_change=shown)
     finally:
         shown.close()
     job = lifecycle.find(ctx.session, ctx.namespace, ref.name, ref.kind)
@@ -406,7 +407,12 @@ def cmd_logs(args: argparse.Namespace) -> int:
         ref = Ref.of(job)
         far = remote(ctx, args, job)
         session = ctx.session
-        if far is not None:  # MultiKueue runs it on a worker: its pods are there
+        if far is not None and far.cluster is None and not far.problem and args.follow:
+            worker = _dispatched(ctx, ref, args)  # it will be: wait for that, then follow
+            if worker is None:
+                return 1
+            session = worker
+        elif far is not None:  # MultiKueue runs it on a worker: its pods are there
             far.say()
             if far.session is None:
                 return 1

@@ -22,7 +22,7 @@ from kfcompile.cli.common import Failed, UsageError
 from kfcompile.cli.context import Context
 from kfcompile.lifecycle import Event, Observation, Session
 from kfcompile.lifecycle.multikueue import Dispatch, dispatch
-from kfcompile.ports import ApiError, Obj, Ref
+from kfcompile.ports import ApiError, Forbidden, Obj, Ref
 
 
 def cluster_contexts(values: list[str] | None) -> dict[str, str]:
@@ -73,10 +73,17 @@ class Remote:
 
 def remote(ctx: Context, args: argparse.Namespace, job: Obj) -> Remote | None:
     """Where MultiKueue runs ``job`` (None: MultiKueue does not manage it)."""
-    found = dispatch(ctx.session, job)
+    ref = Ref.of(job)
+    try:
+        found = dispatch(ctx.session, job)
+    except Forbidden as exc:
+        problem = (
+            f"{ref} is MultiKueue's, but which worker cluster runs it cannot be read: {exc}; "
+            "it needs list of workloads.kueue.x-k8s.io (see kfcompile rbac)"
+        )
+        return Remote(ref, Dispatch("", None), None, problem)
     if found is None:
         return None
-    ref = Ref.of(job)
     if found.cluster is None:
         return Remote(ref, found, None)
     mapping = cluster_contexts(getattr(args, "cluster", None))

@@ -157,14 +157,17 @@ def dispatch(session: Session, job: Obj) -> Dispatch | None:
 
 def dispatches(session: Session, jobs: Sequence[Obj], namespace: str | None) -> dict[str, Dispatch]:
     """Where MultiKueue runs each of ``jobs`` it manages, by job uid: one list of the Workloads
-    of ``namespace`` (None: every namespace), and none at all when it manages none of them."""
+    of ``namespace`` (None: every namespace), and none at all when it manages none of them;
+    nothing is known when the Workloads may not be read."""
     managed = [job for job in jobs if multikueue_managed(job)]
     if not managed:
         return {}
     try:
         workloads = list_all(session, KUEUE_API, "Workload", namespace)
-    except NotFound:
+    except NotFound:  # Kueue's CRDs are not installed here
         workloads = []
+    except Forbidden:  # may not read them: where each runs is not known (None)
+        return {}
     found: dict[str, Dispatch] = {}
     for job in managed:
         uid = str(meta(job).get("uid", ""))
@@ -189,14 +192,11 @@ def dispatch_events(
     ]
     if not waiting:
         return ()
-    try:
-        where = dispatches(session, waiting, namespace)
-    except Forbidden:
-        return ()
+    where = dispatches(session, waiting, namespace)
     events: list[JobEvent] = []
     for job in waiting:
         uid = str(meta(job).get("uid", ""))
-        cluster = where[uid].cluster
+        cluster = where[uid].cluster if uid in where else None
         found = seen(kind, job)
         if cluster and found is not None:
             told.add(uid)
