@@ -68,7 +68,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     namespace = None if args.all_namespaces else ctx.namespace
     with cluster_errors():
         jobs = _list(ctx, args.all_namespaces)
-    rows: list[tuple[str, ...]] = [
+    rows = [
         (
             j.ref.namespace or "",
             j.ref.name,
@@ -80,12 +80,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         )
         for j in jobs
     ]
-    head: tuple[str, ...] = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "PROGRESS", "CREATED")
-    if any(j.dispatch is not None for j in jobs):  # a MultiKueue manager: where each job runs
-        head += ("CLUSTER",)
-        rows = [(*r, _cluster_cell(j)) for r, j in zip(rows, jobs, strict=True)]
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    for row in [head, *rows]:
+    head = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "PROGRESS", "CREATED")
+    table = _with_clusters(jobs, [head, *rows])
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for row in table:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     if args.watch:
         sys.stdout.flush()
@@ -111,9 +109,15 @@ def _list(ctx: Context, all_namespaces: bool) -> list[lifecycle.Listed]:
         return lifecycle.list_jobs(ctx.session, ctx.namespace)
 
 
-def _cluster_cell(job: lifecycle.Listed) -> str:
-    """The worker cluster MultiKueue dispatched the job to; ``-`` when none (yet)."""
-    return (job.dispatch.cluster if job.dispatch else None) or "-"
+def _with_clusters(
+    jobs: Sequence[lifecycle.Listed], table: list[tuple[str, ...]]
+) -> list[tuple[str, ...]]:
+    """On a MultiKueue manager, a CLUSTER column: the worker each job was dispatched to (``-``:
+    none yet, or not MultiKueue's)."""
+    if all(j.dispatch is None for j in jobs):
+        return table
+    cells = ["CLUSTER", *((j.dispatch.cluster if j.dispatch else None) or "-" for j in jobs)]
+    return [(*row, cell) for row, cell in zip(table, cells, strict=True)]
 
 
 def _state_cell(state: JobState) -> str:
