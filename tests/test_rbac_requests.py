@@ -17,12 +17,13 @@ import schema_check
 import yaml
 from fakekube.audit import Access, Seen, denied, of_request, recording, unused
 from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
+from fakekube.multikueue import CHECK, install_manager
 from fakekube.scenarios import SCENARIO_ANNOTATION
 from test_lifecycle import ENV, spec
 
 from kfcompile import lifecycle
-from kfcompile.kinds import TRAINJOB
-from kfcompile.lifecycle import LeftBehind
+from kfcompile.kinds import MULTIKUEUE, TRAINJOB
+from kfcompile.lifecycle import LeftBehind, multikueue
 from kfcompile.ports import Forbidden, Ref
 from kfcompile_kube import TarFiles
 
@@ -97,6 +98,13 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
             next(followed)  # waits on the watch of its pod until that starts
         lifecycle.list_jobs(session, NAMESPACE)
         lifecycle.list_jobs(session, None)  # list -A
+        # A job MultiKueue manages: its Workload says where it runs (on a manager).
+        far = spec("far", managed_by=MULTIKUEUE)
+        lifecycle.submit(session, far, found.target, namespace=NAMESPACE, environ={})
+        multikueue.dispatch(session, lifecycle.find(session, NAMESPACE, "far"))
+        lifecycle.list_jobs(session, None)  # list -A on a manager: every namespace's Workloads
+        install_manager(c.store)
+        assert multikueue.multikueue_check(session, NAMESPACE, QUEUE) == CHECK
         lifecycle.sync_down(
             session,
             files,
@@ -105,7 +113,7 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
             path="/",
             local=str(tmp_path / "down"),
         )
-        for name in ("demo", "torch", "own", "late"):
+        for name in ("demo", "torch", "own", "late", "far"):
             lifecycle.cancel(session, lifecycle.locate(session, NAMESPACE, name), wait_gone=True)
         # A submit refused part-way: what it created is deleted again.
         c.faults.add("create", "TrainJob", status=403)

@@ -68,6 +68,12 @@ NAMESPACED: Final[tuple[Rule, ...]] = (
     Rule("events.k8s.io", "events", ("list",), "status, events (events written as events/v1)"),
     Rule("", "persistentvolumeclaims", ("get",), "preflight of work_dir"),
     Rule("kueue.x-k8s.io", "localqueues", ("get",), "preflight of queue"),
+    Rule(
+        "kueue.x-k8s.io",
+        "workloads",
+        ("list",),
+        "MultiKueue manager: the worker cluster a job was dispatched to (status, logs, list)",
+    ),
 )
 
 # In the Trainer's namespace: the one ConfigMap that says the Trainer's release (see above).
@@ -98,10 +104,33 @@ CLUSTER: Final[tuple[Rule, ...]] = (
         ("get",),
         "target detection, validate --cluster",
     ),
+    Rule("kueue.x-k8s.io", "workloads", ("list",), "list -A on a MultiKueue manager"),
+    Rule(
+        "kueue.x-k8s.io",
+        "clusterqueues",
+        ("get",),
+        "submit: whether the queue is a MultiKueue queue",
+    ),
+    Rule(
+        "kueue.x-k8s.io",
+        "admissionchecks",
+        ("get",),
+        "submit: whether the queue is a MultiKueue queue",
+    ),
     *(
         Rule(_group(k), k.plural, ("list", "watch"), "list -A, list -A -w, watch_jobs", k.name)
         for k in KINDS.values()
     ),
+)
+
+
+# What `kfcompile rbac` says of many clusters (Kueue's MultiKueue), beside the Role it prints.
+MULTIKUEUE_NOTE: Final = (
+    "on a MultiKueue manager, this Role reads the jobs' Kueue Workloads (list workloads: "
+    "status, logs, list) and --cluster-reads adds get of clusterqueues and admissionchecks "
+    "(submit's MultiKueue hint); on each worker cluster, bind the same Role in the same "
+    "namespace: status, logs, events and cancel --wait read the job's mirror, its pods, their "
+    "logs and events there"
 )
 
 

@@ -30,7 +30,8 @@ from kfcompile.cli.common import (
     load,
 )
 from kfcompile.cli.context import Context, cluster_errors, target_for
-from kfcompile.kinds import KINDS
+from kfcompile.cli.workers import Remote, observed, remote
+from kfcompile.kinds import KINDS, MULTIKUEUE
 from kfcompile.lifecycle import (
     SYNC_TIMEOUT,
     LogLine,
@@ -39,6 +40,7 @@ from kfcompile.lifecycle import (
     Waiting,
     ranks,
 )
+from kfcompile.lifecycle.multikueue import multikueue_check
 from kfcompile.lifecycle.target import crd_name
 from kfcompile.ports import Ref
 from kfcompile.progress import absent_reason
@@ -111,12 +113,14 @@ def _finish(obs: Observation) -> int:
     return 1 if state.state is State.FAILED else 0
 
 
-def _save_logs(ctx: Context, ref: Ref, directory: str) -> None:
+def _save_logs(session: lifecycle.Session | None, ref: Ref, directory: str) -> None:
     """Every rank's complete log to DIR/rank-N.log (logs vanish with the pods); a rank whose
-    log cannot be read says why."""
+    log cannot be read says why. None: the cluster that ran the job cannot be reached (said)."""
+    if session is None:
+        return
     folder = Path(directory)
-    saved: dict[int | None, list[str]] = {rank: [] for rank in ranks(ctx.session, ref)}
-    for line in lifecycle.logs(ctx.session, ref, on_waiting=_say_waiting):
+    saved: dict[int | None, list[str]] = {rank: [] for rank in ranks(session, ref)}
+    for line in lifecycle.logs(session, ref, on_waiting=_say_waiting):
         saved.setdefault(line.rank, []).append(line.text)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -170,6 +174,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         chosen = target_for(ctx, args.target)
         if args.target is None:
             compile_for(args.spec, chosen.target, spec)
+        # Whether Kueue's MultiKueue will run it on a worker cluster (its pods are there).
+        far = spec.managed_by == MULTIKUEUE
+        if spec.queue is not None:
+            far = _say_multikueue(ctx, spec.queue) or far
         done = lifecycle.submit(
             ctx.session,
             spec,
@@ -207,9 +215,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if not (args.wait or args.follow):
             return 0
         try:
-            return _watch(ctx, done.ref, args)
+            return _watch(ctx, done.ref, args, far)
         except KeyboardInterrupt as exc:
             return _interrupted(ctx, done.ref, exc)
+
+
+def _say_multikueue(ctx: Context, queue: str) -> bool:
+    """A MultiKueue queue: the job will run on a worker cluster, not on this one (the manager);
+    said, and True."""
+    check = multikueue_check(ctx.session, ctx.namespace, queue)
+    if check is not None:
+        print(
+            f"kfcompile: queue {queue} is a MultiKueue queue (its ClusterQueue has the "
+            f"AdmissionCheck {check}): Kueue dispatches the job from this manager cluster to a "
+            "worker cluster; status, logs and events follow it there",
+            file=sys.stderr,
+        )
+    return check is not None
 
 
 def _dry_run_done(done: lifecycle.Submitted, spec: JobSpec) -> None:
@@ -221,10 +243,16 @@ def _dry_run_done(done: lifecycle.Submitted, spec: JobSpec) -> None:
     print(f"{done.ref}: {how} (dry run: nothing was created)")
 
 
-def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
+def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) -> int:
+    """``far``: MultiKueue runs it on a worker, where its logs are: once Kueue has dispatched it
+    (its state on the manager moves on), they are read there."""
+    session: lifecycle.Session | None = ctx.session
+    if far and (args.follow or args.save_logs):
+        session = _dispatched(ctx, ref, args)
     if args.follow:
-        lines = lifecycle.logs(ctx.session, ref, follow=True, on_waiting=_say_waiting)
-        _print_logs(lines, prefix=True)
+        if session is not None:
+            lines = lifecycle.logs(session, ref, follow=True, on_waiting=_say_waiting)
+            _print_logs(lines, prefix=True)
         until: lifecycle.Until = "done"
     else:
         until = args.wait
@@ -234,8 +262,25 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace) -> int:
     finally:
         shown.close()
     if args.save_logs and obs.state.finished:
-        _save_logs(ctx, ref, args.save_logs)
+        _save_logs(session, ref, args.save_logs)
     return _finish(obs)
+
+
+def _dispatched(ctx: Context, ref: Ref, args: argparse.Namespace) -> lifecycle.Session | None:
+    """Wait on the manager until the job runs (Kueue copies the worker's status back once it
+    has dispatched it); the worker's session, or None when it cannot be reached (said)."""
+    shown = _Progress()
+    try:
+        timeout = getattr(args, "timeout", None)  # logs has none
+        lifecycle.wait(ctx.session, ref, "running", timeout=timeout, on_change=shown)
+    finally:
+        shown.close()
+    job = lifecycle.find(ctx.session, ctx.namespace, ref.name, ref.kind)
+    where = remote(ctx, args, job)
+    if where is None:  # not MultiKueue's after all: its pods are here
+        return ctx.session
+    where.say()
+    return where.session
 
 
 def _interrupted(ctx: Context, ref: Ref, how: KeyboardInterrupt) -> int:
@@ -264,12 +309,17 @@ def _interrupted(ctx: Context, ref: Ref, how: KeyboardInterrupt) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
+        obs, far = observed(ctx, args, _job(ctx, args))
     if args.output == "json":
-        print(json.dumps(_status_doc(obs), indent=2))
+        doc = _status_doc(obs)
+        print(json.dumps(doc if far is None else {**doc, "multikueue": far.as_json()}, indent=2))
         return 0
     state = obs.state
     print(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
+    if far is not None:
+        print(f"cluster: {far.dispatch}")
+        if far.problem:
+            print(f"worker: {far.problem}")
     print(f"nodes: {obs.nodes_ready}/{obs.nodes_total} ready")
     progress = obs.progress
     if progress is None:
@@ -286,7 +336,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("events:")
         for event in obs.events:
             print(f"  {event}")
+    if far is not None and far.events:
+        print(f"events on worker cluster {far.cluster}:")
+        for event in far.events:
+            print(f"  {event}")
     return 0
+
+
+def _job(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
+    return lifecycle.find(ctx.session, ctx.namespace, args.name, args.kind)
 
 
 def _status_doc(obs: Observation) -> dict[str, Any]:
@@ -318,7 +376,8 @@ def _status_doc(obs: Observation) -> dict[str, Any]:
 def cmd_wait(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        ref = ctx.find(args.name, args.kind)
+        job = _job(ctx, args)
+        ref = Ref.of(job)
         shown = _Progress()
         try:
             obs = lifecycle.wait(
@@ -326,8 +385,11 @@ def cmd_wait(args: argparse.Namespace) -> int:
             )
         finally:
             shown.close()
+        far = remote(ctx, args, job)  # where it ran (no request unless MultiKueue manages it)
+        if far is not None:
+            far.say()
         if args.save_logs and obs.state.finished:
-            _save_logs(ctx, ref, args.save_logs)
+            _save_logs(ctx.session if far is None else far.session, ref, args.save_logs)
     return _finish(obs)
 
 
@@ -342,9 +404,22 @@ def cmd_logs(args: argparse.Namespace) -> int:
         _say_waiting(notice)
 
     with cluster_errors():
-        ref = ctx.find(args.name, args.kind)
+        job = _job(ctx, args)
+        ref = Ref.of(job)
+        far = remote(ctx, args, job)
+        session = ctx.session
+        if far is not None and far.cluster is None and not far.problem and args.follow:
+            worker = _dispatched(ctx, ref, args)  # it will be: wait for that, then follow
+            if worker is None:
+                return 1
+            session = worker
+        elif far is not None:  # MultiKueue runs it on a worker: its pods are there
+            far.say()
+            if far.session is None:
+                return 1
+            session = far.session
         lines = lifecycle.logs(
-            ctx.session,
+            session,
             ref,
             rank=None if args.all_ranks else args.rank,
             follow=args.follow,
@@ -362,10 +437,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_events(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
+        obs, far = observed(ctx, args, _job(ctx, args))
     for event in obs.events:
         print(event)
-    if not obs.events:
+    if far is not None:
+        far.say()
+        for event in far.events:
+            print(f"[{far.cluster}] {event}")
+    if not obs.events and (far is None or not far.events):
         print(f"{obs.ref}: no events", file=sys.stderr)
     return 0
 
@@ -374,10 +453,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
         try:
-            ref = ctx.find(args.name, args.kind)
+            job = _job(ctx, args)
         except lifecycle.JobNotFound as exc:
             print(f"{exc}: nothing to cancel", file=sys.stderr)
             return 0
+        ref = Ref.of(job)
+        far = remote(ctx, args, job) if args.wait else None  # before its Workload goes
         done = lifecycle.cancel(
             ctx.session,
             ref,
@@ -385,11 +466,30 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             on_change=_waiting_on("cancel --wait"),
         )
+        if far is not None:
+            _mirror_gone(far, args.timeout)
     if not done.existed:
         print(f"{ref}: already gone, nothing to cancel", file=sys.stderr)
     else:
         print(f"{ref}: {'deleted, with all its pods' if args.wait else 'deleting'}")
     return 0
+
+
+def _mirror_gone(far: Remote, timeout: float | None) -> None:
+    """After the manager's job is gone: wait until MultiKueue's mirror of it on the worker, and
+    its pods, are gone too; or say what could not be checked."""
+    if far.session is None:
+        why = far.problem or "the job was never dispatched to a worker cluster"
+        print(f"kfcompile: not checked on a worker cluster: {why}", file=sys.stderr)
+        return
+    lifecycle.wait_gone(
+        far.session,
+        far.ref,
+        pods=True,
+        timeout=timeout,
+        on_change=_waiting_on(f"cancel --wait, on worker cluster {far.cluster}"),
+    )
+    print(f"{far.ref}: its mirror on worker cluster {far.cluster} is gone, with its pods")
 
 
 def _set_suspended(args: argparse.Namespace, value: bool) -> int:

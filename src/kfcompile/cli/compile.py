@@ -255,4 +255,5 @@ def cmd_rbac(args: argparse.Namespace) -> int:
         who = rbac.subject(args.service_account, args.user, args.namespace)
         objects += [rbac.binding(g, who, args.namespace) for g in granted]
     sys.stdout.write(yamlio.dump_all(objects))
+    print(f"kfcompile: {rbac.MULTIKUEUE_NOTE}", file=sys.stderr)
     return 0

@@ -39,6 +39,8 @@ def line(event: JobEvent, what: Happened, widths: Sequence[int]) -> str:
     cells = (ref.namespace or "", ref.name, ref.kind)
     head = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False))
     told = f"{head}  {what.value}  {state.state.value} ({state.reason})"
+    if event.cluster is not None:  # MultiKueue dispatched it
+        told += f"  to worker cluster {event.cluster}"
     if event.progress is not None:
         told += f"  {event.progress.line(datetime.now(UTC))}"
     return told
@@ -78,8 +80,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         for j in jobs
     ]
     head = ("NAMESPACE", "NAME", "KIND", "TARGET", "STATE", "PROGRESS", "CREATED")
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    for row in [head, *rows]:
+    table = _with_clusters(jobs, [head, *rows])
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for row in table:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     if args.watch:
         sys.stdout.flush()
@@ -107,6 +110,17 @@ def _list(
             file=sys.stderr,
         )
         return lifecycle.list_jobs(ctx.session, ctx.namespace), ctx.namespace
+
+
+def _with_clusters(
+    jobs: Sequence[lifecycle.Listed], table: list[tuple[str, ...]]
+) -> list[tuple[str, ...]]:
+    """On a MultiKueue manager, a CLUSTER column: the worker each job was dispatched to (``-``:
+    none yet, or not MultiKueue's)."""
+    if all(j.dispatch is None for j in jobs):
+        return table
+    cells = ["CLUSTER", *((j.dispatch.cluster if j.dispatch else None) or "-" for j in jobs)]
+    return [(*row, cell) for row, cell in zip(table, cells, strict=True)]
 
 
 def _state_cell(state: JobState) -> str:

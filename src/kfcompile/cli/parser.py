@@ -251,6 +251,15 @@ def _cluster_commands(sub: Any) -> None:
     def save_logs(p: Any) -> None:
         p.add_argument("--save-logs", metavar="DIR", help="write every rank's log to DIR")
 
+    def workers(p: Any) -> None:
+        p.add_argument(
+            "--cluster",
+            action="append",
+            metavar="WORKER=CONTEXT",
+            help="MultiKueue: the kubeconfig context of a worker cluster a job was dispatched "
+            "to (repeatable; default: the context named like the worker)",
+        )
+
     def sync_image(p: Any) -> None:
         p.add_argument("--sync-image", default="busybox:1.36", help="image of the sync helper pod")
 
@@ -282,16 +291,20 @@ def _cluster_commands(sub: Any) -> None:
     )
     save_logs(p)
     sync_image(p)
+    workers(p)
 
     p = job("status", "state, reason, per-node pods and recent events", "cluster:cmd_status")
+    workers(p)
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
 
     p = job("wait", "wait until the job is running or done", "cluster:cmd_wait")
+    workers(p)
     p.add_argument("--until", choices=["running", "done"], default="done")
     timeout(p)
     save_logs(p)
 
     p = job("logs", "print a rank's log, or every rank's", "cluster:cmd_logs")
+    workers(p)
     ranks = p.add_mutually_exclusive_group()
     ranks.add_argument("--rank", type=count, default=0, help="rank to show (default 0)")
     ranks.add_argument("--all-ranks", action="store_true", help="every rank, prefixed")
@@ -299,9 +312,10 @@ def _cluster_commands(sub: Any) -> None:
     p.add_argument("--since", type=duration, help="only lines newer than this (e.g. 10m)")
     p.add_argument("--tail", type=count, help="only the last N lines")
 
-    job("events", "recent events of the job and its pods", "cluster:cmd_events")
+    workers(job("events", "recent events of the job and its pods", "cluster:cmd_events"))
 
     p = job("cancel", "delete the job and its pods", "cluster:cmd_cancel")
+    workers(p)
     p.add_argument("--wait", action="store_true", help="return when the job and its pods are gone")
     timeout(p)
 

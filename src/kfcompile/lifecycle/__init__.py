@@ -21,6 +21,8 @@ few lines that call the ports.
 - ``watcher``: the ``Watcher`` machine (every job of one kind); ``watch``: ``watch_jobs``, its
   driver, for services that run many jobs
 - ``target``: which target a cluster runs (``detect_target``) and the CRD it serves a kind by
+- ``multikueue``: on a MultiKueue manager, which worker cluster a job was dispatched to (its
+  Kueue Workload), and whether a queue dispatches
 
 Two rules hold everywhere:
 

@@ -11,6 +11,7 @@ from kfcompile import status as job_status
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle import deleting
 from kfcompile.lifecycle.deleting import Remaining
+from kfcompile.lifecycle.multikueue import Dispatch, dispatches
 from kfcompile.lifecycle.objects import annotation, get, job_kind, list_all, meta, served
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
@@ -99,29 +100,35 @@ class Listed:
     target: str
     created: str
     progress: Progress | None = None
+    # Where MultiKueue runs it (None: MultiKueue does not manage it; this is not a manager).
+    dispatch: Dispatch | None = None
 
 
 def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
     """Jobs kfcompile created (by label), of every kind the cluster serves, with their states
-    from their status alone (no per-job pod lists)."""
-    found: list[Listed] = []
+    from their status alone (no per-job pod lists); for jobs MultiKueue manages, the worker
+    cluster each was dispatched to (one list of Workloads for them all)."""
+    jobs: list[Obj] = []
     for kind in KINDS.values():
         if not served(session, kind.api_version, kind.name):
             continue
-        for job in list_all(
+        jobs += list_all(
             session,
             kind.api_version,
             kind.name,
             namespace,
             label_selector=f"{MANAGED_BY_LABEL}={MANAGER}",
-        ):
-            found.append(
-                Listed(
-                    Ref.of(job),
-                    job_status.job_state(job),
-                    annotation(job, TARGET_ANNOTATION) or "",
-                    str(meta(job).get("creationTimestamp", "")),
-                    read_progress(job),
-                )
-            )
+        )
+    where = dispatches(session, jobs, namespace)
+    found = [
+        Listed(
+            Ref.of(job),
+            job_status.job_state(job),
+            annotation(job, TARGET_ANNOTATION) or "",
+            str(meta(job).get("creationTimestamp", "")),
+            read_progress(job),
+            where.get(str(meta(job).get("uid", ""))),
+        )
+        for job in jobs
+    ]
     return sorted(found, key=lambda j: (j.ref.namespace or "", j.ref.name, j.ref.kind))

@@ -14,6 +14,7 @@ from attrs import evolve
 
 from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle.logs import merger
+from kfcompile.lifecycle.multikueue import dispatch_events
 from kfcompile.lifecycle.objects import Paging, close, meta, served
 from kfcompile.lifecycle.observe import foreign
 from kfcompile.lifecycle.session import (
@@ -116,6 +117,16 @@ def _watch(
         yield from only(events, lambda obj: not _foreign(obj, kind, namespace, selector))
 
 
+def _dispatched(
+    session: Session, kind: Kind, namespace: str | None, answer: WatchAnswer, told: set[str]
+) -> tuple[JobEvent, ...]:
+    """On a MultiKueue manager, where the jobs the API just answered with were dispatched."""
+    jobs = [answer.job] if isinstance(answer, Changed) else []
+    if isinstance(answer, PageListed):
+        jobs = answer.items
+    return dispatch_events(session, kind, jobs, namespace, told)
+
+
 def watch_kind(
     session: Session, kind: Kind, namespace: str | None, selector: str = MANAGED
 ) -> Generator[tuple[JobEvent, ...], None, None]:
@@ -125,6 +136,7 @@ def watch_kind(
     watcher = Watcher.start(kind, clock.monotonic(), session.retry_for)
     stream: Iterator[WatchEvent] | None = None
     paging = Paging(listing(kind.name, namespace))
+    told: set[str] = set()  # the MultiKueue jobs whose dispatch was reported
     try:
         while True:
             request = watcher.next_request(clock.monotonic())
@@ -150,7 +162,7 @@ def watch_kind(
             watcher = watcher.receive(answer, clock.monotonic())
             if watcher.notice is not None:
                 retrying(session, what, watcher.notice)
-            yield watcher.events
+            yield watcher.events + _dispatched(session, kind, namespace, answer, told)
     finally:
         close(stream)
 

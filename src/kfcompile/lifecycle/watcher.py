@@ -73,6 +73,7 @@ class Happened(enum.Enum):
     DELETING = "deleting"  # being deleted: still there, held by a finalizer or its dependents
     CHANGED = "changed"  # another change of state or reason (e.g. PENDING, now Unschedulable)
     PROGRESSED = "progressed"  # same state; the training process reported new progress
+    DISPATCHED = "dispatched"  # MultiKueue dispatched it to the worker cluster ``cluster``
     DELETED = "deleted"  # gone (or no longer matches the selector)
 
 
@@ -88,6 +89,7 @@ class JobEvent:
     state: JobState
     previous: JobState | None = None
     progress: Progress | None = None  # what the training process last reported (TrainJob)
+    cluster: str | None = None  # DISPATCHED: the worker cluster that runs it
 
 
 def _finished(new: JobState, old: JobState) -> bool:

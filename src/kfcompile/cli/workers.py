@@ -1,0 +1,120 @@
+"""Following a job that Kueue's MultiKueue dispatched from the manager cluster (the one the
+command connects to) to the worker cluster that runs it: which worker (from the job's Workload
+on the manager, ``lifecycle.multikueue``), and a session to it, made only when needed.
+
+A worker cluster's name (``status.clusterName``, a MultiKueueCluster's name) is reached through
+the kubeconfig context of the same name, or the one ``--cluster NAME=CONTEXT`` gives (repeatable),
+in the same kubeconfig as the manager's context. When no context reaches it, the commands say
+which cluster runs the job and how to give access, once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import attrs
+from attrs import evolve, frozen
+
+from kfcompile import lifecycle
+from kfcompile.cli.common import Failed, UsageError
+from kfcompile.cli.context import Context
+from kfcompile.lifecycle import Event, Observation, Session
+from kfcompile.lifecycle.multikueue import Dispatch, dispatch
+from kfcompile.ports import ApiError, Forbidden, Obj, Ref
+
+
+def cluster_contexts(values: list[str] | None) -> dict[str, str]:
+    """``--cluster NAME=CONTEXT`` options as a mapping; a malformed one is a usage error."""
+    found: dict[str, str] = {}
+    for value in values or []:
+        name, sep, context = value.partition("=")
+        if not (sep and name.strip() and context.strip()):
+            raise UsageError(f"--cluster {value!r}: expected WORKER=CONTEXT, e.g. worker1=ctx-1")
+        found[name.strip()] = context.strip()
+    return found
+
+
+@frozen
+class Remote:
+    """Where a MultiKueue job runs, as this command can reach it: the dispatch read on the
+    manager, the worker's session (None: not dispatched yet, or unreachable), and, when it is
+    unreachable, why, in one line for the user."""
+
+    ref: Ref
+    dispatch: Dispatch
+    session: Session | None
+    problem: str = ""
+    events: tuple[Event, ...] = ()  # the job's and its pods' on the worker, once read
+
+    @property
+    def cluster(self) -> str | None:
+        return self.dispatch.cluster
+
+    def say(self) -> None:
+        """The dispatch on stderr, and why the worker cannot be read if it cannot."""
+        print(f"kfcompile: {self.ref.name}: {self.dispatch}", file=sys.stderr)
+        if self.problem:
+            print(f"kfcompile: {self.problem}", file=sys.stderr)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "workload": self.dispatch.workload,
+            "admissionChecks": [
+                {"name": c.name, "state": c.state, "message": c.message}
+                for c in self.dispatch.checks
+            ],
+            "workerReachable": self.session is not None,
+            "workerEvents": [attrs.asdict(e) for e in self.events],
+        }
+
+
+def remote(ctx: Context, args: argparse.Namespace, job: Obj) -> Remote | None:
+    """Where MultiKueue runs ``job`` (None: MultiKueue does not manage it)."""
+    ref = Ref.of(job)
+    try:
+        found = dispatch(ctx.session, job)
+    except Forbidden as exc:
+        problem = (
+            f"{ref} is MultiKueue's, but which worker cluster runs it cannot be read: {exc}; "
+            "it needs list of workloads.kueue.x-k8s.io (see kfcompile rbac)"
+        )
+        return Remote(ref, Dispatch("", None), None, problem)
+    if found is None:
+        return None
+    if found.cluster is None:
+        return Remote(ref, found, None)
+    mapping = cluster_contexts(getattr(args, "cluster", None))
+    context = mapping.get(found.cluster, found.cluster)
+    worker_args = argparse.Namespace(**{**vars(args), "context": context})
+    try:
+        session = Context(worker_args).session
+    except Failed as exc:
+        given = "given with --cluster" if found.cluster in mapping else "of the same name"
+        problem = (
+            f"{ref} runs on worker cluster {found.cluster}, which this kubeconfig does not "
+            f"reach (context {context!r}, {given}: {' '.join(exc.problems)}); give its context "
+            f"with --cluster {found.cluster}=CONTEXT"
+        )
+        return Remote(ref, found, None, problem)
+    return Remote(ref, found, session)
+
+
+def observed(ctx: Context, args: argparse.Namespace, job: Obj) -> tuple[Observation, Remote | None]:
+    """The job's state and events on the manager (the command's cluster), and, for a job
+    MultiKueue dispatched to a worker this kubeconfig reaches, its pods there (as the nodes)
+    and its events there (``Remote.events``)."""
+    obs = lifecycle.status(ctx.session, Ref.of(job))
+    far = remote(ctx, args, job)
+    if far is None or far.session is None:
+        return obs, far
+    try:
+        there = lifecycle.status(far.session, obs.ref)
+    except lifecycle.JobNotFound:
+        problem = f"{obs.ref} is not on worker cluster {far.cluster} (yet, or any more)"
+        return obs, evolve(far, problem=problem)
+    except (lifecycle.ClusterError, ApiError) as exc:  # the manager's answer still stands
+        return obs, evolve(far, problem=f"worker cluster {far.cluster}: {exc}")
+    return evolve(obs, nodes=there.nodes), evolve(far, events=there.events)

@@ -1,0 +1,247 @@
+"""Jobs that Kueue's MultiKueue dispatches: on the manager cluster the job is held (its
+``managedBy`` is ``kueue.x-k8s.io/multikueue``, so no pods run there) and Kueue mirrors it, same
+namespace and name, to the worker cluster that admits it. Which worker that is, Kueue says in
+the job's Workload on the manager; this module finds that Workload and reads it.
+
+Fields read (Kueue ``apis/kueue/v1beta1/workload_types.go``, ``WorkloadStatus``):
+``status.clusterName`` (the worker the workload was dispatched to; Kueue v0.13+, with
+``status.nominatedClusterNames`` for the candidates while it dispatches) and
+``status.admissionChecks[]`` (``AdmissionCheckState``: ``name``, ``state`` one of Pending,
+Ready, Retry, Rejected, ``message``). Before v0.13 the worker is only in the MultiKueue check's
+message, ``The workload got reservation on "worker1"``
+(``pkg/controller/admissionchecks/multikueue/workload.go``), read as a fallback.
+
+The Workload is found by the label Kueue's job reconciler puts on it, ``kueue.x-k8s.io/job-uid``
+(``pkg/controller/constants``: ``JobUIDLabel``), else by its controller owner reference to the
+job. A queue is a MultiKueue queue when its ClusterQueue names an AdmissionCheck whose
+``spec.controllerName`` is ``kueue.x-k8s.io/multikueue`` (``ClusterQueueSpec.admissionChecks``,
+or ``admissionChecksStrategy.admissionChecks[].name``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from attrs import frozen
+
+from kfcompile.kinds import MULTIKUEUE, Kind
+from kfcompile.lifecycle.objects import get, list_all, meta
+from kfcompile.lifecycle.observe import printable
+from kfcompile.lifecycle.session import Session
+from kfcompile.lifecycle.watcher import Happened, JobEvent, seen
+from kfcompile.ports import ApiError, Forbidden, NotFound, Obj, Ref
+
+KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
+JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
+# Kueue's message on the MultiKueue check once a worker has reserved quota (before v0.13 the
+# only place that names the worker).
+_RESERVED_ON: Final = re.compile(r'got reservation on "([^"]+)"')
+_MAX_NAME: Final = 253
+_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@frozen
+class Check:
+    """One of the workload's admission checks (``status.admissionChecks[]``)."""
+
+    name: str
+    state: str  # Pending, Ready, Retry, Rejected
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.state}" + (f": {self.message}" if self.message else "")
+
+
+@frozen
+class Dispatch:
+    """Where MultiKueue runs a job: its Workload on the manager, the worker cluster it was
+    dispatched to (None: not yet), and the Workload's admission checks."""
+
+    workload: str  # "" while Kueue has made no Workload yet
+    cluster: str | None
+    checks: tuple[Check, ...] = ()
+
+    def __str__(self) -> str:
+        where = (
+            f"dispatched to worker cluster {self.cluster}"
+            if self.cluster
+            else "not dispatched to a worker cluster yet"
+        )
+        told = [f"Workload {self.workload}"] if self.workload else ["no Workload yet"]
+        told += [f"admission check {c}" for c in self.checks]
+        return f"{where} ({'; '.join(told)})"
+
+
+def _text(value: object, limit: int = 1024) -> str:
+    """A string the server sent, bounded and printable (it reaches a terminal)."""
+    return printable(value[:limit]) if isinstance(value, str) else ""
+
+
+def _cluster_name(value: object) -> str | None:
+    """A worker cluster's name as Kueue has it (a MultiKueueCluster's ``metadata.name``: a
+    DNS-1123 subdomain, apimachinery ``IsDNS1123Subdomain``); anything else is not one."""
+    if isinstance(value, str) and len(value) <= _MAX_NAME and _SUBDOMAIN.fullmatch(value):
+        return value
+    return None
+
+
+def read_workload(workload: Mapping[str, Any]) -> Dispatch:
+    """The dispatch a Workload says, from its status only; a hostile shape reads as nothing."""
+    status = workload.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    raw = status.get("admissionChecks")
+    checks = tuple(
+        Check(_text(c.get("name")), _text(c.get("state")), _text(c.get("message")))
+        for c in (raw if isinstance(raw, list) else [])[:8]  # MaxItems=8
+        if isinstance(c, Mapping) and _text(c.get("name"))
+    )
+    cluster = _cluster_name(status.get("clusterName"))
+    if cluster is None:
+        for check in checks:
+            found = _RESERVED_ON.search(check.message)
+            if check.state == "Ready" and found:
+                cluster = _cluster_name(found[1])
+    return Dispatch(_text(meta(workload).get("name")), cluster, checks)
+
+
+def multikueue_managed(job: Mapping[str, Any]) -> bool:
+    """Whether MultiKueue manages the job (TrainJob ``spec.managedBy``, PyTorchJob
+    ``spec.runPolicy.managedBy``)."""
+    spec = job.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    run = spec.get("runPolicy")
+    run = run if isinstance(run, Mapping) else {}
+    return MULTIKUEUE in (spec.get("managedBy"), run.get("managedBy"))
+
+
+def _owned_by(workload: Mapping[str, Any], uid: str) -> bool:
+    owners = meta(workload).get("ownerReferences")
+    return any(
+        isinstance(o, Mapping) and o.get("uid") == uid and o.get("controller") is True
+        for o in (owners if isinstance(owners, list) else [])
+    )
+
+
+def _labelled(workload: Mapping[str, Any], uid: str) -> bool:
+    labels = meta(workload).get("labels")
+    return isinstance(labels, Mapping) and labels.get(JOB_UID_LABEL) == uid
+
+
+def pick_workload(workloads: Sequence[Obj], uid: str) -> Obj | None:
+    """The job's Workload among ``workloads``: labelled with its uid, else owned by it."""
+    for test in (_labelled, _owned_by):
+        for workload in workloads:
+            if test(workload, uid):
+                return workload
+    return None
+
+
+def dispatch(session: Session, job: Obj) -> Dispatch | None:
+    """Where MultiKueue runs ``job`` (read on the manager), or None when MultiKueue does not
+    manage it. Two lists at most: by the uid label, then (older Kueue) all of the namespace's."""
+    if not multikueue_managed(job):
+        return None
+    ref = Ref.of(job)
+    uid = str(meta(job).get("uid", ""))
+    selector = f"{JOB_UID_LABEL}={uid}"
+    try:
+        found = pick_workload(
+            list_all(session, KUEUE_API, "Workload", ref.namespace, label_selector=selector), uid
+        ) or pick_workload(list_all(session, KUEUE_API, "Workload", ref.namespace), uid)
+    except NotFound:  # Kueue's CRDs are not installed here
+        found = None
+    return Dispatch("", None) if found is None else read_workload(found)
+
+
+def dispatches(session: Session, jobs: Sequence[Obj], namespace: str | None) -> dict[str, Dispatch]:
+    """Where MultiKueue runs each of ``jobs`` it manages, by job uid: one list of the Workloads
+    of ``namespace`` (None: every namespace), and none at all when it manages none of them;
+    nothing is known when the Workloads may not be read."""
+    managed = [job for job in jobs if multikueue_managed(job)]
+    if not managed:
+        return {}
+    try:
+        workloads = list_all(session, KUEUE_API, "Workload", namespace)
+    except NotFound:  # Kueue's CRDs are not installed here
+        workloads = []
+    except Forbidden:  # may not read them: where each runs is not known (None)
+        return {}
+    found: dict[str, Dispatch] = {}
+    for job in managed:
+        uid = str(meta(job).get("uid", ""))
+        workload = pick_workload(workloads, uid)
+        found[uid] = Dispatch("", None) if workload is None else read_workload(workload)
+    return found
+
+
+def dispatch_events(
+    session: Session, kind: Kind, jobs: Sequence[Obj], namespace: str | None, told: set[str]
+) -> tuple[JobEvent, ...]:
+    """A ``DISPATCHED`` event for each of ``jobs`` (as a watch of the manager delivers them)
+    that MultiKueue has dispatched since: one list of Workloads for those not told yet, none
+    when there are none. ``told``: the uids reported so far, kept by the driver. A manager
+    whose Workloads may not be read reports no dispatch (the watch goes on)."""
+    waiting = [
+        job
+        for job in jobs
+        if multikueue_managed(job)
+        and str(meta(job).get("uid", "")) not in told
+        and not meta(job).get("deletionTimestamp")
+    ]
+    if not waiting:
+        return ()
+    where = dispatches(session, waiting, namespace)
+    events: list[JobEvent] = []
+    for job in waiting:
+        uid = str(meta(job).get("uid", ""))
+        cluster = where[uid].cluster if uid in where else None
+        found = seen(kind, job)
+        if cluster and found is not None:
+            told.add(uid)
+            ref, now = found
+            events.append(
+                JobEvent(
+                    kind,
+                    ref,
+                    Happened.DISPATCHED,
+                    now.state,
+                    progress=now.progress,
+                    cluster=cluster,
+                )
+            )
+    return tuple(events)
+
+
+def multikueue_check(session: Session, namespace: str, queue: str) -> str | None:
+    """The MultiKueue AdmissionCheck of the LocalQueue ``queue``'s ClusterQueue, if it has one
+    (None too when what it takes to know may not be read: a preflight hint, never a failure)."""
+    try:
+        local = get(session, Ref(KUEUE_API, "LocalQueue", namespace, queue))
+        cq_name = _text(((local or {}).get("spec") or {}).get("clusterQueue"))
+        if not cq_name:
+            return None
+        cq = get(session, Ref(KUEUE_API, "ClusterQueue", None, cq_name)) or {}
+        for name in check_names(cq):
+            check = get(session, Ref(KUEUE_API, "AdmissionCheck", None, name)) or {}
+            if (check.get("spec") or {}).get("controllerName") == MULTIKUEUE:
+                return name
+    except (ApiError, AttributeError):
+        return None
+    return None
+
+
+def check_names(cluster_queue: Mapping[str, Any]) -> list[str]:
+    """The AdmissionChecks a ClusterQueue names: ``spec.admissionChecks`` or
+    ``spec.admissionChecksStrategy.admissionChecks[].name``."""
+    spec = cluster_queue.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    plain = spec.get("admissionChecks")
+    names = [n for n in plain if isinstance(n, str)] if isinstance(plain, list) else []
+    strategy = spec.get("admissionChecksStrategy")
+    rules = strategy.get("admissionChecks") if isinstance(strategy, Mapping) else None
+    for rule in rules if isinstance(rules, list) else []:
+        if isinstance(rule, Mapping) and isinstance(rule.get("name"), str):
+            names.append(rule["name"])
+    return names

@@ -1,0 +1,259 @@
+"""Jobs Kueue's MultiKueue dispatches, followed to the worker cluster that runs them: the CLI,
+in-process, over real HTTP against two fake API servers (a manager and a worker, one
+kubeconfig with a context each) with MultiKueue between them (``fakekube.multikueue``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+import schema_check
+import yaml
+from fakekube.cluster import NAMESPACE, QUEUE
+from fakekube.multikueue import KUEUE, MULTIKUEUE, TwoClusters
+from test_cli_cluster import write_spec
+
+from kfcompile import lifecycle
+from kfcompile.cli import main
+from kfcompile.lifecycle.multikueue import JOB_UID_LABEL, check_names, pick_workload, read_workload
+from kfcompile_kube import KubeCluster, SystemClock, connect
+
+TRAINJOB = "trainer.kubeflow.org/v1alpha1"
+
+
+@pytest.fixture
+def clusters() -> Iterator[TwoClusters]:
+    with TwoClusters(schema_check.require_shared()) as two:
+        yield two
+
+
+def spec_file(tmp_path: Path, scenario: str = "succeeds") -> Path:
+    return write_spec(tmp_path, scenario, queue=QUEUE)
+
+
+def run(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    code = main([*args, "--kubeconfig", str(clusters.kubeconfig), "--context", "manager"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_fake_dispatches_mirrors_and_copies_status_back(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)))
+    assert code == 0, err
+    clusters.settle()
+    job = clusters.manager.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
+    assert job is not None and job["spec"]["managedBy"] == MULTIKUEUE
+    (workload,) = clusters.manager.store.list(KUEUE, "Workload", NAMESPACE)
+    assert workload["status"]["clusterName"] == TwoClusters.WORKER
+    mirror = clusters.worker.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
+    assert mirror is not None and "managedBy" not in mirror["spec"]
+    assert clusters.manager.store.list("v1", "Pod", NAMESPACE) == []
+    assert len(clusters.worker.store.list("v1", "Pod", NAMESPACE)) == 2
+    conditions = {c["type"] for c in job["status"]["conditions"]}
+    assert "Complete" in conditions
+
+
+def submitted(clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path, "hang")))
+    assert code == 0, err
+    clusters.settle()
+
+
+def test_status_shows_the_worker_its_pods_and_events(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    submitted(clusters, capsys, tmp_path)
+    code, out, err = run(clusters, capsys, "status", "demo")
+    assert code == 0, err
+    assert "TrainJob demo in namespace default: RUNNING" in out
+    assert "cluster: dispatched to worker cluster worker1 (Workload trainjob-demo-" in out
+    assert "admission check multikueue: Ready" in out
+    assert "nodes: 2/2 ready" in out
+    assert "demo-node-0-1-" in out  # a pod on the worker, listed by rank
+    assert "events on worker cluster worker1:" in out and "Created pod: demo-node-0-0-" in out
+    code, out, err = run(clusters, capsys, "list")
+    assert code == 0 and out.splitlines()[0].split()[-2:] == ["CREATED", "CLUSTER"], err
+    assert out.splitlines()[1].endswith(" worker1")
+    code, out, err = run(clusters, capsys, "status", "demo", "-o", "json")
+    doc = json.loads(out)
+    assert doc["multikueue"]["cluster"] == "worker1" and doc["nodesReady"] == 2
+
+
+def test_logs_come_from_the_worker_and_cancel_waits_for_the_mirror(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    submitted(clusters, capsys, tmp_path)
+    code, out, err = run(clusters, capsys, "logs", "demo", "--rank", "1")
+    assert code == 0, err
+    assert "rank 1 step 1" in out
+    assert "dispatched to worker cluster worker1" in err
+    with clusters.ticking():
+        code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "30s")
+    assert code == 0, err
+    assert "its mirror on worker cluster worker1 is gone, with its pods" in out
+    assert clusters.worker.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+    assert clusters.worker.store.list("v1", "Pod", NAMESPACE) == []
+    assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+
+
+def test_a_worker_no_context_reaches_is_named_with_how_to_reach_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with TwoClusters(schema_check.require_shared(), worker_context=None) as clusters:
+        submitted(clusters, capsys, tmp_path)
+        code, out, err = run(clusters, capsys, "logs", "demo")
+        assert code == 1 and "Traceback" not in err
+        line = (
+            "runs on worker cluster worker1, which this kubeconfig does not reach "
+            "(context 'worker1', of the same name"
+        )
+        assert line in err and "give its context with --cluster worker1=CONTEXT" in err
+        code, out, err = run(clusters, capsys, "status", "demo")
+        assert code == 0 and "worker: TrainJob demo in namespace default runs on" in out
+        code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "30s")
+        assert code == 0 and "kfcompile: not checked on a worker cluster: TrainJob demo" in err
+        assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+
+
+def test_a_worker_context_given_with_cluster(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with TwoClusters(schema_check.require_shared(), worker_context="ctx-w1") as clusters:
+        submitted(clusters, capsys, tmp_path)
+        code, out, err = run(clusters, capsys, "logs", "demo", "--cluster", "worker1=ctx-w1")
+        assert code == 0 and "rank 0 step 1" in out, err
+
+
+def test_submit_says_the_queue_dispatches_and_wait_names_the_worker(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)))
+    assert code == 0, err
+    assert f"queue {QUEUE} is a MultiKueue queue (its ClusterQueue has the AdmissionCheck " in err
+    clusters.settle()
+    code, out, err = run(clusters, capsys, "wait", "demo", "--timeout", "30s")
+    assert code == 0 and "SUCCEEDED (Complete)" in out, err
+    assert "demo: dispatched to worker cluster worker1" in err
+    code, out, err = run(clusters, capsys, "events", "demo")
+    assert code == 0, err
+    assert "[worker1] " in out and "Created pod: demo-node-0-1-" in out  # the worker's events
+    code, out, err = run(clusters, capsys, "logs", "demo", "--follow", "--all-ranks")
+    assert code == 0 and "[rank 1] rank 1 step 1" in out, err
+
+
+def _check(state: str, message: str = "") -> dict[str, str]:
+    return {"name": "mk", "state": state, "message": message, "lastTransitionTime": "t"}
+
+
+RESERVED = 'The workload got reservation on "worker2"'
+
+
+@pytest.mark.parametrize(
+    ("status", "cluster", "checks"),
+    [
+        ({}, None, ()),
+        # Kueue v0.13+: status.clusterName
+        (
+            {"clusterName": "worker1", "admissionChecks": [_check("Ready")]},
+            "worker1",
+            ("mk: Ready",),
+        ),
+        # before v0.13: only the MultiKueue check's message names the worker
+        ({"admissionChecks": [_check("Ready", RESERVED)]}, "worker2", (f"mk: Ready: {RESERVED}",)),
+        ({"admissionChecks": [_check("Pending", RESERVED)]}, None, (f"mk: Pending: {RESERVED}",)),
+        ({"nominatedClusterNames": ["worker1", "worker2"]}, None, ()),
+        # hostile shapes read as nothing
+        ({"clusterName": 7, "admissionChecks": "x"}, None, ()),
+        ({"admissionChecks": [None, {"state": "Ready"}]}, None, ()),
+        # a name no MultiKueueCluster can have is not taken for a kubeconfig context's
+        ({"clusterName": "Prod Admin\x1b[2J"}, None, ()),
+        (
+            {"admissionChecks": [_check("Ready", 'got reservation on "../x"\x07')]},
+            None,
+            ('mk: Ready: got reservation on "../x"\\u0007',),
+        ),
+    ],
+)
+def test_read_workload(
+    status: dict[str, object], cluster: str | None, checks: tuple[str, ...]
+) -> None:
+    found = read_workload({"metadata": {"name": "wl"}, "status": status})
+    assert found.cluster == cluster and tuple(str(c) for c in found.checks) == checks
+
+
+def test_the_workload_is_found_by_uid_label_then_by_owner() -> None:
+    labelled = {"metadata": {"name": "a", "labels": {JOB_UID_LABEL: "u1"}}}
+    owned = {"metadata": {"name": "b", "ownerReferences": [{"uid": "u1", "controller": True}]}}
+    other = {"metadata": {"name": "c", "ownerReferences": [{"uid": "u1", "controller": False}]}}
+    assert pick_workload([owned, labelled], "u1") is labelled
+    assert pick_workload([other, owned], "u1") is owned
+    assert pick_workload([other], "u1") is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "names"),
+    [
+        ({"admissionChecks": ["mk", 3]}, ["mk"]),
+        ({"admissionChecksStrategy": {"admissionChecks": [{"name": "mk"}, {"x": 1}]}}, ["mk"]),
+        ({"admissionChecks": "mk"}, []),
+    ],
+)
+def test_check_names(spec: dict[str, object], names: list[str]) -> None:
+    assert check_names({"spec": spec}) == names
+
+
+def test_a_job_not_dispatched_yet_says_so(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)))
+    assert code == 0, err  # no tick yet: Kueue has made no Workload
+    code, _, err = run(clusters, capsys, "logs", "demo")
+    assert code == 1 and "demo: not dispatched to a worker cluster yet (no Workload yet)" in err
+    with clusters.ticking():  # followed, it waits for the dispatch, then reads the worker's
+        code, out, err = run(clusters, capsys, "logs", "demo", "--follow", "--rank", "1")
+    assert code == 0 and "rank 1 step 1" in out, err
+    assert "demo: dispatched to worker cluster worker1" in err
+
+
+def test_watch_jobs_over_the_manager_reports_the_dispatch(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    submitted(clusters, capsys, tmp_path)
+    conn = connect(str(clusters.kubeconfig), "manager")
+    session = lifecycle.Session(KubeCluster(conn.api_client), SystemClock())
+    with closing(lifecycle.watch_jobs(session, NAMESPACE)) as events:
+        first = [next(events), next(events)]
+    assert [(e.ref.name, e.what, e.cluster) for e in first] == [
+        ("demo", lifecycle.Happened.LISTED, None),
+        ("demo", lifecycle.Happened.DISPATCHED, TwoClusters.WORKER),
+    ]
+
+
+def test_submit_follow_reads_the_logs_on_the_worker(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with clusters.ticking():
+        code, out, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)), "--follow")
+    assert code == 0, err
+    assert "dispatched to worker cluster worker1" in err
+    assert "[rank 0] rank 0 step 1" in out and "SUCCEEDED (Complete)" in out
+
+
+def test_rbac_says_what_a_manager_and_its_workers_need(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rbac", "-n", "team-a", "--cluster-reads"]) == 0
+    out, err = capsys.readouterr()
+    docs = list(yaml.safe_load_all(out))
+    granted = {(r["resources"][0], tuple(r["verbs"])) for d in docs for r in d["rules"]}
+    assert {
+        ("workloads", ("list",)),
+        ("clusterqueues", ("get",)),
+        ("admissionchecks", ("get",)),
+    } <= granted
+    assert "on each worker cluster, bind the same Role in the same namespace" in err
