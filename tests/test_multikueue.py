@@ -257,3 +257,79 @@ def test_rbac_says_what_a_manager_and_its_workers_need(capsys: pytest.CaptureFix
         ("admissionchecks", ("get",)),
     } <= granted
     assert "on each worker cluster, bind the same Role in the same namespace" in err
+
+
+# --- the launchers against a manager --------------------------------------------------------------
+
+
+def test_the_torchx_scheduler_on_a_manager_reads_describe_and_logs_on_the_worker(
+    clusters: TwoClusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torchx", reason="torchx is not installed (CI's launcher env)")
+    from torchx.components import dist
+    from torchx.runner import get_runner
+
+    from kfcompile.integrations.torchx import create_scheduler
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBECONFIG", str(clusters.kubeconfig))
+    cfg = {"kubeconfig": str(clusters.kubeconfig), "context": "manager", "queue": QUEUE}
+    with get_runner() as runner:
+        handle = runner.run(dist.ddp(script="train.py", j="2x1"), "kfcompile", cfg=cfg)
+        clusters.controller.default_scenario = "hang"
+        clusters.settle()
+        lines = list(runner.log_lines(handle, "train", k=1))
+    described = create_scheduler("t").describe(handle.rpartition("/")[2])
+    assert described is not None
+    hosts = [r.hostname for r in described.roles_statuses[0].replicas]
+    assert all(h.startswith("train-") for h in hosts), hosts  # the worker's pods, by rank
+    assert any("rank 1 step 1" in line for line in lines), lines
+
+
+def test_the_torchx_scheduler_says_which_worker_it_cannot_reach(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torchx", reason="torchx is not installed (CI's launcher env)")
+    from torchx.components import dist
+    from torchx.runner import get_runner
+
+    from kfcompile.integrations.torchx import SchedulerError
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with TwoClusters(schema_check.require_shared(), worker_context=None) as clusters:
+        cfg = {"kubeconfig": str(clusters.kubeconfig), "context": "manager", "queue": QUEUE}
+        with get_runner() as runner:
+            handle = runner.run(dist.ddp(script="train.py", j="1x1"), "kfcompile", cfg=cfg)
+            clusters.settle()
+            with pytest.raises(SchedulerError) as caught:
+                list(runner.log_lines(handle, "train", k=0))
+    assert str(caught.value).endswith("give it a context named worker1")
+    assert "runs on worker cluster worker1, which this kubeconfig does not reach" in str(
+        caught.value
+    )
+
+
+def test_the_nemo_run_executor_on_a_manager_fetches_the_logs_on_the_worker(
+    clusters: TwoClusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("nemo_run", reason="nemo_run is not installed (CI's launcher env)")
+    from kfcompile.integrations.nemo_run import KfcompileExecutor
+
+    kubeconfig = json.loads(clusters.kubeconfig.read_text())
+    kubeconfig["current-context"] = "manager"
+    (tmp_path / "kubeconfig").write_text(json.dumps(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    ex = KfcompileExecutor(
+        image="python:3.11",
+        num_nodes=2,
+        namespace=NAMESPACE,
+        labels={"kueue.x-k8s.io/queue-name": QUEUE},  # as a NeMo-Run user queues with Kueue
+    )
+    ex.assign("exp", str(tmp_path), "train", "train")
+    name, _ = ex.launch("train", ["python", "/app/train.py"])
+    clusters.settle()
+    shown = list(ex.fetch_logs(name))
+    assert any(line.startswith("rank 0 ") for line in shown), shown
+    assert clusters.manager.store.list("v1", "Pod", NAMESPACE) == []  # they are the worker's

@@ -19,6 +19,7 @@ from torchx.specs import Role
 
 import kfcompile
 from kfcompile import lifecycle
+from kfcompile.lifecycle.multikueue import running_on, unreachable
 from kfcompile.ports import Ref
 from kfcompile.progress import Progress
 
@@ -190,7 +191,7 @@ class NemoRunMethods:
         cluster, ref = found
         nodes = len(lifecycle.ranks(cluster, ref))
         task = getattr(self, "job_name", "") or task_of(job_name)
-        read = lifecycle.logs(cluster, ref, follow=stream)
+        read = lifecycle.logs(pods_session(cluster, ref), ref, follow=stream)
         for line in tee(read, self.job_dir, task, shown_ranks(nodes)):
             yield line.text
 
@@ -222,3 +223,17 @@ def _located(executor: _Executor, job_name: str) -> tuple[lifecycle.Session, Ref
         return cluster, lifecycle.locate(cluster, executor.namespace, job_name)
     except lifecycle.JobNotFound:
         return None
+
+
+def pods_session(cluster: lifecycle.Session, ref: Ref) -> lifecycle.Session:
+    """The session with the job's pods and logs: on a MultiKueue manager, the worker's (the
+    kubeconfig's context named after the worker cluster)."""
+    import kfcompile_kube
+
+    def reach(worker: str) -> lifecycle.Session:
+        try:
+            return kfcompile_kube.session(context=worker)[0]
+        except kfcompile_kube.ConfigError as exc:
+            raise kfcompile_kube.ConfigError(unreachable(ref, worker, str(exc))) from None
+
+    return running_on(cluster, lifecycle.find(cluster, ref.namespace or "default", ref.name), reach)

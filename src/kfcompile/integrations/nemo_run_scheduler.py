@@ -31,7 +31,7 @@ import kfcompile
 from kfcompile import lifecycle
 from kfcompile.errors import Problem
 from kfcompile.integrations.nemo_run import SCHEDULER, KfcompileExecutor, connect
-from kfcompile.integrations.nemo_run_methods import shown_ranks, task_of, tee
+from kfcompile.integrations.nemo_run_methods import pods_session, shown_ranks, task_of, tee
 from kfcompile.integrations.nemo_run_task import ExecutorError
 from kfcompile.ports import Forbidden, Ref
 from kfcompile.progress import note
@@ -208,7 +208,9 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         record = recalled(app_id)
         if k not in shown and not record.get("job_dir"):
             return []  # neither on the console nor in a file: not read
-        read = lifecycle.logs(session, ref, rank=k, follow=should_tail, since_seconds=since_seconds)
+        read = lifecycle.logs(
+            pods_session(session, ref), ref, rank=k, follow=should_tail, since_seconds=since_seconds
+        )
         task = record.get("task") or task_of(ref.name)
         lines = _lines(tee(read, record.get("job_dir"), task, shown))
         return filter_regex(regex, lines) if regex else lines

@@ -28,6 +28,7 @@ import threading
 import typing
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -56,6 +57,7 @@ from kfcompile.integrations.torchx_app import (
 )
 from kfcompile.k8s_schema import unknown_field
 from kfcompile.kinds import KINDS
+from kfcompile.lifecycle.multikueue import running_on, unreachable
 from kfcompile.ports import ApiError, Obj, Ref
 from kfcompile.progress import note
 from kfcompile.spec import JobSpec
@@ -301,6 +303,14 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
         namespace = options.get("namespace") or self._connections[(kubeconfig, context)].namespace
         return session, namespace
 
+    def _worker(self, job: Obj, cluster: str) -> lifecycle.Session:
+        """A session to the MultiKueue worker cluster running ``job``: the kubeconfig's
+        context of that name."""
+        try:
+            return self._session(self._configured(None).get("kubeconfig"), cluster)
+        except SchedulerError as exc:
+            raise SchedulerError(unreachable(Ref.of(job), cluster, str(exc))) from None
+
     def _job(self, app_id: str) -> tuple[lifecycle.Session, Obj | None]:
         namespace, name = split_app_id(app_id)
         session, default = self._cluster()
@@ -339,7 +349,8 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
             session, job = self._job(app_id)
             if job is None:
                 return None
-            return describe_job(app_id, job, lifecycle.observe(session, job))
+            pods_on = running_on(session, job, partial(self._worker, job))
+            return describe_job(app_id, job, lifecycle.observe(pods_on, job))
 
     def list(self, cfg: Mapping[str, Any] | None = None) -> list[Any]:
         with _errors():
@@ -379,6 +390,8 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
             raise SchedulerError("kfcompile reads the combined stream (Kubernetes keeps one log)")
         with _errors():
             session, job = self._job(app_id)
+            if job is not None:  # on a MultiKueue manager, the logs are the worker's
+                session = running_on(session, job, partial(self._worker, job))
         if job is None:
             raise SchedulerError(f"{app_id}: no such job")
         role, total = _role_of(job), lifecycle.nodes_total(job)

@@ -21,7 +21,7 @@ or ``admissionChecksStrategy.admissionChecks[].name``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from attrs import frozen
@@ -245,3 +245,22 @@ def check_names(cluster_queue: Mapping[str, Any]) -> list[str]:
         if isinstance(rule, Mapping) and isinstance(rule.get("name"), str):
             names.append(rule["name"])
     return names
+
+
+def running_on(session: Session, job: Obj, reach: Callable[[str], Session]) -> Session:
+    """The session whose cluster has the job's pods and logs: for a job MultiKueue dispatched,
+    the worker's (``reach(cluster name)``, which raises what it raises when it cannot reach
+    it), else ``session`` (the job runs here, or is not dispatched yet). How the launchers'
+    log and describe calls follow a job from a manager."""
+    found = dispatch(session, job)
+    if found is None or found.cluster is None:
+        return session
+    return reach(found.cluster)
+
+
+def unreachable(ref: Ref, cluster: str, why: str) -> str:
+    """Why the pods and logs of a dispatched job cannot be read from here, in one line."""
+    return (
+        f"{ref} runs on worker cluster {cluster}, which this kubeconfig does not reach ({why}): "
+        f"give it a context named {cluster}"
+    )
