@@ -263,7 +263,7 @@ def _interrupted(ctx: Context, ref: Ref, how: KeyboardInterrupt) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
+        obs = lifecycle.status(ctx.session, ctx.find_job(args.name, args.kind))
     if args.output == "json":
         print(json.dumps(_status_doc(obs), indent=2))
         return 0
@@ -361,7 +361,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_events(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        obs = lifecycle.status(ctx.session, ctx.find(args.name, args.kind))
+        obs = lifecycle.status(ctx.session, ctx.find_job(args.name, args.kind))
     for event in obs.events:
         print(event)
     if not obs.events:

@@ -14,7 +14,7 @@ from kfcompile.cli.common import Failed
 from kfcompile.errors import KfcompileError
 from kfcompile.lifecycle import ClusterError, Session, locate
 from kfcompile.lifecycle.target import Found
-from kfcompile.ports import ApiError, LocalFiles, Ref, Transient
+from kfcompile.ports import ApiError, LocalFiles, Obj, Ref, Transient
 
 
 class Context:
@@ -31,7 +31,11 @@ class Context:
         except ConfigError as exc:
             raise Failed("kfcompile", str(exc).splitlines()) from None
         self.session: Session = Session(
-            KubeCluster(connection.api_client, request_timeout=connection.request_timeout),
+            KubeCluster(
+                connection.api_client,
+                request_timeout=connection.request_timeout,
+                cache_discovery=True,  # kubectl's too: a cold command skips its round trips
+            ),
             SystemClock(),
             jitter=random.random,
             retry_for=RETRY_FOR,
@@ -44,6 +48,10 @@ class Context:
 
     def find(self, name: str, kind: str | None = None) -> Ref:
         return locate(self.session, self.namespace, name, kind)
+
+    def find_job(self, name: str, kind: str | None = None) -> Obj:
+        """The job itself, as ``find`` reads it (a command that needs it reads it once)."""
+        return lifecycle.find(self.session, self.namespace, name, kind)
 
 
 RETRY_FOR = 60.0  # seconds of transient API trouble a command rides out
