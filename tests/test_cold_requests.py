@@ -19,6 +19,7 @@ from fakekube.scenarios import SCENARIO_ANNOTATION
 from kfcompile import lifecycle, structure
 from kfcompile.cli import main
 from kfcompile.ports import Ref
+from kfcompile_kube.answers import OBJECT_LIMIT
 from kfcompile_kube.discovery import TTL, DiskDiscovery, server_dir
 
 TRAINER = "trainer.kubeflow.org/v1alpha1"
@@ -104,13 +105,18 @@ class CoreEventsOnly:
             raise forbidden("alice", attempt)
 
 
+@pytest.mark.parametrize("refusal", ["forbidden", "not served"])
 def test_events_are_read_through_core_v1_when_events_v1_is_refused(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], refusal: str
 ) -> None:
     for local, _ in _cluster("unschedulable", nodes=1):
         status(local, capsys)
-        local.store.access = CoreEventsOnly()
-        local.kube.requests.listeners.clear()  # another Role than kfcompile's: not audited
+        if refusal == "forbidden":
+            local.store.access = CoreEventsOnly()
+        else:  # a server before Kubernetes 1.19 answers its path 404
+            local.kube.faults.add("GET", "/apis/events.k8s.io/v1/", status=404, times=100)
+        # Neither is a server kfcompile's Role (events.k8s.io only) is written for: not audited.
+        local.kube.requests.listeners.clear()
         local.kube.requests.clear()
         assert main(["events", "bench", "--kubeconfig", str(local.kubeconfig)]) == 0
         out, _ = capsys.readouterr()
@@ -148,7 +154,17 @@ def _plant(file: Path, doc: object, mode: int = 0o600) -> None:
 
 @pytest.mark.parametrize(
     "spoil",
-    ["garbage", "wrong plural, group-writable", "another group version", "symlink", "expired"],
+    [
+        "garbage",
+        "wrong plural, group-writable",
+        "another group version",
+        "symlink",
+        "hard link",
+        "a FIFO",
+        "too large",
+        "another owner",
+        "expired",
+    ],
 )
 def test_a_cache_file_that_is_not_to_be_trusted_is_ignored(
     healthy: tuple[LocalCluster, Ref], capsys: pytest.CaptureFixture[str], spoil: str
@@ -170,6 +186,19 @@ def test_a_cache_file_that_is_not_to_be_trusted_is_ignored(
         _plant(elsewhere, hostile)
         file.unlink()
         file.symlink_to(elsewhere)
+    elif spoil == "hard link":  # e.g. another server's file, linked in
+        _plant(file, hostile)
+        os.link(file, root / "planted.json")
+    elif spoil == "a FIFO":  # opening it to read would wait for a writer
+        file.unlink()
+        os.mkfifo(file, 0o600)
+    elif spoil == "too large":
+        _plant(file, json.dumps(hostile) + " " * OBJECT_LIMIT)
+    elif spoil == "another owner":
+        if os.getuid() != 0:
+            pytest.skip("only root can give a file to another user")
+        _plant(file, hostile)
+        os.chown(file, 4242, 4242)
     else:
         old = file.stat().st_mtime - TTL - 1
         _plant(file, hostile)

@@ -78,8 +78,11 @@ class DiskDiscovery:
     def read(self, api_version: str) -> Obj | None:
         """The cached document of ``api_version``, or None (absent, stale or not trusted)."""
         file = self._file(api_version)
+        if file is None:
+            return None
         try:
-            fd = os.open(file or "", os.O_RDONLY | os.O_NOFOLLOW)
+            # No link followed; a FIFO planted there would block an open without O_NONBLOCK.
+            fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except (OSError, ValueError):
             return None
         with os.fdopen(fd, "rb") as f:
