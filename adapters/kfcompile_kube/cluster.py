@@ -129,11 +129,11 @@ class KubeCluster(Threads):
         self._request_timeout = request_timeout or None  # 0: no limit, as kubectl's
         self._connect_timeout = min(connect_timeout, self._request_timeout or connect_timeout)
         self._exec_timeout = exec_timeout
-        self._server = server_of(str(api_client.configuration.host))
+        host = str(api_client.configuration.host)
+        self._server = server_of(host)
         self._discovered: dict[str, dict[str, tuple[str, bool]]] = {}
         self._from_disk: set[str] = set()  # the api versions _discovered holds from the disk
-        host = str(api_client.configuration.host)
-        where = f"{self._server}{urlsplit(host).path}"  # no credentials, no query
+        where = f"{self._server}{urlsplit(host).path}"  # the cache's key: no credentials, no query
         self._disk = DiskDiscovery.of(where) if cache_discovery else None
         # The Authorization headers sent (a token refreshed since is still redacted).
         self._sent: set[str] = set()

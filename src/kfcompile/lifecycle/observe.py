@@ -432,7 +432,7 @@ def events_about(
     for api_version, field in EVENT_APIS:
         try:
             found: dict[str, Obj] = {}
-            for name in dict.fromkeys(names):
+            for name in names:
                 for event in _event_list(session, api_version, namespace, f"{field}={name}"):
                     meta_ = meta(event)
                     key = str(meta_.get("uid") or f"{meta_.get('namespace')}/{meta_.get('name')}")
