@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -260,3 +261,22 @@ def _job(local: LocalCluster) -> dict[str, object]:
     job = local.store.get(TRAINER, "TrainJob", NAMESPACE, "bench")
     assert job is not None
     return job
+
+
+def test_a_user_without_a_home_has_no_cache(
+    healthy: tuple[LocalCluster, Ref],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pod's user may have no home (no $HOME, no passwd entry): the command runs uncached."""
+    local, _ = healthy
+    for name in ("KFCOMPILE_CACHE_DIR", "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    assert DiskDiscovery.of(local.kube.url) is None
+    for _ in range(2):
+        assert discoveries(status(local, capsys)) == [f"discovery /apis/{TRAINER}"]

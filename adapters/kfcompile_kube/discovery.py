@@ -38,13 +38,17 @@ FILE: Final = "serverresources.json"
 _UNSAFE: Final = re.compile(r"[^\w.-]")
 
 
-def cache_root(environ: Mapping[str, str]) -> Path:
-    """Where kfcompile keeps its cache (the module's docstring)."""
+def cache_root(environ: Mapping[str, str]) -> Path | None:
+    """Where kfcompile keeps its cache (the module's docstring); None without a home (a pod's
+    user may have none): no cache then."""
     if root := environ.get("KFCOMPILE_CACHE_DIR"):
         return Path(root)
     if xdg := environ.get("XDG_CACHE_HOME"):
         return Path(xdg) / "kfcompile"
-    return Path.home() / ".cache" / "kfcompile"
+    try:
+        return Path.home() / ".cache" / "kfcompile"
+    except RuntimeError:  # "Could not determine home directory"
+        return None
 
 
 def server_dir(server: str) -> str:
@@ -66,8 +70,9 @@ class DiskDiscovery:
     now: Callable[[], float] = time.time
 
     @classmethod
-    def of(cls, server: str, environ: Mapping[str, str] = os.environ) -> DiskDiscovery:
-        return cls(cache_root(environ), server)
+    def of(cls, server: str, environ: Mapping[str, str] = os.environ) -> DiskDiscovery | None:
+        root = cache_root(environ)
+        return None if root is None else cls(root, server)
 
     def _file(self, api_version: str) -> Path | None:
         parts = [_UNSAFE.sub("_", part) for part in api_version.split("/")]
