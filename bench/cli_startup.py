@@ -27,13 +27,13 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(argv: list[str], runs: int) -> tuple[float, float]:
+def measure(argv: list[str], runs: int, env: dict[str, str] = ENV) -> tuple[float, float]:
     """(median wall ms, median CPU ms) over ``runs`` runs after one warm-up."""
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=ENV)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
     walls, cpus = [], []
     for _ in range(runs):
         cpu, start = _cpu(), time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=ENV)
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
         walls.append((time.perf_counter() - start) * 1000)
         cpus.append((_cpu() - cpu) * 1000)
     return statistics.median(walls), statistics.median(cpus)

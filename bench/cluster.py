@@ -5,9 +5,11 @@ and the cold start of `kfcompile status`.
 
 1. Latency from a status change on the server to `wait` returning (RUNS changes).
 2. API requests, counted at the server, for submit -> running -> succeeded -> logs ->
-   cancel --wait of a 4-node job; and for `status` and `cancel --wait` on a 4-node and a
-   1,000-pod job.
-3. `kfcompile status NAME` cold wall time (median of RUNS), next to `python -c pass` and
+   cancel --wait of a 4-node job; for `status` and `cancel --wait` on a 4-node and a 1,000-pod
+   job; and for the CLI's `kfcompile status` of a healthy 4-node job and of one whose four pods
+   are pending, with no discovery cache on disk and with the one the first run left.
+3. `kfcompile status NAME` cold: median wall and CPU time of RUNS new processes (discovery
+   cached on disk, as a second command finds it), next to `python -c pass` and
    `python -c "import kubernetes"`.
 
 Needs ../shared/crds (the reference CRDs), as the tests do.
@@ -16,10 +18,12 @@ Needs ../shared/crds (the reference CRDs), as the tests do.
 from __future__ import annotations
 
 import collections
+import contextlib
+import io
 import os
 import statistics
-import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,9 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import schema_check  # noqa: E402
+from cli_startup import measure  # noqa: E402
 from fakekube.cluster import NAMESPACE, LocalCluster  # noqa: E402
 
 from kfcompile import JobSpec, lifecycle, structure  # noqa: E402
+from kfcompile.cli import main as cli  # noqa: E402
 from kfcompile.ports import Ref  # noqa: E402
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -122,10 +128,28 @@ def lifecycle_requests(shared: Path) -> None:
             print(f"  cancel --wait, {nodes:4d} pods: {_count(local)}")
 
 
+def cli_status_requests(shared: Path) -> None:
+    """``kfcompile status`` in this process, twice: the first run finds no discovery cache."""
+    for scenario, label in (("hang", "healthy"), ("unschedulable", "4 pods pending")):
+        with LocalCluster(shared, scenario=scenario, auto=False) as local:
+            _submit(local, 4, scenario)
+            local.controller.run_until_idle()
+            with tempfile.TemporaryDirectory() as cache:
+                os.environ["KFCOMPILE_CACHE_DIR"] = cache
+                for run in ("no cache", "cached"):
+                    local.kube.requests.clear()
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        cli(["status", "bench", "--kubeconfig", str(local.kubeconfig)])
+                    print(f"  kfcompile status, 4 nodes, {label}, {run}: {_count(local)}")
+            del os.environ["KFCOMPILE_CACHE_DIR"]
+
+
 def cold_status(shared: Path, runs: int) -> None:
     with LocalCluster(shared, scenario="hang") as local:
         ref = _submit(local, 2, "hang")
         lifecycle.wait(local.session(), ref, "running", timeout=10)
+        cache = tempfile.TemporaryDirectory()
+        env = {**ENV, "KFCOMPILE_CACHE_DIR": cache.name}
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
             "python -c 'import kubernetes'": [sys.executable, "-c", "import kubernetes"],
@@ -140,13 +164,9 @@ def cold_status(shared: Path, runs: int) -> None:
             ],
         }
         for label, argv in commands.items():
-            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=ENV)  # warm caches
-            walls = []
-            for _ in range(runs):
-                start = time.perf_counter()
-                subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=ENV)
-                walls.append((time.perf_counter() - start) * 1000)
-            print(f"  {label:<32} median {statistics.median(walls):6.0f} ms")
+            wall, cpu = measure(argv, runs, env)
+            print(f"  {label:<32} median {wall:6.0f} ms wall {cpu:6.0f} ms cpu")
+        cache.cleanup()
 
 
 def main() -> None:
@@ -160,6 +180,7 @@ def main() -> None:
     )
     print("API requests counted at the server:")
     lifecycle_requests(shared)
+    cli_status_requests(shared)
     print("cold wall time:")
     cold_status(shared, max(5, runs // 3))
 

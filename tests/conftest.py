@@ -29,6 +29,15 @@ settings.register_profile("dev", print_blob=True, max_examples=EXAMPLES)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kfcompile"))
 
 
+@pytest.fixture(autouse=True)
+def _discovery_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test its own discovery cache (``kfcompile_kube.discovery``): a fake API server that
+    gets the port of an earlier test's must not inherit what that one served."""
+    monkeypatch.setenv("KFCOMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Every request the cluster commands made in this session must be allowed by the Role
     `kfcompile rbac` prints (tests/fakekube/audit.py): one line per request that is not, and the

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Concatenate, Final, ParamSpec, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import urllib3
 from attrs import evolve
@@ -40,6 +40,7 @@ from kfcompile.ports import (
 from kfcompile_kube import answers, compat
 from kfcompile_kube.answers import LIST_LIMIT, OBJECT_LIMIT, BadAnswer, bad, field, k8s_object
 from kfcompile_kube.deadline import Deadline, watch_pool
+from kfcompile_kube.discovery import DiskDiscovery
 from kfcompile_kube.errors import (
     TRANSPORT_ERRORS,
     answer_error,
@@ -54,15 +55,18 @@ from kfcompile_kube.execstream import Channels
 from kfcompile_kube.fanout import Threads, cut_on_stop
 from kfcompile_kube.lines import event_lines, log_lines
 
-# Core kinds the lifecycle touches: (plural, namespaced), so they need no discovery round trip.
-_CORE: dict[str, tuple[str, bool]] = {
-    "Pod": ("pods", True),
-    "ConfigMap": ("configmaps", True),
-    "Secret": ("secrets", True),
-    "Event": ("events", True),
-    "Namespace": ("namespaces", False),
-    "PersistentVolumeClaim": ("persistentvolumeclaims", True),
-    "ServiceAccount": ("serviceaccounts", True),
+# Built-in kinds the lifecycle touches: (plural, namespaced), so their paths need no discovery
+# round trip. Whether events.k8s.io/v1 is served (since Kubernetes 1.19) is its list's answer: a
+# 404 there is the lifecycle's cue to read core/v1 (``served`` still asks discovery).
+_BUILT_IN: dict[tuple[str, str], tuple[str, bool]] = {
+    ("v1", "Pod"): ("pods", True),
+    ("v1", "ConfigMap"): ("configmaps", True),
+    ("v1", "Secret"): ("secrets", True),
+    ("v1", "Event"): ("events", True),
+    ("v1", "Namespace"): ("namespaces", False),
+    ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),
+    ("v1", "ServiceAccount"): ("serviceaccounts", True),
+    ("events.k8s.io/v1", "Event"): ("events", True),
 }
 _WATCH_MARGIN = 15.0  # seconds past a watch's timeoutSeconds before we call the server hung
 REQUEST_TIMEOUT: Final = 30.0  # seconds a request waits for its answer unless told otherwise
@@ -108,7 +112,8 @@ class KubeCluster(Threads):
     answer in full in time is ``Transient``. Past its answer's start, a watch may stay quiet for
     its ``timeout_seconds`` plus a margin, a followed log as long as the container runs, and
     ``exec`` runs for ``exec_timeout`` in all. Every answer that is not a stream is bounded in
-    size and checked for shape (``answers``).
+    size and checked for shape (``answers``). ``cache_discovery``: discovery documents are
+    kept on disk for the next process, as kubectl keeps them (``discovery``).
     """
 
     def __init__(
@@ -118,13 +123,18 @@ class KubeCluster(Threads):
         connect_timeout: float = 5.0,
         request_timeout: float | None = REQUEST_TIMEOUT,
         exec_timeout: float = 600.0,
+        cache_discovery: bool = False,
     ) -> None:
         self._client = api_client
         self._request_timeout = request_timeout or None  # 0: no limit, as kubectl's
         self._connect_timeout = min(connect_timeout, self._request_timeout or connect_timeout)
         self._exec_timeout = exec_timeout
-        self._server = server_of(str(api_client.configuration.host))
+        host = str(api_client.configuration.host)
+        self._server = server_of(host)
         self._discovered: dict[str, dict[str, tuple[str, bool]]] = {}
+        self._from_disk: set[str] = set()  # the api versions _discovered holds from the disk
+        where = f"{self._server}{urlsplit(host).path}"  # the cache's key: no credentials, no query
+        self._disk = DiskDiscovery.of(where) if cache_discovery else None
         # The Authorization headers sent (a token refreshed since is still redacted).
         self._sent: set[str] = set()
         self._sent_lock = threading.Lock()
@@ -133,7 +143,9 @@ class KubeCluster(Threads):
 
     @_redacting
     def served(self, api_version: str, kind: str) -> bool:
-        return self._resource(api_version, kind) is not None
+        if api_version == "v1" and (api_version, kind) in _BUILT_IN:
+            return True
+        return self._discover(api_version, kind) is not None  # a built-in group too
 
     @_redacting
     def get(self, ref: Ref) -> Obj:
@@ -307,18 +319,41 @@ class KubeCluster(Threads):
     # --- paths
 
     def _resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
-        if api_version == "v1" and kind in _CORE:
-            return _CORE[kind]
+        return _BUILT_IN.get((api_version, kind)) or self._discover(api_version, kind)
+
+    def _discover(self, api_version: str, kind: str) -> tuple[str, bool] | None:
+        """What discovery says of ``kind`` in ``api_version``: this process's answer, else the
+        disk's (``discovery``), else the server's; a kind the disk's lacks may have come since,
+        so the server is asked then."""
         resources = self._discovered.get(api_version)
-        if resources is None:
-            try:
-                resources = _resources(self._json("GET", _base(api_version)))
-            except NotFound:
-                return None  # not cached: the CRD may be installed later
-            except BadAnswer as e:
-                raise bad(f"discovery of {api_version}: {e.message}") from None
+        if resources is None and (resources := self._cached(api_version)) is not None:
             self._discovered[api_version] = resources
-        return resources.get(kind)
+            self._from_disk.add(api_version)
+        if resources is None or (kind not in resources and api_version in self._from_disk):
+            resources = self._ask(api_version)
+        return None if resources is None else resources.get(kind)
+
+    def _cached(self, api_version: str) -> dict[str, tuple[str, bool]] | None:
+        doc = None if self._disk is None else self._disk.read(api_version)
+        try:
+            return None if doc is None else _resources(doc)
+        except BadAnswer:
+            return None  # not what the server wrote: it is asked instead
+
+    def _ask(self, api_version: str) -> dict[str, tuple[str, bool]] | None:
+        self._from_disk.discard(api_version)
+        try:
+            doc = self._json("GET", _base(api_version))
+            resources = _resources(doc)
+        except NotFound:
+            self._discovered.pop(api_version, None)
+            return None  # not cached: the CRD may be installed later
+        except BadAnswer as e:
+            raise bad(f"discovery of {api_version}: {e.message}") from None
+        self._discovered[api_version] = resources
+        if self._disk is not None:
+            self._disk.write(api_version, doc)
+        return resources
 
     def _collection_path(
         self, api_version: str, kind: str, namespace: str | None, *, for_object: bool = False

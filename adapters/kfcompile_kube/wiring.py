@@ -21,14 +21,20 @@ def session(
     exec_timeout: float = EXEC_TIMEOUT,
     retry_for: float = 60.0,
     on_retry: Callable[[str, ApiError], None] | None = None,
+    cache_discovery: bool = False,
 ) -> tuple[Session, Connection]:
     """A session on the cluster kubectl would use (``connect``'s arguments; raises
     ``ConfigError``), with the real clock and random backoff jitter; and its ``Connection``
-    (the context's namespace; ``close()`` it when done)."""
+    (the context's namespace; ``close()`` it when done). ``cache_discovery``: keep the API's
+    discovery on disk, as kubectl does (``KubeCluster``)."""
     connection = connect(
         kubeconfig, context, request_timeout=request_timeout, exec_timeout=exec_timeout
     )
-    cluster = KubeCluster(connection.api_client, request_timeout=connection.request_timeout)
+    cluster = KubeCluster(
+        connection.api_client,
+        request_timeout=connection.request_timeout,
+        cache_discovery=cache_discovery,
+    )
     wired = Session(
         cluster, SystemClock(), jitter=random.random, retry_for=retry_for, on_retry=on_retry
     )

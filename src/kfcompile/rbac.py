@@ -64,8 +64,9 @@ NAMESPACED: Final[tuple[Rule, ...]] = (
     # Exec runs over a WebSocket, which starts as a GET: authorized as `get` up to Kubernetes
     # 1.34, as `create` from 1.35 (KEP-4006).
     Rule("", "pods/exec", ("get", "create"), "work-dir sync (tar over exec)"),
-    Rule("", "events", ("list",), "status, events, wait (why a job is stuck)"),
-    Rule("events.k8s.io", "events", ("list",), "status, events (events written as events/v1)"),
+    # Events are read through events.k8s.io/v1 (served since Kubernetes 1.19); core/v1 only
+    # where that is not served or a Role other than this one does not grant it.
+    Rule("events.k8s.io", "events", ("list",), "status, events, wait (why a job is stuck)"),
     Rule("", "persistentvolumeclaims", ("get",), "preflight of work_dir"),
     Rule("kueue.x-k8s.io", "localqueues", ("get",), "preflight of queue"),
     Rule(

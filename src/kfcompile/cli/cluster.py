@@ -309,7 +309,7 @@ def _interrupted(ctx: Context, ref: Ref, how: KeyboardInterrupt) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        obs, far = observed(ctx, args, _job(ctx, args))
+        obs, far = observed(ctx, args, ctx.find_job(args.name, args.kind))
     if args.output == "json":
         doc = _status_doc(obs)
         print(json.dumps(doc if far is None else {**doc, "multikueue": far.as_json()}, indent=2))
@@ -343,10 +343,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
-    return lifecycle.find(ctx.session, ctx.namespace, args.name, args.kind)
-
-
 def _status_doc(obs: Observation) -> dict[str, Any]:
     return {
         "kind": obs.ref.kind,
@@ -376,7 +372,7 @@ def _status_doc(obs: Observation) -> dict[str, Any]:
 def cmd_wait(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        job = _job(ctx, args)
+        job = ctx.find_job(args.name, args.kind)
         ref = Ref.of(job)
         shown = _Progress()
         try:
@@ -404,7 +400,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         _say_waiting(notice)
 
     with cluster_errors():
-        job = _job(ctx, args)
+        job = ctx.find_job(args.name, args.kind)
         ref = Ref.of(job)
         far = remote(ctx, args, job)
         session = ctx.session
@@ -437,7 +433,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_events(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
-        obs, far = observed(ctx, args, _job(ctx, args))
+        obs, far = observed(ctx, args, ctx.find_job(args.name, args.kind))
     for event in obs.events:
         print(event)
     if far is not None:
@@ -453,7 +449,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     ctx = Context(args)
     with cluster_errors():
         try:
-            job = _job(ctx, args)
+            job = ctx.find_job(args.name, args.kind)
         except lifecycle.JobNotFound as exc:
             print(f"{exc}: nothing to cancel", file=sys.stderr)
             return 0

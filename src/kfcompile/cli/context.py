@@ -13,7 +13,7 @@ from kfcompile.cli.common import Failed
 from kfcompile.errors import KfcompileError
 from kfcompile.lifecycle import ClusterError, locate
 from kfcompile.lifecycle.target import Found
-from kfcompile.ports import ApiError, LocalFiles, Ref, Transient
+from kfcompile.ports import ApiError, LocalFiles, Obj, Ref, Transient
 
 
 class Context:
@@ -30,6 +30,7 @@ class Context:
                 request_timeout=args.request_timeout,
                 retry_for=RETRY_FOR,
                 on_retry=_retrying,
+                cache_discovery=True,  # kubectl's too: a cold command skips its round trips
             )
         except kfcompile_kube.ConfigError as exc:
             raise Failed("kfcompile", str(exc).splitlines()) from None
@@ -40,6 +41,10 @@ class Context:
 
     def find(self, name: str, kind: str | None = None) -> Ref:
         return locate(self.session, self.namespace, name, kind)
+
+    def find_job(self, name: str, kind: str | None = None) -> Obj:
+        """The job itself, as ``find`` reads it (a command that needs it reads it once)."""
+        return lifecycle.find(self.session, self.namespace, name, kind)
 
 
 RETRY_FOR = 60.0  # seconds of transient API trouble a command rides out

@@ -106,7 +106,7 @@ def observed(ctx: Context, args: argparse.Namespace, job: Obj) -> tuple[Observat
     """The job's state and events on the manager (the command's cluster), and, for a job
     MultiKueue dispatched to a worker this kubeconfig reaches, its pods there (as the nodes)
     and its events there (``Remote.events``)."""
-    obs = lifecycle.status(ctx.session, Ref.of(job))
+    obs = lifecycle.status(ctx.session, job)  # the job as read: not read again
     far = remote(ctx, args, job)
     if far is None or far.session is None:
         return obs, far

@@ -330,12 +330,13 @@ def pod_waiting(
 
 # --- events ---------------------------------------------------------------------------------------
 
-# The two APIs that serve Events, and the field selector of each for the object an event is
-# about. A real server serves every event through both (one resource, two versions: a core/v1
-# event read through events.k8s.io/v1 has `deprecatedLastTimestamp`, an events/v1 one read
-# through core/v1 has `eventTime` and `series`, no `lastTimestamp`); both are listed so that a
-# Role granting either one shows every event, and what both show is kept once.
-EVENT_APIS: Final = (("v1", "involvedObject.name"), ("events.k8s.io/v1", "regarding.name"))
+# The two APIs that serve Events, in the order they are tried, and the field selector of each
+# for the object an event is about. A real server serves every event through both (one
+# resource, two versions: a core/v1 event read through events.k8s.io/v1 has
+# `deprecatedLastTimestamp`, an events/v1 one read through core/v1 has `eventTime` and
+# `series`, no `lastTimestamp`), so one is read: events.k8s.io/v1, or core/v1 where that is not
+# served or the Role does not grant it (a Role granting either one shows every event).
+EVENT_APIS: Final = (("events.k8s.io/v1", "regarding.name"), ("v1", "involvedObject.name"))
 
 
 def _at(node: object, *path: str) -> object:
@@ -421,24 +422,26 @@ def _event_list(
 def events_about(
     session: Session, namespace: str | None, names: Sequence[str], recent: int = 10
 ) -> tuple[Event, ...]:
-    """The latest events about the objects so named (one list per name and API), oldest first
-    by when each last happened (``_order``). An API that refuses (forbidden, not served) is left
-    out, unless every one does."""
-    found: dict[str, Obj] = {}
-    refused: list[ApiError] = []
+    """The latest events about the objects so named (one list per name, through the first of
+    ``EVENT_APIS`` that answers), oldest first by when each last happened (``_order``). An API
+    that refuses (forbidden, not served) gives way to the next; when every one does, the first
+    refusal is raised."""
+    refused: ApiError | None = None
     for api_version, field in EVENT_APIS:
         try:
+            found: dict[str, Obj] = {}
             for name in names:
                 for event in _event_list(session, api_version, namespace, f"{field}={name}"):
                     meta_ = meta(event)
                     key = str(meta_.get("uid") or f"{meta_.get('namespace')}/{meta_.get('name')}")
                     found.setdefault(key, event)
         except (Forbidden, NotFound) as exc:
-            refused.append(exc)
-    if len(refused) == len(EVENT_APIS):
-        raise refused[0]
-    read = [(Event.of(e), e) for e in found.values()]
-    return tuple(event for event, _ in sorted(read, key=_order)[-recent:])
+            refused = refused or exc
+            continue
+        read = [(Event.of(e), e) for e in found.values()]
+        return tuple(event for event, _ in sorted(read, key=_order)[-recent:])
+    assert refused is not None
+    raise refused
 
 
 def _order(read: tuple[Event, Obj]) -> tuple[str, int]:
@@ -455,12 +458,15 @@ def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) ->
     return events_about(session, ref.namespace, [ref.name, *children, *pods], recent)
 
 
-def status(session: Session, ref: Ref) -> Observation:
+def status(session: Session, job: Ref | Obj) -> Observation:
     """State, reason, per-node pod phases and recent events: the job's, and those of the first
-    few pods in trouble (a healthy 1,000-pod job costs no per-pod request)."""
-    job = get(session, ref)
-    if job is None:
-        raise JobNotFound(f"{ref} does not exist")
+    few pods in trouble (a healthy 1,000-pod job costs no per-pod request). ``job``: its
+    ``Ref``, or the job as just read (``find``), which is then not read again."""
+    if isinstance(job, Ref):
+        found = get(session, job)
+        if found is None:
+            raise JobNotFound(f"{job} does not exist")
+        job = found
     obs = observe(session, job)
     troubled = [n.pod for n in obs.nodes if n.reason or (not n.ready and n.phase != "Succeeded")]
     return evolve(obs, events=events(session, job, troubled[:TROUBLED_PODS]))
