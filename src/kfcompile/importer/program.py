@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from kfcompile import rules
+from kfcompile import rules, torchrun
 from kfcompile.errors import SpecError
 from kfcompile.fieldpath import FieldPath
 from kfcompile.generated import SCRIPT_DIR
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from kfcompile.importer.state import Reading
 
 LAUNCHERS: Final = ("torchrun", "python")
-NO_PYTHON: Final = "--no-python"  # torchrun's last option before the program, as targets write it
 Slot = tuple[FieldPath, Doc] | None  # where a slot was read, its working copy
 
 
@@ -55,15 +54,16 @@ def _launcher(r: Reading, command: list[str]) -> dict[str, Any] | None:
         return None
     start = 1
     torchrun_flags = r.kind == pytorchjob_v1.KIND and kind == "torchrun"
+    module, no_python_flag = torchrun.MODULE.short, torchrun.NO_PYTHON.flag
     if torchrun_flags:  # the rendezvous flags come first
         start = next(
-            (i for i, w in enumerate(command) if i and (w == "-m" or not w.startswith("-"))),
+            (i for i, w in enumerate(command) if i and (w == module or not w.startswith("-"))),
             len(command),
         )
     if torchrun_flags:
-        no_python = command[start - 1] == NO_PYTHON  # the last flag, as the target writes it
+        no_python = command[start - 1] == no_python_flag  # the last flag, as the target writes it
     else:
-        no_python = kind == "torchrun" and command[1:2] == [NO_PYTHON]
+        no_python = kind == "torchrun" and command[1:2] == [no_python_flag]
         start += no_python
     program = _program(command[start:])
     if program is None or (no_python and "module" in program):
@@ -76,7 +76,7 @@ def _launcher(r: Reading, command: list[str]) -> dict[str, Any] | None:
 
 def _program(words: list[str]) -> dict[str, Any] | None:
     """A launcher's program as kfcompile writes it: ``-m module args`` or ``file args``."""
-    if words[:1] == ["-m"]:
+    if words[:1] == [torchrun.MODULE.short]:
         if len(words) < 2 or any(rules.python_module(words[1])):
             return None
         return {"module": words[1], "args": words[2:]}

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from attrs import Factory, field, frozen
 
-from kfcompile import between, k8s_schema, paths, rules
+from kfcompile import between, k8s_schema, paths, rules, torchrun
 from kfcompile.errors import Problem, UnsupportedFeature
 from kfcompile.fieldpath import FieldPath
 from kfcompile.generated import SCRIPT_DIR
@@ -147,8 +147,8 @@ def program(spec: JobSpec) -> list[str]:
     ``--no-python`` (its last option) runs the file itself."""
     assert spec.launcher is not None
     if spec.launcher.module is not None:
-        return ["-m", spec.launcher.module, *spec.launcher.args]
-    mode = ["--no-python"] if spec.launcher.no_python else []
+        return [torchrun.MODULE.short, spec.launcher.module, *spec.launcher.args]
+    mode = [torchrun.NO_PYTHON.flag] if spec.launcher.no_python else []
     return [*mode, entrypoint_path(spec), *spec.launcher.args]
 
 

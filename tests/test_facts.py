@@ -1,0 +1,115 @@
+"""Each fact once (issue 17 §1): torchrun's options are one table (``kfcompile.torchrun``) that
+the PyTorchJob target renders from, the importer reads back through and the TorchX and NeMo-Run
+mappings read their lines with; no other module spells an option. The table itself is checked
+against torchrun's own parser.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from kfcompile import torchrun
+from kfcompile.load import structure
+from kfcompile.targets import pytorchjob_v1
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "kfcompile"
+
+# torch/distributed/run.py ``get_args_parser`` (pytorch/pytorch main): each option's spellings,
+# and whether it takes a value (``action=env`` with a type) or is a switch (``check_env``).
+UPSTREAM: dict[tuple[str, ...], bool] = {
+    ("--nnodes",): True,
+    ("--nproc-per-node", "--nproc_per_node"): True,
+    ("--rdzv-backend", "--rdzv_backend"): True,
+    ("--rdzv-endpoint", "--rdzv_endpoint"): True,
+    ("--rdzv-id", "--rdzv_id"): True,
+    ("--rdzv-conf", "--rdzv_conf"): True,
+    ("--standalone",): False,
+    ("--max-restarts", "--max_restarts"): True,
+    ("--monitor-interval", "--monitor_interval"): True,
+    ("--start-method", "--start_method"): True,
+    ("--role",): True,
+    ("-m", "--module"): False,
+    ("--no-python", "--no_python"): False,
+    ("--run-path", "--run_path"): False,
+    ("--log-dir", "--log_dir"): True,
+    ("-r", "--redirects"): True,
+    ("-t", "--tee"): True,
+    ("--node-rank", "--node_rank"): True,
+    ("--master-addr", "--master_addr"): True,
+    ("--master-port", "--master_port"): True,
+    ("--local-addr", "--local_addr"): True,
+}
+SPELLINGS = {s: takes for names, takes in UPSTREAM.items() for s in names}
+
+
+@pytest.mark.parametrize("option", torchrun.OPTIONS, ids=lambda o: o.name)
+def test_each_row_is_torchruns_own(option: torchrun.Option) -> None:
+    spellings = [option.flag, option.underscored, *([option.short] if option.short else [])]
+    for word in spellings:
+        assert SPELLINGS.get(word) == option.takes_value, word
+        assert torchrun.option(word) == option
+    assert (option.field is None) == bool(option.dropped)
+
+
+def _lines() -> list[list[str]]:
+    """The torchrun lines the PyTorchJob target renders: static and elastic, a file, a module and
+    an executable."""
+    base = {"name": "j", "image": "i", "num_nodes": 2}
+    launchers = [
+        {"kind": "torchrun", "entrypoint": "train.py"},
+        {"kind": "torchrun", "module": "pkg.train"},
+        {"kind": "torchrun", "entrypoint": "/bin/train", "no_python": True},
+    ]
+    elastic = {"elastic": {"min_nodes": 1, "max_nodes": 2, "max_restarts": 3}}
+    lines = []
+    for launcher in launchers:
+        for extra in ({}, elastic):
+            command = pytorchjob_v1.command(structure({**base, **extra, "launcher": launcher}))
+            assert command is not None and command[0] == "torchrun"
+            lines.append(command[1:])
+    return lines
+
+
+def test_render_writes_exactly_the_written_rows() -> None:
+    seen = set()
+    for words in _lines():
+        for word in words:
+            if not word.startswith("-"):
+                break  # the program
+            option = torchrun.option(word.partition("=")[0])
+            assert option is not None and option.written, word
+            seen.add(option)
+            if option is torchrun.MODULE:
+                break
+    assert seen == {o for o in torchrun.OPTIONS if o.written}
+
+
+# A string in the code that is (or begins) one of torchrun's long options: a spelling of it.
+_OPTION_WORD = re.compile(r"--?([a-z][-_a-z]*)(=.*)?", re.S)
+LONG = {s for s in SPELLINGS if s.startswith("--")}
+
+
+def _option_words(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.JoinedStr) and node.values:
+            node = node.values[0]  # an f-string's leading text
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            m = _OPTION_WORD.fullmatch(node.value)
+            if m and node.value.partition("=")[0] in LONG:
+                found.append((node.lineno, node.value))
+    return found
+
+
+def test_no_module_but_the_table_spells_an_option() -> None:
+    spelled = {
+        f"{path.relative_to(SRC)}:{line}: {word}"
+        for path in SRC.rglob("*.py")
+        if path != SRC / "torchrun.py"
+        for line, word in _option_words(path)
+    }
+    assert not spelled
