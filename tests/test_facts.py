@@ -1,7 +1,8 @@
 """Each fact once (issue 17 §1): torchrun's options are one table (``kfcompile.torchrun``) that
 the PyTorchJob target renders from, the importer reads back through and the TorchX and NeMo-Run
 mappings read their lines with; no other module spells an option. The table itself is checked
-against torchrun's own parser.
+against torchrun's own parser. What kfcompile adds to a job (names, paths, the resources it
+counts as GPUs) is spelled in ``generated.py`` only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kfcompile import torchrun
+from kfcompile import generated, torchrun
 from kfcompile.load import structure
 from kfcompile.targets import pytorchjob_v1
 
@@ -113,3 +114,36 @@ def test_no_module_but_the_table_spells_an_option() -> None:
         for line, word in _option_words(path)
     }
     assert not spelled
+
+
+def _constants(path: Path) -> set[str]:
+    """Every string constant of a module, an f-string's literal parts included."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+
+
+# What kfcompile adds, by value, and the one module that states it.
+ADDED = {
+    "-env": "generated.py",  # the Secret of secret_env
+    "-script": "generated.py",  # the ConfigMap of the inline script
+    "dshm": "generated.py",
+    "/dev/shm": "generated.py",
+    "kfcompile-script": "generated.py",
+    "/opt/kfcompile/scripts": "generated.py",
+    "workdir": "generated.py",
+    "Memory": "generated.py",  # the emptyDir medium of /dev/shm
+    **{gpu: "generated.py" for gpu in generated.GPU_RESOURCES},
+    "torch-distributed": "spec.py",  # the default runtime
+}
+ALSO = {("torch-distributed", "targets/trainjob.py")}  # another fact: the upstream runtimes' jobs
+
+
+def test_what_kfcompile_adds_is_stated_once() -> None:
+    found = {
+        (value, str(path.relative_to(SRC)))
+        for path in SRC.rglob("*.py")
+        for value in _constants(path) & set(ADDED)
+    }
+    assert found - ALSO == set(ADDED.items())

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any, Final
 from kfcompile import rules, torchrun
 from kfcompile.errors import SpecError
 from kfcompile.fieldpath import FieldPath
-from kfcompile.generated import SCRIPT_DIR
+from kfcompile.generated import SCRIPT_DIR, script_configmap, script_volume
 from kfcompile.importer.document import GONE, Doc
 from kfcompile.load import structure
 from kfcompile.targets import pytorchjob_v1
-from kfcompile.targets.special import script_configmap_name, script_volume
 
 if TYPE_CHECKING:
     from kfcompile.importer.state import Reading
@@ -101,26 +100,27 @@ def _script(r: Reading, launcher: dict[str, Any], volumes: Slot, mounts: Slot) -
     entry: str | None = launcher.get("entrypoint")
     if entry is None or not entry.startswith(SCRIPT_DIR + "/") or volumes is None or mounts is None:
         return
-    file_name = entry[len(SCRIPT_DIR) + 1 :]
-    config_map = script_configmap_name(r.data["name"])
-    mount, volume = script_volume(r.data["name"], bool(launcher.get("no_python")))
+    file_name, job, namespace = (
+        entry[len(SCRIPT_DIR) + 1 :],
+        r.data["name"],
+        r.data.get("namespace"),
+    )
+    mount, volume = script_volume(job, bool(launcher.get("no_python")))
     at_volume, at_mount = _index(volumes[1], volume), _index(mounts[1], mount)
     if at_volume is None or at_mount is None:
         return
-    meta = {"name": config_map, **({"namespace": ns} if (ns := r.data.get("namespace")) else {})}
+    meta = script_configmap(job, namespace, file_name, None)["metadata"]
     for c in r.companions:
         if c.get("kind") == "ConfigMap" and c.get("metadata") == meta:
             data = c.get("data")
-            if (
-                set(c) == {"apiVersion", "kind", "metadata", "data"}
-                and isinstance(data, dict)
-                and list(data) == [file_name]
-            ):
+            text = data.get(file_name) if isinstance(data, dict) else None
+            if c == script_configmap(job, namespace, file_name, text):
                 volumes[1].take((at_volume,))
                 mounts[1].take((at_mount,))
                 r.companions.remove(c)
                 launcher["entrypoint"] = file_name
-                r.put("script", data[file_name], FieldPath((), f"ConfigMap {config_map}.data"))
+                at = FieldPath((), f"ConfigMap {meta['name']}.data")
+                r.put("script", text, at)
             return
 
 

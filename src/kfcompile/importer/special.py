@@ -11,29 +11,18 @@ from typing import Any, Final
 
 import attrs
 
+from kfcompile import generated
 from kfcompile.errors import Problem
 from kfcompile.fieldpath import FieldPath
-from kfcompile.generated import SHM_DIR
+from kfcompile.generated import DEFAULT_GPU, GPU_RESOURCES, SHM_DIR
 from kfcompile.importer import program
 from kfcompile.importer.document import MISSING, Doc, present
 from kfcompile.importer.state import NotImportable, Reading
 from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.paths import Select, find_named
-from kfcompile.spec import JobSpec, RuntimeRef
+from kfcompile.spec import RuntimeRef
 from kfcompile.targets.codecs import plain_env, secret_env_var
 
-# Extended resources counted as the job's GPUs (``gpus_per_node``); others stay extra resources.
-GPU_RESOURCES: Final = (
-    "nvidia.com/gpu",
-    "amd.com/gpu",
-    "gpu.intel.com/i915",
-    "gpu.intel.com/xe",
-    "habana.ai/gaudi",
-    "aws.amazon.com/neuron",
-    "aws.amazon.com/neuroncore",
-    "google.com/tpu",
-)
-DEFAULT_GPU: Final = attrs.fields(JobSpec).gpu_resource.default
 DERIVED_RENDEZVOUS: Final = ("rdzvHost", "rdzvId")  # kfcompile's come from the job name
 OLD_NPROCS: Final = "nProcPerNode"  # where the Training Operator once read processes per node
 REQUIRED: Final = {
@@ -69,7 +58,7 @@ def _runtime_ref(r: Reading, values: Values) -> None:
     default = RuntimeRef()
     if "name" not in ref:
         r.lose(values["run.runtimeRef"][0] / "name", f"absent: {default.name} is written")
-    defaults = {"name": default.name, "kind": default.kind, "api_group": default.api_group}
+    defaults = attrs.asdict(default)
     if {**defaults, **ref} == defaults:
         del r.data["runtime_ref"]
 
@@ -160,7 +149,7 @@ def _environment(r: Reading) -> None:
     while start < len(items) and plain_env(items[start][1]):
         start += 1
     end = len(items)
-    secret = f"{r.data['name']}-env"  # JobSpec.secret_name
+    secret = generated.secret_name(r.data["name"])
     while end > start and _secret_ref(items[end - 1][1], secret):
         end -= 1
     if start:
@@ -205,7 +194,7 @@ def _shm(r: Reading, values: Values) -> None:
     if not isinstance(volumes.root, list) or not isinstance(mounts.root, list):
         return
     for i, m in enumerate(mounts.root):
-        if isinstance(m, dict) and set(m) == {"name", "mountPath"} and m["mountPath"] == SHM_DIR:
+        if isinstance(m, dict) and m == generated.mount(m.get("name"), SHM_DIR):
             size = _shm_size(find_named(present(volumes.root), m["name"]))
             if size is not None:
                 mounts.take((i,))
@@ -217,9 +206,8 @@ def _shm(r: Reading, values: Values) -> None:
 
 def _shm_size(volume: Any) -> Any:
     """The size of a memory-backed emptyDir with a size limit (what ``shm_size`` renders)."""
-    if not isinstance(volume, dict) or set(volume) != {"name", "emptyDir"}:
+    empty = volume.get("emptyDir") if isinstance(volume, dict) else None
+    if not isinstance(empty, dict) or "sizeLimit" not in empty:
         return None
-    empty = volume["emptyDir"]
-    if not isinstance(empty, dict) or set(empty) != {"medium", "sizeLimit"}:
-        return None
-    return empty["sizeLimit"] if empty["medium"] == "Memory" else None
+    size = empty["sizeLimit"]
+    return size if volume == generated.shm_volume(volume.get("name"), size) else None

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from kfcompile.fieldpath import FieldPath
 from kfcompile.generated import PRIORITY_LABEL, QUEUE_LABEL
 from kfcompile.paths import key
-from kfcompile.spec import JobSpec
+from kfcompile.spec import JobSpec, RuntimeRef
 from kfcompile.targets.codecs import (
     HATCH,
     KEYED,
@@ -134,6 +134,7 @@ FIELDS: tuple[Step, ...] = (
     Field("pod_spec_overrides", "pod.*", codec=HATCH),
 )
 ROWS: tuple[Field, ...] = tuple(s for s in FIELDS if isinstance(s, Field))
+_RUNTIME_REF = tuple((row.sub[1:], row.chain[1]) for row in ROWS if row.slot == "run.runtimeRef")
 SPECIALS: tuple[Special, ...] = tuple(s for s in FIELDS if isinstance(s, Special))
 
 
@@ -164,6 +165,12 @@ def feeds() -> tuple[Feed, ...]:
 def slots() -> tuple[str, ...]:
     """Every slot the table fills (``pod.*``, ``container.*``: the escape hatches' groups)."""
     return SLOTS
+
+
+def runtime_ref(runtime: RuntimeRef) -> dict[str, str]:
+    """The ``runtimeRef`` that names ``runtime``, written as its rows write it (the default
+    runtime's too, which no row writes: ``runtime_ref`` is None)."""
+    return {k: getattr(runtime, attribute) for k, attribute in _RUNTIME_REF}
 
 
 def hatches() -> dict[str, Field]:

@@ -7,11 +7,10 @@ reads each back with code of its own (``importer/special.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 from kfcompile.fieldpath import FieldPath
-from kfcompile.generated import SCRIPT_DIR, SCRIPT_VOLUME, companions
+from kfcompile.generated import companion_volumes
 from kfcompile.paths import copied, key, select
 from kfcompile.spec import JobSpec
 from kfcompile.targets.codecs import Entry, Plain, env_var, secret_env_var
@@ -73,44 +72,6 @@ def _gpus(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
         gpu, count, at = key(spec.gpu_resource), str(spec.gpus_per_node), _AT["gpus_per_node"]
         for group in (".requests", ".limits"):
             out.append(Entry("gpus_per_node", "container.resources", count, group + gpu, False, at))
-
-
-def script_configmap_name(job: str) -> str:
-    """The ConfigMap that holds the inline script of job ``job``."""
-    return f"{job}-script"
-
-
-Object = dict[str, Any]
-
-
-EXECUTABLE = 0o755  # ConfigMapVolumeSource.defaultMode: files are 0644 unless told
-
-
-def script_volume(job: str, executable: bool = False) -> tuple[Object, Object]:
-    """The inline script's mount and volume (its ConfigMap) in job ``job``; an ``executable``
-    script (torchrun ``--no-python`` runs the file itself) is mode 0755."""
-    mount = {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_DIR, "readOnly": True}
-    source: Object = {"name": script_configmap_name(job)}
-    if executable:
-        source["defaultMode"] = EXECUTABLE
-    return mount, {"name": SCRIPT_VOLUME, "configMap": source}
-
-
-def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, Object, Object]]:
-    """The volumes kfcompile adds itself (``generated.companions``): (spec field, mount,
-    volume)."""
-    for made in companions(spec):
-        mount = {"name": made.volume, "mountPath": made.mount_path}
-        if made.field == "shm_size":
-            shm = {"medium": "Memory", "sizeLimit": spec.shm_size}
-            yield made.field, mount, {"name": made.volume, "emptyDir": shm}
-        elif made.field == "script":
-            executable = spec.launcher is not None and spec.launcher.no_python
-            yield made.field, *script_volume(spec.name, executable)
-        else:
-            assert spec.work_dir is not None
-            claim = {"claimName": spec.work_dir.pvc}
-            yield made.field, mount, {"name": made.volume, "persistentVolumeClaim": claim}
 
 
 def _mounts(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
