@@ -1,7 +1,8 @@
 """Each fact once (issue 17 §1): torchrun's options are one table (``kfcompile.torchrun``) that
 the PyTorchJob target renders from, the importer reads back through and the TorchX and NeMo-Run
 mappings read their lines with; no other module spells an option. The table itself is checked
-against torchrun's own parser. What kfcompile adds to a job (names, paths, the resources it
+against torchrun's own parser. Each special case of the field table is one object that renders
+and reads back. What kfcompile adds to a job (names, paths, the resources it
 counts as GPUs) is spelled in ``generated.py`` only.
 """
 
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from kfcompile import generated, torchrun
+from kfcompile import TARGETS, generated, render, torchrun
+from kfcompile.importer import import_manifest, special
 from kfcompile.load import structure
-from kfcompile.targets import pytorchjob_v1
+from kfcompile.targets import fields, pytorchjob_v1
+from kfcompile.targets.special import MOUNTS, VOLUMES
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kfcompile"
 
@@ -147,3 +150,42 @@ def test_what_kfcompile_adds_is_stated_once() -> None:
         for value in _constants(path) & set(ADDED)
     }
     assert found - ALSO == set(ADDED.items())
+
+
+# --- the specials: one object each, both ways --------------------------------------------------
+
+
+def test_the_importer_reads_each_special_through_its_own_read() -> None:
+    readers = [step for step in special.ORDER if isinstance(step, type(VOLUMES))]
+    assert len(readers) == len(set(readers))
+    for s in fields.SPECIALS:
+        assert (s in readers) == (s.read is not None), s.name
+    assert [s for s in fields.SPECIALS if s.read is None] == [MOUNTS]  # read with VOLUMES
+
+
+# A spec for each special (what its render writes and its read takes back), on every target.
+BY_SPECIAL = {
+    "program": {"launcher": {"kind": "torchrun", "module": "pkg.train", "args": ["--lr", "1"]}},
+    "program (script)": {
+        "launcher": {"kind": "torchrun", "entrypoint": "run.sh", "no_python": True},
+        "script": "#!/bin/sh\necho hi\n",
+    },
+    "program (command)": {"command": ["bash", "-c"], "args": ["echo hi"]},
+    "nprocs": {"launcher": {"kind": "torchrun", "entrypoint": "t.py"}, "nprocs_per_node": 3},
+    "env": {
+        "command": ["run"],
+        "env": {"A": "1"},
+        "env_list": [{"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "secret_env": ["TOKEN"],
+    },
+    "gpus": {"command": ["run"], "gpus_per_node": 2, "gpu_resource": "amd.com/gpu"},
+    "volumes": {"command": ["run"], "shm_size": "8Gi"},  # work_dir reads back as volumes
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", BY_SPECIAL)
+def test_each_special_reads_back_what_it_renders(case: str, target: str) -> None:
+    spec = structure({"name": "job", "image": "img", "num_nodes": 2, **BY_SPECIAL[case]})
+    objects = render(spec, target)
+    assert import_manifest(objects[-1], companions=objects[:-1]) == spec

@@ -9,7 +9,8 @@ A row is a spec field path (``runtime_ref.name``), a slot (``run.runtimeRef``), 
 the slot (``.name``) and a codec. Rows whose field is inside a part (``elastic.*``) render the
 part as ``{}`` when the part is set but none of its rows wrote anything. The few parts of a spec
 that are no row (the program, processes per node, the environment, GPUs, and the volumes
-kfcompile adds itself) are ``Special`` steps: plain code, placed in the table where they render.
+kfcompile adds itself) are ``Special`` steps: plain code that renders and reads back, placed in
+the table where they render.
 """
 
 from __future__ import annotations
