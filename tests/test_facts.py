@@ -189,3 +189,24 @@ def test_each_special_reads_back_what_it_renders(case: str, target: str) -> None
     spec = structure({"name": "job", "image": "img", "num_nodes": 2, **BY_SPECIAL[case]})
     objects = render(spec, target)
     assert import_manifest(objects[-1], companions=objects[:-1]) == spec
+
+
+def test_the_rule_that_reserves_what_kfcompile_adds_is_beside_it() -> None:
+    spec = structure(
+        {
+            "name": "job",
+            "image": "img",
+            "launcher": {"kind": "torchrun"},
+            "script": "print(1)\n",
+            "shm_size": "1Gi",
+            "work_dir": {"local": "code", "pvc": "claim", "mount_path": "/code"},
+        }
+    )
+    made = generated.companions(spec)
+    volumes = [(f"volumes[{i}]", {"name": c.volume}) for i, c in enumerate(made)]
+    assert [at for at, _ in generated.reserved_names(spec, volumes)] == [
+        f"volumes[{i}].name" for i in range(len(made))
+    ]
+    mounted: dict[str, str] = {}
+    assert not list(generated.reserved_mounts(spec, mounted))
+    assert mounted == {generated.mount_point(c.mount_path): c.field for c in made}

@@ -2,14 +2,14 @@
 ``shm_size`` (a memory-backed ``/dev/shm``), the inline ``script`` (its ConfigMap) and
 ``work_dir`` (its claim), the Secret of ``secret_env``, the Kueue labels that ``queue`` and
 ``priority_class`` become, and the extended resources counted as GPUs. Render writes these
-(``targets/special.py``, ``targets/base.py``), the importer recognizes them (``importer/``) and
-the rules reserve them (``between``) from this one module: a spec may not use the names or
-mount paths for anything else."""
+(``targets/special.py``, ``targets/base.py``) and the importer recognizes them (``importer/``)
+from this one module, which also holds the rule that reserves them (``between`` runs it): a
+spec may not use the names or mount paths for anything else."""
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 if TYPE_CHECKING:
@@ -80,6 +80,28 @@ def mount_point(path: str) -> str:
     """The directory a mount path names: ``/dev/shm/``, ``/dev//shm`` and ``/dev/./shm`` are
     one place (``posixpath.normpath``, and a leading ``//`` is ``/`` on Linux)."""
     return posixpath.normpath("/" + path.lstrip("/"))
+
+
+# --- the rule that reserves them (``between`` runs it) -----------------------------------------
+
+
+def reserved_names(
+    s: JobSpec, volumes: Iterable[tuple[str, Mapping[str, Any]]]
+) -> Iterator[tuple[str, str]]:
+    """No other volume (each with its path) takes the name of one kfcompile adds."""
+    named = {c.volume: c.field for c in companions(s)}
+    for at, v in volumes:
+        if v.get("name") in named:
+            yield f"{at}.name", f"the name {v['name']!r} is used by {named[v['name']]}"
+
+
+def reserved_mounts(s: JobSpec, mounted: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """The places kfcompile mounts its volumes, taken first in ``mounted`` (mount point -> the
+    field that mounts it): the mounts checked after them cannot have them."""
+    for c in companions(s):
+        place = f"{c.field}.mount_path" if c.field == "work_dir" else c.field
+        if mounted.setdefault(mount_point(c.mount_path), c.field) != c.field:
+            yield place, f"already mounted by {mounted[mount_point(c.mount_path)]}"
 
 
 # The shapes take any value: the importer compares what it reads with them.
