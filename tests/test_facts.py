@@ -18,7 +18,7 @@ from kfcompile import TARGETS, generated, render, torchrun
 from kfcompile.importer import import_manifest, special
 from kfcompile.load import structure
 from kfcompile.targets import fields, pytorchjob_v1
-from kfcompile.targets.special import MOUNTS, VOLUMES
+from kfcompile.targets.special import MOUNTS, Special
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kfcompile"
 
@@ -156,7 +156,7 @@ def test_what_kfcompile_adds_is_stated_once() -> None:
 
 
 def test_the_importer_reads_each_special_through_its_own_read() -> None:
-    readers = [step for step in special.ORDER if isinstance(step, type(VOLUMES))]
+    readers = [step for step in special.ORDER if isinstance(step, Special)]
     assert len(readers) == len(set(readers))
     for s in fields.SPECIALS:
         assert (s in readers) == (s.read is not None), s.name
