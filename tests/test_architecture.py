@@ -187,16 +187,15 @@ def edges(module: str) -> list[Edge]:
                 name = f"{base}.{alias.name}"
                 found.append(Edge(name if name in MODULES else _owner(base), how, line))
         elif (argument := _import_module(node)) is not None:
-            found += [Edge(to, "dynamic", line) for to in sorted(_dynamic(argument, tree))]
-            if not _dynamic(argument, tree):
-                found.append(Edge("?", "dynamic", line))
+            found += [Edge(to, "dynamic", line) for to in sorted(_dynamic(argument, tree)) or ["?"]]
     return [e for e in found if e.to != module]
 
 
 EDGES = {module: edges(module) for module in MODULES}
 
-# Every importlib.import_module call, by calling module: what it loads. The calls outside the
-# tree ("?") cannot be checked against the layers, so each is named here.
+# Every module that calls importlib.import_module, and what it loads: the reader's edges are
+# checked against the layers like any import; a reason that starts with "?" is a call the reader
+# finds no module of the tree for (it loads one outside), named here as the only check.
 DYNAMIC = {
     "kfcompile": "kfcompile.status and kfcompile.importer, on first use of a name (_LAZY)",
     "kfcompile.cli": "the module of each command (parser's func=), under kfcompile.cli",
