@@ -308,7 +308,7 @@ def test_each_import_goes_to_a_layer_allowed(module: str) -> None:
             continue
         if edge.to in MODULES:
             to = layer_of(edge.to)
-            if to == own:
+            if to in (own, "?"):  # "?": told by the test of that module's layer
                 continue
             if to not in layer.may_import:
                 wrong.append(f"line {edge.line}: {edge.to} (layer {to})")
@@ -316,7 +316,7 @@ def test_each_import_goes_to_a_layer_allowed(module: str) -> None:
                 wrong.append(f"line {edge.line}: {edge.to} at module level (only lazily)")
         elif not any(edge.to == p or edge.to.startswith(p + ".") for p in layer.may_import):
             wrong.append(f"line {edge.line}: {edge.to} (not in layer {own}'s may import)")
-    assert wrong == [], f"{module} (layer {own}) imports " + "; ".join(wrong)
+    assert wrong == [], f"{module} (layer {own}) imports " + "; ".join(dict.fromkeys(wrong))
 
 
 def test_no_cycle_but_the_known_type_only_ones() -> None:
