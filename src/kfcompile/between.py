@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from kfcompile import resource_rules, rules
 from kfcompile.errors import Problem
-from kfcompile.generated import PRIORITY_LABEL, QUEUE_LABEL, companions, mount_point
+from kfcompile.generated import (
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    mount_point,
+    reserved_mounts,
+    reserved_names,
+)
 
 if TYPE_CHECKING:
     from kfcompile.spec import JobSpec
@@ -64,17 +70,13 @@ def _items(value: Any, at: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
 
 
 def _storage(s: JobSpec) -> Iterator[tuple[str, str]]:
-    """Mounts refer to volumes; what kfcompile adds (``generated.companions``) is reserved: no
-    other volume takes its name, no other mount its place, compared as directories
-    (``/dev/shm/`` is ``/dev/shm``), or one would silently replace the other."""
-    made = companions(s)
+    """Mounts refer to volumes; what kfcompile adds is reserved (``generated.reserved_names``,
+    ``reserved_mounts``): no other volume takes its name, no other mount its place, compared as
+    directories (``/dev/shm/`` is ``/dev/shm``), or one would silently replace the other."""
     defined = {v.get("name") for v in s.volumes if isinstance(v, Mapping)}
-    named = {c.volume: c.field for c in made}
     volumes = [*_items(s.volumes, "volumes")]
     volumes += _items(s.pod_spec_overrides.get("volumes"), "pod_spec_overrides.volumes")
-    for at, v in volumes:
-        if v.get("name") in named:
-            yield f"{at}.name", f"the name {v['name']!r} is used by {named[v['name']]}"
+    yield from reserved_names(s, volumes)
     for at, m in _items(s.volume_mounts, "volume_mounts"):
         name = m.get("name")
         if isinstance(name, str) and name not in defined:
@@ -88,10 +90,7 @@ def mount_points(s: JobSpec, training: str | None = None) -> Iterator[tuple[str,
     target names its training container ``training``, that container's mounts in
     ``pod_spec_overrides.containers`` (the target checks those)."""
     mounted: dict[str, str] = {}  # mount point -> the field that mounts it
-    for c in companions(s):
-        place = f"{c.field}.mount_path" if c.field == "work_dir" else c.field
-        if mounted.setdefault(mount_point(c.mount_path), c.field) != c.field:
-            yield place, f"already mounted by {mounted[mount_point(c.mount_path)]}"
+    yield from reserved_mounts(s, mounted)
     mounts = [*_items(s.volume_mounts, "volume_mounts")]
     mounts += _items(s.container_overrides.get("volumeMounts"), "container_overrides.volumeMounts")
     for at, item in _items(s.pod_spec_overrides.get("containers"), "pod_spec_overrides.containers"):

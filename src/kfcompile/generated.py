@@ -1,22 +1,61 @@
-"""What kfcompile adds to a job itself, by name: the volumes and mount paths of ``shm_size`` (a
-memory-backed ``/dev/shm``), the inline ``script`` (its ConfigMap) and ``work_dir`` (its
-claim), and the Kueue labels that ``queue`` and ``priority_class`` become. Render writes these
-(``targets/special.py``) and the rules reserve them (``between``) from this one table: a spec
-may not use the names or mount paths for anything else."""
+"""What kfcompile adds to a job itself, by name and shape: the volumes and mount paths of
+``shm_size`` (a memory-backed ``/dev/shm``), the inline ``script`` (its ConfigMap) and
+``work_dir`` (its claim), the Secret of ``secret_env``, the Kueue labels that ``queue`` and
+``priority_class`` become, and the extended resources counted as GPUs. Render writes these
+(``targets/special.py``, ``targets/base.py``) and the importer recognizes them (``importer/``)
+from this one module, which also holds the rule that reserves them (``between`` runs it): a
+spec may not use the names or mount paths for anything else."""
 
 from __future__ import annotations
 
 import posixpath
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 if TYPE_CHECKING:
     from kfcompile.spec import JobSpec
+
+Object = dict[str, Any]
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 SHM_VOLUME, SHM_DIR = "dshm", "/dev/shm"
 SCRIPT_VOLUME, SCRIPT_DIR = "kfcompile-script", "/opt/kfcompile/scripts"
 WORKDIR_VOLUME = "workdir"
+SECRET_SUFFIX, SCRIPT_SUFFIX = "-env", "-script"
+EXECUTABLE = 0o755  # ConfigMapVolumeSource.defaultMode: files are 0644 unless told
+
+# Extended resources counted as the job's GPUs (``gpus_per_node``: requested and limited alike),
+# the first the default ``gpu_resource``; an importer reads others as extra resources.
+GPU_RESOURCES: Final = (
+    "nvidia.com/gpu",
+    "amd.com/gpu",
+    "gpu.intel.com/i915",
+    "gpu.intel.com/xe",
+    "habana.ai/gaudi",
+    "aws.amazon.com/neuron",
+    "aws.amazon.com/neuroncore",
+    "google.com/tpu",
+)
+DEFAULT_GPU: Final = GPU_RESOURCES[0]
+
+
+def secret_name(job: str) -> str:
+    """The Secret ``submit`` creates for the ``secret_env`` of job ``job``."""
+    return f"{job}{SECRET_SUFFIX}"
+
+
+def script_configmap_name(job: str) -> str:
+    """The ConfigMap that holds the inline script of job ``job``."""
+    return f"{job}{SCRIPT_SUFFIX}"
+
+
+def script_configmap(job: str, namespace: str | None, file: str, script: Any) -> Object:
+    """The inline script's ConfigMap: the one file ``file``, in the job's namespace."""
+    meta: Object = {"name": script_configmap_name(job)}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {file: script}}
 
 
 class Companion(NamedTuple):
@@ -41,3 +80,61 @@ def mount_point(path: str) -> str:
     """The directory a mount path names: ``/dev/shm/``, ``/dev//shm`` and ``/dev/./shm`` are
     one place (``posixpath.normpath``, and a leading ``//`` is ``/`` on Linux)."""
     return posixpath.normpath("/" + path.lstrip("/"))
+
+
+# --- the rule that reserves them (``between`` runs it) -----------------------------------------
+
+
+def reserved_names(
+    s: JobSpec, volumes: Iterable[tuple[str, Mapping[str, Any]]]
+) -> Iterator[tuple[str, str]]:
+    """No other volume (each with its path) takes the name of one kfcompile adds."""
+    named = {c.volume: c.field for c in companions(s)}
+    for at, v in volumes:
+        if v.get("name") in named:
+            yield f"{at}.name", f"the name {v['name']!r} is used by {named[v['name']]}"
+
+
+def reserved_mounts(s: JobSpec, mounted: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """The places kfcompile mounts its volumes, taken first in ``mounted`` (mount point -> the
+    field that mounts it): the mounts checked after them cannot have them."""
+    for c in companions(s):
+        place = f"{c.field}.mount_path" if c.field == "work_dir" else c.field
+        if mounted.setdefault(mount_point(c.mount_path), c.field) != c.field:
+            yield place, f"already mounted by {mounted[mount_point(c.mount_path)]}"
+
+
+# The shapes take any value: the importer compares what it reads with them.
+def mount(volume: Any, path: str) -> Object:
+    return {"name": volume, "mountPath": path}
+
+
+def shm_volume(volume: Any, size: Any) -> Object:
+    """A memory-backed ``emptyDir`` with a size limit, what ``shm_size`` mounts at /dev/shm."""
+    return {"name": volume, "emptyDir": {"medium": "Memory", "sizeLimit": size}}
+
+
+def script_volume(job: str, executable: bool = False) -> tuple[Object, Object]:
+    """The inline script's mount and volume (its ConfigMap) in job ``job``; an ``executable``
+    script (torchrun ``--no-python`` runs the file itself) is mode 0755."""
+    source: Object = {"name": script_configmap_name(job)}
+    if executable:
+        source["defaultMode"] = EXECUTABLE
+    volume = {"name": SCRIPT_VOLUME, "configMap": source}
+    return {**mount(SCRIPT_VOLUME, SCRIPT_DIR), "readOnly": True}, volume
+
+
+def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, Object, Object]]:
+    """The volumes kfcompile adds itself (``companions``): (spec field, mount, volume)."""
+    for made in companions(spec):
+        if made.field == "script":
+            executable = spec.launcher is not None and spec.launcher.no_python
+            yield made.field, *script_volume(spec.name, executable)
+            continue
+        if made.field == "shm_size":
+            volume = shm_volume(made.volume, spec.shm_size)
+        else:
+            assert spec.work_dir is not None
+            claim = {"claimName": spec.work_dir.pvc}
+            volume = {"name": made.volume, "persistentVolumeClaim": claim}
+        yield made.field, mount(made.volume, made.mount_path), volume

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from attrs import field, frozen
 
-from kfcompile import paths, rules, structuring
+from kfcompile import generated, paths, rules, structuring
 from kfcompile.between import between_fields
 from kfcompile.errors import Problem, SpecError
 from kfcompile.frozen import FrozenMap
@@ -231,7 +231,7 @@ class JobSpec(_Checked):
         default=None,
     )
     gpu_resource: str = _rule(
-        rules.extended_resource, "GPU resource name.", default="nvidia.com/gpu"
+        rules.extended_resource, "GPU resource name.", default=generated.DEFAULT_GPU
     )
 
     # resources
@@ -353,7 +353,7 @@ class JobSpec(_Checked):
     @property
     def secret_name(self) -> str:
         """The Secret ``submit`` creates for ``secret_env``."""
-        return f"{self.name}-env"
+        return generated.secret_name(self.name)
 
     @property
     def script_entrypoint(self) -> str:

@@ -13,9 +13,9 @@ table fills (``targets/fields.py``: ``container.env``, ``pod.tolerations``...) i
 targets' tables (for a TrainJob, in the tables of every Trainer release, so any of the three
 pod-customisation shapes reads) and *taken out* of a working copy of the manifest
 (``document``); the field table, walked backward, turns the slot values into spec fields
-(``fields``, with the special cases in ``special`` and ``program``). What is left at the end is
-exactly what the spec could not hold: each left-over field is a loss, so nothing is dropped
-silently. Left-over pod and container fields that a target's table passes through become
+(``fields``; the special cases by their own ``read``, run in ``special``). What is left at the
+end is exactly what the spec could not hold: each left-over field is a loss, so nothing is
+dropped silently. Left-over pod and container fields that a target's table passes through become
 ``pod_spec_overrides`` / ``container_overrides``.
 
 Detection, from the manifest alone: apiVersion and kind; for a TrainJob the Trainer release from
@@ -63,11 +63,11 @@ Normalisation: for a spec ``s`` that renders on target ``t``, ``import(render(s,
 
 from __future__ import annotations
 
+from kfcompile.generated import GPU_RESOURCES
 from kfcompile.importer.convert import Converted, convert_manifest
 from kfcompile.importer.detect import Job, jobs_in
 from kfcompile.importer.fields import SLOTS
 from kfcompile.importer.read import import_manifest, import_manifest_lossy
-from kfcompile.importer.special import GPU_RESOURCES
 from kfcompile.importer.state import Imported, LossyImport, NotImportable
 
 __all__ = [

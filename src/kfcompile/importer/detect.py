@@ -8,6 +8,7 @@ from typing import Any
 
 from kfcompile.errors import Problem
 from kfcompile.fieldpath import FieldPath
+from kfcompile.generated import script_configmap_name
 from kfcompile.kinds import KINDS
 from kfcompile.targets import trainer_releases
 from kfcompile.targets.trainjob import Mark
@@ -72,7 +73,7 @@ def jobs_in(documents: Iterable[Any]) -> tuple[list[Job], list[Problem]]:
 
 def _script_key(job: Any) -> tuple[Any, str]:
     """Namespace and name of the ConfigMap of the job's inline script."""
-    return meta(job).get("namespace"), f"{meta(job).get('name')}-script"
+    return meta(job).get("namespace"), script_configmap_name(str(meta(job).get("name")))
 
 
 # --- TrainJob releases --------------------------------------------------------------------------

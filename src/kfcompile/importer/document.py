@@ -12,9 +12,7 @@ from typing import Any, Final
 
 from kfcompile.frozen import thaw
 from kfcompile.paths import Path, Segment, Select, all_named, find_named, item_segment
-
-MISSING: Final = object()
-GONE: Final = object()  # a list item taken out (kept in place so later indices stay right)
+from kfcompile.targets.codecs import GONE, MISSING, present
 
 # Set by the API server or a controller: a new object must not carry them (dropped silently).
 SERVER_METADATA: Final = (
@@ -62,11 +60,6 @@ def empty(value: Any) -> bool:
     if isinstance(value, list):
         return all(v is GONE for v in value)
     return value is GONE or value is None or value == {}
-
-
-def present(value: Any) -> Any:
-    """A value without the placeholders of list items taken from it earlier."""
-    return [v for v in value if v is not GONE] if isinstance(value, list) else value
 
 
 class Doc:

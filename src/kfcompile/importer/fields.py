@@ -7,8 +7,9 @@ Then, in three steps:
 
 1. the rows that take a part of a slot value (``runtime_ref.name`` takes ``.name``), each by its
    codec's ``decode``; a part the manifest has but whose rows found nothing is ``{}``;
-2. the special cases, plain code (``importer/special.py``): they may take parts of a slot too
-   (the GPUs from ``.limits``, the ``/dev/shm`` volume from the volumes);
+2. the special cases, each by the ``read`` beside its ``render`` (``targets/special.py``, run in
+   ``importer/special.py``'s order): they may take parts of a slot too (the GPUs from
+   ``.limits``, the ``/dev/shm`` volume from the volumes);
 3. the rows that take what is left of a slot (``labels`` after ``queue``, ``volumes`` after the
    volumes kfcompile adds itself, ``extra_resource_requests`` after cpu, memory and GPUs).
 
@@ -24,11 +25,12 @@ from attrs import frozen
 from kfcompile import paths
 from kfcompile.fieldpath import FieldPath
 from kfcompile.importer import special
-from kfcompile.importer.document import MISSING, Doc, present
+from kfcompile.importer.document import Doc
 from kfcompile.importer.state import NOT_HELD, Reading
 from kfcompile.targets import fields
-from kfcompile.targets.codecs import LEAVE, SKIP, Hatch, Keyed
+from kfcompile.targets.codecs import LEAVE, MISSING, SKIP, Hatch, Keyed, present
 from kfcompile.targets.fields import Field
+from kfcompile.targets.special import TAKES_PARTS
 
 # Every slot the table fills, the escape hatches' groups (``pod.*``) too: those are read from
 # what the other slots leave in the pod and the container (``shapes.escape_hatches``).
@@ -43,7 +45,7 @@ def _rest(row: Field) -> bool:
     """Whether ``row`` takes what others leave of its slot: its sub-path is a prefix of another
     row's, or a special takes parts of the slot."""
     mine = SUBS[row]
-    return row.slot in special.TAKES_PARTS or any(
+    return row.slot in TAKES_PARTS or any(
         other.slot == row.slot and other is not row and SUBS[other][: len(mine)] == mine
         for other in ROWS
     )

@@ -13,14 +13,17 @@ from typing import Any, Final
 from kfcompile.errors import Problem
 from kfcompile.fieldpath import FieldPath
 from kfcompile.importer import detect
-from kfcompile.importer.document import GONE, MISSING, differences, empty, merge_into
+from kfcompile.importer.document import differences, empty, merge_into
 from kfcompile.importer.state import NotImportable, Reading
 from kfcompile.k8s_schema import fields
 from kfcompile.kinds import PYTORCHJOB
 from kfcompile.paths import EACH, Path, Select, item_segment
 from kfcompile.targets import TARGETS, pytorchjob_v1, trainer_releases, trainjob, trainjob_v2_2
+from kfcompile.targets.codecs import GONE, MISSING
 
-PT_DEFAULT_RESTART: Final = "OnFailure"  # the Training Operator's default for every replica
+# The Training Operator's default for every replica (training-operator pkg/apis/kubeflow.org/v1
+# pytorch_defaults.go SetDefaults_PyTorchJob: PytorchJobDefaultRestartPolicy).
+PT_DEFAULT_RESTART: Final = "OnFailure"
 MASTER_PORTS: Final = (pytorchjob_v1.PORT, {**pytorchjob_v1.PORT, "protocol": "TCP"})
 REPLICAS: Final = PYTORCHJOB.replica_specs
 MASTER, WORKER = PYTORCHJOB.replica_types

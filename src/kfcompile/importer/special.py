@@ -1,49 +1,29 @@
-"""The special cases of the field table read backward (``targets/special.py`` renders them): what
-no row's codec can say, each a plain function, in the order ``read_specials`` runs them (each
-reads what those before it found: the GPUs decide the default processes per node, the job's
-name the Secret of ``secret_env``, the scale the launcher's command).
+"""What the importer reads after the field table's rows that take whole slots: the required
+fields, the defaults that rows leave (the runtime, the controller, the number of nodes, the
+elastic range) and the special cases, each read by its own ``read`` beside its ``render``
+(``targets/special.py``), in the order ``read_specials`` runs them: each reads what those
+before it found (the GPUs decide the default processes per node, the job's name the Secret of
+``secret_env``, the scale and the elastic range the launcher's command).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
 from kfcompile.errors import Problem
-from kfcompile.fieldpath import FieldPath
-from kfcompile.generated import SHM_DIR
-from kfcompile.importer import program
-from kfcompile.importer.document import MISSING, Doc, present
 from kfcompile.importer.state import NotImportable, Reading
 from kfcompile.kinds import KINDS, TRAINJOB
-from kfcompile.paths import Select, find_named
-from kfcompile.spec import JobSpec, RuntimeRef
-from kfcompile.targets.codecs import plain_env, secret_env_var
+from kfcompile.spec import RuntimeRef
+from kfcompile.targets.codecs import MISSING, Reader, Values
+from kfcompile.targets.special import ENV, GPUS, NPROCS, PROGRAM, VOLUMES, Read, Special
 
-# Extended resources counted as the job's GPUs (``gpus_per_node``); others stay extra resources.
-GPU_RESOURCES: Final = (
-    "nvidia.com/gpu",
-    "amd.com/gpu",
-    "gpu.intel.com/i915",
-    "gpu.intel.com/xe",
-    "habana.ai/gaudi",
-    "aws.amazon.com/neuron",
-    "aws.amazon.com/neuroncore",
-    "google.com/tpu",
-)
-DEFAULT_GPU: Final = attrs.fields(JobSpec).gpu_resource.default
 DERIVED_RENDEZVOUS: Final = ("rdzvHost", "rdzvId")  # kfcompile's come from the job name
-OLD_NPROCS: Final = "nProcPerNode"  # where the Training Operator once read processes per node
 REQUIRED: Final = {
     "name": ("job.name", "the job needs a name"),
     "image": ("container.image", "the training image"),
 }
-# The slots whose parts the special cases take before the rows that take the rest.
-TAKES_PARTS: Final = frozenset({"container.resources", "container.volumeMounts", "pod.volumes"})
-
-Values = Mapping[str, tuple[FieldPath, Doc]]  # slot -> where it was read, its working copy
 
 
 def read_specials(r: Reading, values: Values) -> None:
@@ -53,12 +33,10 @@ def read_specials(r: Reading, values: Values) -> None:
     _runtime_ref(r, values)
     _managed_by(r)
     _num_nodes(r)
-    _gpus(r, values)
-    _nprocs(r, values)
-    _environment(r)
-    _elastic(r, values)
-    _shm(r, values)
-    program.read_program(r, values.get("pod.volumes"), values.get("container.volumeMounts"))
+    for step in ORDER:
+        read = step.read if isinstance(step, Special) else step
+        assert read is not None  # each special in ORDER reads itself
+        read(r, values)
 
 
 def _runtime_ref(r: Reading, values: Values) -> None:
@@ -69,7 +47,7 @@ def _runtime_ref(r: Reading, values: Values) -> None:
     default = RuntimeRef()
     if "name" not in ref:
         r.lose(values["run.runtimeRef"][0] / "name", f"absent: {default.name} is written")
-    defaults = {"name": default.name, "kind": default.kind, "api_group": default.api_group}
+    defaults = attrs.asdict(default)
     if {**defaults, **ref} == defaults:
         del r.data["runtime_ref"]
 
@@ -88,102 +66,7 @@ def _num_nodes(r: Reading) -> None:
         r.lose(r.place("scale.numNodes"), "absent (the runtime's default): written as 1")
 
 
-def _count(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
-
-
-def _gpus(r: Reading, values: Values) -> None:
-    """A known accelerator whose limit is a count and whose request, if any, equals it."""
-    if "container.resources" not in values:
-        return
-    where, doc = values["container.resources"]
-    requests, limits = (doc.get((group,)) for group in ("requests", "limits"))
-    requests = requests if isinstance(requests, dict) else {}
-    limits = limits if isinstance(limits, dict) else {}
-    for gpu in GPU_RESOURCES:
-        count = _count(limits.get(gpu))
-        if count and (gpu not in requests or _count(requests[gpu]) == count):
-            doc.take(("requests", gpu))
-            doc.take(("limits", gpu))
-            r.put("gpus_per_node", count, where / "limits" / gpu)
-            if gpu != DEFAULT_GPU:
-                r.put("gpu_resource", gpu, where / "limits" / gpu)
-            return
-
-
-def _nprocs(r: Reading, values: Values) -> None:
-    """Processes per node, left out where the spec derives the same number. Absent from the
-    manifest it is ``auto``: the default of every Trainer release and of the operator (an
-    elastic policy's ``nProcPerNode``, where the operator once read it, is read then)."""
-    found = r.one("scale.nprocPerNode")
-    if found is None and "run.elastic" in values:
-        where, doc = values["run.elastic"]
-        old = doc.take((OLD_NPROCS,))
-        found = None if old is MISSING else (where / OLD_NPROCS, old)
-    value: Any = "auto" if found is None else found[1]
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if found is not None and value in ("cpu", "gpu"):
-        r.lose(found[0], f"{value!r} has no spec equivalent: written as 'auto'")
-        value = "auto"
-    if value != (r.data.get("gpus_per_node") or 1):
-        r.put("nprocs_per_node", value, found[0] if found else "")
-
-
-def _environment(r: Reading) -> None:
-    """The container's env list split as the spec renders it: plain values first (``env``),
-    ``secret_env`` references last, anything else between (``env_list``)."""
-    items: list[tuple[FieldPath, Any]] = []
-    seen: dict[str, FieldPath] = {}
-    first: FieldPath | None = None
-    for at, value in r.found.get("container.env", []):
-        if not isinstance(value, list):
-            r.lose(at, "must be a list: dropped")
-            continue
-        first = first or at
-        for item in value:
-            name = item.get("name") if isinstance(item, dict) else None
-            here = at / Select("name", name) if isinstance(name, str) else at
-            if isinstance(name, str) and name in seen:
-                r.lose(here, f"also set in {seen[name]}: dropped")
-                continue
-            if isinstance(name, str):
-                seen[name] = at
-            items.append((here, item))
-    if first is None:
-        return
-    start = 0
-    while start < len(items) and plain_env(items[start][1]):
-        start += 1
-    end = len(items)
-    secret = f"{r.data['name']}-env"  # JobSpec.secret_name
-    while end > start and _secret_ref(items[end - 1][1], secret):
-        end -= 1
-    if start:
-        r.put("env", {item["name"]: item["value"] for _, item in items[:start]}, first)
-    if end > start:
-        r.put("env_list", [item for _, item in items[start:end]], first)
-    if end < len(items):
-        r.put("secret_env", [item["name"] for _, item in items[end:]], first)
-    for at, item in items[:start]:
-        r.note(FieldPath.of("env", item["name"]), at)
-    for i, (at, _) in enumerate(items[start:end]):
-        r.note(FieldPath.of("env_list", i), at)
-    for i, (at, _) in enumerate(items[end:]):
-        r.note(FieldPath.of("secret_env", i), at)
-
-
-def _secret_ref(item: Any, secret: str) -> bool:
-    """An entry as ``secret_env`` renders it: the job's Secret, key = name."""
-    name = item.get("name") if isinstance(item, dict) else None
-    return isinstance(name, str) and item == secret_env_var(name, secret)
-
-
-def _elastic(r: Reading, values: Values) -> None:
+def _elastic(r: Reader, values: Values) -> None:
     """The operator's defaults for the node range; the rendezvous kfcompile derives."""
     if "run.elastic" not in values:
         return
@@ -196,30 +79,6 @@ def _elastic(r: Reading, values: Values) -> None:
     policy.setdefault("max_nodes", r.data["num_nodes"])
 
 
-def _shm(r: Reading, values: Values) -> None:
-    """The memory-backed /dev/shm that ``shm_size`` writes: a mount there of an ``emptyDir``
-    with ``medium: Memory`` and a size limit (whatever its volume's name)."""
-    if "pod.volumes" not in values or "container.volumeMounts" not in values:
-        return
-    (where, volumes), (_, mounts) = values["pod.volumes"], values["container.volumeMounts"]
-    if not isinstance(volumes.root, list) or not isinstance(mounts.root, list):
-        return
-    for i, m in enumerate(mounts.root):
-        if isinstance(m, dict) and set(m) == {"name", "mountPath"} and m["mountPath"] == SHM_DIR:
-            size = _shm_size(find_named(present(volumes.root), m["name"]))
-            if size is not None:
-                mounts.take((i,))
-                volumes.take((Select("name", m["name"]),))
-                at = where / Select("name", m["name"]) / "emptyDir" / "sizeLimit"
-                r.put("shm_size", size, at)
-            return
-
-
-def _shm_size(volume: Any) -> Any:
-    """The size of a memory-backed emptyDir with a size limit (what ``shm_size`` renders)."""
-    if not isinstance(volume, dict) or set(volume) != {"name", "emptyDir"}:
-        return None
-    empty = volume["emptyDir"]
-    if not isinstance(empty, dict) or set(empty) != {"medium", "sizeLimit"}:
-        return None
-    return empty["sizeLimit"] if empty["medium"] == "Memory" else None
+# The specials (their mounts are read with their volumes), and the elastic range the program
+# is checked with.
+ORDER: Final[tuple[Special | Read, ...]] = (GPUS, NPROCS, ENV, _elastic, VOLUMES, PROGRAM)

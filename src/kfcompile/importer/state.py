@@ -13,13 +13,16 @@ from kfcompile.errors import KfcompileError, Problem
 from kfcompile.fieldpath import FieldPath, field_path
 from kfcompile.frozen import thaw
 from kfcompile.importer.detect import describe, job_kind
-from kfcompile.importer.document import MISSING, Doc, strip_server_fields
+from kfcompile.importer.document import Doc, strip_server_fields
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB
 from kfcompile.paths import Path, Segment
 from kfcompile.spec import JobSpec
-from kfcompile.targets import Target
+from kfcompile.targets import Target, pytorchjob_v1, trainjob
+from kfcompile.targets.codecs import MISSING
 
 NOT_HELD: Final = "no JobSpec field holds it: dropped"
+# Each kind's launcher command (the targets of one kind write the same).
+COMMANDS: Final = {PYTORCHJOB.name: pytorchjob_v1.command, TRAINJOB.name: trainjob.command}
 
 
 class LossyImport(KfcompileError):
@@ -94,6 +97,10 @@ class Reading:
         self.found: dict[str, Found] = {}
         self.detected = ""
         self.target = ""
+
+    def command(self, spec: JobSpec) -> list[str] | None:
+        """The launcher command the manifest's kind writes for ``spec``."""
+        return COMMANDS[self.kind](spec)
 
     # -- bookkeeping
 

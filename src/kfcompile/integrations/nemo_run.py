@@ -44,12 +44,14 @@ from kfcompile.integrations.nemo_run_task import (
     program_of,
 )
 from kfcompile.kinds import KINDS, TRAINJOB
+from kfcompile.spec import DEFAULT_RUNTIME
 from kfcompile.targets import target as find_target
 
 __all__ = ["FDL_RUNNER", "SCHEDULER", "ExecutorError", "KfcompileExecutor", "connect", "register"]
 
 SCHEDULER = "kfcompile_nemo"  # the torchx scheduler name (entry point) and NeMo-Run's key
-DEFAULT_RUNTIME = "torch-distributed"
+# KubeflowExecutor's default (nemo_run/core/execution/kubeflow.py): NeMo-Run's, which the
+# Training Operator's for a PyTorchJob replica (importer/shapes.py) happens to equal.
 DEFAULT_RESTART_POLICY = "OnFailure"
 WORKDIR_VOLUME = "nemo-run-workdir"  # the volume name KubeflowExecutor gives the work-dir claim
 FDL_RUNNER = "nemo_run.core.runners.fdl_runner"

@@ -12,6 +12,7 @@ from typing import Any
 
 from torchx.specs import Role
 
+from kfcompile import torchrun
 from kfcompile.errors import KfcompileError, Problem
 from kfcompile.fieldpath import FieldPath
 
@@ -19,12 +20,10 @@ NEMO_RUNDIR = "/nemo_run"  # where NeMo-Run says its run directory is in the pod
 NEMO_SCRIPTS = f"{NEMO_RUNDIR}/scripts/"
 NEMO_SHEBANG = "#!/usr/bin/bash\n"  # NeMo-Run puts it before an inline script it writes out
 MAX_ARG_BYTES = 128 * 1024  # Linux refuses to exec a program with a longer single argument
-# torchrun flags NeMo-Run's component writes before the program; kfcompile writes the target's
-# own rendezvous instead (NeMo-Run's `$PET_MASTER_ADDR` is never expanded without a shell).
-TORCHRUN_VALUE_FLAGS = frozenset(
-    {"--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--nnodes", "--nproc-per-node",
-     "--node-rank", "--tee", "--master-addr", "--master-port", "--max-restarts"}
-)  # fmt: skip
+# The torchrun options with a value NeMo-Run's component writes before the program (spelled
+# with dashes); kfcompile writes the target's own rendezvous instead (NeMo-Run's
+# `$PET_MASTER_ADDR` is never expanded without a shell).
+TORCHRUN_VALUE_FLAGS = frozenset(o.flag for o in torchrun.OPTIONS if o.takes_value)
 PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
 
 
@@ -54,7 +53,7 @@ def program_of(
     if role.entrypoint == "torchrun":
         kind = "torchrun"
         words = _torchrun_program([_unquoted(a) for a in role.args])
-        python = words[:1] != ["--no-python"]
+        python = words[:1] != [torchrun.NO_PYTHON.flag]
         words = words[1:] if not python else words
     else:
         kind = "python"
@@ -79,7 +78,7 @@ def program_of(
             )  # fmt: skip
     if not python:  # torchrun --no-python: each process executes the file
         return _no_python(words, script)
-    if words[0] == "-m" and len(words) > 1:
+    if words[0] == torchrun.MODULE.short and len(words) > 1:
         return {"kind": kind, "module": words[1], "args": words[2:]}, None, []
     if script is not None:
         name = _file_name(words[0])

@@ -21,7 +21,7 @@ from typing import Any, Final
 import attrs
 from attrs import frozen
 
-from kfcompile import paths
+from kfcompile import paths, torchrun
 from kfcompile.errors import KfcompileError, Problem
 from kfcompile.fieldpath import FieldPath
 from kfcompile.integrations.torchx_torchrun import Word, torchrun_line, torchrun_words
@@ -61,6 +61,11 @@ class Options:
 
 # --- where errors point back to ----------------------------------------------------------------
 
+# torchrun's options as TorchX's components spell them (dist.ddp writes `--nproc_per_node`).
+NNODES, NPROCS, MAX_RESTARTS = (
+    o.underscored for o in (torchrun.NNODES, torchrun.NPROC_PER_NODE, torchrun.MAX_RESTARTS)
+)
+
 # Spec field -> where its value came from, for error messages.
 ORIGINS: Final[Mapping[str, str]] = {
     "name": "name",
@@ -72,7 +77,7 @@ ORIGINS: Final[Mapping[str, str]] = {
     "env": "roles[0].env",
     "num_nodes": "roles[0].num_replicas",
     "elastic": "roles[0].min_replicas",
-    "nprocs_per_node": "roles[0].args (torchrun --nproc_per_node)",
+    "nprocs_per_node": f"roles[0].args (torchrun {NPROCS})",
     "backoff_limit": "roles[0].max_retries",
     "cpu_request": "roles[0].resource.cpu",
     "cpu_limit": "roles[0].resource.cpu",
@@ -148,7 +153,7 @@ def _nodes(value: str, at: str) -> tuple[int, int] | Problem:
     """torchrun's ``--nnodes``: ``N`` or ``MIN:MAX``."""
     m = re.fullmatch(r"(\d+)(?::(\d+))?", value)
     if not m:
-        return Problem(at, f"torchrun --nnodes {value}: must be N or MIN:MAX")
+        return Problem(at, f"torchrun {NNODES} {value}: must be N or MIN:MAX")
     low, high = int(m[1]), int(m[2] or m[1])
     return low, high
 
@@ -160,7 +165,7 @@ def _nprocs(value: str, gpus: int, at: str) -> int | str | Problem:
         return "auto"
     if value == "gpu" and gpus > 0:
         return gpus
-    return Problem(at, f"torchrun --nproc_per_node {value}: must be a number or auto")
+    return Problem(at, f"torchrun {NPROCS} {value}: must be a number or auto")
 
 
 def _program(role: Any, at: str, spec: dict[str, Any], problems: list[Problem]) -> None:
@@ -186,7 +191,7 @@ def _program(role: Any, at: str, spec: dict[str, Any], problems: list[Problem]) 
         }
     elif restarts is not None:
         problems.append(
-            Problem(f"{at}.args", "torchrun --max_restarts: kfcompile passes it to elastic jobs")
+            Problem(f"{at}.args", f"torchrun {MAX_RESTARTS}: kfcompile passes it to elastic jobs")
         )
 
 
@@ -221,7 +226,7 @@ def _torchrun(
             problems.append(
                 Problem(
                     at,
-                    f"torchrun --nnodes {line.nnodes} does not match num_replicas "
+                    f"torchrun {NNODES} {line.nnodes} does not match num_replicas "
                     f"{replicas}{given}",
                 )
             )
@@ -238,7 +243,7 @@ def _torchrun(
         if line.max_restarts.isdigit():
             restarts = int(line.max_restarts)
         else:
-            problems.append(Problem(at, "torchrun --max_restarts: must be a number"))
+            problems.append(Problem(at, f"torchrun {MAX_RESTARTS}: must be a number"))
     return least, restarts
 
 
@@ -395,13 +400,15 @@ def to_role(spec: JobSpec, name: str) -> Any:
         entrypoint, args = (spec.command or ("",))[0], [*spec.command[1:], *spec.args]
     else:
         launcher = spec.launcher
-        program = ["-m", launcher.module] if launcher.module else [launcher.entrypoint or ""]
+        module = torchrun.MODULE.short
+        program = [module, launcher.module] if launcher.module else [launcher.entrypoint or ""]
         options = []
         if launcher.kind == "torchrun":
             nodes = spec.num_nodes if spec.elastic is None else spec.elastic.max_nodes
             least = nodes if spec.elastic is None else spec.elastic.min_nodes
-            options = ["--nnodes", f"{least}:{nodes}" if least != nodes else str(nodes)]
-            options += ["--nproc_per_node", str(spec.nprocs)]
+            span = f"{least}:{nodes}" if least != nodes else str(nodes)
+            options = [NNODES, span]
+            options += [NPROCS, str(spec.nprocs)]
         entrypoint, args = launcher.kind, [*options, *program, *launcher.args]
     cpu, memory = spec.cpu_limit or spec.cpu_request, spec.memory_limit or spec.memory_request
     resource = Resource(

@@ -1,17 +1,18 @@
-"""The torchrun line of TorchX's ``dist.ddp``/``dist.torchrun`` components, read through the
-option table ``TORCHRUN``: what kfcompile's own torchrun launcher takes from it, and what it
-drops because the target wires it. Pure."""
+"""The torchrun line of TorchX's ``dist.ddp``/``dist.torchrun`` components, read through
+torchrun's option table (``kfcompile.torchrun``): what kfcompile's own torchrun launcher takes
+from it, and what it drops because the target wires it. Pure."""
 
 from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
-from typing import Final
+from collections.abc import Sequence
 
 from attrs import frozen
 
+from kfcompile import torchrun
 from kfcompile.errors import Problem
+from kfcompile.torchrun import Option
 
 # --- the torchrun line --------------------------------------------------------------------------
 
@@ -83,41 +84,6 @@ def shell_words(line: str) -> list[Word] | None:
     return words
 
 
-# torchrun's options (torch.distributed.run), by what kfcompile makes of them. Names are
-# written with dashes; torchrun accepts `_` for `-` in every one.
-NODES, NPROCS, MAX_RESTARTS = "nodes", "nprocs", "max_restarts"
-WIRED = "the target wires the rendezvous"
-CONSOLE = "Kubernetes keeps the console as the pod log"
-ROLE = "it only names torchrun's worker group in its own log lines"
-MODULE = "module"
-NO_PYTHON = "no-python"  # the launcher's `no_python`: each process runs the file itself
-
-
-@frozen
-class TorchrunOption:
-    takes_value: bool
-    meaning: str  # NODES/NPROCS/MAX_RESTARTS/MODULE, or why it is not needed
-
-
-TORCHRUN: Final[Mapping[str, TorchrunOption]] = {
-    "nnodes": TorchrunOption(True, NODES),
-    "nproc-per-node": TorchrunOption(True, NPROCS),
-    "max-restarts": TorchrunOption(True, MAX_RESTARTS),
-    "rdzv-backend": TorchrunOption(True, WIRED),
-    "rdzv-endpoint": TorchrunOption(True, WIRED),
-    "rdzv-id": TorchrunOption(True, WIRED),
-    "node-rank": TorchrunOption(True, WIRED),
-    "master-addr": TorchrunOption(True, WIRED),
-    "master-port": TorchrunOption(True, WIRED),
-    "standalone": TorchrunOption(False, WIRED),
-    "tee": TorchrunOption(True, CONSOLE),
-    "role": TorchrunOption(True, ROLE),
-    "module": TorchrunOption(False, MODULE),
-    "no-python": TorchrunOption(False, NO_PYTHON),
-}
-SHORT: Final[Mapping[str, str]] = {"-t": "tee", "-m": "module"}
-
-
 @frozen
 class Torchrun:
     """What a torchrun line asks kfcompile's own torchrun launcher for."""
@@ -162,23 +128,22 @@ def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list
             i += 1
             break
         name, eq, value = word.partition("=")
-        key = SHORT.get(name) or name.lstrip("-").replace("_", "-")
-        option = TORCHRUN.get(key)
+        option = torchrun.option(name)
         if option is None:
             problems.append(
                 Problem(at, f"torchrun {name}: kfcompile's torchrun launcher cannot pass it")
             )
-            option = TorchrunOption(bool(i + 1 < len(words) and not eq), "")
+            option = Option("", bool(i + 1 < len(words) and not eq), None, False)
         if option.takes_value and not eq:
             i += 1
             if i >= len(words):
                 problems.append(Problem(at, f"torchrun {name}: needs a value"))
                 break
             value = words[i].text
-            if option.meaning in (NODES, NPROCS, MAX_RESTARTS) and not words[i].literal:
+            if option.field is not None and not words[i].literal:
                 problems.append(Problem(at, f"torchrun {name} {value}: needs a shell to expand"))
-        if option.meaning in (NODES, NPROCS, MAX_RESTARTS, MODULE, NO_PYTHON):
-            found[option.meaning] = value
+        if option.field is not None:
+            found[option.name] = value
         i += 1
     program = tuple(words[i:])
     if not program:
@@ -195,11 +160,11 @@ def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list
     if problems:
         return None, problems
     line = Torchrun(
-        found.get(NODES),
-        found.get(NPROCS),
-        found.get(MAX_RESTARTS),
+        found.get(torchrun.NNODES.name),
+        found.get(torchrun.NPROC_PER_NODE.name),
+        found.get(torchrun.MAX_RESTARTS.name),
         program,
-        MODULE in found,
-        NO_PYTHON in found,
+        torchrun.MODULE.name in found,
+        torchrun.NO_PYTHON.name in found,
     )
     return line, []

@@ -15,14 +15,13 @@ from typing import Any, NamedTuple
 
 from attrs import Factory, field, frozen
 
-from kfcompile import between, k8s_schema, paths, rules
+from kfcompile import between, generated, k8s_schema, paths, rules, torchrun
 from kfcompile.errors import Problem, UnsupportedFeature
 from kfcompile.fieldpath import FieldPath
 from kfcompile.generated import SCRIPT_DIR
 from kfcompile.spec import JobSpec
 from kfcompile.targets import fields
 from kfcompile.targets.codecs import Entry, Plain
-from kfcompile.targets.special import script_configmap_name
 
 
 def _identity(value: Any) -> Any:
@@ -147,8 +146,8 @@ def program(spec: JobSpec) -> list[str]:
     ``--no-python`` (its last option) runs the file itself."""
     assert spec.launcher is not None
     if spec.launcher.module is not None:
-        return ["-m", spec.launcher.module, *spec.launcher.args]
-    mode = ["--no-python"] if spec.launcher.no_python else []
+        return [torchrun.MODULE.short, spec.launcher.module, *spec.launcher.args]
+    mode = [torchrun.NO_PYTHON.flag] if spec.launcher.no_python else []
     return [*mode, entrypoint_path(spec), *spec.launcher.args]
 
 
@@ -245,15 +244,9 @@ def with_companions(spec: JobSpec, job: dict[str, Any]) -> list[dict[str, Any]]:
 
 def script_configmap(spec: JobSpec) -> dict[str, Any]:
     assert spec.script is not None
-    meta: dict[str, Any] = {"name": script_configmap_name(spec.name)}
-    if spec.namespace:
-        meta["namespace"] = spec.namespace
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": meta,
-        "data": {spec.script_entrypoint: spec.script},
-    }
+    return generated.script_configmap(
+        spec.name, spec.namespace, spec.script_entrypoint, spec.script
+    )
 
 
 def checked(rendered: Rendered, target: str, kind: str) -> Rendered:

@@ -2,7 +2,8 @@
 
 ``encode`` appends the ``Entry`` values a row writes (render walks the table forward); ``decode``
 reads a slot value back into the spec value (the importer walks it backward), saying what of
-the input it cannot hold.
+the input it cannot hold. The special cases (``special.py``) read through ``Reader``: what the
+importer's reading of one manifest gives them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from kfcompile.fieldpath import FieldPath
 from kfcompile.paths import Path, copied, item_segment, key, select
 
 if TYPE_CHECKING:
+    from kfcompile.spec import JobSpec
     from kfcompile.targets.fields import Field
 
 
@@ -55,6 +57,47 @@ class Decoded(Plain):
 
 SKIP = object()  # decoded: the value is read, the spec gets nothing from it
 LEAVE = object()  # decoded: not this field's (another row takes it, or it is reported as lost)
+MISSING = object()  # read: nothing at that path
+GONE = object()  # read: a list item taken out (kept in place so later indices stay right)
+
+
+def present(value: Any) -> Any:
+    """A value without the placeholders of list items taken from it earlier."""
+    return [v for v in value if v is not GONE] if isinstance(value, list) else value
+
+
+class Part(Protocol):
+    """A slot's value being read (``importer.document.Doc``): what is taken is the spec's."""
+
+    root: Any
+
+    def get(self, path: Path) -> Any: ...
+
+    def take(self, path: Path) -> Any: ...
+
+
+Values = Mapping[str, tuple[FieldPath, Part]]  # slot -> where it was read, its working copy
+
+
+class Reader(Protocol):
+    """One manifest being read (``importer.state.Reading``), as the special cases see it."""
+
+    kind: str
+    data: dict[str, Any]  # the spec read so far
+    found: dict[str, list[tuple[FieldPath, Any]]]  # each slot's values, where they were found
+    companions: list[dict[str, Any]]
+
+    def lose(self, where: FieldPath | Path | str, what: str) -> None: ...
+
+    def put(self, spec: FieldPath | str, value: Any, where: FieldPath | str) -> None: ...
+
+    def note(self, spec: FieldPath, where: FieldPath | str) -> None: ...
+
+    def one(self, slot: str) -> tuple[FieldPath, Any] | None: ...
+
+    def command(self, spec: JobSpec) -> list[str] | None:
+        """The launcher command the manifest's target writes for ``spec``."""
+        ...
 
 
 class Codec(Protocol):

@@ -9,7 +9,8 @@ A row is a spec field path (``runtime_ref.name``), a slot (``run.runtimeRef``), 
 the slot (``.name``) and a codec. Rows whose field is inside a part (``elastic.*``) render the
 part as ``{}`` when the part is set but none of its rows wrote anything. The few parts of a spec
 that are no row (the program, processes per node, the environment, GPUs, and the volumes
-kfcompile adds itself) are ``Special`` steps: plain code, placed in the table where they render.
+kfcompile adds itself) are ``Special`` steps: plain code that renders and reads back, placed in
+the table where they render.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, NamedTuple
 from kfcompile.fieldpath import FieldPath
 from kfcompile.generated import PRIORITY_LABEL, QUEUE_LABEL
 from kfcompile.paths import key
-from kfcompile.spec import JobSpec
+from kfcompile.spec import JobSpec, RuntimeRef
 from kfcompile.targets.codecs import (
     HATCH,
     KEYED,
@@ -134,6 +135,7 @@ FIELDS: tuple[Step, ...] = (
     Field("pod_spec_overrides", "pod.*", codec=HATCH),
 )
 ROWS: tuple[Field, ...] = tuple(s for s in FIELDS if isinstance(s, Field))
+_RUNTIME_REF = tuple((row.sub[1:], row.chain[1]) for row in ROWS if row.slot == "run.runtimeRef")
 SPECIALS: tuple[Special, ...] = tuple(s for s in FIELDS if isinstance(s, Special))
 
 
@@ -164,6 +166,12 @@ def feeds() -> tuple[Feed, ...]:
 def slots() -> tuple[str, ...]:
     """Every slot the table fills (``pod.*``, ``container.*``: the escape hatches' groups)."""
     return SLOTS
+
+
+def runtime_ref(runtime: RuntimeRef) -> dict[str, str]:
+    """The ``runtimeRef`` that names ``runtime``, written as its rows write it (the default
+    runtime's too, which no row writes: ``runtime_ref`` is None)."""
+    return {k: getattr(runtime, attribute) for k, attribute in _RUNTIME_REF}
 
 
 def hatches() -> dict[str, Field]:

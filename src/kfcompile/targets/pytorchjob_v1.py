@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from kfcompile import torchrun
 from kfcompile.errors import Problem
 from kfcompile.kinds import PYTORCHJOB
 from kfcompile.spec import JobSpec
@@ -68,25 +69,25 @@ def command(spec: JobSpec) -> list[str] | None:
         return None
     if spec.launcher.kind == "python":
         return ["python", *base.program(spec)]
-    flags = [f"--nproc-per-node={spec.nprocs}"]
+    flags = [torchrun.NPROC_PER_NODE(spec.nprocs)]
     if spec.elastic is not None:
         e = spec.elastic
         flags = [
-            f"--nnodes={e.min_nodes}:{e.max_nodes}",
+            torchrun.NNODES(f"{e.min_nodes}:{e.max_nodes}"),
             *flags,
-            f"--rdzv-backend={e.rdzv_backend}",
-            f"--rdzv-endpoint={spec.name}-worker-0:{e.rdzv_port}",
-            f"--rdzv-id={spec.name}",
+            torchrun.RDZV_BACKEND(e.rdzv_backend),
+            torchrun.RDZV_ENDPOINT(f"{spec.name}-worker-0:{e.rdzv_port}"),
+            torchrun.RDZV_ID(spec.name),
         ]
         if e.max_restarts is not None:
-            flags.append(f"--max-restarts={e.max_restarts}")
+            flags.append(torchrun.MAX_RESTARTS(e.max_restarts))
     else:
         flags = [
-            f"--nnodes={spec.num_nodes}",
+            torchrun.NNODES(spec.num_nodes),
             *flags,
-            "--node-rank=$(RANK)",
-            "--master-addr=$(MASTER_ADDR)",
-            "--master-port=$(MASTER_PORT)",
+            torchrun.NODE_RANK("$(RANK)"),
+            torchrun.MASTER_ADDR("$(MASTER_ADDR)"),
+            torchrun.MASTER_PORT("$(MASTER_PORT)"),
         ]
     return ["torchrun", *flags, *base.program(spec)]
 

@@ -215,18 +215,11 @@ def _override_containers(spec: JobSpec, release: Release) -> Iterator[Problem]:
 
 def render(spec: JobSpec, release: Release) -> Rendered:
     """Render ``spec`` as a TrainJob of ``release``."""
-    runtime = spec.runtime
     job: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {},
-        "spec": {
-            "runtimeRef": {
-                "name": runtime.name,
-                "apiGroup": runtime.api_group,
-                "kind": runtime.kind,
-            }
-        },
+        "spec": {"runtimeRef": fields.runtime_ref(spec.runtime)},
     }
     objects = base.with_companions(spec, job)
     index = len(objects) - 1
