@@ -4,7 +4,7 @@ The table (section "Layers") is the ``LAYERS`` this file checks, so the document
 cannot drift: every module of ``src/kfcompile``, ``adapters/kfcompile_kube`` and
 ``src/torchx_plugins`` is in exactly one layer's "where", and each of its imports goes to its own
 layer, a layer its "may import" names, a package that column names, or the standard library.
-A layer marked "(lazily)" there is imported only inside functions.
+A layer marked "(lazily)" there is imported only inside functions (or for types).
 
 Imports are read with ``ast``: module level, inside functions, ``if TYPE_CHECKING:`` blocks
 (type-only: checked against the layers, but neither lazy nor eager, and allowed to close a cycle
@@ -222,7 +222,7 @@ TYPE_ONLY_CYCLES = [
         "kfcompile.rules",
         "kfcompile.spec",
     ],
-    # the lifecycle's Retry error carries the last Observation (session -> observe)
+    # the lifecycle's TimedOut error carries the last Observation (session -> observe)
     ["kfcompile.lifecycle.objects", "kfcompile.lifecycle.observe", "kfcompile.lifecycle.session"],
     # render's output check reports at a Placement (output_check -> targets.base)
     ["kfcompile.output_check", "kfcompile.targets.base"],
