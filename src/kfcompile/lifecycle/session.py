@@ -4,17 +4,19 @@ a command ends with, and the retry machine that rides out transient trouble.
 The loops of this package are machines in the manner of h11: a frozen value is told what the
 API answered (``receive``) and says what to ask next (``next_request``); it never calls a port.
 A table of (phase, answer) names each transition, and an answer with no row is a bug
-(``Unexpected``). The drivers that call the ports are a few lines each. Every pause of every
-loop is a ``Pause``, turned into seconds by the session's one ``Backoff`` and its jitter.
+(``Unexpected``); each row names the phases it may lead to, and any other is a bug too. One
+``drive`` runs every machine: a table of how each kind of request is performed against the
+ports says what the API answered. Every pause of every loop is a ``Pause``, turned into seconds
+by the session's one ``Backoff`` and its jitter.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeVar
 
 from attrs import evolve, field, frozen
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 M = TypeVar("M")
+D = TypeVar("D", bound="Machine")
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGER: Final = "kfcompile"
@@ -92,6 +95,102 @@ def transition(table: Table[M], machine: M, phase: enum.Enum, answer: object, no
     if row is None:
         raise Unexpected(f"{type(machine).__name__} in {phase.name} got {type(answer).__name__}")
     return row(machine, answer, now)
+
+
+# --- the one driver ------------------------------------------------------------------------------
+
+
+class Machine(Protocol):
+    """A loop as a value: what to ask next, and itself after the answer (never a port call)."""
+
+    def next_request(self, now: float) -> object: ...
+
+    def receive(self, answer: Any, now: float) -> Self: ...
+
+
+# How each kind of request is performed against the ports: request type -> its answer.
+Perform = Mapping[type[Any], Callable[[Any], object]]
+
+
+def close(stream: object) -> None:
+    """End a stream the driver stops reading (a generator's ``close``; nothing for others)."""
+    closer = getattr(stream, "close", None)
+    if callable(closer):
+        closer()
+
+
+class Opened:
+    """The one stream (a watch, a log) a driver has open for its machine."""
+
+    def __init__(self) -> None:
+        self.stream: Iterator[Any] | None = None
+
+    def start(self, stream: Iterator[T]) -> Iterator[T]:
+        self.stream = stream
+        return stream
+
+    def current(self) -> Iterator[Any]:
+        assert self.stream is not None, "a stream read before it was opened"
+        return self.stream
+
+    def close(self) -> None:
+        close(self.stream)
+        self.stream = None
+
+
+def _never(machine: object) -> bool:
+    return False
+
+
+def drive(
+    machine: D,
+    clock: Clock,
+    perform: Perform,
+    opened: Opened | None = None,
+    streaming: Callable[[D], bool] = _never,
+) -> Generator[tuple[D, Any], None, tuple[D, Any]]:
+    """Run ``machine``: each request it makes is performed by its row in ``perform`` and the
+    answer fed back; yields (the machine after it, the answer). A request with no row ends the
+    drive: returns (the machine, that request). ``opened`` (the stream ``perform`` reads) is
+    closed once the machine is no longer ``streaming`` it, and when the drive ends."""
+    try:
+        while True:
+            request = machine.next_request(clock.monotonic())
+            if opened is not None and not streaming(machine):
+                opened.close()  # the machine has done with it
+            how = perform.get(type(request))
+            if how is None:
+                return machine, request
+            answer = how(request)
+            machine = machine.receive(answer, clock.monotonic())
+            yield machine, answer
+    finally:
+        if opened is not None:
+            opened.close()
+
+
+def told(
+    steps: Generator[tuple[D, Any], None, tuple[D, Any]],
+    each: Callable[[D, Any], Iterable[T] | None],
+) -> Generator[T, None, tuple[D, Any]]:
+    """A drive's steps, each told to ``each`` (the machine, the answer), yielding what it gives;
+    returns what the drive returns. Closing it ends the drive."""
+    with closing(steps):
+        while True:
+            try:
+                machine, answer = next(steps)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            yield from each(machine, answer) or ()
+
+
+def ended(steps: Generator[object, None, T]) -> T:
+    """What a generator returns, run to its end (the steps of a drive no one reads)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
 
 
 # --- the one backoff, and what every machine asks when it must wait -----------------------------
