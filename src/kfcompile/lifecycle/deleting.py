@@ -33,6 +33,7 @@ from kfcompile.lifecycle.session import (
     ended,
     named,
     pause,
+    row,
     told,
     transition,
 )
@@ -159,8 +160,8 @@ class Vanishing:
 
 
 VANISH_TABLE: Final[Table[Vanishing]] = {
-    (Phase.LOOK, Looked): Vanishing._looked,  # GONE, or PAUSE with what is left
-    (Phase.PAUSE, Slept): Vanishing._slept,  # LOOK again (or out of time: next_request)
+    (Phase.LOOK, Looked): row(Vanishing._looked, Phase.GONE, Phase.PAUSE),  # PAUSE: what is left
+    (Phase.PAUSE, Slept): row(Vanishing._slept, Phase.LOOK),  # again (or out of time)
 }
 
 

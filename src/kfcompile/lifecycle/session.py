@@ -16,7 +16,7 @@ import enum
 import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeVar
 
 from attrs import evolve, field, frozen
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from kfcompile.lifecycle.observe import Observation
 
 T = TypeVar("T")
-M = TypeVar("M")
+M = TypeVar("M", bound="Phased")
 D = TypeVar("D", bound="Machine")
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
@@ -85,16 +85,53 @@ class Unexpected(AssertionError):
     """A machine was fed an answer its table has no row for: a bug in its driver."""
 
 
-# A machine's transitions: (phase, type of answer) -> the row that takes it there.
-Table = Mapping[tuple[enum.Enum, type[Any]], Callable[[M, Any, float], M]]
+class Phased(Protocol):
+    """A machine whose state has a phase: what its table's rows are keyed by."""
+
+    @property
+    def phase(self) -> enum.Enum: ...
+
+
+@frozen
+class Row(Generic[M]):
+    """One transition: the method that makes it, and the phases it may lead to (any other is
+    a bug). The rows together are the machine's state diagram (``diagram``)."""
+
+    method: Callable[[M, Any, float], M]
+    leads_to: frozenset[enum.Enum]
+
+
+def row(method: Callable[[M, Any, float], M], *leads_to: enum.Enum) -> Row[M]:
+    return Row(method, frozenset(leads_to))
+
+
+# A machine's transitions: (phase, type of answer) -> the row that takes it on.
+Table = Mapping[tuple[enum.Enum, type[Any]], Row[M]]
 
 
 def transition(table: Table[M], machine: M, phase: enum.Enum, answer: object, now: float) -> M:
-    """The machine after ``answer``, by its row in ``table``; no row is a bug."""
+    """The machine after ``answer``, by its row in ``table``; no row, or a row that leads
+    elsewhere than it says, is a bug."""
     row = table.get((phase, type(answer)))
     if row is None:
         raise Unexpected(f"{type(machine).__name__} in {phase.name} got {type(answer).__name__}")
-    return row(machine, answer, now)
+    after = row.method(machine, answer, now)
+    went = after.phase
+    if went not in row.leads_to:
+        raise Unexpected(
+            f"{type(machine).__name__} in {phase.name} got {type(answer).__name__} and went to "
+            f"{went.name}, not one of {', '.join(sorted(p.name for p in row.leads_to))}"
+        )
+    return after
+
+
+def diagram(table: Table[Any]) -> list[str]:
+    """A machine's state diagram from its table, one edge a line: ``LIST --Listed--> PODS``
+    (several phases a row may lead to: ``A | B``), in the table's order."""
+    return [
+        f"{phase.name} --{answer.__name__}--> " + " | ".join(sorted(p.name for p in row.leads_to))
+        for (phase, answer), row in table.items()
+    ]
 
 
 # --- the one driver ------------------------------------------------------------------------------
@@ -341,6 +378,10 @@ class Retry:
     error: Transient | None = None  # the last failure
     unanswered: bool = False  # the API never answered, nor this call
 
+    @property
+    def phase(self) -> Step:
+        return self.step
+
     def next_request(self, now: float) -> Attempt | Pause | GiveUp:
         if self.step is Step.ATTEMPT:
             return Attempt()
@@ -365,8 +406,8 @@ class Retry:
 
 
 RETRY_TABLE: Final[Table[Retry]] = {
-    (Step.ATTEMPT, Failed): Retry._failed,  # PAUSE: pause, or give up after retry_for
-    (Step.PAUSE, Slept): Retry._slept,  # ATTEMPT again
+    (Step.ATTEMPT, Failed): row(Retry._failed, Step.PAUSE),  # pause, or give up (retry_for)
+    (Step.PAUSE, Slept): row(Retry._slept, Step.ATTEMPT),  # again
 }
 
 
