@@ -95,7 +95,7 @@ class Phased(Protocol):
 @frozen
 class Row(Generic[M]):
     """One transition: the method that makes it, and the phases it may lead to (any other is
-    a bug). The rows together are the machine's state diagram (``diagram``)."""
+    a bug). The rows together are the machine's state diagram (ARCHITECTURE.md draws them)."""
 
     method: Callable[[M, Any, float], M]
     leads_to: frozenset[enum.Enum]
@@ -123,15 +123,6 @@ def transition(table: Table[M], machine: M, phase: enum.Enum, answer: object, no
             f"{went.name}, not one of {', '.join(sorted(p.name for p in row.leads_to))}"
         )
     return after
-
-
-def diagram(table: Table[Any]) -> list[str]:
-    """A machine's state diagram from its table, one edge a line: ``LIST --Listed--> PODS``
-    (several phases a row may lead to: ``A | B``), in the table's order."""
-    return [
-        f"{phase.name} --{answer.__name__}--> " + " | ".join(sorted(p.name for p in row.leads_to))
-        for (phase, answer), row in table.items()
-    ]
 
 
 # --- the one driver ------------------------------------------------------------------------------
