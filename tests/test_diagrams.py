@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 import pytest
+from test_machines import FakeClock
 
 from kfcompile.lifecycle import deleting, follow, waiter, watcher
 from kfcompile.lifecycle.session import (
@@ -132,19 +133,8 @@ def test_an_answer_with_no_row_is_a_bug() -> None:
         Retry(60.0).receive(Slept(), 0.0)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def test_drive_performs_each_request_by_its_row_until_one_has_none() -> None:
-    clock, asked = Clock(), []
+    clock, asked = FakeClock(), []
 
     def sleep(request: Pause) -> Slept:
         asked.append(request)
@@ -175,7 +165,7 @@ def test_drive_closes_the_stream_once_the_machine_is_done_with_it() -> None:
 
     steps = drive(
         Retry(60.0),
-        Clock(),
+        FakeClock(),
         {Attempt: attempt, Pause: lambda _: Slept()},
         opened,
         streaming=lambda m: m.step is Step.PAUSE,

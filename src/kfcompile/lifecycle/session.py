@@ -82,7 +82,8 @@ class TimedOut(ClusterError):
 
 
 class Unexpected(AssertionError):
-    """A machine was fed an answer its table has no row for: a bug in its driver."""
+    """A machine was fed an answer its table has no row for (a bug in its driver), or a row
+    led to a phase it does not name (a bug in the row)."""
 
 
 class Phased(Protocol):
