@@ -16,7 +16,7 @@ import enum
 import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeVar, cast
 
 from attrs import evolve, field, frozen
 
@@ -349,9 +349,17 @@ class Failed:
     first_contact: bool = False
 
 
+@frozen
+class Returned:
+    """The call returned ``value``: the answer to an ``Attempt``, and what the retry ends with."""
+
+    value: Any
+
+
 class Step(enum.Enum):
     ATTEMPT = "attempt"  # the call is to be made
     PAUSE = "pause"  # it failed: pause, or give up
+    DONE = "done"  # it returned
 
 
 @frozen
@@ -369,14 +377,17 @@ class Retry:
     pauses: int = 0  # pauses so far
     error: Transient | None = None  # the last failure
     unanswered: bool = False  # the API never answered, nor this call
+    returned: Returned | None = None  # what the call returned, once it has
 
     @property
     def phase(self) -> Step:
         return self.step
 
-    def next_request(self, now: float) -> Attempt | Pause | GiveUp:
+    def next_request(self, now: float) -> Attempt | Pause | GiveUp | Returned:
         if self.step is Step.ATTEMPT:
             return Attempt()
+        if self.returned is not None:
+            return self.returned
         assert self.since is not None and self.error is not None
         waited = now - self.since
         if self.unanswered or waited >= self.retry_for:
@@ -385,7 +396,7 @@ class Retry:
         asked = self.error.retry_after or 0.0
         return Pause(self.pauses, at_most=left, at_least=min(left, max(0.0, asked)))
 
-    def receive(self, answer: Failed | Slept, now: float) -> Retry:
+    def receive(self, answer: Failed | Slept | Returned, now: float) -> Retry:
         return transition(RETRY_TABLE, self, self.step, answer, now)
 
     def _failed(self, answer: Failed, now: float) -> Retry:
@@ -396,9 +407,13 @@ class Retry:
     def _slept(self, answer: Slept, now: float) -> Retry:
         return evolve(self, step=Step.ATTEMPT, pauses=self.pauses + 1)
 
+    def _returned(self, answer: Returned, now: float) -> Retry:
+        return evolve(self, step=Step.DONE, returned=answer)
+
 
 RETRY_TABLE: Final[Table[Retry]] = {
     (Step.ATTEMPT, Failed): row(Retry._failed, Step.PAUSE),  # pause, or give up (retry_for)
+    (Step.ATTEMPT, Returned): row(Retry._returned, Step.DONE),
     (Step.PAUSE, Slept): row(Retry._slept, Step.ATTEMPT),  # again
 }
 
@@ -415,29 +430,35 @@ def call(session: Session, what: str, fn: Callable[[], T]) -> T:
     """``fn()``, retried while it fails with ``Transient`` for up to ``session.retry_for`` s
     (not at all before the API has ever answered, when nothing answers). Any other
     ``ApiError`` passes through named: ``what`` (``create Secret team-a/x-env``) is the call."""
-    clock, retry, contact = session.clock, Retry(session.retry_for), session.contact
-    while True:
-        request = retry.next_request(clock.monotonic())
-        if isinstance(request, GiveUp):
-            raise unavailable(what, request) from None
-        if isinstance(request, Pause):
-            if request.attempt == 0 and retry.error:
-                retrying(session, what, retry.error)
-            retry = retry.receive(pause(session, request), clock.monotonic())
-            continue
+    contact = session.contact
+    failures: list[Transient] = []
+
+    def attempt(_: Attempt) -> Failed | Returned:
         first_contact = not contact.answered
         try:
-            result = fn()
+            value = fn()
         except Transient as exc:
             contact.heard(exc)
-            retry = retry.receive(Failed(exc, first_contact), clock.monotonic())
-            continue
+            failures.append(exc)
+            return Failed(exc, first_contact)
         except ApiError as exc:
             contact.heard(exc)
             exc.named(what)
             raise
         contact.heard()
-        return result
+        return Returned(value)
+
+    def paused(request: Pause) -> Slept:
+        if request.attempt == 0:  # the first pause of this call: tell it is retried
+            retrying(session, what, failures[-1])
+        return pause(session, request)
+
+    perform: Perform = {Attempt: attempt, Pause: paused}
+    _, end = ended(drive(Retry(session.retry_for), session.clock, perform))
+    if isinstance(end, GiveUp):
+        raise unavailable(what, end) from None
+    assert isinstance(end, Returned), end
+    return cast(T, end.value)
 
 
 @contextmanager
