@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Final
 
 from attrs import evolve, frozen
@@ -22,13 +23,18 @@ from kfcompile import status as job_status
 from kfcompile.lifecycle.objects import get, job_kind, meta
 from kfcompile.lifecycle.session import (
     Pause,
+    Perform,
     Session,
     Slept,
     Table,
     TimedOut,
     call,
+    drive,
+    ended,
     named,
     pause,
+    row,
+    told,
     transition,
 )
 from kfcompile.ports import Obj, Ref
@@ -154,8 +160,8 @@ class Vanishing:
 
 
 VANISH_TABLE: Final[Table[Vanishing]] = {
-    (Phase.LOOK, Looked): Vanishing._looked,  # GONE, or PAUSE with what is left
-    (Phase.PAUSE, Slept): Vanishing._slept,  # LOOK again (or out of time: next_request)
+    (Phase.LOOK, Looked): row(Vanishing._looked, Phase.GONE, Phase.PAUSE),  # PAUSE: what is left
+    (Phase.PAUSE, Slept): row(Vanishing._slept, Phase.LOOK),  # again (or out of time)
 }
 
 
@@ -190,20 +196,21 @@ def wait_gone(
     raise ``StillDeleting`` naming what is left after ``timeout`` seconds. ``on_change(left,
     seconds waited)`` is told what it waits on whenever that changes."""
     clock = session.clock
-    machine = Vanishing(ref, uid, pods, timeout)
     start = clock.monotonic()
-    while True:
-        request = machine.next_request(clock.monotonic())
-        if isinstance(request, Vanished):
-            return
-        if isinstance(request, TimeUp):
-            what = f": still there: {request.left}" if request.left else ""
-            raise StillDeleting(f"{ref} not gone after {request.waited:.1f}s{what}", request.left)
-        seen = machine.left
-        answer = look(session, ref, pods) if isinstance(request, Look) else pause(session, request)
-        machine = machine.receive(answer, clock.monotonic())
-        if on_change is not None and machine.left is not None and machine.left != seen:
-            on_change(machine.left, clock.monotonic() - start)
+    seen: Remaining | None = None
+
+    def each(after: Vanishing, answer: Looked | Slept) -> None:
+        nonlocal seen
+        if on_change is not None and after.left is not None and after.left != seen:
+            on_change(after.left, clock.monotonic() - start)
+        seen = after.left
+
+    perform: Perform = {Look: lambda _: look(session, ref, pods), Pause: partial(pause, session)}
+    _, end = ended(told(drive(Vanishing(ref, uid, pods, timeout), clock, perform), each))
+    if isinstance(end, TimeUp):
+        what = f": still there: {end.left}" if end.left else ""
+        raise StillDeleting(f"{ref} not gone after {end.waited:.1f}s{what}", end.left)
+    assert isinstance(end, Vanished), end
 
 
 def make_way(

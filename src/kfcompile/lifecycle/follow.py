@@ -29,7 +29,17 @@ from kfcompile.lifecycle.observe import (
     sortable_time,
     waiting,
 )
-from kfcompile.lifecycle.session import Failed, GiveUp, Pause, Retry, Slept, Step, Table, transition
+from kfcompile.lifecycle.session import (
+    Failed,
+    GiveUp,
+    Pause,
+    Retry,
+    Slept,
+    Step,
+    Table,
+    row,
+    transition,
+)
 from kfcompile.lifecycle.waiter import (
     SHORT_WATCH,
     Bookmark,
@@ -406,24 +416,27 @@ class Follower:
 
 
 FOLLOW_TABLE: Final[Table[Follower]] = {
-    # (phase, answer): the row, and where it goes
-    (Phase.JOB, JobRead): Follower._read,  # PODS; END when the job is gone
-    (Phase.PODS, PodsListed): Follower._found,  # LOG; no pod yet: PAUSE, or END when finished
-    (Phase.LOG, Line): Follower._line,  # LOG (the line shown when it is new)
-    (Phase.LOG, LogEnded): Follower._ended,  # END when finished; JOB; PAUSE if nothing new
-    (Phase.LOG, LogRefused): Follower._ended,  # the same: look at the pod again
+    # (phase, answer): the row, and the phases it may lead to
+    (Phase.JOB, JobRead): row(Follower._read, Phase.PODS, Phase.END),  # END: the job is gone
+    # LOG; no pod yet: WATCH or PAUSE (``_waiting``), or END when finished
+    (Phase.PODS, PodsListed): row(Follower._found, Phase.LOG, Phase.WATCH, Phase.PAUSE, Phase.END),
+    (Phase.LOG, Line): row(Follower._line, Phase.LOG),  # the line shown when it is new
+    # END when finished; JOB when something was read; else WATCH or PAUSE (``_waiting``)
+    (Phase.LOG, LogEnded): row(Follower._ended, Phase.END, Phase.JOB, Phase.WATCH, Phase.PAUSE),
+    (Phase.LOG, LogRefused): row(Follower._ended, Phase.END, Phase.JOB, Phase.WATCH, Phase.PAUSE),
     # A row that shows nothing says why (``notice``) when the why is new: no pod, a pod that
     # cannot be scheduled or pull its image, a node that is gone.
-    (Phase.LOG, Dropped): Follower._dropped,  # PAUSE, then read again from the cursor
+    (Phase.LOG, Dropped): row(Follower._dropped, Phase.PAUSE),  # then read again from the cursor
     # Its pod has not started, or there is none: watch it (WATCH), unless the API refuses to;
     # stuck past GIVE_UP_AFTER: END, giving up.
-    (Phase.WATCH, PodSeen): Follower._pod_seen,  # JOB when it changed; else WATCH
-    (Phase.WATCH, Bookmark): Follower._bookmark,  # WATCH
-    (Phase.WATCH, StreamEnded): Follower._watch_ended,  # JOB (PAUSE when cut at once)
-    (Phase.WATCH, Expired): Follower._watch_ended,  # JOB
-    (Phase.WATCH, Trouble): Follower._watch_trouble,  # PAUSE, then JOB
-    (Phase.WATCH, Refused): Follower._watch_refused,  # PAUSE, polling from now on
-    (Phase.PAUSE, Slept): Follower._slept,  # JOB
+    (Phase.WATCH, PodSeen): row(Follower._pod_seen, Phase.JOB, Phase.WATCH),  # JOB: it changed
+    (Phase.WATCH, Bookmark): row(Follower._bookmark, Phase.WATCH),
+    # JOB; PAUSE when the watch ended as soon as it started
+    (Phase.WATCH, StreamEnded): row(Follower._watch_ended, Phase.JOB, Phase.PAUSE),
+    (Phase.WATCH, Expired): row(Follower._watch_ended, Phase.JOB, Phase.PAUSE),
+    (Phase.WATCH, Trouble): row(Follower._watch_trouble, Phase.PAUSE),  # then JOB
+    (Phase.WATCH, Refused): row(Follower._watch_refused, Phase.PAUSE),  # polling from now on
+    (Phase.PAUSE, Slept): row(Follower._slept, Phase.JOB),
 }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import closing
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from attrs import evolve, frozen
 
@@ -33,7 +33,7 @@ from kfcompile.lifecycle.follow import (
     ReadJob,
     WatchPod,
 )
-from kfcompile.lifecycle.objects import close, get, job_kind, meta
+from kfcompile.lifecycle.objects import get, job_kind, meta
 from kfcompile.lifecycle.observe import (
     MAX_RANKS,
     ListPods,
@@ -50,13 +50,18 @@ from kfcompile.lifecycle.session import (
     ClusterError,
     GiveUp,
     JobNotFound,
+    Opened,
     Pause,
+    Perform,
     Retry,
     Session,
     call,
+    close,
+    drive,
     listing,
     named,
     pause,
+    told,
     unavailable,
 )
 from kfcompile.lifecycle.wait import next_answer, only
@@ -135,46 +140,31 @@ def _follow(
     """The ``Follower``'s driver: the lines it shows, and why there are none when it says so."""
     clock = session.clock
     follower = Follower(rank, since_seconds, tail_lines, retry=Retry(session.retry_for))
-    stream: Iterator[Any] | None = None  # the log, or the pod watch, that is open
+    opened = Opened()  # the log, or the pod watch, that is open
     watching = listing("Pod", ref.namespace, "watch")
-    try:
-        while True:
-            request = follower.next_request(clock.monotonic())
-            if stream is not None and not (follower.streaming or follower.watching):
-                close(stream)  # the machine has done with it
-                stream = None
-            answer: FollowAnswer
-            match request:
-                case ReadJob():
-                    answer = JobRead(get(session, ref))
-                case ListPods(job=job):
-                    answer = PodsListed(node_pods(session, job))
-                case OpenLog():
-                    stream = _log(session, ref, request)
-                    answer = _next_line(stream)
-                case NextLine() if stream is not None:
-                    answer = _next_line(stream)
-                case WatchPod():
-                    stream = _pod_watch(session, ref, request)
-                    answer = next_answer(stream, _POD_EVENTS, watching)
-                case NextEvent() if stream is not None:
-                    answer = next_answer(stream, _POD_EVENTS, watching)
-                case Pause():
-                    answer = pause(session, request)
-                case GiveUp():
-                    pod = Ref("v1", "Pod", ref.namespace, follower.pod)
-                    raise unavailable(named("read logs of", pod), request)
-                case End(gave_up=Waiting() as why, waited=waited):
-                    raise CannotStart(f"{why}; giving up: it has not started for {waited:.0f}s")
-                case _:
-                    return
-            follower = follower.receive(answer, clock.monotonic())
-            if follower.notice is not None:
-                yield follower.notice
-            if follower.shown is not None:
-                yield follower.shown
-    finally:
-        close(stream)
+    perform: Perform = {
+        ReadJob: lambda _: JobRead(get(session, ref)),
+        ListPods: lambda request: PodsListed(node_pods(session, request.job)),
+        OpenLog: lambda request: _next_line(opened.start(_log(session, ref, request))),
+        NextLine: lambda _: _next_line(opened.current()),
+        WatchPod: lambda request: next_answer(
+            opened.start(_pod_watch(session, ref, request)), _POD_EVENTS, watching
+        ),
+        NextEvent: lambda _: next_answer(opened.current(), _POD_EVENTS, watching),
+        Pause: partial(pause, session),
+    }
+
+    def each(after: Follower, answer: FollowAnswer) -> list[str | Waiting]:
+        return [item for item in (after.notice, after.shown) if item is not None]
+
+    steps = drive(follower, clock, perform, opened, lambda f: f.streaming or f.watching)
+    follower, end = yield from told(steps, each)
+    match end:
+        case GiveUp():
+            pod = Ref("v1", "Pod", ref.namespace, follower.pod)
+            raise unavailable(named("read logs of", pod), end)
+        case End(gave_up=Waiting() as why, waited=waited):
+            raise CannotStart(f"{why}; giving up: it has not started for {waited:.0f}s")
 
 
 def _tell(on_waiting: OnWaiting | None, notice: Waiting) -> None:

@@ -137,10 +137,3 @@ def create(session: Session, obj: Obj, digest: str, *, dry_run: bool = False) ->
         f"{ref} already exists and is not this job: rename the job; kfcompile never "
         "replaces an object it did not create for this spec"
     )
-
-
-def close(stream: object) -> None:
-    """End a stream the driver stops reading (a generator's ``close``; nothing for others)."""
-    closer = getattr(stream, "close", None)
-    if callable(closer):
-        closer()

@@ -4,17 +4,19 @@ a command ends with, and the retry machine that rides out transient trouble.
 The loops of this package are machines in the manner of h11: a frozen value is told what the
 API answered (``receive``) and says what to ask next (``next_request``); it never calls a port.
 A table of (phase, answer) names each transition, and an answer with no row is a bug
-(``Unexpected``). The drivers that call the ports are a few lines each. Every pause of every
-loop is a ``Pause``, turned into seconds by the session's one ``Backoff`` and its jitter.
+(``Unexpected``); each row names the phases it may lead to, and any other is a bug too. One
+``drive`` runs every machine: a table of how each kind of request is performed against the
+ports says what the API answered. Every pause of every loop is a ``Pause``, turned into seconds
+by the session's one ``Backoff`` and its jitter.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeVar, cast
 
 from attrs import evolve, field, frozen
 
@@ -24,7 +26,8 @@ if TYPE_CHECKING:
     from kfcompile.lifecycle.observe import Observation
 
 T = TypeVar("T")
-M = TypeVar("M")
+M = TypeVar("M", bound="Phased")
+D = TypeVar("D", bound="Machine")
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGER: Final = "kfcompile"
@@ -79,19 +82,144 @@ class TimedOut(ClusterError):
 
 
 class Unexpected(AssertionError):
-    """A machine was fed an answer its table has no row for: a bug in its driver."""
+    """A machine was fed an answer its table has no row for (a bug in its driver), or a row
+    led to a phase it does not name (a bug in the row)."""
 
 
-# A machine's transitions: (phase, type of answer) -> the row that takes it there.
-Table = Mapping[tuple[enum.Enum, type[Any]], Callable[[M, Any, float], M]]
+class Phased(Protocol):
+    """A machine whose state has a phase: what its table's rows are keyed by."""
+
+    @property
+    def phase(self) -> enum.Enum: ...
+
+
+@frozen
+class Row(Generic[M]):
+    """One transition: the method that makes it, and the phases it may lead to (any other is
+    a bug). The rows together are the machine's state diagram (ARCHITECTURE.md draws them)."""
+
+    method: Callable[[M, Any, float], M]
+    leads_to: frozenset[enum.Enum]
+
+
+def row(method: Callable[[M, Any, float], M], *leads_to: enum.Enum) -> Row[M]:
+    return Row(method, frozenset(leads_to))
+
+
+# A machine's transitions: (phase, type of answer) -> the row that takes it on.
+Table = Mapping[tuple[enum.Enum, type[Any]], Row[M]]
 
 
 def transition(table: Table[M], machine: M, phase: enum.Enum, answer: object, now: float) -> M:
-    """The machine after ``answer``, by its row in ``table``; no row is a bug."""
+    """The machine after ``answer``, by its row in ``table``; no row, or a row that leads
+    elsewhere than it says, is a bug."""
     row = table.get((phase, type(answer)))
     if row is None:
         raise Unexpected(f"{type(machine).__name__} in {phase.name} got {type(answer).__name__}")
-    return row(machine, answer, now)
+    after = row.method(machine, answer, now)
+    went = after.phase
+    if went not in row.leads_to:
+        raise Unexpected(
+            f"{type(machine).__name__} in {phase.name} got {type(answer).__name__} and went to "
+            f"{went.name}, not one of {', '.join(sorted(p.name for p in row.leads_to))}"
+        )
+    return after
+
+
+# --- the one driver ------------------------------------------------------------------------------
+
+
+class Machine(Protocol):
+    """A loop as a value: what to ask next, and itself after the answer (never a port call)."""
+
+    def next_request(self, now: float) -> object: ...
+
+    def receive(self, answer: Any, now: float) -> Self: ...
+
+
+# How each kind of request is performed against the ports: request type -> its answer.
+Perform = Mapping[type[Any], Callable[[Any], object]]
+
+
+def close(stream: object) -> None:
+    """End a stream the driver stops reading (a generator's ``close``; nothing for others)."""
+    closer = getattr(stream, "close", None)
+    if callable(closer):
+        closer()
+
+
+class Opened:
+    """The one stream (a watch, a log) a driver has open for its machine."""
+
+    def __init__(self) -> None:
+        self.stream: Iterator[Any] | None = None
+
+    def start(self, stream: Iterator[T]) -> Iterator[T]:
+        self.stream = stream
+        return stream
+
+    def current(self) -> Iterator[Any]:
+        assert self.stream is not None, "a stream read before it was opened"
+        return self.stream
+
+    def close(self) -> None:
+        close(self.stream)
+        self.stream = None
+
+
+def _never(machine: object) -> bool:
+    return False
+
+
+def drive(
+    machine: D,
+    clock: Clock,
+    perform: Perform,
+    opened: Opened | None = None,
+    streaming: Callable[[D], bool] = _never,
+) -> Generator[tuple[D, Any], None, tuple[D, Any]]:
+    """Run ``machine``: each request it makes is performed by its row in ``perform`` and the
+    answer fed back; yields (the machine after it, the answer). A request with no row ends the
+    drive: returns (the machine, that request). ``opened`` (the stream ``perform`` reads) is
+    closed once the machine is no longer ``streaming`` it, and when the drive ends."""
+    try:
+        while True:
+            request = machine.next_request(clock.monotonic())
+            if opened is not None and not streaming(machine):
+                opened.close()  # the machine has done with it
+            how = perform.get(type(request))
+            if how is None:
+                return machine, request
+            answer = how(request)
+            machine = machine.receive(answer, clock.monotonic())
+            yield machine, answer
+    finally:
+        if opened is not None:
+            opened.close()
+
+
+def told(
+    steps: Generator[tuple[D, Any], None, tuple[D, Any]],
+    each: Callable[[D, Any], Iterable[T] | None],
+) -> Generator[T, None, tuple[D, Any]]:
+    """A drive's steps, each told to ``each`` (the machine, the answer), yielding what it gives;
+    returns what the drive returns. Closing it ends the drive."""
+    with closing(steps):
+        while True:
+            try:
+                machine, answer = next(steps)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            yield from each(machine, answer) or ()
+
+
+def ended(steps: Generator[object, None, T]) -> T:
+    """What a generator returns, run to its end (the steps of a drive no one reads)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
 
 
 # --- the one backoff, and what every machine asks when it must wait -----------------------------
@@ -221,9 +349,17 @@ class Failed:
     first_contact: bool = False
 
 
+@frozen
+class Returned:
+    """The call returned ``value``: the answer to an ``Attempt``, and what the retry ends with."""
+
+    value: Any
+
+
 class Step(enum.Enum):
     ATTEMPT = "attempt"  # the call is to be made
     PAUSE = "pause"  # it failed: pause, or give up
+    DONE = "done"  # it returned
 
 
 @frozen
@@ -241,10 +377,17 @@ class Retry:
     pauses: int = 0  # pauses so far
     error: Transient | None = None  # the last failure
     unanswered: bool = False  # the API never answered, nor this call
+    returned: Returned | None = None  # what the call returned, once it has
 
-    def next_request(self, now: float) -> Attempt | Pause | GiveUp:
+    @property
+    def phase(self) -> Step:
+        return self.step
+
+    def next_request(self, now: float) -> Attempt | Pause | GiveUp | Returned:
         if self.step is Step.ATTEMPT:
             return Attempt()
+        if self.returned is not None:
+            return self.returned
         assert self.since is not None and self.error is not None
         waited = now - self.since
         if self.unanswered or waited >= self.retry_for:
@@ -253,7 +396,7 @@ class Retry:
         asked = self.error.retry_after or 0.0
         return Pause(self.pauses, at_most=left, at_least=min(left, max(0.0, asked)))
 
-    def receive(self, answer: Failed | Slept, now: float) -> Retry:
+    def receive(self, answer: Failed | Slept | Returned, now: float) -> Retry:
         return transition(RETRY_TABLE, self, self.step, answer, now)
 
     def _failed(self, answer: Failed, now: float) -> Retry:
@@ -264,10 +407,14 @@ class Retry:
     def _slept(self, answer: Slept, now: float) -> Retry:
         return evolve(self, step=Step.ATTEMPT, pauses=self.pauses + 1)
 
+    def _returned(self, answer: Returned, now: float) -> Retry:
+        return evolve(self, step=Step.DONE, returned=answer)
+
 
 RETRY_TABLE: Final[Table[Retry]] = {
-    (Step.ATTEMPT, Failed): Retry._failed,  # PAUSE: pause, or give up after retry_for
-    (Step.PAUSE, Slept): Retry._slept,  # ATTEMPT again
+    (Step.ATTEMPT, Failed): row(Retry._failed, Step.PAUSE),  # pause, or give up (retry_for)
+    (Step.ATTEMPT, Returned): row(Retry._returned, Step.DONE),
+    (Step.PAUSE, Slept): row(Retry._slept, Step.ATTEMPT),  # again
 }
 
 
@@ -283,29 +430,35 @@ def call(session: Session, what: str, fn: Callable[[], T]) -> T:
     """``fn()``, retried while it fails with ``Transient`` for up to ``session.retry_for`` s
     (not at all before the API has ever answered, when nothing answers). Any other
     ``ApiError`` passes through named: ``what`` (``create Secret team-a/x-env``) is the call."""
-    clock, retry, contact = session.clock, Retry(session.retry_for), session.contact
-    while True:
-        request = retry.next_request(clock.monotonic())
-        if isinstance(request, GiveUp):
-            raise unavailable(what, request) from None
-        if isinstance(request, Pause):
-            if request.attempt == 0 and retry.error:
-                retrying(session, what, retry.error)
-            retry = retry.receive(pause(session, request), clock.monotonic())
-            continue
+    contact = session.contact
+    failures: list[Transient] = []
+
+    def attempt(_: Attempt) -> Failed | Returned:
         first_contact = not contact.answered
         try:
-            result = fn()
+            value = fn()
         except Transient as exc:
             contact.heard(exc)
-            retry = retry.receive(Failed(exc, first_contact), clock.monotonic())
-            continue
+            failures.append(exc)
+            return Failed(exc, first_contact)
         except ApiError as exc:
             contact.heard(exc)
             exc.named(what)
             raise
         contact.heard()
-        return result
+        return Returned(value)
+
+    def paused(request: Pause) -> Slept:
+        if request.attempt == 0:  # the first pause of this call: tell it is retried
+            retrying(session, what, failures[-1])
+        return pause(session, request)
+
+    perform: Perform = {Attempt: attempt, Pause: paused}
+    _, end = ended(drive(Retry(session.retry_for), session.clock, perform))
+    if isinstance(end, GiveUp):
+        raise unavailable(what, end) from None
+    assert isinstance(end, Returned), end
+    return cast(T, end.value)
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Final, TypeVar
 
-from kfcompile.lifecycle.objects import close, job_kind, meta
+from kfcompile.lifecycle.objects import job_kind, meta
 from kfcompile.lifecycle.observe import (
     ListPods,
     Observation,
@@ -20,14 +20,20 @@ from kfcompile.lifecycle.session import (
     GiveUp,
     JobDeleted,
     JobNotFound,
+    Opened,
     Pause,
+    Perform,
     Session,
     TimedOut,
     call,
+    close,
+    drive,
+    ended,
     ending_named,
     named,
     pause,
     retrying,
+    told,
     unavailable,
 )
 from kfcompile.lifecycle.waiter import (
@@ -48,7 +54,6 @@ from kfcompile.lifecycle.waiter import (
     Until,
     WaitAnswer,
     Waiter,
-    WaitRequest,
     WatchJob,
 )
 from kfcompile.ports import ApiError, Forbidden, Gone, NotFound, Obj, Ref, Transient, WatchEvent
@@ -158,39 +163,28 @@ def wait(
     """
     clock = session.clock
     waiter = Waiter.start(until, clock.monotonic(), timeout, session.retry_for)
-    stream: Iterator[WatchEvent] | None = None
-    try:
-        while True:
-            request = waiter.next_request(clock.monotonic())
-            if stream is not None and not waiter.streaming:
-                close(stream)  # the machine has done with it
-                stream = None
-            answer: WaitAnswer
-            match request:
-                case ListJob():
-                    answer = _list_job(session, ref)
-                case ListPods(job=job):
-                    answer = PodsListed(node_pods(session, job))
-                case WatchJob():
-                    stream = _watch(session, ref, request)
-                    answer = _next_event(stream, ref)
-                case ReadEvent() if stream is not None:
-                    answer = _next_event(stream, ref)
-                case Pause():
-                    answer = pause(session, request)
-                case _:
-                    return _ended(session, ref, until, timeout, request)
-            waiter = waiter.receive(answer, clock.monotonic())
-            if waiter.notice is not None:
-                retrying(session, named("watch", ref), waiter.notice)
-            if waiter.news is not None and on_change is not None:
-                on_change(waiter.news, clock.monotonic() - waiter.started)
-    finally:
-        close(stream)
+    opened = Opened()
+    perform: Perform = {
+        ListJob: lambda _: _list_job(session, ref),
+        ListPods: lambda request: PodsListed(node_pods(session, request.job)),
+        WatchJob: lambda request: _next_event(opened.start(_watch(session, ref, request)), ref),
+        ReadEvent: lambda _: _next_event(opened.current(), ref),
+        Pause: partial(pause, session),
+    }
+
+    def each(after: Waiter, answer: WaitAnswer) -> None:
+        if after.notice is not None:
+            retrying(session, named("watch", ref), after.notice)
+        if after.news is not None and on_change is not None:
+            on_change(after.news, clock.monotonic() - after.started)
+
+    steps = drive(waiter, clock, perform, opened, lambda machine: machine.streaming)
+    _, end = ended(told(steps, each))
+    return _ended(session, ref, until, timeout, end)
 
 
 def _ended(
-    session: Session, ref: Ref, until: Until, timeout: float | None, end: WaitRequest
+    session: Session, ref: Ref, until: Until, timeout: float | None, end: object
 ) -> Observation:
     """The observation a wait returns, or the error it ends with."""
     if isinstance(end, Done):

@@ -24,7 +24,7 @@ from attrs import evolve, frozen
 
 from kfcompile.lifecycle.objects import meta
 from kfcompile.lifecycle.observe import ListPods, Observation, PodsListed, observation
-from kfcompile.lifecycle.session import Failed, GiveUp, Pause, Retry, Slept, Table, transition
+from kfcompile.lifecycle.session import Failed, GiveUp, Pause, Retry, Slept, Table, row, transition
 from kfcompile.ports import ApiError, Gone, Obj, Transient
 from kfcompile.status import State
 
@@ -332,17 +332,20 @@ class Waiter:
 
 
 WAIT_TABLE: Final[Table[Waiter]] = {
-    # (phase, answer): the row, and where it goes
-    (Phase.LIST, Listed): Waiter._listed,  # PODS
-    (Phase.LIST, NoJob): Waiter._no_job,  # END: never there (JobNotFound), or deleted
-    (Phase.LIST, Slept): Waiter._relist_slept,  # LIST, after the pause a 410 again owed
-    (Phase.PODS, PodsListed): Waiter._observed,  # END when reached; else WATCH, or SLEEP to poll
-    (Phase.WATCH, Changed): Waiter._changed,  # PODS, the stream still open
-    (Phase.WATCH, Bookmark): Waiter._bookmark,  # WATCH, from the bookmark's version
-    (Phase.WATCH, Deleted): Waiter._deleted,  # END: deleted
-    (Phase.WATCH, StreamEnded): Waiter._ended,  # PODS, then WATCH from the last version
-    (Phase.WATCH, Expired): Waiter._expired,  # LIST (after a pause when 410 again): too old
-    (Phase.WATCH, Refused): Waiter._refused,  # SLEEP, then LIST: polling from now on
-    (Phase.WATCH, Trouble): Waiter._trouble,  # SLEEP (backoff), then WATCH from the last version
-    (Phase.SLEEP, Slept): Waiter._slept,  # LIST when polling, else WATCH
+    # (phase, answer): the row, and the phases it may lead to
+    (Phase.LIST, Listed): row(Waiter._listed, Phase.PODS),
+    (Phase.LIST, NoJob): row(Waiter._no_job, Phase.END),  # never there (JobNotFound), or deleted
+    (Phase.LIST, Slept): row(Waiter._relist_slept, Phase.LIST),  # after the pause a 410 owed
+    (Phase.PODS, PodsListed): row(
+        Waiter._observed, Phase.END, Phase.WATCH, Phase.SLEEP
+    ),  # SLEEP: poll
+    (Phase.WATCH, Changed): row(Waiter._changed, Phase.PODS),  # the stream still open
+    (Phase.WATCH, Bookmark): row(Waiter._bookmark, Phase.WATCH),  # from the bookmark's version
+    (Phase.WATCH, Deleted): row(Waiter._deleted, Phase.END),
+    # PODS, then WATCH from the last version; SLEEP when it ended as soon as it started
+    (Phase.WATCH, StreamEnded): row(Waiter._ended, Phase.PODS, Phase.SLEEP),
+    (Phase.WATCH, Expired): row(Waiter._expired, Phase.LIST),  # too old (a pause when 410 again)
+    (Phase.WATCH, Refused): row(Waiter._refused, Phase.SLEEP),  # then LIST: polling from now on
+    (Phase.WATCH, Trouble): row(Waiter._trouble, Phase.SLEEP),  # backoff, then WATCH again
+    (Phase.SLEEP, Slept): row(Waiter._slept, Phase.LIST, Phase.WATCH),  # LIST when polling
 }

@@ -15,19 +15,23 @@ from attrs import evolve
 from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle.logs import merger
 from kfcompile.lifecycle.multikueue import dispatch_events
-from kfcompile.lifecycle.objects import Paging, close, meta, served
+from kfcompile.lifecycle.objects import Paging, meta, served
 from kfcompile.lifecycle.observe import foreign
 from kfcompile.lifecycle.session import (
     LIST_PAGE,
     MANAGED_BY_LABEL,
     MANAGER,
     GiveUp,
+    Opened,
     Pause,
+    Perform,
     Session,
+    drive,
     ending_named,
     listing,
     pause,
     retrying,
+    told,
     unavailable,
 )
 from kfcompile.lifecycle.wait import next_answer, only
@@ -134,37 +138,35 @@ def watch_kind(
     that a merge reading several kinds in turn moves each on. Closing it closes its watch."""
     clock, what = session.clock, listing(kind.name, namespace, "watch")
     watcher = Watcher.start(kind, clock.monotonic(), session.retry_for)
-    stream: Iterator[WatchEvent] | None = None
+    opened = Opened()
     paging = Paging(listing(kind.name, namespace))
-    told: set[str] = set()  # the MultiKueue jobs whose dispatch was reported
-    try:
-        while True:
-            request = watcher.next_request(clock.monotonic())
-            if stream is not None and not watcher.streaming:
-                close(stream)  # the machine has done with it
-                stream = None
-            answer: WatchAnswer
-            match request:
-                case ListJobs():
-                    if request.continue_token is None:  # a list begins
-                        paging = Paging(listing(kind.name, namespace))
-                    answer = _page(session, kind, namespace, selector, request, paging)
-                case WatchJobs():
-                    stream = _watch(session, kind, namespace, selector, request)
-                    answer = _next_event(stream, what)
-                case ReadEvent() if stream is not None:
-                    answer = _next_event(stream, what)
-                case Pause():
-                    answer = pause(session, request)
-                case _:
-                    assert isinstance(request, GiveUp), request
-                    raise unavailable(what, request)
-            watcher = watcher.receive(answer, clock.monotonic())
-            if watcher.notice is not None:
-                retrying(session, what, watcher.notice)
-            yield watcher.events + _dispatched(session, kind, namespace, answer, told)
-    finally:
-        close(stream)
+    reported: set[str] = set()  # the MultiKueue jobs whose dispatch was reported
+
+    def page(request: ListJobs) -> WatchAnswer:
+        nonlocal paging
+        if request.continue_token is None:  # a list begins
+            paging = Paging(listing(kind.name, namespace))
+        return _page(session, kind, namespace, selector, request, paging)
+
+    def watch(request: WatchJobs) -> WatchAnswer:
+        return _next_event(opened.start(_watch(session, kind, namespace, selector, request)), what)
+
+    perform: Perform = {
+        ListJobs: page,
+        WatchJobs: watch,
+        ReadEvent: lambda _: _next_event(opened.current(), what),
+        Pause: partial(pause, session),
+    }
+
+    def each(after: Watcher, answer: WatchAnswer) -> tuple[tuple[JobEvent, ...]]:
+        if after.notice is not None:
+            retrying(session, what, after.notice)
+        return (after.events + _dispatched(session, kind, namespace, answer, reported),)
+
+    steps = drive(watcher, clock, perform, opened, lambda machine: machine.streaming)
+    _, end = yield from told(steps, each)
+    assert isinstance(end, GiveUp), end
+    raise unavailable(what, end)
 
 
 def _watch_on(

@@ -39,6 +39,7 @@ from kfcompile.lifecycle.session import (
     Slept,
     Step,
     Table,
+    row,
     transition,
 )
 from kfcompile.lifecycle.waiter import (
@@ -384,17 +385,19 @@ class Watcher:
 
 
 WATCH_TABLE: Final[Table[Watcher]] = {
-    # (phase, answer): the row, and where it goes
-    (Phase.LIST, PageListed): Watcher._page,  # LIST for the next page; last: WATCH (or SLEEP)
-    (Phase.LIST, Expired): Watcher._list_expired,  # LIST from the start; too often: SLEEP
-    (Phase.LIST, Trouble): Watcher._trouble,  # SLEEP (backoff), then the same page again
-    (Phase.LIST, Slept): Watcher._relist_slept,  # LIST, after the pause a 410 again owed
-    (Phase.WATCH, Changed): Watcher._changed,  # WATCH, the stream still open
-    (Phase.WATCH, Removed): Watcher._removed,  # WATCH, the stream still open
-    (Phase.WATCH, Bookmark): Watcher._bookmark,  # WATCH, from the bookmark's version
-    (Phase.WATCH, StreamEnded): Watcher._ended,  # WATCH again from the last version seen
-    (Phase.WATCH, Expired): Watcher._expired,  # LIST (after a pause when 410 again): too old
-    (Phase.WATCH, Refused): Watcher._refused,  # SLEEP, then LIST: polling from now on
-    (Phase.WATCH, Trouble): Watcher._trouble,  # SLEEP (backoff), then WATCH from the last version
-    (Phase.SLEEP, Slept): Watcher._slept,  # back where it paused: LIST or WATCH
+    # (phase, answer): the row, and the phases it may lead to
+    # LIST for the next page; the last: WATCH (or SLEEP when polling)
+    (Phase.LIST, PageListed): row(Watcher._page, Phase.LIST, Phase.WATCH, Phase.SLEEP),
+    (Phase.LIST, Expired): row(Watcher._list_expired, Phase.LIST, Phase.SLEEP),  # too often: SLEEP
+    (Phase.LIST, Trouble): row(Watcher._trouble, Phase.SLEEP),  # backoff, then the same page
+    (Phase.LIST, Slept): row(Watcher._relist_slept, Phase.LIST),  # after the pause a 410 owed
+    (Phase.WATCH, Changed): row(Watcher._changed, Phase.WATCH),  # the stream still open
+    (Phase.WATCH, Removed): row(Watcher._removed, Phase.WATCH),  # the stream still open
+    (Phase.WATCH, Bookmark): row(Watcher._bookmark, Phase.WATCH),  # from the bookmark's version
+    # WATCH again from the last version seen; SLEEP when it ended as soon as it started
+    (Phase.WATCH, StreamEnded): row(Watcher._ended, Phase.WATCH, Phase.SLEEP),
+    (Phase.WATCH, Expired): row(Watcher._expired, Phase.LIST),  # too old (a pause when 410 again)
+    (Phase.WATCH, Refused): row(Watcher._refused, Phase.SLEEP),  # then LIST: polling from now on
+    (Phase.WATCH, Trouble): row(Watcher._trouble, Phase.SLEEP),  # backoff, then WATCH again
+    (Phase.SLEEP, Slept): row(Watcher._slept, Phase.LIST, Phase.WATCH),  # back where it paused
 }
