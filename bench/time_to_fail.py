@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import schema_check  # noqa: E402
+from fakekube.clock import fixed_jitter  # noqa: E402
 from fakekube.cluster import NAMESPACE, InMemoryCluster  # noqa: E402
 from fakekube.scenarios import SCENARIO_ANNOTATION  # noqa: E402
 
@@ -132,7 +133,11 @@ def expiring_watch(shared: Path) -> None:
         ref = lifecycle.submit(session, spec, "trainjob/v2.3", namespace=NAMESPACE, environ={}).ref
         told: list[str] = []
         session = lifecycle.Session(
-            c.cluster, c.clock, retry_for=60.0, on_retry=lambda what, e: told.append(str(e))
+            c.cluster,
+            c.clock,
+            jitter=fixed_jitter,
+            retry_for=60.0,
+            on_retry=lambda what, e: told.append(str(e)),
         )
         c.faults.add("watch", "TrainJob", status=410, times=10**9)
         c.calls.clear()

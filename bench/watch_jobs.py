@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import schema_check  # noqa: E402
-from fakekube.clock import FakeClock  # noqa: E402
+from fakekube.clock import FakeClock, fixed_jitter  # noqa: E402
 from fakekube.cluster import HISTORY, NAMESPACE, LocalCluster, install  # noqa: E402
 from fakekube.memory import MemoryCluster  # noqa: E402
 from fakekube.store import Store  # noqa: E402
@@ -79,7 +79,7 @@ def at_the_port(jobs: int, before: bool) -> collections.Counter[str]:
         _create(store, names)
     clock.on_tick(lambda: waves.pop(0)() if waves else None)
     cluster = MemoryCluster(store, clock)
-    session = lifecycle.Session(cluster, clock)
+    session = lifecycle.Session(cluster, clock, jitter=fixed_jitter)
     _consume(lifecycle.watch_jobs(session), jobs * (1 + len(CHANGES)))
     return collections.Counter(call.op for call in cluster.calls)
 

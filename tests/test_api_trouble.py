@@ -24,6 +24,7 @@ import schema_check
 import urllib3.util.connection
 from attrs import evolve
 from fakekube import FakeKube
+from fakekube.clock import fixed_jitter
 from fakekube.cluster import NAMESPACE, InMemoryCluster, LocalCluster, with_demo
 from fakekube.portfaults import Call
 from fakekube.scenarios import SCENARIO_ANNOTATION
@@ -77,7 +78,9 @@ def told(session: lifecycle.Session) -> tuple[lifecycle.Session, list[str]]:
     def say(what: str, error: ApiError) -> None:
         lines.append(f"{what}: {error}")
 
-    return lifecycle.Session(session.cluster, session.clock, retry_for=60.0, on_retry=say), lines
+    return lifecycle.Session(
+        session.cluster, session.clock, jitter=fixed_jitter, retry_for=60.0, on_retry=say
+    ), lines
 
 
 def runaway_guard(local: InMemoryCluster, limit: int) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import schema_check
 from attrs import evolve
+from fakekube.clock import fixed_jitter
 from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
 from fakekube.kubelet import BAD_IMAGE, SLOW_IMAGE
 from fakekube.scenarios import SCENARIO_ANNOTATION
@@ -814,7 +815,7 @@ def test_an_expired_continue_token_starts_the_list_over() -> None:
         for i in range(1200)
     ]
     port = ExpiringPages(pods)
-    obs = lifecycle.observe(lifecycle.Session(port, Instant()), job)  # type: ignore[arg-type]
+    obs = lifecycle.observe(lifecycle.Session(port, Instant(), jitter=fixed_jitter), job)  # type: ignore[arg-type]
     assert [n.rank for n in obs.nodes] == list(range(1200))  # each once, none missing
     assert port.calls == [None, "500", None, "500", "1000"]
 
@@ -827,7 +828,7 @@ def test_a_list_whose_tokens_keep_expiring_starts_over_list_restarts_times_then_
     pods = [{"metadata": {"name": f"p-{i}"}} for i in range(600)]  # two pages
     port = ExpiringPages(pods, always=True)
     with pytest.raises(Gone):
-        list_all(lifecycle.Session(port, Instant()), "v1", "Pod", NAMESPACE)  # type: ignore[arg-type]
+        list_all(lifecycle.Session(port, Instant(), jitter=fixed_jitter), "v1", "Pod", NAMESPACE)  # type: ignore[arg-type]
     # the first try, then LIST_RESTARTS more, each a first page and an expired second
     assert port.calls == [None, "500"] * (1 + LIST_RESTARTS)
 
@@ -1067,7 +1068,7 @@ def test_a_job_created_without_an_answer_is_rolled_back_too(local: InMemoryClust
     # looked for and deleted with its companions (else it would stay without its Secret).
     lost = lifecycle.Transient(0, "Timeout", "read timed out")
     port = Faulty(local.cluster, "create", "TrainJob", lost)
-    session = lifecycle.Session(port, local.clock, retry_for=1.0)
+    session = lifecycle.Session(port, local.clock, jitter=fixed_jitter, retry_for=1.0)
     with pytest.raises(lifecycle.Unavailable):
         lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
     local.store.settle()
@@ -1078,7 +1079,7 @@ def test_a_job_created_without_an_answer_is_rolled_back_too(local: InMemoryClust
 def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: InMemoryCluster) -> None:
     local.faults.add("patch", "Secret", "demo-env", status=403)
     port = Faulty(local.cluster, "delete", "TrainJob", KeyboardInterrupt())
-    session = lifecycle.Session(port, local.clock)
+    session = lifecycle.Session(port, local.clock, jitter=fixed_jitter)
     with pytest.raises(lifecycle.LeftBehind) as info:
         lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
     assert [(str(x.ref), x.why) for x in info.value.left] == [

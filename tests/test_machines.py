@@ -840,6 +840,7 @@ class Script:
 
 
 def session(port: Script, **extra: Any) -> lifecycle.Session:
+    extra.setdefault("jitter", lambda: 0.5)  # a fixed one: the same pauses on every run
     return lifecycle.Session(port, FakeClock(), **extra)  # type: ignore[arg-type]
 
 
@@ -928,3 +929,9 @@ def test_closing_a_followed_log_closes_every_stream_it_reads() -> None:
     assert port.streams and all(
         inspect.getgeneratorstate(s) == inspect.GEN_CLOSED for s in port.streams
     )
+
+
+def test_a_session_takes_its_jitter_explicitly() -> None:
+    """No default that silently spreads no retry: the adapters pass ``random.random``."""
+    with pytest.raises(TypeError, match="jitter"):
+        lifecycle.Session(object(), FakeClock())  # type: ignore[call-arg, arg-type]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import schema_check
 import yaml
+from fakekube.clock import fixed_jitter
 from fakekube.cluster import NAMESPACE, QUEUE
 from fakekube.multikueue import KUEUE, MULTIKUEUE, TwoClusters
 from test_cli_cluster import write_spec
@@ -227,7 +228,7 @@ def test_watch_jobs_over_the_manager_reports_the_dispatch(
 ) -> None:
     submitted(clusters, capsys, tmp_path)
     conn = connect(str(clusters.kubeconfig), "manager")
-    session = lifecycle.Session(KubeCluster(conn.api_client), SystemClock())
+    session = lifecycle.Session(KubeCluster(conn.api_client), SystemClock(), jitter=fixed_jitter)
     with closing(lifecycle.watch_jobs(session, NAMESPACE)) as events:
         first = [next(events), next(events)]
     assert [(e.ref.name, e.what, e.cluster) for e in first] == [

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import schema_check
 from fakekube.access import NamespaceAccess
-from fakekube.clock import FakeClock
+from fakekube.clock import FakeClock, fixed_jitter
 from fakekube.cluster import HISTORY, NAMESPACE, QUEUE, InMemoryCluster, LocalCluster, install
 from fakekube.memory import MemoryCluster
 from fakekube.store import Store
@@ -379,7 +379,9 @@ class Bare:
         self.cluster = MemoryCluster(self.store, self.clock)
 
     def session(self, **extra: Any) -> lifecycle.Session:
-        return lifecycle.Session(self.cluster, self.clock, retry_for=5.0, **extra)
+        return lifecycle.Session(
+            self.cluster, self.clock, jitter=fixed_jitter, retry_for=5.0, **extra
+        )
 
     def at(self, seconds: float, action: Callable[[], object]) -> None:
         """Do ``action`` once, at the first tick ``seconds`` of fake time from now."""
@@ -636,7 +638,7 @@ def test_several_kinds_through_the_sessions_merge_and_closing_ends_every_watch()
             job = structure({"name": name, "image": "python:3", "command": ["python"]})
             lifecycle.submit(local.session(), job, target, namespace=NAMESPACE, environ={})
         merge, port = Recorded(), Streams(local.cluster)
-        session = lifecycle.Session(port, local.clock, merge=merge)  # type: ignore[arg-type]
+        session = lifecycle.Session(port, local.clock, jitter=fixed_jitter, merge=merge)  # type: ignore[arg-type]
         events = lifecycle.watch_jobs(session)
         seen: dict[str, list[str]] = {"TrainJob": [], "PyTorchJob": []}
         for event in events:
@@ -825,7 +827,7 @@ def test_watch_jobs_reports_no_job_from_outside_what_it_watches() -> None:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": NAMESPACE}}
         sent = [("ADDED", impostor(stored, "intruder", "team-b")), ("ADDED", pod)]
         port = Hostile(local.cluster, "TrainJob", sent)
-        session = lifecycle.Session(port, local.clock)  # type: ignore[arg-type]
+        session = lifecycle.Session(port, local.clock, jitter=fixed_jitter)  # type: ignore[arg-type]
         seen = []
         for event in lifecycle.watch_jobs(session, NAMESPACE):
             seen.append(event)

@@ -23,6 +23,11 @@ T0 = datetime(2025, 6, 2, 9, 14, 3, tzinfo=UTC).timestamp()  # wall time when a 
 _LEAST = 1e-6
 
 
+def fixed_jitter() -> float:
+    """The middle of the jitter's range: a test's pauses are the same on every run."""
+    return 0.5
+
+
 class FakeTimeLimit(RuntimeError):
     """The code under test waited past the clock's limit."""
 

@@ -32,7 +32,7 @@ from kfcompile.lifecycle import Session
 from kfcompile_kube import KubeCluster, SystemClock, connect
 
 from .audit import AUDIT
-from .clock import FakeClock
+from .clock import FakeClock, fixed_jitter
 from .controller import Controller
 from .crds import choose_crds
 from .kubelet import Kubelet
@@ -145,7 +145,7 @@ class InMemoryCluster:
         pass
 
     def session(self, retry_for: float = 5.0) -> Session:
-        return Session(self.cluster, self.clock, retry_for=retry_for)
+        return Session(self.cluster, self.clock, jitter=fixed_jitter, retry_for=retry_for)
 
     def objects(self, kind: str, api_version: str = "v1") -> list[dict[str, Any]]:
         return self.store.list(api_version, kind, NAMESPACE)

@@ -99,7 +99,6 @@ from kfcompile.lifecycle.session import (
     TimedOut,
     Unavailable,
     Unreachable,
-    backoff,
     call,
 )
 from kfcompile.lifecycle.submit import (
@@ -222,7 +221,6 @@ __all__ = [
     "Waiter",
     "Waiting",
     "Watcher",
-    "backoff",
     "call",
     "cancel",
     "claim_dir",

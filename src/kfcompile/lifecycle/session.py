@@ -258,10 +258,6 @@ class Backoff:
         return max(0.0, min(pause.at_most, wanted))
 
 
-def _half() -> float:
-    return 0.5
-
-
 class Contact:
     """Whether the API server has answered anything yet in a session (any HTTP status counts:
     a 404 or a 503 is an answer). Before it has, a failure that got no answer at all is not
@@ -282,7 +278,9 @@ class Session:
 
     cluster: Cluster
     clock: Clock
-    jitter: Callable[[], float] = _half  # uniform in [0, 1); the adapters pass random.random
+    # Uniform in [0, 1) (``random.random``, as ``kfcompile_kube.session`` passes): what spreads
+    # the retries of many clients. No default: a fixed one (a test's) is a choice, never silent.
+    jitter: Callable[[], float]
     retry_for: float = 60.0
     # Told (what, error) once when a call first fails with transient trouble and will be
     # retried, and when a watch keeps expiring (a ``Gone``) and is listed again with backoff.
@@ -310,11 +308,6 @@ def named(verb: str, ref: Ref) -> str:
 def listing(kind: str, namespace: str | None, verb: str = "list") -> str:
     """A call on a collection as messages name it: ``list Pod in team-a``."""
     return f"{verb} {kind} in {namespace or 'all namespaces'}"
-
-
-def backoff(session: Session, attempt: int) -> float:
-    """Seconds to wait before retry number ``attempt`` (0-based)."""
-    return session.backoff.delay(attempt, session.jitter())
 
 
 def pause(session: Session, request: Pause) -> Slept:
