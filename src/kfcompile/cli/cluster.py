@@ -77,7 +77,9 @@ class _Progress:
         else:
             self.close()
             self.out.write(line if self.tty and progress is not None else f"{line}\n")
-            if progress is None and state.state is State.RUNNING and not self.said_none:
+            # said once, of a TrainJob (a PyTorchJob never reports any: `status` says so)
+            running = state.state is State.RUNNING and obs.ref.kind == "TrainJob"
+            if progress is None and running and not self.said_none:
                 self.said_none = True
                 self.out.write(f"  progress: {absent_reason(obs.ref.kind)}\n")
         self.open = self.tty and progress is not None
