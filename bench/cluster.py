@@ -37,7 +37,7 @@ from fakekube.cluster import NAMESPACE, LocalCluster  # noqa: E402
 
 from kfcompile import JobSpec, lifecycle, structure  # noqa: E402
 from kfcompile.cli import main as cli  # noqa: E402
-from kfcompile.ports import Ref  # noqa: E402
+from kfcompile.lifecycle.ports import Ref  # noqa: E402
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"

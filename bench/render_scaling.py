@@ -12,7 +12,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from kfcompile import load_spec, render, yamlio
+from kfcompile import load_spec, render
+from kfcompile.spec import yamlio
 
 TARGETS = ["trainjob/v2.3", "pytorchjob/v1"]
 

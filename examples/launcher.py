@@ -1,5 +1,6 @@
 """A small launcher built only on kfcompile's public API: ``import kfcompile`` (the names in
-``kfcompile.__all__``) and the port Protocols in ``kfcompile.ports``. It is what another tool
+``kfcompile.__all__``) and the port Protocols in ``kfcompile.lifecycle.ports``. It is what another
+tool
 embeds to run training jobs on Kubeflow without writing any of its YAML.
 
     python examples/launcher.py --name demo --image pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime \\
@@ -14,7 +15,7 @@ The steps, one function each:
 3. ``kfcompile.import_manifest``: the rendered job read back, which must give the spec again,
    so nothing was lost on the way;
 4. with ``--submit``, ``run_on_cluster``: the lifecycle (``kfcompile.lifecycle``: submit,
-   wait, logs) through a ``kfcompile.ports.Cluster``, here the Kubernetes one from
+   wait, logs) through a ``kfcompile.lifecycle.ports.Cluster``, here the Kubernetes one from
    ``kfcompile_kube``; a launcher may pass any implementation of the Protocol instead.
 
 Prints the objects to apply as one JSON ``List`` on stdout and a one-line summary on stderr;

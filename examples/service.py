@@ -34,7 +34,7 @@ from typing import TextIO
 
 import kfcompile
 from kfcompile import lifecycle
-from kfcompile.ports import Ref
+from kfcompile.lifecycle.ports import Ref
 
 SERVICE_LABEL = "example.kfcompile.dev/service"  # which service's workers a job is
 TOKEN = "WORKER_TOKEN"  # the variable each worker reads its token from

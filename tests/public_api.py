@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-ALLOWED = {"kfcompile", "kfcompile.lifecycle", "kfcompile.ports", "kfcompile_kube"}
+ALLOWED = {"kfcompile", "kfcompile.lifecycle", "kfcompile.lifecycle.ports", "kfcompile_kube"}
 
 
 def check(program: Path, exported: Mapping[str, Sequence[str]]) -> None:

@@ -1,7 +1,7 @@
 """Validate rendered objects against the real upstream schemas, the way the API server would.
 
 * Kubeflow CRDs: the reference files in ``../shared/crds`` (``$KFCOMPILE_SHARED/crds``), checked
-  with ``kfcompile.crd`` (the code behind ``kfcompile validate --crd``): each CRD's
+  with ``kfcompile.output.crd`` (the code behind ``kfcompile validate --crd``): each CRD's
   ``openAPIV3Schema`` is converted to JSON Schema honouring the structural-schema extensions, so
   unknown fields are errors exactly as with ``fieldValidation=Strict``.
 * core/v1 objects: the ``-local-strict`` schemas shipped by ``kubernetes-validate``.
@@ -26,7 +26,7 @@ import pytest
 import yaml
 from referencing import Registry, Resource
 
-from kfcompile import crd as kfcrd
+from kfcompile.output import crd as kfcrd
 
 Schema = dict[str, Any]
 
@@ -72,7 +72,7 @@ def require_shared() -> Path:
     return SHARED
 
 
-# --- Kubeflow CRDs: conversion and validation live in kfcompile.crd -------------------------
+# --- Kubeflow CRDs: conversion and validation live in kfcompile.output.crd ------------------
 
 # The validator class, converter and error formatter of the product, for the core schemas below
 # and for tests of the conversion itself.
@@ -87,7 +87,8 @@ def _errors(validator: Any, obj: object) -> list[str]:
 
 @functools.lru_cache
 def load_crd(crd_file: str) -> dict[str, Any]:
-    """The parsed ``CRDS/crd_file`` (cached: one object per file, so kfcompile.crd caches too;
+    """The parsed ``CRDS/crd_file`` (cached: one object per file, so kfcompile.output.crd caches
+    too;
     do not mutate)."""
     crd: dict[str, Any] = yaml.load(
         (require_shared() / "crds" / crd_file).read_text(), Loader=yaml.CSafeLoader

@@ -2,7 +2,8 @@
 
 Specs are generated as plain data (what a user writes in YAML) and turned into ``JobSpec``s with
 ``kfcompile.structure``, so generation exercises the loader too. The rules the data must satisfy
-come from ``src/kfcompile/spec.py`` and ``rules.py``: RFC 1035 job names short enough for the pod
+come from ``src/kfcompile/spec/model.py`` and ``rules.py``: RFC 1035 job names short enough for the
+pod
 hostnames ``<name>-node-0-<rank>`` / ``<name>-worker-<rank>``, label keys and values, quantities
 with limits not below requests, extended resources with a limit equal to the request, unique
 environment names across ``env`` and ``env_list``, volumes with unique DNS-1123 names and exactly
@@ -31,7 +32,7 @@ from hypothesis.strategies import DrawFn, SearchStrategy
 
 import kfcompile
 from kfcompile import JobSpec
-from kfcompile.generated import SCRIPT_DIR
+from kfcompile.spec.additions import SCRIPT_DIR
 
 Data = dict[str, Any]
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fakekube import FakeKube
 
-from kfcompile.ports import (
+from kfcompile.lifecycle.ports import (
     ApiError,
     Conflict,
     Forbidden,

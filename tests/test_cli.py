@@ -26,10 +26,10 @@ from kfcompile import (
     UnsupportedFeature,
     explain,
     load_spec,
-    paths,
     render,
 )
 from kfcompile.cli import main
+from kfcompile.spec import object_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -414,7 +414,7 @@ def test_explain_json_rows_match_the_library(
         assert row["object"] == f"{obj['kind']}/{obj['metadata']['name']}"
         assert (row["source"], row["path"], row["value"]) == (p.source, p.path, p.value)
         if not p.merge:  # the value is really there in the rendered object
-            found = paths.get(obj, paths.parse(row["path"]))
+            found = object_paths.get(obj, object_paths.parse(row["path"]))
             if "*" in row["path"]:
                 assert found and all(v == row["value"] for v in found)
             else:

@@ -19,7 +19,7 @@ from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
 from kfcompile.cli import main
-from kfcompile.ports import Ref
+from kfcompile.lifecycle.ports import Ref
 from kfcompile_kube.answers import OBJECT_LIMIT
 from kfcompile_kube.discovery import TTL, DiskDiscovery, server_dir
 

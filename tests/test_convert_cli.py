@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 import schema_check
 
-from kfcompile import TARGETS, load_spec, render, yamlio
+from kfcompile import TARGETS, load_spec, render
 from kfcompile.cli import file_stem, main
 from kfcompile.cli.manifests import convert_text
-from kfcompile.errors import UnsupportedFeature
+from kfcompile.spec import yamlio
+from kfcompile.spec.errors import UnsupportedFeature
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSIONS = ROOT / "golden" / "conversions"

@@ -1,4 +1,5 @@
-"""Tests for kfcompile.crd on small literal CRDs (the real ones are in test_schema_check.py)."""
+"""Tests for kfcompile.output.crd on small literal CRDs (the real ones are in
+test_schema_check.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kfcompile import crd
+from kfcompile.output import crd
 
 Obj = dict[str, Any]
 
@@ -288,6 +289,9 @@ def test_missing_or_broken_schema() -> None:
 
 
 def test_import_does_not_load_jsonschema() -> None:
-    code = "import sys, kfcompile.crd; print(sorted(m for m in sys.modules if 'jsonschema' in m))"
+    code = (
+        "import sys, kfcompile.output.crd\n"
+        "print(sorted(m for m in sys.modules if 'jsonschema' in m))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -5,7 +5,7 @@
 2. Core pod schema: PyTorchJob replica templates as written; for a TrainJob the *effective* pod
    template the Trainer controller builds from the default ``torch-distributed`` runtime of that
    release plus ``spec.trainer`` and the pod-level overrides/patches (merged here by an
-   independent, deliberately small merge, not by kfcompile.paths).
+   independent, deliberately small merge, not by kfcompile.spec.object_paths).
 3. The checks bite: outputs of one release fail the CRDs of releases that lack their fields.
 4. torchrun wiring: ``$(VAR)`` references name variables that exist in the container at run time
    (Kubernetes leaves ``$VAR`` alone), and rank / master address really reach torchrun.

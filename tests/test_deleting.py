@@ -17,8 +17,8 @@ from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
 from kfcompile.lifecycle import Backoff, Remaining, StillDeleting
-from kfcompile.ports import Ref
-from kfcompile.spec import JobSpec
+from kfcompile.lifecycle.ports import Ref
+from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import schema_check
 
-from kfcompile.detection import NotDetected, detect, from_crd, from_version
+from kfcompile.lifecycle.target_evidence import NotDetected, detect, from_crd, from_version
 
 RELEASE_CRDS = {
     "trainjobs-v2.0.1.yaml": "trainjob/v2.0",

@@ -14,6 +14,7 @@ import pytest
 from test_machines import FakeClock
 
 from kfcompile.lifecycle import deleting, follow, waiter, watcher
+from kfcompile.lifecycle.ports import Transient
 from kfcompile.lifecycle.session import (
     RETRY_TABLE,
     Attempt,
@@ -32,7 +33,6 @@ from kfcompile.lifecycle.session import (
     told,
     transition,
 )
-from kfcompile.ports import Transient
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "ARCHITECTURE.md"

@@ -12,10 +12,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kfcompile import yamlio
-from kfcompile.reference import field_slots, slot_table, spec_reference, support_table
-from kfcompile.schema import json_schema
-from kfcompile.spec import JobSpec
+from kfcompile.spec import yamlio
+from kfcompile.spec.json_schema import json_schema
+from kfcompile.spec.model import JobSpec
+from kfcompile.targets.reference import field_slots, slot_table, spec_reference, support_table
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kfcompile import lifecycle, structure
-from kfcompile.spec import JobSpec
+from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 
 KUBECONFIG = os.environ.get("KFCOMPILE_E2E_KUBECONFIG")

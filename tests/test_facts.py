@@ -1,9 +1,9 @@
-"""Each fact once (issue 17 §1): torchrun's options are one table (``kfcompile.torchrun``) that
+"""Each fact once (issue 17 §1): torchrun's options are one table (``kfcompile.spec.torchrun``) that
 the PyTorchJob target renders from, the importer reads back through and the TorchX and NeMo-Run
 mappings read their lines with; no other module spells an option. The table itself is checked
 against torchrun's own parser. Each special case of the field table is one object that renders
 and reads back. What kfcompile adds to a job (names, paths, the resources it
-counts as GPUs) is spelled in ``generated.py`` only.
+counts as GPUs) is spelled in ``additions.py`` only.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from kfcompile import TARGETS, generated, render, torchrun
+from kfcompile import TARGETS, render
 from kfcompile.importer import import_manifest, special
-from kfcompile.load import structure
+from kfcompile.spec import additions, torchrun
+from kfcompile.spec.load import structure
 from kfcompile.targets import fields, pytorchjob_v1
 from kfcompile.targets.special import MOUNTS, Special
 
@@ -113,7 +114,7 @@ def test_no_module_but_the_table_spells_an_option() -> None:
     spelled = {
         f"{path.relative_to(SRC)}:{line}: {word}"
         for path in SRC.rglob("*.py")
-        if path != SRC / "torchrun.py"
+        if path != SRC / "spec" / "torchrun.py"
         for line, word in _option_words(path)
     }
     assert not spelled
@@ -129,16 +130,16 @@ def _constants(path: Path) -> set[str]:
 
 # What kfcompile adds, by value, and the one module that states it.
 ADDED = {
-    "-env": "generated.py",  # the Secret of secret_env
-    "-script": "generated.py",  # the ConfigMap of the inline script
-    "dshm": "generated.py",
-    "/dev/shm": "generated.py",
-    "kfcompile-script": "generated.py",
-    "/opt/kfcompile/scripts": "generated.py",
-    "workdir": "generated.py",
-    "Memory": "generated.py",  # the emptyDir medium of /dev/shm
-    **{gpu: "generated.py" for gpu in generated.GPU_RESOURCES},
-    "torch-distributed": "spec.py",  # the default runtime
+    "-env": "spec/additions.py",  # the Secret of secret_env
+    "-script": "spec/additions.py",  # the ConfigMap of the inline script
+    "dshm": "spec/additions.py",
+    "/dev/shm": "spec/additions.py",
+    "kfcompile-script": "spec/additions.py",
+    "/opt/kfcompile/scripts": "spec/additions.py",
+    "workdir": "spec/additions.py",
+    "Memory": "spec/additions.py",  # the emptyDir medium of /dev/shm
+    **{gpu: "spec/additions.py" for gpu in additions.GPU_RESOURCES},
+    "torch-distributed": "spec/model.py",  # the default runtime
 }
 ALSO = {("torch-distributed", "targets/trainjob.py")}  # another fact: the upstream runtimes' jobs
 
@@ -202,11 +203,11 @@ def test_the_rule_that_reserves_what_kfcompile_adds_is_beside_it() -> None:
             "work_dir": {"local": "code", "pvc": "claim", "mount_path": "/code"},
         }
     )
-    made = generated.companions(spec)
+    made = additions.companions(spec)
     volumes = [(f"volumes[{i}]", {"name": c.volume}) for i, c in enumerate(made)]
-    assert [at for at, _ in generated.reserved_names(spec, volumes)] == [
+    assert [at for at, _ in additions.reserved_names(spec, volumes)] == [
         f"volumes[{i}].name" for i in range(len(made))
     ]
     mounted: dict[str, str] = {}
-    assert not list(generated.reserved_mounts(spec, mounted))
-    assert mounted == {generated.mount_point(c.mount_path): c.field for c in made}
+    assert not list(additions.reserved_mounts(spec, mounted))
+    assert mounted == {additions.mount_point(c.mount_path): c.field for c in made}

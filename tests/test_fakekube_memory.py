@@ -27,7 +27,7 @@ from test_adapter_kube import (
     tree,
 )
 
-from kfcompile.ports import (
+from kfcompile.lifecycle.ports import (
     Cluster,
     Conflict,
     Forbidden,

@@ -22,7 +22,7 @@ from fakekube.cluster import NAMESPACE, RELEASES, InMemoryCluster, trainer_confi
 from fakekube.memory import MemoryCluster
 
 from kfcompile import lifecycle
-from kfcompile.ports import Conflict, Invalid, Ref, Transient
+from kfcompile.lifecycle.ports import Conflict, Invalid, Ref, Transient
 from kfcompile_kube import KubeCluster, connect
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"

@@ -17,7 +17,7 @@ from fakekube.cluster import NAMESPACE, LocalCluster
 from fakekube.controller import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
-from kfcompile.ports import Clock
+from kfcompile.lifecycle.ports import Clock
 from kfcompile_kube import KubeCluster, SystemClock, connect
 
 NS = "team-a"

@@ -11,7 +11,7 @@ import strategies as S
 from hypothesis import HealthCheck, given, settings
 
 from kfcompile import TARGETS, JobSpec, UnsupportedFeature, explain
-from kfcompile.fieldpath import FieldPath, field_path
+from kfcompile.spec.fieldpath import FieldPath, field_path
 from kfcompile.targets import base, fields
 from kfcompile.targets.base import Slot
 

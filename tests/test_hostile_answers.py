@@ -25,7 +25,7 @@ from fakekube.unreachable import Dripping, StalledTLS, kubeconfig
 from kfcompile.cli import main
 from kfcompile.lifecycle import ClusterError
 from kfcompile.lifecycle.objects import list_all
-from kfcompile.ports import ApiError, Ref, Transient
+from kfcompile.lifecycle.ports import ApiError, Ref, Transient
 from kfcompile_kube import KubeCluster, connect
 
 Obj = dict[str, Any]

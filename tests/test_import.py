@@ -31,7 +31,7 @@ from kfcompile.importer import (
     import_manifest_lossy,
     jobs_in,
 )
-from kfcompile.reference import field_slots
+from kfcompile.targets.reference import field_slots
 
 PT = "pytorchjob/v1"
 V20, V21, V22, V23 = (f"trainjob/v2.{i}" for i in range(4))

@@ -1,4 +1,4 @@
-"""Tests for kfcompile.k8s_rules: Kubernetes' name, label and quantity grammar."""
+"""Tests for kfcompile.spec.k8s_rules: Kubernetes' name, label and quantity grammar."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kfcompile.k8s_rules import (
+from kfcompile.spec.k8s_rules import (
     compare_quantities,
     dns1035_label,
     dns1123_label,

@@ -23,24 +23,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_spec_errors import assert_problems
 
-from kfcompile import (
-    TARGETS,
-    SpecError,
-    UnsupportedFeature,
-    k8s_schema,
-    load_spec,
-    paths,
-    render,
-    rules,
-    structure,
-)
-from kfcompile.k8s_rules import (
+from kfcompile import TARGETS, SpecError, UnsupportedFeature, load_spec, render, structure
+from kfcompile.spec import k8s_schema, object_paths, rules
+from kfcompile.spec.k8s_rules import (
     compare_quantities,
     is_extended_resource,
     is_overcommit_allowed,
     parse_quantity,
 )
-from kfcompile.reference import override_support, support, support_table
+from kfcompile.targets.reference import override_support, support, support_table
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = "name: job\nimage: img:1\n"
@@ -68,12 +59,12 @@ def _generator() -> Any:
 def test_data_file_is_what_the_upstream_schema_generates() -> None:
     """Regenerate with `python tools/gen_k8s_schema.py` and review the diff."""
     gen = _generator()
-    committed = (ROOT / "src/kfcompile/k8s_core_v1.json").read_text(encoding="utf-8")
+    committed = (ROOT / "src/kfcompile/spec/k8s_core_v1.json").read_text(encoding="utf-8")
     assert gen.dumps(gen.generate(gen.upstream())) == committed
 
 
 def test_data_file_holds_the_objects_a_spec_embeds() -> None:
-    defs = json.loads((ROOT / "src/kfcompile/k8s_core_v1.json").read_text())["definitions"]
+    defs = json.loads((ROOT / "src/kfcompile/spec/k8s_core_v1.json").read_text())["definitions"]
     for name in ("PodSpec", "Container", "Volume", "VolumeMount", "EnvVar", "Toleration"):
         assert name in defs
     for name in ("Affinity", "PodSecurityContext", "SecurityContext", "Probe"):
@@ -238,7 +229,7 @@ _VALUES = st.recursive(
     max_leaves=12,
 )
 _DEFINITIONS = sorted(
-    json.loads((ROOT / "src/kfcompile/k8s_core_v1.json").read_text())["definitions"]
+    json.loads((ROOT / "src/kfcompile/spec/k8s_core_v1.json").read_text())["definitions"]
 )
 
 
@@ -254,7 +245,7 @@ def test_checking_never_raises_whatever_it_is_given(
 def test_render_path_needs_no_schema_library() -> None:
     code = (
         "import sys, kfcompile.cli as c; c.main(['render', 'examples/llama-4x8-efa.yaml']); "
-        "assert 'kfcompile.k8s_schema' in sys.modules; "
+        "assert 'kfcompile.spec.k8s_schema' in sys.modules; "
         "heavy = {m.split('.')[0] for m in sys.modules} & {'kubernetes_validate', 'jsonschema'}; "
         "assert not heavy, heavy"
     )
@@ -373,7 +364,7 @@ def test_spec_loads_exactly_when_the_rendered_resources_are_consistent(
         for group in effective.values():
             group["nvidia.com/gpu"] = str(gpus)
     twice = {
-        (f"container_overrides.resources.{g}{paths.key(k)}", "also written by")
+        (f"container_overrides.resources.{g}{object_paths.key(k)}", "also written by")
         for g, m in overrides.items()
         for k in m
         if k in effective[g]

@@ -31,8 +31,8 @@ from kfcompile.lifecycle import (
 )
 from kfcompile.lifecycle.follow import POD_WATCH
 from kfcompile.lifecycle.observe import MAX_RANKS
-from kfcompile.ports import Ref, WatchEvent
-from kfcompile.spec import JobSpec
+from kfcompile.lifecycle.ports import Ref, WatchEvent
+from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 from kfcompile_kube import TarFiles
 
@@ -777,7 +777,7 @@ class ExpiringPages:
         self.always = always  # every continue token has expired by the time it comes back
 
     def list(self, api_version: str, kind: str, namespace: str | None, **kw: Any) -> Any:
-        from kfcompile.ports import Gone, Page
+        from kfcompile.lifecycle.ports import Gone, Page
 
         token, limit = kw.get("continue_token"), kw["limit"]
         self.calls.append(token)
@@ -823,7 +823,7 @@ def test_an_expired_continue_token_starts_the_list_over() -> None:
 def test_a_list_whose_tokens_keep_expiring_starts_over_list_restarts_times_then_fails() -> None:
     from kfcompile.lifecycle import LIST_RESTARTS
     from kfcompile.lifecycle.objects import list_all
-    from kfcompile.ports import Gone
+    from kfcompile.lifecycle.ports import Gone
 
     pods = [{"metadata": {"name": f"p-{i}"}} for i in range(600)]  # two pages
     port = ExpiringPages(pods, always=True)

@@ -15,8 +15,8 @@ from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
 from test_lifecycle import ENV, TRAINJOB, scenario, spec, with_companions
 
 from kfcompile import lifecycle
-from kfcompile.ports import Ref
-from kfcompile.spec import JobSpec
+from kfcompile.lifecycle.ports import Ref
+from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 from kfcompile_kube import TarFiles
 

@@ -17,7 +17,7 @@ from test_lifecycle import ENV, spec
 
 from kfcompile import lifecycle
 from kfcompile.lifecycle import TARGET_ANNOTATION, ClusterError, PreflightFailed
-from kfcompile.ports import Invalid
+from kfcompile.lifecycle.ports import Invalid
 from kfcompile_kube import TarFiles
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"

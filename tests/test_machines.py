@@ -36,6 +36,7 @@ from kfcompile.lifecycle.follow import (
 )
 from kfcompile.lifecycle.logs import InTurn
 from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
+from kfcompile.lifecycle.ports import Clock, Gone, Page, Ref, Transient, WatchEvent
 from kfcompile.lifecycle.session import (
     Attempt,
     Backoff,
@@ -64,7 +65,6 @@ from kfcompile.lifecycle.waiter import (
     Waiter,
     WatchJob,
 )
-from kfcompile.ports import Clock, Gone, Page, Ref, Transient, WatchEvent
 from kfcompile.status import JobState, State
 
 Obj = dict[str, Any]

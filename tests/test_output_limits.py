@@ -1,4 +1,4 @@
-"""The limits render checks on its output (``kfcompile.output_limits``): the table equals what the
+"""The limits render checks on its output (``kfcompile.output.limits``): the table equals what the
 upstream CRDs in ../shared/crds say, and render, validate and submit refuse output past it, each
 problem told at the spec field that wrote the value."""
 
@@ -15,8 +15,10 @@ from fakekube.cluster import LocalCluster
 from refused import BASE, problems
 from schema_check import require_shared
 
-from kfcompile import UnsupportedFeature, load_spec, output_check, output_limits, render
+from kfcompile import UnsupportedFeature, load_spec, render
 from kfcompile.cli import main
+from kfcompile.output import check as output_check
+from kfcompile.output import limits as output_limits
 
 # The CRDs each target's table comes from: PyTorchJob's one target serves three operator
 # releases, so its table is their union.

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kfcompile import k8s_schema, paths
-from kfcompile.paths import EACH, Select
+from kfcompile.spec import k8s_schema, object_paths
+from kfcompile.spec.object_paths import EACH, Select
 
 
 @pytest.mark.parametrize(
@@ -29,15 +29,15 @@ from kfcompile.paths import EACH, Select
         ("a[mountPath=/dev/shm]", ("a", Select("mountPath", "/dev/shm"))),
     ],
 )
-def test_parse_and_format(text: str, parsed: paths.Path) -> None:
-    assert paths.parse(text) == parsed
-    assert paths.format(parsed) == text
+def test_parse_and_format(text: str, parsed: object_paths.Path) -> None:
+    assert object_paths.parse(text) == parsed
+    assert object_paths.format(parsed) == text
 
 
 @pytest.mark.parametrize("bad", ["a..b", "a[", "a[x]", "[name=]"])
 def test_parse_rejects(bad: str) -> None:
     with pytest.raises(ValueError, match="bad path"):
-        paths.parse(bad)
+        object_paths.parse(bad)
 
 
 keys = st.one_of(
@@ -49,30 +49,30 @@ keys = st.one_of(
 @given(st.lists(keys, min_size=1, max_size=5), st.integers())
 def test_put_then_get(segments: list[str], value: int) -> None:
     doc: dict[str, Any] = {}
-    path = paths.parse("".join(paths.key(s) for s in segments))
-    paths.put(doc, path, value)
-    assert paths.get(doc, path) == value
+    path = object_paths.parse("".join(object_paths.key(s) for s in segments))
+    object_paths.put(doc, path, value)
+    assert object_paths.get(doc, path) == value
 
 
 def test_put_select_creates_then_updates_one_item() -> None:
     doc: dict[str, Any] = {}
-    paths.put(doc, paths.parse("c[name=a].image"), "x")
-    paths.put(doc, paths.parse("c[name=a].env"), [])
-    paths.put(doc, paths.parse("c[name=b]"), {"image": "y"})
+    object_paths.put(doc, object_paths.parse("c[name=a].image"), "x")
+    object_paths.put(doc, object_paths.parse("c[name=a].env"), [])
+    object_paths.put(doc, object_paths.parse("c[name=b]"), {"image": "y"})
     assert doc == {"c": [{"name": "a", "image": "x", "env": []}, {"image": "y", "name": "b"}]}
 
 
 def test_put_each_reaches_every_replica_and_copies() -> None:
     doc: dict[str, Any] = {"r": {"Master": {}, "Worker": {}}}
     value = {"k": ["v"]}
-    paths.put(doc, paths.parse("r.*.x"), value)
+    object_paths.put(doc, object_paths.parse("r.*.x"), value)
     assert doc["r"]["Master"]["x"] == doc["r"]["Worker"]["x"] == value
     assert doc["r"]["Master"]["x"] is not doc["r"]["Worker"]["x"]
     assert doc["r"]["Master"]["x"]["k"] is not value["k"]
-    assert paths.get(doc, paths.parse("r.*.x")) == [value, value]
+    assert object_paths.get(doc, object_paths.parse("r.*.x")) == [value, value]
 
 
-POD_SPEC = paths.Merge({"ref": "PodSpec"}, k8s_schema.properties)
+POD_SPEC = object_paths.Merge({"ref": "PodSpec"}, k8s_schema.properties)
 
 
 def test_merged_follows_the_strategic_merge_patch_of_each_field() -> None:
@@ -104,7 +104,7 @@ def test_merged_follows_the_strategic_merge_patch_of_each_field() -> None:
         "volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "c"}}],
         "hostNetwork": True,
     }
-    out, replaced = paths.merged(base, over, POD_SPEC)
+    out, replaced = object_paths.merged(base, over, POD_SPEC)
     assert out["containers"] == [
         {
             "name": "node",
@@ -129,21 +129,23 @@ def test_merged_follows_the_strategic_merge_patch_of_each_field() -> None:
 def test_merged_lists_are_atomic_where_kubernetes_says_so() -> None:
     """The issue's example: args [--lr, "1"] then [--epochs, "1"] is [--epochs, "1"] (the
     override's, whole), not the first list plus the items it lacked."""
-    container = paths.Merge({"ref": "Container"}, k8s_schema.properties)
-    out, replaced = paths.merged(
+    container = object_paths.Merge({"ref": "Container"}, k8s_schema.properties)
+    out, replaced = object_paths.merged(
         {"name": "c", "args": ["--lr", "1"]}, {"args": ["--epochs", "1"]}, container
     )
     assert out == {"name": "c", "args": ["--epochs", "1"]}
     assert replaced == [("args",)]
     # an equal value replaces nothing; ports merge on containerPort, an integer
     same = {"name": "c", "ports": [{"containerPort": 1, "name": "p"}], "image": "i"}
-    out, replaced = paths.merged(same, {"ports": [{"containerPort": 1}], "image": "i"}, container)
+    out, replaced = object_paths.merged(
+        same, {"ports": [{"containerPort": 1}], "image": "i"}, container
+    )
     assert (out, replaced) == (same, [])
 
 
 def test_get_missing_raises_keyerror() -> None:
     with pytest.raises(KeyError):
-        paths.get({"c": [{"name": "a"}]}, paths.parse("c[name=b]"))
+        object_paths.get({"c": [{"name": "a"}]}, object_paths.parse("c[name=b]"))
 
 
 segments = st.one_of(
@@ -154,16 +156,18 @@ segments = st.one_of(
 
 
 @given(st.lists(segments, min_size=1, max_size=6))
-def test_any_path_formats_and_parses_back(path: list[paths.Segment]) -> None:
-    assert paths.parse(paths.format(tuple(path))) == tuple(path)
+def test_any_path_formats_and_parses_back(path: list[object_paths.Segment]) -> None:
+    assert object_paths.parse(object_paths.format(tuple(path))) == tuple(path)
 
 
 @given(st.lists(segments, min_size=1, max_size=6))
-def test_a_problem_path_is_a_value_that_formats_as_its_text(path: list[paths.Segment]) -> None:
-    from kfcompile.errors import Problem
-    from kfcompile.fieldpath import FieldPath
+def test_a_problem_path_is_a_value_that_formats_as_its_text(
+    path: list[object_paths.Segment],
+) -> None:
+    from kfcompile.spec.errors import Problem
+    from kfcompile.spec.fieldpath import FieldPath
 
-    text = paths.format(tuple(path))
+    text = object_paths.format(tuple(path))
     problem = Problem(text, "bad")
     assert problem.at == FieldPath(tuple(path)) == Problem(FieldPath(tuple(path)), "bad").at
     assert (problem.path, str(problem)) == (text, f"{text}: bad")
@@ -171,7 +175,7 @@ def test_a_problem_path_is_a_value_that_formats_as_its_text(path: list[paths.Seg
 
 @pytest.mark.parametrize("text", ["", "line 3, column 5", "ConfigMap job-script", "env.A (key)"])
 def test_a_place_that_is_no_path_keeps_its_text(text: str) -> None:
-    from kfcompile.errors import Problem
+    from kfcompile.spec.errors import Problem
 
     assert Problem(text, "m").path == text
     assert str(Problem(text, "m")) == (f"{text}: m" if text else "m")

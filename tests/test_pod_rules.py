@@ -1,4 +1,4 @@
-"""The API server's pod rules (``kfcompile.pod_rules``, after k8s.io/kubernetes
+"""The API server's pod rules (``kfcompile.output.pod_rules``, after k8s.io/kubernetes
 pkg/apis/core/validation/validation.go): a spec whose pods would be refused is refused by render,
 on every target, told at the spec field; beside each refused case, a valid one that renders."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from refused import problems
 
-from kfcompile import pod_rules
+from kfcompile.output import pod_rules
 
 TARGETS = ["trainjob/v2.0", "trainjob/v2.3", "pytorchjob/v1"]
 WITH_AFFINITY = ["trainjob/v2.1", "trainjob/v2.3", "pytorchjob/v1"]  # v2.0 overrides have none

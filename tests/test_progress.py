@@ -26,7 +26,6 @@ from test_cli_cluster import write_spec
 from kfcompile import lifecycle
 from kfcompile.cli import main
 from kfcompile.lifecycle import Happened
-from kfcompile.load import structure
 from kfcompile.progress import (
     MAX_METRICS,
     MAX_TEXT,
@@ -38,6 +37,7 @@ from kfcompile.progress import (
     duration,
     read_progress,
 )
+from kfcompile.spec.load import structure
 
 NOW = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)
 

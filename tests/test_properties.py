@@ -30,15 +30,13 @@ from kfcompile import (
     UnsupportedFeature,
     dump_spec,
     explain,
-    k8s_schema,
     load_spec,
-    paths,
     render,
     structure,
     unstructure,
-    yamlio,
 )
 from kfcompile.cli import main
+from kfcompile.spec import k8s_schema, object_paths, yamlio
 
 PT = "pytorchjob/v1"
 V20, V21, V22, V23 = (f"trainjob/v2.{i}" for i in range(4))
@@ -130,7 +128,7 @@ def contains(actual: Any, wanted: Any) -> bool:
 
 
 def read(doc: Any, path: str) -> Any:
-    return paths.get(doc, paths.parse(path))
+    return object_paths.get(doc, object_paths.parse(path))
 
 
 def default_of(a: Any) -> Any:
@@ -291,9 +289,9 @@ OVERRIDE_KEYS = {
     "container_overrides": sorted(k8s_schema.fields("Container") - {"name"}),
 }
 # The escape hatches are type-checked at load against the core/v1 schema: draw values that fit.
-_CORE_V1 = json.loads(Path(kfcompile.__file__).with_name("k8s_core_v1.json").read_text())[
-    "definitions"
-]
+_CORE_V1 = json.loads(
+    Path(kfcompile.__file__).parent.joinpath("spec", "k8s_core_v1.json").read_text()
+)["definitions"]
 _HATCH_OBJECT = {"pod_spec_overrides": "PodSpec", "container_overrides": "Container"}
 
 
@@ -434,7 +432,7 @@ def exempt_from_coverage(spec: JobSpec, target: str, field: str) -> bool:
     """Set fields that legitimately produce no placement of their own."""
     if field == "gpu_resource":
         # The resource name is no value but the key gpus_per_node lands under (when > 0).
-        key = paths.key(spec.gpu_resource)
+        key = object_paths.key(spec.gpu_resource)
         gpu_paths = [p.path for p in explain(spec, target) if p.source == "gpus_per_node"]
         if spec.gpus_per_node == 0:
             return not gpu_paths
@@ -1474,7 +1472,7 @@ def test_label_conflicting_with_kueue_field(field: str, label: str) -> None:
     ids=["shm_size", "script"],
 )
 def test_user_mount_on_generated_mount_path(extra: dict[str, Any]) -> None:
-    path = "/dev/shm" if "shm_size" in extra else kfcompile.generated.SCRIPT_DIR
+    path = "/dev/shm" if "shm_size" in extra else kfcompile.spec.additions.SCRIPT_DIR
     _rejected_or_consistent(
         {
             **S.BASE,

@@ -9,8 +9,8 @@ import pytest
 import schema_check
 import yaml
 
-from kfcompile import rbac
 from kfcompile.cli import main
+from kfcompile.lifecycle import rbac
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 cluster command (both job kinds, each optional step: companions, a queue, a work dir, a
 namespaced runtime, a resubmit that mends, a rollback, a dry run, detection and the CRD read of
 ``validate --cluster``) at the port, with every request recorded as the authorizer sees it
-(``fakekube.audit``). Each request is allowed by the tables of ``kfcompile.rbac``, and each
+(``fakekube.audit``). Each request is allowed by the tables of ``kfcompile.lifecycle.rbac``, and
+each
 verb of each rule is needed by some request. Every request of the whole test suite is checked
 too, at the end of the session (``tests/conftest.py``)."""
 
@@ -24,7 +25,7 @@ from test_lifecycle import ENV, spec
 from kfcompile import lifecycle
 from kfcompile.kinds import MULTIKUEUE, TRAINJOB
 from kfcompile.lifecycle import LeftBehind, multikueue
-from kfcompile.ports import Forbidden, Ref
+from kfcompile.lifecycle.ports import Forbidden, Ref
 from kfcompile_kube import TarFiles
 
 

@@ -26,7 +26,7 @@ from kubernetes import config
 from test_adapter_kube import NS, TOKEN, cm_ref
 from test_cli_cluster import SECRET_VALUE, run, write_spec
 
-from kfcompile.ports import ApiError, Forbidden, Transient
+from kfcompile.lifecycle.ports import ApiError, Forbidden, Transient
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_kube.errors import credentials, redacted
 

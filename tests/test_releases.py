@@ -23,9 +23,9 @@ from kfcompile import (
     lifecycle,
     render,
 )
-from kfcompile.detection import detect, from_crd
 from kfcompile.kinds import PYTORCHJOB
-from kfcompile.load import structure
+from kfcompile.lifecycle.target_evidence import detect, from_crd
+from kfcompile.spec.load import structure
 from kfcompile.targets import RELEASES, registered, target
 
 V23, V24 = "trainjob/v2.3", "trainjob/v2.4"

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kfcompile import JobSpec, UnsupportedFeature, load_spec, paths, render, yamlio
+from kfcompile import JobSpec, UnsupportedFeature, load_spec, render
+from kfcompile.spec import object_paths, yamlio
 
 N = 300  # entries in the small spec; the large one has 4 * N
 TARGETS = ["trainjob/v2.3", "pytorchjob/v1"]
@@ -30,7 +31,7 @@ HEAD = "name: hello\nimage: img:1\ncommand: [python, train.py]\n"
 def work(step: Callable[[], object]) -> int:
     """Function calls made by ``step()``, with the path caches emptied first so that both sizes
     start alike."""
-    for cache in (paths.parse, paths.key, paths.select):
+    for cache in (object_paths.parse, object_paths.key, object_paths.select):
         cache.cache_clear()
     calls = 0
 
@@ -172,11 +173,11 @@ def test_builder_work_per_put_is_constant() -> None:
     below it) costs the same per item at any ``n``."""
 
     def step(n: int) -> Callable[[], object]:
-        created = [paths.parse(f"c[name=n{i}].x") for i in range(n)]
-        replaced = [paths.parse(f"c[name=n{i}]") for i in range(n)]
+        created = [object_paths.parse(f"c[name=n{i}].x") for i in range(n)]
+        replaced = [object_paths.parse(f"c[name=n{i}]") for i in range(n)]
 
         def build() -> None:
-            builder = paths.Builder({})
+            builder = object_paths.Builder({})
             for i, path in enumerate(created):
                 builder.put(path, i)
             for i, path in enumerate(replaced):
@@ -210,7 +211,7 @@ VALUES = st.one_of(
 def outcome(put: Callable[[], None]) -> str:
     try:
         put()
-    except paths.MergeConflict:  # `place` reports it and goes on: nothing was stored
+    except object_paths.MergeConflict:  # `place` reports it and goes on: nothing was stored
         return "conflict"
     except (LookupError, TypeError, AttributeError) as exc:  # shapes that do not fit: a bug
         return type(exc).__name__
@@ -227,12 +228,12 @@ def test_one_builder_puts_what_a_builder_per_value_puts(
     items renamed, replaced and selected by two keys included."""
     kept: dict[str, Any] = {}
     fresh: dict[str, Any] = {}
-    builder = paths.Builder(kept)
+    builder = object_paths.Builder(kept)
     for text, value, merge in steps:
-        path = paths.parse(text)
-        how = paths.ANY if merge else None
-        one = outcome(functools.partial(builder.put, path, paths.copied(value), how))
-        assert one == outcome(functools.partial(paths.put, fresh, path, value, how))
+        path = object_paths.parse(text)
+        how = object_paths.ANY if merge else None
+        one = outcome(functools.partial(builder.put, path, object_paths.copied(value), how))
+        assert one == outcome(functools.partial(object_paths.put, fresh, path, value, how))
         assert kept == fresh
         if one not in ("ok", "conflict"):
             break  # a render stops there

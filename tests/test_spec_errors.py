@@ -25,10 +25,10 @@ from kfcompile import (
     SpecError,
     UnsupportedFeature,
     load_spec,
-    paths,
     render,
     structure,
 )
+from kfcompile.spec import object_paths
 from kfcompile.targets import trainjob_v2_2
 
 PYTORCH = "pytorchjob/v1"
@@ -1016,7 +1016,7 @@ def test_trainjob_controller_manager_rejected_on_pytorchjob() -> None:
 def test_multikueue_manager_renders_everywhere(target: str) -> None:
     job = render(load_spec(spec_text("managed_by: kueue.x-k8s.io/multikueue\n")), target)[-1]
     where = "spec.runPolicy.managedBy" if target == PYTORCH else "spec.managedBy"
-    assert paths.get(job, paths.parse(where)) == "kueue.x-k8s.io/multikueue"
+    assert object_paths.get(job, object_paths.parse(where)) == "kueue.x-k8s.io/multikueue"
 
 
 # (yaml, problem path, targets that can express it), from KUBEFLOW.md's release differences.
@@ -1105,7 +1105,7 @@ def test_host_network_override_reaches_every_pytorchjob_replica() -> None:
 def test_container_security_context_lands_in_the_node_patch(target: str) -> None:
     text = spec_text("container_overrides: {securityContext: {runAsNonRoot: true}}\n")
     job = render(load_spec(text), target)[-1]
-    node = paths.get(job, paths.parse(trainjob_v2_2.NODE))
+    node = object_paths.get(job, object_paths.parse(trainjob_v2_2.NODE))
     assert node["securityContext"] == {"runAsNonRoot": True}
     assert node["name"] == "node"
 
@@ -1287,7 +1287,7 @@ def test_a_bug_while_structuring_is_raised_as_a_bug_not_a_spec_problem() -> None
     problem per leaf; anything else is the code's fault and is not dressed as "required"."""
     from cattrs.errors import ClassValidationError
 
-    from kfcompile.structuring import problems_of
+    from kfcompile.spec.structuring import problems_of
 
     bad = ClassValidationError("x", [KeyError("name"), ValueError("must be 1 or more")], JobSpec)
     assert [p.message for p in problems_of(bad, "spec")] == ["required", "must be 1 or more"]

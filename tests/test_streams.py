@@ -12,7 +12,7 @@ import pytest
 from fakekube import FakeKube
 from test_adapter_kube import NS, cluster_for, running_pod
 
-from kfcompile.ports import ApiError
+from kfcompile.lifecycle.ports import ApiError
 from kfcompile_kube import KubeCluster
 from kfcompile_kube.lines import EVENT_LINE, LOG_LINE, cut_note, log_lines
 

@@ -6,17 +6,9 @@ from typing import Any
 
 import pytest
 
-from kfcompile import (
-    TARGETS,
-    JobSpec,
-    Launcher,
-    SpecError,
-    UnsupportedFeature,
-    render,
-    structure,
-    yamlio,
-)
-from kfcompile.spec import ElasticPolicy
+from kfcompile import TARGETS, JobSpec, Launcher, SpecError, UnsupportedFeature, render, structure
+from kfcompile.spec import yamlio
+from kfcompile.spec.model import ElasticPolicy
 
 TRAINJOBS = [t for t in TARGETS if t.startswith("trainjob/")]
 BASE: dict[str, Any] = {"name": "job", "image": "img:1"}

@@ -30,7 +30,7 @@ from torchx.schedulers import get_scheduler_factories  # noqa: E402
 
 from kfcompile import TARGETS, lifecycle  # noqa: E402
 from kfcompile.integrations import torchx as kfx  # noqa: E402
-from kfcompile.ports import Ref  # noqa: E402
+from kfcompile.lifecycle.ports import Ref  # noqa: E402
 from kfcompile.status import JobState, State  # noqa: E402
 from kfcompile.targets import target  # noqa: E402
 

@@ -33,6 +33,7 @@ from kfcompile.cli import main
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB
 from kfcompile.lifecycle import LIST_PAGE, Happened, JobEvent, Watcher
 from kfcompile.lifecycle.logs import InTurn
+from kfcompile.lifecycle.ports import Clock, Transient
 from kfcompile.lifecycle.session import GiveUp, Pause, Slept, Unexpected
 from kfcompile.lifecycle.waiter import (
     Bookmark,
@@ -51,7 +52,6 @@ from kfcompile.lifecycle.watcher import (
     WatchJobs,
     happened,
 )
-from kfcompile.ports import Clock, Transient
 from kfcompile.status import JobState, State
 
 Obj = dict[str, Any]

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kfcompile import SpecError, load_spec, render, yamlio
+from kfcompile import SpecError, load_spec, render
 from kfcompile.cli import main
-from kfcompile.yamlio import MAX_ALIAS_NODES, MAX_ALIASES, MAX_CHARS, MAX_DEPTH
+from kfcompile.spec import yamlio
+from kfcompile.spec.yamlio import MAX_ALIAS_NODES, MAX_ALIASES, MAX_CHARS, MAX_DEPTH
 
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = Path("/work/shared/crds")

@@ -1,4 +1,5 @@
-"""kfcompile's ports (``kfcompile.ports``) implemented with the official ``kubernetes`` client.
+"""kfcompile's ports (``kfcompile.lifecycle.ports``) implemented with the official ``kubernetes``
+client.
 
 >>> session, connection = kfcompile_kube.session()  # kubeconfig or in-cluster, as kubectl would
 >>> lifecycle.status(session, lifecycle.locate(session, connection.namespace, "demo"))

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from kfcompile.ports import ApiError, Obj
+from kfcompile.lifecycle.ports import ApiError, Obj
 
 MiB: Final = 1 << 20
 OBJECT_LIMIT: Final = 3 * MiB

@@ -1,4 +1,4 @@
-"""``kfcompile.ports.Cluster`` over the official client's ``ApiClient``.
+"""``kfcompile.lifecycle.ports.Cluster`` over the official client's ``ApiClient``.
 
 Requests go through the client's ``ApiClient`` (auth, TLS, proxies and token refresh stay the
 client's; ``compat`` holds how each client line is called) but bodies are read as raw JSON:
@@ -26,7 +26,7 @@ from attrs import evolve
 from kubernetes.client.api_client import ApiClient
 from websocket import WebSocketException
 
-from kfcompile.ports import (
+from kfcompile.lifecycle.ports import (
     ApiError,
     ExecOutput,
     ExecResult,
@@ -103,7 +103,8 @@ def _redacting_stream(
 
 
 class KubeCluster(Threads):
-    """The Kubernetes API as ``kfcompile.ports.Cluster``, and as ``Merge`` (``fanout``: its
+    """The Kubernetes API as ``kfcompile.lifecycle.ports.Cluster``, and as ``Merge`` (``fanout``:
+    its
     followed logs read at once, one thread each, cut when the reader stops).
 
     ``request_timeout`` (kubectl's ``--request-timeout``; ``None``: no limit) bounds each

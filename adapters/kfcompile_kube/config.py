@@ -19,7 +19,7 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
 
-from kfcompile.errors import KfcompileError, Problem
+from kfcompile.spec.errors import KfcompileError, Problem
 from kfcompile_kube.cluster import REQUEST_TIMEOUT
 from kfcompile_kube.exec_credential import (
     EXEC_TIMEOUT,

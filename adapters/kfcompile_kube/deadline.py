@@ -30,7 +30,7 @@ from typing import Any
 
 from urllib3.connection import HTTPSConnection
 
-from kfcompile.ports import Transient
+from kfcompile.lifecycle.ports import Transient
 
 _current = threading.local()  # the Deadline of the request this thread is making
 

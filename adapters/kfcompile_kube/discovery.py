@@ -28,7 +28,7 @@ from typing import Final
 
 from attrs import frozen
 
-from kfcompile.ports import Obj
+from kfcompile.lifecycle.ports import Obj
 from kfcompile_kube.answers import OBJECT_LIMIT
 
 TTL: Final = 6 * 3600.0  # seconds: kubectl's `time.Duration(6*time.Hour)`

@@ -22,7 +22,7 @@ from urllib.parse import urljoin, urlsplit
 import urllib3
 from websocket import WebSocketBadStatusException, WebSocketException
 
-from kfcompile.ports import (
+from kfcompile.lifecycle.ports import (
     ApiError,
     Obj,
     Transient,

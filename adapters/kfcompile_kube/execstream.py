@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from websocket import ABNF, WebSocket, WebSocketException, WebSocketTimeoutException
 
-from kfcompile.ports import ApiError, ExecOutput, ExecResult, Transient
+from kfcompile.lifecycle.ports import ApiError, ExecOutput, ExecResult, Transient
 from kfcompile_kube import compat
 from kfcompile_kube.errors import status_object
 

@@ -1,4 +1,5 @@
-"""``kfcompile.ports.Merge`` with one thread per stream, for streams that block (followed logs).
+"""``kfcompile.lifecycle.ports.Merge`` with one thread per stream, for streams that block (followed
+logs).
 
 Closing the merged generator stops every thread before it returns: a thread blocked in a read
 has its stream cut (``cut_on_stop``: the code that opened the stream says how to cut it, e.g.
@@ -17,7 +18,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from attrs import frozen
 
-from kfcompile.ports import Clock
+from kfcompile.lifecycle.ports import Clock
 from kfcompile_kube.local import SystemClock
 
 K = TypeVar("K")

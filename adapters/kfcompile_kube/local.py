@@ -10,7 +10,7 @@ from collections.abc import Generator, Iterable
 
 from attrs import frozen
 
-from kfcompile.ports import Packed
+from kfcompile.lifecycle.ports import Packed
 from kfcompile_kube.packing import _pack
 from kfcompile_kube.staging import _merge, _nearest_dir, _staging_dir
 from kfcompile_kube.tarlimits import _DIR_OPEN, MAX_BYTES, MAX_ENTRIES
@@ -18,7 +18,7 @@ from kfcompile_kube.unpacking import _Extraction
 
 
 class SystemClock:
-    """``kfcompile.ports.Clock`` on ``time.monotonic`` and ``time.sleep``."""
+    """``kfcompile.lifecycle.ports.Clock`` on ``time.monotonic`` and ``time.sleep``."""
 
     def monotonic(self) -> float:
         return time.monotonic()
@@ -29,7 +29,8 @@ class SystemClock:
 
 @frozen
 class TarFiles:
-    """``kfcompile.ports.LocalFiles`` with ``tarfile``'s header parsing and nothing else of it.
+    """``kfcompile.lifecycle.ports.LocalFiles`` with ``tarfile``'s header parsing and nothing else
+    of it.
 
     ``unpack`` treats the stream as hostile (it comes from a pod): it never relies on
     tarfile's extraction filters (``os.path.realpath`` gives up past PATH_MAX, CPython

@@ -7,7 +7,7 @@ import stat
 import tarfile
 from collections.abc import Generator, Iterator
 
-from kfcompile.ports import Packed
+from kfcompile.lifecycle.ports import Packed
 from kfcompile_kube.tarlimits import (
     CHUNK,
 )

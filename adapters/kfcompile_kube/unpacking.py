@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import IO, cast
 
-from kfcompile.ports import Packed
+from kfcompile.lifecycle.ports import Packed
 from kfcompile_kube.staging import _LinkTree
 from kfcompile_kube.tarlimits import (
     _DIR_OPEN,

@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable
 
 from kfcompile.lifecycle import Session
-from kfcompile.ports import ApiError
+from kfcompile.lifecycle.ports import ApiError
 from kfcompile_kube.cluster import REQUEST_TIMEOUT, KubeCluster
 from kfcompile_kube.config import Connection, connect
 from kfcompile_kube.exec_credential import EXEC_TIMEOUT

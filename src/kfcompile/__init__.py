@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kfcompile.errors import KfcompileError, Problem, SpecError, UnsupportedFeature
-from kfcompile.load import dump_spec, load_spec, structure, unstructure
-from kfcompile.spec import (
+from kfcompile.spec.errors import KfcompileError, Problem, SpecError, UnsupportedFeature
+from kfcompile.spec.load import dump_spec, load_spec, structure, unstructure
+from kfcompile.spec.model import (
     ElasticPolicy,
     Initializer,
     InitializerSource,

@@ -1,4 +1,5 @@
-"""The job kinds kfcompile renders and drives: one row each, everything about a kind in it.
+"""The job kinds kfcompile renders and drives: one row each, everything about a kind in it; and
+the normalized states a job is in, whatever its kind (``status.job_state`` decides which).
 
 A reader holds a row against KUBEFLOW.md ("TrainJob status", "TrainJob objects and labels",
 "PyTorchJob kubeflow.org/v1"); the targets, the status mapping, the lifecycle, the importer and
@@ -7,12 +8,36 @@ the CLI read these rows, so adding a kind is adding a row (and a target module).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
+import attrs
 from attrs import frozen
 
-from kfcompile.states import State
+
+class State(enum.Enum):
+    PENDING = "PENDING"
+    SUSPENDED = "SUSPENDED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    DELETING = "DELETING"  # being deleted before it finished (a finished job keeps its state)
+
+
+FINISHED_STATES: Final = frozenset({State.SUCCEEDED, State.FAILED})
+
+
+@attrs.frozen
+class JobState:
+    state: State = attrs.field(validator=attrs.validators.instance_of(State))
+    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
+    message: str = attrs.field(validator=attrs.validators.instance_of(str))
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
 
 ConditionTable = tuple[tuple[str, State], ...]
 

@@ -40,8 +40,15 @@ from typing import Any, Final
 
 import attrs
 
-from kfcompile.kinds import KINDS, PYTORCHJOB, ConditionTable, Kind
-from kfcompile.states import FINISHED_STATES, JobState, State
+from kfcompile.kinds import (
+    FINISHED_STATES,
+    KINDS,
+    PYTORCHJOB,
+    ConditionTable,
+    JobState,
+    Kind,
+    State,
+)
 
 __all__ = [
     "DELETION_HOLDS",

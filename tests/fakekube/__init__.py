@@ -1,7 +1,8 @@
 """A local fake Kubernetes cluster for tests: one object store (``store``) with a simulated
 Kubeflow controller (``controller``) and kubelet (``kubelet``), served two ways with the same
 answers (``api``): over real HTTP to the real adapter (``server``, ``FakeKube``), and in memory
-behind the ``kfcompile.ports.Cluster`` port, driven by a fake clock (``memory``, ``clock``).
+behind the ``kfcompile.lifecycle.ports.Cluster`` port, driven by a fake clock (``memory``,
+``clock``).
 ``cluster`` wires either into a whole cluster with Kubeflow installed.
 
 Import it as ``from fakekube import FakeKube`` (``tests/`` is on ``sys.path`` under pytest, as

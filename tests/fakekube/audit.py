@@ -1,7 +1,8 @@
 """Every request the cluster commands make in the test suite, as the authorizer sees it: (verb,
 API group, resource[/subresource], namespace or cluster-wide, name). Filled by each cluster that
 lifecycle and CLI tests run against (``cluster.InMemoryCluster`` at the port, ``LocalCluster``
-on the wire), never by tests that probe the fake itself; checked against ``kfcompile.rbac`` at
+on the wire), never by tests that probe the fake itself; checked against
+``kfcompile.lifecycle.rbac`` at
 the end of the session (``tests/conftest.py``) and by ``tests/test_rbac_requests.py``.
 
 Discovery (``/api``, ``/apis/...``, ``/version``) needs no Role and is not recorded. An exec is
@@ -16,8 +17,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from kfcompile import rbac
-from kfcompile.detection import TRAINER_NAMESPACE
+from kfcompile.lifecycle import rbac
+from kfcompile.lifecycle.target_evidence import TRAINER_NAMESPACE
 
 from .portfaults import Call, CallLog
 from .requestlog import RequestLog
@@ -134,7 +135,8 @@ def _scope(access: Access) -> tuple[str, tuple[rbac.Rule, ...]]:
 
 
 def denied(seen: Seen) -> list[str]:
-    """Each access no rule of ``kfcompile.rbac`` allows, with the first test that needed it."""
+    """Each access no rule of ``kfcompile.lifecycle.rbac`` allows, with the first test that
+    needed it."""
     out = []
     for access, where in sorted(seen.accesses.items(), key=lambda kv: str(kv[0])):
         scope, rules = _scope(access)
@@ -144,7 +146,8 @@ def denied(seen: Seen) -> list[str]:
 
 
 def unused(seen: Seen) -> list[str]:
-    """Each verb of each rule of ``kfcompile.rbac`` that no access needed: broader than the
+    """Each verb of each rule of ``kfcompile.lifecycle.rbac`` that no access needed: broader
+    than the
     commands are."""
     used = {(_scope(a)[0], a.verb, a.group, a.resource) for a in seen.accesses}
     scopes = {

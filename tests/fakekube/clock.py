@@ -1,4 +1,5 @@
-"""A fake clock for the ``kfcompile.ports.Clock`` port that runs the fake cluster as it goes.
+"""A fake clock for the ``kfcompile.lifecycle.ports.Clock`` port that runs the fake cluster as it
+goes.
 
 Time passes only when something waits: ``sleep(s)`` (the code under test backing off or
 polling) or ``idle()`` (a watch or a followed log with nothing to say, which would block on a

@@ -1,4 +1,4 @@
-"""``kfcompile.ports.Cluster`` in memory, over the same Store and the same answers
+"""``kfcompile.lifecycle.ports.Cluster`` in memory, over the same Store and the same answers
 (``fakekube.api``) as the HTTP server, with no socket and no thread.
 
 What the real adapter would raise, this raises: the port's ``ApiError`` family for each
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from kfcompile.ports import (
+from kfcompile.lifecycle.ports import (
     ExecOutput,
     ExecResult,
     Invalid,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kfcompile.ports import (
+from kfcompile.lifecycle.ports import (
     ApiError,
     Transient,
     error_class,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kfcompile import crd as kfcrd
+from kfcompile.output import crd as kfcrd
 
 from .cel import FieldError, cel_errors, field_path
 from .resources import ResourceKind, StoreError

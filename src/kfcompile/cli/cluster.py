@@ -40,12 +40,12 @@ from kfcompile.lifecycle import (
     Waiting,
     ranks,
 )
+from kfcompile.lifecycle.cluster_target import crd_name
 from kfcompile.lifecycle.multikueue import multikueue_check
-from kfcompile.lifecycle.target import crd_name
-from kfcompile.ports import Ref
+from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import absent_reason
 from kfcompile.progress import bar as progress_bar
-from kfcompile.spec import JobSpec
+from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from kfcompile import yamlio
-from kfcompile.errors import Problem, SpecError, UnsupportedFeature
-from kfcompile.load import load_spec
-from kfcompile.spec import JobSpec
+from kfcompile.spec import yamlio
+from kfcompile.spec.errors import Problem, SpecError, UnsupportedFeature
+from kfcompile.spec.load import load_spec
+from kfcompile.spec.model import JobSpec
 from kfcompile.targets import Rendered, canonical_name, target
 
 

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kfcompile import yamlio
 from kfcompile.cli.common import (
     Failed,
     UsageError,
@@ -26,8 +25,9 @@ from kfcompile.cli.common import (
     read,
     write_file,
 )
-from kfcompile.errors import SpecError
-from kfcompile.spec import JobSpec
+from kfcompile.spec import yamlio
+from kfcompile.spec.errors import SpecError
+from kfcompile.spec.model import JobSpec
 from kfcompile.targets import DEFAULT_TARGET, TARGETS
 
 
@@ -146,8 +146,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _crd_problems(objects: list[dict[str, Any]], crd_path: str, target_name: str) -> list[str]:
-    from kfcompile import crd  # jsonschema is loaded only when a CRD is given
-    from kfcompile.detection import from_crd
+    from kfcompile.lifecycle.target_evidence import from_crd
+    from kfcompile.output import crd  # jsonschema is loaded only when a CRD is given
 
     try:
         crds = [d for d in yamlio.load_all(read(crd_path)) if isinstance(d, dict)]
@@ -203,7 +203,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    from kfcompile.reference import override_support, support
+    from kfcompile.targets.reference import override_support, support
 
     marks = support()
     hatches = override_support()
@@ -235,7 +235,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from kfcompile.schema import json_schema
+    from kfcompile.spec.json_schema import json_schema
 
     print(json.dumps(json_schema(), indent=2))
     return 0
@@ -243,7 +243,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_rbac(args: argparse.Namespace) -> int:
     """The Role the cluster commands need in one namespace, and what grants it."""
-    from kfcompile import rbac
+    from kfcompile.lifecycle import rbac
 
     kind = TARGETS[args.target].kind if args.target else None
     granted = [rbac.role(args.namespace, kind)]

@@ -10,10 +10,10 @@ from contextlib import contextmanager
 
 from kfcompile import lifecycle
 from kfcompile.cli.common import Failed
-from kfcompile.errors import KfcompileError
 from kfcompile.lifecycle import ClusterError, locate
-from kfcompile.lifecycle.target import Found
-from kfcompile.ports import ApiError, LocalFiles, Obj, Ref, Transient
+from kfcompile.lifecycle.cluster_target import Found
+from kfcompile.lifecycle.ports import ApiError, LocalFiles, Obj, Ref, Transient
+from kfcompile.spec.errors import KfcompileError
 
 
 class Context:

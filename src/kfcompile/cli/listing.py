@@ -14,8 +14,8 @@ from kfcompile import lifecycle
 from kfcompile.cli.context import Context, cluster_errors
 from kfcompile.kinds import Kind
 from kfcompile.lifecycle import Happened, JobEvent, Session, watch_jobs
+from kfcompile.lifecycle.ports import Forbidden, Ref
 from kfcompile.lifecycle.watcher import happened
-from kfcompile.ports import Forbidden, Ref
 from kfcompile.status import JobState, State
 
 

@@ -27,11 +27,11 @@ from typing import Literal
 
 from attrs import frozen
 
-from kfcompile import yamlio
 from kfcompile.cli.common import Failed, UsageError, one_writer_each, read, write_file
-from kfcompile.errors import KfcompileError, Problem, SpecError
 from kfcompile.importer import convert_manifest, import_manifest_lossy, jobs_in
-from kfcompile.load import dump_spec
+from kfcompile.spec import yamlio
+from kfcompile.spec.errors import KfcompileError, Problem, SpecError
+from kfcompile.spec.load import dump_spec
 
 SUFFIXES = (".yaml", ".yml", ".json")
 

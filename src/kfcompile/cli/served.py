@@ -10,8 +10,8 @@ from kfcompile.cli.common import Failed
 from kfcompile.cli.context import Context, cluster_errors, target_for
 from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle import ClusterError
-from kfcompile.lifecycle.target import crd_name, unreadable
-from kfcompile.ports import ApiError, Obj
+from kfcompile.lifecycle.cluster_target import crd_name, unreadable
+from kfcompile.lifecycle.ports import ApiError, Obj
 
 
 class ServedCRDs:

@@ -22,7 +22,7 @@ from kfcompile.cli.common import Failed, UsageError
 from kfcompile.cli.context import Context
 from kfcompile.lifecycle import Event, Observation, Session
 from kfcompile.lifecycle.multikueue import Dispatch, dispatch
-from kfcompile.ports import ApiError, Forbidden, Obj, Ref
+from kfcompile.lifecycle.ports import ApiError, Forbidden, Obj, Ref
 
 
 def cluster_contexts(values: list[str] | None) -> dict[str, str]:

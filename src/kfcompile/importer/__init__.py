@@ -63,12 +63,12 @@ Normalisation: for a spec ``s`` that renders on target ``t``, ``import(render(s,
 
 from __future__ import annotations
 
-from kfcompile.generated import GPU_RESOURCES
 from kfcompile.importer.convert import Converted, convert_manifest
-from kfcompile.importer.detect import Job, jobs_in
 from kfcompile.importer.fields import SLOTS
+from kfcompile.importer.identify import Job, jobs_in
 from kfcompile.importer.read import import_manifest, import_manifest_lossy
 from kfcompile.importer.state import Imported, LossyImport, NotImportable
+from kfcompile.spec.additions import GPU_RESOURCES
 
 __all__ = [
     "GPU_RESOURCES",

@@ -14,11 +14,11 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from kfcompile.errors import Problem, SpecError, UnsupportedFeature
 from kfcompile.importer.read import import_manifest_lossy
 from kfcompile.importer.state import Imported, LossyImport, NotImportable
-from kfcompile.load import structure, unstructure
-from kfcompile.spec import JobSpec
+from kfcompile.spec.errors import Problem, SpecError, UnsupportedFeature
+from kfcompile.spec.load import structure, unstructure
+from kfcompile.spec.model import JobSpec
 from kfcompile.targets import TARGETS, Target, base, canonical_name, pytorchjob_v1, trainjob
 
 # Variables the Training Operator injects into PyTorchJob pods (with a Master) and TrainJob lacks.

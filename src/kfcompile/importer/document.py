@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final
 
-from kfcompile.frozen import thaw
-from kfcompile.paths import Path, Segment, Select, all_named, find_named, item_segment
+from kfcompile.spec.frozen import thaw
+from kfcompile.spec.object_paths import Path, Segment, Select, all_named, find_named, item_segment
 from kfcompile.targets.codecs import GONE, MISSING, present
 
 # Set by the API server or a controller: a new object must not carry them (dropped silently).

@@ -22,11 +22,11 @@ from typing import Final
 
 from attrs import frozen
 
-from kfcompile import paths
-from kfcompile.fieldpath import FieldPath
 from kfcompile.importer import special
 from kfcompile.importer.document import Doc
 from kfcompile.importer.state import NOT_HELD, Reading
+from kfcompile.spec import object_paths
+from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.targets import fields
 from kfcompile.targets.codecs import LEAVE, MISSING, SKIP, Hatch, Keyed, present
 from kfcompile.targets.fields import Field
@@ -38,7 +38,7 @@ SLOTS: Final = fields.slots()
 READ: Final = tuple(s for s in SLOTS if not s.endswith(".*"))
 ROWS: Final = tuple(r for r in fields.ROWS if not isinstance(r.codec, Hatch))
 VALUE_SLOTS: Final = tuple(dict.fromkeys(r.slot for r in ROWS))
-SUBS: Final = {r: paths.parse(r.sub) for r in ROWS}
+SUBS: Final = {r: object_paths.parse(r.sub) for r in ROWS}
 
 
 def _rest(row: Field) -> bool:

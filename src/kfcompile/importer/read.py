@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kfcompile.errors import Problem, SpecError, UnsupportedFeature
 from kfcompile.importer import fields, shapes
-from kfcompile.importer.detect import describe
+from kfcompile.importer.identify import describe
 from kfcompile.importer.state import (
     NOT_HELD,
     Imported,
@@ -18,8 +17,9 @@ from kfcompile.importer.state import (
     source_of,
 )
 from kfcompile.kinds import PYTORCHJOB
-from kfcompile.load import structure
-from kfcompile.spec import JobSpec
+from kfcompile.spec.errors import Problem, SpecError, UnsupportedFeature
+from kfcompile.spec.load import structure
+from kfcompile.spec.model import JobSpec
 from kfcompile.targets import TARGETS
 
 

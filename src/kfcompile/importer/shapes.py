@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kfcompile.errors import Problem
-from kfcompile.fieldpath import FieldPath
-from kfcompile.importer import detect
+from kfcompile.importer import identify
 from kfcompile.importer.document import differences, empty, merge_into
 from kfcompile.importer.state import NotImportable, Reading
-from kfcompile.k8s_schema import fields
 from kfcompile.kinds import PYTORCHJOB
-from kfcompile.paths import EACH, Path, Select, item_segment
+from kfcompile.spec.errors import Problem
+from kfcompile.spec.fieldpath import FieldPath
+from kfcompile.spec.k8s_schema import fields
+from kfcompile.spec.object_paths import EACH, Path, Select, item_segment
 from kfcompile.targets import TARGETS, pytorchjob_v1, trainer_releases, trainjob, trainjob_v2_2
 from kfcompile.targets.codecs import GONE, MISSING
 
@@ -104,8 +104,8 @@ def _replica_view(replica: Any) -> dict[str, Any]:
 
 def trainjob_shape(r: Reading) -> None:
     spec = r.doc.get(("spec",))
-    releases, features = detect.trainjob_releases(spec if isinstance(spec, dict) else {})
-    r.detected = detect.detected(releases, features)
+    releases, features = identify.trainjob_releases(spec if isinstance(spec, dict) else {})
+    r.detected = identify.detected(releases, features)
     newest = max(releases) if releases else max(max(f) for _, f in features)
     # Newest first: where several shapes hold a value, the newest shape is read first.
     known = trainer_releases()

@@ -12,10 +12,10 @@ from typing import Final
 
 import attrs
 
-from kfcompile.errors import Problem
 from kfcompile.importer.state import NotImportable, Reading
 from kfcompile.kinds import KINDS, TRAINJOB
-from kfcompile.spec import RuntimeRef
+from kfcompile.spec.errors import Problem
+from kfcompile.spec.model import RuntimeRef
 from kfcompile.targets.codecs import MISSING, Reader, Values
 from kfcompile.targets.special import ENV, GPUS, NPROCS, PROGRAM, VOLUMES, Read, Special
 

@@ -8,15 +8,15 @@ from typing import Any, Final
 
 from attrs import field, frozen
 
-from kfcompile import paths
-from kfcompile.errors import KfcompileError, Problem
-from kfcompile.fieldpath import FieldPath, field_path
-from kfcompile.frozen import thaw
-from kfcompile.importer.detect import describe, job_kind
 from kfcompile.importer.document import Doc, strip_server_fields
+from kfcompile.importer.identify import describe, job_kind
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB
-from kfcompile.paths import Path, Segment
-from kfcompile.spec import JobSpec
+from kfcompile.spec import object_paths
+from kfcompile.spec.errors import KfcompileError, Problem
+from kfcompile.spec.fieldpath import FieldPath, field_path
+from kfcompile.spec.frozen import thaw
+from kfcompile.spec.model import JobSpec
+from kfcompile.spec.object_paths import Path, Segment
 from kfcompile.targets import Target, pytorchjob_v1, trainjob
 from kfcompile.targets.codecs import MISSING
 
@@ -37,7 +37,7 @@ def source_of(sources: Mapping[str, str], spec_path: str | FieldPath) -> str:
     """The input field ``spec_path`` came from: that of its closest recorded parent."""
     at = field_path(spec_path)
     for n in range(len(at.parts), 0, -1):
-        found = sources.get(paths.format(at.parts[:n]))
+        found = sources.get(object_paths.format(at.parts[:n]))
         if found is not None:
             return found
     return str(at)
@@ -121,7 +121,7 @@ class Reading:
         self.sources[str(spec)] = str(where)
 
     def resolve(self, text: str) -> Path:
-        parsed = paths.parse(text)
+        parsed = object_paths.parse(text)
         return tuple(
             self.subst.get((parsed[i - 1], seg), seg) if i else seg for i, seg in enumerate(parsed)
         )

@@ -34,7 +34,6 @@ from torchx.specs import Role
 
 import kfcompile
 from kfcompile import lifecycle
-from kfcompile.errors import Problem
 from kfcompile.integrations.nemo_run_methods import NemoRunMethods, connect, session
 from kfcompile.integrations.nemo_run_task import (
     NEMO_RUNDIR,
@@ -44,7 +43,8 @@ from kfcompile.integrations.nemo_run_task import (
     program_of,
 )
 from kfcompile.kinds import KINDS, TRAINJOB
-from kfcompile.spec import DEFAULT_RUNTIME
+from kfcompile.spec.errors import Problem
+from kfcompile.spec.model import DEFAULT_RUNTIME
 from kfcompile.targets import target as find_target
 
 __all__ = ["FDL_RUNNER", "SCHEDULER", "ExecutorError", "KfcompileExecutor", "connect", "register"]

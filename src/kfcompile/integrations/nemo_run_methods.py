@@ -20,7 +20,7 @@ from torchx.specs import Role
 import kfcompile
 from kfcompile import lifecycle
 from kfcompile.lifecycle.multikueue import running_on, unreachable
-from kfcompile.ports import Ref
+from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import Progress
 
 ALL_RANKS = "log-allranks_0.out"  # NeMo-Run's file of every rank's lines, in the job dir

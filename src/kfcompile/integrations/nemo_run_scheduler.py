@@ -29,12 +29,12 @@ from torchx.specs import AppDef, AppState, ReplicaStatus, Role, RoleStatus, runo
 
 import kfcompile
 from kfcompile import lifecycle
-from kfcompile.errors import Problem
 from kfcompile.integrations.nemo_run import SCHEDULER, KfcompileExecutor, connect
 from kfcompile.integrations.nemo_run_methods import pods_session, shown_ranks, task_of, tee
 from kfcompile.integrations.nemo_run_task import ExecutorError
-from kfcompile.ports import Forbidden, Ref
+from kfcompile.lifecycle.ports import Forbidden, Ref
 from kfcompile.progress import note
+from kfcompile.spec.errors import Problem
 
 # kfcompile's normalized states as torchx's. A suspended job waits (Kueue queues by suspending).
 STATES: dict[kfcompile.State, AppState] = {
@@ -65,7 +65,7 @@ class KfcompileJobRequest:
     written: str | None = None  # the file that holds the objects, for kubectl
 
     def __str__(self) -> str:
-        from kfcompile import yamlio
+        from kfcompile.spec import yamlio
 
         head = f"# {self.executor.target}: {self.spec.name} in namespace {self.executor.namespace}"
         if self.written:
@@ -78,7 +78,7 @@ def write_objects(executor: KfcompileExecutor, name: str, objects: list[dict[str
     wraps what it prints), beside the experiment's directory: ``run.run(dryrun=True)`` deletes
     that directory (``Experiment.dryrun(delete_exp_dir=True)``), the job dir with it; where
     they went."""
-    from kfcompile import yamlio
+    from kfcompile.spec import yamlio
 
     folder = os.path.dirname(executor.experiment_dir.rstrip(os.sep))
     os.makedirs(folder, exist_ok=True)

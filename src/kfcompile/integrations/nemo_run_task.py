@@ -12,9 +12,9 @@ from typing import Any
 
 from torchx.specs import Role
 
-from kfcompile import torchrun
-from kfcompile.errors import KfcompileError, Problem
-from kfcompile.fieldpath import FieldPath
+from kfcompile.spec import torchrun
+from kfcompile.spec.errors import KfcompileError, Problem
+from kfcompile.spec.fieldpath import FieldPath
 
 NEMO_RUNDIR = "/nemo_run"  # where NeMo-Run says its run directory is in the pod
 NEMO_SCRIPTS = f"{NEMO_RUNDIR}/scripts/"

@@ -44,8 +44,7 @@ from torchx.schedulers.api import (
 from torchx.specs import AppDryRunInfo, AppState, ReplicaStatus, Role, RoleStatus, runopts
 from torchx.specs.finder import ComponentValidationException
 
-from kfcompile import lifecycle, yamlio
-from kfcompile.errors import KfcompileError
+from kfcompile import lifecycle
 from kfcompile.integrations.torchx_app import (
     ROLE_NAME,
     SUFFIX_LENGTH,
@@ -55,12 +54,14 @@ from kfcompile.integrations.torchx_app import (
     from_app,
     to_role,
 )
-from kfcompile.k8s_schema import unknown_field
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle.multikueue import running_on, unreachable
-from kfcompile.ports import ApiError, Obj, Ref
+from kfcompile.lifecycle.ports import ApiError, Obj, Ref
 from kfcompile.progress import note
-from kfcompile.spec import JobSpec
+from kfcompile.spec import yamlio
+from kfcompile.spec.errors import KfcompileError
+from kfcompile.spec.k8s_schema import unknown_field
+from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 from kfcompile.targets import DEFAULT_TARGET, TARGETS, canonical_name
 

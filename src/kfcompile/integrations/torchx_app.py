@@ -21,12 +21,12 @@ from typing import Any, Final
 import attrs
 from attrs import frozen
 
-from kfcompile import paths, torchrun
-from kfcompile.errors import KfcompileError, Problem
-from kfcompile.fieldpath import FieldPath
 from kfcompile.integrations.torchx_torchrun import Word, torchrun_line, torchrun_words
-from kfcompile.k8s_quantity import parse_quantity
-from kfcompile.spec import JobSpec
+from kfcompile.spec import object_paths, torchrun
+from kfcompile.spec.errors import KfcompileError, Problem
+from kfcompile.spec.fieldpath import FieldPath
+from kfcompile.spec.k8s_quantity import parse_quantity
+from kfcompile.spec.model import JobSpec
 from kfcompile.targets import DEFAULT_TARGET, target
 
 
@@ -269,7 +269,7 @@ def _resources(resource: Any, at: str, spec: dict[str, Any], problems: list[Prob
         else:
             problems.append(
                 Problem(
-                    f"{at}.resource.capabilities{paths.key(str(key))}",
+                    f"{at}.resource.capabilities{object_paths.key(str(key))}",
                     f"must be a node label value (a string), got {type(value).__name__}",
                 )
             )
@@ -364,7 +364,7 @@ def to_spec(app: Any, options: Options, name: str, torchx_version: str) -> JobSp
     _program(role, at, spec, problems)
     env: dict[str, str] = {}
     for key, value in role.env.items():
-        problems.extend(_per_replica(value, f"{at}.env{paths.key(key)}"))
+        problems.extend(_per_replica(value, f"{at}.env{object_paths.key(key)}"))
         env[key] = _literal(value)
     if env:
         spec["env"] = env

@@ -1,5 +1,5 @@
 """The torchrun line of TorchX's ``dist.ddp``/``dist.torchrun`` components, read through
-torchrun's option table (``kfcompile.torchrun``): what kfcompile's own torchrun launcher takes
+torchrun's option table (``kfcompile.spec.torchrun``): what kfcompile's own torchrun launcher takes
 from it, and what it drops because the target wires it. Pure."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
-from kfcompile import torchrun
-from kfcompile.errors import Problem
-from kfcompile.torchrun import Option
+from kfcompile.spec import torchrun
+from kfcompile.spec.errors import Problem
+from kfcompile.spec.torchrun import Option
 
 # --- the torchrun line --------------------------------------------------------------------------
 

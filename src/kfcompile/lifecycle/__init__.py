@@ -1,5 +1,5 @@
 """A job's life on a cluster (submit, status, wait, logs, cancel, suspend, list, work-dir sync),
-written against the ports in ``kfcompile.ports`` only.
+written against the ports in ``kfcompile.lifecycle.ports`` only.
 
 Nothing here opens a socket, reads a clock, draws a random number or starts a thread: the
 ``Session`` carries the ``Cluster`` port, the ``Clock`` port, the jitter source and the
@@ -39,6 +39,7 @@ Two rules hold everywhere:
 from __future__ import annotations
 
 from kfcompile.kinds import KINDS, Kind
+from kfcompile.lifecycle.cluster_target import Found, crd_problems, detect_target, served_crd
 from kfcompile.lifecycle.deleting import Remaining, StillDeleting, Vanishing, wait_gone
 from kfcompile.lifecycle.follow import Cursor, Follower
 from kfcompile.lifecycle.logs import (
@@ -77,6 +78,23 @@ from kfcompile.lifecycle.observe import (
     rank_of,
     status,
     waiting,
+)
+from kfcompile.lifecycle.ports import (
+    ApiError,
+    Clock,
+    Cluster,
+    ExecOutput,
+    ExecResult,
+    Forbidden,
+    Gone,
+    Invalid,
+    LocalFiles,
+    Merge,
+    NotFound,
+    Obj,
+    Packed,
+    Ref,
+    Transient,
 )
 from kfcompile.lifecycle.rollback import Left, LeftBehind, removal
 from kfcompile.lifecycle.session import (
@@ -122,28 +140,10 @@ from kfcompile.lifecycle.sync import (
     sync_down,
     sync_up,
 )
-from kfcompile.lifecycle.target import Found, crd_problems, detect_target, served_crd
 from kfcompile.lifecycle.wait import wait
 from kfcompile.lifecycle.waiter import WATCH_SEGMENT, Until, Waiter, reached
 from kfcompile.lifecycle.watch import watch_jobs
 from kfcompile.lifecycle.watcher import JOBS_SEGMENT, Happened, JobEvent, Watcher
-from kfcompile.ports import (
-    ApiError,
-    Clock,
-    Cluster,
-    ExecOutput,
-    ExecResult,
-    Forbidden,
-    Gone,
-    Invalid,
-    LocalFiles,
-    Merge,
-    NotFound,
-    Obj,
-    Packed,
-    Ref,
-    Transient,
-)
 from kfcompile.status import JobState, State
 
 __all__ = [

@@ -21,6 +21,7 @@ from attrs import evolve, frozen
 
 from kfcompile import status as job_status
 from kfcompile.lifecycle.objects import get, job_kind, meta
+from kfcompile.lifecycle.ports import Obj, Ref
 from kfcompile.lifecycle.session import (
     Pause,
     Perform,
@@ -37,7 +38,6 @@ from kfcompile.lifecycle.session import (
     told,
     transition,
 )
-from kfcompile.ports import Obj, Ref
 from kfcompile.status import JobState
 
 PODS_NAMED: Final = 5  # pods a look reads (one page), and a message names

@@ -29,6 +29,7 @@ from kfcompile.lifecycle.observe import (
     sortable_time,
     waiting,
 )
+from kfcompile.lifecycle.ports import ApiError, Obj, Ref, Transient
 from kfcompile.lifecycle.session import (
     Failed,
     GiveUp,
@@ -48,7 +49,6 @@ from kfcompile.lifecycle.waiter import (
     StreamEnded,
     Trouble,
 )
-from kfcompile.ports import ApiError, Obj, Ref, Transient
 
 RESUME_MARGIN: Final = 2  # seconds before the last line shown that a resumed read starts
 # Seconds a watch of a rank's pod lasts before the job is read again (it may end, or be

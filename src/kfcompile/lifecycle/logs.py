@@ -46,6 +46,16 @@ from kfcompile.lifecycle.observe import (
     some_ranks,
     waiting,
 )
+from kfcompile.lifecycle.ports import (
+    Clock,
+    Invalid,
+    Merge,
+    NotFound,
+    Obj,
+    Ref,
+    Transient,
+    WatchEvent,
+)
 from kfcompile.lifecycle.session import (
     ClusterError,
     GiveUp,
@@ -66,7 +76,6 @@ from kfcompile.lifecycle.session import (
 )
 from kfcompile.lifecycle.wait import next_answer, only
 from kfcompile.lifecycle.waiter import Bookmark
-from kfcompile.ports import Clock, Invalid, Merge, NotFound, Obj, Ref, Transient, WatchEvent
 
 K = TypeVar("K")
 T = TypeVar("T")

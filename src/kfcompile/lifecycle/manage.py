@@ -13,6 +13,7 @@ from kfcompile.lifecycle import deleting
 from kfcompile.lifecycle.deleting import Remaining
 from kfcompile.lifecycle.multikueue import Dispatch, dispatches
 from kfcompile.lifecycle.objects import annotation, get, job_kind, list_all, meta, served
+from kfcompile.lifecycle.ports import NotFound, Obj, Ref
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
     MANAGER,
@@ -22,7 +23,6 @@ from kfcompile.lifecycle.session import (
     call,
     named,
 )
-from kfcompile.ports import NotFound, Obj, Ref
 from kfcompile.progress import Progress, read_progress
 from kfcompile.status import JobState
 

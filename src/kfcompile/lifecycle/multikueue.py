@@ -29,9 +29,9 @@ from attrs import frozen
 from kfcompile.kinds import MULTIKUEUE, Kind
 from kfcompile.lifecycle.objects import get, list_all, meta
 from kfcompile.lifecycle.observe import printable
+from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import Session
 from kfcompile.lifecycle.watcher import Happened, JobEvent, seen
-from kfcompile.ports import ApiError, Forbidden, NotFound, Obj, Ref
 
 KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"

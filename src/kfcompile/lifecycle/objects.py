@@ -9,6 +9,7 @@ from functools import partial
 from typing import Any
 
 from kfcompile.kinds import KINDS, Kind
+from kfcompile.lifecycle.ports import ApiError, Gone, NotFound, Obj, Page, Ref
 from kfcompile.lifecycle.session import (
     LIST_PAGE,
     LIST_RESTARTS,
@@ -20,7 +21,6 @@ from kfcompile.lifecycle.session import (
     listing,
     named,
 )
-from kfcompile.ports import ApiError, Gone, NotFound, Obj, Page, Ref
 
 
 def served(session: Session, api_version: str, kind: str) -> bool:

@@ -13,8 +13,8 @@ from attrs import evolve, frozen
 from kfcompile import status as job_status
 from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
 from kfcompile.lifecycle.objects import get, job_kind, list_all, meta
+from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import JobNotFound, Session
-from kfcompile.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.progress import Progress, read_progress
 from kfcompile.status import JobState
 

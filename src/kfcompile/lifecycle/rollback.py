@@ -12,8 +12,8 @@ from attrs import frozen
 
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle.objects import annotation, get
+from kfcompile.lifecycle.ports import ApiError, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import SPEC_HASH, ClusterError, Session, Unavailable, call, named
-from kfcompile.ports import ApiError, NotFound, Obj, Ref
 
 
 @frozen

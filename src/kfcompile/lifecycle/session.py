@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeVar, 
 
 from attrs import evolve, field, frozen
 
-from kfcompile.ports import ApiError, Clock, Cluster, Gone, Merge, Ref, Transient
+from kfcompile.lifecycle.ports import ApiError, Clock, Cluster, Gone, Merge, Ref, Transient
 
 if TYPE_CHECKING:
     from kfcompile.lifecycle.observe import Observation

@@ -12,10 +12,11 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from kfcompile.generated import QUEUE_LABEL
 from kfcompile.kinds import KINDS, TRAINJOB
+from kfcompile.lifecycle.cluster_target import crd_problems
 from kfcompile.lifecycle.deleting import Remaining, make_way
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
+from kfcompile.lifecycle.ports import ApiError, LocalFiles, Obj, Ref
 from kfcompile.lifecycle.rollback import LeftBehind, removal, roll_back
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
@@ -37,9 +38,8 @@ from kfcompile.lifecycle.sync import (
     missing,
     sync_up,
 )
-from kfcompile.lifecycle.target import crd_problems
-from kfcompile.ports import ApiError, LocalFiles, Obj, Ref
-from kfcompile.spec import JobSpec
+from kfcompile.spec.additions import QUEUE_LABEL
+from kfcompile.spec.model import JobSpec
 from kfcompile.targets import target
 
 RUNTIME_API: Final = TRAINJOB.api_version

@@ -14,6 +14,17 @@ from attrs import frozen
 from kfcompile import status as job_status
 from kfcompile.lifecycle.objects import create, get
 from kfcompile.lifecycle.observe import events_about, pod_waiting
+from kfcompile.lifecycle.ports import (
+    ApiError,
+    ExecOutput,
+    ExecResult,
+    Forbidden,
+    LocalFiles,
+    NotFound,
+    Obj,
+    Packed,
+    Ref,
+)
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
     MANAGER,
@@ -24,17 +35,6 @@ from kfcompile.lifecycle.session import (
     call,
     named,
     poll,
-)
-from kfcompile.ports import (
-    ApiError,
-    ExecOutput,
-    ExecResult,
-    Forbidden,
-    LocalFiles,
-    NotFound,
-    Obj,
-    Packed,
-    Ref,
 )
 
 T = TypeVar("T")

@@ -16,6 +16,16 @@ from kfcompile.lifecycle.observe import (
     node_pods,
     status,
 )
+from kfcompile.lifecycle.ports import (
+    ApiError,
+    Forbidden,
+    Gone,
+    NotFound,
+    Obj,
+    Ref,
+    Transient,
+    WatchEvent,
+)
 from kfcompile.lifecycle.session import (
     GiveUp,
     JobDeleted,
@@ -56,7 +66,6 @@ from kfcompile.lifecycle.waiter import (
     Waiter,
     WatchJob,
 )
-from kfcompile.ports import ApiError, Forbidden, Gone, NotFound, Obj, Ref, Transient, WatchEvent
 
 A = TypeVar("A")
 

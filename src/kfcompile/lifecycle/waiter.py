@@ -24,8 +24,8 @@ from attrs import evolve, frozen
 
 from kfcompile.lifecycle.objects import meta
 from kfcompile.lifecycle.observe import ListPods, Observation, PodsListed, observation
+from kfcompile.lifecycle.ports import ApiError, Gone, Obj, Transient
 from kfcompile.lifecycle.session import Failed, GiveUp, Pause, Retry, Slept, Table, row, transition
-from kfcompile.ports import ApiError, Gone, Obj, Transient
 from kfcompile.status import State
 
 Until = Literal["running", "done"]

@@ -17,6 +17,7 @@ from kfcompile.lifecycle.logs import merger
 from kfcompile.lifecycle.multikueue import dispatch_events
 from kfcompile.lifecycle.objects import Paging, meta, served
 from kfcompile.lifecycle.observe import foreign
+from kfcompile.lifecycle.ports import ApiError, Clock, Gone, Obj, Transient, WatchEvent
 from kfcompile.lifecycle.session import (
     LIST_PAGE,
     MANAGED_BY_LABEL,
@@ -45,7 +46,6 @@ from kfcompile.lifecycle.watcher import (
     Watcher,
     WatchJobs,
 )
-from kfcompile.ports import ApiError, Clock, Gone, Obj, Transient, WatchEvent
 
 MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGER}"  # the jobs kfcompile created
 

@@ -30,6 +30,7 @@ from attrs import evolve, frozen
 
 from kfcompile.kinds import Kind
 from kfcompile.lifecycle.objects import meta
+from kfcompile.lifecycle.ports import ApiError, Obj, Ref, Transient
 from kfcompile.lifecycle.session import (
     LIST_RESTARTS,
     Failed,
@@ -53,7 +54,6 @@ from kfcompile.lifecycle.waiter import (
     StreamEnded,
     Trouble,
 )
-from kfcompile.ports import ApiError, Obj, Ref, Transient
 from kfcompile.progress import Progress, read_progress
 from kfcompile.status import JobState, State, job_state
 

@@ -15,11 +15,11 @@ from typing import Any, NamedTuple
 
 from attrs import Factory, field, frozen
 
-from kfcompile import between, generated, k8s_schema, paths, rules, torchrun
-from kfcompile.errors import Problem, UnsupportedFeature
-from kfcompile.fieldpath import FieldPath
-from kfcompile.generated import SCRIPT_DIR
-from kfcompile.spec import JobSpec
+from kfcompile.spec import additions, cross_field, k8s_schema, object_paths, rules, torchrun
+from kfcompile.spec.additions import SCRIPT_DIR
+from kfcompile.spec.errors import Problem, UnsupportedFeature
+from kfcompile.spec.fieldpath import FieldPath
+from kfcompile.spec.model import JobSpec
 from kfcompile.targets import fields
 from kfcompile.targets.codecs import Entry, Plain
 
@@ -216,8 +216,8 @@ def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Pro
 
 def training_mounts(spec: JobSpec, container: str) -> Iterator[Problem]:
     """The training container's mounts given in ``pod_spec_overrides.containers`` (by the
-    name this target gives it) take no place another mount has (``between.mount_points``)."""
-    for at, message in between.mount_points(spec, container):
+    name this target gives it) take no place another mount has (``cross_field.mount_points``)."""
+    for at, message in cross_field.mount_points(spec, container):
         if at.startswith("pod_spec_overrides."):
             yield Problem(at, message)
 
@@ -231,9 +231,13 @@ def launcher_args(spec: JobSpec, container: str) -> Iterator[Problem]:
     if "args" in spec.container_overrides:
         yield Problem(FieldPath.of("container_overrides", "args"), why)
     items = spec.pod_spec_overrides.get("containers")
-    named = paths.find_named(list(items), container) if isinstance(items, list | tuple) else None
+    named = (
+        object_paths.find_named(list(items), container) if isinstance(items, list | tuple) else None
+    )
     if named is not None and "args" in named:
-        at = FieldPath.of("pod_spec_overrides", "containers", paths.Select("name", container))
+        at = FieldPath.of(
+            "pod_spec_overrides", "containers", object_paths.Select("name", container)
+        )
         yield Problem(at / "args", why)
 
 
@@ -244,15 +248,17 @@ def with_companions(spec: JobSpec, job: dict[str, Any]) -> list[dict[str, Any]]:
 
 def script_configmap(spec: JobSpec) -> dict[str, Any]:
     assert spec.script is not None
-    return generated.script_configmap(
+    return additions.script_configmap(
         spec.name, spec.namespace, spec.script_entrypoint, spec.script
     )
 
 
 def checked(rendered: Rendered, target: str, kind: str) -> Rendered:
     """``rendered``, if the API server would take it and the pods it makes: the target CRD's
-    limits and the core/v1 pod rules on the merged objects (``kfcompile.output_check``)."""
-    from kfcompile import output_check  # loaded by the first render, not by other commands
+    limits and the core/v1 pod rules on the merged objects (``kfcompile.output.check``)."""
+    from kfcompile.output import (
+        check as output_check,  # loaded by the first render, not by other commands
+    )
 
     problems = output_check.problems(rendered.objects, rendered.placements, target, kind)
     if problems:
@@ -271,7 +277,7 @@ def lookup(table: Table, slot: str) -> Slot | None:
         wildcard = table.get(f"{group}.*")
         if wildcard is None:
             return None
-        return Slot(tuple(p + paths.key(rest) for p in wildcard.paths), wildcard.convert)
+        return Slot(tuple(p + object_paths.key(rest) for p in wildcard.paths), wildcard.convert)
     assert found is None or isinstance(found, Slot)
     return found
 
@@ -293,16 +299,20 @@ class Layout(Plain):
             return lookup(self.table, slot)
 
 
-def _merge_of(e: Entry) -> paths.Merge:
+def _merge_of(e: Entry) -> object_paths.Merge:
     """How an escape hatch's key merges: as the core/v1 field of that name merges in a
     strategic merge patch (``container_overrides.env`` as ``Container.env``, by name)."""
     definition = rules.ESCAPE_HATCHES[e.at.top][0]
-    kind = k8s_schema.properties(definition).get(e.slot.partition(".")[2], paths.FREE)
-    return paths.Merge(kind, k8s_schema.properties)
+    kind = k8s_schema.properties(definition).get(e.slot.partition(".")[2], object_paths.FREE)
+    return object_paths.Merge(kind, k8s_schema.properties)
 
 
 def _replacing(
-    e: Entry, at: paths.Path, below: paths.Path, owners: Mapping[paths.Path, str], target: str
+    e: Entry,
+    at: object_paths.Path,
+    below: object_paths.Path,
+    owners: Mapping[object_paths.Path, str],
+    target: str,
 ) -> Problem:
     """An override that would replace a value another field writes (or the target itself, such
     as the PyTorchJob port the operator reads): given twice, one would silently lose."""
@@ -313,7 +323,7 @@ def _replacing(
     writer = f"what {owner} writes" if owner else f"what {target} writes itself"
     return Problem(
         e.at.join(FieldPath(below)),
-        f"would replace {writer} ({paths.format(where)}): give it in one place",
+        f"would replace {writer} ({object_paths.format(where)}): give it in one place",
     )
 
 
@@ -343,8 +353,8 @@ def place(
     """
     placed: list[Placement] = []
     misfits: dict[FieldPath, Problem] = {}  # one line per top-level spec field (hatch: per key)
-    builder = paths.Builder(doc)
-    owners: dict[paths.Path, str] = {}  # where each entry landed -> the spec field it is
+    builder = object_paths.Builder(doc)
+    owners: dict[object_paths.Path, str] = {}  # where each entry landed -> the spec field it is
     for e in items:
         slot = layout.get(e.slot)
         if slot is None:
@@ -359,10 +369,10 @@ def place(
         how = _merge_of(e) if e.merge else None
         for i, where in enumerate(slot.paths):
             text = where + e.sub
-            at = paths.parse(text)
+            at = object_paths.parse(text)
             try:
-                replaced = builder.put(at, paths.copied(value) if i else value, how)
-            except paths.MergeConflict as exc:
+                replaced = builder.put(at, object_paths.copied(value) if i else value, how)
+            except object_paths.MergeConflict as exc:
                 misfits.setdefault(e.at, Problem(e.at, str(exc)))
                 break
             if replaced:

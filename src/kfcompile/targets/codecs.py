@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from kfcompile.fieldpath import FieldPath
-from kfcompile.paths import Path, copied, item_segment, key, select
+from kfcompile.spec.fieldpath import FieldPath
+from kfcompile.spec.object_paths import Path, copied, item_segment, key, select
 
 if TYPE_CHECKING:
-    from kfcompile.spec import JobSpec
+    from kfcompile.spec.model import JobSpec
     from kfcompile.targets.fields import Field
 
 

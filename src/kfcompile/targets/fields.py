@@ -20,10 +20,10 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from kfcompile.fieldpath import FieldPath
-from kfcompile.generated import PRIORITY_LABEL, QUEUE_LABEL
-from kfcompile.paths import key
-from kfcompile.spec import JobSpec, RuntimeRef
+from kfcompile.spec.additions import PRIORITY_LABEL, QUEUE_LABEL
+from kfcompile.spec.fieldpath import FieldPath
+from kfcompile.spec.model import JobSpec, RuntimeRef
+from kfcompile.spec.object_paths import key
 from kfcompile.targets.codecs import (
     HATCH,
     KEYED,

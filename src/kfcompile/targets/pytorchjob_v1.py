@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from kfcompile import torchrun
-from kfcompile.errors import Problem
 from kfcompile.kinds import PYTORCHJOB
-from kfcompile.spec import JobSpec
+from kfcompile.spec import torchrun
+from kfcompile.spec.errors import Problem
+from kfcompile.spec.model import JobSpec
 from kfcompile.targets import base, fields
 from kfcompile.targets.base import Placement, Rendered, Slot, Table, Target
 

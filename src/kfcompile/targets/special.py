@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kfcompile import generated, rules, torchrun
-from kfcompile.errors import SpecError
-from kfcompile.fieldpath import FieldPath
-from kfcompile.generated import (
+from kfcompile.kinds import PYTORCHJOB
+from kfcompile.spec import additions, rules, torchrun
+from kfcompile.spec.additions import (
     DEFAULT_GPU,
     GPU_RESOURCES,
     SCRIPT_DIR,
@@ -25,10 +24,11 @@ from kfcompile.generated import (
     script_configmap,
     script_volume,
 )
-from kfcompile.kinds import PYTORCHJOB
-from kfcompile.load import structure
-from kfcompile.paths import Select, copied, find_named, key, select
-from kfcompile.spec import JobSpec
+from kfcompile.spec.errors import SpecError
+from kfcompile.spec.fieldpath import FieldPath
+from kfcompile.spec.load import structure
+from kfcompile.spec.model import JobSpec
+from kfcompile.spec.object_paths import Select, copied, find_named, key, select
 from kfcompile.targets.codecs import (
     GONE,
     MISSING,
@@ -282,7 +282,7 @@ def _read_env(r: Reader, _: Values) -> None:
     while start < len(items) and plain_env(items[start][1]):
         start += 1
     end = len(items)
-    secret = generated.secret_name(r.data["name"])
+    secret = additions.secret_name(r.data["name"])
     while end > start and _secret_ref(items[end - 1][1], secret):
         end -= 1
     if start:
@@ -342,7 +342,7 @@ def _read_shm(r: Reader, values: Values) -> None:
     if not isinstance(volumes.root, list) or not isinstance(mounts.root, list):
         return
     for i, m in enumerate(mounts.root):
-        if isinstance(m, dict) and m == generated.mount(m.get("name"), SHM_DIR):
+        if isinstance(m, dict) and m == additions.mount(m.get("name"), SHM_DIR):
             size = _shm_size(find_named(present(volumes.root), m["name"]))
             if size is not None:
                 mounts.take((i,))
@@ -358,7 +358,7 @@ def _shm_size(volume: Any) -> Any:
     if not isinstance(empty, dict) or "sizeLimit" not in empty:
         return None
     size = empty["sizeLimit"]
-    return size if volume == generated.shm_volume(volume.get("name"), size) else None
+    return size if volume == additions.shm_volume(volume.get("name"), size) else None
 
 
 COMPANIONS = ("shm_size", "script", "work_dir")

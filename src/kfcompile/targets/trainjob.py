@@ -13,11 +13,11 @@ from typing import Any
 
 from attrs import field, frozen
 
-from kfcompile import paths
-from kfcompile.errors import Problem
-from kfcompile.fieldpath import FieldPath
 from kfcompile.kinds import TRAINJOB
-from kfcompile.spec import JobSpec
+from kfcompile.spec import object_paths
+from kfcompile.spec.errors import Problem
+from kfcompile.spec.fieldpath import FieldPath
+from kfcompile.spec.model import JobSpec
 from kfcompile.targets import base, fields
 from kfcompile.targets.base import Rendered, Slot, Table, Target
 
@@ -119,7 +119,8 @@ class Mark:
 @frozen
 class Release:
     """One Trainer release: its version and placement table, what its TrainJob can hold beyond
-    the table, and how it is told from the others. Detection (``kfcompile.detection``) and the
+    the table, and how it is told from the others. Detection
+    (``kfcompile.lifecycle.target_evidence``) and the
     importer read these through the registry (``kfcompile.targets``), so a release is its
     module and a line there."""
 
@@ -236,7 +237,7 @@ def render(spec: JobSpec, release: Release) -> Rendered:
 
 def _get_list(doc: dict[str, Any], where: str) -> list[dict[str, Any]]:
     try:
-        found = paths.get(doc, paths.parse(where))
+        found = object_paths.get(doc, object_paths.parse(where))
     except KeyError:
         return []
     return list(found)

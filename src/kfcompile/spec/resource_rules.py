@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kfcompile import k8s_rules as k8s
-from kfcompile.paths import key
+from kfcompile.spec import k8s_rules as k8s
+from kfcompile.spec.object_paths import key
 
 if TYPE_CHECKING:
-    from kfcompile.spec import JobSpec
+    from kfcompile.spec.model import JobSpec
 
 Found = Iterator[tuple[str, str]]
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
-from kfcompile import k8s_rules as k8s
+from kfcompile.spec import k8s_rules as k8s
 
 Path = tuple[str | int, ...]
 Found = Iterator[tuple[Path, str]]

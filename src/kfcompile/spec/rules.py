@@ -10,11 +10,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from kfcompile import k8s_rules as k8s
-from kfcompile import k8s_schema
 from kfcompile.kinds import MANAGERS
-from kfcompile.paths import key
-from kfcompile.resource_rules import amounts, resources_agree
+from kfcompile.spec import k8s_rules as k8s
+from kfcompile.spec import k8s_schema
+from kfcompile.spec.object_paths import key
+from kfcompile.spec.resource_rules import amounts, resources_agree
 
 Found = Iterator[tuple[str, str]]
 
@@ -251,7 +251,7 @@ def volumes(items: tuple[Mapping[str, Any], ...]) -> Found:
 
 
 def volume_mounts(items: tuple[Mapping[str, Any], ...]) -> Found:
-    """Each mount; one place per mount point is a rule between fields (``between``), which
+    """Each mount; one place per mount point is a rule between fields (``cross_field``), which
     also counts the mounts of the overrides and those kfcompile adds."""
     return _objects(items, "VolumeMount")
 

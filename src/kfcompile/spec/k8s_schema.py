@@ -21,8 +21,8 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from kfcompile import k8s_rules
-from kfcompile.paths import key
+from kfcompile.spec import k8s_rules
+from kfcompile.spec.object_paths import key
 
 Found = Iterator[tuple[str, str]]
 ObjectRule = Callable[[Mapping[Any, Any]], Iterable[tuple[str, str]]]

@@ -3,7 +3,7 @@
 ``work_dir`` (its claim), the Secret of ``secret_env``, the Kueue labels that ``queue`` and
 ``priority_class`` become, and the extended resources counted as GPUs. Render writes these
 (``targets/special.py``, ``targets/base.py``) and the importer recognizes them (``importer/``)
-from this one module, which also holds the rule that reserves them (``between`` runs it): a
+from this one module, which also holds the rule that reserves them (``cross_field`` runs it): a
 spec may not use the names or mount paths for anything else."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 if TYPE_CHECKING:
-    from kfcompile.spec import JobSpec
+    from kfcompile.spec.model import JobSpec
 
 Object = dict[str, Any]
 
@@ -82,7 +82,7 @@ def mount_point(path: str) -> str:
     return posixpath.normpath("/" + path.lstrip("/"))
 
 
-# --- the rule that reserves them (``between`` runs it) -----------------------------------------
+# --- the rule that reserves them (``cross_field`` runs it) -------------------------------------
 
 
 def reserved_names(

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
-from kfcompile.spec import JobSpec, quantity_map, quantity_text
+from kfcompile.spec.model import JobSpec, quantity_map, quantity_text
 
 SCHEMA_ID = "https://kfcompile.dev/schemas/jobspec.schema.json"
 

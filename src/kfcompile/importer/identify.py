@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kfcompile.errors import Problem
-from kfcompile.fieldpath import FieldPath
-from kfcompile.generated import script_configmap_name
 from kfcompile.kinds import KINDS
+from kfcompile.spec.additions import script_configmap_name
+from kfcompile.spec.errors import Problem
+from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.targets import trainer_releases
 from kfcompile.targets.trainjob import Mark
 

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from attrs import field, frozen
 
-from kfcompile import generated, paths, rules, structuring
-from kfcompile.between import between_fields
-from kfcompile.errors import Problem, SpecError
-from kfcompile.frozen import FrozenMap
+from kfcompile.spec import additions, object_paths, rules, structuring
+from kfcompile.spec.cross_field import between_fields
+from kfcompile.spec.errors import Problem, SpecError
+from kfcompile.spec.frozen import FrozenMap
 
 LauncherKind = Literal["torchrun", "python"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
@@ -63,7 +63,7 @@ def quantity_map(value: Any) -> Mapping[str, str]:
     out: dict[str, str] = {}
     problems: list[Problem] = []
     for k, v in value.items():
-        at = paths.key(str(k)).lstrip(".")
+        at = object_paths.key(str(k)).lstrip(".")
         try:
             if not isinstance(k, str):
                 raise TypeError(f"must be a string, got {structuring.kind_of(k)}")
@@ -231,7 +231,7 @@ class JobSpec(_Checked):
         default=None,
     )
     gpu_resource: str = _rule(
-        rules.extended_resource, "GPU resource name.", default=generated.DEFAULT_GPU
+        rules.extended_resource, "GPU resource name.", default=additions.DEFAULT_GPU
     )
 
     # resources
@@ -353,7 +353,7 @@ class JobSpec(_Checked):
     @property
     def secret_name(self) -> str:
         """The Secret ``submit`` creates for ``secret_env``."""
-        return generated.secret_name(self.name)
+        return additions.secret_name(self.name)
 
     @property
     def script_entrypoint(self) -> str:

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 import attrs
 
-from kfcompile import k8s_schema, rules
-from kfcompile.schema import shown_default
-from kfcompile.spec import JobSpec
+from kfcompile.spec import k8s_schema, rules
+from kfcompile.spec.json_schema import shown_default
+from kfcompile.spec.model import JobSpec
 from kfcompile.targets import TARGETS, fields
 from kfcompile.targets.codecs import Hatch
 

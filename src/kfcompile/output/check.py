@@ -15,15 +15,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kfcompile import output_limits, paths, pod_rules
-from kfcompile.errors import Problem
-from kfcompile.fieldpath import FieldPath, field_path
+from kfcompile.output import limits as output_limits
+from kfcompile.output import pod_rules
+from kfcompile.spec import object_paths
+from kfcompile.spec.errors import Problem
+from kfcompile.spec.fieldpath import FieldPath, field_path
 
 if TYPE_CHECKING:
     from kfcompile.targets.base import Placement
 
 Path = tuple[str | int, ...]
-_parse = paths.parse.__wrapped__
+_parse = object_paths.parse.__wrapped__
 
 
 class Where(NamedTuple):
@@ -112,11 +114,13 @@ def problems(
     for index, doc in enumerate(objects):
         if doc.get("kind") != kind:
             continue
-        placed: list[tuple[Placement, paths.Path]] | None = None  # read once something is wrong
+        placed: list[tuple[Placement, object_paths.Path]] | None = (
+            None  # read once something is wrong
+        )
         for at, message in _found(doc, target):
             if placed is None:  # uncached: thousands of placements would only evict the cache
                 placed = [(p, _parse(p.path)) for p in placements if p.doc == index]
-            shown = f"{_name(doc)} {paths.format(at)}" if at else _name(doc)
+            shown = f"{_name(doc)} {object_paths.format(at)}" if at else _name(doc)
             where, note = _blame(doc, placed, at, shown)
             found.setdefault((where, message), note)
     return [
@@ -159,12 +163,12 @@ def _chain(doc: Any, at: Path) -> list[Any]:
     return out
 
 
-def _covers(pattern: paths.Path, chain: list[Any], at: Path) -> bool:
+def _covers(pattern: object_paths.Path, chain: list[Any], at: Path) -> bool:
     """Whether a placement path (``env[name=A]``, ``*``) reaches the first segments of ``at``."""
     for depth, (seg, step) in enumerate(zip(pattern, at, strict=False)):
-        if isinstance(seg, paths.Each):
+        if isinstance(seg, object_paths.Each):
             ok = isinstance(step, str)
-        elif isinstance(seg, paths.Select):
+        elif isinstance(seg, object_paths.Select):
             item = chain[depth + 1]
             ok = isinstance(step, int) and isinstance(item, Mapping)
             ok = ok and item.get(seg.key) == seg.value
@@ -200,7 +204,7 @@ def _inside(value: Any, chain: list[Any], at: Path, depth: int) -> Path | None:
 
 
 def _blame(
-    doc: Mapping[str, Any], placed: list[tuple[Placement, paths.Path]], at: Path, shown: str
+    doc: Mapping[str, Any], placed: list[tuple[Placement, object_paths.Path]], at: Path, shown: str
 ) -> tuple[FieldPath, str]:
     """The spec field path that wrote the value at ``at`` (``shown`` in the output), and a note
     to show with it, empty when the path says it all."""

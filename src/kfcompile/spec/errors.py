@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from attrs import field, frozen
 
-from kfcompile.fieldpath import FieldPath, field_path
+from kfcompile.spec.fieldpath import FieldPath, field_path
 
 
 @frozen

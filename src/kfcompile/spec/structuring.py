@@ -25,9 +25,9 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_unstructure_fn
 
-from kfcompile.errors import Problem, SpecError
-from kfcompile.fieldpath import FieldPath, field_path
-from kfcompile.frozen import FrozenList, FrozenMap, freeze, thaw
+from kfcompile.spec.errors import Problem, SpecError
+from kfcompile.spec.fieldpath import FieldPath, field_path
+from kfcompile.spec.frozen import FrozenList, FrozenMap, freeze, thaw
 
 converter = cattrs.Converter(detailed_validation=True)
 
@@ -179,7 +179,7 @@ def check_fields(cls: type, values: Mapping[str, Any]) -> tuple[dict[str, Any], 
 
 def validate(obj: Any, between: Callable[[Any], Iterable[Problem]] | None = None) -> None:
     """Check a spec object just built (its ``__attrs_post_init__``): structure and check every
-    field in place, then, when every field has the right type, the rules ``between`` fields."""
+    field in place, then, when every field has the right type, the rules ``cross_field`` fields."""
     cls: Any = type(obj)
     values = {a.name: getattr(obj, a.name) for a, _ in _fields(cls)}
     done, problems = check_fields(cls, values)

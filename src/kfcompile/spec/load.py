@@ -11,10 +11,10 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from kfcompile import yamlio
-from kfcompile.errors import Problem, SpecError
-from kfcompile.spec import JobSpec
-from kfcompile.structuring import SPEC_FAILURES, converter, kind_of, problems_of
+from kfcompile.spec import yamlio
+from kfcompile.spec.errors import Problem, SpecError
+from kfcompile.spec.model import JobSpec
+from kfcompile.spec.structuring import SPEC_FAILURES, converter, kind_of, problems_of
 
 
 def structure(data: Any) -> JobSpec:

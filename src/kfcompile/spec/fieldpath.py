@@ -1,4 +1,5 @@
-"""A field path as a value: what ``Problem.at`` holds, in the notation of ``kfcompile.paths``.
+"""A field path as a value: what ``Problem.at`` holds, in the notation of
+``kfcompile.spec.object_paths``.
 
 Code that reports a problem builds its path from segments (``FieldPath.of("env", name)``, ``at /
 "name"``) and code that reads one looks at its ``top`` or ``parts``: a path is formatted once, by
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from kfcompile.paths import Path, Segment, format, parse
+from kfcompile.spec.object_paths import Path, Segment, format, parse
 
 KEY_NOTE = " (key)"  # after a path: the problem is the mapping key itself, not its value
 

@@ -1,6 +1,7 @@
 """Which target a cluster runs, read from it, and the CRD it serves for a kind: the reads behind
 ``submit`` without ``--target`` and ``validate --cluster``. What the answers mean is
-``kfcompile.detection`` (pure); here are only the reads, in the order that needs the fewest
+``kfcompile.lifecycle.target_evidence`` (pure); here are only the reads, in the order that needs
+the fewest
 permissions: discovery, then the Trainer's public ConfigMap (readable by every authenticated
 user), and the TrainJob CRD (a cluster-wide read) only when the ConfigMap does not settle it.
 """
@@ -12,7 +13,11 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from kfcompile.detection import (
+from kfcompile.kinds import PYTORCHJOB, TRAINJOB, Kind
+from kfcompile.lifecycle.objects import get, served
+from kfcompile.lifecycle.ports import ApiError, Forbidden, Obj, Ref
+from kfcompile.lifecycle.session import ClusterError, Session
+from kfcompile.lifecycle.target_evidence import (
     TRAINER_CONFIGMAP,
     TRAINER_NAMESPACE,
     TRAINJOB_CRD,
@@ -22,10 +27,6 @@ from kfcompile.detection import (
     detect,
     from_version,
 )
-from kfcompile.kinds import PYTORCHJOB, TRAINJOB, Kind
-from kfcompile.lifecycle.objects import get, served
-from kfcompile.lifecycle.session import ClusterError, Session
-from kfcompile.ports import ApiError, Forbidden, Obj, Ref
 
 CRD_API: Final = "apiextensions.k8s.io/v1"
 
@@ -123,7 +124,7 @@ def _with_tried(message: str, tried: list[str]) -> str:
 def crd_problems(obj: Mapping[str, Any], crd: Mapping[str, Any]) -> list[str]:
     """What in ``obj`` the served ``crd`` refuses, one line each (schema only: the CEL rules
     and webhooks are the server's, which ``submit --dry-run=server`` asks)."""
-    from kfcompile import crd as schema  # jsonschema, only when a CRD is checked
+    from kfcompile.output import crd as schema  # jsonschema, only when a CRD is checked
 
     kind = obj.get("kind")
     name = (obj.get("metadata") or {}).get("name")

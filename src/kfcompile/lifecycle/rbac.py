@@ -18,8 +18,8 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from kfcompile.detection import TRAINER_CONFIGMAP, TRAINER_NAMESPACE
 from kfcompile.kinds import KINDS, TRAINJOB, Kind
+from kfcompile.lifecycle.target_evidence import TRAINER_CONFIGMAP, TRAINER_NAMESPACE
 
 
 @frozen

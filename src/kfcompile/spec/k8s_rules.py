@@ -15,7 +15,12 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from kfcompile.k8s_quantity import compare_quantities, parse_quantity, quantity, resource_quantity
+from kfcompile.spec.k8s_quantity import (
+    compare_quantities,
+    parse_quantity,
+    quantity,
+    resource_quantity,
+)
 
 __all__ = [
     "compare_quantities",

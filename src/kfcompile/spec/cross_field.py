@@ -1,6 +1,6 @@
 """The rules between a spec's fields, run once every field has the right type: one program to
 run, resources as render merges them (``resource_rules``), env names given once, volumes and
-mounts that refer to each other and to what kfcompile adds (``generated``), a label set in one
+mounts that refer to each other and to what kfcompile adds (``additions``), a label set in one
 place, elastic bounds around ``num_nodes``."""
 
 from __future__ import annotations
@@ -8,18 +8,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kfcompile import resource_rules, rules
-from kfcompile.errors import Problem
-from kfcompile.generated import (
+from kfcompile.spec import resource_rules, rules
+from kfcompile.spec.additions import (
     PRIORITY_LABEL,
     QUEUE_LABEL,
     mount_point,
     reserved_mounts,
     reserved_names,
 )
+from kfcompile.spec.errors import Problem
 
 if TYPE_CHECKING:
-    from kfcompile.spec import JobSpec
+    from kfcompile.spec.model import JobSpec
 
 
 def _program(s: JobSpec) -> Iterator[tuple[str, str]]:

@@ -24,7 +24,7 @@ from ruamel.yaml.events import (
 )
 from ruamel.yaml.representer import SafeRepresenter
 
-from kfcompile.errors import Problem, SpecError
+from kfcompile.spec.errors import Problem, SpecError
 
 
 def _loader() -> YAML:

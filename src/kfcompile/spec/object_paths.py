@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from kfcompile.frozen import FrozenList, FrozenMap
+from kfcompile.spec.frozen import FrozenList, FrozenMap
 
 
 class Select(NamedTuple):
