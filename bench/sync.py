@@ -60,7 +60,8 @@ def main(size_mib: int) -> None:
     from fakekube.cluster import CLAIM, NAMESPACE
 
     from kfcompile import lifecycle
-    from kfcompile_kube import KubeCluster, SystemClock, TarFiles, connect
+    from kfcompile_kube import KubeCluster, connect
+    from kfcompile_local import SystemClock, TarFiles
 
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve", str(size_mib)],

@@ -404,7 +404,8 @@ def test_the_composition_root_wires_the_session_as_the_cli_does(tmp_path: Path) 
     import random
 
     import kfcompile_kube
-    from kfcompile_kube import KubeCluster, SystemClock
+    from kfcompile_kube import KubeCluster
+    from kfcompile_local import SystemClock
 
     path = kubeconfig(tmp_path / "kc", contexts={"one": "team-a", "two": None})
     told: list[str] = []

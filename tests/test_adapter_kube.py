@@ -31,7 +31,7 @@ from kfcompile.lifecycle.ports import (
 )
 from kfcompile_kube.cluster import KubeCluster
 from kfcompile_kube.config import connect
-from kfcompile_kube.local import SystemClock, TarFiles
+from kfcompile_local import SystemClock, TarFiles
 
 Obj = dict[str, Any]
 NS = "team-a"

@@ -1,8 +1,8 @@
 """The layers of ARCHITECTURE.md, read from its table and checked against the source.
 
 The table (section "Layers") is the ``LAYERS`` this file checks, so the document and the test
-cannot drift: every module of ``src/kfcompile``, ``adapters/kfcompile_kube`` and
-``src/torchx_plugins`` is in exactly one layer's "where", and each of its imports goes to its own
+cannot drift: every module of ``src/kfcompile``, ``adapters/kfcompile_kube``,
+``adapters/kfcompile_local`` and ``src/torchx_plugins`` is in exactly one layer's "where", and each of its imports goes to its own
 layer, a layer its "may import" names, a package that column names, or the standard library.
 A layer marked "(lazily)" there is imported only inside functions (or for types).
 
@@ -27,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = (ROOT / "src", ROOT / "adapters")
-PACKAGES = ("kfcompile", "kfcompile_kube", "torchx_plugins")
+PACKAGES = ("kfcompile", "kfcompile_kube", "kfcompile_local", "torchx_plugins")
 ARCHITECTURE = ROOT / "ARCHITECTURE.md"
 
 
@@ -351,4 +351,4 @@ def test_the_checks_see_real_imports() -> None:
     assert "kfcompile.cli.cluster" in to("kfcompile.cli", "dynamic")
     assert "kubernetes" in {e.to.split(".")[0] for e in EDGES["kfcompile_kube.cluster"]}
     assert "torchx_plugins.schedulers.kfcompile" in MODULES
-    assert BY_NAME["cli"].lazily == {"adapters"}
+    assert BY_NAME["cli"].lazily == {"adapters", "local"}

@@ -29,7 +29,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def ctx() -> tuple[lifecycle.Session, str]:
-    from kfcompile_kube import KubeCluster, SystemClock, connect
+    from kfcompile_kube import KubeCluster, connect
+    from kfcompile_local import SystemClock
 
     conn = connect(KUBECONFIG)
     session = lifecycle.Session(KubeCluster(conn.api_client), SystemClock(), jitter=random.random)
@@ -75,7 +76,7 @@ def test_submit_wait_logs_cancel(ctx: tuple[lifecycle.Session, str]) -> None:
 
 @pytest.mark.skipif(not os.environ.get("KFCOMPILE_E2E_PVC"), reason="set KFCOMPILE_E2E_PVC")
 def test_work_dir_round_trip(ctx: tuple[lifecycle.Session, str], tmp_path: Path) -> None:
-    from kfcompile_kube import TarFiles
+    from kfcompile_local import TarFiles
 
     session, namespace = ctx
     claim = os.environ["KFCOMPILE_E2E_PVC"]

@@ -40,7 +40,7 @@ from kfcompile.lifecycle.ports import (
 )
 from kfcompile_kube.cluster import KubeCluster
 from kfcompile_kube.config import connect
-from kfcompile_kube.local import TarFiles
+from kfcompile_local import TarFiles
 
 Obj = dict[str, Any]
 

@@ -1,4 +1,4 @@
-"""kfcompile_kube.fanout: the ``Merge`` port with threads, over real HTTP against the fake API
+"""kfcompile_local.fanout: the ``Merge`` port with threads, over real HTTP against the fake API
 server. Whoever stops reading stops the threads: closing the merged lines cuts the streams they
 are blocked in, wakes those asleep, and returns once every thread has ended."""
 
@@ -18,7 +18,8 @@ from fakekube.controller import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
 from kfcompile.lifecycle.ports import Clock
-from kfcompile_kube import KubeCluster, SystemClock, connect
+from kfcompile_kube import KubeCluster, connect
+from kfcompile_local import SystemClock
 
 NS = "team-a"
 

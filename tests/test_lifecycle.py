@@ -34,7 +34,7 @@ from kfcompile.lifecycle.observe import MAX_RANKS
 from kfcompile.lifecycle.ports import Ref, WatchEvent
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
-from kfcompile_kube import TarFiles
+from kfcompile_local import TarFiles
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 PYTORCHJOB = "kubeflow.org/v1"

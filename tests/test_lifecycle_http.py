@@ -18,7 +18,7 @@ from kfcompile import lifecycle
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
-from kfcompile_kube import TarFiles
+from kfcompile_local import TarFiles
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from test_lifecycle import ENV, spec
 from kfcompile import lifecycle
 from kfcompile.lifecycle import TARGET_ANNOTATION, ClusterError, PreflightFailed
 from kfcompile.lifecycle.ports import Invalid
-from kfcompile_kube import TarFiles
+from kfcompile_local import TarFiles
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 UNRELEASED = "unreleased/trainjobs-master-8c0f5059.yaml"  # main after v2.3: what v2.4 serves

@@ -20,7 +20,8 @@ from test_cli_cluster import write_spec
 from kfcompile import lifecycle
 from kfcompile.cli import main
 from kfcompile.lifecycle.multikueue import JOB_UID_LABEL, check_names, pick_workload, read_workload
-from kfcompile_kube import KubeCluster, SystemClock, connect
+from kfcompile_kube import KubeCluster, connect
+from kfcompile_local import SystemClock
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 

@@ -26,7 +26,7 @@ from kfcompile import lifecycle
 from kfcompile.kinds import MULTIKUEUE, TRAINJOB
 from kfcompile.lifecycle import LeftBehind, multikueue
 from kfcompile.lifecycle.ports import Forbidden, Ref
-from kfcompile_kube import TarFiles
+from kfcompile_local import TarFiles
 
 
 def namespaced_runtime(shared: Path) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import schema_check
 from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
 
 from kfcompile import lifecycle
-from kfcompile_kube import TarFiles
+from kfcompile_local import TarFiles
 
 MiB = 1 << 20
 

@@ -1,5 +1,5 @@
-"""kfcompile's ports (``kfcompile.lifecycle.ports``) implemented with the official ``kubernetes``
-client.
+"""kfcompile's cluster ports (``kfcompile.lifecycle.ports``) implemented with the official
+``kubernetes`` client, and the session that joins them to the local ones (``kfcompile_local``).
 
 >>> session, connection = kfcompile_kube.session()  # kubeconfig or in-cluster, as kubectl would
 >>> lifecycle.status(session, lifecycle.locate(session, connection.namespace, "demo"))
@@ -9,17 +9,12 @@ from __future__ import annotations
 
 from kfcompile_kube.cluster import KubeCluster
 from kfcompile_kube.config import ConfigError, Connection, connect
-from kfcompile_kube.fanout import Threads
-from kfcompile_kube.local import SystemClock, TarFiles
 from kfcompile_kube.wiring import session
 
 __all__ = [
     "ConfigError",
     "Connection",
     "KubeCluster",
-    "SystemClock",
-    "TarFiles",
-    "Threads",
     "connect",
     "session",
 ]

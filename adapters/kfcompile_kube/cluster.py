@@ -52,8 +52,9 @@ from kfcompile_kube.errors import (
     transport_error,
 )
 from kfcompile_kube.execstream import Channels
-from kfcompile_kube.fanout import Threads, cut_on_stop
 from kfcompile_kube.lines import event_lines, log_lines
+from kfcompile_local import Threads
+from kfcompile_local.fanout import cut_on_stop
 
 # Built-in kinds the lifecycle touches: (plural, namespaced), so their paths need no discovery
 # round trip. Whether events.k8s.io/v1 is served (since Kubernetes 1.19) is its list's answer: a

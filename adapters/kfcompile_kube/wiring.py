@@ -10,7 +10,7 @@ from kfcompile.lifecycle.ports import ApiError
 from kfcompile_kube.cluster import REQUEST_TIMEOUT, KubeCluster
 from kfcompile_kube.config import Connection, connect
 from kfcompile_kube.exec_credential import EXEC_TIMEOUT
-from kfcompile_kube.local import SystemClock
+from kfcompile_local import SystemClock
 
 
 def session(

@@ -29,7 +29,8 @@ from typing import Any
 import yaml
 
 from kfcompile.lifecycle import Session
-from kfcompile_kube import KubeCluster, SystemClock, connect
+from kfcompile_kube import KubeCluster, connect
+from kfcompile_local import SystemClock
 
 from .audit import AUDIT
 from .clock import FakeClock, fixed_jitter

@@ -22,6 +22,7 @@ class Context:
     def __init__(self, args: argparse.Namespace, spec_namespace: str | None = None) -> None:
         # The adapter imports the kubernetes client (~300 ms): only when a command runs.
         import kfcompile_kube
+        import kfcompile_local
 
         try:
             self.session, connection = kfcompile_kube.session(
@@ -34,7 +35,7 @@ class Context:
             )
         except kfcompile_kube.ConfigError as exc:
             raise Failed("kfcompile", str(exc).splitlines()) from None
-        self.files: LocalFiles = kfcompile_kube.TarFiles()
+        self.files: LocalFiles = kfcompile_local.TarFiles()
         # Namespace: the flag, then the spec, then the kubeconfig context, then "default".
         flag = getattr(args, "namespace", None)  # validate --cluster has none
         self.namespace: str = flag or spec_namespace or connection.namespace

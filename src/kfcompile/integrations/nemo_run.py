@@ -388,7 +388,7 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         stream over exec in a helper pod of ``data_mover_image``."""
         if not self.workdir_pvc:
             return
-        from kfcompile_kube import TarFiles
+        from kfcompile_local import TarFiles
 
         direction(
             session(),

@@ -14,8 +14,8 @@ from functools import partial
 from typing import IO, cast
 
 from kfcompile.lifecycle.ports import Packed
-from kfcompile_kube.staging import _LinkTree
-from kfcompile_kube.tarlimits import (
+from kfcompile_local.staging import _LinkTree
+from kfcompile_local.tarlimits import (
     _DIR_OPEN,
     _FILE_CREATE,
     CHUNK,

@@ -19,7 +19,7 @@ from typing import Any, Final, Generic, TypeVar
 from attrs import frozen
 
 from kfcompile.lifecycle.ports import Clock
-from kfcompile_kube.local import SystemClock
+from kfcompile_local.clock import SystemClock
 
 K = TypeVar("K")
 T = TypeVar("T")

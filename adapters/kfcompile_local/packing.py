@@ -8,7 +8,7 @@ import tarfile
 from collections.abc import Generator, Iterator
 
 from kfcompile.lifecycle.ports import Packed
-from kfcompile_kube.tarlimits import (
+from kfcompile_local.tarlimits import (
     CHUNK,
 )
 

@@ -1,30 +1,19 @@
-"""The submitting machine, as ports: the real clock, and directories as tar streams that flow
-to and from disk in chunks (memory stays flat whatever their size)."""
+"""The submitting machine's directories as tar streams that flow to and from disk in chunks
+(memory stays flat whatever their size)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Generator, Iterable
 
 from attrs import frozen
 
 from kfcompile.lifecycle.ports import Packed
-from kfcompile_kube.packing import _pack
-from kfcompile_kube.staging import _merge, _nearest_dir, _staging_dir
-from kfcompile_kube.tarlimits import _DIR_OPEN, MAX_BYTES, MAX_ENTRIES
-from kfcompile_kube.unpacking import _Extraction
-
-
-class SystemClock:
-    """``kfcompile.lifecycle.ports.Clock`` on ``time.monotonic`` and ``time.sleep``."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
+from kfcompile_local.packing import _pack
+from kfcompile_local.staging import _merge, _nearest_dir, _staging_dir
+from kfcompile_local.tarlimits import _DIR_OPEN, MAX_BYTES, MAX_ENTRIES
+from kfcompile_local.unpacking import _Extraction
 
 
 @frozen

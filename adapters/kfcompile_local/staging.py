@@ -7,7 +7,7 @@ import os
 import secrets
 import stat
 
-from kfcompile_kube.tarlimits import (
+from kfcompile_local.tarlimits import (
     LINK_HOPS,
     STAGING,
     Refused,
