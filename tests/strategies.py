@@ -603,7 +603,7 @@ def _sometimes(draw: DrawFn, percent: int) -> bool:
 
 @st.composite
 def job_data(draw: DrawFn) -> Data:
-    """Plain data for a valid JobSpec (every field possible, most absent)."""
+    """Slotted data for a valid JobSpec (every field possible, most absent)."""
     density = draw(st.sampled_from([5, 15, 30]))
     data: Data = {"image": draw(images())}
 

@@ -2,8 +2,9 @@
 
 The table (section "Layers") is the ``LAYERS`` this file checks, so the document and the test
 cannot drift: every module of ``src/kfcompile``, ``adapters/kfcompile_kube``,
-``adapters/kfcompile_local`` and ``src/torchx_plugins`` is in exactly one layer's "where", and each of its imports goes to its own
-layer, a layer its "may import" names, a package that column names, or the standard library.
+``adapters/kfcompile_local`` and ``src/torchx_plugins`` is in exactly one layer's "where", and
+each of its imports goes to its own layer, a layer its "may import" names, a package that column
+names, or the standard library.
 A layer marked "(lazily)" there is imported only inside functions (or for types).
 
 Imports are read with ``ast``: module level, inside functions, ``if TYPE_CHECKING:`` blocks

@@ -97,10 +97,13 @@ class TimeUp:
     left: Remaining | None
 
 
-class Phase(enum.Enum):
+class GonePhase(enum.Enum):
     LOOK = "look"
     PAUSE = "pause"
     GONE = "gone"
+
+
+LOOK, PAUSE, GONE = GonePhase.LOOK, GonePhase.PAUSE, GonePhase.GONE  # the table's words
 
 
 def remaining(ref: Ref, uid: str | None, answer: Looked) -> Remaining | None:
@@ -129,15 +132,15 @@ class Vanishing:
     uid: str | None = None
     pods: bool = False
     timeout: float | None = None
-    phase: Phase = Phase.LOOK
+    phase: GonePhase = GonePhase.LOOK
     since: float | None = None  # the first look
     pauses: int = 0
     left: Remaining | None = None  # what the last look found
 
     def next_request(self, now: float) -> Look | Pause | Vanished | TimeUp:
-        if self.phase is Phase.GONE:
+        if self.phase is GonePhase.GONE:
             return Vanished()
-        if self.phase is Phase.LOOK:
+        if self.phase is GonePhase.LOOK:
             return Look()
         assert self.since is not None
         waited = now - self.since
@@ -152,16 +155,16 @@ class Vanishing:
     def _looked(self, answer: Looked, now: float) -> Vanishing:
         since = now if self.since is None else self.since
         left = remaining(self.ref, self.uid, answer)
-        phase = Phase.GONE if left is None else Phase.PAUSE
+        phase = GonePhase.GONE if left is None else GonePhase.PAUSE
         return evolve(self, phase=phase, since=since, left=left)
 
     def _slept(self, answer: Slept, now: float) -> Vanishing:
-        return evolve(self, phase=Phase.LOOK, pauses=self.pauses + 1)
+        return evolve(self, phase=GonePhase.LOOK, pauses=self.pauses + 1)
 
 
 VANISH_TABLE: Final[Table[Vanishing]] = {
-    (Phase.LOOK, Looked): row(Vanishing._looked, Phase.GONE, Phase.PAUSE),  # PAUSE: what is left
-    (Phase.PAUSE, Slept): row(Vanishing._slept, Phase.LOOK),  # again (or out of time)
+    (LOOK, Looked): row(Vanishing._looked, GONE, PAUSE),  # PAUSE: what is left
+    (PAUSE, Slept): row(Vanishing._slept, LOOK),  # again (or out of time)
 }
 
 

@@ -208,13 +208,24 @@ FollowAnswer = (
 Container = tuple[str, int]  # pod uid, restarts of the training container
 
 
-class Phase(enum.Enum):
+class FollowPhase(enum.Enum):
     JOB = "job"  # read the job (it may have finished or gone)
     PODS = "pods"  # find the rank's newest pod
     LOG = "log"  # open its log, or read the next line of the open one
     WATCH = "watch"  # its pod has not started (or there is none): watch it until it changes
     PAUSE = "pause"  # nothing new: the pod is restarting or unreachable, or trouble
     END = "end"
+
+
+# the table's words
+JOB, PODS, LOG, WATCH, PAUSE, END = (
+    FollowPhase.JOB,
+    FollowPhase.PODS,
+    FollowPhase.LOG,
+    FollowPhase.WATCH,
+    FollowPhase.PAUSE,
+    FollowPhase.END,
+)
 
 
 @frozen
@@ -227,7 +238,7 @@ class Follower:
     rank: int
     since_seconds: int | None = None
     tail_lines: int | None = None
-    phase: Phase = Phase.JOB
+    phase: FollowPhase = FollowPhase.JOB
     finished: bool = False
     job: Obj | None = None
     pod: str = ""
@@ -251,23 +262,23 @@ class Follower:
     notice: Waiting | None = None  # why there is nothing to show, when newly worth telling
 
     def next_request(self, now: float) -> FollowRequest:
-        if self.phase is Phase.JOB:
+        if self.phase is FollowPhase.JOB:
             return ReadJob()
-        if self.phase is Phase.PODS:
+        if self.phase is FollowPhase.PODS:
             assert self.job is not None
             return ListPods(self.job)
-        if self.phase is Phase.WATCH:
+        if self.phase is FollowPhase.WATCH:
             if self.watching:
                 return NextEvent()
             assert self.job is not None
             return WatchPod(rank_selector(self.job, self.rank), self._segment(now))
-        if self.phase is Phase.PAUSE:
+        if self.phase is FollowPhase.PAUSE:
             if self.retry.step is Step.PAUSE:  # trouble reading the log
                 request = self.retry.next_request(now)
                 assert isinstance(request, Pause | GiveUp), request
                 return request
             return Pause(self.pauses)
-        if self.phase is Phase.END:
+        if self.phase is FollowPhase.END:
             waited = 0.0 if self.stuck_since is None else self.entered - self.stuck_since
             return End(self.gave_up, waited) if self.gave_up else End()
         if self.streaming:
@@ -296,9 +307,9 @@ class Follower:
             told = evolve(told, stuck_since=now)
         since = told.stuck_since
         if notice is not None and since is not None and now - since >= _patience(notice):
-            return evolve(told, phase=Phase.END, gave_up=notice, entered=now)
+            return evolve(told, phase=FollowPhase.END, gave_up=notice, entered=now)
         watch = notice is not None and notice.reason != "LogRefused" and not self.polling
-        phase = Phase.WATCH if watch else Phase.PAUSE
+        phase = FollowPhase.WATCH if watch else FollowPhase.PAUSE
         return evolve(told, phase=phase, watching=False, watch_since=now)
 
     def _segment(self, now: float) -> int:
@@ -312,9 +323,9 @@ class Follower:
 
     def _read(self, answer: JobRead, now: float) -> Follower:
         if answer.job is None:
-            return evolve(self, phase=Phase.END)  # deleted: nothing more to follow
+            return evolve(self, phase=FollowPhase.END)  # deleted: nothing more to follow
         finished = job_status.job_state(answer.job).finished
-        return evolve(self, phase=Phase.PODS, job=answer.job, finished=finished)
+        return evolve(self, phase=FollowPhase.PODS, job=answer.job, finished=finished)
 
     def _found(self, answer: PodsListed, now: float) -> Follower:
         assert self.job is not None
@@ -322,14 +333,14 @@ class Follower:
         if pod is None:
             notice = waiting(self.job, self.rank, None)
             if self.finished:
-                return evolve(self, phase=Phase.END, found=None)._tell(notice)
+                return evolve(self, phase=FollowPhase.END, found=None)._tell(notice)
             return evolve(self, found=None)._waiting(notice, now)
         name = str(meta(pod).get("name", ""))
         container = (str(meta(pod).get("uid", name)), _restarts(pod, self._container_name()))
         cursor = self.cursor if container == self.container else Cursor()
         return evolve(
             self,
-            phase=Phase.LOG,
+            phase=FollowPhase.LOG,
             pod=name,
             container=container,
             first=self.first or container,
@@ -354,9 +365,9 @@ class Follower:
         if self.finished:
             refused = answer.error if isinstance(answer, LogRefused) else None
             notice = None if self.fresh or self.job is None else self._why(refused)
-            return evolve(ended, phase=Phase.END)._tell(notice)
+            return evolve(ended, phase=FollowPhase.END)._tell(notice)
         if self.fresh or self.job is None:
-            return evolve(ended, phase=Phase.JOB)
+            return evolve(ended, phase=FollowPhase.JOB)
         refused = answer.error if isinstance(answer, LogRefused) else None
         return ended._waiting(self._why(refused), now)
 
@@ -368,7 +379,7 @@ class Follower:
         """Read again, finished or not, as the retry machine says; said once per trouble."""
         first = self.retry.step is Step.ATTEMPT and self.retry.since is None
         retry = self.retry.receive(Failed(answer.error), now)
-        dropped = evolve(self, phase=Phase.PAUSE, streaming=False, retry=retry)
+        dropped = evolve(self, phase=FollowPhase.PAUSE, streaming=False, retry=retry)
         if not first:
             return dropped
         said = (
@@ -379,8 +390,8 @@ class Follower:
 
     def _slept(self, answer: Slept, now: float) -> Follower:
         if self.retry.step is Step.PAUSE:
-            return evolve(self, phase=Phase.JOB, retry=self.retry.receive(answer, now))
-        return evolve(self, phase=Phase.JOB, pauses=self.pauses + 1)
+            return evolve(self, phase=FollowPhase.JOB, retry=self.retry.receive(answer, now))
+        return evolve(self, phase=FollowPhase.JOB, pauses=self.pauses + 1)
 
     # --- the pod watch
 
@@ -390,7 +401,7 @@ class Follower:
         version = meta(answer.pod).get("resourceVersion")
         if self.found is not None and version == meta(self.found).get("resourceVersion"):
             return evolve(self, watching=True)
-        return evolve(self, phase=Phase.JOB, watching=False)
+        return evolve(self, phase=FollowPhase.JOB, watching=False)
 
     def _bookmark(self, answer: Bookmark, now: float) -> Follower:
         return evolve(self, watching=True)
@@ -400,15 +411,15 @@ class Follower:
         as it started, with nothing delivered, is trouble."""
         if not self.watching and now - self.watch_since < SHORT_WATCH:
             return self._watch_trouble(Trouble(Transient(0, "StreamEnded", "")), now)
-        return evolve(self, phase=Phase.JOB, watching=False)
+        return evolve(self, phase=FollowPhase.JOB, watching=False)
 
     def _watch_trouble(self, answer: Trouble, now: float) -> Follower:
         """The pod watch failed: pause (longer each time), then look again."""
-        return evolve(self, phase=Phase.PAUSE, watching=False)
+        return evolve(self, phase=FollowPhase.PAUSE, watching=False)
 
     def _watch_refused(self, answer: Refused, now: float) -> Follower:
         """No right to watch pods: poll, as before there was a watch."""
-        return evolve(self, phase=Phase.PAUSE, watching=False, polling=True)
+        return evolve(self, phase=FollowPhase.PAUSE, watching=False, polling=True)
 
     def _container_name(self) -> str:
         assert self.job is not None
@@ -417,26 +428,26 @@ class Follower:
 
 FOLLOW_TABLE: Final[Table[Follower]] = {
     # (phase, answer): the row, and the phases it may lead to
-    (Phase.JOB, JobRead): row(Follower._read, Phase.PODS, Phase.END),  # END: the job is gone
+    (JOB, JobRead): row(Follower._read, PODS, END),  # END: the job is gone
     # LOG; no pod yet: WATCH or PAUSE (``_waiting``), or END when finished
-    (Phase.PODS, PodsListed): row(Follower._found, Phase.LOG, Phase.WATCH, Phase.PAUSE, Phase.END),
-    (Phase.LOG, Line): row(Follower._line, Phase.LOG),  # the line shown when it is new
+    (PODS, PodsListed): row(Follower._found, LOG, WATCH, PAUSE, END),
+    (LOG, Line): row(Follower._line, LOG),  # the line shown when it is new
     # END when finished; JOB when something was read; else WATCH or PAUSE (``_waiting``)
-    (Phase.LOG, LogEnded): row(Follower._ended, Phase.END, Phase.JOB, Phase.WATCH, Phase.PAUSE),
-    (Phase.LOG, LogRefused): row(Follower._ended, Phase.END, Phase.JOB, Phase.WATCH, Phase.PAUSE),
+    (LOG, LogEnded): row(Follower._ended, END, JOB, WATCH, PAUSE),
+    (LOG, LogRefused): row(Follower._ended, END, JOB, WATCH, PAUSE),
     # A row that shows nothing says why (``notice``) when the why is new: no pod, a pod that
     # cannot be scheduled or pull its image, a node that is gone.
-    (Phase.LOG, Dropped): row(Follower._dropped, Phase.PAUSE),  # then read again from the cursor
+    (LOG, Dropped): row(Follower._dropped, PAUSE),  # then read again from the cursor
     # Its pod has not started, or there is none: watch it (WATCH), unless the API refuses to;
     # stuck past GIVE_UP_AFTER: END, giving up.
-    (Phase.WATCH, PodSeen): row(Follower._pod_seen, Phase.JOB, Phase.WATCH),  # JOB: it changed
-    (Phase.WATCH, Bookmark): row(Follower._bookmark, Phase.WATCH),
+    (WATCH, PodSeen): row(Follower._pod_seen, JOB, WATCH),  # JOB: it changed
+    (WATCH, Bookmark): row(Follower._bookmark, WATCH),
     # JOB; PAUSE when the watch ended as soon as it started
-    (Phase.WATCH, StreamEnded): row(Follower._watch_ended, Phase.JOB, Phase.PAUSE),
-    (Phase.WATCH, Expired): row(Follower._watch_ended, Phase.JOB, Phase.PAUSE),
-    (Phase.WATCH, Trouble): row(Follower._watch_trouble, Phase.PAUSE),  # then JOB
-    (Phase.WATCH, Refused): row(Follower._watch_refused, Phase.PAUSE),  # polling from now on
-    (Phase.PAUSE, Slept): row(Follower._slept, Phase.JOB),
+    (WATCH, StreamEnded): row(Follower._watch_ended, JOB, PAUSE),
+    (WATCH, Expired): row(Follower._watch_ended, JOB, PAUSE),
+    (WATCH, Trouble): row(Follower._watch_trouble, PAUSE),  # then JOB
+    (WATCH, Refused): row(Follower._watch_refused, PAUSE),  # polling from now on
+    (PAUSE, Slept): row(Follower._slept, JOB),
 }
 
 

@@ -198,12 +198,22 @@ WaitAnswer = (
 )
 
 
-class Phase(enum.Enum):
+class WaitPhase(enum.Enum):
     LIST = "list"  # list the job
     PODS = "pods"  # list its pods, then decide
     WATCH = "watch"  # open a watch, or read the next event of the open one
     SLEEP = "sleep"  # pause: a poll, or after trouble
     END = "end"
+
+
+# the table's words
+LIST, PODS, WATCH, SLEEP, END = (
+    WaitPhase.LIST,
+    WaitPhase.PODS,
+    WaitPhase.WATCH,
+    WaitPhase.SLEEP,
+    WaitPhase.END,
+)
 
 
 @frozen
@@ -215,7 +225,7 @@ class Waiter:
     started: float
     deadline: float | None
     retry: Retry
-    phase: Phase = Phase.LIST
+    phase: WaitPhase = WaitPhase.LIST
     entered: float = 0.0  # when this phase began
     job: Obj | None = None  # the job as last seen
     version: str = ""  # the last resourceVersion seen, to watch from
@@ -242,12 +252,12 @@ class Waiter:
             return self.outcome
         if self.last is not None and self.remaining(now) <= 0:
             return OutOfTime(self.last)
-        if self.phase is Phase.LIST:
+        if self.phase is WaitPhase.LIST:
             return self.relists.pause(self.remaining(now)) or ListJob()
-        if self.phase is Phase.PODS:
+        if self.phase is WaitPhase.PODS:
             assert self.job is not None
             return ListPods(self.job)
-        if self.phase is Phase.WATCH:
+        if self.phase is WaitPhase.WATCH:
             if self.streaming:
                 return ReadEvent()
             seconds = min(WATCH_SEGMENT, self.remaining(now))
@@ -272,10 +282,10 @@ class Waiter:
         return evolve(self, retry=Retry(self.retry.retry_for))
 
     def _listed(self, answer: Listed, now: float) -> Waiter:
-        return evolve(self, phase=Phase.PODS, job=answer.job, version=answer.version)
+        return evolve(self, phase=WaitPhase.PODS, job=answer.job, version=answer.version)
 
     def _no_job(self, answer: NoJob, now: float) -> Waiter:
-        return evolve(self, phase=Phase.END, outcome=Missing(deleted=self.last is not None))
+        return evolve(self, phase=WaitPhase.END, outcome=Missing(deleted=self.last is not None))
 
     def _observed(self, answer: PodsListed, now: float) -> Waiter:
         assert self.job is not None
@@ -283,14 +293,16 @@ class Waiter:
         news = obs if obs.summary != self.shown else None
         seen = evolve(self, last=obs, shown=obs.summary, news=news)
         if reached(obs, self.until):
-            return evolve(seen, phase=Phase.END, outcome=Done(obs))
+            return evolve(seen, phase=WaitPhase.END, outcome=Done(obs))
         if self.polling:
-            return evolve(seen, phase=Phase.SLEEP, polls=0 if news else self.polls + 1)
-        return evolve(seen, phase=Phase.WATCH)
+            return evolve(seen, phase=WaitPhase.SLEEP, polls=0 if news else self.polls + 1)
+        return evolve(seen, phase=WaitPhase.WATCH)
 
     def _changed(self, answer: Changed, now: float) -> Waiter:
         version = str(meta(answer.job).get("resourceVersion") or self.version)
-        changed = evolve(self, phase=Phase.PODS, job=answer.job, version=version, streaming=True)
+        changed = evolve(
+            self, phase=WaitPhase.PODS, job=answer.job, version=version, streaming=True
+        )
         return changed._delivered()
 
     def _bookmark(self, answer: Bookmark, now: float) -> Waiter:
@@ -301,51 +313,51 @@ class Waiter:
         return evolve(self, relists=self.relists.progress())._answered()
 
     def _deleted(self, answer: Deleted, now: float) -> Waiter:
-        return evolve(self, phase=Phase.END, outcome=Missing(deleted=True))
+        return evolve(self, phase=WaitPhase.END, outcome=Missing(deleted=True))
 
     def _ended(self, answer: StreamEnded, now: float) -> Waiter:
         if not self.streaming and now - self.entered < SHORT_WATCH:
             cut = Transient(0, "StreamEnded", "the watch ended as soon as it started")
             return self._trouble(Trouble(cut), now)
-        return evolve(self, phase=Phase.PODS, streaming=False)._delivered()
+        return evolve(self, phase=WaitPhase.PODS, streaming=False)._delivered()
 
     def _expired(self, answer: Expired, now: float) -> Waiter:
         relists = self.relists.expired()
         notice = relists.notice(self.relists)
-        expired = evolve(self, phase=Phase.LIST, streaming=False, relists=relists, notice=notice)
+        expired = evolve(
+            self, phase=WaitPhase.LIST, streaming=False, relists=relists, notice=notice
+        )
         return expired._answered()
 
     def _relist_slept(self, answer: Slept, now: float) -> Waiter:
         return evolve(self, relists=self.relists.slept())
 
     def _refused(self, answer: Refused, now: float) -> Waiter:
-        return evolve(self, phase=Phase.SLEEP, streaming=False, polling=True)._answered()
+        return evolve(self, phase=WaitPhase.SLEEP, streaming=False, polling=True)._answered()
 
     def _trouble(self, answer: Trouble, now: float) -> Waiter:
         retry = self.retry.receive(Failed(answer.error), now)
-        return evolve(self, phase=Phase.SLEEP, streaming=False, retry=retry)
+        return evolve(self, phase=WaitPhase.SLEEP, streaming=False, retry=retry)
 
     def _slept(self, answer: Slept, now: float) -> Waiter:
         if self.polling:
-            return evolve(self, phase=Phase.LIST)
-        return evolve(self, phase=Phase.WATCH, retry=self.retry.receive(answer, now))
+            return evolve(self, phase=WaitPhase.LIST)
+        return evolve(self, phase=WaitPhase.WATCH, retry=self.retry.receive(answer, now))
 
 
 WAIT_TABLE: Final[Table[Waiter]] = {
     # (phase, answer): the row, and the phases it may lead to
-    (Phase.LIST, Listed): row(Waiter._listed, Phase.PODS),
-    (Phase.LIST, NoJob): row(Waiter._no_job, Phase.END),  # never there (JobNotFound), or deleted
-    (Phase.LIST, Slept): row(Waiter._relist_slept, Phase.LIST),  # after the pause a 410 owed
-    (Phase.PODS, PodsListed): row(
-        Waiter._observed, Phase.END, Phase.WATCH, Phase.SLEEP
-    ),  # SLEEP: poll
-    (Phase.WATCH, Changed): row(Waiter._changed, Phase.PODS),  # the stream still open
-    (Phase.WATCH, Bookmark): row(Waiter._bookmark, Phase.WATCH),  # from the bookmark's version
-    (Phase.WATCH, Deleted): row(Waiter._deleted, Phase.END),
+    (LIST, Listed): row(Waiter._listed, PODS),
+    (LIST, NoJob): row(Waiter._no_job, END),  # never there (JobNotFound), or deleted
+    (LIST, Slept): row(Waiter._relist_slept, LIST),  # after the pause a 410 owed
+    (PODS, PodsListed): row(Waiter._observed, END, WATCH, SLEEP),  # SLEEP: poll
+    (WATCH, Changed): row(Waiter._changed, PODS),  # the stream still open
+    (WATCH, Bookmark): row(Waiter._bookmark, WATCH),  # from the bookmark's version
+    (WATCH, Deleted): row(Waiter._deleted, END),
     # PODS, then WATCH from the last version; SLEEP when it ended as soon as it started
-    (Phase.WATCH, StreamEnded): row(Waiter._ended, Phase.PODS, Phase.SLEEP),
-    (Phase.WATCH, Expired): row(Waiter._expired, Phase.LIST),  # too old (a pause when 410 again)
-    (Phase.WATCH, Refused): row(Waiter._refused, Phase.SLEEP),  # then LIST: polling from now on
-    (Phase.WATCH, Trouble): row(Waiter._trouble, Phase.SLEEP),  # backoff, then WATCH again
-    (Phase.SLEEP, Slept): row(Waiter._slept, Phase.LIST, Phase.WATCH),  # LIST when polling
+    (WATCH, StreamEnded): row(Waiter._ended, PODS, SLEEP),
+    (WATCH, Expired): row(Waiter._expired, LIST),  # too old (a pause when 410 again)
+    (WATCH, Refused): row(Waiter._refused, SLEEP),  # then LIST: polling from now on
+    (WATCH, Trouble): row(Waiter._trouble, SLEEP),  # backoff, then WATCH again
+    (SLEEP, Slept): row(Waiter._slept, LIST, WATCH),  # LIST when polling
 }

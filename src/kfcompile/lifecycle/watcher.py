@@ -214,10 +214,13 @@ WatchAnswer = (
 )
 
 
-class Phase(enum.Enum):
+class WatchPhase(enum.Enum):
     LIST = "list"  # a page of the list, the first or the next
     WATCH = "watch"  # open a watch, or read the next event of the open one
     SLEEP = "sleep"  # pause: after trouble, or between polls
+
+
+LIST, WATCH, SLEEP = WatchPhase.LIST, WatchPhase.WATCH, WatchPhase.SLEEP  # the table's words
 
 
 @frozen
@@ -226,9 +229,9 @@ class Watcher:
 
     kind: Kind
     retry: Retry
-    phase: Phase = Phase.LIST
+    phase: WatchPhase = WatchPhase.LIST
     entered: float = 0.0  # when this phase began, or this watch was asked for
-    resume: Phase = Phase.LIST  # where a pause goes back to
+    resume: WatchPhase = WatchPhase.LIST  # where a pause goes back to
     version: str = ""  # the last resourceVersion seen, to watch from
     streaming: bool = False  # a watch is open and has delivered an event
     polling: bool = False  # the API refused to watch
@@ -248,9 +251,9 @@ class Watcher:
         return cls(kind, Retry(retry_for), entered=now)
 
     def next_request(self, now: float) -> WatchRequest:
-        if self.phase is Phase.LIST:
+        if self.phase is WatchPhase.LIST:
             return self.relists.pause() or ListJobs(self.token)
-        if self.phase is Phase.WATCH:
+        if self.phase is WatchPhase.WATCH:
             return ReadEvent() if self.streaming else WatchJobs(self.version, JOBS_SEGMENT)
         if self.retry.step is Step.PAUSE:  # trouble: the retry machine says how long, or no more
             request = self.retry.next_request(now)
@@ -261,7 +264,7 @@ class Watcher:
     def receive(self, answer: WatchAnswer, now: float) -> Watcher:
         before = evolve(self, events=(), notice=None)
         after = transition(WATCH_TABLE, before, self.phase, answer, now)
-        opens = after.phase is Phase.WATCH and not after.streaming  # a new watch is asked for
+        opens = after.phase is WatchPhase.WATCH and not after.streaming  # a new watch is asked for
         return evolve(after, entered=now) if after.phase is not self.phase or opens else after
 
     # --- the rows
@@ -303,8 +306,8 @@ class Watcher:
         )
         if self.polling:
             polls = 0 if events else self.polls + 1
-            return evolve(done, phase=Phase.SLEEP, resume=Phase.LIST, polls=polls)
-        return evolve(done, phase=Phase.WATCH, streaming=False)
+            return evolve(done, phase=WatchPhase.SLEEP, resume=WatchPhase.LIST, polls=polls)
+        return evolve(done, phase=WatchPhase.WATCH, streaming=False)
 
     def _list_expired(self, answer: Expired, now: float) -> Watcher:
         if self.restarts >= LIST_RESTARTS:
@@ -357,7 +360,7 @@ class Watcher:
         relists = self.relists.expired()
         expired = evolve(
             self,
-            phase=Phase.LIST,
+            phase=WatchPhase.LIST,
             streaming=False,
             token=None,
             listing={},
@@ -370,13 +373,15 @@ class Watcher:
         return evolve(self, relists=self.relists.slept())
 
     def _refused(self, answer: Refused, now: float) -> Watcher:
-        polling = evolve(self, phase=Phase.SLEEP, resume=Phase.LIST, streaming=False, polling=True)
+        polling = evolve(
+            self, phase=WatchPhase.SLEEP, resume=WatchPhase.LIST, streaming=False, polling=True
+        )
         return polling._answered()
 
     def _trouble(self, answer: Trouble, now: float) -> Watcher:
         retry = self.retry.receive(Failed(answer.error), now)
-        resume = Phase.LIST if self.phase is Phase.LIST else Phase.WATCH
-        return evolve(self, phase=Phase.SLEEP, resume=resume, streaming=False, retry=retry)
+        resume = WatchPhase.LIST if self.phase is WatchPhase.LIST else WatchPhase.WATCH
+        return evolve(self, phase=WatchPhase.SLEEP, resume=resume, streaming=False, retry=retry)
 
     def _slept(self, answer: Slept, now: float) -> Watcher:
         if self.retry.step is Step.PAUSE:
@@ -387,17 +392,17 @@ class Watcher:
 WATCH_TABLE: Final[Table[Watcher]] = {
     # (phase, answer): the row, and the phases it may lead to
     # LIST for the next page; the last: WATCH (or SLEEP when polling)
-    (Phase.LIST, PageListed): row(Watcher._page, Phase.LIST, Phase.WATCH, Phase.SLEEP),
-    (Phase.LIST, Expired): row(Watcher._list_expired, Phase.LIST, Phase.SLEEP),  # too often: SLEEP
-    (Phase.LIST, Trouble): row(Watcher._trouble, Phase.SLEEP),  # backoff, then the same page
-    (Phase.LIST, Slept): row(Watcher._relist_slept, Phase.LIST),  # after the pause a 410 owed
-    (Phase.WATCH, Changed): row(Watcher._changed, Phase.WATCH),  # the stream still open
-    (Phase.WATCH, Removed): row(Watcher._removed, Phase.WATCH),  # the stream still open
-    (Phase.WATCH, Bookmark): row(Watcher._bookmark, Phase.WATCH),  # from the bookmark's version
+    (LIST, PageListed): row(Watcher._page, LIST, WATCH, SLEEP),
+    (LIST, Expired): row(Watcher._list_expired, LIST, SLEEP),  # too often: SLEEP
+    (LIST, Trouble): row(Watcher._trouble, SLEEP),  # backoff, then the same page
+    (LIST, Slept): row(Watcher._relist_slept, LIST),  # after the pause a 410 owed
+    (WATCH, Changed): row(Watcher._changed, WATCH),  # the stream still open
+    (WATCH, Removed): row(Watcher._removed, WATCH),  # the stream still open
+    (WATCH, Bookmark): row(Watcher._bookmark, WATCH),  # from the bookmark's version
     # WATCH again from the last version seen; SLEEP when it ended as soon as it started
-    (Phase.WATCH, StreamEnded): row(Watcher._ended, Phase.WATCH, Phase.SLEEP),
-    (Phase.WATCH, Expired): row(Watcher._expired, Phase.LIST),  # too old (a pause when 410 again)
-    (Phase.WATCH, Refused): row(Watcher._refused, Phase.SLEEP),  # then LIST: polling from now on
-    (Phase.WATCH, Trouble): row(Watcher._trouble, Phase.SLEEP),  # backoff, then WATCH again
-    (Phase.SLEEP, Slept): row(Watcher._slept, Phase.LIST, Phase.WATCH),  # back where it paused
+    (WATCH, StreamEnded): row(Watcher._ended, WATCH, SLEEP),
+    (WATCH, Expired): row(Watcher._expired, LIST),  # too old (a pause when 410 again)
+    (WATCH, Refused): row(Watcher._refused, SLEEP),  # then LIST: polling from now on
+    (WATCH, Trouble): row(Watcher._trouble, SLEEP),  # backoff, then WATCH again
+    (SLEEP, Slept): row(Watcher._slept, LIST, WATCH),  # back where it paused
 }

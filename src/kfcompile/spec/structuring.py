@@ -1,4 +1,4 @@
-"""Plain data <-> spec classes: the one cattrs converter, and the check every spec class runs.
+"""Slotted data <-> spec classes: the one cattrs converter, and the check every spec class runs.
 
 A spec class is checked the same way whether it comes from YAML or is built in Python: when an
 instance is made, each field's value is structured by its type (the converter's hooks: strings

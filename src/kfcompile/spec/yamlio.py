@@ -33,7 +33,7 @@ def _loader() -> YAML:
     return yaml
 
 
-# Plain scalars that YAML 1.1 readers (kubectl, PyYAML) would not read back as strings: booleans
+# Slotted scalars that YAML 1.1 readers (kubectl, PyYAML) would not read back as strings: booleans
 # such as `yes`/`off`, null, numbers (octal, hex, sexagesimal, underscores), dates, `<<`, `=`.
 _YAML11_NOT_STR = re.compile(
     r"""(?x)^(?:

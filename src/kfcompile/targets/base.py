@@ -21,7 +21,7 @@ from kfcompile.spec.errors import Problem, UnsupportedFeature
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec
 from kfcompile.targets import fields
-from kfcompile.targets.codecs import Entry, Plain
+from kfcompile.targets.codecs import Entry, Slotted
 
 
 def _identity(value: Any) -> Any:
@@ -282,7 +282,7 @@ def lookup(table: Table, slot: str) -> Slot | None:
     return found
 
 
-class Layout(Plain):
+class Layout(Slotted):
     """A target's table looked up, once, for every slot of the field table: render asks it for
     each entry's slot (a key of an escape hatch is looked up when asked)."""
 

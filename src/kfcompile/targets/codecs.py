@@ -28,7 +28,7 @@ class Entry(NamedTuple):
     at: FieldPath = FieldPath()  # the spec field a target that cannot hold it names
 
 
-class Plain:
+class Slotted:
     """A plain slotted class with a readable repr. The table's classes are not attrs classes:
     making one costs ~1.7 ms, and ``kfcompile render`` imports all of them at start-up."""
 
@@ -39,7 +39,7 @@ class Plain:
         return f"{type(self).__name__}({args})"
 
 
-class Decoded(Plain):
+class Decoded(Slotted):
     """A slot value read back: the spec value (or ``SKIP`` / ``LEAVE``), the parts of the input
     that are lost (a path below the value, why), and finer sources (spec parts below the field,
     input parts below the value)."""
@@ -113,7 +113,7 @@ def _is_empty(value: Any) -> bool:
     return isinstance(value, str | tuple | list | Mapping) and not value
 
 
-class Value(Plain):
+class Value(Slotted):
     """The value as it stands; ``empty``: an empty one renders nothing (and reads as nothing)."""
 
     __slots__ = ("empty",)
@@ -130,7 +130,7 @@ class Value(Plain):
         return Decoded(LEAVE if self.empty and (value is None or _is_empty(value)) else value)
 
 
-class Keyed(Plain):
+class Keyed(Slotted):
     """A map: one entry per key, each at its own key below the slot."""
 
     __slots__ = ()
@@ -146,7 +146,7 @@ class Keyed(Plain):
         return Decoded(dict(value) if value else SKIP)
 
 
-class Names(Plain):
+class Names(Slotted):
     """A list of names as the list of ``{name: ...}`` Kubernetes writes (gates, pull secrets)."""
 
     __slots__ = ()
@@ -166,7 +166,7 @@ class Names(Plain):
         return Decoded(names or SKIP, tuple(losses))
 
 
-class Items(Plain):
+class Items(Slotted):
     """A list of Kubernetes objects, each the list item whose ``by`` is its own."""
 
     __slots__ = ("by",)
@@ -186,7 +186,7 @@ class Items(Plain):
         return Decoded(value or SKIP, sources=found)
 
 
-class EnvPairs(Plain):
+class EnvPairs(Slotted):
     """A map of environment variables as the ``{name, value}`` list of a container's env."""
 
     __slots__ = ()
@@ -208,7 +208,7 @@ class EnvPairs(Plain):
         return Decoded(env or SKIP, tuple(losses))
 
 
-class Hatch(Plain):
+class Hatch(Slotted):
     """An escape hatch: each key deep-merged into the slot of that name in its group (``pod.*``);
     read back from what the typed slots leave in the pod and the container."""
 

@@ -35,7 +35,7 @@ from kfcompile.targets.codecs import (
     EnvPairs,
     Hatch,
     Items,
-    Plain,
+    Slotted,
     Value,
 )
 from kfcompile.targets.special import ENV, GPUS, MOUNTS, NPROCS, PROGRAM, VOLUMES, Special
@@ -43,7 +43,7 @@ from kfcompile.targets.special import ENV, GPUS, MOUNTS, NPROCS, PROGRAM, VOLUME
 __all__ = ["FIELDS", "Entry", "Field", "Special", "entries", "feeds", "hatches", "slots"]
 
 
-class Field(Plain):
+class Field(Slotted):
     """One row: the spec field at ``source`` fills ``slot`` at ``sub``, written by ``codec``."""
 
     __slots__ = ("at", "chain", "codec", "part", "slot", "source", "sub")
@@ -182,7 +182,7 @@ def hatches() -> dict[str, Field]:
 # --- walking it forward -------------------------------------------------------------------------
 
 
-class _Part(Plain):
+class _Part(Slotted):
     """The rows of one part (``elastic``), walked on the part's object when the spec has one."""
 
     __slots__ = ("name", "rows")
@@ -205,9 +205,15 @@ class _Part(Plain):
             out.append(Entry(self.name, row.slot, {}, "", False, row.at))
 
 
-# A step: how it writes (a row's codec, a part's rows, or a special's code), whether it is a
-# special (it reads the spec itself), and whether an empty value writes nothing.
-Plan = tuple[tuple[Callable[..., Any], bool, bool], ...]
+class Write(NamedTuple):
+    """One step of render's walk over the table."""
+
+    write: Callable[..., Any]  # a row's codec, a part's rows, or a special's code
+    reads_spec: bool  # a special: it is given the whole spec, not one attribute's value
+    skips_empty: bool  # an empty value writes nothing
+
+
+Plan = tuple[Write, ...]
 
 
 def _plan() -> tuple[Plan, tuple[str, ...]]:
@@ -222,18 +228,20 @@ def _plan() -> tuple[Plan, tuple[str, ...]]:
                 steps.append(_Part(step.part, (step,)))
         else:
             steps.append(step)
-    plan: list[tuple[Callable[..., Any], bool, bool]] = []
+    plan: list[Write] = []
     names = []
     for s in steps:
         if isinstance(s, Field):
             skip = not isinstance(s.codec, Value) or s.codec.empty
-            plan.append((functools.partial(s.codec.encode, s), False, skip))
+            plan.append(
+                Write(functools.partial(s.codec.encode, s), reads_spec=False, skips_empty=skip)
+            )
             names.append(s.source)
         elif isinstance(s, _Part):
-            plan.append((s.encode, False, False))
+            plan.append(Write(s.encode, reads_spec=False, skips_empty=False))
             names.append(s.name)
         else:
-            plan.append((s.render, True, False))
+            plan.append(Write(s.render, reads_spec=True, skips_empty=False))
             names.append("name")  # a special reads the spec itself; ``name`` is always set
     return tuple(plan), tuple(names)
 
@@ -248,10 +256,10 @@ def entries(spec: JobSpec, command: list[str] | None) -> list[Entry]:
     ``command`` is the target's launcher command (it differs by kind), or None.
     """
     out: list[Entry] = []
-    for (write, special, skip_empty), value in zip(_PLAN, _READ(spec), strict=True):
-        if value is None or (skip_empty and not value):
+    for (write, reads_spec, skips_empty), value in zip(_PLAN, _READ(spec), strict=True):
+        if value is None or (skips_empty and not value):
             continue
-        if special:
+        if reads_spec:
             write(spec, command, out)
         else:
             write(value, out)

@@ -34,8 +34,8 @@ from kfcompile.targets.codecs import (
     MISSING,
     Entry,
     Part,
-    Plain,
     Reader,
+    Slotted,
     Values,
     env_var,
     plain_env,
@@ -47,7 +47,7 @@ Render = Callable[[JobSpec, "list[str] | None", list[Entry]], None]  # appends i
 Read = Callable[[Reader, Values], None]  # takes its parts of the slots, puts spec values
 
 
-class Special(Plain):
+class Special(Slotted):
     """A step of the table written as code: what it feeds (spec field, slot), how it renders
     and how it is read back."""
 
