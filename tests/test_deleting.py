@@ -16,8 +16,10 @@ from fakekube.cluster import NAMESPACE, InMemoryCluster
 from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
-from kfcompile.lifecycle import Backoff, Remaining, StillDeleting
+from kfcompile.lifecycle import StillDeleting
+from kfcompile.lifecycle.deleting import Remaining
 from kfcompile.lifecycle.ports import Ref
+from kfcompile.lifecycle.session import Backoff
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 

@@ -30,7 +30,8 @@ from kfcompile.lifecycle import (
     TimedOut,
 )
 from kfcompile.lifecycle.follow import POD_WATCH
-from kfcompile.lifecycle.observe import MAX_RANKS
+from kfcompile.lifecycle.logs import ranks
+from kfcompile.lifecycle.observe import MAX_RANKS, nodes_total
 from kfcompile.lifecycle.ports import Ref, WatchEvent
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
@@ -440,7 +441,7 @@ def test_requests_for_status_do_not_grow_with_pods() -> None:
         with InMemoryCluster(shared, scenario="hang") as local:
             ref = submit(local, spec(num_nodes=nodes))
             lifecycle.wait(local.session(), ref, "running", timeout=20)
-            while lifecycle.observe(local.session(), _job(local, ref)).nodes_ready < nodes:
+            while lifecycle.observe.observe(local.session(), _job(local, ref)).nodes_ready < nodes:
                 local.clock.advance(0.05)  # all healthy: no pod's events are fetched
             local.calls.clear()
             obs = lifecycle.status(local.session(), ref)
@@ -591,10 +592,10 @@ def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
     [rest] = [n for n in told if n.rank is None]
     assert "99998976 more ranks (up to rank 99999999) have no pod" in str(rest)
     assert len(told) == MAX_RANKS - 2 + 1  # ranks 2..1023 without a pod, then the rest at once
-    assert len(lifecycle.ranks(local.session(), ref)) == MAX_RANKS
+    assert len(ranks(local.session(), ref)) == MAX_RANKS
     assert lifecycle.status(local.session(), ref).ranks == list(range(MAX_RANKS))  # integrations
     huge = {"kind": "TrainJob", "spec": {"trainer": {"numNodes": 2**40}}}
-    assert lifecycle.nodes_total(huge) == 2**31 - 1  # the CRD's int32
+    assert nodes_total(huge) == 2**31 - 1  # the CRD's int32
 
 
 @pytest.mark.parametrize("follow", [False, True])
@@ -754,8 +755,8 @@ def test_sync_helper_is_deleted_on_ctrl_c(local: InMemoryCluster, tmp_path: Path
 
 
 def test_sync_path_stays_inside_the_claim(local: InMemoryCluster) -> None:
-    assert lifecycle.claim_dir("/") == lifecycle.SYNC_ROOT
-    assert lifecycle.claim_dir("/../../etc/") == f"{lifecycle.SYNC_ROOT}/etc"
+    assert lifecycle.sync.claim_dir("/") == lifecycle.sync.SYNC_ROOT
+    assert lifecycle.sync.claim_dir("/../../etc/") == f"{lifecycle.sync.SYNC_ROOT}/etc"
     with pytest.raises(lifecycle.ClusterError, match="must be absolute"):
         lifecycle.sync_up(
             local.session(), TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="runs", local="."
@@ -815,15 +816,15 @@ def test_an_expired_continue_token_starts_the_list_over() -> None:
         for i in range(1200)
     ]
     port = ExpiringPages(pods)
-    obs = lifecycle.observe(lifecycle.Session(port, Instant(), jitter=fixed_jitter), job)  # type: ignore[arg-type]
+    obs = lifecycle.observe.observe(lifecycle.Session(port, Instant(), jitter=fixed_jitter), job)  # type: ignore[arg-type]
     assert [n.rank for n in obs.nodes] == list(range(1200))  # each once, none missing
     assert port.calls == [None, "500", None, "500", "1000"]
 
 
 def test_a_list_whose_tokens_keep_expiring_starts_over_list_restarts_times_then_fails() -> None:
-    from kfcompile.lifecycle import LIST_RESTARTS
     from kfcompile.lifecycle.objects import list_all
     from kfcompile.lifecycle.ports import Gone
+    from kfcompile.lifecycle.session import LIST_RESTARTS
 
     pods = [{"metadata": {"name": f"p-{i}"}} for i in range(600)]  # two pages
     port = ExpiringPages(pods, always=True)
@@ -1066,7 +1067,7 @@ def test_a_repair_that_fails_says_what_stays_broken(local: InMemoryCluster) -> N
 def test_a_job_created_without_an_answer_is_rolled_back_too(local: InMemoryCluster) -> None:
     # The create reaches the server, but no answer ever comes: the job may exist, so it is
     # looked for and deleted with its companions (else it would stay without its Secret).
-    lost = lifecycle.Transient(0, "Timeout", "read timed out")
+    lost = lifecycle.ports.Transient(0, "Timeout", "read timed out")
     port = Faulty(local.cluster, "create", "TrainJob", lost)
     session = lifecycle.Session(port, local.clock, jitter=fixed_jitter, retry_for=1.0)
     with pytest.raises(lifecycle.Unavailable):

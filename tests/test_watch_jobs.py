@@ -31,10 +31,10 @@ from test_lifecycle import Hostile, impostor
 from kfcompile import lifecycle, structure
 from kfcompile.cli import main
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB
-from kfcompile.lifecycle import LIST_PAGE, Happened, JobEvent, Watcher
+from kfcompile.lifecycle import Happened, JobEvent
 from kfcompile.lifecycle.logs import InTurn
 from kfcompile.lifecycle.ports import Clock, Transient
-from kfcompile.lifecycle.session import GiveUp, Pause, Slept, Unexpected
+from kfcompile.lifecycle.session import LIST_PAGE, GiveUp, Pause, Slept, Unexpected
 from kfcompile.lifecycle.waiter import (
     Bookmark,
     Changed,
@@ -49,6 +49,7 @@ from kfcompile.lifecycle.watcher import (
     ListJobs,
     PageListed,
     Removed,
+    Watcher,
     WatchJobs,
     happened,
 )
@@ -594,7 +595,7 @@ def test_trouble_longer_than_the_session_rides_out_is_unavailable() -> None:
 def test_a_list_refused_is_the_callers_error() -> None:
     bare = Bare()
     bare.cluster.faults.add("list", "TrainJob", status=403)
-    with pytest.raises(lifecycle.Forbidden):
+    with pytest.raises(lifecycle.ports.Forbidden):
         collect(lifecycle.watch_jobs(bare.session()), 1)
 
 

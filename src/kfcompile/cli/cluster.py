@@ -32,17 +32,14 @@ from kfcompile.cli.common import (
 from kfcompile.cli.context import Context, cluster_errors, target_for
 from kfcompile.cli.workers import Remote, observed, remote
 from kfcompile.kinds import KINDS, MULTIKUEUE
-from kfcompile.lifecycle import (
-    SYNC_TIMEOUT,
-    LogLine,
-    Observation,
-    Remaining,
-    Waiting,
-    ranks,
-)
+from kfcompile.lifecycle import LogLine, Observation, Waiting
 from kfcompile.lifecycle.cluster_target import crd_name
+from kfcompile.lifecycle.deleting import Remaining
+from kfcompile.lifecycle.logs import ranks
 from kfcompile.lifecycle.multikueue import multikueue_check
 from kfcompile.lifecycle.ports import Ref
+from kfcompile.lifecycle.submit import DELETING_WAIT
+from kfcompile.lifecycle.sync import SYNC_TIMEOUT
 from kfcompile.progress import absent_reason
 from kfcompile.progress import bar as progress_bar
 from kfcompile.spec.model import JobSpec
@@ -191,7 +188,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             sync_timeout=_helper_timeout(args),
             on_deleting=_waiting_on(
                 f"being deleted; submit creates it again once it is gone "
-                f"(waiting up to {lifecycle.DELETING_WAIT:g}s)"
+                f"(waiting up to {DELETING_WAIT:g}s)"
             ),
             dry_run=dry_run,
             against=chosen.crd,

@@ -71,7 +71,8 @@ def _with_secret(
         )
         return objects
 
-    from kfcompile.lifecycle import ClusterError, secret
+    from kfcompile.lifecycle import ClusterError
+    from kfcompile.lifecycle.submit import secret
 
     try:
         return [*objects[:-1], secret(spec, os.environ, spec.namespace), objects[-1]]

@@ -41,7 +41,7 @@ class ServedCRDs:
                 )
                 continue
             per = f" (per the CRD {name} the cluster serves)"
-            found += [line + per for line in lifecycle.crd_problems(obj, crd)]
+            found += [line + per for line in lifecycle.cluster_target.crd_problems(obj, crd)]
         return found
 
     def _crd(self, kind: Kind) -> Obj | None:

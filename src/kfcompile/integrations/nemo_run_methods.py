@@ -19,6 +19,7 @@ from torchx.specs import Role
 
 import kfcompile
 from kfcompile import lifecycle
+from kfcompile.lifecycle.logs import ranks
 from kfcompile.lifecycle.multikueue import running_on, unreachable
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import Progress
@@ -189,7 +190,7 @@ class NemoRunMethods:
         if found is None:
             return
         cluster, ref = found
-        nodes = len(lifecycle.ranks(cluster, ref))
+        nodes = len(ranks(cluster, ref))
         task = getattr(self, "job_name", "") or task_of(job_name)
         read = lifecycle.logs(pods_session(cluster, ref), ref, follow=stream)
         for line in tee(read, self.job_dir, task, shown_ranks(nodes)):

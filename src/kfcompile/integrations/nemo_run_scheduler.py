@@ -32,6 +32,7 @@ from kfcompile import lifecycle
 from kfcompile.integrations.nemo_run import SCHEDULER, KfcompileExecutor, connect
 from kfcompile.integrations.nemo_run_methods import pods_session, shown_ranks, task_of, tee
 from kfcompile.integrations.nemo_run_task import ExecutorError
+from kfcompile.lifecycle.logs import ranks
 from kfcompile.lifecycle.ports import Forbidden, Ref
 from kfcompile.progress import note
 from kfcompile.spec.errors import Problem
@@ -204,7 +205,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             now = datetime.datetime.now(since.tzinfo)
             since_seconds = max(1, int((now - since).total_seconds()))
         session = self._cluster()
-        shown = shown_ranks(len(lifecycle.ranks(session, ref)))
+        shown = shown_ranks(len(ranks(session, ref)))
         record = recalled(app_id)
         if k not in shown and not record.get("job_dir"):
             return []  # neither on the console nor in a file: not read

@@ -351,7 +351,7 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
             if job is None:
                 return None
             pods_on = running_on(session, job, partial(self._worker, job))
-            return describe_job(app_id, job, lifecycle.observe(pods_on, job))
+            return describe_job(app_id, job, lifecycle.observe.observe(pods_on, job))
 
     def list(self, cfg: Mapping[str, Any] | None = None) -> list[Any]:
         with _errors():
@@ -395,7 +395,7 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
                 session = running_on(session, job, partial(self._worker, job))
         if job is None:
             raise SchedulerError(f"{app_id}: no such job")
-        role, total = _role_of(job), lifecycle.nodes_total(job)
+        role, total = _role_of(job), lifecycle.observe.nodes_total(job)
         if role_name != role:
             raise SchedulerError(f"{app_id} runs one role, {role!r} (not {role_name!r})")
         if not 0 <= k < total:

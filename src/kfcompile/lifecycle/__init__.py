@@ -20,7 +20,10 @@ few lines that call the ports.
 - ``sync``: work-dir sync through a helper pod
 - ``watcher``: the ``Watcher`` machine (every job of one kind); ``watch``: ``watch_jobs``, its
   driver, for services that run many jobs
-- ``target``: which target a cluster runs (``detect_target``) and the CRD it serves a kind by
+- ``cluster_target``: which target a cluster runs (``detect_target``; what its answers mean is
+  ``target_evidence``) and the CRD it serves a kind by
+- ``ports``: the Protocols the lifecycle is written against, and the ``ApiError`` family
+- ``rbac``: the permissions the cluster commands use
 - ``multikueue``: on a MultiKueue manager, which worker cluster a job was dispatched to (its
   Kueue Workload), and whether a queue dispatches
 
@@ -34,25 +37,16 @@ Two rules hold everywhere:
   Any other ``ApiError`` that ends a command names the call that failed.
 - A job is found again by its name and the spec-hash annotation, never by guessing: submitting
   the same spec twice creates nothing, and a different job holding the name is never touched.
+
+``__all__`` is what a service uses: the commands, the ``Session``, the errors they raise and the
+values they return. The machines, their tables and the ports are their modules'.
 """
 
 from __future__ import annotations
 
-from kfcompile.kinds import KINDS, Kind
-from kfcompile.lifecycle.cluster_target import Found, crd_problems, detect_target, served_crd
-from kfcompile.lifecycle.deleting import Remaining, StillDeleting, Vanishing, wait_gone
-from kfcompile.lifecycle.follow import Cursor, Follower
-from kfcompile.lifecycle.logs import (
-    CannotStart,
-    InTurn,
-    LogLine,
-    NoSuchRank,
-    follow_logs,
-    logs,
-    merger,
-    ranks,
-    read_logs,
-)
+from kfcompile.lifecycle.cluster_target import Found, detect_target, served_crd
+from kfcompile.lifecycle.deleting import StillDeleting, wait_gone
+from kfcompile.lifecycle.logs import CannotStart, LogLine, NoSuchRank, follow_logs, logs, read_logs
 from kfcompile.lifecycle.manage import (
     Cancelled,
     Listed,
@@ -62,199 +56,81 @@ from kfcompile.lifecycle.manage import (
     locate,
     set_suspended,
 )
-from kfcompile.lifecycle.objects import job_kind
-from kfcompile.lifecycle.observe import (
-    EVENT_APIS,
-    TROUBLED_PODS,
-    Event,
-    Node,
-    Observation,
-    Waiting,
-    events,
-    events_about,
-    nodes_total,
-    observation,
-    observe,
-    rank_of,
-    status,
-    waiting,
-)
-from kfcompile.lifecycle.ports import (
-    ApiError,
-    Clock,
-    Cluster,
-    ExecOutput,
-    ExecResult,
-    Forbidden,
-    Gone,
-    Invalid,
-    LocalFiles,
-    Merge,
-    NotFound,
-    Obj,
-    Packed,
-    Ref,
-    Transient,
-)
-from kfcompile.lifecycle.rollback import Left, LeftBehind, removal
+from kfcompile.lifecycle.observe import Event, Node, Observation, Waiting, status
+from kfcompile.lifecycle.ports import ApiError
+from kfcompile.lifecycle.rollback import LeftBehind
 from kfcompile.lifecycle.session import (
-    BACKOFF_CAP,
-    BACKOFF_START,
-    LIST_PAGE,
-    LIST_RESTARTS,
     MANAGED_BY_LABEL,
     MANAGER,
     SPEC_HASH,
     TARGET_ANNOTATION,
-    Backoff,
     ClusterError,
     JobDeleted,
     JobNotFound,
     NameTaken,
     PreflightFailed,
-    Retry,
     Session,
     TimedOut,
     Unavailable,
     Unreachable,
-    call,
 )
-from kfcompile.lifecycle.submit import (
-    DELETING_WAIT,
-    LOCAL_QUEUE_API,
-    RUNTIME_API,
-    Prepared,
-    Submitted,
-    preflight,
-    prepare,
-    secret,
-    spec_hash,
-    submit,
-)
-from kfcompile.lifecycle.sync import (
-    SYNC_IMAGE,
-    SYNC_ROOT,
-    SYNC_TIMEOUT,
-    Synced,
-    claim_dir,
-    sync_down,
-    sync_up,
-)
+from kfcompile.lifecycle.submit import Prepared, Submitted, preflight, prepare, submit
+from kfcompile.lifecycle.sync import Synced, sync_down, sync_up
 from kfcompile.lifecycle.wait import wait
-from kfcompile.lifecycle.waiter import WATCH_SEGMENT, Until, Waiter, reached
+from kfcompile.lifecycle.waiter import Until
 from kfcompile.lifecycle.watch import watch_jobs
-from kfcompile.lifecycle.watcher import JOBS_SEGMENT, Happened, JobEvent, Watcher
-from kfcompile.status import JobState, State
+from kfcompile.lifecycle.watcher import Happened, JobEvent
 
 __all__ = [
-    "BACKOFF_CAP",
-    "BACKOFF_START",
-    "DELETING_WAIT",
-    "EVENT_APIS",
-    "JOBS_SEGMENT",
-    "KINDS",
-    "LIST_PAGE",
-    "LIST_RESTARTS",
-    "LOCAL_QUEUE_API",
     "MANAGED_BY_LABEL",
     "MANAGER",
-    "RUNTIME_API",
     "SPEC_HASH",
-    "SYNC_IMAGE",
-    "SYNC_ROOT",
-    "SYNC_TIMEOUT",
     "TARGET_ANNOTATION",
-    "TROUBLED_PODS",
-    "WATCH_SEGMENT",
     "ApiError",
-    "Backoff",
     "Cancelled",
     "CannotStart",
-    "Clock",
-    "Cluster",
     "ClusterError",
-    "Cursor",
     "Event",
-    "ExecOutput",
-    "ExecResult",
-    "Follower",
-    "Forbidden",
     "Found",
-    "Gone",
     "Happened",
-    "InTurn",
-    "Invalid",
     "JobDeleted",
     "JobEvent",
     "JobNotFound",
-    "JobState",
-    "Kind",
-    "Left",
     "LeftBehind",
     "Listed",
-    "LocalFiles",
     "LogLine",
-    "Merge",
     "NameTaken",
     "NoSuchRank",
     "Node",
-    "NotFound",
-    "Obj",
     "Observation",
-    "Packed",
     "PreflightFailed",
     "Prepared",
-    "Ref",
-    "Remaining",
-    "Retry",
     "Session",
-    "State",
     "StillDeleting",
     "Submitted",
     "Synced",
     "TimedOut",
-    "Transient",
     "Unavailable",
     "Unreachable",
     "Until",
-    "Vanishing",
-    "Waiter",
     "Waiting",
-    "Watcher",
-    "call",
     "cancel",
-    "claim_dir",
-    "crd_problems",
     "detect_target",
-    "events",
-    "events_about",
     "find",
     "follow_logs",
-    "job_kind",
     "list_jobs",
     "locate",
     "logs",
-    "merger",
-    "nodes_total",
-    "observation",
-    "observe",
     "preflight",
     "prepare",
-    "rank_of",
-    "ranks",
-    "reached",
     "read_logs",
-    "removal",
-    "secret",
     "served_crd",
     "set_suspended",
-    "spec_hash",
     "status",
     "submit",
     "sync_down",
     "sync_up",
     "wait",
     "wait_gone",
-    "waiting",
     "watch_jobs",
 ]
