@@ -13,7 +13,7 @@ import attrs
 import pytest
 from test_machines import FakeClock
 
-from kfcompile.lifecycle import deleting, follow, waiter, watcher
+from kfcompile.lifecycle import deleting, follow, sync, waiter, watcher
 from kfcompile.lifecycle.session import (
     RETRY_TABLE,
     Attempt,
@@ -45,6 +45,7 @@ MACHINES: dict[str, tuple[type[Any], str, Table[Any]]] = {
     "follow": (follow.Follower, "phase", follow.FOLLOW_TABLE),
     "wait_gone": (deleting.Vanishing, "phase", deleting.VANISH_TABLE),
     "retry": (Retry, "step", RETRY_TABLE),
+    "helper_start": (sync.Starting, "phase", sync.START_TABLE),
 }
 
 
@@ -82,6 +83,8 @@ def mermaid(name: str) -> str:
         ("wait_gone", ("LOOK", "Looked", "GONE")),
         ("retry", ("ATTEMPT", "Failed", "PAUSE")),
         ("retry", ("ATTEMPT", "Returned", "DONE")),
+        ("helper_start", ("LOOK", "HelperRead", "END")),
+        ("helper_start", ("PAUSE", "Slept", "LOOK")),
     ],
 )
 def test_the_diagram_has_the_known_edges(name: str, edge: tuple[str, str, str]) -> None:

@@ -46,6 +46,15 @@ from kfcompile.lifecycle.session import (
     Slept,
     Unexpected,
 )
+from kfcompile.lifecycle.sync import (
+    HelperRead,
+    NotYet,
+    ReadHelper,
+    Started,
+    Starting,
+    Stuck,
+    WontStart,
+)
 from kfcompile.lifecycle.waiter import (
     Bookmark,
     Changed,
@@ -587,6 +596,90 @@ def test_a_vanishing_fed_out_of_turn_is_a_bug() -> None:
 def test_what_is_left_reads_as_a_list() -> None:
     left = Remaining(REF, JobState(State.DELETING, HELD, ""), (TERMINATING,), more_pods=True)
     assert str(left) == f"TrainJob demo ({HELD}), pod {TERMINATING}, more pods"
+
+
+# --- the sync helper pod starting ---------------------------------------------------------------
+
+
+def helper(phase: str, **status: Any) -> Obj:
+    return {"metadata": {"name": "kfcompile-sync-0"}, "status": {"phase": phase, **status}}
+
+
+PENDING_HELPER = helper("Pending")
+STUCK_HELPER = helper(
+    "Pending",
+    containerStatuses=[{"name": "sync", "state": {"waiting": {"reason": "ImagePullBackOff"}}}],
+)
+HELPER_START = Starting(timeout=10.0, since=1.0)
+
+# (what it was told at what time, now) -> what it asks next
+START_ROWS: list[tuple[str, list[tuple[Any, float]], float, Any]] = [
+    ("it looks first", [], 1.0, ReadHelper()),
+    ("running: started", [(HelperRead(helper("Running")), 1.0)], 1.0, Started()),
+    ("no pod: it never will", [(HelperRead(None), 1.0)], 1.0, WontStart("disappeared")),
+    (
+        "ended: it never will",
+        [(HelperRead(helper("Failed")), 1.0)],
+        1.0,
+        WontStart("ended (Failed)"),
+    ),
+    (
+        "succeeded is ended too",
+        [(HelperRead(helper("Succeeded")), 1.0)],
+        1.0,
+        WontStart("ended (Succeeded)"),
+    ),
+    ("stuck: its status says why", [(HelperRead(STUCK_HELPER), 1.0)], 1.0, Stuck(STUCK_HELPER)),
+    (
+        "pending: it pauses, within the timeout",
+        [(HelperRead(PENDING_HELPER), 3.0)],
+        3.0,
+        Pause(0, at_most=8.0),
+    ),
+    ("then looks again", [(HelperRead(PENDING_HELPER), 3.0), (Slept(), 3.1)], 3.1, ReadHelper()),
+    (
+        "each pause the next of the one backoff",
+        [(HelperRead(PENDING_HELPER), 2.0), (Slept(), 2.1), (HelperRead(PENDING_HELPER), 6.0)],
+        6.0,
+        Pause(1, at_most=5.0),
+    ),
+    (
+        "out of time from the start (not from the first look), with the pod last read",
+        [
+            (HelperRead(PENDING_HELPER), 5.0),
+            (Slept(), 10.0),
+            (HelperRead(helper("Pending", x=1)), 11.0),
+        ],
+        11.0,
+        NotYet(helper("Pending", x=1)),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fed", "now", "expected"), [r[1:] for r in START_ROWS], ids=[r[0] for r in START_ROWS]
+)
+def test_starting(fed: list[tuple[Any, float]], now: float, expected: Any) -> None:
+    machine = HELPER_START
+    for answer, at in fed:
+        machine = machine.receive(answer, at)
+    assert machine.next_request(now) == expected
+
+
+@pytest.mark.parametrize(
+    ("fed", "wrong"),
+    [
+        ([], Slept()),
+        ([HelperRead(PENDING_HELPER)], HelperRead(PENDING_HELPER)),
+        ([HelperRead(helper("Running"))], Slept()),
+    ],
+)
+def test_a_starting_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
+    machine = HELPER_START
+    for answer in fed:
+        machine = machine.receive(answer, 1.0)
+    with pytest.raises(Unexpected, match="Starting in"):
+        machine.receive(wrong, 1.0)
 
 
 # --- log follow ---------------------------------------------------------------------------------

@@ -464,18 +464,3 @@ def ending_named(what: str) -> Iterator[None]:
         if not isinstance(exc, (Transient, Gone)):
             exc.named(what)
         raise
-
-
-def poll(session: Session, done: Callable[[], bool], timeout: float | None) -> bool:
-    """``done()`` until it is true, with the session's backoff between looks; False once
-    ``timeout`` seconds have passed."""
-    clock = session.clock
-    start = clock.monotonic()
-    attempt = 0
-    while not done():
-        waited = clock.monotonic() - start
-        if timeout is not None and waited >= timeout:
-            return False
-        pause(session, Pause(attempt, math.inf if timeout is None else timeout - waited))
-        attempt += 1
-    return True
