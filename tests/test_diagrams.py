@@ -13,7 +13,7 @@ import attrs
 import pytest
 from test_machines import FakeClock
 
-from kfcompile.lifecycle import deleting, follow, sync, waiter, watcher
+from kfcompile.lifecycle import deleting, follow, objects, sync, waiter, watcher
 from kfcompile.lifecycle.session import (
     RETRY_TABLE,
     Attempt,
@@ -46,6 +46,7 @@ MACHINES: dict[str, tuple[type[Any], str, Table[Any]]] = {
     "wait_gone": (deleting.Vanishing, "phase", deleting.VANISH_TABLE),
     "retry": (Retry, "step", RETRY_TABLE),
     "helper_start": (sync.Starting, "phase", sync.START_TABLE),
+    "list_all": (objects.Lister, "phase", objects.LIST_TABLE),
 }
 
 
@@ -85,6 +86,8 @@ def mermaid(name: str) -> str:
         ("retry", ("ATTEMPT", "Returned", "DONE")),
         ("helper_start", ("LOOK", "HelperRead", "END")),
         ("helper_start", ("PAUSE", "Slept", "LOOK")),
+        ("list_all", ("PAGE", "TokenExpired", "PAGE")),
+        ("list_all", ("PAGE", "PageRead", "END")),
     ],
 )
 def test_the_diagram_has_the_known_edges(name: str, edge: tuple[str, str, str]) -> None:

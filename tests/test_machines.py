@@ -35,8 +35,18 @@ from kfcompile.lifecycle.follow import (
     WatchPod,
 )
 from kfcompile.lifecycle.logs import InTurn
+from kfcompile.lifecycle.objects import (
+    AllRead,
+    Endless,
+    Forgotten,
+    Lister,
+    ListPage,
+    PageRead,
+    TokenExpired,
+)
 from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
 from kfcompile.lifecycle.session import (
+    LIST_RESTARTS,
     Attempt,
     Backoff,
     Failed,
@@ -596,6 +606,87 @@ def test_a_vanishing_fed_out_of_turn_is_a_bug() -> None:
 def test_what_is_left_reads_as_a_list() -> None:
     left = Remaining(REF, JobState(State.DELETING, HELD, ""), (TERMINATING,), more_pods=True)
     assert str(left) == f"TrainJob demo ({HELD}), pod {TERMINATING}, more pods"
+
+
+# --- every page of a list ----------------------------------------------------------------------
+
+EXPIRED_TOKEN = Gone(410, "Expired", "the continue token has expired")
+
+
+def page(*names: str, token: str | None = None, remaining: int | None = None) -> PageRead:
+    return PageRead(Page([{"metadata": {"name": n}} for n in names], "10", token, remaining))
+
+
+def named_items(*names: str) -> AllRead:
+    return AllRead(tuple({"metadata": {"name": n}} for n in names))
+
+
+SECOND_EXPIRES = [page("a", token="t1"), TokenExpired(EXPIRED_TOKEN)]
+ENDLESS_COUNT = "more pages than the items the server said were left (remainingItemCount)"
+
+# what it was told -> what it asks next
+LIST_ROWS: list[tuple[str, list[Any], Any]] = [
+    ("the first page first", [], ListPage(None)),
+    ("then the page after the token", [page("a", token="t1")], ListPage("t1")),
+    (
+        "the last page: every item of every page",
+        [page("a", token="t1"), page("b")],
+        named_items("a", "b"),
+    ),
+    ("an empty token is the last page", [page("a", token="")], named_items("a")),
+    (
+        "a token handed out twice would page for ever",
+        [page("a", token="t1"), page("b", token="t1")],
+        Endless("the server gave the same continue token twice"),
+    ),
+    ("one item left: one more page", [page("a", token="t1", remaining=1)], ListPage("t1")),
+    (
+        "a page more than the count said were left",
+        [page("a", token="t1", remaining=1), page("b", token="t2")],
+        Endless(ENDLESS_COUNT),
+    ),
+    ("a token with none left", [page("a", token="t1", remaining=0)], Endless(ENDLESS_COUNT)),
+    ("a 410 on the first page ends it", [TokenExpired(EXPIRED_TOKEN)], Forgotten(EXPIRED_TOKEN)),
+    ("a 410 on a later page starts it over", SECOND_EXPIRES, ListPage(None)),
+    (
+        "started over, what was read before is dropped",
+        [*SECOND_EXPIRES, page("b")],
+        named_items("b"),
+    ),
+    (
+        "started over, the tokens seen before count for nothing",
+        [*SECOND_EXPIRES, page("a", token="t1"), page("b")],
+        named_items("a", "b"),
+    ),
+    (
+        f"started over {LIST_RESTARTS} times, it still starts over",
+        SECOND_EXPIRES * LIST_RESTARTS,
+        ListPage(None),
+    ),
+    ("then a 410 ends it", SECOND_EXPIRES * (LIST_RESTARTS + 1), Forgotten(EXPIRED_TOKEN)),
+]
+
+
+@pytest.mark.parametrize(
+    ("fed", "expected"), [r[1:] for r in LIST_ROWS], ids=[r[0] for r in LIST_ROWS]
+)
+def test_lister(fed: list[Any], expected: Any) -> None:
+    machine = Lister()
+    for answer in fed:
+        machine = machine.receive(answer, 0.0)
+    assert machine.next_request(0.0) == expected
+
+
+@pytest.mark.parametrize(
+    ("fed", "wrong"),
+    [([], Slept()), ([page("a")], page("b")), ([TokenExpired(EXPIRED_TOKEN)], page("b"))],
+)
+def test_a_lister_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
+    machine = Lister()
+    for answer in fed:
+        machine = machine.receive(answer, 0.0)
+    with pytest.raises(Unexpected, match="Lister in"):
+        machine.receive(wrong, 0.0)
 
 
 # --- the sync helper pod starting ---------------------------------------------------------------
