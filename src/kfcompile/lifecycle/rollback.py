@@ -224,7 +224,11 @@ UNDO_TABLE: Final[Table[RollingBack]] = {
 
 
 def roll_back(
-    session: Session, created: Sequence[Obj], unsure: Obj | None, digest: str, owned: set[Ref]
+    session: Session,
+    created: Sequence[Obj],
+    unsure: Obj | None,
+    digest: str,
+    owned: frozenset[Ref],
 ) -> list[Left]:
     """Delete what a failed submit created (the ``RollingBack`` machine), the job first; what
     stays is returned, never hidden. ``unsure`` was being created when the failure came:
@@ -250,7 +254,7 @@ def roll_back(
             return Interrupted()
         return Removed()
 
-    machine = RollingBack.start(created, unsure, digest, frozenset(owned))
+    machine = RollingBack.start(created, unsure, digest, owned)
     _, end = ended(drive(machine, session.clock, {CheckUnsure: check, Delete: delete}))
     assert isinstance(end, RolledBack), end
     return list(end.left)

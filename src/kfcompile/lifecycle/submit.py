@@ -4,19 +4,20 @@ and roll back what a failure part-way leaves (``rollback``: or say what could no
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from kfcompile.generated import QUEUE_LABEL
 from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.lifecycle.deleting import Remaining, make_way
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
-from kfcompile.lifecycle.rollback import LeftBehind, removal, roll_back
+from kfcompile.lifecycle.rollback import Found, LeftBehind, removal, roll_back
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
     MANAGER,
@@ -24,10 +25,16 @@ from kfcompile.lifecycle.session import (
     TARGET_ANNOTATION,
     ClusterError,
     NameTaken,
+    Perform,
     PreflightFailed,
     Session,
+    Table,
     call,
+    drive,
+    ended,
     named,
+    row,
+    transition,
 )
 from kfcompile.lifecycle.sync import (
     SYNC_IMAGE,
@@ -192,6 +199,246 @@ def _own(session: Session, companion: Obj, job: Obj) -> None:
     call(session, named("patch", ref), partial(session.cluster.patch, ref, owner))
 
 
+# --- creating, and repairing: the ``Creating`` and ``Repairing`` machines -----------------------
+
+
+@frozen
+class Create:
+    obj: Obj
+
+
+@frozen
+class Own:
+    """Make ``job`` the owner of ``companion``, so deleting the job deletes it."""
+
+    companion: Obj
+    job: Obj
+
+
+@frozen
+class Read:
+    ref: Ref
+
+
+@frozen
+class Made:
+    """Created (or found, ours, behind a 409): ``obj`` as the server has it."""
+
+    obj: Obj
+
+
+@frozen
+class Owned:
+    """The owner reference is set."""
+
+
+@frozen
+class Raised:
+    """The call raised ``error``: a refusal, trouble that outlasted the retries, a Ctrl-C."""
+
+    error: BaseException
+
+
+@frozen
+class AllMade:
+    """Every object created, and every companion owned by the job."""
+
+    created: tuple[Obj, ...]
+
+
+@frozen
+class Failure:
+    """A create or an owner patch failed with ``error``: what to roll back."""
+
+    error: BaseException
+    created: tuple[Obj, ...]
+    unsure: Obj | None  # being created: it may exist though no answer said so
+    owned: frozenset[Ref]  # the companions whose owner was set
+
+
+class Creation(enum.Enum):
+    CREATE = "create"  # the next object, in order
+    OWN = "own"  # the next companion gets the job as its owner
+    END = "end"
+
+
+@frozen
+class Creating:
+    """A submit's objects created in order (companions first, the job last), then the job
+    made the owner of each companion; a failure ends it with what to roll back."""
+
+    objects: tuple[Obj, ...]
+    phase: Creation = Creation.CREATE
+    created: tuple[Obj, ...] = ()
+    owned: tuple[Ref, ...] = ()
+    end: AllMade | Failure | None = None
+
+    def next_request(self, now: float) -> Create | Own | AllMade | Failure:
+        if self.end is not None:
+            return self.end
+        if self.phase is Creation.CREATE:
+            return Create(self.objects[len(self.created)])
+        return Own(self.created[len(self.owned)], self.created[-1])
+
+    def receive(self, answer: Made | Owned | Raised, now: float) -> Creating:
+        return transition(CREATE_TABLE, self, self.phase, answer, now)
+
+    def _made(self, answer: Made, now: float) -> Creating:
+        made = evolve(self, created=(*self.created, answer.obj))
+        return made if len(made.created) < len(self.objects) else made._owning()
+
+    def _owned(self, answer: Owned, now: float) -> Creating:
+        return evolve(self, owned=(*self.owned, Ref.of(self.created[len(self.owned)])))._owning()
+
+    def _owning(self) -> Creating:
+        if len(self.owned) < len(self.created) - 1:
+            return evolve(self, phase=Creation.OWN)
+        return evolve(self, phase=Creation.END, end=AllMade(self.created))
+
+    def _failed(self, answer: Raised, now: float) -> Creating:
+        error = answer.error
+        # A refusal (an ApiError, a taken name) created nothing; anything else may have.
+        pending = self.objects[len(self.created)] if self.phase is Creation.CREATE else None
+        unsure = None if isinstance(error, ApiError | NameTaken) else pending
+        failure = Failure(error, self.created, unsure, frozenset(self.owned))
+        return evolve(self, phase=Creation.END, end=failure)
+
+
+CREATE_TABLE: Final[Table[Creating]] = {
+    # the next; OWN once the job is created; END when it has no companion
+    (Creation.CREATE, Made): row(Creating._made, Creation.CREATE, Creation.OWN, Creation.END),
+    (Creation.CREATE, Raised): row(Creating._failed, Creation.END),  # roll back
+    (Creation.OWN, Owned): row(Creating._owned, Creation.OWN, Creation.END),  # the next, or done
+    (Creation.OWN, Raised): row(Creating._failed, Creation.END),  # roll back
+}
+
+
+@frozen
+class Mended:
+    """The companions are present and owned by the job: one line per thing mended."""
+
+    repaired: tuple[str, ...]
+
+
+@frozen
+class NotOurs:
+    """A companion of that name is not the one this job was submitted with."""
+
+    ref: Ref
+
+
+@frozen
+class Unmendable:
+    ref: Ref
+    error: ApiError | ClusterError
+
+
+class Mend(enum.Enum):
+    READ = "read"  # the next companion, as the cluster has it
+    CREATE = "create"  # it is missing: create it again
+    OWN = "own"  # it lacks its owner: the job
+    END = "end"
+
+
+@frozen
+class Repairing:
+    """The companions of ``job`` (on the cluster, with this spec's hash ``digest``) made what a
+    submit leaves: present and owned by it. ``todo``: those still to look at, as this spec
+    renders them."""
+
+    todo: tuple[Obj, ...]
+    job: Obj
+    digest: str
+    phase: Mend = Mend.READ
+    current: Obj | None = None  # the companion being mended, as the cluster has it
+    what: str = ""  # what is mended about it
+    repaired: tuple[str, ...] = ()
+    end: Mended | NotOurs | Unmendable | Raised | None = None
+
+    @classmethod
+    def start(cls, companions: Sequence[Obj], job: Obj, digest: str) -> Repairing:
+        if not companions:
+            return cls((), job, digest, Mend.END, end=Mended(()))
+        return cls(tuple(companions), job, digest)
+
+    def next_request(
+        self, now: float
+    ) -> Read | Create | Own | Mended | NotOurs | Unmendable | Raised:
+        if self.end is not None:
+            return self.end
+        if self.phase is Mend.READ:
+            return Read(Ref.of(self.todo[0]))
+        if self.phase is Mend.CREATE:
+            return Create(self.todo[0])
+        assert self.current is not None
+        return Own(self.current, self.job)
+
+    def receive(self, answer: Found | Made | Owned | Raised, now: float) -> Repairing:
+        return transition(REPAIR_TABLE, self, self.phase, answer, now)
+
+    def _found(self, answer: Found, now: float) -> Repairing:
+        current = answer.obj
+        if current is None:
+            return evolve(self, phase=Mend.CREATE)
+        if annotation(current, SPEC_HASH) != self.digest:
+            return evolve(self, phase=Mend.END, end=NotOurs(Ref.of(self.todo[0])))
+        if _owned_by(current, self.job):
+            return self._next()
+        what = "had lost its owner: owned by the job again"
+        return evolve(self, phase=Mend.OWN, current=current, what=what)
+
+    def _made(self, answer: Made, now: float) -> Repairing:
+        return evolve(self, phase=Mend.OWN, current=answer.obj, what="was missing: created again")
+
+    def _owned(self, answer: Owned, now: float) -> Repairing:
+        return self._next(f"{Ref.of(self.todo[0])} {self.what}")
+
+    def _next(self, *mended: str) -> Repairing:
+        repaired, todo = (*self.repaired, *mended), self.todo[1:]
+        if not todo:
+            return evolve(self, phase=Mend.END, todo=todo, end=Mended(repaired))
+        return evolve(self, phase=Mend.READ, todo=todo, current=None, what="", repaired=repaired)
+
+    def _failed(self, answer: Raised, now: float) -> Repairing:
+        error = answer.error
+        if isinstance(error, ApiError | ClusterError) and not isinstance(error, NameTaken):
+            return evolve(self, phase=Mend.END, end=Unmendable(Ref.of(self.todo[0]), error))
+        return evolve(self, phase=Mend.END, end=answer)  # a taken name, a Ctrl-C: as it is
+
+
+REPAIR_TABLE: Final[Table[Repairing]] = {
+    # CREATE: missing; OWN: without its owner; READ the next (END: the last) when whole;
+    # END too when it is not ours
+    (Mend.READ, Found): row(Repairing._found, Mend.CREATE, Mend.OWN, Mend.READ, Mend.END),
+    (Mend.READ, Raised): row(Repairing._failed, Mend.END),
+    (Mend.CREATE, Made): row(Repairing._made, Mend.OWN),
+    (Mend.CREATE, Raised): row(Repairing._failed, Mend.END),
+    (Mend.OWN, Owned): row(Repairing._owned, Mend.READ, Mend.END),  # the next, or the last
+    (Mend.OWN, Raised): row(Repairing._failed, Mend.END),
+}
+
+
+def _perform(session: Session, digest: str) -> Perform:
+    """How ``Creating`` and ``Repairing`` ask the ports: whatever a call raises (a Ctrl-C
+    too) is its answer, ``Raised``, for the machine to decide what it leads to."""
+
+    def answer(make: Callable[[], object]) -> object:
+        try:
+            return make()
+        except BaseException as exc:
+            return Raised(exc)
+
+    def owned(request: Own) -> Owned:
+        _own(session, request.companion, request.job)
+        return Owned()
+
+    return {
+        Create: lambda r: answer(lambda: Made(create(session, r.obj, digest))),
+        Own: lambda r: answer(partial(owned, r)),
+        Read: lambda r: answer(lambda: Found(get(session, r.ref))),
+    }
+
+
 def submit(
     session: Session,
     spec: JobSpec,
@@ -268,55 +515,34 @@ def submit(
             image=sync_image,
             timeout=sync_timeout,
         )
-    created: list[Obj] = []
-    owned: set[Ref] = set()
-    pending: Obj | None = None  # being created: it may exist though no answer said so
-    try:
-        for obj in prepared.objects:
-            pending = obj
-            created.append(create(session, obj, prepared.spec_hash))
-            pending = None
-        for companion in created[:-1]:
-            _own(session, companion, created[-1])
-            owned.add(Ref.of(companion))
-    except BaseException as exc:
-        # A refusal (an ApiError, a taken name) created nothing; anything else may have.
-        unsure = None if isinstance(exc, ApiError | NameTaken) else pending
-        left = roll_back(session, created, unsure, prepared.spec_hash, owned)
+    perform = _perform(session, prepared.spec_hash)
+    _, end = ended(drive(Creating(prepared.objects), session.clock, perform))
+    if isinstance(end, Failure):
+        left = roll_back(session, end.created, end.unsure, prepared.spec_hash, end.owned)
         if left:
-            raise LeftBehind(exc, left, ref) from exc
-        raise
+            raise LeftBehind(end.error, left, ref) from end.error
+        raise end.error
+    assert isinstance(end, AllMade), end
     return Submitted(ref, created=True, uploaded=uploaded)
 
 
 def _repair(session: Session, prepared: Prepared, job: Obj) -> tuple[str, ...]:
-    """Make the companions of ``job`` (on the cluster, with this spec's hash) what a submit
-    leaves: present and owned by it. One line per thing mended."""
-    repaired = []
-    for obj in prepared.objects[:-1]:
-        ref = Ref.of(obj)
-        try:
-            current = get(session, ref)
-            if current is None:
-                current = create(session, obj, prepared.spec_hash)
-                what = "was missing: created again"
-            elif annotation(current, SPEC_HASH) != prepared.spec_hash:
-                raise NameTaken(
-                    f"{ref} is not the one this job was submitted with: the job reads it, so "
-                    f"remove or rename it and submit again ({removal(ref)})"
-                )
-            elif _owned_by(current, job):
-                continue
-            else:
-                what = "had lost its owner: owned by the job again"
-            _own(session, current, job)
-        except NameTaken:
-            raise
-        except (ApiError, ClusterError) as exc:
-            raise ClusterError(
-                f"{prepared.ref} exists, but {ref} could not be mended ({exc}); the job may not "
-                f"start without it, and deleting the job will not delete it: submit again, or "
-                f"remove both ({removal(prepared.ref)}; {removal(ref)})"
-            ) from None
-        repaired.append(f"{ref} {what}")
-    return tuple(repaired)
+    """Make the companions of ``job`` what a submit leaves (``Repairing``): one line per
+    thing mended."""
+    machine = Repairing.start(prepared.objects[:-1], job, prepared.spec_hash)
+    _, end = ended(drive(machine, session.clock, _perform(session, prepared.spec_hash)))
+    if isinstance(end, NotOurs):
+        raise NameTaken(
+            f"{end.ref} is not the one this job was submitted with: the job reads it, so "
+            f"remove or rename it and submit again ({removal(end.ref)})"
+        )
+    if isinstance(end, Unmendable):
+        raise ClusterError(
+            f"{prepared.ref} exists, but {end.ref} could not be mended ({end.error}); the job "
+            f"may not start without it, and deleting the job will not delete it: submit again, "
+            f"or remove both ({removal(prepared.ref)}; {removal(end.ref)})"
+        ) from None
+    if isinstance(end, Raised):
+        raise end.error
+    assert isinstance(end, Mended), end
+    return end.repaired
