@@ -13,7 +13,15 @@ import attrs
 import pytest
 from test_machines import FakeClock
 
-from kfcompile.lifecycle import deleting, follow, objects, sync, waiter, watcher
+from kfcompile.lifecycle import (
+    deleting,
+    follow,
+    objects,
+    rollback,
+    sync,
+    waiter,
+    watcher,
+)
 from kfcompile.lifecycle.session import (
     RETRY_TABLE,
     Attempt,
@@ -32,6 +40,7 @@ from kfcompile.lifecycle.session import (
     told,
     transition,
 )
+from kfcompile.lifecycle.submit import CREATE_TABLE, REPAIR_TABLE, Creating, Repairing
 from kfcompile.ports import Transient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +56,9 @@ MACHINES: dict[str, tuple[type[Any], str, Table[Any]]] = {
     "retry": (Retry, "step", RETRY_TABLE),
     "helper_start": (sync.Starting, "phase", sync.START_TABLE),
     "list_all": (objects.Lister, "phase", objects.LIST_TABLE),
+    "submit": (Creating, "phase", CREATE_TABLE),
+    "repair": (Repairing, "phase", REPAIR_TABLE),
+    "roll_back": (rollback.RollingBack, "phase", rollback.UNDO_TABLE),
 }
 
 
@@ -88,6 +100,12 @@ def mermaid(name: str) -> str:
         ("helper_start", ("PAUSE", "Slept", "LOOK")),
         ("list_all", ("PAGE", "TokenExpired", "PAGE")),
         ("list_all", ("PAGE", "PageRead", "END")),
+        ("submit", ("CREATE", "Made", "OWN")),
+        ("submit", ("OWN", "Raised", "END")),
+        ("repair", ("READ", "Found", "CREATE")),
+        ("repair", ("CREATE", "Made", "OWN")),
+        ("roll_back", ("CHECK", "Found", "DELETE")),
+        ("roll_back", ("DELETE", "Interrupted", "END")),
     ],
 )
 def test_the_diagram_has_the_known_edges(name: str, edge: tuple[str, str, str]) -> None:

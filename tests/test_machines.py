@@ -45,8 +45,21 @@ from kfcompile.lifecycle.objects import (
     TokenExpired,
 )
 from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
+from kfcompile.lifecycle.rollback import (
+    CheckUnsure,
+    Delete,
+    Found,
+    Interrupted,
+    Left,
+    NotRemoved,
+    Removed,
+    RolledBack,
+    RollingBack,
+    Unreadable,
+)
 from kfcompile.lifecycle.session import (
     LIST_RESTARTS,
+    SPEC_HASH,
     Attempt,
     Backoff,
     Failed,
@@ -55,6 +68,21 @@ from kfcompile.lifecycle.session import (
     Retry,
     Slept,
     Unexpected,
+)
+from kfcompile.lifecycle.submit import (
+    AllMade,
+    Create,
+    Creating,
+    Failure,
+    Made,
+    Mended,
+    NotOurs,
+    Own,
+    Owned,
+    Raised,
+    Read,
+    Repairing,
+    Unmendable,
 )
 from kfcompile.lifecycle.sync import (
     HelperRead,
@@ -83,7 +111,7 @@ from kfcompile.lifecycle.waiter import (
     Waiter,
     WatchJob,
 )
-from kfcompile.ports import Clock, Gone, Page, Ref, Transient, WatchEvent
+from kfcompile.ports import Clock, Forbidden, Gone, Page, Ref, Transient, WatchEvent
 from kfcompile.status import JobState, State
 
 Obj = dict[str, Any]
@@ -771,6 +799,275 @@ def test_a_starting_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None
         machine = machine.receive(answer, 1.0)
     with pytest.raises(Unexpected, match="Starting in"):
         machine.receive(wrong, 1.0)
+
+
+# --- submit: creating, repairing, rolling back -------------------------------------------------
+
+DIGEST = "0123456789abcdef"
+
+
+def companion(kind: str, name: str, *, digest: str = DIGEST, owner: str | None = None) -> Obj:
+    meta: Obj = {"name": name, "namespace": "default", "annotations": {SPEC_HASH: digest}}
+    if owner is not None:
+        meta["ownerReferences"] = [{"uid": owner}]
+    return {"apiVersion": "v1", "kind": kind, "metadata": meta}
+
+
+CM, SECRET = companion("ConfigMap", "demo-script"), companion("Secret", "demo-env")
+JOB = {**job(), "metadata": {**job()["metadata"], "annotations": {SPEC_HASH: DIGEST}}}
+MADE_JOB = {**JOB, "metadata": {**JOB["metadata"], "uid": "j1"}}  # as the server answers
+OBJECTS = (CM, SECRET, JOB)
+FORBIDDEN = Forbidden(403, "Forbidden", "no right")
+DOWN = lifecycle.Unavailable("create TrainJob default/demo: the API server kept failing for 60s")
+TAKEN = lifecycle.NameTaken("ConfigMap demo-script in namespace default already exists")
+CTRL_C = KeyboardInterrupt()
+ALL_MADE = [Made(CM), Made(SECRET), Made(MADE_JOB)]
+
+# (objects, what it was told) -> what it asks next
+CREATE_ROWS: list[tuple[str, tuple[Obj, ...], list[Any], Any]] = [
+    ("the first object first", OBJECTS, [], Create(CM)),
+    ("then the next, in order", OBJECTS, [Made(CM)], Create(SECRET)),
+    ("the job last", OBJECTS, [Made(CM), Made(SECRET)], Create(JOB)),
+    ("then the job, as created, owns the first companion", OBJECTS, ALL_MADE, Own(CM, MADE_JOB)),
+    ("and the next", OBJECTS, [*ALL_MADE, Owned()], Own(SECRET, MADE_JOB)),
+    ("all owned: done", OBJECTS, [*ALL_MADE, Owned(), Owned()], AllMade((CM, SECRET, MADE_JOB))),
+    ("a job alone owns nothing", (JOB,), [Made(MADE_JOB)], AllMade((MADE_JOB,))),
+    (
+        "a refusal created nothing: only what was made is rolled back",
+        OBJECTS,
+        [Made(CM), Raised(FORBIDDEN)],
+        Failure(FORBIDDEN, (CM,), None, frozenset()),
+    ),
+    (
+        "a taken name created nothing",
+        OBJECTS,
+        [Raised(TAKEN)],
+        Failure(TAKEN, (), None, frozenset()),
+    ),
+    (
+        "trouble that outlasted the retries may have created it",
+        OBJECTS,
+        [Made(CM), Made(SECRET), Raised(DOWN)],
+        Failure(DOWN, (CM, SECRET), JOB, frozenset()),
+    ),
+    ("so may a Ctrl-C", OBJECTS, [Raised(CTRL_C)], Failure(CTRL_C, (), CM, frozenset())),
+    (
+        "an owner patch that fails: rolled back with what is owned",
+        OBJECTS,
+        [*ALL_MADE, Owned(), Raised(FORBIDDEN)],
+        Failure(FORBIDDEN, (CM, SECRET, MADE_JOB), None, frozenset({Ref.of(CM)})),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("objects", "fed", "expected"), [r[1:] for r in CREATE_ROWS], ids=[r[0] for r in CREATE_ROWS]
+)
+def test_creating(objects: tuple[Obj, ...], fed: list[Any], expected: Any) -> None:
+    machine = Creating(objects)
+    for answer in fed:
+        machine = machine.receive(answer, 0.0)
+    assert machine.next_request(0.0) == expected
+
+
+@pytest.mark.parametrize(
+    ("fed", "wrong"), [([], Owned()), (ALL_MADE, Made(CM)), ([Raised(FORBIDDEN)], Made(CM))]
+)
+def test_a_creating_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
+    machine = Creating(OBJECTS)
+    for answer in fed:
+        machine = machine.receive(answer, 0.0)
+    with pytest.raises(Unexpected, match="Creating in"):
+        machine.receive(wrong, 0.0)
+
+
+OURS_OWNED = companion("ConfigMap", "demo-script", owner="j1")
+SECRET_OWNED = companion("Secret", "demo-env", owner="j1")
+SOMEONE_ELSES = companion("ConfigMap", "demo-script", digest="fedcba9876543210", owner="j1")
+MISSING = f"{Ref.of(CM)} was missing: created again"
+ORPHAN = f"{Ref.of(SECRET)} had lost its owner: owned by the job again"
+
+# (what it was told) -> what it asks next; the companions CM and SECRET of MADE_JOB
+REPAIR_ROWS: list[tuple[str, list[Any], Any]] = [
+    ("the first companion is read first", [], Read(Ref.of(CM))),
+    ("missing: created again", [Found(None)], Create(CM)),
+    ("then owned by the job", [Found(None), Made(CM)], Own(CM, MADE_JOB)),
+    ("ours and owned: the next", [Found(OURS_OWNED)], Read(Ref.of(SECRET))),
+    (
+        "ours without its owner: owned again",
+        [Found(OURS_OWNED), Found(SECRET)],
+        Own(SECRET, MADE_JOB),
+    ),
+    ("not ours: it is never adopted", [Found(SOMEONE_ELSES)], NotOurs(Ref.of(CM))),
+    (
+        "each thing mended, one line each",
+        [Found(None), Made(CM), Owned(), Found(SECRET), Owned()],
+        Mended((MISSING, ORPHAN)),
+    ),
+    ("whole: nothing mended", [Found(OURS_OWNED), Found(SECRET_OWNED)], Mended(())),
+    (
+        "a read refused",
+        [Found(OURS_OWNED), Raised(FORBIDDEN)],
+        Unmendable(Ref.of(SECRET), FORBIDDEN),
+    ),
+    (
+        "a create that outlasted the retries",
+        [Found(None), Raised(DOWN)],
+        Unmendable(Ref.of(CM), DOWN),
+    ),
+    ("a name taken meanwhile: as it is", [Found(None), Raised(TAKEN)], Raised(TAKEN)),
+    ("a Ctrl-C: as it is", [Found(None), Made(CM), Raised(CTRL_C)], Raised(CTRL_C)),
+]
+
+
+@pytest.mark.parametrize(
+    ("fed", "expected"), [r[1:] for r in REPAIR_ROWS], ids=[r[0] for r in REPAIR_ROWS]
+)
+def test_repairing(fed: list[Any], expected: Any) -> None:
+    machine = Repairing.start((CM, SECRET), MADE_JOB, DIGEST)
+    for answer in fed:
+        machine = machine.receive(answer, 0.0)
+    assert machine.next_request(0.0) == expected
+
+
+def test_a_job_without_companions_has_nothing_to_repair() -> None:
+    assert Repairing.start((), MADE_JOB, DIGEST).next_request(0.0) == Mended(())
+
+
+@pytest.mark.parametrize(
+    ("fed", "wrong"),
+    [
+        ([], Made(CM)),
+        ([Found(None)], Found(None)),
+        ([Found(SECRET)], Found(None)),
+        ([Found(SOMEONE_ELSES)], Owned()),
+    ],
+)
+def test_a_repairing_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
+    machine = Repairing.start((CM, SECRET), MADE_JOB, DIGEST)
+    for answer in fed:
+        machine = machine.receive(answer, 0.0)
+    with pytest.raises(Unexpected, match="Repairing in"):
+        machine.receive(wrong, 0.0)
+
+
+CREATED = (CM, SECRET, MADE_JOB)
+OWNED = frozenset({Ref.of(CM)})
+JOB_REF, SECRET_REF, CM_REF = Ref.of(JOB), Ref.of(SECRET), Ref.of(CM)
+UNAVAILABLE = "not deleted: the API server was unavailable"
+UNREAD = "may have been created (its create got no answer) and could not be read: "
+
+# (created, the one whose create got no answer, what it was told) -> what it asks next
+UNDO_ROWS: list[tuple[str, tuple[Obj, ...], Obj | None, list[Any], Any]] = [
+    ("the job is deleted first", CREATED, None, [], Delete(JOB_REF)),
+    ("then its companions, last created first", CREATED, None, [Removed()], Delete(SECRET_REF)),
+    ("all deleted: nothing left", CREATED, None, [Removed()] * 3, RolledBack(())),
+    ("nothing created: nothing to do", (), None, [], RolledBack(())),
+    ("an unanswered create is read first", (CM, SECRET), JOB, [], CheckUnsure(JOB)),
+    ("there and ours: deleted first", (CM, SECRET), JOB, [Found(MADE_JOB)], Delete(JOB_REF)),
+    ("not there: the rest", (CM, SECRET), JOB, [Found(None)], Delete(SECRET_REF)),
+    (
+        "someone else's: never deleted",
+        (CM,),
+        SECRET,
+        [Found(companion("Secret", "demo-env", digest="other"))],
+        Delete(CM_REF),
+    ),
+    ("nothing made, the unanswered one not there", (), CM, [Found(None)], RolledBack(())),
+    (
+        "the unanswered one unreadable: left, and the rest deleted",
+        (CM, SECRET),
+        JOB,
+        [Unreadable(FORBIDDEN), Removed(), Removed()],
+        RolledBack((Left(JOB_REF, UNREAD + str(FORBIDDEN)),)),
+    ),
+    (
+        "unreadable as the API server is down: the rest is left without asking it",
+        (CM, SECRET),
+        JOB,
+        [Unreadable(DOWN)],
+        RolledBack(
+            (
+                Left(JOB_REF, UNREAD + str(DOWN)),
+                Left(SECRET_REF, UNAVAILABLE),
+                Left(CM_REF, UNAVAILABLE, owned=True),
+            )
+        ),
+    ),
+    (
+        "a delete refused: left, the status line said, and the rest deleted",
+        CREATED,
+        None,
+        [NotRemoved(FORBIDDEN), Removed(), Removed()],
+        RolledBack((Left(JOB_REF, "delete failed: 403 Forbidden: no right"),)),
+    ),
+    (
+        "a delete that outlasted the retries: the rest is left without asking",
+        CREATED,
+        None,
+        [NotRemoved(DOWN)],
+        RolledBack(
+            (
+                Left(JOB_REF, f"delete failed: {DOWN}"),
+                Left(SECRET_REF, UNAVAILABLE),
+                Left(CM_REF, UNAVAILABLE, owned=True),
+            )
+        ),
+    ),
+    (
+        "a Ctrl-C while deleting: what was not deleted yet",
+        CREATED,
+        None,
+        [Removed(), Interrupted()],
+        RolledBack(
+            (
+                Left(SECRET_REF, "delete interrupted: it may still be there"),
+                Left(CM_REF, "not deleted", owned=True),
+            )
+        ),
+    ),
+    (
+        "a Ctrl-C while reading the unanswered one: it too",
+        (CM, SECRET),
+        JOB,
+        [Interrupted()],
+        RolledBack(
+            (
+                Left(JOB_REF, "may have been created: not checked (interrupted)"),
+                Left(SECRET_REF, "delete interrupted: it may still be there"),
+                Left(CM_REF, "not deleted", owned=True),
+            )
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("created", "unsure", "fed", "expected"),
+    [r[1:] for r in UNDO_ROWS],
+    ids=[r[0] for r in UNDO_ROWS],
+)
+def test_rolling_back(
+    created: tuple[Obj, ...], unsure: Obj | None, fed: list[Any], expected: Any
+) -> None:
+    machine = RollingBack.start(created, unsure, DIGEST, OWNED)
+    for answer in fed:
+        machine = machine.receive(answer, 0.0)
+    assert machine.next_request(0.0) == expected
+
+
+@pytest.mark.parametrize(
+    ("unsure", "fed", "wrong"),
+    [(JOB, [], Removed()), (None, [], Found(None)), (None, [Removed()] * 3, Removed())],
+)
+def test_a_rolling_back_fed_out_of_turn_is_a_bug(
+    unsure: Obj | None, fed: list[Any], wrong: Any
+) -> None:
+    machine = RollingBack.start(CREATED, unsure, DIGEST, OWNED)
+    for answer in fed:
+        machine = machine.receive(answer, 0.0)
+    with pytest.raises(Unexpected, match="RollingBack in"):
+        machine.receive(wrong, 0.0)
 
 
 # --- log follow ---------------------------------------------------------------------------------
