@@ -12,7 +12,7 @@ import inspect
 import math
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -64,6 +64,7 @@ from kfcompile.lifecycle.session import (
     Backoff,
     Failed,
     GiveUp,
+    Machine,
     Pause,
     Retry,
     Slept,
@@ -636,6 +637,16 @@ def test_what_is_left_reads_as_a_list() -> None:
     assert str(left) == f"TrainJob demo ({HELD}), pod {TERMINATING}, more pods"
 
 
+M = TypeVar("M", bound=Machine)
+
+
+def after(machine: M, answers: Sequence[Any], at: float = 0.0) -> M:
+    """``machine`` after ``answers``, each told at ``at``."""
+    for answer in answers:
+        machine = machine.receive(answer, at)
+    return machine
+
+
 # --- every page of a list ----------------------------------------------------------------------
 
 EXPIRED_TOKEN = Gone(410, "Expired", "the continue token has expired")
@@ -699,9 +710,7 @@ LIST_ROWS: list[tuple[str, list[Any], Any]] = [
     ("fed", "expected"), [r[1:] for r in LIST_ROWS], ids=[r[0] for r in LIST_ROWS]
 )
 def test_lister(fed: list[Any], expected: Any) -> None:
-    machine = Lister()
-    for answer in fed:
-        machine = machine.receive(answer, 0.0)
+    machine = after(Lister(), fed)
     assert machine.next_request(0.0) == expected
 
 
@@ -710,9 +719,7 @@ def test_lister(fed: list[Any], expected: Any) -> None:
     [([], Slept()), ([page("a")], page("b")), ([TokenExpired(EXPIRED_TOKEN)], page("b"))],
 )
 def test_a_lister_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
-    machine = Lister()
-    for answer in fed:
-        machine = machine.receive(answer, 0.0)
+    machine = after(Lister(), fed)
     with pytest.raises(Unexpected, match="Lister in"):
         machine.receive(wrong, 0.0)
 
@@ -794,9 +801,7 @@ def test_starting(fed: list[tuple[Any, float]], now: float, expected: Any) -> No
     ],
 )
 def test_a_starting_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
-    machine = HELPER_START
-    for answer in fed:
-        machine = machine.receive(answer, 1.0)
+    machine = after(HELPER_START, fed, 1.0)
     with pytest.raises(Unexpected, match="Starting in"):
         machine.receive(wrong, 1.0)
 
@@ -864,9 +869,7 @@ CREATE_ROWS: list[tuple[str, tuple[Obj, ...], list[Any], Any]] = [
     ("objects", "fed", "expected"), [r[1:] for r in CREATE_ROWS], ids=[r[0] for r in CREATE_ROWS]
 )
 def test_creating(objects: tuple[Obj, ...], fed: list[Any], expected: Any) -> None:
-    machine = Creating(objects)
-    for answer in fed:
-        machine = machine.receive(answer, 0.0)
+    machine = after(Creating(objects), fed)
     assert machine.next_request(0.0) == expected
 
 
@@ -874,9 +877,7 @@ def test_creating(objects: tuple[Obj, ...], fed: list[Any], expected: Any) -> No
     ("fed", "wrong"), [([], Owned()), (ALL_MADE, Made(CM)), ([Raised(FORBIDDEN)], Made(CM))]
 )
 def test_a_creating_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
-    machine = Creating(OBJECTS)
-    for answer in fed:
-        machine = machine.receive(answer, 0.0)
+    machine = after(Creating(OBJECTS), fed)
     with pytest.raises(Unexpected, match="Creating in"):
         machine.receive(wrong, 0.0)
 
@@ -924,9 +925,7 @@ REPAIR_ROWS: list[tuple[str, list[Any], Any]] = [
     ("fed", "expected"), [r[1:] for r in REPAIR_ROWS], ids=[r[0] for r in REPAIR_ROWS]
 )
 def test_repairing(fed: list[Any], expected: Any) -> None:
-    machine = Repairing.start((CM, SECRET), MADE_JOB, DIGEST)
-    for answer in fed:
-        machine = machine.receive(answer, 0.0)
+    machine = after(Repairing.start((CM, SECRET), MADE_JOB, DIGEST), fed)
     assert machine.next_request(0.0) == expected
 
 
@@ -944,9 +943,7 @@ def test_a_job_without_companions_has_nothing_to_repair() -> None:
     ],
 )
 def test_a_repairing_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
-    machine = Repairing.start((CM, SECRET), MADE_JOB, DIGEST)
-    for answer in fed:
-        machine = machine.receive(answer, 0.0)
+    machine = after(Repairing.start((CM, SECRET), MADE_JOB, DIGEST), fed)
     with pytest.raises(Unexpected, match="Repairing in"):
         machine.receive(wrong, 0.0)
 
@@ -1050,9 +1047,7 @@ UNDO_ROWS: list[tuple[str, tuple[Obj, ...], Obj | None, list[Any], Any]] = [
 def test_rolling_back(
     created: tuple[Obj, ...], unsure: Obj | None, fed: list[Any], expected: Any
 ) -> None:
-    machine = RollingBack.start(created, unsure, DIGEST, OWNED)
-    for answer in fed:
-        machine = machine.receive(answer, 0.0)
+    machine = after(RollingBack.start(created, unsure, DIGEST, OWNED), fed)
     assert machine.next_request(0.0) == expected
 
 
@@ -1063,9 +1058,7 @@ def test_rolling_back(
 def test_a_rolling_back_fed_out_of_turn_is_a_bug(
     unsure: Obj | None, fed: list[Any], wrong: Any
 ) -> None:
-    machine = RollingBack.start(CREATED, unsure, DIGEST, OWNED)
-    for answer in fed:
-        machine = machine.receive(answer, 0.0)
+    machine = after(RollingBack.start(CREATED, unsure, DIGEST, OWNED), fed)
     with pytest.raises(Unexpected, match="RollingBack in"):
         machine.receive(wrong, 0.0)
 

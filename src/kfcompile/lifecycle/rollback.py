@@ -1,7 +1,7 @@
-"""What a failed submit leaves: everything it created is deleted again, the job first, and what
-cannot be (a DELETE refused, the API server down, a second Ctrl-C) is told, one line per object:
-what it is, why it stayed, whether anything will ever delete it, and the command that removes
-it."""
+"""What a failed submit leaves: everything it created is deleted again (the ``RollingBack``
+machine), the job first, and what cannot be (a DELETE refused, the API server down, a second
+Ctrl-C) is told, one line per object: what it is, why it stayed, whether anything will ever
+delete it, and the command that removes it."""
 
 from __future__ import annotations
 

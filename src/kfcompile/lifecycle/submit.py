@@ -1,6 +1,7 @@
 """Submitting a job: render it for the cluster (namespaced, labelled as ours, with the spec
-hash), check the cluster has what it needs, upload the work dir, create companions and the job,
-and roll back what a failure part-way leaves (``rollback``: or say what could not be removed)."""
+hash), check the cluster has what it needs, upload the work dir, create companions and the job
+(the ``Creating`` machine), and roll back what a failure part-way leaves (``rollback``: or say
+what could not be removed); a job of this spec already there is repaired (``Repairing``)."""
 
 from __future__ import annotations
 

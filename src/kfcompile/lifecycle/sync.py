@@ -1,5 +1,6 @@
-"""Work-dir sync: a short-lived helper pod that mounts the claim, and a tar stream over exec
-(read from disk as it is sent, written to disk as it arrives)."""
+"""Work-dir sync: a short-lived helper pod that mounts the claim (waited for by the
+``Starting`` machine), and a tar stream over exec (read from disk as it is sent, written to
+disk as it arrives)."""
 
 from __future__ import annotations
 
