@@ -17,7 +17,15 @@ from typing import Any, TypeVar
 import pytest
 
 from kfcompile import lifecycle
-from kfcompile.lifecycle.deleting import Look, Looked, Remaining, TimeUp, Vanished, Vanishing
+from kfcompile.lifecycle.deleting import (
+    Look,
+    Looked,
+    Remaining,
+    StillDeleting,
+    TimeUp,
+    Vanished,
+    Vanishing,
+)
 from kfcompile.lifecycle.follow import (
     Cursor,
     Dropped,
@@ -72,18 +80,25 @@ from kfcompile.lifecycle.session import (
 )
 from kfcompile.lifecycle.submit import (
     AllMade,
+    Checked,
     Create,
-    Creating,
     Failure,
     Made,
+    MakeWay,
     Mended,
     NotOurs,
     Own,
     Owned,
     Raised,
     Read,
+    Repair,
     Repairing,
+    Submitting,
+    Taken,
     Unmendable,
+    Upload,
+    Uploaded,
+    WayMade,
 )
 from kfcompile.lifecycle.sync import (
     HelperRead,
@@ -92,6 +107,7 @@ from kfcompile.lifecycle.sync import (
     Started,
     Starting,
     Stuck,
+    Synced,
     WontStart,
 )
 from kfcompile.lifecycle.waiter import (
@@ -827,59 +843,142 @@ DOWN = lifecycle.Unavailable("create TrainJob default/demo: the API server kept 
 TAKEN = lifecycle.NameTaken("ConfigMap demo-script in namespace default already exists")
 CTRL_C = KeyboardInterrupt()
 ALL_MADE = [Made(CM), Made(SECRET), Made(MADE_JOB)]
+FREE = [Found(None)]
+NEW = Submitting(OBJECTS, DIGEST)
+DRY = Submitting(OBJECTS, DIGEST, dry_run=True)
+UPLOADS = Submitting(OBJECTS, DIGEST, uploads=True)
+SYNCED = Synced(files=3, size=1024)
+OTHER_JOB = {**JOB, "metadata": {**JOB["metadata"], "annotations": {SPEC_HASH: "another"}}}
+GOING = {
+    **MADE_JOB,
+    "metadata": {**MADE_JOB["metadata"], "deletionTimestamp": "2025-01-01T00:00:00Z"},
+}
+STILL_DELETING = StillDeleting("TrainJob demo in namespace default is still being deleted", None)
 
-# (objects, what it was told) -> what it asks next
-CREATE_ROWS: list[tuple[str, tuple[Obj, ...], list[Any], Any]] = [
-    ("the first object first", OBJECTS, [], Create(CM)),
-    ("then the next, in order", OBJECTS, [Made(CM)], Create(SECRET)),
-    ("the job last", OBJECTS, [Made(CM), Made(SECRET)], Create(JOB)),
-    ("then the job, as created, owns the first companion", OBJECTS, ALL_MADE, Own(CM, MADE_JOB)),
-    ("and the next", OBJECTS, [*ALL_MADE, Owned()], Own(SECRET, MADE_JOB)),
-    ("all owned: done", OBJECTS, [*ALL_MADE, Owned(), Owned()], AllMade((CM, SECRET, MADE_JOB))),
-    ("a job alone owns nothing", (JOB,), [Made(MADE_JOB)], AllMade((MADE_JOB,))),
+# (machine, what it was told) -> what it asks next
+SUBMIT_ROWS: list[tuple[str, Submitting, list[Any], Any]] = [
+    ("the job's name is read first", NEW, [], Read(Ref.of(JOB))),
+    ("free: the first object first", NEW, FREE, Create(CM)),
+    ("then the next, in order", NEW, [*FREE, Made(CM)], Create(SECRET)),
+    ("the job last", NEW, [*FREE, Made(CM), Made(SECRET)], Create(JOB)),
+    (
+        "then the job, as created, owns the first companion",
+        NEW,
+        [*FREE, *ALL_MADE],
+        Own(CM, MADE_JOB),
+    ),
+    ("and the next", NEW, [*FREE, *ALL_MADE, Owned()], Own(SECRET, MADE_JOB)),
+    (
+        "all owned: done",
+        NEW,
+        [*FREE, *ALL_MADE, Owned(), Owned()],
+        AllMade((CM, SECRET, MADE_JOB), None),
+    ),
+    (
+        "a job alone owns nothing",
+        Submitting((JOB,), DIGEST),
+        [*FREE, Made(MADE_JOB)],
+        AllMade((MADE_JOB,), None),
+    ),
+    ("a job of this spec there: repaired", NEW, [Found(MADE_JOB)], Repair(MADE_JOB)),
+    ("another job there: never touched", NEW, [Found(OTHER_JOB)], Taken(OTHER_JOB)),
+    ("a job being deleted, even ours: waited for", NEW, [Found(GOING)], MakeWay(GOING)),
+    ("once it is gone, created anew", NEW, [Found(GOING), WayMade()], Create(CM)),
+    (
+        "still there: nothing is created",
+        NEW,
+        [Found(GOING), Raised(STILL_DELETING)],
+        Raised(STILL_DELETING),
+    ),
+    ("the read failing: nothing is created", NEW, [Raised(FORBIDDEN)], Raised(FORBIDDEN)),
+    ("a work dir: uploaded before anything is created", UPLOADS, FREE, Upload()),
+    ("then the objects", UPLOADS, [*FREE, Uploaded(SYNCED)], Create(CM)),
+    (
+        "and what was uploaded is said at the end",
+        UPLOADS,
+        [*FREE, Uploaded(SYNCED), *ALL_MADE, Owned(), Owned()],
+        AllMade((CM, SECRET, MADE_JOB), SYNCED),
+    ),
+    ("an upload failing: nothing is created", UPLOADS, [*FREE, Raised(DOWN)], Raised(DOWN)),
+    ("a dry run sends each object with dryRun=All", DRY, FREE, Create(CM, dry_run=True)),
+    (
+        "and never uploads",
+        Submitting(OBJECTS, DIGEST, dry_run=True, uploads=True),
+        FREE,
+        Create(CM, dry_run=True),
+    ),
+    ("each in order", DRY, [*FREE, Made(CM)], Create(SECRET, dry_run=True)),
+    (
+        "all checked: they would be new, and nothing is owned",
+        DRY,
+        [*FREE, *ALL_MADE],
+        Checked(created=True),
+    ),
+    ("a dry run of a job there: checked, not new", DRY, [Found(MADE_JOB)], Checked(created=False)),
+    (
+        "a dry run waits for a job being deleted too",
+        DRY,
+        [Found(GOING), WayMade()],
+        Create(CM, dry_run=True),
+    ),
+    (
+        "a dry run refused: nothing to roll back",
+        DRY,
+        [*FREE, Made(CM), Raised(FORBIDDEN)],
+        Raised(FORBIDDEN),
+    ),
     (
         "a refusal created nothing: only what was made is rolled back",
-        OBJECTS,
-        [Made(CM), Raised(FORBIDDEN)],
+        NEW,
+        [*FREE, Made(CM), Raised(FORBIDDEN)],
         Failure(FORBIDDEN, (CM,), None, frozenset()),
     ),
     (
         "a taken name created nothing",
-        OBJECTS,
-        [Raised(TAKEN)],
+        NEW,
+        [*FREE, Raised(TAKEN)],
         Failure(TAKEN, (), None, frozenset()),
     ),
     (
         "trouble that outlasted the retries may have created it",
-        OBJECTS,
-        [Made(CM), Made(SECRET), Raised(DOWN)],
+        NEW,
+        [*FREE, Made(CM), Made(SECRET), Raised(DOWN)],
         Failure(DOWN, (CM, SECRET), JOB, frozenset()),
     ),
-    ("so may a Ctrl-C", OBJECTS, [Raised(CTRL_C)], Failure(CTRL_C, (), CM, frozenset())),
+    ("so may a Ctrl-C", NEW, [*FREE, Raised(CTRL_C)], Failure(CTRL_C, (), CM, frozenset())),
     (
         "an owner patch that fails: rolled back with what is owned",
-        OBJECTS,
-        [*ALL_MADE, Owned(), Raised(FORBIDDEN)],
+        NEW,
+        [*FREE, *ALL_MADE, Owned(), Raised(FORBIDDEN)],
         Failure(FORBIDDEN, (CM, SECRET, MADE_JOB), None, frozenset({Ref.of(CM)})),
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("objects", "fed", "expected"), [r[1:] for r in CREATE_ROWS], ids=[r[0] for r in CREATE_ROWS]
+    ("machine", "fed", "expected"), [r[1:] for r in SUBMIT_ROWS], ids=[r[0] for r in SUBMIT_ROWS]
 )
-def test_creating(objects: tuple[Obj, ...], fed: list[Any], expected: Any) -> None:
-    machine = after(Creating(objects), fed)
-    assert machine.next_request(0.0) == expected
+def test_submitting(machine: Submitting, fed: list[Any], expected: Any) -> None:
+    assert after(machine, fed).next_request(0.0) == expected
 
 
 @pytest.mark.parametrize(
-    ("fed", "wrong"), [([], Owned()), (ALL_MADE, Made(CM)), ([Raised(FORBIDDEN)], Made(CM))]
+    ("machine", "fed", "wrong"),
+    [
+        (NEW, [], Made(CM)),
+        (NEW, [Found(GOING)], Found(None)),
+        (UPLOADS, FREE, Made(CM)),
+        (DRY, FREE, Owned()),
+        (NEW, FREE, Owned()),
+        (NEW, [*FREE, *ALL_MADE], Made(CM)),
+        (NEW, [Found(MADE_JOB)], Found(None)),
+    ],
 )
-def test_a_creating_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
-    machine = after(Creating(OBJECTS), fed)
-    with pytest.raises(Unexpected, match="Creating in"):
-        machine.receive(wrong, 0.0)
+def test_a_submitting_fed_out_of_turn_is_a_bug(
+    machine: Submitting, fed: list[Any], wrong: Any
+) -> None:
+    with pytest.raises(Unexpected, match="Submitting in"):
+        after(machine, fed).receive(wrong, 0.0)
 
 
 OURS_OWNED = companion("ConfigMap", "demo-script", owner="j1")

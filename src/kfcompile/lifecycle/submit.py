@@ -1,6 +1,6 @@
 """Submitting a job: render it for the cluster (namespaced, labelled as ours, with the spec
 hash), check the cluster has what it needs, upload the work dir, create companions and the job
-(the ``Creating`` machine), and roll back what a failure part-way leaves (``rollback``: or say
+(the ``Submitting`` machine), and roll back what a failure part-way leaves (``rollback``: or say
 what could not be removed); a job of this spec already there is repaired (``Repairing``)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
-from attrs import evolve, frozen
+from attrs import evolve, field, frozen
 
 from kfcompile.generated import QUEUE_LABEL
 from kfcompile.kinds import KINDS, TRAINJOB
@@ -200,12 +200,30 @@ def _own(session: Session, companion: Obj, job: Obj) -> None:
     call(session, named("patch", ref), partial(session.cluster.patch, ref, owner))
 
 
-# --- creating, and repairing: the ``Creating`` and ``Repairing`` machines -----------------------
+# --- submitting, and repairing: the ``Submitting`` and ``Repairing`` machines -------------------
+
+
+@frozen
+class Read:
+    ref: Ref
+
+
+@frozen
+class MakeWay:
+    """Wait for ``job``, being deleted, to be gone, so a new one can take its name."""
+
+    job: Obj
+
+
+@frozen
+class Upload:
+    """Upload the work dir."""
 
 
 @frozen
 class Create:
     obj: Obj
+    dry_run: bool = False  # sent with dryRun=All: checked by the server, stored nowhere
 
 
 @frozen
@@ -217,8 +235,13 @@ class Own:
 
 
 @frozen
-class Read:
-    ref: Ref
+class WayMade:
+    """The job being deleted is gone."""
+
+
+@frozen
+class Uploaded:
+    synced: Synced
 
 
 @frozen
@@ -235,9 +258,31 @@ class Owned:
 
 @frozen
 class Raised:
-    """The call raised ``error``: a refusal, trouble that outlasted the retries, a Ctrl-C."""
+    """The call raised ``error``: a refusal, trouble that outlasted the retries, a Ctrl-C.
+    Also an end: what ends the submit as it is."""
 
     error: BaseException
+
+
+@frozen
+class Repair:
+    """A job of this spec holds the name: make it whole (``Repairing``)."""
+
+    job: Obj
+
+
+@frozen
+class Taken:
+    """Another job holds the name: kfcompile never replaces it."""
+
+    job: Obj
+
+
+@frozen
+class Checked:
+    """A dry run's end: the server checked every object (``created``: they would be new)."""
+
+    created: bool
 
 
 @frozen
@@ -245,6 +290,7 @@ class AllMade:
     """Every object created, and every companion owned by the job."""
 
     created: tuple[Obj, ...]
+    uploaded: Synced | None
 
 
 @frozen
@@ -257,60 +303,138 @@ class Failure:
     owned: frozenset[Ref]  # the companions whose owner was set
 
 
-class Creation(enum.Enum):
-    CREATE = "create"  # the next object, in order
+class Stage(enum.Enum):
+    LOOK = "look"  # read the job by name: is it there, being deleted, ours?
+    WAY = "way"  # a job of that name is being deleted: wait for it to be gone
+    TRY = "try"  # a dry run: the next object, sent with dryRun=All
+    UPLOAD = "upload"  # the work dir, before anything is created
+    CREATE = "create"  # the next object, in order: companions first, the job last
     OWN = "own"  # the next companion gets the job as its owner
     END = "end"
+    ROLL_BACK = "roll back"  # the end of a failure part-way: ``rollback.RollingBack`` follows
 
 
 @frozen
-class Creating:
-    """A submit's objects created in order (companions first, the job last), then the job
-    made the owner of each companion; a failure ends it with what to roll back."""
+class Submitting:
+    """A submit, once its objects are rendered and the cluster has what they need: the job's
+    name read first (a job of this spec there is repaired, another job's is never touched, one
+    being deleted is waited for), then the work dir uploaded, the objects created in order and
+    the job made the owner of each companion; a failure there ends it with what to roll back.
+    ``dry_run``: each object is sent with dryRun=All instead, and nothing else is done."""
 
     objects: tuple[Obj, ...]
-    phase: Creation = Creation.CREATE
+    digest: str
+    dry_run: bool = field(default=False, kw_only=True)
+    uploads: bool = field(default=False, kw_only=True)  # a work dir to upload
+    phase: Stage = Stage.LOOK
+    existing: Obj | None = None  # the job of that name being deleted
     created: tuple[Obj, ...] = ()
     owned: tuple[Ref, ...] = ()
-    end: AllMade | Failure | None = None
+    uploaded: Synced | None = None
+    end: Repair | Taken | Checked | AllMade | Failure | Raised | None = None
 
-    def next_request(self, now: float) -> Create | Own | AllMade | Failure:
+    def next_request(
+        self, now: float
+    ) -> (
+        Read
+        | MakeWay
+        | Upload
+        | Create
+        | Own
+        | Repair
+        | Taken
+        | Checked
+        | AllMade
+        | Failure
+        | Raised
+    ):
         if self.end is not None:
             return self.end
-        if self.phase is Creation.CREATE:
-            return Create(self.objects[len(self.created)])
-        return Own(self.created[len(self.owned)], self.created[-1])
+        if self.phase is Stage.LOOK:
+            return Read(Ref.of(self.objects[-1]))
+        if self.phase is Stage.WAY:
+            assert self.existing is not None
+            return MakeWay(self.existing)
+        if self.phase is Stage.UPLOAD:
+            return Upload()
+        if self.phase is Stage.OWN:
+            return Own(self.created[len(self.owned)], self.created[-1])
+        return Create(self.objects[len(self.created)], dry_run=self.phase is Stage.TRY)
 
-    def receive(self, answer: Made | Owned | Raised, now: float) -> Creating:
-        return transition(CREATE_TABLE, self, self.phase, answer, now)
+    def receive(
+        self, answer: Found | WayMade | Uploaded | Made | Owned | Raised, now: float
+    ) -> Submitting:
+        return transition(SUBMIT_TABLE, self, self.phase, answer, now)
 
-    def _made(self, answer: Made, now: float) -> Creating:
+    def _found(self, answer: Found, now: float) -> Submitting:
+        job = answer.obj
+        if job is None:
+            return self._free()
+        if meta(job).get("deletionTimestamp"):  # never "already submitted": it is going
+            return evolve(self, phase=Stage.WAY, existing=job)
+        if annotation(job, SPEC_HASH) != self.digest:
+            return self._ended(Taken(job))
+        return self._ended(Checked(created=False) if self.dry_run else Repair(job))
+
+    def _way_made(self, answer: WayMade, now: float) -> Submitting:
+        return evolve(self, existing=None)._free()
+
+    def _free(self) -> Submitting:
+        """The name is free: try, or upload, or create."""
+        first = Stage.TRY if self.dry_run else Stage.UPLOAD if self.uploads else Stage.CREATE
+        return evolve(self, phase=first)
+
+    def _tried(self, answer: Made, now: float) -> Submitting:
+        tried = evolve(self, created=(*self.created, answer.obj))
+        return tried if len(tried.created) < len(self.objects) else self._ended(Checked(True))
+
+    def _uploaded(self, answer: Uploaded, now: float) -> Submitting:
+        return evolve(self, phase=Stage.CREATE, uploaded=answer.synced)
+
+    def _made(self, answer: Made, now: float) -> Submitting:
         made = evolve(self, created=(*self.created, answer.obj))
         return made if len(made.created) < len(self.objects) else made._owning()
 
-    def _owned(self, answer: Owned, now: float) -> Creating:
+    def _owned(self, answer: Owned, now: float) -> Submitting:
         return evolve(self, owned=(*self.owned, Ref.of(self.created[len(self.owned)])))._owning()
 
-    def _owning(self) -> Creating:
+    def _owning(self) -> Submitting:
         if len(self.owned) < len(self.created) - 1:
-            return evolve(self, phase=Creation.OWN)
-        return evolve(self, phase=Creation.END, end=AllMade(self.created))
+            return evolve(self, phase=Stage.OWN)
+        return self._ended(AllMade(self.created, self.uploaded))
 
-    def _failed(self, answer: Raised, now: float) -> Creating:
+    def _failed(self, answer: Raised, now: float) -> Submitting:
         error = answer.error
         # A refusal (an ApiError, a taken name) created nothing; anything else may have.
-        pending = self.objects[len(self.created)] if self.phase is Creation.CREATE else None
+        pending = self.objects[len(self.created)] if self.phase is Stage.CREATE else None
         unsure = None if isinstance(error, ApiError | NameTaken) else pending
         failure = Failure(error, self.created, unsure, frozenset(self.owned))
-        return evolve(self, phase=Creation.END, end=failure)
+        return evolve(self, phase=Stage.ROLL_BACK, end=failure)
+
+    def _raised(self, answer: Raised, now: float) -> Submitting:
+        return self._ended(answer)  # nothing was created: nothing to roll back
+
+    def _ended(self, end: Repair | Taken | Checked | AllMade | Raised) -> Submitting:
+        return evolve(self, phase=Stage.END, end=end)
 
 
-CREATE_TABLE: Final[Table[Creating]] = {
+_NEW: Final = (Stage.TRY, Stage.UPLOAD, Stage.CREATE)  # where a free name leads
+
+SUBMIT_TABLE: Final[Table[Submitting]] = {
+    # WAY: being deleted; END: ours (Repair, or Checked in a dry run), or another's (Taken)
+    (Stage.LOOK, Found): row(Submitting._found, Stage.WAY, *_NEW, Stage.END),
+    (Stage.LOOK, Raised): row(Submitting._raised, Stage.END),
+    (Stage.WAY, WayMade): row(Submitting._way_made, *_NEW),
+    (Stage.WAY, Raised): row(Submitting._raised, Stage.END),  # StillDeleting: nothing created
+    (Stage.TRY, Made): row(Submitting._tried, Stage.TRY, Stage.END),  # the next, or Checked
+    (Stage.TRY, Raised): row(Submitting._raised, Stage.END),  # a dry run stores nothing
+    (Stage.UPLOAD, Uploaded): row(Submitting._uploaded, Stage.CREATE),
+    (Stage.UPLOAD, Raised): row(Submitting._raised, Stage.END),
     # the next; OWN once the job is created; END when it has no companion
-    (Creation.CREATE, Made): row(Creating._made, Creation.CREATE, Creation.OWN, Creation.END),
-    (Creation.CREATE, Raised): row(Creating._failed, Creation.END),  # roll back
-    (Creation.OWN, Owned): row(Creating._owned, Creation.OWN, Creation.END),  # the next, or done
-    (Creation.OWN, Raised): row(Creating._failed, Creation.END),  # roll back
+    (Stage.CREATE, Made): row(Submitting._made, Stage.CREATE, Stage.OWN, Stage.END),
+    (Stage.CREATE, Raised): row(Submitting._failed, Stage.ROLL_BACK),
+    (Stage.OWN, Owned): row(Submitting._owned, Stage.OWN, Stage.END),  # the next, or done
+    (Stage.OWN, Raised): row(Submitting._failed, Stage.ROLL_BACK),
 }
 
 
@@ -419,25 +543,31 @@ REPAIR_TABLE: Final[Table[Repairing]] = {
 }
 
 
-def _perform(session: Session, digest: str) -> Perform:
-    """How ``Creating`` and ``Repairing`` ask the ports: whatever a call raises (a Ctrl-C
-    too) is its answer, ``Raised``, for the machine to decide what it leads to."""
-
-    def answer(make: Callable[[], object]) -> object:
-        try:
-            return make()
-        except BaseException as exc:
-            return Raised(exc)
+def _perform(session: Session, digest: str, more: Perform | None = None) -> Perform:
+    """How ``Submitting`` and ``Repairing`` ask the ports (and ``more``): whatever a call
+    raises (a Ctrl-C too) is its answer, ``Raised``, for the machine to say what it leads to."""
 
     def owned(request: Own) -> Owned:
         _own(session, request.companion, request.job)
         return Owned()
 
-    return {
-        Create: lambda r: answer(lambda: Made(create(session, r.obj, digest))),
-        Own: lambda r: answer(partial(owned, r)),
-        Read: lambda r: answer(lambda: Found(get(session, r.ref))),
-    }
+    def made(request: Create) -> Made:
+        return Made(create(session, request.obj, digest, dry_run=request.dry_run))
+
+    def found(request: Read) -> Found:
+        return Found(get(session, request.ref))
+
+    def answering(how: Callable[[Any], object]) -> Callable[[Any], object]:
+        def answer(request: object) -> object:
+            try:
+                return how(request)
+            except BaseException as exc:
+                return Raised(exc)
+
+        return answer
+
+    asks: Perform = {Create: made, Own: owned, Read: found, **(more or {})}
+    return {request: answering(how) for request, how in asks.items()}
 
 
 def submit(
@@ -485,46 +615,51 @@ def submit(
     problems = preflight(session, spec, prepared)
     if problems:
         raise PreflightFailed(problems)
-    ref = prepared.ref
-    existing = get(session, ref)
-    if existing is not None and meta(existing).get("deletionTimestamp"):
-        make_way(session, existing, deleting_wait, on_deleting)
-        existing = None
-    if existing is not None:
-        if annotation(existing, SPEC_HASH) == prepared.spec_hash:
-            if dry_run:
-                return Submitted(ref, created=False, dry_run=True)
-            return Submitted(ref, created=False, repaired=_repair(session, prepared, existing))
-        raise NameTaken(
-            f"{ref} already exists and is a different job (spec hash "
-            f"{annotation(existing, SPEC_HASH) or 'none'}, this spec {prepared.spec_hash}): "
-            f"rename the job, or cancel the old one first (kfcompile cancel {ref.name})"
+    ref, digest = prepared.ref, prepared.spec_hash
+    uploads = spec.work_dir is not None and files is not None
+
+    def upload(_: Upload) -> Uploaded:
+        assert spec.work_dir is not None and files is not None
+        work_dir = spec.work_dir
+        return Uploaded(
+            sync_up(
+                session,
+                files,
+                namespace=namespace,
+                pvc=work_dir.pvc,
+                path="/",
+                local=work_dir.local,
+                image=sync_image,
+                timeout=sync_timeout,
+            )
         )
-    if dry_run:
-        for obj in prepared.objects:
-            create(session, obj, prepared.spec_hash, dry_run=True)
-        return Submitted(ref, created=True, dry_run=True)
-    uploaded = None
-    if spec.work_dir is not None and files is not None:
-        uploaded = sync_up(
-            session,
-            files,
-            namespace=namespace,
-            pvc=spec.work_dir.pvc,
-            path="/",
-            local=spec.work_dir.local,
-            image=sync_image,
-            timeout=sync_timeout,
-        )
-    perform = _perform(session, prepared.spec_hash)
-    _, end = ended(drive(Creating(prepared.objects), session.clock, perform))
+
+    def way(request: MakeWay) -> WayMade:
+        make_way(session, request.job, deleting_wait, on_deleting)
+        return WayMade()
+
+    perform = _perform(session, digest, {MakeWay: way, Upload: upload})
+    machine = Submitting(prepared.objects, digest, dry_run=dry_run, uploads=uploads)
+    _, end = ended(drive(machine, session.clock, perform))
     if isinstance(end, Failure):
-        left = roll_back(session, end.created, end.unsure, prepared.spec_hash, end.owned)
+        left = roll_back(session, end.created, end.unsure, digest, end.owned)
         if left:
             raise LeftBehind(end.error, left, ref) from end.error
         raise end.error
+    if isinstance(end, Raised):
+        raise end.error
+    if isinstance(end, Taken):
+        raise NameTaken(
+            f"{ref} already exists and is a different job (spec hash "
+            f"{annotation(end.job, SPEC_HASH) or 'none'}, this spec {digest}): "
+            f"rename the job, or cancel the old one first (kfcompile cancel {ref.name})"
+        )
+    if isinstance(end, Checked):
+        return Submitted(ref, created=end.created, dry_run=True)
+    if isinstance(end, Repair):
+        return Submitted(ref, created=False, repaired=_repair(session, prepared, end.job))
     assert isinstance(end, AllMade), end
-    return Submitted(ref, created=True, uploaded=uploaded)
+    return Submitted(ref, created=True, uploaded=end.uploaded)
 
 
 def _repair(session: Session, prepared: Prepared, job: Obj) -> tuple[str, ...]:
