@@ -77,6 +77,7 @@ from kfcompile.lifecycle.session import (
     Retry,
     Slept,
     Unexpected,
+    finished,
 )
 from kfcompile.lifecycle.submit import (
     AllMade,
@@ -1160,6 +1161,54 @@ def test_a_rolling_back_fed_out_of_turn_is_a_bug(
     machine = after(RollingBack.start(CREATED, unsure, DIGEST, OWNED), fed)
     with pytest.raises(Unexpected, match="RollingBack in"):
         machine.receive(wrong, 0.0)
+
+
+class CtrlCAt:
+    """A clock that raises a Ctrl-C at its ``at``-th reading: a drive reads it before each
+    request and after each answer, so the Ctrl-C comes between two calls."""
+
+    def __init__(self, at: int) -> None:
+        self.readings, self.at, self.error = 0, at, KeyboardInterrupt()
+
+    def monotonic(self) -> float:
+        self.readings += 1
+        if self.readings == self.at:
+            raise self.error
+        return 0.0
+
+    def sleep(self, seconds: float) -> None:
+        raise AssertionError("no pause here")
+
+
+CREATES: Mapping[type[Any], Callable[[Any], object]] = {
+    Read: lambda _: Found(None),
+    Create: lambda r: Made(r.obj),
+    Own: lambda _: Owned(),
+}
+
+
+def test_a_ctrl_c_between_two_creates_rolls_back_as_one_in_a_create() -> None:
+    clock = CtrlCAt(5)  # read the name (1, 2), create CM (3, 4): before the Secret's create
+    end = finished(NEW, clock, CREATES, Raised)
+    assert end == Failure(clock.error, (CM,), SECRET, frozenset())
+
+
+def test_a_ctrl_c_once_the_submit_has_ended_stands() -> None:
+    clock = CtrlCAt(2 * (1 + 3 + 2) + 1)  # after the read, 3 creates, 2 owner patches
+    with pytest.raises(KeyboardInterrupt) as info:
+        finished(NEW, clock, CREATES, Raised)
+    assert info.value is clock.error
+
+
+def test_a_ctrl_c_between_two_deletes_says_what_was_not_deleted() -> None:
+    machine = RollingBack.start(CREATED, None, DIGEST, OWNED)
+    end = finished(machine, CtrlCAt(3), {Delete: lambda _: Removed()}, lambda _: Interrupted())
+    assert end == RolledBack(
+        (
+            Left(SECRET_REF, "delete interrupted: it may still be there"),
+            Left(CM_REF, "not deleted", owned=True),
+        )
+    )
 
 
 # --- log follow ---------------------------------------------------------------------------------

@@ -17,12 +17,12 @@ from kfcompile.lifecycle.objects import annotation, get
 from kfcompile.lifecycle.session import (
     SPEC_HASH,
     ClusterError,
+    Perform,
     Session,
     Table,
     Unavailable,
     call,
-    drive,
-    ended,
+    finished,
     named,
     row,
     transition,
@@ -255,6 +255,7 @@ def roll_back(
         return Removed()
 
     machine = RollingBack.start(created, unsure, digest, owned)
-    _, end = ended(drive(machine, session.clock, {CheckUnsure: check, Delete: delete}))
+    perform: Perform = {CheckUnsure: check, Delete: delete}
+    end = finished(machine, session.clock, perform, lambda _: Interrupted())
     assert isinstance(end, RolledBack), end
     return list(end.left)

@@ -33,6 +33,7 @@ from kfcompile.lifecycle.session import (
     call,
     drive,
     ended,
+    finished,
     named,
     row,
     transition,
@@ -640,7 +641,7 @@ def submit(
 
     perform = _perform(session, digest, {MakeWay: way, Upload: upload})
     machine = Submitting(prepared.objects, digest, dry_run=dry_run, uploads=uploads)
-    _, end = ended(drive(machine, session.clock, perform))
+    end = finished(machine, session.clock, perform, Raised)
     if isinstance(end, Failure):
         left = roll_back(session, end.created, end.unsure, digest, end.owned)
         if left:
