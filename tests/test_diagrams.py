@@ -40,7 +40,7 @@ from kfcompile.lifecycle.session import (
     told,
     transition,
 )
-from kfcompile.lifecycle.submit import REPAIR_TABLE, SUBMIT_TABLE, Repairing, Submitting
+from kfcompile.lifecycle.submitting import REPAIR_TABLE, SUBMIT_TABLE, Repairing, Submitting
 from kfcompile.ports import Transient
 
 ROOT = Path(__file__).resolve().parents[1]

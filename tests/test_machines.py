@@ -79,7 +79,7 @@ from kfcompile.lifecycle.session import (
     Unexpected,
     finished,
 )
-from kfcompile.lifecycle.submit import (
+from kfcompile.lifecycle.submitting import (
     AllMade,
     Checked,
     Create,

@@ -237,7 +237,7 @@ def _await_running(session: Session, ref: Ref, timeout: float) -> None:
     _, end = ended(drive(Starting(timeout, clock.monotonic()), clock, perform))
     if isinstance(end, NotYet):
         head = f"sync helper not running after {timeout:g}s (--timeout)"
-        raise TimedOut(_why(session, end.pod, head) if end.pod else f"{head}: {ref}")
+        raise TimedOut(_why(session, end.pod, head) if end.pod is not None else f"{head}: {ref}")
     if isinstance(end, Stuck):
         raise ClusterError(_why(session, end.pod, "sync helper"))
     if isinstance(end, WontStart):
