@@ -115,9 +115,12 @@ class Forgotten:
     error: Gone
 
 
-class Paged(enum.Enum):
+class ListPhase(enum.Enum):
     PAGE = "page"
     END = "end"
+
+
+PAGE, END = ListPhase.PAGE, ListPhase.END  # the table's words
 
 
 @frozen
@@ -125,7 +128,7 @@ class Lister:
     """One list, page by page: a continue token the server has forgotten (410) starts it over,
     as the API asks, ``LIST_RESTARTS`` times at most; one that pages for ever ends it."""
 
-    phase: Paged = Paged.PAGE
+    phase: ListPhase = ListPhase.PAGE
     token: str | None = None  # the next page's
     items: tuple[Obj, ...] = ()
     paging: Paging = Paging()
@@ -142,21 +145,21 @@ class Lister:
         page = answer.page
         items = self.items + tuple(page.items)
         if not page.continue_token:
-            return evolve(self, phase=Paged.END, end=AllRead(items))
+            return evolve(self, phase=ListPhase.END, end=AllRead(items))
         paging = self.paging.after(page)
         if isinstance(paging, str):
-            return evolve(self, phase=Paged.END, end=Endless(paging))
+            return evolve(self, phase=ListPhase.END, end=Endless(paging))
         return evolve(self, token=page.continue_token, items=items, paging=paging)
 
     def _expired(self, answer: TokenExpired, now: float) -> Lister:
         if self.token is None or self.restarts >= LIST_RESTARTS:
-            return evolve(self, phase=Paged.END, end=Forgotten(answer.error))
+            return evolve(self, phase=ListPhase.END, end=Forgotten(answer.error))
         return Lister(restarts=self.restarts + 1)
 
 
 LIST_TABLE: Final[Table[Lister]] = {
-    (Paged.PAGE, PageRead): row(Lister._read, Paged.PAGE, Paged.END),  # END: the last, or endless
-    (Paged.PAGE, TokenExpired): row(Lister._expired, Paged.PAGE, Paged.END),  # PAGE: over again
+    (PAGE, PageRead): row(Lister._read, PAGE, END),  # END: the last, or endless
+    (PAGE, TokenExpired): row(Lister._expired, PAGE, END),  # PAGE: over again
 }
 
 

@@ -125,10 +125,13 @@ class RolledBack:
     left: tuple[Left, ...]
 
 
-class Undo(enum.Enum):
+class UndoPhase(enum.Enum):
     CHECK = "check"  # read the object whose create got no answer
     DELETE = "delete"  # delete the next one
     END = "end"
+
+
+CHECK, DELETE, END = UndoPhase.CHECK, UndoPhase.DELETE, UndoPhase.END  # the table's words
 
 
 @frozen
@@ -142,7 +145,7 @@ class RollingBack:
     digest: str
     owned: frozenset[Ref] = frozenset()
     unsure: Obj | None = None
-    phase: Undo = Undo.CHECK
+    phase: UndoPhase = UndoPhase.CHECK
     left: tuple[Left, ...] = ()
 
     @classmethod
@@ -150,14 +153,16 @@ class RollingBack:
         cls, created: Sequence[Obj], unsure: Obj | None, digest: str, owned: frozenset[Ref]
     ) -> RollingBack:
         todo = tuple(reversed(created))
-        first = Undo.CHECK if unsure is not None else Undo.DELETE if todo else Undo.END
+        first = (
+            UndoPhase.CHECK if unsure is not None else UndoPhase.DELETE if todo else UndoPhase.END
+        )
         return cls(todo, digest, owned, unsure, first)
 
     def next_request(self, now: float) -> CheckUnsure | Delete | RolledBack:
-        if self.phase is Undo.CHECK:
+        if self.phase is UndoPhase.CHECK:
             assert self.unsure is not None
             return CheckUnsure(self.unsure)
-        if self.phase is Undo.DELETE:
+        if self.phase is UndoPhase.DELETE:
             return Delete(Ref.of(self.todo[0]))
         return RolledBack(self.left)
 
@@ -167,7 +172,7 @@ class RollingBack:
         return transition(UNDO_TABLE, self, self.phase, answer, now)
 
     def _next(self, todo: tuple[Obj, ...], *left: Left) -> RollingBack:
-        more = Undo.DELETE if todo else Undo.END
+        more = UndoPhase.DELETE if todo else UndoPhase.END
         return evolve(self, phase=more, todo=todo, unsure=None, left=self.left + left)
 
     def _found(self, answer: Found, now: float) -> RollingBack:
@@ -212,14 +217,14 @@ class RollingBack:
 
 UNDO_TABLE: Final[Table[RollingBack]] = {
     # DELETE the job first (the one read first when ours); END: nothing was created
-    (Undo.CHECK, Found): row(RollingBack._found, Undo.DELETE, Undo.END),
+    (CHECK, Found): row(RollingBack._found, DELETE, END),
     # END: nothing else to delete, or the API server is unavailable
-    (Undo.CHECK, Unreadable): row(RollingBack._unreadable, Undo.DELETE, Undo.END),
-    (Undo.CHECK, Interrupted): row(RollingBack._interrupted, Undo.END),  # the rest is left
-    (Undo.DELETE, Removed): row(RollingBack._removed, Undo.DELETE, Undo.END),  # the next one
+    (CHECK, Unreadable): row(RollingBack._unreadable, DELETE, END),
+    (CHECK, Interrupted): row(RollingBack._interrupted, END),  # the rest is left
+    (DELETE, Removed): row(RollingBack._removed, DELETE, END),  # the next one
     # the next one; END: the last, or the API server is unavailable
-    (Undo.DELETE, NotRemoved): row(RollingBack._not_removed, Undo.DELETE, Undo.END),
-    (Undo.DELETE, Interrupted): row(RollingBack._interrupted, Undo.END),  # the rest is left
+    (DELETE, NotRemoved): row(RollingBack._not_removed, DELETE, END),
+    (DELETE, Interrupted): row(RollingBack._interrupted, END),  # the rest is left
 }
 
 

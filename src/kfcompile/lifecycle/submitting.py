@@ -126,7 +126,7 @@ class Failure:
     owned: frozenset[Ref]  # the companions whose owner was set
 
 
-class Stage(enum.Enum):
+class SubmitPhase(enum.Enum):
     LOOK = "look"  # read the job by name: is it there, being deleted, ours?
     WAY = "way"  # a job of that name is being deleted: wait for it to be gone
     TRY = "try"  # a dry run: the next object, sent with dryRun=All
@@ -149,7 +149,7 @@ class Submitting:
     digest: str
     dry_run: bool = field(default=False, kw_only=True)
     uploads: bool = field(default=False, kw_only=True)  # a work dir to upload
-    phase: Stage = Stage.LOOK
+    phase: SubmitPhase = SubmitPhase.LOOK
     existing: Obj | None = None  # the job of that name being deleted
     created: tuple[Obj, ...] = ()
     owned: tuple[Ref, ...] = ()
@@ -173,16 +173,16 @@ class Submitting:
     ):
         if self.end is not None:
             return self.end
-        if self.phase is Stage.LOOK:
+        if self.phase is SubmitPhase.LOOK:
             return Read(Ref.of(self.objects[-1]))
-        if self.phase is Stage.WAY:
+        if self.phase is SubmitPhase.WAY:
             assert self.existing is not None
             return MakeWay(self.existing)
-        if self.phase is Stage.UPLOAD:
+        if self.phase is SubmitPhase.UPLOAD:
             return Upload()
-        if self.phase is Stage.OWN:
+        if self.phase is SubmitPhase.OWN:
             return Own(self.created[len(self.owned)], self.created[-1])
-        return Create(self.objects[len(self.created)], dry_run=self.phase is Stage.TRY)
+        return Create(self.objects[len(self.created)], dry_run=self.phase is SubmitPhase.TRY)
 
     def receive(
         self, answer: Found | WayMade | Uploaded | Made | Owned | Raised, now: float
@@ -194,7 +194,7 @@ class Submitting:
         if job is None:
             return self._free()
         if meta(job).get("deletionTimestamp"):  # never "already submitted": it is going
-            return evolve(self, phase=Stage.WAY, existing=job)
+            return evolve(self, phase=SubmitPhase.WAY, existing=job)
         if annotation(job, SPEC_HASH) != self.digest:
             return self._ended(Taken(job))
         return self._ended(Checked(created=False) if self.dry_run else Repair(job))
@@ -204,7 +204,13 @@ class Submitting:
 
     def _free(self) -> Submitting:
         """The name is free: try, or upload, or create."""
-        first = Stage.TRY if self.dry_run else Stage.UPLOAD if self.uploads else Stage.CREATE
+        first = (
+            SubmitPhase.TRY
+            if self.dry_run
+            else SubmitPhase.UPLOAD
+            if self.uploads
+            else SubmitPhase.CREATE
+        )
         return evolve(self, phase=first)
 
     def _tried(self, answer: Made, now: float) -> Submitting:
@@ -212,7 +218,7 @@ class Submitting:
         return tried if len(tried.created) < len(self.objects) else self._ended(Checked(True))
 
     def _uploaded(self, answer: Uploaded, now: float) -> Submitting:
-        return evolve(self, phase=Stage.CREATE, uploaded=answer.synced)
+        return evolve(self, phase=SubmitPhase.CREATE, uploaded=answer.synced)
 
     def _made(self, answer: Made, now: float) -> Submitting:
         made = evolve(self, created=(*self.created, answer.obj))
@@ -223,41 +229,49 @@ class Submitting:
 
     def _owning(self) -> Submitting:
         if len(self.owned) < len(self.created) - 1:
-            return evolve(self, phase=Stage.OWN)
+            return evolve(self, phase=SubmitPhase.OWN)
         return self._ended(AllMade(self.created, self.uploaded))
 
     def _failed(self, answer: Raised, now: float) -> Submitting:
         error = answer.error
         # A refusal (an ApiError, a taken name) created nothing; anything else may have.
-        pending = self.objects[len(self.created)] if self.phase is Stage.CREATE else None
+        pending = self.objects[len(self.created)] if self.phase is SubmitPhase.CREATE else None
         unsure = None if isinstance(error, ApiError | NameTaken) else pending
         failure = Failure(error, self.created, unsure, frozenset(self.owned))
-        return evolve(self, phase=Stage.ROLL_BACK, end=failure)
+        return evolve(self, phase=SubmitPhase.ROLL_BACK, end=failure)
 
     def _raised(self, answer: Raised, now: float) -> Submitting:
         return self._ended(answer)  # nothing was created: nothing to roll back
 
     def _ended(self, end: Repair | Taken | Checked | AllMade | Raised) -> Submitting:
-        return evolve(self, phase=Stage.END, end=end)
+        return evolve(self, phase=SubmitPhase.END, end=end)
 
 
-_NEW: Final = (Stage.TRY, Stage.UPLOAD, Stage.CREATE)  # where a free name leads
+_NEW: Final = (SubmitPhase.TRY, SubmitPhase.UPLOAD, SubmitPhase.CREATE)  # where a free name leads
 
 SUBMIT_TABLE: Final[Table[Submitting]] = {
     # WAY: being deleted; END: ours (Repair, or Checked in a dry run), or another's (Taken)
-    (Stage.LOOK, Found): row(Submitting._found, Stage.WAY, *_NEW, Stage.END),
-    (Stage.LOOK, Raised): row(Submitting._raised, Stage.END),
-    (Stage.WAY, WayMade): row(Submitting._way_made, *_NEW),
-    (Stage.WAY, Raised): row(Submitting._raised, Stage.END),  # StillDeleting: nothing created
-    (Stage.TRY, Made): row(Submitting._tried, Stage.TRY, Stage.END),  # the next, or Checked
-    (Stage.TRY, Raised): row(Submitting._raised, Stage.END),  # a dry run stores nothing
-    (Stage.UPLOAD, Uploaded): row(Submitting._uploaded, Stage.CREATE),
-    (Stage.UPLOAD, Raised): row(Submitting._raised, Stage.END),
+    (SubmitPhase.LOOK, Found): row(Submitting._found, SubmitPhase.WAY, *_NEW, SubmitPhase.END),
+    (SubmitPhase.LOOK, Raised): row(Submitting._raised, SubmitPhase.END),
+    (SubmitPhase.WAY, WayMade): row(Submitting._way_made, *_NEW),
+    (SubmitPhase.WAY, Raised): row(
+        Submitting._raised, SubmitPhase.END
+    ),  # StillDeleting: nothing created
+    (SubmitPhase.TRY, Made): row(
+        Submitting._tried, SubmitPhase.TRY, SubmitPhase.END
+    ),  # the next, or Checked
+    (SubmitPhase.TRY, Raised): row(Submitting._raised, SubmitPhase.END),  # a dry run stores nothing
+    (SubmitPhase.UPLOAD, Uploaded): row(Submitting._uploaded, SubmitPhase.CREATE),
+    (SubmitPhase.UPLOAD, Raised): row(Submitting._raised, SubmitPhase.END),
     # the next; OWN once the job is created; END when it has no companion
-    (Stage.CREATE, Made): row(Submitting._made, Stage.CREATE, Stage.OWN, Stage.END),
-    (Stage.CREATE, Raised): row(Submitting._failed, Stage.ROLL_BACK),
-    (Stage.OWN, Owned): row(Submitting._owned, Stage.OWN, Stage.END),  # the next, or done
-    (Stage.OWN, Raised): row(Submitting._failed, Stage.ROLL_BACK),
+    (SubmitPhase.CREATE, Made): row(
+        Submitting._made, SubmitPhase.CREATE, SubmitPhase.OWN, SubmitPhase.END
+    ),
+    (SubmitPhase.CREATE, Raised): row(Submitting._failed, SubmitPhase.ROLL_BACK),
+    (SubmitPhase.OWN, Owned): row(
+        Submitting._owned, SubmitPhase.OWN, SubmitPhase.END
+    ),  # the next, or done
+    (SubmitPhase.OWN, Raised): row(Submitting._failed, SubmitPhase.ROLL_BACK),
 }
 
 
@@ -281,7 +295,7 @@ class Unmendable:
     error: ApiError | ClusterError
 
 
-class Mend(enum.Enum):
+class RepairPhase(enum.Enum):
     READ = "read"  # the next companion, as the cluster has it
     CREATE = "create"  # it is missing: create it again
     OWN = "own"  # it lacks its owner: the job
@@ -297,7 +311,7 @@ class Repairing:
     todo: tuple[Obj, ...]
     job: Obj
     digest: str
-    phase: Mend = Mend.READ
+    phase: RepairPhase = RepairPhase.READ
     current: Obj | None = None  # the companion being mended, as the cluster has it
     what: str = ""  # what is mended about it
     repaired: tuple[str, ...] = ()
@@ -306,7 +320,7 @@ class Repairing:
     @classmethod
     def start(cls, companions: Sequence[Obj], job: Obj, digest: str) -> Repairing:
         if not companions:
-            return cls((), job, digest, Mend.END, end=Mended(()))
+            return cls((), job, digest, RepairPhase.END, end=Mended(()))
         return cls(tuple(companions), job, digest)
 
     def next_request(
@@ -314,9 +328,9 @@ class Repairing:
     ) -> Read | Create | Own | Mended | NotOurs | Unmendable | Raised:
         if self.end is not None:
             return self.end
-        if self.phase is Mend.READ:
+        if self.phase is RepairPhase.READ:
             return Read(Ref.of(self.todo[0]))
-        if self.phase is Mend.CREATE:
+        if self.phase is RepairPhase.CREATE:
             return Create(self.todo[0])
         assert self.current is not None
         return Own(self.current, self.job)
@@ -327,16 +341,18 @@ class Repairing:
     def _found(self, answer: Found, now: float) -> Repairing:
         current = answer.obj
         if current is None:
-            return evolve(self, phase=Mend.CREATE)
+            return evolve(self, phase=RepairPhase.CREATE)
         if annotation(current, SPEC_HASH) != self.digest:
-            return evolve(self, phase=Mend.END, end=NotOurs(Ref.of(self.todo[0])))
+            return evolve(self, phase=RepairPhase.END, end=NotOurs(Ref.of(self.todo[0])))
         if owned_by(current, self.job):
             return self._next()
         what = "had lost its owner: owned by the job again"
-        return evolve(self, phase=Mend.OWN, current=current, what=what)
+        return evolve(self, phase=RepairPhase.OWN, current=current, what=what)
 
     def _made(self, answer: Made, now: float) -> Repairing:
-        return evolve(self, phase=Mend.OWN, current=answer.obj, what="was missing: created again")
+        return evolve(
+            self, phase=RepairPhase.OWN, current=answer.obj, what="was missing: created again"
+        )
 
     def _owned(self, answer: Owned, now: float) -> Repairing:
         return self._next(f"{Ref.of(self.todo[0])} {self.what}")
@@ -344,23 +360,29 @@ class Repairing:
     def _next(self, *mended: str) -> Repairing:
         repaired, todo = (*self.repaired, *mended), self.todo[1:]
         if not todo:
-            return evolve(self, phase=Mend.END, todo=todo, end=Mended(repaired))
-        return evolve(self, phase=Mend.READ, todo=todo, current=None, what="", repaired=repaired)
+            return evolve(self, phase=RepairPhase.END, todo=todo, end=Mended(repaired))
+        return evolve(
+            self, phase=RepairPhase.READ, todo=todo, current=None, what="", repaired=repaired
+        )
 
     def _failed(self, answer: Raised, now: float) -> Repairing:
         error = answer.error
         if isinstance(error, ApiError | ClusterError) and not isinstance(error, NameTaken):
-            return evolve(self, phase=Mend.END, end=Unmendable(Ref.of(self.todo[0]), error))
-        return evolve(self, phase=Mend.END, end=answer)  # a taken name, a Ctrl-C: as it is
+            return evolve(self, phase=RepairPhase.END, end=Unmendable(Ref.of(self.todo[0]), error))
+        return evolve(self, phase=RepairPhase.END, end=answer)  # a taken name, a Ctrl-C: as it is
 
 
 REPAIR_TABLE: Final[Table[Repairing]] = {
     # CREATE: missing; OWN: without its owner; READ the next (END: the last) when whole;
     # END too when it is not ours
-    (Mend.READ, Found): row(Repairing._found, Mend.CREATE, Mend.OWN, Mend.READ, Mend.END),
-    (Mend.READ, Raised): row(Repairing._failed, Mend.END),
-    (Mend.CREATE, Made): row(Repairing._made, Mend.OWN),
-    (Mend.CREATE, Raised): row(Repairing._failed, Mend.END),
-    (Mend.OWN, Owned): row(Repairing._owned, Mend.READ, Mend.END),  # the next, or the last
-    (Mend.OWN, Raised): row(Repairing._failed, Mend.END),
+    (RepairPhase.READ, Found): row(
+        Repairing._found, RepairPhase.CREATE, RepairPhase.OWN, RepairPhase.READ, RepairPhase.END
+    ),
+    (RepairPhase.READ, Raised): row(Repairing._failed, RepairPhase.END),
+    (RepairPhase.CREATE, Made): row(Repairing._made, RepairPhase.OWN),
+    (RepairPhase.CREATE, Raised): row(Repairing._failed, RepairPhase.END),
+    (RepairPhase.OWN, Owned): row(
+        Repairing._owned, RepairPhase.READ, RepairPhase.END
+    ),  # the next, or the last
+    (RepairPhase.OWN, Raised): row(Repairing._failed, RepairPhase.END),
 }

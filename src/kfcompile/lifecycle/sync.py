@@ -173,10 +173,13 @@ class NotYet:
 HELPER_ENDED: Final = frozenset({"Succeeded", "Failed"})
 
 
-class Start(enum.Enum):
+class StartPhase(enum.Enum):
     LOOK = "look"
     PAUSE = "pause"
     END = "end"
+
+
+LOOK, PAUSE, END = StartPhase.LOOK, StartPhase.PAUSE, StartPhase.END  # the table's words
 
 
 @frozen
@@ -186,7 +189,7 @@ class Starting:
 
     timeout: float
     since: float
-    phase: Start = Start.LOOK
+    phase: StartPhase = StartPhase.LOOK
     pauses: int = 0
     pod: Obj | None = None  # the last look's
     end: Started | WontStart | Stuck | None = None
@@ -194,7 +197,7 @@ class Starting:
     def next_request(self, now: float) -> ReadHelper | Pause | Started | WontStart | Stuck | NotYet:
         if self.end is not None:
             return self.end
-        if self.phase is Start.LOOK:
+        if self.phase is StartPhase.LOOK:
             return ReadHelper()
         waited = now - self.since
         if waited >= self.timeout:
@@ -207,24 +210,24 @@ class Starting:
     def _read(self, answer: HelperRead, now: float) -> Starting:
         pod = answer.pod
         if pod is None:
-            return evolve(self, phase=Start.END, end=WontStart("disappeared"))
+            return evolve(self, phase=StartPhase.END, end=WontStart("disappeared"))
         phase = (pod.get("status") or {}).get("phase")
         if phase in HELPER_ENDED:
-            return evolve(self, phase=Start.END, end=WontStart(f"ended ({phase})"))
+            return evolve(self, phase=StartPhase.END, end=WontStart(f"ended ({phase})"))
         if phase == "Running":
-            return evolve(self, phase=Start.END, pod=pod, end=Started())
+            return evolve(self, phase=StartPhase.END, pod=pod, end=Started())
         if job_status.stuck_pod([pod]) is not None:
-            return evolve(self, phase=Start.END, end=Stuck(pod))
-        return evolve(self, phase=Start.PAUSE, pod=pod)
+            return evolve(self, phase=StartPhase.END, end=Stuck(pod))
+        return evolve(self, phase=StartPhase.PAUSE, pod=pod)
 
     def _slept(self, answer: Slept, now: float) -> Starting:
-        return evolve(self, phase=Start.LOOK, pauses=self.pauses + 1)
+        return evolve(self, phase=StartPhase.LOOK, pauses=self.pauses + 1)
 
 
 START_TABLE: Final[Table[Starting]] = {
     # END: running, or it never will (gone, ended, stuck); PAUSE: not yet
-    (Start.LOOK, HelperRead): row(Starting._read, Start.END, Start.PAUSE),
-    (Start.PAUSE, Slept): row(Starting._slept, Start.LOOK),  # again (or out of time)
+    (LOOK, HelperRead): row(Starting._read, END, PAUSE),
+    (PAUSE, Slept): row(Starting._slept, LOOK),  # again (or out of time)
 }
 
 
