@@ -22,6 +22,7 @@ from kfcompile.lifecycle import (
     waiter,
     watcher,
 )
+from kfcompile.lifecycle.repairing import REPAIR_TABLE, Repairing
 from kfcompile.lifecycle.session import (
     RETRY_TABLE,
     Attempt,
@@ -40,7 +41,7 @@ from kfcompile.lifecycle.session import (
     told,
     transition,
 )
-from kfcompile.lifecycle.submitting import REPAIR_TABLE, SUBMIT_TABLE, Repairing, Submitting
+from kfcompile.lifecycle.submitting import SUBMIT_TABLE, Submitting
 from kfcompile.ports import Transient
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -53,6 +53,7 @@ from kfcompile.lifecycle.objects import (
     TokenExpired,
 )
 from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
+from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
 from kfcompile.lifecycle.rollback import (
     CheckUnsure,
     Delete,
@@ -86,17 +87,13 @@ from kfcompile.lifecycle.submitting import (
     Failure,
     Made,
     MakeWay,
-    Mended,
-    NotOurs,
     Own,
     Owned,
     Raised,
     Read,
     Repair,
-    Repairing,
     Submitting,
     Taken,
-    Unmendable,
     Upload,
     Uploaded,
     WayMade,

@@ -10,8 +10,9 @@ that say what to ask next; their drivers are a few lines that call the ports.
 - ``session``: the Session, the one ``Backoff``, the errors, the retry machine and ``call``
 - ``objects``: reading (every page of a list: the ``Lister`` machine) and creating objects
   through ``call``
-- ``submitting``: the ``Submitting`` and ``Repairing`` machines; ``submit``: prepare,
-  preflight and their driver; ``rollback``: what a failure leaves (the ``RollingBack`` machine)
+- ``submitting``: the ``Submitting`` machine, ``repairing``: the ``Repairing`` machine;
+  ``submit``: prepare, preflight and their driver; ``rollback``: what a failure leaves (the
+  ``RollingBack`` machine)
 - ``observe``: a job's state, its nodes and events (``status``)
 - ``waiter``: the ``Waiter`` machine; ``wait``: its driver
 - ``follow``: the ``Follower`` machine and its ``Cursor``; ``logs``: ``follow_logs`` (its

@@ -2,7 +2,7 @@
 hash), check the cluster has what it needs, upload the work dir, create companions and the job
 (the ``submitting.Submitting`` machine, driven here), and roll back what a failure part-way
 leaves (``rollback``: or say what could not be removed); a job of this spec already there is
-repaired (``submitting.Repairing``)."""
+repaired (``repairing.Repairing``)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from kfcompile.generated import QUEUE_LABEL
 from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.lifecycle.deleting import Remaining, make_way
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
+from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
 from kfcompile.lifecycle.rollback import Found, LeftBehind, removal, roll_back
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
@@ -42,17 +43,13 @@ from kfcompile.lifecycle.submitting import (
     Failure,
     Made,
     MakeWay,
-    Mended,
-    NotOurs,
     Own,
     Owned,
     Raised,
     Read,
     Repair,
-    Repairing,
     Submitting,
     Taken,
-    Unmendable,
     Upload,
     Uploaded,
     WayMade,
