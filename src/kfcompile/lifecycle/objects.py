@@ -128,7 +128,7 @@ class Lister:
     """One list, page by page: a continue token the server has forgotten (410) starts it over,
     as the API asks, ``LIST_RESTARTS`` times at most; one that pages for ever ends it."""
 
-    phase: ListPhase = ListPhase.PAGE
+    phase: ListPhase = PAGE
     token: str | None = None  # the next page's
     items: tuple[Obj, ...] = ()
     paging: Paging = Paging()
@@ -145,15 +145,15 @@ class Lister:
         page = answer.page
         items = self.items + tuple(page.items)
         if not page.continue_token:
-            return evolve(self, phase=ListPhase.END, end=AllRead(items))
+            return evolve(self, phase=END, end=AllRead(items))
         paging = self.paging.after(page)
         if isinstance(paging, str):
-            return evolve(self, phase=ListPhase.END, end=Endless(paging))
+            return evolve(self, phase=END, end=Endless(paging))
         return evolve(self, token=page.continue_token, items=items, paging=paging)
 
     def _expired(self, answer: TokenExpired, now: float) -> Lister:
         if self.token is None or self.restarts >= LIST_RESTARTS:
-            return evolve(self, phase=ListPhase.END, end=Forgotten(answer.error))
+            return evolve(self, phase=END, end=Forgotten(answer.error))
         return Lister(restarts=self.restarts + 1)
 
 

@@ -145,7 +145,7 @@ class RollingBack:
     digest: str
     owned: frozenset[Ref] = frozenset()
     unsure: Obj | None = None
-    phase: UndoPhase = UndoPhase.CHECK
+    phase: UndoPhase = CHECK
     left: tuple[Left, ...] = ()
 
     @classmethod
@@ -153,16 +153,14 @@ class RollingBack:
         cls, created: Sequence[Obj], unsure: Obj | None, digest: str, owned: frozenset[Ref]
     ) -> RollingBack:
         todo = tuple(reversed(created))
-        first = (
-            UndoPhase.CHECK if unsure is not None else UndoPhase.DELETE if todo else UndoPhase.END
-        )
+        first = CHECK if unsure is not None else DELETE if todo else END
         return cls(todo, digest, owned, unsure, first)
 
     def next_request(self, now: float) -> CheckUnsure | Delete | RolledBack:
-        if self.phase is UndoPhase.CHECK:
+        if self.phase is CHECK:
             assert self.unsure is not None
             return CheckUnsure(self.unsure)
-        if self.phase is UndoPhase.DELETE:
+        if self.phase is DELETE:
             return Delete(Ref.of(self.todo[0]))
         return RolledBack(self.left)
 
@@ -172,7 +170,7 @@ class RollingBack:
         return transition(UNDO_TABLE, self, self.phase, answer, now)
 
     def _next(self, todo: tuple[Obj, ...], *left: Left) -> RollingBack:
-        more = UndoPhase.DELETE if todo else UndoPhase.END
+        more = DELETE if todo else END
         return evolve(self, phase=more, todo=todo, unsure=None, left=self.left + left)
 
     def _found(self, answer: Found, now: float) -> RollingBack:

@@ -189,7 +189,7 @@ class Starting:
 
     timeout: float
     since: float
-    phase: StartPhase = StartPhase.LOOK
+    phase: StartPhase = LOOK
     pauses: int = 0
     pod: Obj | None = None  # the last look's
     end: Started | WontStart | Stuck | None = None
@@ -197,7 +197,7 @@ class Starting:
     def next_request(self, now: float) -> ReadHelper | Pause | Started | WontStart | Stuck | NotYet:
         if self.end is not None:
             return self.end
-        if self.phase is StartPhase.LOOK:
+        if self.phase is LOOK:
             return ReadHelper()
         waited = now - self.since
         if waited >= self.timeout:
@@ -210,18 +210,18 @@ class Starting:
     def _read(self, answer: HelperRead, now: float) -> Starting:
         pod = answer.pod
         if pod is None:
-            return evolve(self, phase=StartPhase.END, end=WontStart("disappeared"))
+            return evolve(self, phase=END, end=WontStart("disappeared"))
         phase = (pod.get("status") or {}).get("phase")
         if phase in HELPER_ENDED:
-            return evolve(self, phase=StartPhase.END, end=WontStart(f"ended ({phase})"))
+            return evolve(self, phase=END, end=WontStart(f"ended ({phase})"))
         if phase == "Running":
-            return evolve(self, phase=StartPhase.END, pod=pod, end=Started())
+            return evolve(self, phase=END, pod=pod, end=Started())
         if job_status.stuck_pod([pod]) is not None:
-            return evolve(self, phase=StartPhase.END, end=Stuck(pod))
-        return evolve(self, phase=StartPhase.PAUSE, pod=pod)
+            return evolve(self, phase=END, end=Stuck(pod))
+        return evolve(self, phase=PAUSE, pod=pod)
 
     def _slept(self, answer: Slept, now: float) -> Starting:
-        return evolve(self, phase=StartPhase.LOOK, pauses=self.pauses + 1)
+        return evolve(self, phase=LOOK, pauses=self.pauses + 1)
 
 
 START_TABLE: Final[Table[Starting]] = {
