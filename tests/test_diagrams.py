@@ -13,8 +13,17 @@ import attrs
 import pytest
 from test_machines import FakeClock
 
-from kfcompile.lifecycle import deleting, follow, waiter, watcher
+from kfcompile.lifecycle import (
+    deleting,
+    follow,
+    objects,
+    rollback,
+    sync,
+    waiter,
+    watcher,
+)
 from kfcompile.lifecycle.ports import Transient
+from kfcompile.lifecycle.repairing import REPAIR_TABLE, Repairing
 from kfcompile.lifecycle.session import (
     RETRY_TABLE,
     Attempt,
@@ -33,6 +42,7 @@ from kfcompile.lifecycle.session import (
     told,
     transition,
 )
+from kfcompile.lifecycle.submitting import SUBMIT_TABLE, Submitting
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "ARCHITECTURE.md"
@@ -45,6 +55,11 @@ MACHINES: dict[str, tuple[type[Any], str, Table[Any]]] = {
     "follow": (follow.Follower, "phase", follow.FOLLOW_TABLE),
     "wait_gone": (deleting.Vanishing, "phase", deleting.VANISH_TABLE),
     "retry": (Retry, "step", RETRY_TABLE),
+    "helper_start": (sync.Starting, "phase", sync.START_TABLE),
+    "list_all": (objects.Lister, "phase", objects.LIST_TABLE),
+    "submit": (Submitting, "phase", SUBMIT_TABLE),
+    "repair": (Repairing, "phase", REPAIR_TABLE),
+    "roll_back": (rollback.RollingBack, "phase", rollback.UNDO_TABLE),
 }
 
 
@@ -82,6 +97,18 @@ def mermaid(name: str) -> str:
         ("wait_gone", ("LOOK", "Looked", "GONE")),
         ("retry", ("ATTEMPT", "Failed", "PAUSE")),
         ("retry", ("ATTEMPT", "Returned", "DONE")),
+        ("helper_start", ("LOOK", "HelperRead", "END")),
+        ("helper_start", ("PAUSE", "Slept", "LOOK")),
+        ("list_all", ("PAGE", "TokenExpired", "PAGE")),
+        ("list_all", ("PAGE", "PageRead", "END")),
+        ("submit", ("CREATE", "Made", "OWN")),
+        ("submit", ("LOOK", "Found", "WAY")),
+        ("submit", ("WAY", "WayMade", "UPLOAD")),
+        ("submit", ("OWN", "Raised", "ROLL_BACK")),
+        ("repair", ("READ", "Found", "CREATE")),
+        ("repair", ("CREATE", "Made", "OWN")),
+        ("roll_back", ("CHECK", "Found", "DELETE")),
+        ("roll_back", ("DELETE", "Interrupted", "END")),
     ],
 )
 def test_the_diagram_has_the_known_edges(name: str, edge: tuple[str, str, str]) -> None:
@@ -102,7 +129,7 @@ def test_every_phase_is_reachable_from_the_start(name: str) -> None:
     assert reached == {p.name for p in phases}
     # and only the ends have no row
     ends = {p.name for p in phases} - {a for a, _, _ in edges(table)}
-    assert ends <= {"END", "GONE", "DONE"}
+    assert ends <= {"END", "GONE", "DONE", "ROLL_BACK"}
 
 
 @pytest.mark.parametrize("name", MACHINES)

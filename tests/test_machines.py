@@ -12,12 +12,20 @@ import inspect
 import math
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from kfcompile import lifecycle
-from kfcompile.lifecycle.deleting import Look, Looked, Remaining, TimeUp, Vanished, Vanishing
+from kfcompile.lifecycle.deleting import (
+    Look,
+    Looked,
+    Remaining,
+    StillDeleting,
+    TimeUp,
+    Vanished,
+    Vanishing,
+)
 from kfcompile.lifecycle.follow import (
     Cursor,
     Dropped,
@@ -35,17 +43,71 @@ from kfcompile.lifecycle.follow import (
     WatchPod,
 )
 from kfcompile.lifecycle.logs import InTurn
+from kfcompile.lifecycle.objects import (
+    AllRead,
+    Endless,
+    Forgotten,
+    Lister,
+    ListPage,
+    PageRead,
+    TokenExpired,
+)
 from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
-from kfcompile.lifecycle.ports import Clock, Gone, Page, Ref, Transient, WatchEvent
+from kfcompile.lifecycle.ports import Clock, Forbidden, Gone, Page, Ref, Transient, WatchEvent
+from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
+from kfcompile.lifecycle.rollback import (
+    CheckUnsure,
+    Delete,
+    Found,
+    Interrupted,
+    Left,
+    NotRemoved,
+    Removed,
+    RolledBack,
+    RollingBack,
+    Unreadable,
+)
 from kfcompile.lifecycle.session import (
+    LIST_RESTARTS,
+    SPEC_HASH,
     Attempt,
     Backoff,
     Failed,
     GiveUp,
+    Machine,
     Pause,
     Retry,
     Slept,
     Unexpected,
+    finished,
+)
+from kfcompile.lifecycle.submitting import (
+    AllMade,
+    Checked,
+    Create,
+    Failure,
+    Made,
+    MakeWay,
+    Own,
+    Owned,
+    Raised,
+    Read,
+    Repair,
+    Submitting,
+    Taken,
+    Upload,
+    Uploaded,
+    WayMade,
+)
+from kfcompile.lifecycle.sync import (
+    HelperRead,
+    NotYet,
+    ReadHelper,
+    Started,
+    Starting,
+    Stuck,
+    Synced,
+    WontStart,
 )
 from kfcompile.lifecycle.waiter import (
     Bookmark,
@@ -587,6 +649,563 @@ def test_a_vanishing_fed_out_of_turn_is_a_bug() -> None:
 def test_what_is_left_reads_as_a_list() -> None:
     left = Remaining(REF, JobState(State.DELETING, HELD, ""), (TERMINATING,), more_pods=True)
     assert str(left) == f"TrainJob demo ({HELD}), pod {TERMINATING}, more pods"
+
+
+M = TypeVar("M", bound=Machine)
+
+
+def after(machine: M, answers: Sequence[Any], at: float = 0.0) -> M:
+    """``machine`` after ``answers``, each told at ``at``."""
+    for answer in answers:
+        machine = machine.receive(answer, at)
+    return machine
+
+
+# --- every page of a list ----------------------------------------------------------------------
+
+EXPIRED_TOKEN = Gone(410, "Expired", "the continue token has expired")
+
+
+def page(*names: str, token: str | None = None, remaining: int | None = None) -> PageRead:
+    return PageRead(Page([{"metadata": {"name": n}} for n in names], "10", token, remaining))
+
+
+def named_items(*names: str) -> AllRead:
+    return AllRead(tuple({"metadata": {"name": n}} for n in names))
+
+
+SECOND_EXPIRES = [page("a", token="t1"), TokenExpired(EXPIRED_TOKEN)]
+ENDLESS_COUNT = "more pages than the items the server said were left (remainingItemCount)"
+
+# what it was told -> what it asks next
+LIST_ROWS: list[tuple[str, list[Any], Any]] = [
+    ("the first page first", [], ListPage(None)),
+    ("then the page after the token", [page("a", token="t1")], ListPage("t1")),
+    (
+        "the last page: every item of every page",
+        [page("a", token="t1"), page("b")],
+        named_items("a", "b"),
+    ),
+    ("an empty token is the last page", [page("a", token="")], named_items("a")),
+    (
+        "a token handed out twice would page for ever",
+        [page("a", token="t1"), page("b", token="t1")],
+        Endless("the server gave the same continue token twice"),
+    ),
+    ("one item left: one more page", [page("a", token="t1", remaining=1)], ListPage("t1")),
+    (
+        "a page more than the count said were left",
+        [page("a", token="t1", remaining=1), page("b", token="t2")],
+        Endless(ENDLESS_COUNT),
+    ),
+    ("a token with none left", [page("a", token="t1", remaining=0)], Endless(ENDLESS_COUNT)),
+    ("a 410 on the first page ends it", [TokenExpired(EXPIRED_TOKEN)], Forgotten(EXPIRED_TOKEN)),
+    ("a 410 on a later page starts it over", SECOND_EXPIRES, ListPage(None)),
+    (
+        "started over, what was read before is dropped",
+        [*SECOND_EXPIRES, page("b")],
+        named_items("b"),
+    ),
+    (
+        "started over, the tokens seen before count for nothing",
+        [*SECOND_EXPIRES, page("a", token="t1"), page("b")],
+        named_items("a", "b"),
+    ),
+    (
+        f"started over {LIST_RESTARTS} times, it still starts over",
+        SECOND_EXPIRES * LIST_RESTARTS,
+        ListPage(None),
+    ),
+    ("then a 410 ends it", SECOND_EXPIRES * (LIST_RESTARTS + 1), Forgotten(EXPIRED_TOKEN)),
+]
+
+
+@pytest.mark.parametrize(
+    ("fed", "expected"), [r[1:] for r in LIST_ROWS], ids=[r[0] for r in LIST_ROWS]
+)
+def test_lister(fed: list[Any], expected: Any) -> None:
+    machine = after(Lister(), fed)
+    assert machine.next_request(0.0) == expected
+
+
+@pytest.mark.parametrize(
+    ("fed", "wrong"),
+    [([], Slept()), ([page("a")], page("b")), ([TokenExpired(EXPIRED_TOKEN)], page("b"))],
+)
+def test_a_lister_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
+    machine = after(Lister(), fed)
+    with pytest.raises(Unexpected, match="Lister in"):
+        machine.receive(wrong, 0.0)
+
+
+# --- the sync helper pod starting ---------------------------------------------------------------
+
+
+def helper(phase: str, **status: Any) -> Obj:
+    return {"metadata": {"name": "kfcompile-sync-0"}, "status": {"phase": phase, **status}}
+
+
+PENDING_HELPER = helper("Pending")
+STUCK_HELPER = helper(
+    "Pending",
+    containerStatuses=[{"name": "sync", "state": {"waiting": {"reason": "ImagePullBackOff"}}}],
+)
+HELPER_START = Starting(timeout=10.0, since=1.0)
+
+# (what it was told at what time, now) -> what it asks next
+START_ROWS: list[tuple[str, list[tuple[Any, float]], float, Any]] = [
+    ("it looks first", [], 1.0, ReadHelper()),
+    ("running: started", [(HelperRead(helper("Running")), 1.0)], 1.0, Started()),
+    ("no pod: it never will", [(HelperRead(None), 1.0)], 1.0, WontStart("disappeared")),
+    (
+        "ended: it never will",
+        [(HelperRead(helper("Failed")), 1.0)],
+        1.0,
+        WontStart("ended (Failed)"),
+    ),
+    (
+        "succeeded is ended too",
+        [(HelperRead(helper("Succeeded")), 1.0)],
+        1.0,
+        WontStart("ended (Succeeded)"),
+    ),
+    ("stuck: its status says why", [(HelperRead(STUCK_HELPER), 1.0)], 1.0, Stuck(STUCK_HELPER)),
+    (
+        "pending: it pauses, within the timeout",
+        [(HelperRead(PENDING_HELPER), 3.0)],
+        3.0,
+        Pause(0, at_most=8.0),
+    ),
+    ("then looks again", [(HelperRead(PENDING_HELPER), 3.0), (Slept(), 3.1)], 3.1, ReadHelper()),
+    (
+        "each pause the next of the one backoff",
+        [(HelperRead(PENDING_HELPER), 2.0), (Slept(), 2.1), (HelperRead(PENDING_HELPER), 6.0)],
+        6.0,
+        Pause(1, at_most=5.0),
+    ),
+    (
+        "out of time from the start (not from the first look), with the pod last read",
+        [
+            (HelperRead(PENDING_HELPER), 5.0),
+            (Slept(), 10.0),
+            (HelperRead(helper("Pending", x=1)), 11.0),
+        ],
+        11.0,
+        NotYet(helper("Pending", x=1)),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fed", "now", "expected"), [r[1:] for r in START_ROWS], ids=[r[0] for r in START_ROWS]
+)
+def test_starting(fed: list[tuple[Any, float]], now: float, expected: Any) -> None:
+    machine = HELPER_START
+    for answer, at in fed:
+        machine = machine.receive(answer, at)
+    assert machine.next_request(now) == expected
+
+
+@pytest.mark.parametrize(
+    ("fed", "wrong"),
+    [
+        ([], Slept()),
+        ([HelperRead(PENDING_HELPER)], HelperRead(PENDING_HELPER)),
+        ([HelperRead(helper("Running"))], Slept()),
+    ],
+)
+def test_a_starting_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
+    machine = after(HELPER_START, fed, 1.0)
+    with pytest.raises(Unexpected, match="Starting in"):
+        machine.receive(wrong, 1.0)
+
+
+# --- submit: creating, repairing, rolling back -------------------------------------------------
+
+DIGEST = "0123456789abcdef"
+
+
+def companion(kind: str, name: str, *, digest: str = DIGEST, owner: str | None = None) -> Obj:
+    meta: Obj = {"name": name, "namespace": "default", "annotations": {SPEC_HASH: digest}}
+    if owner is not None:
+        meta["ownerReferences"] = [{"uid": owner}]
+    return {"apiVersion": "v1", "kind": kind, "metadata": meta}
+
+
+CM, SECRET = companion("ConfigMap", "demo-script"), companion("Secret", "demo-env")
+JOB = {**job(), "metadata": {**job()["metadata"], "annotations": {SPEC_HASH: DIGEST}}}
+MADE_JOB = {**JOB, "metadata": {**JOB["metadata"], "uid": "j1"}}  # as the server answers
+OBJECTS = (CM, SECRET, JOB)
+FORBIDDEN = Forbidden(403, "Forbidden", "no right")
+DOWN = lifecycle.Unavailable("create TrainJob default/demo: the API server kept failing for 60s")
+TAKEN = lifecycle.NameTaken("ConfigMap demo-script in namespace default already exists")
+CTRL_C = KeyboardInterrupt()
+ALL_MADE = [Made(CM), Made(SECRET), Made(MADE_JOB)]
+FREE = [Found(None)]
+NEW = Submitting(OBJECTS, DIGEST)
+DRY = Submitting(OBJECTS, DIGEST, dry_run=True)
+UPLOADS = Submitting(OBJECTS, DIGEST, uploads=True)
+SYNCED = Synced(files=3, size=1024)
+OTHER_JOB = {**JOB, "metadata": {**JOB["metadata"], "annotations": {SPEC_HASH: "another"}}}
+GOING = {
+    **MADE_JOB,
+    "metadata": {**MADE_JOB["metadata"], "deletionTimestamp": "2025-01-01T00:00:00Z"},
+}
+STILL_DELETING = StillDeleting("TrainJob demo in namespace default is still being deleted", None)
+
+# (machine, what it was told) -> what it asks next
+SUBMIT_ROWS: list[tuple[str, Submitting, list[Any], Any]] = [
+    ("the job's name is read first", NEW, [], Read(Ref.of(JOB))),
+    ("free: the first object first", NEW, FREE, Create(CM)),
+    ("then the next, in order", NEW, [*FREE, Made(CM)], Create(SECRET)),
+    ("the job last", NEW, [*FREE, Made(CM), Made(SECRET)], Create(JOB)),
+    (
+        "then the job, as created, owns the first companion",
+        NEW,
+        [*FREE, *ALL_MADE],
+        Own(CM, MADE_JOB),
+    ),
+    ("and the next", NEW, [*FREE, *ALL_MADE, Owned()], Own(SECRET, MADE_JOB)),
+    (
+        "all owned: done",
+        NEW,
+        [*FREE, *ALL_MADE, Owned(), Owned()],
+        AllMade((CM, SECRET, MADE_JOB), None),
+    ),
+    (
+        "a job alone owns nothing",
+        Submitting((JOB,), DIGEST),
+        [*FREE, Made(MADE_JOB)],
+        AllMade((MADE_JOB,), None),
+    ),
+    ("a job of this spec there: repaired", NEW, [Found(MADE_JOB)], Repair(MADE_JOB)),
+    ("another job there: never touched", NEW, [Found(OTHER_JOB)], Taken(OTHER_JOB)),
+    ("a job being deleted, even ours: waited for", NEW, [Found(GOING)], MakeWay(GOING)),
+    ("once it is gone, created anew", NEW, [Found(GOING), WayMade()], Create(CM)),
+    (
+        "still there: nothing is created",
+        NEW,
+        [Found(GOING), Raised(STILL_DELETING)],
+        Raised(STILL_DELETING),
+    ),
+    ("the read failing: nothing is created", NEW, [Raised(FORBIDDEN)], Raised(FORBIDDEN)),
+    ("a work dir: uploaded before anything is created", UPLOADS, FREE, Upload()),
+    ("then the objects", UPLOADS, [*FREE, Uploaded(SYNCED)], Create(CM)),
+    (
+        "and what was uploaded is said at the end",
+        UPLOADS,
+        [*FREE, Uploaded(SYNCED), *ALL_MADE, Owned(), Owned()],
+        AllMade((CM, SECRET, MADE_JOB), SYNCED),
+    ),
+    ("an upload failing: nothing is created", UPLOADS, [*FREE, Raised(DOWN)], Raised(DOWN)),
+    ("a dry run sends each object with dryRun=All", DRY, FREE, Create(CM, dry_run=True)),
+    (
+        "and never uploads",
+        Submitting(OBJECTS, DIGEST, dry_run=True, uploads=True),
+        FREE,
+        Create(CM, dry_run=True),
+    ),
+    ("each in order", DRY, [*FREE, Made(CM)], Create(SECRET, dry_run=True)),
+    (
+        "all checked: they would be new, and nothing is owned",
+        DRY,
+        [*FREE, *ALL_MADE],
+        Checked(created=True),
+    ),
+    ("a dry run of a job there: checked, not new", DRY, [Found(MADE_JOB)], Checked(created=False)),
+    (
+        "a dry run waits for a job being deleted too",
+        DRY,
+        [Found(GOING), WayMade()],
+        Create(CM, dry_run=True),
+    ),
+    (
+        "a dry run refused: nothing to roll back",
+        DRY,
+        [*FREE, Made(CM), Raised(FORBIDDEN)],
+        Raised(FORBIDDEN),
+    ),
+    (
+        "a refusal created nothing: only what was made is rolled back",
+        NEW,
+        [*FREE, Made(CM), Raised(FORBIDDEN)],
+        Failure(FORBIDDEN, (CM,), None, frozenset()),
+    ),
+    (
+        "a taken name created nothing",
+        NEW,
+        [*FREE, Raised(TAKEN)],
+        Failure(TAKEN, (), None, frozenset()),
+    ),
+    (
+        "trouble that outlasted the retries may have created it",
+        NEW,
+        [*FREE, Made(CM), Made(SECRET), Raised(DOWN)],
+        Failure(DOWN, (CM, SECRET), JOB, frozenset()),
+    ),
+    ("so may a Ctrl-C", NEW, [*FREE, Raised(CTRL_C)], Failure(CTRL_C, (), CM, frozenset())),
+    (
+        "an owner patch that fails: rolled back with what is owned",
+        NEW,
+        [*FREE, *ALL_MADE, Owned(), Raised(FORBIDDEN)],
+        Failure(FORBIDDEN, (CM, SECRET, MADE_JOB), None, frozenset({Ref.of(CM)})),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("machine", "fed", "expected"), [r[1:] for r in SUBMIT_ROWS], ids=[r[0] for r in SUBMIT_ROWS]
+)
+def test_submitting(machine: Submitting, fed: list[Any], expected: Any) -> None:
+    assert after(machine, fed).next_request(0.0) == expected
+
+
+@pytest.mark.parametrize(
+    ("machine", "fed", "wrong"),
+    [
+        (NEW, [], Made(CM)),
+        (NEW, [Found(GOING)], Found(None)),
+        (UPLOADS, FREE, Made(CM)),
+        (DRY, FREE, Owned()),
+        (NEW, FREE, Owned()),
+        (NEW, [*FREE, *ALL_MADE], Made(CM)),
+        (NEW, [Found(MADE_JOB)], Found(None)),
+    ],
+)
+def test_a_submitting_fed_out_of_turn_is_a_bug(
+    machine: Submitting, fed: list[Any], wrong: Any
+) -> None:
+    with pytest.raises(Unexpected, match="Submitting in"):
+        after(machine, fed).receive(wrong, 0.0)
+
+
+OURS_OWNED = companion("ConfigMap", "demo-script", owner="j1")
+SECRET_OWNED = companion("Secret", "demo-env", owner="j1")
+SOMEONE_ELSES = companion("ConfigMap", "demo-script", digest="fedcba9876543210", owner="j1")
+MISSING = f"{Ref.of(CM)} was missing: created again"
+ORPHAN = f"{Ref.of(SECRET)} had lost its owner: owned by the job again"
+
+# (what it was told) -> what it asks next; the companions CM and SECRET of MADE_JOB
+REPAIR_ROWS: list[tuple[str, list[Any], Any]] = [
+    ("the first companion is read first", [], Read(Ref.of(CM))),
+    ("missing: created again", [Found(None)], Create(CM)),
+    ("then owned by the job", [Found(None), Made(CM)], Own(CM, MADE_JOB)),
+    ("ours and owned: the next", [Found(OURS_OWNED)], Read(Ref.of(SECRET))),
+    (
+        "ours without its owner: owned again",
+        [Found(OURS_OWNED), Found(SECRET)],
+        Own(SECRET, MADE_JOB),
+    ),
+    ("not ours: it is never adopted", [Found(SOMEONE_ELSES)], NotOurs(Ref.of(CM))),
+    (
+        "each thing mended, one line each",
+        [Found(None), Made(CM), Owned(), Found(SECRET), Owned()],
+        Mended((MISSING, ORPHAN)),
+    ),
+    ("whole: nothing mended", [Found(OURS_OWNED), Found(SECRET_OWNED)], Mended(())),
+    (
+        "a read refused",
+        [Found(OURS_OWNED), Raised(FORBIDDEN)],
+        Unmendable(Ref.of(SECRET), FORBIDDEN),
+    ),
+    (
+        "a create that outlasted the retries",
+        [Found(None), Raised(DOWN)],
+        Unmendable(Ref.of(CM), DOWN),
+    ),
+    ("a name taken meanwhile: as it is", [Found(None), Raised(TAKEN)], Raised(TAKEN)),
+    ("a Ctrl-C: as it is", [Found(None), Made(CM), Raised(CTRL_C)], Raised(CTRL_C)),
+]
+
+
+@pytest.mark.parametrize(
+    ("fed", "expected"), [r[1:] for r in REPAIR_ROWS], ids=[r[0] for r in REPAIR_ROWS]
+)
+def test_repairing(fed: list[Any], expected: Any) -> None:
+    machine = after(Repairing.start((CM, SECRET), MADE_JOB, DIGEST), fed)
+    assert machine.next_request(0.0) == expected
+
+
+def test_a_job_without_companions_has_nothing_to_repair() -> None:
+    assert Repairing.start((), MADE_JOB, DIGEST).next_request(0.0) == Mended(())
+
+
+@pytest.mark.parametrize(
+    ("fed", "wrong"),
+    [
+        ([], Made(CM)),
+        ([Found(None)], Found(None)),
+        ([Found(SECRET)], Found(None)),
+        ([Found(SOMEONE_ELSES)], Owned()),
+    ],
+)
+def test_a_repairing_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
+    machine = after(Repairing.start((CM, SECRET), MADE_JOB, DIGEST), fed)
+    with pytest.raises(Unexpected, match="Repairing in"):
+        machine.receive(wrong, 0.0)
+
+
+CREATED = (CM, SECRET, MADE_JOB)
+OWNED = frozenset({Ref.of(CM)})
+JOB_REF, SECRET_REF, CM_REF = Ref.of(JOB), Ref.of(SECRET), Ref.of(CM)
+UNAVAILABLE = "not deleted: the API server was unavailable"
+UNREAD = "may have been created (its create got no answer) and could not be read: "
+
+# (created, the one whose create got no answer, what it was told) -> what it asks next
+UNDO_ROWS: list[tuple[str, tuple[Obj, ...], Obj | None, list[Any], Any]] = [
+    ("the job is deleted first", CREATED, None, [], Delete(JOB_REF)),
+    ("then its companions, last created first", CREATED, None, [Removed()], Delete(SECRET_REF)),
+    ("all deleted: nothing left", CREATED, None, [Removed()] * 3, RolledBack(())),
+    ("nothing created: nothing to do", (), None, [], RolledBack(())),
+    ("an unanswered create is read first", (CM, SECRET), JOB, [], CheckUnsure(JOB)),
+    ("there and ours: deleted first", (CM, SECRET), JOB, [Found(MADE_JOB)], Delete(JOB_REF)),
+    ("not there: the rest", (CM, SECRET), JOB, [Found(None)], Delete(SECRET_REF)),
+    (
+        "someone else's: never deleted",
+        (CM,),
+        SECRET,
+        [Found(companion("Secret", "demo-env", digest="other"))],
+        Delete(CM_REF),
+    ),
+    ("nothing made, the unanswered one not there", (), CM, [Found(None)], RolledBack(())),
+    (
+        "the unanswered one unreadable: left, and the rest deleted",
+        (CM, SECRET),
+        JOB,
+        [Unreadable(FORBIDDEN), Removed(), Removed()],
+        RolledBack((Left(JOB_REF, UNREAD + str(FORBIDDEN)),)),
+    ),
+    (
+        "unreadable as the API server is down: the rest is left without asking it",
+        (CM, SECRET),
+        JOB,
+        [Unreadable(DOWN)],
+        RolledBack(
+            (
+                Left(JOB_REF, UNREAD + str(DOWN)),
+                Left(SECRET_REF, UNAVAILABLE),
+                Left(CM_REF, UNAVAILABLE, owned=True),
+            )
+        ),
+    ),
+    (
+        "a delete refused: left, the status line said, and the rest deleted",
+        CREATED,
+        None,
+        [NotRemoved(FORBIDDEN), Removed(), Removed()],
+        RolledBack((Left(JOB_REF, "delete failed: 403 Forbidden: no right"),)),
+    ),
+    (
+        "a delete that outlasted the retries: the rest is left without asking",
+        CREATED,
+        None,
+        [NotRemoved(DOWN)],
+        RolledBack(
+            (
+                Left(JOB_REF, f"delete failed: {DOWN}"),
+                Left(SECRET_REF, UNAVAILABLE),
+                Left(CM_REF, UNAVAILABLE, owned=True),
+            )
+        ),
+    ),
+    (
+        "a Ctrl-C while deleting: what was not deleted yet",
+        CREATED,
+        None,
+        [Removed(), Interrupted()],
+        RolledBack(
+            (
+                Left(SECRET_REF, "delete interrupted: it may still be there"),
+                Left(CM_REF, "not deleted", owned=True),
+            )
+        ),
+    ),
+    (
+        "a Ctrl-C while reading the unanswered one: it too",
+        (CM, SECRET),
+        JOB,
+        [Interrupted()],
+        RolledBack(
+            (
+                Left(JOB_REF, "may have been created: not checked (interrupted)"),
+                Left(SECRET_REF, "delete interrupted: it may still be there"),
+                Left(CM_REF, "not deleted", owned=True),
+            )
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("created", "unsure", "fed", "expected"),
+    [r[1:] for r in UNDO_ROWS],
+    ids=[r[0] for r in UNDO_ROWS],
+)
+def test_rolling_back(
+    created: tuple[Obj, ...], unsure: Obj | None, fed: list[Any], expected: Any
+) -> None:
+    machine = after(RollingBack.start(created, unsure, DIGEST, OWNED), fed)
+    assert machine.next_request(0.0) == expected
+
+
+@pytest.mark.parametrize(
+    ("unsure", "fed", "wrong"),
+    [(JOB, [], Removed()), (None, [], Found(None)), (None, [Removed()] * 3, Removed())],
+)
+def test_a_rolling_back_fed_out_of_turn_is_a_bug(
+    unsure: Obj | None, fed: list[Any], wrong: Any
+) -> None:
+    machine = after(RollingBack.start(CREATED, unsure, DIGEST, OWNED), fed)
+    with pytest.raises(Unexpected, match="RollingBack in"):
+        machine.receive(wrong, 0.0)
+
+
+class CtrlCAt:
+    """A clock that raises a Ctrl-C at its ``at``-th reading: a drive reads it before each
+    request and after each answer, so the Ctrl-C comes between two calls."""
+
+    def __init__(self, at: int) -> None:
+        self.readings, self.at, self.error = 0, at, KeyboardInterrupt()
+
+    def monotonic(self) -> float:
+        self.readings += 1
+        if self.readings == self.at:
+            raise self.error
+        return 0.0
+
+    def sleep(self, seconds: float) -> None:
+        raise AssertionError("no pause here")
+
+
+CREATES: Mapping[type[Any], Callable[[Any], object]] = {
+    Read: lambda _: Found(None),
+    Create: lambda r: Made(r.obj),
+    Own: lambda _: Owned(),
+}
+
+
+def test_a_ctrl_c_between_two_creates_rolls_back_as_one_in_a_create() -> None:
+    clock = CtrlCAt(5)  # read the name (1, 2), create CM (3, 4): before the Secret's create
+    end = finished(NEW, clock, CREATES, Raised)
+    assert end == Failure(clock.error, (CM,), SECRET, frozenset())
+
+
+def test_a_ctrl_c_once_the_submit_has_ended_stands() -> None:
+    clock = CtrlCAt(2 * (1 + 3 + 2) + 1)  # after the read, 3 creates, 2 owner patches
+    with pytest.raises(KeyboardInterrupt) as info:
+        finished(NEW, clock, CREATES, Raised)
+    assert info.value is clock.error
+
+
+def test_a_ctrl_c_between_two_deletes_says_what_was_not_deleted() -> None:
+    machine = RollingBack.start(CREATED, None, DIGEST, OWNED)
+    end = finished(machine, CtrlCAt(3), {Delete: lambda _: Removed()}, lambda _: Interrupted())
+    assert end == RolledBack(
+        (
+            Left(SECRET_REF, "delete interrupted: it may still be there"),
+            Left(CM_REF, "not deleted", owned=True),
+        )
+    )
 
 
 # --- log follow ---------------------------------------------------------------------------------

@@ -4,12 +4,15 @@ written against the ports in ``kfcompile.lifecycle.ports`` only.
 Nothing here opens a socket, reads a clock, draws a random number or starts a thread: the
 ``Session`` carries the ``Cluster`` port, the ``Clock`` port, the jitter source and the
 ``Merge`` port, so tests drive all of them. The loops (``wait``, a followed log, a retried
-call) are machines fed what the API answered that say what to ask next; their drivers are a
-few lines that call the ports.
+call, a list's pages, submit's creates and roll-back) are machines fed what the API answered
+that say what to ask next; their drivers are a few lines that call the ports.
 
 - ``session``: the Session, the one ``Backoff``, the errors, the retry machine and ``call``
-- ``objects``: reading (every page of a list) and creating objects through ``call``
-- ``submit``: prepare, preflight, create, repair (``rollback``: what a failure leaves)
+- ``objects``: reading (every page of a list: the ``Lister`` machine) and creating objects
+  through ``call``
+- ``submitting``: the ``Submitting`` machine, ``repairing``: the ``Repairing`` machine;
+  ``submit``: prepare, preflight and their driver; ``rollback``: what a failure leaves (the
+  ``RollingBack`` machine)
 - ``observe``: a job's state, its nodes and events (``status``)
 - ``waiter``: the ``Waiter`` machine; ``wait``: its driver
 - ``follow``: the ``Follower`` machine and its ``Cursor``; ``logs``: ``follow_logs`` (its
@@ -17,7 +20,7 @@ few lines that call the ports.
 - ``manage``: ``find``, ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
 - ``deleting``: the ``Vanishing`` machine and ``wait_gone``, its driver: waiting for a deleted
   job (and its pods) to be gone, saying what holds it
-- ``sync``: work-dir sync through a helper pod
+- ``sync``: work-dir sync through a helper pod (its start: the ``Starting`` machine)
 - ``watcher``: the ``Watcher`` machine (every job of one kind); ``watch``: ``watch_jobs``, its
   driver, for services that run many jobs
 - ``cluster_target``: which target a cluster runs (``detect_target``; what its answers mean is

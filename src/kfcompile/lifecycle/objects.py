@@ -1,12 +1,15 @@
 """Reading and creating objects through the session: every call named and retried by
-``session.call``, lists read page by page, creates that recognise our own object behind a
-409, and the small readers of object metadata the machines share."""
+``session.call``, lists read page by page (the ``Lister`` machine), creates that recognise our
+own object behind a 409, and the small readers of object metadata the machines share."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import Any, Final
+
+from attrs import evolve, frozen
 
 from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle.ports import ApiError, Gone, NotFound, Obj, Page, Ref
@@ -17,9 +20,14 @@ from kfcompile.lifecycle.session import (
     ClusterError,
     NameTaken,
     Session,
+    Table,
     call,
+    drive,
+    ended,
     listing,
     named,
+    row,
+    transition,
 )
 
 
@@ -36,72 +44,154 @@ def get(session: Session, ref: Ref) -> Obj | None:
         return None
 
 
+@frozen
 class Paging:
-    """The pages of one list so far, as its driver reads them: a server that hands out a
-    continue token again, or more pages than the items it said were left
-    (``remainingItemCount``; each page brings one at least), would page for ever: an error
-    naming the list (``what``)."""
+    """The pages of one list so far: the continue tokens handed out, and how many pages can
+    be left by the server's own count (``remainingItemCount``; each page brings one item at
+    least)."""
 
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self._seen: set[str] = set()
-        self._pages_left: int | None = None  # at most, by the server's own count
+    seen: frozenset[str] = frozenset()
+    pages_left: int | None = None  # at most
 
-    def next_token(self, page: Page) -> str | None:
-        """The token to ask the next page with; None when ``page`` was the last."""
+    def after(self, page: Page) -> Paging | str:
+        """The pages so far with ``page``; or, when the server would page for ever (a token
+        handed out again, more pages than the items it said were left), what is wrong."""
         token = page.continue_token
         if not token:
-            return None
-        if token in self._seen:
-            raise ClusterError(f"{self.what}: the server gave the same continue token twice")
-        self._seen.add(token)
-        left = self._pages_left
+            return self
+        if token in self.seen:
+            return "the server gave the same continue token twice"
+        left = self.pages_left
         if left is not None:
             left -= 1  # this page was one of them
         if page.remaining is not None:
             left = page.remaining if left is None else min(left, page.remaining)
         if left is not None and left < 1:
-            raise ClusterError(
-                f"{self.what}: more pages than the items the server said were left "
-                "(remainingItemCount)"
-            )
-        self._pages_left = left
-        return token
+            return "more pages than the items the server said were left (remainingItemCount)"
+        return Paging(self.seen | {token}, left)
+
+
+# --- every page of a list: the ``Lister`` machine -----------------------------------------------
+
+
+@frozen
+class ListPage:
+    """Ask for a page: the first (no token), or the one after ``continue_token``."""
+
+    continue_token: str | None
+
+
+@frozen
+class PageRead:
+    page: Page
+
+
+@frozen
+class TokenExpired:
+    """The server has forgotten the continue token (410 Gone)."""
+
+    error: Gone
+
+
+@frozen
+class AllRead:
+    """The last page was read: every item of every page."""
+
+    items: tuple[Obj, ...]
+
+
+@frozen
+class Endless:
+    """The server would page for ever: ``problem`` says how."""
+
+    problem: str
+
+
+@frozen
+class Forgotten:
+    """A 410 on the first page (nothing to start over from), or once the list was started over
+    ``LIST_RESTARTS`` times: the end, with it."""
+
+    error: Gone
+
+
+class ListPhase(enum.Enum):
+    PAGE = "page"
+    END = "end"
+
+
+PAGE, END = ListPhase.PAGE, ListPhase.END  # the table's words
+
+
+@frozen
+class Lister:
+    """One list, page by page: a continue token the server has forgotten (410) starts it over,
+    as the API asks, ``LIST_RESTARTS`` times at most; one that pages for ever ends it."""
+
+    phase: ListPhase = PAGE
+    token: str | None = None  # the next page's
+    items: tuple[Obj, ...] = ()
+    paging: Paging = Paging()
+    restarts: int = 0
+    end: AllRead | Endless | Forgotten | None = None
+
+    def next_request(self, now: float) -> ListPage | AllRead | Endless | Forgotten:
+        return ListPage(self.token) if self.end is None else self.end
+
+    def receive(self, answer: PageRead | TokenExpired, now: float) -> Lister:
+        return transition(LIST_TABLE, self, self.phase, answer, now)
+
+    def _read(self, answer: PageRead, now: float) -> Lister:
+        page = answer.page
+        items = self.items + tuple(page.items)
+        if not page.continue_token:
+            return evolve(self, phase=END, end=AllRead(items))
+        paging = self.paging.after(page)
+        if isinstance(paging, str):
+            return evolve(self, phase=END, end=Endless(paging))
+        return evolve(self, token=page.continue_token, items=items, paging=paging)
+
+    def _expired(self, answer: TokenExpired, now: float) -> Lister:
+        if self.token is None or self.restarts >= LIST_RESTARTS:
+            return evolve(self, phase=END, end=Forgotten(answer.error))
+        return Lister(restarts=self.restarts + 1)
+
+
+LIST_TABLE: Final[Table[Lister]] = {
+    (PAGE, PageRead): row(Lister._read, PAGE, END),  # END: the last, or endless
+    (PAGE, TokenExpired): row(Lister._expired, PAGE, END),  # PAGE: over again
+}
 
 
 def list_all(
     session: Session, api_version: str, kind: str, namespace: str | None, **selectors: str
 ) -> list[Obj]:
-    """Every page of a list: one request per LIST_PAGE objects, never one per object.
-
-    A continue token the server has forgotten (410) starts the list over, as the API asks; one
-    that pages for ever is an error (``Paging``)."""
+    """Every page of a list (the ``Lister``): one request per LIST_PAGE objects, never one per
+    object."""
     what = listing(kind, namespace)
-    items: list[Obj] = []
-    token: str | None = None
-    restarts = 0
-    paging = Paging(what)
-    while True:
+
+    def page(request: ListPage) -> PageRead | TokenExpired:
         page_of = partial(
             session.cluster.list,
             api_version,
             kind,
             namespace,
             limit=LIST_PAGE,
-            continue_token=token,
+            continue_token=request.continue_token,
             **selectors,
         )
         try:
-            page = call(session, what, page_of)
-        except Gone:
-            if token is None or restarts >= LIST_RESTARTS:
-                raise
-            items, token, restarts, paging = [], None, restarts + 1, Paging(what)
-            continue
-        items.extend(page.items)
-        token = paging.next_token(page)
-        if token is None:
-            return items
+            return PageRead(call(session, what, page_of))
+        except Gone as exc:
+            return TokenExpired(exc)
+
+    _, end = ended(drive(Lister(), session.clock, {ListPage: page}))
+    if isinstance(end, Forgotten):
+        raise end.error
+    if isinstance(end, Endless):
+        raise ClusterError(f"{what}: {end.problem}")
+    assert isinstance(end, AllRead), end
+    return list(end.items)
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

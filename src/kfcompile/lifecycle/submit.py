@@ -1,6 +1,8 @@
 """Submitting a job: render it for the cluster (namespaced, labelled as ours, with the spec
-hash), check the cluster has what it needs, upload the work dir, create companions and the job,
-and roll back what a failure part-way leaves (``rollback``: or say what could not be removed)."""
+hash), check the cluster has what it needs, upload the work dir, create companions and the job
+(the ``submitting.Submitting`` machine, driven here), and roll back what a failure part-way
+leaves (``rollback``: or say what could not be removed); a job of this spec already there is
+repaired (``repairing.Repairing``)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.lifecycle.cluster_target import crd_problems
 from kfcompile.lifecycle.deleting import Remaining, make_way
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
-from kfcompile.lifecycle.ports import ApiError, LocalFiles, Obj, Ref
-from kfcompile.lifecycle.rollback import LeftBehind, removal, roll_back
+from kfcompile.lifecycle.ports import LocalFiles, Obj, Ref
+from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
+from kfcompile.lifecycle.rollback import Found, LeftBehind, removal, roll_back
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
     MANAGER,
@@ -25,10 +28,32 @@ from kfcompile.lifecycle.session import (
     TARGET_ANNOTATION,
     ClusterError,
     NameTaken,
+    Perform,
     PreflightFailed,
     Session,
     call,
+    drive,
+    ended,
+    finished,
     named,
+)
+from kfcompile.lifecycle.submitting import (
+    AllMade,
+    Checked,
+    Create,
+    Failure,
+    Made,
+    MakeWay,
+    Own,
+    Owned,
+    Raised,
+    Read,
+    Repair,
+    Submitting,
+    Taken,
+    Upload,
+    Uploaded,
+    WayMade,
 )
 from kfcompile.lifecycle.sync import (
     SYNC_IMAGE,
@@ -177,19 +202,38 @@ def _owner(job: Obj) -> dict[str, Any]:
     }
 
 
-def _owned_by(obj: Obj, job: Obj) -> bool:
-    refs = meta(obj).get("ownerReferences")
-    uid = meta(job).get("uid")
-    return isinstance(refs, list) and any(
-        isinstance(r, Mapping) and r.get("uid") == uid for r in refs
-    )
-
-
 def _own(session: Session, companion: Obj, job: Obj) -> None:
     """Make ``job`` the owner of ``companion``, so deleting the job deletes it."""
     ref = Ref.of(companion)
     owner = {"metadata": {"ownerReferences": [_owner(job)]}}
     call(session, named("patch", ref), partial(session.cluster.patch, ref, owner))
+
+
+def _perform(session: Session, digest: str, more: Perform | None = None) -> Perform:
+    """How ``Submitting`` and ``Repairing`` ask the ports (and ``more``): whatever a call
+    raises (a Ctrl-C too) is its answer, ``Raised``, for the machine to say what it leads to."""
+
+    def owned(request: Own) -> Owned:
+        _own(session, request.companion, request.job)
+        return Owned()
+
+    def made(request: Create) -> Made:
+        return Made(create(session, request.obj, digest, dry_run=request.dry_run))
+
+    def found(request: Read) -> Found:
+        return Found(get(session, request.ref))
+
+    def answering(how: Callable[[Any], object]) -> Callable[[Any], object]:
+        def answer(request: object) -> object:
+            try:
+                return how(request)
+            except BaseException as exc:
+                return Raised(exc)
+
+        return answer
+
+    asks: Perform = {Create: made, Own: owned, Read: found, **(more or {})}
+    return {request: answering(how) for request, how in asks.items()}
 
 
 def submit(
@@ -237,86 +281,70 @@ def submit(
     problems = preflight(session, spec, prepared)
     if problems:
         raise PreflightFailed(problems)
-    ref = prepared.ref
-    existing = get(session, ref)
-    if existing is not None and meta(existing).get("deletionTimestamp"):
-        make_way(session, existing, deleting_wait, on_deleting)
-        existing = None
-    if existing is not None:
-        if annotation(existing, SPEC_HASH) == prepared.spec_hash:
-            if dry_run:
-                return Submitted(ref, created=False, dry_run=True)
-            return Submitted(ref, created=False, repaired=_repair(session, prepared, existing))
+    ref, digest = prepared.ref, prepared.spec_hash
+    uploads = spec.work_dir is not None and files is not None
+
+    def upload(_: Upload) -> Uploaded:
+        assert spec.work_dir is not None and files is not None
+        work_dir = spec.work_dir
+        return Uploaded(
+            sync_up(
+                session,
+                files,
+                namespace=namespace,
+                pvc=work_dir.pvc,
+                path="/",
+                local=work_dir.local,
+                image=sync_image,
+                timeout=sync_timeout,
+            )
+        )
+
+    def way(request: MakeWay) -> WayMade:
+        make_way(session, request.job, deleting_wait, on_deleting)
+        return WayMade()
+
+    perform = _perform(session, digest, {MakeWay: way, Upload: upload})
+    machine = Submitting(prepared.objects, digest, dry_run=dry_run, uploads=uploads)
+    end = finished(machine, session.clock, perform, Raised)
+    if isinstance(end, Failure):
+        left = roll_back(session, end.created, end.unsure, digest, end.owned)
+        if left:
+            raise LeftBehind(end.error, left, ref) from end.error
+        raise end.error
+    if isinstance(end, Raised):
+        raise end.error
+    if isinstance(end, Taken):
         raise NameTaken(
             f"{ref} already exists and is a different job (spec hash "
-            f"{annotation(existing, SPEC_HASH) or 'none'}, this spec {prepared.spec_hash}): "
+            f"{annotation(end.job, SPEC_HASH) or 'none'}, this spec {digest}): "
             f"rename the job, or cancel the old one first (kfcompile cancel {ref.name})"
         )
-    if dry_run:
-        for obj in prepared.objects:
-            create(session, obj, prepared.spec_hash, dry_run=True)
-        return Submitted(ref, created=True, dry_run=True)
-    uploaded = None
-    if spec.work_dir is not None and files is not None:
-        uploaded = sync_up(
-            session,
-            files,
-            namespace=namespace,
-            pvc=spec.work_dir.pvc,
-            path="/",
-            local=spec.work_dir.local,
-            image=sync_image,
-            timeout=sync_timeout,
-        )
-    created: list[Obj] = []
-    owned: set[Ref] = set()
-    pending: Obj | None = None  # being created: it may exist though no answer said so
-    try:
-        for obj in prepared.objects:
-            pending = obj
-            created.append(create(session, obj, prepared.spec_hash))
-            pending = None
-        for companion in created[:-1]:
-            _own(session, companion, created[-1])
-            owned.add(Ref.of(companion))
-    except BaseException as exc:
-        # A refusal (an ApiError, a taken name) created nothing; anything else may have.
-        unsure = None if isinstance(exc, ApiError | NameTaken) else pending
-        left = roll_back(session, created, unsure, prepared.spec_hash, owned)
-        if left:
-            raise LeftBehind(exc, left, ref) from exc
-        raise
-    return Submitted(ref, created=True, uploaded=uploaded)
+    if isinstance(end, Checked):
+        return Submitted(ref, created=end.created, dry_run=True)
+    if isinstance(end, Repair):
+        return Submitted(ref, created=False, repaired=_repair(session, prepared, end.job))
+    assert isinstance(end, AllMade), end
+    return Submitted(ref, created=True, uploaded=end.uploaded)
 
 
 def _repair(session: Session, prepared: Prepared, job: Obj) -> tuple[str, ...]:
-    """Make the companions of ``job`` (on the cluster, with this spec's hash) what a submit
-    leaves: present and owned by it. One line per thing mended."""
-    repaired = []
-    for obj in prepared.objects[:-1]:
-        ref = Ref.of(obj)
-        try:
-            current = get(session, ref)
-            if current is None:
-                current = create(session, obj, prepared.spec_hash)
-                what = "was missing: created again"
-            elif annotation(current, SPEC_HASH) != prepared.spec_hash:
-                raise NameTaken(
-                    f"{ref} is not the one this job was submitted with: the job reads it, so "
-                    f"remove or rename it and submit again ({removal(ref)})"
-                )
-            elif _owned_by(current, job):
-                continue
-            else:
-                what = "had lost its owner: owned by the job again"
-            _own(session, current, job)
-        except NameTaken:
-            raise
-        except (ApiError, ClusterError) as exc:
-            raise ClusterError(
-                f"{prepared.ref} exists, but {ref} could not be mended ({exc}); the job may not "
-                f"start without it, and deleting the job will not delete it: submit again, or "
-                f"remove both ({removal(prepared.ref)}; {removal(ref)})"
-            ) from None
-        repaired.append(f"{ref} {what}")
-    return tuple(repaired)
+    """Make the companions of ``job`` what a submit leaves (``Repairing``): one line per
+    thing mended."""
+    machine = Repairing.start(prepared.objects[:-1], job, prepared.spec_hash)
+    _, end = ended(drive(machine, session.clock, _perform(session, prepared.spec_hash)))
+    if isinstance(end, NotOurs):
+        raise NameTaken(
+            f"{end.ref} is not the one this job was submitted with: the job reads it, so "
+            f"remove or rename it and submit again ({removal(end.ref)})"
+        )
+    if isinstance(end, Unmendable):
+        raise ClusterError(
+            f"{prepared.ref} exists, but {end.ref} could not be mended ({end.error}); the job "
+            f"may not start without it, and deleting the job will not delete it: submit again, "
+            f"or remove both ({removal(prepared.ref)}; {removal(end.ref)})"
+        ) from None
+    if isinstance(end, Raised):
+        raise end.error
+    assert isinstance(end, Mended), end
+    return end.repaired

@@ -22,6 +22,7 @@ from kfcompile.lifecycle.session import (
     LIST_PAGE,
     MANAGED_BY_LABEL,
     MANAGER,
+    ClusterError,
     GiveUp,
     Opened,
     Pause,
@@ -74,10 +75,10 @@ def _page(
     selector: str,
     request: ListJobs,
     paging: Paging,
-) -> WatchAnswer:
-    """One page; what the API refuses (403: no right to list) ends the watch with it, named
-    as ``call`` names what it raises (the machine rides out the rest itself), and so does a
-    list that would page for ever (``paging``: this list's pages so far)."""
+) -> tuple[WatchAnswer, Paging]:
+    """One page, and this list's pages so far (``paging`` before it); what the API refuses
+    (403: no right to list) ends the watch with it, named as ``call`` names what it raises (the
+    machine rides out the rest itself), and so does a list that would page for ever."""
     try:
         page = session.cluster.list(
             kind.api_version,
@@ -88,14 +89,17 @@ def _page(
             continue_token=request.continue_token,
         )
     except Gone:
-        return Expired()
+        return Expired(), paging
     except Transient as exc:
-        return Trouble(exc)
+        return Trouble(exc), paging
     except ApiError as exc:
         exc.named(listing(kind.name, namespace))
         raise
+    after = paging.after(page)
+    if isinstance(after, str):
+        raise ClusterError(f"{listing(kind.name, namespace)}: {after}")
     items = [item for item in page.items if not _foreign(item, kind, namespace, selector)]
-    return PageListed(items, page.resource_version, paging.next_token(page))
+    return PageListed(items, page.resource_version, page.continue_token or None), after
 
 
 def _foreign(obj: Obj, kind: Kind, namespace: str | None, selector: str) -> bool:
@@ -139,14 +143,15 @@ def watch_kind(
     clock, what = session.clock, listing(kind.name, namespace, "watch")
     watcher = Watcher.start(kind, clock.monotonic(), session.retry_for)
     opened = Opened()
-    paging = Paging(listing(kind.name, namespace))
+    paging = Paging()
     reported: set[str] = set()  # the MultiKueue jobs whose dispatch was reported
 
     def page(request: ListJobs) -> WatchAnswer:
         nonlocal paging
         if request.continue_token is None:  # a list begins
-            paging = Paging(listing(kind.name, namespace))
-        return _page(session, kind, namespace, selector, request, paging)
+            paging = Paging()
+        answer, paging = _page(session, kind, namespace, selector, request, paging)
+        return answer
 
     def watch(request: WatchJobs) -> WatchAnswer:
         return _next_event(opened.start(_watch(session, kind, namespace, selector, request)), what)
