@@ -5,11 +5,14 @@ asked for the rest, exactly the package its own ``__init__`` makes, on every cli
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import schema_check
@@ -128,3 +131,58 @@ def test_a_deferred_package_asked_for_the_rest_is_the_whole_package() -> None:
         assert found["names"] == plain[name]["names"], name
     # Up to 36.x every API class and model is served by name (37.x does so itself).
     assert sum(found["early"] for found in lazy.values()) > 0
+
+
+@pytest.fixture
+def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A package ``probe`` in ``tmp_path``, deferred in this process for the test, and ``gate``
+    (not deferred), which its ``__init__`` (written by the test) and the test both see."""
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "part.py").write_text("X = 'part'\n")
+    (tmp_path / "gate.py").write_text(
+        "import threading\nentered, release = threading.Event(), threading.Event()\nruns = 0\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    deferred.install(["probe"])
+    yield importlib.import_module("gate")
+    for name in [m for m in sys.modules if m in ("probe", "gate") or m.startswith("probe.")]:
+        del sys.modules[name]
+
+
+def _body(gate: Any, text: str) -> None:
+    Path(gate.__file__).with_name("probe").joinpath("__init__.py").write_text(text)
+
+
+def test_a_thread_asking_while_the_body_runs_waits_for_it(probe: Any) -> None:
+    _body(probe, "import gate\ngate.entered.set()\ngate.release.wait(10)\nVALUE = 1\n")
+    package = importlib.import_module("probe")
+    got: dict[str, object] = {}
+
+    def ask(who: str) -> None:
+        try:
+            got[who] = package.VALUE
+        except AttributeError as exc:  # what a module half run would give
+            got[who] = exc
+
+    first = threading.Thread(target=ask, args=("first",))
+    first.start()
+    assert probe.entered.wait(10)  # the first thread is in the body
+    second = threading.Thread(target=ask, args=("second",))
+    second.start()
+    second.join(0.2)
+    assert "second" not in got  # waiting, not told the module has no VALUE
+    probe.release.set()
+    first.join(10)
+    second.join(10)
+    assert got == {"first": 1, "second": 1}
+
+
+def test_a_body_that_fails_fails_where_it_is_used_and_again_next_time(probe: Any) -> None:
+    _body(probe, "import gate\ngate.runs += 1\nraise RuntimeError('broken')\n")
+    package = importlib.import_module("probe")
+    assert package.part.X == "part"  # a submodule, without the body
+    for runs in (1, 2):
+        with pytest.raises(RuntimeError, match="broken"):
+            package.anything  # noqa: B018
+        assert probe.runs == runs
