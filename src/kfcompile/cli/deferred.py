@@ -35,9 +35,11 @@ from typing import TYPE_CHECKING, Final, cast
 if TYPE_CHECKING:  # importlib.abc imports importlib.resources: not at every `render`
     from importlib.abc import Loader
 
-# The packages deferred, each with whether its ``__init__`` re-exports names its modules define
-# (from which they are then served alone). google.auth's has side effects (logging, warnings of
-# its own) and serves only the kubeconfig's gcp auth provider: its names all run it.
+# What is deferred, each with whether its ``__init__`` re-exports names its modules define (then
+# served from them alone). google-auth serves only the kubeconfig's gcp auth provider, yet
+# 27.2's ``kube_config`` imports it and its requests transport at its top (37.x: where it is
+# installed); its ``__init__`` has effects of its own (logging, warnings), so any of its names
+# runs it.
 PACKAGES: Final = {
     "kubernetes": True,
     "kubernetes.client": True,
@@ -55,8 +57,8 @@ _REEXPORT: Final = re.compile(r"^from ([\w.]+) import (\w+)(?: as (\w+))?[ \t]*$
 
 
 def install(packages: Sequence[str] = tuple(PACKAGES)) -> None:
-    """Defer ``packages``' ``__init__``s in this process from now on (those already imported
-    are left as they are)."""
+    """Defer the bodies of ``packages`` (and modules) in this process from now on (those
+    already imported are left as they are)."""
     sys.meta_path.insert(0, _Finder({name: PACKAGES.get(name, False) for name in packages}))
 
 
