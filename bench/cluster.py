@@ -8,9 +8,7 @@ and the cold start of `kfcompile status`.
    cancel --wait of a 4-node job; for `status` and `cancel --wait` on a 4-node and a 1,000-pod
    job; and for the CLI's `kfcompile status` of a healthy 4-node job and of one whose four pods
    are pending, with no discovery cache on disk and with the one the first run left.
-3. `kfcompile status NAME` cold: median wall and CPU time of RUNS new processes (discovery
-   cached on disk, as a second command finds it), next to `python -c pass` and
-   `python -c "import kubernetes"`.
+(What a cold `kfcompile status` costs in time, beside kubectl: bench/cold.py.)
 
 Needs ../shared/crds (the reference CRDs), as the tests do.
 """
@@ -32,14 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import schema_check  # noqa: E402
-from cli_startup import measure  # noqa: E402
 from fakekube.cluster import NAMESPACE, LocalCluster  # noqa: E402
 
 from kfcompile import JobSpec, lifecycle, structure  # noqa: E402
 from kfcompile.cli import main as cli  # noqa: E402
 from kfcompile.lifecycle.ports import Ref  # noqa: E402
 
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 
 
@@ -144,31 +140,6 @@ def cli_status_requests(shared: Path) -> None:
             del os.environ["KFCOMPILE_CACHE_DIR"]
 
 
-def cold_status(shared: Path, runs: int) -> None:
-    with LocalCluster(shared, scenario="hang") as local:
-        ref = _submit(local, 2, "hang")
-        lifecycle.wait(local.session(), ref, "running", timeout=10)
-        cache = tempfile.TemporaryDirectory()
-        env = {**ENV, "KFCOMPILE_CACHE_DIR": cache.name}
-        commands = {
-            "python -c pass": [sys.executable, "-c", "pass"],
-            "python -c 'import kubernetes'": [sys.executable, "-c", "import kubernetes"],
-            "kfcompile status bench": [
-                sys.executable,
-                "-m",
-                "kfcompile",
-                "status",
-                "bench",
-                "--kubeconfig",
-                str(local.kubeconfig),
-            ],
-        }
-        for label, argv in commands.items():
-            wall, cpu = measure(argv, runs, env)
-            print(f"  {label:<32} median {wall:6.0f} ms wall {cpu:6.0f} ms cpu")
-        cache.cleanup()
-
-
 def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     shared = schema_check.require_shared()
@@ -181,8 +152,6 @@ def main() -> None:
     print("API requests counted at the server:")
     lifecycle_requests(shared)
     cli_status_requests(shared)
-    print("cold wall time:")
-    cold_status(shared, max(5, runs // 3))
 
 
 if __name__ == "__main__":

@@ -206,6 +206,8 @@ EDGES = {module: edges(module) for module in MODULES}
 DYNAMIC = {
     "kfcompile": "kfcompile.status and kfcompile.importer, on first use of a name (_LAZY)",
     "kfcompile.cli": "the module of each command (parser's func=), under kfcompile.cli",
+    "kfcompile.cli.deferred": "? a deferred package's submodules and what its __init__ "
+    "re-exports, when first used (the kubernetes client's, in the kfcompile process only)",
     "torchx_plugins.schedulers.kfcompile": "? torchx's own built-in schedulers, by the module "
     "names torchx.schedulers.DEFAULT_SCHEDULER_MODULES gives",
 }

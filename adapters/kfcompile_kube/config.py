@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from attrs import evolve, frozen
-from kubernetes.client import ApiClient, Configuration
+from kubernetes.client.api_client import ApiClient
+from kubernetes.client.configuration import Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger

@@ -1,5 +1,5 @@
 import sys
 
-from kfcompile.cli import main
+from kfcompile.cli import run
 
-sys.exit(main())
+sys.exit(run())

@@ -1,0 +1,188 @@
+"""What a cold cluster command imports (``kfcompile.cli.deferred``): in the process the
+``kfcompile`` command starts, the ``kubernetes`` client runs only the parts the command uses;
+imported as a library, kfcompile leaves the client as it is; and a package deferred is, once
+asked for the rest, exactly the package its own ``__init__`` makes, on every client line."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schema_check
+from fakekube.cluster import NAMESPACE, LocalCluster
+
+from kfcompile import lifecycle, structure
+from kfcompile.cli import deferred, main
+
+ROOT = Path(__file__).resolve().parents[1]
+# Parts of the client no cluster command uses (up to 36.x `import kubernetes` runs them all, and
+# every API class and model with `kubernetes.client`).
+UNUSED = (
+    "kubernetes.dynamic",
+    "kubernetes.watch",
+    "kubernetes.leaderelection",
+    "kubernetes.client.api.core_v1_api",
+    "kubernetes.client.models.v1_pod",
+)
+WHOLE = UNUSED[:3]  # what `import kubernetes` runs on every line (37.x loads APIs, models lazily)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(schema_check.require_shared(), scenario="hang", auto=False) as local:
+        spec = structure({"name": "demo", "image": "python:3.11-slim", "command": ["true"]})
+        lifecycle.submit(local.session(), spec, "trainjob/v2.3", namespace=NAMESPACE, environ={})
+        local.controller.run_until_idle()
+        yield local
+
+
+def _python(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def _imported(importtime: str) -> set[str]:
+    """The modules a ``python -X importtime`` run imported, from its stderr."""
+    lines = [line for line in importtime.splitlines() if line.startswith("import time:")]
+    return {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # the first is the header
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["status", "demo"], "TrainJob demo in namespace default: RUNNING"),
+        (["list"], "demo  TrainJob  trainjob/v2.3  RUNNING"),
+    ],
+)
+def test_a_cluster_command_runs_only_the_parts_of_the_client_it_uses(
+    cluster: LocalCluster, command: list[str], said: str
+) -> None:
+    done = _python(
+        "-X", "importtime", "-m", "kfcompile", *command, "--kubeconfig", str(cluster.kubeconfig)
+    )
+    assert done.returncode == 0, done.stderr
+    assert said in done.stdout
+    imported = _imported(done.stderr)
+    assert "kubernetes.client.api_client" in imported  # the official client sent it
+    assert not imported & set(UNUSED)
+    assert not any(name.startswith("kubernetes.client.models.") for name in imported)
+
+
+def test_imported_as_a_library_the_client_is_whole(cluster: LocalCluster) -> None:
+    # The CLI's own main(), called in a process kfcompile did not start, defers nothing either.
+    assert main(["status", "demo", "--kubeconfig", str(cluster.kubeconfig)]) == 0
+    assert not any(isinstance(finder, deferred._Finder) for finder in sys.meta_path)
+    code = (
+        "import sys, kfcompile, kfcompile.cli, kfcompile_kube, kubernetes; "
+        f"missing = [m for m in {WHOLE!r} if m not in sys.modules]; "
+        "assert not missing and kubernetes.client.CoreV1Api, missing"
+    )
+    done = _python("-c", code)
+    assert done.returncode == 0, done.stderr
+
+
+# Each package deferred: every name its __init__ re-exports, read before that __init__ runs,
+# then all of it; printed as the names it then has and whether each early one is the same object.
+_SURVEY = """
+import importlib, json, sys
+from kfcompile.cli import deferred
+if sys.argv[1] == "deferred":
+    deferred.install()
+import kfcompile_kube
+packages, early = {}, {}
+for name in deferred.PACKAGES:
+    try:
+        packages[name] = package = importlib.import_module(name)
+    except ImportError:  # google.auth: where google-auth is installed only
+        continue
+    early[name] = {n: getattr(package, n) for n in deferred._exports(package.__spec__)}
+for package in packages.values():
+    dir(package)  # the rest
+found = {
+    name: {
+        "names": dir(package),
+        "same": all(getattr(package, n) is v for n, v in early[name].items()),
+        "early": len(early[name]),
+    }
+    for name, package in packages.items()
+}
+print(json.dumps(found))
+"""
+
+
+def test_a_deferred_package_asked_for_the_rest_is_the_whole_package() -> None:
+    surveys = {}
+    for mode in ("deferred", "plain"):
+        done = _python("-c", _SURVEY, mode)
+        assert done.returncode == 0, done.stderr
+        surveys[mode] = json.loads(done.stdout)
+    lazy, plain = surveys["deferred"], surveys["plain"]
+    assert sorted(lazy) == sorted(plain) and "kubernetes.client" in lazy
+    for name, found in lazy.items():
+        assert found["same"], name
+        assert found["names"] == plain[name]["names"], name
+    # Up to 36.x every API class and model is served by name (37.x does so itself).
+    assert sum(found["early"] for found in lazy.values()) > 0
+
+
+@pytest.fixture
+def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A package ``probe`` in ``tmp_path``, deferred in this process for the test, and ``gate``
+    (not deferred), which its ``__init__`` (written by the test) and the test both see."""
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "part.py").write_text("X = 'part'\n")
+    (tmp_path / "gate.py").write_text(
+        "import threading\nentered, release = threading.Event(), threading.Event()\nruns = 0\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    deferred.install(["probe"])
+    yield importlib.import_module("gate")
+    for name in [m for m in sys.modules if m in ("probe", "gate") or m.startswith("probe.")]:
+        del sys.modules[name]
+
+
+def _body(gate: Any, text: str) -> None:
+    Path(gate.__file__).with_name("probe").joinpath("__init__.py").write_text(text)
+
+
+def test_a_thread_asking_while_the_body_runs_waits_for_it(probe: Any) -> None:
+    _body(probe, "import gate\ngate.entered.set()\ngate.release.wait(10)\nVALUE = 1\n")
+    package = importlib.import_module("probe")
+    got: dict[str, object] = {}
+
+    def ask(who: str) -> None:
+        try:
+            got[who] = package.VALUE
+        except AttributeError as exc:  # what a module half run would give
+            got[who] = exc
+
+    first = threading.Thread(target=ask, args=("first",))
+    first.start()
+    assert probe.entered.wait(10)  # the first thread is in the body
+    second = threading.Thread(target=ask, args=("second",))
+    second.start()
+    second.join(0.2)
+    assert "second" not in got  # waiting, not told the module has no VALUE
+    probe.release.set()
+    first.join(10)
+    second.join(10)
+    assert got == {"first": 1, "second": 1}
+
+
+def test_a_body_that_fails_fails_where_it_is_used_and_again_next_time(probe: Any) -> None:
+    _body(probe, "import gate\ngate.runs += 1\nraise RuntimeError('broken')\n")
+    package = importlib.import_module("probe")
+    assert package.part.X == "part"  # a submodule, without the body
+    for runs in (1, 2):
+        with pytest.raises(RuntimeError, match="broken"):
+            package.anything  # noqa: B018
+        assert probe.runs == runs
