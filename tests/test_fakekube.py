@@ -21,12 +21,11 @@ from typing import Any
 import pytest
 import schema_check
 import urllib3
-from fakekube import FakeKube, StoreError
+from fakekube import FakeKube
+from fakekube.cluster import CRDS
 from fakekube.kubelet import Kubelet
 from kubernetes import client, config, watch
 from kubernetes.stream import stream
-
-pytest_plugins = ["fakekube.fixtures"]
 
 Obj = dict[str, Any]
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -83,6 +82,25 @@ def owned(obj: Obj, owner: Obj) -> Obj:
         }
     ]
     return obj
+
+
+@pytest.fixture
+def fake_kube() -> Iterator[FakeKube]:
+    """The server with the newest release of each Kubeflow CRD in ../shared/crds, or none when
+    they are absent (tests that need them call ``need_crds()``)."""
+    files = (*CRDS, "clustertrainingruntimes-v2.3.0.yaml", "trainingruntimes-v2.3.0.yaml")
+    crds = [schema_check.load_crd(name) for name in files] if schema_check.CRDS else []
+    with FakeKube(crds=crds) as kube:
+        yield kube
+
+
+@pytest.fixture
+def kube_client(fake_kube: FakeKube, tmp_path: Path) -> Iterator[client.ApiClient]:
+    api = config.new_client_from_config(str(fake_kube.kubeconfig(tmp_path / "kubeconfig")))
+    try:
+        yield api
+    finally:
+        api.close()
 
 
 @pytest.fixture
@@ -709,47 +727,6 @@ def test_finalizers_hold_deletion_until_removed(fake_kube: FakeKube) -> None:
     held["metadata"]["finalizers"] = []
     store.update(held)
     assert store.get("v1", "ConfigMap", "default", "a") is None
-
-
-# --- store API --------------------------------------------------------------------------------
-
-
-def test_store_api(fake_kube: FakeKube) -> None:
-    store = fake_kube.store
-    seen: list[tuple[str, str, str]] = []
-    store.subscribe(
-        lambda t, o: seen.append((t, o["metadata"]["name"], threading.current_thread().name))
-    )
-    made = store.create(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "x-"}}
-    )
-    name = made["metadata"]["name"]
-    assert made["metadata"]["namespace"] == "default" and made["metadata"]["generation"] == 1
-    assert made["metadata"]["creationTimestamp"].endswith("Z")
-    with pytest.raises(StoreError) as info:
-        store.create(made)
-    assert (info.value.code, info.value.reason) == (409, "AlreadyExists")
-    copy = store.get("v1", "ConfigMap", "default", name)
-    assert copy is not None
-    copy["data"] = {"a": "b"}
-    assert store.get("v1", "ConfigMap", "default", name) != copy  # get returns a copy
-    store.update(copy)
-    pod = store.create(running_pod("p"))
-    out = store.patch_status("v1", "Pod", "default", "p", {"phase": "Succeeded"})
-    assert out["status"] == {"phase": "Succeeded"}
-    assert int(out["metadata"]["resourceVersion"]) > int(pod["metadata"]["resourceVersion"])
-    store.delete("v1", "ConfigMap", "default", name)
-    here = threading.current_thread().name
-    assert seen == [
-        ("ADDED", name, here),
-        ("MODIFIED", name, here),
-        ("ADDED", "p", here),
-        ("MODIFIED", "p", here),
-        ("DELETED", name, here),
-    ]
-    with pytest.raises(StoreError) as info:
-        store.delete("v1", "ConfigMap", "default", name)
-    assert info.value.code == 404
 
 
 # --- logs -------------------------------------------------------------------------------------

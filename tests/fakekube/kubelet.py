@@ -2,7 +2,6 @@
 starts them, or leaves them waiting as a real cluster would, saying why in the pod's status and
 in events (events/v1, as the scheduler writes them; the kubelet's image pulls likewise):
 
-- a claim that does not exist: not scheduled (``Unschedulable``, the scheduler's message);
 - an image containing ``does-not-exist``: ``ImagePullBackOff``, as a mistyped image would;
 - an image containing ``slow-to-pull``: ``ContainerCreating`` for as long as anyone waits.
 
@@ -22,7 +21,6 @@ from typing import Any
 
 from .events import Reporter
 from .resources import StoreError
-from .scenarios import NODE_COUNT
 from .store import Store
 
 BAD_IMAGE = "does-not-exist"
@@ -30,24 +28,6 @@ SLOW_IMAGE = "slow-to-pull"
 NODE = "gpu-node-0"
 
 Obj = dict[str, Any]
-
-
-def _missing_claim(store: Store, pod: Obj) -> str:
-    namespace = pod["metadata"]["namespace"]
-    for volume in pod["spec"].get("volumes") or []:
-        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-        if claim and store.get("v1", "PersistentVolumeClaim", namespace, claim) is None:
-            return str(claim)
-    return ""
-
-
-def unschedulable_message(claim: str) -> str:
-    """The scheduler's words for a pod whose claim does not exist."""
-    n = NODE_COUNT
-    return (
-        f'0/{n} nodes are available: persistentvolumeclaim "{claim}" not found. preemption: '
-        f"0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
-    )
 
 
 class Kubelet:
@@ -130,15 +110,6 @@ class Kubelet:
             "namespace": namespace,
             "uid": pod["metadata"]["uid"],
         }
-        claim = _missing_claim(self._store, pod)
-        if claim:
-            message = unschedulable_message(claim)
-            pod["status"] = _unschedulable(message, self._store.now())
-            self._store.update(pod)
-            self._scheduler.report(
-                regarding, "Warning", "FailedScheduling", "Scheduling", message, now
-            )
-            return
         pod["spec"]["nodeName"] = NODE
         pod["status"] = self._status(pod, self._store.now())
         self._store.update(pod)
@@ -206,15 +177,3 @@ class Kubelet:
                 }
             ],
         }
-
-
-def _unschedulable(message: str, now: str) -> Obj:
-    condition = {
-        "type": "PodScheduled",
-        "status": "False",
-        "reason": "Unschedulable",
-        "message": message,
-        "lastProbeTime": None,
-        "lastTransitionTime": now,
-    }
-    return {"phase": "Pending", "conditions": [condition]}

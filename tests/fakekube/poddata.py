@@ -1,6 +1,5 @@
 """What pods hold beyond their objects, for the Store (a mixin of :class:`fakekube.store.Store`):
-container logs, kept per run, the in-memory files of volumes, and the nodes that are gone (whose
-pods' logs and exec no longer reach a kubelet)."""
+container logs, kept per run, and the in-memory files of volumes."""
 
 from __future__ import annotations
 
@@ -25,18 +24,6 @@ class PodData:
         # pod logs by (namespace, pod), then container; they go with the pod (Collector)
         self._logs: dict[_ObjKey, dict[str, builtins.list[LogChunk]]] = {}
         self._fs: dict[tuple[str, ...], tuple[dict[str, bytes], set[str]]] = {}
-        self._gone_nodes: set[str] = set()
-
-    def lose_node(self, node: str) -> None:
-        """The node ``node`` is gone (deleted, e.g. a spot instance reclaimed): pods bound to it
-        stay as they were until something deletes them, and asking for their logs or an exec
-        is answered as the real server does (``fakekube.api``)."""
-        with self._lock:
-            self._gone_nodes.add(node)
-
-    def node_gone(self, node: str) -> bool:
-        with self._lock:
-            return node in self._gone_nodes
 
     def append_log(
         self, namespace: str, pod: str, container: str, text: str, *, at: float | None = None
