@@ -3,7 +3,7 @@
 Objects are plain dicts exactly as the API server speaks them. The store assigns ``uid``,
 ``resourceVersion`` (one global counter), ``creationTimestamp`` and ``generation``, keeps a bounded
 history of changes for watches, collects garbage by ``ownerReferences`` (see ``collector``), and
-holds pod logs and the in-memory files of volumes (see ``poddata``).
+holds pod logs and the in-memory files of volumes.
 
 Changes made with :meth:`Store.update` replace the whole object (status included) and are not
 validated: validation belongs to the API layer (``fakekube.api``), which uses ``apply_update``
@@ -25,18 +25,18 @@ import string
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .access import NamespaceAccess
 from .collector import Collector
-from .history import History
-from .poddata import PodData
 from .resources import (
     BUILTIN_KINDS,
     CRD_KEY,
     NAMESPACE_KEY,
     Change,
+    LogChunk,
     ResourceKind,
     StoreError,
     check_name,
@@ -60,7 +60,7 @@ def _random_suffix() -> str:
     return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
 
 
-class Store(Collector, History, PodData):
+class Store(Collector):
     """All objects of the fake cluster. Every public method is thread-safe."""
 
     def __init__(
@@ -81,8 +81,13 @@ class Store(Collector, History, PodData):
         self._warming: set[_Bucket] = set()  # kinds whose storage is (re)initializing
         self._objects: dict[_Bucket, dict[_ObjKey, Obj]] = {}
         self._rv = 0
-        self._init_history(history)
-        self._init_pod_data()
+        self._history: deque[Change] = deque(maxlen=history)
+        self._floor = 0  # a watch can resume from any resourceVersion >= this
+        self._subscribers: builtins.list[Callable[[str, Obj], None]] = []
+        self._wakers: builtins.list[Callable[[], None]] = []
+        # pod logs by (namespace, pod), then container; they go with the pod (Collector)
+        self._logs: dict[_ObjKey, dict[str, builtins.list[LogChunk]]] = {}
+        self._fs: dict[tuple[str, ...], tuple[dict[str, bytes], set[str]]] = {}
         self._init_collector(threaded)
         for kind in BUILTIN_KINDS:
             self.register_kind(kind)
@@ -397,3 +402,112 @@ class Store(Collector, History, PodData):
                 404, "NotFound", f'{rk.resource} "{key[1]}" not found', rk.details(key[1])
             )
         return obj
+
+    # --- the watch history and who is told of changes: a bounded log of changes that watches
+    # resume from (410 once a version has fallen out of it, or after `compact`) -----------
+
+    def subscribe(self, callback: Callable[[str, Obj], None]) -> None:
+        """Call ``callback(type, obj)`` after every change, outside the lock, in the thread that
+        made it. ``type`` is ADDED, MODIFIED or DELETED; ``obj`` is the stored object, shared
+        with the watch history: read it, never change it."""
+        with self._lock:
+            self._subscribers.append(callback)
+
+    def add_waker(self, waker: Callable[[], None]) -> None:
+        """Call ``waker()`` after every change and every log append (for streaming readers)."""
+        with self._lock:
+            self._wakers.append(waker)
+
+    def remove_waker(self, waker: Callable[[], None]) -> None:
+        with self._lock:
+            self._wakers.remove(waker)
+
+    def changes_after(self, rv: int) -> builtins.list[Change]:
+        """History entries newer than ``rv``; StoreError 410 Expired when it no longer reaches
+        back that far."""
+        with self._lock:
+            if rv < self._floor:
+                raise StoreError(
+                    410, "Expired", f"too old resource version: {rv} ({self._floor + 1})"
+                )
+            out: builtins.list[Change] = []
+            for change in reversed(self._history):
+                if change.rv <= rv:
+                    break
+                out.append(change)
+            return out[::-1]
+
+    def snapshot(self, api_version: str, kind: str) -> tuple[builtins.list[Obj], int]:
+        """Copies of all objects of a kind, in key order, with the current resourceVersion."""
+        with self._lock:
+            bucket = self._objects[(api_version, kind)]
+            return [clone(bucket[k]) for k in sorted(bucket)], self._rv
+
+    def compact(self) -> None:
+        """Forget the watch history, as etcd compaction does: older versions now give 410."""
+        with self._lock:
+            self._history.clear()
+            self._floor = self._rv
+
+    def _record(
+        self,
+        changes: builtins.list[Change],
+        type_: str,
+        rk: ResourceKind,
+        obj: Obj,
+        old: Obj | None = None,
+    ) -> None:
+        # Stored objects are replaced, never changed in place, so the history may share them
+        change = Change(self._rv, type_, rk.api_version, rk.kind, obj, old)
+        if self._history.maxlen is not None and len(self._history) == self._history.maxlen:
+            self._floor = self._history[0].rv
+        self._history.append(change)
+        changes.append(change)
+
+    def _notify(self, changes: Iterable[Change]) -> None:
+        changes = list(changes)
+        if not changes:
+            return
+        with self._lock:
+            subscribers, wakers = list(self._subscribers), list(self._wakers)
+        for change in changes:
+            for callback in subscribers:
+                callback(change.type, change.obj)
+        for waker in wakers:
+            waker()
+
+    # --- what pods hold beyond their objects: container logs, kept per run, and the in-memory
+    # files of volumes -----------------------------------------------------------------------
+
+    def append_log(
+        self, namespace: str, pod: str, container: str, text: str, *, at: float | None = None
+    ) -> None:
+        """Add ``text`` to the log of the container's current run (its restartCount)."""
+        with self._lock:
+            obj = self._objects[("v1", "Pod")].get((namespace, pod))
+            statuses = ((obj or {}).get("status") or {}).get("containerStatuses") or []
+            instance = next(
+                (s.get("restartCount", 0) for s in statuses if s.get("name") == container), 0
+            )
+            chunk = LogChunk(self.clock() if at is None else at, text, instance)
+            self._logs.setdefault((namespace, pod), {}).setdefault(container, []).append(chunk)
+            wakers = list(self._wakers)
+        for waker in wakers:
+            waker()
+
+    def log(self, namespace: str, pod: str, container: str) -> builtins.list[LogChunk]:
+        """Everything the container logged so far, every run."""
+        with self._lock:
+            return list(self._logs.get((namespace, pod), {}).get(container, ()))
+
+    def volume(self, namespace: str, claim: str) -> dict[str, bytes]:
+        """The files of a PersistentVolumeClaim's volume (relative path -> content): mutable."""
+        return self.filesystem(("pvc", namespace, claim))[0]
+
+    def filesystem(self, key: tuple[str, ...]) -> tuple[dict[str, bytes], set[str]]:
+        """``(files, directories made empty)`` of one volume, created on first use.
+
+        Keys: ``("pvc", ns, claim)``, ``("pod", ns, pod, volume-or-container)``.
+        """
+        with self._lock:
+            return self._fs.setdefault(key, ({}, set()))
