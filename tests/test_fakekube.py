@@ -7,10 +7,8 @@ handling are part of what is checked) and through the Store directly.
 from __future__ import annotations
 
 import base64
-import io
 import json
 import re
-import tarfile
 import threading
 import time
 import urllib.parse
@@ -827,34 +825,6 @@ def run_exec(
     finally:
         # After the server's close frame WSClient.close() leaves the socket open: shut it
         ws.sock.shutdown()
-    return ws
-
-
-def test_exec_tar_round_trip_through_a_volume(fake_kube: FakeKube, core: client.CoreV1Api) -> None:
-    fake_kube.store.create(pvc_pod())
-    binary = bytes(range(256)) * 20_000  # 5 MB, every byte value
-    files = {"train.py": b"print('hi')\n", "data/blob.bin": binary}
-    packed = io.BytesIO()
-    with tarfile.open(fileobj=packed, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"./{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    assert run_exec(core, ["mkdir", "-p", "/workspace/src"]) == (0, b"", b"")
-    tar_x = ["tar", "-xf", "-", "-C", "/workspace/src"]
-    assert run_exec(core, tar_x, packed.getvalue()) == (0, b"", b"")
-    volume = fake_kube.store.volume("default", "data")
-    assert volume == {f"src/{n}": d for n, d in files.items()}  # in the claim's volume
-
-    code, out, _ = run_exec(core, ["sh", "-c", "true && tar -cf - -C /workspace/src ."])
-    assert code == 0
-    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
-        back = {
-            m.name.removeprefix("./"): tar.extractfile(m).read()  # type: ignore[union-attr]
-            for m in tar.getmembers()
-            if m.isfile()
-        }
-    assert back == files
 
 
 def test_exec_failures(fake_kube: FakeKube, core: client.CoreV1Api) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import answers, api, streams
+from . import api, streams
 from .background import Background, write_kubeconfig
 from .discovery import discovery
 from .faults import Faults, error_status, retry_after_of
@@ -258,7 +258,7 @@ class FakeKube:
                 request[streams.EXEC_STDOUT] = fault.exec_stdout
             if fault.answer is not None:
                 record.status = fault.answer.status
-                return await answers.send(request, fault.answer)
+                return await streams.send(request, fault.answer)
         response: web.StreamResponse = await handler(request)
         record.status = record.status or response.status
         return response

@@ -1,7 +1,8 @@
-"""What the API server checks in an object before storing it, as a real one does: unknown
-fields (``fieldValidation=Strict`` refuses them with the decoder's words, otherwise they are
-pruned), CRD defaults and pruned nulls, schema errors and the CRD's CEL rules (422, each as
-apimachinery formats a ``field.Error``); and the JSON merge patch (RFC 7386).
+"""What the API server checks in an object before storing it, as a real one does (KUBEFLOW.md,
+"Talking to the API": seen on a kube-apiserver 1.32): unknown fields (``fieldValidation=Strict``
+refuses them with the decoder's words, otherwise they are silently pruned), CRD defaults and
+pruned nulls, schema errors and every CEL rule of the CRD, immutability on update included (422,
+each as apimachinery formats a ``field.Error``); and the JSON merge patch (RFC 7386).
 
 The schema is the CRD's own, converted by ``kfcompile.crd`` (core kinds: kubernetes-validate's
 strict schemas, through ``schema_check``). The CEL rules are the CRD's own text evaluated by a
