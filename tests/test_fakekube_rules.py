@@ -118,6 +118,26 @@ def test_too_many_command_items_block_the_cel_rules(v23: Server) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"image": "a" * 501}, "spec.trainer.image: Too long: may not be more than 500 bytes"),
+        ({"numNodes": "two"}, 'spec.trainer.numNodes: Invalid value: "string": '
+         'spec.trainer.numNodes in body must be of type integer: "string"'),
+    ],
+)  # fmt: skip
+def test_schema_errors_in_apimachinerys_words_block_the_cel_rules(
+    v23: Server, change: dict[str, Any], error: str
+) -> None:
+    job = trainjob(managedBy="example.com/mine")
+    job["spec"]["trainer"].update(change)
+    assert v23.refused(job).endswith(f"is invalid: [{error}, {NOT_CHECKED}]")
+    job["spec"]["runtimeRef"] = {}  # required: name (the order of errors is not pinned)
+    message = v23.refused(job)
+    assert "spec.runtimeRef.name: Required value, " in message and error in message
+    assert message.endswith(f", {NOT_CHECKED}]") and "managedBy" not in message
+
+
 def test_immutable_fields_hold_on_update_only(v23: Server) -> None:
     v23.create(trainjob())
     v23.patch({"spec": {"suspend": True}})  # not immutable

@@ -131,14 +131,16 @@ def _schema_errors(rk: ResourceKind, obj: Obj) -> tuple[list[tuple[Path, str]], 
 
 
 def _field_error(err: Any) -> FieldError:
-    """A schema violation as the apiextensions validator words it (``field.TooMany``, ...)."""
+    """A schema violation as the apiextensions validator reports it, in apimachinery's words
+    (``pkg/util/validation/field/errors.go``: ``TooMany``, ``TooLong``, ``NotSupported``,
+    ``Required``, ``TypeInvalid``, ``Invalid``)."""
     where, value, bound = field_path(list(err.absolute_path)), err.instance, err.validator_value
     if err.validator == "maxItems":
         noun = "item" if bound == 1 else "items"
         body = f"Too many: {len(value)}: must have at most {bound} {noun}"
         return FieldError(where, "FieldValueTooMany", body)
     if err.validator == "maxLength":
-        body = f"Too long: may not be more than {bound} bytes"
+        body = f"Too long: may not be more than {bound} byte{'' if bound == 1 else 's'}"
         return FieldError(where, "FieldValueTooLong", body)
     if err.validator == "enum":
         allowed = ", ".join(json.dumps(v) for v in bound if v is not None)
