@@ -20,7 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .events import Reporter
+from .pods import pod_status
 from .resources import StoreError
+from .scenarios import PodRecord
 from .store import Store
 
 BAD_IMAGE = "does-not-exist"
@@ -111,11 +113,17 @@ class Kubelet:
             "uid": pod["metadata"]["uid"],
         }
         pod["spec"]["nodeName"] = NODE
-        pod["status"] = self._status(pod, self._store.now())
+        first = pod["spec"]["containers"][0]
+        image = first["image"]
+        stage = "image_pull" if BAD_IMAGE in image else "creating" if SLOW_IMAGE in image else None
+        at = self._store.now()  # the status as the kubelet reports a job's pods at that stage
+        uid = pod["metadata"]["uid"]
+        record = PodRecord(name, uid, 0, "", first["name"], image, NODE, "10.0.0.9")
+        record.stage, record.scheduled_at, record.started_at = stage or "running", at, at
+        pod["status"] = pod_status(record)
         self._store.update(pod)
         assigned = f"Successfully assigned {namespace}/{name} to {NODE}"
         self._scheduler.report(regarding, "Normal", "Scheduled", "Binding", assigned, now)
-        image = pod["spec"]["containers"][0]["image"]
         container = {
             **regarding,
             "fieldPath": f"spec.containers{{{pod['spec']['containers'][0]['name']}}}",
@@ -136,44 +144,3 @@ class Kubelet:
                 ("Normal", "BackOff", f'Back-off pulling image "{image}"'),
             ):
                 self._kubelet.report(container, type_, reason, "Pulling", note, now, instance=NODE)
-
-    @staticmethod
-    def _status(pod: Obj, now: str) -> Obj:
-        container = pod["spec"]["containers"][0]
-        image = container["image"]
-        base = {"name": container["name"], "image": image, "restartCount": 0}
-        scheduled = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}]
-        if BAD_IMAGE in image or SLOW_IMAGE in image:
-            waiting: Obj = {"reason": "ContainerCreating"}
-            if BAD_IMAGE in image:
-                waiting = {
-                    "reason": "ImagePullBackOff",
-                    "message": f'Back-off pulling image "{image}"',
-                }
-            return {
-                "phase": "Pending",
-                "startTime": now,
-                "conditions": scheduled,
-                "containerStatuses": [
-                    {**base, "imageID": "", "ready": False, "state": {"waiting": waiting}}
-                ],
-            }
-        return {
-            "phase": "Running",
-            "startTime": now,
-            "podIP": "10.0.0.9",
-            "hostIP": "192.168.0.9",
-            "conditions": [
-                {"type": t, "status": "True", "lastTransitionTime": now}
-                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-            ],
-            "containerStatuses": [
-                {
-                    **base,
-                    "imageID": f"docker.io/library/{image}@sha256:{'0' * 64}",
-                    "ready": True,
-                    "started": True,
-                    "state": {"running": {"startedAt": now}},
-                }
-            ],
-        }
