@@ -7,10 +7,8 @@ handling are part of what is checked) and through the Store directly.
 from __future__ import annotations
 
 import base64
-import io
 import json
 import re
-import tarfile
 import threading
 import time
 import urllib.parse
@@ -21,12 +19,11 @@ from typing import Any
 import pytest
 import schema_check
 import urllib3
-from fakekube import FakeKube, StoreError
+from fakekube import FakeKube
+from fakekube.cluster import CRDS
 from fakekube.kubelet import Kubelet
 from kubernetes import client, config, watch
 from kubernetes.stream import stream
-
-pytest_plugins = ["fakekube.fixtures"]
 
 Obj = dict[str, Any]
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -83,6 +80,25 @@ def owned(obj: Obj, owner: Obj) -> Obj:
         }
     ]
     return obj
+
+
+@pytest.fixture
+def fake_kube() -> Iterator[FakeKube]:
+    """The server with the newest release of each Kubeflow CRD in ../shared/crds, or none when
+    they are absent (tests that need them call ``need_crds()``)."""
+    files = (*CRDS, "clustertrainingruntimes-v2.3.0.yaml", "trainingruntimes-v2.3.0.yaml")
+    crds = [schema_check.load_crd(name) for name in files] if schema_check.CRDS else []
+    with FakeKube(crds=crds) as kube:
+        yield kube
+
+
+@pytest.fixture
+def kube_client(fake_kube: FakeKube, tmp_path: Path) -> Iterator[client.ApiClient]:
+    api = config.new_client_from_config(str(fake_kube.kubeconfig(tmp_path / "kubeconfig")))
+    try:
+        yield api
+    finally:
+        api.close()
 
 
 @pytest.fixture
@@ -711,47 +727,6 @@ def test_finalizers_hold_deletion_until_removed(fake_kube: FakeKube) -> None:
     assert store.get("v1", "ConfigMap", "default", "a") is None
 
 
-# --- store API --------------------------------------------------------------------------------
-
-
-def test_store_api(fake_kube: FakeKube) -> None:
-    store = fake_kube.store
-    seen: list[tuple[str, str, str]] = []
-    store.subscribe(
-        lambda t, o: seen.append((t, o["metadata"]["name"], threading.current_thread().name))
-    )
-    made = store.create(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "x-"}}
-    )
-    name = made["metadata"]["name"]
-    assert made["metadata"]["namespace"] == "default" and made["metadata"]["generation"] == 1
-    assert made["metadata"]["creationTimestamp"].endswith("Z")
-    with pytest.raises(StoreError) as info:
-        store.create(made)
-    assert (info.value.code, info.value.reason) == (409, "AlreadyExists")
-    copy = store.get("v1", "ConfigMap", "default", name)
-    assert copy is not None
-    copy["data"] = {"a": "b"}
-    assert store.get("v1", "ConfigMap", "default", name) != copy  # get returns a copy
-    store.update(copy)
-    pod = store.create(running_pod("p"))
-    out = store.patch_status("v1", "Pod", "default", "p", {"phase": "Succeeded"})
-    assert out["status"] == {"phase": "Succeeded"}
-    assert int(out["metadata"]["resourceVersion"]) > int(pod["metadata"]["resourceVersion"])
-    store.delete("v1", "ConfigMap", "default", name)
-    here = threading.current_thread().name
-    assert seen == [
-        ("ADDED", name, here),
-        ("MODIFIED", name, here),
-        ("ADDED", "p", here),
-        ("MODIFIED", "p", here),
-        ("DELETED", name, here),
-    ]
-    with pytest.raises(StoreError) as info:
-        store.delete("v1", "ConfigMap", "default", name)
-    assert info.value.code == 404
-
-
 # --- logs -------------------------------------------------------------------------------------
 
 
@@ -850,34 +825,6 @@ def run_exec(
     finally:
         # After the server's close frame WSClient.close() leaves the socket open: shut it
         ws.sock.shutdown()
-    return ws
-
-
-def test_exec_tar_round_trip_through_a_volume(fake_kube: FakeKube, core: client.CoreV1Api) -> None:
-    fake_kube.store.create(pvc_pod())
-    binary = bytes(range(256)) * 20_000  # 5 MB, every byte value
-    files = {"train.py": b"print('hi')\n", "data/blob.bin": binary}
-    packed = io.BytesIO()
-    with tarfile.open(fileobj=packed, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"./{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    assert run_exec(core, ["mkdir", "-p", "/workspace/src"]) == (0, b"", b"")
-    tar_x = ["tar", "-xf", "-", "-C", "/workspace/src"]
-    assert run_exec(core, tar_x, packed.getvalue()) == (0, b"", b"")
-    volume = fake_kube.store.volume("default", "data")
-    assert volume == {f"src/{n}": d for n, d in files.items()}  # in the claim's volume
-
-    code, out, _ = run_exec(core, ["sh", "-c", "true && tar -cf - -C /workspace/src ."])
-    assert code == 0
-    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
-        back = {
-            m.name.removeprefix("./"): tar.extractfile(m).read()  # type: ignore[union-attr]
-            for m in tar.getmembers()
-            if m.isfile()
-        }
-    assert back == files
 
 
 def test_exec_failures(fake_kube: FakeKube, core: client.CoreV1Api) -> None:

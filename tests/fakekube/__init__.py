@@ -6,11 +6,9 @@ behind the ``kfcompile.lifecycle.ports.Cluster`` port, driven by a fake clock (`
 ``cluster`` wires either into a whole cluster with Kubeflow installed.
 
 Import it as ``from fakekube import FakeKube`` (``tests/`` is on ``sys.path`` under pytest, as
-for ``schema_check``). Fixtures: add ``pytest_plugins = ["fakekube.fixtures"]`` to a test module
-to get ``fake_kube`` (a running server with the newest Kubeflow CRDs installed) and
-``kube_client`` (a ``kubernetes.client.ApiClient`` for it).
+for ``schema_check``).
 
-    with FakeKube(crd_files=[crds / "trainjobs-v2.3.0.yaml"]) as kube:
+    with FakeKube(crds=[schema_check.load_crd("trainjobs-v2.3.0.yaml")]) as kube:
         api = kubernetes.config.new_client_from_config(str(kube.kubeconfig(tmp / "kc")))
         kube.store.create({...})        # seed objects directly
         kube.faults.add("POST", "/trainjobs", status=500)
@@ -25,7 +23,6 @@ that grants only those namespaces: 403 in the real server's words elsewhere and 
 scope).
 """
 
-from .crds import load_crd
 from .faults import Body, Fault, Faults, Fired, error_status
 from .resources import ResourceKind, StoreError
 from .server import FakeKube, RequestLog, RequestRecord
@@ -43,5 +40,4 @@ __all__ = [
     "Store",
     "StoreError",
     "error_status",
-    "load_crd",
 ]

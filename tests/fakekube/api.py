@@ -259,17 +259,6 @@ def container_of(pod: Obj, container: str | None) -> str:
     return container
 
 
-def _kubelet_of(store: Store, pod: Obj) -> str:
-    """The node whose kubelet serves the pod's logs and exec ("" when not scheduled). A node
-    that is gone is a 404 that names the node as a pod, word for word the real server's."""
-    node = str((pod.get("spec") or {}).get("nodeName") or "")
-    if node and store.node_gone(node):
-        raise StoreError(
-            404, "NotFound", f'pods "{node}" not found', {"name": node, "kind": "pods"}
-        )
-    return node
-
-
 def _container_status(pod: Obj, container: str) -> Obj:
     status = pod.get("status") or {}
     for entry in (status.get("containerStatuses") or []) + (
@@ -336,12 +325,12 @@ def log_read(
 ) -> tuple[list[str], LogRead]:
     """The container's current run as it is (``since``/``tail`` applied), and the reader that
     gives what comes next. StoreError 400 while the container waits to start; nothing at all for
-    a pod not scheduled yet; 404 for a pod bound to a node that is gone."""
+    a pod not scheduled yet (no kubelet to ask)."""
     pods = store.kind("v1", "Pod")
     authorize(store, Attempt("get", pods, namespace, name, "log"))
     pod = _get(store, pods, namespace, name)
     chosen = container_of(pod, container)
-    node = _kubelet_of(store, pod)
+    node = (pod.get("spec") or {}).get("nodeName")
     status = _container_status(pod, chosen)
     state = status.get("state") or {}
     pending = (pod.get("status") or {}).get("phase", "Pending") == "Pending"
@@ -366,7 +355,6 @@ def exec_container(store: Store, namespace: str, name: str, container: str | Non
     authorize(store, Attempt("create", pods, namespace, name, "exec"))
     pod = _get(store, pods, namespace, name)
     chosen = container_of(pod, container)
-    _kubelet_of(store, pod)
     phase = (pod.get("status") or {}).get("phase")
     if phase in ("Succeeded", "Failed"):
         raise bad(f"cannot exec into a container in a completed pod; current phase is {phase}")

@@ -4,6 +4,7 @@ event loop on a thread of its own, and the kubeconfig a client reaches it with."
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import threading
 from collections.abc import Callable
@@ -64,12 +65,24 @@ class Background:
             self._loop = self._thread = None
 
 
-def write_kubeconfig(path: Path, url: str, *, namespace: str, context: str, token: str) -> Path:
-    """A kubeconfig for the server at ``url`` with a bearer ``token``, written to ``path``."""
+def write_kubeconfig(
+    path: Path,
+    url: str,
+    *,
+    token: str,
+    namespace: str = "default",
+    context: str = "fake",
+    ca: Path | None = None,
+) -> Path:
+    """A kubeconfig for the server at ``url`` with a bearer ``token`` (and, for https, the CA
+    ``ca``), written to ``path``."""
+    cluster: dict[str, str] = {"server": url}
+    if ca is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": context, "cluster": {"server": url}}],
+        "clusters": [{"name": context, "cluster": cluster}],
         "users": [{"name": context, "user": {"token": token}}],
         "contexts": [
             {

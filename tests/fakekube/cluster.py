@@ -16,6 +16,7 @@ ConfigMap says the release (``trainer="v2.4.0"``: a release newer than any CRD f
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import tempfile
@@ -35,7 +36,6 @@ from kfcompile_local import SystemClock
 from .audit import AUDIT
 from .clock import FakeClock, fixed_jitter
 from .controller import Controller
-from .crds import choose_crds
 from .kubelet import Kubelet
 from .memory import MemoryCluster
 from .portfaults import CallLog, PortFaults
@@ -60,6 +60,13 @@ RELEASES: dict[str, tuple[str, ...]] = {
 TRAINER_NAMESPACE = "kubeflow-system"
 TRAINER_CONFIGMAP = "kubeflow-trainer-public"
 FROM_CRDS = "from the CRDs"  # trainer=: the version of the TrainJob CRD file installed
+
+
+@functools.cache
+def load_crd(path: Path) -> dict[str, Any]:
+    """The parsed CRD file, one object per file (validators are cached per CRD object)."""
+    crd: dict[str, Any] = yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
+    return crd
 
 
 def trainer_release(crds: tuple[str, ...]) -> str | None:
@@ -91,9 +98,8 @@ def install(
     """What a cluster with Kubeflow has before a test starts. ``trainer``: the version the
     Trainer's public ConfigMap says (by default that of the TrainJob CRD installed, and none
     before v2.2, which had no such ConfigMap); None: no ConfigMap."""
-    files = [shared / "crds" / name for name in (*crds, "clustertrainingruntimes-v2.3.0.yaml")]
-    for crd in choose_crds(crd_files=files):
-        store.create(crd)
+    for name in (*crds, "clustertrainingruntimes-v2.3.0.yaml"):
+        store.create(load_crd(shared / "crds" / name))
     if trainer == FROM_CRDS:
         release = trainer_release(crds)
         trainer = release if release and not release.startswith(("v2.0.", "v2.1.")) else None

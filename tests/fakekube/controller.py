@@ -119,13 +119,6 @@ class Controller(Steps):
             self._thread.join()
             self._thread = None
 
-    def __enter__(self) -> Controller:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def scenario(self, namespace: str, name: str, scenario: str) -> None:
         """Use ``scenario`` for the job(s) named so, created yet or not (this beats the
         annotation). A job already walking another scenario keeps its position."""

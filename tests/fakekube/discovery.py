@@ -1,4 +1,4 @@
-"""What discovery answers: the server version, API groups and the resources of each."""
+"""What discovery answers: the API groups and the resources of each."""
 
 from __future__ import annotations
 
@@ -8,24 +8,10 @@ from .resources import ResourceKind, not_found
 
 Obj = dict[str, Any]
 
-__all__ = ["discovery", "version"]
+__all__ = ["discovery"]
 
 # Verbs each resource lists (what a real server lists; not all are served here).
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-
-
-def version() -> Obj:
-    return {
-        "major": "1",
-        "minor": "33",
-        "gitVersion": "v1.33.0-fakekube",
-        "gitCommit": "0" * 40,
-        "gitTreeState": "clean",
-        "buildDate": "2025-01-01T00:00:00Z",
-        "goVersion": "go1.24.0",
-        "compiler": "gc",
-        "platform": "linux/amd64",
-    }
 
 
 def discovery(kinds: list[ResourceKind], parts: list[str], address: str) -> Obj:

@@ -2,7 +2,6 @@
 starts them, or leaves them waiting as a real cluster would, saying why in the pod's status and
 in events (events/v1, as the scheduler writes them; the kubelet's image pulls likewise):
 
-- a claim that does not exist: not scheduled (``Unschedulable``, the scheduler's message);
 - an image containing ``does-not-exist``: ``ImagePullBackOff``, as a mistyped image would;
 - an image containing ``slow-to-pull``: ``ContainerCreating`` for as long as anyone waits.
 
@@ -21,8 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .events import Reporter
+from .pods import pod_status
 from .resources import StoreError
-from .scenarios import NODE_COUNT
+from .scenarios import PodRecord
 from .store import Store
 
 BAD_IMAGE = "does-not-exist"
@@ -30,24 +30,6 @@ SLOW_IMAGE = "slow-to-pull"
 NODE = "gpu-node-0"
 
 Obj = dict[str, Any]
-
-
-def _missing_claim(store: Store, pod: Obj) -> str:
-    namespace = pod["metadata"]["namespace"]
-    for volume in pod["spec"].get("volumes") or []:
-        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-        if claim and store.get("v1", "PersistentVolumeClaim", namespace, claim) is None:
-            return str(claim)
-    return ""
-
-
-def unschedulable_message(claim: str) -> str:
-    """The scheduler's words for a pod whose claim does not exist."""
-    n = NODE_COUNT
-    return (
-        f'0/{n} nodes are available: persistentvolumeclaim "{claim}" not found. preemption: '
-        f"0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
-    )
 
 
 class Kubelet:
@@ -130,21 +112,18 @@ class Kubelet:
             "namespace": namespace,
             "uid": pod["metadata"]["uid"],
         }
-        claim = _missing_claim(self._store, pod)
-        if claim:
-            message = unschedulable_message(claim)
-            pod["status"] = _unschedulable(message, self._store.now())
-            self._store.update(pod)
-            self._scheduler.report(
-                regarding, "Warning", "FailedScheduling", "Scheduling", message, now
-            )
-            return
         pod["spec"]["nodeName"] = NODE
-        pod["status"] = self._status(pod, self._store.now())
+        first = pod["spec"]["containers"][0]
+        image = first["image"]
+        stage = "image_pull" if BAD_IMAGE in image else "creating" if SLOW_IMAGE in image else None
+        at = self._store.now()  # the status as the kubelet reports a job's pods at that stage
+        uid = pod["metadata"]["uid"]
+        record = PodRecord(name, uid, 0, "", first["name"], image, NODE, "10.0.0.9")
+        record.stage, record.scheduled_at, record.started_at = stage or "running", at, at
+        pod["status"] = pod_status(record)
         self._store.update(pod)
         assigned = f"Successfully assigned {namespace}/{name} to {NODE}"
         self._scheduler.report(regarding, "Normal", "Scheduled", "Binding", assigned, now)
-        image = pod["spec"]["containers"][0]["image"]
         container = {
             **regarding,
             "fieldPath": f"spec.containers{{{pod['spec']['containers'][0]['name']}}}",
@@ -165,56 +144,3 @@ class Kubelet:
                 ("Normal", "BackOff", f'Back-off pulling image "{image}"'),
             ):
                 self._kubelet.report(container, type_, reason, "Pulling", note, now, instance=NODE)
-
-    @staticmethod
-    def _status(pod: Obj, now: str) -> Obj:
-        container = pod["spec"]["containers"][0]
-        image = container["image"]
-        base = {"name": container["name"], "image": image, "restartCount": 0}
-        scheduled = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}]
-        if BAD_IMAGE in image or SLOW_IMAGE in image:
-            waiting: Obj = {"reason": "ContainerCreating"}
-            if BAD_IMAGE in image:
-                waiting = {
-                    "reason": "ImagePullBackOff",
-                    "message": f'Back-off pulling image "{image}"',
-                }
-            return {
-                "phase": "Pending",
-                "startTime": now,
-                "conditions": scheduled,
-                "containerStatuses": [
-                    {**base, "imageID": "", "ready": False, "state": {"waiting": waiting}}
-                ],
-            }
-        return {
-            "phase": "Running",
-            "startTime": now,
-            "podIP": "10.0.0.9",
-            "hostIP": "192.168.0.9",
-            "conditions": [
-                {"type": t, "status": "True", "lastTransitionTime": now}
-                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-            ],
-            "containerStatuses": [
-                {
-                    **base,
-                    "imageID": f"docker.io/library/{image}@sha256:{'0' * 64}",
-                    "ready": True,
-                    "started": True,
-                    "state": {"running": {"startedAt": now}},
-                }
-            ],
-        }
-
-
-def _unschedulable(message: str, now: str) -> Obj:
-    condition = {
-        "type": "PodScheduled",
-        "status": "False",
-        "reason": "Unschedulable",
-        "message": message,
-        "lastProbeTime": None,
-        "lastTransitionTime": now,
-    }
-    return {"phase": "Pending", "conditions": [condition]}

@@ -90,86 +90,35 @@ class ResourceKind:
         return out
 
 
-def _core(kind: str, plural: str, short: tuple[str, ...] = (), **kw: Any) -> ResourceKind:
-    schema = kw.pop("core_schema", f"{kind.lower()}-v1")
-    return ResourceKind(
-        "",
-        "v1",
-        kind,
-        plural,
-        kw.pop("namespaced", True),
-        kind.lower(),
-        short,
-        core_schema=schema,
-        **kw,
+_S, _POD = ("status",), ("status", "log", "exec")
+# What the server serves besides CRDs: group, version, kind, plural, namespaced, short names,
+# subresources, kubernetes-validate's strict schema (None: not checked), whether DELETE answers
+# the object rather than a Status. (events.k8s.io/v1 Events are served from the core Events'
+# storage, fakekube.events: the same objects under other names.)
+BUILTIN_KINDS: tuple[ResourceKind, ...] = tuple(
+    ResourceKind(g, v, k, p, ns, k.lower(), short, sub, core_schema=schema, returns_deleted=obj)
+    for g, v, k, p, ns, short, sub, schema, obj in (
+        ("", "v1", "Pod", "pods", True, ("po",), _POD, "pod-v1", True),
+        ("", "v1", "ConfigMap", "configmaps", True, ("cm",), (), "configmap-v1", False),
+        ("", "v1", "Secret", "secrets", True, (), (), "secret-v1", False),
+        ("", "v1", "Event", "events", True, ("ev",), (), "event-v1", False),
+        ("", "v1", "Namespace", "namespaces", False, ("ns",), _S, "namespace-v1", False),
+        ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("pvc",), _S,
+         "persistentvolumeclaim-v1", True),
+        ("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",), (), "serviceaccount-v1",
+         True),
+        ("batch", "v1", "Job", "jobs", True, (), _S, "job-batch-v1", False),
+        ("events.k8s.io", "v1", "Event", "events", True, ("ev",), (), "event-events-v1", False),
+        ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, (), _S, None, False),
+        ("kueue.x-k8s.io", "v1beta1", "LocalQueue", "localqueues", True, ("queue", "queues", "lq"),
+         _S, None, False),
+        ("kueue.x-k8s.io", "v1beta1", "ClusterQueue", "clusterqueues", False, ("cq",), _S, None,
+         False),
+        ("kueue.x-k8s.io", "v1beta1", "Workload", "workloads", True, ("wl",), _S, None, False),
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
+         False, ("crd", "crds"), _S, None, False),
     )
-
-
-BUILTIN_KINDS: tuple[ResourceKind, ...] = (
-    _core("Pod", "pods", ("po",), subresources=("status", "log", "exec"), returns_deleted=True),
-    _core("ConfigMap", "configmaps", ("cm",)),
-    _core("Secret", "secrets"),
-    _core("Event", "events", ("ev",)),
-    _core("Namespace", "namespaces", ("ns",), namespaced=False, subresources=("status",)),
-    _core(
-        "PersistentVolumeClaim",
-        "persistentvolumeclaims",
-        ("pvc",),
-        subresources=("status",),
-        returns_deleted=True,
-    ),
-    _core("ServiceAccount", "serviceaccounts", ("sa",), returns_deleted=True),
-    ResourceKind(
-        "batch", "v1", "Job", "jobs", True, "job", (), ("status",), core_schema="job-batch-v1"
-    ),
-    # Served from the core Events' storage (fakekube.events): the same objects, other names.
-    ResourceKind(
-        "events.k8s.io",
-        "v1",
-        "Event",
-        "events",
-        True,
-        "event",
-        ("ev",),
-        core_schema="event-events-v1",
-    ),
-    ResourceKind(
-        "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, "jobset", (), ("status",)
-    ),
-    ResourceKind(
-        "kueue.x-k8s.io",
-        "v1beta1",
-        "LocalQueue",
-        "localqueues",
-        True,
-        "localqueue",
-        ("queue", "queues", "lq"),
-        ("status",),
-    ),
-    ResourceKind(
-        "kueue.x-k8s.io",
-        "v1beta1",
-        "ClusterQueue",
-        "clusterqueues",
-        False,
-        "clusterqueue",
-        ("cq",),
-        ("status",),
-    ),
-    ResourceKind(
-        "kueue.x-k8s.io", "v1beta1", "Workload", "workloads", True, "workload", ("wl",), ("status",)
-    ),
-    ResourceKind(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        False,
-        "customresourcedefinition",
-        ("crd", "crds"),
-        ("status",),
-    ),
-)
+)  # fmt: skip
 
 
 def clone(node: T) -> T:

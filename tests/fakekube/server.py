@@ -27,10 +27,9 @@ from typing import Any
 
 from aiohttp import web
 
-from . import answers, api, streams
+from . import api, streams
 from .background import Background, write_kubeconfig
-from .crds import choose_crds
-from .discovery import discovery, version
+from .discovery import discovery
 from .faults import Faults, error_status, retry_after_of
 from .requestlog import RECORD, RequestLog, RequestRecord
 from .resources import ResourceKind, StoreError, not_found
@@ -152,17 +151,10 @@ class _Target:
 
 
 class FakeKube:
-    """A fake API server: ``with FakeKube(crd_files=[...]) as kube: kube.kubeconfig(path)``."""
+    """A fake API server: ``with FakeKube(crds=[...]) as kube: kube.kubeconfig(path)``."""
 
-    def __init__(
-        self,
-        crd_dir: Path | None = None,
-        crd_files: Sequence[Path] = (),
-        *,
-        crds: Sequence[Obj] = (),
-        history: int = 1000,
-    ) -> None:
-        """``crd_dir``, ``crd_files``, ``crds``: the CRDs to install (``crds.choose_crds``).
+    def __init__(self, *, crds: Sequence[Obj] = (), history: int = 1000) -> None:
+        """``crds``: the CRDs to install (parsed; do not mutate them afterwards).
         ``history``: watch events kept (older resourceVersions give 410)."""
         self.store = Store(history=history)
         self.faults = Faults(self.store)
@@ -173,7 +165,7 @@ class FakeKube:
         self.closing = False
         self.stream_events: set[asyncio.Event] = set()  # set on stop, so streams end
         self._background = Background()
-        for crd in choose_crds(crd_dir, crd_files, crds):
+        for crd in crds:
             self.install_crd(crd)
 
     def install_crd(self, crd: Obj, *, fresh: bool = False) -> None:
@@ -266,7 +258,7 @@ class FakeKube:
                 request[streams.EXEC_STDOUT] = fault.exec_stdout
             if fault.answer is not None:
                 record.status = fault.answer.status
-                return await answers.send(request, fault.answer)
+                return await streams.send(request, fault.answer)
         response: web.StreamResponse = await handler(request)
         record.status = record.status or response.status
         return response
@@ -291,9 +283,6 @@ class FakeKube:
     async def _route(self, request: web.Request) -> web.StreamResponse:
         record: RequestRecord = request[RECORD]
         parts = [p for p in request.path.split("/") if p]
-        if parts == ["version"]:
-            record.verb = "discovery"
-            return _json(200, version())
         if (parts[:1] == ["api"] and len(parts) <= 2) or (
             parts[:1] == ["apis"] and len(parts) <= 3
         ):

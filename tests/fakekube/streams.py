@@ -1,6 +1,7 @@
 """The HTTP streams of the fake API server: watches (newline-delimited JSON events, bookmarks,
-an in-stream 410) and followed pod logs. What they carry comes from ``fakekube.api``; this is
-how it goes over the wire, woken by the store's changes, and cut short by a fault."""
+an in-stream 410), followed pod logs, and a fault's own answer (``send``). What they carry comes
+from ``fakekube.api``; this is how it goes over the wire, woken by the store's changes, and cut
+short by a fault."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from . import api
+from .faults import Body
 from .resources import ResourceKind, StoreError
 
 if TYPE_CHECKING:
@@ -182,4 +184,32 @@ async def log(
             await response.write_eof()
     except (ConnectionResetError, ConnectionError):
         pass
+    return response
+
+
+async def send(request: web.Request, body: Body) -> web.StreamResponse:
+    """A test's own answer (``faults.Body``), in its pieces, with a ``Content-Length`` or
+    chunked, each piece after its ``drip``; a client that goes away ends it (a huge body is
+    never sent past what was read)."""
+    chunks = [body.chunks] if isinstance(body.chunks, bytes) else body.chunks
+    length = body.length
+    if length == -1:
+        length = len(body.chunks) if isinstance(body.chunks, bytes) else None
+    headers = {"Content-Type": body.content_type}
+    if body.encoding is not None:
+        headers["Content-Encoding"] = body.encoding
+    response = web.StreamResponse(status=body.status, headers=headers)
+    if length is None:
+        response.enable_chunked_encoding()
+    else:
+        response.content_length = length
+    await response.prepare(request)
+    try:
+        for chunk in chunks:
+            if body.drip:
+                await asyncio.sleep(body.drip)
+            await response.write(chunk)
+    except (ConnectionResetError, ConnectionError):  # the client stopped reading: done
+        return response
+    await response.write_eof()
     return response

@@ -16,14 +16,14 @@ ec_paramgen_curve:prime256v1 -nodes -days 36500``; their keys protect nothing.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import socket
 import ssl
 import threading
 from pathlib import Path
 from types import TracebackType
+
+from .background import write_kubeconfig
 
 __all__ = [
     "NO_HOST",
@@ -52,20 +52,9 @@ def closed_port() -> int:
 def kubeconfig(path: Path, server: str, *, ca: Path | None = None) -> Path:
     """A kubeconfig for ``server`` with a bearer token (``TOKEN``) and, for https, the CA
     ``ca`` (default: one that signed no server here)."""
-    cluster: dict[str, str] = {"server": server}
     if server.startswith("https://"):
-        pem = (ca or TLS / "other-ca.crt").read_bytes()
-        cluster["certificate-authority-data"] = base64.b64encode(pem).decode()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": "u", "user": {"token": TOKEN}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "c",
-    }
-    path.write_text(json.dumps(config))
-    return path
+        ca = ca or TLS / "other-ca.crt"
+    return write_kubeconfig(path, server, token=TOKEN, ca=ca)
 
 
 class _Listener:

@@ -1,7 +1,18 @@
-"""What the API server checks in an object before storing it, as a real one does: unknown
-fields (``fieldValidation=Strict`` refuses them with the decoder's words, otherwise they are
-pruned), CRD schema errors and CEL rules (422, each as apimachinery formats a field error), CRD
-defaults and pruned nulls; and the JSON merge patch (RFC 7386)."""
+"""What the API server checks in an object before storing it, as a real one does (KUBEFLOW.md,
+"Talking to the API": seen on a kube-apiserver 1.32): unknown fields (``fieldValidation=Strict``
+refuses them with the decoder's words, otherwise they are silently pruned), CRD defaults and
+pruned nulls, schema errors and every CEL rule of the CRD, immutability on update included (422,
+each as apimachinery formats a ``field.Error``); and the JSON merge patch (RFC 7386).
+
+The schema is the CRD's own, converted by ``kfcompile.output.crd`` (core kinds:
+kubernetes-validate's strict schemas, through ``schema_check``). The CEL rules are the CRD's own
+text evaluated by a CEL interpreter (``celpy``, RE2 regular expressions as Kubernetes'), never
+rewritten here, as apiextensions-apiserver evaluates them
+(``pkg/apiserver/schema/cel/validation.go``): each rule where its schema node meets the object; a
+transition rule (one naming ``oldSelf``) only on an update and only where the old object had the
+field (map-list items correlated by key); a failure is ``field.Invalid(path, <schema type>,
+<message>)``, a rule on the root has no path (``<nil>``); and no rule runs once the schema found a
+blocking error (``hasBlockingErr``)."""
 
 from __future__ import annotations
 
@@ -9,59 +20,52 @@ import copy
 import functools
 import json
 import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import schema_check
 
 from kfcompile.output import crd as kfcrd
 
-from .cel import FieldError, cel_errors, field_path
 from .resources import ResourceKind, StoreError
 
 Obj = dict[str, Any]
+Path = list[str | int]
 
-__all__ = ["merge_patch", "validate"]
+__all__ = ["compiled", "merge_patch", "rules_of", "validate"]
 
+# ObjectMeta's fields (apimachinery ``types.go``): any other is an unknown field.
 _OBJECT_META = {
-    "annotations",
-    "creationTimestamp",
-    "deletionGracePeriodSeconds",
-    "deletionTimestamp",
-    "finalizers",
-    "generateName",
-    "generation",
-    "labels",
-    "managedFields",
-    "name",
-    "namespace",
-    "ownerReferences",
-    "resourceVersion",
-    "selfLink",
-    "uid",
+    *("annotations", "creationTimestamp", "deletionGracePeriodSeconds", "deletionTimestamp"),
+    *("finalizers", "generateName", "generation", "labels", "managedFields", "name"),
+    *("namespace", "ownerReferences", "resourceVersion", "selfLink", "uid"),
 }
 
 
-@functools.cache
-def _core_validator(name: str) -> Any:
-    """kubernetes-validate's strict schema ``name`` (e.g. ``pod-v1``) of the newest release."""
-    try:
-        import kubernetes_validate  # type: ignore[import-untyped]
-        from referencing import Registry, Resource
-    except ImportError:  # strict checks of core kinds need the test extra
-        return None
-    root = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
-    dirs = sorted(
-        root.glob("v*-local-strict"),
-        key=lambda d: tuple(int(x) for x in re.findall(r"\d+", d.name)),
-    )
-    if not dirs or not (dirs[-1] / f"{name}.json").exists():
-        return None
-    definitions = json.loads((dirs[-1] / "_definitions.json").read_text())
-    registry: Any = Registry().with_resource(
-        "https://kubernetes.io/api/_definitions.json", Resource.from_contents(definitions)
-    )
-    schema = json.loads((dirs[-1] / f"{name}.json").read_text())
-    return kfcrd._validator_class()(schema, registry=registry)
+class FieldError(NamedTuple):
+    """One apimachinery ``field.Error``: ``<field>: <body>`` (``reason`` for ``causes``)."""
+
+    field: str
+    reason: str
+    body: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.body}"
+
+
+def field_path(parts: Path) -> str:
+    """``spec.runtimePatches[0].manager``; a map key comes as ``"[app.io/x]"`` already; the
+    root is ``<nil>`` (apimachinery's ``field.Path``)."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int) or part.startswith("["):
+            out += f"[{part}]" if isinstance(part, int) else part
+        else:
+            out += f".{part}" if out else part
+    return out or "<nil>"
+
+
+# --- the schema -----------------------------------------------------------------------------------
 
 
 def _drop_nulls(node: Any) -> Any:
@@ -98,101 +102,76 @@ def _crd_schema(rk: ResourceKind) -> Obj:
     return schema
 
 
-@dataclass
-class _Checked:
-    unknown: list[tuple[list[str | int], str]]  # (path to the holding object, field)
-    invalid: list[FieldError]  # custom resources only
-
-    def unknown_paths(self) -> list[str]:
-        return [kfcrd._path([*where, key]) for where, key in self.unknown]
-
-
-def _check(rk: ResourceKind, obj: Obj) -> _Checked:
-    """Unknown fields (any kind with a schema) and schema violations (custom resources)."""
-    out = _Checked([], [])
+def _schema_errors(rk: ResourceKind, obj: Obj) -> tuple[list[tuple[Path, str]], list[FieldError]]:
+    """Unknown fields (path to the holding object, field) of any kind with a schema, and
+    schema violations of a custom resource."""
+    unknown: list[tuple[Path, str]] = []
+    invalid: list[FieldError] = []
     if rk.crd is not None:
         validator = kfcrd._validator(rk.crd, rk.version)
         meta = obj.get("metadata")
         if isinstance(meta, dict):
-            out.unknown += [(["metadata"], k) for k in sorted(meta) if k not in _OBJECT_META]
+            unknown += [(["metadata"], k) for k in sorted(meta) if k not in _OBJECT_META]
     elif rk.core_schema is not None:
-        validator = _core_validator(rk.core_schema)
+        validator = schema_check._core_validator(schema_check.K8S_VERSION, rk.core_schema)
     else:
-        return out
-    if validator is None:
-        return out
+        return unknown, invalid
     for err in validator.iter_errors(obj):
         if err.validator == "additionalProperties" and err.validator_value is False:
             known = err.schema.get("properties", {})
             patterns = err.schema.get("patternProperties", {})
-            out.unknown += [
+            unknown += [
                 (list(err.absolute_path), k)
                 for k in sorted(err.instance)
                 if k not in known and not any(re.search(p, k) for p in patterns)
             ]
         elif rk.crd is not None:
-            out.invalid.append(_field_error(err))
-    return out
-
-
-def _quoted(value: Any) -> str:
-    """A bad value as apimachinery prints it: strings quoted, numbers and booleans bare."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    return json.dumps(_TYPE_NAMES.get(type(value), "object"))
-
-
-_TYPE_NAMES: dict[type, str] = {dict: "object", list: "array", type(None): "null"}
+            invalid.append(_field_error(err))
+    return unknown, invalid
 
 
 def _field_error(err: Any) -> FieldError:
-    """A schema violation as the apiextensions validator reports it (``field.TooMany``, ...)."""
-    parts = list(err.absolute_path)
-    where, value, bound = field_path(parts), err.instance, err.validator_value
+    """A schema violation as the apiextensions validator reports it, in apimachinery's words
+    (``pkg/util/validation/field/errors.go``: ``TooMany``, ``TooLong``, ``NotSupported``,
+    ``Required``, ``TypeInvalid``, ``Invalid``)."""
+    where, value, bound = field_path(list(err.absolute_path)), err.instance, err.validator_value
     if err.validator == "maxItems":
         noun = "item" if bound == 1 else "items"
-        return FieldError(
-            where, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {bound} {noun}"
-        )
+        body = f"Too many: {len(value)}: must have at most {bound} {noun}"
+        return FieldError(where, "FieldValueTooMany", body)
     if err.validator == "maxLength":
-        return FieldError(
-            where, "FieldValueTooLong", f"Too long: may not be more than {bound} bytes"
-        )
+        body = f"Too long: may not be more than {bound} byte{'' if bound == 1 else 's'}"
+        return FieldError(where, "FieldValueTooLong", body)
     if err.validator == "enum":
         allowed = ", ".join(json.dumps(v) for v in bound if v is not None)
         body = f"Unsupported value: {_quoted(value)}: supported values: {allowed}"
         return FieldError(where, "FieldValueNotSupported", body)
     if err.validator == "required":
         missing = re.match(r"'([^']*)'", err.message)
-        where = field_path([*parts, missing[1]] if missing else parts)
+        where = field_path([*err.absolute_path, missing[1]] if missing else err.absolute_path)
         return FieldError(where, "FieldValueRequired", "Required value")
     if err.validator == "type":
-        got = json.dumps(_json_type(value))
-        body = f"Invalid value: {got}: {where} in body must be of type {_expected(bound)}: {got}"
+        got = json.dumps(_JSON_TYPES.get(type(value), "object"))
+        expected = "/".join(
+            [bound] if isinstance(bound, str) else [t for t in bound if t != "null"]
+        )
+        body = f"Invalid value: {got}: {where} in body must be of type {expected}: {got}"
         return FieldError(where, "FieldValueTypeInvalid", body)
     return FieldError(where, "FieldValueInvalid", f"Invalid value: {_quoted(value)}: {err.message}")
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    return "string" if isinstance(value, str) else _TYPE_NAMES.get(type(value), "object")
+_JSON_TYPES: dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string"}
+_JSON_TYPES |= {list: "array", type(None): "null"}  # and "object"
 
 
-def _expected(bound: Any) -> str:
-    names = [bound] if isinstance(bound, str) else [t for t in bound if t != "null"]
-    return "/".join(names)
+def _quoted(value: Any) -> str:
+    """A bad value as apimachinery prints it: a scalar as JSON, anything else by its type."""
+    scalar = isinstance(value, bool | int | float | str)
+    return json.dumps(value if scalar else _JSON_TYPES.get(type(value), "object"))
 
 
-# Schema errors after which the server evaluates no CEL rule (apiextensions' hasBlockingErr).
+# Schema errors after which the server evaluates no CEL rule (apiextensions-apiserver
+# pkg/registry/customresource/strategy.go, hasBlockingErr).
 _BLOCKING = frozenset(
     {
         "FieldValueNotSupported",
@@ -210,12 +189,90 @@ _NOT_CHECKED = FieldError(
 )
 
 
-def _prune(obj: Obj, unknown: list[tuple[list[str | int], str]]) -> None:
-    for where, key in unknown:
-        node: Any = obj
-        for part in where:
-            node = node[part]
-        node.pop(key, None)
+# --- the CEL rules --------------------------------------------------------------------------------
+
+
+@functools.cache
+def compiled(rule: str) -> Any:
+    """The CEL program of a rule's text, as the CRD writes it."""
+    import celpy  # the test extra: only fakes of clusters with CEL rules need it
+
+    env = celpy.Environment()
+    return env.program(env.compile(rule))
+
+
+def _rule_error(rule: Obj, node: Any, old: Any, path: Path, schema: Obj) -> FieldError | None:
+    """The FieldError of one rule at one node, or None when it holds (or does not apply)."""
+    import celpy
+
+    text = str(rule["rule"])
+    transition = bool(re.search(r"\boldSelf\b", text))
+    if transition and old is None:
+        return None  # a transition rule holds on create, and for a field new in an update
+    message = rule.get("message") or f"failed rule: {text}"
+    activation = {"self": celpy.json_to_cel(node)}
+    if transition:
+        activation["oldSelf"] = celpy.json_to_cel(old)
+    try:
+        holds = bool(compiled(text).evaluate(activation))
+    except celpy.CELEvalError as exc:  # Kubernetes: "no such key: x evaluating rule: ..."
+        args = exc.args
+        found = re.search(r"'([^']*)'", str(args[0])) if len(args) >= 2 else None
+        problem = f"no such key: {found[1]}" if found and args[1] is KeyError else str(args[0])
+        message, holds = f"{problem} evaluating rule: {message}", False
+    if holds:
+        return None
+    field = [p for p in str(rule.get("fieldPath") or "").split(".") if p]
+    kind = schema.get("type") or "object"
+    # (no CRD here gives a rule a `reason`: each failure is FieldValueInvalid)
+    return FieldError(
+        field_path([*path, *field]),
+        "FieldValueInvalid",
+        f"Invalid value: {json.dumps(kind)}: {message}",
+    )
+
+
+def _cel_errors(schema: Obj, node: Any, old: Any, path: Path) -> Iterator[FieldError]:
+    """Every rule of ``schema`` that ``node`` breaks (``old``: the stored object, on update)."""
+    if node is None:
+        return
+    for rule in schema.get("x-kubernetes-validations") or ():
+        error = _rule_error(rule, node, old, path, schema)
+        if error is not None:
+            yield error
+    if isinstance(node, dict):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        olds = old if isinstance(old, dict) else {}
+        for key, value in node.items():
+            sub, part = props.get(key), key
+            if sub is None and isinstance(extra, dict):
+                sub, part = extra, f"[{key}]"
+            if isinstance(sub, dict):
+                yield from _cel_errors(sub, value, olds.get(key), [*path, part])
+    elif isinstance(node, list) and isinstance(schema.get("items"), dict):
+        # The old item of each new one: by key in a `map` list, none otherwise.
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        by_key = {}
+        if schema.get("x-kubernetes-list-type") == "map" and isinstance(old, list):
+            by_key = {tuple(item.get(k) for k in keys): item for item in old}
+        for i, item in enumerate(node):
+            was = by_key.get(tuple(item.get(k) for k in keys)) if by_key else None
+            yield from _cel_errors(schema["items"], item, was, [*path, i])
+
+
+def rules_of(schema: Any) -> Iterator[str]:
+    """Every rule text in a schema (to check that each one compiles)."""
+    if isinstance(schema, dict):
+        for rule in schema.get("x-kubernetes-validations") or ():
+            yield str(rule["rule"])
+        schema = list(schema.values())
+    if isinstance(schema, list):
+        for value in schema:
+            yield from rules_of(value)
+
+
+# --- the answer -----------------------------------------------------------------------------------
 
 
 def validate(rk: ResourceKind, obj: Obj, *, strict: bool, old: Obj | None = None) -> Obj:
@@ -225,10 +282,11 @@ def validate(rk: ResourceKind, obj: Obj, *, strict: bool, old: Obj | None = None
     if rk.crd is not None:
         obj = _drop_nulls(obj)
         _apply_defaults(_crd_schema(rk), obj)
-    checked = _check(rk, obj)
-    unknown = checked.unknown_paths()
+    unknown, invalid = _schema_errors(rk, obj)
     if unknown and strict:
-        fields = ", ".join(f'unknown field "{p}"' for p in unknown)
+        fields = ", ".join(
+            f'unknown field "{kfcrd._path([*where, key])}"' for where, key in unknown
+        )
         raise StoreError(
             400,
             "BadRequest",
@@ -237,31 +295,32 @@ def validate(rk: ResourceKind, obj: Obj, *, strict: bool, old: Obj | None = None
         )
     if unknown:
         obj = copy.deepcopy(obj)
-        _prune(obj, checked.unknown)
-    invalid = checked.invalid
+        for where, key in unknown:
+            node: Any = obj
+            for part in where:
+                node = node[part]
+            node.pop(key, None)
     if rk.crd is not None:
         if any(e.reason in _BLOCKING for e in invalid):
             invalid = [*invalid, _NOT_CHECKED]
         else:
-            invalid = [*invalid, *cel_errors(_crd_schema(rk), obj, old)]
+            invalid = [*invalid, *_cel_errors(_crd_schema(rk), obj, old, [])]
     if invalid:
-        raise invalid_error(rk, (obj.get("metadata") or {}).get("name", ""), invalid)
+        name = (obj.get("metadata") or {}).get("name", "")
+        listed = ", ".join(str(e) for e in invalid)
+        what = f"{rk.kind}.{rk.group}" if rk.group else rk.kind
+        raise StoreError(
+            422,
+            "Invalid",
+            f'{what} "{name}" is invalid: ' + (f"[{listed}]" if len(invalid) > 1 else listed),
+            {
+                **rk.details(name),
+                "causes": [
+                    {"reason": e.reason, "message": e.body, "field": e.field} for e in invalid
+                ],
+            },
+        )
     return obj
-
-
-def invalid_error(rk: ResourceKind, name: str, errors: list[FieldError]) -> StoreError:
-    """422 as the server words it: ``TrainJob.trainer.kubeflow.org "x" is invalid: ...``."""
-    listed = ", ".join(str(e) for e in errors)
-    what = f"{rk.kind}.{rk.group}" if rk.group else rk.kind
-    return StoreError(
-        422,
-        "Invalid",
-        f'{what} "{name}" is invalid: ' + (f"[{listed}]" if len(errors) > 1 else listed),
-        {
-            **rk.details(name),
-            "causes": [{"reason": e.reason, "message": e.body, "field": e.field} for e in errors],
-        },
-    )
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
