@@ -1,10 +1,12 @@
 """A TorchX ``AppDef`` as one kfcompile ``JobSpec``: the mapping behind the ``kfcompile``
 scheduler (``kfcompile.integrations.torchx``).
 
-``to_spec`` places each AppDef field (the README's "TorchX" section has the table); the
-torchrun line of ``dist.ddp``/``dist.torchrun`` is read by ``torchx_torchrun``. Whatever the
-target cannot express is an error naming the AppDef field it came from (``ORIGINS``:
-``roles[0].mounts (volumes[0].name): ...``), never a silent drop.
+``ROWS`` states once which spec fields each AppDef field (and run option) becomes, with the
+conversion each way: ``to_spec`` walks it forward, ``to_role`` (``describe``) backward, and
+errors name the AppDef field a spec field came from by it (``roles[0].mounts
+(volumes[0].name): ...``), never a silent drop. The program (the torchrun line of
+``dist.ddp``/``dist.torchrun``, read by ``torchx_torchrun``), the mounts, and the checks only
+the way in needs are code beside the table.
 
 Pure: no cluster, no clock; the random part of a job's name is passed in. Loaded only by the
 scheduler, which torchx loads: nothing in kfcompile's core imports this.
