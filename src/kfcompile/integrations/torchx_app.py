@@ -128,6 +128,7 @@ def _per_replica(value: str, at: str) -> Iterator[Problem]:
 
 Read = Callable[[Any, str, list[Problem]], Any]  # (app's value, where, problems) -> spec's or None
 Write = Callable[[JobSpec], Any]  # the spec -> the Role's value
+ROLE, OPTION = "roles[0].", "-cfg "  # where a row's value is: the role, or a run option
 
 
 class Row(NamedTuple):
@@ -146,9 +147,6 @@ class Row(NamedTuple):
     def attribute(self) -> str:
         """The Role attribute (``resource.cpu``) or run option (``queue``) the row reads."""
         return self.appdef.removeprefix(ROLE).removeprefix(OPTION)
-
-
-ROLE, OPTION = "roles[0].", "-cfg "
 
 
 def _env(env: Mapping[str, str], at: str, problems: list[Problem]) -> dict[str, str] | None:
