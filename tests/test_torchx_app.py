@@ -1,15 +1,18 @@
 """The pure parts of the TorchX scheduler (``kfcompile.integrations.torchx_app``): how a shell
-line splits, what a torchrun line asks for, how names are made. No torchx needed; the scheduler
-itself, through the real torchx, is ``test_torchx.py``."""
+line splits, what a torchrun line asks for, how names are made, and the AppDef table both ways
+(that one with torchx, in CI's launcher environment). The scheduler itself, through the real
+torchx, is ``test_torchx.py``."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 import pytest
 from imported import imported_after
 
-from kfcompile.integrations.torchx_app import job_name
+from kfcompile.integrations.torchx_app import ROWS, Options, job_name, to_role, to_spec
 from kfcompile.integrations.torchx_torchrun import (
     Word,
     shell_words,
@@ -172,3 +175,147 @@ def test_importing_kfcompile_or_rendering_never_imports_a_launcher() -> None:
     )
     found, done = imported_after(code, {"torchx", "nemo_run"}, ROOT)
     assert found == [] and "kind: TrainJob" in done.stdout
+
+
+# --- the AppDef table, both ways ------------------------------------------------------------------
+
+TORCHRUN = "torchrun"
+# For each row the Role has room for: Role values (attribute paths) that a job keeps, and what
+# the spec holds for them, stated here independently of the table. Taken forward (``to_spec``)
+# and back (``to_role``) each value returns unchanged, so a row right one way and wrong the
+# other fails.
+ROUND_TRIPS: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {
+    "roles[0].image": [({"image": "ghcr.io/team/train:1"}, {"image": "ghcr.io/team/train:1"})],
+    "roles[0].entrypoint": [
+        ({"entrypoint": "/bin/echo"}, {"command": ("/bin/echo",)}),
+        ({"entrypoint": "$SHELL"}, {"command": ("$$SHELL",)}),
+    ],
+    "roles[0].args": [
+        ({"args": ["t.py", "--out", "$HOME"]}, {"args": ("t.py", "--out", "$$HOME")}),
+        (
+            {"entrypoint": TORCHRUN, "args": ["--nnodes", "2", "--nproc_per_node", "4", "t.py"]},
+            {"nprocs_per_node": 4, "launcher.entrypoint": "t.py", "launcher.args": ()},
+        ),
+        (
+            {
+                "entrypoint": TORCHRUN,
+                "args": ["--nnodes", "2", "--nproc_per_node", "auto", "-m", "pkg.train", "$X"],
+            },
+            {"nprocs_per_node": "auto", "launcher.module": "pkg.train", "launcher.args": ("$$X",)},
+        ),
+        (
+            {
+                "entrypoint": TORCHRUN,
+                "args": ["--nnodes", "2", "--nproc_per_node", "1", "--no-python", "run.sh"],
+            },
+            {"launcher.no_python": True, "launcher.entrypoint": "run.sh"},
+        ),
+    ],
+    "roles[0].num_replicas": [({"num_replicas": 3}, {"num_nodes": 3, "elastic": None})],
+    "roles[0].min_replicas": [
+        ({"num_replicas": 4, "min_replicas": 1}, {"elastic.min_nodes": 1, "elastic.max_nodes": 4}),
+        (
+            {
+                "num_replicas": 4,
+                "min_replicas": 2,
+                "entrypoint": TORCHRUN,
+                "args": ["--nnodes", "2:4", "--nproc_per_node", "1", "--max_restarts", "3", "t"],
+            },
+            {"elastic.min_nodes": 2, "elastic.max_nodes": 4, "elastic.max_restarts": 3},
+        ),
+    ],
+    "roles[0].env": [({"env": {"MODE": "$fast", "A": "b"}}, {"env": {"MODE": "$$fast", "A": "b"}})],
+    "roles[0].max_retries": [
+        ({"max_retries": 3}, {"backoff_limit": 3}),
+        ({"max_retries": 0}, {"backoff_limit": None}),
+    ],
+    "roles[0].resource.cpu": [
+        ({"resource.cpu": 0.5}, {"cpu_request": "500m", "cpu_limit": "500m"}),
+        ({"resource.cpu": 8.0}, {"cpu_request": "8", "cpu_limit": "8"}),
+        ({"resource.cpu": -1}, {"cpu_request": None, "cpu_limit": None}),
+    ],
+    "roles[0].resource.memMB": [
+        ({"resource.memMB": 2048}, {"memory_request": "2048Mi", "memory_limit": "2048Mi"}),
+        ({"resource.memMB": -1}, {"memory_request": None}),
+    ],
+    "roles[0].resource.gpu": [
+        ({"resource.gpu": 4}, {"gpus_per_node": 4}),
+        ({"resource.gpu": 0}, {"gpus_per_node": 0}),
+    ],
+    "roles[0].resource.devices": [
+        (
+            {"resource.devices": {"vpc.amazonaws.com/efa": 2}},
+            {
+                "extra_resource_requests": {"vpc.amazonaws.com/efa": "2"},
+                "extra_resource_limits": {"vpc.amazonaws.com/efa": "2"},
+            },
+        )
+    ],
+    "roles[0].resource.capabilities": [
+        ({"resource.capabilities": {"zone": "a"}}, {"node_selector": {"zone": "a"}}),
+    ],
+}
+# Run options, which a Role has no room for: forward only.
+FORWARD_ONLY: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "-cfg namespace": ({"namespace": "team-a"}, {"namespace": "team-a"}),
+    "-cfg queue": ({"queue": "q"}, {"queue": "q"}),
+    "-cfg priority_class": ({"priority_class": "high"}, {"priority_class": "high"}),
+    "-cfg service_account": ({"service_account": "sa"}, {"service_account_name": "sa"}),
+    "-cfg runtime": ({"runtime": "rt"}, {"runtime_ref.name": "rt"}),
+    "-cfg image_pull_secrets": ({"image_pull_secrets": ["a"]}, {"image_pull_secrets": ("a",)}),
+    "-cfg shm_size": ({"shm_size": "16Gi"}, {"shm_size": "16Gi"}),
+}
+
+
+def _role(values: dict[str, Any]) -> Any:
+    specs = pytest.importorskip(
+        "torchx.specs", reason="torchx is not installed (CI's launcher env)"
+    )
+    resource = {"cpu": -1, "gpu": 0, "memMB": -1}
+    resource |= {k.removeprefix("resource."): v for k, v in values.items() if "." in k}
+    base = {"image": "img", "entrypoint": "python", "args": ["t.py"], "num_replicas": 2}
+    base |= {k: v for k, v in values.items() if "." not in k}
+    return specs.Role("train", resource=specs.Resource(**resource), **base)
+
+
+def _at(obj: Any, path: str) -> Any:
+    return functools.reduce(
+        lambda o, name: None if o is None else getattr(o, name), path.split("."), obj
+    )
+
+
+def _spec(values: dict[str, Any], options: dict[str, Any] | None = None) -> Any:
+    specs = pytest.importorskip(
+        "torchx.specs", reason="torchx is not installed (CI's launcher env)"
+    )
+    return to_spec(
+        specs.AppDef("app", roles=[_role(values)]), Options.of(options or {}), "app", "0"
+    )
+
+
+def test_every_row_is_tested_both_ways_or_forward() -> None:
+    both = {row.appdef for row in ROWS if row.write is not None}
+    forward = {row.appdef for row in ROWS if row.write is None and row.read is not None}
+    assert set(ROUND_TRIPS) == both
+    assert set(FORWARD_ONLY) == forward
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [pytest.param(*case, id=row) for row, cases in ROUND_TRIPS.items() for case in cases],
+)
+def test_a_role_value_goes_to_the_spec_and_back_unchanged(
+    values: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    spec = _spec(values)
+    assert {path: _at(spec, path) for path in expected} == expected
+    back = to_role(spec, "train")
+    assert {path: _at(back, path) for path in values} == values
+
+
+@pytest.mark.parametrize(("options", "expected"), FORWARD_ONLY.values(), ids=list(FORWARD_ONLY))
+def test_a_run_option_goes_to_its_spec_field(
+    options: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    spec = _spec({}, options)
+    assert {path: _at(spec, path) for path in expected} == expected

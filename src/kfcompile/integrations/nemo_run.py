@@ -41,6 +41,7 @@ from kfcompile.integrations.nemo_run_task import (
     checked,
     from_manifest,
     program_of,
+    spec_fields,
 )
 from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.spec.errors import Problem
@@ -238,25 +239,9 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         program, script, command = program_of(role, job_dir=self.job_dir, pod_copy=pod_copy)
         data: dict[str, Any] = {
             "name": name,
-            "namespace": self.namespace,
-            "image": self.image,
-            "num_nodes": self.num_nodes,
-            # Values as given: Kubernetes takes strings only, and a non-string is the spec's
-            # error naming the parameter (True as "True" would be a guess).
-            "labels": dict(self.labels),
-            "annotations": dict(self.annotations),
-            "pod_labels": dict(self.pod_labels),
-            "pod_annotations": dict(self.pod_annotations),
             "env": dict(role.env),
-            "env_list": copy.deepcopy(self.env_list),
-            "extra_resource_requests": dict(self.extra_resource_requests),
-            "extra_resource_limits": dict(self.extra_resource_limits),
-            "volumes": copy.deepcopy(self.volumes),
-            "volume_mounts": copy.deepcopy(self.volume_mounts),
-            "tolerations": copy.deepcopy(self.tolerations),
-            "image_pull_secrets": list(self.image_pull_secrets),
             "pod_spec_overrides": self._pod_overrides(),
-            "container_overrides": copy.deepcopy(self.container_kwargs),
+            **spec_fields(self),
         }
         if program is not None:
             data["launcher"] = program
@@ -264,24 +249,6 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
             data["command"] = command
         if script is not None:
             data["script"] = script
-        if self.runtime_ref != DEFAULT_RUNTIME:
-            data["runtime_ref"] = {"name": self.runtime_ref}
-        if self.nprocs_per_node is not None:
-            data["nprocs_per_node"] = self.nprocs_per_node
-        if self.gpus_per_node:
-            data["gpus_per_node"] = self.gpus_per_node
-        for ours, spec_field in (
-            ("cpu_requests", "cpu_request"),
-            ("cpu_limits", "cpu_limit"),
-            ("memory_requests", "memory_request"),
-            ("memory_limits", "memory_limit"),
-        ):
-            if getattr(self, ours) is not None:
-                data[spec_field] = getattr(self, ours)
-        if self.affinity:
-            data["affinity"] = copy.deepcopy(self.affinity)
-        if self.retries:
-            data["backoff_limit"] = self.retries
         # The default is what NeMo-Run writes for every job: only a chosen policy must land.
         pytorchjob = find_target(self.target).kind == "PyTorchJob"
         if self.restart_policy != DEFAULT_RESTART_POLICY or pytorchjob:

@@ -4,17 +4,19 @@ inline script written to the job dir) read back into the spec's launcher, script
 and the spec's problems told by the executor parameters the user set (``ExecutorError``).
 """
 
+import copy
 import os
 import re
 import shlex
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from torchx.specs import Role
 
 from kfcompile.spec import torchrun
 from kfcompile.spec.errors import KfcompileError, Problem
 from kfcompile.spec.fieldpath import FieldPath
+from kfcompile.spec.model import DEFAULT_RUNTIME
 
 NEMO_RUNDIR = "/nemo_run"  # where NeMo-Run says its run directory is in the pod
 NEMO_SCRIPTS = f"{NEMO_RUNDIR}/scripts/"
@@ -27,17 +29,75 @@ TORCHRUN_VALUE_FLAGS = frozenset(o.flag for o in torchrun.OPTIONS if o.takes_val
 PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
 
 
+# --- the table: each executor parameter and the spec field it fills, both ways ----------------
+
+
+def _as_given(value: Any) -> Any:
+    """Values as given (deep copies): Kubernetes takes strings only, and a non-string is the
+    spec's error naming the parameter (True as "True" would be a guess)."""
+    return copy.deepcopy(value)
+
+
+def _set(value: Any) -> Any:
+    """A value that means "not set" when false (0, None): it writes nothing."""
+    return value or None
+
+
+class Parameter(NamedTuple):
+    """One ``KfcompileExecutor`` parameter and the spec field it fills. Forward, ``read``
+    converts its value (None: nothing is written); a parameter without ``read`` is filled by the
+    code beside the table (from the role, or from the target). Backward, a problem at the spec
+    field is told by the parameter."""
+
+    parameter: str
+    field: str
+    read: Callable[[Any], Any] | None = _as_given
+
+
+PARAMETERS: tuple[Parameter, ...] = (
+    Parameter("train_job_basename", "name", None),  # ``k8s_job_name``
+    Parameter("namespace", "namespace"),
+    Parameter("image", "image"),
+    Parameter("num_nodes", "num_nodes"),
+    Parameter("labels", "labels"),
+    Parameter("annotations", "annotations"),
+    Parameter("pod_labels", "pod_labels"),
+    Parameter("pod_annotations", "pod_annotations"),
+    Parameter("env_vars", "env", None),  # the role's: what NeMo-Run's packaging set
+    Parameter("env_list", "env_list"),
+    Parameter("extra_resource_requests", "extra_resource_requests"),
+    Parameter("extra_resource_limits", "extra_resource_limits"),
+    Parameter("volumes", "volumes"),  # with the work-dir claim's (``_mount_workdir``)
+    Parameter("volume_mounts", "volume_mounts"),
+    Parameter("tolerations", "tolerations"),
+    Parameter("image_pull_secrets", "image_pull_secrets"),
+    Parameter("pod_spec_overrides", "pod_spec_overrides", None),  # ``_pod_overrides``
+    Parameter("container_kwargs", "container_overrides"),
+    Parameter(
+        "runtime_ref",
+        "runtime_ref",
+        lambda runtime: {"name": runtime} if runtime != DEFAULT_RUNTIME else None,
+    ),
+    Parameter("nprocs_per_node", "nprocs_per_node"),
+    Parameter("gpus_per_node", "gpus_per_node", _set),
+    Parameter("cpu_requests", "cpu_request"),
+    Parameter("cpu_limits", "cpu_limit"),
+    Parameter("memory_requests", "memory_request"),
+    Parameter("memory_limits", "memory_limit"),
+    Parameter("affinity", "affinity"),
+    Parameter("retries", "backoff_limit", _set),
+    Parameter("restart_policy", "restart_policy", None),  # by target (``_fields``)
+)
 # The JobSpec field each problem names, as the executor parameter a user set.
 PARAMETER_OF: Mapping[str, str] = {
-    "cpu_request": "cpu_requests",
-    "cpu_limit": "cpu_limits",
-    "memory_request": "memory_requests",
-    "memory_limit": "memory_limits",
-    "env": "env_vars",
-    "container_overrides": "container_kwargs",
-    "backoff_limit": "retries",
-    "name": "train_job_basename",
+    p.field: p.parameter for p in PARAMETERS if p.field != p.parameter
 }
+
+
+def spec_fields(executor: Any) -> dict[str, Any]:
+    """The table forward: the spec fields the executor's parameters set."""
+    found = ((p, p.read(getattr(executor, p.parameter))) for p in PARAMETERS if p.read)
+    return {p.field: value for p, value in found if value is not None}
 
 
 class ExecutorError(KfcompileError):

@@ -1,10 +1,12 @@
 """A TorchX ``AppDef`` as one kfcompile ``JobSpec``: the mapping behind the ``kfcompile``
 scheduler (``kfcompile.integrations.torchx``).
 
-``to_spec`` places each AppDef field (the README's "TorchX" section has the table); the
-torchrun line of ``dist.ddp``/``dist.torchrun`` is read by ``torchx_torchrun``. Whatever the
-target cannot express is an error naming the AppDef field it came from (``ORIGINS``:
-``roles[0].mounts (volumes[0].name): ...``), never a silent drop.
+``ROWS`` states once which spec fields each AppDef field (and run option) becomes, with the
+conversion each way: ``to_spec`` walks it forward, ``to_role`` (``describe``) backward, and
+errors name the AppDef field a spec field came from by it (``roles[0].mounts
+(volumes[0].name): ...``), never a silent drop. The program (the torchrun line of
+``dist.ddp``/``dist.torchrun``, read by ``torchx_torchrun``), the mounts, and the checks only
+the way in needs are code beside the table.
 
 Pure: no cluster, no clock; the random part of a job's name is passed in. Loaded only by the
 scheduler, which torchx loads: nothing in kfcompile's core imports this.
@@ -13,10 +15,11 @@ scheduler, which torchx loads: nothing in kfcompile's core imports this.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final, NamedTuple
 
 import attrs
 from attrs import frozen
@@ -66,39 +69,6 @@ NNODES, NPROCS, MAX_RESTARTS = (
     o.underscored for o in (torchrun.NNODES, torchrun.NPROC_PER_NODE, torchrun.MAX_RESTARTS)
 )
 
-# Spec field -> where its value came from, for error messages.
-ORIGINS: Final[Mapping[str, str]] = {
-    "name": "name",
-    "namespace": "-cfg namespace",
-    "image": "roles[0].image",
-    "launcher": "roles[0].args (torchrun line)",
-    "command": "roles[0].entrypoint",
-    "args": "roles[0].args",
-    "env": "roles[0].env",
-    "num_nodes": "roles[0].num_replicas",
-    "elastic": "roles[0].min_replicas",
-    "nprocs_per_node": f"roles[0].args (torchrun {NPROCS})",
-    "backoff_limit": "roles[0].max_retries",
-    "cpu_request": "roles[0].resource.cpu",
-    "cpu_limit": "roles[0].resource.cpu",
-    "memory_request": "roles[0].resource.memMB",
-    "memory_limit": "roles[0].resource.memMB",
-    "gpus_per_node": "roles[0].resource.gpu",
-    "extra_resource_requests": "roles[0].resource.devices",
-    "extra_resource_limits": "roles[0].resource.devices",
-    "node_selector": "roles[0].resource.capabilities",
-    "volumes": "roles[0].mounts",
-    "volume_mounts": "roles[0].mounts",
-    "container_overrides": "roles[0].mounts (a device: privileged)",
-    "annotations": "roles[0].name",
-    "queue": "-cfg queue",
-    "priority_class": "-cfg priority_class",
-    "service_account_name": "-cfg service_account",
-    "runtime_ref": "-cfg runtime",
-    "image_pull_secrets": "-cfg image_pull_secrets",
-    "shm_size": "-cfg shm_size",
-}
-
 APP_NAME: Final = "torchx.pytorch.org/app-name"
 ROLE_NAME: Final = "torchx.pytorch.org/role-name"
 TORCHX_VERSION: Final = "torchx.pytorch.org/version"
@@ -133,6 +103,11 @@ def _literal(value: str) -> str:
     return value.replace("$", "$$")
 
 
+def _meant(value: str) -> str:
+    """``_literal`` backwards: the value the program gets."""
+    return value.replace("$$", "$")
+
+
 def _quantity_cpu(cpu: float) -> str:
     millis = round(cpu * 1000)
     return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
@@ -147,6 +122,169 @@ def _per_replica(value: str, at: str) -> Iterator[Problem]:
                 "every node (read the node rank and rank 0's address from the environment "
                 "the target sets)",
             )
+
+
+# --- the table: each AppDef field and the spec fields it becomes, both ways ---------------------
+
+Read = Callable[[Any, str, list[Problem]], Any]  # (app's value, where, problems) -> spec's or None
+Write = Callable[[JobSpec], Any]  # the spec -> the Role's value
+ROLE, OPTION = "roles[0].", "-cfg "  # where a row's value is: the role, or a run option
+
+
+class Row(NamedTuple):
+    """One correspondence. ``appdef`` is where the value is (``roles[0].<Role attribute>``, or
+    ``-cfg <run option>``) as errors name it; ``fields`` the spec fields it becomes. ``read``
+    converts the app's value (None: it sets nothing), ``write`` the spec back to the Role's
+    (``describe``); a row without ``read`` is filled by the code beside the table (the program,
+    the mounts), one without ``write`` has no room in a Role (run options, the mounts)."""
+
+    appdef: str
+    fields: tuple[str, ...]
+    read: Read | None = None
+    write: Write | None = None
+
+    @property
+    def attribute(self) -> str:
+        """The Role attribute (``resource.cpu``) or run option (``queue``) the row reads."""
+        return self.appdef.removeprefix(ROLE).removeprefix(OPTION)
+
+
+def _env(env: Mapping[str, str], at: str, problems: list[Problem]) -> dict[str, str] | None:
+    for key, value in env.items():
+        problems.extend(_per_replica(value, f"{at}{object_paths.key(key)}"))
+    return {key: _literal(value) for key, value in env.items()} or None
+
+
+def _capabilities(
+    capabilities: Mapping[str, Any], at: str, problems: list[Problem]
+) -> dict[str, str] | None:
+    selector: dict[str, str] = {}
+    for key, value in dict(capabilities).items():
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            selector[str(key)] = str(value)
+        else:
+            problems.append(
+                Problem(
+                    f"{at}{object_paths.key(str(key))}",
+                    f"must be a node label value (a string), got {type(value).__name__}",
+                )
+            )
+    return selector or None
+
+
+def _given(convert: Callable[[Any], Any]) -> Read:
+    """A read of a value TorchX leaves at 0 or -1 (NULL_RESOURCE) to ask for nothing."""
+    return lambda value, at, problems: convert(value) if value > 0 else None
+
+
+def _same(value: Any, at: str, problems: list[Problem]) -> Any:
+    return value if value not in (None, ()) else None
+
+
+def _cpu(spec: JobSpec) -> float:
+    cpu = spec.cpu_limit or spec.cpu_request
+    return float(parse_quantity(cpu)) if cpu else -1
+
+
+def _memory(spec: JobSpec) -> int:
+    memory = spec.memory_limit or spec.memory_request
+    return math.ceil(parse_quantity(memory) / 2**20) if memory else -1
+
+
+def _max_nodes(spec: JobSpec) -> int:
+    return spec.num_nodes if spec.elastic is None else spec.elastic.max_nodes
+
+
+ROWS: Final[tuple[Row, ...]] = (
+    Row("name", ("name",)),
+    Row("roles[0].name", ("annotations",)),  # kept as the role-name annotation
+    Row("roles[0].image", ("image",), _same, lambda spec: spec.image),
+    # The program, from the command line (code beside: ``_program``, ``_command``).
+    Row("roles[0].entrypoint", ("command",), write=lambda spec: _command(spec)[0]),
+    Row("roles[0].args", ("args",), write=lambda spec: _command(spec)[1]),
+    Row("roles[0].args (torchrun line)", ("launcher",)),
+    Row(f"roles[0].args (torchrun {NPROCS})", ("nprocs_per_node",)),
+    Row("roles[0].num_replicas", ("num_nodes",), _same, _max_nodes),
+    Row(
+        "roles[0].min_replicas",
+        ("elastic",),
+        write=lambda spec: None if spec.elastic is None else spec.elastic.min_nodes,
+    ),
+    Row(
+        "roles[0].env",
+        ("env",),
+        _env,
+        lambda spec: {k: _meant(v) for k, v in spec.env.items()},
+    ),
+    Row(
+        "roles[0].max_retries",
+        ("backoff_limit",),
+        _given(int),
+        lambda spec: spec.backoff_limit or 0,
+    ),
+    # A ``Resource`` is what one replica (one node) needs.
+    Row(
+        "roles[0].resource.cpu",
+        ("cpu_request", "cpu_limit"),
+        _given(lambda cpu: _quantity_cpu(float(cpu))),
+        _cpu,
+    ),
+    Row(  # TorchX's named resources count memMB in MiB (e.g. 244 GiB as 244 * 1024)
+        "roles[0].resource.memMB",
+        ("memory_request", "memory_limit"),
+        _given(lambda mib: f"{math.ceil(mib)}Mi"),
+        _memory,
+    ),
+    Row(
+        "roles[0].resource.gpu",
+        ("gpus_per_node",),
+        _given(int),
+        lambda spec: spec.gpus_per_node,
+    ),
+    Row(
+        "roles[0].resource.devices",
+        ("extra_resource_requests", "extra_resource_limits"),
+        lambda devices, at, problems: {str(k): str(n) for k, n in dict(devices).items()} or None,
+        lambda spec: {k: int(parse_quantity(v)) for k, v in spec.extra_resource_limits.items()},
+    ),
+    Row(
+        "roles[0].resource.capabilities",
+        ("node_selector",),
+        _capabilities,
+        lambda spec: dict(spec.node_selector),
+    ),
+    Row("roles[0].mounts", ("volumes", "volume_mounts")),  # code beside: ``_mounts``
+    Row("roles[0].mounts (a device: privileged)", ("container_overrides",)),
+    Row("-cfg namespace", ("namespace",), _same),
+    Row("-cfg queue", ("queue",), _same),
+    Row("-cfg priority_class", ("priority_class",), _same),
+    Row("-cfg service_account", ("service_account_name",), _same),
+    Row(
+        "-cfg runtime",
+        ("runtime_ref",),
+        lambda runtime, at, problems: {"name": runtime} if runtime else None,
+    ),
+    Row("-cfg image_pull_secrets", ("image_pull_secrets",), _same),
+    Row("-cfg shm_size", ("shm_size",), _same),
+)
+
+# Spec field -> where its value came from, for error messages.
+ORIGINS: Final[Mapping[str, str]] = {f: row.appdef for row in ROWS for f in row.fields}
+
+
+def _read(rows: Sequence[Row], source: Any, spec: dict[str, Any], problems: list[Problem]) -> None:
+    """The table forward: each row's value from ``source`` (the role, or the run options)."""
+    for row in rows:
+        if row.read is None:
+            continue
+        value = functools.reduce(getattr, row.attribute.split("."), source)
+        found = row.read(value, row.appdef, problems)
+        if found is not None:
+            spec.update(dict.fromkeys(row.fields, found))
+
+
+ROLE_ROWS: Final = tuple(r for r in ROWS if r.appdef.startswith(ROLE))
+OPTION_ROWS: Final = tuple(r for r in ROWS if r.appdef.startswith(OPTION))
 
 
 def _nodes(value: str, at: str) -> tuple[int, int] | Problem:
@@ -247,36 +385,6 @@ def _torchrun(
     return least, restarts
 
 
-def _resources(resource: Any, at: str, spec: dict[str, Any], problems: list[Problem]) -> None:
-    """A ``Resource`` is what one replica (one node) needs; -1 (TorchX's NULL_RESOURCE) and 0
-    ask for nothing."""
-    if resource.cpu > 0:
-        spec["cpu_request"] = spec["cpu_limit"] = _quantity_cpu(float(resource.cpu))
-    if resource.memMB > 0:
-        # TorchX's named resources count memMB in MiB (e.g. 244 GiB as 244 * 1024).
-        spec["memory_request"] = spec["memory_limit"] = f"{math.ceil(resource.memMB)}Mi"
-    if resource.gpu > 0:
-        spec["gpus_per_node"] = int(resource.gpu)
-    devices: dict[str, str] = {}
-    for name, count in dict(resource.devices).items():
-        devices[str(name)] = str(count)
-    if devices:
-        spec["extra_resource_requests"] = spec["extra_resource_limits"] = devices
-    selector: dict[str, str] = {}
-    for key, value in dict(resource.capabilities).items():
-        if isinstance(value, str | int) and not isinstance(value, bool):
-            selector[str(key)] = str(value)
-        else:
-            problems.append(
-                Problem(
-                    f"{at}.resource.capabilities{object_paths.key(str(key))}",
-                    f"must be a node label value (a string), got {type(value).__name__}",
-                )
-            )
-    if selector:
-        spec["node_selector"] = selector
-
-
 def _mounts(mounts: Sequence[Any], at: str, spec: dict[str, Any], problems: list[Problem]) -> None:
     volumes: list[dict[str, Any]] = []
     claimed: list[dict[str, Any]] = []
@@ -356,32 +464,12 @@ def to_spec(app: Any, options: Options, name: str, torchx_version: str) -> JobSp
     problems = list(_unused(app, role, at))
     spec: dict[str, Any] = {
         "name": name,
-        "namespace": options.namespace,
-        "image": role.image,
-        "num_nodes": role.num_replicas,
         "annotations": {APP_NAME: app.name, ROLE_NAME: role.name, TORCHX_VERSION: torchx_version},
     }
     _program(role, at, spec, problems)
-    env: dict[str, str] = {}
-    for key, value in role.env.items():
-        problems.extend(_per_replica(value, f"{at}.env{object_paths.key(key)}"))
-        env[key] = _literal(value)
-    if env:
-        spec["env"] = env
-    if role.max_retries > 0:
-        spec["backoff_limit"] = role.max_retries
-    _resources(role.resource, at, spec, problems)
+    _read(ROLE_ROWS, role, spec, problems)
     _mounts(role.mounts, at, spec, problems)
-    optional = {
-        "queue": options.queue,
-        "priority_class": options.priority_class,
-        "service_account_name": options.service_account,
-        "shm_size": options.shm_size,
-        "runtime_ref": {"name": options.runtime} if options.runtime else None,
-    }
-    spec.update({k: v for k, v in optional.items() if v is not None})
-    if options.image_pull_secrets:
-        spec["image_pull_secrets"] = options.image_pull_secrets
+    _read(OPTION_ROWS, options, spec, problems)
     if problems:
         raise NotExpressible(problems)
     try:
@@ -391,45 +479,37 @@ def to_spec(app: Any, options: Options, name: str, torchx_version: str) -> JobSp
 
 
 def to_role(spec: JobSpec, name: str) -> Any:
-    """The TorchX ``Role`` a job's spec (as read back from the cluster) runs: ``to_spec``
-    backwards, for ``describe``. A torchrun launcher is its ``torchrun`` line; what the job does
-    not set stays TorchX's "unset" (-1)."""
+    """The TorchX ``Role`` a job's spec (as read back from the cluster) runs: the table
+    backwards, for ``describe``. What the job does not set stays TorchX's "unset" (-1)."""
     from torchx.specs import Resource, Role
 
-    if spec.launcher is None:
-        entrypoint, args = (spec.command or ("",))[0], [*spec.command[1:], *spec.args]
-    else:
-        launcher = spec.launcher
-        module = torchrun.MODULE.short
-        program = [module, launcher.module] if launcher.module else [launcher.entrypoint or ""]
-        options = []
-        if launcher.kind == "torchrun":
-            nodes = spec.num_nodes if spec.elastic is None else spec.elastic.max_nodes
-            least = nodes if spec.elastic is None else spec.elastic.min_nodes
-            span = f"{least}:{nodes}" if least != nodes else str(nodes)
-            options = [NNODES, span]
-            options += [NPROCS, str(spec.nprocs)]
-        entrypoint, args = launcher.kind, [*options, *program, *launcher.args]
-    cpu, memory = spec.cpu_limit or spec.cpu_request, spec.memory_limit or spec.memory_request
-    resource = Resource(
-        cpu=float(parse_quantity(cpu)) if cpu else -1,
-        gpu=spec.gpus_per_node,
-        memMB=math.ceil(parse_quantity(memory) / 2**20) if memory else -1,
-        capabilities=dict(spec.node_selector),
-        devices={k: int(parse_quantity(v)) for k, v in spec.extra_resource_limits.items()},
-    )
-    elastic = spec.elastic
-    return Role(
-        name=name,
-        image=spec.image,
-        entrypoint=entrypoint,
-        args=args,
-        env=dict(spec.env),
-        num_replicas=spec.num_nodes if elastic is None else elastic.max_nodes,
-        min_replicas=None if elastic is None else elastic.min_nodes,
-        max_retries=spec.backoff_limit or 0,
-        resource=resource,
-    )
+    values = {row.attribute: row.write(spec) for row in ROLE_ROWS if row.write is not None}
+    resource = {k.removeprefix("resource."): v for k, v in values.items() if "." in k}
+    role = {k: v for k, v in values.items() if "." not in k}
+    return Role(name=name, resource=Resource(**resource), **role)
+
+
+def _command(spec: JobSpec) -> tuple[str, list[str]]:
+    """The Role's entrypoint and args: a torchrun launcher is its ``torchrun`` line (the
+    options the spec holds, spelled as TorchX's components spell them), any other the
+    program and its arguments."""
+    launcher = spec.launcher
+    if launcher is None:
+        entrypoint, *args = [_meant(a) for a in (*(spec.command or ("",)), *spec.args)]
+        return entrypoint, args
+    program = [torchrun.MODULE.short, launcher.module] if launcher.module else []
+    program = program or [_meant(launcher.entrypoint or "")]
+    options = []
+    if launcher.kind == "torchrun":
+        nodes, elastic = _max_nodes(spec), spec.elastic
+        least = nodes if elastic is None else elastic.min_nodes
+        options = [NNODES, f"{least}:{nodes}" if least != nodes else str(nodes)]
+        options += [NPROCS, str(spec.nprocs)]
+        if elastic is not None and elastic.max_restarts is not None:
+            options += [MAX_RESTARTS, str(elastic.max_restarts)]
+        if launcher.no_python:
+            options.append(torchrun.NO_PYTHON.flag)
+    return launcher.kind, [*options, *program, *(_meant(a) for a in launcher.args)]
 
 
 # --- names --------------------------------------------------------------------------------------
