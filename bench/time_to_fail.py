@@ -146,7 +146,7 @@ def expiring_watch(shared: Path) -> None:
         with contextlib.suppress(lifecycle.TimedOut):
             lifecycle.wait(session, ref, "done", timeout=FAKE_MINUTES * 60)
         took = c.clock.monotonic() - start
-        ops = collections.Counter(call.op for call in c.calls)
+        ops = collections.Counter(call.method for call in c.calls)
         detail = ", ".join(f"{n} {op}" for op, n in ops.most_common())
         print(
             f"wait, every watch answered 410, {took:.0f} s of fake time: {len(c.calls)} requests "

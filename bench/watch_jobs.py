@@ -81,7 +81,7 @@ def at_the_port(jobs: int, before: bool) -> collections.Counter[str]:
     cluster = MemoryCluster(store, clock)
     session = lifecycle.Session(cluster, clock, jitter=fixed_jitter)
     _consume(lifecycle.watch_jobs(session), jobs * (1 + len(CHANGES)))
-    return collections.Counter(call.op for call in cluster.calls)
+    return collections.Counter(call.method for call in cluster.calls)
 
 
 def over_http(jobs: int, before: bool) -> collections.Counter[str]:

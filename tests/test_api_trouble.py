@@ -26,7 +26,7 @@ from attrs import evolve
 from fakekube import FakeKube
 from fakekube.clock import fixed_jitter
 from fakekube.cluster import NAMESPACE, InMemoryCluster, LocalCluster, with_demo
-from fakekube.portfaults import Call
+from fakekube.requestlog import RequestRecord
 from fakekube.scenarios import SCENARIO_ANNOTATION
 from fakekube.unreachable import (
     NO_HOST,
@@ -87,7 +87,7 @@ def runaway_guard(local: InMemoryCluster, limit: int) -> None:
     """Fail a test whose code under test makes more than ``limit`` calls (without backoff, a
     loop on the fake clock never lets time pass, so it would never end)."""
 
-    def count(call: Call) -> None:
+    def count(call: RequestRecord) -> None:
         if len(local.calls) > limit:
             raise AssertionError(f"more than {limit} calls: {call}")
 

@@ -346,14 +346,14 @@ def test_port_faults_fire_in_order_and_are_recorded() -> None:
     with pytest.raises(Transient):
         next(events)
     running_pod(port, "p")
-    port.faults.add("exec", "Pod", "p", lost=True)
+    port.faults.add("exec", "Pod/p", lost=True)
     with pytest.raises(Transient, match="read timed out"):  # the command ran, unheard
         port.exec(NS, "p", "main", ["sh", "-c", "mkdir -p /data/x"])
     assert port.exec(NS, "p", "main", ["mkdir", "/data/x"]).stderr.endswith(b"File exists\n")
     port.faults.add("pod_log", lost=True)
     with pytest.raises(Transient):
         next(port.pod_log(NS, "p"))
-    ops = [c.op for c in port.calls]
+    ops = [c.method for c in port.calls]
     assert ops == ["create", "create", "get", "watch", "exec", "exec", "pod_log"]
     assert [c.fault is not None for c in port.calls] == [True, True, False, True, True, False, True]
     assert port.faults.pending == []

@@ -341,19 +341,19 @@ def test_wait_for_a_job_that_never_existed(local: InMemoryCluster) -> None:
 @pytest.mark.parametrize(
     "fault",
     [
-        {"op": "watch", "status": 410},
-        {"op": "watch", "drop_after": 0},
-        {"op": "watch", "drop_after": 1},
-        {"op": "watch", "status": 500, "times": 3},
-        {"op": "list", "status": 429, "times": 2},
-        {"op": "list", "status": 503},
-        {"op": "list", "drop": True, "times": 2},
+        {"method": "watch", "status": 410},
+        {"method": "watch", "drop_after": 0},
+        {"method": "watch", "drop_after": 1},
+        {"method": "watch", "status": 500, "times": 3},
+        {"method": "list", "status": 429, "times": 2},
+        {"method": "list", "status": 503},
+        {"method": "list", "drop": True, "times": 2},
     ],
 )
 def test_wait_survives_api_trouble(local: InMemoryCluster, fault: dict[str, Any]) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     session = answered(local)
-    local.faults.add(kind="TrainJob", **fault)
+    local.faults.add(path="TrainJob", **fault)
     obs = lifecycle.wait(session, ref, "done", timeout=15)
     assert obs.state.state is State.SUCCEEDED
     assert local.faults.fired, "the fault never hit a call"
@@ -488,7 +488,7 @@ def _follow_restarts(local: InMemoryCluster) -> None:
 
     def crash_once_followed() -> None:
         logs = local.calls.matching("pod_log")
-        if len({c.name for c in logs if c.args["follow"]}) >= 2 and not switched:
+        if len({c.name for c in logs if c.query["follow"]}) >= 2 and not switched:
             switched.append(True)
             local.controller.scenario(ref.namespace or NAMESPACE, ref.name, "restarts")
 
@@ -522,7 +522,7 @@ def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
         local.faults.add("pod_log", drop_after=1)
         followed = [x.text for x in lifecycle.logs(local.session(), ref, follow=True, tail_lines=1)]
         full = [x.text for x in lifecycle.logs(local.session(), ref, rank=0)]
-        reads = [c.args for c in local.calls.matching("pod_log")]
+        reads = [c.query for c in local.calls.matching("pod_log")]
     assert reads[0]["tail_lines"] == 1 and reads[0]["follow"] is True
     # After the drop: from a little before the last line shown, never the whole log again.
     assert reads[1]["tail_lines"] is None and reads[1]["since_seconds"] <= 3
@@ -548,7 +548,7 @@ def test_follow_watches_a_pod_that_cannot_start_then_gives_up() -> None:
     assert [n.reason for n in told] == reasons
     # Woken by the pod's watch (its rank's pod only), not by looking every few seconds.
     assert watches and all(
-        "batch.kubernetes.io/job-completion-index=0" in c.args["label_selector"] for c in watches
+        "batch.kubernetes.io/job-completion-index=0" in c.query["label_selector"] for c in watches
     )
     assert len(local.calls.matching("pod_log")) <= 300 / POD_WATCH + 4
 
@@ -614,7 +614,7 @@ def test_cancel_waits_until_job_and_pods_are_gone(local: InMemoryCluster) -> Non
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     done = lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
     assert done.existed
-    [delete] = local.calls.matching("delete", "TrainJob", "demo")
+    [delete] = local.calls.matching("delete", "TrainJob/demo")
     assert delete.fault is None
     assert local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo") is None
     assert local.store.list("v1", "Pod", NAMESPACE, "jobset.sigs.k8s.io/jobset-name=demo") == []
@@ -979,9 +979,9 @@ def job_uid(local: InMemoryCluster, name: str = "demo") -> str:
 
 
 def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: InMemoryCluster) -> None:
-    local.faults.add("patch", "Secret", "demo-env", status=403)
-    local.faults.add("delete", "TrainJob", "demo", status=403)
-    local.faults.add("delete", "Secret", "demo-env", status=403)
+    local.faults.add("patch", "Secret/demo-env", status=403)
+    local.faults.add("delete", "TrainJob/demo", status=403)
+    local.faults.add("delete", "Secret/demo-env", status=403)
     with pytest.raises(lifecycle.LeftBehind) as info:
         submit(local, secret_spec())
     lines = str(info.value).splitlines()
@@ -1015,8 +1015,8 @@ def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: InMemor
 def test_a_companion_left_without_its_job_is_adopted_by_the_next_submit(
     local: InMemoryCluster,
 ) -> None:
-    local.faults.add("patch", "Secret", "demo-env", status=403)
-    local.faults.add("delete", "Secret", "demo-env", status=403)
+    local.faults.add("patch", "Secret/demo-env", status=403)
+    local.faults.add("delete", "Secret/demo-env", status=403)
     with pytest.raises(lifecycle.LeftBehind) as info:
         submit(local, secret_spec())
     assert [str(left.ref) for left in info.value.left] == ["Secret demo-env in namespace default"]
@@ -1077,7 +1077,7 @@ def test_a_job_created_without_an_answer_is_rolled_back_too(local: InMemoryClust
 
 
 def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: InMemoryCluster) -> None:
-    local.faults.add("patch", "Secret", "demo-env", status=403)
+    local.faults.add("patch", "Secret/demo-env", status=403)
     port = Faulty(local.cluster, "delete", "TrainJob", KeyboardInterrupt())
     session = lifecycle.Session(port, local.clock, jitter=fixed_jitter)
     with pytest.raises(lifecycle.LeftBehind) as info:
@@ -1092,7 +1092,7 @@ def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: InMem
 def test_a_rollback_against_an_unavailable_server_does_not_wait_twice(
     local: InMemoryCluster,
 ) -> None:
-    local.faults.add("patch", "Secret", "demo-env", status=403)
+    local.faults.add("patch", "Secret/demo-env", status=403)
     local.faults.add("delete", status=503, times=1000)
     session = local.session(retry_for=1.0)
     with pytest.raises(lifecycle.LeftBehind) as info:

@@ -77,7 +77,7 @@ def test_a_forbidden_crd_read_does_not_matter_when_the_configmap_answers() -> No
 def test_a_forbidden_configmap_falls_back_on_the_crd() -> None:
     # e.g. GKE Autopilot refuses the Trainer's binding of the ConfigMap to every user
     with cluster("trainjob/v2.3") as c:
-        c.faults.add("get", "ConfigMap", "kubeflow-trainer-public", status=403)
+        c.faults.add("get", "ConfigMap/kubeflow-trainer-public", status=403)
         found = lifecycle.detect_target(c.session())
         assert found.target == "trainjob/v2.3"
         assert found.evidence.startswith("the served TrainJob CRD has spec.runtimePatches")
@@ -192,7 +192,7 @@ def test_a_dry_run_sends_every_object_and_leaves_nothing(tmp_path: Path) -> None
             dry_run=True,
         )
         assert (done.created, done.dry_run, done.uploaded) == (True, True, None)
-        creates = [(call.kind, call.args) for call in c.calls.matching("create")]
+        creates = [(call.kind, call.query) for call in c.calls.matching("create")]
         assert creates == [
             (kind, {"dry_run": True}) for kind in ("ConfigMap", "Secret", "TrainJob")
         ]

@@ -454,7 +454,7 @@ def test_every_change_of_every_job_from_one_list_and_one_watch() -> None:
     got = said(collect(events, 9))
     assert got == [("early", "listed", "PENDING", None), *LIVES]
     assert skipped == ["PyTorchJob"]  # said once; never listed or watched
-    asked = [(c.op, c.kind) for c in bare.cluster.calls]
+    asked = [(c.method, c.kind) for c in bare.cluster.calls]
     assert asked == [
         ("served", "TrainJob"),
         ("served", "PyTorchJob"),
@@ -463,7 +463,7 @@ def test_every_change_of_every_job_from_one_list_and_one_watch() -> None:
     ]
     [listed] = bare.cluster.calls.matching("list")
     assert listed.namespace == NAMESPACE
-    assert listed.args["label_selector"] == "app.kubernetes.io/managed-by=kfcompile"
+    assert listed.query["label_selector"] == "app.kubernetes.io/managed-by=kfcompile"
 
 
 def test_jobs_outside_the_selector_are_not_reported() -> None:
@@ -497,8 +497,8 @@ def test_a_watch_the_server_closes_resumes_from_the_last_version_seen() -> None:
     configmap = bare.store.get("v1", "ConfigMap", NAMESPACE, "x")
     assert configmap is not None
     assert (
-        int(first.args["rv"])
-        < int(second.args["rv"])
+        int(first.query["rv"])
+        < int(second.query["rv"])
         == int(configmap["metadata"]["resourceVersion"])
     )
 
@@ -510,7 +510,7 @@ def test_a_dropped_watch_resumes_without_reporting_anything_twice() -> None:
     got = said(collect(lifecycle.watch_jobs(bare.session()), 8))
     assert got == LIVES  # nothing twice, nothing missed
     first, second = bare.cluster.calls.matching("watch")
-    assert int(second.args["rv"]) > int(first.args["rv"])  # from the last event seen
+    assert int(second.query["rv"]) > int(first.query["rv"])  # from the last event seen
     assert bare.cluster.calls.count("list") == 1
 
 
@@ -566,17 +566,17 @@ def test_a_watch_refused_polls_by_listing() -> None:
 @pytest.mark.parametrize(
     "fault",
     [
-        {"op": "list", "status": 503, "times": 2},
-        {"op": "list", "drop": True},
-        {"op": "watch", "status": 500, "times": 3},
-        {"op": "watch", "drop_after": 0},
-        {"op": "watch", "status": 410},
+        {"method": "list", "status": 503, "times": 2},
+        {"method": "list", "drop": True},
+        {"method": "watch", "status": 500, "times": 3},
+        {"method": "watch", "drop_after": 0},
+        {"method": "watch", "status": 410},
     ],
 )
 def test_api_trouble_is_ridden_out(fault: dict[str, Any]) -> None:
     bare = Bare()
     lives(bare, ["a"])
-    bare.cluster.faults.add(kind="TrainJob", **fault)
+    bare.cluster.faults.add(path="TrainJob", **fault)
     got = said(collect(lifecycle.watch_jobs(bare.session()), 4))
     assert [g[1] for g in got] == ["created", "suspended", "admitted", "finished"]
     assert bare.cluster.faults.fired, "the fault never hit a call"
@@ -682,7 +682,7 @@ def requests_for(jobs: int, *, before: bool) -> dict[str, int]:
     assert len(got) == expected
     counts: dict[str, int] = {}
     for call in bare.cluster.calls:
-        counts[call.op] = counts.get(call.op, 0) + 1
+        counts[call.method] = counts.get(call.method, 0) + 1
     return counts
 
 

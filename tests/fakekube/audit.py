@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from kfcompile import rbac
 from kfcompile.detection import TRAINER_NAMESPACE
 
-from .portfaults import Call, CallLog
-from .requestlog import RequestLog
+from .requestlog import RequestLog, RequestRecord
 from .resources import StoreError
 from .store import Store
 
@@ -47,21 +46,21 @@ class Access:
 _PORT_VERBS = {op: op for op in ("get", "create", "patch", "delete", "list", "watch")}
 
 
-def of_call(call: Call, store: Store) -> list[Access]:
+def of_call(call: RequestRecord, store: Store) -> list[Access]:
     """What one call of the in-memory port needs (``served`` is discovery: nothing)."""
-    if call.op == "served":
+    if call.method == "served":
         return []
     try:
         kind = store.kind(call.api_version, call.kind)
     except StoreError:
         return []  # not served: the adapter finds that out by discovery, before any request
     namespace = call.namespace if kind.namespaced else None
-    if call.op == "pod_log":
+    if call.method == "pod_log":
         return [Access("get", "", "pods/log", namespace, call.name)]
-    if call.op == "exec":
+    if call.method == "exec":
         return [Access(v, "", "pods/exec", namespace, call.name) for v in ("get", "create")]
-    name = call.name if call.op not in ("list", "watch") else None
-    return [Access(_PORT_VERBS[call.op], kind.group, kind.plural, namespace, name)]
+    name = call.name if call.method not in ("list", "watch") else None
+    return [Access(_PORT_VERBS[call.method], kind.group, kind.plural, namespace, name)]
 
 
 def of_request(method: str, path: str, watch: bool) -> list[Access]:
@@ -102,7 +101,7 @@ class Seen:
         for other in self._also:
             other.add(accesses)
 
-    def calls(self, log: CallLog, store: Store) -> None:
+    def calls(self, log: RequestLog, store: Store) -> None:
         """Record each call made through ``log``'s port from now on."""
         log.listeners.append(lambda call: self.add(of_call(call, store)))
 

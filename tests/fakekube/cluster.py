@@ -35,9 +35,10 @@ from .audit import AUDIT
 from .clock import FakeClock, fixed_jitter
 from .controller import Controller
 from .crds import choose_crds
+from .faults import Faults
 from .kubelet import Kubelet
 from .memory import MemoryCluster
-from .portfaults import CallLog, PortFaults
+from .requestlog import RequestLog
 from .server import FakeKube
 from .store import Store
 
@@ -134,8 +135,8 @@ class InMemoryCluster:
         for part in (self.store.run_pending, self.kubelet.tick, self.controller.tick):
             self.clock.drive(part)
         self.cluster = MemoryCluster(self.store, self.clock)
-        self.faults: PortFaults = self.cluster.faults
-        self.calls: CallLog = self.cluster.calls
+        self.faults: Faults = self.cluster.faults
+        self.calls: RequestLog = self.cluster.calls
         AUDIT.calls(self.calls, self.store)  # what the commands ask, checked against the Role
 
     def __enter__(self) -> InMemoryCluster:

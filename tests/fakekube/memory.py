@@ -31,7 +31,8 @@ from kfcompile.ports import (
 
 from . import api
 from .clock import FakeClock
-from .portfaults import Call, CallLog, PortFault, PortFaults, port_error
+from .faults import Fault, Faults, port_error
+from .requestlog import RequestLog, RequestRecord
 from .resources import ResourceKind, StoreError, clone
 from .shell import Filesystem, reads_stdin, run_command
 from .store import Store
@@ -66,11 +67,11 @@ def _lines(chunks: list[str]) -> Iterator[str]:
 
 
 class MemoryCluster:
-    def __init__(self, store: Store, clock: FakeClock, faults: PortFaults | None = None) -> None:
+    def __init__(self, store: Store, clock: FakeClock) -> None:
         self.store = store
         self.clock = clock
-        self.faults = faults if faults is not None else PortFaults()
-        self.calls = CallLog()
+        self.faults = Faults(store, port=True)
+        self.calls = RequestLog()
 
     # --- the port --------------------------------------------------------------------------
 
@@ -307,12 +308,28 @@ class MemoryCluster:
         *,
         api_version: str,
         **args: Any,
-    ) -> PortFault | None:
+    ) -> Fault | None:
         """Record the call and take its fault: a status or a dropped call raises here."""
-        fault = self.faults.take(op, kind, name)
-        self.calls.append(Call(op, kind, namespace, name, args, fault, api_version))
-        if fault is not None and (fault.status is not None or fault.drop or fault.refused):
-            raise fault.error()
+        path = f"{kind}/{name or ''}"
+        fault = self.faults.take(op, path, op == "watch")
+        self.calls.append(
+            RequestRecord(
+                op,
+                path,
+                args,
+                op == "watch",
+                verb=op,
+                fault=fault,
+                time=self.clock.monotonic(),
+                api_version=api_version,
+                kind=kind,
+                namespace=namespace,
+                name=name,
+            )
+        )
+        error = fault.port_error() if fault is not None else None
+        if error is not None:
+            raise error
         return fault
 
     def _kind(self, api_version: str, kind: str, namespace: str | None = "") -> ResourceKind:
@@ -322,7 +339,7 @@ class MemoryCluster:
             raise ValueError(f"{kind} is namespaced: the object needs a namespace")
         return rk
 
-    def _answer(self, fault: PortFault | None, call: Callable[[], T]) -> T:
+    def _answer(self, fault: Fault | None, call: Callable[[], T]) -> T:
         """``call()`` in the store, whose answer a ``lost`` fault loses after it happened."""
         result = self._store_call(call)
         if fault is not None and fault.lost:
