@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -38,6 +38,7 @@ from .crds import choose_crds
 from .faults import Faults
 from .kubelet import Kubelet
 from .memory import MemoryCluster
+from .port import PortFake
 from .requestlog import RequestLog
 from .server import FakeKube
 from .store import Store
@@ -81,8 +82,12 @@ def trainer_configmap(version: str) -> dict[str, Any]:
     }
 
 
+class Seeded(Protocol):
+    def create(self, obj: dict[str, Any]) -> object: ...
+
+
 def install(
-    store: Store,
+    store: Seeded,
     shared: Path,
     crds: tuple[str, ...],
     runtime: bool,
@@ -137,7 +142,7 @@ class InMemoryCluster:
         self.cluster = MemoryCluster(self.store, self.clock)
         self.faults: Faults = self.cluster.faults
         self.calls: RequestLog = self.cluster.calls
-        AUDIT.calls(self.calls, self.store)  # what the commands ask, checked against the Role
+        AUDIT.calls(self.calls, self.store.kind)  # what the commands ask, checked against the Role
 
     def __enter__(self) -> InMemoryCluster:
         return self
@@ -147,6 +152,39 @@ class InMemoryCluster:
 
     def session(self, retry_for: float = 5.0) -> Session:
         return Session(self.cluster, self.clock, jitter=fixed_jitter, retry_for=retry_for)
+
+    def objects(self, kind: str, api_version: str = "v1") -> list[dict[str, Any]]:
+        return self.store.list(api_version, kind, NAMESPACE)
+
+
+class PortCluster:
+    """Kubeflow installed in the small fake behind the port (``PortFake``) on a ``FakeClock``:
+    nothing moves a job but what the test scripts (``fake.at``, ``fakekube.jobs``)."""
+
+    def __init__(
+        self,
+        shared: Path,
+        *,
+        step: float = 0.1,
+        crds: tuple[str, ...] = CRDS,
+        runtime: bool = True,
+        trainer: str | None = FROM_CRDS,
+    ) -> None:
+        self.clock = FakeClock(step=step)
+        self.fake = PortFake(self.clock)
+        self.store, self.faults, self.calls = self.fake.objects, self.fake.faults, self.fake.calls
+        self.store.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        install(self.store, shared, crds, runtime, trainer)
+        AUDIT.calls(self.calls, self.store.kind)  # what the commands ask, checked against the Role
+
+    def __enter__(self) -> PortCluster:  # as LocalCluster is used; nothing to start
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def session(self, retry_for: float = 5.0) -> Session:
+        return Session(self.fake, self.clock, jitter=fixed_jitter, retry_for=retry_for)
 
     def objects(self, kind: str, api_version: str = "v1") -> list[dict[str, Any]]:
         return self.store.list(api_version, kind, NAMESPACE)

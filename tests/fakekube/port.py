@@ -73,6 +73,9 @@ BUILTIN: dict[tuple[str, str], Kind] = {
     ("v1", "PersistentVolumeClaim"): Kind("", "persistentvolumeclaims", True),
     ("v1", "Namespace"): Kind("", "namespaces", False),
     CRD_KIND: Kind("apiextensions.k8s.io", "customresourcedefinitions", False),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"): Kind("jobset.x-k8s.io", "jobsets", True),
+    ("kueue.x-k8s.io/v1beta1", "LocalQueue"): Kind("kueue.x-k8s.io", "localqueues", True),
+    ("kueue.x-k8s.io/v1beta1", "Workload"): Kind("kueue.x-k8s.io", "workloads", True),
 }
 
 
@@ -221,6 +224,7 @@ class PortFake:
         self.logs: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (ns, pod): lines
         self.exec_answer: Callable[[str, Sequence[str], bytes], ExecResult] | None = None
         self.gc_running, self.gc_lag = True, 0.0
+        self.on_create: list[Callable[[Obj], object]] = []  # told of each object created
         self._script: list[tuple[float, Callable[[], object]]] = []
         self.clock.drive(self._tick)
 
@@ -331,7 +335,11 @@ class PortFake:
                 k: base64.b64encode(v.encode()).decode() for k, v in body.pop("stringData").items()
             }
             body["data"] = {**body.get("data", {}), **data}
-        stored = body if dry_run else self.objects.put(body)
+        if dry_run:
+            return self._answer(fault, body)
+        stored = self.objects.put(body)
+        for hook in self.on_create:
+            hook(stored)
         return self._answer(fault, _copy(stored))
 
     def patch(self, ref: Ref, patch: Obj) -> Obj:
