@@ -181,10 +181,13 @@ class Objects:
         meta = obj.setdefault("metadata", {})
         key: Key = (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         old = self.items.get(key)
-        if old is None:
-            meta.setdefault("uid", f"uid-{next(self.uids)}")
-            meta.setdefault("creationTimestamp", rfc3339(self.clock.time()))
-            meta.setdefault("generation", 1)
+        kept = (old or {}).get("metadata") or {
+            "uid": f"uid-{next(self.uids)}",
+            "creationTimestamp": rfc3339(self.clock.time()),
+            "generation": 1,
+        }
+        for field in ("uid", "creationTimestamp", "generation"):  # the server's, kept
+            meta.setdefault(field, kept.get(field))
         self.rv += 1
         meta["resourceVersion"] = str(self.rv)
         self.items[key] = obj
@@ -224,6 +227,7 @@ class PortFake:
         self.logs: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (ns, pod): lines
         self.exec_answer: Callable[[str, Sequence[str], bytes], ExecResult] | None = None
         self.gc_running, self.gc_lag = True, 0.0
+        self.kubelets_down: set[str] = set()  # nodes whose deleted pods stay Terminating
         self.on_create: list[Callable[[Obj], object]] = []  # told of each object created
         self._script: list[tuple[float, Callable[[], object]]] = []
         self.clock.drive(self._tick)
@@ -268,6 +272,9 @@ class PortFake:
             ):
                 left = [f for f in meta["finalizers"] if f != FOREGROUND]
                 self._finalize(key, left)
+        for key, obj in list(self.items_deleted()):  # a kubelet back confirms its pods gone
+            if not (obj["metadata"].get("finalizers") or self._kubelet_down(obj)):
+                self.objects.remove(key)
         uids = {o["metadata"]["uid"] for o in self.objects.items.values()}
         for key, obj in list(self.objects.items.items()):  # orphans of a background deletion
             owners = obj["metadata"].get("ownerReferences") or []
@@ -278,6 +285,11 @@ class PortFake:
         for key, obj in self.objects.items.items():
             if obj["metadata"].get("deletionTimestamp"):
                 yield key, obj
+
+    def _kubelet_down(self, obj: Obj) -> bool:
+        return (
+            obj["kind"] == "Pod" and (obj.get("spec") or {}).get("nodeName") in self.kubelets_down
+        )
 
     def _owned_by(self, uid: str) -> list[Key]:
         return [
@@ -300,10 +312,12 @@ class PortFake:
         finalizers = list(obj["metadata"].get("finalizers") or [])
         if propagation == "Foreground" and self._owned_by(obj["metadata"]["uid"]):
             finalizers.append(FOREGROUND)
-        if not finalizers:
+        if not (finalizers or self._kubelet_down(obj)):
             self.objects.remove(key)
             return
-        stamp = {"deletionTimestamp": rfc3339(self.clock.time()), "finalizers": finalizers}
+        stamp: Obj = {"deletionTimestamp": rfc3339(self.clock.time()), "finalizers": finalizers}
+        if key[1] == "Pod":
+            stamp["deletionGracePeriodSeconds"] = 30
         self.objects.put(_merge(obj, {"metadata": stamp}))
 
     # --- the port --------------------------------------------------------------------------
