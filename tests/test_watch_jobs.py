@@ -9,6 +9,7 @@ relist, a kind the cluster does not serve, closing, and the requests it makes fo
 
 from __future__ import annotations
 
+import functools
 import inspect
 import io
 import math
@@ -21,11 +22,11 @@ from typing import Any
 
 import pytest
 import schema_check
+from fakekube import jobs
 from fakekube.access import NamespaceAccess
 from fakekube.clock import FakeClock, fixed_jitter
-from fakekube.cluster import HISTORY, NAMESPACE, QUEUE, InMemoryCluster, LocalCluster, install
-from fakekube.memory import MemoryCluster
-from fakekube.store import Store
+from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster, PortCluster, install
+from fakekube.port import PortFake
 from test_lifecycle import Hostile, impostor
 
 from kfcompile import lifecycle, structure
@@ -368,42 +369,31 @@ def test_what_a_change_of_state_is_called(old: JobState, new: JobState, expected
 
 
 class Bare:
-    """A cluster with the Kubeflow CRDs and no controller: the test writes every status, at the
-    ticks it chooses (``at``), on a fake clock of one-second ticks."""
+    """The small fake with the Kubeflow CRDs and no controller: the test writes every status,
+    at the ticks it chooses (``at``), on a fake clock of one-second ticks."""
 
     def __init__(self, crds: tuple[str, ...] = ("trainjobs-v2.3.0.yaml",)) -> None:
         self.clock = FakeClock(step=1.0)
-        self.store = Store(history=HISTORY, clock=self.clock.time, threaded=False)
+        self.cluster = PortFake(self.clock)
+        self.store, self.at = self.cluster.objects, self.cluster.at
         install(self.store, schema_check.require_shared(), crds, runtime=False)
-        self.clock.drive(self.store.run_pending)
-        self.cluster = MemoryCluster(self.store, self.clock)
 
     def session(self, **extra: Any) -> lifecycle.Session:
         return lifecycle.Session(
             self.cluster, self.clock, jitter=fixed_jitter, retry_for=5.0, **extra
         )
 
-    def at(self, seconds: float, action: Callable[[], object]) -> None:
-        """Do ``action`` once, at the first tick ``seconds`` of fake time from now."""
-        when, done = self.clock.monotonic() + seconds, []
-
-        def hook() -> None:
-            if not done and self.clock.monotonic() >= when:
-                done.append(action())
-
-        self.clock.on_tick(hook)
-
     def create(self, *names: str, labels: Mapping[str, str] = MANAGED) -> None:
         for name in names:
             meta = {"name": name, "namespace": NAMESPACE, "labels": dict(labels)}
-            self.store.create({"apiVersion": API, "kind": "TrainJob", "metadata": meta})
+            self.store.put({"apiVersion": API, "kind": "TrainJob", "metadata": meta})
 
     def status(self, status: Obj, *names: str) -> None:
         for name in names:
-            self.store.patch_status(API, "TrainJob", NAMESPACE, name, status)
+            self.store.change(API, "TrainJob", NAMESPACE, name, {"status": status})
 
     def delete(self, name: str) -> None:
-        self.store.delete(API, "TrainJob", NAMESPACE, name)
+        self.store.remove((API, "TrainJob", NAMESPACE, name))
 
 
 def collect(events: Iterator[JobEvent], count: int) -> list[JobEvent]:
@@ -617,9 +607,9 @@ class Recorded:
 
 
 class Streams:
-    """The in-memory cluster, keeping every watch stream it hands out."""
+    """The small fake, keeping every watch stream it hands out."""
 
-    def __init__(self, inner: MemoryCluster) -> None:
+    def __init__(self, inner: PortFake) -> None:
         self.inner = inner
         self.watches: list[Iterator[Any]] = []
 
@@ -632,12 +622,23 @@ class Streams:
         return getattr(self.inner, name)
 
 
+def pytorchjob_runs(local: PortCluster, name: str) -> None:
+    """The Training Operator's conditions for a PyTorchJob that runs, then succeeds."""
+    for second, kind in enumerate(("Created", "Running", "Succeeded"), start=1):
+        condition = {"type": kind, "status": "True", "reason": f"PyTorchJob{kind}"}
+        change = {"status": {"conditions": [condition]}}
+        write = functools.partial(local.store.change, PYTORCHJOB.api_version, "PyTorchJob")
+        local.fake.at(second, functools.partial(write, NAMESPACE, name, change))
+
+
 def test_several_kinds_through_the_sessions_merge_and_closing_ends_every_watch() -> None:
-    with InMemoryCluster(schema_check.require_shared()) as local:
+    with PortCluster(schema_check.require_shared()) as local:
+        local.fake.on_create.append(jobs.runs(local.fake))
         for name, target in (("tj", "trainjob/v2.3"), ("pt", "pytorchjob/v1")):
             job = structure({"name": name, "image": "python:3", "command": ["python"]})
             lifecycle.submit(local.session(), job, target, namespace=NAMESPACE, environ={})
-        merge, port = Recorded(), Streams(local.cluster)
+        pytorchjob_runs(local, "pt")
+        merge, port = Recorded(), Streams(local.fake)
         session = lifecycle.Session(port, local.clock, jitter=fixed_jitter, merge=merge)  # type: ignore[arg-type]
         events = lifecycle.watch_jobs(session)
         seen: dict[str, list[str]] = {"TrainJob": [], "PyTorchJob": []}
@@ -652,8 +653,17 @@ def test_several_kinds_through_the_sessions_merge_and_closing_ends_every_watch()
         assert all(inspect.getgeneratorstate(w) == inspect.GEN_CLOSED for w in port.watches)  # type: ignore[arg-type]
 
 
-def test_a_kueue_queued_job_through_the_simulated_controller() -> None:
-    with InMemoryCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as local:
+def test_a_kueue_queued_job_as_kueue_and_the_trainer_write_it() -> None:
+    with PortCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as local:
+        fake = local.fake
+
+        def queued(obj: Obj) -> None:  # Kueue's webhook suspends it; admitted, it runs
+            change = functools.partial(local.store.change, API, "TrainJob", NAMESPACE)
+            name = obj["metadata"]["name"]
+            change(name, {"spec": {"suspend": True}, "status": QUEUED})
+            fake.at(0.5, lambda: change(name, {"spec": {"suspend": False}, "status": ADMITTED}))
+
+        fake.on_create += [queued, jobs.runs(fake, starts=1.0, ends=1.5)]
         job = structure({"name": "q", "image": "python:3", "command": ["python"], "queue": QUEUE})
         lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
         got = collect(lifecycle.watch_jobs(local.session()), 4)
@@ -817,7 +827,8 @@ PLURALS = (TRAINJOB.plural, PYTORCHJOB.plural)
 
 
 def test_watch_jobs_reports_no_job_from_outside_what_it_watches() -> None:
-    with InMemoryCluster(schema_check.require_shared()) as local:
+    with PortCluster(schema_check.require_shared()) as local:
+        local.fake.on_create.append(jobs.runs(local.fake))
         job = structure({"name": "demo", "image": "python:3", "command": ["python"]})
         ref = lifecycle.submit(
             local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={}
@@ -826,7 +837,7 @@ def test_watch_jobs_reports_no_job_from_outside_what_it_watches() -> None:
         assert stored is not None
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": NAMESPACE}}
         sent = [("ADDED", impostor(stored, "intruder", "team-b")), ("ADDED", pod)]
-        port = Hostile(local.cluster, "TrainJob", sent)
+        port = Hostile(local.fake, "TrainJob", sent)
         session = lifecycle.Session(port, local.clock, jitter=fixed_jitter)  # type: ignore[arg-type]
         seen = []
         for event in lifecycle.watch_jobs(session, NAMESPACE):

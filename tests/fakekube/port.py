@@ -21,6 +21,7 @@ stays with a ``deletionTimestamp`` until they are removed; ``Foreground`` holds 
 from __future__ import annotations
 
 import base64
+import bisect
 import itertools
 import json
 import re
@@ -88,6 +89,10 @@ def _copy(obj: Any) -> Any:
     return json.loads(json.dumps(obj))
 
 
+def _rv(change: tuple[int, str, Obj, Obj | None]) -> int:
+    return change[0]
+
+
 def _merge(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
@@ -141,6 +146,7 @@ class Objects:
         self.changes: list[tuple[int, str, Obj, Obj | None]] = []
         self.compacted = 0  # versions before this give 410
         self.uids = itertools.count(1)
+        self.crds: dict[tuple[str, str], Obj] = {}  # (apiVersion, kind) served: its CRD
 
     def kind(self, api_version: str, kind: str) -> Kind | None:
         """The kind if served: built in, or by a CRD among the objects."""
@@ -153,12 +159,16 @@ class Objects:
         return Kind(spec["group"], spec["names"]["plural"], spec["scope"] == "Namespaced")
 
     def crd(self, api_version: str, kind: str) -> Obj | None:
-        for (api, k, _, _), obj in self.items.items():
-            if (api, k) == CRD_KIND and obj["spec"]["names"]["kind"] == kind:
-                served = [api for api, _, _ in crd.crd_versions(obj)]
-                if api_version in served:
-                    return obj
-        return None
+        return self.crds.get((api_version, kind))
+
+    def _index(self, key: Key, obj: Obj | None) -> None:
+        """Keep ``crds`` as the CRDs stored say."""
+        if key[:2] != CRD_KIND:
+            return
+        self.crds = {k: v for k, v in self.crds.items() if v["metadata"]["name"] != key[3]}
+        if obj is not None:
+            for api_version, kind, _ in crd.crd_versions(obj):
+                self.crds[api_version, kind] = obj
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
         obj = self.items.get((api_version, kind, namespace, name))
@@ -191,6 +201,7 @@ class Objects:
         self.rv += 1
         meta["resourceVersion"] = str(self.rv)
         self.items[key] = obj
+        self._index(key, obj)
         self.changes.append((self.rv, "ADDED" if old is None else "MODIFIED", obj, old))
         return _copy(obj)
 
@@ -205,6 +216,7 @@ class Objects:
 
     def remove(self, key: Key) -> None:
         obj = self.items.pop(key)
+        self._index(key, None)
         self.rv += 1
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
         self.changes.append((self.rv, "DELETED", obj, obj))
@@ -451,7 +463,8 @@ class PortFake:
             while True:
                 if cursor < self.objects.compacted:
                     raise Gone(410, "Expired", "too old resource version")
-                for rv, type_, obj, old in [c for c in self.objects.changes if c[0] > cursor]:
+                changes = self.objects.changes
+                for rv, type_, obj, old in changes[bisect.bisect(changes, cursor, key=_rv) :]:
                     cursor = rv
                     # Into the selection: ADDED; out of it: DELETED, as the server's watch cache
                     now, before = (
