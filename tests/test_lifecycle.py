@@ -1,8 +1,10 @@
-"""The job lifecycle (kfcompile.lifecycle) at the Cluster port, against the in-memory cluster
-(tests/fakekube: the store, the simulated Kubeflow controller and kubelet) on a fake clock: what
-the user sees, and what reached the port (no duplicate jobs, no orphaned companions, no helper
-pods left). Nothing here sleeps in real time or depends on thread timing; what only HTTP can
-show (the adapter's requests, faults on the wire) is in test_lifecycle_http.py."""
+"""The job lifecycle (kfcompile.lifecycle) at the Cluster port, against the small fake
+(tests/fakekube/port.py: what the cluster does to a job is scripted, ``fakekube.jobs``) on a fake
+clock: what the user sees, and what reached the port (no duplicate jobs, no orphaned companions,
+no helper pods left). The tests in ``SIMULATED`` still run against the whole simulation
+(``InMemoryCluster``: the simulated Kubeflow controller and kubelet). Nothing here sleeps in real
+time or depends on thread timing; what only HTTP can show (the adapter's requests, faults on the
+wire) is in test_lifecycle_http.py."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from typing import Any
 import pytest
 import schema_check
 from attrs import evolve
+from fakekube import jobs
 from fakekube.clock import fixed_jitter
-from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
+from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster, PortCluster
 from fakekube.kubelet import BAD_IMAGE, SLOW_IMAGE
+from fakekube.port import PortFake
 from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
@@ -41,21 +45,55 @@ PYTORCHJOB = "kubeflow.org/v1"
 ENV = {"HF_TOKEN": "hf_s3cr3t_value"}
 
 
+Local = PortCluster | InMemoryCluster
+
+# What needs the whole simulation still (a PyTorchJob's life, restarts, stuck pods and their
+# events, Kueue, the sync helper's volume): on ``InMemoryCluster``.
+SIMULATED = {
+    "test_submit_uploads_the_work_dir_first",
+    "test_wait_ends_where_the_job_goes",
+    "test_wait_rides_out_kueue_queueing",
+    "test_a_stuck_job_times_out_saying_why",
+    "test_follow_survives_restarts_and_ends_with_the_job",
+    "test_follow_watches_a_pod_that_cannot_start_then_gives_up",
+    "test_suspend_and_resume",
+    "test_sync_up_and_down_round_trip",
+    "test_sync_helper_is_deleted_when_it_cannot_start",
+    "test_sync_helper_is_deleted_on_ctrl_c",
+    "test_each_operation_survives_each_transient_fault",
+    "test_a_create_whose_answer_was_lost_is_not_made_twice",
+}
+# How each TrainJob the small fake's tests submit lives, by its scenario annotation: its pods
+# run 0.2 s after its create, and it succeeds or fails 1 s after, or never ends.
+LIVES: dict[str, dict[str, Any]] = {
+    "succeeds": {"ends": 1.0},
+    "fails": {"ends": 1.0, "ok": False},
+    "hang": {"ends": None},
+}
+
+
+def lives(fake: PortFake) -> Callable[[dict[str, Any]], None]:
+    def script(obj: dict[str, Any]) -> None:
+        scenario = (obj["metadata"].get("annotations") or {}).get(SCENARIO_ANNOTATION)
+        jobs.runs(fake, **LIVES[scenario or "succeeds"])(obj)
+
+    return script
+
+
 @pytest.fixture
-def local() -> Iterator[InMemoryCluster]:
-    with InMemoryCluster(schema_check.require_shared()) as cluster:
+def local(request: pytest.FixtureRequest) -> Iterator[Local]:
+    if request.node.originalname in SIMULATED:
+        with InMemoryCluster(schema_check.require_shared()) as simulated:
+            yield simulated
+        return
+    with PortCluster(schema_check.require_shared()) as cluster:
+        cluster.fake.on_create.append(lives(cluster.fake))
         yield cluster
 
 
-def at(local: InMemoryCluster, seconds: float, action: Callable[[], object]) -> None:
+def at(local: PortCluster, seconds: float, action: Callable[[], object]) -> None:
     """Do ``action`` once, at the first tick ``seconds`` of fake time from now."""
-    when, done = local.clock.monotonic() + seconds, []
-
-    def hook() -> None:
-        if not done and local.clock.monotonic() >= when:
-            done.append(action())
-
-    local.clock.on_tick(hook)
+    local.fake.at(seconds, action)
 
 
 def spec(name: str = "demo", **extra: Any) -> JobSpec:
@@ -69,12 +107,12 @@ def spec(name: str = "demo", **extra: Any) -> JobSpec:
     return structure(data)
 
 
-def submit(local: InMemoryCluster, job: JobSpec, target: str = "trainjob/v2.3") -> Ref:
+def submit(local: Local, job: JobSpec, target: str = "trainjob/v2.3") -> Ref:
     done = lifecycle.submit(local.session(), job, target, namespace=NAMESPACE, environ=ENV)
     return done.ref
 
 
-def answered(local: InMemoryCluster) -> lifecycle.Session:
+def answered(local: Local) -> lifecycle.Session:
     """A session the API has answered already: trouble from now on is that of a server that
     works (before any answer, a call that gets none is not retried)."""
     session = local.session()
@@ -99,7 +137,7 @@ def with_companions() -> JobSpec:
     )
 
 
-def test_submit_creates_companions_first_then_owns_them(local: InMemoryCluster) -> None:
+def test_submit_creates_companions_first_then_owns_them(local: Local) -> None:
     ref = submit(local, with_companions())
     creates = [c.kind for c in local.calls.matching("create")]
     assert creates == ["ConfigMap", "Secret", "TrainJob"]
@@ -118,11 +156,11 @@ def test_submit_creates_companions_first_then_owns_them(local: InMemoryCluster) 
     assert trainjob["metadata"]["annotations"][SPEC_HASH]
     # Garbage collection removes the companions with the job.
     lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
-    local.store.settle()
+    local.settle()
     assert local.objects("ConfigMap") == [] and local.objects("Secret") == []
 
 
-def test_submitting_the_same_spec_twice_creates_one_job(local: InMemoryCluster) -> None:
+def test_submitting_the_same_spec_twice_creates_one_job(local: Local) -> None:
     session = local.session()
     first = lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={})
     again = lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={})
@@ -130,7 +168,7 @@ def test_submitting_the_same_spec_twice_creates_one_job(local: InMemoryCluster) 
     assert local.calls.count("create", "TrainJob") == 1
 
 
-def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: InMemoryCluster) -> None:
+def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: Local) -> None:
     submit(local, spec())
     before = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
     with pytest.raises(NameTaken, match="different job"):
@@ -142,7 +180,7 @@ def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: InMem
     assert after["spec"]["trainer"]["numNodes"] == 2
 
 
-def test_preflight_names_each_missing_thing_and_creates_nothing(local: InMemoryCluster) -> None:
+def test_preflight_names_each_missing_thing_and_creates_nothing(local: Local) -> None:
     local.store.delete(TRAINJOB, "ClusterTrainingRuntime", None, "torch-distributed")
     local.store.delete("v1", "PersistentVolumeClaim", NAMESPACE, CLAIM)
     job = spec(queue="no-such-queue", work_dir={"local": ".", "pvc": CLAIM, "mount_path": "/w"})
@@ -156,7 +194,7 @@ def test_preflight_names_each_missing_thing_and_creates_nothing(local: InMemoryC
     assert local.calls.count("create") == 0
 
 
-def test_preflight_missing_namespace(local: InMemoryCluster) -> None:
+def test_preflight_missing_namespace(local: Local) -> None:
     with pytest.raises(PreflightFailed, match="namespace nowhere does not exist"):
         lifecycle.submit(local.session(), spec(), "trainjob/v2.3", namespace="nowhere", environ={})
 
@@ -164,18 +202,18 @@ def test_preflight_missing_namespace(local: InMemoryCluster) -> None:
 def test_preflight_missing_crd() -> None:
     shared = schema_check.require_shared()
     with (
-        InMemoryCluster(shared, crds=("pytorchjobs-v1.9.4.yaml",)) as local,
+        PortCluster(shared, crds=("pytorchjobs-v1.9.4.yaml",)) as local,
         pytest.raises(PreflightFailed, match=r"TrainJob \(trainer.kubeflow.org/v1alpha1\) is not"),
     ):
         submit(local, spec())
 
 
-def test_a_failure_part_way_rolls_back(local: InMemoryCluster) -> None:
+def test_a_failure_part_way_rolls_back(local: Local) -> None:
     local.faults.add("create", "TrainJob", status=403)
     job = spec(secret_env=["HF_TOKEN"])
     with pytest.raises(lifecycle.ApiError):
         submit(local, job)
-    local.store.settle()
+    local.settle()
     assert local.objects("Secret") == []
     assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
@@ -184,7 +222,7 @@ def test_a_failure_part_way_rolls_back(local: InMemoryCluster) -> None:
     "fault", [{"status": 503}, {"status": 429}, {"status": 500}, {"drop": True}]
 )
 def test_transient_trouble_while_creating_is_retried_once_created(
-    local: InMemoryCluster, fault: dict[str, Any]
+    local: Local, fault: dict[str, Any]
 ) -> None:
     local.faults.add("create", "TrainJob", times=2, **fault)
     ref = submit(local, spec())
@@ -192,7 +230,7 @@ def test_transient_trouble_while_creating_is_retried_once_created(
     assert lifecycle.wait(local.session(), ref, "done", timeout=10).state.state is State.SUCCEEDED
 
 
-def test_secret_env_missing_from_the_environment(local: InMemoryCluster) -> None:
+def test_secret_env_missing_from_the_environment(local: Local) -> None:
     with pytest.raises(lifecycle.ClusterError, match="secret_env: OTHER is not set"):
         lifecycle.submit(
             local.session(),
@@ -204,7 +242,7 @@ def test_secret_env_missing_from_the_environment(local: InMemoryCluster) -> None
     assert local.calls.count("create") == 0
 
 
-def test_submit_uploads_the_work_dir_first(local: InMemoryCluster, tmp_path: Path) -> None:
+def test_submit_uploads_the_work_dir_first(local: Local, tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "train.py").write_text("print(1)\n")
     (tmp_path / "pkg" / "data.bin").write_bytes(bytes(range(256)) * 40)
@@ -218,12 +256,12 @@ def test_submit_uploads_the_work_dir_first(local: InMemoryCluster, tmp_path: Pat
     assert files["pkg/data.bin"] == bytes(range(256)) * 40
     creates = [c.kind for c in local.calls.matching("create")]
     assert creates.index("Pod") < creates.index("TrainJob")
-    local.store.settle()
+    local.settle()
     assert _sync_pods(local) == []
 
 
 def test_submit_waits_for_the_sync_helper_as_long_as_it_is_told(
-    local: InMemoryCluster, tmp_path: Path
+    local: Local, tmp_path: Path
 ) -> None:
     job = spec(work_dir={"local": str(tmp_path), "pvc": CLAIM, "mount_path": "/workspace"})
     with pytest.raises(lifecycle.TimedOut, match=r"^sync helper not running after 2s \(--time"):
@@ -238,13 +276,13 @@ def test_submit_waits_for_the_sync_helper_as_long_as_it_is_told(
             sync_timeout=2,
         )
     assert local.clock.monotonic() < 3  # fake seconds: not the helper's default 300
-    local.store.settle()
+    local.settle()
     assert _sync_pods(local) == [] and local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
 
 @pytest.mark.parametrize("move", [lifecycle.sync_up, lifecycle.sync_down])
 def test_sync_to_a_claim_that_does_not_exist_makes_no_pod(
-    local: InMemoryCluster, tmp_path: Path, move: Callable[..., object]
+    local: Local, tmp_path: Path, move: Callable[..., object]
 ) -> None:
     with pytest.raises(lifecycle.ClusterError) as info:
         move(
@@ -296,7 +334,7 @@ def test_wait_ends_where_the_job_goes(
     assert seen[-1] is state and len(seen) >= 2  # progress was reported on the way
 
 
-def test_wait_rides_out_kueue_queueing(local: InMemoryCluster) -> None:
+def test_wait_rides_out_kueue_queueing(local: Local) -> None:
     ref = submit(local, spec(queue=QUEUE))
     seen: list[State] = []
     obs = lifecycle.wait(
@@ -314,7 +352,7 @@ def test_wait_rides_out_kueue_queueing(local: InMemoryCluster) -> None:
     ],
 )
 def test_a_stuck_job_times_out_saying_why(
-    local: InMemoryCluster, name: str, reason: str, warning: str
+    local: Local, name: str, reason: str, warning: str
 ) -> None:
     ref = submit(local, spec(**scenario(name)))
     with pytest.raises(TimedOut, match=reason) as info:
@@ -326,14 +364,14 @@ def test_a_stuck_job_times_out_saying_why(
     assert any(e.type == "Warning" and e.about.startswith("pod/") for e in status.events)
 
 
-def test_a_job_deleted_by_someone_else_is_reported(local: InMemoryCluster) -> None:
+def test_a_job_deleted_by_someone_else_is_reported(local: Local) -> None:
     ref = submit(local, spec(**scenario("hang")))
     at(local, 0.3, lambda: local.store.delete(TRAINJOB, "TrainJob", NAMESPACE, "demo"))
     with pytest.raises(JobDeleted, match="deleted"):
         lifecycle.wait(local.session(), ref, "done", timeout=10)
 
 
-def test_wait_for_a_job_that_never_existed(local: InMemoryCluster) -> None:
+def test_wait_for_a_job_that_never_existed(local: Local) -> None:
     with pytest.raises(JobNotFound):
         lifecycle.wait(local.session(), Ref(TRAINJOB, "TrainJob", NAMESPACE, "nope"), "done")
 
@@ -350,7 +388,7 @@ def test_wait_for_a_job_that_never_existed(local: InMemoryCluster) -> None:
         {"method": "list", "drop": True, "times": 2},
     ],
 )
-def test_wait_survives_api_trouble(local: InMemoryCluster, fault: dict[str, Any]) -> None:
+def test_wait_survives_api_trouble(local: Local, fault: dict[str, Any]) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     session = answered(local)
     local.faults.add(path="TrainJob", **fault)
@@ -359,7 +397,7 @@ def test_wait_survives_api_trouble(local: InMemoryCluster, fault: dict[str, Any]
     assert local.faults.fired, "the fault never hit a call"
 
 
-def test_watch_resumes_after_history_is_compacted(local: InMemoryCluster) -> None:
+def test_watch_resumes_after_history_is_compacted(local: Local) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     local.store.compact()  # any older resourceVersion now answers 410 Gone
     obs = lifecycle.wait(local.session(), ref, "done", timeout=10)
@@ -376,7 +414,7 @@ def impostor(job: dict[str, Any], name: str, namespace: str = NAMESPACE) -> dict
 
 
 class Hostile:
-    """The in-memory cluster behind a server that sends objects nobody asked for: each list and
+    """A cluster behind a server that sends objects nobody asked for: each list and
     each watch of ``kind`` starts with ``sent`` (events: ``(type, object)``)."""
 
     def __init__(self, inner: Any, kind: str, sent: list[tuple[str, dict[str, Any]]]) -> None:
@@ -397,7 +435,7 @@ class Hostile:
         return getattr(self.inner, name)
 
 
-def test_wait_takes_no_other_object_for_the_job(local: InMemoryCluster) -> None:
+def test_wait_takes_no_other_object_for_the_job(local: Local) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     job = _job(local, ref)
     sent = [
@@ -405,12 +443,12 @@ def test_wait_takes_no_other_object_for_the_job(local: InMemoryCluster) -> None:
         ("MODIFIED", impostor(job, "demo", "team-b")),  # the same name, another namespace
         ("DELETED", impostor(job, "demo", "team-b")),
     ]
-    session = evolve(local.session(), cluster=Hostile(local.cluster, "TrainJob", sent))
+    session = evolve(local.session(), cluster=Hostile(local.fake, "TrainJob", sent))
     obs = lifecycle.wait(session, ref, "done", timeout=30)
     assert (obs.ref, obs.state.state) == (ref, State.SUCCEEDED)
 
 
-def test_wait_polls_only_when_watching_is_forbidden(local: InMemoryCluster) -> None:
+def test_wait_polls_only_when_watching_is_forbidden(local: Local) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     local.faults.add("watch", "TrainJob", status=403, times=100)
     obs = lifecycle.wait(local.session(), ref, "done", timeout=15)
@@ -418,7 +456,7 @@ def test_wait_polls_only_when_watching_is_forbidden(local: InMemoryCluster) -> N
     assert local.calls.count("watch", "TrainJob") == 1
 
 
-def test_status_lists_nodes_by_rank(local: InMemoryCluster) -> None:
+def test_status_lists_nodes_by_rank(local: Local) -> None:
     ref = submit(local, spec(num_nodes=3, **scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     for _ in range(50):  # every node becomes ready shortly after the first
@@ -437,7 +475,8 @@ def test_requests_for_status_do_not_grow_with_pods() -> None:
     shared = schema_check.require_shared()
     counts = []
     for nodes in (4, 1000):
-        with InMemoryCluster(shared, scenario="hang") as local:
+        with PortCluster(shared) as local:
+            local.fake.on_create.append(jobs.runs(local.fake, ends=None))
             ref = submit(local, spec(num_nodes=nodes))
             lifecycle.wait(local.session(), ref, "running", timeout=20)
             while lifecycle.observe(local.session(), _job(local, ref)).nodes_ready < nodes:
@@ -454,7 +493,7 @@ def test_requests_for_status_do_not_grow_with_pods() -> None:
     assert counts[1] - counts[0] <= 2, counts
 
 
-def _job(local: InMemoryCluster, ref: Ref) -> dict[str, Any]:
+def _job(local: Local, ref: Ref) -> dict[str, Any]:
     job = local.store.get(ref.api_version, ref.kind, ref.namespace, ref.name)
     assert job is not None
     return job
@@ -463,7 +502,7 @@ def _job(local: InMemoryCluster, ref: Ref) -> dict[str, Any]:
 # --- logs ---------------------------------------------------------------------------------------
 
 
-def test_logs_of_one_rank_and_of_all(local: InMemoryCluster) -> None:
+def test_logs_of_one_rank_and_of_all(local: Local) -> None:
     ref = submit(local, spec(num_nodes=2, **scenario("succeeds")))
     lifecycle.wait(local.session(), ref, "done", timeout=10)
     one = list(lifecycle.logs(local.session(), ref, rank=1))
@@ -475,11 +514,11 @@ def test_logs_of_one_rank_and_of_all(local: InMemoryCluster) -> None:
     assert [t.text for t in tail] == [[x for x in every if x.rank == 0][-1].text]
 
 
-def test_follow_survives_restarts_and_ends_with_the_job(local: InMemoryCluster) -> None:
+def test_follow_survives_restarts_and_ends_with_the_job(local: Local) -> None:
     _follow_restarts(local)
 
 
-def _follow_restarts(local: InMemoryCluster) -> None:
+def _follow_restarts(local: Local) -> None:
     # The job runs and then waits (`hang`) until both ranks are being followed; only then does
     # it go on to crash, restart and finish (`restarts` shares those first steps), so the
     # first run's lines are followed whatever the machine's speed.
@@ -507,7 +546,7 @@ def _follow_restarts(local: InMemoryCluster) -> None:
     assert [x.text for x in lines if x.rank == 0] == final[0]
 
 
-def test_follow_resumes_a_dropped_stream_without_repeating(local: InMemoryCluster) -> None:
+def test_follow_resumes_a_dropped_stream_without_repeating(local: Local) -> None:
     ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
     local.faults.add("pod_log", drop_after=1, times=2)
     followed = [x.text for x in lifecycle.logs(local.session(), ref, rank=0, follow=True)]
@@ -516,7 +555,8 @@ def test_follow_resumes_a_dropped_stream_without_repeating(local: InMemoryCluste
 
 
 def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
-    with InMemoryCluster(schema_check.require_shared(), step=0.05) as local:
+    with PortCluster(schema_check.require_shared(), step=0.05) as local:
+        local.fake.on_create.append(lives(local.fake))
         ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
         lifecycle.wait(local.session(), ref, "running", timeout=10)
         local.faults.add("pod_log", drop_after=1)
@@ -554,7 +594,8 @@ def test_follow_watches_a_pod_that_cannot_start_then_gives_up() -> None:
 
 
 def test_follow_says_what_it_retries_when_the_kubelet_fails() -> None:
-    with InMemoryCluster(schema_check.require_shared(), scenario="hang") as local:
+    with PortCluster(schema_check.require_shared()) as local:
+        local.fake.on_create.append(jobs.runs(local.fake, ends=None))
         local.clock.limit = 600  # it used to retry for ever, silently
         ref = submit(local, spec(num_nodes=1))
         lifecycle.wait(local.session(), ref, "running", timeout=10)
@@ -572,7 +613,7 @@ def test_follow_says_what_it_retries_when_the_kubelet_fails() -> None:
 
 
 def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
-    local: InMemoryCluster,
+    local: Local,
 ) -> None:
     """numNodes is the server's number (int32 in the CRD): 10^8 of them makes no 10^8 reads."""
     ref = submit(local, spec(num_nodes=2, **scenario("succeeds")))
@@ -598,7 +639,7 @@ def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
 
 
 @pytest.mark.parametrize("follow", [False, True])
-def test_a_rank_the_job_does_not_have_is_an_error(local: InMemoryCluster, follow: bool) -> None:
+def test_a_rank_the_job_does_not_have_is_an_error(local: Local, follow: bool) -> None:
     ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
     lifecycle.wait(local.session(), ref, "done", timeout=10)
     with pytest.raises(NoSuchRank, match="has rank 0: there is no rank 5"):
@@ -609,7 +650,7 @@ def test_a_rank_the_job_does_not_have_is_an_error(local: InMemoryCluster, follow
 # --- cancel, suspend, list ----------------------------------------------------------------------
 
 
-def test_cancel_waits_until_job_and_pods_are_gone(local: InMemoryCluster) -> None:
+def test_cancel_waits_until_job_and_pods_are_gone(local: Local) -> None:
     ref = submit(local, spec(**scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     done = lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
@@ -620,12 +661,12 @@ def test_cancel_waits_until_job_and_pods_are_gone(local: InMemoryCluster) -> Non
     assert local.store.list("v1", "Pod", NAMESPACE, "jobset.sigs.k8s.io/jobset-name=demo") == []
 
 
-def test_cancel_of_a_missing_job_succeeds(local: InMemoryCluster) -> None:
+def test_cancel_of_a_missing_job_succeeds(local: Local) -> None:
     done = lifecycle.cancel(local.session(), Ref(TRAINJOB, "TrainJob", NAMESPACE, "gone"))
     assert not done.existed
 
 
-def test_cancel_times_out_naming_what_remains(local: InMemoryCluster) -> None:
+def test_cancel_times_out_naming_what_remains(local: Local) -> None:
     ref = submit(local, spec(**scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     stray = {
@@ -643,7 +684,7 @@ def test_cancel_times_out_naming_what_remains(local: InMemoryCluster) -> None:
         lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=1)
 
 
-def test_suspend_and_resume(local: InMemoryCluster) -> None:
+def test_suspend_and_resume(local: Local) -> None:
     ref = submit(local, spec(**scenario("hang")), "pytorchjob/v1")
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     lifecycle.set_suspended(local.session(), ref, True)
@@ -657,7 +698,7 @@ def test_suspend_and_resume(local: InMemoryCluster) -> None:
     assert lifecycle.wait(local.session(), ref, "running", timeout=10).state.state is State.RUNNING
 
 
-def test_list_finds_only_jobs_kfcompile_created(local: InMemoryCluster) -> None:
+def test_list_finds_only_jobs_kfcompile_created(local: Local) -> None:
     submit(local, spec("ours"))
     submit(local, spec("torch"), "pytorchjob/v1")
     local.store.create(
@@ -676,7 +717,7 @@ def test_list_finds_only_jobs_kfcompile_created(local: InMemoryCluster) -> None:
     assert lifecycle.list_jobs(local.session(), "other-namespace") == []
 
 
-def test_locate_finds_either_kind(local: InMemoryCluster) -> None:
+def test_locate_finds_either_kind(local: Local) -> None:
     submit(local, spec("torch"), "pytorchjob/v1")
     assert lifecycle.locate(local.session(), NAMESPACE, "torch").kind == "PyTorchJob"
     with pytest.raises(JobNotFound, match="no TrainJob or PyTorchJob named x"):
@@ -686,11 +727,11 @@ def test_locate_finds_either_kind(local: InMemoryCluster) -> None:
 # --- work-dir sync ------------------------------------------------------------------------------
 
 
-def _sync_pods(local: InMemoryCluster) -> list[dict[str, Any]]:
+def _sync_pods(local: Local) -> list[dict[str, Any]]:
     return local.store.list("v1", "Pod", NAMESPACE, "kfcompile.dev/role=sync")
 
 
-def test_sync_up_and_down_round_trip(local: InMemoryCluster, tmp_path: Path) -> None:
+def test_sync_up_and_down_round_trip(local: Local, tmp_path: Path) -> None:
     up = tmp_path / "up"
     (up / "a" / "b").mkdir(parents=True)
     (up / "a" / "b" / "weights.bin").write_bytes(bytes(range(256)) * 1000)
@@ -711,13 +752,11 @@ def test_sync_up_and_down_round_trip(local: InMemoryCluster, tmp_path: Path) -> 
     )
     assert got == sent
     assert (tmp_path / "dn" / "a" / "b" / "weights.bin").read_bytes() == bytes(range(256)) * 1000
-    local.store.settle()
+    local.settle()
     assert _sync_pods(local) == []
 
 
-def test_sync_helper_is_deleted_when_it_cannot_start(
-    local: InMemoryCluster, tmp_path: Path
-) -> None:
+def test_sync_helper_is_deleted_when_it_cannot_start(local: Local, tmp_path: Path) -> None:
     with pytest.raises(lifecycle.ClusterError, match="ImagePullBackOff"):
         lifecycle.sync_up(
             local.session(),
@@ -728,7 +767,7 @@ def test_sync_helper_is_deleted_when_it_cannot_start(
             local=str(tmp_path),
             image=f"{BAD_IMAGE}:1",
         )
-    local.store.settle()
+    local.settle()
     assert _sync_pods(local) == []
 
 
@@ -739,7 +778,7 @@ class InterruptingFiles(TarFiles):
         raise KeyboardInterrupt
 
 
-def test_sync_helper_is_deleted_on_ctrl_c(local: InMemoryCluster, tmp_path: Path) -> None:
+def test_sync_helper_is_deleted_on_ctrl_c(local: Local, tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         lifecycle.sync_down(
             local.session(),
@@ -749,11 +788,11 @@ def test_sync_helper_is_deleted_on_ctrl_c(local: InMemoryCluster, tmp_path: Path
             path="/",
             local=str(tmp_path),
         )
-    local.store.settle()
+    local.settle()
     assert _sync_pods(local) == []
 
 
-def test_sync_path_stays_inside_the_claim(local: InMemoryCluster) -> None:
+def test_sync_path_stays_inside_the_claim(local: Local) -> None:
     assert lifecycle.claim_dir("/") == lifecycle.SYNC_ROOT
     assert lifecycle.claim_dir("/../../etc/") == f"{lifecycle.SYNC_ROOT}/etc"
     with pytest.raises(lifecycle.ClusterError, match="must be absolute"):
@@ -844,34 +883,34 @@ FAULTS = {
 }
 
 
-def _status(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _status(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return lifecycle.status(session, ref).state.state
 
 
-def _logs(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _logs(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return len(list(lifecycle.logs(session, ref, rank=0))) > 0
 
 
-def _cancel(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _cancel(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     lifecycle.cancel(session, ref, wait_gone=True, timeout=10)
     return local.store.get(ref.api_version, ref.kind, ref.namespace, ref.name)
 
 
-def _suspend(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _suspend(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     lifecycle.set_suspended(session, ref, True)
     return _job(local, ref)["spec"]["suspend"]
 
 
-def _list(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _list(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return [j.ref.name for j in lifecycle.list_jobs(session, NAMESPACE)]
 
 
-def _sync(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _sync(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     (tmp / "f").write_text("x")
     done = lifecycle.sync_up(
         session, TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="/d", local=str(tmp)
     )
-    local.store.settle()
+    local.settle()
     return (done.files, len(_sync_pods(local)), local.store.volume(NAMESPACE, CLAIM)["d/f"])
 
 
@@ -898,7 +937,7 @@ READS = ("list", "pod_log", "exec")  # what a GET asks for
     ],
 )
 def test_each_operation_survives_each_transient_fault(
-    local: InMemoryCluster, operation: str, fault: str, tmp_path: Path
+    local: Local, operation: str, fault: str, tmp_path: Path
 ) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     session = local.session()
@@ -909,9 +948,7 @@ def test_each_operation_survives_each_transient_fault(
     assert local.faults.fired, "the fault never hit a call"
 
 
-def test_a_create_whose_answer_was_lost_is_not_made_twice(
-    local: InMemoryCluster, tmp_path: Path
-) -> None:
+def test_a_create_whose_answer_was_lost_is_not_made_twice(local: Local, tmp_path: Path) -> None:
     """The server creates, the client times out and retries: one job, one helper pod."""
     local.faults.add("create", "TrainJob", lost=True)
     ref = lifecycle.submit(
@@ -931,7 +968,7 @@ def test_a_create_whose_answer_was_lost_is_not_made_twice(
         path="/",
         local=str(tmp_path),
     )
-    local.store.settle()
+    local.settle()
     assert local.calls.count("create", "Pod") == 2 and _sync_pods(local) == []
 
 
@@ -966,19 +1003,19 @@ def secret_spec(**extra: Any) -> JobSpec:
     return spec(secret_env=["HF_TOKEN"], **extra)
 
 
-def owners(local: InMemoryCluster, kind: str, name: str) -> list[str]:
+def owners(local: Local, kind: str, name: str) -> list[str]:
     obj = local.store.get("v1", kind, NAMESPACE, name)
     assert obj is not None, f"{kind} {name} is gone"
     return [o["uid"] for o in obj["metadata"].get("ownerReferences", [])]
 
 
-def job_uid(local: InMemoryCluster, name: str = "demo") -> str:
+def job_uid(local: Local, name: str = "demo") -> str:
     job = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, name)
     assert job is not None
     return str(job["metadata"]["uid"])
 
 
-def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: InMemoryCluster) -> None:
+def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: Local) -> None:
     local.faults.add("patch", "Secret/demo-env", status=403)
     local.faults.add("delete", "TrainJob/demo", status=403)
     local.faults.add("delete", "Secret/demo-env", status=403)
@@ -1013,20 +1050,20 @@ def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: InMemor
 
 
 def test_a_companion_left_without_its_job_is_adopted_by_the_next_submit(
-    local: InMemoryCluster,
+    local: Local,
 ) -> None:
     local.faults.add("patch", "Secret/demo-env", status=403)
     local.faults.add("delete", "Secret/demo-env", status=403)
     with pytest.raises(lifecycle.LeftBehind) as info:
         submit(local, secret_spec())
     assert [str(left.ref) for left in info.value.left] == ["Secret demo-env in namespace default"]
-    local.store.settle()
+    local.settle()
     assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
     submit(local, secret_spec())
     assert owners(local, "Secret", "demo-env") == [job_uid(local)]
 
 
-def test_a_resubmit_recreates_a_missing_companion(local: InMemoryCluster) -> None:
+def test_a_resubmit_recreates_a_missing_companion(local: Local) -> None:
     job = secret_spec(
         launcher={"kind": "torchrun", "entrypoint": "train.py"}, command=(), script="print(1)"
     )
@@ -1039,7 +1076,7 @@ def test_a_resubmit_recreates_a_missing_companion(local: InMemoryCluster) -> Non
     assert [o["uid"] for o in configmap["metadata"]["ownerReferences"]] == [job_uid(local)]
 
 
-def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: InMemoryCluster) -> None:
+def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: Local) -> None:
     submit(local, secret_spec())
     local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
     other = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-env",
@@ -1050,7 +1087,7 @@ def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: InMemo
     assert owners(local, "Secret", "demo-env") == []
 
 
-def test_a_repair_that_fails_says_what_stays_broken(local: InMemoryCluster) -> None:
+def test_a_repair_that_fails_says_what_stays_broken(local: Local) -> None:
     submit(local, secret_spec())
     local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
     local.faults.add("create", "Secret", status=403)
@@ -1063,22 +1100,22 @@ def test_a_repair_that_fails_says_what_stays_broken(local: InMemoryCluster) -> N
     assert "kfcompile cancel demo -n default --kind TrainJob" in str(info.value)
 
 
-def test_a_job_created_without_an_answer_is_rolled_back_too(local: InMemoryCluster) -> None:
+def test_a_job_created_without_an_answer_is_rolled_back_too(local: Local) -> None:
     # The create reaches the server, but no answer ever comes: the job may exist, so it is
     # looked for and deleted with its companions (else it would stay without its Secret).
     lost = lifecycle.Transient(0, "Timeout", "read timed out")
-    port = Faulty(local.cluster, "create", "TrainJob", lost)
+    port = Faulty(local.fake, "create", "TrainJob", lost)
     session = lifecycle.Session(port, local.clock, jitter=fixed_jitter, retry_for=1.0)
     with pytest.raises(lifecycle.Unavailable):
         lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
-    local.store.settle()
+    local.settle()
     assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
     assert local.objects("Secret") == []
 
 
-def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: InMemoryCluster) -> None:
+def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: Local) -> None:
     local.faults.add("patch", "Secret/demo-env", status=403)
-    port = Faulty(local.cluster, "delete", "TrainJob", KeyboardInterrupt())
+    port = Faulty(local.fake, "delete", "TrainJob", KeyboardInterrupt())
     session = lifecycle.Session(port, local.clock, jitter=fixed_jitter)
     with pytest.raises(lifecycle.LeftBehind) as info:
         lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
@@ -1090,7 +1127,7 @@ def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: InMem
 
 
 def test_a_rollback_against_an_unavailable_server_does_not_wait_twice(
-    local: InMemoryCluster,
+    local: Local,
 ) -> None:
     local.faults.add("patch", "Secret/demo-env", status=403)
     local.faults.add("delete", status=503, times=1000)

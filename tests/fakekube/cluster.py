@@ -150,6 +150,9 @@ class InMemoryCluster:
     def __exit__(self, *exc: object) -> None:
         pass
 
+    def settle(self) -> None:
+        self.store.settle()
+
     def session(self, retry_for: float = 5.0) -> Session:
         return Session(self.cluster, self.clock, jitter=fixed_jitter, retry_for=retry_for)
 
@@ -182,6 +185,10 @@ class PortCluster:
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+    def settle(self) -> None:
+        """Let the garbage collector finish what it can (two of its ticks)."""
+        self.clock.advance(2 * self.clock.step)
 
     def session(self, retry_for: float = 5.0) -> Session:
         return Session(self.fake, self.clock, jitter=fixed_jitter, retry_for=retry_for)

@@ -1,9 +1,9 @@
 """What Kubeflow Trainer, JobSet and the kubelets write for a TrainJob, as steps a lifecycle test
 scripts on a ``PortFake``: ``start`` (a Running pod per node, labelled as JobSet labels them,
-``jobsStatus`` active), ``finish`` (the pods' ends and the job's ``Complete`` or ``Failed``
-condition). ``runs`` does both for each TrainJob created, at fake-clock times after its create.
-The shapes are those KUBEFLOW.md describes (trainer ``pkg/apis/trainer/v1alpha1``, JobSet's
-labels, core/v1 PodStatus)."""
+the Job controller's event for each, ``jobsStatus`` active), ``finish`` (the pods' ends and the
+job's ``Complete`` or ``Failed`` condition). ``runs`` does both for each TrainJob created, at
+fake-clock times after its create. The shapes are those KUBEFLOW.md describes (trainer
+``pkg/apis/trainer/v1alpha1``, JobSet's labels, core/v1 PodStatus, events.k8s.io/v1 Event)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kfcompile.kinds import COMPLETION_INDEX
 
 from .port import Obj, PortFake, rfc3339
 
-__all__ = ["finish", "pods", "runs", "start"]
+__all__ = ["finish", "pod_name", "pods", "runs", "start"]
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
@@ -38,7 +38,7 @@ def _state(phase: str, at: str, code: int) -> Obj:
 
 def _pod(fake: PortFake, job: Obj, rank: int, phase: str, code: int = 0) -> None:
     meta, now = job["metadata"], rfc3339(fake.clock.time())
-    name = f"{meta['name']}-node-0-{rank}"
+    name = pod_name(meta["name"], rank)
     owner = {"apiVersion": TRAINJOB, "kind": "TrainJob", "name": meta["name"],
              "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
     labels = {JOBSET_NAME: meta["name"], REPLICATED_JOB: "node", COMPLETION_INDEX: str(rank)}
@@ -59,6 +59,29 @@ def _pod(fake: PortFake, job: Obj, rank: int, phase: str, code: int = 0) -> None
     )
 
 
+def pod_name(job: str, rank: int) -> str:
+    """As the Job controller names them: ``<jobset>-<replicated job>-<job index>-<pod index>-``
+    and five random letters (here always the same)."""
+    return f"{job}-node-0-{rank}-bcdfg"
+
+
+def _created(fake: PortFake, namespace: str, job: str, pod: str) -> None:
+    """The Job controller's event for each pod it creates (events.k8s.io/v1)."""
+    fake.objects.put(
+        {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"{pod}.created", "namespace": namespace},
+            "regarding": {"apiVersion": "batch/v1", "kind": "Job", "name": job},
+            "reason": "SuccessfulCreate",
+            "note": f"Created pod: {pod}",
+            "type": "Normal",
+            "eventTime": rfc3339(fake.clock.time()),
+            "reportingController": "job-controller",
+        }
+    )
+
+
 def start(fake: PortFake, namespace: str, name: str) -> None:
     """The job's pods run, one per node, each having logged its first line."""
     job = _job(fake, namespace, name)
@@ -67,7 +90,9 @@ def start(fake: PortFake, namespace: str, name: str) -> None:
     nodes = int(job["spec"].get("trainer", {}).get("numNodes", 1))
     for rank in range(nodes):
         _pod(fake, job, rank, "Running")
-        fake.log(namespace, f"{name}-node-0-{rank}", f"rank {rank}: starting")
+        pod = pod_name(name, rank)
+        fake.log(namespace, pod, f"rank {rank}: starting")
+        _created(fake, namespace, f"{name}-node-0", pod)
     active = [{"name": "node", "active": nodes, "ready": nodes, "succeeded": 0, "failed": 0}]
     fake.objects.change(TRAINJOB, "TrainJob", namespace, name, {"status": {"jobsStatus": active}})
 
@@ -80,6 +105,7 @@ def finish(fake: PortFake, namespace: str, name: str, *, ok: bool = True) -> Non
     for pod in pods(fake, namespace, name):
         rank = int(pod["metadata"]["labels"][COMPLETION_INDEX])
         code = 0 if ok or rank else 1
+        fake.log(namespace, pod["metadata"]["name"], f"rank {rank}: exit {code}")
         _pod(fake, job, rank, "Succeeded" if code == 0 else "Failed", code)
     kind, reason, message = (
         ("Complete", "AllJobsCompleted", "jobset completed successfully")

@@ -205,7 +205,11 @@ class Objects:
         self.changes.append((self.rv, "ADDED" if old is None else "MODIFIED", obj, old))
         return _copy(obj)
 
-    create = put  # what ``cluster.install`` seeds through
+    create = update = put  # what ``cluster.install`` seeds through; a controller's write
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        """Gone at once, as someone else's deletion; what it owns goes at the next tick."""
+        self.remove((api_version, kind, namespace, name))
 
     def change(
         self, api_version: str, kind: str, namespace: str | None, name: str, patch: Obj
