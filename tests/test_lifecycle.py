@@ -18,7 +18,7 @@ from attrs import evolve
 from fakekube import jobs
 from fakekube.clock import fixed_jitter
 from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster, PortCluster
-from fakekube.kubelet import BAD_IMAGE, SLOW_IMAGE
+from fakekube.kubelet import SLOW_IMAGE
 from fakekube.port import PortFake
 from fakekube.scenarios import SCENARIO_ANNOTATION
 
@@ -48,20 +48,14 @@ ENV = {"HF_TOKEN": "hf_s3cr3t_value"}
 Local = PortCluster | InMemoryCluster
 
 # What needs the whole simulation still (a PyTorchJob's life, restarts, stuck pods and their
-# events, Kueue, the sync helper's volume): on ``InMemoryCluster``.
+# events, Kueue): on ``InMemoryCluster``.
 SIMULATED = {
-    "test_submit_uploads_the_work_dir_first",
     "test_wait_ends_where_the_job_goes",
     "test_wait_rides_out_kueue_queueing",
     "test_a_stuck_job_times_out_saying_why",
     "test_follow_survives_restarts_and_ends_with_the_job",
     "test_follow_watches_a_pod_that_cannot_start_then_gives_up",
     "test_suspend_and_resume",
-    "test_sync_up_and_down_round_trip",
-    "test_sync_helper_is_deleted_when_it_cannot_start",
-    "test_sync_helper_is_deleted_on_ctrl_c",
-    "test_each_operation_survives_each_transient_fault",
-    "test_a_create_whose_answer_was_lost_is_not_made_twice",
 }
 # How each TrainJob the small fake's tests submit lives, by its scenario annotation: its pods
 # run 0.2 s after its create, and it succeeds or fails 1 s after, or never ends.
@@ -88,7 +82,14 @@ def local(request: pytest.FixtureRequest) -> Iterator[Local]:
         return
     with PortCluster(schema_check.require_shared()) as cluster:
         cluster.fake.on_create.append(lives(cluster.fake))
+        if "helper" in request.fixturenames:
+            cluster.fake.on_create.append(jobs.helpers(cluster.fake))
         yield cluster
+
+
+@pytest.fixture
+def helper() -> None:
+    """The sync's helper pods run (``jobs.helpers``): for the tests that sync."""
 
 
 def at(local: PortCluster, seconds: float, action: Callable[[], object]) -> None:
@@ -242,6 +243,7 @@ def test_secret_env_missing_from_the_environment(local: Local) -> None:
     assert local.calls.count("create") == 0
 
 
+@pytest.mark.usefixtures("helper")
 def test_submit_uploads_the_work_dir_first(local: Local, tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "train.py").write_text("print(1)\n")
@@ -731,6 +733,7 @@ def _sync_pods(local: Local) -> list[dict[str, Any]]:
     return local.store.list("v1", "Pod", NAMESPACE, "kfcompile.dev/role=sync")
 
 
+@pytest.mark.usefixtures("helper")
 def test_sync_up_and_down_round_trip(local: Local, tmp_path: Path) -> None:
     up = tmp_path / "up"
     (up / "a" / "b").mkdir(parents=True)
@@ -757,6 +760,7 @@ def test_sync_up_and_down_round_trip(local: Local, tmp_path: Path) -> None:
 
 
 def test_sync_helper_is_deleted_when_it_cannot_start(local: Local, tmp_path: Path) -> None:
+    local.fake.on_create.append(jobs.helpers(local.fake, waiting="ImagePullBackOff"))
     with pytest.raises(lifecycle.ClusterError, match="ImagePullBackOff"):
         lifecycle.sync_up(
             local.session(),
@@ -765,7 +769,6 @@ def test_sync_helper_is_deleted_when_it_cannot_start(local: Local, tmp_path: Pat
             pvc=CLAIM,
             path="/",
             local=str(tmp_path),
-            image=f"{BAD_IMAGE}:1",
         )
     local.settle()
     assert _sync_pods(local) == []
@@ -778,6 +781,7 @@ class InterruptingFiles(TarFiles):
         raise KeyboardInterrupt
 
 
+@pytest.mark.usefixtures("helper")
 def test_sync_helper_is_deleted_on_ctrl_c(local: Local, tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         lifecycle.sync_down(
@@ -936,6 +940,7 @@ READS = ("list", "pod_log", "exec")  # what a GET asks for
         if fault != "hung" or op in READS
     ],
 )
+@pytest.mark.usefixtures("helper")
 def test_each_operation_survives_each_transient_fault(
     local: Local, operation: str, fault: str, tmp_path: Path
 ) -> None:
@@ -948,6 +953,7 @@ def test_each_operation_survives_each_transient_fault(
     assert local.faults.fired, "the fault never hit a call"
 
 
+@pytest.mark.usefixtures("helper")
 def test_a_create_whose_answer_was_lost_is_not_made_twice(local: Local, tmp_path: Path) -> None:
     """The server creates, the client times out and retries: one job, one helper pod."""
     local.faults.add("create", "TrainJob", lost=True)

@@ -13,7 +13,7 @@ from kfcompile.kinds import COMPLETION_INDEX
 
 from .port import Obj, PortFake, rfc3339
 
-__all__ = ["finish", "pod_name", "pods", "runs", "start"]
+__all__ = ["finish", "helpers", "pod_name", "pods", "runs", "start"]
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
@@ -132,5 +132,28 @@ def runs(
         fake.at(starts, lambda: start(fake, ns, name))
         if ends is not None:
             fake.at(ends, lambda: finish(fake, ns, name, ok=ok))
+
+    return script
+
+
+def helpers(fake: PortFake, *, waiting: str | None = None) -> Callable[[Obj], None]:
+    """The kubelet of the work-dir sync's helper pods: each runs 0.1 s after its create, or
+    stays waiting to start for ``waiting`` (``ImagePullBackOff``). Pass it to ``on_create``."""
+
+    def script(obj: Obj) -> None:
+        meta = obj["metadata"]
+        if obj["kind"] != "Pod" or (meta.get("labels") or {}).get("kfcompile.dev/role") != "sync":
+            return
+        names = [c["name"] for c in obj["spec"]["containers"]]
+        state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
+        containers = [{"name": n, "ready": not waiting, "state": state} for n in names]
+        status = {"phase": "Pending" if waiting else "Running", "containerStatuses": containers}
+        key = ("v1", "Pod", meta["namespace"], meta["name"])
+
+        def kubelet() -> None:
+            if key in fake.objects.items:  # not deleted meanwhile
+                fake.objects.change(*key, {"status": status})
+
+        fake.at(0.1, kubelet)
 
     return script

@@ -1,16 +1,18 @@
 """``kfcompile.ports.Cluster`` as a dict, for the lifecycle tests: no controller, no thread.
 
 The objects (``Objects``) are keyed by (apiVersion, kind, namespace, name), each write a new
-resourceVersion; the CRDs among them say what is served, and a create is checked against its
-CRD with ``kfcompile.crd`` (the real CRDs are the oracle; no CEL: a test that needs the server's
-own words scripts them as a fault). Nothing moves a job by itself: a test scripts what the
-cluster does (``at``: a change at a fake-clock time), and ``FakeClock`` runs it when the code
-under test waits. Answers are the port's: the ``ApiError`` family (404, 409, 410 for a watch or
-a continue token older than the last ``compact``, 422 with the CRD's complaint), ``ValueError``
-for a namespaced object without a namespace, copies never shared with the store. A watch with
-nothing to say waits on the fake clock and ends after its ``timeout_seconds`` with a BOOKMARK,
-as the server's does for the adapter. Faults and the record of calls are ``faults.Faults`` and
-``requestlog.RequestLog``, as for the HTTP server: a call is its method name and ``Kind/name``.
+resourceVersion; the CRDs among them say what is served, and a create is checked against its CRD
+with ``kfcompile.crd`` (the real CRDs are the oracle; no CEL: a test that needs the server's own
+words scripts them as a fault). Nothing moves a job by itself: a test scripts what the cluster
+does (``at``: a change at a fake-clock time), and ``FakeClock`` runs it when the code under test
+waits. Answers are the port's: the ``ApiError`` family (404, 409, 410 for a watch or a continue
+token older than the last ``compact``, 422 with the CRD's complaint), ``ValueError`` for a
+namespaced object without a namespace, copies never shared with the store. A watch with nothing
+to say waits on the fake clock and ends after its ``timeout_seconds`` with a BOOKMARK, as the
+server's does for the adapter. An exec runs its command in-process on the pod's volumes
+(``fakekube.shell``: tar, mkdir, cat, sh -c). Faults and the record of calls are
+``faults.Faults`` and ``requestlog.RequestLog``, as for the HTTP server: a call is its method
+name and ``Kind/name``.
 
 Deletion as the API server and garbage collector do it: a deleted object with ``finalizers``
 stays with a ``deletionTimestamp`` until they are removed; ``Foreground`` holds it by the
@@ -49,6 +51,7 @@ from kfcompile.ports import (
 from .clock import FakeClock
 from .faults import Fault, Faults
 from .requestlog import RequestLog, RequestRecord
+from .shell import Filesystem, reads_stdin, run_command
 
 __all__ = ["Kind", "Objects", "PortFake", "rfc3339"]
 
@@ -147,6 +150,7 @@ class Objects:
         self.compacted = 0  # versions before this give 410
         self.uids = itertools.count(1)
         self.crds: dict[tuple[str, str], Obj] = {}  # (apiVersion, kind) served: its CRD
+        self.volumes: dict[tuple[str, ...], tuple[dict[str, bytes], set[str]]] = {}
 
     def kind(self, api_version: str, kind: str) -> Kind | None:
         """The kind if served: built in, or by a CRD among the objects."""
@@ -225,6 +229,14 @@ class Objects:
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
         self.changes.append((self.rv, "DELETED", obj, obj))
 
+    def filesystem(self, key: tuple[str, ...]) -> tuple[dict[str, bytes], set[str]]:
+        """The files and directories of a volume (``fakekube.shell``'s commands run on them)."""
+        return self.volumes.setdefault(key, ({}, set()))
+
+    def volume(self, namespace: str, claim: str) -> dict[str, bytes]:
+        """The files on a PersistentVolumeClaim, by path."""
+        return self.filesystem(("pvc", namespace, claim))[0]
+
     def compact(self) -> None:
         """Forget the history: older resourceVersions and continue tokens now give 410."""
         self.compacted = self.rv
@@ -241,7 +253,6 @@ class PortFake:
         self.faults = Faults(port=True)
         self.calls = RequestLog()
         self.logs: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (ns, pod): lines
-        self.exec_answer: Callable[[str, Sequence[str], bytes], ExecResult] | None = None
         self.gc_running, self.gc_lag = True, 0.0
         self.kubelets_down: set[str] = set()  # nodes whose deleted pods stay Terminating
         self.on_create: list[Callable[[Obj], object]] = []  # told of each object created
@@ -537,25 +548,41 @@ class PortFake:
         stdout: Callable[[ExecOutput], object] | None = None,
     ) -> ExecResult:
         fault = self._enter("exec", "v1", "Pod", namespace, pod, command=list(command))
-        self._existing(("v1", "Pod", namespace, pod))
-        data = stdin if isinstance(stdin, bytes) else b"".join(stdin)
-        if fault is not None and fault.exec_stdout is not None:
-            out = fault.exec_stdout
-            ended = ExecResult(out if isinstance(out, bytes) else b"".join(out), b"", 0)
-        elif self.exec_answer is not None:
-            ended = self.exec_answer(container, command, data)
+        target = self._existing(("v1", "Pod", namespace, pod))
+        if not command:
+            raise Invalid(400, "BadRequest", "you must specify at least 1 command")
+        if self._finished(namespace, pod):
+            raise Invalid(400, "BadRequest", "cannot exec into a container in a completed pod")
+        argv = list(command)
+        data = b""
+        if reads_stdin(argv):  # drawn as the command reads it; what it raises passes through
+            data = stdin if isinstance(stdin, bytes) else b"".join(stdin)
+        answer = fault.exec_stdout if fault is not None else None
+        if answer is not None:
+            chunks: Iterable[bytes | memoryview] = [answer] if isinstance(answer, bytes) else answer
+            stderr, code = b"", 0
         else:
-            ended = ExecResult(b"", b"no such command in the fake\n", 127)
-        self._answer(fault, None)
-        if stdout is None:
-            return ended
+            chunks, stderr, code = run_command(
+                Filesystem(self.objects, target, container), argv, data
+            )
+        self._answer(fault, None)  # a lost answer: the command ran, its end unheard
+        ended = ExecResult(b"", stderr, code)
 
         def output() -> ExecOutput:
-            yield ended.stdout
-            return ExecResult(b"", ended.stderr, ended.exit_code)
+            yield from _cut((bytes(chunk) for chunk in chunks), fault)
+            return ended
 
-        stdout(output())
-        return ExecResult(b"", ended.stderr, ended.exit_code)
+        stream = output()
+        if stdout is None:
+            return ExecResult(b"".join(stream), stderr, code)
+        try:
+            stdout(stream)
+            for _ in stream:
+                pass  # what the consumer left unread
+        except BaseException:
+            stream.close()
+            raise
+        return ended
 
     # --- helpers ---------------------------------------------------------------------------
 
