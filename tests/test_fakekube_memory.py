@@ -402,7 +402,7 @@ def test_its_faults_fire_in_order_and_are_recorded_in_the_one_request_log() -> N
     fake.faults.add("exec", "Pod/p", lost=True)
     with pytest.raises(Transient, match="read timed out"):  # the command ran, unheard
         fake.exec(NS, "p", "main", ["true"])
-    assert fake.exec(NS, "p", "main", ["true"]).exit_code == 127  # no command scripted
+    assert fake.exec(NS, "p", "main", ["cat"], b"\x00\xff").stdout == b"\x00\xff"  # fakekube.shell
     fake.faults.add("pod_log", refused=True)
     with pytest.raises(Transient, match="refused"):
         next(fake.pod_log(NS, "p"))

@@ -57,11 +57,11 @@ SIMULATED = {
     "test_follow_watches_a_pod_that_cannot_start_then_gives_up",
     "test_suspend_and_resume",
 }
-# How each TrainJob the small fake's tests submit lives, by its scenario annotation: its pods
-# run 0.2 s after its create, and it succeeds or fails 1 s after, or never ends.
+# How each job the small fake's tests submit lives, by its scenario annotation: its pods run
+# 0.2 s after its create, and it succeeds or fails 1 s after, or never ends.
 LIVES: dict[str, dict[str, Any]] = {
     "succeeds": {"ends": 1.0},
-    "fails": {"ends": 1.0, "ok": False},
+    "fails": {"ends": 1.0, "reason": "FailedJobs"},
     "hang": {"ends": None},
 }
 

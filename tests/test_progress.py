@@ -162,7 +162,7 @@ def reports(local: PortCluster, *percents: int) -> None:
     def report(percent: int) -> None:
         status = {"progressPercentage": percent, "lastUpdatedTime": "2025-06-02T09:14:04Z"}
         patch = {"status": {"trainerStatus": status}}
-        local.store.change(jobs.TRAINJOB, "TrainJob", NAMESPACE, "p", patch)
+        local.store.change(jobs.TRAINJOB.api_version, "TrainJob", NAMESPACE, "p", patch)
 
     def script(_: object) -> None:
         for i, percent in enumerate(percents):

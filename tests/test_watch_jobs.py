@@ -622,22 +622,12 @@ class Streams:
         return getattr(self.inner, name)
 
 
-def pytorchjob_runs(local: PortCluster, name: str) -> None:
-    """The Training Operator's conditions for a PyTorchJob that runs, then succeeds."""
-    for second, kind in enumerate(("Created", "Running", "Succeeded"), start=1):
-        condition = {"type": kind, "status": "True", "reason": f"PyTorchJob{kind}"}
-        change = {"status": {"conditions": [condition]}}
-        write = functools.partial(local.store.change, PYTORCHJOB.api_version, "PyTorchJob")
-        local.fake.at(second, functools.partial(write, NAMESPACE, name, change))
-
-
 def test_several_kinds_through_the_sessions_merge_and_closing_ends_every_watch() -> None:
     with PortCluster(schema_check.require_shared()) as local:
         local.fake.on_create.append(jobs.runs(local.fake))
         for name, target in (("tj", "trainjob/v2.3"), ("pt", "pytorchjob/v1")):
             job = structure({"name": name, "image": "python:3", "command": ["python"]})
             lifecycle.submit(local.session(), job, target, namespace=NAMESPACE, environ={})
-        pytorchjob_runs(local, "pt")
         merge, port = Recorded(), Streams(local.fake)
         session = lifecycle.Session(port, local.clock, jitter=fixed_jitter, merge=merge)  # type: ignore[arg-type]
         events = lifecycle.watch_jobs(session)
