@@ -339,9 +339,15 @@ def small() -> PortFake:
 
 
 def pod(fake: PortFake, name: str, phase: str = "Running") -> None:
-    meta = {"name": name, "namespace": NS}
+    meta, spec = {"name": name, "namespace": NS}, {"nodeName": "node-1"}
     fake.objects.put(
-        {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"phase": phase}}
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": spec,
+            "status": {"phase": phase},
+        }
     )
 
 
@@ -379,6 +385,11 @@ def test_a_blocked_watch_or_follow_moves_the_clock_along_the_script() -> None:
         events[-1].object["metadata"]["resourceVersion"]
         == events[0].object["metadata"]["resourceVersion"]
     )
+    fake.objects.put(
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "u", "namespace": NS}}
+    )
+    with pytest.raises(Invalid, match="pod u does not have a host assigned"):
+        next(fake.pod_log(NS, "u"))
     with pytest.raises(FakeTimeLimit):  # a follow of a container that never ends: an error
         pod(fake, "q")
         list(fake.pod_log(NS, "q", follow=True))

@@ -8,6 +8,7 @@ wire) is in test_lifecycle_http.py."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from fakekube.port import PortFake
 from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
+from kfcompile.generated import QUEUE_LABEL
 from kfcompile.lifecycle import (
     MANAGED_BY_LABEL,
     SPEC_HASH,
@@ -47,29 +49,34 @@ ENV = {"HF_TOKEN": "hf_s3cr3t_value"}
 
 Local = PortCluster | InMemoryCluster
 
-# What needs the whole simulation still (a PyTorchJob's life, restarts, stuck pods and their
-# events, Kueue): on ``InMemoryCluster``.
+# What needs the whole simulation still (a container's restart, its log starting over): on
+# ``InMemoryCluster``.
 SIMULATED = {
-    "test_wait_ends_where_the_job_goes",
-    "test_wait_rides_out_kueue_queueing",
-    "test_a_stuck_job_times_out_saying_why",
     "test_follow_survives_restarts_and_ends_with_the_job",
-    "test_follow_watches_a_pod_that_cannot_start_then_gives_up",
-    "test_suspend_and_resume",
 }
-# How each job the small fake's tests submit lives, by its scenario annotation: its pods run
-# 0.2 s after its create, and it succeeds or fails 1 s after, or never ends.
+# How each job the small fake's tests submit lives, by its scenario annotation (``jobs.runs``):
+# its pods run 0.2 s after its create, and it succeeds or fails 1 s after, or never ends; a job
+# with a queue is first held by Kueue (``jobs.kueue``). Or its pods never start (``STUCK``).
 LIVES: dict[str, dict[str, Any]] = {
     "succeeds": {"ends": 1.0},
     "fails": {"ends": 1.0, "reason": "FailedJobs"},
+    "deadline": {"ends": 1.0, "reason": "DeadlineExceeded"},
+    "restarts": {"ends": 1.5, "restarts": 0.6},
     "hang": {"ends": None},
 }
+STUCK = {"unschedulable": "Unschedulable", "image_pull": "ImagePullBackOff"}
 
 
 def lives(fake: PortFake) -> Callable[[dict[str, Any]], None]:
     def script(obj: dict[str, Any]) -> None:
-        scenario = (obj["metadata"].get("annotations") or {}).get(SCENARIO_ANNOTATION)
-        jobs.runs(fake, **LIVES[scenario or "succeeds"])(obj)
+        meta = obj["metadata"]
+        scenario = (meta.get("annotations") or {}).get(SCENARIO_ANNOTATION) or "succeeds"
+        if scenario in STUCK:
+            fake.at(0.2, lambda: jobs.pending(fake, NAMESPACE, meta["name"], STUCK[scenario]))
+        elif QUEUE_LABEL in (meta.get("labels") or {}):
+            jobs.kueue(fake, **LIVES[scenario])(obj)
+        else:
+            jobs.runs(fake, **LIVES[scenario])(obj)
 
     return script
 
@@ -82,6 +89,7 @@ def local(request: pytest.FixtureRequest) -> Iterator[Local]:
         return
     with PortCluster(schema_check.require_shared()) as cluster:
         cluster.fake.on_create.append(lives(cluster.fake))
+        cluster.fake.on_patch.append(jobs.suspends(cluster.fake))
         if "helper" in request.fixturenames:
             cluster.fake.on_create.append(jobs.helpers(cluster.fake))
         yield cluster
@@ -320,7 +328,8 @@ def test_sync_to_a_claim_that_does_not_exist_makes_no_pod(
 def test_wait_ends_where_the_job_goes(
     target: str, name: str, until: str, state: State, reason: str | None
 ) -> None:
-    with InMemoryCluster(schema_check.require_shared()) as local:
+    with PortCluster(schema_check.require_shared()) as local:
+        local.fake.on_create.append(lives(local.fake))
         ref = submit(local, spec(**scenario(name)), target)
         seen: list[State] = []
         obs = lifecycle.wait(
@@ -573,8 +582,12 @@ def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
 
 
 def test_follow_watches_a_pod_that_cannot_start_then_gives_up() -> None:
-    with InMemoryCluster(schema_check.require_shared(), scenario="image_pull") as local:
+    with PortCluster(schema_check.require_shared()) as local:
         local.clock.limit = 1200  # it used to look again every 5 s, for ever
+        for second, why in enumerate(("NotScheduled", "ContainerCreating", "ImagePullBackOff")):
+            local.fake.at(
+                1 + second, functools.partial(jobs.pending, local.fake, NAMESPACE, "demo", why)
+            )
         ref = submit(local, spec(num_nodes=1))
         told: list[lifecycle.Waiting] = []
         with pytest.raises(lifecycle.CannotStart) as info:

@@ -10,12 +10,24 @@ labels, core/v1 PodStatus, events.k8s.io/v1 Event)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from kfcompile.kinds import COMPLETION_INDEX, PYTORCHJOB, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
 
 from .port import Obj, PortFake, rfc3339
 
-__all__ = ["finish", "helpers", "pod_name", "pods", "restart", "runs", "start"]
+__all__ = [
+    "finish",
+    "helpers",
+    "kueue",
+    "pending",
+    "pod_name",
+    "pods",
+    "restart",
+    "runs",
+    "start",
+    "suspends",
+]
 
 KINDS = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
 Plan = tuple[str, int, dict[str, str]]  # a pod's name, rank and labels
@@ -161,19 +173,141 @@ def finish(
                     ("Running", "False", "PyTorchJobRunning"), done)  # fmt: skip
 
 
+# Why a pod waits to start, as the scheduler or the kubelet writes it, and the Warning event
+# each writes with it (the event's reason and note); None: none.
+PENDING: dict[str, tuple[Obj, tuple[str, str] | None]] = {
+    "NotScheduled": ({}, None),
+    "Unschedulable": (
+        {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+                }
+            ]
+        },
+        ("FailedScheduling", "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."),
+    ),
+    "ContainerCreating": ({"reason": "ContainerCreating"}, None),
+    "ImagePullBackOff": (
+        {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "python:3.11-slim"'},
+        ("Failed", 'Failed to pull image "python:3.11-slim": not found'),
+    ),
+}
+
+
+def pending(fake: PortFake, namespace: str, name: str, why: str, kind: str = "TrainJob") -> None:
+    """The job's pods exist and wait to start, for ``why`` (a key of ``PENDING``)."""
+    job = _job(fake, namespace, kind, name)
+    if job is None:
+        return
+    said, event = PENDING[why]
+    container = KINDS[kind].container
+    for plan in _plans(job):
+        _pod(fake, job, plan, "Pending")
+        pod = fake.objects.items[("v1", "Pod", namespace, plan[0])]
+        status: Obj = {"phase": "Pending", "conditions": said.get("conditions", [])}
+        spec = pod["spec"] if why not in ("NotScheduled", "Unschedulable") else {"nodeName": None}
+        if "reason" in said:
+            status["containerStatuses"] = [{"name": container, "ready": False, "restartCount": 0,
+                                            "state": {"waiting": said}}]  # fmt: skip
+        else:
+            status["containerStatuses"] = None
+        fake.objects.change("v1", "Pod", namespace, plan[0], {"spec": spec, "status": status})
+        if event is not None:
+            fake.objects.put(
+                {
+                    "apiVersion": "events.k8s.io/v1",
+                    "kind": "Event",
+                    "metadata": {"name": f"{plan[0]}.{event[0]}", "namespace": namespace},
+                    "regarding": {"apiVersion": "v1", "kind": "Pod", "name": plan[0]},
+                    "reason": event[0],
+                    "note": event[1],
+                    "type": "Warning",
+                    "eventTime": rfc3339(fake.clock.time()),
+                }
+            )
+
+
 def runs(
-    fake: PortFake, *, starts: float = 0.2, ends: float | None = 1.0, reason: str = ""
+    fake: PortFake,
+    *,
+    starts: float = 0.2,
+    ends: float | None = 1.0,
+    reason: str = "",
+    restarts: float | None = None,
 ) -> Callable[[Obj], None]:
-    """What happens to each job created: its pods run ``starts`` s after, and it ends ``ends``
-    s after (None: never), failed for ``reason`` if given. Pass it to ``fake.on_create``."""
+    """What happens to each job created: its pods run ``starts`` s after, a PyTorchJob restarts
+    ``restarts`` s after if given, and it ends ``ends`` s after (None: never), failed for
+    ``reason`` if given. Pass it to ``fake.on_create``."""
 
     def script(obj: Obj) -> None:
         if obj["kind"] not in KINDS:
             return
         ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
         fake.at(starts, lambda: start(fake, ns, name, kind))
+        if restarts is not None:
+            fake.at(restarts, lambda: restart(fake, ns, name))
         if ends is not None:
             fake.at(ends, lambda: finish(fake, ns, name, kind, reason=reason))
+
+    return script
+
+
+def _suspended(job: Obj) -> bool:
+    spec = job.get("spec") or {}
+    return bool(spec.get("suspend") if job["kind"] == "TrainJob" else
+                (spec.get("runPolicy") or {}).get("suspend"))  # fmt: skip
+
+
+def _condition(job: Obj, type_: str) -> Obj:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == type_), {})
+
+
+def suspends(fake: PortFake) -> Callable[[Obj], None]:
+    """The controllers' answer to a job's suspend flag, for ``fake.on_patch``: suspended, its
+    pods are deleted and its ``Suspended`` condition is True; resumed, it runs again."""
+
+    def script(obj: Obj) -> None:
+        if obj["kind"] not in KINDS:
+            return
+        ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
+        if _suspended(obj):
+            for pod in pods(fake, ns, name, kind):
+                fake.objects.delete("v1", "Pod", ns, pod["metadata"]["name"])
+            _conditions(fake, obj, ("Suspended", "True", "Suspended"))
+        elif {"type": "Suspended", "status": "True"}.items() <= _condition(
+            obj, "Suspended"
+        ).items():
+            _conditions(fake, obj, ("Suspended", "False", "Resumed"))
+            fake.at(0.2, lambda: start(fake, ns, name, kind))
+
+    return script
+
+
+def kueue(fake: PortFake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
+    """Kueue for each job created with a queue: its webhook suspends it, the job is admitted
+    (resumed) ``admits`` s later, and from then it ``runs(**lives)``."""
+    then = runs(fake, **lives)
+
+    def script(obj: Obj) -> None:
+        labels = obj["metadata"].get("labels") or {}
+        if obj["kind"] != "TrainJob" or "kueue.x-k8s.io/queue-name" not in labels:
+            return
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        key = (obj["apiVersion"], obj["kind"], ns, name)
+        fake.objects.change(*key, {"spec": {"suspend": True}})
+        _conditions(fake, fake.objects.items[key], ("Suspended", "True", "Suspended"))
+
+        def admit() -> None:
+            fake.objects.change(*key, {"spec": {"suspend": False}})
+            _conditions(fake, fake.objects.items[key], ("Suspended", "False", "Resumed"))
+            then(fake.objects.items[key])
+
+        fake.at(admits, admit)
 
     return script
 

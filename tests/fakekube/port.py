@@ -255,7 +255,9 @@ class PortFake:
         self.logs: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (ns, pod): lines
         self.gc_running, self.gc_lag = True, 0.0
         self.kubelets_down: set[str] = set()  # nodes whose deleted pods stay Terminating
-        self.on_create: list[Callable[[Obj], object]] = []  # told of each object created
+        # Told of each object created, and of each patched (the object as it now is).
+        self.on_create: list[Callable[[Obj], object]] = []
+        self.on_patch: list[Callable[[Obj], object]] = []
         self._script: list[tuple[float, Callable[[], object]]] = []
         self.clock.drive(self._tick)
 
@@ -390,7 +392,10 @@ class PortFake:
         new = _merge(old, _copy(patch))
         if new.get("spec") != old.get("spec"):
             new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
-        return self._answer(fault, self.objects.put(new))
+        stored = self.objects.put(new)
+        for hook in self.on_patch:
+            hook(stored)
+        return self._answer(fault, stored)
 
     def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
         args = {"propagation": propagation}
@@ -518,7 +523,7 @@ class PortFake:
             "timestamps": timestamps,
         }
         fault = self._enter("pod_log", "v1", "Pod", namespace, pod, **shape)
-        self._existing(("v1", "Pod", namespace, pod))
+        self._not_waiting(self._existing(("v1", "Pod", namespace, pod)), container)
         self._answer(fault, None)
         lines = self.logs.setdefault((namespace, pod), [])
         since = self.clock.time() - since_seconds if since_seconds is not None else None
@@ -625,6 +630,18 @@ class PortFake:
         if obj is None:
             raise NotFound(404, "NotFound", f'{self._what(key)} "{key[3]}" not found')
         return obj
+
+    @staticmethod
+    def _not_waiting(pod: Obj, container: str | None) -> None:
+        """The API server's 400 for the log of a container that has not started."""
+        name, status = pod["metadata"]["name"], pod.get("status") or {}
+        if not (pod.get("spec") or {}).get("nodeName"):
+            raise Invalid(400, "BadRequest", f"pod {name} does not have a host assigned")
+        for entry in status.get("containerStatuses") or []:
+            waiting = (entry.get("state") or {}).get("waiting")
+            if container in (None, entry["name"]) and waiting is not None:
+                said = f'container "{entry["name"]}" in pod "{name}" is waiting to start'
+                raise Invalid(400, "BadRequest", f"{said}: {waiting.get('reason', '')}")
 
     def _what(self, key: Key) -> str:
         """How the server names a kind in its messages: ``configmaps``, ``widgets.example.com``."""
