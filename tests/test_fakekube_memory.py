@@ -374,7 +374,7 @@ def test_a_blocked_watch_or_follow_moves_the_clock_along_the_script() -> None:
     assert fake.clock.monotonic() == 3.0
     assert list(fake.pod_log(NS, "p", tail_lines=1, since_seconds=2)) == ["at 2"]
     [stamped] = fake.pod_log(NS, "p", tail_lines=1, timestamps=True)
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ at 2", stamped)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z at 2", stamped)
     start = fake.get(ref)["metadata"]["resourceVersion"]
     fake.at(
         1, lambda: fake.objects.change("v1", "Pod", NS, "p", {"metadata": {"labels": {"a": "b"}}})

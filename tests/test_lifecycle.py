@@ -1,10 +1,8 @@
 """The job lifecycle (kfcompile.lifecycle) at the Cluster port, against the small fake
 (tests/fakekube/port.py: what the cluster does to a job is scripted, ``fakekube.jobs``) on a fake
 clock: what the user sees, and what reached the port (no duplicate jobs, no orphaned companions,
-no helper pods left). The tests in ``SIMULATED`` still run against the whole simulation
-(``InMemoryCluster``: the simulated Kubeflow controller and kubelet). Nothing here sleeps in real
-time or depends on thread timing; what only HTTP can show (the adapter's requests, faults on the
-wire) is in test_lifecycle_http.py."""
+no helper pods left). Nothing here sleeps in real time or depends on thread timing; what only
+HTTP can show (the adapter's requests, faults on the wire) is in test_lifecycle_http.py."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ import schema_check
 from attrs import evolve
 from fakekube import jobs
 from fakekube.clock import fixed_jitter
-from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster, PortCluster
-from fakekube.kubelet import SLOW_IMAGE
+from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, PortCluster
 from fakekube.port import PortFake
 from fakekube.scenarios import SCENARIO_ANNOTATION
 
@@ -47,13 +44,6 @@ PYTORCHJOB = "kubeflow.org/v1"
 ENV = {"HF_TOKEN": "hf_s3cr3t_value"}
 
 
-Local = PortCluster | InMemoryCluster
-
-# What needs the whole simulation still (a container's restart, its log starting over): on
-# ``InMemoryCluster``.
-SIMULATED = {
-    "test_follow_survives_restarts_and_ends_with_the_job",
-}
 # How each job the small fake's tests submit lives, by its scenario annotation (``jobs.runs``):
 # its pods run 0.2 s after its create, and it succeeds or fails 1 s after, or never ends; a job
 # with a queue is first held by Kueue (``jobs.kueue``). Or its pods never start (``STUCK``).
@@ -82,11 +72,7 @@ def lives(fake: PortFake) -> Callable[[dict[str, Any]], None]:
 
 
 @pytest.fixture
-def local(request: pytest.FixtureRequest) -> Iterator[Local]:
-    if request.node.originalname in SIMULATED:
-        with InMemoryCluster(schema_check.require_shared()) as simulated:
-            yield simulated
-        return
+def local(request: pytest.FixtureRequest) -> Iterator[PortCluster]:
     with PortCluster(schema_check.require_shared()) as cluster:
         cluster.fake.on_create.append(lives(cluster.fake))
         cluster.fake.on_patch.append(jobs.suspends(cluster.fake))
@@ -116,12 +102,12 @@ def spec(name: str = "demo", **extra: Any) -> JobSpec:
     return structure(data)
 
 
-def submit(local: Local, job: JobSpec, target: str = "trainjob/v2.3") -> Ref:
+def submit(local: PortCluster, job: JobSpec, target: str = "trainjob/v2.3") -> Ref:
     done = lifecycle.submit(local.session(), job, target, namespace=NAMESPACE, environ=ENV)
     return done.ref
 
 
-def answered(local: Local) -> lifecycle.Session:
+def answered(local: PortCluster) -> lifecycle.Session:
     """A session the API has answered already: trouble from now on is that of a server that
     works (before any answer, a call that gets none is not retried)."""
     session = local.session()
@@ -146,7 +132,7 @@ def with_companions() -> JobSpec:
     )
 
 
-def test_submit_creates_companions_first_then_owns_them(local: Local) -> None:
+def test_submit_creates_companions_first_then_owns_them(local: PortCluster) -> None:
     ref = submit(local, with_companions())
     creates = [c.kind for c in local.calls.matching("create")]
     assert creates == ["ConfigMap", "Secret", "TrainJob"]
@@ -169,7 +155,7 @@ def test_submit_creates_companions_first_then_owns_them(local: Local) -> None:
     assert local.objects("ConfigMap") == [] and local.objects("Secret") == []
 
 
-def test_submitting_the_same_spec_twice_creates_one_job(local: Local) -> None:
+def test_submitting_the_same_spec_twice_creates_one_job(local: PortCluster) -> None:
     session = local.session()
     first = lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={})
     again = lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={})
@@ -177,7 +163,7 @@ def test_submitting_the_same_spec_twice_creates_one_job(local: Local) -> None:
     assert local.calls.count("create", "TrainJob") == 1
 
 
-def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: Local) -> None:
+def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: PortCluster) -> None:
     submit(local, spec())
     before = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
     with pytest.raises(NameTaken, match="different job"):
@@ -189,7 +175,7 @@ def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: Local
     assert after["spec"]["trainer"]["numNodes"] == 2
 
 
-def test_preflight_names_each_missing_thing_and_creates_nothing(local: Local) -> None:
+def test_preflight_names_each_missing_thing_and_creates_nothing(local: PortCluster) -> None:
     local.store.delete(TRAINJOB, "ClusterTrainingRuntime", None, "torch-distributed")
     local.store.delete("v1", "PersistentVolumeClaim", NAMESPACE, CLAIM)
     job = spec(queue="no-such-queue", work_dir={"local": ".", "pvc": CLAIM, "mount_path": "/w"})
@@ -203,7 +189,7 @@ def test_preflight_names_each_missing_thing_and_creates_nothing(local: Local) ->
     assert local.calls.count("create") == 0
 
 
-def test_preflight_missing_namespace(local: Local) -> None:
+def test_preflight_missing_namespace(local: PortCluster) -> None:
     with pytest.raises(PreflightFailed, match="namespace nowhere does not exist"):
         lifecycle.submit(local.session(), spec(), "trainjob/v2.3", namespace="nowhere", environ={})
 
@@ -217,7 +203,7 @@ def test_preflight_missing_crd() -> None:
         submit(local, spec())
 
 
-def test_a_failure_part_way_rolls_back(local: Local) -> None:
+def test_a_failure_part_way_rolls_back(local: PortCluster) -> None:
     local.faults.add("create", "TrainJob", status=403)
     job = spec(secret_env=["HF_TOKEN"])
     with pytest.raises(lifecycle.ApiError):
@@ -231,7 +217,7 @@ def test_a_failure_part_way_rolls_back(local: Local) -> None:
     "fault", [{"status": 503}, {"status": 429}, {"status": 500}, {"drop": True}]
 )
 def test_transient_trouble_while_creating_is_retried_once_created(
-    local: Local, fault: dict[str, Any]
+    local: PortCluster, fault: dict[str, Any]
 ) -> None:
     local.faults.add("create", "TrainJob", times=2, **fault)
     ref = submit(local, spec())
@@ -239,7 +225,7 @@ def test_transient_trouble_while_creating_is_retried_once_created(
     assert lifecycle.wait(local.session(), ref, "done", timeout=10).state.state is State.SUCCEEDED
 
 
-def test_secret_env_missing_from_the_environment(local: Local) -> None:
+def test_secret_env_missing_from_the_environment(local: PortCluster) -> None:
     with pytest.raises(lifecycle.ClusterError, match="secret_env: OTHER is not set"):
         lifecycle.submit(
             local.session(),
@@ -252,7 +238,7 @@ def test_secret_env_missing_from_the_environment(local: Local) -> None:
 
 
 @pytest.mark.usefixtures("helper")
-def test_submit_uploads_the_work_dir_first(local: Local, tmp_path: Path) -> None:
+def test_submit_uploads_the_work_dir_first(local: PortCluster, tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "train.py").write_text("print(1)\n")
     (tmp_path / "pkg" / "data.bin").write_bytes(bytes(range(256)) * 40)
@@ -271,8 +257,9 @@ def test_submit_uploads_the_work_dir_first(local: Local, tmp_path: Path) -> None
 
 
 def test_submit_waits_for_the_sync_helper_as_long_as_it_is_told(
-    local: Local, tmp_path: Path
+    local: PortCluster, tmp_path: Path
 ) -> None:
+    # No ``helper`` fixture: the helper pod never runs.
     job = spec(work_dir={"local": str(tmp_path), "pvc": CLAIM, "mount_path": "/workspace"})
     with pytest.raises(lifecycle.TimedOut, match=r"^sync helper not running after 2s \(--time"):
         lifecycle.submit(
@@ -282,7 +269,6 @@ def test_submit_waits_for_the_sync_helper_as_long_as_it_is_told(
             namespace=NAMESPACE,
             environ={},
             files=TarFiles(),
-            sync_image=f"{SLOW_IMAGE}:1",
             sync_timeout=2,
         )
     assert local.clock.monotonic() < 3  # fake seconds: not the helper's default 300
@@ -292,7 +278,7 @@ def test_submit_waits_for_the_sync_helper_as_long_as_it_is_told(
 
 @pytest.mark.parametrize("move", [lifecycle.sync_up, lifecycle.sync_down])
 def test_sync_to_a_claim_that_does_not_exist_makes_no_pod(
-    local: Local, tmp_path: Path, move: Callable[..., object]
+    local: PortCluster, tmp_path: Path, move: Callable[..., object]
 ) -> None:
     with pytest.raises(lifecycle.ClusterError) as info:
         move(
@@ -345,7 +331,7 @@ def test_wait_ends_where_the_job_goes(
     assert seen[-1] is state and len(seen) >= 2  # progress was reported on the way
 
 
-def test_wait_rides_out_kueue_queueing(local: Local) -> None:
+def test_wait_rides_out_kueue_queueing(local: PortCluster) -> None:
     ref = submit(local, spec(queue=QUEUE))
     seen: list[State] = []
     obs = lifecycle.wait(
@@ -363,7 +349,7 @@ def test_wait_rides_out_kueue_queueing(local: Local) -> None:
     ],
 )
 def test_a_stuck_job_times_out_saying_why(
-    local: Local, name: str, reason: str, warning: str
+    local: PortCluster, name: str, reason: str, warning: str
 ) -> None:
     ref = submit(local, spec(**scenario(name)))
     with pytest.raises(TimedOut, match=reason) as info:
@@ -375,14 +361,14 @@ def test_a_stuck_job_times_out_saying_why(
     assert any(e.type == "Warning" and e.about.startswith("pod/") for e in status.events)
 
 
-def test_a_job_deleted_by_someone_else_is_reported(local: Local) -> None:
+def test_a_job_deleted_by_someone_else_is_reported(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("hang")))
     at(local, 0.3, lambda: local.store.delete(TRAINJOB, "TrainJob", NAMESPACE, "demo"))
     with pytest.raises(JobDeleted, match="deleted"):
         lifecycle.wait(local.session(), ref, "done", timeout=10)
 
 
-def test_wait_for_a_job_that_never_existed(local: Local) -> None:
+def test_wait_for_a_job_that_never_existed(local: PortCluster) -> None:
     with pytest.raises(JobNotFound):
         lifecycle.wait(local.session(), Ref(TRAINJOB, "TrainJob", NAMESPACE, "nope"), "done")
 
@@ -399,7 +385,7 @@ def test_wait_for_a_job_that_never_existed(local: Local) -> None:
         {"method": "list", "drop": True, "times": 2},
     ],
 )
-def test_wait_survives_api_trouble(local: Local, fault: dict[str, Any]) -> None:
+def test_wait_survives_api_trouble(local: PortCluster, fault: dict[str, Any]) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     session = answered(local)
     local.faults.add(path="TrainJob", **fault)
@@ -408,7 +394,7 @@ def test_wait_survives_api_trouble(local: Local, fault: dict[str, Any]) -> None:
     assert local.faults.fired, "the fault never hit a call"
 
 
-def test_watch_resumes_after_history_is_compacted(local: Local) -> None:
+def test_watch_resumes_after_history_is_compacted(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     local.store.compact()  # any older resourceVersion now answers 410 Gone
     obs = lifecycle.wait(local.session(), ref, "done", timeout=10)
@@ -446,7 +432,7 @@ class Hostile:
         return getattr(self.inner, name)
 
 
-def test_wait_takes_no_other_object_for_the_job(local: Local) -> None:
+def test_wait_takes_no_other_object_for_the_job(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     job = _job(local, ref)
     sent = [
@@ -459,7 +445,7 @@ def test_wait_takes_no_other_object_for_the_job(local: Local) -> None:
     assert (obs.ref, obs.state.state) == (ref, State.SUCCEEDED)
 
 
-def test_wait_polls_only_when_watching_is_forbidden(local: Local) -> None:
+def test_wait_polls_only_when_watching_is_forbidden(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     local.faults.add("watch", "TrainJob", status=403, times=100)
     obs = lifecycle.wait(local.session(), ref, "done", timeout=15)
@@ -467,7 +453,7 @@ def test_wait_polls_only_when_watching_is_forbidden(local: Local) -> None:
     assert local.calls.count("watch", "TrainJob") == 1
 
 
-def test_status_lists_nodes_by_rank(local: Local) -> None:
+def test_status_lists_nodes_by_rank(local: PortCluster) -> None:
     ref = submit(local, spec(num_nodes=3, **scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     for _ in range(50):  # every node becomes ready shortly after the first
@@ -504,7 +490,7 @@ def test_requests_for_status_do_not_grow_with_pods() -> None:
     assert counts[1] - counts[0] <= 2, counts
 
 
-def _job(local: Local, ref: Ref) -> dict[str, Any]:
+def _job(local: PortCluster, ref: Ref) -> dict[str, Any]:
     job = local.store.get(ref.api_version, ref.kind, ref.namespace, ref.name)
     assert job is not None
     return job
@@ -513,7 +499,7 @@ def _job(local: Local, ref: Ref) -> dict[str, Any]:
 # --- logs ---------------------------------------------------------------------------------------
 
 
-def test_logs_of_one_rank_and_of_all(local: Local) -> None:
+def test_logs_of_one_rank_and_of_all(local: PortCluster) -> None:
     ref = submit(local, spec(num_nodes=2, **scenario("succeeds")))
     lifecycle.wait(local.session(), ref, "done", timeout=10)
     one = list(lifecycle.logs(local.session(), ref, rank=1))
@@ -525,14 +511,13 @@ def test_logs_of_one_rank_and_of_all(local: Local) -> None:
     assert [t.text for t in tail] == [[x for x in every if x.rank == 0][-1].text]
 
 
-def test_follow_survives_restarts_and_ends_with_the_job(local: Local) -> None:
+def test_follow_survives_restarts_and_ends_with_the_job(local: PortCluster) -> None:
     _follow_restarts(local)
 
 
-def _follow_restarts(local: Local) -> None:
+def _follow_restarts(local: PortCluster) -> None:
     # The job runs and then waits (`hang`) until both ranks are being followed; only then does
-    # it go on to crash, restart and finish (`restarts` shares those first steps), so the
-    # first run's lines are followed whatever the machine's speed.
+    # rank 1 crash and restart, and the job finish, so the first run's lines are followed.
     ref = submit(local, spec(num_nodes=2, **scenario("hang")), "pytorchjob/v1")
     lifecycle.wait(local.session(), ref, "running", timeout=10)
 
@@ -540,7 +525,9 @@ def _follow_restarts(local: Local) -> None:
         logs = local.calls.matching("pod_log")
         if len({c.name for c in logs if c.query["follow"]}) >= 2 and not switched:
             switched.append(True)
-            local.controller.scenario(ref.namespace or NAMESPACE, ref.name, "restarts")
+            nccl = "RuntimeError: NCCL communicator was aborted on rank 1"
+            jobs.crash(local.fake, NAMESPACE, ref.name, 1, nccl)
+            local.fake.at(1.0, lambda: jobs.finish(local.fake, NAMESPACE, ref.name, "PyTorchJob"))
 
     switched: list[bool] = []
     local.clock.on_tick(crash_once_followed)
@@ -557,7 +544,7 @@ def _follow_restarts(local: Local) -> None:
     assert [x.text for x in lines if x.rank == 0] == final[0]
 
 
-def test_follow_resumes_a_dropped_stream_without_repeating(local: Local) -> None:
+def test_follow_resumes_a_dropped_stream_without_repeating(local: PortCluster) -> None:
     ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
     local.faults.add("pod_log", drop_after=1, times=2)
     followed = [x.text for x in lifecycle.logs(local.session(), ref, rank=0, follow=True)]
@@ -628,7 +615,7 @@ def test_follow_says_what_it_retries_when_the_kubelet_fails() -> None:
 
 
 def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
-    local: Local,
+    local: PortCluster,
 ) -> None:
     """numNodes is the server's number (int32 in the CRD): 10^8 of them makes no 10^8 reads."""
     ref = submit(local, spec(num_nodes=2, **scenario("succeeds")))
@@ -654,7 +641,7 @@ def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
 
 
 @pytest.mark.parametrize("follow", [False, True])
-def test_a_rank_the_job_does_not_have_is_an_error(local: Local, follow: bool) -> None:
+def test_a_rank_the_job_does_not_have_is_an_error(local: PortCluster, follow: bool) -> None:
     ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
     lifecycle.wait(local.session(), ref, "done", timeout=10)
     with pytest.raises(NoSuchRank, match="has rank 0: there is no rank 5"):
@@ -665,7 +652,7 @@ def test_a_rank_the_job_does_not_have_is_an_error(local: Local, follow: bool) ->
 # --- cancel, suspend, list ----------------------------------------------------------------------
 
 
-def test_cancel_waits_until_job_and_pods_are_gone(local: Local) -> None:
+def test_cancel_waits_until_job_and_pods_are_gone(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     done = lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
@@ -676,12 +663,12 @@ def test_cancel_waits_until_job_and_pods_are_gone(local: Local) -> None:
     assert local.store.list("v1", "Pod", NAMESPACE, "jobset.sigs.k8s.io/jobset-name=demo") == []
 
 
-def test_cancel_of_a_missing_job_succeeds(local: Local) -> None:
+def test_cancel_of_a_missing_job_succeeds(local: PortCluster) -> None:
     done = lifecycle.cancel(local.session(), Ref(TRAINJOB, "TrainJob", NAMESPACE, "gone"))
     assert not done.existed
 
 
-def test_cancel_times_out_naming_what_remains(local: Local) -> None:
+def test_cancel_times_out_naming_what_remains(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     stray = {
@@ -699,7 +686,7 @@ def test_cancel_times_out_naming_what_remains(local: Local) -> None:
         lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=1)
 
 
-def test_suspend_and_resume(local: Local) -> None:
+def test_suspend_and_resume(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("hang")), "pytorchjob/v1")
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     lifecycle.set_suspended(local.session(), ref, True)
@@ -713,7 +700,7 @@ def test_suspend_and_resume(local: Local) -> None:
     assert lifecycle.wait(local.session(), ref, "running", timeout=10).state.state is State.RUNNING
 
 
-def test_list_finds_only_jobs_kfcompile_created(local: Local) -> None:
+def test_list_finds_only_jobs_kfcompile_created(local: PortCluster) -> None:
     submit(local, spec("ours"))
     submit(local, spec("torch"), "pytorchjob/v1")
     local.store.create(
@@ -732,7 +719,7 @@ def test_list_finds_only_jobs_kfcompile_created(local: Local) -> None:
     assert lifecycle.list_jobs(local.session(), "other-namespace") == []
 
 
-def test_locate_finds_either_kind(local: Local) -> None:
+def test_locate_finds_either_kind(local: PortCluster) -> None:
     submit(local, spec("torch"), "pytorchjob/v1")
     assert lifecycle.locate(local.session(), NAMESPACE, "torch").kind == "PyTorchJob"
     with pytest.raises(JobNotFound, match="no TrainJob or PyTorchJob named x"):
@@ -742,12 +729,12 @@ def test_locate_finds_either_kind(local: Local) -> None:
 # --- work-dir sync ------------------------------------------------------------------------------
 
 
-def _sync_pods(local: Local) -> list[dict[str, Any]]:
+def _sync_pods(local: PortCluster) -> list[dict[str, Any]]:
     return local.store.list("v1", "Pod", NAMESPACE, "kfcompile.dev/role=sync")
 
 
 @pytest.mark.usefixtures("helper")
-def test_sync_up_and_down_round_trip(local: Local, tmp_path: Path) -> None:
+def test_sync_up_and_down_round_trip(local: PortCluster, tmp_path: Path) -> None:
     up = tmp_path / "up"
     (up / "a" / "b").mkdir(parents=True)
     (up / "a" / "b" / "weights.bin").write_bytes(bytes(range(256)) * 1000)
@@ -772,7 +759,7 @@ def test_sync_up_and_down_round_trip(local: Local, tmp_path: Path) -> None:
     assert _sync_pods(local) == []
 
 
-def test_sync_helper_is_deleted_when_it_cannot_start(local: Local, tmp_path: Path) -> None:
+def test_sync_helper_is_deleted_when_it_cannot_start(local: PortCluster, tmp_path: Path) -> None:
     local.fake.on_create.append(jobs.helpers(local.fake, waiting="ImagePullBackOff"))
     with pytest.raises(lifecycle.ClusterError, match="ImagePullBackOff"):
         lifecycle.sync_up(
@@ -795,7 +782,7 @@ class InterruptingFiles(TarFiles):
 
 
 @pytest.mark.usefixtures("helper")
-def test_sync_helper_is_deleted_on_ctrl_c(local: Local, tmp_path: Path) -> None:
+def test_sync_helper_is_deleted_on_ctrl_c(local: PortCluster, tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         lifecycle.sync_down(
             local.session(),
@@ -809,7 +796,7 @@ def test_sync_helper_is_deleted_on_ctrl_c(local: Local, tmp_path: Path) -> None:
     assert _sync_pods(local) == []
 
 
-def test_sync_path_stays_inside_the_claim(local: Local) -> None:
+def test_sync_path_stays_inside_the_claim(local: PortCluster) -> None:
     assert lifecycle.claim_dir("/") == lifecycle.SYNC_ROOT
     assert lifecycle.claim_dir("/../../etc/") == f"{lifecycle.SYNC_ROOT}/etc"
     with pytest.raises(lifecycle.ClusterError, match="must be absolute"):
@@ -900,29 +887,29 @@ FAULTS = {
 }
 
 
-def _status(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _status(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return lifecycle.status(session, ref).state.state
 
 
-def _logs(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _logs(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return len(list(lifecycle.logs(session, ref, rank=0))) > 0
 
 
-def _cancel(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _cancel(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     lifecycle.cancel(session, ref, wait_gone=True, timeout=10)
     return local.store.get(ref.api_version, ref.kind, ref.namespace, ref.name)
 
 
-def _suspend(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _suspend(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     lifecycle.set_suspended(session, ref, True)
     return _job(local, ref)["spec"]["suspend"]
 
 
-def _list(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _list(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return [j.ref.name for j in lifecycle.list_jobs(session, NAMESPACE)]
 
 
-def _sync(local: Local, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _sync(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     (tmp / "f").write_text("x")
     done = lifecycle.sync_up(
         session, TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="/d", local=str(tmp)
@@ -955,7 +942,7 @@ READS = ("list", "pod_log", "exec")  # what a GET asks for
 )
 @pytest.mark.usefixtures("helper")
 def test_each_operation_survives_each_transient_fault(
-    local: Local, operation: str, fault: str, tmp_path: Path
+    local: PortCluster, operation: str, fault: str, tmp_path: Path
 ) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     session = local.session()
@@ -967,7 +954,9 @@ def test_each_operation_survives_each_transient_fault(
 
 
 @pytest.mark.usefixtures("helper")
-def test_a_create_whose_answer_was_lost_is_not_made_twice(local: Local, tmp_path: Path) -> None:
+def test_a_create_whose_answer_was_lost_is_not_made_twice(
+    local: PortCluster, tmp_path: Path
+) -> None:
     """The server creates, the client times out and retries: one job, one helper pod."""
     local.faults.add("create", "TrainJob", lost=True)
     ref = lifecycle.submit(
@@ -1022,19 +1011,19 @@ def secret_spec(**extra: Any) -> JobSpec:
     return spec(secret_env=["HF_TOKEN"], **extra)
 
 
-def owners(local: Local, kind: str, name: str) -> list[str]:
+def owners(local: PortCluster, kind: str, name: str) -> list[str]:
     obj = local.store.get("v1", kind, NAMESPACE, name)
     assert obj is not None, f"{kind} {name} is gone"
     return [o["uid"] for o in obj["metadata"].get("ownerReferences", [])]
 
 
-def job_uid(local: Local, name: str = "demo") -> str:
+def job_uid(local: PortCluster, name: str = "demo") -> str:
     job = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, name)
     assert job is not None
     return str(job["metadata"]["uid"])
 
 
-def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: Local) -> None:
+def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: PortCluster) -> None:
     local.faults.add("patch", "Secret/demo-env", status=403)
     local.faults.add("delete", "TrainJob/demo", status=403)
     local.faults.add("delete", "Secret/demo-env", status=403)
@@ -1069,7 +1058,7 @@ def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: Local) 
 
 
 def test_a_companion_left_without_its_job_is_adopted_by_the_next_submit(
-    local: Local,
+    local: PortCluster,
 ) -> None:
     local.faults.add("patch", "Secret/demo-env", status=403)
     local.faults.add("delete", "Secret/demo-env", status=403)
@@ -1082,7 +1071,7 @@ def test_a_companion_left_without_its_job_is_adopted_by_the_next_submit(
     assert owners(local, "Secret", "demo-env") == [job_uid(local)]
 
 
-def test_a_resubmit_recreates_a_missing_companion(local: Local) -> None:
+def test_a_resubmit_recreates_a_missing_companion(local: PortCluster) -> None:
     job = secret_spec(
         launcher={"kind": "torchrun", "entrypoint": "train.py"}, command=(), script="print(1)"
     )
@@ -1095,7 +1084,7 @@ def test_a_resubmit_recreates_a_missing_companion(local: Local) -> None:
     assert [o["uid"] for o in configmap["metadata"]["ownerReferences"]] == [job_uid(local)]
 
 
-def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: Local) -> None:
+def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: PortCluster) -> None:
     submit(local, secret_spec())
     local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
     other = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-env",
@@ -1106,7 +1095,7 @@ def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: Local)
     assert owners(local, "Secret", "demo-env") == []
 
 
-def test_a_repair_that_fails_says_what_stays_broken(local: Local) -> None:
+def test_a_repair_that_fails_says_what_stays_broken(local: PortCluster) -> None:
     submit(local, secret_spec())
     local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
     local.faults.add("create", "Secret", status=403)
@@ -1119,7 +1108,7 @@ def test_a_repair_that_fails_says_what_stays_broken(local: Local) -> None:
     assert "kfcompile cancel demo -n default --kind TrainJob" in str(info.value)
 
 
-def test_a_job_created_without_an_answer_is_rolled_back_too(local: Local) -> None:
+def test_a_job_created_without_an_answer_is_rolled_back_too(local: PortCluster) -> None:
     # The create reaches the server, but no answer ever comes: the job may exist, so it is
     # looked for and deleted with its companions (else it would stay without its Secret).
     lost = lifecycle.Transient(0, "Timeout", "read timed out")
@@ -1132,7 +1121,7 @@ def test_a_job_created_without_an_answer_is_rolled_back_too(local: Local) -> Non
     assert local.objects("Secret") == []
 
 
-def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: Local) -> None:
+def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: PortCluster) -> None:
     local.faults.add("patch", "Secret/demo-env", status=403)
     port = Faulty(local.fake, "delete", "TrainJob", KeyboardInterrupt())
     session = lifecycle.Session(port, local.clock, jitter=fixed_jitter)
@@ -1146,7 +1135,7 @@ def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: Local
 
 
 def test_a_rollback_against_an_unavailable_server_does_not_wait_twice(
-    local: Local,
+    local: PortCluster,
 ) -> None:
     local.faults.add("patch", "Secret/demo-env", status=403)
     local.faults.add("delete", status=503, times=1000)

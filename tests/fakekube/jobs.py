@@ -17,6 +17,7 @@ from kfcompile.kinds import COMPLETION_INDEX, PYTORCHJOB, REPLICA_INDEX, REPLICA
 from .port import Obj, PortFake, rfc3339
 
 __all__ = [
+    "crash",
     "finish",
     "helpers",
     "kueue",
@@ -140,6 +141,25 @@ def start(fake: PortFake, namespace: str, name: str, kind: str = "TrainJob") -> 
     else:
         _conditions(fake, job, ("Created", "True", "PyTorchJobCreated"),
                     ("Running", "True", "PyTorchJobRunning"))  # fmt: skip
+
+
+def crash(fake: PortFake, namespace: str, name: str, rank: int, line: str) -> None:
+    """Rank ``rank``'s container of a PyTorchJob crashes, saying ``line``, and the kubelet
+    starts it again: its log starts over, its restart counted (``lastState`` the crash)."""
+    job = _job(fake, namespace, "PyTorchJob", name)
+    if job is None:
+        return
+    pod, _, _ = _plans(job)[rank]
+    fake.log(namespace, pod, line)
+    fake.logs[namespace, pod] = []  # the new container's log
+    at = rfc3339(fake.clock.time())
+    [status] = fake.objects.items["v1", "Pod", namespace, pod]["status"]["containerStatuses"]
+    crashed = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": at}}
+    again = {**_container("Running", at, 0, status["restartCount"] + 1), "lastState": crashed}
+    change = {"status": {"containerStatuses": [{**status, **again}]}}
+    fake.objects.change("v1", "Pod", namespace, pod, change)
+    fake.at(0.1, lambda: fake.log(namespace, pod, f"rank {rank}: starting"))  # after its back-off
+    restart(fake, namespace, name)
 
 
 def restart(fake: PortFake, namespace: str, name: str) -> None:

@@ -83,8 +83,11 @@ BUILTIN: dict[tuple[str, str], Kind] = {
 }
 
 
-def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def rfc3339(seconds: float, *, nano: bool = False) -> str:
+    """``nano``: with nanoseconds, as the kubelet stamps log lines (RFC3339Nano)."""
+    moment = datetime.fromtimestamp(seconds, UTC)
+    fraction = f".{round(seconds % 1 * 1e9) % 10**9:09d}" if nano else ""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
 
 
 def _copy(obj: Any) -> Any:
@@ -271,7 +274,7 @@ class PortFake:
         self.gc_running, self.gc_lag = running, lag
 
     def log(self, namespace: str, pod: str, *lines: str) -> None:
-        """The pod's container writes ``lines`` now."""
+        """The pod's container writes ``lines`` now (``restart``: its log starts over)."""
         self.logs.setdefault((namespace, pod), []).extend((self.clock.time(), x) for x in lines)
 
     def _tick(self) -> None:
@@ -531,11 +534,14 @@ class PortFake:
         def read() -> Iterator[str]:
             start = 0 if tail_lines is None else max(0, len(lines) - tail_lines)
             while True:
-                done = not follow or self._finished(namespace, pod)
-                for when, line in lines[start:]:
+                # Ends with its container: the pod finished, or the container restarted.
+                restarted = self.logs.get((namespace, pod)) is not lines
+                done = not follow or self._finished(namespace, pod) or restarted
+                while start < len(lines):  # what is written while a line is out comes too
+                    when, line = lines[start]
+                    start += 1
                     if since is None or when >= since:
-                        yield f"{rfc3339(when)} {line}" if timestamps else line
-                start = len(lines)
+                        yield f"{rfc3339(when, nano=True)} {line}" if timestamps else line
                 if done:
                     return
                 self.clock.idle()
