@@ -80,6 +80,8 @@ BUILTIN: dict[tuple[str, str], Kind] = {
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): Kind("jobset.x-k8s.io", "jobsets", True),
     ("kueue.x-k8s.io/v1beta1", "LocalQueue"): Kind("kueue.x-k8s.io", "localqueues", True),
     ("kueue.x-k8s.io/v1beta1", "Workload"): Kind("kueue.x-k8s.io", "workloads", True),
+    ("kueue.x-k8s.io/v1beta1", "ClusterQueue"): Kind("kueue.x-k8s.io", "clusterqueues", False),
+    ("kueue.x-k8s.io/v1beta1", "AdmissionCheck"): Kind("kueue.x-k8s.io", "admissionchecks", False),
 }
 
 
