@@ -2,7 +2,10 @@
 Kubeflow controller (``controller``) and kubelet (``kubelet``), served two ways with the same
 answers (``api``): over real HTTP to the real adapter (``server``, ``FakeKube``), and in memory
 behind the ``kfcompile.ports.Cluster`` port, driven by a fake clock (``memory``, ``clock``).
-``cluster`` wires either into a whole cluster with Kubeflow installed.
+The lifecycle tests use a small fake behind the port instead (``port``: a dict of objects, what
+happens to each job scripted with ``jobs``). Both fronts share one fault injector (``faults``)
+and one request log (``requestlog``). ``cluster`` wires any of them into a whole cluster with
+Kubeflow installed.
 
 Import it as ``from fakekube import FakeKube`` (``tests/`` is on ``sys.path`` under pytest, as
 for ``schema_check``). Fixtures: add ``pytest_plugins = ["fakekube.fixtures"]`` to a test module

@@ -1,14 +1,18 @@
-"""A whole local "cluster" for lifecycle tests and benchmarks: a Store with the Kubeflow CRDs,
-the simulated controller, a kubelet for bare pods, and what a Kubeflow install provides (the
-``torch-distributed`` runtime), plus a claim and a Kueue queue to use. Two ways to reach it:
+"""A whole local "cluster" for lifecycle tests and benchmarks, with what a Kubeflow install
+provides (its CRDs, the ``torch-distributed`` runtime, the Trainer's public ConfigMap), plus a
+claim and a Kueue queue to use. Three ways to reach it:
 
-    with InMemoryCluster(shared_dir) as c:   # behind the Cluster port, on a fake clock
-        session = c.session()                # kfcompile.lifecycle.Session(MemoryCluster, FakeClock)
+    with PortCluster(shared_dir) as c:       # the small fake behind the Cluster port, fake clock
+        c.fake.on_create.append(jobs.runs(c.fake))   # what happens to each job: scripted
+        session = c.session()                # kfcompile.lifecycle.Session(PortFake, FakeClock)
         c.faults.add("create", "TrainJob", status=503); c.calls.count("create", "TrainJob")
 
     with LocalCluster(shared_dir) as c:      # over real HTTP, in real time, with threads
         session = c.session()                # Session over the real adapter
         c.kubeconfig                         # for the CLI: --kubeconfig
+
+    InMemoryCluster(shared_dir)              # the whole simulation (Store, controller, kubelet)
+                                             # at the port: test_fakekube_rules' only
 
 A cluster of one release: ``crds=RELEASES["trainjob/v2.1"]``; from v2.2 the Trainer's public
 ConfigMap says the release (``trainer="v2.4.0"``: a release newer than any CRD file here).
