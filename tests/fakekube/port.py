@@ -195,9 +195,11 @@ class Objects:
         ]
 
     def put(self, obj: Obj) -> Obj:
-        """Store ``obj`` as it is (created or replaced), as the controller would write it."""
-        obj = _copy(obj)
-        meta = obj.setdefault("metadata", {})
+        """Store ``obj`` as it is (created or replaced), as the controller would write it, and
+        return it as stored. Stored objects are never changed in place, only replaced, so ``obj``
+        is not copied but for its metadata: neither it nor what is returned may be changed."""
+        given, obj = obj, {**obj, "metadata": dict(obj.get("metadata") or {})}
+        meta = obj["metadata"]
         key: Key = (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         old = self.items.get(key)
         kept = (old or {}).get("metadata") or {
@@ -210,9 +212,9 @@ class Objects:
         self.rv += 1
         meta["resourceVersion"] = str(self.rv)
         self.items[key] = obj
-        self._index(key, obj)
+        self._index(key, given)  # a CRD as given: its validator is built once (kfcompile.crd)
         self.changes.append((self.rv, "ADDED" if old is None else "MODIFIED", obj, old))
-        return _copy(obj)
+        return obj
 
     create = update = put  # what ``cluster.install`` seeds through; a controller's write
 
@@ -400,7 +402,7 @@ class PortFake:
         stored = self.objects.put(new)
         for hook in self.on_patch:
             hook(stored)
-        return self._answer(fault, stored)
+        return self._answer(fault, _copy(stored))
 
     def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
         args = {"propagation": propagation}
