@@ -62,6 +62,15 @@ class Objects:
     def gc(self, *, running: bool) -> None:
         self.fake.gc(running=running)
 
+    def patch_status(self, api_version: str, kind: str, ns: str, name: str, status: Obj) -> None:
+        self.fake.objects.change(api_version, kind, ns, name, {"status": status})
+
+    def kubelet_down(self, node: str) -> None:
+        self.fake.kubelets_down.add(node)
+
+    def kubelet_up(self, node: str) -> None:
+        self.fake.kubelets_down.discard(node)
+
 
 @dataclass
 class Side:
@@ -189,8 +198,8 @@ def owned_by(owner: Obj, obj: Obj) -> Obj:
     return obj
 
 
-def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(full: Side) -> None:
-    port, store = full.port, full.store
+def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(side: Side) -> None:
+    port, store = side.port, side.store
     widget = port.create({"apiVersion": "example.com/v1", "kind": "Widget",
                           "metadata": {"name": "w", "namespace": NS}})  # fmt: skip
     for name, node in (("p1", "node-1"), ("p2", "node-2")):
@@ -201,7 +210,7 @@ def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(full: Sid
     store.kubelet_down("node-1")
     w_ref = Ref("example.com/v1", "Widget", NS, "w")
     port.delete(w_ref, propagation="Foreground")
-    full.store.settle()
+    store.settle()
     held = port.get(w_ref)["metadata"]
     assert held["deletionTimestamp"] and held["finalizers"] == ["foregroundDeletion"]
     terminating = port.get(Ref("v1", "Pod", NS, "p1"))["metadata"]
@@ -209,7 +218,7 @@ def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(full: Sid
     with pytest.raises(NotFound):  # its node's kubelet confirmed at once
         port.get(Ref("v1", "Pod", NS, "p2"))
     store.kubelet_up("node-1")
-    full.store.settle()
+    store.settle()
     for ref in (w_ref, Ref("v1", "Pod", NS, "p1")):
         with pytest.raises(NotFound):
             port.get(ref)
@@ -302,9 +311,9 @@ def test_pod_logs(full: Side) -> None:
         list(port.pod_log(NS, "missing"))
 
 
-def test_exec_runs_the_fake_commands(full: Side, tmp_path: Path) -> None:
-    port, store = full.port, full.store
-    running_pod(full, "p")
+def test_exec_runs_the_fake_commands(side: Side, tmp_path: Path) -> None:
+    port, store = side.port, side.store
+    running_pod(side, "p")
     src, back = tmp_path / "src", tmp_path / "back"
     src.mkdir()
     make_tree(src)
