@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import base64
 import bisect
+import functools
 import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any
 
 from attrs import frozen
@@ -97,10 +99,6 @@ def _copy(obj: Any) -> Any:
     return json.loads(json.dumps(obj))
 
 
-def _rv(change: tuple[int, str, Obj, Obj | None]) -> int:
-    return change[0]
-
-
 def _merge(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
@@ -136,10 +134,18 @@ def _terms(selector: str) -> list[tuple[str, bool, str]]:
     return terms
 
 
-def _selected(obj: Obj, labels: str, fields: str) -> bool:
-    have = (obj.get("metadata") or {}).get("labels") or {}
-    return all((have.get(key) == value) is equal for key, equal, value in _terms(labels)) and all(
-        (_field(obj, key) == value) is equal for key, equal, value in _terms(fields)
+def _matches(
+    obj: Obj, api_version: str, kind: str, namespace: str | None, labels: str, fields: str
+) -> bool:
+    """Whether a list or watch of ``kind`` in ``namespace`` (None: all) with these selectors
+    has ``obj``."""
+    meta = obj.get("metadata") or {}
+    have = meta.get("labels") or {}
+    return (
+        (obj["apiVersion"], obj["kind"]) == (api_version, kind)
+        and namespace in (None, meta.get("namespace"))
+        and all((have.get(key) == value) is equal for key, equal, value in _terms(labels))
+        and all((_field(obj, key) == value) is equal for key, equal, value in _terms(fields))
     )
 
 
@@ -186,12 +192,16 @@ class Objects:
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, selector: str = ""
     ) -> list[Obj]:
+        return [_copy(obj) for obj in self.select(api_version, kind, namespace, selector)]
+
+    def select(
+        self, api_version: str, kind: str, namespace: str | None, labels: str = "", fields: str = ""
+    ) -> list[Obj]:
+        """The stored objects a list would answer, in its order (not copies)."""
         return [
-            _copy(obj)
-            for (api, k, ns, _), obj in sorted(self.items.items(), key=lambda kv: str(kv[0]))
-            if (api, k) == (api_version, kind)
-            and namespace in (None, ns)
-            and _selected(obj, selector, "")
+            obj
+            for key, obj in sorted(self.items.items(), key=lambda kv: str(kv[0]))
+            if _matches(obj, api_version, kind, namespace, labels, fields)
         ]
 
     def put(self, obj: Obj) -> Obj:
@@ -293,7 +303,7 @@ class PortFake:
         """The garbage collector: dependents of deleted owners go; a foreground owner goes
         once it has none left."""
         now = self.clock.time()
-        for key, obj in list(self.items_deleted()):
+        for key, obj in list(self._deleted()):
             if key not in self.objects.items:
                 continue  # gone as another's dependent
             meta = obj["metadata"]
@@ -308,7 +318,7 @@ class PortFake:
             ):
                 left = [f for f in meta["finalizers"] if f != FOREGROUND]
                 self._finalize(key, left)
-        for key, obj in list(self.items_deleted()):  # a kubelet back confirms its pods gone
+        for key, obj in list(self._deleted()):  # a kubelet back confirms its pods gone
             if not (obj["metadata"].get("finalizers") or self._kubelet_down(obj)):
                 self.objects.remove(key)
         uids = {o["metadata"]["uid"] for o in self.objects.items.values()}
@@ -317,7 +327,7 @@ class PortFake:
             if owners and not any(o["uid"] in uids for o in owners):
                 self._delete(key, "Background")
 
-    def items_deleted(self) -> Iterator[tuple[Key, Obj]]:
+    def _deleted(self) -> Iterator[tuple[Key, Obj]]:
         for key, obj in self.objects.items.items():
             if obj["metadata"].get("deletionTimestamp"):
                 yield key, obj
@@ -429,15 +439,7 @@ class PortFake:
         rv, start = (int(n) for n in (continue_token or f"{self.objects.rv}:0").split(":"))
         if rv < self.objects.compacted:
             raise Gone(410, "Expired", "The provided continue parameter is too old")
-        matching = [
-            obj
-            for (api, k, ns, _), obj in sorted(
-                self.objects.items.items(), key=lambda kv: str(kv[0])
-            )
-            if (api, k) == (api_version, kind)
-            and namespace in (None, ns)
-            and _selected(obj, label_selector, field_selector)
-        ]
+        matching = self.objects.select(api_version, kind, namespace, label_selector, field_selector)
         page = matching[start : start + limit]
         more = start + limit < len(matching)
         token = f"{rv}:{start + limit}" if more else None
@@ -466,32 +468,32 @@ class PortFake:
         self._served(api_version, kind)
         self._answer(fault, None)  # a lost answer: the stream never came
 
-        def matches(obj: Obj) -> bool:
-            ns = obj["metadata"].get("namespace")
-            return (
-                (obj["apiVersion"], obj["kind"]) == (api_version, kind)
-                and namespace
-                in (
-                    None,
-                    ns,
-                )
-                and _selected(obj, label_selector, field_selector)
-            )
+        matches = functools.partial(
+            _matches,
+            api_version=api_version,
+            kind=kind,
+            namespace=namespace,
+            labels=label_selector,
+            fields=field_selector,
+        )
 
         def events() -> Iterator[WatchEvent]:
             deadline = self.clock.monotonic() + timeout_seconds
             if resource_version in ("", "0"):
                 cursor = self.objects.rv
-                for obj in self.objects.list(api_version, kind, namespace):
-                    if matches(obj):
-                        yield WatchEvent("ADDED", obj)
+                for obj in self.objects.select(
+                    api_version, kind, namespace, label_selector, field_selector
+                ):
+                    yield WatchEvent("ADDED", _copy(obj))
             else:
                 cursor = int(resource_version)
             while True:
                 if cursor < self.objects.compacted:
                     raise Gone(410, "Expired", "too old resource version")
                 changes = self.objects.changes
-                for rv, type_, obj, old in changes[bisect.bisect(changes, cursor, key=_rv) :]:
+                for rv, type_, obj, old in changes[
+                    bisect.bisect(changes, cursor, key=itemgetter(0)) :
+                ]:
                     cursor = rv
                     # Into the selection: ADDED; out of it: DELETED, as the server's watch cache
                     now, before = (
