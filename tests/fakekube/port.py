@@ -79,7 +79,6 @@ BUILTIN: dict[tuple[str, str], Kind] = {
     ("v1", "PersistentVolumeClaim"): Kind("", "persistentvolumeclaims", True),
     ("v1", "Namespace"): Kind("", "namespaces", False),
     CRD_KIND: Kind("apiextensions.k8s.io", "customresourcedefinitions", False),
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"): Kind("jobset.x-k8s.io", "jobsets", True),
     ("kueue.x-k8s.io/v1beta1", "LocalQueue"): Kind("kueue.x-k8s.io", "localqueues", True),
     ("kueue.x-k8s.io/v1beta1", "Workload"): Kind("kueue.x-k8s.io", "workloads", True),
     ("kueue.x-k8s.io/v1beta1", "ClusterQueue"): Kind("kueue.x-k8s.io", "clusterqueues", False),
