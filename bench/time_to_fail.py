@@ -9,7 +9,7 @@
    when the CLI has the flag, else its default), with the exit status, the last line of stderr
    and how many connections the silent server accepted. Targets: refused <= 2 s, silent <= the
    request timeout + 1 s.
-2. Requests ``lifecycle.wait`` makes over 5 minutes of fake time (the in-memory cluster of the
+2. Requests ``lifecycle.wait`` makes over 5 minutes of fake time (the small fake of the
    tests, on its fake clock) when every watch is answered 410, each request taking 1/23 s of
    fake time (the 23 requests a second the issue measured on a real server without backoff).
 """
@@ -33,8 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import schema_check  # noqa: E402
 from fakekube.clock import fixed_jitter  # noqa: E402
-from fakekube.cluster import NAMESPACE, InMemoryCluster  # noqa: E402
-from fakekube.scenarios import SCENARIO_ANNOTATION  # noqa: E402
+from fakekube.cluster import NAMESPACE, PortCluster  # noqa: E402
 
 from kfcompile import lifecycle, structure  # noqa: E402
 from kfcompile.cli.parser import build  # noqa: E402
@@ -125,15 +124,14 @@ def expiring_watch(shared: Path) -> None:
             "name": "demo",
             "image": "python:3.11-slim",
             "command": ["python", "train.py"],
-            "annotations": {SCENARIO_ANNOTATION: "hang"},
         }
     )
-    with InMemoryCluster(shared, scenario="hang") as c:
+    with PortCluster(shared) as c:  # the job never moves
         session = c.session()
         ref = lifecycle.submit(session, spec, "trainjob/v2.3", namespace=NAMESPACE, environ={}).ref
         told: list[str] = []
         session = lifecycle.Session(
-            c.cluster,
+            c.fake,
             c.clock,
             jitter=fixed_jitter,
             retry_for=60.0,
@@ -146,7 +144,7 @@ def expiring_watch(shared: Path) -> None:
         with contextlib.suppress(lifecycle.TimedOut):
             lifecycle.wait(session, ref, "done", timeout=FAKE_MINUTES * 60)
         took = c.clock.monotonic() - start
-        ops = collections.Counter(call.op for call in c.calls)
+        ops = collections.Counter(call.method for call in c.calls)
         detail = ", ".join(f"{n} {op}" for op, n in ops.most_common())
         print(
             f"wait, every watch answered 410, {took:.0f} s of fake time: {len(c.calls)} requests "

@@ -4,7 +4,7 @@ same number for both, apart from list pages.
 
     python bench/watch_jobs.py
 
-1. At the port: the in-memory cluster of the tests (tests/fakekube) on a fake clock, every call
+1. At the port: the small fake of the tests (tests/fakekube/port.py) on a fake clock, every call
    of the ``Cluster`` port counted.
 2. Over HTTP: the real adapter (``kfcompile_kube``) against the local API server, every request
    counted at the server.
@@ -33,9 +33,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import schema_check  # noqa: E402
 from fakekube.clock import FakeClock, fixed_jitter  # noqa: E402
-from fakekube.cluster import HISTORY, NAMESPACE, LocalCluster, install  # noqa: E402
-from fakekube.memory import MemoryCluster  # noqa: E402
-from fakekube.store import Store  # noqa: E402
+from fakekube.cluster import NAMESPACE, LocalCluster, Seeded, install  # noqa: E402
+from fakekube.port import PortFake  # noqa: E402
 
 from kfcompile import lifecycle  # noqa: E402
 
@@ -48,15 +47,16 @@ CHANGES = (
 LABELS = {lifecycle.MANAGED_BY_LABEL: lifecycle.MANAGER}
 
 
-def _create(store: Store, names: list[str]) -> None:
+def _create(store: Seeded, names: list[str]) -> None:
     for name in names:
         meta = {"name": name, "namespace": NAMESPACE, "labels": dict(LABELS)}
         store.create({"apiVersion": API, "kind": "TrainJob", "metadata": meta})
 
 
-def _change(store: Store, names: list[str], status: dict[str, Any]) -> None:
+def _change(write: Callable[[str, dict[str, Any]], object], names: list[str], status: Any) -> None:
+    """``write(name, status)``: the status written to the job, as its controller does."""
     for name in names:
-        store.patch_status(API, "TrainJob", NAMESPACE, name, status)
+        write(name, status)
 
 
 def _consume(events: Generator[lifecycle.JobEvent, None, None], count: int) -> None:
@@ -69,19 +69,22 @@ def _consume(events: Generator[lifecycle.JobEvent, None, None], count: int) -> N
 
 def at_the_port(jobs: int, before: bool) -> collections.Counter[str]:
     clock = FakeClock(step=1.0)
-    store = Store(history=HISTORY, clock=clock.time, threaded=False)
+    cluster = PortFake(clock)
+    store = cluster.objects
     install(store, schema_check.require_shared(), ("trainjobs-v2.3.0.yaml",), runtime=False)
-    clock.drive(store.run_pending)
     names = [f"job-{i:04d}" for i in range(jobs)]
+
+    def write(name: str, status: dict[str, Any]) -> None:
+        store.change(API, "TrainJob", NAMESPACE, name, {"status": status})
+
     waves: list[Callable[[], None]] = [] if before else [lambda: _create(store, names)]
-    waves += [partial(_change, store, names, status) for status in CHANGES]
+    waves += [partial(_change, write, names, status) for status in CHANGES]
     if before:
         _create(store, names)
     clock.on_tick(lambda: waves.pop(0)() if waves else None)
-    cluster = MemoryCluster(store, clock)
     session = lifecycle.Session(cluster, clock, jitter=fixed_jitter)
     _consume(lifecycle.watch_jobs(session), jobs * (1 + len(CHANGES)))
-    return collections.Counter(call.op for call in cluster.calls)
+    return collections.Counter(call.method for call in cluster.calls)
 
 
 def over_http(jobs: int, before: bool) -> collections.Counter[str]:
@@ -101,7 +104,9 @@ def over_http(jobs: int, before: bool) -> collections.Counter[str]:
             if not before:
                 _create(local.store, names)
             for status in CHANGES:
-                _change(local.store, names, status)
+                _change(
+                    partial(local.store.patch_status, API, "TrainJob", NAMESPACE), names, status
+                )
 
         threading.Thread(target=drive, daemon=True).start()
         _consume(lifecycle.watch_jobs(session), jobs * (1 + len(CHANGES)))

@@ -23,11 +23,10 @@ import pytest
 import schema_check
 import urllib3.util.connection
 from attrs import evolve
-from fakekube import FakeKube
+from fakekube import FakeKube, jobs
 from fakekube.clock import fixed_jitter
-from fakekube.cluster import NAMESPACE, InMemoryCluster, LocalCluster, with_demo
-from fakekube.portfaults import Call
-from fakekube.scenarios import SCENARIO_ANNOTATION
+from fakekube.cluster import NAMESPACE, LocalCluster, PortCluster, with_demo
+from fakekube.requestlog import RequestRecord
 from fakekube.unreachable import (
     NO_HOST,
     TOKEN,
@@ -49,18 +48,17 @@ API = TRAINJOB.api_version
 
 
 @pytest.fixture
-def local() -> Iterator[InMemoryCluster]:
-    with InMemoryCluster(schema_check.require_shared(), scenario="hang") as cluster:
+def local() -> Iterator[PortCluster]:
+    with PortCluster(schema_check.require_shared()) as cluster:  # its jobs never move
         yield cluster
 
 
-def submitted(local: InMemoryCluster, environ: dict[str, str] | None = None, **extra: Any) -> Ref:
+def submitted(local: PortCluster, environ: dict[str, str] | None = None, **extra: Any) -> Ref:
     spec = structure(
         {
             "name": "demo",
             "image": "python:3.11-slim",
             "command": ["python", "train.py"],
-            "annotations": {SCENARIO_ANNOTATION: "hang"},
             **extra,
         }
     )
@@ -83,11 +81,11 @@ def told(session: lifecycle.Session) -> tuple[lifecycle.Session, list[str]]:
     ), lines
 
 
-def runaway_guard(local: InMemoryCluster, limit: int) -> None:
+def runaway_guard(local: PortCluster, limit: int) -> None:
     """Fail a test whose code under test makes more than ``limit`` calls (without backoff, a
     loop on the fake clock never lets time pass, so it would never end)."""
 
-    def count(call: Call) -> None:
+    def count(call: RequestRecord) -> None:
         if len(local.calls) > limit:
             raise AssertionError(f"more than {limit} calls: {call}")
 
@@ -105,7 +103,7 @@ NO_ANSWER = {  # a call that got no answer at all, at the port
 
 @pytest.mark.parametrize("fault", list(NO_ANSWER))
 def test_a_call_without_an_answer_is_retried_only_once_the_api_has_answered(
-    local: InMemoryCluster, fault: str
+    local: PortCluster, fault: str
 ) -> None:
     ref = submitted(local)
     local.faults.add("get", "TrainJob", **NO_ANSWER[fault])
@@ -125,7 +123,7 @@ def test_a_call_without_an_answer_is_retried_only_once_the_api_has_answered(
     assert local.calls.count("get", "TrainJob") == 2
 
 
-def test_an_error_status_is_an_answer(local: InMemoryCluster) -> None:
+def test_an_error_status_is_an_answer(local: PortCluster) -> None:
     """A 503 comes from something that is there: retried on first contact, and a call that gets
     no answer after it is retried too."""
     ref = submitted(local)
@@ -151,7 +149,7 @@ def test_an_error_status_is_an_answer(local: InMemoryCluster) -> None:
     ],
 )
 def test_a_pause_is_at_least_what_retry_after_asks(
-    local: InMemoryCluster, status: int, retry_after: int | None, slept: float
+    local: PortCluster, status: int, retry_after: int | None, slept: float
 ) -> None:
     ref = submitted(local)
     session = local.session(retry_for=5.0)
@@ -165,7 +163,7 @@ def test_a_pause_is_at_least_what_retry_after_asks(
 # --- a watch that keeps expiring ----------------------------------------------------------------
 
 
-def test_wait_backs_off_when_every_watch_expires_and_says_so_once(local: InMemoryCluster) -> None:
+def test_wait_backs_off_when_every_watch_expires_and_says_so_once(local: PortCluster) -> None:
     ref = submitted(local)
     session, lines = told(local.session())
     lifecycle.list_jobs(session, NAMESPACE)
@@ -187,13 +185,14 @@ def test_wait_backs_off_when_every_watch_expires_and_says_so_once(local: InMemor
 
 
 def test_a_watch_that_delivers_between_two_410s_lists_again_at_once(
-    local: InMemoryCluster,
+    local: PortCluster,
 ) -> None:
     ref = submitted(local)
     session = local.session()
     lifecycle.list_jobs(session, NAMESPACE)
     local.faults.add("watch", "TrainJob", status=410, times=2)  # the second pauses first
-    local.faults.add("watch", "TrainJob", drop_after=1)  # a bookmark, then cut: trouble
+    local.faults.add("watch", "TrainJob", drop_after=1)  # a change, then cut: trouble
+    local.fake.at(1.0, lambda: jobs.start(local.fake, NAMESPACE, "demo"))  # the change
     local.faults.add("watch", "TrainJob", status=410)  # after progress: at once again
     local.clock.slept.clear()
     with pytest.raises(lifecycle.TimedOut):
@@ -203,7 +202,7 @@ def test_a_watch_that_delivers_between_two_410s_lists_again_at_once(
 
 
 def test_watch_jobs_backs_off_when_every_watch_expires_and_says_so_once(
-    local: InMemoryCluster,
+    local: PortCluster,
 ) -> None:
     session, lines = told(local.session())
     lifecycle.list_jobs(session, NAMESPACE)
@@ -223,7 +222,7 @@ def test_watch_jobs_backs_off_when_every_watch_expires_and_says_so_once(
 # --- errors name their call ---------------------------------------------------------------------
 
 
-def test_an_error_that_ends_a_submit_names_the_call(local: InMemoryCluster) -> None:
+def test_an_error_that_ends_a_submit_names_the_call(local: PortCluster) -> None:
     local.faults.add("create", "Secret", status=403)
     with pytest.raises(ApiError) as info:
         submitted(local, {"HF_TOKEN": "hf_not_printed"}, secret_env=["HF_TOKEN"])
@@ -232,7 +231,7 @@ def test_an_error_that_ends_a_submit_names_the_call(local: InMemoryCluster) -> N
     )
 
 
-def test_an_error_is_named_once_by_the_innermost_call(local: InMemoryCluster) -> None:
+def test_an_error_is_named_once_by_the_innermost_call(local: PortCluster) -> None:
     error = ApiError(403, "Forbidden", "no")
     error.named("patch TrainJob default/demo")
     error.named("submit TrainJob default/demo")

@@ -1,4 +1,4 @@
-"""Deleting jobs at the Cluster port, against the in-memory cluster on a fake clock, with the
+"""Deleting jobs at the Cluster port, against the small fake on a fake clock, with the
 deletions a real cluster has (issue 9, items 3-5): the ``foregroundDeletion`` finalizer that
 holds a job until the garbage collector has deleted its dependents, a garbage collector that
 lags (a real one notices a newly installed kind only after up to 30 s) or is absent, and a pod
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube.cluster import NAMESPACE, InMemoryCluster
-from fakekube.scenarios import SCENARIO_ANNOTATION
+from fakekube import jobs
+from fakekube.cluster import NAMESPACE, PortCluster
 
 from kfcompile import lifecycle, structure
 from kfcompile.lifecycle import StillDeleting
@@ -27,42 +27,46 @@ TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 HELD = "held by foregroundDeletion: waiting for the garbage collector"
 
 
+def cluster(step: float = 0.1) -> PortCluster:
+    """Each job's pods run 0.2 s after its create, until the test ends it."""
+    local = PortCluster(schema_check.require_shared(), step=step)
+    local.fake.on_create.append(jobs.runs(local.fake, ends=None))
+    return local
+
+
 @pytest.fixture
-def local() -> Iterator[InMemoryCluster]:
-    with InMemoryCluster(schema_check.require_shared()) as cluster:
-        yield cluster
+def local() -> Iterator[PortCluster]:
+    with cluster() as local:
+        yield local
 
 
-def spec(scenario: str = "hang") -> JobSpec:
+def spec() -> JobSpec:
     return structure(
         {
             "name": "demo",
             "image": "python:3.11-slim",
             "command": ["python", "-c", "print('hi')"],
             "num_nodes": 2,
-            "annotations": {SCENARIO_ANNOTATION: scenario},
         }
     )
 
 
-def submit(local: InMemoryCluster, scenario: str = "hang") -> Ref:
+def submit(local: PortCluster) -> Ref:
     session = local.session()
-    return lifecycle.submit(
-        session, spec(scenario), "trainjob/v2.3", namespace=NAMESPACE, environ={}
-    ).ref
+    return lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={}).ref
 
 
-def running(local: InMemoryCluster) -> Ref:
+def running(local: PortCluster) -> Ref:
     ref = submit(local)
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     return ref
 
 
-def the_job(local: InMemoryCluster) -> dict[str, Any] | None:
+def the_job(local: PortCluster) -> dict[str, Any] | None:
     return local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
 
 
-def pods(local: InMemoryCluster) -> list[dict[str, Any]]:
+def pods(local: PortCluster) -> list[dict[str, Any]]:
     return local.store.list("v1", "Pod", NAMESPACE, "jobset.sigs.k8s.io/jobset-name=demo")
 
 
@@ -70,12 +74,12 @@ def pods(local: InMemoryCluster) -> list[dict[str, Any]]:
 
 
 def test_submit_right_after_cancel_waits_for_the_old_job_then_creates_it(
-    local: InMemoryCluster,
+    local: PortCluster,
 ) -> None:
     ref = running(local)
     old = the_job(local)
     assert old is not None
-    local.store.gc(lag=3.0)  # the garbage collector notices the deletion 3 s late
+    local.fake.gc(lag=3.0)  # the garbage collector notices the deletion 3 s late
     lifecycle.cancel(local.session(), ref)
     told: list[tuple[Remaining, float]] = []
     start, slept = local.clock.monotonic(), len(local.clock.slept)
@@ -100,9 +104,9 @@ def test_submit_right_after_cancel_waits_for_the_old_job_then_creates_it(
     assert local.calls.count("create", "TrainJob") == 2
 
 
-def test_submit_says_when_the_old_job_is_still_being_deleted(local: InMemoryCluster) -> None:
+def test_submit_says_when_the_old_job_is_still_being_deleted(local: PortCluster) -> None:
     ref = running(local)
-    local.store.gc(running=False)  # no garbage collector: the old job stays
+    local.fake.gc(running=False)  # no garbage collector: the old job stays
     lifecycle.cancel(local.session(), ref)
     start = local.clock.monotonic()
     with pytest.raises(StillDeleting) as info:
@@ -126,37 +130,38 @@ def test_submit_says_when_the_old_job_is_still_being_deleted(local: InMemoryClus
 
 
 def test_status_and_list_show_a_job_being_deleted_and_what_holds_it(
-    local: InMemoryCluster,
+    local: PortCluster,
 ) -> None:
     ref = running(local)
-    local.store.gc(running=False)
+    local.fake.gc(running=False)
     lifecycle.cancel(local.session(), ref)
     state = lifecycle.status(local.session(), ref).state
     assert (state.state, state.reason) == (State.DELETING, HELD)
     assert "only after up to 30 s" in state.message and "2 pods left" in state.message
     [listed] = lifecycle.list_jobs(local.session(), NAMESPACE)
     assert (listed.state.state, listed.state.reason) == (State.DELETING, HELD)
-    local.store.gc(running=True)
+    local.fake.gc(running=True)
     local.clock.advance(0.5)
     assert the_job(local) is None and pods(local) == []
 
 
-def test_a_finished_job_being_deleted_keeps_its_state(local: InMemoryCluster) -> None:
-    ref = submit(local, "succeeds")
+def test_a_finished_job_being_deleted_keeps_its_state(local: PortCluster) -> None:
+    ref = running(local)
+    local.fake.at(1.0, lambda: jobs.finish(local.fake, NAMESPACE, "demo"))
     assert lifecycle.wait(local.session(), ref, "done", timeout=30).state.finished
-    local.store.gc(running=False)
+    local.fake.gc(running=False)
     lifecycle.cancel(local.session(), ref)
     state = lifecycle.status(local.session(), ref).state
     assert state.state is State.SUCCEEDED and state.message.endswith(f"; being deleted ({HELD})")
 
 
 def test_cancel_wait_says_it_waits_for_the_garbage_collector_and_a_pod_terminating(
-    local: InMemoryCluster,
+    local: PortCluster,
 ) -> None:
     ref = running(local)
     [first, second] = sorted(pods(local), key=lambda p: p["metadata"]["name"])
     node = first["spec"]["nodeName"]
-    local.store.kubelet_down(node)  # its pods, once deleted, stay Terminating
+    local.fake.kubelets_down.add(node)  # its pods, once deleted, stay Terminating
     told: list[str] = []
     with pytest.raises(StillDeleting) as info:
         lifecycle.cancel(
@@ -175,14 +180,14 @@ def test_cancel_wait_says_it_waits_for_the_garbage_collector_and_a_pod_terminati
     assert f"pod {pod} is Terminating on node {node}" in status.state.message
     [left] = status.nodes
     assert left.reason.startswith(f"Terminating on node {node}: waiting for its kubelet")
-    local.store.kubelet_up(node)  # the kubelet confirms: the pod goes, then the job
+    local.fake.kubelets_down.discard(node)  # the kubelet confirms: the pod goes, then the job
     assert lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10).existed
     assert the_job(local) is None and pods(local) == []
 
 
-def test_cancel_wait_rides_out_a_slow_garbage_collector(local: InMemoryCluster) -> None:
+def test_cancel_wait_rides_out_a_slow_garbage_collector(local: PortCluster) -> None:
     ref = running(local)
-    local.store.gc(lag=30.0)  # as a real one with a newly installed kind
+    local.fake.gc(lag=30.0)  # as a real one with a newly installed kind
     told: list[Remaining] = []
     start = local.clock.monotonic()
     done = lifecycle.cancel(
@@ -202,7 +207,7 @@ def test_cancel_wait_rides_out_a_slow_garbage_collector(local: InMemoryCluster) 
 
 def test_cancel_whose_delete_answer_was_lost_says_it_deleted_the_job() -> None:
     # Ticks every 0.05 s: the garbage collector is done before the DELETE is sent again.
-    with InMemoryCluster(schema_check.require_shared(), step=0.05) as local:
+    with cluster(step=0.05) as local:
         ref = running(local)
         session = local.session()
         lifecycle.status(session, ref)  # the API has answered this session

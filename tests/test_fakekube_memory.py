@@ -1,6 +1,9 @@
-"""The in-memory Cluster port answers as the real adapter over HTTP does: each test runs the same
-calls, with the same assertions, against ``MemoryCluster`` and against ``KubeCluster`` talking to
-the fake API server; then the fake clock, on which the in-memory cluster moves."""
+"""The small fake behind the port answers as the real adapter over HTTP does: each test runs the
+same calls, with the same assertions, against ``KubeCluster`` talking to the fake API server and
+against ``PortFake`` (objects, selectors, 404/409/410, continue tokens, watches and their end,
+the garbage collector); what only the HTTP server does (RBAC, strict decoding, logs, exec,
+kubelets) against it alone; then the fake clock the small fake moves on, and its own faults and
+record of calls."""
 
 from __future__ import annotations
 
@@ -11,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakekube import FakeKube, Store
+from fakekube import FakeKube
 from fakekube.access import NamespaceAccess
 from fakekube.clock import FakeClock, FakeTimeLimit
-from fakekube.memory import MemoryCluster
+from fakekube.port import PortFake
 from test_adapter_kube import (
     GADGET_CRD,
     NS,
@@ -45,28 +48,66 @@ from kfcompile_local import TarFiles
 Obj = dict[str, Any]
 
 
+class Objects:
+    """What these tests do to the store behind the port, on the small fake."""
+
+    def __init__(self, fake: PortFake) -> None:
+        self.fake = fake
+        self.create = fake.objects.put
+        self.compact = fake.objects.compact
+
+    def settle(self) -> None:
+        self.fake.clock.advance(1.0)  # the garbage collector's next ticks
+
+    def gc(self, *, running: bool) -> None:
+        self.fake.gc(running=running)
+
+    def patch_status(self, api_version: str, kind: str, ns: str, name: str, status: Obj) -> None:
+        self.fake.objects.change(api_version, kind, ns, name, {"status": status})
+
+    def kubelet_down(self, node: str) -> None:
+        self.fake.kubelets_down.add(node)
+
+    def kubelet_up(self, node: str) -> None:
+        self.fake.kubelets_down.discard(node)
+
+
 @dataclass
 class Side:
     """One way to reach a fake cluster: the port, and the store behind it."""
 
     port: Cluster
-    store: Store
+    store: Any  # Store, or Objects
 
 
-@pytest.fixture(params=["http", "memory"])
+@pytest.fixture(params=["http", "port"])
 def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
-    if request.param == "http":
+    yield from sides(request.param, tmp_path)
+
+
+@pytest.fixture(params=["http"])
+def full(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
+    """What only the whole simulation does: RBAC, strict decoding, logs, exec, kubelets."""
+    yield from sides(request.param, tmp_path)
+
+
+def sides(name: str, tmp_path: Path) -> Iterator[Side]:
+    if name == "port":
+        fake = PortFake()
+        for obj in (
+            WIDGET_CRD,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+        ):
+            fake.objects.put(obj)
+        yield Side(fake, Objects(fake))
+        return
+    if name == "http":
         with FakeKube(crds=[WIDGET_CRD]) as kube:
             kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
             conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
             yield Side(KubeCluster(conn.api_client, request_timeout=5.0), kube.store)
         return
-    clock = FakeClock()
-    store = Store(clock=clock.time, threaded=False)
-    clock.drive(store.run_pending)
-    store.create(WIDGET_CRD)
-    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    yield Side(MemoryCluster(store, clock), store)
+    raise ValueError(name)
 
 
 def names(objs: list[Obj]) -> list[str]:
@@ -100,8 +141,6 @@ def test_objects_and_their_errors(side: Side) -> None:
     )
     patched = port.patch(cm_ref("cfg"), {"data": {"b": None, "c": "3"}})
     assert patched["data"] == {"a": "1", "c": "3"}
-    with pytest.raises(Invalid, match='strict decoding error: unknown field "bogus"'):
-        port.create(configmap("other", bogus=1))
     widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w",
               "namespace": NS}, "spec": {"size": "big"}}  # fmt: skip
     with pytest.raises(Invalid, match=r"spec\.size"):
@@ -120,8 +159,10 @@ def test_objects_and_their_errors(side: Side) -> None:
     assert port.served("example.org/v2", "Gadget")
 
 
-def test_rbac_limited_to_namespaces_refuses_in_the_real_servers_words(side: Side) -> None:
-    port, store = side.port, side.store
+def test_rbac_limited_to_namespaces_refuses_in_the_real_servers_words(full: Side) -> None:
+    port, store = full.port, full.store
+    with pytest.raises(Invalid, match='strict decoding error: unknown field "bogus"'):
+        port.create(configmap("other", bogus=1))
     store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
     store.access = NamespaceAccess("alice", {NS})
     port.create(configmap("mine"))
@@ -164,7 +205,7 @@ def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(side: Sid
     store.kubelet_down("node-1")
     w_ref = Ref("example.com/v1", "Widget", NS, "w")
     port.delete(w_ref, propagation="Foreground")
-    side.store.settle()
+    store.settle()
     held = port.get(w_ref)["metadata"]
     assert held["deletionTimestamp"] and held["finalizers"] == ["foregroundDeletion"]
     terminating = port.get(Ref("v1", "Pod", NS, "p1"))["metadata"]
@@ -172,7 +213,7 @@ def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(side: Sid
     with pytest.raises(NotFound):  # its node's kubelet confirmed at once
         port.get(Ref("v1", "Pod", NS, "p2"))
     store.kubelet_up("node-1")
-    side.store.settle()
+    store.settle()
     for ref in (w_ref, Ref("v1", "Pod", NS, "p1")):
         with pytest.raises(NotFound):
             port.get(ref)
@@ -240,9 +281,9 @@ def test_watches_from_a_version_and_their_end(side: Side) -> None:
         list(port.watch("v1", "ConfigMap", NS, resource_version=start, timeout_seconds=5))
 
 
-def test_pod_logs(side: Side) -> None:
-    port, store = side.port, side.store
-    running_pod(side, "p", ("main", "side"))
+def test_pod_logs(full: Side) -> None:
+    port, store = full.port, full.store
+    running_pod(full, "p", ("main", "side"))
     store.append_log(NS, "p", "main", "old\n", at=store.clock() - 100)
     store.append_log(NS, "p", "main", "one\ntwo ✓\n")
     assert list(port.pod_log(NS, "p", container="main")) == ["old", "one", "two ✓"]
@@ -292,14 +333,26 @@ def test_exec_runs_the_fake_commands(side: Side, tmp_path: Path) -> None:
         port.exec(NS, "nope", "main", ["true"])
 
 
-# --- the in-memory side: its clock and its faults ------------------------------------------------
+# --- the small fake: its clock, its script, its faults --------------------------------------------
 
 
-def memory() -> tuple[MemoryCluster, FakeClock]:
-    clock = FakeClock(step=0.5, limit=60)
-    store = Store(clock=clock.time, threaded=False)
-    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    return MemoryCluster(store, clock), clock
+def small() -> PortFake:
+    fake = PortFake(FakeClock(step=0.5, limit=60))
+    fake.objects.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return fake
+
+
+def pod(fake: PortFake, name: str, phase: str = "Running") -> None:
+    meta, spec = {"name": name, "namespace": NS}, {"nodeName": "node-1"}
+    fake.objects.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": spec,
+            "status": {"phase": phase},
+        }
+    )
 
 
 def test_the_fake_clock_ticks_what_it_drives_as_it_is_slept() -> None:
@@ -314,46 +367,63 @@ def test_the_fake_clock_ticks_what_it_drives_as_it_is_slept() -> None:
         FakeClock(limit=10).sleep(11)
 
 
-def test_a_blocked_watch_or_follow_moves_the_clock_not_the_machine() -> None:
-    port, clock = memory()
-    running_pod(port, "p")
-    clock.on_tick(lambda: port.store.append_log(NS, "p", "main", f"at {clock.monotonic():g}\n"))
-    lines = port.pod_log(NS, "p", follow=True)
-    assert [next(lines), next(lines)] == ["at 0.5", "at 1"]  # each waited one tick
-    start = port.list("v1", "ConfigMap", NS).resource_version
-    clock.on_tick(lambda: port.store.create(configmap(f"c{int(clock.monotonic() * 2)}")))
-    events = port.watch("v1", "ConfigMap", NS, resource_version=start, timeout_seconds=2)
-    before = clock.monotonic()
-    made = [e.object["metadata"]["name"] for e in events if e.type == "ADDED"]
-    assert len(made) == 4 and clock.monotonic() == before + 2  # the watch's timeout, in fake time
+def test_a_blocked_watch_or_follow_moves_the_clock_along_the_script() -> None:
+    fake, ref = small(), Ref("v1", "Pod", NS, "p")
+    pod(fake, "p")
+    for second in (1, 2):
+        fake.at(second, lambda s=second: fake.log(NS, "p", f"at {s}"))
+    fake.at(3, lambda: fake.objects.change("v1", "Pod", NS, "p", {"status": {"phase": "Failed"}}))
+    fake.log(NS, "p", "first")
+    assert list(fake.pod_log(NS, "p", follow=True)) == ["first", "at 1", "at 2"]  # ends with it
+    assert fake.clock.monotonic() == 3.0
+    assert list(fake.pod_log(NS, "p", tail_lines=1, since_seconds=2)) == ["at 2"]
+    [stamped] = fake.pod_log(NS, "p", tail_lines=1, timestamps=True)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z at 2", stamped)
+    start = fake.get(ref)["metadata"]["resourceVersion"]
+    fake.at(
+        1, lambda: fake.objects.change("v1", "Pod", NS, "p", {"metadata": {"labels": {"a": "b"}}})
+    )
+    events = list(fake.watch("v1", "Pod", NS, resource_version=start, timeout_seconds=2))
+    assert [e.type for e in events] == ["MODIFIED", "BOOKMARK"] and fake.clock.monotonic() == 5.0
+    assert (
+        events[-1].object["metadata"]["resourceVersion"]
+        == events[0].object["metadata"]["resourceVersion"]
+    )
+    fake.objects.put(
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "u", "namespace": NS}}
+    )
+    with pytest.raises(Invalid, match="pod u does not have a host assigned"):
+        next(fake.pod_log(NS, "u"))
     with pytest.raises(FakeTimeLimit):  # a follow of a container that never ends: an error
-        list(lines)
+        pod(fake, "q")
+        list(fake.pod_log(NS, "q", follow=True))
 
 
-def test_port_faults_fire_in_order_and_are_recorded() -> None:
-    port, _ = memory()
-    port.faults.add("create", "ConfigMap", status=503)
-    port.faults.add("create", "ConfigMap", lost=True)
+def test_its_faults_fire_in_order_and_are_recorded_in_the_one_request_log() -> None:
+    fake = small()
+    fake.faults.add("create", "ConfigMap", status=503)
+    fake.faults.add("create", "ConfigMap", lost=True)
     with pytest.raises(Transient, match="503"):
-        port.create(configmap("a"))
+        fake.create(configmap("a"))
     with pytest.raises(Transient, match="read timed out"):
-        port.create(configmap("a"))  # done, answer lost
-    assert port.get(cm_ref("a"))["metadata"]["name"] == "a"
-    port.faults.add("watch", drop_after=1)
-    start = "1"
-    events = port.watch("v1", "ConfigMap", NS, resource_version=start, timeout_seconds=5)
+        fake.create(configmap("a"))  # done, answer lost
+    assert fake.get(cm_ref("a"))["metadata"]["name"] == "a"
+    fake.faults.add("watch", drop_after=1)
+    events = fake.watch("v1", "ConfigMap", NS, resource_version="0", timeout_seconds=5)
     assert next(events).type == "ADDED"
     with pytest.raises(Transient):
         next(events)
-    running_pod(port, "p")
-    port.faults.add("exec", "Pod", "p", lost=True)
+    pod(fake, "p")
+    fake.faults.add("exec", "Pod/p", lost=True)
     with pytest.raises(Transient, match="read timed out"):  # the command ran, unheard
-        port.exec(NS, "p", "main", ["sh", "-c", "mkdir -p /data/x"])
-    assert port.exec(NS, "p", "main", ["mkdir", "/data/x"]).stderr.endswith(b"File exists\n")
-    port.faults.add("pod_log", lost=True)
-    with pytest.raises(Transient):
-        next(port.pod_log(NS, "p"))
-    ops = [c.op for c in port.calls]
+        fake.exec(NS, "p", "main", ["true"])
+    assert fake.exec(NS, "p", "main", ["cat"], b"\x00\xff").stdout == b"\x00\xff"  # fakekube.shell
+    fake.faults.add("pod_log", refused=True)
+    with pytest.raises(Transient, match="refused"):
+        next(fake.pod_log(NS, "p"))
+    ops = [c.method for c in fake.calls]
     assert ops == ["create", "create", "get", "watch", "exec", "exec", "pod_log"]
-    assert [c.fault is not None for c in port.calls] == [True, True, False, True, True, False, True]
-    assert port.faults.pending == []
+    assert [c.fault is not None for c in fake.calls] == [True, True, False, True, True, False, True]
+    assert fake.calls.count("create", "ConfigMap/a") == 2 and fake.faults.pending == []
+    with pytest.raises(ValueError, match="the port's"):
+        fake.faults.add("get", hang=1.0)

@@ -1,11 +1,12 @@
-"""The job lifecycle (kfcompile.lifecycle) at the Cluster port, against the in-memory cluster
-(tests/fakekube: the store, the simulated Kubeflow controller and kubelet) on a fake clock: what
-the user sees, and what reached the port (no duplicate jobs, no orphaned companions, no helper
-pods left). Nothing here sleeps in real time or depends on thread timing; what only HTTP can
-show (the adapter's requests, faults on the wire) is in test_lifecycle_http.py."""
+"""The job lifecycle (kfcompile.lifecycle) at the Cluster port, against the small fake
+(tests/fakekube/port.py: what the cluster does to a job is scripted, ``fakekube.jobs``) on a fake
+clock: what the user sees, and what reached the port (no duplicate jobs, no orphaned companions,
+no helper pods left). Nothing here sleeps in real time or depends on thread timing; what only
+HTTP can show (the adapter's requests, faults on the wire) is in test_lifecycle_http.py."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,10 @@ from typing import Any
 import pytest
 import schema_check
 from attrs import evolve
+from fakekube import jobs
 from fakekube.clock import fixed_jitter
-from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
-from fakekube.kubelet import BAD_IMAGE, SLOW_IMAGE
+from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, PortCluster
+from fakekube.port import PortFake
 from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
@@ -33,6 +35,7 @@ from kfcompile.lifecycle.follow import POD_WATCH
 from kfcompile.lifecycle.logs import ranks
 from kfcompile.lifecycle.observe import MAX_RANKS, nodes_total
 from kfcompile.lifecycle.ports import Ref, WatchEvent
+from kfcompile.spec.additions import QUEUE_LABEL
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 from kfcompile_local import TarFiles
@@ -42,21 +45,51 @@ PYTORCHJOB = "kubeflow.org/v1"
 ENV = {"HF_TOKEN": "hf_s3cr3t_value"}
 
 
+# How each job the small fake's tests submit lives, by its scenario annotation (``jobs.runs``):
+# its pods run 0.2 s after its create, and it succeeds or fails 1 s after, or never ends; a job
+# with a queue is first held by Kueue (``jobs.kueue``). Or its pods never start (``STUCK``).
+LIVES: dict[str, dict[str, Any]] = {
+    "succeeds": {"ends": 1.0},
+    "fails": {"ends": 1.0, "reason": "FailedJobs"},
+    "deadline": {"ends": 1.0, "reason": "DeadlineExceeded"},
+    "restarts": {"ends": 1.5, "restarts": 0.6},
+    "hang": {"ends": None},
+}
+STUCK = {"unschedulable": "Unschedulable", "image_pull": "ImagePullBackOff"}
+
+
+def lives(fake: PortFake) -> Callable[[dict[str, Any]], None]:
+    def script(obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        scenario = (meta.get("annotations") or {}).get(SCENARIO_ANNOTATION) or "succeeds"
+        if scenario in STUCK:
+            fake.at(0.2, lambda: jobs.pending(fake, NAMESPACE, meta["name"], STUCK[scenario]))
+        elif QUEUE_LABEL in (meta.get("labels") or {}):
+            jobs.kueue(fake, **LIVES[scenario])(obj)
+        else:
+            jobs.runs(fake, **LIVES[scenario])(obj)
+
+    return script
+
+
 @pytest.fixture
-def local() -> Iterator[InMemoryCluster]:
-    with InMemoryCluster(schema_check.require_shared()) as cluster:
+def local(request: pytest.FixtureRequest) -> Iterator[PortCluster]:
+    with PortCluster(schema_check.require_shared()) as cluster:
+        cluster.fake.on_create.append(lives(cluster.fake))
+        cluster.fake.on_patch.append(jobs.suspends(cluster.fake))
+        if "helper" in request.fixturenames:
+            cluster.fake.on_create.append(jobs.helpers(cluster.fake))
         yield cluster
 
 
-def at(local: InMemoryCluster, seconds: float, action: Callable[[], object]) -> None:
+@pytest.fixture
+def helper() -> None:
+    """The sync's helper pods run (``jobs.helpers``): for the tests that sync."""
+
+
+def at(local: PortCluster, seconds: float, action: Callable[[], object]) -> None:
     """Do ``action`` once, at the first tick ``seconds`` of fake time from now."""
-    when, done = local.clock.monotonic() + seconds, []
-
-    def hook() -> None:
-        if not done and local.clock.monotonic() >= when:
-            done.append(action())
-
-    local.clock.on_tick(hook)
+    local.fake.at(seconds, action)
 
 
 def spec(name: str = "demo", **extra: Any) -> JobSpec:
@@ -70,12 +103,12 @@ def spec(name: str = "demo", **extra: Any) -> JobSpec:
     return structure(data)
 
 
-def submit(local: InMemoryCluster, job: JobSpec, target: str = "trainjob/v2.3") -> Ref:
+def submit(local: PortCluster, job: JobSpec, target: str = "trainjob/v2.3") -> Ref:
     done = lifecycle.submit(local.session(), job, target, namespace=NAMESPACE, environ=ENV)
     return done.ref
 
 
-def answered(local: InMemoryCluster) -> lifecycle.Session:
+def answered(local: PortCluster) -> lifecycle.Session:
     """A session the API has answered already: trouble from now on is that of a server that
     works (before any answer, a call that gets none is not retried)."""
     session = local.session()
@@ -100,7 +133,7 @@ def with_companions() -> JobSpec:
     )
 
 
-def test_submit_creates_companions_first_then_owns_them(local: InMemoryCluster) -> None:
+def test_submit_creates_companions_first_then_owns_them(local: PortCluster) -> None:
     ref = submit(local, with_companions())
     creates = [c.kind for c in local.calls.matching("create")]
     assert creates == ["ConfigMap", "Secret", "TrainJob"]
@@ -119,11 +152,11 @@ def test_submit_creates_companions_first_then_owns_them(local: InMemoryCluster) 
     assert trainjob["metadata"]["annotations"][SPEC_HASH]
     # Garbage collection removes the companions with the job.
     lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
-    local.store.settle()
+    local.settle()
     assert local.objects("ConfigMap") == [] and local.objects("Secret") == []
 
 
-def test_submitting_the_same_spec_twice_creates_one_job(local: InMemoryCluster) -> None:
+def test_submitting_the_same_spec_twice_creates_one_job(local: PortCluster) -> None:
     session = local.session()
     first = lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={})
     again = lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={})
@@ -131,7 +164,7 @@ def test_submitting_the_same_spec_twice_creates_one_job(local: InMemoryCluster) 
     assert local.calls.count("create", "TrainJob") == 1
 
 
-def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: InMemoryCluster) -> None:
+def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: PortCluster) -> None:
     submit(local, spec())
     before = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
     with pytest.raises(NameTaken, match="different job"):
@@ -143,7 +176,7 @@ def test_a_different_job_holding_the_name_is_an_error_and_untouched(local: InMem
     assert after["spec"]["trainer"]["numNodes"] == 2
 
 
-def test_preflight_names_each_missing_thing_and_creates_nothing(local: InMemoryCluster) -> None:
+def test_preflight_names_each_missing_thing_and_creates_nothing(local: PortCluster) -> None:
     local.store.delete(TRAINJOB, "ClusterTrainingRuntime", None, "torch-distributed")
     local.store.delete("v1", "PersistentVolumeClaim", NAMESPACE, CLAIM)
     job = spec(queue="no-such-queue", work_dir={"local": ".", "pvc": CLAIM, "mount_path": "/w"})
@@ -157,7 +190,7 @@ def test_preflight_names_each_missing_thing_and_creates_nothing(local: InMemoryC
     assert local.calls.count("create") == 0
 
 
-def test_preflight_missing_namespace(local: InMemoryCluster) -> None:
+def test_preflight_missing_namespace(local: PortCluster) -> None:
     with pytest.raises(PreflightFailed, match="namespace nowhere does not exist"):
         lifecycle.submit(local.session(), spec(), "trainjob/v2.3", namespace="nowhere", environ={})
 
@@ -165,18 +198,18 @@ def test_preflight_missing_namespace(local: InMemoryCluster) -> None:
 def test_preflight_missing_crd() -> None:
     shared = schema_check.require_shared()
     with (
-        InMemoryCluster(shared, crds=("pytorchjobs-v1.9.4.yaml",)) as local,
+        PortCluster(shared, crds=("pytorchjobs-v1.9.4.yaml",)) as local,
         pytest.raises(PreflightFailed, match=r"TrainJob \(trainer.kubeflow.org/v1alpha1\) is not"),
     ):
         submit(local, spec())
 
 
-def test_a_failure_part_way_rolls_back(local: InMemoryCluster) -> None:
+def test_a_failure_part_way_rolls_back(local: PortCluster) -> None:
     local.faults.add("create", "TrainJob", status=403)
     job = spec(secret_env=["HF_TOKEN"])
     with pytest.raises(lifecycle.ApiError):
         submit(local, job)
-    local.store.settle()
+    local.settle()
     assert local.objects("Secret") == []
     assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
@@ -185,7 +218,7 @@ def test_a_failure_part_way_rolls_back(local: InMemoryCluster) -> None:
     "fault", [{"status": 503}, {"status": 429}, {"status": 500}, {"drop": True}]
 )
 def test_transient_trouble_while_creating_is_retried_once_created(
-    local: InMemoryCluster, fault: dict[str, Any]
+    local: PortCluster, fault: dict[str, Any]
 ) -> None:
     local.faults.add("create", "TrainJob", times=2, **fault)
     ref = submit(local, spec())
@@ -193,7 +226,7 @@ def test_transient_trouble_while_creating_is_retried_once_created(
     assert lifecycle.wait(local.session(), ref, "done", timeout=10).state.state is State.SUCCEEDED
 
 
-def test_secret_env_missing_from_the_environment(local: InMemoryCluster) -> None:
+def test_secret_env_missing_from_the_environment(local: PortCluster) -> None:
     with pytest.raises(lifecycle.ClusterError, match="secret_env: OTHER is not set"):
         lifecycle.submit(
             local.session(),
@@ -205,7 +238,8 @@ def test_secret_env_missing_from_the_environment(local: InMemoryCluster) -> None
     assert local.calls.count("create") == 0
 
 
-def test_submit_uploads_the_work_dir_first(local: InMemoryCluster, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("helper")
+def test_submit_uploads_the_work_dir_first(local: PortCluster, tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "train.py").write_text("print(1)\n")
     (tmp_path / "pkg" / "data.bin").write_bytes(bytes(range(256)) * 40)
@@ -219,13 +253,14 @@ def test_submit_uploads_the_work_dir_first(local: InMemoryCluster, tmp_path: Pat
     assert files["pkg/data.bin"] == bytes(range(256)) * 40
     creates = [c.kind for c in local.calls.matching("create")]
     assert creates.index("Pod") < creates.index("TrainJob")
-    local.store.settle()
+    local.settle()
     assert _sync_pods(local) == []
 
 
 def test_submit_waits_for_the_sync_helper_as_long_as_it_is_told(
-    local: InMemoryCluster, tmp_path: Path
+    local: PortCluster, tmp_path: Path
 ) -> None:
+    # No ``helper`` fixture: the helper pod never runs.
     job = spec(work_dir={"local": str(tmp_path), "pvc": CLAIM, "mount_path": "/workspace"})
     with pytest.raises(lifecycle.TimedOut, match=r"^sync helper not running after 2s \(--time"):
         lifecycle.submit(
@@ -235,17 +270,16 @@ def test_submit_waits_for_the_sync_helper_as_long_as_it_is_told(
             namespace=NAMESPACE,
             environ={},
             files=TarFiles(),
-            sync_image=f"{SLOW_IMAGE}:1",
             sync_timeout=2,
         )
     assert local.clock.monotonic() < 3  # fake seconds: not the helper's default 300
-    local.store.settle()
+    local.settle()
     assert _sync_pods(local) == [] and local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
 
 @pytest.mark.parametrize("move", [lifecycle.sync_up, lifecycle.sync_down])
 def test_sync_to_a_claim_that_does_not_exist_makes_no_pod(
-    local: InMemoryCluster, tmp_path: Path, move: Callable[..., object]
+    local: PortCluster, tmp_path: Path, move: Callable[..., object]
 ) -> None:
     with pytest.raises(lifecycle.ClusterError) as info:
         move(
@@ -281,7 +315,8 @@ def test_sync_to_a_claim_that_does_not_exist_makes_no_pod(
 def test_wait_ends_where_the_job_goes(
     target: str, name: str, until: str, state: State, reason: str | None
 ) -> None:
-    with InMemoryCluster(schema_check.require_shared()) as local:
+    with PortCluster(schema_check.require_shared()) as local:
+        local.fake.on_create.append(lives(local.fake))
         ref = submit(local, spec(**scenario(name)), target)
         seen: list[State] = []
         obs = lifecycle.wait(
@@ -297,7 +332,7 @@ def test_wait_ends_where_the_job_goes(
     assert seen[-1] is state and len(seen) >= 2  # progress was reported on the way
 
 
-def test_wait_rides_out_kueue_queueing(local: InMemoryCluster) -> None:
+def test_wait_rides_out_kueue_queueing(local: PortCluster) -> None:
     ref = submit(local, spec(queue=QUEUE))
     seen: list[State] = []
     obs = lifecycle.wait(
@@ -315,7 +350,7 @@ def test_wait_rides_out_kueue_queueing(local: InMemoryCluster) -> None:
     ],
 )
 def test_a_stuck_job_times_out_saying_why(
-    local: InMemoryCluster, name: str, reason: str, warning: str
+    local: PortCluster, name: str, reason: str, warning: str
 ) -> None:
     ref = submit(local, spec(**scenario(name)))
     with pytest.raises(TimedOut, match=reason) as info:
@@ -327,14 +362,14 @@ def test_a_stuck_job_times_out_saying_why(
     assert any(e.type == "Warning" and e.about.startswith("pod/") for e in status.events)
 
 
-def test_a_job_deleted_by_someone_else_is_reported(local: InMemoryCluster) -> None:
+def test_a_job_deleted_by_someone_else_is_reported(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("hang")))
     at(local, 0.3, lambda: local.store.delete(TRAINJOB, "TrainJob", NAMESPACE, "demo"))
     with pytest.raises(JobDeleted, match="deleted"):
         lifecycle.wait(local.session(), ref, "done", timeout=10)
 
 
-def test_wait_for_a_job_that_never_existed(local: InMemoryCluster) -> None:
+def test_wait_for_a_job_that_never_existed(local: PortCluster) -> None:
     with pytest.raises(JobNotFound):
         lifecycle.wait(local.session(), Ref(TRAINJOB, "TrainJob", NAMESPACE, "nope"), "done")
 
@@ -342,25 +377,25 @@ def test_wait_for_a_job_that_never_existed(local: InMemoryCluster) -> None:
 @pytest.mark.parametrize(
     "fault",
     [
-        {"op": "watch", "status": 410},
-        {"op": "watch", "drop_after": 0},
-        {"op": "watch", "drop_after": 1},
-        {"op": "watch", "status": 500, "times": 3},
-        {"op": "list", "status": 429, "times": 2},
-        {"op": "list", "status": 503},
-        {"op": "list", "drop": True, "times": 2},
+        {"method": "watch", "status": 410},
+        {"method": "watch", "drop_after": 0},
+        {"method": "watch", "drop_after": 1},
+        {"method": "watch", "status": 500, "times": 3},
+        {"method": "list", "status": 429, "times": 2},
+        {"method": "list", "status": 503},
+        {"method": "list", "drop": True, "times": 2},
     ],
 )
-def test_wait_survives_api_trouble(local: InMemoryCluster, fault: dict[str, Any]) -> None:
+def test_wait_survives_api_trouble(local: PortCluster, fault: dict[str, Any]) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     session = answered(local)
-    local.faults.add(kind="TrainJob", **fault)
+    local.faults.add(path="TrainJob", **fault)
     obs = lifecycle.wait(session, ref, "done", timeout=15)
     assert obs.state.state is State.SUCCEEDED
     assert local.faults.fired, "the fault never hit a call"
 
 
-def test_watch_resumes_after_history_is_compacted(local: InMemoryCluster) -> None:
+def test_watch_resumes_after_history_is_compacted(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     local.store.compact()  # any older resourceVersion now answers 410 Gone
     obs = lifecycle.wait(local.session(), ref, "done", timeout=10)
@@ -377,7 +412,7 @@ def impostor(job: dict[str, Any], name: str, namespace: str = NAMESPACE) -> dict
 
 
 class Hostile:
-    """The in-memory cluster behind a server that sends objects nobody asked for: each list and
+    """A cluster behind a server that sends objects nobody asked for: each list and
     each watch of ``kind`` starts with ``sent`` (events: ``(type, object)``)."""
 
     def __init__(self, inner: Any, kind: str, sent: list[tuple[str, dict[str, Any]]]) -> None:
@@ -398,7 +433,7 @@ class Hostile:
         return getattr(self.inner, name)
 
 
-def test_wait_takes_no_other_object_for_the_job(local: InMemoryCluster) -> None:
+def test_wait_takes_no_other_object_for_the_job(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     job = _job(local, ref)
     sent = [
@@ -406,12 +441,12 @@ def test_wait_takes_no_other_object_for_the_job(local: InMemoryCluster) -> None:
         ("MODIFIED", impostor(job, "demo", "team-b")),  # the same name, another namespace
         ("DELETED", impostor(job, "demo", "team-b")),
     ]
-    session = evolve(local.session(), cluster=Hostile(local.cluster, "TrainJob", sent))
+    session = evolve(local.session(), cluster=Hostile(local.fake, "TrainJob", sent))
     obs = lifecycle.wait(session, ref, "done", timeout=30)
     assert (obs.ref, obs.state.state) == (ref, State.SUCCEEDED)
 
 
-def test_wait_polls_only_when_watching_is_forbidden(local: InMemoryCluster) -> None:
+def test_wait_polls_only_when_watching_is_forbidden(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     local.faults.add("watch", "TrainJob", status=403, times=100)
     obs = lifecycle.wait(local.session(), ref, "done", timeout=15)
@@ -419,7 +454,7 @@ def test_wait_polls_only_when_watching_is_forbidden(local: InMemoryCluster) -> N
     assert local.calls.count("watch", "TrainJob") == 1
 
 
-def test_status_lists_nodes_by_rank(local: InMemoryCluster) -> None:
+def test_status_lists_nodes_by_rank(local: PortCluster) -> None:
     ref = submit(local, spec(num_nodes=3, **scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     for _ in range(50):  # every node becomes ready shortly after the first
@@ -438,7 +473,8 @@ def test_requests_for_status_do_not_grow_with_pods() -> None:
     shared = schema_check.require_shared()
     counts = []
     for nodes in (4, 1000):
-        with InMemoryCluster(shared, scenario="hang") as local:
+        with PortCluster(shared) as local:
+            local.fake.on_create.append(jobs.runs(local.fake, ends=None))
             ref = submit(local, spec(num_nodes=nodes))
             lifecycle.wait(local.session(), ref, "running", timeout=20)
             while lifecycle.observe.observe(local.session(), _job(local, ref)).nodes_ready < nodes:
@@ -455,7 +491,7 @@ def test_requests_for_status_do_not_grow_with_pods() -> None:
     assert counts[1] - counts[0] <= 2, counts
 
 
-def _job(local: InMemoryCluster, ref: Ref) -> dict[str, Any]:
+def _job(local: PortCluster, ref: Ref) -> dict[str, Any]:
     job = local.store.get(ref.api_version, ref.kind, ref.namespace, ref.name)
     assert job is not None
     return job
@@ -464,7 +500,7 @@ def _job(local: InMemoryCluster, ref: Ref) -> dict[str, Any]:
 # --- logs ---------------------------------------------------------------------------------------
 
 
-def test_logs_of_one_rank_and_of_all(local: InMemoryCluster) -> None:
+def test_logs_of_one_rank_and_of_all(local: PortCluster) -> None:
     ref = submit(local, spec(num_nodes=2, **scenario("succeeds")))
     lifecycle.wait(local.session(), ref, "done", timeout=10)
     one = list(lifecycle.logs(local.session(), ref, rank=1))
@@ -476,22 +512,23 @@ def test_logs_of_one_rank_and_of_all(local: InMemoryCluster) -> None:
     assert [t.text for t in tail] == [[x for x in every if x.rank == 0][-1].text]
 
 
-def test_follow_survives_restarts_and_ends_with_the_job(local: InMemoryCluster) -> None:
+def test_follow_survives_restarts_and_ends_with_the_job(local: PortCluster) -> None:
     _follow_restarts(local)
 
 
-def _follow_restarts(local: InMemoryCluster) -> None:
+def _follow_restarts(local: PortCluster) -> None:
     # The job runs and then waits (`hang`) until both ranks are being followed; only then does
-    # it go on to crash, restart and finish (`restarts` shares those first steps), so the
-    # first run's lines are followed whatever the machine's speed.
+    # rank 1 crash and restart, and the job finish, so the first run's lines are followed.
     ref = submit(local, spec(num_nodes=2, **scenario("hang")), "pytorchjob/v1")
     lifecycle.wait(local.session(), ref, "running", timeout=10)
 
     def crash_once_followed() -> None:
         logs = local.calls.matching("pod_log")
-        if len({c.name for c in logs if c.args["follow"]}) >= 2 and not switched:
+        if len({c.name for c in logs if c.query["follow"]}) >= 2 and not switched:
             switched.append(True)
-            local.controller.scenario(ref.namespace or NAMESPACE, ref.name, "restarts")
+            nccl = "RuntimeError: NCCL communicator was aborted on rank 1"
+            jobs.crash(local.fake, NAMESPACE, ref.name, 1, nccl)
+            local.fake.at(1.0, lambda: jobs.finish(local.fake, NAMESPACE, ref.name, "PyTorchJob"))
 
     switched: list[bool] = []
     local.clock.on_tick(crash_once_followed)
@@ -508,7 +545,7 @@ def _follow_restarts(local: InMemoryCluster) -> None:
     assert [x.text for x in lines if x.rank == 0] == final[0]
 
 
-def test_follow_resumes_a_dropped_stream_without_repeating(local: InMemoryCluster) -> None:
+def test_follow_resumes_a_dropped_stream_without_repeating(local: PortCluster) -> None:
     ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
     local.faults.add("pod_log", drop_after=1, times=2)
     followed = [x.text for x in lifecycle.logs(local.session(), ref, rank=0, follow=True)]
@@ -517,13 +554,14 @@ def test_follow_resumes_a_dropped_stream_without_repeating(local: InMemoryCluste
 
 
 def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
-    with InMemoryCluster(schema_check.require_shared(), step=0.05) as local:
+    with PortCluster(schema_check.require_shared(), step=0.05) as local:
+        local.fake.on_create.append(lives(local.fake))
         ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
         lifecycle.wait(local.session(), ref, "running", timeout=10)
         local.faults.add("pod_log", drop_after=1)
         followed = [x.text for x in lifecycle.logs(local.session(), ref, follow=True, tail_lines=1)]
         full = [x.text for x in lifecycle.logs(local.session(), ref, rank=0)]
-        reads = [c.args for c in local.calls.matching("pod_log")]
+        reads = [c.query for c in local.calls.matching("pod_log")]
     assert reads[0]["tail_lines"] == 1 and reads[0]["follow"] is True
     # After the drop: from a little before the last line shown, never the whole log again.
     assert reads[1]["tail_lines"] is None and reads[1]["since_seconds"] <= 3
@@ -532,8 +570,12 @@ def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
 
 
 def test_follow_watches_a_pod_that_cannot_start_then_gives_up() -> None:
-    with InMemoryCluster(schema_check.require_shared(), scenario="image_pull") as local:
+    with PortCluster(schema_check.require_shared()) as local:
         local.clock.limit = 1200  # it used to look again every 5 s, for ever
+        for second, why in enumerate(("NotScheduled", "ContainerCreating", "ImagePullBackOff")):
+            local.fake.at(
+                1 + second, functools.partial(jobs.pending, local.fake, NAMESPACE, "demo", why)
+            )
         ref = submit(local, spec(num_nodes=1))
         told: list[lifecycle.Waiting] = []
         with pytest.raises(lifecycle.CannotStart) as info:
@@ -549,13 +591,14 @@ def test_follow_watches_a_pod_that_cannot_start_then_gives_up() -> None:
     assert [n.reason for n in told] == reasons
     # Woken by the pod's watch (its rank's pod only), not by looking every few seconds.
     assert watches and all(
-        "batch.kubernetes.io/job-completion-index=0" in c.args["label_selector"] for c in watches
+        "batch.kubernetes.io/job-completion-index=0" in c.query["label_selector"] for c in watches
     )
     assert len(local.calls.matching("pod_log")) <= 300 / POD_WATCH + 4
 
 
 def test_follow_says_what_it_retries_when_the_kubelet_fails() -> None:
-    with InMemoryCluster(schema_check.require_shared(), scenario="hang") as local:
+    with PortCluster(schema_check.require_shared()) as local:
+        local.fake.on_create.append(jobs.runs(local.fake, ends=None))
         local.clock.limit = 600  # it used to retry for ever, silently
         ref = submit(local, spec(num_nodes=1))
         lifecycle.wait(local.session(), ref, "running", timeout=10)
@@ -573,7 +616,7 @@ def test_follow_says_what_it_retries_when_the_kubelet_fails() -> None:
 
 
 def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
-    local: InMemoryCluster,
+    local: PortCluster,
 ) -> None:
     """numNodes is the server's number (int32 in the CRD): 10^8 of them makes no 10^8 reads."""
     ref = submit(local, spec(num_nodes=2, **scenario("succeeds")))
@@ -599,7 +642,7 @@ def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
 
 
 @pytest.mark.parametrize("follow", [False, True])
-def test_a_rank_the_job_does_not_have_is_an_error(local: InMemoryCluster, follow: bool) -> None:
+def test_a_rank_the_job_does_not_have_is_an_error(local: PortCluster, follow: bool) -> None:
     ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
     lifecycle.wait(local.session(), ref, "done", timeout=10)
     with pytest.raises(NoSuchRank, match="has rank 0: there is no rank 5"):
@@ -610,23 +653,23 @@ def test_a_rank_the_job_does_not_have_is_an_error(local: InMemoryCluster, follow
 # --- cancel, suspend, list ----------------------------------------------------------------------
 
 
-def test_cancel_waits_until_job_and_pods_are_gone(local: InMemoryCluster) -> None:
+def test_cancel_waits_until_job_and_pods_are_gone(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     done = lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)
     assert done.existed
-    [delete] = local.calls.matching("delete", "TrainJob", "demo")
+    [delete] = local.calls.matching("delete", "TrainJob/demo")
     assert delete.fault is None
     assert local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo") is None
     assert local.store.list("v1", "Pod", NAMESPACE, "jobset.sigs.k8s.io/jobset-name=demo") == []
 
 
-def test_cancel_of_a_missing_job_succeeds(local: InMemoryCluster) -> None:
+def test_cancel_of_a_missing_job_succeeds(local: PortCluster) -> None:
     done = lifecycle.cancel(local.session(), Ref(TRAINJOB, "TrainJob", NAMESPACE, "gone"))
     assert not done.existed
 
 
-def test_cancel_times_out_naming_what_remains(local: InMemoryCluster) -> None:
+def test_cancel_times_out_naming_what_remains(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("hang")))
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     stray = {
@@ -644,7 +687,7 @@ def test_cancel_times_out_naming_what_remains(local: InMemoryCluster) -> None:
         lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=1)
 
 
-def test_suspend_and_resume(local: InMemoryCluster) -> None:
+def test_suspend_and_resume(local: PortCluster) -> None:
     ref = submit(local, spec(**scenario("hang")), "pytorchjob/v1")
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     lifecycle.set_suspended(local.session(), ref, True)
@@ -658,7 +701,7 @@ def test_suspend_and_resume(local: InMemoryCluster) -> None:
     assert lifecycle.wait(local.session(), ref, "running", timeout=10).state.state is State.RUNNING
 
 
-def test_list_finds_only_jobs_kfcompile_created(local: InMemoryCluster) -> None:
+def test_list_finds_only_jobs_kfcompile_created(local: PortCluster) -> None:
     submit(local, spec("ours"))
     submit(local, spec("torch"), "pytorchjob/v1")
     local.store.create(
@@ -677,7 +720,7 @@ def test_list_finds_only_jobs_kfcompile_created(local: InMemoryCluster) -> None:
     assert lifecycle.list_jobs(local.session(), "other-namespace") == []
 
 
-def test_locate_finds_either_kind(local: InMemoryCluster) -> None:
+def test_locate_finds_either_kind(local: PortCluster) -> None:
     submit(local, spec("torch"), "pytorchjob/v1")
     assert lifecycle.locate(local.session(), NAMESPACE, "torch").kind == "PyTorchJob"
     with pytest.raises(JobNotFound, match="no TrainJob or PyTorchJob named x"):
@@ -687,11 +730,12 @@ def test_locate_finds_either_kind(local: InMemoryCluster) -> None:
 # --- work-dir sync ------------------------------------------------------------------------------
 
 
-def _sync_pods(local: InMemoryCluster) -> list[dict[str, Any]]:
+def _sync_pods(local: PortCluster) -> list[dict[str, Any]]:
     return local.store.list("v1", "Pod", NAMESPACE, "kfcompile.dev/role=sync")
 
 
-def test_sync_up_and_down_round_trip(local: InMemoryCluster, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("helper")
+def test_sync_up_and_down_round_trip(local: PortCluster, tmp_path: Path) -> None:
     up = tmp_path / "up"
     (up / "a" / "b").mkdir(parents=True)
     (up / "a" / "b" / "weights.bin").write_bytes(bytes(range(256)) * 1000)
@@ -712,13 +756,12 @@ def test_sync_up_and_down_round_trip(local: InMemoryCluster, tmp_path: Path) -> 
     )
     assert got == sent
     assert (tmp_path / "dn" / "a" / "b" / "weights.bin").read_bytes() == bytes(range(256)) * 1000
-    local.store.settle()
+    local.settle()
     assert _sync_pods(local) == []
 
 
-def test_sync_helper_is_deleted_when_it_cannot_start(
-    local: InMemoryCluster, tmp_path: Path
-) -> None:
+def test_sync_helper_is_deleted_when_it_cannot_start(local: PortCluster, tmp_path: Path) -> None:
+    local.fake.on_create.append(jobs.helpers(local.fake, waiting="ImagePullBackOff"))
     with pytest.raises(lifecycle.ClusterError, match="ImagePullBackOff"):
         lifecycle.sync_up(
             local.session(),
@@ -727,9 +770,8 @@ def test_sync_helper_is_deleted_when_it_cannot_start(
             pvc=CLAIM,
             path="/",
             local=str(tmp_path),
-            image=f"{BAD_IMAGE}:1",
         )
-    local.store.settle()
+    local.settle()
     assert _sync_pods(local) == []
 
 
@@ -740,7 +782,8 @@ class InterruptingFiles(TarFiles):
         raise KeyboardInterrupt
 
 
-def test_sync_helper_is_deleted_on_ctrl_c(local: InMemoryCluster, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("helper")
+def test_sync_helper_is_deleted_on_ctrl_c(local: PortCluster, tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         lifecycle.sync_down(
             local.session(),
@@ -750,11 +793,11 @@ def test_sync_helper_is_deleted_on_ctrl_c(local: InMemoryCluster, tmp_path: Path
             path="/",
             local=str(tmp_path),
         )
-    local.store.settle()
+    local.settle()
     assert _sync_pods(local) == []
 
 
-def test_sync_path_stays_inside_the_claim(local: InMemoryCluster) -> None:
+def test_sync_path_stays_inside_the_claim(local: PortCluster) -> None:
     assert lifecycle.sync.claim_dir("/") == lifecycle.sync.SYNC_ROOT
     assert lifecycle.sync.claim_dir("/../../etc/") == f"{lifecycle.sync.SYNC_ROOT}/etc"
     with pytest.raises(lifecycle.ClusterError, match="must be absolute"):
@@ -845,34 +888,34 @@ FAULTS = {
 }
 
 
-def _status(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _status(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return lifecycle.status(session, ref).state.state
 
 
-def _logs(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _logs(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return len(list(lifecycle.logs(session, ref, rank=0))) > 0
 
 
-def _cancel(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _cancel(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     lifecycle.cancel(session, ref, wait_gone=True, timeout=10)
     return local.store.get(ref.api_version, ref.kind, ref.namespace, ref.name)
 
 
-def _suspend(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _suspend(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     lifecycle.set_suspended(session, ref, True)
     return _job(local, ref)["spec"]["suspend"]
 
 
-def _list(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _list(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     return [j.ref.name for j in lifecycle.list_jobs(session, NAMESPACE)]
 
 
-def _sync(local: InMemoryCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
+def _sync(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -> object:
     (tmp / "f").write_text("x")
     done = lifecycle.sync_up(
         session, TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="/d", local=str(tmp)
     )
-    local.store.settle()
+    local.settle()
     return (done.files, len(_sync_pods(local)), local.store.volume(NAMESPACE, CLAIM)["d/f"])
 
 
@@ -898,8 +941,9 @@ READS = ("list", "pod_log", "exec")  # what a GET asks for
         if fault != "hung" or op in READS
     ],
 )
+@pytest.mark.usefixtures("helper")
 def test_each_operation_survives_each_transient_fault(
-    local: InMemoryCluster, operation: str, fault: str, tmp_path: Path
+    local: PortCluster, operation: str, fault: str, tmp_path: Path
 ) -> None:
     ref = submit(local, spec(**scenario("succeeds")))
     session = local.session()
@@ -910,8 +954,9 @@ def test_each_operation_survives_each_transient_fault(
     assert local.faults.fired, "the fault never hit a call"
 
 
+@pytest.mark.usefixtures("helper")
 def test_a_create_whose_answer_was_lost_is_not_made_twice(
-    local: InMemoryCluster, tmp_path: Path
+    local: PortCluster, tmp_path: Path
 ) -> None:
     """The server creates, the client times out and retries: one job, one helper pod."""
     local.faults.add("create", "TrainJob", lost=True)
@@ -932,7 +977,7 @@ def test_a_create_whose_answer_was_lost_is_not_made_twice(
         path="/",
         local=str(tmp_path),
     )
-    local.store.settle()
+    local.settle()
     assert local.calls.count("create", "Pod") == 2 and _sync_pods(local) == []
 
 
@@ -967,22 +1012,22 @@ def secret_spec(**extra: Any) -> JobSpec:
     return spec(secret_env=["HF_TOKEN"], **extra)
 
 
-def owners(local: InMemoryCluster, kind: str, name: str) -> list[str]:
+def owners(local: PortCluster, kind: str, name: str) -> list[str]:
     obj = local.store.get("v1", kind, NAMESPACE, name)
     assert obj is not None, f"{kind} {name} is gone"
     return [o["uid"] for o in obj["metadata"].get("ownerReferences", [])]
 
 
-def job_uid(local: InMemoryCluster, name: str = "demo") -> str:
+def job_uid(local: PortCluster, name: str = "demo") -> str:
     job = local.store.get(TRAINJOB, "TrainJob", NAMESPACE, name)
     assert job is not None
     return str(job["metadata"]["uid"])
 
 
-def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: InMemoryCluster) -> None:
-    local.faults.add("patch", "Secret", "demo-env", status=403)
-    local.faults.add("delete", "TrainJob", "demo", status=403)
-    local.faults.add("delete", "Secret", "demo-env", status=403)
+def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: PortCluster) -> None:
+    local.faults.add("patch", "Secret/demo-env", status=403)
+    local.faults.add("delete", "TrainJob/demo", status=403)
+    local.faults.add("delete", "Secret/demo-env", status=403)
     with pytest.raises(lifecycle.LeftBehind) as info:
         submit(local, secret_spec())
     lines = str(info.value).splitlines()
@@ -1014,20 +1059,20 @@ def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: InMemor
 
 
 def test_a_companion_left_without_its_job_is_adopted_by_the_next_submit(
-    local: InMemoryCluster,
+    local: PortCluster,
 ) -> None:
-    local.faults.add("patch", "Secret", "demo-env", status=403)
-    local.faults.add("delete", "Secret", "demo-env", status=403)
+    local.faults.add("patch", "Secret/demo-env", status=403)
+    local.faults.add("delete", "Secret/demo-env", status=403)
     with pytest.raises(lifecycle.LeftBehind) as info:
         submit(local, secret_spec())
     assert [str(left.ref) for left in info.value.left] == ["Secret demo-env in namespace default"]
-    local.store.settle()
+    local.settle()
     assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
     submit(local, secret_spec())
     assert owners(local, "Secret", "demo-env") == [job_uid(local)]
 
 
-def test_a_resubmit_recreates_a_missing_companion(local: InMemoryCluster) -> None:
+def test_a_resubmit_recreates_a_missing_companion(local: PortCluster) -> None:
     job = secret_spec(
         launcher={"kind": "torchrun", "entrypoint": "train.py"}, command=(), script="print(1)"
     )
@@ -1040,7 +1085,7 @@ def test_a_resubmit_recreates_a_missing_companion(local: InMemoryCluster) -> Non
     assert [o["uid"] for o in configmap["metadata"]["ownerReferences"]] == [job_uid(local)]
 
 
-def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: InMemoryCluster) -> None:
+def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: PortCluster) -> None:
     submit(local, secret_spec())
     local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
     other = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-env",
@@ -1051,7 +1096,7 @@ def test_a_companion_that_is_not_ours_is_not_adopted_by_a_resubmit(local: InMemo
     assert owners(local, "Secret", "demo-env") == []
 
 
-def test_a_repair_that_fails_says_what_stays_broken(local: InMemoryCluster) -> None:
+def test_a_repair_that_fails_says_what_stays_broken(local: PortCluster) -> None:
     submit(local, secret_spec())
     local.store.delete("v1", "Secret", NAMESPACE, "demo-env")
     local.faults.add("create", "Secret", status=403)
@@ -1064,22 +1109,22 @@ def test_a_repair_that_fails_says_what_stays_broken(local: InMemoryCluster) -> N
     assert "kfcompile cancel demo -n default --kind TrainJob" in str(info.value)
 
 
-def test_a_job_created_without_an_answer_is_rolled_back_too(local: InMemoryCluster) -> None:
+def test_a_job_created_without_an_answer_is_rolled_back_too(local: PortCluster) -> None:
     # The create reaches the server, but no answer ever comes: the job may exist, so it is
     # looked for and deleted with its companions (else it would stay without its Secret).
     lost = lifecycle.ports.Transient(0, "Timeout", "read timed out")
-    port = Faulty(local.cluster, "create", "TrainJob", lost)
+    port = Faulty(local.fake, "create", "TrainJob", lost)
     session = lifecycle.Session(port, local.clock, jitter=fixed_jitter, retry_for=1.0)
     with pytest.raises(lifecycle.Unavailable):
         lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
-    local.store.settle()
+    local.settle()
     assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
     assert local.objects("Secret") == []
 
 
-def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: InMemoryCluster) -> None:
-    local.faults.add("patch", "Secret", "demo-env", status=403)
-    port = Faulty(local.cluster, "delete", "TrainJob", KeyboardInterrupt())
+def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: PortCluster) -> None:
+    local.faults.add("patch", "Secret/demo-env", status=403)
+    port = Faulty(local.fake, "delete", "TrainJob", KeyboardInterrupt())
     session = lifecycle.Session(port, local.clock, jitter=fixed_jitter)
     with pytest.raises(lifecycle.LeftBehind) as info:
         lifecycle.submit(session, secret_spec(), "trainjob/v2.3", namespace=NAMESPACE, environ=ENV)
@@ -1091,9 +1136,9 @@ def test_a_rollback_cut_short_by_ctrl_c_says_what_it_did_not_delete(local: InMem
 
 
 def test_a_rollback_against_an_unavailable_server_does_not_wait_twice(
-    local: InMemoryCluster,
+    local: PortCluster,
 ) -> None:
-    local.faults.add("patch", "Secret", "demo-env", status=403)
+    local.faults.add("patch", "Secret/demo-env", status=403)
     local.faults.add("delete", status=503, times=1000)
     session = local.session(retry_for=1.0)
     with pytest.raises(lifecycle.LeftBehind) as info:

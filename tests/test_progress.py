@@ -4,6 +4,7 @@ a terminal) and ``lifecycle.watch_jobs``."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pty
@@ -18,7 +19,8 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube.cluster import NAMESPACE, InMemoryCluster, LocalCluster
+from fakekube import jobs
+from fakekube.cluster import NAMESPACE, LocalCluster, PortCluster
 from hypothesis import given
 from hypothesis import strategies as st
 from test_cli_cluster import write_spec
@@ -152,9 +154,26 @@ def test_bars() -> None:
 # --- the lifecycle: watch_jobs and wait ----------------------------------------------------------
 
 
+def reports(local: PortCluster, *percents: int) -> None:
+    """Each TrainJob runs, reports ``percents`` (the Trainer's trainerStatus, with its feature
+    gate on), one every 0.2 s, then succeeds."""
+    fake = local.fake
+
+    def report(percent: int) -> None:
+        status = {"progressPercentage": percent, "lastUpdatedTime": "2025-06-02T09:14:04Z"}
+        patch = {"status": {"trainerStatus": status}}
+        local.store.change(jobs.TRAINJOB.api_version, "TrainJob", NAMESPACE, "p", patch)
+
+    def script(_: object) -> None:
+        for i, percent in enumerate(percents):
+            fake.at(0.4 + 0.2 * i, functools.partial(report, percent))
+
+    fake.on_create += [jobs.runs(fake, ends=0.4 + 0.2 * len(percents)), script]
+
+
 def test_watch_jobs_reports_each_new_report_as_progressed() -> None:
-    with InMemoryCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as local:
-        local.controller.trainer_status = True
+    with PortCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as local:
+        reports(local, 30, 60, 90)
         job = structure({"name": "p", "image": "python:3", "command": ["python"]})
         lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
         got = []
@@ -173,7 +192,8 @@ def test_watch_jobs_reports_each_new_report_as_progressed() -> None:
 
 
 def test_without_the_feature_gate_nothing_is_progressed() -> None:
-    with InMemoryCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as local:
+    with PortCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as local:
+        reports(local)
         job = structure({"name": "p", "image": "python:3", "command": ["python"]})
         lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
         obs = lifecycle.wait(

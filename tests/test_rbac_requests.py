@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 import schema_check
 import yaml
+from fakekube import jobs
 from fakekube.audit import Access, Seen, denied, of_request, recording, unused
-from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, InMemoryCluster
-from fakekube.multikueue import CHECK, install_manager
-from fakekube.scenarios import SCENARIO_ANNOTATION
+from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, PortCluster
+from fakekube.multikueue import CHECK, CLUSTER_QUEUE, KUEUE
+from fakekube.port import Objects
+from fakekube.requestlog import RequestRecord
 from test_lifecycle import ENV, spec
 
 from kfcompile import lifecycle
@@ -37,15 +39,22 @@ def namespaced_runtime(shared: Path) -> dict[str, Any]:
     return runtime
 
 
-def hang() -> dict[str, Any]:
-    return {"annotations": {SCENARIO_ANNOTATION: "hang"}}
+def install_manager(store: Objects) -> None:
+    """What a MultiKueue manager has: the ClusterQueue of the LocalQueue ``QUEUE`` names the
+    MultiKueue AdmissionCheck (``spec.controllerName``)."""
+    check = {"metadata": {"name": CHECK}, "spec": {"controllerName": MULTIKUEUE}}
+    store.put({"apiVersion": KUEUE, "kind": "AdmissionCheck", **check})
+    queue = {"metadata": {"name": CLUSTER_QUEUE}, "spec": {"admissionChecks": [CHECK]}}
+    store.put({"apiVersion": KUEUE, "kind": "ClusterQueue", **queue})
 
 
 def tour(shared: Path, tmp_path: Path) -> Seen:
     work = tmp_path / "work"
     work.mkdir()
     (work / "train.py").write_text("print(1)\n")
-    with recording() as seen, InMemoryCluster(shared) as c:
+    with recording() as seen, PortCluster(shared) as c:
+        c.fake.on_create += [jobs.runs(c.fake, ends=None), jobs.helpers(c.fake)]
+        c.fake.on_patch.append(jobs.suspends(c.fake))
         c.store.create(schema_check.load_crd("trainingruntimes-v2.3.0.yaml"))
         c.store.create(namespaced_runtime(shared))
         session = c.session()
@@ -68,6 +77,15 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
         )
         c.store.delete("v1", "Secret", NAMESPACE, "demo-env")
         lifecycle.submit(session, full, found.target, namespace=NAMESPACE, environ=ENV)  # mends
+        c.clock.advance(1.0)  # the job runs; it ends once both kinds are watched
+        ends: list[bool] = []
+
+        def end_once_watched(call: RequestRecord) -> None:
+            if (call.method, call.kind) == ("watch", "PyTorchJob") and not ends:
+                ends.append(True)
+                c.fake.at(1.0, lambda: jobs.finish(c.fake, NAMESPACE, "demo"))
+
+        c.calls.listeners.append(end_once_watched)
         changes = lifecycle.watch_jobs(session)  # list -A -w: every namespace, both kinds
         for event in changes:
             if event.what is not lifecycle.Happened.LISTED:
@@ -75,7 +93,7 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
         changes.close()
         for target, name, extra in (
             (found.target, "demo", {}),
-            ("pytorchjob/v1", "torch", hang()),
+            ("pytorchjob/v1", "torch", {}),
             (
                 found.target,
                 "own",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import release_v2_4
 import schema_check
-from fakekube.cluster import InMemoryCluster
+from fakekube.cluster import PortCluster
 from test_lifecycle_target import CONFIGMAP, UNRELEASED, reads
 
 from kfcompile import (
@@ -58,7 +58,7 @@ def test_detection_knows_it_from_the_configmap_version() -> None:
 
 @pytest.mark.usefixtures("v24")
 def test_a_cluster_whose_configmap_says_v2_4_is_v2_4_with_no_crd_read() -> None:
-    with InMemoryCluster(
+    with PortCluster(
         schema_check.require_shared(),
         crds=(UNRELEASED, "pytorchjobs-v1.9.4.yaml"),
         trainer="v2.4.0",

@@ -9,6 +9,7 @@ relist, a kind the cluster does not serve, closing, and the requests it makes fo
 
 from __future__ import annotations
 
+import functools
 import inspect
 import io
 import math
@@ -21,11 +22,11 @@ from typing import Any
 
 import pytest
 import schema_check
+from fakekube import jobs
 from fakekube.access import NamespaceAccess
 from fakekube.clock import FakeClock, fixed_jitter
-from fakekube.cluster import HISTORY, NAMESPACE, QUEUE, InMemoryCluster, LocalCluster, install
-from fakekube.memory import MemoryCluster
-from fakekube.store import Store
+from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster, PortCluster, install
+from fakekube.port import PortFake
 from test_lifecycle import Hostile, impostor
 
 from kfcompile import lifecycle, structure
@@ -369,42 +370,31 @@ def test_what_a_change_of_state_is_called(old: JobState, new: JobState, expected
 
 
 class Bare:
-    """A cluster with the Kubeflow CRDs and no controller: the test writes every status, at the
-    ticks it chooses (``at``), on a fake clock of one-second ticks."""
+    """The small fake with the Kubeflow CRDs and no controller: the test writes every status,
+    at the ticks it chooses (``at``), on a fake clock of one-second ticks."""
 
     def __init__(self, crds: tuple[str, ...] = ("trainjobs-v2.3.0.yaml",)) -> None:
         self.clock = FakeClock(step=1.0)
-        self.store = Store(history=HISTORY, clock=self.clock.time, threaded=False)
+        self.cluster = PortFake(self.clock)
+        self.store, self.at = self.cluster.objects, self.cluster.at
         install(self.store, schema_check.require_shared(), crds, runtime=False)
-        self.clock.drive(self.store.run_pending)
-        self.cluster = MemoryCluster(self.store, self.clock)
 
     def session(self, **extra: Any) -> lifecycle.Session:
         return lifecycle.Session(
             self.cluster, self.clock, jitter=fixed_jitter, retry_for=5.0, **extra
         )
 
-    def at(self, seconds: float, action: Callable[[], object]) -> None:
-        """Do ``action`` once, at the first tick ``seconds`` of fake time from now."""
-        when, done = self.clock.monotonic() + seconds, []
-
-        def hook() -> None:
-            if not done and self.clock.monotonic() >= when:
-                done.append(action())
-
-        self.clock.on_tick(hook)
-
     def create(self, *names: str, labels: Mapping[str, str] = MANAGED) -> None:
         for name in names:
             meta = {"name": name, "namespace": NAMESPACE, "labels": dict(labels)}
-            self.store.create({"apiVersion": API, "kind": "TrainJob", "metadata": meta})
+            self.store.put({"apiVersion": API, "kind": "TrainJob", "metadata": meta})
 
     def status(self, status: Obj, *names: str) -> None:
         for name in names:
-            self.store.patch_status(API, "TrainJob", NAMESPACE, name, status)
+            self.store.change(API, "TrainJob", NAMESPACE, name, {"status": status})
 
     def delete(self, name: str) -> None:
-        self.store.delete(API, "TrainJob", NAMESPACE, name)
+        self.store.remove((API, "TrainJob", NAMESPACE, name))
 
 
 def collect(events: Iterator[JobEvent], count: int) -> list[JobEvent]:
@@ -455,7 +445,7 @@ def test_every_change_of_every_job_from_one_list_and_one_watch() -> None:
     got = said(collect(events, 9))
     assert got == [("early", "listed", "PENDING", None), *LIVES]
     assert skipped == ["PyTorchJob"]  # said once; never listed or watched
-    asked = [(c.op, c.kind) for c in bare.cluster.calls]
+    asked = [(c.method, c.kind) for c in bare.cluster.calls]
     assert asked == [
         ("served", "TrainJob"),
         ("served", "PyTorchJob"),
@@ -464,7 +454,7 @@ def test_every_change_of_every_job_from_one_list_and_one_watch() -> None:
     ]
     [listed] = bare.cluster.calls.matching("list")
     assert listed.namespace == NAMESPACE
-    assert listed.args["label_selector"] == "app.kubernetes.io/managed-by=kfcompile"
+    assert listed.query["label_selector"] == "app.kubernetes.io/managed-by=kfcompile"
 
 
 def test_jobs_outside_the_selector_are_not_reported() -> None:
@@ -498,8 +488,8 @@ def test_a_watch_the_server_closes_resumes_from_the_last_version_seen() -> None:
     configmap = bare.store.get("v1", "ConfigMap", NAMESPACE, "x")
     assert configmap is not None
     assert (
-        int(first.args["rv"])
-        < int(second.args["rv"])
+        int(first.query["rv"])
+        < int(second.query["rv"])
         == int(configmap["metadata"]["resourceVersion"])
     )
 
@@ -511,7 +501,7 @@ def test_a_dropped_watch_resumes_without_reporting_anything_twice() -> None:
     got = said(collect(lifecycle.watch_jobs(bare.session()), 8))
     assert got == LIVES  # nothing twice, nothing missed
     first, second = bare.cluster.calls.matching("watch")
-    assert int(second.args["rv"]) > int(first.args["rv"])  # from the last event seen
+    assert int(second.query["rv"]) > int(first.query["rv"])  # from the last event seen
     assert bare.cluster.calls.count("list") == 1
 
 
@@ -567,17 +557,17 @@ def test_a_watch_refused_polls_by_listing() -> None:
 @pytest.mark.parametrize(
     "fault",
     [
-        {"op": "list", "status": 503, "times": 2},
-        {"op": "list", "drop": True},
-        {"op": "watch", "status": 500, "times": 3},
-        {"op": "watch", "drop_after": 0},
-        {"op": "watch", "status": 410},
+        {"method": "list", "status": 503, "times": 2},
+        {"method": "list", "drop": True},
+        {"method": "watch", "status": 500, "times": 3},
+        {"method": "watch", "drop_after": 0},
+        {"method": "watch", "status": 410},
     ],
 )
 def test_api_trouble_is_ridden_out(fault: dict[str, Any]) -> None:
     bare = Bare()
     lives(bare, ["a"])
-    bare.cluster.faults.add(kind="TrainJob", **fault)
+    bare.cluster.faults.add(path="TrainJob", **fault)
     got = said(collect(lifecycle.watch_jobs(bare.session()), 4))
     assert [g[1] for g in got] == ["created", "suspended", "admitted", "finished"]
     assert bare.cluster.faults.fired, "the fault never hit a call"
@@ -618,9 +608,9 @@ class Recorded:
 
 
 class Streams:
-    """The in-memory cluster, keeping every watch stream it hands out."""
+    """The small fake, keeping every watch stream it hands out."""
 
-    def __init__(self, inner: MemoryCluster) -> None:
+    def __init__(self, inner: PortFake) -> None:
         self.inner = inner
         self.watches: list[Iterator[Any]] = []
 
@@ -634,11 +624,12 @@ class Streams:
 
 
 def test_several_kinds_through_the_sessions_merge_and_closing_ends_every_watch() -> None:
-    with InMemoryCluster(schema_check.require_shared()) as local:
+    with PortCluster(schema_check.require_shared()) as local:
+        local.fake.on_create.append(jobs.runs(local.fake))
         for name, target in (("tj", "trainjob/v2.3"), ("pt", "pytorchjob/v1")):
             job = structure({"name": name, "image": "python:3", "command": ["python"]})
             lifecycle.submit(local.session(), job, target, namespace=NAMESPACE, environ={})
-        merge, port = Recorded(), Streams(local.cluster)
+        merge, port = Recorded(), Streams(local.fake)
         session = lifecycle.Session(port, local.clock, jitter=fixed_jitter, merge=merge)  # type: ignore[arg-type]
         events = lifecycle.watch_jobs(session)
         seen: dict[str, list[str]] = {"TrainJob": [], "PyTorchJob": []}
@@ -653,8 +644,17 @@ def test_several_kinds_through_the_sessions_merge_and_closing_ends_every_watch()
         assert all(inspect.getgeneratorstate(w) == inspect.GEN_CLOSED for w in port.watches)  # type: ignore[arg-type]
 
 
-def test_a_kueue_queued_job_through_the_simulated_controller() -> None:
-    with InMemoryCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as local:
+def test_a_kueue_queued_job_as_kueue_and_the_trainer_write_it() -> None:
+    with PortCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as local:
+        fake = local.fake
+
+        def queued(obj: Obj) -> None:  # Kueue's webhook suspends it; admitted, it runs
+            change = functools.partial(local.store.change, API, "TrainJob", NAMESPACE)
+            name = obj["metadata"]["name"]
+            change(name, {"spec": {"suspend": True}, "status": QUEUED})
+            fake.at(0.5, lambda: change(name, {"spec": {"suspend": False}, "status": ADMITTED}))
+
+        fake.on_create += [queued, jobs.runs(fake, starts=1.0, ends=1.5)]
         job = structure({"name": "q", "image": "python:3", "command": ["python"], "queue": QUEUE})
         lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
         got = collect(lifecycle.watch_jobs(local.session()), 4)
@@ -683,7 +683,7 @@ def requests_for(jobs: int, *, before: bool) -> dict[str, int]:
     assert len(got) == expected
     counts: dict[str, int] = {}
     for call in bare.cluster.calls:
-        counts[call.op] = counts.get(call.op, 0) + 1
+        counts[call.method] = counts.get(call.method, 0) + 1
     return counts
 
 
@@ -818,7 +818,8 @@ PLURALS = (TRAINJOB.plural, PYTORCHJOB.plural)
 
 
 def test_watch_jobs_reports_no_job_from_outside_what_it_watches() -> None:
-    with InMemoryCluster(schema_check.require_shared()) as local:
+    with PortCluster(schema_check.require_shared()) as local:
+        local.fake.on_create.append(jobs.runs(local.fake))
         job = structure({"name": "demo", "image": "python:3", "command": ["python"]})
         ref = lifecycle.submit(
             local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={}
@@ -827,7 +828,7 @@ def test_watch_jobs_reports_no_job_from_outside_what_it_watches() -> None:
         assert stored is not None
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": NAMESPACE}}
         sent = [("ADDED", impostor(stored, "intruder", "team-b")), ("ADDED", pod)]
-        port = Hostile(local.cluster, "TrainJob", sent)
+        port = Hostile(local.fake, "TrainJob", sent)
         session = lifecycle.Session(port, local.clock, jitter=fixed_jitter)  # type: ignore[arg-type]
         seen = []
         for event in lifecycle.watch_jobs(session, NAMESPACE):

@@ -1,5 +1,5 @@
 """The API server's answers over a Store, without the wire: what the HTTP server
-(``fakekube.server``) and the in-memory port (``fakekube.memory``) both serve, so the two agree.
+(``fakekube.server``) serves.
 
 Every function raises :class:`StoreError` (a ``Status``) where the real server answers an error:
 404 for a missing object or kind, 400 for a bad selector, continue token or container, 410 for a

@@ -1,9 +1,9 @@
 """Every request the cluster commands make in the test suite, as the authorizer sees it: (verb,
 API group, resource[/subresource], namespace or cluster-wide, name). Filled by each cluster that
-lifecycle and CLI tests run against (``cluster.InMemoryCluster`` at the port, ``LocalCluster``
+lifecycle and CLI tests run against (``cluster.PortCluster`` at the port, ``LocalCluster``
 on the wire), never by tests that probe the fake itself; checked against
-``kfcompile.lifecycle.rbac`` at
-the end of the session (``tests/conftest.py``) and by ``tests/test_rbac_requests.py``.
+``kfcompile.lifecycle.rbac`` at the end of the session (``tests/conftest.py``) and by
+``tests/test_rbac_requests.py``.
 
 Discovery (``/api``, ``/apis/...``, ``/version``) needs no Role and is not recorded. An exec is
 a WebSocket upgrade, a GET: authorized as ``get`` up to Kubernetes 1.34 and as ``create`` from
@@ -13,17 +13,16 @@ a WebSocket upgrade, a GET: authorized as ``get`` up to Kubernetes 1.34 and as `
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from kfcompile.lifecycle import rbac
 from kfcompile.lifecycle.target_evidence import TRAINER_NAMESPACE
 
-from .portfaults import Call, CallLog
-from .requestlog import RequestLog
+from .requestlog import RequestLog, RequestRecord
 from .resources import StoreError
-from .store import Store
 
 __all__ = ["AUDIT", "Access", "Seen", "denied", "of_call", "of_request", "recording", "unused"]
 
@@ -48,21 +47,25 @@ class Access:
 _PORT_VERBS = {op: op for op in ("get", "create", "patch", "delete", "list", "watch")}
 
 
-def of_call(call: Call, store: Store) -> list[Access]:
-    """What one call of the in-memory port needs (``served`` is discovery: nothing)."""
-    if call.op == "served":
+def of_call(call: RequestRecord, kind_of: Callable[[str, str], Any]) -> list[Access]:
+    """What one call of an in-memory port needs (``served`` is discovery: nothing);
+    ``kind_of``: the served kind (its ``group``, ``plural``, ``namespaced``), None or
+    ``StoreError`` when not served."""
+    if call.method == "served":
         return []
     try:
-        kind = store.kind(call.api_version, call.kind)
+        kind = kind_of(call.api_version, call.kind)
     except StoreError:
+        kind = None
+    if kind is None:
         return []  # not served: the adapter finds that out by discovery, before any request
     namespace = call.namespace if kind.namespaced else None
-    if call.op == "pod_log":
+    if call.method == "pod_log":
         return [Access("get", "", "pods/log", namespace, call.name)]
-    if call.op == "exec":
+    if call.method == "exec":
         return [Access(v, "", "pods/exec", namespace, call.name) for v in ("get", "create")]
-    name = call.name if call.op not in ("list", "watch") else None
-    return [Access(_PORT_VERBS[call.op], kind.group, kind.plural, namespace, name)]
+    name = call.name if call.method not in ("list", "watch") else None
+    return [Access(_PORT_VERBS[call.method], kind.group, kind.plural, namespace, name)]
 
 
 def of_request(method: str, path: str, watch: bool) -> list[Access]:
@@ -103,9 +106,9 @@ class Seen:
         for other in self._also:
             other.add(accesses)
 
-    def calls(self, log: CallLog, store: Store) -> None:
+    def calls(self, log: RequestLog, kind_of: Callable[[str, str], Any]) -> None:
         """Record each call made through ``log``'s port from now on."""
-        log.listeners.append(lambda call: self.add(of_call(call, store)))
+        log.listeners.append(lambda call: self.add(of_call(call, kind_of)))
 
     def requests(self, log: RequestLog) -> None:
         """Record each request ``log``'s server answers from now on."""

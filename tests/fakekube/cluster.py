@@ -1,14 +1,18 @@
-"""A whole local "cluster" for lifecycle tests and benchmarks: a Store with the Kubeflow CRDs,
-the simulated controller, a kubelet for bare pods, and what a Kubeflow install provides (the
-``torch-distributed`` runtime), plus a claim and a Kueue queue to use. Two ways to reach it:
+"""A whole local "cluster" for lifecycle tests and benchmarks, with what a Kubeflow install
+provides (its CRDs, the ``torch-distributed`` runtime, the Trainer's public ConfigMap), plus a
+claim and a Kueue queue to use. Three ways to reach it:
 
-    with InMemoryCluster(shared_dir) as c:   # behind the Cluster port, on a fake clock
-        session = c.session()                # kfcompile.lifecycle.Session(MemoryCluster, FakeClock)
+    with PortCluster(shared_dir) as c:       # the small fake behind the Cluster port, fake clock
+        c.fake.on_create.append(jobs.runs(c.fake))   # what happens to each job: scripted
+        session = c.session()                # kfcompile.lifecycle.Session(PortFake, FakeClock)
         c.faults.add("create", "TrainJob", status=503); c.calls.count("create", "TrainJob")
 
     with LocalCluster(shared_dir) as c:      # over real HTTP, in real time, with threads
         session = c.session()                # Session over the real adapter
         c.kubeconfig                         # for the CLI: --kubeconfig
+
+    InMemoryCluster(shared_dir)              # the whole simulation (Store, controller, kubelet)
+                                             # at the port: test_fakekube_rules' only
 
 A cluster of one release: ``crds=RELEASES["trainjob/v2.1"]``; from v2.2 the Trainer's public
 ConfigMap says the release (``trainer="v2.4.0"``: a release newer than any CRD file here).
@@ -25,7 +29,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -37,10 +41,8 @@ from .audit import AUDIT
 from .clock import FakeClock, fixed_jitter
 from .controller import Controller
 from .kubelet import Kubelet
-from .memory import MemoryCluster
-from .portfaults import CallLog, PortFaults
+from .port import PortFake
 from .server import FakeKube
-from .store import Store
 
 NAMESPACE = "default"
 CLAIM = "work"
@@ -88,8 +90,12 @@ def trainer_configmap(version: str) -> dict[str, Any]:
     }
 
 
+class Seeded(Protocol):
+    def create(self, obj: dict[str, Any]) -> object: ...
+
+
 def install(
-    store: Store,
+    store: Seeded,
     shared: Path,
     crds: tuple[str, ...],
     runtime: bool,
@@ -115,44 +121,38 @@ def install(
     store.create(_object("kueue.x-k8s.io/v1beta1", "LocalQueue", QUEUE, spec=_QUEUE))
 
 
-class InMemoryCluster:
-    """The cluster behind ``MemoryCluster`` on a ``FakeClock``: nothing runs but the caller.
-
-    ``step``: fake seconds between ticks (each tick walks every job one scenario step).
-    """
+class PortCluster:
+    """Kubeflow installed in the small fake behind the port (``PortFake``) on a ``FakeClock``:
+    nothing moves a job but what the test scripts (``fake.at``, ``fakekube.jobs``)."""
 
     def __init__(
         self,
         shared: Path,
         *,
         step: float = 0.1,
-        scenario: str = "succeeds",
         crds: tuple[str, ...] = CRDS,
         runtime: bool = True,
         trainer: str | None = FROM_CRDS,
     ) -> None:
         self.clock = FakeClock(step=step)
-        self.store = Store(history=HISTORY, clock=self.clock.time, threaded=False)
+        self.fake = PortFake(self.clock)
+        self.store, self.faults, self.calls = self.fake.objects, self.fake.faults, self.fake.calls
+        self.store.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         install(self.store, shared, crds, runtime, trainer)
-        self.controller = Controller(
-            self.store, auto=False, default_scenario=scenario, clock=self.clock.now, seed=1
-        )
-        self.kubelet = Kubelet(self.store, threaded=False)
-        for part in (self.store.run_pending, self.kubelet.tick, self.controller.tick):
-            self.clock.drive(part)
-        self.cluster = MemoryCluster(self.store, self.clock)
-        self.faults: PortFaults = self.cluster.faults
-        self.calls: CallLog = self.cluster.calls
-        AUDIT.calls(self.calls, self.store)  # what the commands ask, checked against the Role
+        AUDIT.calls(self.calls, self.store.kind)  # what the commands ask, checked against the Role
 
-    def __enter__(self) -> InMemoryCluster:
+    def __enter__(self) -> PortCluster:  # as LocalCluster is used; nothing to start
         return self
 
     def __exit__(self, *exc: object) -> None:
         pass
 
+    def settle(self) -> None:
+        """Let the garbage collector finish what it can (two of its ticks)."""
+        self.clock.advance(2 * self.clock.step)
+
     def session(self, retry_for: float = 5.0) -> Session:
-        return Session(self.cluster, self.clock, jitter=fixed_jitter, retry_for=retry_for)
+        return Session(self.fake, self.clock, jitter=fixed_jitter, retry_for=retry_for)
 
     def objects(self, kind: str, api_version: str = "v1") -> list[dict[str, Any]]:
         return self.store.list(api_version, kind, NAMESPACE)

@@ -10,6 +10,13 @@ hostile bytes. Any request can be answered with a ``Body`` of the test's own ins
 real answer: an auth proxy's HTML page, JSON of the wrong shape, a huge body, a drip. A 3xx
 fault with a ``location`` redirects the request elsewhere (to a
 ``fakekube.unreachable.Elsewhere``, which records whatever reaches it).
+
+The in-memory fake behind the ``Cluster`` port takes its faults from the same queue
+(``Faults(port=True)``): a port call is matched as its method name (``get``, ``create``,
+``watch``, ``pod_log``...) and the path ``Kind/name`` (``faults.add("delete", "TrainJob/demo",
+lost=True)``). Two faults are the port's own: ``lost`` (the call happened, its answer never came:
+a read timeout) and ``refused`` (nothing listens); an HTTP fault's ``hang``, ``answer`` and
+``location`` have no meaning there.
 """
 
 from __future__ import annotations
@@ -20,10 +27,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kfcompile.lifecycle.ports import ApiError, Transient, error_class
+
 if TYPE_CHECKING:
     from .store import Store
 
-__all__ = ["Body", "Fault", "Faults", "Fired", "error_status"]
+__all__ = ["PORT_METHODS", "Body", "Fault", "Faults", "Fired", "error_status", "port_error"]
+
+# The methods of the ``Cluster`` port, as a port call's fault and record name them.
+PORT_METHODS = ("served", "get", "create", "patch", "delete", "list", "watch", "pod_log", "exec")
 
 _REASONS: dict[int, tuple[str, str]] = {
     400: ("BadRequest", "the server rejected our request for an unknown reason"),
@@ -77,6 +89,11 @@ def error_status(code: int, message: str | None = None, retry_after: int | None 
     return body
 
 
+def port_error(code: int, reason: str, message: str, retry_after: float | None = None) -> ApiError:
+    """The ``ApiError`` the port raises for a ``Status`` with this code (and ``Retry-After``)."""
+    return error_class(code)(code, reason, message, retry_after=retry_after)
+
+
 @dataclass(frozen=True)
 class Body:
     """An answer of the test's own, 200 unless ``status``: ``chunks`` (bytes, or pieces drawn
@@ -110,6 +127,21 @@ class Fault:
     exec_stdout: bytes | Iterable[bytes] | None = None
     answer: Body | None = None
     location: str | None = None
+    lost: bool = False  # the port's: done, its answer lost
+    refused: bool = False  # the port's: a refused connection, before any answer
+
+    def port_error(self) -> ApiError | None:
+        """What a port call this fault hits raises at once (None: it goes on): the status's
+        error, or a refused or reset connection."""
+        if self.refused:
+            return Transient(0, "ConnectionRefused", "connection refused by fakekube (injected)")
+        if self.drop:
+            return Transient(0, "ConnectionError", "connection reset by peer (injected)")
+        if self.status is None:
+            return None
+        wait = retry_after_of(self.status, self.retry_after)
+        body = error_status(self.status, self.message, wait)
+        return port_error(self.status, body["reason"], body["message"], wait)
 
     def matches(self, method: str, path: str, watch: bool) -> bool:
         if self.remaining <= 0:
@@ -133,10 +165,12 @@ class Fired:
 
 
 class Faults:
-    """The queue of injected faults of one FakeKube (thread-safe)."""
+    """The queue of injected faults of one FakeKube, or of one in-memory port (``port``;
+    thread-safe)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store | None = None, *, port: bool = False) -> None:
         self._store = store
+        self.port = port
         self._lock = threading.Lock()
         self._queue: list[Fault] = []
         self.fired: list[Fired] = []
@@ -157,6 +191,8 @@ class Faults:
         exec_stdout: bytes | Iterable[bytes] | None = None,
         answer: Body | None = None,
         location: str | None = None,
+        lost: bool = False,
+        refused: bool = False,
     ) -> Fault:
         """Queue a fault for the next ``times`` requests that match.
 
@@ -172,9 +208,18 @@ class Faults:
         ``answer``: answer this ``Body`` instead of what the server would have said.
         ``location``: with a 3xx ``status``, the URL (``scheme://host:port``) the answer's
         ``Location`` sends the request to, the request's path and query appended.
+        ``lost``, ``refused`` (the port's only): the call is done but its answer lost; the
+        call fails as when nothing listens.
         """
-        if (status, hang, drop_after, exec_stdout, answer) == (None,) * 5 and not drop:
+        if (status, hang, drop_after, exec_stdout, answer) == (None,) * 5 and not (
+            drop or lost or refused
+        ):
             raise ValueError("a fault needs status, hang, drop, drop_after, exec_stdout or answer")
+        wrong = (lost or refused) if not self.port else (hang, answer, location) != (None,) * 3
+        if wrong:
+            raise ValueError("lost and refused are the port's; hang, answer, location HTTP's")
+        if self.port and method is not None and method not in PORT_METHODS:
+            raise ValueError(f"unknown port method {method!r}: one of {', '.join(PORT_METHODS)}")
         if times < 1:
             raise ValueError("times must be at least 1")
         if location is not None and not (status is not None and 300 <= status < 400):
@@ -193,6 +238,8 @@ class Faults:
             exec_stdout=exec_stdout,
             answer=answer,
             location=location,
+            lost=lost,
+            refused=refused,
         )
         with self._lock:
             self._queue.append(fault)
@@ -223,4 +270,5 @@ class Faults:
 
     def compact(self) -> None:
         """Compact the store's watch history: older resourceVersions now give 410."""
+        assert self._store is not None, "a port's faults: compact its store"
         self._store.compact()

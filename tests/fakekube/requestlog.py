@@ -1,10 +1,13 @@
-"""The record of every request the fake API server saw, for tests to count and inspect."""
+"""The record of every request the fake API server saw, for tests to count and inspect; the
+in-memory fake behind the port records its calls here too, each as its method name (``get``,
+``pod_log``...), the path ``Kind/name`` and its keyword arguments as ``query``."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
@@ -19,12 +22,17 @@ class RequestRecord:
 
     method: str
     path: str
-    query: dict[str, str]  # the last value of each parameter
+    query: dict[str, Any]  # the last value of each parameter (a port call: its arguments)
     watch: bool
     status: int = 0
     verb: str = ""  # get list watch create patch delete log exec discovery
     fault: Fault | None = None
     time: float = field(default_factory=time.monotonic)
+    # A port call's object (a pod's log and exec: v1 Pod), its namespace and name.
+    api_version: str = ""
+    kind: str = ""
+    namespace: str | None = None
+    name: str | None = None
 
 
 RECORD = web.RequestKey("record", RequestRecord)
@@ -54,7 +62,7 @@ class RequestLog(list[RequestRecord]):
         return [
             r
             for r in list(self)
-            if (method is None or r.method == method.upper())
+            if (method is None or r.method.upper() == method.upper())
             and (path_contains is None or path_contains in r.path)
             and (verb is None or r.verb == verb)
             and (watch is None or r.watch == watch)

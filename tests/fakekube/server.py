@@ -11,7 +11,7 @@ pod logs (follow included) and exec over websockets, a bearer token, and injecte
 
 What no client here sends is not served: PUT, JSON and strategic-merge patch (415), deleting a
 collection, ``/status`` subresources, server-side apply; ``dryRun=All`` only on create. The
-answers themselves come from ``fakekube.api``, which the in-memory port serves too.
+answers themselves come from ``fakekube.api``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The commands a fake pod runs, in-process against its volumes (for exec, over HTTP or not).
 
 A path under a ``volumeMounts`` entry lives in that volume (a PersistentVolumeClaim's is
-``Store.volume(ns, claim)``), any other path in a per-container scratch filesystem. Supported:
-what the work-dir sync and the adapter's tests run: ``tar -x``/``-c`` with ``-f -`` and
-``-C DIR`` (flags alone or combined: ``-xf``, ``-x -f``), ``mkdir [-p]``, ``cat`` (its stdin),
-``true``, ``false``, and ``sh -c`` / ``bash -c`` scripts chaining those with ``&&`` and ``;``.
-Anything else exits 127. Directories exist only implicitly (through their files) or once made
-by ``mkdir`` or ``tar -x``; file modes are not kept.
+``volume(ns, claim)`` of the ``Store`` or of the small fake's ``Objects``), any other path in a
+per-container scratch filesystem. Supported: what the work-dir sync and the adapter's tests run:
+``tar -x``/``-c`` with ``-f -`` and ``-C DIR`` (flags alone or combined: ``-xf``, ``-x -f``),
+``mkdir [-p]``, ``cat`` (its stdin), ``true``, ``false``, and ``sh -c`` / ``bash -c`` scripts
+chaining those with ``&&`` and ``;``. Anything else exits 127. Directories exist only implicitly
+(through their files) or once made by ``mkdir`` or ``tar -x``; file modes are not kept.
 """
 
 from __future__ import annotations
@@ -17,12 +17,16 @@ import shlex
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .store import Store
+from typing import Any, Protocol
 
 Obj = dict[str, Any]
+
+
+class Volumes(Protocol):
+    """Where the files of each volume are (``Store``, or the small fake's ``Objects``)."""
+
+    def filesystem(self, key: tuple[str, ...]) -> tuple[dict[str, bytes], set[str]]: ...
+
 
 __all__ = ["Filesystem", "reads_stdin", "run_command"]
 
@@ -37,7 +41,7 @@ class _Mount:
 class Filesystem:
     """The container's view of its volumes (paths are absolute container paths)."""
 
-    def __init__(self, store: Store, pod: Obj, container: str) -> None:
+    def __init__(self, store: Volumes, pod: Obj, container: str) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         ns, name = meta.get("namespace", "default"), meta["name"]
         volumes = {v.get("name"): v for v in spec.get("volumes") or []}
