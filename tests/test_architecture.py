@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import importlib
 import re
 import sys
 from collections.abc import Iterator
@@ -206,6 +207,7 @@ EDGES = {module: edges(module) for module in MODULES}
 DYNAMIC = {
     "kfcompile": "kfcompile.status and kfcompile.importer, on first use of a name (_LAZY)",
     "kfcompile.cli": "the module of each command (parser's func=), under kfcompile.cli",
+    "kfcompile.lifecycle": "its modules, on first use of a name (_LAZY) or of the module",
     "kfcompile.cli.deferred": "? a deferred package's submodules and what its __init__ "
     "re-exports, when first used (the kubernetes client's, in the kfcompile process only)",
     "torchx_plugins.schedulers.kfcompile": "? torchx's own built-in schedulers, by the module "
@@ -352,6 +354,19 @@ def test_the_checks_see_real_imports() -> None:
     assert "kfcompile_kube" in to("kfcompile.integrations.torchx", "type")
     assert {"kfcompile.status", "kfcompile.importer"} <= to("kfcompile", "dynamic")
     assert "kfcompile.cli.cluster" in to("kfcompile.cli", "dynamic")
+    assert "kfcompile.lifecycle.submission" in to("kfcompile.lifecycle", "dynamic")
     assert "kubernetes" in {e.to.split(".")[0] for e in EDGES["kfcompile_kube.cluster"]}
     assert "torchx_plugins.schedulers.kfcompile" in MODULES
     assert BY_NAME["cli"].lazily == {"adapters", "local"}
+
+
+def test_the_lifecycle_exports_what_it_loads_lazily() -> None:
+    """``kfcompile.lifecycle.__all__`` is its lazy table's names, each its module's own object."""
+    import kfcompile.lifecycle as lifecycle
+
+    assert sorted(lifecycle.__all__) == sorted(lifecycle._HOME)
+    for name, module in lifecycle._HOME.items():
+        assert getattr(lifecycle, name) is getattr(importlib.import_module(module), name), name
+    assert lifecycle.sync.SYNC_ROOT  # a submodule, imported on first use
+    with pytest.raises(AttributeError):
+        _ = lifecycle.no_such_name

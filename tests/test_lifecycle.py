@@ -32,8 +32,8 @@ from kfcompile.lifecycle import (
     TimedOut,
 )
 from kfcompile.lifecycle.follow import POD_WATCH
-from kfcompile.lifecycle.logs import ranks
 from kfcompile.lifecycle.observe import MAX_RANKS, nodes_total
+from kfcompile.lifecycle.pod_logs import ranks
 from kfcompile.lifecycle.ports import Ref, WatchEvent
 from kfcompile.spec.additions import QUEUE_LABEL
 from kfcompile.spec.model import JobSpec

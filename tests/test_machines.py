@@ -42,7 +42,6 @@ from kfcompile.lifecycle.follow import (
     ReadJob,
     WatchPod,
 )
-from kfcompile.lifecycle.logs import InTurn
 from kfcompile.lifecycle.objects import (
     AllRead,
     Endless,
@@ -53,6 +52,7 @@ from kfcompile.lifecycle.objects import (
     TokenExpired,
 )
 from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
+from kfcompile.lifecycle.pod_logs import InTurn
 from kfcompile.lifecycle.ports import Clock, Forbidden, Gone, Page, Ref, Transient, WatchEvent
 from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
 from kfcompile.lifecycle.rollback import (

@@ -33,7 +33,7 @@ from kfcompile import lifecycle, structure
 from kfcompile.cli import main
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB
 from kfcompile.lifecycle import Happened, JobEvent
-from kfcompile.lifecycle.logs import InTurn
+from kfcompile.lifecycle.pod_logs import InTurn
 from kfcompile.lifecycle.ports import Clock, Transient
 from kfcompile.lifecycle.session import LIST_PAGE, GiveUp, Pause, Slept, Unexpected
 from kfcompile.lifecycle.waiter import (

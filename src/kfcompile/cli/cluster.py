@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 
@@ -32,18 +32,17 @@ from kfcompile.cli.common import (
 from kfcompile.cli.context import Context, cluster_errors, target_for
 from kfcompile.cli.workers import Remote, observed, remote
 from kfcompile.kinds import KINDS, MULTIKUEUE
-from kfcompile.lifecycle import LogLine, Observation, Waiting
 from kfcompile.lifecycle.cluster_target import crd_name
-from kfcompile.lifecycle.deleting import Remaining
-from kfcompile.lifecycle.logs import ranks
 from kfcompile.lifecycle.multikueue import multikueue_check
 from kfcompile.lifecycle.ports import Ref
-from kfcompile.lifecycle.submit import DELETING_WAIT
-from kfcompile.lifecycle.sync import SYNC_TIMEOUT
 from kfcompile.progress import absent_reason
 from kfcompile.progress import bar as progress_bar
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
+
+if TYPE_CHECKING:  # a command loads only the lifecycle modules it runs
+    from kfcompile.lifecycle import LogLine, Observation, Waiting
+    from kfcompile.lifecycle.deleting import Remaining
 
 
 class _Progress:
@@ -118,6 +117,8 @@ def _save_logs(session: lifecycle.Session | None, ref: Ref, directory: str) -> N
     if session is None:
         return
     folder = Path(directory)
+    from kfcompile.lifecycle.pod_logs import ranks
+
     saved: dict[int | None, list[str]] = {rank: [] for rank in ranks(session, ref)}
     for line in lifecycle.logs(session, ref, on_waiting=_say_waiting):
         saved.setdefault(line.rank, []).append(line.text)
@@ -177,6 +178,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         far = spec.managed_by == MULTIKUEUE
         if spec.queue is not None:
             far = _say_multikueue(ctx, spec.queue) or far
+        from kfcompile.lifecycle.submission import DELETING_WAIT
+
         done = lifecycle.submit(
             ctx.session,
             spec,
@@ -507,6 +510,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def _helper_timeout(args: argparse.Namespace) -> float:
     """How long the sync helper pod may take to start: ``--timeout``, the one its message
     names."""
+    from kfcompile.lifecycle.sync import SYNC_TIMEOUT
+
     return SYNC_TIMEOUT if args.timeout is None else float(args.timeout)
 
 

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from kfcompile import lifecycle
 from kfcompile.cli.context import Context, cluster_errors
 from kfcompile.kinds import Kind
-from kfcompile.lifecycle import Happened, JobEvent, Session, watch_jobs
 from kfcompile.lifecycle.ports import Forbidden, Ref
-from kfcompile.lifecycle.watcher import happened
+from kfcompile.lifecycle.session import Session
+from kfcompile.lifecycle.watcher import Happened, JobEvent, happened
 from kfcompile.status import JobState, State
 
 
@@ -56,6 +56,8 @@ def print_changes(
     session: Session, namespace: str | None, shown: Mapping[Ref, JobState], widths: Sequence[int]
 ) -> None:
     """A line per change until Ctrl-C (closing the watch on the way out, whichever it is)."""
+    from kfcompile.lifecycle.watch import watch_jobs  # `list -w` only: it loads the log merger
+
     with closing(watch_jobs(session, namespace, on_skipped=_skipped)) as events:
         for event in events:
             what = news(event, shown)

@@ -19,8 +19,8 @@ from torchx.specs import Role
 
 import kfcompile
 from kfcompile import lifecycle
-from kfcompile.lifecycle.logs import ranks
 from kfcompile.lifecycle.multikueue import running_on, unreachable
+from kfcompile.lifecycle.pod_logs import ranks
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import Progress
 

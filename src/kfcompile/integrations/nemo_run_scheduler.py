@@ -32,7 +32,7 @@ from kfcompile import lifecycle
 from kfcompile.integrations.nemo_run import SCHEDULER, KfcompileExecutor, connect
 from kfcompile.integrations.nemo_run_methods import pods_session, shown_ranks, task_of, tee
 from kfcompile.integrations.nemo_run_task import ExecutorError
-from kfcompile.lifecycle.logs import ranks
+from kfcompile.lifecycle.pod_logs import ranks
 from kfcompile.lifecycle.ports import Forbidden, Ref
 from kfcompile.progress import note
 from kfcompile.spec.errors import Problem

@@ -11,11 +11,11 @@ that say what to ask next; their drivers are a few lines that call the ports.
 - ``objects``: reading (every page of a list: the ``Lister`` machine) and creating objects
   through ``call``
 - ``submitting``: the ``Submitting`` machine, ``repairing``: the ``Repairing`` machine;
-  ``submit``: prepare, preflight and their driver; ``rollback``: what a failure leaves (the
+  ``submission``: prepare, preflight and ``submit``, their driver; ``rollback``: what a failure leaves (the
   ``RollingBack`` machine)
 - ``observe``: a job's state, its nodes and events (``status``)
-- ``waiter``: the ``Waiter`` machine; ``wait``: its driver
-- ``follow``: the ``Follower`` machine and its ``Cursor``; ``logs``: ``follow_logs`` (its
+- ``waiter``: the ``Waiter`` machine; ``waiting``: ``wait``, its driver
+- ``follow``: the ``Follower`` machine and its ``Cursor``; ``pod_logs``: ``follow_logs`` (its
   driver), ``read_logs``, ``logs`` and ``InTurn``
 - ``manage``: ``find``, ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
 - ``deleting``: the ``Vanishing`` machine and ``wait_gone``, its driver: waiting for a deleted
@@ -42,47 +42,121 @@ Two rules hold everywhere:
   the same spec twice creates nothing, and a different job holding the name is never touched.
 
 ``__all__`` is what a service uses: the commands, the ``Session``, the errors they raise and the
-values they return. The machines, their tables and the ports are their modules'.
+values they return, each imported from its module on first use (a command loads only the
+machines it runs). The machines, their tables and the ports are their modules'.
 """
 
 from __future__ import annotations
 
-from kfcompile.lifecycle.cluster_target import Found, detect_target, served_crd
-from kfcompile.lifecycle.deleting import StillDeleting, wait_gone
-from kfcompile.lifecycle.logs import CannotStart, LogLine, NoSuchRank, follow_logs, logs, read_logs
-from kfcompile.lifecycle.manage import (
-    Cancelled,
-    Listed,
-    cancel,
-    find,
-    list_jobs,
-    locate,
-    set_suspended,
-)
-from kfcompile.lifecycle.observe import Event, Node, Observation, Waiting, status
-from kfcompile.lifecycle.ports import ApiError
-from kfcompile.lifecycle.rollback import LeftBehind
-from kfcompile.lifecycle.session import (
-    MANAGED_BY_LABEL,
-    MANAGER,
-    SPEC_HASH,
-    TARGET_ANNOTATION,
-    ClusterError,
-    JobDeleted,
-    JobNotFound,
-    NameTaken,
-    PreflightFailed,
-    Session,
-    TimedOut,
-    Unavailable,
-    Unreachable,
-)
-from kfcompile.lifecycle.submit import Prepared, Submitted, preflight, prepare, submit
-from kfcompile.lifecycle.sync import Synced, sync_down, sync_up
-from kfcompile.lifecycle.wait import wait
-from kfcompile.lifecycle.waiter import Until
-from kfcompile.lifecycle.watch import watch_jobs
-from kfcompile.lifecycle.watcher import Happened, JobEvent
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kfcompile.lifecycle.cluster_target import Found, detect_target, served_crd
+    from kfcompile.lifecycle.deleting import StillDeleting, wait_gone
+    from kfcompile.lifecycle.manage import (
+        Cancelled,
+        Listed,
+        cancel,
+        find,
+        list_jobs,
+        locate,
+        set_suspended,
+    )
+    from kfcompile.lifecycle.observe import Event, Node, Observation, Waiting, status
+    from kfcompile.lifecycle.pod_logs import (
+        CannotStart,
+        LogLine,
+        NoSuchRank,
+        follow_logs,
+        logs,
+        read_logs,
+    )
+    from kfcompile.lifecycle.ports import ApiError
+    from kfcompile.lifecycle.rollback import LeftBehind
+    from kfcompile.lifecycle.session import (
+        MANAGED_BY_LABEL,
+        MANAGER,
+        SPEC_HASH,
+        TARGET_ANNOTATION,
+        ClusterError,
+        JobDeleted,
+        JobNotFound,
+        NameTaken,
+        PreflightFailed,
+        Session,
+        TimedOut,
+        Unavailable,
+        Unreachable,
+    )
+    from kfcompile.lifecycle.submission import Prepared, Submitted, preflight, prepare, submit
+    from kfcompile.lifecycle.sync import Synced, sync_down, sync_up
+    from kfcompile.lifecycle.waiter import Until
+    from kfcompile.lifecycle.waiting import wait
+    from kfcompile.lifecycle.watch import watch_jobs
+    from kfcompile.lifecycle.watcher import Happened, JobEvent
+
+# Each module is imported when one of its names is first used: a command loads only the machines
+# it runs (a cold `kfcompile status` needs neither submit's nor the log follower's).
+_LAZY = {
+    "kfcompile.lifecycle.cluster_target": ("Found", "detect_target", "served_crd"),
+    "kfcompile.lifecycle.deleting": ("StillDeleting", "wait_gone"),
+    "kfcompile.lifecycle.pod_logs": (
+        "CannotStart",
+        "LogLine",
+        "NoSuchRank",
+        "follow_logs",
+        "logs",
+        "read_logs",
+    ),
+    "kfcompile.lifecycle.manage": (
+        "Cancelled",
+        "Listed",
+        "cancel",
+        "find",
+        "list_jobs",
+        "locate",
+        "set_suspended",
+    ),
+    "kfcompile.lifecycle.observe": ("Event", "Node", "Observation", "Waiting", "status"),
+    "kfcompile.lifecycle.ports": ("ApiError",),
+    "kfcompile.lifecycle.rollback": ("LeftBehind",),
+    "kfcompile.lifecycle.session": (
+        "MANAGED_BY_LABEL",
+        "MANAGER",
+        "SPEC_HASH",
+        "TARGET_ANNOTATION",
+        "ClusterError",
+        "JobDeleted",
+        "JobNotFound",
+        "NameTaken",
+        "PreflightFailed",
+        "Session",
+        "TimedOut",
+        "Unavailable",
+        "Unreachable",
+    ),
+    "kfcompile.lifecycle.submission": ("Prepared", "Submitted", "preflight", "prepare", "submit"),
+    "kfcompile.lifecycle.sync": ("Synced", "sync_down", "sync_up"),
+    "kfcompile.lifecycle.waiting": ("wait",),
+    "kfcompile.lifecycle.waiter": ("Until",),
+    "kfcompile.lifecycle.watch": ("watch_jobs",),
+    "kfcompile.lifecycle.watcher": ("Happened", "JobEvent"),
+}
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name from its module; a submodule (``lifecycle.sync``) imported on first use."""
+    if name in _HOME:
+        return getattr(importlib.import_module(_HOME[name]), name)
+    try:
+        return importlib.import_module(f"kfcompile.lifecycle.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"kfcompile.lifecycle.{name}":
+            raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
 
 __all__ = [
     "MANAGED_BY_LABEL",

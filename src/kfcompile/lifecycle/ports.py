@@ -256,7 +256,7 @@ class Clock(Protocol):
 class Merge(Protocol):
     """Several blocking streams read at once (the followed logs of many ranks). A port, so the
     threads this takes live in an adapter, never in the core. ``KubeCluster`` is one (its
-    streams block and it can cut them); ``kfcompile.lifecycle.logs.InTurn`` reads streams that
+    streams block and it can cut them); ``kfcompile.lifecycle.pod_logs.InTurn`` reads streams that
     do not block, such as an in-memory cluster's, one item of each in turn."""
 
     def merge(

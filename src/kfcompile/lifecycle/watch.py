@@ -13,10 +13,10 @@ from typing import Final
 from attrs import evolve
 
 from kfcompile.kinds import KINDS, Kind
-from kfcompile.lifecycle.logs import merger
 from kfcompile.lifecycle.multikueue import dispatch_events
 from kfcompile.lifecycle.objects import Paging, meta, served
 from kfcompile.lifecycle.observe import foreign
+from kfcompile.lifecycle.pod_logs import merger
 from kfcompile.lifecycle.ports import ApiError, Clock, Gone, Obj, Transient, WatchEvent
 from kfcompile.lifecycle.session import (
     LIST_PAGE,
@@ -36,8 +36,8 @@ from kfcompile.lifecycle.session import (
     told,
     unavailable,
 )
-from kfcompile.lifecycle.wait import next_answer, only
 from kfcompile.lifecycle.waiter import Bookmark, Changed, Expired, ReadEvent, Trouble
+from kfcompile.lifecycle.waiting import next_answer, only
 from kfcompile.lifecycle.watcher import (
     JobEvent,
     ListJobs,

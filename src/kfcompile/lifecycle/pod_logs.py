@@ -74,8 +74,8 @@ from kfcompile.lifecycle.session import (
     told,
     unavailable,
 )
-from kfcompile.lifecycle.wait import next_answer, only
 from kfcompile.lifecycle.waiter import Bookmark
+from kfcompile.lifecycle.waiting import next_answer, only
 
 K = TypeVar("K")
 T = TypeVar("T")
