@@ -21,6 +21,7 @@ ConfigMap says the release (``trainer="v2.4.0"``: a release newer than any CRD f
 from __future__ import annotations
 
 import functools
+import math
 import random
 import re
 import tempfile
@@ -42,6 +43,7 @@ from .clock import FakeClock, fixed_jitter
 from .controller import Controller
 from .kubelet import Kubelet
 from .port import PortFake
+from .scripted import StoreJobs
 from .server import FakeKube
 
 NAMESPACE = "default"
@@ -160,7 +162,10 @@ class PortCluster:
 
 class LocalCluster:
     """The cluster behind the fake API server, its controller on a thread (``auto=False``: only
-    ``controller.advance``/``run_until_idle`` move it)."""
+    ``controller.advance``/``run_until_idle`` move it). ``scripted=True``: no controller; what
+    happens to each job is scripted (``fake.on_create.append(jobs.runs(c.fake))``) on the fake
+    clock ``clock``, which a thread advances in step with real time (``auto=False``: only
+    ``advance`` does)."""
 
     def __init__(
         self,
@@ -172,40 +177,65 @@ class LocalCluster:
         runtime: bool = True,
         auto: bool = True,
         trainer: str | None = FROM_CRDS,
+        scripted: bool = False,
     ) -> None:
         self.kube = FakeKube(history=HISTORY)
         self.store = self.kube.store
         AUDIT.requests(self.kube.requests)  # what the commands ask, checked against the Role
         install(self.store, shared, crds, runtime, trainer)
-        self.controller = Controller(self.store, step=step, auto=auto, default_scenario=scenario)
+        self.scripted, self.auto = scripted, auto
+        self.clock = FakeClock(step=step, start=time.time(), limit=math.inf)
+        self.fake = StoreJobs(self.store, self.clock)
+        self.controller = Controller(
+            self.store, step=step, auto=auto and not scripted, default_scenario=scenario
+        )
         self.kubelet = Kubelet(self.store)
+        self._ticking = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, daemon=True)
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-cluster-")
         self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
 
     def __enter__(self) -> LocalCluster:
         self.kube.start()
         self.kube.kubeconfig(self.kubeconfig, namespace=NAMESPACE)
-        if self.controller.auto:
-            self.controller.start()
-        self.kubelet.__enter__()
+        if self.auto:
+            (self._ticker if self.scripted else self.controller).start()
+        if not self.scripted:  # scripted: jobs.helpers is the helper pods' kubelet
+            self.kubelet.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.kubelet.__exit__()
+        if not self.scripted:
+            self.kubelet.__exit__()
         self.controller.stop()
+        self._ticking.set()
+        if self._ticker.is_alive():
+            self._ticker.join()
         self.kube.stop()
         self._tmp.cleanup()
 
-    def run_once_watched(self, plural: str) -> threading.Thread:
+    def _tick(self) -> None:
+        while not self._ticking.wait(self.clock.step):
+            self.clock.advance(self.clock.step)
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` of fake time pass: the scripted changes due meanwhile happen."""
+        self.clock.advance(seconds)
+
+    def run_once_watched(self, plural: str, seconds: float = 60.0) -> threading.Thread:
         """Run every job to its end once a watch of ``plural`` has started (auto=False), so a
-        waiter sees each change as it happens, whatever the machine's speed."""
+        waiter sees each change as it happens, whatever the machine's speed (scripted: let
+        ``seconds`` of fake time pass)."""
 
         def run() -> None:
             for _ in range(3000):
                 if self.kube.requests.count("GET", f"/{plural}", watch=True):
                     break
                 time.sleep(0.01)
-            self.controller.run_until_idle()
+            if self.scripted:
+                self.advance(seconds)
+            else:
+                self.controller.run_until_idle()
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()

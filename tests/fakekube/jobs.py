@@ -15,6 +15,7 @@ from typing import Any
 from kfcompile.kinds import COMPLETION_INDEX, PYTORCHJOB, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
 
 from .port import Obj, PortFake, rfc3339
+from .scripted import StoreJobs
 
 __all__ = [
     "crash",
@@ -32,6 +33,7 @@ __all__ = [
 
 KINDS = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
 Plan = tuple[str, int, dict[str, str]]  # a pod's name, rank and labels
+Fake = PortFake | StoreJobs  # the lifecycle tests' fake, or the HTTP server's store
 
 
 def pod_name(job: str, rank: int) -> str:
@@ -56,13 +58,13 @@ def _plans(job: Obj) -> list[Plan]:
     return plans
 
 
-def _job(fake: PortFake, namespace: str, kind: str, name: str) -> Obj | None:
+def _job(fake: Fake, namespace: str, kind: str, name: str) -> Obj | None:
     """The job, unless it was deleted meanwhile."""
     job = fake.objects.items.get((KINDS[kind].api_version, kind, namespace, name))
     return None if job is None or job["metadata"].get("deletionTimestamp") else job
 
 
-def pods(fake: PortFake, namespace: str, name: str, kind: str = "TrainJob") -> list[Obj]:
+def pods(fake: Fake, namespace: str, name: str, kind: str = "TrainJob") -> list[Obj]:
     return fake.objects.list("v1", "Pod", namespace, KINDS[kind].pods.format(name=name))
 
 
@@ -76,7 +78,7 @@ def _container(phase: str, at: str, code: int, restarts: int = 0) -> Obj:
     return {"restartCount": restarts, **state}
 
 
-def _pod(fake: PortFake, job: Obj, plan: Plan, phase: str, code: int = 0) -> None:
+def _pod(fake: Fake, job: Obj, plan: Plan, phase: str, code: int = 0) -> None:
     meta, (name, rank, labels) = job["metadata"], plan
     kind = KINDS[job["kind"]]
     owner = {"apiVersion": kind.api_version, "kind": kind.name, "name": meta["name"],
@@ -94,7 +96,7 @@ def _pod(fake: PortFake, job: Obj, plan: Plan, phase: str, code: int = 0) -> Non
     )
 
 
-def _created(fake: PortFake, namespace: str, job: str, pod: str) -> None:
+def _created(fake: Fake, namespace: str, job: str, pod: str) -> None:
     """The Job controller's event for each pod it creates (events.k8s.io/v1)."""
     fake.objects.put(
         {
@@ -111,7 +113,7 @@ def _created(fake: PortFake, namespace: str, job: str, pod: str) -> None:
     )
 
 
-def _conditions(fake: PortFake, job: Obj, *conditions: tuple[str, str, str]) -> None:
+def _conditions(fake: Fake, job: Obj, *conditions: tuple[str, str, str]) -> None:
     """Write the job's conditions ``(type, status, reason)``, in this order."""
     at = rfc3339(fake.clock.time())
     written = [{"type": t, "status": s, "reason": r, "message": f"{r} ({job['metadata']['name']})",
@@ -121,7 +123,7 @@ def _conditions(fake: PortFake, job: Obj, *conditions: tuple[str, str, str]) -> 
                         {"status": {"conditions": written}})  # fmt: skip
 
 
-def start(fake: PortFake, namespace: str, name: str, kind: str = "TrainJob") -> None:
+def start(fake: Fake, namespace: str, name: str, kind: str = "TrainJob") -> None:
     """The job's pods run, one per rank, each having logged its first line."""
     job = _job(fake, namespace, kind, name)
     if job is None:
@@ -143,7 +145,7 @@ def start(fake: PortFake, namespace: str, name: str, kind: str = "TrainJob") -> 
                     ("Running", "True", "PyTorchJobRunning"))  # fmt: skip
 
 
-def crash(fake: PortFake, namespace: str, name: str, rank: int, line: str) -> None:
+def crash(fake: Fake, namespace: str, name: str, rank: int, line: str) -> None:
     """Rank ``rank``'s container of a PyTorchJob crashes, saying ``line``, and the kubelet
     starts it again: its log starts over, its restart counted (``lastState`` the crash)."""
     job = _job(fake, namespace, "PyTorchJob", name)
@@ -151,7 +153,7 @@ def crash(fake: PortFake, namespace: str, name: str, rank: int, line: str) -> No
         return
     pod, _, _ = _plans(job)[rank]
     fake.log(namespace, pod, line)
-    fake.logs[namespace, pod] = []  # the new container's log
+    fake.new_log(namespace, pod)  # the new container's log
     at = rfc3339(fake.clock.time())
     [status] = fake.objects.items["v1", "Pod", namespace, pod]["status"]["containerStatuses"]
     crashed = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": at}}
@@ -162,7 +164,7 @@ def crash(fake: PortFake, namespace: str, name: str, rank: int, line: str) -> No
     restart(fake, namespace, name)
 
 
-def restart(fake: PortFake, namespace: str, name: str) -> None:
+def restart(fake: Fake, namespace: str, name: str) -> None:
     """A PyTorchJob's pods are being recreated after a retryable failure."""
     job = _job(fake, namespace, "PyTorchJob", name)
     if job is not None:
@@ -171,7 +173,7 @@ def restart(fake: PortFake, namespace: str, name: str) -> None:
 
 
 def finish(
-    fake: PortFake, namespace: str, name: str, kind: str = "TrainJob", *, reason: str = ""
+    fake: Fake, namespace: str, name: str, kind: str = "TrainJob", *, reason: str = ""
 ) -> None:
     """The pods end and the job's condition says how: it succeeded, or failed for ``reason``
     (rank 0 exits 1; ``DeadlineExceeded``: its pods are deleted, none failed)."""
@@ -218,7 +220,7 @@ PENDING: dict[str, tuple[Obj, tuple[str, str] | None]] = {
 }
 
 
-def pending(fake: PortFake, namespace: str, name: str, why: str, kind: str = "TrainJob") -> None:
+def pending(fake: Fake, namespace: str, name: str, why: str, kind: str = "TrainJob") -> None:
     """The job's pods exist and wait to start, for ``why`` (a key of ``PENDING``)."""
     job = _job(fake, namespace, kind, name)
     if job is None:
@@ -252,7 +254,7 @@ def pending(fake: PortFake, namespace: str, name: str, why: str, kind: str = "Tr
 
 
 def runs(
-    fake: PortFake,
+    fake: Fake,
     *,
     starts: float = 0.2,
     ends: float | None = 1.0,
@@ -287,7 +289,7 @@ def _condition(job: Obj, type_: str) -> Obj:
     return next((c for c in conditions if c.get("type") == type_), {})
 
 
-def suspends(fake: PortFake) -> Callable[[Obj], None]:
+def suspends(fake: Fake) -> Callable[[Obj], None]:
     """The controllers' answer to a job's suspend flag, for ``fake.on_patch``: suspended, its
     pods are deleted and its ``Suspended`` condition is True; resumed, it runs again."""
 
@@ -308,7 +310,7 @@ def suspends(fake: PortFake) -> Callable[[Obj], None]:
     return script
 
 
-def kueue(fake: PortFake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
+def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
     """Kueue for each job created with a queue: its webhook suspends it, the job is admitted
     (resumed) ``admits`` s later, and from then it ``runs(**lives)``."""
     then = runs(fake, **lives)
@@ -332,7 +334,7 @@ def kueue(fake: PortFake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj
     return script
 
 
-def helpers(fake: PortFake, *, waiting: str | None = None) -> Callable[[Obj], None]:
+def helpers(fake: Fake, *, waiting: str | None = None) -> Callable[[Obj], None]:
     """The kubelet of the work-dir sync's helper pods: each runs 0.1 s after its create, or
     stays waiting to start for ``waiting`` (``ImagePullBackOff``). Pass it to ``on_create``."""
 

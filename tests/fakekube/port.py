@@ -290,6 +290,10 @@ class PortFake:
         """The pod's container writes ``lines`` now (``restart``: its log starts over)."""
         self.logs.setdefault((namespace, pod), []).extend((self.clock.time(), x) for x in lines)
 
+    def new_log(self, namespace: str, pod: str) -> None:
+        """The pod's container restarted: its log starts over (a follow of the old one ends)."""
+        self.logs[namespace, pod] = []
+
     def _tick(self) -> None:
         due = [step for step in self._script if step[0] <= self.clock.monotonic()]
         self._script = [step for step in self._script if step not in due]
