@@ -25,6 +25,7 @@ __all__ = [
     "pending",
     "pod_name",
     "pods",
+    "progress",
     "restart",
     "runs",
     "start",
@@ -143,6 +144,21 @@ def start(fake: Fake, namespace: str, name: str, kind: str = "TrainJob") -> None
     else:
         _conditions(fake, job, ("Created", "True", "PyTorchJobCreated"),
                     ("Running", "True", "PyTorchJobRunning"))  # fmt: skip
+
+
+def progress(
+    fake: Fake, namespace: str, name: str, percent: int, *, remaining: int = 0, loss: str = "0.9"
+) -> None:
+    """A TrainJob's trainer reports a training step (trainerStatus, the Trainer's TrainJobStatus
+    feature gate from v2.2: ``pkg/apis/trainer/v1alpha1`` TrainerStatus)."""
+    job = _job(fake, namespace, "TrainJob", name)
+    if job is None:
+        return
+    status = {"progressPercentage": percent, "estimatedRemainingSeconds": remaining,
+              "metrics": [{"name": "loss", "value": loss}],
+              "lastUpdatedTime": rfc3339(fake.clock.time())}  # fmt: skip
+    fake.objects.change(job["apiVersion"], "TrainJob", namespace, name,
+                        {"status": {"trainerStatus": status}})  # fmt: skip
 
 
 def crash(fake: Fake, namespace: str, name: str, rank: int, line: str) -> None:

@@ -2,11 +2,11 @@
 jobs by, as ``PortFake`` moves the lifecycle tests' (the same steps, the same objects).
 
 ``StoreJobs`` is the part of ``PortFake`` the scripts use (``objects``, ``at``, ``log``,
-``new_log``, ``clock``, ``on_create``), over a ``Store``: time is a ``FakeClock`` that the test
-advances (``LocalCluster.advance``) or a ticker thread does in step with real time
-(``LocalCluster(auto=True)``). The store calls ``on_create`` in the thread of the request that
-created the object; a script only schedules there (``at``), and what it schedules runs when the
-clock ticks.
+``new_log``, ``clock``, ``on_create``: told of each object a request creates) over a ``Store``.
+Time is a ``FakeClock`` that the test advances (``LocalCluster.advance``) or a ticker thread
+does in step with real time (``LocalCluster(auto=True)``). The store calls ``on_create`` in the
+thread of the request that created the object; a script only schedules there (``at``), and what
+it schedules runs when the clock ticks.
 """
 
 from __future__ import annotations
@@ -45,11 +45,13 @@ class _Items:
 
 
 class _Objects:
-    """``port.Objects``' writes, as a controller's writes to the store."""
+    """``port.Objects``' writes, as a controller's writes to the store (``writing`` while one
+    is made in this thread: no request created what it creates)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self.items = _Items(store)
+        self.writing = threading.local()
 
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, selector: str = ""
@@ -58,9 +60,13 @@ class _Objects:
 
     def put(self, obj: Obj) -> Obj:
         meta = obj["metadata"]
-        if self._store.get(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]):
-            return self._store.update(obj)
-        return self._store.create(obj)
+        self.writing.now = True
+        try:
+            if self._store.get(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]):
+                return self._store.update(obj)
+            return self._store.create(obj)
+        finally:
+            self.writing.now = False
 
     def change(
         self, api_version: str, kind: str, namespace: str | None, name: str, patch: Obj
@@ -97,7 +103,7 @@ class StoreJobs:
         """The container restarted: the store keeps a log per restartCount already."""
 
     def _changed(self, type_: str, obj: Obj) -> None:
-        if type_ == "ADDED":
+        if type_ == "ADDED" and not getattr(self.objects.writing, "now", False):
             for script in self.on_create:
                 script(obj)
 
