@@ -127,7 +127,7 @@ def lifecycle_requests(shared: Path) -> None:
 def cli_status_requests(shared: Path) -> None:
     """``kfcompile status`` in this process, twice: the first run finds no discovery cache."""
     for scenario, label in (("hang", "healthy"), ("unschedulable", "4 pods pending")):
-        with LocalCluster(shared, scenario=scenario, auto=False) as local:
+        with LocalCluster(shared, scenario=scenario, auto=False, scripted=False) as local:
             _submit(local, 4, scenario)
             local.controller.run_until_idle()
             with tempfile.TemporaryDirectory() as cache:

@@ -120,7 +120,9 @@ def main() -> None:
     kubectl = shutil.which("kubectl")
     kfcompile = [sys.executable, "-m", "kfcompile"]
     with (
-        LocalCluster(schema_check.require_shared(), scenario="hang", auto=False) as local,
+        LocalCluster(
+            schema_check.require_shared(), scenario="hang", auto=False, scripted=False
+        ) as local,
         tls_front(local.kube.url) as url,
         tempfile.TemporaryDirectory() as tmp,
     ):

@@ -27,7 +27,7 @@ SECRET_VALUE = "hf_do_not_print_me"
 
 @pytest.fixture
 def local() -> Iterator[LocalCluster]:
-    with LocalCluster(schema_check.require_shared()) as cluster:
+    with LocalCluster(schema_check.require_shared(), scripted=False) as cluster:
         yield cluster
 
 
@@ -58,7 +58,7 @@ def test_submit_wait_done_saves_every_rank_log(
 ) -> None:
     spec = write_spec(tmp_path)
     logs = tmp_path / "logs"
-    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+    with LocalCluster(schema_check.require_shared(), auto=False, scripted=False) as local:
         local.run_once_watched("trainjobs")  # the job's life once the wait watches it
         code, out, err = run(
             local, capsys, "submit", str(spec), "--wait", "done", "--save-logs", str(logs)

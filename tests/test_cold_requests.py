@@ -30,7 +30,9 @@ HEALTHY = 4
 
 
 def _cluster(scenario: str, nodes: int = 4) -> Iterator[tuple[LocalCluster, Ref]]:
-    with LocalCluster(schema_check.require_shared(), scenario=scenario, auto=False) as local:
+    with LocalCluster(
+        schema_check.require_shared(), scenario=scenario, auto=False, scripted=False
+    ) as local:
         spec = structure(
             {
                 "name": "bench",

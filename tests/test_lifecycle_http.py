@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube import jobs
 from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
 from test_lifecycle import ENV, TRAINJOB, spec, with_companions
 
@@ -22,16 +21,9 @@ from kfcompile.status import State
 from kfcompile_local import TarFiles
 
 
-def scripted(auto: bool = True) -> LocalCluster:
-    """The cluster where each job runs and succeeds (``jobs.runs``), helper pods start."""
-    cluster = LocalCluster(schema_check.require_shared(), auto=auto, scripted=True)
-    cluster.fake.on_create += [jobs.runs(cluster.fake), jobs.helpers(cluster.fake)]
-    return cluster
-
-
 @pytest.fixture
 def local() -> Iterator[LocalCluster]:
-    with scripted() as cluster:
+    with LocalCluster(schema_check.require_shared()) as cluster:
         yield cluster
 
 
@@ -56,7 +48,7 @@ def test_submit_sends_companions_first_with_strict_validation(local: LocalCluste
 
 
 def test_wait_watches_each_change_as_it_happens() -> None:
-    with scripted(auto=False) as local:
+    with LocalCluster(schema_check.require_shared(), auto=False) as local:
         ref = submit(local, spec())
         local.run_once_watched("trainjobs")
         seen: list[State] = []
@@ -75,7 +67,7 @@ def test_wait_watches_each_change_as_it_happens() -> None:
 
 @pytest.mark.parametrize("fault", [{"status": 410}, {"drop_after": 1}])
 def test_wait_survives_a_watch_cut_on_the_wire(fault: dict[str, Any]) -> None:
-    with scripted(auto=False) as local:
+    with LocalCluster(schema_check.require_shared(), auto=False) as local:
         ref = submit(local, spec())
         local.kube.faults.add("GET", "/trainjobs", watch=True, **fault)
         local.run_once_watched("trainjobs")  # not done before the wait watches, however slow

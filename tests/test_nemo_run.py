@@ -495,7 +495,7 @@ def test_the_work_dir_is_staged_without_following_a_symlink_out(tmp_path: Path) 
 def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from fakekube.cluster import LocalCluster
 
-    with LocalCluster(schema_check.require_shared()) as local:
+    with LocalCluster(schema_check.require_shared(), scripted=False) as local:
         monkeypatch.setenv("KUBECONFIG", str(local.kubeconfig))
         yield local
 
@@ -622,7 +622,7 @@ def test_status_reads_conditions_queued_and_deadline(monkeypatch: pytest.MonkeyP
     from fakekube.cluster import QUEUE, LocalCluster
 
     shared = schema_check.require_shared()
-    with LocalCluster(shared, auto=False) as local:
+    with LocalCluster(shared, auto=False, scripted=False) as local:
         monkeypatch.setenv("KUBECONFIG", str(local.kubeconfig))
         local.controller.admission_delay = None  # Kueue keeps it waiting
         queued = _submitted(labels={"kueue.x-k8s.io/queue-name": QUEUE})

@@ -232,7 +232,7 @@ def test_submit_refuses_before_anything_is_created(
     spec = tmp_path / "job.yaml"
     over = {"containers": [{"name": "node", "command": ["sh"]}]}
     spec.write_text(json.dumps({**BASE, "pod_spec_overrides": over}), encoding="utf-8")
-    with LocalCluster(require_shared(), scripted=True) as local:
+    with LocalCluster(require_shared()) as local:
         code = main(
             ["submit", str(spec), "-t", "trainjob/v2.3", "--kubeconfig", str(local.kubeconfig)]
         )

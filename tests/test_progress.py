@@ -203,7 +203,7 @@ def test_without_the_feature_gate_nothing_is_progressed() -> None:
 @pytest.fixture
 def local() -> Iterator[LocalCluster]:
     """Each job runs (a TrainJob reports its first training step, 30 %) and then hangs."""
-    with LocalCluster(schema_check.require_shared(), auto=False, scripted=True) as cluster:
+    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as cluster:
         fake = cluster.fake
 
         def first_step(job: dict[str, Any]) -> None:

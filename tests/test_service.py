@@ -69,7 +69,7 @@ def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
     The service sees every change from one watch, archives each worker's logs when it ends, and
     stops once all three have."""
     archive = tmp_path / "archive"
-    with LocalCluster(schema_check.require_shared(), auto=False, scripted=True) as local:
+    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
         lives = {"svc-1": {"reason": "FailedJobs"}, "svc-2": {"ends": None}}  # svc-0 succeeds
         local.fake.on_create.append(
             lambda job: jobs.kueue(local.fake, **lives.get(job["metadata"]["name"], {}))(job)

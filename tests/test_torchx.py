@@ -546,7 +546,9 @@ def test_a_malformed_app_id_is_refused(app_id: str) -> None:
 @pytest.fixture
 def local() -> Iterator[LocalCluster]:
     # The controller moves only when the test ticks it; jobs run and then hang, until told.
-    with LocalCluster(schema_check.require_shared(), auto=False, scenario="hang") as cluster:
+    with LocalCluster(
+        schema_check.require_shared(), auto=False, scenario="hang", scripted=False
+    ) as cluster:
         yield cluster
 
 

@@ -769,7 +769,7 @@ def test_list_watch_prints_the_table_then_a_line_per_change_until_ctrl_c(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = Output()
-    with LocalCluster(schema_check.require_shared(), auto=False, scripted=True) as local:
+    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
         # its steps reported in status.trainerStatus
         _submitted(local, (30, 120, "0.9"), (60, 60, "0.81"), (90, 0, "0.729"))
         monkeypatch.setattr("sys.stdout", out)
@@ -803,7 +803,7 @@ def test_list_all_namespaces_watch_without_the_right_falls_back_to_the_namespace
     """A Role, no ClusterRole: the table and the watch both fall back to the namespace, said
     once; nothing is asked at the cluster scope after the table's refused list."""
     out = Output()
-    with LocalCluster(schema_check.require_shared(), auto=False, scripted=True) as local:
+    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
         _submitted(local)
         local.store.access = NamespaceAccess("alice", {NAMESPACE})
         monkeypatch.setattr("sys.stdout", out)

@@ -38,6 +38,7 @@ from kfcompile.lifecycle import Session
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_local import SystemClock
 
+from . import jobs
 from .audit import AUDIT
 from .clock import FakeClock, fixed_jitter
 from .controller import Controller
@@ -63,7 +64,13 @@ RELEASES: dict[str, tuple[str, ...]] = {
 # The Trainer's public ConfigMap (from v2.2), in the Trainer's namespace.
 TRAINER_NAMESPACE = "kubeflow-system"
 TRAINER_CONFIGMAP = "kubeflow-trainer-public"
-FROM_CRDS = "from the CRDs"  # trainer=: the version of the TrainJob CRD file installed
+FROM_CRDS = "from the CRDs"
+# What happens to each job in a LocalCluster of a scenario: ``jobs.runs``'s arguments.
+LIVES: dict[str, dict[str, Any]] = {
+    "succeeds": {},
+    "fails": {"reason": "FailedJobs"},
+    "hang": {"ends": None},  # runs, logs its first line, and never ends
+}  # trainer=: the version of the TrainJob CRD file installed
 
 
 @functools.cache
@@ -161,23 +168,24 @@ class PortCluster:
 
 
 class LocalCluster:
-    """The cluster behind the fake API server, its controller on a thread (``auto=False``: only
-    ``controller.advance``/``run_until_idle`` move it). ``scripted=True``: no controller; what
-    happens to each job is scripted (``fake.on_create.append(jobs.runs(c.fake))``) on the fake
-    clock ``clock``, which a thread advances in step with real time (``auto=False``: only
-    ``advance`` does)."""
+    """The cluster behind the fake API server. What happens to each job is scripted
+    (``fakekube.jobs``: ``scenario``, a row of ``LIVES``; None: only what the test appends to
+    ``fake.on_create``), sync helper pods start (``jobs.helpers``), on the fake clock ``clock``,
+    which a thread advances in step with real time (``auto=False``: only ``advance`` does).
+    ``scripted=False``: the simulated controller instead, on its thread (``auto=False``: only
+    ``controller.advance``/``run_until_idle`` move it)."""
 
     def __init__(
         self,
         shared: Path,
         *,
         step: float = 0.01,
-        scenario: str = "succeeds",
+        scenario: str | None = "succeeds",
         crds: tuple[str, ...] = CRDS,
         runtime: bool = True,
         auto: bool = True,
         trainer: str | None = FROM_CRDS,
-        scripted: bool = False,
+        scripted: bool = True,
     ) -> None:
         self.kube = FakeKube(history=HISTORY)
         self.store = self.kube.store
@@ -186,8 +194,12 @@ class LocalCluster:
         self.scripted, self.auto = scripted, auto
         self.clock = FakeClock(step=step, start=time.time(), limit=math.inf)
         self.fake = StoreJobs(self.store, self.clock)
+        if scripted:
+            self.fake.on_create.append(jobs.helpers(self.fake))
+            if scenario is not None:
+                self.fake.on_create.append(jobs.runs(self.fake, **LIVES[scenario]))
         self.controller = Controller(
-            self.store, step=step, auto=auto and not scripted, default_scenario=scenario
+            self.store, step=step, auto=auto and not scripted, default_scenario=scenario or "hang"
         )
         self.kubelet = Kubelet(self.store)
         self._ticking = threading.Event()
