@@ -15,9 +15,8 @@ import pytest
 import schema_check
 import yaml
 from fakekube.access import NamespaceAccess
-from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
-from fakekube.kubelet import SLOW_IMAGE
-from fakekube.scenarios import SCENARIO_ANNOTATION
+from fakekube.cluster import CLAIM, NAMESPACE, SCENARIO_ANNOTATION, LocalCluster
+from fakekube.jobs import SLOW_IMAGE
 
 from kfcompile.cli import main
 
@@ -27,7 +26,7 @@ SECRET_VALUE = "hf_do_not_print_me"
 
 @pytest.fixture
 def local() -> Iterator[LocalCluster]:
-    with LocalCluster(schema_check.require_shared(), scripted=False) as cluster:
+    with LocalCluster(schema_check.require_shared()) as cluster:
         yield cluster
 
 
@@ -58,7 +57,7 @@ def test_submit_wait_done_saves_every_rank_log(
 ) -> None:
     spec = write_spec(tmp_path)
     logs = tmp_path / "logs"
-    with LocalCluster(schema_check.require_shared(), auto=False, scripted=False) as local:
+    with LocalCluster(schema_check.require_shared(), auto=False) as local:
         local.run_once_watched("trainjobs")  # the job's life once the wait watches it
         code, out, err = run(
             local, capsys, "submit", str(spec), "--wait", "done", "--save-logs", str(logs)
@@ -68,7 +67,7 @@ def test_submit_wait_done_saves_every_rank_log(
         assert "SUCCEEDED (Complete)" in out
         assert "nodes 0/2 ready" in err and "RUNNING" in err  # progress lines as it went
         assert sorted(p.name for p in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
-        assert "rank 1 step 1" in (logs / "rank-1.log").read_text()
+        assert "rank 1: exit 0" in (logs / "rank-1.log").read_text()
         code, out, _ = run(local, capsys, "submit", str(spec))
         assert code == 0 and "unchanged" in out
 
@@ -169,15 +168,15 @@ def test_logs_all_ranks_are_prefixed(
     code, out, _ = run(local, capsys, "logs", "demo", "--rank", "1", "--tail", "1")
     assert code == 0 and out.count("\n") == 1 and "rank 1" in out
     code, out, _ = run(local, capsys, "logs", "demo", "--follow")
-    assert code == 0 and "rank 0: training finished" in out
+    assert code == 0 and "rank 0: exit 0" in out
 
 
 def test_cancel_suspend_resume_events_list(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "running")
-    code, out, _ = run(local, capsys, "suspend", "demo")
-    assert out.strip() == "TrainJob demo in namespace default: suspended"
+    code, out, err = run(local, capsys, "suspend", "demo")
+    assert out.strip() == "TrainJob demo in namespace default: suspended", err
     code, _, err = run(local, capsys, "resume", "demo")
     assert code == 0, err
     code, out, _ = run(local, capsys, "events", "demo")

@@ -66,11 +66,18 @@ TRAINER_NAMESPACE = "kubeflow-system"
 TRAINER_CONFIGMAP = "kubeflow-trainer-public"
 FROM_CRDS = "from the CRDs"
 # What happens to each job in a LocalCluster of a scenario: ``jobs.runs``'s arguments.
+# A job annotated ``SCENARIO_ANNOTATION`` lives that row instead.
 LIVES: dict[str, dict[str, Any]] = {
     "succeeds": {},
     "fails": {"reason": "FailedJobs"},
     "hang": {"ends": None},  # runs, logs its first line, and never ends
-}  # trainer=: the version of the TrainJob CRD file installed
+    "unschedulable": {"waits": "Unschedulable"},
+    "image_pull": {"waits": "ImagePullBackOff"},
+    "invalid_image": {"waits": "InvalidImageName"},
+}
+SCENARIO_ANNOTATION = (
+    "fake.kfcompile.dev/scenario"  # trainer=: the version of the TrainJob CRD file installed
+)
 
 
 @functools.cache
@@ -170,8 +177,9 @@ class PortCluster:
 class LocalCluster:
     """The cluster behind the fake API server. What happens to each job is scripted
     (``fakekube.jobs``: ``scenario``, a row of ``LIVES``; None: only what the test appends to
-    ``fake.on_create``), sync helper pods start (``jobs.helpers``), on the fake clock ``clock``,
-    which a thread advances in step with real time (``auto=False``: only ``advance`` does).
+    ``fake.on_create``), sync helper pods start (``jobs.helpers``), a suspended job stops
+    (``jobs.suspends``), on the fake clock ``clock``, which a thread advances in step with real
+    time (``auto=False``: only ``advance`` does).
     ``scripted=False``: the simulated controller instead, on its thread (``auto=False``: only
     ``controller.advance``/``run_until_idle`` move it)."""
 
@@ -196,8 +204,9 @@ class LocalCluster:
         self.fake = StoreJobs(self.store, self.clock)
         if scripted:
             self.fake.on_create.append(jobs.helpers(self.fake))
+            self.fake.on_patch.append(jobs.suspends(self.fake))
             if scenario is not None:
-                self.fake.on_create.append(jobs.runs(self.fake, **LIVES[scenario]))
+                self.fake.on_create.append(functools.partial(self._lives, scenario))
         self.controller = Controller(
             self.store, step=step, auto=auto and not scripted, default_scenario=scenario or "hang"
         )
@@ -225,6 +234,10 @@ class LocalCluster:
             self._ticker.join()
         self.kube.stop()
         self._tmp.cleanup()
+
+    def _lives(self, scenario: str, job: dict[str, Any]) -> None:
+        annotations = job["metadata"].get("annotations") or {}
+        jobs.runs(self.fake, **LIVES[annotations.get(SCENARIO_ANNOTATION, scenario)])(job)
 
     def _tick(self) -> None:
         while not self._ticking.wait(self.clock.step):

@@ -136,8 +136,9 @@ def start(fake: Fake, namespace: str, name: str, kind: str = "TrainJob") -> None
         if kind == "TrainJob":
             _created(fake, namespace, f"{name}-node-0", plan[0])
     if kind == "TrainJob":
+        # JobSet's ReplicatedJobStatus: every count required (the v2.3 CRD's jobsStatus items)
         active = [{"name": "node", "active": len(plans), "ready": len(plans), "succeeded": 0,
-                   "failed": 0}]  # fmt: skip
+                   "failed": 0, "suspended": 0}]  # fmt: skip
         fake.objects.change(
             job["apiVersion"], kind, namespace, name, {"status": {"jobsStatus": active}}
         )
@@ -233,6 +234,10 @@ PENDING: dict[str, tuple[Obj, tuple[str, str] | None]] = {
         {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "python:3.11-slim"'},
         ("Failed", 'Failed to pull image "python:3.11-slim": not found'),
     ),
+    "InvalidImageName": (
+        {"reason": "InvalidImageName", "message": 'Failed to apply default image tag "bad image"'},
+        ("InspectFailed", 'Failed to apply default image tag "bad image": invalid reference'),
+    ),
 }
 
 
@@ -259,7 +264,7 @@ def pending(fake: Fake, namespace: str, name: str, why: str, kind: str = "TrainJ
                 {
                     "apiVersion": "events.k8s.io/v1",
                     "kind": "Event",
-                    "metadata": {"name": f"{plan[0]}.{event[0]}", "namespace": namespace},
+                    "metadata": {"name": f"{plan[0]}.{event[0].lower()}", "namespace": namespace},
                     "regarding": {"apiVersion": "v1", "kind": "Pod", "name": plan[0]},
                     "reason": event[0],
                     "note": event[1],
@@ -276,15 +281,20 @@ def runs(
     ends: float | None = 1.0,
     reason: str = "",
     restarts: float | None = None,
+    waits: str | None = None,
 ) -> Callable[[Obj], None]:
     """What happens to each job created: its pods run ``starts`` s after, a PyTorchJob restarts
     ``restarts`` s after if given, and it ends ``ends`` s after (None: never), failed for
-    ``reason`` if given. Pass it to ``fake.on_create``."""
+    ``reason`` if given; ``waits``: its pods wait to start instead, for that (a key of
+    ``PENDING``). Pass it to ``fake.on_create``."""
 
     def script(obj: Obj) -> None:
         if obj["kind"] not in KINDS:
             return
         ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
+        if waits is not None:
+            fake.at(starts, lambda: pending(fake, ns, name, waits, kind))
+            return
         fake.at(starts, lambda: start(fake, ns, name, kind))
         if restarts is not None:
             fake.at(restarts, lambda: restart(fake, ns, name))
@@ -350,18 +360,26 @@ def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], N
     return script
 
 
+# What the kubelet does with a helper pod of these images: it waits to start, for that reason.
+BAD_IMAGE, SLOW_IMAGE = "does-not-exist", "slow-to-pull"  # mistyped; never done pulling
+IMAGES = {BAD_IMAGE: "ImagePullBackOff", SLOW_IMAGE: "ContainerCreating"}
+
+
 def helpers(fake: Fake, *, waiting: str | None = None) -> Callable[[Obj], None]:
     """The kubelet of the work-dir sync's helper pods: each runs 0.1 s after its create, or
-    stays waiting to start for ``waiting`` (``ImagePullBackOff``). Pass it to ``on_create``."""
+    stays waiting to start for ``waiting`` (``ImagePullBackOff``; by default as ``IMAGES``
+    says of its image). Pass it to ``on_create``."""
 
     def script(obj: Obj) -> None:
         meta = obj["metadata"]
         if obj["kind"] != "Pod" or (meta.get("labels") or {}).get("kfcompile.dev/role") != "sync":
             return
         names = [c["name"] for c in obj["spec"]["containers"]]
-        state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
-        containers = [{"name": n, "ready": not waiting, "state": state} for n in names]
-        status = {"phase": "Pending" if waiting else "Running", "containerStatuses": containers}
+        image = " ".join(c.get("image", "") for c in obj["spec"]["containers"])
+        why = next((why for part, why in IMAGES.items() if part in image), waiting)
+        state = {"waiting": {"reason": why}} if why else {"running": {}}
+        containers = [{"name": n, "ready": not why, "state": state} for n in names]
+        status = {"phase": "Pending" if why else "Running", "containerStatuses": containers}
         key = ("v1", "Pod", meta["namespace"], meta["name"])
 
         def kubelet() -> None:

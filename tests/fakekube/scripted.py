@@ -2,7 +2,8 @@
 jobs by, as ``PortFake`` moves the lifecycle tests' (the same steps, the same objects).
 
 ``StoreJobs`` is the part of ``PortFake`` the scripts use (``objects``, ``at``, ``log``,
-``new_log``, ``clock``, ``on_create``: told of each object a request creates) over a ``Store``.
+``new_log``, ``clock``, ``on_create`` and ``on_patch``: told of each object a request creates
+or changes) over a ``Store``.
 Time is a ``FakeClock`` that the test advances (``LocalCluster.advance``) or a ticker thread
 does in step with real time (``LocalCluster(auto=True)``). The store calls ``on_create`` in the
 thread of the request that created the object; a script only schedules there (``at``), and what
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .clock import FakeClock
+from .events import EVENTS_V1, EVENTS_V1_KEY
 from .port import _merge
 from .store import Store
 
@@ -59,6 +61,8 @@ class _Objects:
         return self._store.list(api_version, kind, namespace, selector)
 
     def put(self, obj: Obj) -> Obj:
+        if (obj["apiVersion"], obj["kind"]) == EVENTS_V1_KEY:  # stored as core/v1, as served
+            obj = EVENTS_V1.write(obj)
         meta = obj["metadata"]
         self.writing.now = True
         try:
@@ -82,6 +86,7 @@ class StoreJobs:
         self.store, self.clock = store, clock
         self.objects = _Objects(store)
         self.on_create: list[Callable[[Obj], object]] = []
+        self.on_patch: list[Callable[[Obj], object]] = []  # told of each object a request changes
         self._script: list[tuple[float, Callable[[], object]]] = []
         self._lock = threading.RLock()
         store.subscribe(self._changed)
@@ -103,9 +108,10 @@ class StoreJobs:
         """The container restarted: the store keeps a log per restartCount already."""
 
     def _changed(self, type_: str, obj: Obj) -> None:
-        if type_ == "ADDED" and not getattr(self.objects.writing, "now", False):
-            for script in self.on_create:
-                script(obj)
+        if getattr(self.objects.writing, "now", False) or obj["metadata"].get("deletionTimestamp"):
+            return
+        for script in {"ADDED": self.on_create, "MODIFIED": self.on_patch}.get(type_, []):
+            script(obj)
 
     def _tick(self) -> None:
         with self._lock:
