@@ -67,7 +67,7 @@ def test_submit_wait_done_saves_every_rank_log(
         assert "SUCCEEDED (Complete)" in out
         assert "nodes 0/2 ready" in err and "RUNNING" in err  # progress lines as it went
         assert sorted(p.name for p in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
-        assert "rank 1: exit 0" in (logs / "rank-1.log").read_text()
+        assert "rank 1 step 1" in (logs / "rank-1.log").read_text()
         code, out, _ = run(local, capsys, "submit", str(spec))
         assert code == 0 and "unchanged" in out
 

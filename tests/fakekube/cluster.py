@@ -68,13 +68,15 @@ FROM_CRDS = "from the CRDs"
 # What happens to each job in a LocalCluster of a scenario: ``jobs.runs``'s arguments.
 # A job annotated ``SCENARIO_ANNOTATION`` lives that row instead.
 LIVES: dict[str, dict[str, Any]] = {
-    "succeeds": {},
-    "fails": {"reason": "FailedJobs"},
-    "hang": {"ends": None},  # runs, logs its first line, and never ends
+    "succeeds": {"steps": 3},
+    "fails": {"steps": 1, "reason": "FailedJobs"},
+    "hang": {"steps": 1, "ends": None},  # runs, logs a training step, and never ends
     "unschedulable": {"waits": "Unschedulable"},
     "image_pull": {"waits": "ImagePullBackOff"},
     "invalid_image": {"waits": "InvalidImageName"},
+    "deadline": {"steps": 1, "reason": "DeadlineExceeded"},
 }
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 SCENARIO_ANNOTATION = (
     "fake.kfcompile.dev/scenario"  # trainer=: the version of the TrainJob CRD file installed
 )
@@ -202,6 +204,9 @@ class LocalCluster:
         self.scripted, self.auto = scripted, auto
         self.clock = FakeClock(step=step, start=time.time(), limit=math.inf)
         self.fake = StoreJobs(self.store, self.clock)
+        # Trainer's TrainJobStatus feature gate (v2.2+): training steps reported in trainerStatus
+        self.trainer_status = False
+        self.admits = 0.5  # seconds Kueue takes to admit a queued job (math.inf: never)
         if scripted:
             self.fake.on_create.append(jobs.helpers(self.fake))
             self.fake.on_patch.append(jobs.suspends(self.fake))
@@ -237,7 +242,12 @@ class LocalCluster:
 
     def _lives(self, scenario: str, job: dict[str, Any]) -> None:
         annotations = job["metadata"].get("annotations") or {}
-        jobs.runs(self.fake, **LIVES[annotations.get(SCENARIO_ANNOTATION, scenario)])(job)
+        lives = {**LIVES[annotations.get(SCENARIO_ANNOTATION, scenario)],
+                 "reports": lambda: self.trainer_status}  # fmt: skip
+        if QUEUE_LABEL in (job["metadata"].get("labels") or {}):
+            jobs.kueue(self.fake, admits=self.admits, **lives)(job)
+        else:
+            jobs.runs(self.fake, **lives)(job)
 
     def _tick(self) -> None:
         while not self._ticking.wait(self.clock.step):

@@ -9,6 +9,7 @@ labels, core/v1 PodStatus, events.k8s.io/v1 Event)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "runs",
     "start",
     "suspends",
+    "train",
 ]
 
 KINDS = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
@@ -162,6 +164,20 @@ def progress(
                         {"status": {"trainerStatus": status}})  # fmt: skip
 
 
+def train(fake: Fake, namespace: str, name: str, kind: str, step: int, *, report: bool) -> None:
+    """Each running rank logs training step ``step`` (its loss 0.9 ** step); ``report``: a
+    TrainJob's trainer reports it too, 30 % a step (``progress``)."""
+    job = _job(fake, namespace, kind, name)
+    if job is None:
+        return
+    loss = f"{0.9**step:.4g}"
+    for pod, rank, _ in _plans(job):
+        fake.log(namespace, pod, f"rank {rank} step {step} loss {loss}")
+    if report and kind == "TrainJob":
+        percent = min(30 * step, 100)
+        progress(fake, namespace, name, percent, remaining=(100 - percent) // 30 * 60, loss=loss)
+
+
 def crash(fake: Fake, namespace: str, name: str, rank: int, line: str) -> None:
     """Rank ``rank``'s container of a PyTorchJob crashes, saying ``line``, and the kubelet
     starts it again: its log starts over, its restart counted (``lastState`` the crash)."""
@@ -282,11 +298,14 @@ def runs(
     reason: str = "",
     restarts: float | None = None,
     waits: str | None = None,
+    steps: int = 0,
+    reports: Callable[[], bool] = lambda: False,
 ) -> Callable[[Obj], None]:
     """What happens to each job created: its pods run ``starts`` s after, a PyTorchJob restarts
     ``restarts`` s after if given, and it ends ``ends`` s after (None: never), failed for
     ``reason`` if given; ``waits``: its pods wait to start instead, for that (a key of
-    ``PENDING``). Pass it to ``fake.on_create``."""
+    ``PENDING``); ``steps``: training steps between its start and its end, logged (``train``;
+    ``reports()``: reported too). Pass it to ``fake.on_create``."""
 
     def script(obj: Obj) -> None:
         if obj["kind"] not in KINDS:
@@ -296,6 +315,10 @@ def runs(
             fake.at(starts, lambda: pending(fake, ns, name, waits, kind))
             return
         fake.at(starts, lambda: start(fake, ns, name, kind))
+        gap = ((ends or starts + 1.0) - starts) / (steps + 1)
+        for step in range(1, steps + 1):
+            done = functools.partial(train, fake, ns, name, kind, step)
+            fake.at(starts + step * gap, lambda done=done: done(report=reports()))
         if restarts is not None:
             fake.at(restarts, lambda: restart(fake, ns, name))
         if ends is not None:
