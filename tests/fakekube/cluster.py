@@ -27,7 +27,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -106,6 +106,24 @@ def trainer_configmap(version: str) -> dict[str, Any]:
         "metadata": {"name": TRAINER_CONFIGMAP, "namespace": TRAINER_NAMESPACE},
         "data": {"kubeflow_trainer_version": version},
     }
+
+
+def live(
+    fake: jobs.Fake,
+    job: dict[str, Any],
+    scenario: str,
+    *,
+    admits: float = 0.5,
+    reports: Callable[[], bool] = lambda: False,
+) -> None:
+    """What happens to a job just created: the row of ``LIVES`` its annotation names (else
+    ``scenario``), after Kueue admits it (``admits`` s later) if it is queued."""
+    annotations = job["metadata"].get("annotations") or {}
+    lives = {**LIVES[annotations.get(SCENARIO_ANNOTATION, scenario)], "reports": reports}
+    if QUEUE_LABEL in (job["metadata"].get("labels") or {}):
+        jobs.kueue(fake, admits=admits, **lives)(job)
+    else:
+        jobs.runs(fake, **lives)(job)
 
 
 class Seeded(Protocol):
@@ -241,13 +259,7 @@ class LocalCluster:
         self._tmp.cleanup()
 
     def _lives(self, scenario: str, job: dict[str, Any]) -> None:
-        annotations = job["metadata"].get("annotations") or {}
-        lives = {**LIVES[annotations.get(SCENARIO_ANNOTATION, scenario)],
-                 "reports": lambda: self.trainer_status}  # fmt: skip
-        if QUEUE_LABEL in (job["metadata"].get("labels") or {}):
-            jobs.kueue(self.fake, admits=self.admits, **lives)(job)
-        else:
-            jobs.runs(self.fake, **lives)(job)
+        live(self.fake, job, scenario, admits=self.admits, reports=lambda: self.trainer_status)
 
     def _tick(self) -> None:
         while not self._ticking.wait(self.clock.step):
