@@ -127,9 +127,9 @@ def lifecycle_requests(shared: Path) -> None:
 def cli_status_requests(shared: Path) -> None:
     """``kfcompile status`` in this process, twice: the first run finds no discovery cache."""
     for scenario, label in (("hang", "healthy"), ("unschedulable", "4 pods pending")):
-        with LocalCluster(shared, scenario=scenario, auto=False, scripted=False) as local:
+        with LocalCluster(shared, scenario=scenario, auto=False) as local:
             _submit(local, 4, scenario)
-            local.controller.run_until_idle()
+            local.advance(1.0)
             with tempfile.TemporaryDirectory() as cache:
                 os.environ["KFCOMPILE_CACHE_DIR"] = cache
                 for run in ("no cache", "cached"):

@@ -100,7 +100,7 @@ def _submit(local: LocalCluster) -> None:
         {"name": "bench", "image": "python:3.11-slim", "command": ["true"], "num_nodes": 4}
     )
     lifecycle.submit(local.session(), spec, "trainjob/v2.3", namespace=NAMESPACE, environ={})
-    local.controller.run_until_idle()
+    local.advance(1.0)
 
 
 def _row(
@@ -120,9 +120,7 @@ def main() -> None:
     kubectl = shutil.which("kubectl")
     kfcompile = [sys.executable, "-m", "kfcompile"]
     with (
-        LocalCluster(
-            schema_check.require_shared(), scenario="hang", auto=False, scripted=False
-        ) as local,
+        LocalCluster(schema_check.require_shared(), scenario="hang", auto=False) as local,
         tls_front(local.kube.url) as url,
         tempfile.TemporaryDirectory() as tmp,
     ):

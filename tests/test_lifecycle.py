@@ -16,9 +16,8 @@ import schema_check
 from attrs import evolve
 from fakekube import jobs
 from fakekube.clock import fixed_jitter
-from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, PortCluster
+from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, SCENARIO_ANNOTATION, PortCluster
 from fakekube.port import PortFake
-from fakekube.scenarios import SCENARIO_ANNOTATION
 
 from kfcompile import lifecycle, structure
 from kfcompile.lifecycle import (

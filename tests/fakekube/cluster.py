@@ -1,18 +1,16 @@
 """A whole local "cluster" for lifecycle tests and benchmarks, with what a Kubeflow install
 provides (its CRDs, the ``torch-distributed`` runtime, the Trainer's public ConfigMap), plus a
-claim and a Kueue queue to use. Three ways to reach it:
+claim and a Kueue queue to use. Two ways to reach it, each job's life scripted by
+``fakekube.jobs`` on a ``FakeClock``:
 
     with PortCluster(shared_dir) as c:       # the small fake behind the Cluster port, fake clock
         c.fake.on_create.append(jobs.runs(c.fake))   # what happens to each job: scripted
         session = c.session()                # kfcompile.lifecycle.Session(PortFake, FakeClock)
         c.faults.add("create", "TrainJob", status=503); c.calls.count("create", "TrainJob")
 
-    with LocalCluster(shared_dir) as c:      # over real HTTP, in real time, with threads
+    with LocalCluster(shared_dir) as c:      # over real HTTP; the clock in step with real time
         session = c.session()                # Session over the real adapter
         c.kubeconfig                         # for the CLI: --kubeconfig
-
-    InMemoryCluster(shared_dir)              # the whole simulation (Store, controller, kubelet)
-                                             # at the port: test_fakekube_rules' only
 
 A cluster of one release: ``crds=RELEASES["trainjob/v2.1"]``; from v2.2 the Trainer's public
 ConfigMap says the release (``trainer="v2.4.0"``: a release newer than any CRD file here).
@@ -41,8 +39,6 @@ from kfcompile_local import SystemClock
 from . import jobs
 from .audit import AUDIT
 from .clock import FakeClock, fixed_jitter
-from .controller import Controller
-from .kubelet import Kubelet
 from .port import PortFake
 from .scripted import StoreJobs
 from .server import FakeKube
@@ -199,9 +195,7 @@ class LocalCluster:
     (``fakekube.jobs``: ``scenario``, a row of ``LIVES``; None: only what the test appends to
     ``fake.on_create``), sync helper pods start (``jobs.helpers``), a suspended job stops
     (``jobs.suspends``), on the fake clock ``clock``, which a thread advances in step with real
-    time (``auto=False``: only ``advance`` does).
-    ``scripted=False``: the simulated controller instead, on its thread (``auto=False``: only
-    ``controller.advance``/``run_until_idle`` move it)."""
+    time (``auto=False``: only ``advance`` does)."""
 
     def __init__(
         self,
@@ -213,47 +207,35 @@ class LocalCluster:
         runtime: bool = True,
         auto: bool = True,
         trainer: str | None = FROM_CRDS,
-        scripted: bool = True,
     ) -> None:
         self.kube = FakeKube(history=HISTORY)
         self.store = self.kube.store
         AUDIT.requests(self.kube.requests)  # what the commands ask, checked against the Role
         install(self.store, shared, crds, runtime, trainer)
-        self.scripted, self.auto = scripted, auto
         self.clock = FakeClock(step=step, start=time.time(), limit=math.inf)
         self.fake = StoreJobs(self.store, self.clock)
         # Trainer's TrainJobStatus feature gate (v2.2+): training steps reported in trainerStatus
         self.trainer_status = False
         self.admits = 0.5  # seconds Kueue takes to admit a queued job (math.inf: never)
-        if scripted:
-            self.fake.on_create.append(jobs.helpers(self.fake))
-            self.fake.on_patch.append(jobs.suspends(self.fake))
-            if scenario is not None:
-                self.fake.on_create.append(functools.partial(self._lives, scenario))
-        self.controller = Controller(
-            self.store, step=step, auto=auto and not scripted, default_scenario=scenario or "hang"
-        )
-        self.kubelet = Kubelet(self.store)
-        self._ticking = threading.Event()
-        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        self.fake.on_create.append(jobs.helpers(self.fake))
+        self.fake.on_patch.append(jobs.suspends(self.fake))
+        if scenario is not None:
+            self.fake.on_create.append(functools.partial(self._lives, scenario))
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, daemon=True) if auto else None
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-cluster-")
         self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
 
     def __enter__(self) -> LocalCluster:
         self.kube.start()
         self.kube.kubeconfig(self.kubeconfig, namespace=NAMESPACE)
-        if self.auto:
-            (self._ticker if self.scripted else self.controller).start()
-        if not self.scripted:  # scripted: jobs.helpers is the helper pods' kubelet
-            self.kubelet.__enter__()
+        if self._ticker is not None:
+            self._ticker.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if not self.scripted:
-            self.kubelet.__exit__()
-        self.controller.stop()
-        self._ticking.set()
-        if self._ticker.is_alive():
+        self._stop.set()
+        if self._ticker is not None:
             self._ticker.join()
         self.kube.stop()
         self._tmp.cleanup()
@@ -262,7 +244,7 @@ class LocalCluster:
         live(self.fake, job, scenario, admits=self.admits, reports=lambda: self.trainer_status)
 
     def _tick(self) -> None:
-        while not self._ticking.wait(self.clock.step):
+        while not self._stop.wait(self.clock.step):
             self.clock.advance(self.clock.step)
 
     def advance(self, seconds: float) -> None:
@@ -270,19 +252,16 @@ class LocalCluster:
         self.clock.advance(seconds)
 
     def run_once_watched(self, plural: str, seconds: float = 60.0) -> threading.Thread:
-        """Run every job to its end once a watch of ``plural`` has started (auto=False), so a
-        waiter sees each change as it happens, whatever the machine's speed (scripted: let
-        ``seconds`` of fake time pass)."""
+        """Let ``seconds`` of fake time pass once a watch of ``plural`` has started
+        (auto=False), so a waiter sees each change as it happens, whatever the machine's
+        speed."""
 
         def run() -> None:
             for _ in range(3000):
                 if self.kube.requests.count("GET", f"/{plural}", watch=True):
                     break
                 time.sleep(0.01)
-            if self.scripted:
-                self.advance(seconds)
-            else:
-                self.controller.run_until_idle()
+            self.advance(seconds)
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()

@@ -35,10 +35,9 @@ from typing import Any, Final
 from . import jobs
 from .audit import AUDIT
 from .clock import FakeClock
-from .cluster import NAMESPACE, QUEUE, install, live
+from .cluster import NAMESPACE, QUEUE, QUEUE_LABEL, install, live
 from .requestlog import RequestRecord
 from .resources import ResourceKind, StoreError
-from .scenarios import JOB_KINDS, QUEUE_LABEL
 from .scripted import StoreJobs
 from .server import FakeKube
 from .store import Store
@@ -113,7 +112,7 @@ class MultiKueue:
     def _webhook(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         queue = (meta.get("labels") or {}).get(QUEUE_LABEL)
-        if obj.get("kind") not in JOB_KINDS or not queue:
+        if obj.get("kind") not in jobs.KINDS or not queue:
             return
         if self._multikueue_queue(meta.get("namespace") or "default", queue):
             flags = _flags(obj)
@@ -128,7 +127,7 @@ class MultiKueue:
         """One pass over every job of the manager and every mirror: whether anything changed."""
         with self._lock:
             changed = False
-            for kind, (api_version, _) in JOB_KINDS.items():
+            for kind, api_version in ((k.name, k.api_version) for k in jobs.KINDS.values()):
                 for job in self.manager.list(api_version, kind, None):
                     if _flags(job).get("managedBy") == MULTIKUEUE:
                         changed |= self._sync(job)

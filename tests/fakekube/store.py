@@ -29,8 +29,7 @@ one notices a newly installed kind) or be absent (``gc(running=False)``: nothing
 happens until it runs again).
 
 The worker never races a test: the API server answers each request only once the work that is
-due is done (``caught_up``), as if the collector were instant, and so does the work of other
-threads registered with ``also_catch_up`` (the kubelet's). The states in between are still
+due is done (``caught_up``), as if the collector were instant. The states in between are still
 there for watches to see, and for any request while the collector lags or is absent.
 """
 
@@ -126,7 +125,6 @@ class Store:
         self._gc_from = -math.inf  # the garbage collector does nothing before this time
         self._gc_running = True
         self._no_kubelet: set[str] = set()  # nodes whose kubelet never confirms a pod stopped
-        self._helpers: builtins.list[Callable[[float], None]] = []  # their caught_up waits
         for kind in BUILTIN_KINDS:
             self.register_kind(kind)
         self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
@@ -863,12 +861,6 @@ class Store:
             raise RuntimeError("Store(threaded=True) does its work on its own thread")
         return self._drain() > 0
 
-    def also_catch_up(self, wait: Callable[[float], None]) -> None:
-        """Have ``caught_up`` call ``wait(timeout)`` too: a helper's own thread (the kubelet's),
-        which raises TimeoutError if its work is not done by then."""
-        with self._lock:
-            self._helpers.append(wait)
-
     def caught_up(self, timeout: float = SETTLE_TIMEOUT) -> None:
         """Wait until the background work due now is done: the garbage collector's (what it
         will do later, lagging, or once it runs again, does not count) and each helper's; the
@@ -877,8 +869,6 @@ class Store:
             with self._idle:
                 if not self._idle.wait_for(self._nothing_due, timeout):
                     raise TimeoutError("fakekube: garbage collection due but not done")
-        for wait in list(self._helpers):
-            wait(timeout)
 
     def _nothing_due(self) -> bool:
         """No work running, and none that may run now (lock held)."""
