@@ -71,6 +71,7 @@ LIVES: dict[str, dict[str, Any]] = {
     "image_pull": {"waits": "ImagePullBackOff"},
     "invalid_image": {"waits": "InvalidImageName"},
     "deadline": {"steps": 1, "reason": "DeadlineExceeded"},
+    "restarts": {"steps": 1, "ends": 1.5, "restarts": 0.6},  # a PyTorchJob's Restarting
 }
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 SCENARIO_ANNOTATION = (
