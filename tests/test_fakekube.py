@@ -457,55 +457,7 @@ def test_field_selectors(fake_kube: FakeKube, core: client.CoreV1Api) -> None:
     assert api_error(core.list_namespaced_pod, "default", field_selector="spec.bogus=1")[0] == 400
 
 
-def test_pagination_neither_skips_nor_repeats(fake_kube: FakeKube, core: client.CoreV1Api) -> None:
-    names = [f"cm-{i}" for i in range(7)]
-    for name in reversed(names):
-        fake_kube.store.create(configmap(name))
-    seen, token, pages = [], None, 0
-    while True:
-        page = core.list_namespaced_config_map("default", limit=3, _continue=token)
-        seen += [i.metadata.name for i in page.items]
-        pages += 1
-        token = page.metadata._continue
-        if not token:
-            break
-        assert page.metadata.resource_version == str(fake_kube.store.resource_version)
-    assert (seen, pages) == (names, 3)
-    first = core.list_namespaced_config_map("default", limit=2)
-    fake_kube.store.create(configmap("later"))
-    fake_kube.faults.compact()  # etcd compaction past the first page's version
-    status, body = api_error(
-        core.list_namespaced_config_map, "default", limit=2, _continue=first.metadata._continue
-    )
-    assert (status, body["reason"]) == (410, "Expired")
-
-
 # --- watch ------------------------------------------------------------------------------------
-
-
-def test_watch_resumes_from_a_resource_version(fake_kube: FakeKube, core: client.CoreV1Api) -> None:
-    store = fake_kube.store
-    store.create(configmap("before"))
-    rv = core.list_namespaced_config_map("default").metadata.resource_version
-    store.create(configmap("a", {"x": "1"}))
-    current = store.get("v1", "ConfigMap", "default", "a")
-    assert current is not None
-    current["data"] = {"k": "2"}
-    store.update(current)
-    store.delete("v1", "ConfigMap", "default", "a")
-    watcher = watch.Watch()
-    seen = []
-    for e in watcher.stream(
-        core.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=5
-    ):
-        seen.append((e["type"], e["object"].metadata.name, e["object"].data))
-        if e["type"] == "DELETED":
-            watcher.stop()
-    assert seen == [
-        ("ADDED", "a", {"k": "a"}),
-        ("MODIFIED", "a", {"k": "2"}),
-        ("DELETED", "a", {"k": "2"}),
-    ]
 
 
 def test_watch_streams_live_changes_with_selector_transitions(

@@ -19,6 +19,7 @@ from typing import Any
 from .clock import FakeClock
 from .events import EVENTS_V1, EVENTS_V1_KEY
 from .port import _merge
+from .resources import StoreError
 from .store import Store
 
 Obj = dict[str, Any]
@@ -88,6 +89,7 @@ class StoreJobs:
         self.on_create: list[Callable[[Obj], object]] = []
         self.on_patch: list[Callable[[Obj], object]] = []  # told of each object a request changes
         self._script: list[tuple[float, Callable[[], object]]] = []
+        self.errors: list[Exception] = []  # scripted changes a request's deletion made moot
         self._lock = threading.RLock()
         store.subscribe(self._changed)
         clock.drive(self._tick)
@@ -119,4 +121,7 @@ class StoreJobs:
             due = [step for step in self._script if step[0] <= now]
             self._script = [step for step in self._script if step[0] > now]
             for _, change in due:
-                change()
+                try:
+                    change()
+                except (KeyError, StoreError) as exc:  # its object deleted meanwhile, by a request
+                    self.errors.append(exc)
