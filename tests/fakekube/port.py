@@ -28,7 +28,7 @@ import functools
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from operator import itemgetter
 from typing import Any
 
@@ -53,9 +53,10 @@ from .clock import FakeClock
 from .events import EVENTS_V1, EVENTS_V1_KEY
 from .faults import Fault, Faults
 from .requestlog import RequestLog, RequestRecord
-from .resources import StoreError
+from .resources import StoreError, rfc3339
 from .selectors import field_matcher, label_matcher
 from .shell import Filesystem, reads_stdin, run_command
+from .validation import merge_patch as _merge
 
 __all__ = ["Kind", "Objects", "PortFake", "rfc3339"]
 
@@ -88,29 +89,9 @@ BUILTIN: dict[tuple[str, str], Kind] = {
 }
 
 
-def rfc3339(seconds: float, *, nano: bool = False) -> str:
-    """``nano``: with nanoseconds, as the kubelet stamps log lines (RFC3339Nano)."""
-    moment = datetime.fromtimestamp(seconds, UTC)
-    fraction = f".{round(seconds % 1 * 1e9) % 10**9:09d}" if nano else ""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
-
-
 def _copy(obj: Any) -> Any:
     """What the other side would get: a JSON copy."""
     return json.loads(json.dumps(obj))
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
 
 
 def _matches(

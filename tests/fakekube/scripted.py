@@ -18,9 +18,9 @@ from typing import Any
 
 from .clock import FakeClock
 from .events import EVENTS_V1, EVENTS_V1_KEY
-from .port import _merge
 from .resources import StoreError
 from .store import Store
+from .validation import merge_patch
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str | None, str]
@@ -76,7 +76,7 @@ class _Objects:
     def change(
         self, api_version: str, kind: str, namespace: str | None, name: str, patch: Obj
     ) -> Obj:
-        return self.put(_merge(self.items[api_version, kind, namespace, name], patch))
+        return self.put(merge_patch(self.items[api_version, kind, namespace, name], patch))
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
         self._store.delete(api_version, kind, namespace, name)
