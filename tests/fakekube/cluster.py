@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import yaml
 
 from kfcompile.lifecycle import Session
+from kfcompile.spec.additions import QUEUE_LABEL
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_local import SystemClock
 
@@ -60,9 +61,9 @@ RELEASES: dict[str, tuple[str, ...]] = {
 # The Trainer's public ConfigMap (from v2.2), in the Trainer's namespace.
 TRAINER_NAMESPACE = "kubeflow-system"
 TRAINER_CONFIGMAP = "kubeflow-trainer-public"
-FROM_CRDS = "from the CRDs"
-# What happens to each job in a LocalCluster of a scenario: ``jobs.runs``'s arguments.
-# A job annotated ``SCENARIO_ANNOTATION`` lives that row instead.
+FROM_CRDS = "from the CRDs"  # trainer=: the version of the TrainJob CRD file installed
+# How a job of each scenario lives (``jobs.runs``'s arguments; ``live``): in a LocalCluster of
+# that scenario, or annotated ``SCENARIO_ANNOTATION`` with its name.
 LIVES: dict[str, dict[str, Any]] = {
     "succeeds": {"steps": 3},
     "fails": {"steps": 1, "reason": "FailedJobs"},
@@ -73,13 +74,10 @@ LIVES: dict[str, dict[str, Any]] = {
     "deadline": {"steps": 1, "reason": "DeadlineExceeded"},
     "restarts": {"steps": 1, "ends": 1.5, "restarts": 0.6},  # a PyTorchJob's Restarting
 }
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # A LocalCluster's jobs live ten times as fast as LIVES says (a life of 0.1 s: as short as the
 # CLI's tests can wait for, in real time, on a clock in step with it).
 PACE = 0.1
-SCENARIO_ANNOTATION = (
-    "fake.kfcompile.dev/scenario"  # trainer=: the version of the TrainJob CRD file installed
-)
+SCENARIO_ANNOTATION = "fake.kfcompile.dev/scenario"
 
 
 @functools.cache

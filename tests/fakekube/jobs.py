@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kfcompile.kinds import COMPLETION_INDEX, PYTORCHJOB, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
+from kfcompile.spec.additions import QUEUE_LABEL
 
 from .port import Obj, PortFake
 from .resources import rfc3339
@@ -367,7 +368,7 @@ def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], N
 
     def script(obj: Obj) -> None:
         labels = obj["metadata"].get("labels") or {}
-        if obj["kind"] != "TrainJob" or "kueue.x-k8s.io/queue-name" not in labels:
+        if obj["kind"] != "TrainJob" or QUEUE_LABEL not in labels:
             return
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         key = (obj["apiVersion"], obj["kind"], ns, name)

@@ -32,10 +32,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+from kfcompile.spec.additions import QUEUE_LABEL
+
 from . import jobs
 from .audit import AUDIT
 from .clock import FakeClock
-from .cluster import NAMESPACE, QUEUE, QUEUE_LABEL, install, live
+from .cluster import NAMESPACE, QUEUE, install, live
 from .requestlog import RequestRecord
 from .resources import ResourceKind, StoreError
 from .scripted import StoreJobs

@@ -3,11 +3,11 @@ jobs by, as ``PortFake`` moves the lifecycle tests' (the same steps, the same ob
 
 ``StoreJobs`` is the part of ``PortFake`` the scripts use (``objects``, ``at``, ``log``,
 ``new_log``, ``clock``, ``on_create`` and ``on_patch``: told of each object a request creates
-or changes) over a ``Store``.
-Time is a ``FakeClock`` that the test advances (``LocalCluster.advance``) or a ticker thread
-does in step with real time (``LocalCluster(auto=True)``). The store calls ``on_create`` in the
-thread of the request that created the object; a script only schedules there (``at``), and what
-it schedules runs when the clock ticks.
+or changes) over a ``Store``. Time is a ``FakeClock`` that the test advances
+(``LocalCluster.advance``) or a ticker thread does in step with real time
+(``LocalCluster(auto=True)``). The store calls ``on_create`` in the thread of the request that
+created the object; a script only schedules there (``at``), and what it schedules runs when
+the clock ticks.
 """
 
 from __future__ import annotations
