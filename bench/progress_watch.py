@@ -55,7 +55,7 @@ def report(store: Store, second: int, names: list[str]) -> None:
 
 
 def main(jobs: int = 1000, seconds: int = 60) -> None:
-    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
         names = [f"job-{i:04d}" for i in range(jobs)]
         labels = {lifecycle.MANAGED_BY_LABEL: lifecycle.MANAGER}
         for name in names:

@@ -88,7 +88,7 @@ def at_the_port(jobs: int, before: bool) -> collections.Counter[str]:
 
 
 def over_http(jobs: int, before: bool) -> collections.Counter[str]:
-    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
         names = [f"job-{i:04d}" for i in range(jobs)]
         if before:
             _create(local.store, names)

@@ -15,9 +15,8 @@ import pytest
 import schema_check
 import yaml
 from fakekube.access import NamespaceAccess
-from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
-from fakekube.kubelet import SLOW_IMAGE
-from fakekube.scenarios import SCENARIO_ANNOTATION
+from fakekube.cluster import CLAIM, NAMESPACE, SCENARIO_ANNOTATION, LocalCluster
+from fakekube.jobs import SLOW_IMAGE
 
 from kfcompile.cli import main
 
@@ -169,15 +168,15 @@ def test_logs_all_ranks_are_prefixed(
     code, out, _ = run(local, capsys, "logs", "demo", "--rank", "1", "--tail", "1")
     assert code == 0 and out.count("\n") == 1 and "rank 1" in out
     code, out, _ = run(local, capsys, "logs", "demo", "--follow")
-    assert code == 0 and "rank 0: training finished" in out
+    assert code == 0 and "rank 0: exit 0" in out
 
 
 def test_cancel_suspend_resume_events_list(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "running")
-    code, out, _ = run(local, capsys, "suspend", "demo")
-    assert out.strip() == "TrainJob demo in namespace default: suspended"
+    code, out, err = run(local, capsys, "suspend", "demo")
+    assert out.strip() == "TrainJob demo in namespace default: suspended", err
     code, _, err = run(local, capsys, "resume", "demo")
     assert code == 0, err
     code, out, _ = run(local, capsys, "events", "demo")

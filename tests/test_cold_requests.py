@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 import schema_check
 from fakekube.access import Attempt, forbidden
-from fakekube.cluster import NAMESPACE, LocalCluster
-from fakekube.scenarios import SCENARIO_ANNOTATION
+from fakekube.cluster import NAMESPACE, SCENARIO_ANNOTATION, LocalCluster
 
 from kfcompile import lifecycle, structure
 from kfcompile.cli import main
@@ -43,7 +42,7 @@ def _cluster(scenario: str, nodes: int = 4) -> Iterator[tuple[LocalCluster, Ref]
         done = lifecycle.submit(
             local.session(), spec, "trainjob/v2.3", namespace=NAMESPACE, environ={}
         )
-        local.controller.run_until_idle()
+        local.advance(1.0)  # running (hang), or its pods waiting to start
         yield local, done.ref
 
 

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import schema_check
 from fakekube import FakeKube
-from fakekube.cluster import NAMESPACE, LocalCluster
-from fakekube.controller import SCENARIO_ANNOTATION
+from fakekube.cluster import NAMESPACE, SCENARIO_ANNOTATION, LocalCluster
 
 from kfcompile import lifecycle, structure
 from kfcompile.lifecycle.ports import Clock

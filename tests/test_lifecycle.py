@@ -16,9 +16,7 @@ import schema_check
 from attrs import evolve
 from fakekube import jobs
 from fakekube.clock import fixed_jitter
-from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, PortCluster
-from fakekube.port import PortFake
-from fakekube.scenarios import SCENARIO_ANNOTATION
+from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, SCENARIO_ANNOTATION, PortCluster, live
 
 from kfcompile import lifecycle, structure
 from kfcompile.lifecycle import (
@@ -35,7 +33,6 @@ from kfcompile.lifecycle.follow import POD_WATCH
 from kfcompile.lifecycle.observe import MAX_RANKS, nodes_total
 from kfcompile.lifecycle.pod_logs import ranks
 from kfcompile.lifecycle.ports import Ref, WatchEvent
-from kfcompile.spec.additions import QUEUE_LABEL
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 from kfcompile_local import TarFiles
@@ -45,37 +42,14 @@ PYTORCHJOB = "kubeflow.org/v1"
 ENV = {"HF_TOKEN": "hf_s3cr3t_value"}
 
 
-# How each job the small fake's tests submit lives, by its scenario annotation (``jobs.runs``):
-# its pods run 0.2 s after its create, and it succeeds or fails 1 s after, or never ends; a job
-# with a queue is first held by Kueue (``jobs.kueue``). Or its pods never start (``STUCK``).
-LIVES: dict[str, dict[str, Any]] = {
-    "succeeds": {"ends": 1.0},
-    "fails": {"ends": 1.0, "reason": "FailedJobs"},
-    "deadline": {"ends": 1.0, "reason": "DeadlineExceeded"},
-    "restarts": {"ends": 1.5, "restarts": 0.6},
-    "hang": {"ends": None},
-}
-STUCK = {"unschedulable": "Unschedulable", "image_pull": "ImagePullBackOff"}
-
-
-def lives(fake: PortFake) -> Callable[[dict[str, Any]], None]:
-    def script(obj: dict[str, Any]) -> None:
-        meta = obj["metadata"]
-        scenario = (meta.get("annotations") or {}).get(SCENARIO_ANNOTATION) or "succeeds"
-        if scenario in STUCK:
-            fake.at(0.2, lambda: jobs.pending(fake, NAMESPACE, meta["name"], STUCK[scenario]))
-        elif QUEUE_LABEL in (meta.get("labels") or {}):
-            jobs.kueue(fake, **LIVES[scenario])(obj)
-        else:
-            jobs.runs(fake, **LIVES[scenario])(obj)
-
-    return script
-
-
+# How each job the small fake's tests submit lives: the row of ``cluster.LIVES`` its scenario
+# annotation names (``cluster.live``, as over HTTP): its pods run 0.2 s after its create, and it
+# succeeds or fails 1 s after, or never ends, or its pods never start; a job with a queue is
+# first held by Kueue (``jobs.kueue``).
 @pytest.fixture
 def local(request: pytest.FixtureRequest) -> Iterator[PortCluster]:
     with PortCluster(schema_check.require_shared()) as cluster:
-        cluster.fake.on_create.append(lives(cluster.fake))
+        cluster.fake.on_create.append(lambda job: live(cluster.fake, job, "succeeds"))
         cluster.fake.on_patch.append(jobs.suspends(cluster.fake))
         if "helper" in request.fixturenames:
             cluster.fake.on_create.append(jobs.helpers(cluster.fake))
@@ -316,7 +290,7 @@ def test_wait_ends_where_the_job_goes(
     target: str, name: str, until: str, state: State, reason: str | None
 ) -> None:
     with PortCluster(schema_check.require_shared()) as local:
-        local.fake.on_create.append(lives(local.fake))
+        local.fake.on_create.append(lambda job: live(local.fake, job, "succeeds"))
         ref = submit(local, spec(**scenario(name)), target)
         seen: list[State] = []
         obs = lifecycle.wait(
@@ -555,7 +529,7 @@ def test_follow_resumes_a_dropped_stream_without_repeating(local: PortCluster) -
 
 def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
     with PortCluster(schema_check.require_shared(), step=0.05) as local:
-        local.fake.on_create.append(lives(local.fake))
+        local.fake.on_create.append(lambda job: live(local.fake, job, "succeeds"))
         ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
         lifecycle.wait(local.session(), ref, "running", timeout=10)
         local.faults.add("pod_log", drop_after=1)

@@ -1,5 +1,5 @@
 """The job lifecycle end to end: through the real adapter, over real HTTP, against the fake API
-server with the simulated controller on its thread. What only the wire can show: the requests
+server, each job's life scripted (``fakekube.jobs``). What only the wire can show: the requests
 the adapter sends, streams cut on the wire, exec over websockets, a server that answers too
 late. The lifecycle's behaviour itself is proven at the port (test_lifecycle.py)."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import schema_check
 from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
-from test_lifecycle import ENV, TRAINJOB, scenario, spec, with_companions
+from test_lifecycle import ENV, TRAINJOB, spec, with_companions
 
 from kfcompile import lifecycle
 from kfcompile.lifecycle.ports import Ref
@@ -49,7 +49,7 @@ def test_submit_sends_companions_first_with_strict_validation(local: LocalCluste
 
 def test_wait_watches_each_change_as_it_happens() -> None:
     with LocalCluster(schema_check.require_shared(), auto=False) as local:
-        ref = submit(local, spec(**scenario("succeeds")))
+        ref = submit(local, spec())
         local.run_once_watched("trainjobs")
         seen: list[State] = []
         obs = lifecycle.wait(
@@ -68,7 +68,7 @@ def test_wait_watches_each_change_as_it_happens() -> None:
 @pytest.mark.parametrize("fault", [{"status": 410}, {"drop_after": 1}])
 def test_wait_survives_a_watch_cut_on_the_wire(fault: dict[str, Any]) -> None:
     with LocalCluster(schema_check.require_shared(), auto=False) as local:
-        ref = submit(local, spec(**scenario("succeeds")))
+        ref = submit(local, spec())
         local.kube.faults.add("GET", "/trainjobs", watch=True, **fault)
         local.run_once_watched("trainjobs")  # not done before the wait watches, however slow
         obs = lifecycle.wait(local.session(), ref, "done", timeout=30)
@@ -77,7 +77,7 @@ def test_wait_survives_a_watch_cut_on_the_wire(fault: dict[str, Any]) -> None:
 
 
 def test_follow_resumes_a_log_cut_on_the_wire_without_repeating(local: LocalCluster) -> None:
-    ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
+    ref = submit(local, spec(num_nodes=1))
     local.kube.faults.add("GET", "/log", drop_after=1, times=2)
     followed = [x.text for x in lifecycle.logs(local.session(), ref, rank=0, follow=True)]
     full = [x.text for x in lifecycle.logs(local.session(), ref, rank=0)]
@@ -106,7 +106,7 @@ def test_sync_up_and_down_over_exec(local: LocalCluster, tmp_path: Path) -> None
 
 
 def test_a_read_answered_too_late_is_retried(local: LocalCluster) -> None:
-    ref = submit(local, spec(**scenario("succeeds")))
+    ref = submit(local, spec())
     lifecycle.wait(local.session(), ref, "done", timeout=10)
     local.kube.faults.add("GET", "/pods", hang=1.0)  # longer than the read timeout below
     obs = lifecycle.status(local.session(request_timeout=0.5), ref)

@@ -279,7 +279,7 @@ def test_the_torchx_scheduler_on_a_manager_reads_describe_and_logs_on_the_worker
     cfg = {"kubeconfig": str(clusters.kubeconfig), "context": "manager", "queue": QUEUE}
     with get_runner() as runner:
         handle = runner.run(dist.ddp(script="train.py", j="2x1"), "kfcompile", cfg=cfg)
-        clusters.controller.default_scenario = "hang"
+        clusters.scenario = "hang"
         clusters.settle()
         lines = list(runner.log_lines(handle, "train", k=1))
     described = create_scheduler("t").describe(handle.rpartition("/")[2])

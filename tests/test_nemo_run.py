@@ -15,6 +15,7 @@ status from conditions (queued, deadline) and ``list`` over the API.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import subprocess
@@ -624,15 +625,15 @@ def test_status_reads_conditions_queued_and_deadline(monkeypatch: pytest.MonkeyP
     shared = schema_check.require_shared()
     with LocalCluster(shared, auto=False) as local:
         monkeypatch.setenv("KUBECONFIG", str(local.kubeconfig))
-        local.controller.admission_delay = None  # Kueue keeps it waiting
+        local.admits = math.inf  # Kueue keeps it waiting
         queued = _submitted(labels={"kueue.x-k8s.io/queue-name": QUEUE})
-        local.controller.run_until_idle()
+        local.advance(10.0)
         described = KfcompileScheduler("test").describe(queued)
         assert described is not None
         assert (described.state, described.msg.split()[0]) == (AppState.PENDING, "Suspended")
 
         late = _submitted(annotations={"fake.kfcompile.dev/scenario": "deadline"})
-        local.controller.run_until_idle()
+        local.advance(10.0)
         described = KfcompileScheduler("test").describe(late)
         assert described is not None
         assert described.state == AppState.FAILED
@@ -921,7 +922,7 @@ def test_the_progress_the_training_process_reports_reaches_nemo_run(
     (what NeMo-Run's experiment status shows) carry what the process last reported."""
     from kfcompile.integrations.nemo_run_scheduler import create_scheduler
 
-    cluster.controller.trainer_status = True
+    cluster.trainer_status = True
     ex = executor(num_nodes=2)
     ex.assign("exp", str(tmp_path), "train", "train")
     name, _ = ex.launch("train", ["python", "/app/train.py"], wait=True)

@@ -159,14 +159,9 @@ def reports(local: PortCluster, *percents: int) -> None:
     gate on), one every 0.2 s, then succeeds."""
     fake = local.fake
 
-    def report(percent: int) -> None:
-        status = {"progressPercentage": percent, "lastUpdatedTime": "2025-06-02T09:14:04Z"}
-        patch = {"status": {"trainerStatus": status}}
-        local.store.change(jobs.TRAINJOB.api_version, "TrainJob", NAMESPACE, "p", patch)
-
     def script(_: object) -> None:
         for i, percent in enumerate(percents):
-            fake.at(0.4 + 0.2 * i, functools.partial(report, percent))
+            fake.at(0.4 + 0.2 * i, functools.partial(jobs.progress, fake, NAMESPACE, "p", percent))
 
     fake.on_create += [jobs.runs(fake, ends=0.4 + 0.2 * len(percents)), script]
 
@@ -207,8 +202,15 @@ def test_without_the_feature_gate_nothing_is_progressed() -> None:
 
 @pytest.fixture
 def local() -> Iterator[LocalCluster]:
-    with LocalCluster(schema_check.require_shared(), auto=False, scenario="hang") as cluster:
-        cluster.controller.trainer_status = True
+    """Each job runs (a TrainJob reports its first training step, 30 %) and then hangs."""
+    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as cluster:
+        fake = cluster.fake
+
+        def first_step(job: dict[str, Any]) -> None:
+            name = job["metadata"]["name"]
+            fake.at(0.4, lambda: jobs.progress(fake, NAMESPACE, name, 30, remaining=120))
+
+        fake.on_create += [jobs.runs(fake, ends=None), first_step]
         yield cluster
 
 
@@ -220,7 +222,7 @@ def test_status_shows_progress_and_its_age(
     assert main(["status", "demo", *kubeconfig]) == 0
     out = capsys.readouterr().out
     assert f"progress: {NONE_REPORTED}" in out  # the process has reported nothing yet
-    local.controller.run_until_idle()  # running; a training step, reported; then it hangs
+    local.advance(1.0)  # running; a training step, reported; then it hangs
     assert main(["status", "demo", *kubeconfig]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^progress: 30% ETA 2m00s · loss 0\.9 · \d+s ago$", out, re.M), out
@@ -272,8 +274,8 @@ class Output:
 
 def _wait_output(local: LocalCluster, tmp_path: Path, *, tty: bool) -> str:
     """``kfcompile submit --wait done`` in a new process, its stderr a terminal or a pipe, while
-    the simulated controller runs the job a step at a time (each training step reported), the
-    next step once the last one is shown."""
+    the job runs a step at a time (each training step reported), the next step once the last
+    one is shown."""
     env = {**os.environ, "KUBECONFIG": str(local.kubeconfig)}
     argv = [sys.executable, "-m", "kfcompile", "submit", str(write_spec(tmp_path, "succeeds"))]
     primary, secondary = pty.openpty() if tty else os.pipe()
@@ -284,13 +286,13 @@ def _wait_output(local: LocalCluster, tmp_path: Path, *, tty: bool) -> str:
     out = Output(primary)
     try:
         out.until("demo: PENDING")
-        while "trainerStatus" not in _job(local).get("status", {}):  # up to its first step
-            assert local.controller.advance(NAMESPACE, "demo")
+        local.advance(1.0)  # running, up to its first step
+        assert "trainerStatus" in _job(local)["status"]
         out.until("30%")
         for percent in (60, 90):
-            assert local.controller.advance(NAMESPACE, "demo")
+            jobs.progress(local.fake, NAMESPACE, "demo", percent, remaining=(100 - percent) * 2)
             out.until(f"{percent}%")
-        assert local.controller.advance(NAMESPACE, "demo")  # succeeded
+        jobs.finish(local.fake, NAMESPACE, "demo")  # succeeded
         assert proc.wait(timeout=30) == 0
         while out.read():
             pass

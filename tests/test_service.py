@@ -13,6 +13,7 @@ from pathlib import Path
 
 import public_api
 import schema_check
+from fakekube import jobs
 from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster
 
 import kfcompile
@@ -40,9 +41,9 @@ def test_dry_run_renders_single_gpu_kueue_queued_workers() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    jobs = json.loads(done.stdout)["items"]
-    assert [j["metadata"]["name"] for j in jobs] == ["svc-0", "svc-1"]
-    for job in jobs:
+    listed = json.loads(done.stdout)["items"]
+    assert [j["metadata"]["name"] for j in listed] == ["svc-0", "svc-1"]
+    for job in listed:
         assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
         trainer = job["spec"]["trainer"]
         assert trainer["numNodes"] == 1
@@ -68,9 +69,11 @@ def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
     The service sees every change from one watch, archives each worker's logs when it ends, and
     stops once all three have."""
     archive = tmp_path / "archive"
-    with LocalCluster(schema_check.require_shared(), auto=False) as local:
-        local.controller.scenario(NAMESPACE, "svc-1", "fails")
-        local.controller.scenario(NAMESPACE, "svc-2", "hang")
+    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
+        lives = {"svc-1": {"reason": "FailedJobs"}, "svc-2": {"ends": None}}  # svc-0 succeeds
+        local.fake.on_create.append(
+            lambda job: jobs.kueue(local.fake, **lives.get(job["metadata"]["name"], {}))(job)
+        )
         argv = ["--workers", "3", "--queue", QUEUE, "--archive", str(archive)]
         proc = subprocess.Popen(
             [sys.executable, str(SERVICE), *argv, "--kubeconfig", str(local.kubeconfig)],
@@ -81,7 +84,7 @@ def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
         )
         assert proc.stdin is not None and proc.stdout is not None
         try:
-            # Once it watches (after submitting all three), the controller runs the jobs.
+            # Once it watches (after submitting all three), the jobs run.
             ran = threading.Thread(target=_run_once_watched, args=(local,), daemon=True)
             ran.start()
             lines = []
@@ -96,7 +99,9 @@ def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
         err = proc.stderr.read() if proc.stderr else ""
-        jobs = {j["metadata"]["name"]: j for j in local.store.list(TRAINJOB, "TrainJob", NAMESPACE)}
+        found = {
+            j["metadata"]["name"]: j for j in local.store.list(TRAINJOB, "TrainJob", NAMESPACE)
+        }
         secrets = local.store.list("v1", "Secret", NAMESPACE)
         watches = local.kube.requests.count("GET", "/trainjobs", watch=True)
     assert code == 1, (lines, err)  # svc-1 failed
@@ -119,9 +124,9 @@ def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
     assert "[rank 0] " in (archive / "svc-0.log").read_text()
     assert "[rank 0] " in (archive / "svc-2.log").read_text()
     # The finished workers stay, each a single-GPU Kueue-queued job owning its own token.
-    assert sorted(jobs) == ["svc-0", "svc-1"]
+    assert sorted(found) == ["svc-0", "svc-1"]
     tokens = set()
-    for name, job in jobs.items():
+    for name, job in found.items():
         assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == QUEUE
         assert job["metadata"]["labels"][MANAGED_BY_LABEL] == "kfcompile"
         assert job["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "1"}
@@ -144,4 +149,4 @@ def _run_once_watched(local: LocalCluster) -> None:
         ):
             break
         time.sleep(0.02)
-    local.controller.run_until_idle()
+    local.advance(60.0)

@@ -22,6 +22,7 @@ torchx = pytest.importorskip(
     "torchx", reason="torchx is not installed (CI installs it in its launcher environment)"
 )
 
+from fakekube import jobs  # noqa: E402
 from fakekube.cluster import NAMESPACE, LocalCluster  # noqa: E402
 from torchx import specs  # noqa: E402
 from torchx.components import dist  # noqa: E402
@@ -545,7 +546,7 @@ def test_a_malformed_app_id_is_refused(app_id: str) -> None:
 
 @pytest.fixture
 def local() -> Iterator[LocalCluster]:
-    # The controller moves only when the test ticks it; jobs run and then hang, until told.
+    # Time passes only when the test says; jobs run and then hang.
     with LocalCluster(schema_check.require_shared(), auto=False, scenario="hang") as cluster:
         yield cluster
 
@@ -567,7 +568,7 @@ def test_run_status_log_list_cancel_through_the_torchx_cli(
     assert job["metadata"]["name"] == name
     assert job["spec"]["trainer"]["command"] == ["torchrun", "train.py", "--epochs", "3"]
 
-    local.controller.run_until_idle()  # running, one step logged, then hanging
+    local.advance(1.0)  # running, one step logged, then hanging
     env = clean_env(tmp_path, KUBECONFIG=kubeconfig)  # the other commands: kubectl's way
     status = torchx_process(tmp_path, "status", handle, env=env)
     assert status.returncode == 0, status.stderr
@@ -577,7 +578,7 @@ def test_run_status_log_list_cancel_through_the_torchx_cli(
     log = torchx_process(tmp_path, "log", f"{handle}/train/1", env=env)
     assert log.returncode == 0, log.stderr
     assert log.stdout.splitlines() == [
-        "train/1 rank 1: world size 2, starting",
+        "train/1 rank 1: starting",
         "train/1 rank 1 step 1 loss 0.9",
     ]
 
@@ -589,9 +590,8 @@ def test_run_status_log_list_cancel_through_the_torchx_cli(
         assert tail.stdout is not None
         seen = [tail.stdout.readline() for _ in range(2)]  # what the rank had logged so far
         assert seen[1] == "train/0 rank 0 step 1 loss 0.9\n", seen
-        local.controller.scenario(NAMESPACE, name, "succeeds")
-        assert local.controller.advance(NAMESPACE, name)  # one more step, logged as it comes
-        assert tail.stdout.readline() == "train/0 rank 0 step 2 loss 0.81\n"
+        local.fake.log(NAMESPACE, jobs.pod_name(name, 0), "rank 0 step 2 loss 0.81")
+        assert tail.stdout.readline() == "train/0 rank 0 step 2 loss 0.81\n"  # as it comes
 
         listed = torchx_process(tmp_path, "list", "-s", "kfcompile", env=env)
         assert listed.returncode == 0, listed.stderr
@@ -618,7 +618,7 @@ def test_status_reads_the_kubeconfig_from_torchxconfig(local: LocalCluster, work
     (workdir / ".torchxconfig").write_text(f"[kfcompile]\nkubeconfig = {local.kubeconfig}\n")
     with get_runner() as runner:
         handle = runner.run(app, "kfcompile", cfg={"kubeconfig": str(local.kubeconfig)})
-    local.controller.run_until_idle()
+    local.advance(1.0)
     with get_runner() as runner:  # a new scheduler: nothing of the run is left in it
         status = runner.status(handle)
     assert status is not None and status.state == specs.AppState.RUNNING

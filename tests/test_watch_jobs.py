@@ -730,7 +730,7 @@ def _list_watch(local: LocalCluster, out: Output, *flags: str) -> int:
             if all(watched):
                 break
             time.sleep(0.02)
-        local.controller.run_until_idle()
+        local.advance(5.0)
         while time.monotonic() < deadline and " finished " not in out.text():
             if ended.wait(0.02):
                 return
@@ -748,10 +748,19 @@ def _list_watch(local: LocalCluster, out: Output, *flags: str) -> int:
         driver.join(30)
 
 
-def _submitted(local: LocalCluster) -> None:
+def _submitted(local: LocalCluster, *steps: tuple[int, int, str]) -> None:
     """Quiet watches, as on a real server (a bookmark a minute): only a cut stops them; and a
-    Kueue-queued job."""
+    Kueue-queued job (admitted 0.5 s after its create, running 0.2 s later, done 1.1 s after
+    it is admitted), reporting ``steps`` (percent, seconds remaining, loss) 0.2 s apart."""
     local.kube.bookmark_interval = 3600.0
+    fake = local.fake
+
+    def reports(_: object) -> None:
+        for i, (percent, remaining, loss) in enumerate(steps):
+            report = functools.partial(jobs.progress, fake, NAMESPACE, "demo", percent)
+            fake.at(1.0 + 0.2 * i, functools.partial(report, remaining=remaining, loss=loss))
+
+    fake.on_create += [jobs.kueue(fake, ends=1.1), reports]
     job = structure({"name": "demo", "image": "python:3", "command": ["python"], "queue": QUEUE})
     lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
 
@@ -760,9 +769,9 @@ def test_list_watch_prints_the_table_then_a_line_per_change_until_ctrl_c(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = Output()
-    with LocalCluster(schema_check.require_shared(), auto=False) as local:
-        _submitted(local)
-        local.controller.trainer_status = True  # its steps reported in status.trainerStatus
+    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
+        # its steps reported in status.trainerStatus
+        _submitted(local, (30, 120, "0.9"), (60, 60, "0.81"), (90, 0, "0.729"))
         monkeypatch.setattr("sys.stdout", out)
         code = _list_watch(local, out)
     assert code == 130
@@ -794,7 +803,7 @@ def test_list_all_namespaces_watch_without_the_right_falls_back_to_the_namespace
     """A Role, no ClusterRole: the table and the watch both fall back to the namespace, said
     once; nothing is asked at the cluster scope after the table's refused list."""
     out = Output()
-    with LocalCluster(schema_check.require_shared(), auto=False) as local:
+    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
         _submitted(local)
         local.store.access = NamespaceAccess("alice", {NAMESPACE})
         monkeypatch.setattr("sys.stdout", out)

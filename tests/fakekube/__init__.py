@@ -1,14 +1,13 @@
 """Local fake Kubernetes clusters for tests, two of them:
 
 - the API server over real HTTP, for the real adapter (``server``, ``FakeKube``): one object
-  store (``store``) with a simulated Kubeflow controller (``controller``) and kubelet
-  (``kubelet``), answering as ``api`` says;
+  store (``store``) answering as ``api`` says;
 - a small fake behind the ``kfcompile.lifecycle.ports.Cluster`` port, for the lifecycle tests
-  (``port``: a dict of objects on the fake clock ``clock``, what happens to each job scripted
-  with ``jobs``).
+  (``port``: a dict of objects on the fake clock ``clock``).
 
-Both share one fault injector (``faults``) and one request log (``requestlog``). ``cluster``
-wires either into a whole cluster with Kubeflow installed.
+What happens to each job on either is scripted with ``jobs`` (over the HTTP store through
+``scripted``). Both share one fault injector (``faults``) and one request log
+(``requestlog``). ``cluster`` wires either into a whole cluster with Kubeflow installed.
 
 Import it as ``from fakekube import FakeKube`` (``tests/`` is on ``sys.path`` under pytest, as
 for ``schema_check``).

@@ -14,12 +14,11 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from .access import Attempt
 from .events import EVENTS_V1, Conversion
-from .resources import CRD_KEY, Change, LogChunk, ResourceKind, StoreError
+from .resources import CRD_KEY, Change, LogChunk, ResourceKind, StoreError, rfc3339
 from .selectors import Matcher, field_matcher, label_matcher
 from .store import Store
 from .validation import merge_patch, validate
@@ -276,9 +275,7 @@ def _stamped(chunks: list[LogChunk], stamps: bool) -> list[str]:
     for chunk in chunks:
         lines = re.findall(r"[^\n]*\n|[^\n]+", chunk.text)
         if stamps:
-            moment = datetime.fromtimestamp(chunk.time, UTC)
-            stamp = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond:06d}000Z "
-            lines = [stamp + line for line in lines]
+            lines = [f"{rfc3339(chunk.time, nano=True)} {line}" for line in lines]
         out += lines
     return out
 

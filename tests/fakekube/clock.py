@@ -4,8 +4,8 @@ goes.
 Time passes only when something waits: ``sleep(s)`` (the code under test backing off or
 polling) or ``idle()`` (a watch or a followed log with nothing to say, which would block on a
 real server). Every ``step`` seconds of fake time the clock ticks what it drives, in order: the
-store's deletion work, the kubelet, the controller, then the test's own ``on_tick`` hooks. So a
-job walks its scenario while the lifecycle waits for it, whatever the machine's speed, and no
+fake cluster's scripted changes and garbage collection, then the test's own ``on_tick`` hooks.
+So a job lives its script while the lifecycle waits for it, whatever the machine's speed, and no
 test sleeps in real time. Waiting past ``limit`` seconds of fake time is an error (nothing the
 tests do takes that long: something waits for a change that never comes).
 """

@@ -1,18 +1,16 @@
 """A whole local "cluster" for lifecycle tests and benchmarks, with what a Kubeflow install
 provides (its CRDs, the ``torch-distributed`` runtime, the Trainer's public ConfigMap), plus a
-claim and a Kueue queue to use. Three ways to reach it:
+claim and a Kueue queue to use. Two ways to reach it, each job's life scripted by
+``fakekube.jobs`` on a ``FakeClock``:
 
     with PortCluster(shared_dir) as c:       # the small fake behind the Cluster port, fake clock
         c.fake.on_create.append(jobs.runs(c.fake))   # what happens to each job: scripted
         session = c.session()                # kfcompile.lifecycle.Session(PortFake, FakeClock)
         c.faults.add("create", "TrainJob", status=503); c.calls.count("create", "TrainJob")
 
-    with LocalCluster(shared_dir) as c:      # over real HTTP, in real time, with threads
+    with LocalCluster(shared_dir) as c:      # over real HTTP; the clock in step with real time
         session = c.session()                # Session over the real adapter
         c.kubeconfig                         # for the CLI: --kubeconfig
-
-    InMemoryCluster(shared_dir)              # the whole simulation (Store, controller, kubelet)
-                                             # at the port: test_fakekube_rules' only
 
 A cluster of one release: ``crds=RELEASES["trainjob/v2.1"]``; from v2.2 the Trainer's public
 ConfigMap says the release (``trainer="v2.4.0"``: a release newer than any CRD file here).
@@ -21,12 +19,13 @@ ConfigMap says the release (``trainer="v2.4.0"``: a release newer than any CRD f
 from __future__ import annotations
 
 import functools
+import math
 import random
 import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,14 +33,15 @@ from typing import Any, Protocol
 import yaml
 
 from kfcompile.lifecycle import Session
+from kfcompile.spec.additions import QUEUE_LABEL
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_local import SystemClock
 
+from . import jobs
 from .audit import AUDIT
 from .clock import FakeClock, fixed_jitter
-from .controller import Controller
-from .kubelet import Kubelet
 from .port import PortFake
+from .scripted import StoreJobs
 from .server import FakeKube
 
 NAMESPACE = "default"
@@ -62,6 +62,22 @@ RELEASES: dict[str, tuple[str, ...]] = {
 TRAINER_NAMESPACE = "kubeflow-system"
 TRAINER_CONFIGMAP = "kubeflow-trainer-public"
 FROM_CRDS = "from the CRDs"  # trainer=: the version of the TrainJob CRD file installed
+# How a job of each scenario lives (``jobs.runs``'s arguments; ``live``): in a LocalCluster of
+# that scenario, or annotated ``SCENARIO_ANNOTATION`` with its name.
+LIVES: dict[str, dict[str, Any]] = {
+    "succeeds": {"steps": 3},
+    "fails": {"steps": 1, "reason": "FailedJobs"},
+    "hang": {"steps": 1, "ends": None},  # runs, logs a training step, and never ends
+    "unschedulable": {"waits": "Unschedulable"},
+    "image_pull": {"waits": "ImagePullBackOff"},
+    "invalid_image": {"waits": "InvalidImageName"},
+    "deadline": {"steps": 1, "reason": "DeadlineExceeded"},
+    "restarts": {"steps": 1, "ends": 1.5, "restarts": 0.6},  # a PyTorchJob's Restarting
+}
+# A LocalCluster's jobs live ten times as fast as LIVES says (a life of 0.1 s: as short as the
+# CLI's tests can wait for, in real time, on a clock in step with it).
+PACE = 0.1
+SCENARIO_ANNOTATION = "fake.kfcompile.dev/scenario"
 
 
 @functools.cache
@@ -88,6 +104,30 @@ def trainer_configmap(version: str) -> dict[str, Any]:
         "metadata": {"name": TRAINER_CONFIGMAP, "namespace": TRAINER_NAMESPACE},
         "data": {"kubeflow_trainer_version": version},
     }
+
+
+def live(
+    fake: jobs.Fake,
+    job: dict[str, Any],
+    scenario: str,
+    *,
+    admits: float = 0.5,
+    reports: Callable[[], bool] = lambda: False,
+    pace: float = 1.0,
+) -> None:
+    """What happens to a job just created: the row of ``LIVES`` its annotation names (else
+    ``scenario``), after Kueue admits it (``admits`` s later) if it is queued; ``pace``: each
+    of its times so many times as long (its pods run 0.2 s after its create, by default)."""
+    annotations = job["metadata"].get("annotations") or {}
+    lives = {"starts": 0.2, "ends": 1.0, **LIVES[annotations.get(SCENARIO_ANNOTATION, scenario)]}
+    for when in ("starts", "ends", "restarts"):
+        if lives.get(when) is not None:
+            lives[when] *= pace
+    lives["reports"] = reports
+    if QUEUE_LABEL in (job["metadata"].get("labels") or {}):
+        jobs.kueue(fake, admits=admits * pace, **lives)(job)
+    else:
+        jobs.runs(fake, **lives)(job)
 
 
 class Seeded(Protocol):
@@ -159,15 +199,18 @@ class PortCluster:
 
 
 class LocalCluster:
-    """The cluster behind the fake API server, its controller on a thread (``auto=False``: only
-    ``controller.advance``/``run_until_idle`` move it)."""
+    """The cluster behind the fake API server. What happens to each job is scripted
+    (``fakekube.jobs``: ``scenario``, a row of ``LIVES``; None: only what the test appends to
+    ``fake.on_create``), sync helper pods start (``jobs.helpers``), a suspended job stops
+    (``jobs.suspends``), on the fake clock ``clock``, which a thread advances in step with real
+    time (``auto=False``: only ``advance`` does)."""
 
     def __init__(
         self,
         shared: Path,
         *,
         step: float = 0.01,
-        scenario: str = "succeeds",
+        scenario: str | None = "succeeds",
         crds: tuple[str, ...] = CRDS,
         runtime: bool = True,
         auto: bool = True,
@@ -177,35 +220,57 @@ class LocalCluster:
         self.store = self.kube.store
         AUDIT.requests(self.kube.requests)  # what the commands ask, checked against the Role
         install(self.store, shared, crds, runtime, trainer)
-        self.controller = Controller(self.store, step=step, auto=auto, default_scenario=scenario)
-        self.kubelet = Kubelet(self.store)
+        self.clock = FakeClock(step=step, start=time.time(), limit=math.inf)
+        self.fake = StoreJobs(self.store, self.clock)
+        # Trainer's TrainJobStatus feature gate (v2.2+): training steps reported in trainerStatus
+        self.trainer_status = False
+        self.admits = 0.5  # seconds Kueue takes to admit a queued job (math.inf: never)
+        self.fake.on_create.append(jobs.helpers(self.fake))
+        self.fake.on_patch.append(jobs.suspends(self.fake))
+        if scenario is not None:
+            self.fake.on_create.append(functools.partial(self._lives, scenario))
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, daemon=True) if auto else None
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-cluster-")
         self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
 
     def __enter__(self) -> LocalCluster:
         self.kube.start()
         self.kube.kubeconfig(self.kubeconfig, namespace=NAMESPACE)
-        if self.controller.auto:
-            self.controller.start()
-        self.kubelet.__enter__()
+        if self._ticker is not None:
+            self._ticker.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.kubelet.__exit__()
-        self.controller.stop()
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
         self.kube.stop()
         self._tmp.cleanup()
 
-    def run_once_watched(self, plural: str) -> threading.Thread:
-        """Run every job to its end once a watch of ``plural`` has started (auto=False), so a
-        waiter sees each change as it happens, whatever the machine's speed."""
+    def _lives(self, scenario: str, job: dict[str, Any]) -> None:
+        reports = lambda: self.trainer_status  # noqa: E731
+        live(self.fake, job, scenario, admits=self.admits, reports=reports, pace=PACE)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.clock.step):
+            self.clock.advance(self.clock.step)
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` of fake time pass: the scripted changes due meanwhile happen."""
+        self.clock.advance(seconds)
+
+    def run_once_watched(self, plural: str, seconds: float = 60.0) -> threading.Thread:
+        """Let ``seconds`` of fake time pass once a watch of ``plural`` has started
+        (auto=False), so a waiter sees each change as it happens, whatever the machine's
+        speed."""
 
         def run() -> None:
             for _ in range(3000):
                 if self.kube.requests.count("GET", f"/{plural}", watch=True):
                     break
                 time.sleep(0.01)
-            self.controller.run_until_idle()
+            self.advance(seconds)
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()

@@ -9,12 +9,16 @@ labels, core/v1 PodStatus, events.k8s.io/v1 Event)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from kfcompile.kinds import COMPLETION_INDEX, PYTORCHJOB, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
+from kfcompile.spec.additions import QUEUE_LABEL
 
-from .port import Obj, PortFake, rfc3339
+from .port import Obj, PortFake
+from .resources import rfc3339
+from .scripted import StoreJobs
 
 __all__ = [
     "crash",
@@ -24,14 +28,17 @@ __all__ = [
     "pending",
     "pod_name",
     "pods",
+    "progress",
     "restart",
     "runs",
     "start",
     "suspends",
+    "train",
 ]
 
 KINDS = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
 Plan = tuple[str, int, dict[str, str]]  # a pod's name, rank and labels
+Fake = PortFake | StoreJobs  # the lifecycle tests' fake, or the HTTP server's store
 
 
 def pod_name(job: str, rank: int) -> str:
@@ -56,13 +63,13 @@ def _plans(job: Obj) -> list[Plan]:
     return plans
 
 
-def _job(fake: PortFake, namespace: str, kind: str, name: str) -> Obj | None:
+def _job(fake: Fake, namespace: str, kind: str, name: str) -> Obj | None:
     """The job, unless it was deleted meanwhile."""
     job = fake.objects.items.get((KINDS[kind].api_version, kind, namespace, name))
     return None if job is None or job["metadata"].get("deletionTimestamp") else job
 
 
-def pods(fake: PortFake, namespace: str, name: str, kind: str = "TrainJob") -> list[Obj]:
+def pods(fake: Fake, namespace: str, name: str, kind: str = "TrainJob") -> list[Obj]:
     return fake.objects.list("v1", "Pod", namespace, KINDS[kind].pods.format(name=name))
 
 
@@ -76,7 +83,7 @@ def _container(phase: str, at: str, code: int, restarts: int = 0) -> Obj:
     return {"restartCount": restarts, **state}
 
 
-def _pod(fake: PortFake, job: Obj, plan: Plan, phase: str, code: int = 0) -> None:
+def _pod(fake: Fake, job: Obj, plan: Plan, phase: str, code: int = 0) -> None:
     meta, (name, rank, labels) = job["metadata"], plan
     kind = KINDS[job["kind"]]
     owner = {"apiVersion": kind.api_version, "kind": kind.name, "name": meta["name"],
@@ -94,7 +101,7 @@ def _pod(fake: PortFake, job: Obj, plan: Plan, phase: str, code: int = 0) -> Non
     )
 
 
-def _created(fake: PortFake, namespace: str, job: str, pod: str) -> None:
+def _created(fake: Fake, namespace: str, job: str, pod: str) -> None:
     """The Job controller's event for each pod it creates (events.k8s.io/v1)."""
     fake.objects.put(
         {
@@ -111,7 +118,7 @@ def _created(fake: PortFake, namespace: str, job: str, pod: str) -> None:
     )
 
 
-def _conditions(fake: PortFake, job: Obj, *conditions: tuple[str, str, str]) -> None:
+def _conditions(fake: Fake, job: Obj, *conditions: tuple[str, str, str]) -> None:
     """Write the job's conditions ``(type, status, reason)``, in this order."""
     at = rfc3339(fake.clock.time())
     written = [{"type": t, "status": s, "reason": r, "message": f"{r} ({job['metadata']['name']})",
@@ -121,7 +128,7 @@ def _conditions(fake: PortFake, job: Obj, *conditions: tuple[str, str, str]) -> 
                         {"status": {"conditions": written}})  # fmt: skip
 
 
-def start(fake: PortFake, namespace: str, name: str, kind: str = "TrainJob") -> None:
+def start(fake: Fake, namespace: str, name: str, kind: str = "TrainJob") -> None:
     """The job's pods run, one per rank, each having logged its first line."""
     job = _job(fake, namespace, kind, name)
     if job is None:
@@ -133,8 +140,9 @@ def start(fake: PortFake, namespace: str, name: str, kind: str = "TrainJob") -> 
         if kind == "TrainJob":
             _created(fake, namespace, f"{name}-node-0", plan[0])
     if kind == "TrainJob":
+        # JobSet's ReplicatedJobStatus: every count required (the v2.3 CRD's jobsStatus items)
         active = [{"name": "node", "active": len(plans), "ready": len(plans), "succeeded": 0,
-                   "failed": 0}]  # fmt: skip
+                   "failed": 0, "suspended": 0}]  # fmt: skip
         fake.objects.change(
             job["apiVersion"], kind, namespace, name, {"status": {"jobsStatus": active}}
         )
@@ -143,7 +151,36 @@ def start(fake: PortFake, namespace: str, name: str, kind: str = "TrainJob") -> 
                     ("Running", "True", "PyTorchJobRunning"))  # fmt: skip
 
 
-def crash(fake: PortFake, namespace: str, name: str, rank: int, line: str) -> None:
+def progress(
+    fake: Fake, namespace: str, name: str, percent: int, *, remaining: int = 0, loss: str = "0.9"
+) -> None:
+    """A TrainJob's trainer reports a training step (trainerStatus, the Trainer's TrainJobStatus
+    feature gate from v2.2: ``pkg/apis/trainer/v1alpha1`` TrainerStatus)."""
+    job = _job(fake, namespace, "TrainJob", name)
+    if job is None:
+        return
+    status = {"progressPercentage": percent, "estimatedRemainingSeconds": remaining,
+              "metrics": [{"name": "loss", "value": loss}],
+              "lastUpdatedTime": rfc3339(fake.clock.time())}  # fmt: skip
+    fake.objects.change(job["apiVersion"], "TrainJob", namespace, name,
+                        {"status": {"trainerStatus": status}})  # fmt: skip
+
+
+def train(fake: Fake, namespace: str, name: str, kind: str, step: int, *, report: bool) -> None:
+    """Each running rank logs training step ``step`` (its loss 0.9 ** step); ``report``: a
+    TrainJob's trainer reports it too, 30 % a step (``progress``)."""
+    job = _job(fake, namespace, kind, name)
+    if job is None:
+        return
+    loss = f"{0.9**step:.4g}"
+    for pod, rank, _ in _plans(job):
+        fake.log(namespace, pod, f"rank {rank} step {step} loss {loss}")
+    if report and kind == "TrainJob":
+        percent = min(30 * step, 100)
+        progress(fake, namespace, name, percent, remaining=(100 - percent) // 30 * 60, loss=loss)
+
+
+def crash(fake: Fake, namespace: str, name: str, rank: int, line: str) -> None:
     """Rank ``rank``'s container of a PyTorchJob crashes, saying ``line``, and the kubelet
     starts it again: its log starts over, its restart counted (``lastState`` the crash)."""
     job = _job(fake, namespace, "PyTorchJob", name)
@@ -151,7 +188,7 @@ def crash(fake: PortFake, namespace: str, name: str, rank: int, line: str) -> No
         return
     pod, _, _ = _plans(job)[rank]
     fake.log(namespace, pod, line)
-    fake.logs[namespace, pod] = []  # the new container's log
+    fake.new_log(namespace, pod)  # the new container's log
     at = rfc3339(fake.clock.time())
     [status] = fake.objects.items["v1", "Pod", namespace, pod]["status"]["containerStatuses"]
     crashed = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": at}}
@@ -162,7 +199,7 @@ def crash(fake: PortFake, namespace: str, name: str, rank: int, line: str) -> No
     restart(fake, namespace, name)
 
 
-def restart(fake: PortFake, namespace: str, name: str) -> None:
+def restart(fake: Fake, namespace: str, name: str) -> None:
     """A PyTorchJob's pods are being recreated after a retryable failure."""
     job = _job(fake, namespace, "PyTorchJob", name)
     if job is not None:
@@ -171,7 +208,7 @@ def restart(fake: PortFake, namespace: str, name: str) -> None:
 
 
 def finish(
-    fake: PortFake, namespace: str, name: str, kind: str = "TrainJob", *, reason: str = ""
+    fake: Fake, namespace: str, name: str, kind: str = "TrainJob", *, reason: str = ""
 ) -> None:
     """The pods end and the job's condition says how: it succeeded, or failed for ``reason``
     (rank 0 exits 1; ``DeadlineExceeded``: its pods are deleted, none failed)."""
@@ -215,10 +252,14 @@ PENDING: dict[str, tuple[Obj, tuple[str, str] | None]] = {
         {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "python:3.11-slim"'},
         ("Failed", 'Failed to pull image "python:3.11-slim": not found'),
     ),
+    "InvalidImageName": (
+        {"reason": "InvalidImageName", "message": 'Failed to apply default image tag "bad image"'},
+        ("InspectFailed", 'Failed to apply default image tag "bad image": invalid reference'),
+    ),
 }
 
 
-def pending(fake: PortFake, namespace: str, name: str, why: str, kind: str = "TrainJob") -> None:
+def pending(fake: Fake, namespace: str, name: str, why: str, kind: str = "TrainJob") -> None:
     """The job's pods exist and wait to start, for ``why`` (a key of ``PENDING``)."""
     job = _job(fake, namespace, kind, name)
     if job is None:
@@ -241,7 +282,7 @@ def pending(fake: PortFake, namespace: str, name: str, why: str, kind: str = "Tr
                 {
                     "apiVersion": "events.k8s.io/v1",
                     "kind": "Event",
-                    "metadata": {"name": f"{plan[0]}.{event[0]}", "namespace": namespace},
+                    "metadata": {"name": f"{plan[0]}.{event[0].lower()}", "namespace": namespace},
                     "regarding": {"apiVersion": "v1", "kind": "Pod", "name": plan[0]},
                     "reason": event[0],
                     "note": event[1],
@@ -252,22 +293,34 @@ def pending(fake: PortFake, namespace: str, name: str, why: str, kind: str = "Tr
 
 
 def runs(
-    fake: PortFake,
+    fake: Fake,
     *,
     starts: float = 0.2,
     ends: float | None = 1.0,
     reason: str = "",
     restarts: float | None = None,
+    waits: str | None = None,
+    steps: int = 0,
+    reports: Callable[[], bool] = lambda: False,
 ) -> Callable[[Obj], None]:
     """What happens to each job created: its pods run ``starts`` s after, a PyTorchJob restarts
     ``restarts`` s after if given, and it ends ``ends`` s after (None: never), failed for
-    ``reason`` if given. Pass it to ``fake.on_create``."""
+    ``reason`` if given; ``waits``: its pods wait to start instead, for that (a key of
+    ``PENDING``); ``steps``: training steps between its start and its end, logged (``train``;
+    ``reports()``: reported too). Pass it to ``fake.on_create``."""
 
     def script(obj: Obj) -> None:
         if obj["kind"] not in KINDS:
             return
         ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
+        if waits is not None:
+            fake.at(starts, lambda: pending(fake, ns, name, waits, kind))
+            return
         fake.at(starts, lambda: start(fake, ns, name, kind))
+        gap = ((6 * starts if ends is None else ends) - starts) / (steps + 1)  # never: as 1 s
+        for step in range(1, steps + 1):
+            done = functools.partial(train, fake, ns, name, kind, step)
+            fake.at(starts + step * gap, lambda done=done: done(report=reports()))
         if restarts is not None:
             fake.at(restarts, lambda: restart(fake, ns, name))
         if ends is not None:
@@ -287,7 +340,7 @@ def _condition(job: Obj, type_: str) -> Obj:
     return next((c for c in conditions if c.get("type") == type_), {})
 
 
-def suspends(fake: PortFake) -> Callable[[Obj], None]:
+def suspends(fake: Fake) -> Callable[[Obj], None]:
     """The controllers' answer to a job's suspend flag, for ``fake.on_patch``: suspended, its
     pods are deleted and its ``Suspended`` condition is True; resumed, it runs again."""
 
@@ -308,14 +361,14 @@ def suspends(fake: PortFake) -> Callable[[Obj], None]:
     return script
 
 
-def kueue(fake: PortFake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
+def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
     """Kueue for each job created with a queue: its webhook suspends it, the job is admitted
     (resumed) ``admits`` s later, and from then it ``runs(**lives)``."""
     then = runs(fake, **lives)
 
     def script(obj: Obj) -> None:
         labels = obj["metadata"].get("labels") or {}
-        if obj["kind"] != "TrainJob" or "kueue.x-k8s.io/queue-name" not in labels:
+        if obj["kind"] != "TrainJob" or QUEUE_LABEL not in labels:
             return
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         key = (obj["apiVersion"], obj["kind"], ns, name)
@@ -332,18 +385,26 @@ def kueue(fake: PortFake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj
     return script
 
 
-def helpers(fake: PortFake, *, waiting: str | None = None) -> Callable[[Obj], None]:
+# What the kubelet does with a helper pod of these images: it waits to start, for that reason.
+BAD_IMAGE, SLOW_IMAGE = "does-not-exist", "slow-to-pull"  # mistyped; never done pulling
+IMAGES = {BAD_IMAGE: "ImagePullBackOff", SLOW_IMAGE: "ContainerCreating"}
+
+
+def helpers(fake: Fake, *, waiting: str | None = None) -> Callable[[Obj], None]:
     """The kubelet of the work-dir sync's helper pods: each runs 0.1 s after its create, or
-    stays waiting to start for ``waiting`` (``ImagePullBackOff``). Pass it to ``on_create``."""
+    stays waiting to start for ``waiting`` (``ImagePullBackOff``; by default as ``IMAGES``
+    says of its image). Pass it to ``on_create``."""
 
     def script(obj: Obj) -> None:
         meta = obj["metadata"]
         if obj["kind"] != "Pod" or (meta.get("labels") or {}).get("kfcompile.dev/role") != "sync":
             return
         names = [c["name"] for c in obj["spec"]["containers"]]
-        state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
-        containers = [{"name": n, "ready": not waiting, "state": state} for n in names]
-        status = {"phase": "Pending" if waiting else "Running", "containerStatuses": containers}
+        image = " ".join(c.get("image", "") for c in obj["spec"]["containers"])
+        why = next((why for part, why in IMAGES.items() if part in image), waiting)
+        state = {"waiting": {"reason": why}} if why else {"running": {}}
+        containers = [{"name": n, "ready": not why, "state": state} for n in names]
+        status = {"phase": "Pending" if why else "Running", "containerStatuses": containers}
         key = ("v1", "Pod", meta["namespace"], meta["name"])
 
         def kubelet() -> None:

@@ -23,19 +23,24 @@ its own.
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+from kfcompile.spec.additions import QUEUE_LABEL
+
+from . import jobs
 from .audit import AUDIT
-from .cluster import NAMESPACE, QUEUE, install
-from .controller import Controller
+from .clock import FakeClock
+from .cluster import NAMESPACE, QUEUE, install, live
 from .requestlog import RequestRecord
 from .resources import ResourceKind, StoreError
-from .scenarios import JOB_KINDS, QUEUE_LABEL
+from .scripted import StoreJobs
 from .server import FakeKube
 from .store import Store
 
@@ -109,7 +114,7 @@ class MultiKueue:
     def _webhook(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         queue = (meta.get("labels") or {}).get(QUEUE_LABEL)
-        if obj.get("kind") not in JOB_KINDS or not queue:
+        if obj.get("kind") not in jobs.KINDS or not queue:
             return
         if self._multikueue_queue(meta.get("namespace") or "default", queue):
             flags = _flags(obj)
@@ -124,7 +129,7 @@ class MultiKueue:
         """One pass over every job of the manager and every mirror: whether anything changed."""
         with self._lock:
             changed = False
-            for kind, (api_version, _) in JOB_KINDS.items():
+            for kind, api_version in ((k.name, k.api_version) for k in jobs.KINDS.values()):
                 for job in self.manager.list(api_version, kind, None):
                     if _flags(job).get("managedBy") == MULTIKUEUE:
                         changed |= self._sync(job)
@@ -271,9 +276,12 @@ class TwoClusters:
             AUDIT.requests(kube.requests)  # what the commands ask, checked against the Role
             install(kube.store, shared, ("trainjobs-v2.3.0.yaml", "pytorchjobs-v1.9.4.yaml"), True)
         install_manager(self.manager.store)
-        self.controller = Controller(
-            self.worker.store, auto=False, default_scenario=scenario, admission_delay=1
-        )
+        # The worker's controllers: each job there lives ``scenario``, on the fake clock.
+        self.scenario = scenario
+        self.clock = FakeClock(step=0.1, start=time.time(), limit=math.inf)
+        self.fake = StoreJobs(self.worker.store, self.clock)
+        self.fake.on_create.append(lambda job: live(self.fake, job, self.scenario))
+        self.fake.on_patch.append(jobs.suspends(self.fake))
         self.multikueue = MultiKueue(self.manager.store, {self.WORKER: self.worker.store})
         self.worker_context = worker_context
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-multikueue-")
@@ -301,10 +309,14 @@ class TwoClusters:
         self._tmp.cleanup()
 
     def tick(self) -> bool:
-        return self.multikueue.tick() | self.controller.tick()
+        """MultiKueue's tick, then what the worker's controllers do in the next 2 s."""
+        before = self.worker.store.resource_version
+        dispatched = self.multikueue.tick()
+        self.clock.advance(2.0)
+        return dispatched or self.worker.store.resource_version != before
 
     def settle(self, rounds: int = 200) -> None:
-        """Tick MultiKueue and the worker's controller until nothing changes."""
+        """Tick MultiKueue and the worker's controllers until nothing changes."""
         for _ in range(rounds):
             if not self.tick():
                 return

@@ -27,9 +27,8 @@ import bisect
 import functools
 import itertools
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from operator import itemgetter
 from typing import Any
 
@@ -51,9 +50,13 @@ from kfcompile.lifecycle.ports import (
 from kfcompile.output import crd
 
 from .clock import FakeClock
+from .events import EVENTS_V1, EVENTS_V1_KEY
 from .faults import Fault, Faults
 from .requestlog import RequestLog, RequestRecord
+from .resources import StoreError, rfc3339
+from .selectors import field_matcher, label_matcher
 from .shell import Filesystem, reads_stdin, run_command
+from .validation import merge_patch as _merge
 
 __all__ = ["Kind", "Objects", "PortFake", "rfc3339"]
 
@@ -86,65 +89,28 @@ BUILTIN: dict[tuple[str, str], Kind] = {
 }
 
 
-def rfc3339(seconds: float, *, nano: bool = False) -> str:
-    """``nano``: with nanoseconds, as the kubelet stamps log lines (RFC3339Nano)."""
-    moment = datetime.fromtimestamp(seconds, UTC)
-    fraction = f".{round(seconds % 1 * 1e9) % 10**9:09d}" if nano else ""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
-
-
 def _copy(obj: Any) -> Any:
     """What the other side would get: a JSON copy."""
     return json.loads(json.dumps(obj))
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
-def _field(obj: Obj, path: str) -> str:
-    node: Any = obj
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return "" if node is None else str(node)
-
-
-_TERM = re.compile(r"([\w./-]+)\s*(!=|==|=)\s*([\w./-]*)")
-
-
-def _terms(selector: str) -> list[tuple[str, bool, str]]:
-    """An equality selector (``a=b,c!=d``, all the lifecycle writes) as (key, equal, value);
-    ``Invalid`` as the server answers any other syntax (``app in x``)."""
-    terms = []
-    for term in filter(None, selector.split(",")):
-        found = _TERM.fullmatch(term.strip())
-        if found is None:
-            raise Invalid(400, "BadRequest", f"unable to parse requirement: {term!r}")
-        terms.append((found[1], found[2] != "!=", found[3]))
-    return terms
 
 
 def _matches(
     obj: Obj, api_version: str, kind: str, namespace: str | None, labels: str, fields: str
 ) -> bool:
     """Whether a list or watch of ``kind`` in ``namespace`` (None: all) with these selectors
-    has ``obj``."""
-    meta = obj.get("metadata") or {}
-    have = meta.get("labels") or {}
+    (parsed as the HTTP server parses them: ``fakekube.selectors``) has ``obj``."""
+    meta, core = obj.get("metadata") or {}, None
+    try:
+        if (api_version, kind) == EVENTS_V1_KEY:  # selected by its core/v1 fields, as served
+            fields, core = EVENTS_V1.fields(fields), EVENTS_V1.write(obj)
+        by_labels, by_fields = label_matcher(labels), field_matcher(kind, fields)
+    except StoreError as exc:
+        raise Invalid(exc.code, exc.reason, exc.message) from None
     return (
         (obj["apiVersion"], obj["kind"]) == (api_version, kind)
         and namespace in (None, meta.get("namespace"))
-        and all((have.get(key) == value) is equal for key, equal, value in _terms(labels))
-        and all((_field(obj, key) == value) is equal for key, equal, value in _terms(fields))
+        and by_labels(obj)
+        and by_fields(core or obj)
     )
 
 
@@ -289,6 +255,10 @@ class PortFake:
     def log(self, namespace: str, pod: str, *lines: str) -> None:
         """The pod's container writes ``lines`` now (``restart``: its log starts over)."""
         self.logs.setdefault((namespace, pod), []).extend((self.clock.time(), x) for x in lines)
+
+    def new_log(self, namespace: str, pod: str) -> None:
+        """The pod's container restarted: its log starts over (a follow of the old one ends)."""
+        self.logs[namespace, pod] = []
 
     def _tick(self) -> None:
         due = [step for step in self._script if step[0] <= self.clock.monotonic()]

@@ -136,9 +136,12 @@ NAMESPACE_KEY = ("v1", "Namespace")
 CRD_KEY = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 
 
-def rfc3339(at: float) -> str:
-    """``2024-05-01T12:00:00Z``: how the server writes timestamps (``at``: seconds since 1970)."""
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def rfc3339(at: float, *, nano: bool = False) -> str:
+    """``2024-05-01T12:00:00Z``: how the server writes timestamps (``at``: seconds since 1970);
+    ``nano``: with nanoseconds, as the kubelet stamps log lines (RFC3339Nano)."""
+    moment = datetime.fromtimestamp(at, UTC)
+    fraction = f".{moment.microsecond:06d}000" if nano else ""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
 
 
 def not_found(message: str = "the server could not find the requested resource") -> StoreError:

@@ -21,16 +21,14 @@ they are removed. A pod bound to a node stays ``Terminating`` until that node's 
 it stopped: at once here, unless the test said the node has no kubelet (``kubelet_down``), as a
 real one stays. A dependent that stays holds its foreground owners (and theirs) until it goes.
 
-The "shortly after" work is the garbage collector's: it runs on a worker thread, or, with
-``threaded=False``, when ``run_pending`` is called (a fake clock calls it as time passes);
-``settle`` waits for it either way. Like a real one it can lag
+The "shortly after" work is the garbage collector's: it runs on a worker thread, which
+``settle`` waits for. Like a real one it can lag
 (``gc(lag=30)``: it notices what there is to do only 30 s of the store's time from now, as a real
 one notices a newly installed kind) or be absent (``gc(running=False)``: nothing it would do
 happens until it runs again).
 
 The worker never races a test: the API server answers each request only once the work that is
-due is done (``caught_up``), as if the collector were instant, and so does the work of other
-threads registered with ``also_catch_up`` (the kubelet's). The states in between are still
+due is done (``caught_up``), as if the collector were instant. The states in between are still
 there for watches to see, and for any request while the collector lags or is absent.
 """
 
@@ -94,7 +92,6 @@ class Store:
         *,
         history: int = 1000,
         clock: Callable[[], float] = time.time,
-        threaded: bool = True,
     ) -> None:
         self.clock = clock
         # RBAC the API answers with (``fakekube.access``); None: everything is allowed
@@ -114,7 +111,6 @@ class Store:
         # pod logs by (namespace, pod), then container; they go with the pod (_remove)
         self._logs: dict[_ObjKey, dict[str, builtins.list[LogChunk]]] = {}
         self._fs: dict[tuple[str, ...], tuple[dict[str, bytes], set[str]]] = {}
-        self._threaded = threaded
         self._idle = threading.Condition(self._lock)
         self._pending = 0  # asynchronous deletion work not yet done
         # indexes, so that garbage collection of 1,000-pod jobs stays linear
@@ -126,7 +122,6 @@ class Store:
         self._gc_from = -math.inf  # the garbage collector does nothing before this time
         self._gc_running = True
         self._no_kubelet: set[str] = set()  # nodes whose kubelet never confirms a pod stopped
-        self._helpers: builtins.list[Callable[[float], None]] = []  # their caught_up waits
         for kind in BUILTIN_KINDS:
             self.register_kind(kind)
         self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
@@ -807,7 +802,7 @@ class Store:
 
     def _schedule(self, work: Callable[..., None], *args: Any) -> None:
         """Have the garbage collector do ``work`` soon: on the store's worker thread (started
-        on demand, gone when idle), or at a ``run_pending``; not before it notices (``gc``).
+        on demand, gone when idle); not before it notices (``gc``).
         Call with the lock held."""
         self._pending += 1
         self._work.append((max(self.clock(), self._gc_from), work, args))
@@ -815,7 +810,7 @@ class Store:
 
     def _wake(self) -> None:
         """Start the worker if there is work it may do (lock held)."""
-        if self._threaded and self._gc_running and self._work:
+        if self._gc_running and self._work:
             if self._worker is None:
                 self._worker = threading.Thread(target=self._drain, name="fakekube-gc", daemon=True)
                 self._worker.start()
@@ -832,23 +827,19 @@ class Store:
                 return work, args
         return None
 
-    def _drain(self) -> int:
-        """Do the work that is due (how many pieces); a worker thread also waits for what
-        comes due."""
-        ran = 0
+    def _drain(self) -> None:
+        """The worker thread: do the work that is due, and wait for what comes due."""
         while True:
             with self._idle:
                 due = self._due()
                 if due is None:
                     later = [when for when, _, _ in self._work]
-                    if not (self._threaded and self._gc_running and later):
-                        if self._threaded:
-                            self._worker = None
-                        return ran
+                    if not (self._gc_running and later):
+                        self._worker = None
+                        return
                     self._idle.wait(max(0.001, min(later) - self.clock()))
                     continue
             work, args = due
-            ran += 1
             try:
                 work(*args)
             finally:
@@ -856,29 +847,13 @@ class Store:
                     self._pending -= 1
                     self._idle.notify_all()
 
-    def run_pending(self) -> bool:
-        """Do the work that is due now, in this thread (``threaded=False``): whether there was
-        any. Work it schedules is done too, if due."""
-        if self._threaded:
-            raise RuntimeError("Store(threaded=True) does its work on its own thread")
-        return self._drain() > 0
-
-    def also_catch_up(self, wait: Callable[[float], None]) -> None:
-        """Have ``caught_up`` call ``wait(timeout)`` too: a helper's own thread (the kubelet's),
-        which raises TimeoutError if its work is not done by then."""
-        with self._lock:
-            self._helpers.append(wait)
-
     def caught_up(self, timeout: float = SETTLE_TIMEOUT) -> None:
         """Wait until the background work due now is done: the garbage collector's (what it
         will do later, lagging, or once it runs again, does not count) and each helper's; the
         API server calls this before it answers (TimeoutError if it is never done)."""
-        if self._threaded:
-            with self._idle:
-                if not self._idle.wait_for(self._nothing_due, timeout):
-                    raise TimeoutError("fakekube: garbage collection due but not done")
-        for wait in list(self._helpers):
-            wait(timeout)
+        with self._idle:
+            if not self._idle.wait_for(self._nothing_due, timeout):
+                raise TimeoutError("fakekube: garbage collection due but not done")
 
     def _nothing_due(self) -> bool:
         """No work running, and none that may run now (lock held)."""
@@ -891,9 +866,6 @@ class Store:
     def settle(self, timeout: float = SETTLE_TIMEOUT) -> None:
         """Wait until the garbage collector has nothing left to do (TimeoutError otherwise);
         work of an absent one (``gc(running=False)``) does not count."""
-        if not self._threaded:
-            self._drain()
-            return
         with self._idle:
             idle = lambda: self._pending == 0 or not self._gc_running  # noqa: E731
             if not self._idle.wait_for(idle, timeout):
