@@ -390,10 +390,11 @@ BAD_IMAGE, SLOW_IMAGE = "does-not-exist", "slow-to-pull"  # mistyped; never done
 IMAGES = {BAD_IMAGE: "ImagePullBackOff", SLOW_IMAGE: "ContainerCreating"}
 
 
-def helpers(fake: Fake, *, waiting: str | None = None) -> Callable[[Obj], None]:
-    """The kubelet of the work-dir sync's helper pods: each runs 0.1 s after its create, or
-    stays waiting to start for ``waiting`` (``ImagePullBackOff``; by default as ``IMAGES``
-    says of its image). Pass it to ``on_create``."""
+def helpers(fake: Fake, *, waiting: str | None = None, after: float = 0.1) -> Callable[[Obj], None]:
+    """The kubelet of the work-dir sync's helper pods: each runs ``after`` s after its create
+    (0: at once, before the create is answered), or stays waiting to start for ``waiting``
+    (``ImagePullBackOff``; by default as ``IMAGES`` says of its image). Pass it to
+    ``on_create``."""
 
     def script(obj: Obj) -> None:
         meta = obj["metadata"]
@@ -411,6 +412,9 @@ def helpers(fake: Fake, *, waiting: str | None = None) -> Callable[[Obj], None]:
             if key in fake.objects.items:  # not deleted meanwhile
                 fake.objects.change(*key, {"status": status})
 
-        fake.at(0.1, kubelet)
+        if after:
+            fake.at(after, kubelet)
+        else:
+            kubelet()
 
     return script
