@@ -361,6 +361,14 @@ def suspends(fake: Fake) -> Callable[[Obj], None]:
     return script
 
 
+def _nested(path: tuple[str, ...], value: object) -> Obj:
+    """A merge patch of the spec field at ``path``."""
+    patch: Obj = {path[-1]: value}
+    for part in reversed(path[:-1]):
+        patch = {part: patch}
+    return {"spec": patch}
+
+
 def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
     """Kueue for each job created with a queue: its webhook suspends it, the job is admitted
     (resumed) ``admits`` s later, and from then it ``runs(**lives)``."""
@@ -368,15 +376,16 @@ def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], N
 
     def script(obj: Obj) -> None:
         labels = obj["metadata"].get("labels") or {}
-        if obj["kind"] != "TrainJob" or QUEUE_LABEL not in labels:
+        if obj["kind"] not in KINDS or QUEUE_LABEL not in labels:
             return
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         key = (obj["apiVersion"], obj["kind"], ns, name)
-        fake.objects.change(*key, {"spec": {"suspend": True}})
+        flag = ("suspend",) if obj["kind"] == "TrainJob" else ("runPolicy", "suspend")
+        fake.objects.change(*key, _nested(flag, True))
         _conditions(fake, fake.objects.items[key], ("Suspended", "True", "Suspended"))
 
         def admit() -> None:
-            fake.objects.change(*key, {"spec": {"suspend": False}})
+            fake.objects.change(*key, _nested(flag, False))
             _conditions(fake, fake.objects.items[key], ("Suspended", "False", "Resumed"))
             then(fake.objects.items[key])
 
