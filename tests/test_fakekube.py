@@ -677,29 +677,6 @@ def test_finalizers_hold_deletion_until_removed(fake_kube: FakeKube) -> None:
 # --- logs -------------------------------------------------------------------------------------
 
 
-def test_logs(fake_kube: FakeKube, core: client.CoreV1Api) -> None:
-    store = fake_kube.store
-    store.create(running_pod("p", ("node", "sidecar")))
-    store.append_log("default", "p", "node", "old\n", at=time.time() - 100)
-    store.append_log("default", "p", "node", "one\ntwo\n")
-    status, body = api_error(core.read_namespaced_pod_log, "p", "default")
-    assert status == 400 and "choose one of: [node sidecar]" in body["message"]
-    assert core.read_namespaced_pod_log("p", "default", container="node") == "old\none\ntwo\n"
-    assert core.read_namespaced_pod_log("p", "default", container="node", tail_lines=1) == "two\n"
-    recent = core.read_namespaced_pod_log("p", "default", container="node", since_seconds=10)
-    assert recent == "one\ntwo\n"
-    stamped = core.read_namespaced_pod_log("p", "default", container="node", timestamps=True)
-    assert re.fullmatch(r"(\d{4}-\d\d-\d\dT[\d:.]+Z \w+\n){3}", stamped)
-    waiting = running_pod("w")
-    waiting["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "ImagePullBackOff"}}
-    store.create(waiting)
-    status, body = api_error(core.read_namespaced_pod_log, "w", "default")
-    assert (status, body["message"]) == (
-        400,
-        'container "node" in pod "w" is waiting to start: ImagePullBackOff',
-    )
-
-
 def test_log_follow_streams_through_a_restart_until_termination(
     fake_kube: FakeKube, core: client.CoreV1Api
 ) -> None:

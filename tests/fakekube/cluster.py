@@ -225,7 +225,7 @@ class LocalCluster:
         # Trainer's TrainJobStatus feature gate (v2.2+): training steps reported in trainerStatus
         self.trainer_status = False
         self.admits = 0.5  # seconds Kueue takes to admit a queued job (math.inf: never)
-        self.fake.on_create.append(jobs.helpers(self.fake))
+        self.fake.on_create.append(jobs.helpers(self.fake, after=0.0))  # never late
         self.fake.on_patch.append(jobs.suspends(self.fake))
         if scenario is not None:
             self.fake.on_create.append(functools.partial(self._lives, scenario))

@@ -361,6 +361,14 @@ def suspends(fake: Fake) -> Callable[[Obj], None]:
     return script
 
 
+def _nested(path: tuple[str, ...], value: object) -> Obj:
+    """A merge patch of the spec field at ``path``."""
+    patch: Obj = {path[-1]: value}
+    for part in reversed(path[:-1]):
+        patch = {part: patch}
+    return {"spec": patch}
+
+
 def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
     """Kueue for each job created with a queue: its webhook suspends it, the job is admitted
     (resumed) ``admits`` s later, and from then it ``runs(**lives)``."""
@@ -368,15 +376,16 @@ def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], N
 
     def script(obj: Obj) -> None:
         labels = obj["metadata"].get("labels") or {}
-        if obj["kind"] != "TrainJob" or QUEUE_LABEL not in labels:
+        if obj["kind"] not in KINDS or QUEUE_LABEL not in labels:
             return
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         key = (obj["apiVersion"], obj["kind"], ns, name)
-        fake.objects.change(*key, {"spec": {"suspend": True}})
+        flag = ("suspend",) if obj["kind"] == "TrainJob" else ("runPolicy", "suspend")
+        fake.objects.change(*key, _nested(flag, True))
         _conditions(fake, fake.objects.items[key], ("Suspended", "True", "Suspended"))
 
         def admit() -> None:
-            fake.objects.change(*key, {"spec": {"suspend": False}})
+            fake.objects.change(*key, _nested(flag, False))
             _conditions(fake, fake.objects.items[key], ("Suspended", "False", "Resumed"))
             then(fake.objects.items[key])
 
@@ -390,10 +399,11 @@ BAD_IMAGE, SLOW_IMAGE = "does-not-exist", "slow-to-pull"  # mistyped; never done
 IMAGES = {BAD_IMAGE: "ImagePullBackOff", SLOW_IMAGE: "ContainerCreating"}
 
 
-def helpers(fake: Fake, *, waiting: str | None = None) -> Callable[[Obj], None]:
-    """The kubelet of the work-dir sync's helper pods: each runs 0.1 s after its create, or
-    stays waiting to start for ``waiting`` (``ImagePullBackOff``; by default as ``IMAGES``
-    says of its image). Pass it to ``on_create``."""
+def helpers(fake: Fake, *, waiting: str | None = None, after: float = 0.1) -> Callable[[Obj], None]:
+    """The kubelet of the work-dir sync's helper pods: each runs ``after`` s after its create
+    (0: at once, before the create is answered), or stays waiting to start for ``waiting``
+    (``ImagePullBackOff``; by default as ``IMAGES`` says of its image). Pass it to
+    ``on_create``."""
 
     def script(obj: Obj) -> None:
         meta = obj["metadata"]
@@ -411,6 +421,9 @@ def helpers(fake: Fake, *, waiting: str | None = None) -> Callable[[Obj], None]:
             if key in fake.objects.items:  # not deleted meanwhile
                 fake.objects.change(*key, {"status": status})
 
-        fake.at(0.1, kubelet)
+        if after:
+            fake.at(after, kubelet)
+        else:
+            kubelet()
 
     return script
