@@ -53,6 +53,7 @@ DEFAULT_MANAGERS: Final = (
 )
 CLUSTER_QUEUE: Final = "cluster-queue"
 CHECK: Final = "multikueue"
+WORKER: Final = "worker1"  # the MultiKueueCluster every job is dispatched to
 ADMISSION_CHECK: Final = ResourceKind(
     "kueue.x-k8s.io", "v1beta1", "AdmissionCheck", "admissionchecks", False, "admissioncheck",
     (), ("status",),
@@ -99,8 +100,8 @@ def dispatches(manager: StoreJobs, worker: Store, *, after: float = 0.1) -> Call
     return script
 
 
-def dispatch(manager: StoreJobs, worker: Store, key: Key, cluster: str = "worker1") -> None:
-    """The job's Workload is made and admitted on ``cluster``, its mirror created there, and the
+def dispatch(manager: StoreJobs, worker: Store, key: Key) -> None:
+    """The job's Workload is made and admitted on ``WORKER``, its mirror created there, and the
     manager's job unsuspended; from then the mirror is followed (``follow``)."""
     job = manager.objects.items.get(key)
     if job is None or job["metadata"].get("deletionTimestamp"):
@@ -119,7 +120,7 @@ def dispatch(manager: StoreJobs, worker: Store, key: Key, cluster: str = "worker
     }
     _flags(mirror).pop("managedBy", None)  # the worker's own controller runs the mirror
     worker.create(mirror)
-    manager.objects.put(_workload(job, cluster, manager.store.now()))
+    manager.objects.put(_workload(job, manager.store.now()))
     _flags(job)["suspend"] = False
     manager.objects.put(job)
     follow(manager, worker, key)
@@ -142,12 +143,12 @@ def follow(manager: StoreJobs, worker: Store, key: Key) -> None:
         manager.objects.put({**job, "status": status})
 
 
-def _workload(job: Obj, cluster: str, now: str) -> Obj:
+def _workload(job: Obj, now: str) -> Obj:
     meta = job["metadata"]
     owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"],
              "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
     check = {"name": CHECK, "state": "Ready", "lastTransitionTime": now,
-             "message": f'The workload got reservation on "{cluster}"'}  # fmt: skip
+             "message": f'The workload got reservation on "{WORKER}"'}  # fmt: skip
     admitted = {"type": "Admitted", "status": "True", "reason": "Admitted",
                 "message": "The workload is admitted", "lastTransitionTime": now}  # fmt: skip
     return {
@@ -164,7 +165,7 @@ def _workload(job: Obj, cluster: str, now: str) -> Obj:
             "podSets": [{"name": "node", "count": 1, "template": {"spec": {"containers": []}}}],
         },
         "status": {
-            "clusterName": cluster,
+            "clusterName": WORKER,
             "admission": {"clusterQueue": CLUSTER_QUEUE},
             "admissionChecks": [check],
             "conditions": [admitted],
@@ -179,7 +180,7 @@ class TwoClusters:
     None: the kubeconfig has no way to the worker). Each job on the worker lives
     ``scenario`` (a row of ``cluster.LIVES``)."""
 
-    WORKER: Final = "worker1"
+    WORKER: Final = WORKER
 
     def __init__(
         self, shared: Path, *, worker_context: str | None = WORKER, scenario: str = "succeeds"
