@@ -24,7 +24,6 @@ its own.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -192,13 +191,12 @@ class TwoClusters:
         self.worker.fake.on_create.append(lambda job: live(self.worker.fake, job, self.scenario))
         self.manager.fake.on_create.append(dispatches(self.manager.fake, self.worker.store))
         self.worker_context = worker_context
-        self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-multikueue-")
-        self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
+        self.kubeconfig = self.manager.kubeconfig.with_name("two-clusters")  # in its tmp dir
 
     def __enter__(self) -> TwoClusters:
         self.manager.__enter__()
         self.worker.__enter__()
-        tmp = Path(self._tmp.name)
+        tmp = self.kubeconfig.parent
         parts = [self.manager.kube.kubeconfig(tmp / "m", namespace=NAMESPACE, context="manager")]
         if self.worker_context is not None:
             parts.append(
@@ -216,7 +214,6 @@ class TwoClusters:
     def __exit__(self, *exc: object) -> None:
         self.worker.__exit__()
         self.manager.__exit__()
-        self._tmp.cleanup()
 
     def settle(self, rounds: int = 200) -> None:
         """Let 2 s pass on both clusters, until nothing changes."""
