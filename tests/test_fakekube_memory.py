@@ -161,6 +161,8 @@ def test_objects_and_their_errors(side: Side) -> None:
 
 def test_rbac_limited_to_namespaces_refuses_in_the_real_servers_words(full: Side) -> None:
     port, store = full.port, full.store
+    with pytest.raises(NotFound, match='namespaces "team-b" not found'):  # (the port does not
+        port.create(configmap("early", namespace="team-b"))  # check: nothing depends on it)
     store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
     store.access = NamespaceAccess("alice", {NS})
     port.create(configmap("mine"))

@@ -275,8 +275,7 @@ class FakeKube:
             parts[:1] == ["apis"] and len(parts) <= 3
         ):
             record.verb = "discovery"
-            address = self.url.removeprefix("http://")
-            return _json(200, discovery(self.store.kinds(), parts, address))
+            return _json(200, discovery(self.store.kinds(), parts))
         if parts[:1] == ["api"]:
             target = self._target("", parts[1], parts[2:])
         elif parts[:1] == ["apis"]:
