@@ -1,9 +1,9 @@
 """The small fake behind the port answers as the real adapter over HTTP does: each test runs the
 same calls, with the same assertions, against ``KubeCluster`` talking to the fake API server and
 against ``PortFake`` (objects, selectors, 404/409/410, continue tokens, watches and their end,
-the garbage collector); what only the HTTP server does (RBAC, strict decoding, logs, exec,
-kubelets) against it alone; then the fake clock the small fake moves on, and its own faults and
-record of calls."""
+the garbage collector, exec); what only the HTTP server does (RBAC, the kubelet's answers to a
+log request) against it alone; then the fake clock the small fake moves on, and its own faults
+and record of calls."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
 
 @pytest.fixture(params=["http"])
 def full(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
-    """What only the whole simulation does: RBAC, strict decoding, logs, exec, kubelets."""
+    """What only the whole simulation does: RBAC, the kubelet's answers to a log request."""
     yield from sides(request.param, tmp_path)
 
 
@@ -161,19 +161,13 @@ def test_objects_and_their_errors(side: Side) -> None:
 
 def test_rbac_limited_to_namespaces_refuses_in_the_real_servers_words(full: Side) -> None:
     port, store = full.port, full.store
-    with pytest.raises(Invalid, match='strict decoding error: unknown field "bogus"'):
-        port.create(configmap("other", bogus=1))
+    with pytest.raises(NotFound, match='namespaces "team-b" not found'):  # (the port does not
+        port.create(configmap("early", namespace="team-b"))  # check: nothing depends on it)
     store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
     store.access = NamespaceAccess("alice", {NS})
     port.create(configmap("mine"))
     assert names(port.list("v1", "ConfigMap", NS).items) == ["mine"]
     assert port.served("example.com/v1", "Widget")  # discovery is for every user
-    with pytest.raises(Forbidden) as everywhere:
-        port.list("example.com/v1", "Widget", None)
-    assert everywhere.value.status == 403 and everywhere.value.message == (
-        'widgets.example.com is forbidden: User "alice" cannot list resource "widgets" in API '
-        'group "example.com" at the cluster scope'
-    )
     with pytest.raises(Forbidden, match='cannot watch resource "pods" in API group "" at the'):
         next(iter(port.watch("v1", "Pod", None, resource_version="0", timeout_seconds=1)))
     with pytest.raises(Forbidden) as elsewhere:
@@ -237,6 +231,17 @@ def test_without_a_garbage_collector_a_foreground_deletion_stays(side: Side) -> 
             port.get(ref)
 
 
+def test_every_answer_comes_after_the_background_work_due(side: Side) -> None:
+    """The HTTP server's garbage collector works on a thread, but a request made after another
+    sees what it did for it, however busy the machine: a foreground delete has gone. (Before:
+    about one read in ten raced it on a loaded machine.)"""
+    for i in range(50):
+        side.port.create(configmap(f"c{i}"))
+        side.port.delete(cm_ref(f"c{i}"), propagation="Foreground")
+        with pytest.raises(NotFound):
+            side.port.get(cm_ref(f"c{i}"))
+
+
 def test_lists_page_select_and_expire(side: Side) -> None:
     port, store = side.port, side.store
     store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
@@ -287,7 +292,6 @@ def test_pod_logs(full: Side) -> None:
     store.append_log(NS, "p", "main", "old\n", at=store.clock() - 100)
     store.append_log(NS, "p", "main", "one\ntwo ✓\n")
     assert list(port.pod_log(NS, "p", container="main")) == ["old", "one", "two ✓"]
-    assert list(port.pod_log(NS, "p", container="main", tail_lines=1)) == ["two ✓"]
     assert list(port.pod_log(NS, "p", container="main", since_seconds=10)) == ["one", "two ✓"]
     stamped = list(port.pod_log(NS, "p", container="main", timestamps=True))
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z \S.*", s) for s in stamped)
@@ -302,8 +306,6 @@ def test_pod_logs(full: Side) -> None:
     store.patch_status("v1", "Pod", NS, "w", {"phase": "Pending", "containerStatuses": [waiting]})
     with pytest.raises(Invalid, match="is waiting to start: ImagePullBackOff"):
         list(port.pod_log(NS, "w"))
-    with pytest.raises(NotFound):
-        list(port.pod_log(NS, "missing"))
 
 
 def test_exec_runs_the_fake_commands(side: Side, tmp_path: Path) -> None:

@@ -102,16 +102,7 @@ def _log_params(query: Any) -> Obj:
 
 def _dry_run(query: Any) -> bool:
     """``dryRun=All`` (the only value the API has): validate everything, store nothing."""
-    values = query.getall("dryRun", [])
-    bad = [v for v in values if v != "All"]
-    if bad:
-        raise StoreError(
-            422,
-            "Invalid",
-            f'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: '
-            f'"{bad[0]}": supported values: "All"',
-        )
-    return bool(values)
+    return "All" in query.getall("dryRun", [])
 
 
 def _strict(query: Any) -> bool:
@@ -168,13 +159,10 @@ class FakeKube:
         for crd in crds:
             self.install_crd(crd)
 
-    def install_crd(self, crd: Obj, *, fresh: bool = False) -> None:
+    def install_crd(self, crd: Obj) -> None:
         """Serve a CRD's kinds from now on (discovery, CRUD, validation). Do not mutate ``crd``
-        afterwards: validators are cached per CRD object. ``fresh``: installed just now, so
-        the first list of each kind is answered 429 (as a POST of the CRD does)."""
+        afterwards: validators are cached per CRD object."""
         self.store.create(crd)
-        if fresh:
-            self.store.warm_up(crd)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -287,8 +275,7 @@ class FakeKube:
             parts[:1] == ["apis"] and len(parts) <= 3
         ):
             record.verb = "discovery"
-            address = self.url.removeprefix("http://")
-            return _json(200, discovery(self.store.kinds(), parts, address))
+            return _json(200, discovery(self.store.kinds(), parts))
         if parts[:1] == ["api"]:
             target = self._target("", parts[1], parts[2:])
         elif parts[:1] == ["apis"]:
