@@ -9,6 +9,7 @@ wire); over HTTP what only the wire shows (the query parameter, the Retry-After 
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -241,6 +242,70 @@ def test_the_first_list_after_a_crd_install_finds_storage_initializing() -> None
             assert answer.status == 200
 
 
+# --- what a real server answers that kfcompile does not send (kubectl does) ----------------
+
+
+def _get(kube: FakeKube, path: str, data: Any = None) -> tuple[int, Any]:
+    headers = {"Authorization": "Bearer fake-token", "Content-Type": "application/json"}
+    body = None if data is None else json.dumps(data).encode()
+    request = urllib.request.Request(f"{kube.url}{path}", data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def test_discovery_serves_the_group_lists_kubectl_reads_first() -> None:
+    """kubectl's discovery walks ``/api`` and ``/apis`` before any group version (client-go's
+    ``ServerGroupsAndResources``); the shapes are apimachinery's APIVersions and APIGroupList."""
+    with FakeKube(crds=[schema_check.load_crd("trainjobs-v2.3.0.yaml")]) as kube:
+        code, versions = _get(kube, "/api")
+        assert (code, versions["kind"], versions["versions"]) == (200, "APIVersions", ["v1"])
+        code, groups = _get(kube, "/apis")
+        assert (code, groups["kind"]) == (200, "APIGroupList")
+        trainer = {g["name"]: g for g in groups["groups"]}["trainer.kubeflow.org"]
+        assert trainer["preferredVersion"]["groupVersion"] == TRAINJOB
+        code, group = _get(kube, "/apis/trainer.kubeflow.org")
+        assert (code, group["kind"], group["name"]) == (200, "APIGroup", "trainer.kubeflow.org")
+        assert _get(kube, "/apis/no.such.group")[0] == 404
+
+
+def test_a_dry_run_other_than_all_is_refused_not_stored() -> None:
+    """``dryRun`` takes only ``All`` (apimachinery ``ValidateDryRun``): anything else is a 422,
+    never a real create."""
+    with FakeKube() as kube:
+        configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+        code, status = _get(
+            kube, f"/api/v1/namespaces/{NAMESPACE}/configmaps?dryRun=Some", configmap
+        )
+        assert code == 422 and 'dryRun: Unsupported value: "Some"' in status["message"]
+        assert kube.store.list("v1", "ConfigMap", NAMESPACE) == []
+
+
+@pytest.mark.parametrize(
+    ("selector", "matched"),
+    [
+        ("app=a", ["x"]),
+        ("app!=a", ["y", "z"]),
+        ("app in (a,b)", ["x", "y"]),
+        ("app notin (a)", ["y", "z"]),
+        ("app", ["x", "y"]),
+        ("!app", ["z"]),
+        ("app=a,tier", []),
+    ],
+)
+def test_label_selectors_as_apimachinery_parses_them(selector: str, matched: list[str]) -> None:
+    """Every term of apimachinery's ``labels.Parse`` (equality, inequality, set, existence)."""
+    store = Store()
+    for name, labels in (("x", {"app": "a"}), ("y", {"app": "b"}), ("z", {})):
+        meta = {"name": name, "namespace": NAMESPACE, "labels": labels}
+        store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+    kind = store.kind("v1", "ConfigMap")
+    items, _, _ = api.list_page(store, kind, NAMESPACE, label_selector=selector)
+    assert [o["metadata"]["name"] for o in items] == matched
+
+
 # --- clusters of each release -----------------------------------------------------------------
 
 
@@ -270,3 +335,23 @@ def test_each_release_serves_its_crd_and_says_its_version(
         )
         file = schema_check.load_crd(RELEASES[release][0])
         assert crd is not None and crd["spec"] == file["spec"]
+
+
+def test_generate_name_gets_a_name_and_neither_is_a_422() -> None:
+    """``metadata.generateName`` gets five random characters (apiserver
+    ``names.SimpleNameGenerator``);
+    with neither it and a name, 422 FieldValueRequired."""
+    store = Store()
+    made = store.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"generateName": "c-", "namespace": NAMESPACE},
+        }
+    )
+    assert re.fullmatch(r"c-[a-z0-9]{5}", made["metadata"]["name"])
+    with pytest.raises(StoreError) as caught:
+        store.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": NAMESPACE}}
+        )
+    assert caught.value.code == 422 and "name or generateName is required" in caught.value.message

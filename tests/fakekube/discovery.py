@@ -1,4 +1,4 @@
-"""What discovery answers: the resources of each group version served."""
+"""What discovery answers: the API groups and the resources of each."""
 
 from __future__ import annotations
 
@@ -14,16 +14,41 @@ __all__ = ["discovery"]
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
-def discovery(kinds: list[ResourceKind], parts: list[str]) -> Obj:
-    """The resources of one group version, at ``/api/v1`` or ``/apis/G/V``: all that the
-    official client and the adapter ask. ``/api``, ``/apis`` and ``/apis/G`` (kubectl's) answer
-    404 here, as an unserved group version does: no caller here asks them."""
-    if parts == ["api", "v1"]:
+def discovery(kinds: list[ResourceKind], parts: list[str], address: str) -> Obj:
+    """The discovery document at ``/api``, ``/api/v1``, ``/apis``, ``/apis/G``, ``/apis/G/V``."""
+    missing = not_found()
+    if parts == ["api"]:
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}],
+        }
+    if parts[0] == "api":
+        if parts[1] != "v1":
+            raise missing
         return _resource_list("", "v1", kinds)
-    served = {(kind.group, kind.version) for kind in kinds if kind.group}
-    if len(parts) == 3 and (parts[1], parts[2]) in served:
-        return _resource_list(parts[1], parts[2], kinds)
-    raise not_found()
+    groups: dict[str, list[str]] = {}
+    for kind in kinds:
+        if kind.group and kind.version not in groups.setdefault(kind.group, []):
+            groups[kind.group].append(kind.version)
+
+    def group_obj(name: str) -> Obj:
+        versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in groups[name]]
+        return {"name": name, "versions": versions, "preferredVersion": versions[0]}
+
+    if len(parts) == 1:
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [group_obj(name) for name in groups],
+        }
+    if parts[1] not in groups:
+        raise missing
+    if len(parts) == 2:
+        return {"kind": "APIGroup", "apiVersion": "v1", **group_obj(parts[1])}
+    if parts[2] not in groups[parts[1]]:
+        raise missing
+    return _resource_list(parts[1], parts[2], kinds)
 
 
 def _resource_list(group: str, version: str, kinds: list[ResourceKind]) -> Obj:

@@ -16,25 +16,53 @@ __all__ = ["Matcher", "field_matcher", "label_matcher", "rename_fields"]
 
 _KEY = r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
-_EQUALS = re.compile(rf"\s*({_KEY})\s*==?\s*({_VALUE})\s*")
+_EXISTS = re.compile(rf"\s*(!?)\s*({_KEY})\s*")
+_EQUALS = re.compile(rf"\s*({_KEY})\s*(==|!=|=)\s*({_VALUE})\s*")
+_SET = re.compile(rf"\s*({_KEY})\s+(in|notin)\s*\(([^()]*)\)\s*")
+
+
+def _split_requirements(text: str) -> list[str]:
+    """Split on the commas that separate requirements, not those inside ``in (a,b)``."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _requirement(text: str) -> Callable[[dict[str, str]], bool]:
+    if m := _SET.fullmatch(text):
+        key, op = m[1], m[2]
+        values = {v.strip() for v in m[3].split(",")}
+        if op == "in":
+            return lambda labels: labels.get(key) in values
+        return lambda labels: labels.get(key) not in values
+    if m := _EQUALS.fullmatch(text):
+        key, op, value = m[1], m[2], m[3]
+        if op == "!=":
+            return lambda labels: labels.get(key) != value
+        return lambda labels: labels.get(key) == value
+    if m := _EXISTS.fullmatch(text):
+        key, negated = m[2], bool(m[1])
+        return lambda labels: (key in labels) != negated
+    raise StoreError(400, "BadRequest", f"unable to parse requirement: {text.strip()!r}")
 
 
 def label_matcher(selector: str) -> Matcher:
-    """A predicate for ``selector``: equality terms (``a=b,c==d``), all that kfcompile sends
-    (``kfcompile.kinds``). A real server also takes ``!=``, ``in``, ``notin`` and existence
-    terms (apimachinery's labels.Parse); no caller here sends them, so the fake refuses them
-    with the server's 400 for a term it cannot parse rather than guess."""
+    """A predicate for ``selector`` (``a=b,c!=d,e in (f,g),h notin (i),j,!k``).
+
+    Raises StoreError 400 when the selector does not parse, as the server does.
+    """
     if not selector.strip():
         return lambda obj: True
-    reqs = []
-    for term in selector.split(","):
-        if not (m := _EQUALS.fullmatch(term)):
-            raise StoreError(400, "BadRequest", f"unable to parse requirement: {term.strip()!r}")
-        reqs.append((m[1], m[2]))
+    reqs = [_requirement(part) for part in _split_requirements(selector)]
 
     def match(obj: Obj) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
-        return all(labels.get(key) == value for key, value in reqs)
+        return all(req(labels) for req in reqs)
 
     return match
 

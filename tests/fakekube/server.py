@@ -102,7 +102,16 @@ def _log_params(query: Any) -> Obj:
 
 def _dry_run(query: Any) -> bool:
     """``dryRun=All`` (the only value the API has): validate everything, store nothing."""
-    return "All" in query.getall("dryRun", [])
+    values = query.getall("dryRun", [])
+    bad = [v for v in values if v != "All"]
+    if bad:
+        raise StoreError(
+            422,
+            "Invalid",
+            f'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: '
+            f'"{bad[0]}": supported values: "All"',
+        )
+    return bool(values)
 
 
 def _strict(query: Any) -> bool:
@@ -275,7 +284,8 @@ class FakeKube:
             parts[:1] == ["apis"] and len(parts) <= 3
         ):
             record.verb = "discovery"
-            return _json(200, discovery(self.store.kinds(), parts))
+            address = self.url.removeprefix("http://")
+            return _json(200, discovery(self.store.kinds(), parts, address))
         if parts[:1] == ["api"]:
             target = self._target("", parts[1], parts[2:])
         elif parts[:1] == ["apis"]:

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import builtins
 import math
+import secrets
+import string
 import threading
 import time
 import uuid
@@ -78,11 +80,8 @@ def _owner_uids(obj: Obj) -> list[str]:
     return [r.get("uid", "") for r in (obj.get("metadata") or {}).get("ownerReferences") or []]
 
 
-def _name_required(rk: ResourceKind) -> StoreError:
-    required = "Required value: name or generateName is required"
-    cause = {"reason": "FieldValueRequired", "message": required, "field": "metadata.name"}
-    message = f'{rk.kind} "" is invalid: metadata.name: {required}'
-    return StoreError(422, "Invalid", message, {**rk.details(""), "causes": [cause]})
+def _random_suffix() -> str:
+    return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
 
 
 class Store:
@@ -249,11 +248,10 @@ class Store:
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         """Store a new object; returns it as stored.
 
-        Fills uid, resourceVersion, creationTimestamp, generation, the namespace ("default")
-        (no caller sends generateName: a name is required). StoreError 409 AlreadyExists when
-        the name is taken, 404 when the namespace does not exist, 422 for an invalid name.
-        ``dry_run``: every check, nothing stored (the answer has no resourceVersion, as the
-        server's to ``dryRun=All``).
+        Fills uid, resourceVersion, creationTimestamp, generation, the namespace ("default");
+        honours generateName. StoreError 409 AlreadyExists when the name is taken, 404 when the
+        namespace does not exist, 422 for an invalid name. ``dry_run``: every check, nothing
+        stored (the answer has no resourceVersion, as the server's to ``dryRun=All``).
         """
         changes: builtins.list[Change] = []
         with self._lock:
@@ -290,7 +288,7 @@ class Store:
             meta.pop("namespace", None)
         name = meta.get("name")
         if not name:
-            raise _name_required(rk)
+            name = meta["name"] = self._generated_name(rk, meta.get("generateName"), namespace)
         check_name(rk, name)
         if (namespace, name) in bucket:
             raise StoreError(
@@ -312,6 +310,30 @@ class Store:
             self.register_crd(original)
             return {**obj}
         return clone(obj)
+
+    def _generated_name(self, rk: ResourceKind, prefix: str | None, namespace: str) -> str:
+        if not prefix:
+            required = "Required value: name or generateName is required"
+            raise StoreError(
+                422,
+                "Invalid",
+                f'{rk.kind} "" is invalid: metadata.name: {required}',
+                {
+                    **rk.details(""),
+                    "causes": [
+                        {
+                            "reason": "FieldValueRequired",
+                            "message": required,
+                            "field": "metadata.name",
+                        }
+                    ],
+                },
+            )
+        bucket = self._objects[(rk.api_version, rk.kind)]
+        name = prefix + _random_suffix()
+        while (namespace, name) in bucket:
+            name = prefix + _random_suffix()
+        return name
 
     def update(self, obj: Obj) -> Obj:
         """Replace the stored object (metadata, spec and status); returns it as stored.
