@@ -9,20 +9,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kfcompile.spec.errors import KfcompileError, Problem, SpecError, UnsupportedFeature
-from kfcompile.spec.load import dump_spec, load_spec, structure, unstructure
-from kfcompile.spec.model import (
-    ElasticPolicy,
-    Initializer,
-    InitializerSource,
-    JobSpec,
-    Launcher,
-    RuntimeRef,
-    SchedulingPolicy,
-    WorkDir,
-)
-from kfcompile.targets import DEFAULT_TARGET, TARGETS, Placement, target
-
 if TYPE_CHECKING:
     from kfcompile.importer import (
         Converted,
@@ -33,10 +19,38 @@ if TYPE_CHECKING:
         import_manifest,
         import_manifest_lossy,
     )
+    from kfcompile.spec.errors import KfcompileError, Problem, SpecError, UnsupportedFeature
+    from kfcompile.spec.load import dump_spec, load_spec, structure, unstructure
+    from kfcompile.spec.model import (
+        ElasticPolicy,
+        Initializer,
+        InitializerSource,
+        JobSpec,
+        Launcher,
+        RuntimeRef,
+        SchedulingPolicy,
+        WorkDir,
+    )
     from kfcompile.status import JobState, State, job_state
+    from kfcompile.targets import DEFAULT_TARGET, TARGETS, Placement
 
-# Not needed to render: imported on first use, which keeps `kfcompile render` quick to start.
+# Each name from its module on first use: importing any part of kfcompile runs this file, and a
+# cluster command (``kfcompile status``) needs none of the spec layer, the targets or the
+# importer.
 _LAZY = {
+    "kfcompile.spec.errors": ("KfcompileError", "Problem", "SpecError", "UnsupportedFeature"),
+    "kfcompile.spec.load": ("dump_spec", "load_spec", "structure", "unstructure"),
+    "kfcompile.spec.model": (
+        "ElasticPolicy",
+        "Initializer",
+        "InitializerSource",
+        "JobSpec",
+        "Launcher",
+        "RuntimeRef",
+        "SchedulingPolicy",
+        "WorkDir",
+    ),
+    "kfcompile.targets": ("DEFAULT_TARGET", "TARGETS", "Placement"),
     "kfcompile.status": ("JobState", "State", "job_state"),
     "kfcompile.importer": (
         "Converted",
@@ -53,21 +67,28 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     for module, names in _LAZY.items():
         if name in names:
-            return getattr(importlib.import_module(module), name)
+            value = getattr(importlib.import_module(module), name)
+            globals()[name] = value  # found here from now on
+            return value
     raise AttributeError(f"module 'kfcompile' has no attribute {name!r}")
 
 
-def render(spec: JobSpec, target_name: str = DEFAULT_TARGET) -> list[dict[str, Any]]:
-    """The objects to apply for ``spec`` on ``target_name``, in apply order (companions first).
+def render(spec: JobSpec, target_name: str | None = None) -> list[dict[str, Any]]:
+    """The objects to apply for ``spec`` on ``target_name`` (the default target if None), in
+    apply order (companions first).
 
     Raises ``UnsupportedFeature`` naming every spec field the target cannot express.
     """
-    return target(target_name).render(spec).objects
+    from kfcompile import targets
+
+    return targets.target(target_name or targets.DEFAULT_TARGET).render(spec).objects
 
 
-def explain(spec: JobSpec, target_name: str = DEFAULT_TARGET) -> list[Placement]:
+def explain(spec: JobSpec, target_name: str | None = None) -> list[Placement]:
     """Where each spec value lands in the rendered objects, in render order."""
-    return target(target_name).render(spec).placements
+    from kfcompile import targets
+
+    return targets.target(target_name or targets.DEFAULT_TARGET).render(spec).placements
 
 
 __all__ = [

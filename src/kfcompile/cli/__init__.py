@@ -38,7 +38,7 @@ def run() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser.build().parse_args(argv)
+    args = parser.build(argv).parse_args(argv)
     module, _, name = args.func.partition(":")
     try:
         command = getattr(importlib.import_module(f"kfcompile.cli.{module}"), name)

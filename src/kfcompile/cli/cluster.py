@@ -26,23 +26,20 @@ from kfcompile.cli.common import (
     TERMINATED,
     Terminated,
     UsageError,
-    compile_for,
-    load,
 )
 from kfcompile.cli.context import Context, cluster_errors, target_for
 from kfcompile.cli.workers import Remote, observed, remote
 from kfcompile.kinds import KINDS, MULTIKUEUE
-from kfcompile.lifecycle.cluster_target import crd_name
 from kfcompile.lifecycle.multikueue import multikueue_check
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import absent_reason
 from kfcompile.progress import bar as progress_bar
-from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 
-if TYPE_CHECKING:  # a command loads only the lifecycle modules it runs
+if TYPE_CHECKING:  # a command loads only the lifecycle modules (and spec layer) it runs
     from kfcompile.lifecycle import LogLine, Observation, Waiting
     from kfcompile.lifecycle.deleting import Remaining
+    from kfcompile.spec.model import JobSpec
 
 
 class _Progress:
@@ -159,6 +156,10 @@ def _print_logs(lines: Generator[LogLine, None, None], prefix: bool) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    # The spec layer and the targets' registry: submit's alone.
+    from kfcompile.cli.common import compile_for, load
+    from kfcompile.lifecycle.cluster_target import crd_name
+
     spec = load(args.spec)
     if args.target is not None:
         compile_for(args.spec, args.target, spec)  # what the target cannot express, named by file

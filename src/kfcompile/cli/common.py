@@ -14,13 +14,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from kfcompile.spec import yamlio
-from kfcompile.spec.errors import Problem, SpecError, UnsupportedFeature
-from kfcompile.spec.load import load_spec
-from kfcompile.spec.model import JobSpec
-from kfcompile.targets import Rendered, canonical_name, target
+# The spec layer and the targets are imported by the functions that use them: a cluster
+# command (``status``) needs neither.
+if TYPE_CHECKING:
+    from kfcompile.spec.errors import Problem
+    from kfcompile.spec.model import JobSpec
+    from kfcompile.targets import Rendered
 
 
 class UsageError(Exception):
@@ -83,6 +84,9 @@ def _text(path: str) -> str:
 
 
 def load(path: str) -> JobSpec:
+    from kfcompile.spec.errors import SpecError
+    from kfcompile.spec.load import load_spec
+
     try:
         return load_spec(read(path))
     except SpecError as exc:
@@ -90,6 +94,9 @@ def load(path: str) -> JobSpec:
 
 
 def compile_for(path: str, target_name: str, spec: JobSpec | None = None) -> Rendered:
+    from kfcompile.spec.errors import UnsupportedFeature
+    from kfcompile.targets import target
+
     spec = spec or load(path)
     try:
         return target(target_name).render(spec)
@@ -105,11 +112,16 @@ def format_objects(objects: list[dict[str, Any]], output: str) -> str:
             else {"apiVersion": "v1", "kind": "List", "items": objects}
         )
         return json.dumps(doc, indent=2) + "\n"
+    from kfcompile.spec import yamlio
+
     return yamlio.dump_all(objects)
 
 
 def outcome(spec: JobSpec, target_name: str, output: str = "yaml") -> tuple[str, str]:
     """(file suffix, text) of rendering ``spec`` for one target: the objects, or why not."""
+    from kfcompile.spec.errors import UnsupportedFeature
+    from kfcompile.targets import target
+
     try:
         return output, format_objects(target(target_name).render(spec).objects, output)
     except UnsupportedFeature as exc:
@@ -146,6 +158,8 @@ def target_arg(text: str) -> str:
     """The type of every ``--target``: a known name or a patch release of a known line becomes
     its registered name; anything else is left as it is for ``choices`` to refuse with the
     list."""
+    from kfcompile.targets import canonical_name
+
     try:
         return canonical_name(text)
     except ValueError:

@@ -7,13 +7,16 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from kfcompile import lifecycle
 from kfcompile.cli.common import Failed
 from kfcompile.lifecycle import ClusterError, locate
-from kfcompile.lifecycle.cluster_target import Found
 from kfcompile.lifecycle.ports import ApiError, LocalFiles, Obj, Ref, Transient
 from kfcompile.spec.errors import KfcompileError
+
+if TYPE_CHECKING:
+    from kfcompile.lifecycle.cluster_target import Found
 
 
 class Context:
@@ -74,6 +77,8 @@ def cluster_errors() -> Iterator[None]:
 def target_for(ctx: Context, requested: str | None) -> Found:
     """The target given with ``--target``, or the one detected from the cluster (said on
     stderr, with the evidence; a newer Trainer than kfcompile knows is said too)."""
+    from kfcompile.lifecycle.cluster_target import Found  # the targets' registry: not for status
+
     if requested is not None:
         return Found(requested, "given with --target")
     found = lifecycle.detect_target(ctx.session)

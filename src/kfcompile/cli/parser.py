@@ -2,19 +2,21 @@
 
 Each command's ``func`` is ``module:function`` in this package, imported only when that command
 runs, so ``render`` loads neither the importer nor the lifecycle (and never the Kubernetes
-adapter, which the cluster commands import when they connect).
+adapter, which the cluster commands import when they connect). Only the command being run gets
+its arguments (``COMMANDS``; the top-level help lists every command): those of a command that
+takes ``--target`` read the target registry, and with it the spec layer, which ``status`` has
+no use for.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from kfcompile.cli.common import target_arg
 from kfcompile.kinds import KINDS
-from kfcompile.targets import DEFAULT_TARGET, TARGETS
 
 
 class _Version(argparse.Action):
@@ -69,8 +71,9 @@ class _NoNamespace(argparse.Action):
         )
 
 
-def build() -> argparse.ArgumentParser:
-    """Every command and its arguments; ``func`` names the command as ``module:function``."""
+def build(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv`` (default ``sys.argv[1:]``): every command, with the arguments
+    of the one ``argv`` names (of all when it names none)."""
     parser = argparse.ArgumentParser(
         prog="kfcompile",
         description="Compile a training-job spec into Kubeflow custom resources.",
@@ -79,48 +82,63 @@ def build() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Command
     )
-    target_names = [*TARGETS, "all"]
-
-    def with_spec(
-        name: str, help_text: str, many: bool = True, default: str | None = DEFAULT_TARGET
-    ) -> argparse.ArgumentParser:
+    given = sys.argv[1:] if argv is None else argv
+    chosen = next((arg for arg in given if not arg.startswith("-")), None)
+    for name, (help_text, define) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.specs = None if many else 1
-        # Positional, or -f as kubectl takes them (repeatable), in the order given.
-        p.add_argument(
-            "spec",
-            nargs="*",
-            action="extend",
-            default=[],
-            metavar="SPEC",
-            help="job spec YAML file ('-' = stdin)",
-        )
-        p.add_argument(
-            "-f",
-            "--filename",
-            dest="spec",
-            action="append",
-            metavar="SPEC",
-            help="a spec file too, as kubectl's -f (repeatable)",
-        )
-        p.add_argument("-n", "--namespace", nargs="?", action=_NoNamespace, help=argparse.SUPPRESS)
-        shown = (
-            f"default {DEFAULT_TARGET}"
-            if default
-            else (f"default: detected from the cluster with --cluster, else {DEFAULT_TARGET}")
-        )
-        p.add_argument(
-            "-t",
-            "--target",
-            default=default,
-            type=target_arg,
-            choices=target_names if name == "render" else list(TARGETS),
-            help=f"output shape ({shown}; a patch release such as {DEFAULT_TARGET}.0 names "
-            "its line)",
-        )
-        return p
+        if chosen not in COMMANDS or chosen == name:
+            define(p)
+    return parser
 
-    p = with_spec("render", "print the objects to apply, in apply order")
+
+def _target(p: argparse.ArgumentParser, help_text: str, **kwargs: Any) -> None:
+    """``-t/--target``: a registered target or a patch release of one (``target_arg``)."""
+    from kfcompile.cli.common import target_arg
+    from kfcompile.targets import TARGETS
+
+    choices = kwargs.pop("choices", list(TARGETS))
+    p.add_argument("-t", "--target", type=target_arg, choices=choices, help=help_text, **kwargs)
+
+
+def _specs(p: _Command, many: bool = True, default: str | None = "") -> None:
+    """The spec files a compile command reads, and its ``--target`` (``default``: None for
+    none, "" for the default target)."""
+    from kfcompile.targets import DEFAULT_TARGET, TARGETS
+
+    p.specs = None if many else 1
+    # Positional, or -f as kubectl takes them (repeatable), in the order given.
+    p.add_argument(
+        "spec",
+        nargs="*",
+        action="extend",
+        default=[],
+        metavar="SPEC",
+        help="job spec YAML file ('-' = stdin)",
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        dest="spec",
+        action="append",
+        metavar="SPEC",
+        help="a spec file too, as kubectl's -f (repeatable)",
+    )
+    p.add_argument("-n", "--namespace", nargs="?", action=_NoNamespace, help=argparse.SUPPRESS)
+    shown = (
+        f"default {DEFAULT_TARGET}"
+        if default is not None
+        else (f"default: detected from the cluster with --cluster, else {DEFAULT_TARGET}")
+    )
+    _target(
+        p,
+        f"output shape ({shown}; a patch release such as {DEFAULT_TARGET}.0 names its line)",
+        default=DEFAULT_TARGET if default is not None else None,
+        choices=[*TARGETS, "all"] if p.prog.endswith(" render") else list(TARGETS),
+    )
+
+
+def _render(p: _Command) -> None:
+    _specs(p)
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     p.add_argument("--check", metavar="GOLDEN", help="compare with GOLDEN; exit 1 with a diff")
     p.add_argument("--out", metavar="DIR", help="write DIR/<spec>/<target>.yaml for each spec")
@@ -132,9 +150,9 @@ def build() -> argparse.ArgumentParser:
     )
     p.set_defaults(func="compile:cmd_render")
 
-    p = with_spec(
-        "validate", "check specs and that the target can express all of them", default=None
-    )
+
+def _validate(p: _Command) -> None:
+    _specs(p, default=None)
     p.add_argument(
         "--crd",
         action="append",
@@ -151,23 +169,25 @@ def build() -> argparse.ArgumentParser:
     _connection(p)
     p.set_defaults(func="compile:cmd_validate")
 
-    p = with_spec("explain", "show where every spec value lands in the output", many=False)
+
+def _explain(p: _Command) -> None:
+    _specs(p, many=False)
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
     p.set_defaults(func="compile:cmd_explain")
 
-    p = sub.add_parser("targets", help="list targets and what each supports")
+
+def _targets(p: _Command) -> None:
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
     p.set_defaults(func="compile:cmd_targets")
 
-    p = sub.add_parser("schema", help="print the JSON Schema of the job spec")
+
+def _schema(p: _Command) -> None:
     p.set_defaults(func="compile:cmd_schema")
 
-    text = "print the minimal Role (and bindings) the cluster commands need"
-    p = sub.add_parser("rbac", help=text, description=text)
+
+def _rbac(p: _Command) -> None:
     p.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
-    p.add_argument(
-        "-t", "--target", type=target_arg, choices=list(TARGETS), help="only this target's kind"
-    )
+    _target(p, "only this target's kind")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--service-account", metavar="NAME", help="bind it to this service account")
     who.add_argument("--user", metavar="NAME", help="bind it to this user")
@@ -179,10 +199,6 @@ def build() -> argparse.ArgumentParser:
         "Trainer's version ConfigMap",
     )
     p.set_defaults(func="compile:cmd_rbac")
-
-    _manifest_commands(sub)
-    _cluster_commands(sub)
-    return parser
 
 
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
@@ -227,53 +243,50 @@ def _connection(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _cluster_commands(sub: Any) -> None:
-    """The commands that talk to a cluster."""
+def _command(p: _Command, func: str, spec: bool = False) -> None:
+    """What every cluster command takes: the connection and the namespace."""
+    _connection(p)
+    # As Context picks it: only submit has a spec whose namespace can come in between.
+    default = "the spec's, then the context's" if spec else "the context's"
+    p.add_argument("-n", "--namespace", help=f"namespace (default: {default}, then default)")
+    p.set_defaults(func=func)
 
-    def command(name: str, help_text: str, func: str, spec: bool = False) -> Any:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        _connection(p)
-        # As Context picks it: only submit has a spec whose namespace can come in between.
-        default = "the spec's, then the context's" if spec else "the context's"
-        p.add_argument("-n", "--namespace", help=f"namespace (default: {default}, then default)")
-        p.set_defaults(func=func)
-        return p
 
-    def job(name: str, help_text: str, func: str) -> Any:
-        p = command(name, help_text, func)
-        p.add_argument("name", help="job name")
-        p.add_argument("--kind", choices=list(KINDS), help="if both exist")
-        return p
+def _job(p: _Command, func: str, *more: Callable[[_Command], None]) -> None:
+    """A cluster command about one job, by name."""
+    _command(p, func)
+    p.add_argument("name", help="job name")
+    p.add_argument("--kind", choices=list(KINDS), help="if both exist")
+    for define in more:
+        define(p)
 
-    def timeout(p: Any) -> None:
-        p.add_argument("--timeout", type=duration, help="give up after this long (e.g. 30m)")
 
-    def save_logs(p: Any) -> None:
-        p.add_argument("--save-logs", metavar="DIR", help="write every rank's log to DIR")
+def _timeout(p: _Command) -> None:
+    p.add_argument("--timeout", type=duration, help="give up after this long (e.g. 30m)")
 
-    def workers(p: Any) -> None:
-        p.add_argument(
-            "--cluster",
-            action="append",
-            metavar="WORKER=CONTEXT",
-            help="MultiKueue: the kubeconfig context of a worker cluster a job was dispatched "
-            "to (repeatable; default: the context named like the worker)",
-        )
 
-    def sync_image(p: Any) -> None:
-        p.add_argument("--sync-image", default="busybox:1.36", help="image of the sync helper pod")
+def _save_logs(p: _Command) -> None:
+    p.add_argument("--save-logs", metavar="DIR", help="write every rank's log to DIR")
 
-    p = command(
-        "submit", "create the job on the cluster (idempotent)", "cluster:cmd_submit", spec=True
-    )
-    p.add_argument("spec", help="job spec YAML file")
+
+def _workers(p: _Command) -> None:
     p.add_argument(
-        "-t",
-        "--target",
-        type=target_arg,
-        choices=list(TARGETS),
-        help="output shape (default: the one the cluster runs, detected from what it serves)",
+        "--cluster",
+        action="append",
+        metavar="WORKER=CONTEXT",
+        help="MultiKueue: the kubeconfig context of a worker cluster a job was dispatched "
+        "to (repeatable; default: the context named like the worker)",
     )
+
+
+def _sync_image(p: _Command) -> None:
+    p.add_argument("--sync-image", default="busybox:1.36", help="image of the sync helper pod")
+
+
+def _submit(p: _Command) -> None:
+    _command(p, "cluster:cmd_submit", spec=True)
+    p.add_argument("spec", help="job spec YAML file")
+    _target(p, "output shape (default: the one the cluster runs, detected from what it serves)")
     p.add_argument(
         "--dry-run",
         choices=["none", "server"],
@@ -289,22 +302,25 @@ def _cluster_commands(sub: Any) -> None:
         help="give up after this long (e.g. 30m): waiting for the job, and for the work dir's "
         "sync helper pod to start (default 5m)",
     )
-    save_logs(p)
-    sync_image(p)
-    workers(p)
+    _save_logs(p)
+    _sync_image(p)
+    _workers(p)
 
-    p = job("status", "state, reason, per-node pods and recent events", "cluster:cmd_status")
-    workers(p)
+
+def _status(p: _Command) -> None:
+    _job(p, "cluster:cmd_status", _workers)
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
 
-    p = job("wait", "wait until the job is running or done", "cluster:cmd_wait")
-    workers(p)
-    p.add_argument("--until", choices=["running", "done"], default="done")
-    timeout(p)
-    save_logs(p)
 
-    p = job("logs", "print a rank's log, or every rank's", "cluster:cmd_logs")
-    workers(p)
+def _wait(p: _Command) -> None:
+    _job(p, "cluster:cmd_wait", _workers)
+    p.add_argument("--until", choices=["running", "done"], default="done")
+    _timeout(p)
+    _save_logs(p)
+
+
+def _logs(p: _Command) -> None:
+    _job(p, "cluster:cmd_logs", _workers)
     ranks = p.add_mutually_exclusive_group()
     ranks.add_argument("--rank", type=count, default=0, help="rank to show (default 0)")
     ranks.add_argument("--all-ranks", action="store_true", help="every rank, prefixed")
@@ -312,29 +328,29 @@ def _cluster_commands(sub: Any) -> None:
     p.add_argument("--since", type=duration, help="only lines newer than this (e.g. 10m)")
     p.add_argument("--tail", type=count, help="only the last N lines")
 
-    workers(job("events", "recent events of the job and its pods", "cluster:cmd_events"))
 
-    p = job("cancel", "delete the job and its pods", "cluster:cmd_cancel")
-    workers(p)
+def _cancel(p: _Command) -> None:
+    _job(p, "cluster:cmd_cancel", _workers)
     p.add_argument("--wait", action="store_true", help="return when the job and its pods are gone")
-    timeout(p)
+    _timeout(p)
 
-    job("suspend", "suspend the job (its pods are deleted)", "cluster:cmd_suspend")
-    job("resume", "resume a suspended job", "cluster:cmd_resume")
 
-    p = command("sync", "copy a directory to or from a PersistentVolumeClaim", "cluster:cmd_sync")
+def _sync(p: _Command) -> None:
+    _command(p, "cluster:cmd_sync")
     p.add_argument("direction", choices=["up", "down"])
     p.add_argument("local", help="local directory")
     p.add_argument("--pvc", required=True, help="PersistentVolumeClaim name")
     p.add_argument("--path", default="/", help="directory inside the claim (default /)")
-    sync_image(p)
+    _sync_image(p)
     p.add_argument(
         "--timeout",
         type=duration,
         help="how long the helper pod may take to start (default 5m); then say why it did not",
     )
 
-    p = command("list", "jobs kfcompile created, with their states", "listing:cmd_list")
+
+def _list(p: _Command) -> None:
+    _command(p, "listing:cmd_list")
     p.add_argument("-A", "--all-namespaces", action="store_true")
     p.add_argument(
         "-w",
@@ -344,27 +360,33 @@ def _cluster_commands(sub: Any) -> None:
     )
 
 
-def _manifest_commands(subparsers: argparse._SubParsersAction[_Command]) -> None:
-    """``import`` and ``convert``: existing manifests to specs or other targets."""
-    common = _Command(add_help=False)  # only a parent: never parses
-    common.add_argument(
+def _manifests(p: _Command) -> None:
+    """What ``import`` and ``convert`` take: existing manifests to specs or other targets."""
+    p.add_argument(
         "manifest",
         nargs="+",
         help="PyTorchJob/TrainJob YAML or JSON, '-' for stdin, or a directory of them",
     )
-    common.add_argument(
+    p.add_argument(
         "--allow-lossy",
         action="store_true",
         help="write the output even when fields are lost (they are printed as warnings)",
     )
-    common.add_argument(
+    p.add_argument(
         "--out", metavar="DIR", help="write one file per input under DIR and print a summary"
     )
-    text = "read existing PyTorchJob/TrainJob manifests into job specs"
-    p = subparsers.add_parser("import", parents=[common], help=text, description=text)
+
+
+def _import(p: _Command) -> None:
+    _manifests(p)
     p.set_defaults(func="manifests:cmd_import")
-    text = "convert existing PyTorchJob/TrainJob manifests to another target"
-    p = subparsers.add_parser("convert", parents=[common], help=text, description=text)
+
+
+def _convert(p: _Command) -> None:
+    from kfcompile.cli.common import target_arg
+    from kfcompile.targets import TARGETS
+
+    _manifests(p)
     p.add_argument(
         "--to",
         required=True,
@@ -374,3 +396,29 @@ def _manifest_commands(subparsers: argparse._SubParsersAction[_Command]) -> None
         help=f"output shape: {', '.join(TARGETS)}",
     )
     p.set_defaults(func="manifests:cmd_convert")
+
+
+# Every command, in the order the help lists them: its help line, and what defines its arguments.
+COMMANDS: dict[str, tuple[str, Callable[[_Command], None]]] = {
+    "render": ("print the objects to apply, in apply order", _render),
+    "validate": ("check specs and that the target can express all of them", _validate),
+    "explain": ("show where every spec value lands in the output", _explain),
+    "targets": ("list targets and what each supports", _targets),
+    "schema": ("print the JSON Schema of the job spec", _schema),
+    "rbac": ("print the minimal Role (and bindings) the cluster commands need", _rbac),
+    "import": ("read existing PyTorchJob/TrainJob manifests into job specs", _import),
+    "convert": ("convert existing PyTorchJob/TrainJob manifests to another target", _convert),
+    "submit": ("create the job on the cluster (idempotent)", _submit),
+    "status": ("state, reason, per-node pods and recent events", _status),
+    "wait": ("wait until the job is running or done", _wait),
+    "logs": ("print a rank's log, or every rank's", _logs),
+    "events": (
+        "recent events of the job and its pods",
+        lambda p: _job(p, "cluster:cmd_events", _workers),
+    ),
+    "cancel": ("delete the job and its pods", _cancel),
+    "suspend": ("suspend the job (its pods are deleted)", lambda p: _job(p, "cluster:cmd_suspend")),
+    "resume": ("resume a suspended job", lambda p: _job(p, "cluster:cmd_resume")),
+    "sync": ("copy a directory to or from a PersistentVolumeClaim", _sync),
+    "list": ("jobs kfcompile created, with their states", _list),
+}
