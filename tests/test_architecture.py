@@ -355,7 +355,7 @@ def test_the_checks_see_real_imports() -> None:
     assert {"kfcompile.status", "kfcompile.importer"} <= to("kfcompile", "dynamic")
     assert "kfcompile.cli.cluster" in to("kfcompile.cli", "dynamic")
     assert "kfcompile.lifecycle.submission" in to("kfcompile.lifecycle", "dynamic")
-    assert "kubernetes" in {e.to.split(".")[0] for e in EDGES["kfcompile_kube.cluster"]}
+    assert "kubernetes" in {e.to.split(".")[0] for e in EDGES["kfcompile_kube.compat"]}
     assert "torchx_plugins.schedulers.kfcompile" in MODULES
     assert BY_NAME["cli"].lazily == {"adapters", "local"}
 

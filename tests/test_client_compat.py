@@ -58,7 +58,15 @@ def test_token_key_is_where_the_installed_loader_puts_a_token() -> None:
     assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer second"
 
 
-def test_prepare_builds_url_headers_and_credentials() -> None:
+# What the adapter sends with: its own client (``connect`` makes one), or a launcher's ApiClient.
+CLIENTS = [
+    pytest.param(compat.RestClient, id="RestClient"),
+    pytest.param(ApiClient, id="ApiClient"),
+]
+
+
+@pytest.mark.parametrize("make", CLIENTS)
+def test_prepare_builds_url_headers_and_credentials(make: Any) -> None:
     configuration = Configuration(host="http://127.0.0.1:1")
     configuration.api_key[compat.TOKEN_KEY] = "Bearer t0"
     refreshed: list[object] = []
@@ -68,7 +76,7 @@ def test_prepare_builds_url_headers_and_credentials() -> None:
         config.api_key[compat.TOKEN_KEY] = "Bearer t1"
 
     configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
-    client = ApiClient(configuration)
+    client: compat.Client = make(configuration)
     query = [("labelSelector", "a=b,c in (d)"), ("command", "ls"), ("command", "-l /")]
     url, headers = compat.prepare(client, "GET", "/api/v1/pods", query, {"Accept": "text/plain"})
     parts = urlsplit(url)
@@ -77,8 +85,9 @@ def test_prepare_builds_url_headers_and_credentials() -> None:
     assert headers["authorization"] == "Bearer t1"  # the hook ran before the token was read
     assert refreshed == [configuration]
     assert headers["Accept"] == "text/plain"
-    assert headers["User-Agent"] == client.user_agent  # the client's default headers too
-    client.close()  # type: ignore[no-untyped-call]
+    assert headers["User-Agent"] == client.default_headers["User-Agent"]  # its default headers
+    assert headers["User-Agent"].startswith("kfcompile " if make is compat.RestClient else "")
+    client.close()
 
 
 # --- send and chunks, against a server that says exactly what a test wants -----------------------
@@ -131,28 +140,31 @@ def server() -> Iterator[_Server]:
         srv.server_close()
 
 
-def _client(srv: _Server) -> ApiClient:
+def _client(srv: _Server, make: Any) -> compat.Client:
     configuration = Configuration(host=f"http://127.0.0.1:{srv.server_address[1]}")
     configuration.retries = False
-    return ApiClient(configuration)
+    client: compat.Client = make(configuration)
+    return client
 
 
-def test_send_gives_a_refused_answer_as_its_raw_bytes(server: _Server) -> None:
+@pytest.mark.parametrize("make", CLIENTS)
+def test_send_gives_a_refused_answer_as_its_raw_bytes(server: _Server, make: Any) -> None:
     """Up to 36.x the client raises for the status and ``call_api`` would decode the body as
     UTF-8 (a hostile body would crash it): compat reads it as bytes in every line."""
-    client = _client(server)
+    client = _client(server, make)
     url, headers = compat.prepare(client, "GET", "/refused", [], {"Accept": "application/json"})
     with pytest.raises(compat.Refused) as refused:
         compat.send(client, "GET", url, headers, None, (5.0, 5.0))
     assert refused.value.status == 500
     assert refused.value.body == b'{"kind":"Status","message":"\xff\xfe not UTF-8"}'
-    client.close()  # type: ignore[no-untyped-call]
+    client.close()
 
 
-def test_chunks_give_what_has_arrived_without_waiting_for_more(server: _Server) -> None:
+@pytest.mark.parametrize("make", CLIENTS)
+def test_chunks_give_what_has_arrived_without_waiting_for_more(server: _Server, make: Any) -> None:
     """A watch or a followed log yields each piece as it comes: urllib3 2 through ``read1``,
     1.26 (which has none) through ``stream``."""
-    client = _client(server)
+    client = _client(server, make)
     url, headers = compat.prepare(client, "GET", "/stream", [], {})
     response = compat.send(client, "GET", url, headers, None, (5.0, 30.0))
     assert isinstance(response, urllib3.response.HTTPResponse)
@@ -161,7 +173,7 @@ def test_chunks_give_what_has_arrived_without_waiting_for_more(server: _Server) 
     server.released.set()  # only now does the server send the rest
     assert first == b"one\n"
     assert b"".join(pieces) == b"two\n"
-    client.close()  # type: ignore[no-untyped-call]
+    client.close()
 
 
 # --- the exec websocket, against the fake API server ---------------------------------------------

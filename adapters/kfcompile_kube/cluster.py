@@ -1,7 +1,8 @@
-"""``kfcompile.lifecycle.ports.Cluster`` over the official client's ``ApiClient``.
+"""``kfcompile.lifecycle.ports.Cluster`` over the official client.
 
-Requests go through the client's ``ApiClient`` (auth, TLS, proxies and token refresh stay the
-client's; ``compat`` holds how each client line is called) but bodies are read as raw JSON:
+Requests go through the client's REST layer and configuration (``compat.Client``: auth, TLS,
+proxies and token refresh stay the client's; ``compat`` holds how each client line is called;
+exec's websocket modules load on the first exec) but bodies are read as raw JSON:
 objects cross the port exactly as the server sent them, never through the client's strict models.
 Failures become the port's ``ApiError`` family (``errors``: the server's answer, or why none
 came, in words a user acts on; a redirect, which no request follows; never a credential, even
@@ -23,8 +24,6 @@ from urllib.parse import quote, urlsplit
 
 import urllib3
 from attrs import evolve
-from kubernetes.client.api_client import ApiClient
-from websocket import WebSocketException
 
 from kfcompile.lifecycle.ports import (
     ApiError,
@@ -51,7 +50,6 @@ from kfcompile_kube.errors import (
     status_error,
     transport_error,
 )
-from kfcompile_kube.execstream import Channels
 from kfcompile_kube.lines import event_lines, log_lines
 from kfcompile_local import Threads
 from kfcompile_local.fanout import cut_on_stop
@@ -120,7 +118,7 @@ class KubeCluster(Threads):
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: compat.Client,
         *,
         connect_timeout: float = 5.0,
         request_timeout: float | None = REQUEST_TIMEOUT,
@@ -290,6 +288,10 @@ class KubeCluster(Threads):
         ]
         path = f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/exec"
         url, headers = self._prepare("GET", path, query, {})
+        from websocket import WebSocketException
+
+        from kfcompile_kube.execstream import Channels
+
         try:
             ws = compat.open_exec(self._client.configuration, url, headers)
         except compat.Refused as e:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from attrs import evolve, frozen
-from kubernetes.client.api_client import ApiClient
 from kubernetes.client.configuration import Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
@@ -22,6 +21,7 @@ from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConf
 
 from kfcompile.spec.errors import KfcompileError, Problem
 from kfcompile_kube.cluster import REQUEST_TIMEOUT
+from kfcompile_kube.compat import Client, RestClient
 from kfcompile_kube.exec_credential import (
     EXEC_TIMEOUT,
     Credential,
@@ -45,13 +45,13 @@ class Connection:
     """An API client for one cluster, the namespace to work in by default, and how long each
     request may wait for its answer (``KubeCluster(request_timeout=)``; ``None``: no limit)."""
 
-    api_client: ApiClient
+    api_client: Client
     namespace: str
     source: str  # where the configuration came from, for messages ("kubeconfig ... context ...")
     request_timeout: float | None = REQUEST_TIMEOUT
 
     def close(self) -> None:
-        self.api_client.close()  # type: ignore[no-untyped-call]
+        self.api_client.close()
 
 
 def connect(
@@ -234,7 +234,7 @@ def _in_cluster(sa_dir: Path, env: Mapping[str, str]) -> Connection:
     return Connection(_client(configuration), namespace or "default", source)
 
 
-def _client(configuration: Configuration) -> ApiClient:
+def _client(configuration: Configuration) -> RestClient:
     # The lifecycle retries with its own backoff; urllib3's silent retries would multiply timeouts.
     configuration.retries = False
-    return ApiClient(configuration)
+    return RestClient(configuration)

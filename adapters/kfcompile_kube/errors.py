@@ -16,11 +16,10 @@ import ssl
 from collections.abc import Iterable, Iterator, Mapping
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urljoin, urlsplit
 
 import urllib3
-from websocket import WebSocketBadStatusException, WebSocketException
 
 from kfcompile.lifecycle.ports import (
     ApiError,
@@ -28,6 +27,9 @@ from kfcompile.lifecycle.ports import (
     Transient,
     error_class,
 )
+
+if TYPE_CHECKING:
+    from websocket import WebSocketException
 
 # What a broken connection looks like from below the client (urllib3, http.client, the socket).
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
@@ -194,6 +196,8 @@ def handshake_error(
     error: WebSocketException | OSError, url: str, timeout: tuple[float | None, float | None]
 ) -> ApiError:
     """The exec upgrade failed: the server's answer when there was one, else the connection."""
+    from websocket import WebSocketBadStatusException  # exec's alone: not at every command
+
     if isinstance(error, WebSocketBadStatusException):
         code = error.status_code
         if 200 <= code < 300:  # an answer, but no stream (a proxy's page?): not a success

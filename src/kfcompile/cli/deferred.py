@@ -3,8 +3,8 @@
 ``import kubernetes`` runs every part of the client: ``kubernetes/__init__`` imports ``config``
 (the kubeconfig loader and what its auth providers use), ``dynamic``, ``watch``, ``stream``,
 ``leaderelection``; up to 36.x ``kubernetes.client`` imports every API class and model too.
-A cluster command uses a few modules (``client.api_client``, ``client.configuration``,
-``client.rest``, ``config.kube_config``, ``stream.ws_client``), so in the process the
+A cluster command uses a few modules (``client.configuration``, ``client.rest``,
+``config.kube_config``; ``stream.ws_client`` for an exec), so in the process the
 ``kfcompile`` command starts (``kfcompile.cli.run``, never when kfcompile is imported as a
 library) those packages' modules are made without running their ``__init__``; each runs on
 first use of a name it defines:
@@ -15,7 +15,11 @@ first use of a name it defines:
   (``kubernetes/client/__init__.py``'s ``_exports`` and ``__getattr__``);
 - any other name (``__version__``, ``__all__``, ``dir()``) runs the real ``__init__``, once;
   from then on the package is the complete one, so later code in the same process (a
-  ``from kubernetes.client.models import *``) sees what it always does.
+  ``from kubernetes.client.models import *``) sees what it always does;
+- a name in ``STAND_INS`` is a stand-in until first used (called, subclassed, an attribute
+  read, an ``isinstance``), and then the real one: ``kube_config`` binds ``ApiClient`` and
+  ``OAuth2Session`` at its top but calls them only to make a client of its own and to refresh
+  an OIDC token, and importing them (pydantic; requests) is half a cold ``status``.
 
 A package whose ``__init__`` fails then fails on that first use, not at the ``import``.
 """
@@ -30,7 +34,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 if TYPE_CHECKING:  # importlib.abc imports importlib.resources: not at every `render`
     from importlib.abc import Loader
@@ -49,6 +53,15 @@ PACKAGES: Final = {
     "kubernetes.utils": True,
     "google.auth": False,
     "google.auth.transport.requests": False,
+    # What kube_config imports for its OIDC auth provider alone.
+    "oauthlib.oauth2": False,
+    "requests_oauthlib": False,
+}
+
+# (package, name): the module defining what ``from package import name`` binds as a stand-in.
+STAND_INS: Final = {
+    ("kubernetes.client", "ApiClient"): "kubernetes.client.api_client",
+    ("requests_oauthlib", "OAuth2Session"): "requests_oauthlib.oauth2_session",
 }
 
 # ``from kubernetes.client.models.v1_pod import V1Pod``, ``from . import client``: one name,
@@ -112,6 +125,11 @@ class _Body:
 
     def arm(self) -> None:
         vars(self.module).update(__getattr__=self.getattr, __dir__=self.dir)
+        # Bound from the start, whatever defines the package's names (37.x's ``__init__`` has a
+        # ``__getattr__`` of its own); its body, run later, may bind the real ones over them.
+        for (package, name), defined_in in STAND_INS.items():
+            if package == self.spec.name:
+                setattr(self.module, name, _StandIn(self.module, name, defined_in))
 
     def getattr(self, name: str) -> object:
         if self.spec.submodule_search_locations is not None:
@@ -146,6 +164,43 @@ class _Body:
             for hook, mine in (("__getattr__", self.getattr), ("__dir__", self.dir)):
                 if vars(self.module).get(hook) == mine:  # the body defined none of its own
                     del vars(self.module)[hook]
+
+
+class _StandIn:
+    """A name of a deferred package, bound before its body ran: the real object on first use,
+    from then on the package's too."""
+
+    def __init__(self, package: ModuleType, name: str, defined_in: str) -> None:
+        self._package, self._name, self._defined_in = package, name, defined_in
+
+    def resolved(self) -> Any:
+        real = getattr(importlib.import_module(self._defined_in), self._name)
+        if vars(self._package).get(self._name) is self:
+            setattr(self._package, self._name, real)
+        return real
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolved()(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.resolved(), name)
+
+    def __instancecheck__(self, obj: object) -> bool:
+        return isinstance(obj, self.resolved())
+
+    def __subclasscheck__(self, cls: type) -> bool:
+        return issubclass(cls, self.resolved())
+
+    def __mro_entries__(self, bases: tuple[object, ...]) -> tuple[type, ...]:
+        return (self.resolved(),)
+
+    def __repr__(self) -> str:
+        return f"<deferred {self._package.__name__}.{self._name}>"
+
+
+def resolved(value: object) -> object:
+    """``value``, or the real object a stand-in stands for."""
+    return value.resolved() if isinstance(value, _StandIn) else value
 
 
 def _exports(spec: importlib.machinery.ModuleSpec) -> dict[str, tuple[str, str]]:

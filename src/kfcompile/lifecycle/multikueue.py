@@ -26,12 +26,11 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from kfcompile.kinds import MULTIKUEUE, Kind
+from kfcompile.kinds import MULTIKUEUE
 from kfcompile.lifecycle.objects import get, list_all, meta
 from kfcompile.lifecycle.observe import printable
 from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import Session
-from kfcompile.lifecycle.watcher import Happened, JobEvent, seen
 
 KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
@@ -174,44 +173,6 @@ def dispatches(session: Session, jobs: Sequence[Obj], namespace: str | None) -> 
         workload = pick_workload(workloads, uid)
         found[uid] = Dispatch("", None) if workload is None else read_workload(workload)
     return found
-
-
-def dispatch_events(
-    session: Session, kind: Kind, jobs: Sequence[Obj], namespace: str | None, told: set[str]
-) -> tuple[JobEvent, ...]:
-    """A ``DISPATCHED`` event for each of ``jobs`` (as a watch of the manager delivers them)
-    that MultiKueue has dispatched since: one list of Workloads for those not told yet, none
-    when there are none. ``told``: the uids reported so far, kept by the driver. A manager
-    whose Workloads may not be read reports no dispatch (the watch goes on)."""
-    waiting = [
-        job
-        for job in jobs
-        if multikueue_managed(job)
-        and str(meta(job).get("uid", "")) not in told
-        and not meta(job).get("deletionTimestamp")
-    ]
-    if not waiting:
-        return ()
-    where = dispatches(session, waiting, namespace)
-    events: list[JobEvent] = []
-    for job in waiting:
-        uid = str(meta(job).get("uid", ""))
-        cluster = where[uid].cluster if uid in where else None
-        found = seen(kind, job)
-        if cluster and found is not None:
-            told.add(uid)
-            ref, now = found
-            events.append(
-                JobEvent(
-                    kind,
-                    ref,
-                    Happened.DISPATCHED,
-                    now.state,
-                    progress=now.progress,
-                    cluster=cluster,
-                )
-            )
-    return tuple(events)
 
 
 def multikueue_check(session: Session, namespace: str, queue: str) -> str | None:

@@ -5,7 +5,7 @@ the followed logs of several ranks are), so the caller needs no thread."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing
 from functools import partial
 from typing import Final
@@ -13,7 +13,7 @@ from typing import Final
 from attrs import evolve
 
 from kfcompile.kinds import KINDS, Kind
-from kfcompile.lifecycle.multikueue import dispatch_events
+from kfcompile.lifecycle.multikueue import dispatches, multikueue_managed
 from kfcompile.lifecycle.objects import Paging, meta, served
 from kfcompile.lifecycle.observe import foreign
 from kfcompile.lifecycle.pod_logs import merger
@@ -39,6 +39,7 @@ from kfcompile.lifecycle.session import (
 from kfcompile.lifecycle.waiter import Bookmark, Changed, Expired, ReadEvent, Trouble
 from kfcompile.lifecycle.waiting import next_answer, only
 from kfcompile.lifecycle.watcher import (
+    Happened,
     JobEvent,
     ListJobs,
     PageListed,
@@ -46,6 +47,7 @@ from kfcompile.lifecycle.watcher import (
     WatchAnswer,
     Watcher,
     WatchJobs,
+    seen,
 )
 
 MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGER}"  # the jobs kfcompile created
@@ -133,6 +135,44 @@ def _dispatched(
     if isinstance(answer, PageListed):
         jobs = answer.items
     return dispatch_events(session, kind, jobs, namespace, told)
+
+
+def dispatch_events(
+    session: Session, kind: Kind, jobs: Sequence[Obj], namespace: str | None, told: set[str]
+) -> tuple[JobEvent, ...]:
+    """A ``DISPATCHED`` event for each of ``jobs`` (as a watch of the manager delivers them)
+    that MultiKueue has dispatched since: one list of Workloads for those not told yet, none
+    when there are none. ``told``: the uids reported so far, kept by the driver. A manager
+    whose Workloads may not be read reports no dispatch (the watch goes on)."""
+    waiting = [
+        job
+        for job in jobs
+        if multikueue_managed(job)
+        and str(meta(job).get("uid", "")) not in told
+        and not meta(job).get("deletionTimestamp")
+    ]
+    if not waiting:
+        return ()
+    where = dispatches(session, waiting, namespace)
+    events: list[JobEvent] = []
+    for job in waiting:
+        uid = str(meta(job).get("uid", ""))
+        cluster = where[uid].cluster if uid in where else None
+        found = seen(kind, job)
+        if cluster and found is not None:
+            told.add(uid)
+            ref, now = found
+            events.append(
+                JobEvent(
+                    kind,
+                    ref,
+                    Happened.DISPATCHED,
+                    now.state,
+                    progress=now.progress,
+                    cluster=cluster,
+                )
+            )
+    return tuple(events)
 
 
 def watch_kind(
