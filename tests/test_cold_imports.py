@@ -36,8 +36,11 @@ UNUSED = (
     "websocket",
     "kubernetes.stream.ws_client",
 )
-# The lifecycle's modules neither command runs: submit's machines, the log follower, the sync.
+# The lifecycle's modules neither command runs: submit's machines, the log follower, the sync,
+# the watch (``list -w``'s).
 UNUSED_LIFECYCLE = (
+    "kfcompile.lifecycle.watcher",
+    "kfcompile.lifecycle.waiter",
     "kfcompile.lifecycle.submission",
     "kfcompile.lifecycle.submitting",
     "kfcompile.lifecycle.pod_logs",

@@ -9,19 +9,24 @@ import sys
 from collections.abc import Mapping, Sequence
 from contextlib import closing
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from kfcompile import lifecycle
 from kfcompile.cli.context import Context, cluster_errors
 from kfcompile.kinds import Kind
 from kfcompile.lifecycle.ports import Forbidden, Ref
 from kfcompile.lifecycle.session import Session
-from kfcompile.lifecycle.watcher import Happened, JobEvent, happened
 from kfcompile.status import JobState, State
+
+if TYPE_CHECKING:  # the watch machine: -w's alone
+    from kfcompile.lifecycle.watcher import Happened, JobEvent
 
 
 def news(event: JobEvent, shown: Mapping[Ref, JobState]) -> Happened | None:
     """What the line says; ``None`` when the table already said it (a job the watch lists as
     the table showed it: the watch lists once more before it watches)."""
+    from kfcompile.lifecycle.watcher import Happened, happened
+
     if event.what is not Happened.LISTED:
         return event.what
     before = shown.get(event.ref)
