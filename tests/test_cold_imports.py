@@ -244,6 +244,11 @@ assert kubernetes.client.ApiClient is real, "the package still has the stand-in"
 class Mine(ApiClient):
     pass
 assert issubclass(Mine, real) and issubclass(Mine, ApiClient)
+from requests_oauthlib import OAuth2Session  # a package whose body runs at the first use
+assert "requests_oauthlib.oauth2_session" not in sys.modules, "loaded by the import"
+session = OAuth2Session(client_id="kubectl")
+assert type(session).__module__ == "requests_oauthlib.oauth2_session", type(session)
+assert isinstance(session, OAuth2Session) and session.client_id == "kubectl"
 """
 
 
