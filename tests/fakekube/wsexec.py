@@ -18,7 +18,7 @@ from aiohttp import WSMsgType, web
 from .shell import Filesystem, reads_stdin, run_command
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .port import Objects
 
 Obj = dict[str, Any]
 
@@ -48,7 +48,7 @@ def _on(request: web.Request, stream: str) -> bool:
 
 async def exec_handler(
     request: web.Request,
-    store: Store,
+    store: Objects,
     pod: Obj,
     container: str,
     *,
