@@ -183,7 +183,8 @@ class Objects:
         self.wakers: list[Callable[[], None]] = []  # told of every change (streams)
         self.gc_running, self.gc_from = True, -math.inf
         self.kubelets_down: set[str] = set()  # nodes whose deleted pods stay Terminating
-        self._collected = -1  # the resourceVersion the collector last had nothing to do at
+        # (resourceVersion, nodes without kubelet) the collector last had nothing to do at
+        self._collected: tuple[int, frozenset[str]] | None = None
         self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
 
     # --- kinds -----------------------------------------------------------------------------
@@ -643,7 +644,7 @@ class Objects:
             self.gc_running = self.gc_running if running is None else running
             if lag is not None:
                 self.gc_from = self.clock.time() + lag
-            self._collected = -1
+            self._collected = None
 
     def kubelet_down(self, node: str) -> None:
         """No kubelet on ``node`` from now on: its pods, once deleted, stay Terminating."""
@@ -654,7 +655,6 @@ class Objects:
         """``node``'s kubelet is back: its Terminating pods go at the collector's next pass."""
         with self.lock:
             self.kubelets_down.discard(node)
-            self._collected = -1
 
     def collect(self) -> None:
         """The garbage collector's pass, until it has nothing left to do: dependents of owners
@@ -664,8 +664,8 @@ class Objects:
         with self.lock:
             if not self.gc_running or self.clock.time() < self.gc_from:
                 return
-            while self._collected != self.rv:
-                self._collected = self.rv
+            while self._collected != (self.rv, frozenset(self.kubelets_down)):
+                self._collected = (self.rv, frozenset(self.kubelets_down))
                 self._pass()
 
     def _pass(self) -> None:
@@ -816,7 +816,7 @@ class PortFake:
         self.kubelets_down = self.objects.kubelets_down
         self.errors: builtins.list[Exception] = []  # scripted changes a deletion made moot
         self._script: builtins.list[tuple[float, Callable[[], object]]] = []
-        self._lock = threading.RLock()  # a request's hook schedules while the clock ticks
+        self._lock = threading.Lock()  # a request's hook schedules while the clock ticks
         self.clock.drive(self._tick)
 
     # --- for the tests and the scripts ---------------------------------------------------
@@ -837,15 +837,15 @@ class PortFake:
             self.objects.append_log(namespace, pod, container[0]["name"], line + "\n")
 
     def _tick(self) -> None:
-        with self._lock:
+        with self._lock:  # (not held while a change runs: it takes the store's lock)
             now = self.clock.monotonic()
             due = [step for step in self._script if step[0] <= now]
             self._script = [step for step in self._script if step[0] > now]
-            for _, change in due:
-                try:
-                    change()
-                except (KeyError, StoreError) as exc:  # its object deleted meanwhile
-                    self.errors.append(exc)
+        for _, change in due:
+            try:
+                change()
+            except (KeyError, StoreError) as exc:  # its object deleted meanwhile
+                self.errors.append(exc)
         self.objects.collect()
         self.objects.wake()
 

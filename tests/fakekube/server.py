@@ -2,13 +2,13 @@
 
 ``FakeKube`` runs an aiohttp server on 127.0.0.1 (ephemeral port) in a background thread, in
 front of the store of a ``PortFake`` (``fakekube.port.Objects``: the one the port fake answers
-from, so the scripts of ``fakekube.jobs`` move what it serves). It answers what the adapter (``kfcompile_kube``) and
-the ``kubernetes`` client send, as a real API server does: discovery from installed CRDs, get,
-create (201; ``fieldValidation=Strict``: 400 ``strict decoding error: unknown field
-"spec.foo"``, otherwise unknown fields are pruned), JSON merge patch, delete (the object or a
-Status) with a propagation policy, CRD schema errors (422), label and field selectors,
-``limit``/``continue`` pagination, watches with bookmarks and in-stream 410, garbage collection,
-pod logs (follow included) and exec over websockets, a bearer token, and injected faults.
+from, so the scripts of ``fakekube.jobs`` move what it serves). It answers what the adapter
+(``kfcompile_kube``), the ``kubernetes`` client and kubectl send, as a real API server does:
+discovery, get, create (201; ``fieldValidation=Strict``: 400 ``strict decoding error: unknown
+field "spec.foo"``, otherwise unknown fields are pruned), JSON merge patch, delete (the object
+or a Status) with a propagation policy, label and field selectors, ``limit``/``continue``
+pagination, watches with bookmarks and in-stream 410, pod logs (follow included) and exec over
+websockets, a bearer token, RBAC, and injected faults.
 
 What no client here sends is not served: PUT, JSON and strategic-merge patch (415), deleting a
 collection, ``/status`` subresources, server-side apply; ``dryRun=All`` only on create. The
@@ -271,10 +271,12 @@ class FakeKube:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         try:
-            # The garbage collector's due work is done first, as if it were instant: a request
-            # made after another sees what it did for it, however busy the machine.
+            # The garbage collector's due work is done before and after, as if it were instant:
+            # a request made after another sees what it did for it, however busy the machine.
             self.store.collect()
-            return await self._route(request)
+            response = await self._route(request)
+            self.store.collect()
+            return response
         except StoreError as err:
             headers = [("Retry-After", "1")] if err.code == 429 else []
             return _json(err.code, err.status(), headers)
