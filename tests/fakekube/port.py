@@ -605,6 +605,7 @@ class Objects:
             stamp = {"deletionTimestamp": rfc3339(now + grace), "deletionGracePeriodSeconds": grace}
             return self._replace(key, merge_patch(obj, {"metadata": stamp}), server=True), False
         finalizers = list(meta.get("finalizers") or [])
+        # (with no dependents it goes at once, as if the collector dropped the finalizer then)
         if propagation == "Foreground" and self._dependents(meta["uid"]):
             finalizers.append(FOREGROUND)
         if not finalizers:
