@@ -788,6 +788,20 @@ class Objects:
             raise bad(f'unable to upgrade connection: container not found ("{chosen}")')
         return pod, chosen
 
+    def run(
+        self,
+        pod: Obj,
+        container: str,
+        argv: builtins.list[str],
+        stdin: bytes | bytearray,
+        answer: bytes | Iterable[bytes] | None = None,
+    ) -> tuple[Iterable[bytes | memoryview], bytes, int]:
+        """An exec's ``(stdout chunks, stderr, exit code)``: its command run on the pod's volumes
+        (``fakekube.shell``), or ``answer`` (a fault's stdout) and exit 0."""
+        if answer is not None:
+            return [answer] if isinstance(answer, bytes) else answer, b"", 0
+        return run_command(Filesystem(self, pod, container), argv, bytes(stdin))
+
     def filesystem(self, key: tuple[str, ...]) -> tuple[dict[str, bytes], set[str]]:
         """``(files, directories made empty)`` of a volume (``fakekube.shell``'s commands run on
         them): ``("pvc", ns, claim)``, ``("pod", ns, pod, volume-or-container)``."""
@@ -982,11 +996,7 @@ class PortFake:
         if reads_stdin(argv):  # drawn as the command reads it; what it raises passes through
             data = stdin if isinstance(stdin, bytes) else b"".join(stdin)
         answer = fault.exec_stdout if fault is not None else None
-        if answer is not None:
-            chunks: Iterable[bytes | memoryview] = [answer] if isinstance(answer, bytes) else answer
-            stderr, code = b"", 0
-        else:
-            chunks, stderr, code = run_command(Filesystem(self.objects, target, chosen), argv, data)
+        chunks, stderr, code = self.objects.run(target, chosen, argv, data, answer)
         self._answer(fault, None)  # a lost answer: the command ran, its end unheard
         ended = ExecResult(b"", stderr, code)
 

@@ -76,17 +76,11 @@ def _number(query: Any, name: str, kind: Callable[[str], Any] = int) -> Any:
         raise bad(f"invalid {name}: {value!r}") from exc
 
 
-def _selectors(query: Any) -> Obj:
-    return {
-        "label_selector": query.get("labelSelector", ""),
-        "field_selector": query.get("fieldSelector", ""),
-    }
-
-
 def _watch_params(query: Any) -> Obj:
     rv = query.get("resourceVersion", "")
     return {
-        **_selectors(query),
+        "label_selector": query.get("labelSelector", ""),
+        "field_selector": query.get("fieldSelector", ""),
         "resource_version": None if rv in ("", "0") else _number(query, "resourceVersion"),
         # 0 or absent: the server's own limit (30-60 min on a real one)
         "timeout": _number(query, "timeoutSeconds", float) or 1800.0,
