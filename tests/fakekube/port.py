@@ -510,7 +510,7 @@ class Objects:
             stored = self._write("ADDED", key, self._to_store(rk, obj), None, given=original)
             for hook in self.on_create:
                 hook(stored)
-            return clone(self._served(rk, stored))
+            return {**stored} if is_crd else clone(self._served(rk, stored))  # (a CRD is big)
 
     def _generated_name(self, rk: ResourceKind, prefix: str | None, namespace: str | None) -> str:
         """``prefix`` and five random characters (apiserver ``names.SimpleNameGenerator``)."""
