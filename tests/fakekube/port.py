@@ -21,9 +21,9 @@ once and its dependents at the collector's next pass; ``Foreground`` keeps an ow
 deepest first; ``Orphan`` drops the owner reference from the dependents. An object with
 finalizers stays, being deleted, until they are removed; a running pod on a node whose kubelet
 is down (``kubelet_down``) stays Terminating. The collector (``collect``) passes at each tick of
-the clock and before the HTTP server answers a request; it can lag (``gc(lag=30)``: it does
-nothing for 30 s of the store's time, as a real one notices a newly installed kind late) or be
-absent (``gc(running=False)``).
+the clock, and before and after each request the HTTP server answers; it can lag (``gc(lag=30)``:
+it does nothing for 30 s of the store's time, as a real one notices a newly installed kind late)
+or be absent (``gc(running=False)``).
 
 ``PortFake``: nothing moves a job by itself; a test scripts what the cluster does (``at``: a
 change at a fake-clock time, ``fakekube.jobs``), and ``FakeClock`` runs it when the code under
@@ -467,9 +467,9 @@ class Objects:
         return self._write("MODIFIED", key, new, old)
 
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
-        """The API server's create, without validation (what a test seeds): the namespace
-        (``default``) must exist, ``generateName`` is honoured, the name checked (422), taken
-        (409); uid, resourceVersion, creationTimestamp, generation and the server's defaults
+        """The API server's create, unvalidated (what a test seeds; ``submit`` validates): the
+        namespace (``default``) must exist, ``generateName`` is honoured, the name checked (422),
+        taken (409); uid, resourceVersion, creationTimestamp, generation and the server's defaults
         filled in. ``dry_run``: all that, nothing stored (the answer has no resourceVersion, as
         the server's to ``dryRun=All``). Each ``on_create`` hook is told of what it stored."""
         with self.lock:
