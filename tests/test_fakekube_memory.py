@@ -72,6 +72,23 @@ def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
         yield Side(KubeCluster(conn.api_client, request_timeout=5.0), kube.store, kube.store.settle)
 
 
+def test_the_port_and_the_http_server_answer_from_one_store(tmp_path: Path) -> None:
+    """What one front writes the other reads, and a script on the port fake's clock moves what
+    the HTTP server serves (``LocalCluster``'s jobs live so)."""
+    fake = PortFake(FakeClock(step=0.5))
+    with FakeKube(fake=fake) as kube:
+        conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace="default")))
+        http = KubeCluster(conn.api_client, request_timeout=5.0)
+        made = fake.create(configmap("by-port", namespace="default"))
+        assert http.get(cm_ref("by-port", "default"))["metadata"]["uid"] == made["metadata"]["uid"]
+        http.create(configmap("by-http", namespace="default"))
+        change = {"data": {"moved": "yes"}}
+        fake.at(1.0, lambda: fake.objects.change("v1", "ConfigMap", "default", "by-http", change))
+        fake.clock.advance(1.0)
+        assert http.get(cm_ref("by-http", "default"))["data"] == {"moved": "yes"}
+        assert fake.get(cm_ref("by-http", "default"))["data"] == {"moved": "yes"}
+
+
 def names(objs: list[Obj]) -> list[str]:
     return [o["metadata"]["name"] for o in objs]
 
