@@ -1,14 +1,14 @@
-"""The small fake behind the port answers as the real adapter over HTTP does: each test runs the
-same calls, with the same assertions, against ``KubeCluster`` talking to the fake API server and
-against ``PortFake`` (objects, selectors, 404/409/410, continue tokens, watches and their end,
-the garbage collector, exec); what only the HTTP server does (RBAC, the kubelet's answers to a
-log request) against it alone; then the fake clock the small fake moves on, and its own faults
-and record of calls."""
+"""The port fake answers as the real adapter over HTTP does: both answer from one store
+(``fakekube.port.Objects``), and each test here runs the same calls, with the same assertions,
+against ``KubeCluster`` talking to the fake API server and against ``PortFake`` (objects,
+selectors, 404/409/410, RBAC, continue tokens, watches and their end, the garbage collector,
+logs, exec); then the fake clock the port fake moves on, and its own faults and record of
+calls."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ import pytest
 from fakekube import FakeKube
 from fakekube.access import NamespaceAccess
 from fakekube.clock import FakeClock, FakeTimeLimit
-from fakekube.port import PortFake
+from fakekube.port import Objects, PortFake
 from test_adapter_kube import (
     GADGET_CRD,
     NS,
@@ -48,66 +48,45 @@ from kfcompile_local import TarFiles
 Obj = dict[str, Any]
 
 
-class Objects:
-    """What these tests do to the store behind the port, on the small fake."""
-
-    def __init__(self, fake: PortFake) -> None:
-        self.fake = fake
-        self.create = fake.objects.put
-        self.compact = fake.objects.compact
-
-    def settle(self) -> None:
-        self.fake.clock.advance(1.0)  # the garbage collector's next ticks
-
-    def gc(self, *, running: bool) -> None:
-        self.fake.gc(running=running)
-
-    def patch_status(self, api_version: str, kind: str, ns: str, name: str, status: Obj) -> None:
-        self.fake.objects.change(api_version, kind, ns, name, {"status": status})
-
-    def kubelet_down(self, node: str) -> None:
-        self.fake.kubelets_down.add(node)
-
-    def kubelet_up(self, node: str) -> None:
-        self.fake.kubelets_down.discard(node)
-
-
 @dataclass
 class Side:
-    """One way to reach a fake cluster: the port, and the store behind it."""
+    """One way to reach a fake cluster: the port, the store behind it, and how to let its
+    garbage collector do what it can (the port's passes at the clock's ticks)."""
 
     port: Cluster
-    store: Any  # Store, or Objects
+    store: Objects
+    settle: Callable[[], None]
 
 
 @pytest.fixture(params=["http", "port"])
 def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
-    yield from sides(request.param, tmp_path)
-
-
-@pytest.fixture(params=["http"])
-def full(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
-    """What only the whole simulation does: RBAC, the kubelet's answers to a log request."""
-    yield from sides(request.param, tmp_path)
-
-
-def sides(name: str, tmp_path: Path) -> Iterator[Side]:
-    if name == "port":
+    if request.param == "port":
         fake = PortFake()
-        for obj in (
-            WIDGET_CRD,
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-        ):
-            fake.objects.put(obj)
-        yield Side(fake, Objects(fake))
+        fake.objects.put(WIDGET_CRD)
+        fake.objects.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        yield Side(fake, fake.objects, lambda: fake.clock.advance(1.0))
         return
-    if name == "http":
-        with FakeKube(crds=[WIDGET_CRD]) as kube:
-            kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-            conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
-            yield Side(KubeCluster(conn.api_client, request_timeout=5.0), kube.store)
-        return
-    raise ValueError(name)
+    with FakeKube(crds=[WIDGET_CRD]) as kube:
+        kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
+        yield Side(KubeCluster(conn.api_client, request_timeout=5.0), kube.store, kube.store.settle)
+
+
+def test_the_port_and_the_http_server_answer_from_one_store(tmp_path: Path) -> None:
+    """What one front writes the other reads, and a script on the port fake's clock moves what
+    the HTTP server serves (``LocalCluster``'s jobs live so)."""
+    fake = PortFake(FakeClock(step=0.5))
+    with FakeKube(fake=fake) as kube:
+        conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace="default")))
+        http = KubeCluster(conn.api_client, request_timeout=5.0)
+        made = fake.create(configmap("by-port", namespace="default"))
+        assert http.get(cm_ref("by-port", "default"))["metadata"]["uid"] == made["metadata"]["uid"]
+        http.create(configmap("by-http", namespace="default"))
+        change = {"data": {"moved": "yes"}}
+        fake.at(1.0, lambda: fake.objects.change("v1", "ConfigMap", "default", "by-http", change))
+        fake.clock.advance(1.0)
+        assert http.get(cm_ref("by-http", "default"))["data"] == {"moved": "yes"}
+        assert fake.get(cm_ref("by-http", "default"))["data"] == {"moved": "yes"}
 
 
 def names(objs: list[Obj]) -> list[str]:
@@ -150,7 +129,7 @@ def test_objects_and_their_errors(side: Side) -> None:
     with pytest.raises(ValueError, match="needs a namespace"):
         port.create(configmap("cfg", namespace=None))
     port.delete(cm_ref("cfg"), propagation="Foreground")  # kept until its dependents are gone
-    side.store.settle()
+    side.settle()
     with pytest.raises(NotFound, match='configmaps "cfg" not found'):
         port.get(cm_ref("cfg"))
     with pytest.raises(NotFound):
@@ -159,10 +138,10 @@ def test_objects_and_their_errors(side: Side) -> None:
     assert port.served("example.org/v2", "Gadget")
 
 
-def test_rbac_limited_to_namespaces_refuses_in_the_real_servers_words(full: Side) -> None:
-    port, store = full.port, full.store
-    with pytest.raises(NotFound, match='namespaces "team-b" not found'):  # (the port does not
-        port.create(configmap("early", namespace="team-b"))  # check: nothing depends on it)
+def test_rbac_limited_to_namespaces_refuses_in_the_real_servers_words(side: Side) -> None:
+    port, store = side.port, side.store
+    with pytest.raises(NotFound, match='namespaces "team-b" not found'):
+        port.create(configmap("early", namespace="team-b"))
     store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
     store.access = NamespaceAccess("alice", {NS})
     port.create(configmap("mine"))
@@ -199,7 +178,7 @@ def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(side: Sid
     store.kubelet_down("node-1")
     w_ref = Ref("example.com/v1", "Widget", NS, "w")
     port.delete(w_ref, propagation="Foreground")
-    store.settle()
+    side.settle()
     held = port.get(w_ref)["metadata"]
     assert held["deletionTimestamp"] and held["finalizers"] == ["foregroundDeletion"]
     terminating = port.get(Ref("v1", "Pod", NS, "p1"))["metadata"]
@@ -207,7 +186,7 @@ def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(side: Sid
     with pytest.raises(NotFound):  # its node's kubelet confirmed at once
         port.get(Ref("v1", "Pod", NS, "p2"))
     store.kubelet_up("node-1")
-    store.settle()
+    side.settle()
     for ref in (w_ref, Ref("v1", "Pod", NS, "p1")):
         with pytest.raises(NotFound):
             port.get(ref)
@@ -221,11 +200,11 @@ def test_without_a_garbage_collector_a_foreground_deletion_stays(side: Side) -> 
     store.gc(running=False)
     w_ref = Ref("example.com/v1", "Widget", NS, "w")
     port.delete(w_ref, propagation="Foreground")
-    store.settle()
+    side.settle()
     assert port.get(w_ref)["metadata"]["finalizers"] == ["foregroundDeletion"]
     assert port.get(cm_ref("dep"))
     store.gc(running=True)
-    store.settle()
+    side.settle()
     for ref in (w_ref, cm_ref("dep")):
         with pytest.raises(NotFound):
             port.get(ref)
@@ -286,10 +265,10 @@ def test_watches_from_a_version_and_their_end(side: Side) -> None:
         list(port.watch("v1", "ConfigMap", NS, resource_version=start, timeout_seconds=5))
 
 
-def test_pod_logs(full: Side) -> None:
-    port, store = full.port, full.store
-    running_pod(full, "p", ("main", "side"))
-    store.append_log(NS, "p", "main", "old\n", at=store.clock() - 100)
+def test_pod_logs(side: Side) -> None:
+    port, store = side.port, side.store
+    running_pod(side, "p", ("main", "side"))
+    store.append_log(NS, "p", "main", "old\n", at=store.clock.time() - 100)
     store.append_log(NS, "p", "main", "one\ntwo ✓\n")
     assert list(port.pod_log(NS, "p", container="main")) == ["old", "one", "two ✓"]
     assert list(port.pod_log(NS, "p", container="main", since_seconds=10)) == ["one", "two ✓"]
@@ -345,7 +324,10 @@ def small() -> PortFake:
 
 
 def pod(fake: PortFake, name: str, phase: str = "Running") -> None:
-    meta, spec = {"name": name, "namespace": NS}, {"nodeName": "node-1"}
+    meta, spec = (
+        {"name": name, "namespace": NS},
+        {"nodeName": "node-1", "containers": [{"name": "main"}]},
+    )
     fake.objects.put(
         {
             "apiVersion": "v1",
@@ -391,11 +373,10 @@ def test_a_blocked_watch_or_follow_moves_the_clock_along_the_script() -> None:
         events[-1].object["metadata"]["resourceVersion"]
         == events[0].object["metadata"]["resourceVersion"]
     )
-    fake.objects.put(
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "u", "namespace": NS}}
-    )
-    with pytest.raises(Invalid, match="pod u does not have a host assigned"):
-        next(fake.pod_log(NS, "u"))
+    unscheduled = {"name": "u", "namespace": NS}
+    spec = {"containers": [{"name": "main"}]}
+    fake.objects.put({"apiVersion": "v1", "kind": "Pod", "metadata": unscheduled, "spec": spec})
+    assert list(fake.pod_log(NS, "u")) == []  # no node, no kubelet to ask (LogLocation)
     with pytest.raises(FakeTimeLimit):  # a follow of a container that never ends: an error
         pod(fake, "q")
         list(fake.pod_log(NS, "q", follow=True))

@@ -3,8 +3,9 @@
 strict decoding errors with the decoder's prefix, schema errors as apimachinery words them,
 ``dryRun=All`` (everything checked, nothing stored), ``429 storage is (re)initializing`` on the
 first list of a kind just installed, and clusters of each Trainer release with the Trainer's
-public ConfigMap. Mostly through ``fakekube.api`` (what the HTTP server serves, without the
-wire); over HTTP what only the wire shows (the query parameter, the Retry-After header)."""
+public ConfigMap. Mostly through the store (``fakekube.port.Objects``: what the HTTP server and
+the port fake answer from, without the wire); over HTTP what only the wire shows (the query
+parameter, the Retry-After header)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube import FakeKube, Store, StoreError, api
+from fakekube import FakeKube, Objects, StoreError
+from fakekube.clock import FakeClock
 from fakekube.cluster import NAMESPACE, RELEASES, install, trainer_configmap
 from fakekube.validation import compiled, rules_of
 
@@ -33,18 +35,18 @@ class Server:
     """A store with one release's CRDs installed, answered as the fake API server answers."""
 
     def __init__(self, release: str = "trainjob/v2.3") -> None:
-        self.store = Store()
+        self.store = Objects(FakeClock())
         install(self.store, schema_check.require_shared(), RELEASES[release], runtime=False)
 
     def served(self) -> bool:
-        return any((k.api_version, k.kind) == (TRAINJOB, "TrainJob") for k in self.store.kinds())
+        return self.store.served(TRAINJOB, "TrainJob") is not None
 
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         kind = self.store.kind(TRAINJOB, "TrainJob")  # the adapter sends fieldValidation=Strict
-        return api.create(self.store, kind, obj, strict=True, dry_run=dry_run)
+        return self.store.submit(kind, obj, strict=True, dry_run=dry_run)
 
     def patch(self, change: dict[str, Any], name: str = "demo") -> dict[str, Any]:
-        return api.patch(self.store, self.store.kind(TRAINJOB, "TrainJob"), NAMESPACE, name, change)
+        return self.store.patch(self.store.kind(TRAINJOB, "TrainJob"), NAMESPACE, name, change)
 
     def refused(self, obj: dict[str, Any], *, dry_run: bool = False, code: int = 422) -> str:
         with pytest.raises(StoreError) as caught:
@@ -297,12 +299,11 @@ def test_a_dry_run_other_than_all_is_refused_not_stored() -> None:
 )
 def test_label_selectors_as_apimachinery_parses_them(selector: str, matched: list[str]) -> None:
     """Every term of apimachinery's ``labels.Parse`` (equality, inequality, set, existence)."""
-    store = Store()
+    store = Objects(FakeClock())
     for name, labels in (("x", {"app": "a"}), ("y", {"app": "b"}), ("z", {})):
         meta = {"name": name, "namespace": NAMESPACE, "labels": labels}
         store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
-    kind = store.kind("v1", "ConfigMap")
-    items, _, _ = api.list_page(store, kind, NAMESPACE, label_selector=selector)
+    items, _, _, _ = store.page(store.kind("v1", "ConfigMap"), NAMESPACE, selector)
     assert [o["metadata"]["name"] for o in items] == matched
 
 
@@ -341,7 +342,7 @@ def test_generate_name_gets_a_name_and_neither_is_a_422() -> None:
     """``metadata.generateName`` gets five random characters (apiserver
     ``names.SimpleNameGenerator``);
     with neither it and a name, 422 FieldValueRequired."""
-    store = Store()
+    store = Objects(FakeClock())
     made = store.create(
         {
             "apiVersion": "v1",

@@ -1,13 +1,13 @@
 """Local fake Kubernetes clusters for tests, two of them:
 
-- the API server over real HTTP, for the real adapter (``server``, ``FakeKube``): one object
-  store (``store``) answering as ``api`` says;
+- the API server over real HTTP, for the real adapter (``server``, ``FakeKube``);
 - a small fake behind the ``kfcompile.lifecycle.ports.Cluster`` port, for the lifecycle tests
-  (``port``: a dict of objects on the fake clock ``clock``).
+  (``port``: ``PortFake``, on the fake clock ``clock``).
 
-What happens to each job on either is scripted with ``jobs`` (over the HTTP store through
-``scripted``). Both share one fault injector (``faults``) and one request log
-(``requestlog``). ``cluster`` wires either into a whole cluster with Kubeflow installed.
+Both answer from one object store (``port.Objects``), and what happens to each job on either is
+scripted with ``jobs`` on it. Both take faults the same way (``faults``) and record what they
+are asked in a request log (``requestlog``). ``cluster`` wires either into a whole cluster with
+Kubeflow installed.
 
 Import it as ``from fakekube import FakeKube`` (``tests/`` is on ``sys.path`` under pytest, as
 for ``schema_check``).
@@ -28,9 +28,9 @@ scope).
 """
 
 from .faults import Body, Fault, Faults, Fired, error_status
+from .port import Objects, PortFake
 from .resources import ResourceKind, StoreError
 from .server import FakeKube, RequestLog, RequestRecord
-from .store import Store
 
 __all__ = [
     "Body",
@@ -38,10 +38,11 @@ __all__ = [
     "Fault",
     "Faults",
     "Fired",
+    "Objects",
+    "PortFake",
     "RequestLog",
     "RequestRecord",
     "ResourceKind",
-    "Store",
     "StoreError",
     "error_status",
 ]

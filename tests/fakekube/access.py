@@ -1,7 +1,7 @@
 """RBAC as a user whose Roles grant only some namespaces sees it: ``store.access =
-NamespaceAccess("alice", {"default"})``. Every answer of ``fakekube.api`` asks it first, so the
-HTTP server and the in-memory port refuse alike, in the real server's words (apiserver's
-``forbiddenMessage``):
+NamespaceAccess("alice", {"default"})``. The HTTP server and the port fake ask it
+(``Objects.authorize``) before every answer, so they refuse alike, in the real server's words
+(apiserver's ``forbiddenMessage``):
 
     trainjobs.trainer.kubeflow.org is forbidden: User "alice" cannot list resource "trainjobs"
     in API group "trainer.kubeflow.org" at the cluster scope

@@ -41,15 +41,12 @@ from . import jobs
 from .audit import AUDIT
 from .clock import FakeClock, fixed_jitter
 from .port import PortFake
-from .scripted import StoreJobs
 from .server import FakeKube
 
 NAMESPACE = "default"
 CLAIM = "work"
 QUEUE = "team-a"
 CRDS = ("trainjobs-v2.3.0.yaml", "pytorchjobs-v1.9.4.yaml")
-# A real server keeps about five minutes of changes; 1,000-pod jobs make many events.
-HISTORY = 100_000
 # What a cluster of each release serves: the upstream CRD files in ../shared/crds.
 RELEASES: dict[str, tuple[str, ...]] = {
     "trainjob/v2.0": ("trainjobs-v2.0.1.yaml",),
@@ -177,7 +174,6 @@ class PortCluster:
         self.clock = FakeClock(step=step)
         self.fake = PortFake(self.clock)
         self.store, self.faults, self.calls = self.fake.objects, self.fake.faults, self.fake.calls
-        self.store.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         install(self.store, shared, crds, runtime, trainer)
         AUDIT.calls(self.calls, self.store.kind)  # what the commands ask, checked against the Role
 
@@ -203,7 +199,8 @@ class LocalCluster:
     (``fakekube.jobs``: ``scenario``, a row of ``LIVES``; None: only what the test appends to
     ``fake.on_create``), sync helper pods start (``jobs.helpers``), a suspended job stops
     (``jobs.suspends``), on the fake clock ``clock``, which a thread advances in step with real
-    time (``auto=False``: only ``advance`` does)."""
+    time (``auto=False``: only ``advance`` does). ``fake`` is the port fake whose store
+    (``store``) the server serves."""
 
     def __init__(
         self,
@@ -216,12 +213,12 @@ class LocalCluster:
         auto: bool = True,
         trainer: str | None = FROM_CRDS,
     ) -> None:
-        self.kube = FakeKube(history=HISTORY)
+        self.clock = FakeClock(step=step, start=time.time(), limit=math.inf)
+        self.fake = PortFake(self.clock)
+        self.kube = FakeKube(fake=self.fake)
         self.store = self.kube.store
         AUDIT.requests(self.kube.requests)  # what the commands ask, checked against the Role
         install(self.store, shared, crds, runtime, trainer)
-        self.clock = FakeClock(step=step, start=time.time(), limit=math.inf)
-        self.fake = StoreJobs(self.store, self.clock)
         # Trainer's TrainJobStatus feature gate (v2.2+): training steps reported in trainerStatus
         self.trainer_status = False
         self.admits = 0.5  # seconds Kueue takes to admit a queued job (math.inf: never)

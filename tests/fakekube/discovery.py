@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .resources import ResourceKind, not_found
+from .resources import ResourceKind, StoreError
 
 Obj = dict[str, Any]
 
-__all__ = ["discovery"]
+__all__ = ["discovery", "not_found"]
 
 # Verbs each resource lists (what a real server lists; not all are served here).
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+def not_found(message: str = "the server could not find the requested resource") -> StoreError:
+    return StoreError(404, "NotFound", message)
 
 
 def discovery(kinds: list[ResourceKind], parts: list[str], address: str) -> Obj:

@@ -3,8 +3,7 @@
 ``action``, ``note``, ``series``). On the server both are one resource stored as core/v1:
 ``EVENTS_V1`` converts between the versions as the API server does
 (``pkg/apis/events/v1/conversion.go``), so either API lists every event under its own field
-names. Write events/v1 objects through ``fakekube.api`` (or ``EVENTS_V1.write`` first, as
-``fakekube.scripted`` does), never ``Store.create`` as they are, which would keep them apart.
+names. The store (``fakekube.port.Objects``) converts them on the way in and out.
 """
 
 from __future__ import annotations

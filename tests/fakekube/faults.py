@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from kfcompile.lifecycle.ports import ApiError, Transient, error_class
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .port import Objects
 
 __all__ = ["PORT_METHODS", "Body", "Fault", "Faults", "Fired", "error_status", "port_error"]
 
@@ -168,7 +168,7 @@ class Faults:
     """The queue of injected faults of one FakeKube, or of one in-memory port (``port``;
     thread-safe)."""
 
-    def __init__(self, store: Store | None = None, *, port: bool = False) -> None:
+    def __init__(self, store: Objects | None = None, *, port: bool = False) -> None:
         self._store = store
         self.port = port
         self._lock = threading.Lock()

@@ -18,7 +18,6 @@ from kfcompile.spec.additions import QUEUE_LABEL
 
 from .port import Obj, PortFake
 from .resources import rfc3339
-from .scripted import StoreJobs
 
 __all__ = [
     "crash",
@@ -38,7 +37,7 @@ __all__ = [
 
 KINDS = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
 Plan = tuple[str, int, dict[str, str]]  # a pod's name, rank and labels
-Fake = PortFake | StoreJobs  # the lifecycle tests' fake, or the HTTP server's store
+Fake = PortFake  # the lifecycle tests' fake, or the one whose store the HTTP server serves
 
 
 def pod_name(job: str, rank: int) -> str:
@@ -89,7 +88,13 @@ def _pod(fake: Fake, job: Obj, plan: Plan, phase: str, code: int = 0) -> None:
     owner = {"apiVersion": kind.api_version, "kind": kind.name, "name": meta["name"],
              "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
     where = {"name": name, "namespace": meta["namespace"]}
-    container = {"name": kind.container, **_container(phase, rfc3339(fake.clock.time()), code)}
+    # a restarted container's count stays (its logs are kept per run)
+    old = fake.objects.items.get(("v1", "Pod", meta["namespace"], name)) or {}
+    runs = [
+        s.get("restartCount", 0) for s in (old.get("status") or {}).get("containerStatuses") or []
+    ]
+    at = rfc3339(fake.clock.time())
+    container = {"name": kind.container, **_container(phase, at, code, max(runs, default=0))}
     fake.objects.put(
         {
             "apiVersion": "v1",
@@ -187,8 +192,7 @@ def crash(fake: Fake, namespace: str, name: str, rank: int, line: str) -> None:
     if job is None:
         return
     pod, _, _ = _plans(job)[rank]
-    fake.log(namespace, pod, line)
-    fake.new_log(namespace, pod)  # the new container's log
+    fake.log(namespace, pod, line)  # the new run's log starts empty (its restartCount)
     at = rfc3339(fake.clock.time())
     [status] = fake.objects.items["v1", "Pod", namespace, pod]["status"]["containerStatuses"]
     crashed = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": at}}

@@ -33,10 +33,9 @@ from kfcompile.spec.additions import QUEUE_LABEL
 
 from . import jobs
 from .cluster import NAMESPACE, QUEUE, LocalCluster, live
+from .port import Objects, PortFake
 from .requestlog import RequestRecord
-from .resources import ResourceKind, StoreError
-from .scripted import StoreJobs
-from .store import Store
+from .resources import StoreError, clone, rfc3339
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str, str]
@@ -53,10 +52,6 @@ DEFAULT_MANAGERS: Final = (
 CLUSTER_QUEUE: Final = "cluster-queue"
 CHECK: Final = "multikueue"
 WORKER: Final = "worker1"  # the MultiKueueCluster every job is dispatched to
-ADMISSION_CHECK: Final = ResourceKind(
-    "kueue.x-k8s.io", "v1beta1", "AdmissionCheck", "admissionchecks", False, "admissioncheck",
-    (), ("status",),
-)  # fmt: skip
 
 
 def _flags(job: Obj) -> Obj:
@@ -64,10 +59,9 @@ def _flags(job: Obj) -> Obj:
     return spec if job.get("kind") == "TrainJob" else spec.setdefault("runPolicy", {})
 
 
-def install_manager(store: Store) -> None:
+def install_manager(store: Objects) -> None:
     """What a MultiKueue manager has: the ClusterQueue of the LocalQueue ``QUEUE`` names the
     MultiKueue AdmissionCheck (``spec.controllerName``); Kueue's webhook."""
-    store.register_kind(ADMISSION_CHECK)
     check = {"metadata": {"name": CHECK}, "spec": {"controllerName": MULTIKUEUE}}
     store.create({"apiVersion": KUEUE, "kind": "AdmissionCheck", **check})
     queue = {"metadata": {"name": CLUSTER_QUEUE}, "spec": {"admissionChecks": [CHECK]}}
@@ -86,7 +80,7 @@ def webhook(obj: Obj) -> None:
         flags["suspend"] = True
 
 
-def dispatches(manager: StoreJobs, worker: Store, *, after: float = 0.1) -> Callable[[Obj], None]:
+def dispatches(manager: PortFake, worker: Objects, *, after: float = 0.1) -> Callable[[Obj], None]:
     """MultiKueue for each job created that it manages: ``dispatch`` ``after`` s later, then
     ``follow``. Pass it to the manager's ``on_create``."""
 
@@ -99,10 +93,10 @@ def dispatches(manager: StoreJobs, worker: Store, *, after: float = 0.1) -> Call
     return script
 
 
-def dispatch(manager: StoreJobs, worker: Store, key: Key) -> None:
+def dispatch(manager: PortFake, worker: Objects, key: Key) -> None:
     """The job's Workload is made and admitted on ``WORKER``, its mirror created there, and the
     manager's job unsuspended; from then the mirror is followed (``follow``)."""
-    job = manager.objects.items.get(key)
+    job = clone(manager.objects.items.get(key))
     if job is None or job["metadata"].get("deletionTimestamp"):
         return
     meta = job["metadata"]
@@ -119,13 +113,13 @@ def dispatch(manager: StoreJobs, worker: Store, key: Key) -> None:
     }
     _flags(mirror).pop("managedBy", None)  # the worker's own controller runs the mirror
     worker.create(mirror)
-    manager.objects.put(_workload(job, manager.store.now()))
+    manager.objects.put(_workload(job, rfc3339(manager.clock.time())))
     _flags(job)["suspend"] = False
     manager.objects.put(job)
     follow(manager, worker, key)
 
 
-def follow(manager: StoreJobs, worker: Store, key: Key) -> None:
+def follow(manager: PortFake, worker: Objects, key: Key) -> None:
     """Copy the mirror's status to the manager's job, again at the next tick; or delete the
     mirror, once the manager's job is being deleted or gone."""
     job = manager.objects.items.get(key)

@@ -1,395 +1,896 @@
-"""``kfcompile.lifecycle.ports.Cluster`` as a dict, for the lifecycle tests: no controller, no
-thread.
+"""The fake cluster's one store (``Objects``), and the ``kfcompile.lifecycle.ports.Cluster`` port
+over it (``PortFake``), for the lifecycle tests; the HTTP server (``fakekube.server``) serves the
+same store, so both fronts answer alike.
 
-The objects (``Objects``) are keyed by (apiVersion, kind, namespace, name), each write a new
-resourceVersion; the CRDs among them say what is served, and a create is checked against its CRD
-with ``kfcompile.output.crd`` (the real CRDs are the oracle; no CEL: a test that needs the server's
-own words scripts them as a fault). Nothing moves a job by itself: a test scripts what the cluster
-does (``at``: a change at a fake-clock time), and ``FakeClock`` runs it when the code under test
-waits. Answers are the port's: the ``ApiError`` family (404, 409, 410 for a watch or a continue
-token older than the last ``compact``, 422 with the CRD's complaint), ``ValueError`` for a
-namespaced object without a namespace, copies never shared with the store. A watch with nothing to
-say waits on the fake clock and ends after its ``timeout_seconds`` with a BOOKMARK, as the server's
-does for the adapter. An exec runs its command in-process on the pod's volumes (``fakekube.shell``:
-tar, mkdir, cat, sh -c). Faults and the record of calls are ``faults.Faults`` and
-``requestlog.RequestLog``, as for the HTTP server: a call is its method name and ``Kind/name``.
+``Objects`` holds the objects, keyed by (apiVersion, kind, namespace, name), each write a new
+resourceVersion and an entry in the history watches resume from (410 once ``compact`` forgot
+it); the kinds served (built in, and those of the CRDs stored); the pods' logs (per container
+and run) and the files of volumes. It answers as the API server does, with ``StoreError`` (a
+``Status``) where the server refuses: a create (``submit``) defaulted, validated (the CRD's
+schema and CEL rules: ``fakekube.validation``) and refused as it would be, a merge ``patch``,
+``delete``, ``page`` (selectors, continue tokens), watch ``events``, ``log_read``,
+``exec_target``. events.k8s.io/v1 Events are stored as core/v1 ones (``fakekube.events``) and
+served in either shape. One lock guards it all: the HTTP server answers on its own thread while
+a test, a script or the clock's ticker writes. Stored objects are replaced, never changed in
+place (the history shares them); ``put``, ``change`` and ``remove`` are a controller's writes,
+unchecked.
 
-Deletion as the API server and garbage collector do it: a deleted object with ``finalizers``
-stays with a ``deletionTimestamp`` until they are removed; ``Foreground`` holds it by the
-``foregroundDeletion`` finalizer until the objects it owns are gone, which the garbage collector
-(``gc``: running or not, ``lag`` seconds late) deletes at the next tick.
+Deletion as the API server and garbage collector do it: ``Background`` removes the object at
+once and its dependents at the collector's next pass; ``Foreground`` keeps an owner (with
+``deletionTimestamp`` and the ``foregroundDeletion`` finalizer) until its dependents are gone,
+deepest first; ``Orphan`` drops the owner reference from the dependents. An object with
+finalizers stays, being deleted, until they are removed; a running pod on a node whose kubelet
+is down (``kubelet_down``) stays Terminating. The collector (``collect``) passes at each tick of
+the clock, and before and after each request the HTTP server answers; it can lag (``gc(lag=30)``:
+it does nothing for 30 s of the store's time, as a real one notices a newly installed kind late)
+or be absent (``gc(running=False)``).
+
+``PortFake``: nothing moves a job by itself; a test scripts what the cluster does (``at``: a
+change at a fake-clock time, ``fakekube.jobs``), and ``FakeClock`` runs it when the code under
+test waits. A watch or a followed log with nothing to say waits on the fake clock, a watch ends
+after its ``timeout_seconds`` with a BOOKMARK. Faults and the record of calls are
+``faults.Faults`` and ``requestlog.RequestLog``, as for the HTTP server: a call is its method
+name and ``Kind/name``. Errors are the port's ``ApiError`` family, ``ValueError`` for a
+namespaced object without a namespace; answers are copies never shared with the store.
 """
 
 from __future__ import annotations
 
 import base64
 import bisect
-import functools
-import itertools
+import builtins
 import json
+import math
+import re
+import secrets
+import string
+import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime
+from contextlib import contextmanager
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from attrs import frozen
+from kfcompile.lifecycle.ports import ExecOutput, ExecResult, Page, Ref, Transient, WatchEvent
 
-from kfcompile.lifecycle.ports import (
-    Conflict,
-    ExecOutput,
-    ExecResult,
-    Gone,
-    Invalid,
-    NotFound,
-    Obj,
-    Page,
-    Ref,
-    Transient,
-    WatchEvent,
-)
-from kfcompile.output import crd
-
+from .access import Attempt, NamespaceAccess
 from .clock import FakeClock
-from .events import EVENTS_V1, EVENTS_V1_KEY
-from .faults import Fault, Faults
+from .events import EVENTS_V1, EVENTS_V1_KEY, Conversion
+from .faults import Fault, Faults, port_error
 from .requestlog import RequestLog, RequestRecord
-from .resources import StoreError, rfc3339
-from .selectors import field_matcher, label_matcher
+from .resources import (
+    BUILTIN_KINDS,
+    CRD_KEY,
+    NAMESPACE_KEY,
+    ResourceKind,
+    StoreError,
+    check_name,
+    clone,
+    crd_kinds,
+    rfc3339,
+    server_defaults,
+)
+from .selectors import Matcher, field_matcher, label_matcher
 from .shell import Filesystem, reads_stdin, run_command
-from .validation import merge_patch as _merge
+from .validation import merge_patch, validate
 
-__all__ = ["Kind", "Objects", "PortFake", "rfc3339"]
+__all__ = ["Objects", "PortFake", "rfc3339"]
 
+Obj = dict[str, Any]
 Key = tuple[str, str, str | None, str]
-FOREGROUND = "foregroundDeletion"
-CRD_KIND = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+FOREGROUND = "foregroundDeletion"  # the finalizer of an owner deleted in the foreground
+PROPAGATIONS = ("Background", "Foreground", "Orphan")
+SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
+# Versions served from another's storage: the same objects, under other field names.
+CONVERSIONS: dict[tuple[str, str], Conversion] = {EVENTS_V1_KEY: EVENTS_V1}
+FINISHED = ("Succeeded", "Failed")
 
 
-@frozen
-class Kind:
-    group: str
-    plural: str
-    namespaced: bool
+def bad(message: str, code: int = 400, reason: str = "BadRequest") -> StoreError:
+    return StoreError(code, reason, message)
 
 
-# What a cluster serves without a CRD (the kinds the lifecycle and its tests use).
-BUILTIN: dict[tuple[str, str], Kind] = {
-    ("v1", "Pod"): Kind("", "pods", True),
-    ("v1", "Event"): Kind("", "events", True),
-    ("events.k8s.io/v1", "Event"): Kind("events.k8s.io", "events", True),
-    ("v1", "Secret"): Kind("", "secrets", True),
-    ("v1", "ConfigMap"): Kind("", "configmaps", True),
-    ("v1", "PersistentVolumeClaim"): Kind("", "persistentvolumeclaims", True),
-    ("v1", "Namespace"): Kind("", "namespaces", False),
-    CRD_KIND: Kind("apiextensions.k8s.io", "customresourcedefinitions", False),
-    ("kueue.x-k8s.io/v1beta1", "LocalQueue"): Kind("kueue.x-k8s.io", "localqueues", True),
-    ("kueue.x-k8s.io/v1beta1", "Workload"): Kind("kueue.x-k8s.io", "workloads", True),
-    ("kueue.x-k8s.io/v1beta1", "ClusterQueue"): Kind("kueue.x-k8s.io", "clusterqueues", False),
-    ("kueue.x-k8s.io/v1beta1", "AdmissionCheck"): Kind("kueue.x-k8s.io", "admissionchecks", False),
-}
+def _owners(obj: Obj) -> list[str]:
+    return [r.get("uid", "") for r in obj["metadata"].get("ownerReferences") or []]
 
 
-def _copy(obj: Any) -> Any:
-    """What the other side would get: a JSON copy."""
-    return json.loads(json.dumps(obj))
+def _status(pod: Obj, container: str) -> Obj:
+    """The container's entry in the pod's status ({} if none)."""
+    status = pod.get("status") or {}
+    entries = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+    return next((dict(e) for e in entries if e.get("name") == container), {})
 
 
-def _matches(
-    obj: Obj, api_version: str, kind: str, namespace: str | None, labels: str, fields: str
-) -> bool:
-    """Whether a list or watch of ``kind`` in ``namespace`` (None: all) with these selectors
-    (parsed as the HTTP server parses them: ``fakekube.selectors``) has ``obj``."""
-    meta, core = obj.get("metadata") or {}, None
-    try:
-        if (api_version, kind) == EVENTS_V1_KEY:  # selected by its core/v1 fields, as served
-            fields, core = EVENTS_V1.fields(fields), EVENTS_V1.write(obj)
-        by_labels, by_fields = label_matcher(labels), field_matcher(kind, fields)
-    except StoreError as exc:
-        raise Invalid(exc.code, exc.reason, exc.message) from None
-    return (
-        (obj["apiVersion"], obj["kind"]) == (api_version, kind)
-        and namespace in (None, meta.get("namespace"))
-        and by_labels(obj)
-        and by_fields(core or obj)
-    )
+def container_of(pod: Obj, container: str | None) -> str:
+    """The container a request means: the one named (400 if the pod has none so named), or the
+    pod's only one."""
+    name, spec = pod["metadata"]["name"], pod.get("spec") or {}
+    names = [c["name"] for c in spec.get("containers") or []]
+    init = [c["name"] for c in spec.get("initContainers") or []]
+    if not container:
+        if len(names) != 1:
+            also = f" or one of the init containers: [{' '.join(init)}]" if init else ""
+            raise bad(
+                f"a container name must be specified for pod {name}, choose one of: "
+                f"[{' '.join(names)}]{also}"
+            )
+        return names[0]
+    if container not in names + init:
+        raise bad(f"container {container} is not valid for pod {name}")
+    return container
+
+
+def _lines(chunks: Iterable[tuple[float, str, int]], stamps: bool) -> list[str]:
+    """The chunks' lines (ends kept), each after its time if ``stamps``. A line ends at ``\n``
+    only, as the kubelet's do (a ``\r`` of a progress bar stays inside its line)."""
+    out: list[str] = []
+    for at, text, _ in chunks:
+        lines = re.findall(r"[^\n]*\n|[^\n]+", text)
+        out += [f"{rfc3339(at, nano=True)} {x}" for x in lines] if stamps else lines
+    return out
+
+
+@dataclass
+class LogRead:
+    """One run of a container's log as a reader sees it: what is new since the last ``more``."""
+
+    store: Objects
+    key: tuple[str, str, str]  # namespace, pod, container
+    run: int  # its restartCount: a follow ends with the run
+    stamps: bool
+    seen: int = 0  # chunks of the log already given
+    ended: bool = False  # the answer was empty and closed (a pod not scheduled yet)
+
+    def more(self) -> list[str]:
+        with self.store.lock:
+            chunks = [] if self.ended else self.store.logs.get(self.key, [])[self.seen :]
+            self.seen += len(chunks)
+        return _lines([c for c in chunks if c[2] == self.run], self.stamps)
+
+    def finished(self) -> bool:
+        """Whether the run has ended (its pod gone or done, the container ended or restarted)."""
+        pod = self.store.get("v1", "Pod", self.key[0], self.key[1])
+        if self.ended or pod is None or (pod.get("status") or {}).get("phase") in FINISHED:
+            return True
+        status = _status(pod, self.key[2])
+        return "terminated" in (status.get("state") or {}) or status.get("restartCount", 0) != (
+            self.run
+        )
 
 
 class Objects:
-    """The cluster's objects and their history: what a test seeds and reads directly."""
+    """All objects of the fake cluster; every public method is thread-safe."""
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
+        self.lock = threading.RLock()
         self.rv = 0
         self.items: dict[Key, Obj] = {}
         # (resourceVersion, type, object, the object before: None when it is new)
         self.changes: list[tuple[int, str, Obj, Obj | None]] = []
         self.compacted = 0  # versions before this give 410
-        self.uids = itertools.count(1)
-        self.crds: dict[tuple[str, str], Obj] = {}  # (apiVersion, kind) served: its CRD
+        self.kinds = {(k.api_version, k.kind): k for k in BUILTIN_KINDS}
         self.volumes: dict[tuple[str, ...], tuple[dict[str, bytes], set[str]]] = {}
+        # (namespace, pod, container): (time, text, run: the container's restartCount)
+        self.logs: dict[tuple[str, str, str], list[tuple[float, str, int]]] = {}
+        self.access: NamespaceAccess | None = None  # RBAC (``fakekube.access``); None: all
+        # Mutating admission webhooks: each changes a new object before it is validated
+        self.admission: list[Callable[[Obj], None]] = []
+        # Told of each object a request (or a test's ``create``) creates, and each it patches
+        self.on_create: list[Callable[[Obj], object]] = []
+        self.on_patch: list[Callable[[Obj], object]] = []
+        self.wakers: list[Callable[[], None]] = []  # told of every change (streams)
+        self.gc_running, self.gc_from = True, -math.inf
+        self.kubelets_down: set[str] = set()  # nodes whose deleted pods stay Terminating
+        # (resourceVersion, nodes without kubelet) the collector last had nothing to do at
+        self._collected: tuple[int, frozenset[str]] | None = None
+        self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
 
-    def kind(self, api_version: str, kind: str) -> Kind | None:
-        """The kind if served: built in, or by a CRD among the objects."""
-        if (api_version, kind) in BUILTIN:
-            return BUILTIN[api_version, kind]
-        found = self.crd(api_version, kind)
+    # --- kinds -----------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        return self.rv
+
+    def served(self, api_version: str, kind: str) -> ResourceKind | None:
+        return self.kinds.get((api_version, kind))
+
+    def kind(self, api_version: str, kind: str) -> ResourceKind:
+        """The served kind; StoreError 404 when nothing serves it."""
+        found = self.kinds.get((api_version, kind))
         if found is None:
-            return None
-        spec = found["spec"]
-        return Kind(spec["group"], spec["names"]["plural"], spec["scope"] == "Namespaced")
+            message = f"the server could not find the requested resource ({kind} {api_version})"
+            raise StoreError(404, "NotFound", message, {})
+        return found
 
-    def crd(self, api_version: str, kind: str) -> Obj | None:
-        return self.crds.get((api_version, kind))
+    def kind_by_plural(self, group: str, version: str, plural: str) -> ResourceKind | None:
+        with self.lock:
+            kinds = list(self.kinds.values())
+        return next(
+            (k for k in kinds if (k.group, k.version, k.plural) == (group, version, plural)), None
+        )
 
-    def _index(self, key: Key, obj: Obj | None) -> None:
-        """Keep ``crds`` as the CRDs stored say."""
-        if key[:2] != CRD_KIND:
-            return
-        self.crds = {k: v for k, v in self.crds.items() if v["metadata"]["name"] != key[3]}
-        if obj is not None:
-            for api_version, kind, _ in crd.crd_versions(obj):
-                self.crds[api_version, kind] = obj
+    def authorize(self, verb: str, rk: ResourceKind, namespace: str | None, name: str | None = None,
+                  sub: str | None = None) -> None:  # fmt: skip
+        """StoreError 403 when RBAC (``access``) does not allow this."""
+        if self.access is not None:
+            self.access.check(Attempt(verb, rk, namespace, name, sub))
+
+    @staticmethod
+    def _key(rk: ResourceKind, namespace: str | None, name: str) -> Key:
+        """Where an object of ``rk`` is stored (events.k8s.io/v1 Events: as core/v1 ones)."""
+        conversion = CONVERSIONS.get((rk.api_version, rk.kind))
+        stored = conversion.stored if conversion else (rk.api_version, rk.kind)
+        return (*stored, (namespace or "default") if rk.namespaced else None, name)
+
+    @staticmethod
+    def _served(rk: ResourceKind, obj: Obj) -> Obj:
+        conversion = CONVERSIONS.get((rk.api_version, rk.kind))
+        return conversion.read(obj) if conversion else obj
+
+    @staticmethod
+    def _to_store(rk: ResourceKind, obj: Obj) -> Obj:
+        conversion = CONVERSIONS.get((rk.api_version, rk.kind))
+        return conversion.write(obj) if conversion else obj
+
+    # --- reading ---------------------------------------------------------------------------
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
-        obj = self.items.get((api_version, kind, namespace, name))
-        return _copy(obj) if obj is not None else None
+        """A copy of the object, or None."""
+        rk = self.kind(api_version, kind)
+        with self.lock:
+            obj = self.items.get(self._key(rk, namespace, name))
+            return clone(self._served(rk, obj)) if obj is not None else None
+
+    def current(self, rk: ResourceKind, namespace: str | None, name: str) -> Obj:
+        """A copy of the object as ``rk`` serves it; StoreError 404 when there is none."""
+        found = self.get(rk.api_version, rk.kind, namespace, name)
+        if found is None:
+            raise StoreError(404, "NotFound", f'{rk.resource} "{name}" not found', rk.details(name))
+        return found
+
+    def matcher(
+        self, rk: ResourceKind, namespace: str | None, labels: str = "", fields: str = ""
+    ) -> Matcher:
+        """Which stored objects a list or watch of ``rk`` with these selectors has (StoreError
+        400 for a selector that does not parse, in the server's words)."""
+        conversion = CONVERSIONS.get((rk.api_version, rk.kind))
+        stored = self._key(rk, namespace, "")
+        by_labels = label_matcher(labels)
+        by_fields = field_matcher(stored[1], conversion.fields(fields) if conversion else fields)
+
+        def matches(obj: Obj) -> bool:
+            meta = obj["metadata"]
+            return (
+                (obj["apiVersion"], obj["kind"]) == stored[:2]
+                and (namespace is None or not rk.namespaced or meta.get("namespace") == namespace)
+                and by_labels(obj)
+                and by_fields(obj)
+            )
+
+        return matches
+
+    def _selected(self, rk: ResourceKind, matches: Matcher) -> list[tuple[Key, Obj]]:
+        stored = self._key(rk, None, "")[:2]
+        keys = sorted((k for k in self.items if k[:2] == stored), key=lambda k: (k[2] or "", k[3]))
+        return [(k, self.items[k]) for k in keys if matches(self.items[k])]
 
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, selector: str = ""
-    ) -> list[Obj]:
-        return [_copy(obj) for obj in self.select(api_version, kind, namespace, selector)]
+    ) -> builtins.list[Obj]:
+        """Copies of the matching objects, ordered by namespace and name (all namespaces: None)."""
+        return self.page(self.kind(api_version, kind), namespace, selector)[0]
 
-    def select(
-        self, api_version: str, kind: str, namespace: str | None, labels: str = "", fields: str = ""
-    ) -> list[Obj]:
-        """The stored objects a list would answer, in its order (not copies)."""
-        return [
-            obj
-            for key, obj in sorted(self.items.items(), key=lambda kv: str(kv[0]))
-            if _matches(obj, api_version, kind, namespace, labels, fields)
-        ]
+    def page(
+        self,
+        rk: ResourceKind,
+        namespace: str | None,
+        labels: str = "",
+        fields: str = "",
+        *,
+        limit: int = 0,
+        token: str | None = None,
+    ) -> tuple[builtins.list[Obj], int, str | None, int | None]:
+        """One page of a list: ``(items, resourceVersion, continue token when more remain, how
+        many remain)`` (the server counts them only without selectors). Items come in key order
+        and a token says the last key given, so an unchanged set is never skipped or repeated;
+        StoreError 400 for a bad token, 410 for one older than the last ``compact``."""
+        matches = self.matcher(rk, namespace, labels, fields)
+        with self.lock:
+            rv, after = self.rv, None
+            if token:
+                try:
+                    decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+                    rv, after = int(decoded["rv"]), (decoded["start"][0], decoded["start"][1])
+                except (ValueError, KeyError, TypeError, IndexError) as exc:
+                    raise bad(f"continue key is not valid: {exc}") from exc
+                if rv < self.compacted:
+                    raise StoreError(
+                        410,
+                        "Expired",
+                        "The provided continue parameter is too old to display a consistent "
+                        "list result. You can start a new list without the continue parameter.",
+                    )
+            found = [
+                (k, o)
+                for k, o in self._selected(rk, matches)
+                if after is None or (k[2] or "", k[3]) > after
+            ]
+            page = found[:limit] if limit else found
+            items = [clone(self._served(rk, obj)) for _, obj in page]
+        if len(page) == len(found):
+            return items, rv, None, None
+        last = page[-1][0]
+        start = json.dumps({"rv": rv, "start": [last[2] or "", last[3]]})
+        left = None if labels or fields else len(found) - len(page)
+        return items, rv, base64.urlsafe_b64encode(start.encode()).decode(), left
 
-    def put(self, obj: Obj) -> Obj:
-        """Store ``obj`` as it is (created or replaced), as the controller would write it, and
-        return it as stored. Stored objects are never changed in place, only replaced, so ``obj``
-        is not copied but for its metadata: neither it nor what is returned may be changed."""
-        given, obj = obj, {**obj, "metadata": dict(obj.get("metadata") or {})}
-        meta = obj["metadata"]
-        key: Key = (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
-        old = self.items.get(key)
-        kept = (old or {}).get("metadata") or {
-            "uid": f"uid-{next(self.uids)}",
-            "creationTimestamp": rfc3339(self.clock.time()),
-            "generation": 1,
-        }
-        for field in ("uid", "creationTimestamp", "generation"):  # the server's, kept
-            meta.setdefault(field, kept.get(field))
+    def snapshot(self, rk: ResourceKind, matches: Matcher) -> tuple[builtins.list[Obj], int]:
+        """What a watch from "now" starts with: the matching objects and the resourceVersion."""
+        with self.lock:
+            return [clone(self._served(rk, o)) for _, o in self._selected(rk, matches)], self.rv
+
+    def events(
+        self, rk: ResourceKind, matches: Matcher, cursor: int
+    ) -> tuple[builtins.list[tuple[str, Obj]], int]:
+        """The watch events after ``cursor`` and the cursor after them (StoreError 410 when the
+        history no longer reaches back that far). An object leaving the selection is DELETED
+        for the watcher, one entering it ADDED, as the server's watch cache says."""
+        with self.lock:
+            if cursor < self.compacted:
+                raise StoreError(
+                    410, "Expired", f"too old resource version: {cursor} ({self.compacted + 1})"
+                )
+            changes = self.changes[bisect.bisect(self.changes, cursor, key=itemgetter(0)) :]
+        out = []
+        for _, type_, obj, old in changes:
+            now, before = type_ != "DELETED" and matches(obj), old is not None and matches(old)
+            if now or before:
+                seen = "MODIFIED" if now and before else "ADDED" if now else "DELETED"
+                out.append((seen, clone(self._served(rk, obj))))
+        return out, changes[-1][0] if changes else cursor
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def _write(
+        self, type_: str, key: Key, obj: Obj, old: Obj | None, *, given: Obj | None = None
+    ) -> Obj:
+        """Record a change of ``key`` (``obj``: the object now, or as it went; ``given``: a CRD
+        as given, whose spec the kinds it serves share, so that its validator is built once
+        however many clusters install it: ``kfcompile.output.crd`` caches it by identity)."""
         self.rv += 1
-        meta["resourceVersion"] = str(self.rv)
-        self.items[key] = obj
-        self._index(key, given)  # a CRD as given: its validator is built once (output.crd)
-        self.changes.append((self.rv, "ADDED" if old is None else "MODIFIED", obj, old))
+        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
+        if type_ == "DELETED":
+            del self.items[key]
+        else:
+            self.items[key] = obj
+        if key[:2] == CRD_KEY:  # what a CRD serves goes with it (its validator is built once)
+            self.kinds = {
+                k: v
+                for k, v in self.kinds.items()
+                if (v.crd or {"metadata": {}})["metadata"].get("name") != key[3]
+            }
+            if type_ != "DELETED":
+                served = crd_kinds(given or obj)
+                self.kinds |= {(k.api_version, k.kind): k for k in served}
+        self.changes.append((self.rv, type_, obj, old if type_ != "ADDED" else None))
+        self.wake()
         return obj
 
-    create = update = put  # what ``cluster.install`` seeds through; a controller's write
+    def wake(self) -> None:
+        """Tell the streams something may have changed."""
+        for waker in list(self.wakers):
+            waker()
 
-    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
-        """Gone at once, as someone else's deletion; what it owns goes at the next tick."""
-        self.remove((api_version, kind, namespace, name))
+    def put(self, obj: Obj) -> Obj:
+        """Store ``obj`` as a controller writes it (created, or replaced as ``_replace`` does) and
+        return it as stored; no checks. Neither ``obj`` nor the answer may be changed after."""
+        with self.lock:
+            rk, given = self.kind(obj["apiVersion"], obj["kind"]), obj
+            obj = self._to_store(rk, obj)
+            obj = {**obj, "metadata": dict(obj.get("metadata") or {})}
+            meta = obj["metadata"]
+            key = self._key(rk, meta.get("namespace"), meta["name"])
+            if key in self.items:
+                return self._replace(key, obj)
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", rfc3339(self.clock.time()))
+            meta.setdefault("generation", 1)
+            return self._write("ADDED", key, obj, None, given=given)
+
+    update = put
 
     def change(
         self, api_version: str, kind: str, namespace: str | None, name: str, patch: Obj
     ) -> Obj:
-        """Apply a merge patch (a status, a label...) to a stored object."""
-        key: Key = (api_version, kind, namespace, name)
-        return self.put(_merge(self.items[key], patch))
+        """A controller's merge patch (a status, a label...) of a stored object."""
+        with self.lock:
+            key = self._key(self.kind(api_version, kind), namespace, name)
+            return self._replace(key, merge_patch(self.items[key], patch))
+
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str | None, name: str, status: Obj
+    ) -> Obj:
+        """Replace ``.status`` (as the controllers do, through the status subresource)."""
+        with self.lock:
+            key = self._key(self.kind(api_version, kind), namespace, name)
+            return self._replace(key, {**self.items[key], "status": clone(status)})
 
     def remove(self, key: Key) -> None:
-        obj = self.items.pop(key)
-        self._index(key, None)
-        self.rv += 1
-        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
-        self.changes.append((self.rv, "DELETED", obj, obj))
+        """Gone at once (what it owns goes at the collector's next pass)."""
+        with self.lock:
+            self._remove(key)
 
-    def filesystem(self, key: tuple[str, ...]) -> tuple[dict[str, bytes], set[str]]:
-        """The files and directories of a volume (``fakekube.shell``'s commands run on them)."""
-        return self.volumes.setdefault(key, ({}, set()))
+    def _remove(self, key: Key) -> None:
+        self._write("DELETED", key, self.items[key], self.items[key])
+        if key[:2] == ("v1", "Pod"):  # its logs and scratch files go with it
+            for log in [k for k in self.logs if k[:2] == key[2:]]:
+                del self.logs[log]
+            for fs in [k for k in self.volumes if k[0] == "pod" and k[1:3] == key[2:]]:
+                del self.volumes[fs]
 
-    def volume(self, namespace: str, claim: str) -> dict[str, bytes]:
-        """The files on a PersistentVolumeClaim, by path."""
-        return self.filesystem(("pvc", namespace, claim))[0]
+    def _replace(
+        self, key: Key, new: Obj, *, server: bool = False, keep_status: bool = False
+    ) -> Obj:
+        """Store ``new`` over ``key``'s object: the server's metadata kept (``server``: it is the
+        server writing it), generation grown when anything outside metadata and status changed,
+        nothing written when nothing changed; removed if it was being deleted and lost its last
+        finalizer."""
+        old = self.items[key]
+        was, meta = old["metadata"], dict(new.get("metadata") or {})
+        new = {**new, "metadata": meta}
+        meta["name"], meta["namespace"] = key[3], key[2]
+        if key[2] is None:
+            del meta["namespace"]
+        for field in () if server else SERVER_META:
+            if field in was:
+                meta[field] = was[field]
+            else:
+                meta.pop(field, None)
+        meta["resourceVersion"] = was["resourceVersion"]
+        outside = {k for k in (*new, *old) if k not in ("metadata", "status")}
+        meta["generation"] = was.get("generation", 1) + any(
+            new.get(k) != old.get(k) for k in outside
+        )
+        if keep_status:
+            new = {k: v for k, v in new.items() if k != "status"} | (
+                {"status": old["status"]} if "status" in old else {}
+            )
+        if key[:2] == ("v1", "Secret") and "stringData" in new:
+            server_defaults(self.kind("v1", "Secret"), new, rfc3339(self.clock.time()))
+        if new == old:
+            return old
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._held(new):
+            self._remove(key)
+            return new
+        return self._write("MODIFIED", key, new, old)
+
+    def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
+        """The API server's create, unvalidated (what a test seeds; ``submit`` validates): the
+        namespace (``default``) must exist, ``generateName`` is honoured, the name checked (422),
+        taken (409); uid, resourceVersion, creationTimestamp, generation and the server's defaults
+        filled in. ``dry_run``: all that, nothing stored (the answer has no resourceVersion, as
+        the server's to ``dryRun=All``). Each ``on_create`` hook is told of what it stored."""
+        with self.lock:
+            rk, original = self.kind(str(obj.get("apiVersion")), str(obj.get("kind"))), obj
+            is_crd = (rk.api_version, rk.kind) == CRD_KEY
+            # CRDs are big and must not change once installed: their spec is shared, not copied
+            obj = {**obj, "metadata": clone(obj.get("metadata"))} if is_crd else clone(obj)
+            for mutate in () if is_crd else self.admission:
+                mutate(obj)
+            meta = obj.setdefault("metadata", {})
+            if not isinstance(meta, dict):
+                raise bad("metadata must be an object")
+            if rk.namespaced:
+                namespace = meta["namespace"] = meta.get("namespace") or "default"
+                if (*NAMESPACE_KEY, None, namespace) not in self.items:
+                    details = {"name": namespace, "kind": "namespaces"}
+                    raise StoreError(
+                        404, "NotFound", f'namespaces "{namespace}" not found', details
+                    )
+            else:
+                meta.pop("namespace", None)
+            if not meta.get("name"):
+                meta["name"] = self._generated_name(
+                    rk, meta.get("generateName"), meta.get("namespace")
+                )
+            check_name(rk, meta["name"])
+            key = self._key(rk, meta.get("namespace"), meta["name"])
+            if key in self.items:
+                message = f'{rk.resource} "{meta["name"]}" already exists'
+                raise StoreError(409, "AlreadyExists", message, rk.details(meta["name"]))
+            for field in (*SERVER_META, "resourceVersion", "selfLink", "managedFields"):
+                meta.pop(field, None)
+            now = rfc3339(self.clock.time())
+            meta |= {"uid": str(uuid.uuid4()), "creationTimestamp": now, "generation": 1}
+            server_defaults(rk, obj, now)
+            if dry_run:
+                return obj
+            stored = self._write("ADDED", key, self._to_store(rk, obj), None, given=original)
+            for hook in self.on_create:
+                hook(stored)
+            return {**stored} if is_crd else clone(self._served(rk, stored))  # (a CRD is big)
+
+    def _generated_name(self, rk: ResourceKind, prefix: str | None, namespace: str | None) -> str:
+        """``prefix`` and five random characters (apiserver ``names.SimpleNameGenerator``)."""
+        if not prefix:
+            required = "Required value: name or generateName is required"
+            cause = {"reason": "FieldValueRequired", "message": required, "field": "metadata.name"}
+            message = f'{rk.kind} "" is invalid: metadata.name: {required}'
+            raise StoreError(422, "Invalid", message, {**rk.details(""), "causes": [cause]})
+        while True:
+            name = prefix + "".join(
+                secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5)
+            )
+            if self._key(rk, namespace, name) not in self.items:
+                return name
+
+    def submit(self, rk: ResourceKind, obj: Obj, *, strict: bool, dry_run: bool = False) -> Obj:
+        """A create as a request makes it: the status dropped where a subresource owns it,
+        unknown fields refused (``strict``) or pruned, defaulted and validated (``validate``:
+        the CRD's schema and CEL rules), then ``create``d."""
+        if "status" in rk.subresources:
+            obj = {k: v for k, v in obj.items() if k != "status"}  # the controllers' to write
+        return self.create(validate(rk, obj, strict=strict), dry_run=dry_run)
+
+    def patch(self, rk: ResourceKind, namespace: str | None, name: str, change: Any) -> Obj:
+        """A request's JSON merge patch of the object, validated as an update (the CRD's
+        transition rules see the old object); a status subresource keeps the status; 409 when
+        it names a resourceVersion that is not the current one."""
+        if not isinstance(change, dict):
+            raise bad("a merge patch must be a JSON object")
+        with self.lock:
+            stored = self.current(rk, namespace, name)
+            result = merge_patch(stored, change)
+            meta = result.setdefault("metadata", {})
+            meta["name"], meta["namespace"] = name, namespace
+            if not rk.namespaced:
+                del meta["namespace"]
+            result["apiVersion"], result["kind"] = rk.api_version, rk.kind
+            obj = self._to_store(rk, validate(rk, result, strict=False, old=stored))
+            asked = (change.get("metadata") or {}).get("resourceVersion")
+            if asked and asked != stored["metadata"]["resourceVersion"]:
+                raise StoreError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {rk.resource} "{name}": the object has been '
+                    "modified; please apply your changes to the latest version and try again",
+                    rk.details(name),
+                )
+            key = self._key(rk, namespace, name)
+            out = self._replace(key, obj, keep_status="status" in rk.subresources)
+            for hook in self.on_patch:
+                hook(out)
+            return clone(self._served(rk, out))
+
+    # --- deleting --------------------------------------------------------------------------
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        propagation: str = "Background",
+    ) -> tuple[Obj, bool]:
+        """Delete with ``propagation``: ``(last state, whether it is gone already)``; StoreError
+        404 when it does not exist."""
+        if propagation not in PROPAGATIONS:
+            raise bad(
+                f'propagationPolicy: Unsupported value: "{propagation}": supported values: '
+                '"Foreground", "Background", "Orphan"'
+            )
+        rk = self.kind(api_version, kind)
+        if (rk.api_version, rk.kind) in (NAMESPACE_KEY, CRD_KEY):
+            # Nothing the fake serves deletes them; a half-done emptying would mislead.
+            raise StoreError(405, "MethodNotAllowed", f"fakekube does not delete {rk.plural}")
+        with self.lock:
+            self.current(rk, namespace, name)
+            key = self._key(rk, namespace, name)
+            obj, gone = self._delete(key, propagation)
+            return clone(self._served(rk, obj)), gone
+
+    def _delete(self, key: Key, propagation: str) -> tuple[Obj, bool]:
+        obj = self.items[key]
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):  # already on its way out
+            return obj, False
+        if propagation == "Orphan":
+            for dependent in self._dependents(meta["uid"]):
+                self._disown(dependent, meta["uid"])
+        now = self.clock.time()
+        if self._held(obj):  # the API server waits for the node's kubelet
+            grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            stamp = {"deletionTimestamp": rfc3339(now + grace), "deletionGracePeriodSeconds": grace}
+            return self._replace(key, merge_patch(obj, {"metadata": stamp}), server=True), False
+        finalizers = list(meta.get("finalizers") or [])
+        # (with no dependents it goes at once, as if the collector dropped the finalizer then)
+        if propagation == "Foreground" and self._dependents(meta["uid"]):
+            finalizers.append(FOREGROUND)
+        if not finalizers:
+            self._remove(key)
+            return obj, True
+        stamp = {
+            "deletionTimestamp": rfc3339(now),
+            "deletionGracePeriodSeconds": 0,
+            "finalizers": finalizers,
+        }
+        return self._replace(key, merge_patch(obj, {"metadata": stamp}), server=True), False
+
+    def _held(self, obj: Obj) -> bool:
+        """Whether deleting ``obj`` leaves it Terminating: a pod still running on a node whose
+        kubelet does not confirm it stopped."""
+        node, phase = (
+            (obj.get("spec") or {}).get("nodeName"),
+            (obj.get("status") or {}).get("phase"),
+        )
+        return obj["kind"] == "Pod" and node in self.kubelets_down and phase not in FINISHED
+
+    def _dependents(self, uid: str) -> builtins.list[Key]:
+        return [k for k, o in self.items.items() if uid in _owners(o)]
+
+    def _disown(self, key: Key, uid: str) -> None:
+        obj = self.items[key]
+        refs = [r for r in obj["metadata"]["ownerReferences"] if r.get("uid") != uid]
+        meta = {k: v for k, v in obj["metadata"].items() if k != "ownerReferences"}
+        self._replace(key, {**obj, "metadata": meta | ({"ownerReferences": refs} if refs else {})})
+
+    # --- the garbage collector -------------------------------------------------------------
+
+    def gc(self, *, running: bool | None = None, lag: float | None = None) -> None:
+        """The garbage collector does nothing for ``lag`` s of the store's time from now;
+        ``running=False``: it is absent, its work waits until ``running=True``."""
+        with self.lock:
+            self.gc_running = self.gc_running if running is None else running
+            if lag is not None:
+                self.gc_from = self.clock.time() + lag
+            self._collected = None
+
+    def kubelet_down(self, node: str) -> None:
+        """No kubelet on ``node`` from now on: its pods, once deleted, stay Terminating."""
+        with self.lock:
+            self.kubelets_down.add(node)
+
+    def kubelet_up(self, node: str) -> None:
+        """``node``'s kubelet is back: its Terminating pods go at the collector's next pass."""
+        with self.lock:
+            self.kubelets_down.discard(node)
+
+    def collect(self) -> None:
+        """The garbage collector's pass, until it has nothing left to do: dependents of owners
+        gone go (or lose that owner, if they have another); an owner deleted in the foreground
+        has its dependents deleted (foreground too, if they have their own) and loses its
+        finalizer once none is left; a Terminating pod whose kubelet is back goes."""
+        with self.lock:
+            if not self.gc_running or self.clock.time() < self.gc_from:
+                return
+            while self._collected != (self.rv, frozenset(self.kubelets_down)):
+                self._collected = (self.rv, frozenset(self.kubelets_down))
+                self._pass()
+
+    def _pass(self) -> None:
+        uids = {o["metadata"]["uid"]: k for k, o in self.items.items()}
+        children: dict[str, builtins.list[Key]] = {}
+        for key, obj in self.items.items():
+            for uid in _owners(obj):
+                children.setdefault(uid, []).append(key)
+
+        def alive(uid: str) -> bool:
+            return (
+                uid in uids
+                and uids[uid] in self.items
+                and not self.items[uids[uid]]["metadata"].get("deletionTimestamp")
+            )
+
+        for key in builtins.list(self.items):
+            obj = self.items.get(key)
+            if obj is None:
+                continue  # gone as another's dependent
+            meta = obj["metadata"]
+            gone = [u for u in _owners(obj) if u not in uids]
+            if gone:
+                if any(alive(u) for u in _owners(obj)):
+                    for uid in gone:
+                        self._disown(key, uid)
+                else:
+                    self._delete(key, "Background")
+            elif meta.get("deletionTimestamp") and FOREGROUND in (meta.get("finalizers") or []):
+                uid = meta["uid"]
+                for dependent in children.get(uid, []):
+                    dep = self.items.get(dependent)
+                    if dep is None or uid not in _owners(dep):
+                        continue
+                    if any(u != uid and alive(u) for u in _owners(dep)):
+                        self._disown(dependent, uid)
+                    else:
+                        self._delete(
+                            dependent,
+                            "Foreground" if children.get(dep["metadata"]["uid"]) else "Background",
+                        )
+                if not self._dependents(uid):
+                    left = [f for f in meta["finalizers"] if f != FOREGROUND]
+                    self._replace(
+                        key, {**obj, "metadata": {**meta, "finalizers": left}}, server=True
+                    )
+            elif (
+                meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._held(obj)
+            ):
+                self._remove(key)  # a Terminating pod its kubelet is back for
+
+    def settle(self) -> None:
+        """Let the garbage collector do what it can now."""
+        self.collect()
 
     def compact(self) -> None:
-        """Forget the history: older resourceVersions and continue tokens now give 410."""
-        self.compacted = self.rv
-        self.changes.clear()
+        """Forget the history, as etcd compaction does: older versions and tokens give 410."""
+        with self.lock:
+            self.compacted = self.rv
+            self.changes.clear()
+
+    # --- what pods hold beyond their objects: logs, volumes, exec --------------------------
+
+    def append_log(
+        self, namespace: str, pod: str, container: str, text: str, *, at: float | None = None
+    ) -> None:
+        """Add ``text`` to the log of the container's current run (its restartCount)."""
+        with self.lock:
+            found = self.items.get(("v1", "Pod", namespace, pod))
+            run = _status(found, container).get("restartCount", 0) if found else 0
+            when = self.clock.time() if at is None else at
+            self.logs.setdefault((namespace, pod, container), []).append((when, text, run))
+            self.wake()
+
+    def log_read(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str | None,
+        since_seconds: float | None,
+        tail_lines: int | None,
+        stamps: bool,
+    ) -> tuple[builtins.list[str], LogRead]:
+        """The container's current run as it is (``since``/``tail`` applied), and the reader of
+        what comes next: StoreError 400 while the container waits to start; nothing at all for a
+        pod not scheduled yet (there is no kubelet to ask: ``LogLocation`` has no node)."""
+        pod = self.current(self.kind("v1", "Pod"), namespace, name)
+        chosen = container_of(pod, container)
+        status = _status(pod, chosen)
+        state, pending = (
+            status.get("state") or {},
+            (pod.get("status") or {}).get("phase", "Pending") == "Pending",
+        )
+        if not (pod.get("spec") or {}).get("nodeName") and not status and pending:
+            return [], LogRead(self, (namespace, name, chosen), 0, stamps, ended=True)
+        if "waiting" in state or (not status and pending):
+            reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")
+            raise bad(f'container "{chosen}" in pod "{name}" is waiting to start: {reason}')
+        cutoff = self.clock.time() - since_seconds if since_seconds is not None else -math.inf
+        reader = LogRead(self, (namespace, name, chosen), status.get("restartCount", 0), stamps)
+        with self.lock:
+            chunks = self.logs.get(reader.key, [])
+            reader.seen = len(chunks)
+            lines = _lines([c for c in chunks if c[2] == reader.run and c[0] >= cutoff], stamps)
+        if tail_lines is not None:
+            lines = lines[-tail_lines:] if tail_lines > 0 else []
+        return lines, reader
+
+    def exec_target(self, namespace: str, name: str, container: str | None) -> tuple[Obj, str]:
+        """The pod to exec into and its container, checked running: StoreError 404 or 400."""
+        pod = self.current(self.kind("v1", "Pod"), namespace, name)
+        chosen = container_of(pod, container)
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in FINISHED:
+            raise bad(f"cannot exec into a container in a completed pod; current phase is {phase}")
+        state = _status(pod, chosen).get("state") or {}
+        if phase != "Running" or ("running" not in state and state):
+            raise bad(f'unable to upgrade connection: container not found ("{chosen}")')
+        return pod, chosen
+
+    def run(
+        self,
+        pod: Obj,
+        container: str,
+        argv: builtins.list[str],
+        stdin: bytes | bytearray,
+        answer: bytes | Iterable[bytes] | None = None,
+    ) -> tuple[Iterable[bytes | memoryview], bytes, int]:
+        """An exec's ``(stdout chunks, stderr, exit code)``: its command run on the pod's volumes
+        (``fakekube.shell``), or ``answer`` (a fault's stdout) and exit 0."""
+        if answer is not None:
+            return [answer] if isinstance(answer, bytes) else answer, b"", 0
+        return run_command(Filesystem(self, pod, container), argv, bytes(stdin))
+
+    def filesystem(self, key: tuple[str, ...]) -> tuple[dict[str, bytes], set[str]]:
+        """``(files, directories made empty)`` of a volume (``fakekube.shell``'s commands run on
+        them): ``("pvc", ns, claim)``, ``("pod", ns, pod, volume-or-container)``."""
+        with self.lock:
+            return self.volumes.setdefault(key, ({}, set()))
+
+    def volume(self, namespace: str, claim: str) -> dict[str, bytes]:
+        """The files on a PersistentVolumeClaim, by path (mutable)."""
+        return self.filesystem(("pvc", namespace, claim))[0]
+
+
+# What a port call needs of RBAC: its verb and subresource (``served`` is discovery: nothing).
+_ACCESS = {"get": ("get", None), "create": ("create", None), "patch": ("patch", None),
+           "delete": ("delete", None), "list": ("list", None), "watch": ("watch", None),
+           "pod_log": ("get", "log"), "exec": ("create", "exec")}  # fmt: skip
 
 
 class PortFake:
-    """The ``Cluster`` port over ``Objects``; ``at`` scripts what happens, ``gc`` how the
-    garbage collector works."""
+    """The ``Cluster`` port over ``Objects``; ``at`` scripts what happens."""
 
     def __init__(self, clock: FakeClock | None = None) -> None:
         self.clock = clock if clock is not None else FakeClock()
         self.objects = Objects(self.clock)
-        self.faults = Faults(port=True)
+        self.faults = Faults(self.objects, port=True)
         self.calls = RequestLog()
-        self.logs: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (ns, pod): lines
-        self.gc_running, self.gc_lag = True, 0.0
-        self.kubelets_down: set[str] = set()  # nodes whose deleted pods stay Terminating
-        # Told of each object created, and of each patched (the object as it now is).
-        self.on_create: list[Callable[[Obj], object]] = []
-        self.on_patch: list[Callable[[Obj], object]] = []
-        self._script: list[tuple[float, Callable[[], object]]] = []
+        self.on_create, self.on_patch = self.objects.on_create, self.objects.on_patch
+        self.kubelets_down = self.objects.kubelets_down
+        self.errors: builtins.list[Exception] = []  # scripted changes a deletion made moot
+        self._script: builtins.list[tuple[float, Callable[[], object]]] = []
+        self._lock = threading.Lock()  # a request's hook schedules while the clock ticks
         self.clock.drive(self._tick)
 
-    # --- for the tests ---------------------------------------------------------------------
+    # --- for the tests and the scripts ---------------------------------------------------
 
     def at(self, seconds: float, change: Callable[[], object]) -> None:
         """Do ``change()`` at the first tick ``seconds`` of fake time from now."""
-        self._script.append((self.clock.monotonic() + seconds, change))
+        with self._lock:
+            self._script.append((self.clock.monotonic() + seconds, change))
 
-    def gc(self, *, running: bool = True, lag: float = 0.0) -> None:
-        self.gc_running, self.gc_lag = running, lag
+    def gc(self, *, running: bool | None = None, lag: float | None = None) -> None:
+        self.objects.gc(running=running, lag=lag)
 
     def log(self, namespace: str, pod: str, *lines: str) -> None:
-        """The pod's container writes ``lines`` now (``restart``: its log starts over)."""
-        self.logs.setdefault((namespace, pod), []).extend((self.clock.time(), x) for x in lines)
-
-    def new_log(self, namespace: str, pod: str) -> None:
-        """The pod's container restarted: its log starts over (a follow of the old one ends)."""
-        self.logs[namespace, pod] = []
+        """The pod's (first) container writes ``lines`` now."""
+        found = self.objects.items.get(("v1", "Pod", namespace, pod))
+        container = ((found or {}).get("spec") or {}).get("containers") or [{"name": ""}]
+        for line in lines:
+            self.objects.append_log(namespace, pod, container[0]["name"], line + "\n")
 
     def _tick(self) -> None:
-        due = [step for step in self._script if step[0] <= self.clock.monotonic()]
-        self._script = [step for step in self._script if step not in due]
+        with self._lock:  # (not held while a change runs: it takes the store's lock)
+            now = self.clock.monotonic()
+            due = [step for step in self._script if step[0] <= now]
+            self._script = [step for step in self._script if step[0] > now]
         for _, change in due:
-            change()
-        if self.gc_running:
-            self._collect()
-
-    def _collect(self) -> None:
-        """The garbage collector: dependents of deleted owners go; a foreground owner goes
-        once it has none left."""
-        now = self.clock.time()
-        for key, obj in list(self._deleted()):
-            if key not in self.objects.items:
-                continue  # gone as another's dependent
-            meta = obj["metadata"]
-            since = datetime.fromisoformat(meta["deletionTimestamp"]).timestamp()
-            if now - since < self.gc_lag:
-                continue
-            owned = self._owned_by(meta["uid"])
-            for dependent in owned:
-                self._delete(dependent, "Background")
-            if FOREGROUND in meta.get("finalizers", []) and not any(
-                k in self.objects.items for k in owned
-            ):
-                left = [f for f in meta["finalizers"] if f != FOREGROUND]
-                self._finalize(key, left)
-        for key, obj in list(self._deleted()):  # a kubelet back confirms its pods gone
-            if not (obj["metadata"].get("finalizers") or self._kubelet_down(obj)):
-                self.objects.remove(key)
-        uids = {o["metadata"]["uid"] for o in self.objects.items.values()}
-        for key, obj in list(self.objects.items.items()):  # orphans of a background deletion
-            owners = obj["metadata"].get("ownerReferences") or []
-            if owners and not any(o["uid"] in uids for o in owners):
-                self._delete(key, "Background")
-
-    def _deleted(self) -> Iterator[tuple[Key, Obj]]:
-        for key, obj in self.objects.items.items():
-            if obj["metadata"].get("deletionTimestamp"):
-                yield key, obj
-
-    def _kubelet_down(self, obj: Obj) -> bool:
-        return (
-            obj["kind"] == "Pod" and (obj.get("spec") or {}).get("nodeName") in self.kubelets_down
-        )
-
-    def _owned_by(self, uid: str) -> list[Key]:
-        return [
-            key
-            for key, obj in self.objects.items.items()
-            if any(o.get("uid") == uid for o in obj["metadata"].get("ownerReferences") or [])
-        ]
-
-    def _finalize(self, key: Key, finalizers: list[str]) -> None:
-        obj = self.objects.items[key]
-        if finalizers:
-            self.objects.put(_merge(obj, {"metadata": {"finalizers": finalizers}}))
-        else:
-            self.objects.remove(key)
-
-    def _delete(self, key: Key, propagation: str) -> None:
-        obj = self.objects.items.get(key)
-        if obj is None or obj["metadata"].get("deletionTimestamp"):
-            return
-        finalizers = list(obj["metadata"].get("finalizers") or [])
-        if propagation == "Foreground" and self._owned_by(obj["metadata"]["uid"]):
-            finalizers.append(FOREGROUND)
-        if not (finalizers or self._kubelet_down(obj)):
-            self.objects.remove(key)
-            return
-        stamp: Obj = {"deletionTimestamp": rfc3339(self.clock.time()), "finalizers": finalizers}
-        if key[1] == "Pod":
-            stamp["deletionGracePeriodSeconds"] = 30
-        self.objects.put(_merge(obj, {"metadata": stamp}))
+            try:
+                change()
+            except (KeyError, StoreError) as exc:  # its object deleted meanwhile
+                self.errors.append(exc)
+        self.objects.collect()
+        self.objects.wake()
 
     # --- the port --------------------------------------------------------------------------
 
     def served(self, api_version: str, kind: str) -> bool:
         self._enter("served", api_version, kind, None, None)
-        return self.objects.kind(api_version, kind) is not None
+        return self.objects.served(api_version, kind) is not None
 
     def get(self, ref: Ref) -> Obj:
-        fault = self._enter("get", ref.api_version, ref.kind, ref.namespace, ref.name)
-        obj = self._existing(self._key(ref.api_version, ref.kind, ref.namespace, ref.name))
-        return self._answer(fault, _copy(obj))
+        with self._call("get", ref.api_version, ref.kind, ref.namespace, ref.name) as (rk, fault):
+            return self._answer(fault, self.objects.current(rk, ref.namespace, ref.name))
 
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         meta = obj.get("metadata") or {}
-        api_version, kind, namespace = obj["apiVersion"], obj["kind"], meta.get("namespace")
         shape = {"dry_run": dry_run} if dry_run else {}
-        fault = self._enter("create", api_version, kind, namespace, meta.get("name"), **shape)
-        key = self._key(api_version, kind, namespace, meta.get("name", ""))
-        schema = self.objects.crd(api_version, kind)
-        problems = crd.errors(obj, schema) if schema is not None else []
-        if problems:
-            raise Invalid(422, "Invalid", f'{kind} "{key[3]}" is invalid: {"; ".join(problems)}')
-        if key in self.objects.items:
-            raise Conflict(409, "AlreadyExists", f'{self._what(key)} "{key[3]}" already exists')
-        body = _copy(obj)
-        if kind == "Secret" and "stringData" in body:  # the API server encodes it
-            data = {
-                k: base64.b64encode(v.encode()).decode() for k, v in body.pop("stringData").items()
-            }
-            body["data"] = {**body.get("data", {}), **data}
-        if dry_run:
-            return self._answer(fault, body)
-        stored = self.objects.put(body)
-        for hook in self.on_create:
-            hook(stored)
-        return self._answer(fault, _copy(stored))
+        call = ("create", obj["apiVersion"], obj["kind"], meta.get("namespace"), meta.get("name"))
+        with self._call(*call, **shape) as (rk, fault):
+            # the adapter sends fieldValidation=Strict
+            return self._answer(fault, self.objects.submit(rk, obj, strict=True, dry_run=dry_run))
 
     def patch(self, ref: Ref, patch: Obj) -> Obj:
-        fault = self._enter("patch", ref.api_version, ref.kind, ref.namespace, ref.name)
-        key = self._key(ref.api_version, ref.kind, ref.namespace, ref.name)
-        old = self._existing(key)
-        new = _merge(old, _copy(patch))
-        if new.get("spec") != old.get("spec"):
-            new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
-        stored = self.objects.put(new)
-        for hook in self.on_patch:
-            hook(stored)
-        return self._answer(fault, _copy(stored))
+        with self._call("patch", ref.api_version, ref.kind, ref.namespace, ref.name) as (rk, fault):
+            return self._answer(fault, self.objects.patch(rk, ref.namespace, ref.name, patch))
 
     def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
-        args = {"propagation": propagation}
-        fault = self._enter("delete", ref.api_version, ref.kind, ref.namespace, ref.name, **args)
-        key = self._key(ref.api_version, ref.kind, ref.namespace, ref.name)
-        self._existing(key)
-        self._delete(key, propagation)
-        self._answer(fault, None)
+        call = ("delete", ref.api_version, ref.kind, ref.namespace, ref.name)
+        with self._call(*call, propagation=propagation) as (_, fault):
+            self.objects.delete(ref.api_version, ref.kind, ref.namespace, ref.name, propagation)
+            self._answer(fault, None)
 
     def list(
         self,
@@ -403,21 +904,11 @@ class PortFake:
         continue_token: str | None = None,
     ) -> Page:
         shape = {"label_selector": label_selector, "field_selector": field_selector, "limit": limit}
-        fault = self._enter("list", api_version, kind, namespace, None, **shape)
-        self._served(api_version, kind)
-        rv, start = (int(n) for n in (continue_token or f"{self.objects.rv}:0").split(":"))
-        if rv < self.objects.compacted:
-            raise Gone(410, "Expired", "The provided continue parameter is too old")
-        matching = self.objects.select(api_version, kind, namespace, label_selector, field_selector)
-        page = matching[start : start + limit]
-        more = start + limit < len(matching)
-        token = f"{rv}:{start + limit}" if more else None
-        remaining = (
-            len(matching) - start - limit
-            if more and not (label_selector or field_selector)
-            else None
-        )
-        return self._answer(fault, Page(_copy(page), str(rv), token, remaining))
+        with self._call("list", api_version, kind, namespace, None, **shape) as (rk, fault):
+            items, rv, token, left = self.objects.page(
+                rk, namespace, label_selector, field_selector, limit=limit, token=continue_token
+            )
+            return self._answer(fault, Page(items, str(rv), token, left))
 
     def watch(
         self,
@@ -431,52 +922,25 @@ class PortFake:
         timeout_seconds: int = 60,
     ) -> Iterator[WatchEvent]:
         shape = {"label_selector": label_selector, "field_selector": field_selector}
-        fault = self._enter(
-            "watch", api_version, kind, namespace, None, **shape, rv=resource_version
-        )
-        self._served(api_version, kind)
-        self._answer(fault, None)  # a lost answer: the stream never came
-
-        matches = functools.partial(
-            _matches,
-            api_version=api_version,
-            kind=kind,
-            namespace=namespace,
-            labels=label_selector,
-            fields=field_selector,
-        )
+        call = ("watch", api_version, kind, namespace, None)
+        with self._call(*call, **shape, rv=resource_version) as (rk, fault):
+            matches = self.objects.matcher(rk, namespace, label_selector, field_selector)
+            self._answer(fault, None)  # a lost answer: the stream never came
 
         def events() -> Iterator[WatchEvent]:
             deadline = self.clock.monotonic() + timeout_seconds
+            cursor = int(resource_version or 0)
             if resource_version in ("", "0"):
-                cursor = self.objects.rv
-                for obj in self.objects.select(
-                    api_version, kind, namespace, label_selector, field_selector
-                ):
-                    yield WatchEvent("ADDED", _copy(obj))
-            else:
-                cursor = int(resource_version)
+                objs, cursor = self.objects.snapshot(rk, matches)
+                yield from (WatchEvent("ADDED", obj) for obj in objs)
             while True:
-                if cursor < self.objects.compacted:
-                    raise Gone(410, "Expired", "too old resource version")
-                changes = self.objects.changes
-                for rv, type_, obj, old in changes[
-                    bisect.bisect(changes, cursor, key=itemgetter(0)) :
-                ]:
-                    cursor = rv
-                    # Into the selection: ADDED; out of it: DELETED, as the server's watch cache
-                    now, before = (
-                        type_ != "DELETED" and matches(obj),
-                        old is not None and matches(old),
-                    )
-                    if now or before:
-                        seen = "MODIFIED" if now and before else "ADDED" if now else "DELETED"
-                        yield WatchEvent(seen, _copy(obj))
+                with self._errors():
+                    seen, cursor = self.objects.events(rk, matches, cursor)
+                yield from (WatchEvent(type_, obj) for type_, obj in seen)
                 if self.clock.monotonic() >= deadline:
                     meta = {"resourceVersion": str(cursor)}
-                    yield WatchEvent(
-                        "BOOKMARK", {"apiVersion": api_version, "kind": kind, "metadata": meta}
-                    )
+                    bookmark = {"apiVersion": api_version, "kind": kind, "metadata": meta}
+                    yield WatchEvent("BOOKMARK", bookmark)
                     return
                 self.clock.idle(until=deadline)
 
@@ -493,35 +957,25 @@ class PortFake:
         tail_lines: int | None = None,
         timestamps: bool = False,
     ) -> Iterator[str]:
-        shape = {
-            "container": container,
-            "follow": follow,
-            "since_seconds": since_seconds,
-            "tail_lines": tail_lines,
-            "timestamps": timestamps,
-        }
-        fault = self._enter("pod_log", "v1", "Pod", namespace, pod, **shape)
-        self._not_waiting(self._existing(("v1", "Pod", namespace, pod)), container)
-        self._answer(fault, None)
-        lines = self.logs.setdefault((namespace, pod), [])
-        since = self.clock.time() - since_seconds if since_seconds is not None else None
+        shape = {"container": container, "follow": follow, "since_seconds": since_seconds,
+                 "tail_lines": tail_lines, "timestamps": timestamps}  # fmt: skip
+        with self._call("pod_log", "v1", "Pod", namespace, pod, **shape) as (_, fault):
+            lines, reader = self.objects.log_read(
+                namespace, pod, container=container, since_seconds=since_seconds,
+                tail_lines=tail_lines, stamps=timestamps,
+            )  # fmt: skip
+            self._answer(fault, None)
 
         def read() -> Iterator[str]:
-            start = 0 if tail_lines is None else max(0, len(lines) - tail_lines)
-            while True:
-                # Ends with its container: the pod finished, or the container restarted.
-                restarted = self.logs.get((namespace, pod)) is not lines
-                done = not follow or self._finished(namespace, pod) or restarted
-                while start < len(lines):  # what is written while a line is out comes too
-                    when, line = lines[start]
-                    start += 1
-                    if since is None or when >= since:
-                        yield f"{rfc3339(when, nano=True)} {line}" if timestamps else line
+            yield from lines
+            while follow:
+                done = reader.finished()  # before reading: its last lines still come
+                yield from reader.more()
                 if done:
                     return
                 self.clock.idle()
 
-        yield from _cut(read(), fault)
+        yield from _cut((line.removesuffix("\n") for line in read()), fault)
 
     def exec(
         self,
@@ -533,24 +987,16 @@ class PortFake:
         *,
         stdout: Callable[[ExecOutput], object] | None = None,
     ) -> ExecResult:
-        fault = self._enter("exec", "v1", "Pod", namespace, pod, command=list(command))
-        target = self._existing(("v1", "Pod", namespace, pod))
-        if not command:
-            raise Invalid(400, "BadRequest", "you must specify at least 1 command")
-        if self._finished(namespace, pod):
-            raise Invalid(400, "BadRequest", "cannot exec into a container in a completed pod")
+        with self._call("exec", "v1", "Pod", namespace, pod, command=list(command)) as (_, fault):
+            if not command:
+                raise bad("you must specify at least 1 command")
+            target, chosen = self.objects.exec_target(namespace, pod, container)
         argv = list(command)
         data = b""
         if reads_stdin(argv):  # drawn as the command reads it; what it raises passes through
             data = stdin if isinstance(stdin, bytes) else b"".join(stdin)
         answer = fault.exec_stdout if fault is not None else None
-        if answer is not None:
-            chunks: Iterable[bytes | memoryview] = [answer] if isinstance(answer, bytes) else answer
-            stderr, code = b"", 0
-        else:
-            chunks, stderr, code = run_command(
-                Filesystem(self.objects, target, container), argv, data
-            )
+        chunks, stderr, code = self.objects.run(target, chosen, argv, data, answer)
         self._answer(fault, None)  # a lost answer: the command ran, its end unheard
         ended = ExecResult(b"", stderr, code)
 
@@ -573,14 +1019,9 @@ class PortFake:
     # --- helpers ---------------------------------------------------------------------------
 
     def _enter(
-        self,
-        op: str,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        name: str | None,
+        self, op: str, api_version: str, kind: str, namespace: str | None, name: str | None,
         **args: Any,
-    ) -> Fault | None:
+    ) -> Fault | None:  # fmt: skip
         """Record the call and take its fault: a status or a dropped call raises here."""
         path = f"{kind}/{name or ''}"
         fault = self.faults.take(op, path, op == "watch")
@@ -593,45 +1034,29 @@ class PortFake:
             raise error
         return fault
 
-    def _served(self, api_version: str, kind: str) -> Kind:
-        found = self.objects.kind(api_version, kind)
-        if found is None:
-            raise NotFound(
-                404, "NotFound", f"the server could not find the requested resource ({kind})"
-            )
-        return found
-
-    def _key(self, api_version: str, kind: str, namespace: str | None, name: str) -> Key:
-        if self._served(api_version, kind).namespaced and namespace is None:
-            raise ValueError(f"{kind} is namespaced: the object needs a namespace")
-        return (api_version, kind, namespace, name)
-
-    def _existing(self, key: Key) -> Obj:
-        obj = self.objects.items.get(key)
-        if obj is None:
-            raise NotFound(404, "NotFound", f'{self._what(key)} "{key[3]}" not found')
-        return obj
+    @contextmanager
+    def _call(
+        self, op: str, api_version: str, kind: str, namespace: str | None, name: str | None,
+        **args: Any,
+    ) -> Iterator[tuple[ResourceKind, Fault | None]]:  # fmt: skip
+        """``_enter``, then the kind served, the namespace given and RBAC checked; the store's
+        refusals become the port's errors."""
+        fault = self._enter(op, api_version, kind, namespace, name, **args)
+        with self._errors():
+            rk = self.objects.kind(api_version, kind)
+            if rk.namespaced and namespace is None and op not in ("list", "watch"):
+                raise ValueError(f"{kind} is namespaced: the object needs a namespace")
+            verb, sub = _ACCESS[op]
+            self.objects.authorize(verb, rk, namespace, None if op == "create" else name, sub)
+            yield rk, fault
 
     @staticmethod
-    def _not_waiting(pod: Obj, container: str | None) -> None:
-        """The API server's 400 for the log of a container that has not started."""
-        name, status = pod["metadata"]["name"], pod.get("status") or {}
-        if not (pod.get("spec") or {}).get("nodeName"):
-            raise Invalid(400, "BadRequest", f"pod {name} does not have a host assigned")
-        for entry in status.get("containerStatuses") or []:
-            waiting = (entry.get("state") or {}).get("waiting")
-            if container in (None, entry["name"]) and waiting is not None:
-                said = f'container "{entry["name"]}" in pod "{name}" is waiting to start'
-                raise Invalid(400, "BadRequest", f"{said}: {waiting.get('reason', '')}")
-
-    def _what(self, key: Key) -> str:
-        """How the server names a kind in its messages: ``configmaps``, ``widgets.example.com``."""
-        found = self._served(key[0], key[1])
-        return f"{found.plural}.{found.group}" if found.group else found.plural
-
-    def _finished(self, namespace: str, pod: str) -> bool:
-        obj = self.objects.items.get(("v1", "Pod", namespace, pod))
-        return obj is None or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    @contextmanager
+    def _errors() -> Iterator[None]:
+        try:
+            yield
+        except StoreError as exc:
+            raise port_error(exc.code, exc.reason, exc.message) from None
 
     @staticmethod
     def _answer(fault: Fault | None, result: Any) -> Any:

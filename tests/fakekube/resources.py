@@ -1,5 +1,5 @@
 """What the fake cluster serves and how it refuses: the resource kinds (built-in and from CRDs),
-the ``Status`` errors, and the records the store keeps (watch history, container logs)."""
+the ``Status`` errors, and what the server checks and fills in on create."""
 
 from __future__ import annotations
 
@@ -16,14 +16,11 @@ __all__ = [
     "BUILTIN_KINDS",
     "CRD_KEY",
     "NAMESPACE_KEY",
-    "Change",
-    "LogChunk",
     "ResourceKind",
     "StoreError",
     "check_name",
     "clone",
     "crd_kinds",
-    "not_found",
     "rfc3339",
     "server_defaults",
 ]
@@ -115,6 +112,8 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = tuple(
         ("kueue.x-k8s.io", "v1beta1", "ClusterQueue", "clusterqueues", False, ("cq",), _S, None,
          False),
         ("kueue.x-k8s.io", "v1beta1", "Workload", "workloads", True, ("wl",), _S, None, False),
+        ("kueue.x-k8s.io", "v1beta1", "AdmissionCheck", "admissionchecks", False, (), _S, None,
+         False),
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
          False, ("crd", "crds"), _S, None, False),
     )
@@ -142,31 +141,6 @@ def rfc3339(at: float, *, nano: bool = False) -> str:
     moment = datetime.fromtimestamp(at, UTC)
     fraction = f".{moment.microsecond:06d}000" if nano else ""
     return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
-
-
-def not_found(message: str = "the server could not find the requested resource") -> StoreError:
-    return StoreError(404, "NotFound", message)
-
-
-@dataclass(frozen=True)
-class Change:
-    """One entry of the watch history. ``old`` is the previous state of a MODIFIED object."""
-
-    rv: int
-    type: str  # ADDED, MODIFIED, DELETED
-    api_version: str
-    kind: str
-    obj: Obj  # shared by every reader: never mutate
-    old: Obj | None = None
-
-
-@dataclass(frozen=True)
-class LogChunk:
-    """Text a container wrote at ``time``, during its ``instance``-th run (its restartCount)."""
-
-    time: float
-    text: str
-    instance: int
 
 
 # --- what the server checks and fills in on create ---------------------------------------------

@@ -1,17 +1,18 @@
 """A local fake Kubernetes API server for tests, spoken to over real HTTP.
 
 ``FakeKube`` runs an aiohttp server on 127.0.0.1 (ephemeral port) in a background thread, in
-front of a :class:`~fakekube.store.Store`. It answers what the adapter (``kfcompile_kube``) and
-the ``kubernetes`` client send, as a real API server does: discovery from installed CRDs, get,
-create (201; ``fieldValidation=Strict``: 400 ``strict decoding error: unknown field
-"spec.foo"``, otherwise unknown fields are pruned), JSON merge patch, delete (the object or a
-Status) with a propagation policy, CRD schema errors (422), label and field selectors,
-``limit``/``continue`` pagination, watches with bookmarks and in-stream 410, garbage collection,
-pod logs (follow included) and exec over websockets, a bearer token, and injected faults.
+front of the store of a ``PortFake`` (``fakekube.port.Objects``: the one the port fake answers
+from, so the scripts of ``fakekube.jobs`` move what it serves). It answers what the adapter
+(``kfcompile_kube``), the ``kubernetes`` client and kubectl send, as a real API server does:
+discovery, get, create (201; ``fieldValidation=Strict``: 400 ``strict decoding error: unknown
+field "spec.foo"``, otherwise unknown fields are pruned), JSON merge patch, delete (the object
+or a Status) with a propagation policy, label and field selectors, ``limit``/``continue``
+pagination, watches with bookmarks and in-stream 410, pod logs (follow included) and exec over
+websockets, a bearer token, RBAC, and injected faults.
 
 What no client here sends is not served: PUT, JSON and strategic-merge patch (415), deleting a
 collection, ``/status`` subresources, server-side apply; ``dryRun=All`` only on create. The
-answers themselves come from ``fakekube.api``.
+answers themselves come from the store; this is how they go over the wire.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +30,14 @@ from typing import Any
 
 from aiohttp import web
 
-from . import api, streams
+from . import streams
 from .background import Background, write_kubeconfig
-from .discovery import discovery
+from .clock import FakeClock
+from .discovery import discovery, not_found
 from .faults import Faults, error_status, retry_after_of
+from .port import PortFake, bad
 from .requestlog import RECORD, RequestLog, RequestRecord
-from .resources import ResourceKind, StoreError, not_found
-from .store import Store
+from .resources import CRD_KEY, ResourceKind, StoreError, crd_kinds
 from .wsexec import exec_handler
 
 Obj = dict[str, Any]
@@ -69,20 +73,14 @@ def _number(query: Any, name: str, kind: Callable[[str], Any] = int) -> Any:
     try:
         return kind(value)
     except ValueError as exc:
-        raise api.bad(f"invalid {name}: {value!r}") from exc
-
-
-def _selectors(query: Any) -> Obj:
-    return {
-        "label_selector": query.get("labelSelector", ""),
-        "field_selector": query.get("fieldSelector", ""),
-    }
+        raise bad(f"invalid {name}: {value!r}") from exc
 
 
 def _watch_params(query: Any) -> Obj:
     rv = query.get("resourceVersion", "")
     return {
-        **_selectors(query),
+        "label_selector": query.get("labelSelector", ""),
+        "field_selector": query.get("fieldSelector", ""),
         "resource_version": None if rv in ("", "0") else _number(query, "resourceVersion"),
         # 0 or absent: the server's own limit (30-60 min on a real one)
         "timeout": _number(query, "timeoutSeconds", float) or 1800.0,
@@ -117,7 +115,7 @@ def _dry_run(query: Any) -> bool:
 def _strict(query: Any) -> bool:
     mode = query.get("fieldValidation", "Warn")
     if mode not in ("Strict", "Warn", "Ignore"):
-        raise api.bad(
+        raise bad(
             f"fieldValidation parameter unsupported: {mode}; valid values: Ignore, Warn, Strict"
         )
     return bool(mode == "Strict")
@@ -128,7 +126,7 @@ async def _body(request: web.Request) -> Any:
     try:
         return json.loads(raw) if raw else None
     except ValueError as exc:
-        raise api.bad(f"couldn't get version/kind; json parse error: {exc}") from exc
+        raise bad(f"couldn't get version/kind; json parse error: {exc}") from exc
 
 
 def _json(status: int, body: Any, headers: Iterable[tuple[str, str]] = ()) -> web.Response:
@@ -153,11 +151,14 @@ class _Target:
 class FakeKube:
     """A fake API server: ``with FakeKube(crds=[...]) as kube: kube.kubeconfig(path)``."""
 
-    def __init__(self, *, crds: Sequence[Obj] = (), history: int = 1000) -> None:
-        """``crds``: the CRDs to install (parsed; do not mutate them afterwards).
-        ``history``: watch events kept (older resourceVersions give 410)."""
-        self.store = Store(history=history)
+    def __init__(self, *, crds: Sequence[Obj] = (), fake: PortFake | None = None) -> None:
+        """``crds``: the CRDs to install (parsed; do not mutate them afterwards). ``fake``: the
+        port fake whose store to serve (by default one of its own, its clock in real time and
+        never advanced but by the test)."""
+        self.fake = fake or PortFake(FakeClock(start=time.time(), limit=math.inf))
+        self.store = self.fake.objects
         self.faults = Faults(self.store)
+        self.warming: set[tuple[str, str]] = set()  # kinds whose storage is (re)initializing
         self.requests = RequestLog()
         self.tokens: set[str] = {"fake-token"}
         self.bookmark_interval = 1.0  # seconds between BOOKMARK events of a watch
@@ -264,10 +265,12 @@ class FakeKube:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         try:
-            # What the requests before this one set going is done first (``caught_up``), in
-            # the loop: it takes milliseconds, and the threads it waits for never need the loop.
-            self.store.caught_up()
-            return await self._route(request)
+            # The garbage collector's due work is done before and after, as if it were instant:
+            # a request made after another sees what it did for it, however busy the machine.
+            self.store.collect()
+            response = await self._route(request)
+            self.store.collect()
+            return response
         except StoreError as err:
             headers = [("Retry-After", "1")] if err.code == 429 else []
             return _json(err.code, err.status(), headers)
@@ -285,7 +288,7 @@ class FakeKube:
         ):
             record.verb = "discovery"
             address = self.url.removeprefix("http://")
-            return _json(200, discovery(self.store.kinds(), parts, address))
+            return _json(200, discovery(list(self.store.kinds.values()), parts, address))
         if parts[:1] == ["api"]:
             target = self._target("", parts[1], parts[2:])
         elif parts[:1] == ["apis"]:
@@ -293,6 +296,9 @@ class FakeKube:
         else:
             raise not_found()
         record.verb, handle = self._handler(request.method, target, record.watch)
+        verb = {"log": "get", "exec": "create"}.get(record.verb, record.verb)
+        name = None if verb == "create" and target.sub is None else target.name
+        self.store.authorize(verb, target.kind, target.namespace, name, target.sub)
         return await handle(request, target)
 
     def _handler(
@@ -314,7 +320,7 @@ class FakeKube:
         else:
             found = ("exec", self._exec) if method in ("GET", "POST") else None
         if found is None:
-            raise api.bad(
+            raise bad(
                 "the server does not allow this method on the requested resource",
                 405,
                 "MethodNotAllowed",
@@ -342,21 +348,21 @@ class FakeKube:
     def _check_body(target: _Target, body: Any) -> Obj:
         """The object sent to a collection, which must agree with the URL."""
         if not isinstance(body, dict):
-            raise api.bad("the body of the request must be a JSON object")
+            raise bad("the body of the request must be a JSON object")
         kind = target.kind
         body.setdefault("apiVersion", kind.api_version)  # the endpoint implies both
         body.setdefault("kind", kind.kind)
         if body["apiVersion"] != kind.api_version or body["kind"] != kind.kind:
-            raise api.bad(
+            raise bad(
                 f"the API version in the data ({body.get('apiVersion')}) and kind "
                 f"({body.get('kind')}) do not match the expected {kind.api_version} {kind.kind}"
             )
         meta = body.setdefault("metadata", {})
         if not isinstance(meta, dict):
-            raise api.bad("metadata must be an object")
+            raise bad("metadata must be an object")
         if kind.namespaced:
             if meta.get("namespace") and meta["namespace"] != target.namespace:
-                raise api.bad(
+                raise bad(
                     "the namespace of the provided object does not match the namespace sent "
                     "on the request"
                 )
@@ -366,12 +372,15 @@ class FakeKube:
     async def _create(self, request: web.Request, target: _Target) -> web.StreamResponse:
         strict, dry_run = _strict(request.query), _dry_run(request.query)
         body = self._check_body(target, await _body(request))
-        created = api.create(self.store, target.kind, body, strict=strict, dry_run=dry_run)
+        created = self.store.submit(target.kind, body, strict=strict, dry_run=dry_run)
+        if (target.kind.api_version, target.kind.kind) == CRD_KEY and not dry_run:
+            # the first list of each of its kinds finds the storage (re)initializing (429)
+            self.warming |= {(k.api_version, k.kind) for k in crd_kinds(created)}
         return _json(201, created)
 
     async def _get(self, request: web.Request, target: _Target) -> web.StreamResponse:
         assert target.name is not None
-        return _json(200, api.current(self.store, target.kind, target.namespace, target.name))
+        return _json(200, self.store.current(target.kind, target.namespace, target.name))
 
     async def _patch(self, request: web.Request, target: _Target) -> web.StreamResponse:
         assert target.name is not None
@@ -383,17 +392,18 @@ class FakeKube:
                 f"fakekube accepts only {_MERGE_PATCH}",
             )
         change = await _body(request)
-        obj = api.patch(self.store, target.kind, target.namespace, target.name, change)
-        return _json(200, obj)
+        return _json(200, self.store.patch(target.kind, target.namespace, target.name, change))
 
     async def _delete(self, request: web.Request, target: _Target) -> web.StreamResponse:
         kind, name = target.kind, target.name
         assert name is not None
         options = await _body(request) or {}
         if not isinstance(options, dict):
-            raise api.bad("DeleteOptions must be a JSON object")
+            raise bad("DeleteOptions must be a JSON object")
         policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
-        obj, gone = api.delete(self.store, kind, target.namespace, name, policy or "Background")
+        obj, gone = self.store.delete(
+            kind.api_version, kind.kind, target.namespace, name, policy or "Background"
+        )
         if gone and not kind.returns_deleted:
             details = kind.details(name, obj["metadata"]["uid"])
             status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
@@ -402,13 +412,17 @@ class FakeKube:
 
     async def _list(self, request: web.Request, target: _Target) -> web.StreamResponse:
         kind, query = target.kind, request.query
-        items, rv, token = api.list_page(
-            self.store,
+        if (kind.api_version, kind.kind) in self.warming:
+            self.warming.discard((kind.api_version, kind.kind))
+            message = "storage is (re)initializing"
+            raise StoreError(429, "TooManyRequests", message, {"retryAfterSeconds": 1})
+        items, rv, token, left = self.store.page(
             kind,
             target.namespace,
-            **_selectors(query),
+            query.get("labelSelector", ""),
+            query.get("fieldSelector", ""),
             limit=_number(query, "limit") or 0,
-            continue_token=query.get("continue"),
+            token=query.get("continue"),
         )
         if kind.group in _BUILTIN_GROUPS:
             for item in items:  # the real server leaves these out of built-in list items
@@ -417,6 +431,8 @@ class FakeKube:
         meta: Obj = {"resourceVersion": str(rv)}
         if token:
             meta["continue"] = token
+        if left is not None:
+            meta["remainingItemCount"] = left
         body = {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta}
         return _json(200, {**body, "items": items})
 
@@ -433,15 +449,16 @@ class FakeKube:
     async def _exec(self, request: web.Request, target: _Target) -> web.StreamResponse:
         assert target.name is not None
         if not request.query.getall("command", []):
-            raise api.bad("you must specify at least 1 command")
-        container = request.query.get("container")
+            raise bad("you must specify at least 1 command")
         namespace = target.namespace or "default"
-        pod = api.exec_container(self.store, namespace, target.name, container)
+        pod, container = self.store.exec_target(
+            namespace, target.name, request.query.get("container")
+        )
         return await exec_handler(
             request,
             self.store,
             pod,
-            api.container_of(pod, container),
+            container,
             answer=request.get(streams.EXEC_STDOUT),
             drop_after=request.get(streams.DROP_AFTER),
         )

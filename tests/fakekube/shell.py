@@ -1,7 +1,7 @@
 """The commands a fake pod runs, in-process against its volumes (for exec, over HTTP or not).
 
 A path under a ``volumeMounts`` entry lives in that volume (a PersistentVolumeClaim's is
-``volume(ns, claim)`` of the ``Store`` or of the small fake's ``Objects``), any other path in a
+``volume(ns, claim)`` of the store, ``fakekube.port.Objects``), any other path in a
 per-container scratch filesystem. Supported: what the work-dir sync and the adapter's tests run:
 ``tar -x``/``-c`` with ``-f -`` and ``-C DIR`` (flags alone or combined: ``-xf``, ``-x -f``),
 ``mkdir [-p]``, ``cat`` (its stdin), ``true``, ``false``, and ``sh -c`` / ``bash -c`` scripts
@@ -23,7 +23,7 @@ Obj = dict[str, Any]
 
 
 class Volumes(Protocol):
-    """Where the files of each volume are (``Store``, or the small fake's ``Objects``)."""
+    """Where the files of each volume are (``fakekube.port.Objects``)."""
 
     def filesystem(self, key: tuple[str, ...]) -> tuple[dict[str, bytes], set[str]]: ...
 

@@ -1,7 +1,8 @@
 """The HTTP streams of the fake API server: watches (newline-delimited JSON events, bookmarks,
 an in-stream 410), followed pod logs, and a fault's own answer (``send``). What they carry comes
-from ``fakekube.api``; this is how it goes over the wire, woken by the store's changes, and cut
-short by a fault."""
+from the store (``fakekube.port.Objects``: the port fake's watches and logs read the same); this
+is how it goes over the wire, woken by the store's changes and the clock's ticks, and cut short
+by a fault."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import api
 from .faults import Body
 from .resources import ResourceKind, StoreError
 
@@ -45,12 +45,14 @@ class _Wakeup:
         self._wake = wake
 
     def __enter__(self) -> asyncio.Event:
-        self.server.store.add_waker(self._wake)
+        with self.server.store.lock:
+            self.server.store.wakers.append(self._wake)
         self.server.stream_events.add(self.event)
         return self.event
 
     def __exit__(self, *exc: object) -> None:
-        self.server.store.remove_waker(self._wake)
+        with self.server.store.lock:
+            self.server.store.wakers.remove(self._wake)
         self.server.stream_events.discard(self.event)
 
 
@@ -67,8 +69,8 @@ async def watch(
     params: Obj,
 ) -> web.StreamResponse:
     """``params``: resource_version, label_selector, field_selector, timeout, bookmarks."""
-    matches = api.watch_matcher(
-        server.store, kind, namespace, params["label_selector"], params["field_selector"]
+    matches = server.store.matcher(
+        kind, namespace, params["label_selector"], params["field_selector"]
     )
     drop_after = request.get(DROP_AFTER)
     response = web.StreamResponse(status=200)
@@ -99,7 +101,7 @@ async def watch(
         with _Wakeup(server) as event:
             cursor = params["resource_version"]
             if cursor is None:  # "" or "0": the current state first
-                objs, cursor = api.snapshot(server.store, kind, matches)
+                objs, cursor = server.store.snapshot(kind, matches)
                 for obj in objs:
                     if not await send("ADDED", obj):
                         return response
@@ -109,14 +111,12 @@ async def watch(
             while not server.closing:
                 event.clear()
                 try:
-                    changes = server.store.changes_after(cursor)
+                    seen, cursor = server.store.events(kind, matches, cursor)
                 except StoreError as err:
                     await send("ERROR", err.status())
                     return response
-                for change in changes:
-                    cursor = change.rv
-                    typed = api.watch_event(change, kind, matches)
-                    if typed is not None and not await send(*typed):
+                for type_, obj in seen:
+                    if not await send(type_, obj):
                         return response
                 now = loop.time()
                 if now >= deadline:
@@ -138,8 +138,7 @@ async def log(
     server: FakeKube, request: web.Request, namespace: str, name: str, params: Obj
 ) -> web.StreamResponse:
     """``params``: container, follow, since_seconds, tail_lines, timestamps."""
-    lines, reader = api.log_read(
-        server.store,
+    lines, reader = server.store.log_read(
         namespace,
         name,
         container=params["container"],

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from .shell import Filesystem, reads_stdin, run_command
+from .shell import reads_stdin
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .port import Objects
 
 Obj = dict[str, Any]
 
@@ -48,7 +48,7 @@ def _on(request: web.Request, stream: str) -> bool:
 
 async def exec_handler(
     request: web.Request,
-    store: Store,
+    store: Objects,
     pod: Obj,
     container: str,
     *,
@@ -77,12 +77,7 @@ async def exec_handler(
                 stdin += data[1:]
             elif data[0] == 255 and data[1:2] == b"\x00" and ws.ws_protocol == V5:
                 break
-    stdout: Iterable[bytes | memoryview]
-    if answer is not None:
-        stdout, stderr, code = [answer] if isinstance(answer, bytes) else answer, b"", 0
-    else:
-        fs = Filesystem(store, pod, container)
-        stdout, stderr, code = await asyncio.to_thread(run_command, fs, argv, bytes(stdin))
+    stdout, stderr, code = await asyncio.to_thread(store.run, pod, container, argv, stdin, answer)
     del stdin
     try:
         if _on(request, "stdout"):  # else the output is discarded
