@@ -266,7 +266,7 @@ def test_delete_sends_the_propagation_policy(
     }
     kube.create(configmap("dependent", metadata={"ownerReferences": [ref]}))
     kube.delete(cm_ref("owner"), propagation=propagation)
-    fake.store.settle()
+    fake.store.collect()
     with pytest.raises(NotFound):
         kube.get(cm_ref("owner"))
     if dependent_survives:

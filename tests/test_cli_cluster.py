@@ -217,7 +217,7 @@ def test_a_job_being_deleted_says_what_holds_it(
     assert re.match(r"kfcompile: TrainJob demo in namespace default not gone after \d+\.\ds", last)
     assert "still there: TrainJob demo (held by foregroundDeletion" in last
     local.store.gc(running=True)
-    local.store.settle()
+    local.store.collect()
     assert run(local, capsys, "list")[1].splitlines()[1:] == []
 
 
@@ -398,7 +398,7 @@ def test_ctrl_c_at_a_terminal_asks_and_cancels(
     interrupt_once_waiting(local)
     code, _, err = run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "done")
     assert code == 130 and "cancelled" in err
-    local.store.settle()
+    local.store.collect()
     assert local.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo") is None
 
 

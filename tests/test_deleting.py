@@ -79,7 +79,7 @@ def test_submit_right_after_cancel_waits_for_the_old_job_then_creates_it(
     ref = running(local)
     old = the_job(local)
     assert old is not None
-    local.fake.gc(lag=3.0)  # the garbage collector notices the deletion 3 s late
+    local.store.gc(lag=3.0)  # the garbage collector notices the deletion 3 s late
     lifecycle.cancel(local.session(), ref)
     told: list[tuple[Remaining, float]] = []
     start, slept = local.clock.monotonic(), len(local.clock.slept)
@@ -106,7 +106,7 @@ def test_submit_right_after_cancel_waits_for_the_old_job_then_creates_it(
 
 def test_submit_says_when_the_old_job_is_still_being_deleted(local: PortCluster) -> None:
     ref = running(local)
-    local.fake.gc(running=False)  # no garbage collector: the old job stays
+    local.store.gc(running=False)  # no garbage collector: the old job stays
     lifecycle.cancel(local.session(), ref)
     start = local.clock.monotonic()
     with pytest.raises(StillDeleting) as info:
@@ -133,14 +133,14 @@ def test_status_and_list_show_a_job_being_deleted_and_what_holds_it(
     local: PortCluster,
 ) -> None:
     ref = running(local)
-    local.fake.gc(running=False)
+    local.store.gc(running=False)
     lifecycle.cancel(local.session(), ref)
     state = lifecycle.status(local.session(), ref).state
     assert (state.state, state.reason) == (State.DELETING, HELD)
     assert "only after up to 30 s" in state.message and "2 pods left" in state.message
     [listed] = lifecycle.list_jobs(local.session(), NAMESPACE)
     assert (listed.state.state, listed.state.reason) == (State.DELETING, HELD)
-    local.fake.gc(running=True)
+    local.store.gc(running=True)
     local.clock.advance(0.5)
     assert the_job(local) is None and pods(local) == []
 
@@ -149,7 +149,7 @@ def test_a_finished_job_being_deleted_keeps_its_state(local: PortCluster) -> Non
     ref = running(local)
     local.fake.at(1.0, lambda: jobs.finish(local.fake, NAMESPACE, "demo"))
     assert lifecycle.wait(local.session(), ref, "done", timeout=30).state.finished
-    local.fake.gc(running=False)
+    local.store.gc(running=False)
     lifecycle.cancel(local.session(), ref)
     state = lifecycle.status(local.session(), ref).state
     assert state.state is State.SUCCEEDED and state.message.endswith(f"; being deleted ({HELD})")
@@ -161,7 +161,7 @@ def test_cancel_wait_says_it_waits_for_the_garbage_collector_and_a_pod_terminati
     ref = running(local)
     [first, second] = sorted(pods(local), key=lambda p: p["metadata"]["name"])
     node = first["spec"]["nodeName"]
-    local.fake.kubelets_down.add(node)  # its pods, once deleted, stay Terminating
+    local.store.kubelets_down.add(node)  # its pods, once deleted, stay Terminating
     told: list[str] = []
     with pytest.raises(StillDeleting) as info:
         lifecycle.cancel(
@@ -180,14 +180,14 @@ def test_cancel_wait_says_it_waits_for_the_garbage_collector_and_a_pod_terminati
     assert f"pod {pod} is Terminating on node {node}" in status.state.message
     [left] = status.nodes
     assert left.reason.startswith(f"Terminating on node {node}: waiting for its kubelet")
-    local.fake.kubelets_down.discard(node)  # the kubelet confirms: the pod goes, then the job
+    local.store.kubelets_down.discard(node)  # the kubelet confirms: the pod goes, then the job
     assert lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10).existed
     assert the_job(local) is None and pods(local) == []
 
 
 def test_cancel_wait_rides_out_a_slow_garbage_collector(local: PortCluster) -> None:
     ref = running(local)
-    local.fake.gc(lag=30.0)  # as a real one with a newly installed kind
+    local.store.gc(lag=30.0)  # as a real one with a newly installed kind
     told: list[Remaining] = []
     start = local.clock.monotonic()
     done = lifecycle.cancel(

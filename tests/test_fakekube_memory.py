@@ -69,7 +69,9 @@ def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
     with FakeKube(crds=[WIDGET_CRD]) as kube:
         kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
-        yield Side(KubeCluster(conn.api_client, request_timeout=5.0), kube.store, kube.store.settle)
+        yield Side(
+            KubeCluster(conn.api_client, request_timeout=5.0), kube.store, kube.store.collect
+        )
 
 
 def test_the_port_and_the_http_server_answer_from_one_store(tmp_path: Path) -> None:
@@ -175,7 +177,7 @@ def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(side: Sid
                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
         store.create(owned_by(widget, pod))
         store.patch_status("v1", "Pod", NS, name, {"phase": "Running"})
-    store.kubelet_down("node-1")
+    store.kubelets_down.add("node-1")
     w_ref = Ref("example.com/v1", "Widget", NS, "w")
     port.delete(w_ref, propagation="Foreground")
     side.settle()
@@ -185,7 +187,7 @@ def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(side: Sid
     assert terminating["deletionTimestamp"] and terminating["deletionGracePeriodSeconds"] == 30
     with pytest.raises(NotFound):  # its node's kubelet confirmed at once
         port.get(Ref("v1", "Pod", NS, "p2"))
-    store.kubelet_up("node-1")
+    store.kubelets_down.discard("node-1")
     side.settle()
     for ref in (w_ref, Ref("v1", "Pod", NS, "p1")):
         with pytest.raises(NotFound):

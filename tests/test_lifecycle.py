@@ -597,7 +597,7 @@ def test_logs_of_every_rank_are_bounded_by_the_pods_not_by_num_nodes(
     lifecycle.wait(local.session(), ref, "done", timeout=10)
     job = _job(local, ref)
     job["spec"]["trainer"]["numNodes"] = 100_000_000
-    local.store.update(job)
+    local.store.put(job)
     told: list[lifecycle.Waiting] = []
 
     def tell(notice: lifecycle.Waiting) -> None:

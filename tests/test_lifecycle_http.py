@@ -33,7 +33,7 @@ def submit(local: LocalCluster, job: JobSpec, target: str = "trainjob/v2.3") -> 
 
 
 def _sync_pods(local: LocalCluster) -> list[dict[str, Any]]:
-    local.store.settle()
+    local.store.collect()
     return local.store.list("v1", "Pod", NAMESPACE, "kfcompile.dev/role=sync")
 
 

@@ -382,7 +382,7 @@ def cluster(shared_cluster: LocalCluster) -> LocalCluster:
 
 
 def _sync_pods(local: LocalCluster) -> list[object]:
-    local.store.settle()
+    local.store.collect()
     return local.store.list("v1", "Pod", NAMESPACE, "kfcompile.dev/role=sync")
 
 

@@ -604,7 +604,7 @@ def test_run_status_log_list_cancel_through_the_torchx_cli(
     finally:
         tail.kill()
     assert tail.returncode == 0, err
-    local.store.settle()
+    local.store.collect()
     assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
     assert local.store.list("v1", "Pod", NAMESPACE) == []
     gone = torchx_process(tmp_path, "status", handle, env=env)

@@ -1,37 +1,22 @@
-"""The fake cluster's one store (``Objects``), and the ``kfcompile.lifecycle.ports.Cluster`` port
-over it (``PortFake``), for the lifecycle tests; the HTTP server (``fakekube.server``) serves the
-same store, so both fronts answer alike.
+"""The fake cluster's one store (``Objects``) and the ``kfcompile.lifecycle.ports.Cluster`` port
+over it (``PortFake``); the HTTP server (``fakekube.server``) serves the same store.
 
-``Objects`` holds the objects, keyed by (apiVersion, kind, namespace, name), each write a new
-resourceVersion and an entry in the history watches resume from (410 once ``compact`` forgot
-it); the kinds served (built in, and those of the CRDs stored); the pods' logs (per container
-and run) and the files of volumes. It answers as the API server does, with ``StoreError`` (a
-``Status``) where the server refuses: a create (``submit``) defaulted, validated (the CRD's
-schema and CEL rules: ``fakekube.validation``) and refused as it would be, a merge ``patch``,
-``delete``, ``page`` (selectors, continue tokens), watch ``events``, ``log_read``,
-``exec_target``. events.k8s.io/v1 Events are stored as core/v1 ones (``fakekube.events``) and
-served in either shape. One lock guards it all: the HTTP server answers on its own thread while
-a test, a script or the clock's ticker writes. Stored objects are replaced, never changed in
-place (the history shares them); ``put``, ``change`` and ``remove`` are a controller's writes,
-unchecked.
+``Objects`` answers as the API server does (``StoreError``, a ``Status``, where it refuses):
+``submit`` (defaulted, validated by ``fakekube.validation``), merge ``patch``, ``delete``,
+``page`` (selectors, continue tokens), watch ``events`` (410 once ``compact`` forgot them),
+``log_read``, ``exec_target``; events.k8s.io/v1 Events are stored as core/v1 ones. One lock
+guards it (the server answers on its own thread). Stored objects are replaced, never changed in
+place (the history shares them); ``put``, ``change``, ``remove`` are a controller's writes,
+unchecked. Deletion as the API server and garbage collector do it: Background, Foreground
+(the owner stays, ``foregroundDeletion``, until its dependents are gone), Orphan; finalizers;
+a running pod on a node in ``kubelets_down`` stays Terminating. ``collect`` (the collector)
+runs at each clock tick and around each HTTP request; ``gc(lag=30)`` delays it, as a real one
+notices a new kind late, ``gc(running=False)`` stops it.
 
-Deletion as the API server and garbage collector do it: ``Background`` removes the object at
-once and its dependents at the collector's next pass; ``Foreground`` keeps an owner (with
-``deletionTimestamp`` and the ``foregroundDeletion`` finalizer) until its dependents are gone,
-deepest first; ``Orphan`` drops the owner reference from the dependents. An object with
-finalizers stays, being deleted, until they are removed; a running pod on a node whose kubelet
-is down (``kubelet_down``) stays Terminating. The collector (``collect``) passes at each tick of
-the clock, and before and after each request the HTTP server answers; it can lag (``gc(lag=30)``:
-it does nothing for 30 s of the store's time, as a real one notices a newly installed kind late)
-or be absent (``gc(running=False)``).
-
-``PortFake``: nothing moves a job by itself; a test scripts what the cluster does (``at``: a
-change at a fake-clock time, ``fakekube.jobs``), and ``FakeClock`` runs it when the code under
-test waits. A watch or a followed log with nothing to say waits on the fake clock, a watch ends
-after its ``timeout_seconds`` with a BOOKMARK. Faults and the record of calls are
-``faults.Faults`` and ``requestlog.RequestLog``, as for the HTTP server: a call is its method
-name and ``Kind/name``. Errors are the port's ``ApiError`` family, ``ValueError`` for a
-namespaced object without a namespace; answers are copies never shared with the store.
+``PortFake``: nothing moves a job by itself; a test scripts it (``at``, ``fakekube.jobs``) and
+``FakeClock`` runs it when the code under test waits; an idle watch or followed log waits on the
+fake clock. Faults and the record of calls are ``faults.Faults`` and ``requestlog.RequestLog``
+(a call: its method name and ``Kind/name``); errors are the port's ``ApiError`` family.
 """
 
 from __future__ import annotations
@@ -47,7 +32,7 @@ import string
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -115,7 +100,7 @@ def container_of(pod: Obj, container: str | None) -> str:
                 f"a container name must be specified for pod {name}, choose one of: "
                 f"[{' '.join(names)}]{also}"
             )
-        return names[0]
+        return str(names[0])
     if container not in names + init:
         raise bad(f"container {container} is not valid for pod {name}")
     return container
@@ -154,9 +139,12 @@ class LogRead:
         if self.ended or pod is None or (pod.get("status") or {}).get("phase") in FINISHED:
             return True
         status = _status(pod, self.key[2])
-        return "terminated" in (status.get("state") or {}) or status.get("restartCount", 0) != (
-            self.run
-        )
+        ended = "terminated" in (status.get("state") or {})
+        return ended or status.get("restartCount", 0) != self.run
+
+
+def _gone(rk: ResourceKind, name: str) -> StoreError:
+    return StoreError(404, "NotFound", f'{rk.resource} "{name}" not found', rk.details(name))
 
 
 class Objects:
@@ -207,9 +195,8 @@ class Objects:
     def kind_by_plural(self, group: str, version: str, plural: str) -> ResourceKind | None:
         with self.lock:
             kinds = list(self.kinds.values())
-        return next(
-            (k for k in kinds if (k.group, k.version, k.plural) == (group, version, plural)), None
-        )
+        wanted = (group, version, plural)
+        return next((k for k in kinds if (k.group, k.version, k.plural) == wanted), None)
 
     def authorize(self, verb: str, rk: ResourceKind, namespace: str | None, name: str | None = None,
                   sub: str | None = None) -> None:  # fmt: skip
@@ -225,12 +212,14 @@ class Objects:
         return (*stored, (namespace or "default") if rk.namespaced else None, name)
 
     @staticmethod
-    def _served(rk: ResourceKind, obj: Obj) -> Obj:
+    def _out(rk: ResourceKind, obj: Obj) -> Obj:
+        """A copy of a stored object as ``rk`` serves it."""
         conversion = CONVERSIONS.get((rk.api_version, rk.kind))
-        return conversion.read(obj) if conversion else obj
+        return clone(conversion.read(obj) if conversion else obj)
 
     @staticmethod
-    def _to_store(rk: ResourceKind, obj: Obj) -> Obj:
+    def _in(rk: ResourceKind, obj: Obj) -> Obj:
+        """An object of ``rk`` as it is stored."""
         conversion = CONVERSIONS.get((rk.api_version, rk.kind))
         return conversion.write(obj) if conversion else obj
 
@@ -241,13 +230,13 @@ class Objects:
         rk = self.kind(api_version, kind)
         with self.lock:
             obj = self.items.get(self._key(rk, namespace, name))
-            return clone(self._served(rk, obj)) if obj is not None else None
+            return self._out(rk, obj) if obj is not None else None
 
     def current(self, rk: ResourceKind, namespace: str | None, name: str) -> Obj:
         """A copy of the object as ``rk`` serves it; StoreError 404 when there is none."""
         found = self.get(rk.api_version, rk.kind, namespace, name)
         if found is None:
-            raise StoreError(404, "NotFound", f'{rk.resource} "{name}" not found', rk.details(name))
+            raise _gone(rk, name)
         return found
 
     def matcher(
@@ -261,10 +250,10 @@ class Objects:
         by_fields = field_matcher(stored[1], conversion.fields(fields) if conversion else fields)
 
         def matches(obj: Obj) -> bool:
-            meta = obj["metadata"]
+            ns = obj["metadata"].get("namespace")
             return (
                 (obj["apiVersion"], obj["kind"]) == stored[:2]
-                and (namespace is None or not rk.namespaced or meta.get("namespace") == namespace)
+                and (namespace is None or not rk.namespaced or ns == namespace)
                 and by_labels(obj)
                 and by_fields(obj)
             )
@@ -282,23 +271,16 @@ class Objects:
         """Copies of the matching objects, ordered by namespace and name (all namespaces: None)."""
         return self.page(self.kind(api_version, kind), namespace, selector)[0]
 
-    def page(
-        self,
-        rk: ResourceKind,
-        namespace: str | None,
-        labels: str = "",
-        fields: str = "",
-        *,
-        limit: int = 0,
-        token: str | None = None,
-    ) -> tuple[builtins.list[Obj], int, str | None, int | None]:
+    def page(self, rk: ResourceKind, namespace: str | None, labels: str = "", fields: str = "", *,
+             limit: int = 0, token: str | None = None
+    ) -> tuple[builtins.list[Obj], int, str | None, int | None]:  # fmt: skip
         """One page of a list: ``(items, resourceVersion, continue token when more remain, how
-        many remain)`` (the server counts them only without selectors). Items come in key order
-        and a token says the last key given, so an unchanged set is never skipped or repeated;
-        StoreError 400 for a bad token, 410 for one older than the last ``compact``."""
+        many remain)`` (counted only without selectors, as the server does). A token says the
+        last key given, so an unchanged set is never skipped or repeated; StoreError 400 for a
+        bad token, 410 for one older than the last ``compact``."""
         matches = self.matcher(rk, namespace, labels, fields)
         with self.lock:
-            rv, after = self.rv, None
+            rv, after = self.rv, ("", "")
             if token:
                 try:
                     decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
@@ -306,19 +288,12 @@ class Objects:
                 except (ValueError, KeyError, TypeError, IndexError) as exc:
                     raise bad(f"continue key is not valid: {exc}") from exc
                 if rv < self.compacted:
-                    raise StoreError(
-                        410,
-                        "Expired",
-                        "The provided continue parameter is too old to display a consistent "
-                        "list result. You can start a new list without the continue parameter.",
-                    )
-            found = [
-                (k, o)
-                for k, o in self._selected(rk, matches)
-                if after is None or (k[2] or "", k[3]) > after
-            ]
+                    raise StoreError(410, "Expired", "The provided continue parameter is too old "
+                                     "to display a consistent list result. You can start a new "
+                                     "list without the continue parameter.")  # fmt: skip
+            found = [(k, o) for k, o in self._selected(rk, matches) if (k[2] or "", k[3]) > after]
             page = found[:limit] if limit else found
-            items = [clone(self._served(rk, obj)) for _, obj in page]
+            items = [self._out(rk, obj) for _, obj in page]
         if len(page) == len(found):
             return items, rv, None, None
         last = page[-1][0]
@@ -329,7 +304,7 @@ class Objects:
     def snapshot(self, rk: ResourceKind, matches: Matcher) -> tuple[builtins.list[Obj], int]:
         """What a watch from "now" starts with: the matching objects and the resourceVersion."""
         with self.lock:
-            return [clone(self._served(rk, o)) for _, o in self._selected(rk, matches)], self.rv
+            return [self._out(rk, o) for _, o in self._selected(rk, matches)], self.rv
 
     def events(
         self, rk: ResourceKind, matches: Matcher, cursor: int
@@ -339,16 +314,15 @@ class Objects:
         for the watcher, one entering it ADDED, as the server's watch cache says."""
         with self.lock:
             if cursor < self.compacted:
-                raise StoreError(
-                    410, "Expired", f"too old resource version: {cursor} ({self.compacted + 1})"
-                )
+                message = f"too old resource version: {cursor} ({self.compacted + 1})"
+                raise StoreError(410, "Expired", message)
             changes = self.changes[bisect.bisect(self.changes, cursor, key=itemgetter(0)) :]
         out = []
         for _, type_, obj, old in changes:
             now, before = type_ != "DELETED" and matches(obj), old is not None and matches(old)
             if now or before:
                 seen = "MODIFIED" if now and before else "ADDED" if now else "DELETED"
-                out.append((seen, clone(self._served(rk, obj))))
+                out.append((seen, self._out(rk, obj)))
         return out, changes[-1][0] if changes else cursor
 
     # --- writing ---------------------------------------------------------------------------
@@ -365,15 +339,11 @@ class Objects:
             del self.items[key]
         else:
             self.items[key] = obj
-        if key[:2] == CRD_KEY:  # what a CRD serves goes with it (its validator is built once)
-            self.kinds = {
-                k: v
-                for k, v in self.kinds.items()
-                if (v.crd or {"metadata": {}})["metadata"].get("name") != key[3]
-            }
+        if key[:2] == CRD_KEY:  # what a CRD serves goes with it
+            kept = self.kinds.items()
+            self.kinds = {k: v for k, v in kept if not v.crd or v.crd["metadata"]["name"] != key[3]}
             if type_ != "DELETED":
-                served = crd_kinds(given or obj)
-                self.kinds |= {(k.api_version, k.kind): k for k in served}
+                self.kinds |= {(k.api_version, k.kind): k for k in crd_kinds(given or obj)}
         self.changes.append((self.rv, type_, obj, old if type_ != "ADDED" else None))
         self.wake()
         return obj
@@ -388,7 +358,7 @@ class Objects:
         return it as stored; no checks. Neither ``obj`` nor the answer may be changed after."""
         with self.lock:
             rk, given = self.kind(obj["apiVersion"], obj["kind"]), obj
-            obj = self._to_store(rk, obj)
+            obj = self._in(rk, obj)
             obj = {**obj, "metadata": dict(obj.get("metadata") or {})}
             meta = obj["metadata"]
             key = self._key(rk, meta.get("namespace"), meta["name"])
@@ -398,8 +368,6 @@ class Objects:
             meta.setdefault("creationTimestamp", rfc3339(self.clock.time()))
             meta.setdefault("generation", 1)
             return self._write("ADDED", key, obj, None, given=given)
-
-    update = put
 
     def change(
         self, api_version: str, kind: str, namespace: str | None, name: str, patch: Obj
@@ -418,17 +386,15 @@ class Objects:
             return self._replace(key, {**self.items[key], "status": clone(status)})
 
     def remove(self, key: Key) -> None:
-        """Gone at once (what it owns goes at the collector's next pass)."""
+        """Gone at once (what it owns goes at the collector's next pass); its pod's logs and
+        scratch files with it."""
         with self.lock:
-            self._remove(key)
-
-    def _remove(self, key: Key) -> None:
-        self._write("DELETED", key, self.items[key], self.items[key])
-        if key[:2] == ("v1", "Pod"):  # its logs and scratch files go with it
-            for log in [k for k in self.logs if k[:2] == key[2:]]:
-                del self.logs[log]
-            for fs in [k for k in self.volumes if k[0] == "pod" and k[1:3] == key[2:]]:
-                del self.volumes[fs]
+            self._write("DELETED", key, self.items[key], self.items[key])
+            if key[:2] == ("v1", "Pod"):
+                for log in [k for k in self.logs if k[:2] == key[2:]]:
+                    del self.logs[log]
+                for fs in [k for k in self.volumes if k[0] == "pod" and k[1:3] == key[2:]]:
+                    del self.volumes[fs]
 
     def _replace(
         self, key: Key, new: Obj, *, server: bool = False, keep_status: bool = False
@@ -450,19 +416,17 @@ class Objects:
                 meta.pop(field, None)
         meta["resourceVersion"] = was["resourceVersion"]
         outside = {k for k in (*new, *old) if k not in ("metadata", "status")}
-        meta["generation"] = was.get("generation", 1) + any(
-            new.get(k) != old.get(k) for k in outside
-        )
+        grown = any(new.get(k) != old.get(k) for k in outside)
+        meta["generation"] = was.get("generation", 1) + grown
         if keep_status:
-            new = {k: v for k, v in new.items() if k != "status"} | (
-                {"status": old["status"]} if "status" in old else {}
-            )
+            new = {k: v for k, v in new.items() if k != "status"}
+            new |= {"status": old["status"]} if "status" in old else {}
         if key[:2] == ("v1", "Secret") and "stringData" in new:
             server_defaults(self.kind("v1", "Secret"), new, rfc3339(self.clock.time()))
         if new == old:
             return old
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._held(new):
-            self._remove(key)
+            self.remove(key)
             return new
         return self._write("MODIFIED", key, new, old)
 
@@ -485,16 +449,13 @@ class Objects:
             if rk.namespaced:
                 namespace = meta["namespace"] = meta.get("namespace") or "default"
                 if (*NAMESPACE_KEY, None, namespace) not in self.items:
-                    details = {"name": namespace, "kind": "namespaces"}
-                    raise StoreError(
-                        404, "NotFound", f'namespaces "{namespace}" not found', details
-                    )
+                    message, details = f'namespaces "{namespace}" not found', {"name": namespace}
+                    raise StoreError(404, "NotFound", message, details | {"kind": "namespaces"})
             else:
                 meta.pop("namespace", None)
             if not meta.get("name"):
-                meta["name"] = self._generated_name(
-                    rk, meta.get("generateName"), meta.get("namespace")
-                )
+                prefix = meta.get("generateName")
+                meta["name"] = self._generated_name(rk, prefix, meta.get("namespace"))
             check_name(rk, meta["name"])
             key = self._key(rk, meta.get("namespace"), meta["name"])
             if key in self.items:
@@ -507,10 +468,10 @@ class Objects:
             server_defaults(rk, obj, now)
             if dry_run:
                 return obj
-            stored = self._write("ADDED", key, self._to_store(rk, obj), None, given=original)
+            stored = self._write("ADDED", key, self._in(rk, obj), None, given=original)
             for hook in self.on_create:
                 hook(stored)
-            return {**stored} if is_crd else clone(self._served(rk, stored))  # (a CRD is big)
+            return {**stored} if is_crd else self._out(rk, stored)  # (a CRD is big)
 
     def _generated_name(self, rk: ResourceKind, prefix: str | None, namespace: str | None) -> str:
         """``prefix`` and five random characters (apiserver ``names.SimpleNameGenerator``)."""
@@ -520,9 +481,8 @@ class Objects:
             message = f'{rk.kind} "" is invalid: metadata.name: {required}'
             raise StoreError(422, "Invalid", message, {**rk.details(""), "causes": [cause]})
         while True:
-            name = prefix + "".join(
-                secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5)
-            )
+            alphabet = string.ascii_lowercase + string.digits
+            name = prefix + "".join(secrets.choice(alphabet) for _ in range(5))
             if self._key(rk, namespace, name) not in self.items:
                 return name
 
@@ -548,48 +508,36 @@ class Objects:
             if not rk.namespaced:
                 del meta["namespace"]
             result["apiVersion"], result["kind"] = rk.api_version, rk.kind
-            obj = self._to_store(rk, validate(rk, result, strict=False, old=stored))
+            obj = self._in(rk, validate(rk, result, strict=False, old=stored))
             asked = (change.get("metadata") or {}).get("resourceVersion")
             if asked and asked != stored["metadata"]["resourceVersion"]:
-                raise StoreError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on {rk.resource} "{name}": the object has been '
-                    "modified; please apply your changes to the latest version and try again",
-                    rk.details(name),
-                )
+                message = (f'Operation cannot be fulfilled on {rk.resource} "{name}": the object '
+                           "has been modified; please apply your changes to the latest version "
+                           "and try again")  # fmt: skip
+                raise StoreError(409, "Conflict", message, rk.details(name))
             key = self._key(rk, namespace, name)
             out = self._replace(key, obj, keep_status="status" in rk.subresources)
             for hook in self.on_patch:
                 hook(out)
-            return clone(self._served(rk, out))
+            return self._out(rk, out)
 
     # --- deleting --------------------------------------------------------------------------
 
-    def delete(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        name: str,
-        propagation: str = "Background",
-    ) -> tuple[Obj, bool]:
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str,
+               propagation: str = "Background") -> tuple[Obj, bool]:  # fmt: skip
         """Delete with ``propagation``: ``(last state, whether it is gone already)``; StoreError
         404 when it does not exist."""
         if propagation not in PROPAGATIONS:
-            raise bad(
-                f'propagationPolicy: Unsupported value: "{propagation}": supported values: '
-                '"Foreground", "Background", "Orphan"'
-            )
+            raise bad(f'propagationPolicy: Unsupported value: "{propagation}": supported values: '
+                      '"Foreground", "Background", "Orphan"')  # fmt: skip
         rk = self.kind(api_version, kind)
         if (rk.api_version, rk.kind) in (NAMESPACE_KEY, CRD_KEY):
             # Nothing the fake serves deletes them; a half-done emptying would mislead.
             raise StoreError(405, "MethodNotAllowed", f"fakekube does not delete {rk.plural}")
         with self.lock:
             self.current(rk, namespace, name)
-            key = self._key(rk, namespace, name)
-            obj, gone = self._delete(key, propagation)
-            return clone(self._served(rk, obj)), gone
+            obj, gone = self._delete(self._key(rk, namespace, name), propagation)
+            return self._out(rk, obj), gone
 
     def _delete(self, key: Key, propagation: str) -> tuple[Obj, bool]:
         obj = self.items[key]
@@ -599,32 +547,25 @@ class Objects:
         if propagation == "Orphan":
             for dependent in self._dependents(meta["uid"]):
                 self._disown(dependent, meta["uid"])
-        now = self.clock.time()
-        if self._held(obj):  # the API server waits for the node's kubelet
-            grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            stamp = {"deletionTimestamp": rfc3339(now + grace), "deletionGracePeriodSeconds": grace}
-            return self._replace(key, merge_patch(obj, {"metadata": stamp}), server=True), False
+        held = self._held(obj)  # the API server waits for the node's kubelet
+        grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30) if held else 0
         finalizers = list(meta.get("finalizers") or [])
         # (with no dependents it goes at once, as if the collector dropped the finalizer then)
-        if propagation == "Foreground" and self._dependents(meta["uid"]):
+        if not held and propagation == "Foreground" and self._dependents(meta["uid"]):
             finalizers.append(FOREGROUND)
-        if not finalizers:
-            self._remove(key)
+        if not held and not finalizers:
+            self.remove(key)
             return obj, True
-        stamp = {
-            "deletionTimestamp": rfc3339(now),
-            "deletionGracePeriodSeconds": 0,
-            "finalizers": finalizers,
-        }
+        at = rfc3339(self.clock.time() + grace)
+        stamp = {"deletionTimestamp": at, "deletionGracePeriodSeconds": grace}
+        stamp |= {} if held else {"finalizers": finalizers}
         return self._replace(key, merge_patch(obj, {"metadata": stamp}), server=True), False
 
     def _held(self, obj: Obj) -> bool:
         """Whether deleting ``obj`` leaves it Terminating: a pod still running on a node whose
         kubelet does not confirm it stopped."""
-        node, phase = (
-            (obj.get("spec") or {}).get("nodeName"),
-            (obj.get("status") or {}).get("phase"),
-        )
+        node = (obj.get("spec") or {}).get("nodeName")
+        phase = (obj.get("status") or {}).get("phase")
         return obj["kind"] == "Pod" and node in self.kubelets_down and phase not in FINISHED
 
     def _dependents(self, uid: str) -> builtins.list[Key]:
@@ -647,18 +588,8 @@ class Objects:
                 self.gc_from = self.clock.time() + lag
             self._collected = None
 
-    def kubelet_down(self, node: str) -> None:
-        """No kubelet on ``node`` from now on: its pods, once deleted, stay Terminating."""
-        with self.lock:
-            self.kubelets_down.add(node)
-
-    def kubelet_up(self, node: str) -> None:
-        """``node``'s kubelet is back: its Terminating pods go at the collector's next pass."""
-        with self.lock:
-            self.kubelets_down.discard(node)
-
     def collect(self) -> None:
-        """The garbage collector's pass, until it has nothing left to do: dependents of owners
+        """The garbage collector's passes, until it has nothing left to do: dependents of owners
         gone go (or lose that owner, if they have another); an owner deleted in the foreground
         has its dependents deleted (foreground too, if they have their own) and loses its
         finalizer once none is left; a Terminating pod whose kubelet is back goes."""
@@ -677,11 +608,8 @@ class Objects:
                 children.setdefault(uid, []).append(key)
 
         def alive(uid: str) -> bool:
-            return (
-                uid in uids
-                and uids[uid] in self.items
-                and not self.items[uids[uid]]["metadata"].get("deletionTimestamp")
-            )
+            obj = self.items.get(uids[uid]) if uid in uids else None
+            return obj is not None and not obj["metadata"].get("deletionTimestamp")
 
         for key in builtins.list(self.items):
             obj = self.items.get(key)
@@ -689,12 +617,11 @@ class Objects:
                 continue  # gone as another's dependent
             meta = obj["metadata"]
             gone = [u for u in _owners(obj) if u not in uids]
-            if gone:
-                if any(alive(u) for u in _owners(obj)):
-                    for uid in gone:
-                        self._disown(key, uid)
-                else:
-                    self._delete(key, "Background")
+            if gone and any(alive(u) for u in _owners(obj)):
+                for uid in gone:
+                    self._disown(key, uid)
+            elif gone:
+                self._delete(key, "Background")
             elif meta.get("deletionTimestamp") and FOREGROUND in (meta.get("finalizers") or []):
                 uid = meta["uid"]
                 for dependent in children.get(uid, []):
@@ -704,23 +631,13 @@ class Objects:
                     if any(u != uid and alive(u) for u in _owners(dep)):
                         self._disown(dependent, uid)
                     else:
-                        self._delete(
-                            dependent,
-                            "Foreground" if children.get(dep["metadata"]["uid"]) else "Background",
-                        )
+                        deep = children.get(dep["metadata"]["uid"])
+                        self._delete(dependent, "Foreground" if deep else "Background")
                 if not self._dependents(uid):
-                    left = [f for f in meta["finalizers"] if f != FOREGROUND]
-                    self._replace(
-                        key, {**obj, "metadata": {**meta, "finalizers": left}}, server=True
-                    )
-            elif (
-                meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._held(obj)
-            ):
-                self._remove(key)  # a Terminating pod its kubelet is back for
-
-    def settle(self) -> None:
-        """Let the garbage collector do what it can now."""
-        self.collect()
+                    left = {"finalizers": [f for f in meta["finalizers"] if f != FOREGROUND]}
+                    self._replace(key, {**obj, "metadata": meta | left}, server=True)
+            elif meta.get("deletionTimestamp") and not (meta.get("finalizers") or self._held(obj)):
+                self.remove(key)  # a Terminating pod its kubelet is back for
 
     def compact(self) -> None:
         """Forget the history, as etcd compaction does: older versions and tokens give 410."""
@@ -741,26 +658,16 @@ class Objects:
             self.logs.setdefault((namespace, pod, container), []).append((when, text, run))
             self.wake()
 
-    def log_read(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        container: str | None,
-        since_seconds: float | None,
-        tail_lines: int | None,
-        stamps: bool,
-    ) -> tuple[builtins.list[str], LogRead]:
+    def log_read(self, namespace: str, name: str, *, container: str | None,
+                 since_seconds: float | None, tail_lines: int | None, stamps: bool
+    ) -> tuple[builtins.list[str], LogRead]:  # fmt: skip
         """The container's current run as it is (``since``/``tail`` applied), and the reader of
         what comes next: StoreError 400 while the container waits to start; nothing at all for a
         pod not scheduled yet (there is no kubelet to ask: ``LogLocation`` has no node)."""
         pod = self.current(self.kind("v1", "Pod"), namespace, name)
         chosen = container_of(pod, container)
-        status = _status(pod, chosen)
-        state, pending = (
-            status.get("state") or {},
-            (pod.get("status") or {}).get("phase", "Pending") == "Pending",
-        )
+        status, state = _status(pod, chosen), _status(pod, chosen).get("state") or {}
+        pending = (pod.get("status") or {}).get("phase", "Pending") == "Pending"
         if not (pod.get("spec") or {}).get("nodeName") and not status and pending:
             return [], LogRead(self, (namespace, name, chosen), 0, stamps, ended=True)
         if "waiting" in state or (not status and pending):
@@ -788,14 +695,9 @@ class Objects:
             raise bad(f'unable to upgrade connection: container not found ("{chosen}")')
         return pod, chosen
 
-    def run(
-        self,
-        pod: Obj,
-        container: str,
-        argv: builtins.list[str],
-        stdin: bytes | bytearray,
-        answer: bytes | Iterable[bytes] | None = None,
-    ) -> tuple[Iterable[bytes | memoryview], bytes, int]:
+    def run(self, pod: Obj, container: str, argv: builtins.list[str], stdin: bytes | bytearray,
+            answer: bytes | Iterable[bytes] | None = None
+    ) -> tuple[Iterable[bytes | memoryview], bytes, int]:  # fmt: skip
         """An exec's ``(stdout chunks, stderr, exit code)``: its command run on the pod's volumes
         (``fakekube.shell``), or ``answer`` (a fault's stdout) and exit 0."""
         if answer is not None:
@@ -813,12 +715,6 @@ class Objects:
         return self.filesystem(("pvc", namespace, claim))[0]
 
 
-# What a port call needs of RBAC: its verb and subresource (``served`` is discovery: nothing).
-_ACCESS = {"get": ("get", None), "create": ("create", None), "patch": ("patch", None),
-           "delete": ("delete", None), "list": ("list", None), "watch": ("watch", None),
-           "pod_log": ("get", "log"), "exec": ("create", "exec")}  # fmt: skip
-
-
 class PortFake:
     """The ``Cluster`` port over ``Objects``; ``at`` scripts what happens."""
 
@@ -828,8 +724,6 @@ class PortFake:
         self.faults = Faults(self.objects, port=True)
         self.calls = RequestLog()
         self.on_create, self.on_patch = self.objects.on_create, self.objects.on_patch
-        self.kubelets_down = self.objects.kubelets_down
-        self.errors: builtins.list[Exception] = []  # scripted changes a deletion made moot
         self._script: builtins.list[tuple[float, Callable[[], object]]] = []
         self._lock = threading.Lock()  # a request's hook schedules while the clock ticks
         self.clock.drive(self._tick)
@@ -841,9 +735,6 @@ class PortFake:
         with self._lock:
             self._script.append((self.clock.monotonic() + seconds, change))
 
-    def gc(self, *, running: bool | None = None, lag: float | None = None) -> None:
-        self.objects.gc(running=running, lag=lag)
-
     def log(self, namespace: str, pod: str, *lines: str) -> None:
         """The pod's (first) container writes ``lines`` now."""
         found = self.objects.items.get(("v1", "Pod", namespace, pod))
@@ -854,13 +745,11 @@ class PortFake:
     def _tick(self) -> None:
         with self._lock:  # (not held while a change runs: it takes the store's lock)
             now = self.clock.monotonic()
-            due = [step for step in self._script if step[0] <= now]
+            due = [change for at, change in self._script if at <= now]
             self._script = [step for step in self._script if step[0] > now]
-        for _, change in due:
-            try:
+        for change in due:
+            with suppress(KeyError, StoreError):  # its object deleted meanwhile
                 change()
-            except (KeyError, StoreError) as exc:  # its object deleted meanwhile
-                self.errors.append(exc)
         self.objects.collect()
         self.objects.wake()
 
@@ -871,61 +760,44 @@ class PortFake:
         return self.objects.served(api_version, kind) is not None
 
     def get(self, ref: Ref) -> Obj:
-        with self._call("get", ref.api_version, ref.kind, ref.namespace, ref.name) as (rk, fault):
-            return self._answer(fault, self.objects.current(rk, ref.namespace, ref.name))
+        with self._call("get", *_at(ref)) as (rk, fault):
+            return _answer(fault, self.objects.current(rk, ref.namespace, ref.name))
 
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         meta = obj.get("metadata") or {}
-        shape = {"dry_run": dry_run} if dry_run else {}
-        call = ("create", obj["apiVersion"], obj["kind"], meta.get("namespace"), meta.get("name"))
-        with self._call(*call, **shape) as (rk, fault):
+        ref = (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta.get("name"))
+        with self._call("create", *ref, **({"dry_run": True} if dry_run else {})) as (rk, fault):
             # the adapter sends fieldValidation=Strict
-            return self._answer(fault, self.objects.submit(rk, obj, strict=True, dry_run=dry_run))
+            return _answer(fault, self.objects.submit(rk, obj, strict=True, dry_run=dry_run))
 
     def patch(self, ref: Ref, patch: Obj) -> Obj:
-        with self._call("patch", ref.api_version, ref.kind, ref.namespace, ref.name) as (rk, fault):
-            return self._answer(fault, self.objects.patch(rk, ref.namespace, ref.name, patch))
+        with self._call("patch", *_at(ref)) as (rk, fault):
+            return _answer(fault, self.objects.patch(rk, ref.namespace, ref.name, patch))
 
     def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
-        call = ("delete", ref.api_version, ref.kind, ref.namespace, ref.name)
-        with self._call(*call, propagation=propagation) as (_, fault):
+        with self._call("delete", *_at(ref), propagation=propagation) as (_, fault):
             self.objects.delete(ref.api_version, ref.kind, ref.namespace, ref.name, propagation)
-            self._answer(fault, None)
+            _answer(fault, None)
 
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str = "",
-        field_selector: str = "",
-        limit: int = 500,
-        continue_token: str | None = None,
-    ) -> Page:
+    def list(self, api_version: str, kind: str, namespace: str | None, *, label_selector: str = "",
+             field_selector: str = "", limit: int = 500, continue_token: str | None = None,
+    ) -> Page:  # fmt: skip
         shape = {"label_selector": label_selector, "field_selector": field_selector, "limit": limit}
         with self._call("list", api_version, kind, namespace, None, **shape) as (rk, fault):
             items, rv, token, left = self.objects.page(
                 rk, namespace, label_selector, field_selector, limit=limit, token=continue_token
             )
-            return self._answer(fault, Page(items, str(rv), token, left))
+            return _answer(fault, Page(items, str(rv), token, left))
 
-    def watch(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        *,
-        resource_version: str,
-        label_selector: str = "",
-        field_selector: str = "",
-        timeout_seconds: int = 60,
-    ) -> Iterator[WatchEvent]:
+    def watch(self, api_version: str, kind: str, namespace: str | None, *, resource_version: str,
+              label_selector: str = "", field_selector: str = "", timeout_seconds: int = 60,
+    ) -> Iterator[WatchEvent]:  # fmt: skip
         shape = {"label_selector": label_selector, "field_selector": field_selector}
-        call = ("watch", api_version, kind, namespace, None)
-        with self._call(*call, **shape, rv=resource_version) as (rk, fault):
+        with self._call(
+            "watch", api_version, kind, namespace, None, **shape, rv=resource_version
+        ) as (rk, fault):
             matches = self.objects.matcher(rk, namespace, label_selector, field_selector)
-            self._answer(fault, None)  # a lost answer: the stream never came
+            _answer(fault, None)  # a lost answer: the stream never came
 
         def events() -> Iterator[WatchEvent]:
             deadline = self.clock.monotonic() + timeout_seconds
@@ -934,29 +806,22 @@ class PortFake:
                 objs, cursor = self.objects.snapshot(rk, matches)
                 yield from (WatchEvent("ADDED", obj) for obj in objs)
             while True:
-                with self._errors():
+                with _errors():
                     seen, cursor = self.objects.events(rk, matches, cursor)
                 yield from (WatchEvent(type_, obj) for type_, obj in seen)
                 if self.clock.monotonic() >= deadline:
                     meta = {"resourceVersion": str(cursor)}
-                    bookmark = {"apiVersion": api_version, "kind": kind, "metadata": meta}
-                    yield WatchEvent("BOOKMARK", bookmark)
+                    yield WatchEvent("BOOKMARK", {"apiVersion": api_version, "kind": kind,
+                                                  "metadata": meta})  # fmt: skip
                     return
                 self.clock.idle(until=deadline)
 
         yield from _cut(events(), fault)
 
-    def pod_log(
-        self,
-        namespace: str,
-        pod: str,
-        *,
-        container: str | None = None,
-        follow: bool = False,
-        since_seconds: int | None = None,
-        tail_lines: int | None = None,
-        timestamps: bool = False,
-    ) -> Iterator[str]:
+    def pod_log(self, namespace: str, pod: str, *, container: str | None = None,
+                follow: bool = False, since_seconds: int | None = None,
+                tail_lines: int | None = None, timestamps: bool = False,
+    ) -> Iterator[str]:  # fmt: skip
         shape = {"container": container, "follow": follow, "since_seconds": since_seconds,
                  "tail_lines": tail_lines, "timestamps": timestamps}  # fmt: skip
         with self._call("pod_log", "v1", "Pod", namespace, pod, **shape) as (_, fault):
@@ -964,7 +829,7 @@ class PortFake:
                 namespace, pod, container=container, since_seconds=since_seconds,
                 tail_lines=tail_lines, stamps=timestamps,
             )  # fmt: skip
-            self._answer(fault, None)
+            _answer(fault, None)
 
         def read() -> Iterator[str]:
             yield from lines
@@ -977,27 +842,21 @@ class PortFake:
 
         yield from _cut((line.removesuffix("\n") for line in read()), fault)
 
-    def exec(
-        self,
-        namespace: str,
-        pod: str,
-        container: str,
-        command: Sequence[str],
-        stdin: bytes | Iterable[bytes] = b"",
-        *,
-        stdout: Callable[[ExecOutput], object] | None = None,
-    ) -> ExecResult:
-        with self._call("exec", "v1", "Pod", namespace, pod, command=list(command)) as (_, fault):
+    def exec(self, namespace: str, pod: str, container: str, command: Sequence[str],
+             stdin: bytes | Iterable[bytes] = b"", *,
+             stdout: Callable[[ExecOutput], object] | None = None,
+    ) -> ExecResult:  # fmt: skip
+        argv = list(command)
+        with self._call("exec", "v1", "Pod", namespace, pod, command=argv) as (_, fault):
             if not command:
                 raise bad("you must specify at least 1 command")
             target, chosen = self.objects.exec_target(namespace, pod, container)
-        argv = list(command)
         data = b""
         if reads_stdin(argv):  # drawn as the command reads it; what it raises passes through
             data = stdin if isinstance(stdin, bytes) else b"".join(stdin)
         answer = fault.exec_stdout if fault is not None else None
         chunks, stderr, code = self.objects.run(target, chosen, argv, data, answer)
-        self._answer(fault, None)  # a lost answer: the command ran, its end unheard
+        _answer(fault, None)  # a lost answer: the command ran, its end unheard
         ended = ExecResult(b"", stderr, code)
 
         def output() -> ExecOutput:
@@ -1018,16 +877,14 @@ class PortFake:
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _enter(
-        self, op: str, api_version: str, kind: str, namespace: str | None, name: str | None,
-        **args: Any,
-    ) -> Fault | None:  # fmt: skip
+    def _enter(self, op: str, api_version: str, kind: str, namespace: str | None,
+               name: str | None, **args: Any) -> Fault | None:  # fmt: skip
         """Record the call and take its fault: a status or a dropped call raises here."""
         path = f"{kind}/{name or ''}"
         fault = self.faults.take(op, path, op == "watch")
-        record = RequestRecord(op, path, args, op == "watch", verb=op, fault=fault)
-        record.time, record.api_version, record.kind = self.clock.monotonic(), api_version, kind
-        record.namespace, record.name = namespace, name
+        record = RequestRecord(op, path, args, op == "watch", verb=op, fault=fault,
+                               time=self.clock.monotonic(), api_version=api_version, kind=kind,
+                               namespace=namespace, name=name)  # fmt: skip
         self.calls.append(record)
         error = fault.port_error() if fault is not None else None
         if error is not None:
@@ -1036,34 +893,44 @@ class PortFake:
 
     @contextmanager
     def _call(
-        self, op: str, api_version: str, kind: str, namespace: str | None, name: str | None,
+        self,
+        op: str,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str | None,
         **args: Any,
-    ) -> Iterator[tuple[ResourceKind, Fault | None]]:  # fmt: skip
-        """``_enter``, then the kind served, the namespace given and RBAC checked; the store's
-        refusals become the port's errors."""
+    ) -> Iterator[tuple[ResourceKind, Fault | None]]:
+        """``_enter``, then the kind served, the namespace given and RBAC checked (verb and
+        subresource); the store's refusals become the port's errors."""
         fault = self._enter(op, api_version, kind, namespace, name, **args)
-        with self._errors():
+        with _errors():
             rk = self.objects.kind(api_version, kind)
             if rk.namespaced and namespace is None and op not in ("list", "watch"):
                 raise ValueError(f"{kind} is namespaced: the object needs a namespace")
-            verb, sub = _ACCESS[op]
+            verb, sub = {"pod_log": ("get", "log"), "exec": ("create", "exec")}.get(op, (op, None))
             self.objects.authorize(verb, rk, namespace, None if op == "create" else name, sub)
             yield rk, fault
 
-    @staticmethod
-    @contextmanager
-    def _errors() -> Iterator[None]:
-        try:
-            yield
-        except StoreError as exc:
-            raise port_error(exc.code, exc.reason, exc.message) from None
 
-    @staticmethod
-    def _answer(fault: Fault | None, result: Any) -> Any:
-        """``result``, which a ``lost`` fault loses after the call happened."""
-        if fault is not None and fault.lost:
-            raise Transient(0, "Timeout", "read timed out (injected: the call was done)")
-        return result
+def _at(ref: Ref) -> tuple[str, str, str | None, str]:
+    return ref.api_version, ref.kind, ref.namespace, ref.name
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """The store's refusals as the port's errors."""
+    try:
+        yield
+    except StoreError as exc:
+        raise port_error(exc.code, exc.reason, exc.message) from None
+
+
+def _answer(fault: Fault | None, result: Any) -> Any:
+    """``result``, which a ``lost`` fault loses after the call happened."""
+    if fault is not None and fault.lost:
+        raise Transient(0, "Timeout", "read timed out (injected: the call was done)")
+    return result
 
 
 def _cut(items: Iterator[Any], fault: Fault | None) -> Iterator[Any]:
