@@ -69,9 +69,8 @@ def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
     with FakeKube(crds=[WIDGET_CRD]) as kube:
         kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
-        yield Side(
-            KubeCluster(conn.api_client, request_timeout=5.0), kube.store, kube.store.collect
-        )
+        port = KubeCluster(conn.api_client, request_timeout=5.0)
+        yield Side(port, kube.store, kube.store.collect)
 
 
 def test_the_port_and_the_http_server_answer_from_one_store(tmp_path: Path) -> None:

@@ -1,11 +1,9 @@
 """What Kubeflow Trainer (with JobSet) or the Training Operator and the kubelets write for a job,
-as steps a lifecycle test scripts on a ``PortFake``: ``start`` (a Running pod per rank, labelled
-as JobSet or the operator labels them, the Job controller's event for each TrainJob pod, the job
-running), ``restart`` (a PyTorchJob's ``Restarting``), ``finish`` (the pods' ends and the job's
-condition). ``runs`` does them for each job created, at fake-clock times after its create;
-``helpers`` is the kubelet of the work-dir sync's helper pods. The shapes are KUBEFLOW.md's
-(trainer ``pkg/apis/trainer/v1alpha1``, training-operator ``pkg/apis/kubeflow.org/v1``, JobSet's
-labels, core/v1 PodStatus, events.k8s.io/v1 Event)."""
+as steps a test scripts on a ``PortFake``: ``start``, ``train``/``progress``, ``crash``/``restart``
+(a PyTorchJob's), ``pending``, ``finish``; ``runs``, ``kueue`` and ``suspends`` do them for each
+job at fake-clock times; ``helpers`` is the kubelet of the work-dir sync's helper pods. Shapes
+are KUBEFLOW.md's (trainer ``pkg/apis/trainer/v1alpha1``, training-operator
+``pkg/apis/kubeflow.org/v1``, JobSet's labels, core/v1 PodStatus, events.k8s.io/v1 Event)."""
 
 from __future__ import annotations
 
@@ -19,21 +17,8 @@ from kfcompile.spec.additions import QUEUE_LABEL
 from .port import Obj, PortFake
 from .resources import rfc3339
 
-__all__ = [
-    "crash",
-    "finish",
-    "helpers",
-    "kueue",
-    "pending",
-    "pod_name",
-    "pods",
-    "progress",
-    "restart",
-    "runs",
-    "start",
-    "suspends",
-    "train",
-]
+__all__ = ["crash", "finish", "helpers", "kueue", "pending", "pod_name", "pods", "progress",
+           "restart", "runs", "start", "suspends", "train"]  # fmt: skip
 
 KINDS = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
 Plan = tuple[str, int, dict[str, str]]  # a pod's name, rank and labels
@@ -53,7 +38,8 @@ def _plans(job: Obj) -> list[Plan]:
                   "jobset.sigs.k8s.io/replicatedjob-name": "node"}  # fmt: skip
         nodes = int((spec.get("trainer") or {}).get("numNodes", 1))
         return [(pod_name(name, r), r, {**labels, COMPLETION_INDEX: str(r)}) for r in range(nodes)]
-    plans, replicas = [], spec.get("pytorchReplicaSpecs") or {}
+    plans: list[Plan] = []
+    replicas = spec.get("pytorchReplicaSpecs") or {}
     for kind in ("Master", "Worker"):
         for index in range(int((replicas.get(kind) or {"replicas": 0}).get("replicas", 1))):
             labels = {"training.kubeflow.org/job-name": name, REPLICA_TYPE: kind.lower(),
@@ -87,70 +73,57 @@ def _pod(fake: Fake, job: Obj, plan: Plan, phase: str, code: int = 0) -> None:
     kind = KINDS[job["kind"]]
     owner = {"apiVersion": kind.api_version, "kind": kind.name, "name": meta["name"],
              "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
-    where = {"name": name, "namespace": meta["namespace"]}
     # a restarted container's count stays (its logs are kept per run)
     old = fake.objects.items.get(("v1", "Pod", meta["namespace"], name)) or {}
-    runs = [
-        s.get("restartCount", 0) for s in (old.get("status") or {}).get("containerStatuses") or []
-    ]
+    was = (old.get("status") or {}).get("containerStatuses") or []
+    runs = [s.get("restartCount", 0) for s in was]
     at = rfc3339(fake.clock.time())
     container = {"name": kind.container, **_container(phase, at, code, max(runs, default=0))}
-    fake.objects.put(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {**where, "labels": labels, "ownerReferences": [owner]},
-            "spec": {"nodeName": f"gpu-node-{rank}", "containers": [{"name": kind.container}]},
-            "status": {"phase": phase, "containerStatuses": [container]},
-        }
-    )
+    where = {"name": name, "namespace": meta["namespace"]}
+    spec = {"nodeName": f"gpu-node-{rank}", "containers": [{"name": kind.container}]}
+    fake.objects.put({"apiVersion": "v1", "kind": "Pod", "spec": spec,
+                      "metadata": {**where, "labels": labels, "ownerReferences": [owner]},
+                      "status": {"phase": phase, "containerStatuses": [container]}})  # fmt: skip
 
 
-def _created(fake: Fake, namespace: str, job: str, pod: str) -> None:
-    """The Job controller's event for each pod it creates (events.k8s.io/v1)."""
-    fake.objects.put(
-        {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": f"{pod}.created", "namespace": namespace},
-            "regarding": {"apiVersion": "batch/v1", "kind": "Job", "name": job},
-            "reason": "SuccessfulCreate",
-            "note": f"Created pod: {pod}",
-            "type": "Normal",
-            "eventTime": rfc3339(fake.clock.time()),
-            "reportingController": "job-controller",
-        }
-    )
+def _event(fake: Fake, namespace: str, name: str, regarding: Obj, reason: str, note: str,
+           type_: str = "Normal", **more: str) -> None:  # fmt: skip
+    """An event (events.k8s.io/v1) about ``regarding``."""
+    fake.objects.put({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                      "metadata": {"name": name, "namespace": namespace}, "regarding": regarding,
+                      "reason": reason, "note": note, "type": type_,
+                      "eventTime": rfc3339(fake.clock.time()), **more})  # fmt: skip
 
 
 def _conditions(fake: Fake, job: Obj, *conditions: tuple[str, str, str]) -> None:
     """Write the job's conditions ``(type, status, reason)``, in this order."""
-    at = rfc3339(fake.clock.time())
-    written = [{"type": t, "status": s, "reason": r, "message": f"{r} ({job['metadata']['name']})",
+    at, meta = rfc3339(fake.clock.time()), job["metadata"]
+    written = [{"type": t, "status": s, "reason": r, "message": f"{r} ({meta['name']})",
                 "lastTransitionTime": at} for t, s, r in conditions]  # fmt: skip
-    meta = job["metadata"]
     fake.objects.change(job["apiVersion"], job["kind"], meta["namespace"], meta["name"],
                         {"status": {"conditions": written}})  # fmt: skip
 
 
 def start(fake: Fake, namespace: str, name: str, kind: str = "TrainJob") -> None:
-    """The job's pods run, one per rank, each having logged its first line."""
+    """The job's pods run, one per rank, each having logged its first line; the Job
+    controller's event for each TrainJob pod."""
     job = _job(fake, namespace, kind, name)
     if job is None:
         return
     plans = _plans(job)
-    for plan in plans:
-        _pod(fake, job, plan, "Running")
-        fake.log(namespace, plan[0], f"rank {plan[1]}: starting")
+    for pod, rank, labels in plans:
+        _pod(fake, job, (pod, rank, labels), "Running")
+        fake.log(namespace, pod, f"rank {rank}: starting")
         if kind == "TrainJob":
-            _created(fake, namespace, f"{name}-node-0", plan[0])
+            _event(fake, namespace, f"{pod}.created", {"apiVersion": "batch/v1", "kind": "Job",
+                   "name": f"{name}-node-0"}, "SuccessfulCreate", f"Created pod: {pod}",
+                   reportingController="job-controller")  # fmt: skip
     if kind == "TrainJob":
         # JobSet's ReplicatedJobStatus: every count required (the v2.3 CRD's jobsStatus items)
         active = [{"name": "node", "active": len(plans), "ready": len(plans), "succeeded": 0,
                    "failed": 0, "suspended": 0}]  # fmt: skip
-        fake.objects.change(
-            job["apiVersion"], kind, namespace, name, {"status": {"jobsStatus": active}}
-        )
+        fake.objects.change(job["apiVersion"], kind, namespace, name,
+                            {"status": {"jobsStatus": active}})  # fmt: skip
     else:
         _conditions(fake, job, ("Created", "True", "PyTorchJobCreated"),
                     ("Running", "True", "PyTorchJobRunning"))  # fmt: skip
@@ -197,8 +170,8 @@ def crash(fake: Fake, namespace: str, name: str, rank: int, line: str) -> None:
     [status] = fake.objects.items["v1", "Pod", namespace, pod]["status"]["containerStatuses"]
     crashed = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": at}}
     again = {**_container("Running", at, 0, status["restartCount"] + 1), "lastState": crashed}
-    change = {"status": {"containerStatuses": [{**status, **again}]}}
-    fake.objects.change("v1", "Pod", namespace, pod, change)
+    fake.objects.change("v1", "Pod", namespace, pod,
+                        {"status": {"containerStatuses": [{**status, **again}]}})  # fmt: skip
     fake.at(0.1, lambda: fake.log(namespace, pod, f"rank {rank}: starting"))  # after its back-off
     restart(fake, namespace, name)
 
@@ -209,6 +182,11 @@ def restart(fake: Fake, namespace: str, name: str) -> None:
     if job is not None:
         _conditions(fake, job, ("Created", "True", "PyTorchJobCreated"),
                     ("Restarting", "True", "PyTorchJobRestarting"))  # fmt: skip
+
+
+# The condition of a job that succeeded.
+_SUCCEEDED = {"TrainJob": ("Complete", "True", "AllJobsCompleted"),
+              "PyTorchJob": ("Succeeded", "True", "PyTorchJobSucceeded")}  # fmt: skip
 
 
 def finish(
@@ -223,44 +201,30 @@ def finish(
         code = 1 if reason and plan[1] == 0 and reason != "DeadlineExceeded" else 0
         fake.log(namespace, plan[0], f"rank {plan[1]}: exit {code}")
         _pod(fake, job, plan, "Failed" if code else "Succeeded", code)
+    done = ("Failed", "True", reason) if reason else _SUCCEEDED[kind]
     if kind == "TrainJob":
-        done = ("Failed", "True", reason) if reason else ("Complete", "True", "AllJobsCompleted")
         _conditions(fake, job, done)
     else:
-        done = (
-            ("Failed", "True", reason) if reason else ("Succeeded", "True", "PyTorchJobSucceeded")
-        )
         _conditions(fake, job, ("Created", "True", "PyTorchJobCreated"),
                     ("Running", "False", "PyTorchJobRunning"), done)  # fmt: skip
 
 
 # Why a pod waits to start, as the scheduler or the kubelet writes it, and the Warning event
 # each writes with it (the event's reason and note); None: none.
+_NO_GPU = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
 PENDING: dict[str, tuple[Obj, tuple[str, str] | None]] = {
     "NotScheduled": ({}, None),
-    "Unschedulable": (
-        {
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
-                }
-            ]
-        },
-        ("FailedScheduling", "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."),
-    ),
+    "Unschedulable": ({"conditions": [{"type": "PodScheduled", "status": "False",
+                                       "reason": "Unschedulable", "message": _NO_GPU}]},
+                      ("FailedScheduling", _NO_GPU)),
     "ContainerCreating": ({"reason": "ContainerCreating"}, None),
     "ImagePullBackOff": (
         {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "python:3.11-slim"'},
-        ("Failed", 'Failed to pull image "python:3.11-slim": not found'),
-    ),
+        ("Failed", 'Failed to pull image "python:3.11-slim": not found')),
     "InvalidImageName": (
         {"reason": "InvalidImageName", "message": 'Failed to apply default image tag "bad image"'},
-        ("InspectFailed", 'Failed to apply default image tag "bad image": invalid reference'),
-    ),
-}
+        ("InspectFailed", 'Failed to apply default image tag "bad image": invalid reference')),
+}  # fmt: skip
 
 
 def pending(fake: Fake, namespace: str, name: str, why: str, kind: str = "TrainJob") -> None:
@@ -269,31 +233,18 @@ def pending(fake: Fake, namespace: str, name: str, why: str, kind: str = "TrainJ
     if job is None:
         return
     said, event = PENDING[why]
-    container = KINDS[kind].container
     for plan in _plans(job):
         _pod(fake, job, plan, "Pending")
         pod = fake.objects.items[("v1", "Pod", namespace, plan[0])]
         status: Obj = {"phase": "Pending", "conditions": said.get("conditions", [])}
         spec = pod["spec"] if why not in ("NotScheduled", "Unschedulable") else {"nodeName": None}
-        if "reason" in said:
-            status["containerStatuses"] = [{"name": container, "ready": False, "restartCount": 0,
-                                            "state": {"waiting": said}}]  # fmt: skip
-        else:
-            status["containerStatuses"] = None
+        waiting = {"name": KINDS[kind].container, "ready": False, "restartCount": 0,
+                   "state": {"waiting": said}}  # fmt: skip
+        status["containerStatuses"] = [waiting] if "reason" in said else None
         fake.objects.change("v1", "Pod", namespace, plan[0], {"spec": spec, "status": status})
         if event is not None:
-            fake.objects.put(
-                {
-                    "apiVersion": "events.k8s.io/v1",
-                    "kind": "Event",
-                    "metadata": {"name": f"{plan[0]}.{event[0].lower()}", "namespace": namespace},
-                    "regarding": {"apiVersion": "v1", "kind": "Pod", "name": plan[0]},
-                    "reason": event[0],
-                    "note": event[1],
-                    "type": "Warning",
-                    "eventTime": rfc3339(fake.clock.time()),
-                }
-            )
+            regarding = {"apiVersion": "v1", "kind": "Pod", "name": plan[0]}
+            _event(fake, namespace, f"{plan[0]}.{event[0].lower()}", regarding, *event, "Warning")
 
 
 def runs(
@@ -307,11 +258,11 @@ def runs(
     steps: int = 0,
     reports: Callable[[], bool] = lambda: False,
 ) -> Callable[[Obj], None]:
-    """What happens to each job created: its pods run ``starts`` s after, a PyTorchJob restarts
-    ``restarts`` s after if given, and it ends ``ends`` s after (None: never), failed for
-    ``reason`` if given; ``waits``: its pods wait to start instead, for that (a key of
-    ``PENDING``); ``steps``: training steps between its start and its end, logged (``train``;
-    ``reports()``: reported too). Pass it to ``fake.on_create``."""
+    """What happens to each job created (pass it to ``fake.on_create``): its pods run ``starts``
+    s after, a PyTorchJob restarts ``restarts`` s after if given, and it ends ``ends`` s after
+    (None: never), failed for ``reason`` if given; ``waits``: its pods wait to start instead,
+    for that (a key of ``PENDING``); ``steps``: training steps between its start and its end,
+    logged (``train``; ``reports()``: reported too)."""
 
     def script(obj: Obj) -> None:
         if obj["kind"] not in KINDS:
@@ -333,15 +284,9 @@ def runs(
     return script
 
 
-def _suspended(job: Obj) -> bool:
-    spec = job.get("spec") or {}
-    return bool(spec.get("suspend") if job["kind"] == "TrainJob" else
-                (spec.get("runPolicy") or {}).get("suspend"))  # fmt: skip
-
-
-def _condition(job: Obj, type_: str) -> Obj:
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c.get("type") == type_), {})
+def _flag(kind: str, value: bool) -> Obj:
+    """A merge patch of the job's suspend flag."""
+    return {"spec": {"suspend": value} if kind == "TrainJob" else {"runPolicy": {"suspend": value}}}
 
 
 def suspends(fake: Fake) -> Callable[[Obj], None]:
@@ -352,25 +297,19 @@ def suspends(fake: Fake) -> Callable[[Obj], None]:
         if obj["kind"] not in KINDS:
             return
         ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
-        if _suspended(obj):
+        spec = obj.get("spec") or {}
+        flags = spec if kind == "TrainJob" else spec.get("runPolicy") or {}
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        was: Obj = next((c for c in conditions if c.get("type") == "Suspended"), {})
+        if flags.get("suspend"):
             for pod in pods(fake, ns, name, kind):
                 fake.objects.delete("v1", "Pod", ns, pod["metadata"]["name"])
             _conditions(fake, obj, ("Suspended", "True", "Suspended"))
-        elif {"type": "Suspended", "status": "True"}.items() <= _condition(
-            obj, "Suspended"
-        ).items():
+        elif was.get("status") == "True":
             _conditions(fake, obj, ("Suspended", "False", "Resumed"))
             fake.at(0.2, lambda: start(fake, ns, name, kind))
 
     return script
-
-
-def _nested(path: tuple[str, ...], value: object) -> Obj:
-    """A merge patch of the spec field at ``path``."""
-    patch: Obj = {path[-1]: value}
-    for part in reversed(path[:-1]):
-        patch = {part: patch}
-    return {"spec": patch}
 
 
 def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
@@ -382,17 +321,19 @@ def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], N
         labels = obj["metadata"].get("labels") or {}
         if obj["kind"] not in KINDS or QUEUE_LABEL not in labels:
             return
-        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-        key = (obj["apiVersion"], obj["kind"], ns, name)
-        flag = ("suspend",) if obj["kind"] == "TrainJob" else ("runPolicy", "suspend")
-        fake.objects.change(*key, _nested(flag, True))
-        _conditions(fake, fake.objects.items[key], ("Suspended", "True", "Suspended"))
+        meta = obj["metadata"]
+        key = (obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+
+        def suspend(value: bool) -> None:
+            fake.objects.change(*key, _flag(obj["kind"], value))
+            reason = "Suspended" if value else "Resumed"
+            _conditions(fake, fake.objects.items[key], ("Suspended", str(value), reason))
 
         def admit() -> None:
-            fake.objects.change(*key, _nested(flag, False))
-            _conditions(fake, fake.objects.items[key], ("Suspended", "False", "Resumed"))
+            suspend(False)
             then(fake.objects.items[key])
 
+        suspend(True)
         fake.at(admits, admit)
 
     return script
@@ -404,10 +345,9 @@ IMAGES = {BAD_IMAGE: "ImagePullBackOff", SLOW_IMAGE: "ContainerCreating"}
 
 
 def helpers(fake: Fake, *, waiting: str | None = None, after: float = 0.1) -> Callable[[Obj], None]:
-    """The kubelet of the work-dir sync's helper pods: each runs ``after`` s after its create
-    (0: at once, before the create is answered), or stays waiting to start for ``waiting``
-    (``ImagePullBackOff``; by default as ``IMAGES`` says of its image). Pass it to
-    ``on_create``."""
+    """The kubelet of the work-dir sync's helper pods (for ``on_create``): each runs ``after`` s
+    after its create (0: at once, before the create is answered), or stays waiting to start
+    for ``waiting`` (``ImagePullBackOff``; by default as ``IMAGES`` says of its image)."""
 
     def script(obj: Obj) -> None:
         meta = obj["metadata"]
@@ -425,9 +365,6 @@ def helpers(fake: Fake, *, waiting: str | None = None, after: float = 0.1) -> Ca
             if key in fake.objects.items:  # not deleted meanwhile
                 fake.objects.change(*key, {"status": status})
 
-        if after:
-            fake.at(after, kubelet)
-        else:
-            kubelet()
+        fake.at(after, kubelet) if after else kubelet()
 
     return script
