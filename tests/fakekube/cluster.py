@@ -1,19 +1,10 @@
 """A whole local "cluster" for lifecycle tests and benchmarks, with what a Kubeflow install
 provides (its CRDs, the ``torch-distributed`` runtime, the Trainer's public ConfigMap), plus a
-claim and a Kueue queue to use. Two ways to reach it, each job's life scripted by
-``fakekube.jobs`` on a ``FakeClock``:
-
-    with PortCluster(shared_dir) as c:       # the small fake behind the Cluster port, fake clock
-        c.fake.on_create.append(jobs.runs(c.fake))   # what happens to each job: scripted
-        session = c.session()                # kfcompile.lifecycle.Session(PortFake, FakeClock)
-        c.faults.add("create", "TrainJob", status=503); c.calls.count("create", "TrainJob")
-
-    with LocalCluster(shared_dir) as c:      # over real HTTP; the clock in step with real time
-        session = c.session()                # Session over the real adapter
-        c.kubeconfig                         # for the CLI: --kubeconfig
-
-A cluster of one release: ``crds=RELEASES["trainjob/v2.1"]``; from v2.2 the Trainer's public
-ConfigMap says the release (``trainer="v2.4.0"``: a release newer than any CRD file here).
+claim and a Kueue queue; each job's life scripted by ``fakekube.jobs`` on a ``FakeClock``.
+``PortCluster``: behind the ``Cluster`` port (``PortFake``), on the fake clock alone;
+``LocalCluster``: the same store over real HTTP (``kubeconfig`` for the CLI), its clock in step
+with real time. One release: ``crds=RELEASES["trainjob/v2.1"]``; from v2.2 the Trainer's
+ConfigMap says the release (``trainer="v2.4.0"``: one newer than any CRD file here).
 """
 
 from __future__ import annotations
@@ -28,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import yaml
 
@@ -84,34 +75,15 @@ def load_crd(path: Path) -> dict[str, Any]:
     return crd
 
 
-def trainer_release(crds: tuple[str, ...]) -> str | None:
-    """The Trainer release whose TrainJob CRD is among ``crds`` (``v2.2.1``), if any."""
-    for name in crds:
-        found = re.fullmatch(r"trainjobs-(v\d+\.\d+\.\d+)\.yaml", Path(name).name)
-        if found:
-            return found[1]
-    return None
-
-
 def trainer_configmap(version: str) -> dict[str, Any]:
     """The ConfigMap a Trainer from v2.2 installs, which says its release."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": TRAINER_CONFIGMAP, "namespace": TRAINER_NAMESPACE},
-        "data": {"kubeflow_trainer_version": version},
-    }
+    meta = {"name": TRAINER_CONFIGMAP, "namespace": TRAINER_NAMESPACE}
+    data = {"kubeflow_trainer_version": version}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
 
 
-def live(
-    fake: jobs.Fake,
-    job: dict[str, Any],
-    scenario: str,
-    *,
-    admits: float = 0.5,
-    reports: Callable[[], bool] = lambda: False,
-    pace: float = 1.0,
-) -> None:
+def live(fake: jobs.Fake, job: dict[str, Any], scenario: str, *, admits: float = 0.5,
+         reports: Callable[[], bool] = lambda: False, pace: float = 1.0) -> None:  # fmt: skip
     """What happens to a job just created: the row of ``LIVES`` its annotation names (else
     ``scenario``), after Kueue admits it (``admits`` s later) if it is queued; ``pace``: each
     of its times so many times as long (its pods run 0.2 s after its create, by default)."""
@@ -131,57 +103,63 @@ class Seeded(Protocol):
     def create(self, obj: dict[str, Any]) -> object: ...
 
 
-def install(
-    store: Seeded,
-    shared: Path,
-    crds: tuple[str, ...],
-    runtime: bool,
-    trainer: str | None = FROM_CRDS,
-) -> None:
+def install(store: Seeded, shared: Path, crds: tuple[str, ...], runtime: bool,
+            trainer: str | None = FROM_CRDS) -> None:  # fmt: skip
     """What a cluster with Kubeflow has before a test starts. ``trainer``: the version the
     Trainer's public ConfigMap says (by default that of the TrainJob CRD installed, and none
     before v2.2, which had no such ConfigMap); None: no ConfigMap."""
     for name in (*crds, "clustertrainingruntimes-v2.3.0.yaml"):
         store.create(load_crd(shared / "crds" / name))
     if trainer == FROM_CRDS:
-        release = trainer_release(crds)
-        trainer = release if release and not release.startswith(("v2.0.", "v2.1.")) else None
+        pattern = r"trainjobs-(v\d+\.\d+\.\d+)\.yaml"
+        found = next((m[1] for c in crds if (m := re.fullmatch(pattern, Path(c).name))), None)
+        trainer = found if found and not found.startswith(("v2.0.", "v2.1.")) else None
     if trainer is not None:
-        store.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TRAINER_NAMESPACE}}
-        )
+        meta = {"name": TRAINER_NAMESPACE}
+        store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
         store.create(trainer_configmap(trainer))
     if runtime:
-        text = (shared / "crds/runtimes/torch_distributed-v2.3.0.yaml").read_text()
-        store.create(yaml.safe_load(text))
-    store.create(_object("v1", "PersistentVolumeClaim", CLAIM, spec=_CLAIM_SPEC))
-    store.create(_object("kueue.x-k8s.io/v1beta1", "LocalQueue", QUEUE, spec=_QUEUE))
+        runtimes = shared / "crds/runtimes"
+        store.create(yaml.safe_load((runtimes / "torch_distributed-v2.3.0.yaml").read_text()))
+    claim = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
+    queue = {"clusterQueue": "cluster-queue"}
+    for api_version, kind, name, spec in (
+        ("v1", "PersistentVolumeClaim", CLAIM, claim),
+        ("kueue.x-k8s.io/v1beta1", "LocalQueue", QUEUE, queue),
+    ):
+        meta = {"name": name, "namespace": NAMESPACE}
+        store.create({"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec})
 
 
-class PortCluster:
-    """Kubeflow installed in the small fake behind the port (``PortFake``) on a ``FakeClock``:
-    nothing moves a job but what the test scripts (``fake.at``, ``fakekube.jobs``)."""
+class _Kubeflow:
+    """Kubeflow installed in a ``PortFake``'s store (``store``) on ``clock``."""
 
-    def __init__(
-        self,
-        shared: Path,
-        *,
-        step: float = 0.1,
-        crds: tuple[str, ...] = CRDS,
-        runtime: bool = True,
-        trainer: str | None = FROM_CRDS,
-    ) -> None:
-        self.clock = FakeClock(step=step)
-        self.fake = PortFake(self.clock)
-        self.store, self.faults, self.calls = self.fake.objects, self.fake.faults, self.fake.calls
+    def __init__(self, shared: Path, clock: FakeClock, crds: tuple[str, ...], runtime: bool,
+                 trainer: str | None) -> None:  # fmt: skip
+        self.clock = clock
+        self.fake = PortFake(clock)
+        self.store = self.fake.objects
         install(self.store, shared, crds, runtime, trainer)
-        AUDIT.calls(self.calls, self.store.kind)  # what the commands ask, checked against the Role
 
-    def __enter__(self) -> PortCluster:  # as LocalCluster is used; nothing to start
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+    def objects(self, kind: str, api_version: str = "v1") -> list[dict[str, Any]]:
+        return self.store.list(api_version, kind, NAMESPACE)
+
+
+class PortCluster(_Kubeflow):
+    """Kubeflow behind the port (``PortFake``) on a ``FakeClock``: nothing moves a job but what
+    the test scripts (``fake.at``, ``fakekube.jobs``)."""
+
+    def __init__(self, shared: Path, *, step: float = 0.1, crds: tuple[str, ...] = CRDS,
+                 runtime: bool = True, trainer: str | None = FROM_CRDS) -> None:  # fmt: skip
+        super().__init__(shared, FakeClock(step=step), crds, runtime, trainer)
+        self.faults, self.calls = self.fake.faults, self.fake.calls
+        AUDIT.calls(self.calls, self.store.kind)  # what the commands ask, checked against the Role
 
     def settle(self) -> None:
         """Let the garbage collector finish what it can (two of its ticks)."""
@@ -190,35 +168,21 @@ class PortCluster:
     def session(self, retry_for: float = 5.0) -> Session:
         return Session(self.fake, self.clock, jitter=fixed_jitter, retry_for=retry_for)
 
-    def objects(self, kind: str, api_version: str = "v1") -> list[dict[str, Any]]:
-        return self.store.list(api_version, kind, NAMESPACE)
 
+class LocalCluster(_Kubeflow):
+    """Kubeflow behind the fake API server (``kube``). What happens to each job is scripted
+    (``scenario``: a row of ``LIVES``; None: only what the test appends to ``fake.on_create``),
+    sync helper pods start (``jobs.helpers``), a suspended job stops (``jobs.suspends``), on
+    the fake clock, which a thread advances in step with real time (``auto=False``: only
+    ``advance`` does)."""
 
-class LocalCluster:
-    """The cluster behind the fake API server. What happens to each job is scripted
-    (``fakekube.jobs``: ``scenario``, a row of ``LIVES``; None: only what the test appends to
-    ``fake.on_create``), sync helper pods start (``jobs.helpers``), a suspended job stops
-    (``jobs.suspends``), on the fake clock ``clock``, which a thread advances in step with real
-    time (``auto=False``: only ``advance`` does). ``fake`` is the port fake whose store
-    (``store``) the server serves."""
-
-    def __init__(
-        self,
-        shared: Path,
-        *,
-        step: float = 0.01,
-        scenario: str | None = "succeeds",
-        crds: tuple[str, ...] = CRDS,
-        runtime: bool = True,
-        auto: bool = True,
-        trainer: str | None = FROM_CRDS,
-    ) -> None:
-        self.clock = FakeClock(step=step, start=time.time(), limit=math.inf)
-        self.fake = PortFake(self.clock)
+    def __init__(self, shared: Path, *, step: float = 0.01, scenario: str | None = "succeeds",
+                 crds: tuple[str, ...] = CRDS, runtime: bool = True, auto: bool = True,
+                 trainer: str | None = FROM_CRDS) -> None:  # fmt: skip
+        clock = FakeClock(step=step, start=time.time(), limit=math.inf)
+        super().__init__(shared, clock, crds, runtime, trainer)
         self.kube = FakeKube(fake=self.fake)
-        self.store = self.kube.store
         AUDIT.requests(self.kube.requests)  # what the commands ask, checked against the Role
-        install(self.store, shared, crds, runtime, trainer)
         # Trainer's TrainJobStatus feature gate (v2.2+): training steps reported in trainerStatus
         self.trainer_status = False
         self.admits = 0.5  # seconds Kueue takes to admit a queued job (math.inf: never)
@@ -231,7 +195,7 @@ class LocalCluster:
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-cluster-")
         self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
 
-    def __enter__(self) -> LocalCluster:
+    def __enter__(self) -> Self:
         self.kube.start()
         self.kube.kubeconfig(self.kubeconfig, namespace=NAMESPACE)
         if self._ticker is not None:
@@ -278,9 +242,6 @@ class LocalCluster:
         cluster = KubeCluster(conn.api_client, request_timeout=request_timeout)
         return Session(cluster, SystemClock(), jitter=random.random, retry_for=retry_for)
 
-    def objects(self, kind: str, api_version: str = "v1") -> list[dict[str, Any]]:
-        return self.store.list(api_version, kind, NAMESPACE)
-
 
 @contextmanager
 def with_demo(shared: Path) -> Iterator[LocalCluster]:
@@ -289,21 +250,7 @@ def with_demo(shared: Path) -> Iterator[LocalCluster]:
 
     with LocalCluster(shared, scenario="hang") as cluster, tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "job.yaml"
-        spec.write_text(
-            yaml.safe_dump({"name": "demo", "image": "python:3.11-slim", "command": ["true"]})
-        )
+        demo = {"name": "demo", "image": "python:3.11-slim", "command": ["true"]}
+        spec.write_text(yaml.safe_dump(demo))
         assert main(["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]) == 0
         yield cluster
-
-
-_CLAIM_SPEC = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
-_QUEUE = {"clusterQueue": "cluster-queue"}
-
-
-def _object(api_version: str, kind: str, name: str, **body: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        **body,
-    }
