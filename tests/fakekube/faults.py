@@ -1,22 +1,14 @@
-"""Trouble to inject into requests of the fake API server.
+"""Trouble to inject into requests of the fake API server, or calls of the port fake.
 
 ``faults.add(...)`` queues a fault; each request takes the oldest queued fault that matches it
-(method, path, watch or not) and has uses left. A fault can answer an error ``Status`` (409, 410,
-429 with ``Retry-After``, 500, 503 with one when asked...), ``hang`` before answering, ``drop``
-the connection without an answer, or let a watch or log stream start and drop it after
-``drop_after`` events / lines (an exec stream: after that many stdout frames). An exec can also
-be answered with ``exec_stdout`` instead of running its command: a pod whose ``tar`` sends
-hostile bytes. Any request can be answered with a ``Body`` of the test's own instead of the
-real answer: an auth proxy's HTML page, JSON of the wrong shape, a huge body, a drip. A 3xx
-fault with a ``location`` redirects the request elsewhere (to a
-``fakekube.unreachable.Elsewhere``, which records whatever reaches it).
-
-The in-memory fake behind the ``Cluster`` port takes its faults from the same queue
-(``Faults(port=True)``): a port call is matched as its method name (``get``, ``create``,
-``watch``, ``pod_log``...) and the path ``Kind/name`` (``faults.add("delete", "TrainJob/demo",
-lost=True)``). Two faults are the port's own: ``lost`` (the call happened, its answer never came:
-a read timeout) and ``refused`` (nothing listens); an HTTP fault's ``hang``, ``answer`` and
-``location`` have no meaning there.
+(method, path, watch or not) with uses left. A fault answers an error ``Status`` (429 with
+``Retry-After``...), ``hang``s, ``drop``s the connection, cuts a stream after ``drop_after``
+events / lines / exec frames, answers an exec with ``exec_stdout`` instead of running it, or
+answers a ``Body`` of the test's own (an auth proxy's page, a huge body, a drip); a 3xx with a
+``location`` redirects (to a ``fakekube.unreachable.Elsewhere``). The port fake's queue
+(``Faults(port=True)``) matches a call's method name and ``Kind/name``
+(``faults.add("delete", "TrainJob/demo", lost=True)``) and has faults of its own: ``lost`` (the
+call done, its answer never came) and ``refused`` (nothing listens).
 """
 
 from __future__ import annotations
@@ -32,7 +24,7 @@ from kfcompile.lifecycle.ports import ApiError, Transient, error_class
 if TYPE_CHECKING:
     from .port import Objects
 
-__all__ = ["PORT_METHODS", "Body", "Fault", "Faults", "Fired", "error_status", "port_error"]
+__all__ = ["PORT_METHODS", "Body", "Fault", "Faults", "error_status", "port_error"]
 
 # The methods of the ``Cluster`` port, as a port call's fault and record name them.
 PORT_METHODS = ("served", "get", "create", "patch", "delete", "list", "watch", "pod_log", "exec")
@@ -42,11 +34,8 @@ _REASONS: dict[int, tuple[str, str]] = {
     401: ("Unauthorized", "Unauthorized"),
     403: ("Forbidden", "forbidden: fakekube injected fault"),
     404: ("NotFound", "the server could not find the requested resource"),
-    409: (
-        "Conflict",
-        "Operation cannot be fulfilled: the object has been modified; please apply your changes "
-        "to the latest version and try again",
-    ),
+    409: ("Conflict", "Operation cannot be fulfilled: the object has been modified; please "
+          "apply your changes to the latest version and try again"),
     410: ("Expired", "The resourceVersion for the provided watch is too old."),
     422: ("Invalid", "the object is invalid (fakekube injected fault)"),
     429: ("TooManyRequests", "Too many requests, please try again later."),
@@ -54,17 +43,13 @@ _REASONS: dict[int, tuple[str, str]] = {
     502: ("InternalError", "Bad gateway (fakekube injected fault)"),
     503: ("ServiceUnavailable", "The server is currently unable to handle the request"),
     504: ("Timeout", "Timeout: request did not complete within requested timeout"),
-}
-
-
-# Answers that may ask the client to come back later (``Retry-After``, ``retryAfterSeconds``).
-RETRY_AFTER_CODES = (429, 503)
+}  # fmt: skip
 
 
 def retry_after_of(code: int, asked: int | None) -> int | None:
-    """The seconds an error answer asks to wait: ``asked``, and 1 for a 429 by default (as the
-    API server's max-in-flight limit answers); None for any other code unless asked."""
-    if code not in RETRY_AFTER_CODES:
+    """The seconds an error answer asks to wait (429 and 503 only): ``asked``, and 1 for a 429
+    by default (as the API server's max-in-flight limit answers)."""
+    if code not in (429, 503):
         return None
     return asked if asked is not None else (1 if code == 429 else None)
 
@@ -73,16 +58,10 @@ def error_status(code: int, message: str | None = None, retry_after: int | None 
     """A realistic ``Status`` body for an HTTP error ``code`` (``retry_after``: its
     ``details.retryAfterSeconds``, for the codes that carry one)."""
     reason, default = _REASONS.get(code, ("InternalError", f"fakekube injected fault {code}"))
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message or default,
-        "reason": reason,
-        "code": code,
-    }
-    if code in RETRY_AFTER_CODES and retry_after is not None:
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                            "status": "Failure", "message": message or default, "reason": reason,
+                            "code": code}  # fmt: skip
+    if code in (429, 503) and retry_after is not None:
         body["details"] = {"retryAfterSeconds": retry_after}
     elif code == 500:
         body["details"] = {"causes": [{"message": message or default}]}
@@ -111,22 +90,22 @@ class Body:
 
 @dataclass
 class Fault:
-    """One queued fault; ``remaining`` uses left, ``fired`` uses so far."""
+    """One queued fault (``Faults.add``'s arguments); ``remaining`` uses left, ``fired`` so far."""
 
     method: str | None
-    path: str | re.Pattern[str] | None
-    watch: bool | None
-    status: int | None
-    hang: float | None
-    drop: bool
-    drop_after: int | None
-    retry_after: int | None
+    path: str | re.Pattern[str] | None  # a substring of the path, or a regex searched in it
+    watch: bool | None  # only watch requests (True) or only others (False)
+    status: int | None  # this error's realistic Status (after ``hang``)
+    hang: float | None  # seconds before answering (alone: the real answer, late)
+    drop: bool  # close the connection unanswered
+    drop_after: int | None  # a stream's events / lines / exec stdout frames before its cut
+    retry_after: int | None  # what a 429 (1 by default) or 503 (none) asks for
     message: str | None
     remaining: int
     fired: int = 0
-    exec_stdout: bytes | Iterable[bytes] | None = None
-    answer: Body | None = None
-    location: str | None = None
+    exec_stdout: bytes | Iterable[bytes] | None = None  # sent instead of running; exits 0
+    answer: Body | None = None  # instead of what the server would have said
+    location: str | None = None  # a 3xx's target (scheme://host:port), path and query appended
     lost: bool = False  # the port's: done, its answer lost
     refused: bool = False  # the port's: a refused connection, before any answer
 
@@ -144,73 +123,35 @@ class Fault:
         return port_error(self.status, body["reason"], body["message"], wait)
 
     def matches(self, method: str, path: str, watch: bool) -> bool:
-        if self.remaining <= 0:
+        if self.remaining <= 0 or self.watch not in (None, watch):
             return False
         if self.method is not None and self.method.upper() != method.upper():
-            return False
-        if self.watch is not None and self.watch != watch:
             return False
         if isinstance(self.path, re.Pattern):
             return self.path.search(path) is not None
         return self.path is None or self.path in path
 
 
-@dataclass(frozen=True)
-class Fired:
-    """A fault that hit a request."""
-
-    fault: Fault
-    method: str
-    path: str
-
-
 class Faults:
-    """The queue of injected faults of one FakeKube, or of one in-memory port (``port``;
-    thread-safe)."""
+    """The queue of injected faults of one FakeKube, or of one port fake (``port``);
+    thread-safe. ``fired``: (fault, method, path) of each hit."""
 
     def __init__(self, store: Objects | None = None, *, port: bool = False) -> None:
         self._store = store
         self.port = port
         self._lock = threading.Lock()
         self._queue: list[Fault] = []
-        self.fired: list[Fired] = []
+        self.fired: list[tuple[Fault, str, str]] = []
 
-    def add(
-        self,
-        method: str | None = None,
-        path: str | re.Pattern[str] | None = None,
-        *,
-        status: int | None = None,
-        times: int = 1,
-        hang: float | None = None,
-        drop: bool = False,
-        drop_after: int | None = None,
-        watch: bool | None = None,
-        retry_after: int | None = None,
-        message: str | None = None,
-        exec_stdout: bytes | Iterable[bytes] | None = None,
-        answer: Body | None = None,
-        location: str | None = None,
-        lost: bool = False,
-        refused: bool = False,
-    ) -> Fault:
-        """Queue a fault for the next ``times`` requests that match.
-
-        ``path``: a substring of the request path, or a compiled regex searched in it.
-        ``watch``: only watch requests (True) or only others (False).
-        ``status``: answer this HTTP error with a realistic Status (after ``hang`` seconds);
-        ``retry_after``: the seconds a 429 (1 by default) or 503 (none by default) asks for.
-        ``hang`` alone: answer normally, late. ``drop``: close the connection unanswered.
-        ``drop_after``: for watch and log streams, close the connection after that many
-        events / lines (0: right after the headers); for an exec, after that many stdout frames.
-        ``exec_stdout``: an exec sends this (bytes, or chunks drawn as they are sent) as its
-        stdout and exits 0, without running its command.
-        ``answer``: answer this ``Body`` instead of what the server would have said.
-        ``location``: with a 3xx ``status``, the URL (``scheme://host:port``) the answer's
-        ``Location`` sends the request to, the request's path and query appended.
-        ``lost``, ``refused`` (the port's only): the call is done but its answer lost; the
-        call fails as when nothing listens.
-        """
+    def add(self, method: str | None = None, path: str | re.Pattern[str] | None = None, *,
+            status: int | None = None, times: int = 1, hang: float | None = None,
+            drop: bool = False, drop_after: int | None = None, watch: bool | None = None,
+            retry_after: int | None = None, message: str | None = None,
+            exec_stdout: bytes | Iterable[bytes] | None = None, answer: Body | None = None,
+            location: str | None = None, lost: bool = False, refused: bool = False,
+    ) -> Fault:  # fmt: skip
+        """Queue a fault for the next ``times`` requests that match (the fields of ``Fault``;
+        ``lost`` and ``refused`` are the port's only, ``hang``, ``answer``, ``location`` HTTP's)."""
         if (status, hang, drop_after, exec_stdout, answer) == (None,) * 5 and not (
             drop or lost or refused
         ):
@@ -224,23 +165,8 @@ class Faults:
             raise ValueError("times must be at least 1")
         if location is not None and not (status is not None and 300 <= status < 400):
             raise ValueError("a location needs a 3xx status")
-        fault = Fault(
-            method,
-            path,
-            watch,
-            status,
-            hang,
-            drop,
-            drop_after,
-            retry_after,
-            message,
-            times,
-            exec_stdout=exec_stdout,
-            answer=answer,
-            location=location,
-            lost=lost,
-            refused=refused,
-        )
+        fault = Fault(method, path, watch, status, hang, drop, drop_after, retry_after, message,
+                      times, 0, exec_stdout, answer, location, lost, refused)  # fmt: skip
         with self._lock:
             self._queue.append(fault)
         return fault
@@ -264,7 +190,7 @@ class Faults:
                 if fault.matches(method, path, watch):
                     fault.remaining -= 1
                     fault.fired += 1
-                    self.fired.append(Fired(fault, method, path))
+                    self.fired.append((fault, method, path))
                     return fault
         return None
 
