@@ -1,24 +1,13 @@
-"""Kueue's MultiKueue, for tests, as scripted steps in the style of ``fakekube.jobs``
-(KUBEFLOW.md, Kueue; Kueue's ``pkg/controller/admissionchecks/multikueue``), and
-:class:`TwoClusters`, a manager and a worker cluster (each a ``LocalCluster``) they move:
-
-- ``webhook`` (the manager's mutating admission): Kueue's webhook gives a job for ``QUEUE``,
-  whose ClusterQueue has the MultiKueue AdmissionCheck (``install_manager``), ``managedBy:
-  kueue.x-k8s.io/multikueue`` (TrainJob ``spec.managedBy``, PyTorchJob
-  ``spec.runPolicy.managedBy``) and suspends it; no Trainer runs it on the manager;
-- ``dispatch``: Kueue's job reconciler makes the job's Workload (``kueue.x-k8s.io/v1beta1``,
-  labelled ``kueue.x-k8s.io/job-uid`` and owned by the job) and MultiKueue dispatches it: the
-  mirror (same namespace and name, no ``managedBy``, labelled
-  ``kueue.x-k8s.io/multikueue-origin``) is created on the worker, the Workload's
-  ``status.clusterName`` and ``status.admissionChecks[]`` say so (Kueue v0.13+ shapes) and the
-  manager's job is unsuspended;
-- ``follow``: the mirror's status is copied to the manager's job, and the mirror deleted once
-  the manager's job is being deleted or gone.
-
-Nothing runs on its own: tests call :meth:`TwoClusters.settle` between commands, and wrap a
-command that blocks (``submit --follow``, ``cancel --wait``) in :meth:`TwoClusters.ticking`,
-which settles them as each request arrives at either server: deterministic, with no thread of
-its own.
+"""Kueue's MultiKueue for tests (KUBEFLOW.md, Kueue; ``pkg/controller/admissionchecks/multikueue``;
+Kueue v0.13+ shapes), as steps in the style of ``fakekube.jobs``, and ``TwoClusters`` (a manager
+and a worker ``LocalCluster``) they move. ``webhook``: Kueue's mutating admission on the manager
+gives a job for ``QUEUE`` (whose ClusterQueue has the MultiKueue AdmissionCheck:
+``install_manager``) ``managedBy: kueue.x-k8s.io/multikueue`` and suspends it. ``dispatch``: the
+job's Workload (labelled ``kueue.x-k8s.io/job-uid``, owned by the job) says ``WORKER`` admitted
+it, the mirror (no ``managedBy``, labelled ``kueue.x-k8s.io/multikueue-origin``) is created
+there, the manager's job unsuspended. ``follow``: the mirror's status copied to the manager's
+job, the mirror deleted once that is being deleted. Nothing runs on its own: tests call
+``TwoClusters.settle``, or wrap a blocking command in ``ticking`` (settled at each request).
 """
 
 from __future__ import annotations
@@ -45,17 +34,15 @@ MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 ORIGIN_LABEL: Final = "kueue.x-k8s.io/multikueue-origin"
 # What an API server defaults managedBy to (the CRDs) before Kueue's webhook sees the job.
-DEFAULT_MANAGERS: Final = (
-    "trainer.kubeflow.org/trainjob-controller",
-    "kubeflow.org/training-operator",
-)
+DEFAULT_MANAGERS: Final = ("trainer.kubeflow.org/trainjob-controller",
+                            "kubeflow.org/training-operator")  # fmt: skip
 CLUSTER_QUEUE: Final = "cluster-queue"
 CHECK: Final = "multikueue"
 WORKER: Final = "worker1"  # the MultiKueueCluster every job is dispatched to
 
 
 def _flags(job: Obj) -> Obj:
-    spec = job.setdefault("spec", {})
+    spec: Obj = job.setdefault("spec", {})
     return spec if job.get("kind") == "TrainJob" else spec.setdefault("runPolicy", {})
 
 
@@ -100,17 +87,10 @@ def dispatch(manager: PortFake, worker: Objects, key: Key) -> None:
     if job is None or job["metadata"].get("deletionTimestamp"):
         return
     meta = job["metadata"]
-    mirror = {
-        "apiVersion": job["apiVersion"],
-        "kind": job["kind"],
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "labels": {**(meta.get("labels") or {}), ORIGIN_LABEL: "multikueue"},
-            "annotations": dict(meta.get("annotations") or {}),
-        },
-        "spec": json.loads(json.dumps(job["spec"])),
-    }
+    labels = {**(meta.get("labels") or {}), ORIGIN_LABEL: "multikueue"}
+    mirror = {"apiVersion": job["apiVersion"], "kind": job["kind"], "spec": clone(job["spec"]),
+              "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels,
+                           "annotations": dict(meta.get("annotations") or {})}}  # fmt: skip
     _flags(mirror).pop("managedBy", None)  # the worker's own controller runs the mirror
     worker.create(mirror)
     manager.objects.put(_workload(job, rfc3339(manager.clock.time())))
@@ -144,26 +124,16 @@ def _workload(job: Obj, now: str) -> Obj:
              "message": f'The workload got reservation on "{WORKER}"'}  # fmt: skip
     admitted = {"type": "Admitted", "status": "True", "reason": "Admitted",
                 "message": "The workload is admitted", "lastTransitionTime": now}  # fmt: skip
+    pods = [{"name": "node", "count": 1, "template": {"spec": {"containers": []}}}]
     return {
-        "apiVersion": KUEUE,
-        "kind": "Workload",
-        "metadata": {
-            "name": f"{job['kind'].lower()}-{meta['name']}-{meta['uid'][:5]}",
-            "namespace": meta["namespace"],
-            "labels": {JOB_UID_LABEL: meta["uid"]},
-            "ownerReferences": [owner],
-        },
-        "spec": {
-            "queueName": meta["labels"][QUEUE_LABEL],
-            "podSets": [{"name": "node", "count": 1, "template": {"spec": {"containers": []}}}],
-        },
-        "status": {
-            "clusterName": WORKER,
-            "admission": {"clusterQueue": CLUSTER_QUEUE},
-            "admissionChecks": [check],
-            "conditions": [admitted],
-        },
-    }
+        "apiVersion": KUEUE, "kind": "Workload",
+        "metadata": {"name": f"{job['kind'].lower()}-{meta['name']}-{meta['uid'][:5]}",
+                     "namespace": meta["namespace"], "labels": {JOB_UID_LABEL: meta["uid"]},
+                     "ownerReferences": [owner]},
+        "spec": {"queueName": meta["labels"][QUEUE_LABEL], "podSets": pods},
+        "status": {"clusterName": WORKER, "admission": {"clusterQueue": CLUSTER_QUEUE},
+                   "admissionChecks": [check], "conditions": [admitted]},
+    }  # fmt: skip
 
 
 class TwoClusters:
@@ -190,19 +160,14 @@ class TwoClusters:
     def __enter__(self) -> TwoClusters:
         self.manager.__enter__()
         self.worker.__enter__()
-        tmp = self.kubeconfig.parent
-        parts = [self.manager.kube.kubeconfig(tmp / "m", namespace=NAMESPACE, context="manager")]
+        tmp, contexts = self.kubeconfig.parent, {"manager": self.manager}
         if self.worker_context is not None:
-            parts.append(
-                self.worker.kube.kubeconfig(
-                    tmp / "w", namespace=NAMESPACE, context=self.worker_context
-                )
-            )
-        configs = [json.loads(p.read_text()) for p in parts]
-        merged = {**configs[0]}
-        for key in ("clusters", "users", "contexts"):
-            merged[key] = [entry for c in configs for entry in c[key]]
-        self.kubeconfig.write_text(json.dumps(merged))
+            contexts[self.worker_context] = self.worker
+        paths = [c.kube.kubeconfig(tmp / f"ctx-{name}", namespace=NAMESPACE, context=name)
+                 for name, c in contexts.items()]  # fmt: skip
+        configs = [json.loads(path.read_text()) for path in paths]
+        lists = {k: [e for c in configs for e in c[k]] for k in ("clusters", "users", "contexts")}
+        self.kubeconfig.write_text(json.dumps(configs[0] | lists))
         return self
 
     def __exit__(self, *exc: object) -> None:
