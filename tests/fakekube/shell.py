@@ -17,16 +17,12 @@ import shlex
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .port import Objects
 
 Obj = dict[str, Any]
-
-
-class Volumes(Protocol):
-    """Where the files of each volume are (``fakekube.port.Objects``)."""
-
-    def filesystem(self, key: tuple[str, ...]) -> tuple[dict[str, bytes], set[str]]: ...
-
 
 __all__ = ["Filesystem", "reads_stdin", "run_command"]
 
@@ -37,51 +33,49 @@ class _Mount:
     files: dict[str, bytes]
     dirs: set[str]
 
+    def is_dir(self, rel: str) -> bool:
+        return rel == "" or rel in self.dirs or any(f.startswith(rel + "/") for f in self.files)
+
+    def make_dirs(self, rel: str) -> None:
+        parts = rel.split("/") if rel else []
+        self.dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+
+    def write(self, rel: str, content: bytes) -> None:
+        self.files[rel] = content
+        self.make_dirs(posixpath.dirname(rel))
+
+
+def _join(base: str, name: str) -> str:
+    """``name`` (normalized; ``.``: ``base`` itself) under ``base``, inside one volume."""
+    clean = posixpath.normpath(name) if name else "."
+    return "/".join(p for p in (base, "" if clean == "." else clean) if p)
+
 
 class Filesystem:
     """The container's view of its volumes (paths are absolute container paths)."""
 
-    def __init__(self, store: Volumes, pod: Obj, container: str) -> None:
+    def __init__(self, store: Objects, pod: Obj, container: str) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         ns, name = meta.get("namespace", "default"), meta["name"]
         volumes = {v.get("name"): v for v in spec.get("volumes") or []}
-        entry: Obj = next(
-            (c for c in spec.get("containers") or [] if c.get("name") == container), {}
-        )
+        containers = spec.get("containers") or []
+        entry: Obj = next((c for c in containers if c.get("name") == container), {})
         self.workdir = entry.get("workingDir") or "/"
-        root_files, root_dirs = store.filesystem(("pod", ns, name, f"container:{container}"))
-        self._mounts = [_Mount("/", root_files, root_dirs)]
+        self._mounts = [_Mount("/", *store.filesystem(("pod", ns, name, f"container:{container}")))]
         for mount in entry.get("volumeMounts") or []:
             volume = volumes.get(mount.get("name")) or {}
             claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
             key = ("pvc", ns, claim) if claim else ("pod", ns, name, f"volume:{mount['name']}")
-            files, dirs = store.filesystem(key)
-            self._mounts.append(_Mount(posixpath.normpath(mount["mountPath"]), files, dirs))
+            path = posixpath.normpath(mount["mountPath"])
+            self._mounts.append(_Mount(path, *store.filesystem(key)))
 
     def locate(self, path: str, cwd: str) -> tuple[_Mount, str]:
         """The mount holding ``path`` and the path inside its volume (``""``: volume root)."""
         full = posixpath.normpath(posixpath.join(cwd, path))
-        best = max(
-            (
-                m
-                for m in self._mounts
-                if m.path == "/" or full == m.path or full.startswith(m.path + "/")
-            ),
-            key=lambda m: len(m.path),
-        )
+        best = max((m for m in self._mounts
+                    if m.path == "/" or full == m.path or full.startswith(m.path + "/")),
+                   key=lambda m: len(m.path))  # fmt: skip
         return best, full[len(best.path) :].strip("/") if best.path != "/" else full.strip("/")
-
-    @staticmethod
-    def is_dir(mount: _Mount, rel: str) -> bool:
-        if rel == "" or rel in mount.dirs:
-            return True
-        return any(f.startswith(rel + "/") for f in mount.files)
-
-    @staticmethod
-    def make_dirs(mount: _Mount, rel: str) -> None:
-        parts = rel.split("/") if rel else []
-        for i in range(1, len(parts) + 1):
-            mount.dirs.add("/".join(parts[:i]))
 
 
 @dataclass
@@ -91,22 +85,16 @@ class _Result:
     stdout: list[bytes | memoryview] = field(default_factory=list)
     stderr: bytearray = field(default_factory=bytearray)
 
-    def out(self, data: bytes | memoryview) -> None:
-        if data:
-            self.stdout.append(data)
-
     def err(self, text: str) -> None:
         self.stderr += text.encode()
 
 
 Command = Callable[[list[str], bytes, _Result, Filesystem], int]
+_FAILED = "tar: Exiting with failure status due to previous errors\n"
 
 
-def _tar_args(
-    argv: list[str], cwd: str, out: _Result
-) -> tuple[str, str | None, str, list[str]] | None:
-    """``(mode, archive, directory, members)`` of a tar command line; None when it is refused."""
-    mode, archive, directory, members = "", None, cwd, []
+def _tar(argv: list[str], stdin: bytes, out: _Result, fs: Filesystem) -> int:
+    mode, archive, directory, members = "", None, fs.workdir, []
     args = iter(argv[1:])
     for arg in args:
         if not arg.startswith("-") or arg == "-":
@@ -121,15 +109,7 @@ def _tar_args(
                 directory = posixpath.join(directory, next(args, ""))
             else:
                 out.err(f"tar: invalid option -- '{flag}'\n")
-                return None
-    return mode, archive, directory, members
-
-
-def _tar(argv: list[str], stdin: bytes, out: _Result, fs: Filesystem) -> int:
-    parsed = _tar_args(argv, fs.workdir, out)
-    if parsed is None:
-        return 2
-    mode, archive, directory, members = parsed
+                return 2
     if not mode:
         out.err("tar: You must specify one of the '-Acdtrux' options\n")
         return 2
@@ -137,16 +117,21 @@ def _tar(argv: list[str], stdin: bytes, out: _Result, fs: Filesystem) -> int:
         out.err("tar: fakekube supports only -f - (stdin/stdout)\n")
         return 2
     mount, base = fs.locate(directory, "/")
-    if not fs.is_dir(mount, base):
+    if not mount.is_dir(base):
         out.err(f"tar: {directory}: Cannot open: No such file or directory\n")
         out.err("tar: Error is not recoverable: exiting now\n")
         return 2
-    if mode == "c":
-        return _tar_create(mount, base, members, out)
-    return _tar_extract(mount, base, stdin, out)
+    if mode == "c" and not members:
+        out.err("tar: Cowardly refusing to create an empty archive\n")
+        return 2
+    failed = (_tar_create if mode == "c" else _tar_extract)(mount, base, members, stdin, out)
+    if failed:
+        out.err(_FAILED)
+    return 2 if failed else 0
 
 
-def _tar_extract(mount: _Mount, base: str, data: bytes, out: _Result) -> int:
+def _tar_extract(mount: _Mount, base: str, _: list[str], data: bytes, out: _Result) -> bool:
+    """Whether it failed."""
     failed = False
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r|*") as archive:
@@ -155,41 +140,33 @@ def _tar_extract(mount: _Mount, base: str, data: bytes, out: _Result) -> int:
                 if name.startswith("/"):
                     out.err("tar: Removing leading `/' from member names\n")
                     name = name.lstrip("/")
-                clean = posixpath.normpath(name) if name else "."
-                if ".." in clean.split("/"):
+                if ".." in (posixpath.normpath(name) if name else ".").split("/"):
                     out.err(f"tar: {member.name}: Member name contains '..'\n")
                     failed = True
                     continue
-                rel = "/".join(p for p in (base, "" if clean == "." else clean) if p)
+                rel = _join(base, name)
                 if member.isdir():
-                    Filesystem.make_dirs(mount, rel)
+                    mount.make_dirs(rel)
                 elif member.isfile():
                     source = archive.extractfile(member)
                     assert source is not None
-                    mount.files[rel] = source.read()
-                    Filesystem.make_dirs(mount, posixpath.dirname(rel))
+                    mount.write(rel, source.read())
                 elif member.islnk():  # a hard link: the same content under a second name
                     target = posixpath.normpath(member.linkname.lstrip("/"))
-                    content = mount.files.get("/".join(p for p in (base, target) if p))
+                    content = mount.files.get(_join(base, target))
                     if content is None:
                         out.err(f"tar: {member.name}: Cannot hard link to '{target}'\n")
                         failed = True
                         continue
-                    mount.files[rel] = content
-                    Filesystem.make_dirs(mount, posixpath.dirname(rel))
+                    mount.write(rel, content)
     except tarfile.TarError:
         out.err("tar: This does not look like a tar archive\n")
         failed = True
-    if failed:
-        out.err("tar: Exiting with failure status due to previous errors\n")
-        return 2
-    return 0
+    return failed
 
 
-def _tar_create(mount: _Mount, base: str, members: list[str], out: _Result) -> int:
-    if not members:
-        out.err("tar: Cowardly refusing to create an empty archive\n")
-        return 2
+def _tar_create(mount: _Mount, base: str, members: list[str], _: bytes, out: _Result) -> bool:
+    """Whether it failed."""
     failed = False
     chunks: list[bytes | memoryview] = []
 
@@ -201,17 +178,14 @@ def _tar_create(mount: _Mount, base: str, members: list[str], out: _Result) -> i
         entry.uname = entry.gname = "root"
         chunks.append(entry.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
         if data:
-            chunks.append(memoryview(data))
-            chunks.append(bytes(-len(data) % tarfile.BLOCKSIZE))
+            chunks.extend((memoryview(data), bytes(-len(data) % tarfile.BLOCKSIZE)))
 
     for member in members:
-        clean = posixpath.normpath(member)
-        rel = "/".join(p for p in (base, "" if clean == "." else clean) if p)
-        shown = member.rstrip("/") or member
+        rel, shown = _join(base, member), member.rstrip("/") or member
         if rel in mount.files:
             add(shown, mount.files[rel])
             continue
-        if not Filesystem.is_dir(mount, rel):
+        if not mount.is_dir(rel):
             out.err(f"tar: {member}: Cannot stat: No such file or directory\n")
             failed = True
             continue
@@ -224,35 +198,26 @@ def _tar_create(mount: _Mount, base: str, members: list[str], out: _Result) -> i
         add(shown.rstrip("/") + "/")
         for sub in sorted(subdirs | set(files)):
             path = f"{shown.rstrip('/')}/{sub}"
-            if sub in files:
-                add(path, files[sub])
-            else:
-                add(path + "/")
+            add(path, files[sub]) if sub in files else add(path + "/")
     # The end: two zero blocks, padded to a whole record as GNU tar does.
     size = sum(len(c) for c in chunks) + 2 * tarfile.BLOCKSIZE
     chunks.append(bytes(2 * tarfile.BLOCKSIZE + -size % tarfile.RECORDSIZE))
-    for chunk in chunks:
-        out.out(chunk)
-    if failed:
-        out.err("tar: Exiting with failure status due to previous errors\n")
-        return 2
-    return 0
+    out.stdout.extend(chunk for chunk in chunks if chunk)
+    return failed
 
 
 def _mkdir(argv: list[str], stdin: bytes, out: _Result, fs: Filesystem) -> int:
-    parents = "-p" in argv[1:]
-    code = 0
+    parents, code = "-p" in argv[1:], 0
     for path in (a for a in argv[1:] if not a.startswith("-")):
         mount, rel = fs.locate(path, fs.workdir)
-        exists = fs.is_dir(mount, rel) or rel in mount.files
-        if rel in mount.files or (exists and not parents):
+        if rel in mount.files or (mount.is_dir(rel) and not parents):
             out.err(f"mkdir: cannot create directory '{path}': File exists\n")
             code = 1
-        elif not parents and not fs.is_dir(mount, posixpath.dirname(rel)):
+        elif not parents and not mount.is_dir(posixpath.dirname(rel)):
             out.err(f"mkdir: cannot create directory '{path}': No such file or directory\n")
             code = 1
         else:
-            Filesystem.make_dirs(mount, rel)
+            mount.make_dirs(rel)
     return code
 
 
@@ -260,7 +225,7 @@ def _cat(argv: list[str], stdin: bytes, out: _Result, fs: Filesystem) -> int:
     if argv[1:] not in ([], ["-"]):
         out.err("cat: fakekube copies only its stdin\n")
         return 2
-    out.out(stdin)
+    out.stdout.extend([stdin] if stdin else [])
     return 0
 
 
@@ -271,13 +236,14 @@ _COMMANDS: dict[str, Command] = {
     "true": lambda argv, stdin, out, fs: 0,
     "false": lambda argv, stdin, out, fs: 1,
 }
-_SHELLS = ("sh", "bash")
 
 
-def _script(script: str) -> list[tuple[list[str], str]]:
-    """A ``sh -c`` script as ``(command, the operator after it)``: ``&&`` or ``;``. ValueError
-    names any other operator (pipes, redirections, subshells)."""
-    lexer = shlex.shlex(script, posix=True, punctuation_chars=";&|<>()")
+def _script(argv: list[str]) -> list[tuple[list[str], str]] | None:
+    """A ``sh -c`` script as ``(command, the operator after it)``: ``&&`` or ``;`` (None: not a
+    script). ValueError names any other operator (pipes, redirections, subshells)."""
+    if not (len(argv) >= 3 and posixpath.basename(argv[0]) in ("sh", "bash") and argv[1] == "-c"):
+        return None
+    lexer = shlex.shlex(argv[2], posix=True, punctuation_chars=";&|<>()")
     lexer.whitespace_split = True
     steps: list[tuple[list[str], str]] = []
     command: list[str] = []
@@ -294,20 +260,19 @@ def _script(script: str) -> list[tuple[list[str], str]]:
 
 
 def _run(argv: list[str], stdin: bytes, out: _Result, fs: Filesystem) -> int:
-    program = posixpath.basename(argv[0])
-    if program in _SHELLS and len(argv) >= 3 and argv[1] == "-c":
-        try:
-            steps = _script(argv[2])
-        except ValueError as exc:
-            out.err(f"sh: fakekube does not support {exc}\n")
-            return 2
+    try:
+        steps = _script(argv)
+    except ValueError as exc:
+        out.err(f"sh: fakekube does not support {exc}\n")
+        return 2
+    if steps is not None:
         code, skip = 0, False  # skip: the rest of a failed `&&` chain
         for step, then in steps:
             if not skip:
                 code = _run(step, stdin, out, fs)
             skip = then == "&&" and (code != 0 or skip)
         return code
-    run = _COMMANDS.get(program)
+    run = _COMMANDS.get(posixpath.basename(argv[0]))
     if run is None:
         out.err(f"{argv[0]}: command not found\n")
         return 127
@@ -325,12 +290,13 @@ def run_command(
 
 def reads_stdin(argv: list[str]) -> bool:
     """Whether the command consumes stdin (so its end is awaited before running it)."""
+    try:
+        steps = _script(argv)
+    except ValueError:
+        return False
+    if steps is not None:
+        return any(reads_stdin(command) for command, _ in steps)
     program = posixpath.basename(argv[0]) if argv else ""
-    if program in _SHELLS and len(argv) >= 3 and argv[1] == "-c":
-        try:
-            return any(reads_stdin(command) for command, _ in _script(argv[2]))
-        except ValueError:
-            return False
     if program == "tar":
         return any(a.startswith("-") and "x" in a and not a.startswith("--") for a in argv[1:])
     return program == "cat"
