@@ -1,12 +1,10 @@
-"""Every request the cluster commands make in the test suite, as the authorizer sees it: (verb,
-API group, resource[/subresource], namespace or cluster-wide, name). Filled by each cluster that
-lifecycle and CLI tests run against (``cluster.PortCluster`` at the port, ``LocalCluster``
-on the wire), never by tests that probe the fake itself; checked against
+"""Every request the cluster commands make in the test suite, as the authorizer sees it (verb,
+API group, resource[/subresource], namespace or cluster-wide, name): recorded by the clusters
+lifecycle and CLI tests run against (``cluster.PortCluster`` at the port, ``LocalCluster`` on
+the wire), never by tests that probe the fake itself; checked against
 ``kfcompile.lifecycle.rbac`` at the end of the session (``tests/conftest.py``) and by
-``tests/test_rbac_requests.py``.
-
-Discovery (``/api``, ``/apis/...``, ``/version``) needs no Role and is not recorded. An exec is
-a WebSocket upgrade, a GET: authorized as ``get`` up to Kubernetes 1.34 and as ``create`` from
+``tests/test_rbac_requests.py``. Discovery needs no Role and is not recorded. An exec (a
+WebSocket upgrade, a GET) is authorized as ``get`` up to Kubernetes 1.34 and as ``create`` from
 1.35 (KEP-4006), so it needs both.
 """
 
@@ -44,17 +42,15 @@ class Access:
         return f"{self.verb} {what}{f' {self.name}' if self.name else ''} {where}"
 
 
-_PORT_VERBS = {op: op for op in ("get", "create", "patch", "delete", "list", "watch")}
+def _exec(group: str, resource: str, namespace: str | None, name: str | None) -> list[Access]:
+    return [Access(verb, group, resource, namespace, name) for verb in ("get", "create")]
 
 
 def of_call(call: RequestRecord, kind_of: Callable[[str, str], Any]) -> list[Access]:
-    """What one call of an in-memory port needs (``served`` is discovery: nothing);
-    ``kind_of``: the served kind (its ``group``, ``plural``, ``namespaced``), None or
-    ``StoreError`` when not served."""
-    if call.method == "served":
-        return []
+    """What one call of a port fake needs (``served`` is discovery: nothing); ``kind_of``: the
+    served kind (its ``group``, ``plural``, ``namespaced``), None or ``StoreError`` if none."""
     try:
-        kind = kind_of(call.api_version, call.kind)
+        kind = kind_of(call.api_version, call.kind) if call.method != "served" else None
     except StoreError:
         kind = None
     if kind is None:
@@ -63,9 +59,9 @@ def of_call(call: RequestRecord, kind_of: Callable[[str, str], Any]) -> list[Acc
     if call.method == "pod_log":
         return [Access("get", "", "pods/log", namespace, call.name)]
     if call.method == "exec":
-        return [Access(v, "", "pods/exec", namespace, call.name) for v in ("get", "create")]
+        return _exec("", "pods/exec", namespace, call.name)
     name = call.name if call.method not in ("list", "watch") else None
-    return [Access(_PORT_VERBS[call.method], kind.group, kind.plural, namespace, name)]
+    return [Access(call.method, kind.group, kind.plural, namespace, name)]
 
 
 def of_request(method: str, path: str, watch: bool) -> list[Access]:
@@ -83,10 +79,9 @@ def of_request(method: str, path: str, watch: bool) -> list[Access]:
     if rest[0] == "namespaces" and len(rest) >= 3:
         namespace, rest = rest[1], rest[2:]
     resource, name, sub = rest[0], (rest[1:2] or [None])[0], (rest[2:3] or [None])[0]
-    if sub is not None:
-        resource = f"{resource}/{sub}"
+    resource = f"{resource}/{sub}" if sub is not None else resource
     if sub == "exec":
-        return [Access(v, group, resource, namespace, name) for v in ("get", "create")]
+        return _exec(group, resource, namespace, name)
     verbs = {"POST": "create", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}
     verb = verbs.get(method) or ("get" if name else "watch" if watch else "list")
     return [Access(verb, group, resource, namespace, name)]
@@ -129,39 +124,35 @@ def recording() -> Iterator[Seen]:
         AUDIT._also.remove(seen)
 
 
-def _scope(access: Access) -> tuple[str, tuple[rbac.Rule, ...]]:
+_SCOPES = {"the namespace": rbac.NAMESPACED, "cluster-wide": rbac.CLUSTER,
+           "the Trainer's namespace": rbac.TRAINER}  # fmt: skip
+
+
+def _scope(access: Access) -> str:
     if access.namespace == TRAINER_NAMESPACE:
-        return "the Trainer's namespace", rbac.TRAINER
-    if access.namespace is None:
-        return "cluster-wide", rbac.CLUSTER
-    return "the namespace", rbac.NAMESPACED
+        return "the Trainer's namespace"
+    return "cluster-wide" if access.namespace is None else "the namespace"
 
 
 def denied(seen: Seen) -> list[str]:
     """Each access no rule of ``kfcompile.lifecycle.rbac`` allows, with the first test that
     needed it."""
-    out = []
-    for access, where in sorted(seen.accesses.items(), key=lambda kv: str(kv[0])):
-        scope, rules = _scope(access)
-        if not rbac.allows(rules, access.verb, access.group, access.resource, access.name):
-            out.append(f"{access}: not allowed by the Role for {scope} ({where})")
-    return out
+    return [
+        f"{access}: not allowed by the Role for {_scope(access)} ({where})"
+        for access, where in sorted(seen.accesses.items(), key=lambda kv: str(kv[0]))
+        if not rbac.allows(_SCOPES[_scope(access)], access.verb, access.group, access.resource,
+                           access.name)
+    ]  # fmt: skip
 
 
 def unused(seen: Seen) -> list[str]:
     """Each verb of each rule of ``kfcompile.lifecycle.rbac`` that no access needed: broader
-    than the
-    commands are."""
-    used = {(_scope(a)[0], a.verb, a.group, a.resource) for a in seen.accesses}
-    scopes = {
-        "the namespace": rbac.NAMESPACED,
-        "cluster-wide": rbac.CLUSTER,
-        "the Trainer's namespace": rbac.TRAINER,
-    }
+    than the commands are."""
+    used = {(_scope(a), a.verb, a.group, a.resource) for a in seen.accesses}
     return [
         f"{scope}: {verb} {rule.resource}{'.' + rule.group if rule.group else ''} ({rule.why}) "
         "is granted but no request needed it"
-        for scope, rules in scopes.items()
+        for scope, rules in _SCOPES.items()
         for rule in rules
         for verb in rule.verbs
         if (scope, verb, rule.group, rule.resource) not in used
