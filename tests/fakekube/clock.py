@@ -1,13 +1,10 @@
 """A fake clock for the ``kfcompile.lifecycle.ports.Clock`` port that runs the fake cluster as it
-goes.
-
-Time passes only when something waits: ``sleep(s)`` (the code under test backing off or
-polling) or ``idle()`` (a watch or a followed log with nothing to say, which would block on a
-real server). Every ``step`` seconds of fake time the clock ticks what it drives, in order: the
-fake cluster's scripted changes and garbage collection, then the test's own ``on_tick`` hooks.
-So a job lives its script while the lifecycle waits for it, whatever the machine's speed, and no
-test sleeps in real time. Waiting past ``limit`` seconds of fake time is an error (nothing the
-tests do takes that long: something waits for a change that never comes).
+goes. Time passes only when something waits: ``sleep(s)`` (the code under test backing off or
+polling) or ``idle()`` (a watch or followed log with nothing to say). Every ``step`` seconds of
+fake time it ticks what it drives (the cluster's scripts and garbage collector), then the test's
+``on_tick`` hooks: a job lives its script while the lifecycle waits, however fast the machine,
+and no test sleeps in real time. Waiting past ``limit`` s of fake time is an error (something
+waits for a change that never comes).
 """
 
 from __future__ import annotations
@@ -60,9 +57,6 @@ class FakeClock:
         """Wall time (seconds since 1970): what timestamps and ``sinceSeconds`` go by."""
         return self.start + self._elapsed
 
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.time(), UTC)
-
     def drive(self, ticker: Callable[[], object]) -> None:
         """Call ``ticker()`` at every tick (the fake cluster's parts, in the order given)."""
         self._tickers.append(ticker)
@@ -76,10 +70,8 @@ class FakeClock:
         with self._lock:
             target = self._elapsed + max(seconds, 0.0)
             if target > self.limit:
-                raise FakeTimeLimit(
-                    f"fake clock: waited past {self.limit:g}s of fake time for a change that "
-                    "never came"
-                )
+                message = f"waited past {self.limit:g}s of fake time for a change that never came"
+                raise FakeTimeLimit(f"fake clock: {message}")
             while (self._ticks + 1) * self.step <= target:
                 self._ticks += 1
                 self._elapsed = self._ticks * self.step

@@ -51,30 +51,17 @@ class RequestLog(list[RequestRecord]):
         for listener in self.listeners:
             listener(record)
 
-    def matching(
-        self,
-        method: str | None = None,
-        path_contains: str | None = None,
-        *,
-        verb: str | None = None,
-        watch: bool | None = None,
-    ) -> list[RequestRecord]:
-        return [
-            r
-            for r in list(self)
-            if (method is None or r.method.upper() == method.upper())
-            and (path_contains is None or path_contains in r.path)
-            and (verb is None or r.verb == verb)
-            and (watch is None or r.watch == watch)
-        ]
+    def matching(self, method: str | None = None, path_contains: str | None = None, *,
+                 verb: str | None = None, watch: bool | None = None,
+    ) -> list[RequestRecord]:  # fmt: skip
+        return [r for r in list(self)
+                if (method is None or r.method.upper() == method.upper())
+                and (path_contains is None or path_contains in r.path)
+                and verb in (None, r.verb) and watch in (None, r.watch)]  # fmt: skip
 
     def count(  # type: ignore[override]
-        self,
-        method: str | None = None,
-        path_contains: str | None = None,
-        *,
-        verb: str | None = None,
-        watch: bool | None = None,
-    ) -> int:
+        self, method: str | None = None, path_contains: str | None = None, *,
+        verb: str | None = None, watch: bool | None = None,
+    ) -> int:  # fmt: skip
         """How many requests match (every argument optional)."""
         return len(self.matching(method, path_contains, verb=verb, watch=watch))
