@@ -143,10 +143,6 @@ class LogRead:
         return ended or status.get("restartCount", 0) != self.run
 
 
-def _gone(rk: ResourceKind, name: str) -> StoreError:
-    return StoreError(404, "NotFound", f'{rk.resource} "{name}" not found', rk.details(name))
-
-
 class Objects:
     """All objects of the fake cluster; every public method is thread-safe."""
 
@@ -236,7 +232,7 @@ class Objects:
         """A copy of the object as ``rk`` serves it; StoreError 404 when there is none."""
         found = self.get(rk.api_version, rk.kind, namespace, name)
         if found is None:
-            raise _gone(rk, name)
+            raise StoreError(404, "NotFound", f'{rk.resource} "{name}" not found', rk.details(name))
         return found
 
     def matcher(
@@ -666,8 +662,9 @@ class Objects:
         pod not scheduled yet (there is no kubelet to ask: ``LogLocation`` has no node)."""
         pod = self.current(self.kind("v1", "Pod"), namespace, name)
         chosen = container_of(pod, container)
-        status, state = _status(pod, chosen), _status(pod, chosen).get("state") or {}
-        pending = (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+        status = _status(pod, chosen)
+        state, phase = status.get("state") or {}, (pod.get("status") or {}).get("phase")
+        pending = phase in (None, "Pending")
         if not (pod.get("spec") or {}).get("nodeName") and not status and pending:
             return [], LogRead(self, (namespace, name, chosen), 0, stamps, ended=True)
         if "waiting" in state or (not status and pending):
