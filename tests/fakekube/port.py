@@ -663,8 +663,8 @@ class Objects:
         pod = self.current(self.kind("v1", "Pod"), namespace, name)
         chosen = container_of(pod, container)
         status = _status(pod, chosen)
-        state, phase = status.get("state") or {}, (pod.get("status") or {}).get("phase")
-        pending = phase in (None, "Pending")
+        state = status.get("state") or {}
+        pending = (pod.get("status") or {}).get("phase", "Pending") == "Pending"
         if not (pod.get("spec") or {}).get("nodeName") and not status and pending:
             return [], LogRead(self, (namespace, name, chosen), 0, stamps, ended=True)
         if "waiting" in state or (not status and pending):
