@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
 from kfcompile.lifecycle.ports import ExecOutput, ExecResult, Page, Ref, Transient, WatchEvent
 
@@ -70,6 +70,7 @@ SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePe
 # Versions served from another's storage: the same objects, under other field names.
 CONVERSIONS: dict[tuple[str, str], Conversion] = {EVENTS_V1_KEY: EVENTS_V1}
 FINISHED = ("Succeeded", "Failed")
+T = TypeVar("T")
 
 
 def bad(message: str, code: int = 400, reason: str = "BadRequest") -> StoreError:
@@ -608,10 +609,10 @@ class Objects:
             return obj is not None and not obj["metadata"].get("deletionTimestamp")
 
         for key in builtins.list(self.items):
-            obj = self.items.get(key)
-            if obj is None:
+            found = self.items.get(key)
+            if found is None:
                 continue  # gone as another's dependent
-            meta = obj["metadata"]
+            obj, meta = found, found["metadata"]
             gone = [u for u in _owners(obj) if u not in uids]
             if gone and any(alive(u) for u in _owners(obj)):
                 for uid in gone:
@@ -763,7 +764,8 @@ class PortFake:
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         meta = obj.get("metadata") or {}
         ref = (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta.get("name"))
-        with self._call("create", *ref, **({"dry_run": True} if dry_run else {})) as (rk, fault):
+        shape: dict[str, Any] = {"dry_run": True} if dry_run else {}
+        with self._call("create", *ref, **shape) as (rk, fault):
             # the adapter sends fieldValidation=Strict
             return _answer(fault, self.objects.submit(rk, obj, strict=True, dry_run=dry_run))
 
@@ -923,7 +925,7 @@ def _errors() -> Iterator[None]:
         raise port_error(exc.code, exc.reason, exc.message) from None
 
 
-def _answer(fault: Fault | None, result: Any) -> Any:
+def _answer(fault: Fault | None, result: T) -> T:
     """``result``, which a ``lost`` fault loses after the call happened."""
     if fault is not None and fault.lost:
         raise Transient(0, "Timeout", "read timed out (injected: the call was done)")
