@@ -247,17 +247,9 @@ def pending(fake: Fake, namespace: str, name: str, why: str, kind: str = "TrainJ
             _event(fake, namespace, f"{plan[0]}.{event[0].lower()}", regarding, *event, "Warning")
 
 
-def runs(
-    fake: Fake,
-    *,
-    starts: float = 0.2,
-    ends: float | None = 1.0,
-    reason: str = "",
-    restarts: float | None = None,
-    waits: str | None = None,
-    steps: int = 0,
-    reports: Callable[[], bool] = lambda: False,
-) -> Callable[[Obj], None]:
+def runs(fake: Fake, *, starts: float = 0.2, ends: float | None = 1.0, reason: str = "",
+         restarts: float | None = None, waits: str | None = None, steps: int = 0,
+         reports: Callable[[], bool] = lambda: False) -> Callable[[Obj], None]:  # fmt: skip
     """What happens to each job created (pass it to ``fake.on_create``): its pods run ``starts``
     s after, a PyTorchJob restarts ``restarts`` s after if given, and it ends ``ends`` s after
     (None: never), failed for ``reason`` if given; ``waits``: its pods wait to start instead,
