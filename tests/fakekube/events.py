@@ -16,8 +16,6 @@ from .selectors import rename_fields
 
 Obj = dict[str, Any]
 
-__all__ = ["EVENTS_V1", "EVENTS_V1_KEY", "STORED", "Conversion"]
-
 STORED: Final = ("v1", "Event")
 EVENTS_V1_KEY: Final = ("events.k8s.io/v1", "Event")
 
@@ -36,15 +34,11 @@ _BACK: Final = {core: new for new, core in _RENAMED.items()}
 # The field selectors events.k8s.io/v1 accepts, and the core/v1 label each stands for
 # (AddFieldLabelConversionsForEvent): `involvedObject.name` is refused there.
 _FIELD_LABELS: Final = {
-    "reason": "reason",
     **{f"regarding.{f}": f"involvedObject.{f}" for f in ("kind", "namespace", "name", "uid")},
     **{f"regarding.{f}": f"involvedObject.{f}" for f in ("apiVersion", "resourceVersion")},
     "regarding.fieldPath": "involvedObject.fieldPath",
     "reportingController": "reportingComponent",
-    "source": "source",
-    "type": "type",
-    "metadata.namespace": "metadata.namespace",
-    "metadata.name": "metadata.name",
+    **{f: f for f in ("reason", "source", "type", "metadata.namespace", "metadata.name")},
 }
 
 
@@ -54,10 +48,7 @@ def _to_core(event: Obj) -> Obj:
     for key, value in event.items():
         if key not in ("apiVersion", "kind"):
             out[_RENAMED.get(key, key)] = value
-    out.setdefault("involvedObject", {})
-    out.setdefault("source", {})
-    out.setdefault("firstTimestamp", None)
-    out.setdefault("lastTimestamp", None)
+    out = {"involvedObject": {}, "source": {}, "firstTimestamp": None, "lastTimestamp": None, **out}
     if not out.get("count"):
         out.pop("count", None)  # int32, omitempty
     return out

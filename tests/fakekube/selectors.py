@@ -11,9 +11,6 @@ from .resources import StoreError
 Obj = dict[str, Any]
 Matcher = Callable[[Obj], bool]
 
-__all__ = ["Matcher", "field_matcher", "label_matcher", "rename_fields"]
-
-
 _KEY = r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
 _EXISTS = re.compile(rf"\s*(!?)\s*({_KEY})\s*")
@@ -52,10 +49,8 @@ def _requirement(text: str) -> Callable[[dict[str, str]], bool]:
 
 
 def label_matcher(selector: str) -> Matcher:
-    """A predicate for ``selector`` (``a=b,c!=d,e in (f,g),h notin (i),j,!k``).
-
-    Raises StoreError 400 when the selector does not parse, as the server does.
-    """
+    """A predicate for ``selector`` (``a=b,c!=d,e in (f,g),h notin (i),j,!k``); StoreError 400
+    when it does not parse, as the server answers."""
     if not selector.strip():
         return lambda obj: True
     reqs = [_requirement(part) for part in _split_requirements(selector)]
@@ -70,27 +65,14 @@ def label_matcher(selector: str) -> Matcher:
 # Field selectors the real server supports beyond metadata.name/namespace, per kind.
 _FIELDS: dict[str, tuple[str, ...]] = {
     "Pod": (
-        "spec.nodeName",
-        "spec.restartPolicy",
-        "spec.schedulerName",
-        "spec.serviceAccountName",
-        "spec.hostNetwork",
-        "status.phase",
-        "status.podIP",
-        "status.nominatedNodeName",
+        *("spec.nodeName", "spec.restartPolicy", "spec.schedulerName"),
+        *("spec.serviceAccountName", "spec.hostNetwork"),
+        *("status.phase", "status.podIP", "status.nominatedNodeName"),
     ),
     "Event": (
-        "involvedObject.kind",
-        "involvedObject.namespace",
-        "involvedObject.name",
-        "involvedObject.uid",
-        "involvedObject.apiVersion",
-        "involvedObject.resourceVersion",
-        "involvedObject.fieldPath",
-        "reason",
-        "reportingComponent",
-        "source",
-        "type",
+        *(f"involvedObject.{f}" for f in ("kind", "namespace", "name", "uid", "apiVersion")),
+        *("involvedObject.resourceVersion", "involvedObject.fieldPath"),
+        *("reason", "reportingComponent", "source", "type"),
     ),
     "Secret": ("type",),
     "Namespace": ("status.phase",),
@@ -103,11 +85,7 @@ def _field_value(obj: Obj, path: str) -> str:
     node: Any = obj
     for part in path.split("."):
         node = node.get(part) if isinstance(node, dict) else None
-    if node is None:
-        return ""
-    if isinstance(node, bool):
-        return str(node).lower()
-    return str(node)
+    return "" if node is None else str(node).lower() if isinstance(node, bool) else str(node)
 
 
 def _field_requirements(selector: str, known: Iterable[str]) -> list[tuple[str, str, str]]:

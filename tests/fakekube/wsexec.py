@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 
-__all__ = ["exec_handler"]
-
 V5 = "v5.channel.k8s.io"
 V4 = "v4.channel.k8s.io"
 _FRAME = 1 << 20  # stdout/stderr frame size
@@ -56,26 +54,22 @@ async def exec_handler(
     drop_after: int | None = None,
 ) -> web.StreamResponse:
     """Upgrade to the channel websocket, run the command, stream its output and exit status.
-
-    ``answer``: send this as stdout (exit 0) instead of running the command. ``drop_after``:
-    cut the connection after that many stdout frames, with no exit status."""
+    ``answer``: stdout to send (exit 0) instead of running the command; ``drop_after``: cut the
+    connection after that many stdout frames, with no exit status."""
     argv = request.query.getall("command")
     ws = web.WebSocketResponse(protocols=(V5, V4), max_msg_size=0, autoping=True)
     await ws.prepare(request)
     stdin = bytearray()
     if _on(request, "stdin") and reads_stdin(argv):
         async for message in ws:
-            if message.type == WSMsgType.BINARY:
-                data: bytes = message.data
-            elif message.type == WSMsgType.TEXT:
-                data = message.data.encode()
-            else:
+            if message.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
                 break
-            if not data:
-                continue
-            if data[0] == 0:
+            data: bytes = (
+                message.data if message.type == WSMsgType.BINARY else message.data.encode()
+            )
+            if data[:1] == b"\x00":
                 stdin += data[1:]
-            elif data[0] == 255 and data[1:2] == b"\x00" and ws.ws_protocol == V5:
+            elif data[:2] == b"\xff\x00" and ws.ws_protocol == V5:
                 break
     stdout, stderr, code = await asyncio.to_thread(store.run, pod, container, argv, stdin, answer)
     del stdin
