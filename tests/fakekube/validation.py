@@ -60,22 +60,27 @@ def _drop_nulls(node: Any) -> Any:
     return node
 
 
+def _children(schema: Obj, node: Any) -> Iterator[tuple[Obj, str | int, Any]]:
+    """Each child of ``node`` its schema describes: (its schema, its path part, its key)."""
+    if isinstance(node, dict):
+        props, extra = schema.get("properties") or {}, schema.get("additionalProperties")
+        for key in node:
+            if isinstance(props.get(key), dict):
+                yield props[key], key, key
+            elif key not in props and isinstance(extra, dict):
+                yield extra, f"[{key}]", key
+    elif isinstance(node, list) and isinstance(schema.get("items"), dict):
+        yield from ((schema["items"], i, i) for i in range(len(node)))
+
+
 def _apply_defaults(schema: Obj, node: Any) -> None:
     """Fill in the CRD schema's ``default`` values where fields are missing, as the server does."""
     if isinstance(node, dict):
-        props = schema.get("properties") or {}
-        for key, sub in props.items():
+        for key, sub in (schema.get("properties") or {}).items():
             if key not in node and "default" in sub:
                 node[key] = copy.deepcopy(sub["default"])
-            if key in node:
-                _apply_defaults(sub, node[key])
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, dict):
-            for key in node.keys() - props.keys():
-                _apply_defaults(extra, node[key])
-    elif isinstance(node, list) and isinstance(schema.get("items"), dict):
-        for item in node:
-            _apply_defaults(schema["items"], item)
+    for sub, _, key in _children(schema, node):
+        _apply_defaults(sub, node[key])
 
 
 def _crd_schema(rk: ResourceKind) -> Obj:
@@ -227,25 +232,18 @@ def _cel_errors(schema: Obj, node: Any, old: Any, path: Path) -> Iterator[FieldE
         error = _rule_error(rule, node, old, path, schema)
         if error is not None:
             yield error
-    if isinstance(node, dict):
-        props = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        olds = old if isinstance(old, dict) else {}
-        for key, value in node.items():
-            sub, part = props.get(key), key
-            if sub is None and isinstance(extra, dict):
-                sub, part = extra, f"[{key}]"
-            if isinstance(sub, dict):
-                yield from _cel_errors(sub, value, olds.get(key), [*path, part])
-    elif isinstance(node, list) and isinstance(schema.get("items"), dict):
-        # The old item of each new one: by key in a `map` list, none otherwise.
-        keys = schema.get("x-kubernetes-list-map-keys") or []
-        by_key = {}
-        if schema.get("x-kubernetes-list-type") == "map" and isinstance(old, list):
-            by_key = {tuple(item.get(k) for k in keys): item for item in old}
-        for i, item in enumerate(node):
-            was = by_key.get(tuple(item.get(k) for k in keys)) if by_key else None
-            yield from _cel_errors(schema["items"], item, was, [*path, i])
+    # The old value of each child: by key in an object or a `map` list, none otherwise.
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    olds = old if isinstance(old, dict) else {}
+    if schema.get("x-kubernetes-list-type") == "map" and isinstance(old, list):
+        olds = {tuple(item.get(k) for k in keys): item for item in old}
+    for sub, part, key in _children(schema, node):
+        child = node[key]
+        if isinstance(node, dict):
+            was = olds.get(key)
+        else:  # (a list's items are objects where it has old ones by key)
+            was = olds.get(tuple(child.get(k) for k in keys)) if olds else None
+        yield from _cel_errors(sub, child, was, [*path, part])
 
 
 def rules_of(schema: Any) -> Iterator[str]:
