@@ -16,7 +16,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -54,15 +54,9 @@ _VERBS = {
 }
 
 
-def _json(status: int, body: Any, headers: Iterable[tuple[str, str]] = ()) -> web.Response:
-    resp = web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(),
-        status=status,
-        content_type="application/json",
-    )
-    for name, value in headers:
-        resp.headers.add(name, value)
-    return resp
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
+    data = json.dumps(body, separators=(",", ":")).encode()
+    return web.Response(body=data, status=status, content_type="application/json", headers=headers)
 
 
 class _Target(NamedTuple):
@@ -98,8 +92,8 @@ class FakeKube:
         self.store.create(crd)
 
     def start(self) -> None:
-        app = web.Application(middlewares=[self._middleware], client_max_size=1 << 30)
-        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        app = web.Application(client_max_size=1 << 30)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
         self.url = self._background.start(app)
 
     def stop(self) -> None:
@@ -123,11 +117,8 @@ class FakeKube:
         self.tokens.add(token)
         return write_kubeconfig(path, self.url, namespace=namespace, context=context, token=token)
 
-    @web.middleware
-    async def _middleware(
-        self, request: web.Request, handler: Callable[[web.Request], Any]
-    ) -> web.StreamResponse:
-        """Record the request, authenticate it, inject the first matching fault."""
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        """Record the request, authenticate it, inject the first matching fault, answer."""
         watch = streams.flag(request.query, "watch")
         record = RequestRecord(request.method, request.path, dict(request.query), watch)
         self.requests.append(record)
@@ -152,7 +143,7 @@ class FakeKube:
                     location = fault.location + request.path_qs
                     return web.Response(status=fault.status, headers={"Location": location})
                 wait = retry_after_of(fault.status, fault.retry_after)
-                headers = [("Retry-After", str(wait))] if wait is not None else []
+                headers = {"Retry-After": str(wait)} if wait is not None else None
                 return _json(fault.status, error_status(fault.status, fault.message, wait), headers)
             if fault.drop_after is not None:
                 request[streams.DROP_AFTER] = fault.drop_after
@@ -161,11 +152,11 @@ class FakeKube:
             if fault.answer is not None:
                 record.status = fault.answer.status
                 return await streams.send(request, fault.answer)
-        response: web.StreamResponse = await handler(request)
+        response = await self._answer(request)
         record.status = record.status or response.status
         return response
 
-    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         try:
             # The garbage collector's due work is done before and after, as if it were instant:
             # a request made after another sees what it did for it, however busy the machine.
@@ -174,7 +165,7 @@ class FakeKube:
             self.store.collect()
             return response
         except StoreError as err:
-            return _json(err.code, err.status(), [("Retry-After", "1")] * (err.code == 429))
+            return _json(err.code, err.status(), {"Retry-After": "1"} if err.code == 429 else None)
         except (ConnectionResetError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a bug here: answer it visibly rather than hang the client
