@@ -136,8 +136,14 @@ def rfc3339(at: float, *, nano: bool = False) -> str:
 
 # --- what the server checks and fills in on create ---------------------------------------------
 
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# apimachinery ``pkg/util/validation/validation.go``: IsDNS1123Label (namespaces), and
+# IsDNS1123Subdomain (other names): pattern, length, what a name may hold.
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
+_NAMES = {
+    "label": (re.compile(_LABEL), 63, "alphanumeric characters or '-'"),
+    "subdomain": (re.compile(_SUBDOMAIN), 253, "alphanumeric characters, '-' or '.'"),
+}
 
 
 def invalid(rk: ResourceKind, name: str, errors: list[FieldError]) -> StoreError:
@@ -152,15 +158,11 @@ def invalid(rk: ResourceKind, name: str, errors: list[FieldError]) -> StoreError
 
 def check_name(rk: ResourceKind, name: str) -> None:
     """StoreError 422 unless ``name`` is an RFC 1123 subdomain (a label for namespaces)."""
-    pattern, limit, what = (
-        (_LABEL, 63, "RFC 1123 label")
-        if rk.kind == "Namespace"
-        else (_SUBDOMAIN, 253, "RFC 1123 subdomain")
-    )
+    what = "label" if rk.kind == "Namespace" else "subdomain"
+    pattern, limit, holds = _NAMES[what]
     if len(name) > limit or not pattern.fullmatch(name):
-        body = (f'Invalid value: "{name}": a lowercase {what} must consist of lower case '
-                "alphanumeric characters, '-' or '.', and must start and end with an "
-                "alphanumeric character")  # fmt: skip
+        body = (f'Invalid value: "{name}": a lowercase RFC 1123 {what} must consist of lower '
+                f"case {holds}, and must start and end with an alphanumeric character")  # fmt: skip
         raise invalid(rk, name, [FieldError("metadata.name", "FieldValueInvalid", body)])
 
 
