@@ -62,7 +62,7 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.
 class _Target(NamedTuple):
     kind: ResourceKind
     namespace: str | None  # from the URL; None: all namespaces / cluster-scoped
-    name: str | None
+    name: str  # "": the collection
     sub: str | None  # "log" or "exec"
 
 
@@ -185,7 +185,7 @@ class FakeKube:
             target = self._target(parts[1], parts[2], parts[3:])
         else:
             raise not_found()
-        names = "collection" if target.name is None else target.sub or "object"
+        names = (target.sub or "object") if target.name else "collection"
         verb = _VERBS.get((names, request.method))
         if verb == "create" and target.kind.namespaced and not target.namespace:
             verb = None  # a POST to all namespaces
@@ -194,7 +194,7 @@ class FakeKube:
             raise bad(message, 405, "MethodNotAllowed")
         record.verb = "watch" if verb == "list" and record.watch else verb
         rbac_verb = {"log": "get", "exec": "create"}.get(record.verb, record.verb)
-        name = None if verb == "create" else target.name
+        name = None if verb == "create" else target.name or None
         self.store.authorize(rbac_verb, target.kind, target.namespace, name, target.sub)
         handler: Callable[[web.Request, _Target], Any] = getattr(self, f"_{record.verb}")
         response: web.StreamResponse = await handler(request, target)
@@ -208,11 +208,11 @@ class FakeKube:
                 served = {"log", "exec"} & set(kind.subresources)
                 if len(rest) > 5 or (len(rest) == 5 and rest[4] not in served):
                     raise not_found()
-                return _Target(kind, rest[1], (rest[3:4] or [None])[0], (rest[4:] or [None])[0])
+                return _Target(kind, rest[1], "".join(rest[3:4]), (rest[4:] or [None])[0])
         kind = self.store.kind_by_plural(group, version, rest[0]) if rest else None
         if kind is None or len(rest) > 2 or (kind.namespaced and len(rest) > 1):
             raise not_found()
-        return _Target(kind, None, (rest[1:] or [None])[0], None)
+        return _Target(kind, None, "".join(rest[1:]), None)
 
     # --- handlers, one per verb --------------------------------------------------------------
 
@@ -260,11 +260,9 @@ class FakeKube:
         return _json(201, created)
 
     async def _get(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        assert target.name is not None
         return _json(200, self.store.current(target.kind, target.namespace, target.name))
 
     async def _patch(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        assert target.name is not None
         if request.content_type != _MERGE_PATCH:
             raise StoreError(415, "UnsupportedMediaType", "the body of the request was in an "
                              f"unknown format ({request.content_type}) - fakekube accepts only "
@@ -274,7 +272,6 @@ class FakeKube:
 
     async def _delete(self, request: web.Request, target: _Target) -> web.StreamResponse:
         kind, name = target.kind, target.name
-        assert name is not None
         options = await self._body(request) or {}
         if not isinstance(options, dict):
             raise bad("DeleteOptions must be a JSON object")
@@ -318,20 +315,7 @@ class FakeKube:
         return await streams.watch(self, request, target.kind, target.namespace)
 
     async def _log(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        assert target.name is not None
         return await streams.log(self, request, target.namespace or "default", target.name)
 
     async def _exec(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        assert target.name is not None
-        if not request.query.getall("command", []):
-            raise bad("you must specify at least 1 command")
-        namespace, container = target.namespace or "default", request.query.get("container")
-        pod, container = self.store.exec_target(namespace, target.name, container)
-        return await exec_handler(
-            request,
-            self.store,
-            pod,
-            container,
-            answer=request.get(streams.EXEC_STDOUT),
-            drop_after=request.get(streams.DROP_AFTER),
-        )
+        return await exec_handler(request, self.store, target.namespace or "default", target.name)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
+from .port import bad
 from .shell import reads_stdin
+from .streams import DROP_AFTER, EXEC_STDOUT
 
 if TYPE_CHECKING:
     from .port import Objects
@@ -45,18 +46,16 @@ def _on(request: web.Request, stream: str) -> bool:
 
 
 async def exec_handler(
-    request: web.Request,
-    store: Objects,
-    pod: Obj,
-    container: str,
-    *,
-    answer: bytes | Iterable[bytes] | None = None,
-    drop_after: int | None = None,
+    request: web.Request, store: Objects, namespace: str, name: str
 ) -> web.StreamResponse:
     """Upgrade to the channel websocket, run the command, stream its output and exit status.
-    ``answer``: stdout to send (exit 0) instead of running the command; ``drop_after``: cut the
-    connection after that many stdout frames, with no exit status."""
-    argv = request.query.getall("command")
+    A fault's ``exec_stdout`` is sent as stdout (exit 0) instead of running the command; its
+    ``drop_after`` cuts the connection after that many stdout frames, with no exit status."""
+    argv = request.query.getall("command", [])
+    if not argv:
+        raise bad("you must specify at least 1 command")
+    pod, container = store.exec_target(namespace, name, request.query.get("container"))
+    answer, drop_after = request.get(EXEC_STDOUT), request.get(DROP_AFTER)
     ws = web.WebSocketResponse(protocols=(V5, V4), max_msg_size=0, autoping=True)
     await ws.prepare(request)
     stdin = bytearray()
