@@ -258,6 +258,7 @@ def test_a_dry_run_other_than_all_is_refused_not_stored() -> None:
         ("app", ["x", "y"]),
         ("!app", ["z"]),
         ("app=a,tier", []),
+        ("app in (a, b),!tier", ["x", "y"]),  # a comma inside a set splits nothing
     ],
 )
 def test_label_selectors_as_apimachinery_parses_them(selector: str, matched: list[str]) -> None:

@@ -18,30 +18,13 @@ _EQUALS = re.compile(rf"\s*({_KEY})\s*(==|!=|=)\s*({_VALUE})\s*")
 _SET = re.compile(rf"\s*({_KEY})\s+(in|notin)\s*\(([^()]*)\)\s*")
 
 
-def _split_requirements(text: str) -> list[str]:
-    """Split on the commas that separate requirements, not those inside ``in (a,b)``."""
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
 def _requirement(text: str) -> Callable[[dict[str, str]], bool]:
     if m := _SET.fullmatch(text):
-        key, op = m[1], m[2]
-        values = {v.strip() for v in m[3].split(",")}
-        if op == "in":
-            return lambda labels: labels.get(key) in values
-        return lambda labels: labels.get(key) not in values
+        key, within, values = m[1], m[2] == "in", {v.strip() for v in m[3].split(",")}
+        return lambda labels: (labels.get(key) in values) == within
     if m := _EQUALS.fullmatch(text):
-        key, op, value = m[1], m[2], m[3]
-        if op == "!=":
-            return lambda labels: labels.get(key) != value
-        return lambda labels: labels.get(key) == value
+        key, equal, value = m[1], m[2] != "!=", m[3]
+        return lambda labels: (labels.get(key) == value) == equal
     if m := _EXISTS.fullmatch(text):
         key, negated = m[2], bool(m[1])
         return lambda labels: (key in labels) != negated
@@ -53,7 +36,8 @@ def label_matcher(selector: str) -> Matcher:
     when it does not parse, as the server answers."""
     if not selector.strip():
         return lambda obj: True
-    reqs = [_requirement(part) for part in _split_requirements(selector)]
+    # the commas between requirements, not those inside ``in (a,b)``
+    reqs = [_requirement(part) for part in re.split(r",(?![^()]*\))", selector)]
 
     def match(obj: Obj) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
