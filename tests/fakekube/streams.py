@@ -67,7 +67,7 @@ async def _stream(
     server.stream_events.add(event)
     try:
         yield response, event
-    except (ConnectionResetError, ConnectionError):
+    except ConnectionError:
         pass  # the client went away
     finally:
         with server.store.lock:
@@ -210,7 +210,7 @@ async def send(request: web.Request, body: Body) -> web.StreamResponse:
             if body.drip:
                 await asyncio.sleep(body.drip)
             await response.write(chunk)
-    except (ConnectionResetError, ConnectionError):  # the client stopped reading: done
+    except ConnectionError:  # the client stopped reading: done
         return response
     await response.write_eof()
     return response
