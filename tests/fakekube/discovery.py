@@ -23,7 +23,6 @@ def not_found(message: str = "the server could not find the requested resource")
 
 def discovery(kinds: list[ResourceKind], parts: list[str], address: str) -> Obj:
     """The discovery document at ``/api``, ``/api/v1``, ``/apis``, ``/apis/G``, ``/apis/G/V``."""
-    missing = not_found()
     if parts == ["api"]:
         return {
             "kind": "APIVersions",
@@ -32,7 +31,7 @@ def discovery(kinds: list[ResourceKind], parts: list[str], address: str) -> Obj:
         }
     if parts[0] == "api":
         if parts[1] != "v1":
-            raise missing
+            raise not_found()
         return _resource_list("", "v1", kinds)
     groups: dict[str, list[str]] = {}
     for kind in kinds:
@@ -45,12 +44,10 @@ def discovery(kinds: list[ResourceKind], parts: list[str], address: str) -> Obj:
 
     if len(parts) == 1:
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [*map(group_obj, groups)]}
-    if parts[1] not in groups:
-        raise missing
+    if parts[1] not in groups or (parts[2:] and parts[2] not in groups[parts[1]]):
+        raise not_found()
     if len(parts) == 2:
         return {"kind": "APIGroup", "apiVersion": "v1", **group_obj(parts[1])}
-    if parts[2] not in groups[parts[1]]:
-        raise missing
     return _resource_list(parts[1], parts[2], kinds)
 
 

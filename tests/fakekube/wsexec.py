@@ -31,14 +31,10 @@ _FRAME = 1 << 20  # stdout/stderr frame size
 def _exit_status(code: int, argv: list[str]) -> Obj:
     if code == 0:
         return {"metadata": {}, "status": "Success"}
-    return {
-        "metadata": {},
-        "status": "Failure",
-        "message": f"command terminated with non-zero exit code: error executing command "
-        f"{argv}, exit code {code}",
-        "reason": "NonZeroExitCode",
-        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
-    }
+    message = f"command terminated with non-zero exit code: error executing command {argv}"
+    return {"metadata": {}, "status": "Failure", "message": f"{message}, exit code {code}",
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}  # fmt: skip
 
 
 def _on(request: web.Request, stream: str) -> bool:
