@@ -46,6 +46,18 @@ def _abort(request: web.Request) -> None:
     request.transport.abort()
 
 
+class _Dropped(Exception):
+    """A fault's ``drop_after`` cut the stream: the connection is gone."""
+
+
+def _drop_at(request: web.Request, sent: int) -> None:
+    """Cut the connection (``_Dropped``) if a fault's ``drop_after`` says so after ``sent``."""
+    drop_after = request.get(DROP_AFTER)
+    if drop_after is not None and sent >= drop_after:
+        _abort(request)
+        raise _Dropped
+
+
 @contextlib.asynccontextmanager
 async def _stream(
     server: FakeKube, request: web.Request, content_type: str
@@ -67,8 +79,8 @@ async def _stream(
     server.stream_events.add(event)
     try:
         yield response, event
-    except ConnectionError:
-        pass  # the client went away
+    except (ConnectionError, _Dropped):
+        pass  # the client went away, or a fault cut it off
     finally:
         with server.store.lock:
             server.store.wakers.remove(wake)
@@ -91,21 +103,16 @@ async def watch(
     bookmarks = flag(query, "allowWatchBookmarks")
     labels, fields = query.get("labelSelector", ""), query.get("fieldSelector", "")
     matches = server.store.matcher(kind, namespace, labels, fields)
-    drop_after, sent = request.get(DROP_AFTER), 0
-    loop = asyncio.get_running_loop()
+    sent, loop = 0, asyncio.get_running_loop()
     deadline = loop.time() + timeout
     next_bookmark = loop.time() + server.bookmark_interval
 
-    async def send(type_: str, obj: Obj) -> bool:
-        """Write one event; False when the stream must end (dropped by a fault)."""
+    async def send(type_: str, obj: Obj) -> None:
         nonlocal sent
-        if drop_after is not None and sent >= drop_after:
-            _abort(request)
-            return False
+        _drop_at(request, sent)
         line = json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n"
         await response.write(line.encode())
         sent += 1
-        return True
 
     def bookmark(rv: int) -> Obj:
         meta = {"resourceVersion": str(rv)}
@@ -115,11 +122,8 @@ async def watch(
         if cursor is None:  # "" or "0": the current state first
             objs, cursor = server.store.snapshot(kind, matches)
             for obj in objs:
-                if not await send("ADDED", obj):
-                    return response
-        if drop_after == 0:
-            _abort(request)
-            return response
+                await send("ADDED", obj)
+        _drop_at(request, 0)  # drop_after=0: right after the headers
         while not server.closing:
             event.clear()
             try:
@@ -128,15 +132,13 @@ async def watch(
                 await send("ERROR", err.status())
                 return response
             for type_, obj in seen:
-                if not await send(type_, obj):
-                    return response
+                await send(type_, obj)
             now = loop.time()
             if now >= deadline:
                 break
             if bookmarks and now >= next_bookmark:
                 next_bookmark = now + server.bookmark_interval
-                if not await send("BOOKMARK", bookmark(cursor)):
-                    return response
+                await send("BOOKMARK", bookmark(cursor))
             await _wait(event, min(deadline, next_bookmark) - now)
         if bookmarks and not server.closing:
             await send("BOOKMARK", bookmark(cursor))
@@ -156,31 +158,26 @@ async def log(
         tail_lines=number(query, "tailLines"),
         stamps=flag(query, "timestamps"),
     )
-    drop_after, written = request.get(DROP_AFTER), 0
     if not flag(query, "follow"):
-        if drop_after is not None:
+        if request.get(DROP_AFTER) is not None:
             _abort(request)
             return web.Response()
         return web.Response(text="".join(lines), content_type="text/plain")
+    written = 0
 
-    async def write(out: list[str]) -> bool:
+    async def write(out: list[str]) -> None:
         nonlocal written
         for line in out:
-            if drop_after is not None and written >= drop_after:
-                _abort(request)
-                return False
+            _drop_at(request, written)
             await response.write(line.encode())
             written += line.count("\n")
-        return True
 
     async with _stream(server, request, "text/plain") as (response, event):
-        if not await write(lines):
-            return response
+        await write(lines)
         while not server.closing:
             event.clear()
             finished = reader.finished()  # before reading: its last lines still come
-            if not await write(reader.more()):
-                return response
+            await write(reader.more())
             if finished:
                 break
             await _wait(event, 1.0)
