@@ -291,13 +291,10 @@ class FakeKube:
             self.warming.discard((kind.api_version, kind.kind))
             message = "storage is (re)initializing"
             raise StoreError(429, "TooManyRequests", message, {"retryAfterSeconds": 1})
+        labels, fields = query.get("labelSelector", ""), query.get("fieldSelector", "")
+        limit = streams.number(query, "limit") or 0
         items, rv, token, left = self.store.page(
-            kind,
-            target.namespace,
-            query.get("labelSelector", ""),
-            query.get("fieldSelector", ""),
-            limit=streams.number(query, "limit") or 0,
-            token=query.get("continue"),
+            kind, target.namespace, labels, fields, limit=limit, token=query.get("continue")
         )
         if kind.group in _BUILTIN_GROUPS:
             for item in items:
