@@ -12,9 +12,11 @@ served: PUT, other patch types (415), deleting a collection, ``/status``, server
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,7 +25,6 @@ from typing import Any, NamedTuple
 from aiohttp import web
 
 from . import streams
-from .background import Background, write_kubeconfig
 from .clock import FakeClock
 from .discovery import discovery, not_found
 from .faults import Faults, error_status, retry_after_of
@@ -34,7 +35,7 @@ from .wsexec import exec_handler
 
 Obj = dict[str, Any]
 
-__all__ = ["FakeKube", "RequestLog", "RequestRecord"]
+__all__ = ["FakeKube", "RequestLog", "RequestRecord", "write_kubeconfig"]
 
 log = logging.getLogger("fakekube")
 
@@ -83,7 +84,9 @@ class FakeKube:
         self.url = ""
         self.closing = False
         self.stream_events: set[asyncio.Event] = set()  # set on stop, so streams end
-        self._background = Background()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
         for crd in crds:
             self.install_crd(crd)
 
@@ -92,13 +95,45 @@ class FakeKube:
         self.store.create(crd)
 
     def start(self) -> None:
+        """Serve on 127.0.0.1 (an ephemeral port), from an event loop on a thread of its own."""
         app = web.Application(client_max_size=1 << 30)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self.url = self._background.start(app)
+        self._loop = loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=loop.run_forever, name="fakekube", daemon=True)
+        self._thread.start()
+        self._runner = runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                              shutdown_timeout=0.2)  # fmt: skip
+
+        async def serve() -> None:
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+
+        asyncio.run_coroutine_threadsafe(serve(), loop).result(10)
+        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     def stop(self) -> None:
         self.closing = True
-        self._background.stop(self.stream_events)
+        loop, thread, runner = self._loop, self._thread, self._runner
+        if loop is None or thread is None or runner is None:
+            return
+
+        async def shutdown() -> None:
+            for event in list(self.stream_events):  # so that open streams end
+                event.set()
+            await runner.cleanup()
+            # A handler still hanging (a fault) is cancelled, not left to die with the loop.
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            loop.close()
+            self._loop = self._thread = None
 
     def __enter__(self) -> FakeKube:
         self.start()
@@ -316,3 +351,23 @@ class FakeKube:
 
     async def _exec(self, request: web.Request, target: _Target) -> web.StreamResponse:
         return await exec_handler(request, self.store, target.namespace or "default", target.name)
+
+
+def write_kubeconfig(
+    path: Path, url: str, *, token: str, namespace: str = "default", context: str = "fake",
+    ca: Path | None = None,
+) -> Path:  # fmt: skip
+    """Write to ``path`` a kubeconfig for the server at ``url`` with a bearer ``token`` (and,
+    for https, the CA ``ca``)."""
+    cluster: dict[str, str] = {"server": url}
+    if ca is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
+    context_of = {"cluster": context, "user": context, "namespace": namespace}
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": context,
+              "clusters": [{"name": context, "cluster": cluster}],
+              "users": [{"name": context, "user": {"token": token}}],
+              "contexts": [{"name": context, "context": context_of}]}  # fmt: skip
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2))
+    return path

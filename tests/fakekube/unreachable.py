@@ -19,7 +19,7 @@ import ssl
 import threading
 from pathlib import Path
 
-from .background import write_kubeconfig
+from .server import write_kubeconfig
 
 TLS = Path(__file__).parent / "tls"
 NO_HOST = "nohost.invalid"  # RFC 6761: never resolves
