@@ -1,9 +1,7 @@
-"""The port fake answers as the real adapter over HTTP does: both answer from one store
-(``fakekube.port.Objects``), and each test here runs the same calls, with the same assertions,
-against ``KubeCluster`` talking to the fake API server and against ``PortFake`` (objects,
-selectors, 404/409/410, RBAC, continue tokens, watches and their end, the garbage collector,
-logs, exec); then the fake clock the port fake moves on, and its own faults and record of
-calls."""
+"""The port fake answers as the real adapter over HTTP does (both answer from one store,
+``fakekube.port.Objects``): each ``side`` test runs the same calls and assertions against
+``KubeCluster`` over HTTP to the fake API server and against ``PortFake``; then the port fake's
+own clock, script, faults and record of calls."""
 
 from __future__ import annotations
 
@@ -90,6 +88,11 @@ def test_the_port_and_the_http_server_answer_from_one_store(tmp_path: Path) -> N
         assert fake.get(cm_ref("by-http", "default"))["data"] == {"moved": "yes"}
 
 
+def widget(**spec: Any) -> Obj:
+    meta = {"name": "w", "namespace": NS}
+    return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": meta, "spec": spec}
+
+
 def names(objs: list[Obj]) -> list[str]:
     return [o["metadata"]["name"] for o in objs]
 
@@ -121,10 +124,8 @@ def test_objects_and_their_errors(side: Side) -> None:
     )
     patched = port.patch(cm_ref("cfg"), {"data": {"b": None, "c": "3"}})
     assert patched["data"] == {"a": "1", "c": "3"}
-    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w",
-              "namespace": NS}, "spec": {"size": "big"}}  # fmt: skip
     with pytest.raises(Invalid, match=r"spec\.size"):
-        port.create(widget)
+        port.create(widget(size="big"))
     with pytest.raises(NotFound):
         port.get(Ref("example.org/v2", "Gadget", None, "g"))
     with pytest.raises(ValueError, match="needs a namespace"):
@@ -169,12 +170,11 @@ def owned_by(owner: Obj, obj: Obj) -> Obj:
 
 def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(side: Side) -> None:
     port, store = side.port, side.store
-    widget = port.create({"apiVersion": "example.com/v1", "kind": "Widget",
-                          "metadata": {"name": "w", "namespace": NS}})  # fmt: skip
+    made = port.create(widget())
     for name, node in (("p1", "node-1"), ("p2", "node-2")):
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
-        store.create(owned_by(widget, pod))
+        store.create(owned_by(made, pod))
         store.patch_status("v1", "Pod", NS, name, {"phase": "Running"})
     store.kubelets_down.add("node-1")
     w_ref = Ref("example.com/v1", "Widget", NS, "w")
@@ -195,9 +195,7 @@ def test_foreground_deletion_waits_for_a_pod_on_a_node_without_kubelet(side: Sid
 
 def test_without_a_garbage_collector_a_foreground_deletion_stays(side: Side) -> None:
     port, store = side.port, side.store
-    widget = port.create({"apiVersion": "example.com/v1", "kind": "Widget",
-                          "metadata": {"name": "w", "namespace": NS}})  # fmt: skip
-    store.create(owned_by(widget, configmap("dep")))
+    store.create(owned_by(port.create(widget()), configmap("dep")))
     store.gc(running=False)
     w_ref = Ref("example.com/v1", "Widget", NS, "w")
     port.delete(w_ref, propagation="Foreground")
@@ -324,20 +322,12 @@ def small() -> PortFake:
     return fake
 
 
-def pod(fake: PortFake, name: str, phase: str = "Running") -> None:
-    meta, spec = (
-        {"name": name, "namespace": NS},
-        {"nodeName": "node-1", "containers": [{"name": "main"}]},
-    )
-    fake.objects.put(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": meta,
-            "spec": spec,
-            "status": {"phase": phase},
-        }
-    )
+def pod(fake: PortFake, name: str, node: str | None = "node-1") -> None:
+    """A pod running on ``node``; with none, one never scheduled."""
+    spec: Obj = {"containers": [{"name": "main"}]} | ({"nodeName": node} if node else {})
+    status = {"status": {"phase": "Running"}} if node else {}
+    meta = {"name": name, "namespace": NS}
+    fake.objects.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, **status})
 
 
 def test_the_fake_clock_ticks_what_it_drives_as_it_is_slept() -> None:
@@ -374,9 +364,7 @@ def test_a_blocked_watch_or_follow_moves_the_clock_along_the_script() -> None:
         events[-1].object["metadata"]["resourceVersion"]
         == events[0].object["metadata"]["resourceVersion"]
     )
-    unscheduled = {"name": "u", "namespace": NS}
-    spec = {"containers": [{"name": "main"}]}
-    fake.objects.put({"apiVersion": "v1", "kind": "Pod", "metadata": unscheduled, "spec": spec})
+    pod(fake, "u", node=None)
     assert list(fake.pod_log(NS, "u")) == []  # no node, no kubelet to ask (LogLocation)
     with pytest.raises(FakeTimeLimit):  # a follow of a container that never ends: an error
         pod(fake, "q")

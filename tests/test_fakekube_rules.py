@@ -38,9 +38,6 @@ class Server:
         self.store = Objects(FakeClock())
         install(self.store, schema_check.require_shared(), RELEASES[release], runtime=False)
 
-    def served(self) -> bool:
-        return self.store.served(TRAINJOB, "TrainJob") is not None
-
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         kind = self.store.kind(TRAINJOB, "TrainJob")  # the adapter sends fieldValidation=Strict
         return self.store.submit(kind, obj, strict=True, dry_run=dry_run)
@@ -48,16 +45,14 @@ class Server:
     def patch(self, change: dict[str, Any], name: str = "demo") -> dict[str, Any]:
         return self.store.patch(self.store.kind(TRAINJOB, "TrainJob"), NAMESPACE, name, change)
 
-    def refused(self, obj: dict[str, Any], *, dry_run: bool = False, code: int = 422) -> str:
+    def refused(
+        self, obj: dict[str, Any] | None = None, *, patch: dict[str, Any] | None = None,
+        dry_run: bool = False, code: int = 422,
+    ) -> str:  # fmt: skip
+        """The message of the refusal of a create of ``obj``, or of a ``patch`` of "demo"."""
         with pytest.raises(StoreError) as caught:
-            self.create(obj, dry_run=dry_run)
+            self.create(obj or {}, dry_run=dry_run) if patch is None else self.patch(patch)
         assert caught.value.code == code
-        return caught.value.message
-
-    def refused_patch(self, change: dict[str, Any]) -> str:
-        with pytest.raises(StoreError) as caught:
-            self.patch(change)
-        assert caught.value.code == 422
         return caught.value.message
 
 
@@ -66,59 +61,55 @@ def v23() -> Server:
     return Server()
 
 
-def trainjob(name: str = "demo", **spec: Any) -> dict[str, Any]:
-    body = {
-        "runtimeRef": {"name": "torch-distributed"},
-        "trainer": {"image": "python:3.11", "numNodes": 1},
-        **spec,
-    }
-    return {
-        "apiVersion": TRAINJOB,
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": body,
-    }
+def trainjob(name: str = "demo", *, command: int = 0, **spec: Any) -> dict[str, Any]:
+    """A TrainJob (with ``command`` items of its trainer's command, if any)."""
+    trainer: dict[str, Any] = {"image": "python:3.11", "numNodes": 1}
+    if command:
+        trainer["command"] = ["echo"] * command
+    meta = {"name": name, "namespace": NAMESPACE}
+    body = {"runtimeRef": {"name": "torch-distributed"}, "trainer": trainer, **spec}
+    return {"apiVersion": TRAINJOB, "kind": "TrainJob", "metadata": meta, "spec": body}
 
 
-def test_managed_by_values_are_the_crds_rule(v23: Server) -> None:
-    message = v23.refused(trainjob(managedBy="example.com/mine"))
-    assert message == (
-        'TrainJob.trainer.kubeflow.org "demo" is invalid: spec.managedBy: Invalid value: "string": '
-        "ManagedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue "
-        "if set"
-    )
-    assert v23.create(trainjob("queued", managedBy="kueue.x-k8s.io/multikueue"))
+INVALID = 'TrainJob.trainer.kubeflow.org "{}" is invalid: '
+LONG_NAME, NOT_RFC1035 = "a" * 64, "9lives"
 
 
-def test_a_storage_uri_must_have_a_scheme(v23: Server) -> None:
-    message = v23.refused(trainjob(initializer={"dataset": {"storageUri": "my-data"}}))
-    assert message.endswith(
-        'is invalid: spec.initializer.dataset.storageUri: Invalid value: "string": storageUri '
-        "may be empty, or it must be a valid URI (scheme://...)"
-    )
+@pytest.mark.parametrize(
+    ("release", "job", "code", "message"),
+    [
+        ("trainjob/v2.3", trainjob(managedBy="example.com/mine"), 422,
+         INVALID.format("demo") + 'spec.managedBy: Invalid value: "string": ManagedBy must be '
+         "trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue if set"),
+        ("trainjob/v2.3", trainjob(initializer={"dataset": {"storageUri": "my-data"}}), 422,
+         INVALID.format("demo") + 'spec.initializer.dataset.storageUri: Invalid value: "string": '
+         "storageUri may be empty, or it must be a valid URI (scheme://...)"),
+        # the name rules sit on the root, from v2.1 only
+        ("trainjob/v2.3", trainjob(LONG_NAME), 422, INVALID.format(LONG_NAME) +
+         '<nil>: Invalid value: "object": metadata.name must be no more than 63 characters'),
+        ("trainjob/v2.3", trainjob(NOT_RFC1035), 422, INVALID.format(NOT_RFC1035) +
+         '<nil>: Invalid value: "object": metadata.name must match RFC 1035 DNS label format'),
+        # too many command items: the broken rule (managedBy) is then not evaluated
+        ("trainjob/v2.3", trainjob(managedBy="example.com/mine", command=129), 422,
+         INVALID.format("demo") + "[spec.trainer.command: Too many: 129: must have at most 128 "
+         f"items, {NOT_CHECKED}]"),
+        # strict decoding names the kind and version
+        ("trainjob/v2.1", trainjob(runtimePatches=[{"manager": "example.com/kfcompile",
+                                                    "trainingRuntimeSpec": {}}]), 400,
+         'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding '
+         'error: unknown field "spec.runtimePatches"'),
+    ],
+)  # fmt: skip
+def test_refusals_in_the_servers_words(
+    release: str, job: dict[str, Any], code: int, message: str
+) -> None:
+    assert Server(release).refused(job, code=code) == message
 
 
-def test_the_name_rules_sit_on_the_root_from_v2_1_only() -> None:
-    long_name, not_rfc1035 = "a" * 64, "9lives"
-    c = Server("trainjob/v2.3")
-    assert c.refused(trainjob(long_name)) == (
-        f'TrainJob.trainer.kubeflow.org "{long_name}" is invalid: <nil>: Invalid value: '
-        '"object": metadata.name must be no more than 63 characters'
-    )
-    assert c.refused(trainjob(not_rfc1035)).endswith(
-        '<nil>: Invalid value: "object": metadata.name must match RFC 1035 DNS label format'
-    )
-    c = Server("trainjob/v2.0")  # v2.0's CRD has no such rule: the server takes both
-    assert c.create(trainjob(long_name)) and c.create(trainjob(not_rfc1035))
-
-
-def test_too_many_command_items_block_the_cel_rules(v23: Server) -> None:
-    job = trainjob(managedBy="example.com/mine")  # breaks a rule, which is then not evaluated
-    job["spec"]["trainer"]["command"] = ["echo"] * 129
-    assert v23.refused(job) == (
-        'TrainJob.trainer.kubeflow.org "demo" is invalid: [spec.trainer.command: Too many: 129: '
-        f"must have at most 128 items, {NOT_CHECKED}]"
-    )
+def test_what_the_crds_take() -> None:
+    assert Server().create(trainjob("queued", managedBy="kueue.x-k8s.io/multikueue"))
+    v20 = Server("trainjob/v2.0")  # v2.0's CRD has no name rules: the server takes both
+    assert v20.create(trainjob(LONG_NAME)) and v20.create(trainjob(NOT_RFC1035))
 
 
 @pytest.mark.parametrize(
@@ -144,11 +135,10 @@ def test_schema_errors_in_apimachinerys_words_block_the_cel_rules(
 def test_immutable_fields_hold_on_update_only(v23: Server) -> None:
     v23.create(trainjob())
     v23.patch({"spec": {"suspend": True}})  # not immutable
-    assert v23.refused_patch({"spec": {"trainer": {"image": "python:3.12"}}}) == (
-        'TrainJob.trainer.kubeflow.org "demo" is invalid: spec.trainer: Invalid value: '
-        '"object": field is immutable'
+    assert v23.refused(patch={"spec": {"trainer": {"image": "python:3.12"}}}) == (
+        INVALID.format("demo") + 'spec.trainer: Invalid value: "object": field is immutable'
     )
-    assert v23.refused_patch({"spec": {"runtimeRef": {"name": "other"}}}).endswith(
+    assert v23.refused(patch={"spec": {"runtimeRef": {"name": "other"}}}).endswith(
         'spec.runtimeRef: Invalid value: "object": field is immutable'
     )
     stored = v23.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
@@ -159,27 +149,15 @@ def test_v2_1_words_its_immutable_runtime_ref_its_own_way() -> None:
     c = Server("trainjob/v2.1")
     c.create(trainjob())
     c.patch({"spec": {"trainer": {"image": "python:3.12"}}})  # v2.1 allows it
-    message = c.refused_patch({"spec": {"runtimeRef": {"name": "other"}}})
+    message = c.refused(patch={"spec": {"runtimeRef": {"name": "other"}}})
     assert 'spec.runtimeRef: Invalid value: "object": runtimeRef' in message
-
-
-def test_strict_decoding_names_the_kind_and_version() -> None:
-    patch = [{"manager": "example.com/kfcompile", "trainingRuntimeSpec": {}}]
-    assert Server("trainjob/v2.1").refused(trainjob(runtimePatches=patch), code=400) == (
-        'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding error: '
-        'unknown field "spec.runtimePatches"'
-    )
 
 
 def test_every_rule_of_every_crd_compiles() -> None:
     """The interpreter takes each rule as the CRDs write it (none is rewritten for the fake)."""
     crds = schema_check.require_shared() / "crds"
     files = [*crds.glob("*.yaml"), *crds.glob("unreleased/*.yaml")]
-    rules = {
-        rule
-        for path in files
-        for rule in rules_of(schema_check.load_crd(str(path.relative_to(crds))))
-    }
+    rules = {r for p in files for r in rules_of(schema_check.load_crd(str(p.relative_to(crds))))}
     assert len(rules) >= 10  # (some rule texts recur with other messages)
     for rule in rules:
         compiled(rule)
@@ -215,62 +193,48 @@ def test_the_adapter_sends_dry_run_all(tmp_path: Path) -> None:
         }
 
 
-# --- a CRD just installed ---------------------------------------------------------------------
+# --- over HTTP: what only the wire shows, and what kubectl (not kfcompile) sends -----------
 
 
-def test_the_first_list_after_a_crd_install_finds_storage_initializing() -> None:
-    crd = schema_check.load_crd("trainjobs-v2.3.0.yaml")
-    with FakeKube() as kube:
-        headers = {"Authorization": "Bearer fake-token", "Content-Type": "application/json"}
-        install = urllib.request.Request(  # as `kubectl apply` installs it
-            f"{kube.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-            data=json.dumps(crd).encode(),
-            headers=headers,
-        )
-        with urllib.request.urlopen(install, timeout=5) as answer:
-            assert answer.status == 201
-        url = f"{kube.url}/apis/{TRAINJOB}/namespaces/{NAMESPACE}/trainjobs"
-        request = urllib.request.Request(url, headers=headers)
-        with pytest.raises(urllib.error.HTTPError) as caught:
-            urllib.request.urlopen(request, timeout=5)
-        body = json.loads(caught.value.read())
-        assert (caught.value.code, caught.value.headers["Retry-After"]) == (429, "1")
-        assert (body["reason"], body["message"]) == (
-            "TooManyRequests",
-            "storage is (re)initializing",
-        )
-        assert body["details"] == {"retryAfterSeconds": 1}
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            assert answer.status == 200
-
-
-# --- what a real server answers that kfcompile does not send (kubectl does) ----------------
-
-
-def _get(kube: FakeKube, path: str, data: Any = None) -> tuple[int, Any]:
+def _call(kube: FakeKube, path: str, data: Any = None) -> tuple[int, Any, Any]:
+    """Status, JSON body and headers of a GET (a POST of ``data``) to the fake API server."""
     headers = {"Authorization": "Bearer fake-token", "Content-Type": "application/json"}
     body = None if data is None else json.dumps(data).encode()
     request = urllib.request.Request(f"{kube.url}{path}", data=body, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=5) as answer:
-            return answer.status, json.loads(answer.read())
+            return answer.status, json.loads(answer.read()), answer.headers
     except urllib.error.HTTPError as refused:
-        return refused.code, json.loads(refused.read())
+        return refused.code, json.loads(refused.read()), refused.headers
+
+
+def test_the_first_list_after_a_crd_install_finds_storage_initializing() -> None:
+    crd = schema_check.load_crd("trainjobs-v2.3.0.yaml")
+    with FakeKube() as kube:
+        crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        assert _call(kube, crds, crd)[0] == 201  # as `kubectl apply` installs it
+        trainjobs = f"/apis/{TRAINJOB}/namespaces/{NAMESPACE}/trainjobs"
+        code, body, headers = _call(kube, trainjobs)
+        assert (code, headers["Retry-After"]) == (429, "1")
+        reason, message, details = body["reason"], body["message"], body["details"]
+        assert (reason, message) == ("TooManyRequests", "storage is (re)initializing")
+        assert details == {"retryAfterSeconds": 1}
+        assert _call(kube, trainjobs)[0] == 200
 
 
 def test_discovery_serves_the_group_lists_kubectl_reads_first() -> None:
     """kubectl's discovery walks ``/api`` and ``/apis`` before any group version (client-go's
     ``ServerGroupsAndResources``); the shapes are apimachinery's APIVersions and APIGroupList."""
     with FakeKube(crds=[schema_check.load_crd("trainjobs-v2.3.0.yaml")]) as kube:
-        code, versions = _get(kube, "/api")
+        code, versions, _ = _call(kube, "/api")
         assert (code, versions["kind"], versions["versions"]) == (200, "APIVersions", ["v1"])
-        code, groups = _get(kube, "/apis")
+        code, groups, _ = _call(kube, "/apis")
         assert (code, groups["kind"]) == (200, "APIGroupList")
         trainer = {g["name"]: g for g in groups["groups"]}["trainer.kubeflow.org"]
         assert trainer["preferredVersion"]["groupVersion"] == TRAINJOB
-        code, group = _get(kube, "/apis/trainer.kubeflow.org")
+        code, group, _ = _call(kube, "/apis/trainer.kubeflow.org")
         assert (code, group["kind"], group["name"]) == (200, "APIGroup", "trainer.kubeflow.org")
-        assert _get(kube, "/apis/no.such.group")[0] == 404
+        assert _call(kube, "/apis/no.such.group")[0] == 404
 
 
 def test_a_dry_run_other_than_all_is_refused_not_stored() -> None:
@@ -278,9 +242,8 @@ def test_a_dry_run_other_than_all_is_refused_not_stored() -> None:
     never a real create."""
     with FakeKube() as kube:
         configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
-        code, status = _get(
-            kube, f"/api/v1/namespaces/{NAMESPACE}/configmaps?dryRun=Some", configmap
-        )
+        path = f"/api/v1/namespaces/{NAMESPACE}/configmaps?dryRun=Some"
+        code, status, _ = _call(kube, path, configmap)
         assert code == 422 and 'dryRun: Unsupported value: "Some"' in status["message"]
         assert kube.store.list("v1", "ConfigMap", NAMESPACE) == []
 
@@ -295,6 +258,7 @@ def test_a_dry_run_other_than_all_is_refused_not_stored() -> None:
         ("app", ["x", "y"]),
         ("!app", ["z"]),
         ("app=a,tier", []),
+        ("app in (a, b),!tier", ["x", "y"]),  # a comma inside a set splits nothing
     ],
 )
 def test_label_selectors_as_apimachinery_parses_them(selector: str, matched: list[str]) -> None:
@@ -323,36 +287,24 @@ def test_label_selectors_as_apimachinery_parses_them(selector: str, matched: lis
 def test_each_release_serves_its_crd_and_says_its_version(
     release: str, version: str | None
 ) -> None:
-    c = Server(release)
-    found = c.store.get("v1", "ConfigMap", "kubeflow-system", "kubeflow-trainer-public")
+    store = Server(release).store
+    found = store.get("v1", "ConfigMap", "kubeflow-system", "kubeflow-trainer-public")
     assert (found or {}).get("data") == (trainer_configmap(version)["data"] if version else None)
-    assert c.served() == release.startswith("trainjob/")
-    if c.served():
-        crd = c.store.get(
-            "apiextensions.k8s.io/v1",
-            "CustomResourceDefinition",
-            None,
-            "trainjobs.trainer.kubeflow.org",
-        )
+    assert (store.served(TRAINJOB, "TrainJob") is not None) == release.startswith("trainjob/")
+    crd = store.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None,
+                    "trainjobs.trainer.kubeflow.org")  # fmt: skip
+    if release.startswith("trainjob/"):
         file = schema_check.load_crd(RELEASES[release][0])
         assert crd is not None and crd["spec"] == file["spec"]
 
 
 def test_generate_name_gets_a_name_and_neither_is_a_422() -> None:
     """``metadata.generateName`` gets five random characters (apiserver
-    ``names.SimpleNameGenerator``);
-    with neither it and a name, 422 FieldValueRequired."""
+    ``names.SimpleNameGenerator``); with neither it nor a name, 422 FieldValueRequired."""
     store = Objects(FakeClock())
-    made = store.create(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"generateName": "c-", "namespace": NAMESPACE},
-        }
-    )
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap"}
+    made = store.create({**configmap, "metadata": {"generateName": "c-", "namespace": NAMESPACE}})
     assert re.fullmatch(r"c-[a-z0-9]{5}", made["metadata"]["name"])
     with pytest.raises(StoreError) as caught:
-        store.create(
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": NAMESPACE}}
-        )
+        store.create({**configmap, "metadata": {"namespace": NAMESPACE}})
     assert caught.value.code == 422 and "name or generateName is required" in caught.value.message

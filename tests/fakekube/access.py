@@ -1,16 +1,9 @@
 """RBAC as a user whose Roles grant only some namespaces sees it: ``store.access =
-NamespaceAccess("alice", {"default"})``. The HTTP server and the port fake ask it
-(``Objects.authorize``) before every answer, so they refuse alike, in the real server's words
-(apiserver's ``forbiddenMessage``):
-
-    trainjobs.trainer.kubeflow.org is forbidden: User "alice" cannot list resource "trainjobs"
-    in API group "trainer.kubeflow.org" at the cluster scope
-
-A request at the cluster scope for a namespaced kind (a list or watch of all namespaces) or in
-another namespace is refused; cluster-scoped kinds (namespaces, CRDs, ClusterTrainingRuntimes)
+NamespaceAccess("alice", {"default"})``, asked (``Objects.authorize``) before every answer of the
+HTTP server and the port fake alike, refusing in apiserver's words (``forbiddenMessage``). A
+namespaced kind at the cluster scope or in another namespace is refused; cluster-scoped kinds
 stay readable, as the aggregated ``view`` ClusterRoles make them on most clusters; discovery is
-always allowed.
-"""
+always allowed."""
 
 from __future__ import annotations
 
@@ -18,8 +11,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .resources import ResourceKind, StoreError
-
-__all__ = ["Attempt", "NamespaceAccess", "forbidden"]
 
 
 @dataclass(frozen=True)
@@ -37,20 +28,14 @@ def forbidden(user: str, attempt: Attempt) -> StoreError:
     """The 403 the real server answers when RBAC allows none of this."""
     kind = attempt.kind
     resource = f"{kind.plural}/{attempt.subresource}" if attempt.subresource else kind.plural
-    where = (
-        f'in the namespace "{attempt.namespace}"' if attempt.namespace else "at the cluster scope"
-    )
+    ns = attempt.namespace
+    where = f'in the namespace "{ns}"' if ns else "at the cluster scope"
     what = f'{kind.resource} "{attempt.name}"' if attempt.name else kind.resource
     details = kind.details(attempt.name or "")
     if not attempt.name:
         del details["name"]
-    return StoreError(
-        403,
-        "Forbidden",
-        f'{what} is forbidden: User "{user}" cannot {attempt.verb} resource "{resource}" in API '
-        f'group "{kind.group}" {where}',
-        details,
-    )
+    message = f'{what} is forbidden: User "{user}" cannot {attempt.verb} resource "{resource}"'
+    return StoreError(403, "Forbidden", f'{message} in API group "{kind.group}" {where}', details)
 
 
 class NamespaceAccess:

@@ -8,10 +8,13 @@ from .resources import ResourceKind, StoreError
 
 Obj = dict[str, Any]
 
-__all__ = ["discovery", "not_found"]
-
 # Verbs each resource lists (what a real server lists; not all are served here).
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+_SUBRESOURCES = {  # subresource -> its kind (None: the resource's own) and verbs
+    "status": (None, ["get", "patch", "update"]),
+    "log": (None, ["get"]),
+    "exec": ("PodExecOptions", ["create", "get"]),
+}
 
 
 def not_found(message: str = "the server could not find the requested resource") -> StoreError:
@@ -20,7 +23,6 @@ def not_found(message: str = "the server could not find the requested resource")
 
 def discovery(kinds: list[ResourceKind], parts: list[str], address: str) -> Obj:
     """The discovery document at ``/api``, ``/api/v1``, ``/apis``, ``/apis/G``, ``/apis/G/V``."""
-    missing = not_found()
     if parts == ["api"]:
         return {
             "kind": "APIVersions",
@@ -29,7 +31,7 @@ def discovery(kinds: list[ResourceKind], parts: list[str], address: str) -> Obj:
         }
     if parts[0] == "api":
         if parts[1] != "v1":
-            raise missing
+            raise not_found()
         return _resource_list("", "v1", kinds)
     groups: dict[str, list[str]] = {}
     for kind in kinds:
@@ -41,17 +43,11 @@ def discovery(kinds: list[ResourceKind], parts: list[str], address: str) -> Obj:
         return {"name": name, "versions": versions, "preferredVersion": versions[0]}
 
     if len(parts) == 1:
-        return {
-            "kind": "APIGroupList",
-            "apiVersion": "v1",
-            "groups": [group_obj(name) for name in groups],
-        }
-    if parts[1] not in groups:
-        raise missing
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [*map(group_obj, groups)]}
+    if parts[1] not in groups or (parts[2:] and parts[2] not in groups[parts[1]]):
+        raise not_found()
     if len(parts) == 2:
         return {"kind": "APIGroup", "apiVersion": "v1", **group_obj(parts[1])}
-    if parts[2] not in groups[parts[1]]:
-        raise missing
     return _resource_list(parts[1], parts[2], kinds)
 
 
@@ -60,31 +56,16 @@ def _resource_list(group: str, version: str, kinds: list[ResourceKind]) -> Obj:
     for kind in kinds:
         if (kind.group, kind.version) != (group, version):
             continue
-        entry: Obj = {
-            "name": kind.plural,
-            "singularName": kind.singular,
-            "namespaced": kind.namespaced,
-            "kind": kind.kind,
-            "verbs": _VERBS,
-        }
+        entry: Obj = {"name": kind.plural, "singularName": kind.singular, "kind": kind.kind,
+                      "namespaced": kind.namespaced, "verbs": _VERBS}  # fmt: skip
         if kind.short_names:
             entry["shortNames"] = list(kind.short_names)
         resources.append(entry)
         for sub in kind.subresources:
-            sub_kind, verbs = {
-                "status": (kind.kind, ["get", "patch", "update"]),
-                "log": (kind.kind, ["get"]),
-                "exec": ("PodExecOptions", ["create", "get"]),
-            }[sub]
-            resources.append(
-                {
-                    "name": f"{kind.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": kind.namespaced,
-                    "kind": sub_kind,
-                    "verbs": verbs,
-                }
-            )
+            sub_kind, verbs = _SUBRESOURCES[sub]
+            resources.append({"name": f"{kind.plural}/{sub}", "singularName": "",
+                              "namespaced": kind.namespaced, "kind": sub_kind or kind.kind,
+                              "verbs": verbs})  # fmt: skip
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",

@@ -16,8 +16,6 @@ from .selectors import rename_fields
 
 Obj = dict[str, Any]
 
-__all__ = ["EVENTS_V1", "EVENTS_V1_KEY", "STORED", "Conversion"]
-
 STORED: Final = ("v1", "Event")
 EVENTS_V1_KEY: Final = ("events.k8s.io/v1", "Event")
 
@@ -36,28 +34,24 @@ _BACK: Final = {core: new for new, core in _RENAMED.items()}
 # The field selectors events.k8s.io/v1 accepts, and the core/v1 label each stands for
 # (AddFieldLabelConversionsForEvent): `involvedObject.name` is refused there.
 _FIELD_LABELS: Final = {
-    "reason": "reason",
     **{f"regarding.{f}": f"involvedObject.{f}" for f in ("kind", "namespace", "name", "uid")},
     **{f"regarding.{f}": f"involvedObject.{f}" for f in ("apiVersion", "resourceVersion")},
     "regarding.fieldPath": "involvedObject.fieldPath",
     "reportingController": "reportingComponent",
-    "source": "source",
-    "type": "type",
-    "metadata.namespace": "metadata.namespace",
-    "metadata.name": "metadata.name",
+    **{f: f for f in ("reason", "source", "type", "metadata.namespace", "metadata.name")},
 }
+
+
+def _renamed(event: Obj, key: tuple[str, str], names: dict[str, str]) -> Obj:
+    """``event`` as version ``key`` (apiVersion, kind) serves it, its fields renamed."""
+    fields = {names.get(k, k): v for k, v in event.items() if k not in ("apiVersion", "kind")}
+    return {"apiVersion": key[0], "kind": key[1], **fields}
 
 
 def _to_core(event: Obj) -> Obj:
     """An events.k8s.io/v1 Event as it is stored (core/v1): the legacy times unset (null)."""
-    out: Obj = {"apiVersion": STORED[0], "kind": STORED[1]}
-    for key, value in event.items():
-        if key not in ("apiVersion", "kind"):
-            out[_RENAMED.get(key, key)] = value
-    out.setdefault("involvedObject", {})
-    out.setdefault("source", {})
-    out.setdefault("firstTimestamp", None)
-    out.setdefault("lastTimestamp", None)
+    unset = {"involvedObject": {}, "source": {}, "firstTimestamp": None, "lastTimestamp": None}
+    out = unset | _renamed(event, STORED, _RENAMED)
     if not out.get("count"):
         out.pop("count", None)  # int32, omitempty
     return out
@@ -65,12 +59,7 @@ def _to_core(event: Obj) -> Obj:
 
 def _from_core(event: Obj) -> Obj:
     """A stored (core/v1) Event as events.k8s.io/v1 serves it; a legacy one has no eventTime."""
-    out: Obj = {"apiVersion": EVENTS_V1_KEY[0], "kind": EVENTS_V1_KEY[1]}
-    for key, value in event.items():
-        if key not in ("apiVersion", "kind"):
-            out[_BACK.get(key, key)] = value
-    out.setdefault("eventTime", None)
-    return out
+    return {"eventTime": None} | _renamed(event, EVENTS_V1_KEY, _BACK)
 
 
 @dataclass(frozen=True)

@@ -7,23 +7,10 @@ import base64
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 Obj = dict[str, Any]
 T = TypeVar("T")
-
-__all__ = [
-    "BUILTIN_KINDS",
-    "CRD_KEY",
-    "NAMESPACE_KEY",
-    "ResourceKind",
-    "StoreError",
-    "check_name",
-    "clone",
-    "crd_kinds",
-    "rfc3339",
-    "server_defaults",
-]
 
 
 class StoreError(Exception):
@@ -38,18 +25,22 @@ class StoreError(Exception):
 
     def status(self) -> Obj:
         """The ``Status`` object the server sends for this error."""
-        out: Obj = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
+        out: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": self.message, "reason": self.reason, "code": self.code}  # fmt: skip
         if self.details is not None:
             out["details"] = self.details
         return out
+
+
+class FieldError(NamedTuple):
+    """One apimachinery ``field.Error``: ``<field>: <body>`` (``reason`` for ``causes``)."""
+
+    field: str
+    reason: str
+    body: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.body}"
 
 
 @dataclass(frozen=True)
@@ -145,33 +136,34 @@ def rfc3339(at: float, *, nano: bool = False) -> str:
 
 # --- what the server checks and fills in on create ---------------------------------------------
 
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# apimachinery ``pkg/util/validation/validation.go``: IsDNS1123Label (namespaces), and
+# IsDNS1123Subdomain (other names): pattern, length, what a name may hold.
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
+_NAMES = {
+    "label": (re.compile(_LABEL), 63, "alphanumeric characters or '-'"),
+    "subdomain": (re.compile(_SUBDOMAIN), 253, "alphanumeric characters, '-' or '.'"),
+}
+
+
+def invalid(rk: ResourceKind, name: str, errors: list[FieldError]) -> StoreError:
+    """The 422 of ``errors`` (apimachinery ``errors.NewInvalid``: the kind qualified by its
+    group, one error bare, several in brackets)."""
+    listed = ", ".join(str(e) for e in errors)
+    what = f"{rk.kind}.{rk.group}" if rk.group else rk.kind
+    message = f'{what} "{name}" is invalid: ' + (f"[{listed}]" if len(errors) > 1 else listed)
+    causes = [{"reason": e.reason, "message": e.body, "field": e.field} for e in errors]
+    return StoreError(422, "Invalid", message, {**rk.details(name), "causes": causes})
 
 
 def check_name(rk: ResourceKind, name: str) -> None:
     """StoreError 422 unless ``name`` is an RFC 1123 subdomain (a label for namespaces)."""
-    pattern, limit, what = (
-        (_LABEL, 63, "RFC 1123 label")
-        if rk.kind == "Namespace"
-        else (_SUBDOMAIN, 253, "RFC 1123 subdomain")
-    )
-    if len(name) <= limit and pattern.fullmatch(name):
-        return
-    msg = (
-        f'Invalid value: "{name}": a lowercase {what} must consist of lower case '
-        "alphanumeric characters, '-' or '.', and must start and end with an "
-        "alphanumeric character"
-    )
-    raise StoreError(
-        422,
-        "Invalid",
-        f'{rk.kind} "{name}" is invalid: metadata.name: {msg}',
-        {
-            **rk.details(name),
-            "causes": [{"reason": "FieldValueInvalid", "message": msg, "field": "metadata.name"}],
-        },
-    )
+    what = "label" if rk.kind == "Namespace" else "subdomain"
+    pattern, limit, holds = _NAMES[what]
+    if len(name) > limit or not pattern.fullmatch(name):
+        body = (f'Invalid value: "{name}": a lowercase RFC 1123 {what} must consist of lower '
+                f"case {holds}, and must start and end with an alphanumeric character")  # fmt: skip
+        raise invalid(rk, name, [FieldError("metadata.name", "FieldValueInvalid", body)])
 
 
 _CRD_CONDITIONS = (

@@ -11,9 +11,6 @@ from .resources import StoreError
 Obj = dict[str, Any]
 Matcher = Callable[[Obj], bool]
 
-__all__ = ["Matcher", "field_matcher", "label_matcher", "rename_fields"]
-
-
 _KEY = r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
 _EXISTS = re.compile(rf"\s*(!?)\s*({_KEY})\s*")
@@ -21,30 +18,13 @@ _EQUALS = re.compile(rf"\s*({_KEY})\s*(==|!=|=)\s*({_VALUE})\s*")
 _SET = re.compile(rf"\s*({_KEY})\s+(in|notin)\s*\(([^()]*)\)\s*")
 
 
-def _split_requirements(text: str) -> list[str]:
-    """Split on the commas that separate requirements, not those inside ``in (a,b)``."""
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
 def _requirement(text: str) -> Callable[[dict[str, str]], bool]:
     if m := _SET.fullmatch(text):
-        key, op = m[1], m[2]
-        values = {v.strip() for v in m[3].split(",")}
-        if op == "in":
-            return lambda labels: labels.get(key) in values
-        return lambda labels: labels.get(key) not in values
+        key, within, values = m[1], m[2] == "in", {v.strip() for v in m[3].split(",")}
+        return lambda labels: (labels.get(key) in values) == within
     if m := _EQUALS.fullmatch(text):
-        key, op, value = m[1], m[2], m[3]
-        if op == "!=":
-            return lambda labels: labels.get(key) != value
-        return lambda labels: labels.get(key) == value
+        key, equal, value = m[1], m[2] != "!=", m[3]
+        return lambda labels: (labels.get(key) == value) == equal
     if m := _EXISTS.fullmatch(text):
         key, negated = m[2], bool(m[1])
         return lambda labels: (key in labels) != negated
@@ -52,13 +32,12 @@ def _requirement(text: str) -> Callable[[dict[str, str]], bool]:
 
 
 def label_matcher(selector: str) -> Matcher:
-    """A predicate for ``selector`` (``a=b,c!=d,e in (f,g),h notin (i),j,!k``).
-
-    Raises StoreError 400 when the selector does not parse, as the server does.
-    """
+    """A predicate for ``selector`` (``a=b,c!=d,e in (f,g),h notin (i),j,!k``); StoreError 400
+    when it does not parse, as the server answers."""
     if not selector.strip():
         return lambda obj: True
-    reqs = [_requirement(part) for part in _split_requirements(selector)]
+    # the commas between requirements, not those inside ``in (a,b)``
+    reqs = [_requirement(part) for part in re.split(r",(?![^()]*\))", selector)]
 
     def match(obj: Obj) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -70,27 +49,14 @@ def label_matcher(selector: str) -> Matcher:
 # Field selectors the real server supports beyond metadata.name/namespace, per kind.
 _FIELDS: dict[str, tuple[str, ...]] = {
     "Pod": (
-        "spec.nodeName",
-        "spec.restartPolicy",
-        "spec.schedulerName",
-        "spec.serviceAccountName",
-        "spec.hostNetwork",
-        "status.phase",
-        "status.podIP",
-        "status.nominatedNodeName",
+        *("spec.nodeName", "spec.restartPolicy", "spec.schedulerName"),
+        *("spec.serviceAccountName", "spec.hostNetwork"),
+        *("status.phase", "status.podIP", "status.nominatedNodeName"),
     ),
     "Event": (
-        "involvedObject.kind",
-        "involvedObject.namespace",
-        "involvedObject.name",
-        "involvedObject.uid",
-        "involvedObject.apiVersion",
-        "involvedObject.resourceVersion",
-        "involvedObject.fieldPath",
-        "reason",
-        "reportingComponent",
-        "source",
-        "type",
+        *(f"involvedObject.{f}" for f in ("kind", "namespace", "name", "uid", "apiVersion")),
+        *("involvedObject.resourceVersion", "involvedObject.fieldPath"),
+        *("reason", "reportingComponent", "source", "type"),
     ),
     "Secret": ("type",),
     "Namespace": ("status.phase",),
@@ -103,11 +69,7 @@ def _field_value(obj: Obj, path: str) -> str:
     node: Any = obj
     for part in path.split("."):
         node = node.get(part) if isinstance(node, dict) else None
-    if node is None:
-        return ""
-    if isinstance(node, bool):
-        return str(node).lower()
-    return str(node)
+    return "" if node is None else str(node).lower() if isinstance(node, bool) else str(node)
 
 
 def _field_requirements(selector: str, known: Iterable[str]) -> list[tuple[str, str, str]]:

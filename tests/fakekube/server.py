@@ -1,37 +1,30 @@
 """A local fake Kubernetes API server for tests, spoken to over real HTTP.
 
-``FakeKube`` runs an aiohttp server on 127.0.0.1 (ephemeral port) in a background thread, in
-front of the store of a ``PortFake`` (``fakekube.port.Objects``: the one the port fake answers
-from, so the scripts of ``fakekube.jobs`` move what it serves). It answers what the adapter
-(``kfcompile_kube``), the ``kubernetes`` client and kubectl send, as a real API server does:
-discovery, get, create (201; ``fieldValidation=Strict``: 400 ``strict decoding error: unknown
-field "spec.foo"``, otherwise unknown fields are pruned), JSON merge patch, delete (the object
-or a Status) with a propagation policy, label and field selectors, ``limit``/``continue``
-pagination, watches with bookmarks and in-stream 410, pod logs (follow included) and exec over
-websockets, a bearer token, RBAC, and injected faults.
-
-What no client here sends is not served: PUT, JSON and strategic-merge patch (415), deleting a
-collection, ``/status`` subresources, server-side apply; ``dryRun=All`` only on create. The
-answers themselves come from the store; this is how they go over the wire.
+``FakeKube`` serves a ``PortFake``'s store (``fakekube.port.Objects``, so what the port fake and
+``fakekube.jobs`` do shows here) on 127.0.0.1, answering the adapter, the ``kubernetes`` client
+and kubectl as a real API server does (KUBEFLOW.md, "Talking to the API"): discovery, get,
+create (``fieldValidation``, ``dryRun=All``), JSON merge patch, delete with a propagation
+policy, selectors, ``limit``/``continue``, watches (bookmarks, in-stream 410), pod logs, exec
+over websockets, a bearer token, RBAC and injected faults. What no client here sends is not
+served: PUT, other patch types (415), deleting a collection, ``/status``, server-side apply.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import math
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 
 from . import streams
-from .background import Background, write_kubeconfig
 from .clock import FakeClock
 from .discovery import discovery, not_found
 from .faults import Faults, error_status, retry_after_of
@@ -42,109 +35,35 @@ from .wsexec import exec_handler
 
 Obj = dict[str, Any]
 
-__all__ = ["FakeKube", "RequestLog", "RequestRecord"]
+__all__ = ["FakeKube", "RequestLog", "RequestRecord", "write_kubeconfig"]
 
 log = logging.getLogger("fakekube")
 
-_BUILTIN_GROUPS = (
-    "",
-    "batch",
-    "events.k8s.io",
-    "apiextensions.k8s.io",
-)  # list items carry no kind/apiVersion
+# Groups whose list items carry no kind/apiVersion on a real server.
+_BUILTIN_GROUPS = ("", "batch", "events.k8s.io", "apiextensions.k8s.io")
 _MERGE_PATCH = "application/merge-patch+json"
+# (what the URL names, method) -> verb; a collection's GET is a watch with ``watch=true``.
+_VERBS = {
+    ("collection", "GET"): "list",
+    ("collection", "POST"): "create",
+    ("object", "GET"): "get",
+    ("object", "PATCH"): "patch",
+    ("object", "DELETE"): "delete",
+    ("log", "GET"): "log",
+    ("exec", "GET"): "exec",
+    ("exec", "POST"): "exec",
+}
 
 
-# --- request parsing: every query parameter is read here ---------------------------------------
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
+    data = json.dumps(body, separators=(",", ":")).encode()
+    return web.Response(body=data, status=status, content_type="application/json", headers=headers)
 
 
-def _flag(query: Any, name: str) -> bool:
-    """A boolean query parameter as the API server reads it (apimachinery's
-    ``Convert_Slice_string_To_bool``): absent, "0" or "false" in any case is false, anything
-    else true; older clients send ``watch=True``."""
-    value = query.get(name)
-    return value is not None and value != "0" and value.lower() != "false"
-
-
-def _number(query: Any, name: str, kind: Callable[[str], Any] = int) -> Any:
-    value = query.get(name)
-    if value in (None, ""):
-        return None
-    try:
-        return kind(value)
-    except ValueError as exc:
-        raise bad(f"invalid {name}: {value!r}") from exc
-
-
-def _watch_params(query: Any) -> Obj:
-    rv = query.get("resourceVersion", "")
-    return {
-        "label_selector": query.get("labelSelector", ""),
-        "field_selector": query.get("fieldSelector", ""),
-        "resource_version": None if rv in ("", "0") else _number(query, "resourceVersion"),
-        # 0 or absent: the server's own limit (30-60 min on a real one)
-        "timeout": _number(query, "timeoutSeconds", float) or 1800.0,
-        "bookmarks": _flag(query, "allowWatchBookmarks"),
-    }
-
-
-def _log_params(query: Any) -> Obj:
-    return {
-        "container": query.get("container"),
-        "follow": _flag(query, "follow"),
-        "since_seconds": _number(query, "sinceSeconds", float),
-        "tail_lines": _number(query, "tailLines"),
-        "timestamps": _flag(query, "timestamps"),
-    }
-
-
-def _dry_run(query: Any) -> bool:
-    """``dryRun=All`` (the only value the API has): validate everything, store nothing."""
-    values = query.getall("dryRun", [])
-    bad = [v for v in values if v != "All"]
-    if bad:
-        raise StoreError(
-            422,
-            "Invalid",
-            f'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: '
-            f'"{bad[0]}": supported values: "All"',
-        )
-    return bool(values)
-
-
-def _strict(query: Any) -> bool:
-    mode = query.get("fieldValidation", "Warn")
-    if mode not in ("Strict", "Warn", "Ignore"):
-        raise bad(
-            f"fieldValidation parameter unsupported: {mode}; valid values: Ignore, Warn, Strict"
-        )
-    return bool(mode == "Strict")
-
-
-async def _body(request: web.Request) -> Any:
-    raw = await request.read()
-    try:
-        return json.loads(raw) if raw else None
-    except ValueError as exc:
-        raise bad(f"couldn't get version/kind; json parse error: {exc}") from exc
-
-
-def _json(status: int, body: Any, headers: Iterable[tuple[str, str]] = ()) -> web.Response:
-    resp = web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(),
-        status=status,
-        content_type="application/json",
-    )
-    for name, value in headers:
-        resp.headers.add(name, value)
-    return resp
-
-
-@dataclass
-class _Target:
+class _Target(NamedTuple):
     kind: ResourceKind
     namespace: str | None  # from the URL; None: all namespaces / cluster-scoped
-    name: str | None
+    name: str  # "": the collection
     sub: str | None  # "log" or "exec"
 
 
@@ -152,11 +71,11 @@ class FakeKube:
     """A fake API server: ``with FakeKube(crds=[...]) as kube: kube.kubeconfig(path)``."""
 
     def __init__(self, *, crds: Sequence[Obj] = (), fake: PortFake | None = None) -> None:
-        """``crds``: the CRDs to install (parsed; do not mutate them afterwards). ``fake``: the
-        port fake whose store to serve (by default one of its own, its clock in real time and
-        never advanced but by the test)."""
-        self.fake = fake or PortFake(FakeClock(start=time.time(), limit=math.inf))
-        self.store = self.fake.objects
+        """``crds``: to install (do not mutate them: validators are cached per CRD). ``fake``:
+        whose store to serve (by default a new one, its clock in real time, never advanced but
+        by the test)."""
+        fake = fake or PortFake(FakeClock(start=time.time(), limit=math.inf))
+        self.store = fake.objects
         self.faults = Faults(self.store)
         self.warming: set[tuple[str, str]] = set()  # kinds whose storage is (re)initializing
         self.requests = RequestLog()
@@ -165,65 +84,77 @@ class FakeKube:
         self.url = ""
         self.closing = False
         self.stream_events: set[asyncio.Event] = set()  # set on stop, so streams end
-        self._background = Background()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
         for crd in crds:
             self.install_crd(crd)
 
     def install_crd(self, crd: Obj) -> None:
-        """Serve a CRD's kinds from now on (discovery, CRUD, validation). Do not mutate ``crd``
-        afterwards: validators are cached per CRD object."""
+        """Serve a CRD's kinds from now on (do not mutate ``crd``: validators are cached)."""
         self.store.create(crd)
 
-    # --- lifecycle -------------------------------------------------------------------------
-
     def start(self) -> None:
-        app = web.Application(middlewares=[self._middleware], client_max_size=1 << 30)
-        app.router.add_route("*", "/{tail:.*}", self._dispatch)
-        self.url = self._background.start(app)
+        """Serve on 127.0.0.1 (an ephemeral port), from an event loop on a thread of its own."""
+        app = web.Application(client_max_size=1 << 30)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._loop = loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=loop.run_forever, name="fakekube", daemon=True)
+        self._thread.start()
+        self._runner = runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                              shutdown_timeout=0.2)  # fmt: skip
+
+        async def serve() -> None:
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+
+        asyncio.run_coroutine_threadsafe(serve(), loop).result(10)
+        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     def stop(self) -> None:
         self.closing = True
+        loop, thread, runner = self._loop, self._thread, self._runner
+        if loop is None or thread is None or runner is None:
+            return
 
-        def end_streams() -> None:
-            for event in list(self.stream_events):
+        async def shutdown() -> None:
+            for event in list(self.stream_events):  # so that open streams end
                 event.set()
+            await runner.cleanup()
+            # A handler still hanging (a fault) is cancelled, not left to die with the loop.
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
-        self._background.stop(end_streams)
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            loop.close()
+            self._loop = self._thread = None
 
     def __enter__(self) -> FakeKube:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def kubeconfig(
-        self,
-        path: Path,
-        *,
-        namespace: str = "default",
-        context: str = "fake",
+        self, path: Path, *, namespace: str = "default", context: str = "fake",
         token: str = "fake-token",
-    ) -> Path:
-        """Write a kubeconfig for this server (bearer ``token``, which the server then accepts)
-        and return ``path``."""
+    ) -> Path:  # fmt: skip
+        """Write a kubeconfig for this server (bearer ``token``, then accepted) to ``path``."""
         if not self.url:
             raise RuntimeError("FakeKube.kubeconfig: start the server first")
         self.tokens.add(token)
         return write_kubeconfig(path, self.url, namespace=namespace, context=context, token=token)
 
-    # --- middleware: record, authenticate, inject faults -------------------------------------
-
-    @web.middleware
-    async def _middleware(
-        self, request: web.Request, handler: Callable[[web.Request], Any]
-    ) -> web.StreamResponse:
-        watch = _flag(request.query, "watch")
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        """Record the request, authenticate it, inject the first matching fault, answer."""
+        watch = streams.flag(request.query, "watch")
         record = RequestRecord(request.method, request.path, dict(request.query), watch)
         self.requests.append(record)
         request[RECORD] = record
@@ -247,9 +178,8 @@ class FakeKube:
                     location = fault.location + request.path_qs
                     return web.Response(status=fault.status, headers={"Location": location})
                 wait = retry_after_of(fault.status, fault.retry_after)
-                headers = [("Retry-After", str(wait))] if wait is not None else []
-                body = error_status(fault.status, fault.message, wait)
-                return _json(fault.status, body, headers)
+                headers = {"Retry-After": str(wait)} if wait is not None else None
+                return _json(fault.status, error_status(fault.status, fault.message, wait), headers)
             if fault.drop_after is not None:
                 request[streams.DROP_AFTER] = fault.drop_after
             if fault.exec_stdout is not None:
@@ -257,13 +187,11 @@ class FakeKube:
             if fault.answer is not None:
                 record.status = fault.answer.status
                 return await streams.send(request, fault.answer)
-        response: web.StreamResponse = await handler(request)
+        response = await self._answer(request)
         record.status = record.status or response.status
         return response
 
-    # --- dispatch ----------------------------------------------------------------------------
-
-    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         try:
             # The garbage collector's due work is done before and after, as if it were instant:
             # a request made after another sees what it did for it, however busy the machine.
@@ -272,8 +200,7 @@ class FakeKube:
             self.store.collect()
             return response
         except StoreError as err:
-            headers = [("Retry-After", "1")] if err.code == 429 else []
-            return _json(err.code, err.status(), headers)
+            return _json(err.code, err.status(), {"Retry-After": "1"} if err.code == 429 else None)
         except (ConnectionResetError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a bug here: answer it visibly rather than hang the client
@@ -283,9 +210,7 @@ class FakeKube:
     async def _route(self, request: web.Request) -> web.StreamResponse:
         record: RequestRecord = request[RECORD]
         parts = [p for p in request.path.split("/") if p]
-        if (parts[:1] == ["api"] and len(parts) <= 2) or (
-            parts[:1] == ["apis"] and len(parts) <= 3
-        ):
+        if parts and len(parts) <= {"api": 2, "apis": 3}.get(parts[0], 0):  # up to /apis/G/V
             record.verb = "discovery"
             address = self.url.removeprefix("http://")
             return _json(200, discovery(list(self.store.kinds.values()), parts, address))
@@ -295,61 +220,59 @@ class FakeKube:
             target = self._target(parts[1], parts[2], parts[3:])
         else:
             raise not_found()
-        record.verb, handle = self._handler(request.method, target, record.watch)
-        verb = {"log": "get", "exec": "create"}.get(record.verb, record.verb)
-        name = None if verb == "create" and target.sub is None else target.name
-        self.store.authorize(verb, target.kind, target.namespace, name, target.sub)
-        return await handle(request, target)
-
-    def _handler(
-        self, method: str, target: _Target, watch: bool
-    ) -> tuple[str, Callable[[web.Request, _Target], Awaitable[web.StreamResponse]]]:
-        if target.name is None:
-            collection = {"GET": ("watch", self._watch) if watch else ("list", self._list)}
-            if target.namespace or not target.kind.namespaced:
-                collection["POST"] = ("create", self._create)
-            found = collection.get(method)
-        elif target.sub is None:
-            found = {
-                "GET": ("get", self._get),
-                "PATCH": ("patch", self._patch),
-                "DELETE": ("delete", self._delete),
-            }.get(method)
-        elif target.sub == "log":
-            found = ("log", self._log) if method == "GET" else None
-        else:
-            found = ("exec", self._exec) if method in ("GET", "POST") else None
-        if found is None:
-            raise bad(
-                "the server does not allow this method on the requested resource",
-                405,
-                "MethodNotAllowed",
-            )
-        return found
+        names = (target.sub or "object") if target.name else "collection"
+        verb = _VERBS.get((names, request.method))
+        if verb == "create" and target.kind.namespaced and not target.namespace:
+            verb = None  # a POST to all namespaces
+        if verb is None:
+            message = "the server does not allow this method on the requested resource"
+            raise bad(message, 405, "MethodNotAllowed")
+        record.verb = "watch" if verb == "list" and record.watch else verb
+        rbac_verb = {"log": "get", "exec": "create"}.get(record.verb, record.verb)
+        name = None if verb == "create" else target.name or None
+        self.store.authorize(rbac_verb, target.kind, target.namespace, name, target.sub)
+        handler: Callable[[web.Request, _Target], Any] = getattr(self, f"_{record.verb}")
+        response: web.StreamResponse = await handler(request, target)
+        return response
 
     def _target(self, group: str, version: str, rest: list[str]) -> _Target:
+        """The kind, namespace, name and subresource a path names (404 for none)."""
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
             kind = self.store.kind_by_plural(group, version, rest[2])
             if kind is not None and kind.namespaced:
-                if len(rest) > 5 or (len(rest) == 5 and rest[4] not in ("log", "exec")):
+                served = {"log", "exec"} & set(kind.subresources)
+                if len(rest) > 5 or (len(rest) == 5 and rest[4] not in served):
                     raise not_found()
-                if len(rest) == 5 and rest[4] not in kind.subresources:
-                    raise not_found()
-                name = rest[3] if len(rest) > 3 else None
-                return _Target(kind, rest[1], name, rest[4] if len(rest) > 4 else None)
+                return _Target(kind, rest[1], "".join(rest[3:4]), (rest[4:] or [None])[0])
         kind = self.store.kind_by_plural(group, version, rest[0]) if rest else None
         if kind is None or len(rest) > 2 or (kind.namespaced and len(rest) > 1):
             raise not_found()
-        return _Target(kind, None, rest[1] if len(rest) > 1 else None, None)
+        return _Target(kind, None, "".join(rest[1:]), None)
 
-    # --- handlers ----------------------------------------------------------------------------
+    # --- handlers, one per verb --------------------------------------------------------------
 
-    @staticmethod
-    def _check_body(target: _Target, body: Any) -> Obj:
-        """The object sent to a collection, which must agree with the URL."""
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError as exc:
+            raise bad(f"couldn't get version/kind; json parse error: {exc}") from exc
+
+    async def _create(self, request: web.Request, target: _Target) -> web.StreamResponse:
+        query, kind = request.query, target.kind
+        mode = query.get("fieldValidation", "Warn")
+        if mode not in ("Strict", "Warn", "Ignore"):
+            message = f"fieldValidation parameter unsupported: {mode}; valid values: "
+            raise bad(message + "Ignore, Warn, Strict")
+        dry_run = query.getall("dryRun", [])
+        for value in dry_run:  # "All" is the only value the API has (``ValidateDryRun``)
+            if value != "All":
+                message = f'Unsupported value: "{value}": supported values: "All"'
+                options = 'CreateOptions.meta.k8s.io "" is invalid: dryRun'
+                raise StoreError(422, "Invalid", f"{options}: {message}")
+        body = await self._body(request)
         if not isinstance(body, dict):
             raise bad("the body of the request must be a JSON object")
-        kind = target.kind
         body.setdefault("apiVersion", kind.api_version)  # the endpoint implies both
         body.setdefault("kind", kind.kind)
         if body["apiVersion"] != kind.api_version or body["kind"] != kind.kind:
@@ -362,42 +285,29 @@ class FakeKube:
             raise bad("metadata must be an object")
         if kind.namespaced:
             if meta.get("namespace") and meta["namespace"] != target.namespace:
-                raise bad(
-                    "the namespace of the provided object does not match the namespace sent "
-                    "on the request"
-                )
+                raise bad("the namespace of the provided object does not match the namespace "
+                          "sent on the request")  # fmt: skip
             meta["namespace"] = target.namespace
-        return body
-
-    async def _create(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        strict, dry_run = _strict(request.query), _dry_run(request.query)
-        body = self._check_body(target, await _body(request))
-        created = self.store.submit(target.kind, body, strict=strict, dry_run=dry_run)
-        if (target.kind.api_version, target.kind.kind) == CRD_KEY and not dry_run:
+        created = self.store.submit(kind, body, strict=mode == "Strict", dry_run=bool(dry_run))
+        if (kind.api_version, kind.kind) == CRD_KEY and not dry_run:
             # the first list of each of its kinds finds the storage (re)initializing (429)
             self.warming |= {(k.api_version, k.kind) for k in crd_kinds(created)}
         return _json(201, created)
 
     async def _get(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        assert target.name is not None
         return _json(200, self.store.current(target.kind, target.namespace, target.name))
 
     async def _patch(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        assert target.name is not None
         if request.content_type != _MERGE_PATCH:
-            raise StoreError(
-                415,
-                "UnsupportedMediaType",
-                f"the body of the request was in an unknown format ({request.content_type}) - "
-                f"fakekube accepts only {_MERGE_PATCH}",
-            )
-        change = await _body(request)
+            raise StoreError(415, "UnsupportedMediaType", "the body of the request was in an "
+                             f"unknown format ({request.content_type}) - fakekube accepts only "
+                             f"{_MERGE_PATCH}")  # fmt: skip
+        change = await self._body(request)
         return _json(200, self.store.patch(target.kind, target.namespace, target.name, change))
 
     async def _delete(self, request: web.Request, target: _Target) -> web.StreamResponse:
         kind, name = target.kind, target.name
-        assert name is not None
-        options = await _body(request) or {}
+        options = await self._body(request) or {}
         if not isinstance(options, dict):
             raise bad("DeleteOptions must be a JSON object")
         policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
@@ -406,8 +316,8 @@ class FakeKube:
         )
         if gone and not kind.returns_deleted:
             details = kind.details(name, obj["metadata"]["uid"])
-            status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
-            return _json(200, {**status, "details": details})
+            obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                   "details": details}  # fmt: skip
         return _json(200, obj)
 
     async def _list(self, request: web.Request, target: _Target) -> web.StreamResponse:
@@ -416,16 +326,13 @@ class FakeKube:
             self.warming.discard((kind.api_version, kind.kind))
             message = "storage is (re)initializing"
             raise StoreError(429, "TooManyRequests", message, {"retryAfterSeconds": 1})
+        labels, fields = query.get("labelSelector", ""), query.get("fieldSelector", "")
+        limit = streams.number(query, "limit") or 0
         items, rv, token, left = self.store.page(
-            kind,
-            target.namespace,
-            query.get("labelSelector", ""),
-            query.get("fieldSelector", ""),
-            limit=_number(query, "limit") or 0,
-            token=query.get("continue"),
+            kind, target.namespace, labels, fields, limit=limit, token=query.get("continue")
         )
         if kind.group in _BUILTIN_GROUPS:
-            for item in items:  # the real server leaves these out of built-in list items
+            for item in items:
                 item.pop("apiVersion", None)
                 item.pop("kind", None)
         meta: Obj = {"resourceVersion": str(rv)}
@@ -437,28 +344,30 @@ class FakeKube:
         return _json(200, {**body, "items": items})
 
     async def _watch(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        params = _watch_params(request.query)
-        return await streams.watch(self, request, target.kind, target.namespace, params)
+        return await streams.watch(self, request, target.kind, target.namespace)
 
     async def _log(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        assert target.name is not None
-        namespace = target.namespace or "default"
-        params = _log_params(request.query)
-        return await streams.log(self, request, namespace, target.name, params)
+        return await streams.log(self, request, target.namespace or "default", target.name)
 
     async def _exec(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        assert target.name is not None
-        if not request.query.getall("command", []):
-            raise bad("you must specify at least 1 command")
-        namespace = target.namespace or "default"
-        pod, container = self.store.exec_target(
-            namespace, target.name, request.query.get("container")
-        )
-        return await exec_handler(
-            request,
-            self.store,
-            pod,
-            container,
-            answer=request.get(streams.EXEC_STDOUT),
-            drop_after=request.get(streams.DROP_AFTER),
-        )
+        return await exec_handler(request, self.store, target.namespace or "default", target.name)
+
+
+def write_kubeconfig(
+    path: Path, url: str, *, token: str, namespace: str = "default", context: str = "fake",
+    ca: Path | None = None,
+) -> Path:  # fmt: skip
+    """Write to ``path`` a kubeconfig for the server at ``url`` with a bearer ``token`` (and,
+    for https, the CA ``ca``)."""
+    cluster: dict[str, str] = {"server": url}
+    if ca is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
+    context_of = {"cluster": context, "user": context, "namespace": namespace}
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": context,
+              "clusters": [{"name": context, "cluster": cluster}],
+              "users": [{"name": context, "user": {"token": token}}],
+              "contexts": [{"name": context, "context": context_of}]}  # fmt: skip
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2))
+    return path

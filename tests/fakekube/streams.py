@@ -1,19 +1,20 @@
 """The HTTP streams of the fake API server: watches (newline-delimited JSON events, bookmarks,
 an in-stream 410), followed pod logs, and a fault's own answer (``send``). What they carry comes
-from the store (``fakekube.port.Objects``: the port fake's watches and logs read the same); this
-is how it goes over the wire, woken by the store's changes and the clock's ticks, and cut short
-by a fault."""
+from the store (the port fake's watches and logs read the same); they wake on its changes and
+the clock's ticks, and a fault's ``drop_after`` cuts them short."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from .faults import Body
+from .port import bad
 from .resources import ResourceKind, StoreError
 
 if TYPE_CHECKING:
@@ -25,35 +26,65 @@ DROP_AFTER = web.RequestKey("drop_after", int)  # from a fault: end the stream a
 EXEC_STDOUT = web.RequestKey("exec_stdout", object)  # from a fault: what an exec sends instead
 
 
+def flag(query: Any, name: str) -> bool:
+    """A boolean parameter as apimachinery's ``Convert_Slice_string_To_bool`` reads it: absent,
+    "0" or "false" (any case) is false, anything else true (older clients send ``True``)."""
+    value = query.get(name)
+    return value is not None and value != "0" and value.lower() != "false"
+
+
+def number(query: Any, name: str, kind: Callable[[str], Any] = int) -> Any:
+    value = query.get(name)
+    try:
+        return None if value in (None, "") else kind(value)
+    except ValueError as exc:
+        raise bad(f"invalid {name}: {value!r}") from exc
+
+
 def _abort(request: web.Request) -> None:
     assert request.transport is not None
     request.transport.abort()
 
 
-class _Wakeup:
-    """An event set (from any thread) whenever the store changes, while the stream lasts."""
+class _Dropped(Exception):
+    """A fault's ``drop_after`` cut the stream: the connection is gone."""
 
-    def __init__(self, server: FakeKube) -> None:
-        self.server = server
-        self.event = asyncio.Event()
-        loop = asyncio.get_running_loop()
 
-        def wake() -> None:
-            with contextlib.suppress(RuntimeError):  # a closed loop: the stream is gone anyway
-                loop.call_soon_threadsafe(self.event.set)
+def _drop_at(request: web.Request, sent: int) -> None:
+    """Cut the connection (``_Dropped``) if a fault's ``drop_after`` says so after ``sent``."""
+    drop_after = request.get(DROP_AFTER)
+    if drop_after is not None and sent >= drop_after:
+        _abort(request)
+        raise _Dropped
 
-        self._wake = wake
 
-    def __enter__(self) -> asyncio.Event:
-        with self.server.store.lock:
-            self.server.store.wakers.append(self._wake)
-        self.server.stream_events.add(self.event)
-        return self.event
+@contextlib.asynccontextmanager
+async def _stream(
+    server: FakeKube, request: web.Request, content_type: str
+) -> AsyncIterator[tuple[web.StreamResponse, asyncio.Event]]:
+    """A chunked answer, and an event set (from any thread) whenever the store changes or the
+    server stops; a client that goes away ends it quietly."""
+    response = web.StreamResponse(status=200)
+    response.content_type = content_type
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    event, loop = asyncio.Event(), asyncio.get_running_loop()
 
-    def __exit__(self, *exc: object) -> None:
-        with self.server.store.lock:
-            self.server.store.wakers.remove(self._wake)
-        self.server.stream_events.discard(self.event)
+    def wake() -> None:
+        with contextlib.suppress(RuntimeError):  # a closed loop: the stream is gone anyway
+            loop.call_soon_threadsafe(event.set)
+
+    with server.store.lock:
+        server.store.wakers.append(wake)
+    server.stream_events.add(event)
+    try:
+        yield response, event
+    except (ConnectionError, _Dropped):
+        pass  # the client went away, or a fault cut it off
+    finally:
+        with server.store.lock:
+            server.store.wakers.remove(wake)
+        server.stream_events.discard(event)
 
 
 async def _wait(event: asyncio.Event, seconds: float) -> None:
@@ -62,127 +93,95 @@ async def _wait(event: asyncio.Event, seconds: float) -> None:
 
 
 async def watch(
-    server: FakeKube,
-    request: web.Request,
-    kind: ResourceKind,
-    namespace: str | None,
-    params: Obj,
+    server: FakeKube, request: web.Request, kind: ResourceKind, namespace: str | None
 ) -> web.StreamResponse:
-    """``params``: resource_version, label_selector, field_selector, timeout, bookmarks."""
-    matches = server.store.matcher(
-        kind, namespace, params["label_selector"], params["field_selector"]
-    )
-    drop_after = request.get(DROP_AFTER)
-    response = web.StreamResponse(status=200)
-    response.content_type = "application/json"
-    response.enable_chunked_encoding()
-    await response.prepare(request)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + params["timeout"]
+    query = request.query
+    rv = query.get("resourceVersion", "")
+    cursor = None if rv in ("", "0") else number(query, "resourceVersion")
+    # 0 or absent: the server's own limit (30-60 min on a real one)
+    timeout = number(query, "timeoutSeconds", float) or 1800.0
+    bookmarks = flag(query, "allowWatchBookmarks")
+    labels, fields = query.get("labelSelector", ""), query.get("fieldSelector", "")
+    matches = server.store.matcher(kind, namespace, labels, fields)
+    sent, loop = 0, asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     next_bookmark = loop.time() + server.bookmark_interval
-    sent = 0
 
-    async def send(type_: str, obj: Obj) -> bool:
-        """Write one event; False when the stream must end (dropped by a fault)."""
+    async def send(type_: str, obj: Obj) -> None:
         nonlocal sent
-        if drop_after is not None and sent >= drop_after:
-            _abort(request)
-            return False
+        _drop_at(request, sent)
         line = json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n"
         await response.write(line.encode())
         sent += 1
-        return True
 
     def bookmark(rv: int) -> Obj:
         meta = {"resourceVersion": str(rv)}
         return {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": meta}
 
-    try:
-        with _Wakeup(server) as event:
-            cursor = params["resource_version"]
-            if cursor is None:  # "" or "0": the current state first
-                objs, cursor = server.store.snapshot(kind, matches)
-                for obj in objs:
-                    if not await send("ADDED", obj):
-                        return response
-            if drop_after == 0:
-                _abort(request)
+    async with _stream(server, request, "application/json") as (response, event):
+        if cursor is None:  # "" or "0": the current state first
+            objs, cursor = server.store.snapshot(kind, matches)
+            for obj in objs:
+                await send("ADDED", obj)
+        _drop_at(request, 0)  # drop_after=0: right after the headers
+        while not server.closing:
+            event.clear()
+            try:
+                seen, cursor = server.store.events(kind, matches, cursor)
+            except StoreError as err:
+                await send("ERROR", err.status())
                 return response
-            while not server.closing:
-                event.clear()
-                try:
-                    seen, cursor = server.store.events(kind, matches, cursor)
-                except StoreError as err:
-                    await send("ERROR", err.status())
-                    return response
-                for type_, obj in seen:
-                    if not await send(type_, obj):
-                        return response
-                now = loop.time()
-                if now >= deadline:
-                    break
-                if params["bookmarks"] and now >= next_bookmark:
-                    next_bookmark = now + server.bookmark_interval
-                    if not await send("BOOKMARK", bookmark(cursor)):
-                        return response
-                await _wait(event, min(deadline, next_bookmark) - now)
-            if params["bookmarks"] and not server.closing:
+            for type_, obj in seen:
+                await send(type_, obj)
+            now = loop.time()
+            if now >= deadline:
+                break
+            if bookmarks and now >= next_bookmark:
+                next_bookmark = now + server.bookmark_interval
                 await send("BOOKMARK", bookmark(cursor))
-            await response.write_eof()
-    except (ConnectionResetError, ConnectionError):
-        pass  # the client went away
+            await _wait(event, min(deadline, next_bookmark) - now)
+        if bookmarks and not server.closing:
+            await send("BOOKMARK", bookmark(cursor))
+        await response.write_eof()
     return response
 
 
 async def log(
-    server: FakeKube, request: web.Request, namespace: str, name: str, params: Obj
+    server: FakeKube, request: web.Request, namespace: str, name: str
 ) -> web.StreamResponse:
-    """``params``: container, follow, since_seconds, tail_lines, timestamps."""
+    query = request.query
     lines, reader = server.store.log_read(
         namespace,
         name,
-        container=params["container"],
-        since_seconds=params["since_seconds"],
-        tail_lines=params["tail_lines"],
-        stamps=params["timestamps"],
+        container=query.get("container"),
+        since_seconds=number(query, "sinceSeconds", float),
+        tail_lines=number(query, "tailLines"),
+        stamps=flag(query, "timestamps"),
     )
-    drop_after = request.get(DROP_AFTER)
-    if not params["follow"]:
-        if drop_after is not None:
+    if not flag(query, "follow"):
+        if request.get(DROP_AFTER) is not None:
             _abort(request)
             return web.Response()
         return web.Response(text="".join(lines), content_type="text/plain")
-    response = web.StreamResponse(status=200)
-    response.content_type = "text/plain"
-    response.enable_chunked_encoding()
-    await response.prepare(request)
     written = 0
 
-    async def write(out: list[str]) -> bool:
+    async def write(out: list[str]) -> None:
         nonlocal written
         for line in out:
-            if drop_after is not None and written >= drop_after:
-                _abort(request)
-                return False
+            _drop_at(request, written)
             await response.write(line.encode())
             written += line.count("\n")
-        return True
 
-    try:
-        with _Wakeup(server) as event:
-            if not await write(lines):
-                return response
-            while not server.closing:
-                event.clear()
-                finished = reader.finished()  # before reading: its last lines still come
-                if not await write(reader.more()):
-                    return response
-                if finished:
-                    break
-                await _wait(event, 1.0)
-            await response.write_eof()
-    except (ConnectionResetError, ConnectionError):
-        pass
+    async with _stream(server, request, "text/plain") as (response, event):
+        await write(lines)
+        while not server.closing:
+            event.clear()
+            finished = reader.finished()  # before reading: its last lines still come
+            await write(reader.more())
+            if finished:
+                break
+            await _wait(event, 1.0)
+        await response.write_eof()
     return response
 
 
@@ -208,7 +207,7 @@ async def send(request: web.Request, body: Body) -> web.StreamResponse:
             if body.drip:
                 await asyncio.sleep(body.drip)
             await response.write(chunk)
-    except (ConnectionResetError, ConnectionError):  # the client stopped reading: done
+    except ConnectionError:  # the client stopped reading: done
         return response
     await response.write_eof()
     return response

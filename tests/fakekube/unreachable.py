@@ -1,40 +1,25 @@
-"""API servers that are not there, for the tests of failing fast: a port where nothing listens,
-a host that does not resolve, a server that accepts connections and never answers, one whose
-TLS certificate the kubeconfig's CA did not sign, one that never finishes the TLS handshake,
-and one that drips its headers; and the other host a redirect points to (``Elsewhere``:
-answers 200 ``{}``, as a host that takes what it is sent). Each counts what reached it.
+"""API servers that are not there, for the tests of failing fast: a port where nothing listens
+(``closed_port``), a host that does not resolve (``NO_HOST``), a server that never answers
+(``Silent``), one whose TLS certificate the kubeconfig's CA did not sign (``UntrustedTLS``), one
+that never finishes the TLS handshake (``StalledTLS``), one that drips its headers
+(``Dripping``); and the host a redirect points to (``Elsewhere``: answers 200 ``{}``). Each
+counts the connections it ``accepted``: ``with Silent() as s: kubeconfig(tmp / "kc", s.url)``.
 
-    with Silent() as silent:               # accepts, reads, never answers
-        kubeconfig(tmp / "kc", silent.url)
-        ...; silent.accepted               # connections accepted so far
-
-The TLS server's certificate (``tls/untrusted-server.crt``, self-signed for 127.0.0.1 and
-localhost, valid until 2126) and the CA the kubeconfig names instead (``tls/other-ca.crt``)
-are files made once with ``openssl req -x509 -newkey ec -pkeyopt
-ec_paramgen_curve:prime256v1 -nodes -days 36500``; their keys protect nothing.
-"""
+``tls/untrusted-server.crt`` (self-signed for 127.0.0.1 and localhost, valid until 2126) and
+``tls/other-ca.crt`` (the CA the kubeconfig names instead) were made once with ``openssl req
+-x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 36500``; their keys protect
+nothing."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import ssl
 import threading
 from pathlib import Path
-from types import TracebackType
 
-from .background import write_kubeconfig
-
-__all__ = [
-    "NO_HOST",
-    "Dripping",
-    "Elsewhere",
-    "Silent",
-    "StalledTLS",
-    "UntrustedTLS",
-    "closed_port",
-    "kubeconfig",
-]
+from .server import write_kubeconfig
 
 TLS = Path(__file__).parent / "tls"
 NO_HOST = "nohost.invalid"  # RFC 6761: never resolves
@@ -57,8 +42,9 @@ def kubeconfig(path: Path, server: str, *, ca: Path | None = None) -> Path:
     return write_kubeconfig(path, server, token=TOKEN, ca=ca)
 
 
-class _Listener:
-    """A socket on 127.0.0.1 accepting connections on a thread; ``serve`` handles each."""
+class Silent:
+    """A socket on 127.0.0.1 accepting connections on a thread; ``serve`` handles each (here:
+    holds it open and never answers, as a hung server)."""
 
     scheme = "http"
 
@@ -72,13 +58,11 @@ class _Listener:
         self._open: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, daemon=True)
 
-    def __enter__(self) -> _Listener:
+    def __enter__(self) -> Silent:
         self._thread.start()
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         with contextlib.suppress(OSError):  # wakes the thread blocked in accept()
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
@@ -97,14 +81,10 @@ class _Listener:
             self.serve(conn)
 
     def serve(self, conn: socket.socket) -> None:
-        """Hold the connection open and never answer (what a hung server does)."""
+        pass
 
 
-class Silent(_Listener):
-    """Accepts every connection and never answers."""
-
-
-class UntrustedTLS(_Listener):
+class UntrustedTLS(Silent):
     """Speaks TLS with a self-signed certificate no kubeconfig here trusts."""
 
     scheme = "https"
@@ -113,14 +93,11 @@ class UntrustedTLS(_Listener):
         super().__init__()
         self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._context.load_cert_chain(TLS / "untrusted-server.crt", TLS / "untrusted-server.key")
-        self.handshakes_failed = 0
 
     def serve(self, conn: socket.socket) -> None:
         conn.settimeout(5)
-        try:
+        with contextlib.suppress(ssl.SSLError, OSError):  # the client refused the certificate
             self._context.wrap_socket(conn, server_side=True).close()
-        except (ssl.SSLError, OSError):  # the client refused the certificate
-            self.handshakes_failed += 1
 
 
 class StalledTLS(Silent):
@@ -130,7 +107,7 @@ class StalledTLS(Silent):
     scheme = "https"
 
 
-class Dripping(_Listener):
+class Dripping(Silent):
     """Answers every request with a status line, then its headers one byte every ``drip``
     seconds, for ``lasting`` seconds (then hangs up), or until the client goes away."""
 
@@ -139,11 +116,9 @@ class Dripping(_Listener):
         self.drip, self.lasting = drip, lasting
         self._stop = threading.Event()
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        super().__exit__(kind, exc, tb)
+        super().__exit__(*exc)
 
     def serve(self, conn: socket.socket) -> None:
         threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
@@ -158,7 +133,7 @@ class Dripping(_Listener):
                 conn.sendall(b"x")
 
 
-class Elsewhere(_Listener):
+class Elsewhere(Silent):
     """Answers each request 200 with an empty JSON object, after recording it in ``received``
     (its bytes as sent: request line, headers, body)."""
 
@@ -172,12 +147,9 @@ class Elsewhere(_Listener):
         with contextlib.suppress(OSError):
             while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
                 data += chunk
-            head = data.partition(b"\r\n\r\n")[0].decode("latin-1").lower()
-            length = next(
-                (int(line.split(":", 1)[1]) for line in head.splitlines()
-                 if line.startswith("content-length:")),
-                0,
-            )  # fmt: skip
+            head = data.partition(b"\r\n\r\n")[0]
+            found = re.search(rb"\r\ncontent-length:\s*(\d+)", head, re.IGNORECASE)
+            length = int(found[1]) if found else 0
             while len(data) < len(head) + 4 + length and (chunk := conn.recv(65536)):
                 data += chunk
         self.received.append(data)

@@ -1,18 +1,14 @@
-"""What the API server checks in an object before storing it, as a real one does (KUBEFLOW.md,
-"Talking to the API": seen on a kube-apiserver 1.32): unknown fields (``fieldValidation=Strict``
-refuses them with the decoder's words, otherwise they are silently pruned), CRD defaults and
-pruned nulls, schema errors and every CEL rule of the CRD, immutability on update included (422,
-each as apimachinery formats a ``field.Error``); and the JSON merge patch (RFC 7386).
+"""What the API server checks in an object before storing it, as a kube-apiserver 1.32 was seen
+to (KUBEFLOW.md, "Talking to the API"): unknown fields (refused with the decoder's words under
+``fieldValidation=Strict``, else pruned), CRD defaults and pruned nulls, schema errors and the
+CRD's CEL rules (422, each worded as apimachinery's ``field.Error``); and JSON merge patch.
 
-The schema is the CRD's own, converted by ``kfcompile.output.crd`` (core kinds:
-kubernetes-validate's strict schemas, through ``schema_check``). The CEL rules are the CRD's own
-text evaluated by a CEL interpreter (``celpy``, RE2 regular expressions as Kubernetes'), never
-rewritten here, as apiextensions-apiserver evaluates them
-(``pkg/apiserver/schema/cel/validation.go``): each rule where its schema node meets the object; a
-transition rule (one naming ``oldSelf``) only on an update and only where the old object had the
-field (map-list items correlated by key); a failure is ``field.Invalid(path, <schema type>,
-<message>)``, a rule on the root has no path (``<nil>``); and no rule runs once the schema found a
-blocking error (``hasBlockingErr``)."""
+The schema is the CRD's own, via ``kfcompile.output.crd`` (core kinds: kubernetes-validate's,
+via ``schema_check``). The CEL rules are the CRD's text, never rewritten, evaluated by ``celpy``
+as apiextensions-apiserver does (``pkg/apiserver/schema/cel/validation.go``): each where its
+schema node meets the object; a transition rule (naming ``oldSelf``) only on update where the
+old object had the field (map-list items correlated by key); a failure is ``field.Invalid(path,
+<schema type>, <message>)`` (the root's path ``<nil>``); none after a blocking schema error."""
 
 from __future__ import annotations
 
@@ -21,18 +17,16 @@ import functools
 import json
 import re
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import schema_check
 
 from kfcompile.output import crd as kfcrd
 
-from .resources import ResourceKind, StoreError
+from .resources import FieldError, ResourceKind, StoreError, invalid
 
 Obj = dict[str, Any]
 Path = list[str | int]
-
-__all__ = ["compiled", "merge_patch", "rules_of", "validate"]
 
 # ObjectMeta's fields (apimachinery ``types.go``): any other is an unknown field.
 _OBJECT_META = {
@@ -40,17 +34,6 @@ _OBJECT_META = {
     *("finalizers", "generateName", "generation", "labels", "managedFields", "name"),
     *("namespace", "ownerReferences", "resourceVersion", "selfLink", "uid"),
 }
-
-
-class FieldError(NamedTuple):
-    """One apimachinery ``field.Error``: ``<field>: <body>`` (``reason`` for ``causes``)."""
-
-    field: str
-    reason: str
-    body: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.body}"
 
 
 def field_path(parts: Path) -> str:
@@ -77,22 +60,27 @@ def _drop_nulls(node: Any) -> Any:
     return node
 
 
+def _children(schema: Obj, node: Any) -> Iterator[tuple[Obj, str | int, Any]]:
+    """Each child of ``node`` its schema describes: (its schema, its path part, its key)."""
+    if isinstance(node, dict):
+        props, extra = schema.get("properties") or {}, schema.get("additionalProperties")
+        for key in node:
+            if isinstance(props.get(key), dict):
+                yield props[key], key, key
+            elif key not in props and isinstance(extra, dict):
+                yield extra, f"[{key}]", key
+    elif isinstance(node, list) and isinstance(schema.get("items"), dict):
+        yield from ((schema["items"], i, i) for i in range(len(node)))
+
+
 def _apply_defaults(schema: Obj, node: Any) -> None:
     """Fill in the CRD schema's ``default`` values where fields are missing, as the server does."""
     if isinstance(node, dict):
-        props = schema.get("properties") or {}
-        for key, sub in props.items():
+        for key, sub in (schema.get("properties") or {}).items():
             if key not in node and "default" in sub:
                 node[key] = copy.deepcopy(sub["default"])
-            if key in node:
-                _apply_defaults(sub, node[key])
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, dict):
-            for key in node.keys() - props.keys():
-                _apply_defaults(extra, node[key])
-    elif isinstance(node, list) and isinstance(schema.get("items"), dict):
-        for item in node:
-            _apply_defaults(schema["items"], item)
+    for sub, _, key in _children(schema, node):
+        _apply_defaults(sub, node[key])
 
 
 def _crd_schema(rk: ResourceKind) -> Obj:
@@ -106,7 +94,7 @@ def _schema_errors(rk: ResourceKind, obj: Obj) -> tuple[list[tuple[Path, str]], 
     """Unknown fields (path to the holding object, field) of any kind with a schema, and
     schema violations of a custom resource."""
     unknown: list[tuple[Path, str]] = []
-    invalid: list[FieldError] = []
+    errors: list[FieldError] = []
     if rk.crd is not None:
         validator = kfcrd._validator(rk.crd, rk.version)
         meta = obj.get("metadata")
@@ -115,7 +103,7 @@ def _schema_errors(rk: ResourceKind, obj: Obj) -> tuple[list[tuple[Path, str]], 
     elif rk.core_schema is not None:
         validator = schema_check._core_validator(schema_check.K8S_VERSION, rk.core_schema)
     else:
-        return unknown, invalid
+        return unknown, errors
     for err in validator.iter_errors(obj):
         if err.validator == "additionalProperties" and err.validator_value is False:
             known = err.schema.get("properties", {})
@@ -126,8 +114,8 @@ def _schema_errors(rk: ResourceKind, obj: Obj) -> tuple[list[tuple[Path, str]], 
                 if k not in known and not any(re.search(p, k) for p in patterns)
             ]
         elif rk.crd is not None:
-            invalid.append(_field_error(err))
-    return unknown, invalid
+            errors.append(_field_error(err))
+    return unknown, errors
 
 
 def _field_error(err: Any) -> FieldError:
@@ -173,13 +161,7 @@ def _quoted(value: Any) -> str:
 # Schema errors after which the server evaluates no CEL rule (apiextensions-apiserver
 # pkg/registry/customresource/strategy.go, hasBlockingErr).
 _BLOCKING = frozenset(
-    {
-        "FieldValueNotSupported",
-        "FieldValueRequired",
-        "FieldValueTooLong",
-        "FieldValueTooMany",
-        "FieldValueTypeInvalid",
-    }
+    f"FieldValue{r}" for r in ("NotSupported", "Required", "TooLong", "TooMany", "TypeInvalid")
 )
 _NOT_CHECKED = FieldError(
     "<nil>",
@@ -250,25 +232,18 @@ def _cel_errors(schema: Obj, node: Any, old: Any, path: Path) -> Iterator[FieldE
         error = _rule_error(rule, node, old, path, schema)
         if error is not None:
             yield error
-    if isinstance(node, dict):
-        props = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        olds = old if isinstance(old, dict) else {}
-        for key, value in node.items():
-            sub, part = props.get(key), key
-            if sub is None and isinstance(extra, dict):
-                sub, part = extra, f"[{key}]"
-            if isinstance(sub, dict):
-                yield from _cel_errors(sub, value, olds.get(key), [*path, part])
-    elif isinstance(node, list) and isinstance(schema.get("items"), dict):
-        # The old item of each new one: by key in a `map` list, none otherwise.
-        keys = schema.get("x-kubernetes-list-map-keys") or []
-        by_key = {}
-        if schema.get("x-kubernetes-list-type") == "map" and isinstance(old, list):
-            by_key = {tuple(item.get(k) for k in keys): item for item in old}
-        for i, item in enumerate(node):
-            was = by_key.get(tuple(item.get(k) for k in keys)) if by_key else None
-            yield from _cel_errors(schema["items"], item, was, [*path, i])
+    # The old value of each child: by key in an object or a `map` list, none otherwise.
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    olds = old if isinstance(old, dict) else {}
+    if schema.get("x-kubernetes-list-type") == "map" and isinstance(old, list):
+        olds = {tuple(item.get(k) for k in keys): item for item in old}
+    for sub, part, key in _children(schema, node):
+        child = node[key]
+        if isinstance(node, dict):
+            was = olds.get(key)
+        else:  # (a list's items are objects where it has old ones by key)
+            was = olds.get(tuple(child.get(k) for k in keys)) if olds else None
+        yield from _cel_errors(sub, child, was, [*path, part])
 
 
 def rules_of(schema: Any) -> Iterator[str]:
@@ -292,17 +267,11 @@ def validate(rk: ResourceKind, obj: Obj, *, strict: bool, old: Obj | None = None
     if rk.crd is not None:
         obj = _drop_nulls(obj)
         _apply_defaults(_crd_schema(rk), obj)
-    unknown, invalid = _schema_errors(rk, obj)
+    unknown, errors = _schema_errors(rk, obj)
     if unknown and strict:
-        fields = ", ".join(
-            f'unknown field "{kfcrd._path([*where, key])}"' for where, key in unknown
-        )
-        raise StoreError(
-            400,
-            "BadRequest",
-            f'{rk.kind} in version "{rk.version}" cannot be handled as a {rk.kind}: '
-            f"strict decoding error: {fields}",
-        )
+        fields = ", ".join(f'unknown field "{kfcrd._path([*w, key])}"' for w, key in unknown)
+        prefix = f'{rk.kind} in version "{rk.version}" cannot be handled as a {rk.kind}'
+        raise StoreError(400, "BadRequest", f"{prefix}: strict decoding error: {fields}")
     if unknown:
         obj = copy.deepcopy(obj)
         for where, key in unknown:
@@ -311,25 +280,12 @@ def validate(rk: ResourceKind, obj: Obj, *, strict: bool, old: Obj | None = None
                 node = node[part]
             node.pop(key, None)
     if rk.crd is not None:
-        if any(e.reason in _BLOCKING for e in invalid):
-            invalid = [*invalid, _NOT_CHECKED]
+        if any(e.reason in _BLOCKING for e in errors):
+            errors = [*errors, _NOT_CHECKED]
         else:
-            invalid = [*invalid, *_cel_errors(_crd_schema(rk), obj, old, [])]
-    if invalid:
-        name = (obj.get("metadata") or {}).get("name", "")
-        listed = ", ".join(str(e) for e in invalid)
-        what = f"{rk.kind}.{rk.group}" if rk.group else rk.kind
-        raise StoreError(
-            422,
-            "Invalid",
-            f'{what} "{name}" is invalid: ' + (f"[{listed}]" if len(invalid) > 1 else listed),
-            {
-                **rk.details(name),
-                "causes": [
-                    {"reason": e.reason, "message": e.body, "field": e.field} for e in invalid
-                ],
-            },
-        )
+            errors = [*errors, *_cel_errors(_crd_schema(rk), obj, old, [])]
+    if errors:
+        raise invalid(rk, (obj.get("metadata") or {}).get("name", ""), errors)
     return obj
 
 

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
+from .port import bad
 from .shell import reads_stdin
+from .streams import DROP_AFTER, EXEC_STDOUT
 
 if TYPE_CHECKING:
     from .port import Objects
 
 Obj = dict[str, Any]
-
-__all__ = ["exec_handler"]
 
 V5 = "v5.channel.k8s.io"
 V4 = "v4.channel.k8s.io"
@@ -32,14 +31,10 @@ _FRAME = 1 << 20  # stdout/stderr frame size
 def _exit_status(code: int, argv: list[str]) -> Obj:
     if code == 0:
         return {"metadata": {}, "status": "Success"}
-    return {
-        "metadata": {},
-        "status": "Failure",
-        "message": f"command terminated with non-zero exit code: error executing command "
-        f"{argv}, exit code {code}",
-        "reason": "NonZeroExitCode",
-        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
-    }
+    message = f"command terminated with non-zero exit code: error executing command {argv}"
+    return {"metadata": {}, "status": "Failure", "message": f"{message}, exit code {code}",
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}  # fmt: skip
 
 
 def _on(request: web.Request, stream: str) -> bool:
@@ -47,35 +42,29 @@ def _on(request: web.Request, stream: str) -> bool:
 
 
 async def exec_handler(
-    request: web.Request,
-    store: Objects,
-    pod: Obj,
-    container: str,
-    *,
-    answer: bytes | Iterable[bytes] | None = None,
-    drop_after: int | None = None,
+    request: web.Request, store: Objects, namespace: str, name: str
 ) -> web.StreamResponse:
     """Upgrade to the channel websocket, run the command, stream its output and exit status.
-
-    ``answer``: send this as stdout (exit 0) instead of running the command. ``drop_after``:
-    cut the connection after that many stdout frames, with no exit status."""
-    argv = request.query.getall("command")
+    A fault's ``exec_stdout`` is sent as stdout (exit 0) instead of running the command; its
+    ``drop_after`` cuts the connection after that many stdout frames, with no exit status."""
+    argv = request.query.getall("command", [])
+    if not argv:
+        raise bad("you must specify at least 1 command")
+    pod, container = store.exec_target(namespace, name, request.query.get("container"))
+    answer, drop_after = request.get(EXEC_STDOUT), request.get(DROP_AFTER)
     ws = web.WebSocketResponse(protocols=(V5, V4), max_msg_size=0, autoping=True)
     await ws.prepare(request)
     stdin = bytearray()
     if _on(request, "stdin") and reads_stdin(argv):
         async for message in ws:
-            if message.type == WSMsgType.BINARY:
-                data: bytes = message.data
-            elif message.type == WSMsgType.TEXT:
-                data = message.data.encode()
-            else:
+            if message.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
                 break
-            if not data:
-                continue
-            if data[0] == 0:
+            data: bytes = (
+                message.data if message.type == WSMsgType.BINARY else message.data.encode()
+            )
+            if data[:1] == b"\x00":
                 stdin += data[1:]
-            elif data[0] == 255 and data[1:2] == b"\x00" and ws.ws_protocol == V5:
+            elif data[:2] == b"\xff\x00" and ws.ws_protocol == V5:
                 break
     stdout, stderr, code = await asyncio.to_thread(store.run, pod, container, argv, stdin, answer)
     del stdin
