@@ -247,6 +247,23 @@ def test_lists_page_select_and_expire(side: Side) -> None:
         port.list("v1", "ConfigMap", NS, limit=2, continue_token=first.continue_token)
 
 
+def test_a_foreground_delete_is_seen_terminating_even_with_no_dependents(side: Side) -> None:
+    """The API server adds ``foregroundDeletion`` without knowing of dependents; the collector
+    removes it: a watch sees the owner Terminating, then gone (registry/store.go,
+    deletionFinalizersForGarbageCollection)."""
+    port = side.port
+    port.create(configmap("alone"))
+    start = port.list("v1", "ConfigMap", NS).resource_version
+    port.delete(cm_ref("alone"), propagation="Foreground")
+    events = port.watch("v1", "ConfigMap", NS, resource_version=start, timeout_seconds=5)
+    seen = []
+    for event in events:
+        seen.append((event.type, event.object["metadata"].get("finalizers")))
+        if event.type == "DELETED":
+            break
+    assert seen[0] == ("MODIFIED", ["foregroundDeletion"]) and seen[-1][0] == "DELETED"
+
+
 def test_watches_from_a_version_and_their_end(side: Side) -> None:
     port, store = side.port, side.store
     start = port.list("v1", "ConfigMap", NS).resource_version

@@ -547,8 +547,10 @@ class Objects:
         held = self._held(obj)  # the API server waits for the node's kubelet
         grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30) if held else 0
         finalizers = list(meta.get("finalizers") or [])
-        # (with no dependents it goes at once, as if the collector dropped the finalizer then)
-        if not held and propagation == "Foreground" and self._dependents(meta["uid"]):
+        # The API server adds it whatever the owner has (it does not know); the collector
+        # drops it once no dependent is left (registry/store.go, deletionFinalizersForGarbage
+        # Collection), so a watch sees the owner Terminating before it goes.
+        if not held and propagation == "Foreground":
             finalizers.append(FOREGROUND)
         if not held and not finalizers:
             self.remove(key)
@@ -901,15 +903,18 @@ class PortFake:
         **args: Any,
     ) -> Iterator[tuple[ResourceKind, Fault | None]]:
         """``_enter``, then the kind served, the namespace given and RBAC checked (verb and
-        subresource); the store's refusals become the port's errors."""
+        subresource); the store's refusals become the port's errors. The garbage collector's
+        due work is done before and after, as the HTTP server does around each request."""
         fault = self._enter(op, api_version, kind, namespace, name, **args)
         with _errors():
+            self.objects.collect()
             rk = self.objects.kind(api_version, kind)
             if rk.namespaced and namespace is None and op not in ("list", "watch"):
                 raise ValueError(f"{kind} is namespaced: the object needs a namespace")
             verb, sub = {"pod_log": ("get", "log"), "exec": ("create", "exec")}.get(op, (op, None))
             self.objects.authorize(verb, rk, namespace, None if op == "create" else name, sub)
             yield rk, fault
+            self.objects.collect()
 
 
 def _at(ref: Ref) -> tuple[str, str, str | None, str]:
