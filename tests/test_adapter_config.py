@@ -4,10 +4,13 @@ process environment is passed explicitly so the machine's own ~/.kube/config nev
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from pathlib import Path
 
 import pytest
+from fakekube.unreachable import Elsewhere, closed_port
 
 from kfcompile_kube.config import ConfigError, connect
 
@@ -419,3 +422,55 @@ def test_the_composition_root_wires_the_session_as_the_cli_does(tmp_path: Path) 
     assert session.retry_for == 3 and session.on_retry is not None
     with pytest.raises(kfcompile_kube.ConfigError):
         kfcompile_kube.session(str(tmp_path / "missing"))
+
+
+# --- an OIDC auth-provider whose identity provider cannot help ------------------------------------
+
+OIDC_SECRETS = ("oidc-client-s3cret", "oidc-refresh-t0ken")
+
+
+def oidc_kubeconfig(path: Path, issuer: str) -> Path:
+    """A user of the client's ``oidc`` auth-provider whose id-token has expired (``exp`` 1000),
+    so loading the kubeconfig refreshes it at ``issuer``."""
+
+    def b64(part: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(part).encode()).decode().rstrip("=")
+
+    token = f"{b64({'alg': 'none'})}.{b64({'exp': 1000})}.sig"
+    provider = {
+        "name": "oidc",
+        "config": {
+            "client-id": "kfcompile",
+            "client-secret": OIDC_SECRETS[0],
+            "id-token": token,
+            "idp-issuer-url": issuer,
+            "refresh-token": OIDC_SECRETS[1],
+        },
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"auth-provider": provider}}],
+        "contexts": [{"name": "one", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "one",
+    }
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def test_an_oidc_refresh_its_issuer_cannot_serve_is_one_line_without_secrets(
+    tmp_path: Path,
+) -> None:
+    """The client's refresh raises urllib3's error for an issuer that refuses connections, and a
+    KeyError for one whose discovery document has no ``token_endpoint``: either is one line
+    naming the provider and the issuer, never its tokens."""
+    unreachable = f"http://127.0.0.1:{closed_port()}"
+    with Elsewhere() as elsewhere:  # answers {} to everything
+        for issuer, why in ((unreachable, "cannot reach it"), (elsewhere.url, "KeyError")):
+            with pytest.raises(ConfigError) as info:
+                connect(str(oidc_kubeconfig(tmp_path / "kc", issuer)), environ={})
+            said = str(info.value)
+            assert len(said.splitlines()) == 1, said
+            assert f"oidc auth-provider cannot refresh its token at {issuer}" in said
+            assert why in said and not any(s in said for s in OIDC_SECRETS)

@@ -5,6 +5,7 @@ asked for the rest, exactly the package its own ``__init__`` makes, on every cli
 
 from __future__ import annotations
 
+import http.server
 import importlib
 import importlib.util
 import json
@@ -13,7 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import schema_check
@@ -255,3 +256,50 @@ assert isinstance(session, OAuth2Session) and session.client_id == "kubectl"
 def test_a_stand_in_is_the_real_class_from_its_first_use() -> None:
     done = _python("-c", _STAND_IN)
     assert done.returncode == 0, done.stderr
+
+
+class _Issuer(http.server.BaseHTTPRequestHandler):
+    """An OIDC issuer whose discovery document names its token endpoint (which answers ``{}``):
+    what the refresh reaches, recorded by path."""
+
+    seen: ClassVar[list[str]] = []
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _answer(self) -> None:
+        self.seen.append(self.path)
+        host = f"http://127.0.0.1:{self.server.server_address[1]}"
+        found = {"token_endpoint": f"{host}/token"} if "openid-configuration" in self.path else {}
+        body = json.dumps(found).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+
+def test_an_oidc_refresh_in_the_kfcompile_process_uses_the_real_classes(tmp_path: Path) -> None:
+    """The client's OIDC refresh calls ``ApiClient`` and ``OAuth2Session``, both stand-ins in
+    the ``kfcompile`` process until then: the refresh reads the issuer's discovery document,
+    and oauthlib refuses to send the client secret to a plain-http token endpoint; one line."""
+    from test_adapter_config import oidc_kubeconfig
+
+    _Issuer.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Issuer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        issuer = f"http://127.0.0.1:{server.server_address[1]}"
+        config = oidc_kubeconfig(tmp_path / "kc", issuer)
+        done = _python("-c", _COMMAND, "status", "demo", "--kubeconfig", str(config))
+    finally:
+        server.shutdown()
+        server.server_close()
+    said = done.stderr.splitlines()
+    assert done.returncode == 1 and len(said) == 2, done.stderr  # the line, then the modules
+    assert f"oidc auth-provider cannot refresh its token at {issuer}" in said[0], said[0]
+    assert "InsecureTransportError" in said[0]  # raised by the real OAuth2Session
+    assert _Issuer.seen == ["/.well-known/openid-configuration"]
+    assert "requests_oauthlib.oauth2_session" in json.loads(said[1])

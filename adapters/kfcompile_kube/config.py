@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConf
 from kfcompile.spec.errors import KfcompileError, Problem
 from kfcompile_kube.cluster import REQUEST_TIMEOUT
 from kfcompile_kube.compat import Client, RestClient
+from kfcompile_kube.errors import server_of
 from kfcompile_kube.exec_credential import (
     EXEC_TIMEOUT,
     Credential,
@@ -144,6 +146,12 @@ def _from_kubeconfig(paths: list[str], context: str | None, exec_timeout: float)
         user = _mapping(_entry(merged, "users", _refs(merged, name)[0]), "user")
         what = "user tokenFile" if "tokenFile" in user else "cannot read"
         raise ConfigError(f"{at}: {what} {e.filename}: {e.strerror or e}") from None
+    except Exception as e:
+        user = _mapping(_entry(merged, "users", _refs(merged, name)[0]), "user")
+        said = _auth_provider_failure(e, user.get("auth-provider"))
+        if said is None:
+            raise
+        raise ConfigError(f"{at}: {said}") from None
     if plugin is not None and credential is not None and credential.token is not None:
         # Replaces the loader's hook, which would put the first token back before each request.
         refresh = None
@@ -153,6 +161,40 @@ def _from_kubeconfig(paths: list[str], context: str | None, exec_timeout: float)
     namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
     source = f"{where}, context {name}"
     return Connection(_client(configuration), str(namespace), source)
+
+
+# What an auth provider's token refresh (the client's oidc, gcp, azure) raises when its identity
+# provider cannot be reached, or answers what it cannot use: (module, class), looked up only
+# among the modules imported (an error of one not imported cannot have been raised).
+_UNREACHABLE = (("urllib3.exceptions", "HTTPError"), ("requests.exceptions", "RequestException"))
+_REFUSED = (
+    ("oauthlib.oauth2.rfc6749.errors", "OAuth2Error"),
+    ("google.auth.exceptions", "GoogleAuthError"),
+    ("builtins", "ValueError"),  # not JSON
+    ("builtins", "KeyError"),  # JSON without token_endpoint
+)
+
+
+def _classes(names: tuple[tuple[str, str], ...]) -> tuple[type, ...]:
+    return tuple(getattr(sys.modules[m], c) for m, c in names if m in sys.modules)
+
+
+def _auth_provider_failure(error: Exception, provider: object) -> str | None:
+    """One line for ``error`` from the user's ``auth-provider``, naming the identity provider's
+    server, never the tokens; None for anything else (a bug, raised as it is)."""
+    if not isinstance(provider, Mapping):
+        return None
+    if isinstance(error, _classes(_UNREACHABLE)):
+        why = "cannot reach it"
+    elif isinstance(error, _classes(_REFUSED)):
+        why = f"its answer was refused ({type(error).__name__})"
+    else:
+        return None
+    config = provider.get("config")
+    issuer = config.get("idp-issuer-url") if isinstance(config, Mapping) else None
+    at = f" at {server_of(issuer)}" if isinstance(issuer, str) and issuer else ""
+    name = provider.get("name", "?")
+    return f"the user's {name} auth-provider cannot refresh its token{at}: {why}"
 
 
 # --- exec credential plugins ----------------------------------------------------------------------
