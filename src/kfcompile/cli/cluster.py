@@ -484,7 +484,7 @@ def _mirror_gone(far: Remote, timeout: float | None) -> None:
     lifecycle.wait_gone(
         far.session,
         far.ref,
-        pods=True,
+        dependents=True,
         timeout=timeout,
         on_change=_waiting_on(f"cancel --wait, on worker cluster {far.cluster}"),
     )
