@@ -915,6 +915,26 @@ def test_launch_status_logs_and_cancel_as_kubeflow_executor_has_them(
     assert ex.cancel(name) is None
 
 
+def test_cancel_wait_of_a_job_kueue_manages_returns(cluster: Any, tmp_path: Path) -> None:
+    """Issue 28, item 1: deleted in the foreground, a TrainJob Kueue manages never went (the
+    Trainer re-created its JobSet while it waited for it): ``cancel(wait=True)`` said False
+    after its timeout. Deleted in the background, it and all it made are gone."""
+    from fakekube.cluster import QUEUE
+
+    hang = {"fake.kfcompile.dev/scenario": "hang"}
+    ex = executor(labels={"kueue.x-k8s.io/queue-name": QUEUE}, annotations=hang)
+    ex.assign("exp", str(tmp_path), "train", "train")
+    name, _ = ex.launch("train", ["python", "/app/train.py"], wait=True)
+    assert ex.cancel(name, wait=True, timeout=10) is True
+    for api_version, kind in (
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+        ("batch/v1", "Job"),
+        ("v1", "Pod"),
+    ):
+        assert cluster.objects(kind, api_version) == [], kind
+
+
 def test_the_progress_the_training_process_reports_reaches_nemo_run(
     cluster: Any, tmp_path: Path
 ) -> None:

@@ -23,7 +23,7 @@ torchx = pytest.importorskip(
 )
 
 from fakekube import jobs  # noqa: E402
-from fakekube.cluster import NAMESPACE, LocalCluster  # noqa: E402
+from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster  # noqa: E402
 from torchx import specs  # noqa: E402
 from torchx.components import dist  # noqa: E402
 from torchx.runner import get_runner  # noqa: E402
@@ -609,6 +609,28 @@ def test_run_status_log_list_cancel_through_the_torchx_cli(
     assert local.store.list("v1", "Pod", NAMESPACE) == []
     gone = torchx_process(tmp_path, "status", handle, env=env)
     assert gone.returncode == 1 and "does not exist" in gone.stderr
+
+
+def test_cancel_of_a_job_kueue_manages_ends_it(local: LocalCluster, workdir: Path) -> None:
+    """Issue 28, item 1: deleted in the foreground, a TrainJob Kueue manages never went (the
+    Trainer re-created its JobSet while it waited for it); deleted in the background, it goes
+    at once, and its JobSet, Job and pods after it."""
+    app = specs.AppDef("demo", roles=[role(entrypoint="python", args=["-c", "1"])])
+    with get_runner() as runner:
+        handle = runner.run(
+            app, "kfcompile", cfg={"kubeconfig": str(local.kubeconfig), "queue": QUEUE}
+        )
+        local.advance(1.0)  # admitted, running
+        assert local.store.list("v1", "Pod", NAMESPACE) != []
+        runner.cancel(handle)
+    assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+    local.advance(1.0)
+    for api_version, kind in (
+        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+        ("batch/v1", "Job"),
+        ("v1", "Pod"),
+    ):
+        assert local.store.list(api_version, kind, NAMESPACE) == [], kind
 
 
 def test_status_reads_the_kubeconfig_from_torchxconfig(local: LocalCluster, workdir: Path) -> None:
