@@ -10,8 +10,10 @@ place (the history shares them); ``put``, ``change``, ``remove`` are a controlle
 unchecked. Deletion as the API server and garbage collector do it: Background, Foreground
 (the owner stays, ``foregroundDeletion``, until its dependents are gone), Orphan; finalizers;
 a running pod on a node in ``kubelets_down`` stays Terminating. ``collect`` (the collector)
-runs at each clock tick and around each HTTP request; ``gc(lag=30)`` delays it, as a real one
-notices a new kind late, ``gc(running=False)`` stops it.
+runs at each clock tick (or when a test calls it), never inside a request: as a real one works
+apart from the API server's answers, an object deleted in the foreground is seen Terminating
+(``deletionTimestamp`` and the finalizer) until it has run; ``gc(lag=30)`` delays it, as a real
+one notices a new kind late, ``gc(running=False)`` stops it.
 
 ``PortFake``: nothing moves a job by itself; a test scripts it (``at``, ``fakekube.jobs``) and
 ``FakeClock`` runs it when the code under test waits; an idle watch or followed log waits on the
@@ -940,18 +942,15 @@ class PortFake:
         **args: Any,
     ) -> Iterator[tuple[ResourceKind, Fault | None]]:
         """``_enter``, then the kind served, the namespace given and RBAC checked (verb and
-        subresource); the store's refusals become the port's errors. The garbage collector's
-        due work is done before and after, as the HTTP server does around each request."""
+        subresource); the store's refusals become the port's errors."""
         fault = self._enter(op, api_version, kind, namespace, name, **args)
         with _errors():
-            self.objects.collect()
             rk = self.objects.kind(api_version, kind)
             if rk.namespaced and namespace is None and op not in ("list", "watch"):
                 raise ValueError(f"{kind} is namespaced: the object needs a namespace")
             verb, sub = {"pod_log": ("get", "log"), "exec": ("create", "exec")}.get(op, (op, None))
             self.objects.authorize(verb, rk, namespace, None if op == "create" else name, sub)
             yield rk, fault
-            self.objects.collect()
 
 
 def _at(ref: Ref) -> tuple[str, str, str | None, str]:
