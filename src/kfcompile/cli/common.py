@@ -16,6 +16,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
+
 # The spec layer and the targets are imported by the functions that use them: a cluster
 # command (``status``) needs neither.
 if TYPE_CHECKING:
@@ -83,21 +85,25 @@ def _text(path: str) -> str:
     return sys.stdin.read() if raw is None else raw.read().decode("utf-8")
 
 
-def load(path: str) -> JobSpec:
+def load(path: str, namespace: str | None = None) -> JobSpec:
+    """The spec in ``path``; ``namespace`` (``-n``): in place of its ``namespace``."""
     from kfcompile.spec.errors import SpecError
     from kfcompile.spec.load import load_spec
 
     try:
-        return load_spec(read(path))
+        spec = load_spec(read(path))
     except SpecError as exc:
         raise Failed(path, exc.problems) from None
+    return spec if namespace is None else attrs.evolve(spec, namespace=namespace)
 
 
-def compile_for(path: str, target_name: str, spec: JobSpec | None = None) -> Rendered:
+def compile_for(
+    path: str, target_name: str, spec: JobSpec | None = None, namespace: str | None = None
+) -> Rendered:
     from kfcompile.spec.errors import UnsupportedFeature
     from kfcompile.targets import target
 
-    spec = spec or load(path)
+    spec = spec or load(path, namespace)
     try:
         return target(target_name).render(spec)
     except UnsupportedFeature as exc:

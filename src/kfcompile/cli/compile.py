@@ -41,16 +41,16 @@ def cmd_render(args: argparse.Namespace) -> int:
             f"--with-secrets prints the Secret to stdout only and cannot be used with {flag}"
         )
     if args.out is not None:
-        return _render_matrix(args.spec, targets, Path(args.out), args.output)
+        return _render_matrix(args.spec, targets, Path(args.out), args.output, args.namespace)
     if len(targets) > 1:
         raise UsageError("--target all writes one file per target: give --out DIR")
     if args.check is not None:
         if len(args.spec) != 1:
             raise UsageError("--check compares one spec with one golden file")
-        return _check(args.spec[0], args.target, args.output, args.check)
+        return _check(args.spec[0], args.target, args.output, args.check, args.namespace)
     objects = []
     for path in args.spec:
-        spec = load(path)
+        spec = load(path, args.namespace)
         rendered = compile_for(path, args.target, spec).objects
         if spec.secret_env:
             rendered = _with_secret(path, spec, rendered, args.with_secrets)
@@ -80,12 +80,14 @@ def _with_secret(
         raise Failed(path, str(exc).splitlines()) from None
 
 
-def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str) -> int:
+def _render_matrix(
+    specs: list[str], targets: list[str], out: Path, output: str, namespace: str | None
+) -> int:
     """Write every spec for every target to ``out/<spec>/<target>.<yaml|json|err>``."""
     one_writer_each((path, out / Path(path).stem) for path in specs)
     rows = []
     for path in specs:
-        spec = load(path)
+        spec = load(path, namespace)
         folder = out / Path(path).stem
         cells = []
         for name in targets:
@@ -100,8 +102,8 @@ def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str)
     return 0
 
 
-def _check(spec: str, target_name: str, output: str, golden: str) -> int:
-    text = format_objects(compile_for(spec, target_name).objects, output)
+def _check(spec: str, target_name: str, output: str, golden: str, namespace: str | None) -> int:
+    text = format_objects(compile_for(spec, target_name, namespace=namespace).objects, output)
     expected = read(golden)
     if expected == text:
         return 0
@@ -128,7 +130,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     status = 0
     for path in args.spec:
         try:
-            objects = compile_for(path, target_name).objects
+            objects = compile_for(path, target_name, namespace=args.namespace).objects
             problems = [
                 p for crd_path in args.crd for p in _crd_problems(objects, crd_path, target_name)
             ]
@@ -181,7 +183,7 @@ def _crd_problems(objects: list[dict[str, Any]], crd_path: str, target_name: str
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    rendered = compile_for(args.spec[0], args.target)
+    rendered = compile_for(args.spec[0], args.target, namespace=args.namespace)
     rows = [
         {
             "source": p.source,
