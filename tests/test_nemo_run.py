@@ -15,6 +15,7 @@ status from conditions (queued, deadline) and ``list`` over the API.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 import re
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -354,6 +356,48 @@ def test_spec_kwargs_reach_the_job_spec() -> None:
     assert objects[-1]["spec"]["activeDeadlineSeconds"] == 600
 
 
+@contextmanager
+def warnings_logged() -> Iterator[list[str]]:
+    """What the executor logs as warnings (NeMo-Run replaces the root logger's handlers, and
+    with them pytest's ``caplog``)."""
+    said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("kfcompile.integrations.nemo_run")
+    logger.addHandler(handler)
+    try:
+        yield said
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_spec_kwargs_merge_deeply_into_the_job_spec() -> None:
+    """Issue 27, item 5: NeMo-Run's shallow update replaced the whole ``spec.trainer`` with
+    ``{"image": "other:2"}``: the job had no command, one node and no numProcPerNode, and said
+    nothing. Merged deeply, the rest of what the executor wrote stays."""
+    ex = executor(num_nodes=2, nprocs_per_node=4, spec_kwargs={"trainer": {"image": "other:2"}})
+    with warnings_logged() as said:
+        job = dryrun(ex, run.Script(path="/app/train.py", entrypoint="python"))[-1]
+    trainer = job["spec"]["trainer"]
+    assert trainer["image"] == "other:2"
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (2, 4)
+    assert trainer["command"] == ["python", "/app/train.py"]
+    assert said == []  # a value set: nothing to say
+
+
+def test_a_list_spec_kwargs_replace_is_said() -> None:
+    """A list is replaced, not merged (as in a JSON merge patch): the warning names it."""
+    env = [{"name": "B", "value": "2"}]
+    ex = executor(env_vars={"A": "1"}, spec_kwargs={"trainer": {"env": env}})
+    with warnings_logged() as said:
+        job = dryrun(ex, run.Partial(train))[-1]
+    assert job["spec"]["trainer"]["env"] == env
+    assert said == [
+        "spec_kwargs.trainer.env: replaces the job's spec.trainer.env (a list is replaced, not "
+        "merged)"
+    ]
+
+
 @pytest.mark.parametrize("target", ["pytorchjob/v1", "trainjob/v2.3"])
 def test_an_override_of_the_node_container_is_the_training_container(target: str) -> None:
     """NeMo-Run names the training container ``node`` (the Trainer runtime's name): on a
@@ -394,6 +438,11 @@ REFUSED = [
         "spec_kwargs.activeDeadlineSeconds: not supported by trainjob/v2.1",
     ),
     ("trainjob/v2.3", {"spec_kwargs": {"colour": "red"}}, "spec_kwargs.colour: "),
+    (
+        "trainjob/v2.3",
+        {"spec_kwargs": {"trainer": "other:2"}},
+        "spec_kwargs.trainer: must be a mapping: it merges into the generated one",
+    ),
     ("trainjob/v2.3", {"image": ""}, "image: required"),
     ("trainjob/v2.3", {"train_job_basename": "8b-llama"}, "train_job_basename: '8b-llama': must"),
     (

@@ -18,6 +18,7 @@ a saved experiment, so a new process knows the class too).
 
 import copy
 import getpass
+import logging
 import os
 import re
 import shutil
@@ -44,6 +45,7 @@ from kfcompile.integrations.nemo_run_task import (
     spec_fields,
 )
 from kfcompile.kinds import KINDS, TRAINJOB
+from kfcompile.spec import object_paths
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.model import DEFAULT_RUNTIME
 from kfcompile.targets import target as find_target
@@ -57,6 +59,7 @@ DEFAULT_RESTART_POLICY = "OnFailure"
 WORKDIR_VOLUME = "nemo-run-workdir"  # the volume name KubeflowExecutor gives the work-dir claim
 FDL_RUNNER = "nemo_run.core.runners.fdl_runner"
 MAX_NAME = 33  # KubeflowExecutor's cap: fits every upstream runtime's pod-name budget
+log = logging.getLogger(__name__)
 
 
 def register(executor_cls: type[Executor], name: str = SCHEDULER) -> None:
@@ -288,16 +291,21 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
     def _with_spec_kwargs(
         self, spec: kfcompile.JobSpec
     ) -> tuple[kfcompile.JobSpec, dict[str, str]]:
-        """``spec_kwargs`` as KubeflowExecutor applies them (a shallow update of the job's
-        ``spec``), read back into the JobSpec by kfcompile's importer: what no spec field holds
-        is an error at its ``spec_kwargs`` key. Also: the spec fields they set, by that key."""
+        """``spec_kwargs`` merged deeply into the job's ``spec`` (mappings key by key; a list
+        or scalar replaced, each list so replaced logged as a warning), read back into the
+        JobSpec by kfcompile's importer: what no spec field holds is an error at its
+        ``spec_kwargs`` key. Also: the spec fields they set, by that key.
+
+        Not KubeflowExecutor's shallow update: ``{"trainer": {"image": "x"}}`` there replaces
+        the whole ``spec.trainer``, and the job silently loses its command, ``numNodes`` and
+        ``numProcPerNode`` (it would run the image's entrypoint)."""
         managers = KINDS[find_target(self.target).kind].managers
         if self.spec_kwargs.get("managedBy", managers[0]) not in managers:
             allowed = f"{self.target} accepts only: {', '.join(managers)}"
             raise ExecutorError([Problem("spec_kwargs.managedBy", allowed)])
         objects = checked(lambda: kfcompile.render(spec, self.target), {})
         job = objects[-1]
-        job["spec"].update(copy.deepcopy(self.spec_kwargs))
+        job["spec"] = self._merged_spec(job["spec"])
         try:
             imported = kfcompile.import_manifest_lossy(job, objects[:-1])
         except kfcompile.NotImportable as exc:
@@ -311,6 +319,27 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
             if old.get(k) != new.get(k)
         }
         return imported.spec, changed
+
+    def _merged_spec(self, job_spec: dict[str, Any]) -> dict[str, Any]:
+        """The job's ``spec`` with ``spec_kwargs`` merged in (``_with_spec_kwargs``). A key
+        whose shape cannot merge (a string given for a mapping) is an error at that key."""
+        out, problems = dict(job_spec), []
+        for key, value in self.spec_kwargs.items():
+            try:
+                out[key], replaced = object_paths.merged(job_spec.get(key), value)
+            except object_paths.MergeConflict as exc:
+                problems.append(Problem(object_paths.format(("spec_kwargs", key)), str(exc)))
+                continue
+            for path in replaced:
+                if isinstance(object_paths.get(job_spec[key], path), list):
+                    log.warning(
+                        "%s: replaces the job's %s (a list is replaced, not merged)",
+                        object_paths.format(("spec_kwargs", key, *path)),
+                        object_paths.format(("spec", key, *path)),
+                    )
+        if problems:
+            raise ExecutorError(problems)
+        return out
 
     # --- the work directory ---------------------------------------------------------------------
 
