@@ -17,11 +17,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import multiprocessing
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,7 +53,11 @@ from kfcompile.integrations.nemo_run import (  # noqa: E402
     KfcompileExecutor,
     register,
 )
-from kfcompile.integrations.nemo_run_scheduler import KfcompileScheduler  # noqa: E402
+from kfcompile.integrations.nemo_run_scheduler import (  # noqa: E402
+    KfcompileScheduler,
+    recalled,
+    remember,
+)
 
 CRDS = {
     "pytorchjob/v1": "pytorchjobs-v1.9.4.yaml",
@@ -619,6 +625,51 @@ def test_a_detached_job_is_cancelled_from_a_new_process(cluster: Any, nemo_home:
     assert status is not None
     assert status["train"]["status"] == AppState.CANCELLED
     assert pytorchjob["metadata"]["name"].startswith("train-")
+
+
+def _note_launches(process: int) -> None:
+    """Four threads, each noting 50 launches at once, as parallel NeMo-Run runs do."""
+
+    def note(thread: int) -> None:
+        for i in range(50):
+            remember(f"default:job-{process}-{thread}-{i}", task="train", job_dir=f"/d/{i}")
+
+    threads = [threading.Thread(target=note, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_concurrent_launches_keep_every_note(nemo_home: Path) -> None:
+    """Issue 24, item 11: every launch notes its task and job directory for status and logs;
+    one shared file read, changed and written back by each kept 111 of 800 notes. Four
+    processes (forked: NeMo-Run is imported already) of four threads."""
+    forked = multiprocessing.get_context("fork")
+    procs = [forked.Process(target=_note_launches, args=(p,)) for p in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+        assert proc.exitcode == 0
+    kept = [
+        recalled(f"default:job-{p}-{t}-{i}") == {"task": "train", "job_dir": f"/d/{i}"}
+        for p in range(4)
+        for t in range(4)
+        for i in range(50)
+    ]
+    assert (sum(kept), len(kept)) == (800, 800)
+
+
+def test_a_note_of_kfcompile_before_is_still_read(nemo_home: Path) -> None:
+    nemo_home.mkdir(parents=True)
+    (nemo_home / ".kfcompile_jobs.json").write_text(
+        '{"default:old": {"task": "t", "job_dir": "/j"}}'
+    )
+    assert recalled("default:old") == {"task": "t", "job_dir": "/j"}
+    remember("default:old", task="t2", job_dir="/j2")  # the new note wins
+    assert recalled("default:old") == {"task": "t2", "job_dir": "/j2"}
+    assert recalled("default:none") == {}
 
 
 def _submitted(**params: Any) -> str:
