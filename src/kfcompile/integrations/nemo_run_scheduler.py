@@ -263,7 +263,7 @@ def _read(path: str) -> dict[str, Any]:
 
 def recalled(app_id: str) -> dict[str, str]:
     """The task name and job directory ``schedule`` noted for the app (nothing if none)."""
-    entry = _read(_entry_file(app_id))
+    entry: Any = _read(_entry_file(app_id))
     if not entry:  # noted in the one file of kfcompile before
         entry = _read(os.path.join(get_nemorun_home(), OLD_JOBS)).get(app_id)
     if not isinstance(entry, dict):
