@@ -67,12 +67,22 @@ CRDS = {
     "trainjob/v2.3": "trainjobs-v2.3.0.yaml",
 }
 TARGETS = sorted(CRDS)
+V23 = "trainjob/v2.3"
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def train(steps: int = 1) -> None:
     """A function for ``run.Partial`` (it only has to serialize)."""
     print(steps)
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No cluster but the test's own (``cluster`` sets KUBECONFIG): an executor without a
+    ``target`` detects one from the cluster it finds, which must never be the machine's."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
 
 
 @pytest.fixture(autouse=True)
@@ -363,25 +373,30 @@ def test_spec_kwargs_reach_the_job_spec() -> None:
 
 
 @contextmanager
-def warnings_logged() -> Iterator[list[str]]:
-    """What the executor logs as warnings (NeMo-Run replaces the root logger's handlers, and
-    with them pytest's ``caplog``)."""
+def warnings_logged(level: int = logging.WARNING) -> Iterator[list[str]]:
+    """What the executor logs at ``level`` and above (NeMo-Run replaces the root logger's
+    handlers, and with them pytest's ``caplog``)."""
     said: list[str] = []
-    handler = logging.Handler(logging.WARNING)
+    handler = logging.Handler(level)
     handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
     logger = logging.getLogger("kfcompile.integrations.nemo_run")
     logger.addHandler(handler)
+    before = logger.level
+    logger.setLevel(min(level, logger.getEffectiveLevel()))
     try:
         yield said
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(before)
 
 
 def test_spec_kwargs_merge_deeply_into_the_job_spec() -> None:
     """Issue 27, item 5: NeMo-Run's shallow update replaced the whole ``spec.trainer`` with
     ``{"image": "other:2"}``: the job had no command, one node and no numProcPerNode, and said
     nothing. Merged deeply, the rest of what the executor wrote stays."""
-    ex = executor(num_nodes=2, nprocs_per_node=4, spec_kwargs={"trainer": {"image": "other:2"}})
+    ex = executor(
+        num_nodes=2, nprocs_per_node=4, spec_kwargs={"trainer": {"image": "other:2"}}, target=V23
+    )
     with warnings_logged() as said:
         job = dryrun(ex, run.Script(path="/app/train.py", entrypoint="python"))[-1]
     trainer = job["spec"]["trainer"]
@@ -394,7 +409,7 @@ def test_spec_kwargs_merge_deeply_into_the_job_spec() -> None:
 def test_a_list_spec_kwargs_replace_is_said() -> None:
     """A list is replaced, not merged (as in a JSON merge patch): the warning names it."""
     env = [{"name": "B", "value": "2"}]
-    ex = executor(env_vars={"A": "1"}, spec_kwargs={"trainer": {"env": env}})
+    ex = executor(env_vars={"A": "1"}, spec_kwargs={"trainer": {"env": env}}, target=V23)
     with warnings_logged() as said:
         job = dryrun(ex, run.Partial(train))[-1]
     assert job["spec"]["trainer"]["env"] == env
@@ -1033,6 +1048,74 @@ def test_cancel_wait_of_a_job_kueue_manages_returns(cluster: Any, tmp_path: Path
         ("v1", "Pod"),
     ):
         assert cluster.objects(kind, api_version) == [], kind
+
+
+def test_an_executor_without_a_target_renders_for_the_release_the_cluster_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 23, 5: the executor rendered trainjob/v2.3 unless told otherwise, which a Trainer
+    v2.1 cluster refuses (strict decoding: unknown fields). It detects the release as
+    ``kfcompile submit`` does, once per executor, and says which it chose."""
+    from fakekube.cluster import RELEASES, LocalCluster
+
+    shared = schema_check.require_shared()
+    with LocalCluster(shared, scenario="hang", crds=RELEASES["trainjob/v2.1"]) as local:
+        monkeypatch.setenv("KUBECONFIG", str(local.kubeconfig))
+        ex = executor()
+        ex.assign("exp", str(tmp_path), "train", "train")
+        with warnings_logged(logging.INFO) as said:
+            ex.launch("train", ["python", "/app/train.py"])
+            asked = local.kube.requests.count("GET", "/customresourcedefinitions/")
+            ex.launch("train", ["python", "/app/train.py"])  # the same job: unchanged
+            assert local.kube.requests.count("GET", "/customresourcedefinitions/") == asked
+        [made] = local.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")
+    assert made["metadata"]["annotations"]["kfcompile.dev/target"] == "trainjob/v2.1"
+    assert said == [
+        "target trainjob/v2.1, detected from the cluster: the served TrainJob CRD has "
+        "spec.podTemplateOverrides"
+    ]
+
+
+RUN_WITHOUT_A_CLUSTER = """
+import nemo_run as run
+from kfcompile.integrations.nemo_run import KfcompileExecutor
+
+def train():
+    pass
+
+if __name__ == "__main__":
+    run.run(run.Partial(train), executor=KfcompileExecutor(image="python:3.11"), name="t1")
+"""
+
+
+def test_a_run_without_a_kubeconfig_ends_with_one_executor_error_line(tmp_path: Path) -> None:
+    """Issue 23, 5: a 54-line traceback, whose last line said ``pass --kubeconfig`` (a flag
+    NeMo-Run does not have). Now NeMo-Run's own "Error running job" line and one
+    ``ExecutorError`` line, saying what NeMo-Run reads: ``KUBECONFIG``."""
+    script = tmp_path / "train.py"
+    script.write_text(RUN_WITHOUT_A_CLUSTER)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    }
+    env |= {"HOME": str(tmp_path), "NEMORUN_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in out, out
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("ExecutorError: no cluster configuration: kubeconfig "), out
+    assert "file not found (set KUBECONFIG);" in last and "--kubeconfig" not in out
+
+
+def test_executor_errors_are_runtime_errors_as_nemo_run_s_own() -> None:
+    with pytest.raises(RuntimeError, match="image: required"):
+        dryrun(executor(image="", target=V23), run.Partial(train))
 
 
 def test_the_progress_the_training_process_reports_reaches_nemo_run(

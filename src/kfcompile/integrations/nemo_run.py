@@ -4,7 +4,8 @@
     from kfcompile.integrations.nemo_run import KfcompileExecutor as KubeflowExecutor
 
 It takes every parameter of ``KubeflowExecutor`` with the same meaning, plus ``target`` (any
-kfcompile target: ``trainjob/v2.0`` ... ``trainjob/v2.3``, ``pytorchjob/v1``). The job is a
+kfcompile target: ``trainjob/v2.0`` ... ``trainjob/v2.3``, ``pytorchjob/v1``; by default the
+one the cluster of the current kubeconfig runs, detected as ``kfcompile submit`` does). The job is a
 ``kfcompile.JobSpec`` rendered for that target, so what the target cannot hold is an error
 naming the parameter, never a silent drop; jobs are created with strict field validation, their
 state is read from conditions and pods, and logs, listing and work-dir copies go through
@@ -22,6 +23,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,7 +37,12 @@ from torchx.specs import Role
 
 import kfcompile
 from kfcompile import lifecycle
-from kfcompile.integrations.nemo_run_methods import NemoRunMethods, connect, session
+from kfcompile.integrations.nemo_run_methods import (
+    NemoRunMethods,
+    connect,
+    detect_target,
+    session,
+)
 from kfcompile.integrations.nemo_run_task import (
     NEMO_RUNDIR,
     ExecutorError,
@@ -45,6 +52,7 @@ from kfcompile.integrations.nemo_run_task import (
     spec_fields,
 )
 from kfcompile.kinds import KINDS, TRAINJOB
+from kfcompile.lifecycle.cluster_target import Found
 from kfcompile.spec import object_paths
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.model import DEFAULT_RUNTIME
@@ -119,8 +127,9 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
     workdir_pvc_path: str = NEMO_RUNDIR
     workdir_local_path: str | None = None
     train_job_basename: str | None = None
-    # kfcompile's own: which CR shape (and Trainer / Training Operator release) to write.
-    target: str = kfcompile.DEFAULT_TARGET
+    # kfcompile's own: which CR shape (and Trainer / Training Operator release) to write; None:
+    # the one the cluster runs (``chosen_target``).
+    target: str | None = None
 
     # --- the Executor interface ---------------------------------------------------------------
 
@@ -174,6 +183,17 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
 
     # --- the job --------------------------------------------------------------------------------
 
+    def chosen_target(self) -> Found:
+        """``target``; or, without one, the one the cluster of the current kubeconfig runs, as
+        ``kfcompile submit`` detects it: read once per executor and said in the log (with no
+        cluster configured, a dry run, the default: said too)."""
+        if self.target:
+            return Found(self.target, "given as target")
+        found: Found | None = getattr(self, "_detected", None)
+        if found is None:
+            found = self._detected = detect_target()
+        return found
+
     def k8s_job_name(self, fallback: str) -> str:
         """``<basename>-<6 hex>``, at most 33 characters, made once: unique per launch, an RFC
         1035 label (kfcompile checks each target's pod-name budget on top)."""
@@ -208,7 +228,7 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         changed: dict[str, str] = {}
         if self.spec_kwargs:
             spec, changed = self._with_spec_kwargs(spec)
-        checked(lambda: kfcompile.render(spec, self.target), changed)
+        checked(lambda: kfcompile.render(spec, self.chosen_target().target), changed)
         return spec
 
     def _unsupported(self) -> Iterator[Problem]:
@@ -228,12 +248,16 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
             yield Problem("image", "required: the training image")
         runtime_default = self.runtime_ref == DEFAULT_RUNTIME
         try:
-            pytorchjob = find_target(self.target).kind == "PyTorchJob"
+            target = self.chosen_target().target
+            pytorchjob = find_target(target).kind == "PyTorchJob"
         except ValueError as exc:
             yield Problem("target", str(exc))
             return
+        except ExecutorError as exc:  # the cluster could not tell
+            yield from exc.problems
+            return
         if pytorchjob and not runtime_default:
-            yield Problem("runtime_ref", f"a TrainJob runtime: {self.target} has none")
+            yield Problem("runtime_ref", f"a TrainJob runtime: {target} has none")
         if self.workdir_local_path and not self.workdir_pvc:
             yield Problem("workdir_local_path", "needs workdir_pvc (the claim it is copied to)")
 
@@ -253,7 +277,7 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         if script is not None:
             data["script"] = script
         # The default is what NeMo-Run writes for every job: only a chosen policy must land.
-        pytorchjob = find_target(self.target).kind == "PyTorchJob"
+        pytorchjob = find_target(self.chosen_target().target).kind == "PyTorchJob"
         if self.restart_policy != DEFAULT_RESTART_POLICY or pytorchjob:
             data["restart_policy"] = self.restart_policy
         if self.workdir_pvc:
@@ -264,7 +288,7 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         """``pod_spec_overrides``, where NeMo-Run's name for the training container (``node``,
         the Trainer runtime's) is the target's training container (PyTorchJob's ``pytorch``)."""
         overrides = copy.deepcopy(self.pod_spec_overrides)
-        container = KINDS[find_target(self.target).kind].container
+        container = KINDS[find_target(self.chosen_target().target).kind].container
         containers = overrides.get("containers")
         for item in containers if isinstance(containers, list) else []:
             if isinstance(item, dict) and item.get("name") == TRAINJOB.container:
@@ -299,11 +323,12 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         Not KubeflowExecutor's shallow update: ``{"trainer": {"image": "x"}}`` there replaces
         the whole ``spec.trainer``, and the job silently loses its command, ``numNodes`` and
         ``numProcPerNode`` (it would run the image's entrypoint)."""
-        managers = KINDS[find_target(self.target).kind].managers
+        target = self.chosen_target().target
+        managers = KINDS[find_target(target).kind].managers
         if self.spec_kwargs.get("managedBy", managers[0]) not in managers:
-            allowed = f"{self.target} accepts only: {', '.join(managers)}"
+            allowed = f"{target} accepts only: {', '.join(managers)}"
             raise ExecutorError([Problem("spec_kwargs.managedBy", allowed)])
-        objects = checked(lambda: kfcompile.render(spec, self.target), {})
+        objects = checked(lambda: kfcompile.render(spec, target), {})
         job = objects[-1]
         job["spec"] = self._merged_spec(job["spec"])
         try:
@@ -429,4 +454,24 @@ def _links_out(root: str) -> Iterator[Problem]:
                 )
 
 
+def end_with_one_line() -> None:
+    """An ``ExecutorError`` that ends the program is its lines, not a traceback of NeMo-Run's
+    and kfcompile's frames (NeMo-Run logs "Error running job ..." and raises it again into
+    the user's script: without a kubeconfig, 54 lines). Every other exception ends as
+    before."""
+    previous = sys.excepthook
+    if getattr(previous, "kfcompile", False):
+        return
+
+    def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        if isinstance(error, ExecutorError):
+            print(f"{kind.__name__}: {error}", file=sys.stderr)
+        else:
+            previous(kind, error, tb)
+
+    hook.kfcompile = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
+
+
 register(KfcompileExecutor)
+end_with_one_line()

@@ -69,7 +69,8 @@ class KfcompileJobRequest:
     def __str__(self) -> str:
         from kfcompile.spec import yamlio
 
-        head = f"# {self.executor.target}: {self.spec.name} in namespace {self.executor.namespace}"
+        target = self.executor.chosen_target().target
+        head = f"# {target}: {self.spec.name} in namespace {self.executor.namespace}"
         if self.written:
             head += f"\n# written to {self.written}"
         return f"{head}\n{yamlio.dump_all(self.objects)}"
@@ -133,7 +134,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         macros = cfg.macro_values()
         role = macros.apply(app.roles[0]) if macros else app.roles[0]
         spec = cfg.job_spec(role, cfg.k8s_job_name(role.name))
-        objects = kfcompile.render(spec, cfg.target)
+        objects = kfcompile.render(spec, cfg.chosen_target().target)
         experiment_dir = getattr(cfg, "experiment_dir", "")  # set by `assign`
         written = write_objects(cfg, spec.name, objects) if experiment_dir else None
         request = KfcompileJobRequest(app, cfg, spec, objects, written)
@@ -144,12 +145,14 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         executor = request.executor
         session = self._cluster()
         executor.package(executor.packager, executor.job_name)
+        chosen = executor.chosen_target()
         submitted = lifecycle.submit(
             session,
             request.spec,
-            executor.target,
+            chosen.target,
             namespace=executor.namespace,
             environ=os.environ,
+            against=chosen.crd,
         )
         handle = app_id(submitted.ref)
         remember(handle, task=request.app.roles[0].name, job_dir=executor.job_dir)
