@@ -851,7 +851,7 @@ NAMESPACES = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", fullmatch=True
 SECRET_SPEC = "name: j\nimage: python:3.11\ncommand: [python, -c, '1']\nsecret_env: [HF_TOKEN]\n"
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(namespace=NAMESPACES)
 def test_render_n_sets_the_namespace_of_the_job_and_its_companions(
     capsys: pytest.CaptureFixture[str],
