@@ -12,7 +12,7 @@ from attrs import evolve, frozen
 
 from kfcompile import status as job_status
 from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
-from kfcompile.lifecycle.objects import get, job_kind, list_all, meta
+from kfcompile.lifecycle.objects import get, job_kind, list_all, list_at, meta
 from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import JobNotFound, Session
 from kfcompile.progress import Progress, read_progress
@@ -78,6 +78,7 @@ class ListPods:
 @frozen
 class PodsListed:
     pods: list[Obj]
+    version: str = ""  # the list's resourceVersion: a watch from it misses no change since
 
 
 def as_int(value: object) -> int | None:
@@ -196,10 +197,15 @@ _EQUALS: Final = re.compile(r"([\w./-]+)==?([\w.-]*)")
 
 def node_pods(session: Session, job: Obj) -> list[Obj]:
     """The job's training pods; a pod the server sends that is not one of them is left out."""
+    return list_pods(session, job).pods
+
+
+def list_pods(session: Session, job: Obj) -> PodsListed:
+    """``node_pods``, with the list's resourceVersion."""
     ref = Ref.of(job)
     selector = job_kind(ref).nodes.format(name=ref.name)
-    pods = list_all(session, "v1", "Pod", ref.namespace, label_selector=selector)
-    return [pod for pod in pods if not foreign(pod, ref.namespace, selector)]
+    pods, version = list_at(session, "v1", "Pod", ref.namespace, label_selector=selector)
+    return PodsListed([pod for pod in pods if not foreign(pod, ref.namespace, selector)], version)
 
 
 def observation(job: Obj, pods: Sequence[Obj]) -> Observation:
@@ -232,7 +238,7 @@ class Waiting:
     never will (its job ended without it)."""
 
     rank: int | None
-    reason: str  # NoPod, NotScheduled, ContainerCreating, Unschedulable, NodeGone, PodGone, ...
+    reason: str  # NoPod, NotScheduled, Unschedulable, NodeGone, KubeletUnreachable, PodGone, ...
     message: str  # one line; what the cluster said is quoted as the cluster's
     stuck: bool = False
 
@@ -252,6 +258,22 @@ def _node_gone(pod: Mapping[str, Any], refused: ApiError | None) -> str:
     if not (isinstance(refused, NotFound) and isinstance(node, str) and node and node != name):
         return ""
     return node if f'"{node}"' in refused.message else ""
+
+
+# A log read the API server could not pass on to the pod's kubelet is answered 500 with its dial
+# error (KUBEFLOW.md, "Talking to the API"): ``dial tcp <node>:10250: connect: connection
+# refused``, after the kubelet URL it tried.
+_KUBELET_DIAL: Final = re.compile(r'dial tcp [^\s"]+:\d+: [^"]+')
+
+
+def kubelet_unreachable(error: ApiError | None) -> str:
+    """The dial error, when ``error`` is the API server saying it cannot reach the pod's
+    kubelet; "" otherwise. That is the node: asking again soon does not help (kubectl fails at
+    once)."""
+    if error is None or error.status != 500:
+        return ""
+    found = _KUBELET_DIAL.search(error.message)
+    return found[0] if found else ""
 
 
 def _status_says(pod: Mapping[str, Any], reason: str) -> str:
@@ -314,6 +336,11 @@ def pod_waiting(
             f"pod {name} is bound to node {printable(node)}, which is gone: its log cannot be read"
         )
         return Waiting(rank, "NodeGone", f"{said} {_answered(refused)}", stuck=True)
+    if dial := kubelet_unreachable(refused):
+        bound = _at(pod, "spec", "nodeName")
+        on = f"node {printable(bound)}," if isinstance(bound, str) and bound else "a node"
+        said = f"pod {name} is on {on} whose kubelet is unreachable: its log cannot be read"
+        return Waiting(rank, "KubeletUnreachable", f"{said} ({printable(dial)[:300]})", stuck=True)
     if stuck := job_status.stuck_pod([pod]):
         said = f"pod {name} cannot start ({stuck.reason})"
         if detail := _status_says(pod, stuck.reason):
