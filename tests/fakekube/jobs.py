@@ -250,7 +250,8 @@ def pending(fake: Fake, namespace: str, name: str, why: str, kind: str = "TrainJ
         status["containerStatuses"] = [waiting] if "reason" in said else None
         fake.objects.change("v1", "Pod", namespace, plan[0], {"spec": spec, "status": status})
         if event is not None:
-            regarding = {"apiVersion": "v1", "kind": "Pod", "name": plan[0]}
+            regarding = {"apiVersion": "v1", "kind": "Pod", "name": plan[0],
+                         "uid": pod["metadata"]["uid"]}  # fmt: skip
             _event(fake, namespace, f"{plan[0]}.{event[0].lower()}", regarding, *event, "Warning")
     if kind == "TrainJob":
         _jobs_status(fake, job, ready=0)  # active, none ready: as the real Trainer reports it

@@ -5,7 +5,7 @@ Kubernetes is level-triggered, so there is no machine here, only the reading of 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from attrs import evolve, frozen
@@ -412,8 +412,8 @@ class Event:
 
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> Event:
-        regarding = _at(event, "regarding") or _at(event, "involvedObject") or {}
-        about = f"{_first(regarding, ('kind',)).lower()}/{_first(regarding, ('name',))}"
+        kind, name, _ = _regarding(event)
+        about = f"{kind.lower()}/{name}"
         count = _at(event, "series", "count") or _at(event, "count")
         count = count or _at(event, "deprecatedCount")
         return cls(
@@ -440,6 +440,12 @@ class Event:
         return printable(text)
 
 
+def _regarding(event: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The kind, name and uid of the object an event is about, in either shape."""
+    regarding = _at(event, "regarding") or _at(event, "involvedObject") or {}
+    return _first(regarding, ("kind",)), _first(regarding, ("name",)), _first(regarding, ("uid",))
+
+
 def _event_list(
     session: Session, api_version: str, namespace: str | None, selector: str
 ) -> list[Obj]:
@@ -447,18 +453,24 @@ def _event_list(
 
 
 def events_about(
-    session: Session, namespace: str | None, names: Sequence[str], recent: int = 10
+    session: Session,
+    namespace: str | None,
+    names: Sequence[str],
+    recent: int = 10,
+    ours: Callable[[Mapping[str, Any]], bool] = lambda event: True,
 ) -> tuple[Event, ...]:
-    """The latest events about the objects so named (one list per name, through the first of
-    ``EVENT_APIS`` that answers), oldest first by when each last happened (``_order``). An API
-    that refuses (forbidden, not served) gives way to the next; when every one does, the first
-    refusal is raised."""
+    """The latest events about the objects so named that are ``ours`` (one list per name,
+    through the first of ``EVENT_APIS`` that answers), oldest first by when each last happened
+    (``_order``). An API that refuses (forbidden, not served) gives way to the next; when every
+    one does, the first refusal is raised."""
     refused: ApiError | None = None
     for api_version, field in EVENT_APIS:
         try:
             found: dict[str, Obj] = {}
             for name in names:
                 for event in _event_list(session, api_version, namespace, f"{field}={name}"):
+                    if not ours(event):
+                        continue
                     meta_ = meta(event)
                     key = str(meta_.get("uid") or f"{meta_.get('namespace')}/{meta_.get('name')}")
                     found.setdefault(key, event)
@@ -478,11 +490,55 @@ def _order(read: tuple[Event, Obj]) -> tuple[str, int]:
     return sortable_time(event.when)[:19], as_int(meta(raw).get("resourceVersion")) or 0
 
 
-def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) -> tuple[Event, ...]:
-    """The latest events of the job, its children and ``pods``."""
+# The labels by which a Job's pods name their owners and their uids (batch/v1 Job, JobSet): how
+# the uids of a TrainJob's children are known without reading them (../shared/observed).
+OWNER_LABELS: Final = (
+    ("Job", "batch.kubernetes.io/job-name", "batch.kubernetes.io/controller-uid"),
+    ("JobSet", "jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/jobset-uid"),
+)
+
+
+def _uids(job: Obj, pods: Sequence[Obj]) -> dict[tuple[str, str], str]:
+    """The uid of each object of the job whose uid is known, by (kind, name): the job's, its
+    pods', and its children's as its pods' labels name them (not those of pods going away)."""
+    known = {(str(job.get("kind")), str(meta(job).get("name"))): str(meta(job).get("uid") or "")}
+    for pod in pods:
+        known[("Pod", str(meta(pod).get("name")))] = str(meta(pod).get("uid") or "")
+        labels = meta(pod).get("labels")
+        if meta(pod).get("deletionTimestamp") or not isinstance(labels, Mapping):
+            continue
+        for kind, name, uid in OWNER_LABELS:
+            if isinstance(labels.get(name), str) and isinstance(labels.get(uid), str):
+                known[(kind, labels[name])] = labels[uid]
+    return {key: uid for key, uid in known.items() if uid}
+
+
+def _of_this_job(
+    job: Obj, known: Mapping[tuple[str, str], str]
+) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether an event (listed by an object's name) is about this job's objects and not about
+    others that had their names (a job deleted and submitted again, a pod recreated): its
+    object's uid is the one ``known`` for that kind and name; where none is known (a child
+    before any pod says its uid), it happened since the job was created."""
+    created = sortable_time(str(meta(job).get("creationTimestamp") or ""))[:19]
+
+    def ours(event: Mapping[str, Any]) -> bool:
+        kind, name, uid = _regarding(event)
+        if uid and (kind, name) in known:
+            return uid == known[kind, name]
+        return sortable_time(Event.of(event).when)[:19] >= created
+
+    return ours
+
+
+def events(
+    session: Session, job: Obj, pods: Sequence[Obj], troubled: Sequence[str], recent: int = 10
+) -> tuple[Event, ...]:
+    """The latest events of the job, its children and the ``troubled`` of its ``pods``."""
     ref = Ref.of(job)
     children = [c.format(name=ref.name) for c in job_kind(ref).children]
-    return events_about(session, ref.namespace, [ref.name, *children, *pods], recent)
+    names = [ref.name, *children, *troubled]
+    return events_about(session, ref.namespace, names, recent, _of_this_job(job, _uids(job, pods)))
 
 
 def status(session: Session, job: Ref | Obj) -> Observation:
@@ -494,6 +550,7 @@ def status(session: Session, job: Ref | Obj) -> Observation:
         if found is None:
             raise JobNotFound(f"{job} does not exist")
         job = found
-    obs = observe(session, job)
+    pods = node_pods(session, job)
+    obs = observation(job, pods)
     troubled = [n.pod for n in obs.nodes if n.reason or (not n.ready and n.phase != "Succeeded")]
-    return evolve(obs, events=events(session, job, troubled[:TROUBLED_PODS]))
+    return evolve(obs, events=events(session, job, pods, troubled[:TROUBLED_PODS]))
