@@ -154,11 +154,14 @@ def _node(job: Mapping[str, Any], pod: Mapping[str, Any]) -> Node:
     listed = _at(pod, "status", "containerStatuses")
     containers = [c for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) else []
     stuck = job_status.stuck_pod([pod])
+    # A pod being deleted (evicted, preempted) is not ready, whatever its containers last said:
+    # its kubelet has yet to stop them, or to say so.
+    going = bool(meta(pod).get("deletionTimestamp"))
     return Node(
         rank=rank_of(job, pod),
         pod=str(meta(pod).get("name", "?")),
         phase=str(status.get("phase", "Pending")),
-        ready=bool(containers) and all(c.get("ready") for c in containers),
+        ready=not going and bool(containers) and all(c.get("ready") for c in containers),
         restarts=sum(as_int(c.get("restartCount")) or 0 for c in containers),
         # a pod being deleted: what its deletion waits for (before why it would not start)
         reason=job_status.terminating(pod) or (stuck.reason if stuck else ""),
