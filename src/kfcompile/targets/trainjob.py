@@ -62,8 +62,9 @@ UNCHANGED: Table = {
 # The upstream ClusterTrainingRuntimes (../shared/crds/runtimes) and their replicated jobs. Trainer
 # fills `spec.initializer` into the `<kind>-initializer` jobs only and applies overrides by
 # container name, so asking a runtime for what it lacks is dropped without a word (or, from
-# v2.3, appended broken). A cluster's own runtimes are trusted to have what the spec names:
-# `node`, and the initializer jobs of the initializers the spec sets.
+# v2.3, appended broken). Render, which sees no cluster, takes another runtime to have what the
+# spec names (`node`, and the initializer jobs of the initializers the spec sets); submit reads
+# the runtime and checks it (`kfcompile.lifecycle.runtimes`).
 UPSTREAM_RUNTIMES: dict[str, tuple[str, ...]] = {
     "torch-distributed": (NODE,),
     "torch-distributed-with-cache": ("dataset-initializer", NODE),
