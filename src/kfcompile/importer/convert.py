@@ -94,6 +94,10 @@ def _without(
             data[top][below] = None
         elif top in ("pod_spec_overrides", "container_overrides") and isinstance(below, str):
             data[top].pop(below, None)
+        elif top == "topology" and below in ("group_name", "slice_size"):
+            # what Kueue refuses of the pod sets alone: a group, or a slice with its level
+            for k in ("slice_required", "slice_size") if below == "slice_size" else (below,):
+                data["topology"].pop(k, None)
         elif top == "initializer" and len(parts) == 2 and below in ("dataset", "model"):
             data["initializer"].pop(below, None)
             if not data["initializer"]:

@@ -1,7 +1,8 @@
 """What kfcompile adds to a job itself, by name and shape: the volumes and mount paths of
 ``shm_size`` (a memory-backed ``/dev/shm``), the inline ``script`` (its ConfigMap) and
 ``work_dir`` (its claim), the Secret of ``secret_env``, the Kueue labels that ``queue`` and
-``priority_class`` become, and the extended resources counted as GPUs. Render writes these
+``priority_class`` become, the Kueue annotations of ``topology`` and
+``provisioning_parameters``, and the extended resources counted as GPUs. Render writes these
 (``targets/special.py``, ``targets/base.py``) and the importer recognizes them (``importer/``)
 from this one module, which also holds the rule that reserves them (``cross_field`` runs it): a
 spec may not use the names or mount paths for anything else. The names the Trainer takes in a
@@ -20,6 +21,18 @@ Object = dict[str, Any]
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# Kueue's topology-aware scheduling, asked on the pod template: each ``topology`` field's PodSet
+# annotation (kueue apis/kueue/v1beta2/topology_types.go); ProvisioningRequest parameters,
+# asked on the job: annotations with this prefix (pkg/controller/constants ProvReqAnnotationPrefix).
+TOPOLOGY_ANNOTATIONS: Final = {
+    "required": "kueue.x-k8s.io/podset-required-topology",
+    "preferred": "kueue.x-k8s.io/podset-preferred-topology",
+    "unconstrained": "kueue.x-k8s.io/podset-unconstrained-topology",
+    "slice_required": "kueue.x-k8s.io/podset-slice-required-topology",
+    "slice_size": "kueue.x-k8s.io/podset-slice-size",
+    "group_name": "kueue.x-k8s.io/podset-group-name",
+}
+PROVISIONING_PREFIX: Final = "provreq.kueue.x-k8s.io/"
 SHM_VOLUME, SHM_DIR = "dshm", "/dev/shm"
 SCRIPT_VOLUME, SCRIPT_DIR = "kfcompile-script", "/opt/kfcompile/scripts"
 WORKDIR_VOLUME = "workdir"

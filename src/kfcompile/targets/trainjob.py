@@ -18,7 +18,7 @@ from kfcompile.spec import object_paths
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec
-from kfcompile.targets import base, fields
+from kfcompile.targets import base, fields, kueue
 from kfcompile.targets.base import Rendered, Slot, Table, Target
 
 API_VERSION = TRAINJOB.api_version
@@ -173,6 +173,8 @@ def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
     yield from base.pod_name_budget(spec.name, pod_suffixes(spec), "a TrainJob (JobSet pods)")
     yield from base.launcher_args(spec, NODE)
     yield from base.training_mounts(spec, NODE)
+    if base.lookup(release.table, "pod.annotations") is not None:  # else: not supported
+        yield from kueue.topology_problems(spec, {NODE: spec.num_nodes}, "a TrainJob")
     runtime = spec.runtime
     upstream = runtime.kind == "ClusterTrainingRuntime" and runtime.name in UPSTREAM_RUNTIMES
     if upstream and spec.initializer is not None:
