@@ -170,6 +170,13 @@ CANNOT = {
             "up, which kfcompile's launcher uses",
         ],
     ),
+    "a module python cannot name": (
+        ["--nnodes=2", *RDZV, "-m", "not a module!"],
+        [
+            f"{WHERE}: must be a Python module name: identifiers joined by '.' (e.g. pkg.train) "
+            "(spec field launcher.module)"
+        ],
+    ),
     "restarts without an elastic policy": (
         ["--max_restarts=3", *RDZV, "t.py"],
         [

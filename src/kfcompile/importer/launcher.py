@@ -25,7 +25,7 @@ from kfcompile.importer.state import Reading, source_of
 from kfcompile.kinds import PYTORCHJOB
 from kfcompile.spec import torchrun
 from kfcompile.spec.errors import Problem, SpecError, UnsupportedFeature
-from kfcompile.spec.model import JobSpec, Launcher
+from kfcompile.spec.model import JobSpec
 from kfcompile.spec.torchrun import Option
 from kfcompile.spec.torchrun_line import Torchrun, Word, torchrun_line, torchrun_words
 from kfcompile.targets import TARGETS, pytorchjob_v1
@@ -62,10 +62,10 @@ def torchrun_launcher(r: Reading, spec: JobSpec) -> JobSpec:
     at = source_of(r.sources, "launcher" if spec.launcher else "command")
     line, problems = torchrun_line(found, at, _Supplied(spec, defined))
     if line is not None:
-        problems += [Problem(at, m) for m in _uncarried(spec, line)]
-    read = None if problems or line is None else _read(r, spec, line, at, problems)
-    if read is None:
-        r.kept_torchrun = problems
+        problems = [Problem(at, m) for m in _uncarried(spec, line)]
+    read = problems if line is None or problems else _read(r, spec, line, at)
+    if isinstance(read, list):
+        r.kept_torchrun = read
         return spec
     for gone in ("command", "args"):
         r.sources.pop(gone, None)
@@ -167,14 +167,13 @@ def _nprocs(spec: JobSpec, value: str) -> int | str | None:
     return spec.gpus_per_node if value == "gpu" and spec.gpus_per_node else None
 
 
-def _read(
-    r: Reading, spec: JobSpec, line: Torchrun, at: str, problems: list[Problem]
-) -> JobSpec | None:
+def _read(r: Reading, spec: JobSpec, line: Torchrun, at: str) -> JobSpec | list[Problem]:
     """The spec with the launcher, the processes and restarts the line sets (what the flag
-    says is what runs: a manifest field it overrides is a loss), if it renders."""
+    says is what runs: a manifest field it overrides is a loss), if it renders; else why not."""
     script, *args = (w.text for w in line.program)
     program = {"module": script} if line.module else {"entrypoint": script}
-    changes: dict[str, Any] = {"command": (), "args": ()}
+    launcher = {"kind": "torchrun", "args": args, "no_python": line.no_python, **program}
+    changes: dict[str, Any] = {"command": (), "args": (), "launcher": launcher}
     losses: list[Problem] = []
     nprocs = spec.nprocs if line.nproc_per_node is None else _nprocs(spec, line.nproc_per_node)
     if nprocs != spec.nprocs:
@@ -189,19 +188,9 @@ def _read(
             losses.append(Problem(policy, f"torchrun restarts {restarts} times: written so"))
         changes["elastic"] = attrs.evolve(spec.elastic, max_restarts=restarts)
     try:
-        changes["launcher"] = Launcher(
-            kind="torchrun", args=tuple(args), no_python=line.no_python, **program
-        )
-    except SpecError as exc:
-        problems += [
-            Problem(at, f"{p.message} (spec field launcher.{p.path})") for p in exc.problems
-        ]
-        return None
-    try:
         read = attrs.evolve(spec, **changes)
         TARGETS[r.target].render(read)
     except (SpecError, UnsupportedFeature) as exc:
-        problems += [Problem(at, f"{p.message} (spec field {p.path})") for p in exc.problems]
-        return None
+        return [Problem(at, f"{p.message} (spec field {p.path})") for p in exc.problems]
     r.losses += losses
     return read

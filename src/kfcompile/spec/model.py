@@ -103,9 +103,8 @@ def _pod_annotations(m: Mapping[str, str]) -> Iterable[tuple[str, str]]:
 def _provisioning_parameters(m: Mapping[str, str]) -> Iterable[tuple[str, str]]:
     """Each name makes the annotation key ``provreq.kueue.x-k8s.io/<name>``."""
     for k in m:
-        name = additions.PROVISIONING_PREFIX + k
-        for _, message in rules.annotation_map({name: ""}):
-            yield f"{object_paths.key(k)} (key)", message.replace(name, k)
+        for _, message in rules.annotation_map({additions.PROVISIONING_PREFIX + k: ""}):
+            yield f"{object_paths.key(k)} (key)", message
 
 
 class _Checked:
@@ -211,14 +210,9 @@ def _topology_modes(t: Topology) -> Iterable[Problem]:
         at = modes[1] if modes else ""
         yield Problem(at, "set exactly one of required, preferred or unconstrained")
     if (t.slice_required is None) != (t.slice_size is None):
-        given, needs = (
-            ("slice_size", "slice_required")
-            if t.slice_required is None
-            else (
-                "slice_required",
-                "slice_size",
-            )
-        )
+        given, needs = "slice_size", "slice_required"
+        if t.slice_size is None:
+            given, needs = needs, given
         yield Problem(given, f"needs {needs}")
     if t.group_name is not None:
         if t.slice_required is not None or t.slice_size is not None:
