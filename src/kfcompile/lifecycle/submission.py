@@ -182,6 +182,9 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
 
 @frozen
 class Submitted:
+    """What ``submit`` did: the job, whether it created it (False: this very spec was there
+    already), the work dir it uploaded, what it repaired, whether it was a dry run."""
+
     ref: Ref
     created: bool  # False: this very spec was already submitted
     uploaded: Synced | None = None
