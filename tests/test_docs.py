@@ -310,8 +310,10 @@ class Page:
                 return
         if "kfcompile_kube" in block.text and not self.connect(block.where):
             return
+        script = self.dir / f"block_{block.line}.py"  # run as a script is, from its file
+        script.write_text(block.text, encoding="utf-8")
         done = subprocess.run(
-            [sys.executable, "-c", block.text], cwd=self.dir, env=self.env,
+            [sys.executable, str(script)], cwd=self.dir, env=self.env,
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert done.returncode == 0, f"{block.where}:\n{done.stdout}{done.stderr}"

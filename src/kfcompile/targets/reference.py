@@ -1,9 +1,10 @@
 """The spec reference, the target support table and the slot matrix, generated from the spec
-classes, the field table (``targets/fields.py``) and each target's table.
+classes, the field table (``targets/fields.py``) and each target's table; and one field of
+them, described (``describe``: ``kfcompile explain FIELD``).
 
-The README embeds them (between ``<!-- reference:... -->`` markers) and a test fails when they
-are stale, so the documentation cannot drift from what ``render`` does: render walks the same
-tables these read.
+The documentation's pages embed the tables (between ``<!-- generated:... -->`` markers, from
+``docs/hooks/generated.py``) and a test fails when they are stale, so the documentation cannot
+drift from what ``render`` does: render walks the same tables these read.
 """
 
 from __future__ import annotations
