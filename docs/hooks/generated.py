@@ -86,7 +86,7 @@ def targets_diagram() -> str:
         "    manifests[existing manifests] -->|import| spec",
     ]
     for i, t in enumerate(TARGETS.values()):
-        lines.append(f'    spec --> t{i}["{t.name}<br>{t.kind} {t.api_version}<br>{t.releases}"]')
+        lines.append(f'    spec --> t{i}["{t.name}<br>{t.kind}<br>{t.releases}"]')
     lines += ["```", ""]
     return "\n".join(lines)
 
