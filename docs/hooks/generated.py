@@ -240,22 +240,19 @@ def states_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def enum_table(cls: type[enum.Enum]) -> Callable[[], str]:
+def enum_table(cls: type[enum.Enum]) -> str:
     """A table of an enum's members and their docstrings."""
-
-    def table() -> str:
-        lines = ["| member | value | means |", "|---|---|---|"]
-        docs = member_docs(cls)
-        lines += [f"| `{m.name}` | `{m.value}` | {_cell(docs[m.name])} |" for m in cls]
-        return "\n".join(lines) + "\n"
-
-    return table
+    lines = ["| member | value | means |", "|---|---|---|"]
+    docs = member_docs(cls)
+    lines += [f"| `{m.name}` | `{m.value}` | {_cell(docs[m.name])} |" for m in cls]
+    return "\n".join(lines) + "\n"
 
 
 def happened_table() -> str:
+    """What ``watch_jobs`` reports: ``Happened``'s members."""
     from kfcompile.lifecycle.watcher import Happened
 
-    return enum_table(Happened)()
+    return enum_table(Happened)
 
 
 # --- the command line ---------------------------------------------------------------------------
