@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
+import re
 import socket
 import ssl
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +24,7 @@ import urllib3
 from kubernetes.client import rest
 from kubernetes.client.configuration import Configuration
 
+from kfcompile.lifecycle.ports import ApiError
 from kfcompile_kube.answers import OBJECT_LIMIT
 
 if TYPE_CHECKING:  # websocket-client (and the client's ws_client, with requests): exec's alone
@@ -43,6 +45,9 @@ _CHANNEL_PROTOCOLS: Final = f"{V5_PROTOCOL},v4.channel.k8s.io"
 
 # Not shimmed: 27.x ignores a kubeconfig's ``tls-server-name`` (28.1 reads it, for HTTP and
 # websockets alike), so a server certificate must then name the address itself.
+
+# What a header value may hold: printable ASCII, spaces and tabs.
+_UNSENDABLE: Final = re.compile(r"[^\t\x20-\x7e]")
 
 # urllib3 2 responses have ``read1`` (what has arrived, up to n bytes); 1.26 has none, its
 # ``stream`` yields each chunk of a chunked body as it arrives (watches and logs are chunked).
@@ -96,7 +101,10 @@ def prepare(
 ) -> tuple[str, dict[str, str]]:
     """The request's full URL (host, path, query) and headers, credentials included, as every
     line's ``ApiClient`` builds them before it sends (its default headers and cookie, then the
-    configuration's ``BearerToken`` auth setting, whose reading runs the token refresh hook)."""
+    configuration's ``BearerToken`` auth setting, whose reading runs the token refresh hook).
+
+    ``ApiError`` when a header holds what no header can carry (a line break in a credential):
+    sent, http.client would refuse it with an error quoting the whole value."""
     all_headers = {**headers, **client.default_headers}
     if client.cookie:
         all_headers["Cookie"] = client.cookie
@@ -108,6 +116,15 @@ def prepare(
             auth_query.append((auth["key"], auth["value"]))
         else:
             all_headers[auth["key"]] = auth["value"]
+    for name, value in all_headers.items():
+        if _UNSENDABLE.search(value):
+            what = "credentials" if name.lower() in ("authorization", "cookie") else "value"
+            raise ApiError(
+                0,
+                "BadHeader",
+                f"the {what} of the request's {name} header hold a line break, a control "
+                "character or a character that is not ASCII (not printed): it cannot be sent",
+            )
     url = client.configuration.host + path
     if query or auth_query:
         url += "?" + urlencode([*query, *auth_query])

@@ -21,8 +21,9 @@ from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
 
 from kfcompile.spec.errors import KfcompileError, Problem
+from kfcompile_kube.bearer import TokenError, checked, file_token
 from kfcompile_kube.cluster import REQUEST_TIMEOUT
-from kfcompile_kube.compat import Client, RestClient
+from kfcompile_kube.compat import TOKEN_KEY, Client, RestClient
 from kfcompile_kube.errors import server_of
 from kfcompile_kube.exec_credential import (
     EXEC_TIMEOUT,
@@ -133,8 +134,8 @@ def _from_kubeconfig(paths: list[str], context: str | None, exec_timeout: float)
 
     at = f"{where}, context {name!r}"
     try:
-        plugin, credential = _run_exec_plugin(merged, name, exec_timeout)
-    except PluginError as e:
+        token, plugin, credential = _take_credential(merged, name, exec_timeout)
+    except (PluginError, TokenError) as e:
         raise ConfigError(f"{at}: {e}") from None
     configuration = Configuration()
     try:
@@ -142,20 +143,18 @@ def _from_kubeconfig(paths: list[str], context: str | None, exec_timeout: float)
         loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
     except ConfigException as e:
         raise ConfigError(f"{at}: {e}") from None
-    except OSError as e:  # the client opens a user's tokenFile unguarded
-        user = _mapping(_entry(merged, "users", _refs(merged, name)[0]), "user")
-        what = "user tokenFile" if "tokenFile" in user else "cannot read"
-        raise ConfigError(f"{at}: {what} {e.filename}: {e.strerror or e}") from None
+    except OSError as e:
+        raise ConfigError(f"{at}: cannot read {e.filename}: {e.strerror or e}") from None
     except Exception as e:
         user = _mapping(_entry(merged, "users", _refs(merged, name)[0]), "user")
         said = _auth_provider_failure(e, user.get("auth-provider"))
         if said is None:
             raise
         raise ConfigError(f"{at}: {said}") from None
-    if plugin is not None and credential is not None and credential.token is not None:
-        # Replaces the loader's hook, which would put the first token back before each request.
+    if token is not None:
+        configuration.api_key[TOKEN_KEY] = f"Bearer {token}"
         refresh = None
-        if credential.expiry is not None:
+        if plugin is not None and credential is not None and credential.expiry is not None:
             refresh = TokenRefresher(plugin, credential.expiry, lambda e: ConfigError(f"{at}: {e}"))
         configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
     namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
@@ -200,31 +199,42 @@ def _auth_provider_failure(error: Exception, provider: object) -> str | None:
 # --- exec credential plugins ----------------------------------------------------------------------
 
 
-def _run_exec_plugin(
+def _take_credential(
     merged: ConfigNode, context: str, timeout: float
-) -> tuple[ExecPlugin | None, Credential | None]:
-    """Take ``exec`` out of the context's user, so the client never runs it, and run it here
-    when the client would have (no auth-provider, token or tokenFile); the credential it gives
-    takes its place in the user. PluginError when it gives none."""
+) -> tuple[str | None, ExecPlugin | None, Credential | None]:
+    """Take ``token``, ``tokenFile`` and ``exec`` out of the context's user, so the client
+    neither sends a token unchecked nor runs the plugin, and give the bearer token they make
+    (``bearer``), the plugin and its first credential. A user with an ``auth-provider`` keeps
+    its token keys (the client's loader tries the provider first); a plugin runs only when the
+    client's loader would have run it (no auth-provider, token or tokenFile), and a client
+    certificate it gives takes its place in the user. TokenError or PluginError when there is
+    no usable credential."""
     user_name, cluster_name = _refs(merged, context)
     entry = _entry(merged, "users", user_name)
     user = _mapping(entry, "user")
-    if entry is None or "exec" not in user:
-        return None, None
-    rest = {k: v for k, v in user.items() if k != "exec"}
-    plugin = credential = None
-    if not any(k in rest for k in ("auth-provider", "token", "tokenFile")):
+    if entry is None:
+        return None, None, None
+    token_keys = () if "auth-provider" in user else ("token", "tokenFile")
+    rest = {k: v for k, v in user.items() if k not in ("exec", *token_keys)}
+    # Relative to the kubeconfig that names it, as the client's loader and kubectl resolve it.
+    base = Path(os.path.abspath(os.path.dirname(entry.path))) if entry.path else Path()
+    token = plugin = credential = None
+    if "tokenFile" in token_keys and "tokenFile" in user:
+        token = file_token(base / str(user["tokenFile"]), "user tokenFile")
+    elif "token" in token_keys and "token" in user:
+        token = checked(str(user["token"] or ""), "user token")
+    elif token_keys and "exec" in user:
         cwd = str(Path(entry.path).expanduser().resolve().parent) if entry.path else None
         cluster = _mapping(_entry(merged, "clusters", cluster_name), "cluster")
         plugin = ExecPlugin.from_config(user["exec"], cwd, cluster, timeout)
         credential = plugin.run()
         if credential.token is not None:
-            rest["token"] = credential.token
+            token = checked(credential.token, f"exec plugin {plugin.command}: status.token")
         else:  # a client certificate: the kubeconfig's *-data keys hold base64
             rest["client-certificate-data"] = _b64(credential.client_certificate or "")
             rest["client-key-data"] = _b64(credential.client_key or "")
     entry.value = {**entry.value, "user": rest}  # a new dict: the files' own stay as read
-    return plugin, credential
+    return token, plugin, credential
 
 
 def _refs(merged: ConfigNode, context: str) -> tuple[object, object]:
@@ -266,9 +276,11 @@ def _in_cluster(sa_dir: Path, env: Mapping[str, str]) -> Connection:
             raise _NotInCluster(f"{f}: file not found")
     configuration = Configuration()
     try:
-        # The loader re-reads the token file every minute: kubelet rotates bound tokens.
         InClusterConfigLoader(str(token), str(ca), environ=env).load_and_set(configuration)  # type: ignore[no-untyped-call]
-    except ConfigException as e:  # "Token file exists but empty." and the like: no contents
+        # The loader's token is the file's content untrimmed, put back by its hook each time.
+        configuration.api_key[TOKEN_KEY] = f"Bearer {file_token(token, 'service account token')}"
+        configuration.refresh_api_key_hook = None
+    except (ConfigException, TokenError) as e:  # "Token file exists but empty." and the like
         raise _NotInCluster(str(e)) from None
     ns_file = sa_dir / "namespace"
     namespace = ns_file.read_text().strip() if ns_file.is_file() else ""

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from attrs import frozen
 
+from kfcompile_kube.bearer import TokenError, checked
 from kfcompile_kube.compat import TOKEN_KEY
 
 EXEC_TIMEOUT: Final = 60.0  # seconds a plugin may take (an SSO login included)
@@ -193,7 +194,12 @@ class TokenRefresher:
                 raise self.on_error(str(e)) from None
             if credential.token is None:
                 raise self.on_error(f"exec plugin {self.plugin.command}: gave no token this time")
-            configuration.api_key[TOKEN_KEY] = f"Bearer {credential.token}"
+            where = f"exec plugin {self.plugin.command}: status.token"
+            try:
+                token = checked(credential.token, where)
+            except TokenError as e:
+                raise self.on_error(str(e)) from None
+            configuration.api_key[TOKEN_KEY] = f"Bearer {token}"
             self.expiry = credential.expiry or datetime.max.replace(tzinfo=UTC)
 
 

@@ -1,0 +1,167 @@
+"""A user's credentials, handled as kubectl handles them (issue 24, items 1, 4-6): a token file
+trimmed, and read again as it rotates; a token no header can carry refused in one line that
+never prints it; an exec plugin's output and time bounded; an unverified TLS server said once.
+
+Real processes and the real client over real HTTP (``fakekube``), on both client lines: CI runs
+this file in the launchers' environment too (kubernetes 27.2 on urllib3 1.26)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakekube import FakeKube
+
+from kfcompile_kube import KubeCluster, connect
+from kfcompile_kube.config import ConfigError
+
+TOKEN = "s3cr3t-t0ken-never-printed-0123456789"
+EXEC_API = "client.authentication.k8s.io/v1"
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    with FakeKube(crds=[]) as server:
+        server.tokens.add(TOKEN)
+        yield server
+
+
+def kubeconfig(path: Path, server: str, user: dict[str, object]) -> Path:
+    config = {
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def plugin(path: Path, token: str) -> dict[str, object]:
+    """A kubeconfig user whose exec plugin (a real script) answers ``token``."""
+    credential = {"apiVersion": EXEC_API, "kind": "ExecCredential", "status": {"token": token}}
+    path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(credential)}\nEOF\n")
+    path.chmod(0o755)
+    return {"exec": {"apiVersion": EXEC_API, "command": str(path)}}
+
+
+def oidc(token: str) -> dict[str, object]:
+    """A user of the client's ``oidc`` auth-provider whose id-token (``token`` as its signature)
+    has not expired: the client sends it as it is."""
+
+    def b64(part: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(part).encode()).decode().rstrip("=")
+
+    id_token = f"{b64({'alg': 'none'})}.{b64({'exp': 4102444800})}.{token}"
+    config = {"client-id": "k", "id-token": id_token, "idp-issuer-url": "http://127.0.0.1:1"}
+    return {"auth-provider": {"name": "oidc", "config": config}}
+
+
+def kfcompile(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The ``kfcompile`` command, in a process of its own, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "kfcompile", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+# --- item 1: a token is trimmed as kubectl trims it, or refused without being printed ----------
+
+# How a user's token reaches the kubeconfig: (kubeconfig user section, whether kubectl sends it).
+SOURCES = {
+    "tokenFile ending in a newline": (lambda tmp: _file(tmp, TOKEN + "\n"), True),
+    "tokenFile with CRLF and spaces": (lambda tmp: _file(tmp, f"  {TOKEN}\r\n\r\n"), True),
+    "tokenFile with two lines": (lambda tmp: _file(tmp, f"{TOKEN}\nX-Evil: 1\n"), False),
+    "inline token with CRLF": (lambda tmp: {"token": f"{TOKEN}\r\nX-Evil: 1"}, False),
+    "inline token with a NUL": (lambda tmp: {"token": f"{TOKEN}\0"}, False),
+    "exec plugin token with a newline": (lambda tmp: plugin(tmp / "p.sh", TOKEN + "\n"), False),
+    "auth-provider token with a newline": (lambda tmp: oidc(f"{TOKEN}\nX-Evil: 1"), False),
+}
+
+
+def _file(tmp_path: Path, content: str) -> dict[str, object]:
+    (tmp_path / "token").write_text(content)
+    return {"tokenFile": "token"}  # relative: to the kubeconfig's directory
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_no_token_reaches_the_terminal(kube: FakeKube, tmp_path: Path, source: str) -> None:
+    """``kfcompile list`` in a process of its own: a token kubectl would send works, any other
+    is one line naming where it came from; the token is never on stdout or stderr (it was the
+    last line of a traceback, http.client's ``Invalid header value b'Bearer <token>...'``)."""
+    user, sendable = SOURCES[source]
+    kc = kubeconfig(tmp_path / "kc", kube.url, user(tmp_path))
+    done = kfcompile("list", "--kubeconfig", str(kc))
+    assert TOKEN not in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    if sendable:
+        assert done.returncode == 0, done.stderr
+        assert kube.requests and all(r.status != 401 for r in kube.requests)  # authenticated
+        return
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert "(not printed)" in line or "is not printed" in line, line
+    assert not kube.requests  # nothing sent with it
+
+
+def test_a_token_file_is_trimmed_as_kubectl_trims_it(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text(f"\t{TOKEN} \n")
+    kc = kubeconfig(tmp_path / "kc", "http://127.0.0.1:1", {"tokenFile": "token"})
+    configuration = connect(str(kc), environ={}).api_client.configuration
+    assert configuration.auth_settings()["BearerToken"]["value"] == f"Bearer {TOKEN}"
+
+
+@pytest.mark.parametrize(
+    ("token", "what"),
+    [
+        (f"{TOKEN}\n", "a line break (character 38 of 38"),
+        (f"{TOKEN}\x1b[2J", "a control character (character 38 of 41"),
+        (f"{TOKEN}\u202e", "a character that is not ASCII (character 38 of 38"),
+        ("", "empty"),
+    ],
+)
+def test_a_token_no_header_can_carry_is_one_line_without_it(
+    tmp_path: Path, token: str, what: str
+) -> None:
+    kc = kubeconfig(tmp_path / "kc", "http://127.0.0.1:1", {"token": token})
+    with pytest.raises(ConfigError) as err:
+        connect(str(kc), environ={})
+    said = str(err.value)
+    assert said.startswith(f"kubeconfig {kc}, context 'x': user token: ")
+    assert what in said and TOKEN not in said and "\n" not in said
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+
+
+def test_the_service_account_token_is_trimmed(kube: FakeKube, tmp_path: Path) -> None:
+    """In a pod: the token file as kubelet writes it, or as a user's script does."""
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text(TOKEN + "\n")
+    (sa / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "1"}
+    configuration = connect(service_account_dir=str(sa), environ=env).api_client.configuration
+    assert configuration.auth_settings()["BearerToken"]["value"] == f"Bearer {TOKEN}"
+    (sa / "token").write_text(f"{TOKEN}\nX-Evil: 1")
+    with pytest.raises(ConfigError) as err:
+        connect(service_account_dir=str(sa), environ=env)
+    assert "holds a line break" in str(err.value) and TOKEN not in str(err.value)
+
+
+def test_a_token_refused_by_the_adapter_is_never_sent(kube: FakeKube, tmp_path: Path) -> None:
+    """A token the configuration got some other way (a launcher's own client, an auth provider)
+    is checked where every request's headers are made."""
+    kc = kubeconfig(tmp_path / "kc", kube.url, oidc(f"{TOKEN}\r\nX-Evil: 1"))
+    cluster = KubeCluster(connect(str(kc), environ={}).api_client)
+    with pytest.raises(Exception) as err:
+        cluster.list("v1", "ConfigMap", "default")
+    assert "not printed" in str(err.value) and TOKEN not in str(err.value)
+    assert not kube.requests
