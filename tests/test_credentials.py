@@ -12,17 +12,24 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from fakekube import FakeKube
 
+from kfcompile.lifecycle.ports import ApiError, Ref
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_kube.config import ConfigError
 
 TOKEN = "s3cr3t-t0ken-never-printed-0123456789"
 EXEC_API = "client.authentication.k8s.io/v1"
+SETTINGS = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "settings", "namespace": "default"},
+}
 
 
 @pytest.fixture
@@ -165,3 +172,124 @@ def test_a_token_refused_by_the_adapter_is_never_sent(kube: FakeKube, tmp_path: 
         cluster.list("v1", "ConfigMap", "default")
     assert "not printed" in str(err.value) and TOKEN not in str(err.value)
     assert not kube.requests
+
+
+# --- item 4: a rotated token is read again, as kubectl reads it -----------------------------------
+
+
+class Clock:
+    """The wall clock tokens are timed by, moved by the test."""
+
+    def __init__(self) -> None:
+        self.at = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.at
+
+    def advance(self, seconds: float) -> None:
+        self.at += timedelta(seconds=seconds)
+
+
+def sent_token(cluster: KubeCluster) -> str:
+    """The Authorization header the next request carries (the refresh hook runs first)."""
+    value: str = cluster._client.configuration.auth_settings()["BearerToken"]["value"]
+    return value
+
+
+def refusals(kube: FakeKube) -> int:
+    return sum(r.status == 401 for r in kube.requests)
+
+
+# Port calls a long command makes, a stream among them.
+CALLS: dict[str, Callable[[KubeCluster], object]] = {
+    "list": lambda k: k.list("v1", "ConfigMap", "default"),
+    "get": lambda k: k.get(Ref("v1", "ConfigMap", "default", "settings")),
+    "watch": lambda k: next(iter(k.watch("v1", "ConfigMap", "default", resource_version="1"))),
+}
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_a_token_file_rotated_under_a_command_is_read_again_after_a_401(
+    kube: FakeKube, tmp_path: Path, call: str
+) -> None:
+    """A projected token rotated (the old one revoked) between two requests: the 401 makes the
+    file read again and the request is sent once more, with the new token."""
+    kube.store.create(SETTINGS)
+    (tmp_path / "token").write_text("token-1\n")
+    kube.tokens = {"token-1"}
+    kc = kubeconfig(tmp_path / "kc", kube.url, {"tokenFile": "token"})
+    cluster = KubeCluster(connect(str(kc), environ={}).api_client)
+    CALLS[call](cluster)
+    (tmp_path / "token").write_text("token-2\n")
+    kube.tokens = {"token-2"}
+    kube.requests.clear()
+    CALLS[call](cluster)
+    assert [r.status == 401 for r in kube.requests] == [True, False]  # a stream's: 0 while open
+    assert sent_token(cluster) == "Bearer token-2"
+
+
+def test_a_token_file_is_read_again_once_a_minute_old(kube: FakeKube, tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("token-1\n")
+    kube.tokens = {"token-1"}
+    clock = Clock()
+    kc = kubeconfig(tmp_path / "kc", kube.url, {"tokenFile": "token"})
+    cluster = KubeCluster(connect(str(kc), environ={}, now=clock).api_client)
+    (tmp_path / "token").write_text("token-2\n")
+    clock.advance(59)
+    assert sent_token(cluster) == "Bearer token-1"  # read at most once a minute
+    clock.advance(1)
+    assert sent_token(cluster) == "Bearer token-2"
+    kube.tokens = {"token-2"}
+    cluster.list("v1", "ConfigMap", "default")
+    assert refusals(kube) == 0  # no 401 needed to notice
+    (tmp_path / "token").unlink()  # kubelet swapping it, say: the token in hand is kept
+    clock.advance(120)
+    assert sent_token(cluster) == "Bearer token-2"
+    (tmp_path / "token").write_text("token-3")
+    assert sent_token(cluster) == "Bearer token-3"  # tried again at the next request
+
+
+def test_the_service_account_token_is_read_again_once_a_minute_old(tmp_path: Path) -> None:
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("token-1")
+    (sa / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    env = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    clock = Clock()
+    conn = connect(service_account_dir=str(sa), environ=env, now=clock)
+    cluster = KubeCluster(conn.api_client)
+    (sa / "token").write_text("token-2\n")
+    assert sent_token(cluster) == "Bearer token-1"
+    clock.advance(60)
+    assert sent_token(cluster) == "Bearer token-2"
+
+
+def test_an_exec_plugin_is_run_again_after_a_401(kube: FakeKube, tmp_path: Path) -> None:
+    """client-go's exec authenticator runs the plugin again when its token is refused."""
+    runs = tmp_path / "runs"
+    script = tmp_path / "count.sh"
+    credential = {"apiVersion": EXEC_API, "kind": "ExecCredential", "status": {"token": "t-N"}}
+    script.write_text(
+        f"#!/bin/sh\nn=$(( $(cat {runs} 2>/dev/null || echo 0) + 1 )); echo $n > {runs}\n"
+        f"echo '{json.dumps(credential)}' | sed \"s/t-N/token-$n/\"\n"
+    )
+    script.chmod(0o755)
+    kube.tokens = {"token-1"}
+    user = {"exec": {"apiVersion": EXEC_API, "command": str(script)}}
+    kc = kubeconfig(tmp_path / "kc", kube.url, user)
+    cluster = KubeCluster(connect(str(kc), environ={}).api_client)
+    cluster.list("v1", "ConfigMap", "default")
+    kube.tokens = {"token-2"}
+    cluster.list("v1", "ConfigMap", "default")
+    assert refusals(kube) == 1 and runs.read_text().strip() == "2"
+
+
+def test_a_token_that_cannot_change_is_not_sent_again_after_a_401(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    kube.tokens = set()  # TOKEN revoked
+    kc = kubeconfig(tmp_path / "kc", kube.url, {"token": TOKEN})
+    cluster = KubeCluster(connect(str(kc), environ={}).api_client)
+    with pytest.raises(ApiError) as err:
+        cluster.list("v1", "ConfigMap", "default")
+    assert err.value.status == 401 and len(kube.requests) == 1

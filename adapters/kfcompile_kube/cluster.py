@@ -38,6 +38,7 @@ from kfcompile.lifecycle.ports import (
 )
 from kfcompile_kube import answers, compat
 from kfcompile_kube.answers import LIST_LIMIT, OBJECT_LIMIT, BadAnswer, bad, field, k8s_object
+from kfcompile_kube.bearer import renewed
 from kfcompile_kube.deadline import Deadline, watch_pool
 from kfcompile_kube.discovery import DiskDiscovery
 from kfcompile_kube.errors import (
@@ -452,8 +453,10 @@ class KubeCluster(Threads):
         accept: str = "application/json",
         read_timeout: float | None,
         deadline: Deadline,
+        again_after_401: bool = True,
     ) -> urllib3.BaseHTTPResponse:
-        """The response, unread, once its status says success; an ``ApiError`` otherwise."""
+        """The response, unread, once its status says success; an ``ApiError`` otherwise. A 401
+        is asked again once when the token was renewed since (``bearer``: rotated)."""
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -467,6 +470,12 @@ class KubeCluster(Threads):
         except compat.Refused as e:
             if deadline.expired:  # what came of its body is cut short
                 raise deadline.error(self._server) from None
+            if e.status == 401 and again_after_401 and renewed(self._client.configuration, headers):
+                return self._send(
+                    method, path, query=query, body=body, content_type=content_type,
+                    accept=accept, read_timeout=read_timeout, deadline=deadline,
+                    again_after_401=False,
+                )  # fmt: skip
             raise answer_error(e.status, e.body, e.headers, url) from None
         except TRANSPORT_ERRORS as e:
             if deadline.expired:

@@ -16,15 +16,13 @@ import os
 import re
 import signal
 import subprocess
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from attrs import frozen
 
-from kfcompile_kube.bearer import TokenError, checked
-from kfcompile_kube.compat import TOKEN_KEY
+from kfcompile_kube.bearer import Fetched, TokenError, checked
 
 EXEC_TIMEOUT: Final = 60.0  # seconds a plugin may take (an SSO login included)
 EXCERPT_CHARS: Final = 120  # of the plugin's last stderr line, in an error
@@ -43,7 +41,7 @@ _CLUSTER_KEYS: Final = (
 _EXEC_EXTENSION: Final = "client.authentication.k8s.io/exec"
 
 
-class PluginError(Exception):
+class PluginError(TokenError):
     """Why the plugin gave no credential, in one line that names its command."""
 
 
@@ -140,6 +138,19 @@ class ExecPlugin:
             raise self._error(f"{status}{': ' + said if said else ''}")
         return self._credential(stdout)
 
+    def fetch(self) -> Fetched:
+        """Run the plugin for a token (``Bearer``'s fetch); PluginError when it gives none."""
+        credential = self.run()
+        if credential.token is None:
+            raise self._error("gave no token this time")
+        return self.bearer(credential)
+
+    def bearer(self, credential: Credential) -> Fetched:
+        """``credential``'s token (checked), fetched again ``EXPIRY_SKEW`` before it expires."""
+        token = checked(credential.token or "", f"exec plugin {self.command}: status.token")
+        expiry = credential.expiry
+        return Fetched(token, None if expiry is None else expiry - EXPIRY_SKEW, expiry)
+
     def _credential(self, stdout: bytes) -> Credential:
         try:
             answer = json.loads(stdout)
@@ -163,44 +174,6 @@ class ExecPlugin:
 
     def _error(self, what: str) -> PluginError:
         return PluginError(f"exec plugin {self.command}: {what}")
-
-
-class TokenRefresher:
-    """The client's ``refresh_api_key_hook``: runs the plugin again when its token is about to
-    expire (the API client calls it before every request; threads may share it)."""
-
-    def __init__(
-        self,
-        plugin: ExecPlugin,
-        expiry: datetime,
-        on_error: Callable[[str], Exception],
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.plugin = plugin
-        self.expiry = expiry  # of the token in use
-        self.on_error = on_error  # the exception to raise, from a PluginError's line
-        self.now = now
-        self._lock = threading.Lock()
-
-    def __call__(self, configuration: Any) -> None:
-        if self.now() < self.expiry - EXPIRY_SKEW:
-            return
-        with self._lock:
-            if self.now() < self.expiry - EXPIRY_SKEW:
-                return  # another thread has just refreshed it
-            try:
-                credential = self.plugin.run()
-            except PluginError as e:
-                raise self.on_error(str(e)) from None
-            if credential.token is None:
-                raise self.on_error(f"exec plugin {self.plugin.command}: gave no token this time")
-            where = f"exec plugin {self.plugin.command}: status.token"
-            try:
-                token = checked(credential.token, where)
-            except TokenError as e:
-                raise self.on_error(str(e)) from None
-            configuration.api_key[TOKEN_KEY] = f"Bearer {token}"
-            self.expiry = credential.expiry or datetime.max.replace(tzinfo=UTC)
 
 
 def _cluster_info(cluster: Mapping[str, Any] | None) -> dict[str, Any]:
