@@ -293,3 +293,60 @@ def test_a_token_that_cannot_change_is_not_sent_again_after_a_401(
     with pytest.raises(ApiError) as err:
         cluster.list("v1", "ConfigMap", "default")
     assert err.value.status == 401 and len(kube.requests) == 1
+
+
+# --- item 5: what an exec plugin prints is read within bounds ------------------------------------
+
+FLOOD = 64 * 2**20  # bytes a flooding plugin prints
+
+
+def _peak_rss_growth(kc: Path) -> tuple[str, int]:
+    """``connect``'s error with the kubeconfig ``kc``, and how much the peak RSS of the process
+    that ran it grew meanwhile (bytes; Linux counts ru_maxrss in KiB)."""
+    script = (
+        "import resource, sys\n"
+        "from kfcompile_kube import ConfigError, connect\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "try:\n"
+        "    connect(sys.argv[1], environ={}, exec_timeout=60)\n"
+        "except ConfigError as e:\n"
+        "    print(e)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(kc)], capture_output=True, text=True, timeout=120
+    )
+    said, grown = done.stdout.splitlines()
+    return said, int(grown) * 1024
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in KiB on Linux only")
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            f"head -c {FLOOD} /dev/zero\n",
+            "printed over 4 MiB (an ExecCredential is a few KiB); stopped",
+        ),
+        (
+            f"head -c {FLOOD} /dev/zero | tr '\\0' x >&2\n"
+            "echo >&2; echo 'access denied' >&2; exit 1\n",
+            "exited with status 1: access denied",
+        ),
+    ],
+    ids=["stdout", "stderr"],
+)
+def test_a_flooding_plugin_is_read_in_bounded_memory(
+    tmp_path: Path, body: str, expected: str
+) -> None:
+    """A plugin printing 64 MiB: on stdout it is stopped past 4 MiB, of its stderr only the end
+    is kept (its last line is what the error quotes). Before, all of it was read (and copied):
+    an 800 MB plugin took the process to 2.3 GB."""
+    script = tmp_path / "flood.sh"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    user = {"exec": {"apiVersion": EXEC_API, "command": str(script)}}
+    kc = kubeconfig(tmp_path / "kc", "http://127.0.0.1:1", user)
+    said, grown = _peak_rss_growth(kc)
+    assert said.endswith(f"exec plugin {script}: {expected}"), said
+    assert grown < FLOOD // 4, grown
