@@ -8,10 +8,14 @@ this file in the launchers' environment too (kubernetes 27.2 on urllib3 1.26).""
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import os
+import ssl
 import subprocess
 import sys
+import threading
+import warnings
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -350,3 +354,75 @@ def test_a_flooding_plugin_is_read_in_bounded_memory(
     said, grown = _peak_rss_growth(kc)
     assert said.endswith(f"exec plugin {script}: {expected}"), said
     assert grown < FLOOD // 4, grown
+
+
+# --- item 6: a server whose certificate is not verified is said once ------------------------------
+
+TLS = Path(__file__).parent / "fakekube" / "tls"
+
+
+class _NotFound(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        body = json.dumps({"kind": "Status", "code": 404, "reason": "NotFound"}).encode()
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def unverified(tmp_path: Path) -> Iterator[Path]:
+    """A kubeconfig with ``insecure-skip-tls-verify`` for an https server on 127.0.0.1 (a
+    certificate no one signed) that answers every request 404."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(TLS / "untrusted-server.crt", TLS / "untrusted-server.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = {
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{server.server_address[1]}",
+                    "insecure-skip-tls-verify": True,
+                },
+            }
+        ],
+        "users": [{"name": "u", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    (tmp_path / "kc").write_text(json.dumps(config))
+    yield tmp_path / "kc"
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_unverified_server_is_said_once_in_kfcompiles_words(unverified: Path) -> None:
+    done = kfcompile("list", "-A", "--kubeconfig", str(unverified))
+    assert done.returncode == 0, done.stderr
+    assert "InsecureRequestWarning" not in done.stderr  # urllib3's, once per request
+    [line] = done.stderr.splitlines()
+    assert line.startswith("kfcompile: warning: the TLS certificate of https://127.0.0.1:")
+    assert f"is not verified (insecure-skip-tls-verify in kubeconfig {unverified}" in line
+
+
+def test_urllib3_warns_of_no_request_to_an_unverified_server(
+    unverified: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")  # as urllib3 sets it for its SecurityWarnings
+        for _ in range(2):
+            cluster = KubeCluster(connect(str(unverified), environ={}).api_client)
+            for _ in range(3):
+                with pytest.raises(ApiError):
+                    cluster.get(Ref("v1", "ConfigMap", "default", "settings"))
+    assert [str(w.message) for w in warned] == []
+    assert len([r for r in caplog.records if "is not verified" in r.getMessage()]) == 1

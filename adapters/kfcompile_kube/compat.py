@@ -15,6 +15,7 @@ import json
 import re
 import socket
 import ssl
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlencode
@@ -221,6 +222,17 @@ def _tls_options(configuration: Configuration, ws_url: str) -> dict[str, Any]:
     if server_name:
         options["server_hostname"] = server_name
     return options
+
+
+def quiet_unverified(host: str) -> None:
+    """No ``InsecureRequestWarning`` for ``host`` from now on: urllib3 gives one per request to
+    a server whose certificate is not verified (both lines: "Unverified HTTPS request is being
+    made to host '<host>'"); the adapter says it once instead."""
+    warnings.filterwarnings(
+        "ignore",
+        f"Unverified HTTPS request is being made to host '\\[?{re.escape(host)}\\]?'",
+        urllib3.exceptions.InsecureRequestWarning,
+    )
 
 
 def read_timeout(response: Any, seconds: float | None) -> None:

@@ -10,12 +10,14 @@ checked, sent and renewed by ``bearer``, not by the client, which sends a token 
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from attrs import evolve, frozen
 from kubernetes.client.configuration import Configuration
@@ -24,6 +26,7 @@ from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
 
 from kfcompile.spec.errors import KfcompileError, Problem
+from kfcompile_kube import compat
 from kfcompile_kube.bearer import Bearer, Fetched, TokenError, checked, file_source, utc_now
 from kfcompile_kube.cluster import REQUEST_TIMEOUT
 from kfcompile_kube.compat import TOKEN_KEY, Client, RestClient
@@ -159,9 +162,29 @@ def _from_kubeconfig(
         hook = Bearer(*token, lambda e: ConfigError(f"{at}: {e}"), now)
         configuration.api_key[TOKEN_KEY] = hook.header
         configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    if not configuration.verify_ssl and configuration.host.startswith("https://"):
+        _unverified(configuration.host, f"insecure-skip-tls-verify in {at}")
     namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
     source = f"{where}, context {name}"
     return Connection(_client(configuration), str(namespace), source)
+
+
+_said_unverified: set[str] = set()  # the servers warned of in this process
+
+
+def _unverified(host: str, why: str) -> None:
+    """Say once per process, in kfcompile's words, that ``host``'s certificate is not verified
+    (logged: the command prints it alone on stderr), instead of urllib3's warning per request."""
+    server = server_of(host)
+    if server not in _said_unverified:
+        _said_unverified.add(server)
+        logging.getLogger("kfcompile_kube").warning(
+            "kfcompile: warning: the TLS certificate of %s is not verified (%s): whoever is on "
+            "the way can read and change every request, its credentials included",
+            server,
+            why,
+        )
+    compat.quiet_unverified(urlsplit(host).hostname or "")
 
 
 # What an auth provider's token refresh (the client's oidc, gcp, azure) raises when its identity
