@@ -32,6 +32,7 @@ from kfcompile_kube.cluster import REQUEST_TIMEOUT
 from kfcompile_kube.compat import TOKEN_KEY, Client, RestClient
 from kfcompile_kube.errors import server_of
 from kfcompile_kube.exec_credential import EXEC_TIMEOUT, ExecPlugin
+from kfcompile_kube.proxy import ProxyError, chosen
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -89,7 +90,7 @@ def connect(
     found = [p for p in paths if Path(p).expanduser().is_file()]
     timeout = request_timeout or None
     if found:
-        connection = _from_kubeconfig(found, context, exec_timeout, now)
+        connection = _from_kubeconfig(found, context, exec_timeout, env, now)
         return evolve(connection, request_timeout=timeout)
 
     if kubeconfig is not None:
@@ -109,7 +110,11 @@ def connect(
 
 
 def _from_kubeconfig(
-    paths: list[str], context: str | None, exec_timeout: float, now: Callable[[], datetime]
+    paths: list[str],
+    context: str | None,
+    exec_timeout: float,
+    env: Mapping[str, str],
+    now: Callable[[], datetime],
 ) -> Connection:
     where = f"kubeconfig {os.pathsep.join(paths)}"
     try:
@@ -162,6 +167,11 @@ def _from_kubeconfig(
         hook = Bearer(*token, lambda e: ConfigError(f"{at}: {e}"), now)
         configuration.api_key[TOKEN_KEY] = hook.header
         configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    cluster = _mapping(_entry(merged, "clusters", _refs(merged, name)[1]), "cluster")
+    try:
+        configuration.proxy = chosen(configuration.host, cluster.get("proxy-url"), env)
+    except ProxyError as e:
+        raise ConfigError(f"{at}: {e}") from None
     if not configuration.verify_ssl and configuration.host.startswith("https://"):
         _unverified(configuration.host, f"insecure-skip-tls-verify in {at}")
     namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
@@ -310,6 +320,10 @@ def _in_cluster(sa_dir: Path, env: Mapping[str, str], now: Callable[[], datetime
         raise _NotInCluster(str(e)) from None
     configuration.api_key[TOKEN_KEY] = hook.header
     configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    try:
+        configuration.proxy = chosen(configuration.host, None, env)
+    except ProxyError as e:
+        raise ConfigError(f"in-cluster: {e}") from None
     ns_file = sa_dir / "namespace"
     namespace = ns_file.read_text().strip() if ns_file.is_file() else ""
     source = f"in-cluster service account ({configuration.host})"
@@ -319,4 +333,5 @@ def _in_cluster(sa_dir: Path, env: Mapping[str, str], now: Callable[[], datetime
 def _client(configuration: Configuration) -> RestClient:
     # The lifecycle retries with its own backoff; urllib3's silent retries would multiply timeouts.
     configuration.retries = False
+    configuration.no_proxy = None  # the proxy is chosen (``proxy``): none of the client's rules
     return RestClient(configuration)

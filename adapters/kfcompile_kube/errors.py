@@ -163,6 +163,12 @@ def transport_error(
     def has(*types: type[BaseException]) -> BaseException | None:
         return next((e for e in chain if isinstance(e, types)), None)
 
+    socks = (e for e in chain if type(e).__module__ == "socks")  # PySocks' errors
+    proxy = has(urllib3.exceptions.ProxyError) or next(socks, None)
+    if proxy is not None:
+        cause = next((e for e in chain if isinstance(e, OSError) and e.strerror), None)
+        why = cause.strerror if cause is not None else str(chain[-1])
+        return Transient(0, "ProxyError", f"the proxy to {server} failed: {why}")
     if has(socket.gaierror) is not None:
         host = urlsplit(url).hostname or server
         return Transient(0, "UnknownHost", f"cannot resolve host {host} ({server})")
