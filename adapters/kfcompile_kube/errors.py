@@ -166,8 +166,8 @@ def transport_error(
     socks = (e for e in chain if type(e).__module__ == "socks")  # PySocks' errors
     proxy = has(urllib3.exceptions.ProxyError) or next(socks, None)
     if proxy is not None:
-        cause = next((e for e in chain if isinstance(e, OSError) and e.strerror), None)
-        why = cause.strerror if cause is not None else str(chain[-1])
+        said = [e.strerror for e in chain if isinstance(e, OSError) and e.strerror]
+        why = said[0] if said else chain[-1]  # the innermost error: what the proxy said
         return Transient(0, "ProxyError", f"the proxy to {server} failed: {why}")
     if has(socket.gaierror) is not None:
         host = urlsplit(url).hostname or server
