@@ -426,3 +426,14 @@ def test_urllib3_warns_of_no_request_to_an_unverified_server(
                     cluster.get(Ref("v1", "ConfigMap", "default", "settings"))
     assert [str(w.message) for w in warned] == []
     assert len([r for r in caplog.records if "is not verified" in r.getMessage()]) == 1
+
+
+def test_a_token_beside_an_unreadable_token_file_is_sent_until_the_file_reads(
+    tmp_path: Path,
+) -> None:
+    """kubectl's round tripper: the file's token when it reads, else the kubeconfig's."""
+    kc = kubeconfig(tmp_path / "kc", "http://127.0.0.1:1", {"token": TOKEN, "tokenFile": "token"})
+    cluster = KubeCluster(connect(str(kc), environ={}, now=Clock()).api_client)
+    assert sent_token(cluster) == f"Bearer {TOKEN}"
+    (tmp_path / "token").write_text("from-the-file\n")
+    assert sent_token(cluster) == "Bearer from-the-file"

@@ -163,7 +163,7 @@ def _from_kubeconfig(
             raise
         raise ConfigError(f"{at}: {said}") from None
     if token is not None:
-        # Replaces the loader's hook (none with the token keys taken out, but for basic auth).
+        # Replaces the loader's hook, if any (basic auth's), which puts its header back each time.
         hook = Bearer(*token, lambda e: ConfigError(f"{at}: {e}"), now)
         configuration.api_key[TOKEN_KEY] = hook.header
         configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
@@ -256,7 +256,13 @@ def _take_credential(
     token: tuple[Fetched, Callable[[], Fetched] | None] | None = None
     if "tokenFile" in token_keys and "tokenFile" in user:
         fetch = file_source(base / str(user["tokenFile"]), "user tokenFile", now)
-        token = fetch(), fetch
+        try:
+            token = fetch(), fetch
+        except TokenError:
+            if "token" not in user:
+                raise
+            # kubectl then sends the token beside it, and tries the file again each time.
+            token = Fetched(checked(str(user["token"] or ""), "user token"), now()), fetch
     elif "token" in token_keys and "token" in user:
         token = Fetched(checked(str(user["token"] or ""), "user token")), None
     elif token_keys and "exec" in user:
