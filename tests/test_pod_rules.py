@@ -1,6 +1,7 @@
-"""The API server's pod rules (``kfcompile.output.pod_rules``, after k8s.io/kubernetes
-pkg/apis/core/validation/validation.go): a spec whose pods would be refused is refused by render,
-on every target, told at the spec field; beside each refused case, a valid one that renders."""
+"""The API server's pod rules (``kfcompile.spec.pod_rules``, after k8s.io/kubernetes
+pkg/apis/core/validation/validation.go): a spec whose pods would be refused is refused, when it
+is loaded where the spec's own objects break them, else by render on the merged pods, on every
+target, told at the spec field; beside each refused case, a valid one that renders."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from refused import problems
 
-from kfcompile.output import pod_rules
+from kfcompile.spec import pod_rules
 
 TARGETS = ["trainjob/v2.0", "trainjob/v2.3", "pytorchjob/v1"]
 WITH_AFFINITY = ["trainjob/v2.1", "trainjob/v2.3", "pytorchjob/v1"]  # v2.0 overrides have none
@@ -40,8 +41,8 @@ NODE_EXPR = (
 def test_an_unprefixed_resource_must_be_a_standard_one(target: str, name: str) -> None:
     found = problems(target, **both(name, "1"))
     assert [p.split(":")[0] for p in found] == [
-        f"extra_resource_limits.{name}",
         f"extra_resource_requests.{name}",
+        f"extra_resource_limits.{name}",
     ]
     assert "must be a standard resource for containers" in found[0]
     assert problems(target, **both("example.com/fpga", "1")) == []
@@ -65,9 +66,9 @@ def test_an_override_resource_name_is_checked_after_the_merge(target: str) -> No
 def test_an_extended_resource_is_counted_in_whole_units(target: str) -> None:
     found = problems(target, **both("example.com/fpga", "500m"))
     assert found == [
-        'extra_resource_limits["example.com/fpga"]: must be an integer '
-        "(example.com/fpga is counted in whole units)",
         'extra_resource_requests["example.com/fpga"]: must be an integer '
+        "(example.com/fpga is counted in whole units)",
+        'extra_resource_limits["example.com/fpga"]: must be an integer '
         "(example.com/fpga is counted in whole units)",
     ]
     assert problems(target, **both("example.com/fpga", "2")) == []
@@ -88,8 +89,8 @@ def test_hugepages_come_in_whole_pages(target: str) -> None:
     found = problems(target, cpu_request="1", **both("hugepages-2Mi", "3Mi"))
     message = "3Mi is not positive integer multiple of hugepages-2Mi"
     assert found == [
-        f"extra_resource_limits.hugepages-2Mi: {message}",
         f"extra_resource_requests.hugepages-2Mi: {message}",
+        f"extra_resource_limits.hugepages-2Mi: {message}",
     ]
     assert problems(target, cpu_request="1", **both("hugepages-1Gi", "2Gi")) == []
 
@@ -123,7 +124,7 @@ def test_resource_requirements_between_requests_and_limits() -> None:
 @pytest.mark.parametrize(
     ("requirement", "where", "message"),
     [
-        ({"operator": "In"}, "", "must be specified when `operator` is 'In' or 'NotIn'"),
+        ({"operator": "In"}, ".values", "must be specified when `operator` is 'In' or 'NotIn'"),
         (
             {"operator": "Exists", "values": ["a"]},
             ".values",
@@ -317,7 +318,7 @@ def test_two_volumes_on_one_mount_path_through_an_override(target: str) -> None:
 
 def test_sub_path_and_sub_path_expr_exclude_each_other() -> None:
     both_set = [{**MOUNT, "subPath": "a", "subPathExpr": "$(POD)"}]
-    assert list(pod_rules.volume_mounts(both_set, None, None)) == [
-        ((0, "subPathExpr"), "subPathExpr and subPath are mutually exclusive")
+    assert list(pod_rules.volume_mount(both_set[0])) == [
+        (("subPathExpr",), "subPathExpr and subPath are mutually exclusive")
     ]
-    assert list(pod_rules.volume_mounts([{**MOUNT, "subPathExpr": "$(POD)/x"}], None, None)) == []
+    assert list(pod_rules.volume_mount({**MOUNT, "subPathExpr": "$(POD)/x"})) == []

@@ -797,7 +797,8 @@ def test_valid_quantities_load(field: str, value: str) -> None:
         "extra_resource_limits: {vpc.amazonaws.com/efa: '4'}\n",
         "extra_resource_requests: {ephemeral-storage: 10Gi}\n",  # native: may be overcommitted
         "gpus_per_node: 8\nextra_resource_limits: {vpc.amazonaws.com/efa: '32'}\n",
-        "env: {FOO: a}\nenv_list: [{name: BAR, valueFrom: {fieldRef: {fieldPath: x}}}]\n",
+        "env: {FOO: a}\n"
+        "env_list: [{name: BAR, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n",
         "tolerations: [{operator: Exists}]\n",  # tolerate everything
         "launcher: {kind: python}\nscript: print(1)\n",  # entrypoint defaults for a script
         "annotations: {example.com/note: " + "x" * 300 + "}\n",  # values are free text

@@ -17,8 +17,7 @@ from typing import Any, Literal
 
 from attrs import field, frozen
 
-from kfcompile.spec import additions, object_paths, rules, structuring
-from kfcompile.spec.cross_field import between_fields
+from kfcompile.spec import additions, cross_field, object_paths, rules, structuring
 from kfcompile.spec.errors import Problem, SpecError
 from kfcompile.spec.frozen import FrozenMap
 
@@ -240,13 +239,13 @@ class JobSpec(_Checked):
     memory_request: str | None = _quantity("Memory request per node.")
     memory_limit: str | None = _quantity("Memory limit per node.")
     extra_resource_requests: Mapping[str, str] = _rule(
-        rules.resource_map,
+        rules.container_resource_map,
         "Other resource requests, e.g. `vpc.amazonaws.com/efa`.",
         factory=FrozenMap,
         load=quantity_map,
     )
     extra_resource_limits: Mapping[str, str] = _rule(
-        rules.resource_map, "Other resource limits.", factory=FrozenMap, load=quantity_map
+        rules.container_resource_map, "Other resource limits.", factory=FrozenMap, load=quantity_map
     )
     shm_size: str | None = _rule(
         rules.quantity,
@@ -337,7 +336,7 @@ class JobSpec(_Checked):
     )
 
     def __attrs_post_init__(self) -> None:
-        structuring.validate(self, between=between_fields)
+        structuring.validate(self, cross_field.RULES)
 
     # derived values
     @property
