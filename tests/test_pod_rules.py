@@ -74,13 +74,36 @@ def test_an_extended_resource_is_counted_in_whole_units(target: str) -> None:
     assert problems(target, **both("example.com/fpga", "2")) == []
 
 
-# ValidateContainerResourceRequirements: "HugePages require cpu or memory"
+# ValidateContainerResourceRequirements: "HugePages require cpu or memory", told at the key
+# (issue 27 item 2), when the spec is loaded; what an override merges in, at render.
 @pytest.mark.parametrize("target", TARGETS)
 def test_hugepages_need_cpu_or_memory_beside_them(target: str) -> None:
-    found = problems(target, **both("hugepages-2Mi", "4Mi"))
-    assert len(found) == 1
-    assert found[0].startswith("extra_resource_requests: HugePages require cpu or memory (in ")
+    assert problems(target, **both("hugepages-2Mi", "4Mi")) == [
+        "extra_resource_requests.hugepages-2Mi: HugePages require cpu or memory"
+    ]
+    assert problems(target, extra_resource_limits={"hugepages-1Gi": "2Gi"}) == [
+        "extra_resource_limits.hugepages-1Gi: HugePages require cpu or memory"
+    ]
+    over = {"resources": {"requests": {"hugepages-2Mi": "4Mi"}, "limits": {"hugepages-2Mi": "4Mi"}}}
+    assert problems(target, container_overrides=over) == [
+        "container_overrides.resources.requests.hugepages-2Mi: HugePages require cpu or memory"
+    ]
     assert problems(target, memory_request="1Gi", **both("hugepages-2Mi", "4Mi")) == []
+    assert (
+        problems(
+            target,
+            container_overrides={"resources": {"limits": {"cpu": "1"}}},
+            **both("hugepages-2Mi", "4Mi"),
+        )
+        == []
+    )
+
+
+def test_hugepages_merged_into_a_whole_pod_are_checked_at_render() -> None:
+    container = {"name": "setup", "resources": {"limits": {"hugepages-2Mi": "4Mi"}}}
+    found = problems("pytorchjob/v1", pod_spec_overrides={"initContainers": [container]})
+    assert len(found) == 1
+    assert found[0].startswith("pod_spec_overrides.initContainers[0].resources: HugePages require")
 
 
 # validateResourceQuantityHugePageValue

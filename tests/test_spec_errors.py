@@ -189,7 +189,7 @@ MALFORMED: list[Any] = [
     ),
     (
         "hugepages-request-without-limit",
-        spec_text("extra_resource_requests: {hugepages-2Mi: 1Gi}\n"),
+        spec_text("extra_resource_requests: {hugepages-2Mi: 1Gi}\nmemory_request: 1Gi\n"),
         [("extra_resource_requests.hugepages-2Mi", "needs an equal limit")],
     ),
     pytest.param(
