@@ -345,3 +345,81 @@ def test_sub_path_and_sub_path_expr_exclude_each_other() -> None:
         (("subPathExpr",), "subPathExpr and subPath are mutually exclusive")
     ]
     assert list(pod_rules.volume_mount({**MOUNT, "subPathExpr": "$(POD)/x"})) == []
+
+
+# ValidateNodeSelectorRequirement, and k8s.io/apimachinery labels.NewRequirement, which the
+# scheduler parses each term with: Gt and Lt compare a node label with one integer; anything
+# else and the term never matches, so the pods are never scheduled (issue 27 item 3).
+@pytest.mark.parametrize("target", WITH_AFFINITY)
+@pytest.mark.parametrize("operator", ["Gt", "Lt"])
+def test_gt_and_lt_compare_with_an_integer(target: str, operator: str) -> None:
+    message = "for 'Gt', 'Lt' operators, the value must be an integer"
+    assert problems(target, affinity=node_term(operator=operator, values=["ten"])) == [
+        f"{NODE_EXPR}.values[0]: {message}"
+    ]
+    preferred = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "preference": {
+                        "matchExpressions": [
+                            {"key": "zone", "operator": operator, "values": ["1.5"]}
+                        ]
+                    },
+                }
+            ]
+        }
+    }
+    at = "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference"
+    assert problems(target, affinity=preferred) == [
+        f"{at}.matchExpressions[0].values[0]: {message}"
+    ]
+    for value in ("10", "0"):  # (a sign is no label value)
+        assert problems(target, affinity=node_term(operator=operator, values=[value])) == []
+
+
+@pytest.mark.parametrize("target", WITH_AFFINITY)
+def test_node_selector_keys_are_label_names_and_required_values_label_values(target: str) -> None:
+    found = problems(target, affinity=node_term(operator="In", values=["a b"]) | {})
+    assert [line.split(":")[0] for line in found] == [f"{NODE_EXPR}.values[0]"]
+    term = node_term(operator="Exists")
+    term["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"
+    ][0]["key"] = "a/b/c"
+    assert [line.split(":")[0] for line in problems(target, affinity=term)] == [f"{NODE_EXPR}.key"]
+
+
+def test_five_affinity_problems_are_five_lines() -> None:
+    """The case of issue 27 item 3: four lines came for five problems (Gt with a word was
+    accepted), and a missing topologyKey hid the rest until it was fixed."""
+    required = [
+        {"key": "a", "operator": "In"},
+        {"key": "b", "operator": "Exists", "values": ["x"]},
+        {"key": "c", "operator": "Gt", "values": ["ten"]},
+    ]
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": required}]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 0,
+                    "preference": {"matchExpressions": [{"key": "e", "operator": "Exists"}]},
+                }
+            ],
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}}]
+        },
+    }
+    node = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    for target in WITH_AFFINITY:
+        assert [line.split(": ")[0] for line in problems(target, affinity=affinity)] == [
+            f"{node}.nodeSelectorTerms[0].matchExpressions[0].values",
+            f"{node}.nodeSelectorTerms[0].matchExpressions[1].values",
+            f"{node}.nodeSelectorTerms[0].matchExpressions[2].values[0]",
+            "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+            "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
+        ], target

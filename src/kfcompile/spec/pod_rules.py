@@ -751,8 +751,9 @@ def label_selector(selector: Any) -> Found:
 
 
 def _pod_affinity_term(term: dict[Any, Any]) -> Found:
-    """validatePodAffinityTerm: a topologyKey, and valid selectors."""
-    if not term.get("topologyKey"):
+    """validatePodAffinityTerm: a topologyKey (a missing one is the schema's "required"), and
+    valid selectors."""
+    if term.get("topologyKey") == "":
         yield ("topologyKey",), "can not be empty"
     for key in ("labelSelector", "namespaceSelector"):
         yield from _under((key,), label_selector(term.get(key)))
