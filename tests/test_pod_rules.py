@@ -423,3 +423,22 @@ def test_five_affinity_problems_are_five_lines() -> None:
             "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
             "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
         ], target
+
+
+# validateHostPathVolumeSource: validateHostPathType, validatePathNoBacksteps (issue 27 item 4)
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_host_path_has_a_kubernetes_type(target: str) -> None:
+    def host(**source: Any) -> list[dict[str, Any]]:
+        return [{"name": "h", "hostPath": {"path": "/data", **source}}]
+
+    assert problems(target, volumes=host(type="Bogus")) == [
+        'volumes[0].hostPath.type: must be one of: "", DirectoryOrCreate, Directory, '
+        "FileOrCreate, File, Socket, CharDevice, BlockDevice"
+    ]
+    found = problems(target, pod_spec_overrides={"volumes": host(type="directory")})
+    assert [line.split(":")[0] for line in found] == ["pod_spec_overrides.volumes[0].hostPath.type"]
+    assert problems(target, volumes=host(path="/data/../etc")) == [
+        "volumes[0].hostPath.path: must not contain '..'"
+    ]
+    for kind in pod_rules.HOST_PATH_TYPES:
+        assert problems(target, volumes=host(type=kind)) == [], kind
