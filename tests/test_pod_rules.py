@@ -442,3 +442,409 @@ def test_a_host_path_has_a_kubernetes_type(target: str) -> None:
     ]
     for kind in pod_rules.HOST_PATH_TYPES:
         assert problems(target, volumes=host(type=kind)) == [], kind
+
+
+# --- issue 24 item 8: the rest of ValidatePodSpec that a spec or an override can break --------
+
+PT = "pytorchjob/v1"
+SETUP = {"name": "setup", "image": "busybox"}
+PROBE = {"exec": {"command": ["true"]}}
+
+
+def env(**source: Any) -> dict[str, Any]:
+    return {"env_list": [{"name": "A", "valueFrom": source}]}
+
+
+def ports(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {"container_overrides": {"ports": list(entries)}}
+
+
+def pod(**fields: Any) -> dict[str, Any]:
+    return {"pod_spec_overrides": fields}
+
+
+def security(**context: Any) -> dict[str, Any]:
+    return {"container_overrides": {"securityContext": context}}
+
+
+# (what the spec writes, [(path, a phrase of the message)]), each beside the function it mirrors
+REFUSED: dict[str, tuple[dict[str, Any], list[tuple[str, str]]]] = {
+    # validateEnvVarValueFrom
+    "env: no source": (env(), [("env_list[0].valueFrom", "must specify one of")]),
+    "env: two sources": (
+        env(fieldRef={"fieldPath": "metadata.name"}, secretKeyRef={"name": "s", "key": "k"}),
+        [("env_list[0].valueFrom", "more than one field")],
+    ),
+    # validateSecretKeySelector / validateConfigMapKeySelector (IsConfigMapKey)
+    "env: secret name": (
+        env(secretKeyRef={"name": "My_Secret", "key": "k"}),
+        [("env_list[0].valueFrom.secretKeyRef.name", "RFC 1123 subdomain")],
+    ),
+    "env: secret key": (
+        env(secretKeyRef={"name": "s", "key": "a key"}),
+        [("env_list[0].valueFrom.secretKeyRef.key", "a valid config key")],
+    ),
+    "env: config map without name": (
+        env(configMapKeyRef={"key": "k"}),
+        [("env_list[0].valueFrom.configMapKeyRef.name", "required")],
+    ),
+    "env: empty config map key": (
+        env(configMapKeyRef={"name": "c", "key": ""}),
+        [("env_list[0].valueFrom.configMapKeyRef.key", "required")],
+    ),
+    # validateObjectFieldSelector
+    "env: field path": (
+        env(fieldRef={"fieldPath": "spec.containers"}),
+        [("env_list[0].valueFrom.fieldRef.fieldPath", "must be one of: metadata.name")],
+    ),
+    "env: field subscript": (
+        env(fieldRef={"fieldPath": "spec.nodeName['x']"}),
+        [("env_list[0].valueFrom.fieldRef.fieldPath", "does not support subscript")],
+    ),
+    "env: label key": (
+        env(fieldRef={"fieldPath": "metadata.labels['a b']"}),
+        [("env_list[0].valueFrom.fieldRef.fieldPath", "name part must consist of")],
+    ),
+    # validateContainerResourceFieldSelector, validateContainerResourceDivisor
+    "env: resource": (
+        env(resourceFieldRef={"resource": "limits.nvidia.com/gpu"}),
+        [("env_list[0].valueFrom.resourceFieldRef.resource", "must be one of: limits.cpu")],
+    ),
+    "env: divisor": (
+        env(resourceFieldRef={"resource": "limits.cpu", "divisor": "1Mi"}),
+        [("env_list[0].valueFrom.resourceFieldRef.divisor", "must be one of 1m, 1")],
+    ),
+    # ValidateEnvFrom (validateConfigMapEnvSource, validateSecretEnvSource)
+    "envFrom: no source": (
+        {"container_overrides": {"envFrom": [{"prefix": "X_"}]}},
+        [("container_overrides.envFrom[0]", "must specify one of")],
+    ),
+    "envFrom: two sources": (
+        {
+            "container_overrides": {
+                "envFrom": [{"configMapRef": {"name": "c"}, "secretRef": {"name": "s"}}]
+            }
+        },
+        [("container_overrides.envFrom[0]", "must specify one of")],
+    ),
+    "envFrom: unnamed": (
+        {"container_overrides": {"envFrom": [{"secretRef": {}}]}},
+        [("container_overrides.envFrom[0].secretRef.name", "required")],
+    ),
+    "envFrom: prefix": (
+        {"container_overrides": {"envFrom": [{"prefix": "1X", "configMapRef": {"name": "c"}}]}},
+        [("container_overrides.envFrom[0].prefix", "environment variable name")],
+    ),
+    # validateVolumeSource: each source's required name
+    "volume: config map": (
+        {"volumes": [{"name": "v", "configMap": {}}]},
+        [("volumes[0].configMap.name", "required")],
+    ),
+    "volume: secret": (
+        {"volumes": [{"name": "v", "secret": {"secretName": ""}}]},
+        [("volumes[0].secret.secretName", "required")],
+    ),
+    "volume: pvc": (
+        {
+            "pod_spec_overrides": {
+                "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": ""}}]
+            }
+        },
+        [("pod_spec_overrides.volumes[0].persistentVolumeClaim.claimName", "required")],
+    ),
+    "volume: nfs": (
+        {"volumes": [{"name": "v", "nfs": {"server": "fs", "path": ""}}]},
+        [("volumes[0].nfs.path", "required")],
+    ),
+    "volume: csi": (
+        {"volumes": [{"name": "v", "csi": {"driver": ""}}]},
+        [("volumes[0].csi.driver", "required")],
+    ),
+    "volume: projected secret": (
+        {"volumes": [{"name": "v", "projected": {"sources": [{"secret": {}}]}}]},
+        [("volumes[0].projected.sources[0].secret.name", "required")],
+    ),
+    # validateContainerPorts (IsValidPortNum, IsValidPortName)
+    "port: number": (
+        ports({"containerPort": 70000}),
+        [("container_overrides.ports[0].containerPort", "between 1 and 65535")],
+    ),
+    "port: zero": (
+        ports({"containerPort": 0}),
+        [("container_overrides.ports[0].containerPort", "required")],
+    ),
+    "port: host port": (
+        ports({"containerPort": 80, "hostPort": 65536}),
+        [("container_overrides.ports[0].hostPort", "between 1 and 65535")],
+    ),
+    "port: long name": (
+        ports({"containerPort": 80, "name": "metrics-exporter"}),
+        [("container_overrides.ports[0].name", "no more than 15 characters")],
+    ),
+    "port: name": (
+        ports({"containerPort": 80, "name": "Metrics_1"}),
+        [("container_overrides.ports[0].name", "alpha-numeric")],
+    ),
+    "port: digits only": (
+        ports({"containerPort": 80, "name": "8080"}),
+        [("container_overrides.ports[0].name", "at least one letter")],
+    ),
+    "port: protocol": (
+        ports({"containerPort": 80, "protocol": "HTTP"}),
+        [("container_overrides.ports[0].protocol", "TCP, UDP, SCTP")],
+    ),
+    "port: same name": (
+        ports({"containerPort": 80, "name": "web"}, {"containerPort": 81, "name": "web"}),
+        [("container_overrides.ports[1].name", "Duplicate value")],
+    ),
+    # validatePodHostNetworkDeps
+    "port: hostPort under hostNetwork": (
+        {**pod(hostNetwork=True), **ports({"containerPort": 8080, "hostPort": 9090})},
+        [("container_overrides.ports[0].hostPort", "must match `containerPort`")],
+    ),
+    # ValidatePodSpec's single fields (POD_FIELDS)
+    "pod: dnsPolicy": (
+        pod(dnsPolicy="Cluster"),
+        [("pod_spec_overrides.dnsPolicy", "ClusterFirst")],
+    ),
+    "pod: hostname": (pod(hostname="Node_1"), [("pod_spec_overrides.hostname", "RFC 1123 label")]),
+    "pod: subdomain": (
+        pod(subdomain="a.b"),
+        [("pod_spec_overrides.subdomain", "must not contain dots")],
+    ),
+    "pod: priorityClassName": (
+        pod(priorityClassName="Top Priority"),
+        [("pod_spec_overrides.priorityClassName", "RFC 1123 subdomain")],
+    ),
+    "pod: nodeName": (
+        pod(nodeName="Node_1"),
+        [("pod_spec_overrides.nodeName", "RFC 1123 subdomain")],
+    ),
+    "pod: activeDeadlineSeconds": (
+        pod(activeDeadlineSeconds=0),
+        [("pod_spec_overrides.activeDeadlineSeconds", "between 1 and 2147483647")],
+    ),
+    "pod: preemptionPolicy": (
+        pod(preemptionPolicy="Always"),
+        [("pod_spec_overrides.preemptionPolicy", "PreemptLowerPriority")],
+    ),
+    "pod: runtimeClassName": (
+        pod(runtimeClassName="NVIDIA"),
+        [("pod_spec_overrides.runtimeClassName", "RFC 1123 subdomain")],
+    ),
+    # validateContainerCommon / validateInitContainers / validateContainers
+    "sidecar: name": (
+        pod(initContainers=[{**SETUP, "name": "Set_Up"}]),
+        [("pod_spec_overrides.initContainers[0].name", "RFC 1123 label")],
+    ),
+    "sidecar: restartPolicy": (
+        pod(initContainers=[{**SETUP, "restartPolicy": "OnFailure"}]),
+        [("pod_spec_overrides.initContainers[0].restartPolicy", "must be one of: Always")],
+    ),
+    "init: probe without restartPolicy Always": (
+        pod(initContainers=[{**SETUP, "readinessProbe": PROBE}]),
+        [("pod_spec_overrides.initContainers[0].readinessProbe", "restartPolicy=Always")],
+    ),
+    "init: the training container's name": (
+        pod(initContainers=[{**SETUP, "name": "pytorch"}]),
+        [("pod_spec_overrides.initContainers[0].name", "Duplicate value: 'pytorch'")],
+    ),
+    "container: restartPolicy": (
+        {"container_overrides": {"restartPolicy": "Always"}},
+        [("container_overrides.restartPolicy", "non-init containers")],
+    ),
+    # validateProbe / validateHandler / validateLivenessProbe / validateReadinessProbe
+    "probe: no handler": (
+        {"container_overrides": {"livenessProbe": {"periodSeconds": 5}}},
+        [("container_overrides.livenessProbe", "must specify a handler type")],
+    ),
+    "probe: two handlers": (
+        {"container_overrides": {"startupProbe": {**PROBE, "tcpSocket": {"port": 80}}}},
+        [("container_overrides.startupProbe.tcpSocket", "more than 1 handler type")],
+    ),
+    "probe: exec without command": (
+        {"container_overrides": {"livenessProbe": {"exec": {}}}},
+        [("container_overrides.livenessProbe.exec.command", "required")],
+    ),
+    "probe: port": (
+        {"container_overrides": {"readinessProbe": {"httpGet": {"port": 0}}}},
+        [("container_overrides.readinessProbe.httpGet.port", "between 1 and 65535")],
+    ),
+    "probe: negative": (
+        {"container_overrides": {"readinessProbe": {**PROBE, "periodSeconds": -1}}},
+        [("container_overrides.readinessProbe.periodSeconds", "greater than or equal to 0")],
+    ),
+    "probe: liveness threshold": (
+        {
+            "pod_spec_overrides": {
+                "initContainers": [
+                    {
+                        **SETUP,
+                        "restartPolicy": "Always",
+                        "livenessProbe": {**PROBE, "successThreshold": 2},
+                    }
+                ]
+            }
+        },
+        [("pod_spec_overrides.initContainers[0].livenessProbe.successThreshold", "must be 1")],
+    ),
+    "lifecycle: no handler": (
+        {"container_overrides": {"lifecycle": {"preStop": {}}}},
+        [("container_overrides.lifecycle.preStop", "must specify a handler type")],
+    ),
+    # validateTopologySpreadConstraints: ValidateMaxSkew, ValidateWhenUnsatisfiable,
+    # validateMinDomains
+    "spread: maxSkew": (
+        pod(
+            topologySpreadConstraints=[
+                {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+            ]
+        ),
+        [("pod_spec_overrides.topologySpreadConstraints[0].maxSkew", "greater than zero")],
+    ),
+    "spread: whenUnsatisfiable": (
+        pod(
+            topologySpreadConstraints=[
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "Maybe"}
+            ]
+        ),
+        [("pod_spec_overrides.topologySpreadConstraints[0].whenUnsatisfiable", "DoNotSchedule")],
+    ),
+    "spread: minDomains": (
+        pod(
+            topologySpreadConstraints=[
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "zone",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "minDomains": 2,
+                }
+            ]
+        ),
+        [("pod_spec_overrides.topologySpreadConstraints[0].minDomains", "only use minDomains")],
+    ),
+    # ValidateHostAliases
+    "hostAliases: ip": (
+        pod(hostAliases=[{"ip": "10.0.0.256"}]),
+        [("pod_spec_overrides.hostAliases[0].ip", "valid IP address")],
+    ),
+    "hostAliases: hostname": (
+        pod(hostAliases=[{"ip": "10.0.0.1", "hostnames": ["Data_Host"]}]),
+        [("pod_spec_overrides.hostAliases[0].hostnames[0]", "RFC 1123 subdomain")],
+    ),
+    # ValidateSecurityContext, validatePodSpecSecurityContext (IsValidUserID, IsValidGroupID)
+    "security: runAsUser": (
+        security(runAsUser=-1),
+        [("container_overrides.securityContext.runAsUser", "between 0 and 2147483647")],
+    ),
+    "security: runAsGroup": (
+        security(runAsGroup=-1),
+        [("container_overrides.securityContext.runAsGroup", "between 0 and 2147483647")],
+    ),
+    "security: privileged without escalation": (
+        security(privileged=True, allowPrivilegeEscalation=False),
+        [("container_overrides.securityContext.allowPrivilegeEscalation", "`privileged` to true")],
+    ),
+    "security: CAP_SYS_ADMIN without escalation": (
+        security(allowPrivilegeEscalation=False, capabilities={"add": ["CAP_SYS_ADMIN"]}),
+        [("container_overrides.securityContext.allowPrivilegeEscalation", "CAP_SYS_ADMIN")],
+    ),
+    "pod security: fsGroup": (
+        pod(securityContext={"fsGroup": -1, "runAsUser": -2}),
+        [
+            ("pod_spec_overrides.securityContext.fsGroup", "between 0 and 2147483647"),
+            ("pod_spec_overrides.securityContext.runAsUser", "between 0 and 2147483647"),
+        ],
+    ),
+}
+
+ACCEPTED: dict[str, dict[str, Any]] = {
+    "env sources": {
+        "env_list": [
+            {"name": "A", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token.txt"}}},
+            {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "conf", "key": "KEY_1"}}},
+            {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+            {
+                "name": "D",
+                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
+            },
+            {
+                "name": "E",
+                "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}},
+            },
+            {
+                "name": "F",
+                "valueFrom": {"resourceFieldRef": {"resource": "requests.hugepages-2Mi"}},
+            },
+        ]
+    },
+    "volumes": {
+        "volumes": [
+            {"name": "a", "configMap": {"name": "conf"}},
+            {"name": "b", "secret": {"secretName": "creds"}},
+            {
+                "name": "c",
+                "projected": {
+                    "sources": [
+                        {"configMap": {"name": "x"}},
+                        {"serviceAccountToken": {"path": "t"}},
+                    ]
+                },
+            },
+        ]
+    },
+    "container": {
+        "container_overrides": {
+            "ports": [{"containerPort": 8080, "name": "metrics", "protocol": "UDP"}],
+            "envFrom": [{"prefix": "X_", "configMapRef": {"name": "c"}}],
+            "livenessProbe": {**PROBE, "successThreshold": 1, "periodSeconds": 0},
+            "readinessProbe": {"httpGet": {"port": "metrics"}},
+            "lifecycle": {"preStop": {"sleep": {"seconds": 1}}},
+            "securityContext": {
+                "runAsUser": 0,
+                "privileged": True,
+                "allowPrivilegeEscalation": True,
+            },
+        }
+    },
+    "pod": {
+        "pod_spec_overrides": {
+            "hostNetwork": True,
+            "dnsPolicy": "ClusterFirstWithHostNet",
+            "hostname": "node-0",
+            "priorityClassName": "high.priority",
+            "activeDeadlineSeconds": 3600,
+            "nodeName": "ip-10-0-0-1.ec2.internal",
+            "hostAliases": [{"ip": "fd00::1", "hostnames": ["store.local"]}],
+            "securityContext": {"fsGroup": 1000, "supplementalGroups": [0, 5]},
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "minDomains": 2,
+                }
+            ],
+            "initContainers": [
+                {**SETUP, "restartPolicy": "Always", "startupProbe": PROBE},
+                {"name": "fetch", "image": "busybox"},
+            ],
+        },
+        "container_overrides": {"ports": [{"containerPort": 9090, "hostPort": 9090}]},
+    },
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_what_validate_pod_spec_refuses_is_refused(case: str) -> None:
+    fields, expected = REFUSED[case]
+    found = problems(PT, **fields)
+    assert len(found) == len(expected), found
+    for line, (path, phrase) in zip(found, expected, strict=True):
+        assert line.startswith(f"{path}: "), found
+        assert phrase in line, found
+
+
+@pytest.mark.parametrize("case", ACCEPTED)
+def test_what_validate_pod_spec_takes_renders(case: str) -> None:
+    assert problems(PT, **ACCEPTED[case]) == []

@@ -977,9 +977,10 @@ def init_container(c: dict[Any, Any]) -> Found:
                 yield (k,), "may not be set for init containers without restartPolicy=Always"
 
 
+# In validateContainers' order: an init container's name is checked against the regular ones.
 CONTAINER_KINDS: Mapping[str, ObjectCheck] = {
-    "initContainers": init_container,
     "containers": regular_container,
+    "initContainers": init_container,
 }
 
 
