@@ -1294,3 +1294,36 @@ def test_a_bug_while_structuring_is_raised_as_a_bug_not_a_spec_problem() -> None
     assert [p.message for p in problems_of(bad, "spec")] == ["required", "must be 1 or more"]
     with pytest.raises(AttributeError):
         problems_of(ClassValidationError("x", [AttributeError("oops")], JobSpec), "spec")
+
+
+# Issue 24 item 9: an env var's value comes from one place. Merged as a strategic merge patch
+# would, an override's valueFrom beside the spec's value (or a value beside its valueFrom) made
+# an entry with both, which the pods refuse (validateEnvVarValueFrom): it replaces what the
+# spec writes, which the README says an override may never do.
+_FIELD_REF = {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+@pytest.mark.parametrize("target", ALL)
+@pytest.mark.parametrize(
+    ("spec_fields", "override", "writer"),
+    [
+        ({"env": {"A": "x"}}, {"name": "A", "valueFrom": _FIELD_REF}, "env.A"),
+        (
+            {"env_list": [{"name": "A", "valueFrom": _FIELD_REF}]},
+            {"name": "A", "value": "y"},
+            "env_list[0]",
+        ),
+        ({"secret_env": ["A"]}, {"name": "A", "value": "y"}, "secret_env[0]"),
+    ],
+)
+def test_an_override_may_not_change_where_an_env_var_comes_from(
+    target: str, spec_fields: dict[str, Any], override: dict[str, Any], writer: str
+) -> None:
+    data = {"name": "job", "image": "img:1", "command": ["python"], **spec_fields}
+    with pytest.raises(UnsupportedFeature) as info:
+        render(structure({**data, "container_overrides": {"env": [override]}}), target)
+    assert [str(p).split(" (")[0] for p in info.value.problems] == [
+        f"container_overrides.env[name=A]: would replace what {writer} writes"
+    ]
+    # an entry for A that gives no other source is no replacement
+    render(structure({**data, "container_overrides": {"env": [{"name": "A"}]}}), target)
