@@ -9,8 +9,10 @@ taken from KUBEFLOW.md.
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
+from enum import Enum, IntEnum
 from typing import Any
 
 import attrs
@@ -24,11 +26,12 @@ from kfcompile import (
     Launcher,
     SpecError,
     UnsupportedFeature,
+    dump_spec,
     load_spec,
     render,
     structure,
 )
-from kfcompile.spec import object_paths
+from kfcompile.spec import object_paths, yamlio
 from kfcompile.targets import trainjob_v2_2
 
 PYTORCH = "pytorchjob/v1"
@@ -1327,3 +1330,58 @@ def test_an_override_may_not_change_where_an_env_var_comes_from(
     ]
     # an entry for A that gives no other source is no replacement
     render(structure({**data, "container_overrides": {"env": [{"name": "A"}]}}), target)
+
+
+# Issue 24 item 12: a spec built in Python may hold a str Enum (or another str, int or float
+# subclass) where a YAML spec holds a string; it was kept in the rendered objects, and dumping
+# them raised RepresenterError (a NeMo-Run dry run with such labels crashed). The spec keeps the
+# plain value, at every depth.
+class Tier(str, Enum):  # noqa: UP042 (the mixin users write, as in the issue)
+    GOLD = "gold"
+
+
+class Policy(str, Enum):  # noqa: UP042
+    NEVER = "Never"
+
+
+class Count(IntEnum):
+    TWO = 2
+
+
+def _plain_all_the_way(value: Any) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            assert type(k) is str, k
+            _plain_all_the_way(v)
+    elif isinstance(value, list):
+        for v in value:
+            _plain_all_the_way(v)
+    else:
+        assert type(value) in (str, int, float, bool, type(None)), repr(value)
+
+
+@pytest.mark.parametrize("target", ALL)
+def test_enums_in_a_spec_built_in_python_are_plain_values(target: str) -> None:
+    pytorch = {
+        "image_pull_policy": Policy.NEVER,
+        "pod_labels": {Tier.GOLD: Tier.GOLD},
+        "container_overrides": {"securityContext": {"runAsUser": Count.TWO}},
+    }
+    spec = JobSpec(
+        name="job",
+        image="img:1",
+        labels={"tier": Tier.GOLD},
+        env={"TIER": Tier.GOLD},
+        env_list=[{"name": "B", "value": Tier.GOLD}],
+        num_nodes=Count.TWO,
+        extra_resource_limits={"example.com/fpga": Count.TWO},
+        launcher=Launcher(kind="python", entrypoint=Tier.GOLD, args=[Tier.GOLD]),
+        **(pytorch if target == PYTORCH else {}),
+    )
+    assert type(spec.labels["tier"]) is str and type(spec.num_nodes) is int
+    assert spec.launcher is not None and type(spec.launcher.args[0]) is str
+    objects = render(spec, target)
+    _plain_all_the_way(objects)
+    assert "tier: gold" in yamlio.dump_all(objects)
+    assert json.loads(json.dumps(objects)) == objects
+    assert load_spec(dump_spec(spec)) == spec

@@ -19,7 +19,7 @@ from attrs import field, frozen
 
 from kfcompile.spec import additions, cross_field, object_paths, rules, structuring
 from kfcompile.spec.errors import Problem, SpecError
-from kfcompile.spec.frozen import FrozenMap
+from kfcompile.spec.frozen import FrozenMap, plain
 
 LauncherKind = Literal["torchrun", "python"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
@@ -48,6 +48,7 @@ def _doc(doc: str, **kwargs: Any) -> Any:
 
 def quantity_text(value: Any) -> str | None:
     """Quantities may be written as YAML numbers (``cpu: 0.5``), as Kubernetes allows."""
+    value = plain(value)
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
@@ -69,7 +70,7 @@ def quantity_map(value: Any) -> Mapping[str, str]:
             text = quantity_text(v)
             if text is None:
                 raise TypeError("must be a quantity such as 500m, 2 or 64Gi, got nothing (null)")
-            out[k] = text
+            out[plain(k)] = text
         except TypeError as exc:
             problems.append(Problem(at if isinstance(k, str) else f"{at} (key)", str(exc)))
     if problems:

@@ -31,7 +31,7 @@ from cattrs.gen import make_dict_unstructure_fn
 
 from kfcompile.spec.errors import Problem, SpecError
 from kfcompile.spec.fieldpath import FieldPath, field_path
-from kfcompile.spec.frozen import FrozenList, FrozenMap, freeze, thaw
+from kfcompile.spec.frozen import FrozenList, FrozenMap, freeze, plain, thaw
 
 converter = cattrs.Converter(detailed_validation=True)
 
@@ -48,12 +48,13 @@ def kind_of(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-# --- hooks: each refuses what a YAML reader would otherwise coerce ------------------------------
+# --- hooks: each refuses what a YAML reader would otherwise coerce, and keeps the plain value of
+# a str or int subclass (a str Enum in a spec built in Python: what YAML can write) -------------
 
 
 def _str(value: Any, _: type) -> str:
     if isinstance(value, str):
-        return value
+        return str(plain(value))
     if isinstance(value, int | float) and not isinstance(value, bool):
         # `0123`, `0x1F` and `1_000` are YAML integers: their text is gone (123, 31, 1000).
         raise TypeError(f"must be a string, got {kind_of(value)} (quote it)")
@@ -62,7 +63,7 @@ def _str(value: Any, _: type) -> str:
 
 def _int(value: Any, _: type) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return int(plain(value))
     raise TypeError(f"must be an integer, got {kind_of(value)}")
 
 
@@ -80,12 +81,12 @@ def _literal(value: Any, t: Any) -> Any:
     choices = typing.get_args(t)
     if value not in choices or isinstance(value, bool) != isinstance(choices[0], bool):
         raise ValueError(f"must be one of: {', '.join(map(str, choices))}")
-    return value
+    return plain(value)
 
 
 def _nprocs(value: Any, _: Any) -> int | Literal["auto"] | None:
     if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
-        return typing.cast("int | Literal['auto'] | None", value)
+        return typing.cast("int | Literal['auto'] | None", plain(value))
     raise ValueError("must be an integer or 'auto'")
 
 
