@@ -204,6 +204,12 @@ def _name_problems(name: str) -> tuple[str, ...]:
     return tuple(resource_name(name))
 
 
+@functools.lru_cache(maxsize=1024)
+def _counted(name: str) -> bool:
+    """helper.IsIntegerResourceName: counted in whole units."""
+    return name in INTEGER_RESOURCES or k8s.is_extended_resource(name)
+
+
 def _page_size(name: str) -> Decimal | None:
     """helper.HugePageSizeFromResourceName: the size in ``hugepages-<size>``, if positive."""
     size = _amount(name.removeprefix("hugepages-"))
@@ -220,7 +226,7 @@ def resource_amount(name: Any, value: Any) -> Iterator[str]:
     amount = _amount(value)
     if amount is None:
         return
-    if (name in INTEGER_RESOURCES or k8s.is_extended_resource(name)) and amount % 1 != 0:
+    if _counted(name) and amount % 1 != 0:
         yield f"must be an integer ({name} is counted in whole units)"
     if k8s.is_hugepages_resource(name):
         size = _page_size(name)
@@ -509,12 +515,17 @@ ENV_SOURCE_CHECKS: Mapping[str, ObjectCheck] = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
+def _env_name_problems(name: str) -> tuple[str, ...]:
+    return tuple(k8s.env_var_name(name))
+
+
 def env_var(e: dict[Any, Any]) -> Found:
     """ValidateEnv's rules of one variable: its name (IsEnvVarName), a value or a valueFrom;
     validateEnvVarValueFrom: exactly one source, each checked (``ENV_SOURCE_CHECKS``)."""
     name = e.get("name")
     if isinstance(name, str):
-        yield from _told(("name",), k8s.env_var_name(name))
+        yield from _told(("name",), _env_name_problems(name))
     source = e.get("valueFrom")
     if not isinstance(source, dict):
         return
@@ -914,15 +925,15 @@ def _shape(kind: Any) -> tuple[str, str] | None:
 
 
 @functools.cache
-def _ruled(definition: str) -> tuple[tuple[str, str, str], ...]:
-    """The properties of ``definition`` below which an object has rules: (field, shape,
+def _ruled(definition: str) -> Mapping[str, tuple[str, str]]:
+    """The properties of ``definition`` below which an object has rules: field -> (shape,
     definition), found once through the core/v1 schema."""
-    found = []
+    found = {}
     for field, kind in k8s_schema.properties(definition).items():
         shape = _shape(kind)
         if shape is not None and _has_rules(shape[1], frozenset({definition})):
-            found.append((field, *shape))
-    return tuple(found)
+            found[field] = shape
+    return found
 
 
 def _has_rules(definition: str, seen: frozenset[str]) -> bool:
@@ -947,10 +958,14 @@ def objects(value: Any, definition: str) -> Found:
             continue
         check = OBJECT_RULES.get(name)
         if check is not None:
-            yield from _under(at, check(node))
+            for sub, message in check(node):
+                yield (*at, *sub), message
+        ruled = _ruled(name)
         below: list[tuple[Path, Any, str]] = []
-        for field, shape, ref in _ruled(name):
-            child = node.get(field)
+        for field, child in node.items():  # a node has few of its fields: walk those
+            if field not in ruled:
+                continue
+            shape, ref = ruled[field]
             if shape == "one":
                 below.append(((*at, field), child, ref))
             elif shape == "list":
