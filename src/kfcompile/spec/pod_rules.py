@@ -31,7 +31,7 @@ from kfcompile.spec import k8s_schema
 
 Path = tuple[str | int, ...]
 Found = Iterator[tuple[Path, str]]
-ObjectCheck = Callable[[dict[Any, Any]], Found]
+ObjectCheck = Callable[[Mapping[Any, Any]], Found]
 
 # helper.IsStandardContainerResourceName: the unprefixed names a container may ask for
 # (besides hugepages-<size>).
@@ -97,7 +97,13 @@ ENV_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef"
 ENV_FROM_SOURCES = ("configMapRef", "secretRef")  # ValidateEnvFrom
 PROBE_HANDLERS = ("exec", "httpGet", "tcpSocket", "grpc")  # handlerFromProbe
 LIFECYCLE_HANDLERS = ("exec", "httpGet", "tcpSocket", "sleep")  # handlerFromLifecycle
-PROBE_COUNTS = ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold")
+PROBE_COUNTS = (  # validateProbe: ValidateNonnegativeField
+    "initialDelaySeconds",
+    "timeoutSeconds",
+    "periodSeconds",
+    "successThreshold",
+    "failureThreshold",
+)
 PROTOCOLS = ("TCP", "UDP", "SCTP")  # supportedPortProtocols
 WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")  # supportedScheduleActions
 NODE_INCLUSION_POLICIES = ("Honor", "Ignore")  # validateNodeInclusionPolicy
@@ -161,11 +167,18 @@ def _between(low: int, high: int) -> Callable[[Any], Iterator[str]]:
     return check
 
 
-def _required(obj: dict[Any, Any], keys: Iterable[str]) -> Found:
-    """``field.Required`` for each key that is absent, null or empty (``len(x) == 0``)."""
-    for k in keys:
-        if obj.get(k) in (None, "", [], ()):
-            yield (k,), "required"
+def _requires(*keys: str, then: ObjectCheck | None = None) -> ObjectCheck:
+    """A check: ``field.Required`` for each of ``keys`` that is absent, null or empty
+    (``len(x) == 0``); then ``then``'s."""
+
+    def check(obj: Mapping[Any, Any]) -> Found:
+        for k in keys:
+            if obj.get(k) in (None, "", [], ()):
+                yield (k,), "required"
+        if then is not None:
+            yield from then(obj)
+
+    return check
 
 
 @functools.lru_cache(maxsize=1024)
@@ -296,7 +309,7 @@ def local_descending_path(path: Any) -> Iterator[str]:
         yield "must not contain '..'"
 
 
-def volume_mount(m: dict[Any, Any]) -> Found:
+def volume_mount(m: Mapping[Any, Any]) -> Found:
     """ValidateVolumeMounts' rules of one mount: an absolute mountPath, subPath and subPathExpr
     descending and not both; validateMountPropagation's values."""
     path = m.get("mountPath")
@@ -336,7 +349,7 @@ def _file_mode(mode: Any) -> Iterator[str]:
         yield "must be a number between 0 and 0777 (octal), both inclusive"
 
 
-def key_to_path(item: dict[Any, Any]) -> Found:
+def key_to_path(item: Mapping[Any, Any]) -> Found:
     """validateKeyToPath / validateDownwardAPIVolumeFile: an item's path and mode."""
     path = item.get("path")
     yield from _told(("path",), local_descending_path(path))
@@ -345,26 +358,12 @@ def key_to_path(item: dict[Any, Any]) -> Found:
     yield from _told(("mode",), _file_mode(item.get("mode")))
 
 
-def _requires(*keys: str, then: ObjectCheck | None = None) -> ObjectCheck:
-    """A volume source's rule: ``field.Required`` for each of ``keys`` that is absent, null or
-    empty (``len(x) == 0``); then ``then``'s."""
-
-    def check(source: dict[Any, Any]) -> Found:
-        for k in keys:
-            if source.get(k) in (None, "", [], ()):
-                yield (k,), "required"
-        if then is not None:
-            yield from then(source)
-
-    return check
-
-
-def _default_mode(source: dict[Any, Any]) -> Found:
+def _default_mode(source: Mapping[Any, Any]) -> Found:
     """fileModeErrorMsg, for the defaultMode of secret, configMap, downwardAPI and projected."""
     yield from _told(("defaultMode",), _file_mode(source.get("defaultMode")))
 
 
-def host_path(source: dict[Any, Any]) -> Found:
+def host_path(source: Mapping[Any, Any]) -> Found:
     """validateHostPathVolumeSource: no ``..`` in the path (validatePathNoBacksteps), a type
     of ``HOST_PATH_TYPES`` (validateHostPathType)."""
     path = source.get("path")
@@ -373,7 +372,7 @@ def host_path(source: dict[Any, Any]) -> Found:
     yield from _told(("type",), _one_of(source.get("type"), HOST_PATH_TYPES))
 
 
-def fibre_channel(source: dict[Any, Any]) -> Found:
+def fibre_channel(source: Mapping[Any, Any]) -> Found:
     """validateFCVolumeSource: targetWWNs or wwids, not both."""
     if bool(source.get("targetWWNs")) == bool(source.get("wwids")):
         yield ("targetWWNs",), "must specify either targetWWNs or wwids, but not both"
@@ -415,7 +414,7 @@ VOLUME_SOURCE_RULES: Mapping[str, ObjectCheck] = {
 }
 
 
-def volume(v: dict[Any, Any]) -> Found:
+def volume(v: Mapping[Any, Any]) -> Found:
     """ValidateVolumes' rules of one volume: a DNS-1123 label for a name; validateVolumeSource:
     exactly one source (each source's rules are ``VOLUME_SOURCE_RULES``)."""
     name = v.get("name")
@@ -440,10 +439,10 @@ def volume_names(items: Any) -> Found:
 # --- environment -------------------------------------------------------------------------------
 
 
-def key_selector(s: dict[Any, Any]) -> Found:
+def key_selector(s: Mapping[Any, Any]) -> Found:
     """validateConfigMapKeySelector / validateSecretKeySelector: the object's name (a DNS
     subdomain) and a key a ConfigMap or Secret can have (IsConfigMapKey)."""
-    yield from _required(s, ("name", "key"))
+    yield from _requires("name", "key")(s)
     yield from _told(("name",), _name(k8s.dns1123_subdomain)(s.get("name")))
     yield from _told(("key",), _name(k8s.configmap_key)(s.get("key")))
 
@@ -456,7 +455,7 @@ def _subscripted(path: str) -> tuple[str, str] | None:
     return (head, subscript) if sep else None
 
 
-def _field_selector(s: dict[Any, Any]) -> Found:
+def _field_selector(s: Mapping[Any, Any]) -> Found:
     """validateObjectFieldSelector (podshelper.ConvertDownwardAPIFieldLabel): a field the
     downward API gives an env var, a label or annotation by its key."""
     version, path = s.get("apiVersion"), s.get("fieldPath")
@@ -490,7 +489,7 @@ def _divisors(resource: str) -> tuple[str, ...] | None:
     return None
 
 
-def _resource_selector(s: dict[Any, Any]) -> Found:
+def _resource_selector(s: Mapping[Any, Any]) -> Found:
     """validateContainerResourceFieldSelector (an env var's): one of the container's own
     requests or limits, divided by a divisor that resource takes."""
     resource = s.get("resource")
@@ -520,7 +519,7 @@ def _env_name_problems(name: str) -> tuple[str, ...]:
     return tuple(k8s.env_var_name(name))
 
 
-def env_var(e: dict[Any, Any]) -> Found:
+def env_var(e: Mapping[Any, Any]) -> Found:
     """ValidateEnv's rules of one variable: its name (IsEnvVarName), a value or a valueFrom;
     validateEnvVarValueFrom: exactly one source, each checked (``ENV_SOURCE_CHECKS``)."""
     name = e.get("name")
@@ -545,7 +544,7 @@ def env_var(e: dict[Any, Any]) -> Found:
             yield from _under(("valueFrom", k), check(source[k]))
 
 
-def env_from(e: dict[Any, Any]) -> Found:
+def env_from(e: Mapping[Any, Any]) -> Found:
     """ValidateEnvFrom's rules of one source: a prefix that makes variable names; exactly one
     of configMapRef and secretRef, named (validateConfigMapEnvSource, validateSecretEnvSource)."""
     prefix = e.get("prefix")
@@ -556,7 +555,7 @@ def env_from(e: dict[Any, Any]) -> Found:
         yield (), "must specify one of: `configMapRef` or `secretRef`"
     for k in given:
         ref = _mapping(e.get(k))
-        yield from _under((k,), _required(ref, ("name",)))
+        yield from _under((k,), _requires("name")(ref))
         yield from _told((k, "name"), _name(k8s.dns1123_subdomain)(ref.get("name")))
 
 
@@ -571,7 +570,7 @@ def _port(value: Any) -> Iterator[str]:
         yield from k8s.port_name(value)
 
 
-def container_port(p: dict[Any, Any]) -> Found:
+def container_port(p: Mapping[Any, Any]) -> Found:
     """validateContainerPorts' rules of one port: an IANA_SVC_NAME for a name, port numbers in
     range (a hostPort of 0 is none), a known protocol."""
     yield from _told(("name",), _name(k8s.port_name)(p.get("name")))
@@ -586,7 +585,7 @@ def container_port(p: dict[Any, Any]) -> Found:
     yield from _told(("protocol",), _one_of(p.get("protocol") or "TCP", PROTOCOLS))
 
 
-def _handler(h: dict[Any, Any], kinds: tuple[str, ...]) -> Found:
+def _handler(h: Mapping[Any, Any], kinds: tuple[str, ...]) -> Found:
     """validateHandler: exactly one handler; validateExecAction, validateHTTPGetAction's and
     validateTCPSocketAction's ports (ValidatePortNumOrName), validateGRPCAction."""
     given = [k for k in kinds if h.get(k) is not None]
@@ -595,16 +594,16 @@ def _handler(h: dict[Any, Any], kinds: tuple[str, ...]) -> Found:
     for k in given[1:]:
         yield (k,), "may not specify more than 1 handler type"
     if "exec" in given:
-        yield from _under(("exec",), _required(_mapping(h["exec"]), ("command",)))
+        yield from _under(("exec",), _requires("command")(_mapping(h["exec"])))
     for k in ("httpGet", "tcpSocket", "grpc"):
         if k in given:
             yield from _told((k, "port"), _port(_mapping(h[k]).get("port")))
 
 
-def probe(p: dict[Any, Any]) -> Found:
+def probe(p: Mapping[Any, Any]) -> Found:
     """validateProbe: one handler, counts not negative, a positive grace period."""
     yield from _handler(p, PROBE_HANDLERS)
-    for k in (*PROBE_COUNTS, "failureThreshold"):
+    for k in PROBE_COUNTS:
         if _int(p.get(k)) and p[k] < 0:
             yield (k,), "must be greater than or equal to 0"
     grace = p.get("terminationGracePeriodSeconds")
@@ -612,14 +611,14 @@ def probe(p: dict[Any, Any]) -> Found:
         yield ("terminationGracePeriodSeconds",), "must be greater than 0"
 
 
-def lifecycle(lc: dict[Any, Any]) -> Found:
+def lifecycle(lc: Mapping[Any, Any]) -> Found:
     """validateLifecycle: each hook has one handler."""
     for hook in ("postStart", "preStop"):
         if isinstance(lc.get(hook), dict):
             yield from _under((hook,), _handler(lc[hook], LIFECYCLE_HANDLERS))
 
 
-def security_context(sc: dict[Any, Any]) -> Found:
+def security_context(sc: Mapping[Any, Any]) -> Found:
     """ValidateSecurityContext: user and group IDs in range (IsValidUserID, IsValidGroupID);
     allowPrivilegeEscalation false is impossible with privileged or CAP_SYS_ADMIN."""
     for k in ("runAsUser", "runAsGroup"):
@@ -639,7 +638,7 @@ def security_context(sc: dict[Any, Any]) -> Found:
             )
 
 
-def pod_security_context(sc: dict[Any, Any]) -> Found:
+def pod_security_context(sc: Mapping[Any, Any]) -> Found:
     """validatePodSpecSecurityContext: fsGroup, user and group IDs in range."""
     for k in ("fsGroup", "runAsUser", "runAsGroup"):
         if _int(sc.get(k)):
@@ -650,7 +649,7 @@ def pod_security_context(sc: dict[Any, Any]) -> Found:
             yield from _told(("supplementalGroups", g), k8s.id_number(gid))
 
 
-def container(c: dict[Any, Any]) -> Found:
+def container(c: Mapping[Any, Any]) -> Found:
     """validateContainerCommon's rules of one container, by itself: a DNS-1123 label for a name;
     validateContainerPorts' names once; the probes' own rules (validateLivenessProbe,
     validateReadinessProbe, validateStartupProbe)."""
@@ -686,7 +685,7 @@ def _is_int64(text: Any) -> bool:
     return digits.isdigit() and -(2**63) <= int(text) < 2**63
 
 
-def node_selector_requirement(rq: dict[Any, Any], required: bool = True) -> Found:
+def node_selector_requirement(rq: Mapping[Any, Any], required: bool = True) -> Found:
     """ValidateNodeSelectorRequirement: the number of values each operator takes, a label name
     for a key, label values (in a required term); and what the scheduler parses
     (k8s.io/apimachinery labels.NewRequirement): Gt and Lt compare with an integer, or the
@@ -711,7 +710,7 @@ def node_selector_requirement(rq: dict[Any, Any], required: bool = True) -> Foun
             yield from _told(("values", i), k8s.label_value(value))
 
 
-def node_field_selector_requirement(rq: dict[Any, Any]) -> Found:
+def node_field_selector_requirement(rq: Mapping[Any, Any]) -> Found:
     """validateNodeFieldSelectorRequirement: ``metadata.name`` In/NotIn exactly one value."""
     values = rq.get("values") or []
     if rq.get("operator") not in ("In", "NotIn"):
@@ -725,7 +724,7 @@ def node_field_selector_requirement(rq: dict[Any, Any]) -> Found:
         yield ("key",), "not a valid field selector key (matchFields takes metadata.name)"
 
 
-def node_selector_term(term: dict[Any, Any], required: bool = True) -> Found:
+def node_selector_term(term: Mapping[Any, Any], required: bool = True) -> Found:
     """ValidateNodeSelectorTerm (a preferred term may hold label values a required one may
     not: ValidatePreferredSchedulingTerms)."""
     for i, rq in _items(term.get("matchExpressions")):
@@ -734,7 +733,7 @@ def node_selector_term(term: dict[Any, Any], required: bool = True) -> Found:
         yield from _under(("matchFields", i), node_field_selector_requirement(rq))
 
 
-def _weight(term: dict[Any, Any]) -> Iterator[str]:
+def _weight(term: Mapping[Any, Any]) -> Iterator[str]:
     w = term.get("weight")
     if _int(w) and not WEIGHT[0] <= w <= WEIGHT[1]:
         yield "must be in the range 1-100"
@@ -761,7 +760,7 @@ def label_selector(selector: Any) -> Found:
             )
 
 
-def _pod_affinity_term(term: dict[Any, Any]) -> Found:
+def _pod_affinity_term(term: Mapping[Any, Any]) -> Found:
     """validatePodAffinityTerm: a topologyKey (a missing one is the schema's "required"), and
     valid selectors."""
     if term.get("topologyKey") == "":
@@ -770,7 +769,7 @@ def _pod_affinity_term(term: dict[Any, Any]) -> Found:
         yield from _under((key,), label_selector(term.get(key)))
 
 
-def affinity(a: dict[Any, Any]) -> Found:
+def affinity(a: Mapping[Any, Any]) -> Found:
     """validateAffinity: validateNodeAffinity (ValidateNodeSelector,
     ValidatePreferredSchedulingTerms), validatePodAffinity / validatePodAntiAffinity
     (validateWeightedPodAffinityTerms)."""
@@ -807,7 +806,7 @@ def affinity(a: dict[Any, Any]) -> Found:
 # --- the rest of a pod's objects ---------------------------------------------------------------
 
 
-def toleration(t: dict[Any, Any]) -> Found:
+def toleration(t: Mapping[Any, Any]) -> Found:
     """ValidateTolerations' rules of one toleration."""
     op = t.get("operator") or "Equal"
     effect, value, key = t.get("effect"), t.get("value"), t.get("key")
@@ -828,7 +827,7 @@ def toleration(t: dict[Any, Any]) -> Found:
         yield ("key",), "required unless operator is Exists"
 
 
-def topology_spread_constraint(c: dict[Any, Any]) -> Found:
+def topology_spread_constraint(c: Mapping[Any, Any]) -> Found:
     """validateTopologySpreadConstraints' rules of one constraint: ValidateMaxSkew,
     ValidateTopologyKey, ValidateWhenUnsatisfiable, validateMinDomains,
     validateNodeInclusionPolicy, and its label selector."""
@@ -852,7 +851,7 @@ def topology_spread_constraint(c: dict[Any, Any]) -> Found:
     yield from _under(("labelSelector",), label_selector(c.get("labelSelector")))
 
 
-def host_alias(h: dict[Any, Any]) -> Found:
+def host_alias(h: Mapping[Any, Any]) -> Found:
     """ValidateHostAliases' rules of one alias: an IP address, DNS subdomains for names."""
     ip = h.get("ip")
     if isinstance(ip, str):
@@ -878,7 +877,7 @@ POD_FIELDS: Mapping[str, Callable[[Any], Iterator[str]]] = {
 }
 
 
-def pod_fields(spec: dict[Any, Any]) -> Found:
+def pod_fields(spec: Mapping[Any, Any]) -> Found:
     """ValidatePodSpec's rules of single fields (``POD_FIELDS``), which a partial pod has
     too."""
     for field, check in POD_FIELDS.items():
@@ -975,13 +974,13 @@ def objects(value: Any, definition: str) -> Found:
         stack.extend(reversed(below))
 
 
-def regular_container(c: dict[Any, Any]) -> Found:
+def regular_container(c: Mapping[Any, Any]) -> Found:
     """validateContainers: a regular container takes no restartPolicy."""
     if c.get("restartPolicy") is not None:
         yield ("restartPolicy",), "may not be set for non-init containers"
 
 
-def init_container(c: dict[Any, Any]) -> Found:
+def init_container(c: Mapping[Any, Any]) -> Found:
     """validateInitContainers (validateInitContainerRestartPolicy): an init container's
     restartPolicy is Always (a sidecar) or none, and without it no probes or lifecycle."""
     restart = c.get("restartPolicy")
@@ -999,7 +998,7 @@ CONTAINER_KINDS: Mapping[str, ObjectCheck] = {
 }
 
 
-def containers(spec: dict[Any, Any], whole: bool) -> Found:
+def containers(spec: Mapping[Any, Any], whole: bool) -> Found:
     """validateContainers and validateInitContainers, between a pod's containers: each of its
     kind (``CONTAINER_KINDS``); validatePodHostNetworkDeps: under hostNetwork a hostPort is
     its containerPort; names once across both lists (of a whole pod)."""

@@ -238,15 +238,15 @@ def pod_overrides(m: Mapping[str, Any]) -> Found:
     """pod_spec_overrides: a partial PodSpec, merged into the generated one; its single fields
     and its own containers are checked as a pod's (what needs the whole waits for the merge)."""
     yield from _escape_hatch("pod_spec_overrides", m)
-    yield from _told(pod_rules.pod_fields(m))  # type: ignore[arg-type]
-    yield from _told(pod_rules.containers(m, whole=False))  # type: ignore[arg-type]
+    yield from _told(pod_rules.pod_fields(m))
+    yield from _told(pod_rules.containers(m, whole=False))
 
 
 def container_overrides(m: Mapping[str, Any]) -> Found:
     """container_overrides: a partial Container, merged into the generated training container
     (a regular container, not an init container)."""
     yield from _escape_hatch("container_overrides", m)
-    yield from _told(pod_rules.regular_container(m))  # type: ignore[arg-type]
+    yield from _told(pod_rules.regular_container(m))
 
 
 def volumes(items: tuple[Mapping[str, Any], ...]) -> Found:
