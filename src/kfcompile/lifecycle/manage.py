@@ -44,6 +44,9 @@ def locate(session: Session, namespace: str, name: str, kind: str | None = None)
 
 @frozen
 class Cancelled:
+    """What ``cancel`` did: the job it deleted, and whether there was one (cancelling a job
+    that is not there succeeds)."""
+
     ref: Ref
     existed: bool  # False: there was no such job to delete
 
@@ -98,6 +101,9 @@ def set_suspended(session: Session, ref: Ref, suspended: bool) -> None:
 
 @frozen
 class Listed:
+    """One job of ``list_jobs``: its state, target, creation time, reported progress and, on a
+    MultiKueue manager, where it was dispatched."""
+
     ref: Ref
     state: JobState
     target: str
@@ -115,13 +121,16 @@ def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
     for kind in KINDS.values():
         if not served(session, kind.api_version, kind.name):
             continue
-        jobs += list_all(
-            session,
-            kind.api_version,
-            kind.name,
-            namespace,
-            label_selector=f"{MANAGED_BY_LABEL}={MANAGER}",
-        )
+        try:
+            jobs += list_all(
+                session,
+                kind.api_version,
+                kind.name,
+                namespace,
+                label_selector=f"{MANAGED_BY_LABEL}={MANAGER}",
+            )
+        except NotFound:  # served no more: its CRD removed since discovery said it was
+            continue
     where = dispatches(session, jobs, namespace)
     found = [
         Listed(
