@@ -12,9 +12,10 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from contextlib import closing
 from datetime import UTC, datetime
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -112,43 +113,56 @@ def _finish(obs: Observation) -> int:
 
 
 def _save_logs(session: lifecycle.Session | None, ref: Ref, directory: str) -> None:
-    """Every rank's complete log to DIR/rank-N.log (logs vanish with the pods); a rank whose
-    log cannot be read says why. None: the cluster that ran the job cannot be reached (said)."""
+    """Every rank's complete log to DIR/rank-N.log (logs vanish with the pods), written as it
+    is read; a rank whose log cannot be read says why (its file is empty). None: the cluster
+    that ran the job cannot be reached (said)."""
     if session is None:
         return
     folder = Path(directory)
     from kfcompile.lifecycle.pod_logs import ranks
 
-    saved: dict[int | None, list[str]] = {rank: [] for rank in ranks(session, ref)}
-    for line in lifecycle.logs(session, ref, on_waiting=_say_waiting):
-        saved.setdefault(line.rank, []).append(line.text)
+    chosen = ranks(session, ref)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for rank, lines in saved.items():
-            (folder / f"rank-{rank}.log").write_text(
-                "".join(f"{line}\n" for line in lines), encoding="utf-8"
-            )
+        with closing(lifecycle.logs(session, ref, on_waiting=_say_waiting)) as lines:
+            _write_ranks(folder, chosen, lines)
     except OSError as exc:
         raise UsageError(f"cannot write logs to {folder}: {exc.strerror or exc}") from None
     say(f"saved logs of {ref} to {folder}/", err=True)
+
+
+def _write_ranks(folder: Path, chosen: list[int], lines: Iterable[LogLine]) -> None:
+    """Each line to its rank's file, one file open at a time (the ranks are read one after
+    the other, each rank's lines together); every chosen rank has its file."""
+    written: set[int | None] = set()
+    for rank, together in groupby(lines, key=lambda line: line.rank):
+        mode = "a" if rank in written else "w"
+        written.add(rank)
+        with (folder / f"rank-{rank}.log").open(mode, encoding="utf-8") as out:
+            for line in together:
+                out.write(f"{line.text}\n")
+    for empty in set(chosen) - written:
+        (folder / f"rank-{empty}.log").write_text("", encoding="utf-8")
 
 
 def _say_waiting(notice: Waiting) -> None:
     say(f"kfcompile: {notice}", err=True)
 
 
-def _print_logs(lines: Generator[LogLine, None, None], prefix: bool) -> int:
-    """Print the lines (how many: the return), escaped on a terminal (``log_line``); closing
-    them on every way out (the end, Ctrl-C, a closed pipe, an error) stops the streams a
-    followed log reads, with their threads."""
+def _print_logs(lines: Generator[LogLine, None, None], prefix: bool, follow: bool) -> int:
+    """Print the lines (how many: the return), escaped on a terminal (``log_line``), each at
+    once when ``follow``ed; closing them on every way out (the end, Ctrl-C, a closed pipe, an
+    error) stops the streams a followed log reads, with their threads."""
     printed = 0
     terminal = sys.stdout.isatty()
     with closing(lines):
         for line in lines:
             text = log_line(line.text, terminal)
             sys.stdout.write(f"[rank {line.rank}] {text}\n" if prefix else f"{text}\n")
-            sys.stdout.flush()
+            if follow:
+                sys.stdout.flush()
             printed += 1
+    sys.stdout.flush()
     return printed
 
 
@@ -252,7 +266,7 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) 
     if args.follow:
         if session is not None:
             lines = lifecycle.logs(session, ref, follow=True, on_waiting=_say_waiting)
-            _print_logs(lines, prefix=True)
+            _print_logs(lines, prefix=True, follow=True)
         until: lifecycle.Until = "done"
     else:
         until = args.wait
@@ -426,7 +440,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             on_waiting=say,
         )
         try:
-            printed = _print_logs(lines, prefix=args.all_ranks)
+            printed = _print_logs(lines, prefix=args.all_ranks, follow=args.follow)
         except lifecycle.NoSuchRank as exc:
             raise UsageError(f"--rank {args.rank}: {exc}") from None
     return 1 if printed == 0 and any(n.stuck for n in told) else 0
