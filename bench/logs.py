@@ -7,7 +7,7 @@ The log is the local API server's answer (tests/fakekube, in this process) to th
 up as it is sent, 64 KiB at a time, chunked, so the server holds none of it. Each case is a new
 process of its own, its peak RSS read by ``wait4``:
 
-- ``kfcompile logs demo``, its stdout a pipe this benchmark reads to the end (``| less``);
+- ``kfcompile logs demo``, its stdout a pipe read to the end (``| wc -c``);
 - ``kfcompile wait demo --save-logs DIR`` of the job once it has finished: the log to
   ``DIR/rank-0.log``;
 - the adapter alone (``KubeCluster.pod_log``): one line of 32 and 64 MiB with no newline (a tqdm
@@ -25,10 +25,10 @@ import resource
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -80,31 +80,43 @@ def client(kubeconfig: str, pod: str) -> None:
                       "peak": _rss()}))  # fmt: skip
 
 
-def run(*argv: str) -> tuple[float, float, int, int, str]:
-    """Seconds, peak RSS in MiB, exit status, bytes on stdout (read to the end, as a pipe
-    is) and the last line on stderr of a new process."""
+class Ran(NamedTuple):
+    """What a new process took: wall and CPU seconds, peak RSS (MiB), its exit status, the
+    bytes of its stdout and its last line on stderr."""
+
+    seconds: float
+    cpu: float
+    rss: float
+    code: int
+    out: int
+    last: str
+
+    def said(self, what: str, size_mib: float, done: str) -> str:
+        return (
+            f"{what}: {self.seconds:.2f} s ({size_mib / self.seconds:.0f} MiB/s; CPU "
+            f"{self.cpu:.2f} s), peak RSS {self.rss:.0f} MiB, exit {self.code}, {done}"
+        )
+
+
+def run(*argv: str) -> Ran:
+    """A new process, its stdout a pipe that ``wc -c`` reads to the end (so this process,
+    which serves the log, is not the one reading it)."""
     start = time.perf_counter()
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
     assert child.stdout is not None and child.stderr is not None
-    err: list[bytes] = []
-    drain = threading.Thread(target=lambda stream: err.append(stream.read()), args=(child.stderr,))
-    drain.start()
-    read = 0
-    while piece := child.stdout.read(MiB):
-        read += len(piece)
-    drain.join()
+    counted = subprocess.Popen(["wc", "-c"], stdin=child.stdout, stdout=subprocess.PIPE)
+    child.stdout.close()
+    err = child.stderr.read().decode().strip().splitlines()
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
-    lines = b"".join(err).decode().strip().splitlines()
     took = time.perf_counter() - start
-    return took, usage.ru_maxrss / 1024, child.returncode, read, lines[-1] if lines else ""
-
-
-def report(what: str, took: float, rss: float, code: int, size_mib: float, done: str) -> None:
-    print(
-        f"{what}: {took:.2f} s ({size_mib / took:.0f} MiB/s), peak RSS {rss:.0f} MiB, "
-        f"exit {code}, {done}",
-        flush=True,
+    return Ran(
+        took,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss / 1024,
+        child.returncode,
+        int(counted.communicate()[0]),
+        err[-1] if err else "",
     )
 
 
@@ -128,18 +140,18 @@ def main(size_mib: int) -> None:
             cluster.kube.faults.add("GET", f"/pods/{pod}/log", answer=answer)
             return log
 
-        took, rss, code, _, _ = run(*kfcompile, "status", "nothing-there", "--kubeconfig", kc)
+        idle = run(*kfcompile, "status", "nothing-there", "--kubeconfig", kc)
         print(
-            f"the CLI reading nothing (status of a job that is not there): {took:.2f} s, "
-            f"peak RSS {rss:.0f} MiB, exit {code}",
+            f"the CLI reading nothing (status of a job that is not there): {idle.seconds:.2f} s "
+            f"(CPU {idle.cpu:.2f} s), peak RSS {idle.rss:.0f} MiB, exit {idle.code}",
             flush=True,
         )
 
         log = serve("lines", size)
-        took, rss, code, out, _ = run(*kfcompile, "logs", "demo", "--kubeconfig", kc)
-        done = f"{out / MiB:.0f} MiB printed of {log.sent / MiB:.0f} MiB sent"
-        report(f"kfcompile logs, {size_mib} MiB of 100-byte lines, to a pipe", took, rss, code,
-               size_mib, done)  # fmt: skip
+        ran = run(*kfcompile, "logs", "demo", "--kubeconfig", kc)
+        done = f"{ran.out / MiB:.0f} MiB printed of {log.sent / MiB:.0f} MiB sent"
+        what = f"kfcompile logs, {size_mib} MiB of 100-byte lines, to a pipe"
+        print(ran.said(what, size_mib, done), flush=True)
 
         complete = {"type": "Complete", "status": "True", "reason": "JobsCompleted"}
         finished = {"conditions": [{**complete, "message": "done"}]}
@@ -147,13 +159,13 @@ def main(size_mib: int) -> None:
         with tempfile.TemporaryDirectory(prefix="kfcompile-bench-") as tmp:
             log = serve("lines", size)
             save = ("wait", "demo", "--save-logs", tmp, "--kubeconfig", kc)
-            took, rss, code, _, last = run(*kfcompile, *save)
+            ran = run(*kfcompile, *save)
             saved = sum(f.stat().st_size for f in Path(tmp).iterdir())
             done = f"{saved / MiB:.0f} MiB saved of {log.sent / MiB:.0f} MiB sent"
-            report(f"kfcompile wait --save-logs, {size_mib} MiB of 100-byte lines", took, rss,
-                   code, size_mib, done)  # fmt: skip
-            if code:
-                print(f"    {last}")
+            what = f"kfcompile wait --save-logs, {size_mib} MiB of 100-byte lines"
+            print(ran.said(what, size_mib, done), flush=True)
+            if ran.code:
+                print(f"    {ran.last}")
 
         for case, mib in (("line", 32), ("line", 64), ("lines", size_mib)):
             serve(case, mib * MiB)
