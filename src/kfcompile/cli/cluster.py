@@ -149,20 +149,32 @@ def _say_waiting(notice: Waiting) -> None:
     say(f"kfcompile: {notice}", err=True)
 
 
+# Characters of log lines written at once when not following: one write per line costs a
+# system call each where stdout is unbuffered (PYTHONUNBUFFERED, common in containers).
+_BATCH = 64 * 1024
+
+
 def _print_logs(lines: Generator[LogLine, None, None], prefix: bool, follow: bool) -> int:
     """Print the lines (how many: the return), escaped on a terminal (``log_line``), each at
-    once when ``follow``ed; closing them on every way out (the end, Ctrl-C, a closed pipe, an
-    error) stops the streams a followed log reads, with their threads."""
-    printed = 0
+    once when ``follow``ed, else a batch at a time; closing them on every way out (the end,
+    Ctrl-C, a closed pipe, an error) stops the streams a followed log reads, with their
+    threads. The lines read before an error are printed before it is said."""
     terminal = sys.stdout.isatty()
-    with closing(lines):
-        for line in lines:
-            text = log_line(line.text, terminal)
-            sys.stdout.write(f"[rank {line.rank}] {text}\n" if prefix else f"{text}\n")
-            if follow:
-                sys.stdout.flush()
-            printed += 1
-    sys.stdout.flush()
+    batch: list[str] = []
+    printed = held = 0
+    try:
+        with closing(lines):
+            for line in lines:
+                text = log_line(line.text, terminal)
+                batch.append(f"[rank {line.rank}] {text}\n" if prefix else f"{text}\n")
+                printed, held = printed + 1, held + len(batch[-1])
+                if follow or held >= _BATCH:
+                    sys.stdout.write("".join(batch))
+                    sys.stdout.flush()
+                    batch, held = [], 0
+    finally:
+        sys.stdout.write("".join(batch))
+        sys.stdout.flush()
     return printed
 
 
