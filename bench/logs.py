@@ -125,12 +125,9 @@ def main(size_mib: int) -> None:
     from fakekube import Body
     from fakekube.cluster import NAMESPACE, with_demo
 
-    from kfcompile.cli import main as cli
-
     size = size_mib * MiB
-    with with_demo(schema_check.require_shared()) as cluster:
+    with with_demo(schema_check.require_shared(), running=True) as cluster:
         kc = str(cluster.kubeconfig)
-        assert cli(["wait", "demo", "--until", "running", "--kubeconfig", kc]) == 0
         [pod] = [p["metadata"]["name"] for p in cluster.objects("Pod")]
         kfcompile = (sys.executable, "-m", "kfcompile")
 

@@ -48,9 +48,7 @@ class Log:
 
 @pytest.fixture(scope="module")
 def local() -> Iterator[LocalCluster]:
-    with with_demo(schema_check.require_shared()) as cluster:
-        kubeconfig = str(cluster.kubeconfig)
-        assert main(["wait", "demo", "--until", "running", "--kubeconfig", kubeconfig]) == 0
+    with with_demo(schema_check.require_shared(), running=True) as cluster:
         yield cluster
 
 
