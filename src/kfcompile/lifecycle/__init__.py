@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     )
     from kfcompile.lifecycle.observe import Event, Node, Observation, Waiting, status
     from kfcompile.lifecycle.pod_logs import (
+        CannotRead,
         CannotStart,
         LogLine,
         NoSuchRank,
@@ -102,6 +103,7 @@ _LAZY = {
     "kfcompile.lifecycle.cluster_target": ("Found", "detect_target", "served_crd"),
     "kfcompile.lifecycle.deleting": ("StillDeleting", "wait_gone"),
     "kfcompile.lifecycle.pod_logs": (
+        "CannotRead",
         "CannotStart",
         "LogLine",
         "NoSuchRank",
@@ -165,6 +167,7 @@ __all__ = [
     "TARGET_ANNOTATION",
     "ApiError",
     "Cancelled",
+    "CannotRead",
     "CannotStart",
     "ClusterError",
     "Event",

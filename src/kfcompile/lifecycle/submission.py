@@ -15,10 +15,11 @@ from typing import Any, Final
 from attrs import frozen
 
 from kfcompile.kinds import KINDS, TRAINJOB
+from kfcompile.lifecycle import runtimes
 from kfcompile.lifecycle.cluster_target import crd_problems
 from kfcompile.lifecycle.deleting import Remaining, make_way
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
-from kfcompile.lifecycle.ports import LocalFiles, Obj, Ref
+from kfcompile.lifecycle.ports import Forbidden, LocalFiles, Obj, Ref
 from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
 from kfcompile.lifecycle.rollback import Found, LeftBehind, removal, roll_back
 from kfcompile.lifecycle.session import (
@@ -152,16 +153,7 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
             f"{namespace}) or choose another with -n"
         )
     if kind is TRAINJOB and not problems:
-        ref = job["spec"]["runtimeRef"]
-        runtime_kind = ref.get("kind", "ClusterTrainingRuntime")
-        scope = None if runtime_kind == "ClusterTrainingRuntime" else namespace
-        if missing(session, Ref(RUNTIME_API, runtime_kind, scope, ref["name"])):
-            where = f" in namespace {namespace}" if scope else ""
-            plural = runtime_kind.lower() + "s"
-            problems.append(
-                f"{runtime_kind} {ref['name']} does not exist{where}: install the Trainer "
-                f"runtimes or set runtime_ref to one listed by `kubectl get {plural}`"
-            )
+        problems += _runtime(session, spec, job, namespace)
     queue_name = (meta(job).get("labels") or {}).get(QUEUE_LABEL)
     if queue_name:
         if not served(session, LOCAL_QUEUE_API, "LocalQueue"):
@@ -178,6 +170,26 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
     if no_claim:
         problems.append(f"{no_claim}: create it before submitting (work_dir.pvc)")
     return problems
+
+
+def _runtime(session: Session, spec: JobSpec, job: Obj, namespace: str) -> list[str]:
+    """The runtime the TrainJob names, read: it exists, and has what the job asks of it
+    (``runtimes.problems``). One this user may not read is left to the Trainer."""
+    ref = job["spec"]["runtimeRef"]
+    runtime_kind = ref.get("kind", "ClusterTrainingRuntime")
+    scope = None if runtime_kind == "ClusterTrainingRuntime" else namespace
+    try:
+        runtime = get(session, Ref(RUNTIME_API, runtime_kind, scope, ref["name"]))
+    except Forbidden:
+        return []
+    if runtime is None:
+        where = f" in namespace {namespace}" if scope else ""
+        plural = runtime_kind.lower() + "s"
+        return [
+            f"{runtime_kind} {ref['name']} does not exist{where}: install the Trainer "
+            f"runtimes or set runtime_ref to one listed by `kubectl get {plural}`"
+        ]
+    return runtimes.problems(spec, job, runtime)
 
 
 @frozen
