@@ -216,6 +216,20 @@ def test_no_surface_prints_what_the_server_says_raw(
     assert "403" in printed and not unsafe(printed), printed
 
 
+def test_an_error_has_its_own_lines_whatever_the_server_says(
+    local: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A condition's message with a newline does not add a line to the error that quotes it
+    (a line that looks like kfcompile's own)."""
+    said = "one\nkfcompile: two\x1b[2J"
+    suspended = {"type": "Suspended", "status": "True", "reason": "Why", "message": said}
+    local.store.patch_status(TRAINJOB, "TrainJob", NAMESPACE, "demo", {"conditions": [suspended]})
+    printed = _run(local, capsys, "wait", "demo", "--until", "running", "--timeout", "0.1")
+    timed_out = [line for line in printed.splitlines() if "did not become running" in line]
+    assert len(timed_out) == 1 and timed_out[0].endswith("one\\x0akfcompile: two\\x1b[2J")
+    assert not unsafe(printed) and "kfcompile: kfcompile:" not in printed
+
+
 def test_a_log_that_is_piped_is_the_programs_own(
     local: LocalCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
