@@ -423,7 +423,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     ctx = Context(args)
     told: list[Waiting] = []
 
-    def say(notice: Waiting) -> None:
+    def tell(notice: Waiting) -> None:
         told.append(notice)
         _say_waiting(notice)
 
@@ -449,7 +449,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             follow=args.follow,
             since_seconds=None if args.since is None else max(1, int(args.since)),
             tail_lines=args.tail,
-            on_waiting=say,
+            on_waiting=tell,
         )
         try:
             printed = _print_logs(lines, prefix=args.all_ranks, follow=args.follow)
