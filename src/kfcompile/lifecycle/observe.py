@@ -34,6 +34,9 @@ def some_ranks(total: int, present: Iterable[int]) -> list[int]:
 
 @frozen
 class Node:
+    """One training node (pod) of a job as ``status`` shows it: its rank (the node's index;
+    None when its labels do not say), pod name, phase, readiness, restarts and why it waits."""
+
     rank: int | None
     pod: str
     phase: str

@@ -101,6 +101,9 @@ class CannotRead(ClusterError):
 
 @frozen
 class LogLine:
+    """One line of a job's log: the rank (node index) it came from, and its text (no line
+    end; at most 64 KiB, the rest said at its end)."""
+
     rank: int | None
     text: str
 

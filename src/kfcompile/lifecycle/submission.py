@@ -194,6 +194,9 @@ def _runtime(session: Session, spec: JobSpec, job: Obj, namespace: str) -> list[
 
 @frozen
 class Submitted:
+    """What ``submit`` did: the job, whether it created it (False: this very spec was there
+    already), the work dir it uploaded, what it repaired, whether it was a dry run."""
+
     ref: Ref
     created: bool  # False: this very spec was already submitted
     uploaded: Synced | None = None

@@ -63,19 +63,31 @@ JOBS_SEGMENT: Final = 300
 
 
 class Happened(enum.Enum):
-    """What a ``JobEvent`` reports."""
+    """What a ``JobEvent`` reports (``JobEvent.what``)."""
 
-    LISTED = "listed"  # there when the watch began
-    CREATED = "created"  # appeared since
-    SUSPENDED = "suspended"  # became SUSPENDED: queued by Kueue, or suspended
-    ADMITTED = "admitted"  # was SUSPENDED and is no longer: admitted by Kueue, or resumed
-    RUNNING = "running"  # became RUNNING
-    FINISHED = "finished"  # became SUCCEEDED or FAILED
-    DELETING = "deleting"  # being deleted: still there, held by a finalizer or its dependents
-    CHANGED = "changed"  # another change of state or reason (e.g. PENDING, now Unschedulable)
-    PROGRESSED = "progressed"  # same state; the training process reported new progress
-    DISPATCHED = "dispatched"  # MultiKueue dispatched it to the worker cluster ``cluster``
-    DELETED = "deleted"  # gone (or no longer matches the selector)
+    LISTED = "listed"
+    """There when the watch began (a job that ended before comes so, already finished)."""
+    CREATED = "created"
+    """Appeared since the watch began."""
+    SUSPENDED = "suspended"
+    """Became SUSPENDED: queued by Kueue, preempted, or suspended."""
+    ADMITTED = "admitted"
+    """Was SUSPENDED and is no longer: admitted by Kueue, or resumed."""
+    RUNNING = "running"
+    """Became RUNNING."""
+    FINISHED = "finished"
+    """Became SUCCEEDED or FAILED (``event.state.finished``)."""
+    DELETING = "deleting"
+    """Became DELETING: being deleted before it finished, still there, held by a finalizer
+    until its dependents are gone (a finished job being deleted keeps its state: no event)."""
+    CHANGED = "changed"
+    """Another change of state or reason (e.g. PENDING, now ``Unschedulable``)."""
+    PROGRESSED = "progressed"
+    """Same state; the training process reported new progress (``event.progress``)."""
+    DISPATCHED = "dispatched"
+    """MultiKueue dispatched it to the worker cluster ``event.cluster``."""
+    DELETED = "deleted"
+    """Gone (or no longer matches the selector); ``event.state`` is its last."""
 
 
 @frozen

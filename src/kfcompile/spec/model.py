@@ -165,6 +165,9 @@ class InitializerSource(_Checked):
 
 @frozen(kw_only=True)
 class Initializer(_Checked):
+    """A TrainJob's dataset and model initializers: what the runtime's initializer jobs fetch
+    before training starts."""
+
     dataset: InitializerSource | None = _doc("Dataset initializer.", default=None)
     model: InitializerSource | None = _doc("Model initializer.", default=None)
 

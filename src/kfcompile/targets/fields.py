@@ -1,7 +1,7 @@
 """The one field table: each spec field, the neutral slot it fills, and how its value is written.
 
 ``render`` walks ``FIELDS`` forward (``entries``: the spec as ``Entry`` values, in output order);
-the importer walks it backward (each row's ``codec.decode``); ``reference`` and the README read
+the importer walks it backward (each row's ``codec.decode``); ``reference`` and the docs read
 it directly. A target's own table (``targets/<target>.py``) says where each slot lands; the two
 together, resolved when the target is built, are ``Target.fields``.
 
