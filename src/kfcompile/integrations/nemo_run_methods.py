@@ -10,6 +10,7 @@ Megatron-Bridge's CI parses), the console shows rank 0 and the last rank only.
 
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -23,6 +24,7 @@ from kfcompile.lifecycle.multikueue import running_on, unreachable
 from kfcompile.lifecycle.pod_logs import ranks
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import Progress
+from kfcompile.terminal import log_line, printable_lines
 
 ALL_RANKS = "log-allranks_0.out"  # NeMo-Run's file of every rank's lines, in the job dir
 UID = re.compile(r"-[0-9a-f]{6}$")  # the suffix ``k8s_job_name`` puts after the task's name
@@ -138,7 +140,7 @@ class NemoRunMethods:
             seen = lifecycle.wait(cluster, submitted.ref, "running", timeout=float(timeout))
         except lifecycle.TimedOut as exc:
             message = f"{job_name} did not reach RUNNING within {timeout}s: {exc}"
-            raise RuntimeError(message) from None
+            raise RuntimeError(printable_lines(message)) from None
         return job_name, STATES[seen.state.state]
 
     def status(self: _Executor, job_name: str) -> KubeflowJobState | None:
@@ -193,8 +195,9 @@ class NemoRunMethods:
         nodes = len(ranks(cluster, ref))
         task = getattr(self, "job_name", "") or task_of(job_name)
         read = lifecycle.logs(pods_session(cluster, ref), ref, follow=stream)
+        terminal = sys.stdout.isatty()  # what NeMo-Run prints: escaped there, as `logs` does
         for line in tee(read, self.job_dir, task, shown_ranks(nodes)):
-            yield line.text
+            yield log_line(line.text, terminal)
 
     # --- the work directory ---------------------------------------------------------------------
 
