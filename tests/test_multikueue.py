@@ -179,7 +179,7 @@ RESERVED = 'The workload got reservation on "worker2"'
         (
             {"admissionChecks": [_check("Ready", 'got reservation on "../x"\x07')]},
             None,
-            ('mk: Ready: got reservation on "../x"\\u0007',),
+            ('mk: Ready: got reservation on "../x"\\x07',),
         ),
     ],
 )

@@ -256,13 +256,15 @@ class LocalCluster(_Kubeflow):
 
 
 @contextmanager
-def with_demo(shared: Path) -> Iterator[LocalCluster]:
-    """The local cluster (jobs never end) with a job ``demo`` submitted through the CLI."""
+def with_demo(shared: Path, *, running: bool = False) -> Iterator[LocalCluster]:
+    """The local cluster (jobs never end) with a job ``demo`` submitted through the CLI (and
+    ``running``: once it runs, its pod's log started)."""
     from kfcompile.cli import main
 
     with LocalCluster(shared, scenario="hang") as cluster, tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "job.yaml"
         demo = {"name": "demo", "image": "python:3.11-slim", "command": ["true"]}
         spec.write_text(yaml.safe_dump(demo))
-        assert main(["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]) == 0
+        submit = ["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]
+        assert main([*submit, "--wait", "running"] if running else submit) == 0
         yield cluster

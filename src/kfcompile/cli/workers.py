@@ -11,14 +11,13 @@ which cluster runs the job and how to give access, once.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 import attrs
 from attrs import evolve, frozen
 
 from kfcompile import lifecycle
-from kfcompile.cli.common import Failed, UsageError
+from kfcompile.cli.common import Failed, UsageError, say
 from kfcompile.cli.context import Context
 from kfcompile.lifecycle import Event, Observation, Session
 from kfcompile.lifecycle.multikueue import Dispatch, dispatch
@@ -54,9 +53,9 @@ class Remote:
 
     def say(self) -> None:
         """The dispatch on stderr, and why the worker cannot be read if it cannot."""
-        print(f"kfcompile: {self.ref.name}: {self.dispatch}", file=sys.stderr)
+        say(f"kfcompile: {self.ref.name}: {self.dispatch}", err=True)
         if self.problem:
-            print(f"kfcompile: {self.problem}", file=sys.stderr)
+            say(f"kfcompile: {self.problem}", err=True)
 
     def as_json(self) -> dict[str, Any]:
         return {

@@ -11,6 +11,7 @@ Megatron-Bridge's CI parses), the console shows rank 0 and the last rank only.
 import logging
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -28,6 +29,7 @@ from kfcompile.lifecycle.pod_logs import ranks
 from kfcompile.lifecycle.ports import ApiError, Ref
 from kfcompile.progress import Progress
 from kfcompile.spec.errors import Problem
+from kfcompile.terminal import log_line, printable_lines
 
 ALL_RANKS = "log-allranks_0.out"  # NeMo-Run's file of every rank's lines, in the job dir
 UID = re.compile(r"-[0-9a-f]{6}$")  # the suffix ``k8s_job_name`` puts after the task's name
@@ -108,7 +110,8 @@ def detect_target() -> Found:
     except ExecutorError as exc:
         raise ExecutorError([Problem("target", f"not given, and {exc}")]) from None
     except (lifecycle.ClusterError, ApiError) as exc:
-        raise ExecutorError([Problem("target", reworded(str(exc), NEMO_RUN))]) from None
+        said = printable_lines(reworded(str(exc), NEMO_RUN))  # the server's words among them
+        raise ExecutorError([Problem("target", said)]) from None
     log.info("target %s, detected from the cluster: %s", found.target, found.evidence)
     return found
 
@@ -175,7 +178,7 @@ class NemoRunMethods:
             seen = lifecycle.wait(cluster, submitted.ref, "running", timeout=float(timeout))
         except lifecycle.TimedOut as exc:
             message = f"{job_name} did not reach RUNNING within {timeout}s: {exc}"
-            raise RuntimeError(message) from None
+            raise RuntimeError(printable_lines(message)) from None
         return job_name, STATES[seen.state.state]
 
     def status(self: _Executor, job_name: str) -> KubeflowJobState | None:
@@ -230,8 +233,9 @@ class NemoRunMethods:
         nodes = len(ranks(cluster, ref))
         task = getattr(self, "job_name", "") or task_of(job_name)
         read = lifecycle.logs(pods_session(cluster, ref), ref, follow=stream)
+        terminal = sys.stdout.isatty()  # what NeMo-Run prints: escaped there, as `logs` does
         for line in tee(read, self.job_dir, task, shown_ranks(nodes)):
-            yield line.text
+            yield log_line(line.text, terminal)
 
     # --- the work directory ---------------------------------------------------------------------
 

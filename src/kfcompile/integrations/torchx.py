@@ -67,6 +67,7 @@ from kfcompile.spec.k8s_schema import unknown_field
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 from kfcompile.targets import DEFAULT_TARGET, TARGETS, canonical_name
+from kfcompile.terminal import log_line, printable, printable_lines
 
 if TYPE_CHECKING:
     from kfcompile_kube import Connection
@@ -226,7 +227,8 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
             key=lambda n: CURRENT_FIRST.index(n.phase) if n.phase in CURRENT_FIRST else 9,
         )
         if pods:
-            replica_state, host = POD_PHASES.get(pods[0].phase, AppState.UNKNOWN), pods[0].pod
+            replica_state = POD_PHASES.get(pods[0].phase, AppState.UNKNOWN)
+            host = printable(pods[0].pod)
         else:  # no pod (yet, or any more)
             replica_state, host = (app_state if state.finished else AppState.PENDING), ""
         replicas.append(ReplicaStatus(id=rank, state=replica_state, role=role, hostname=host))
@@ -236,7 +238,7 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
         app_id=app_id,
         state=app_state,
         num_restarts=max((n.restarts for n in seen.nodes), default=0),
-        msg=message,
+        msg=printable(message),  # what `torchx status` prints
         roles_statuses=[RoleStatus(role, replicas)],
         roles=[job_role(job, role, seen.nodes_total)],
     )
@@ -256,8 +258,10 @@ def job_role(job: Obj, name: str, nodes: int) -> Any:
 
 
 def _lines(lines: Iterable[lifecycle.LogLine]) -> Iterator[str]:
+    """What `torchx log` prints: escaped on a terminal, as kfcompile's `logs` does."""
+    terminal = sys.stdout.isatty()
     for line in lines:
-        yield f"{line.text}\n"
+        yield f"{log_line(line.text, terminal)}\n"
 
 
 class KfcompileScheduler(Scheduler):  # type: ignore[misc]
@@ -399,9 +403,9 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
         named = "name" in getattr(ListAppResponse, "__dataclass_fields__", {})  # nightlies
         return [
             ListAppResponse(
-                app_id=f"{job.ref.namespace}:{job.ref.name}",
+                app_id=printable(f"{job.ref.namespace}:{job.ref.name}"),
                 state=APP_STATES[job.state.state],
-                **({"name": job.ref.name} if named else {}),
+                **({"name": printable(job.ref.name)} if named else {}),
             )
             for job in found
         ]
@@ -459,7 +463,7 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except (lifecycle.ClusterError, KfcompileError, ApiError) as exc:
-        raise SchedulerError(reworded(str(exc), TORCHX)) from None
+        raise SchedulerError(printable_lines(reworded(str(exc), TORCHX))) from None
 
 
 def _retrying(what: str, error: Exception) -> None:

@@ -28,9 +28,9 @@ from attrs import frozen
 
 from kfcompile.kinds import MULTIKUEUE
 from kfcompile.lifecycle.objects import get, list_all, meta
-from kfcompile.lifecycle.observe import printable
 from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import Session
+from kfcompile.terminal import printable
 
 KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"

@@ -17,6 +17,7 @@ from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import JobNotFound, Session
 from kfcompile.progress import Progress, read_progress
 from kfcompile.status import JobState
+from kfcompile.terminal import printable
 
 TROUBLED_PODS: Final = 5  # pods whose events `status` shows
 # The ranks without a pod that are read, shown or followed (a thread and a connection each) go
@@ -395,12 +396,6 @@ def sortable_time(stamp: str) -> str:
     nanoseconds, so times with and without a fraction sort as text on one clock."""
     whole, dot, fraction = stamp.rstrip("Z").partition(".")
     return f"{whole}.{fraction.ljust(9, '0')}" if dot else f"{whole}.000000000"
-
-
-def printable(text: str) -> str:
-    """Text from the cluster made one harmless line: control and format characters (newlines,
-    escape sequences, bidirectional overrides) shown as escapes, never acted on by a terminal."""
-    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
 
 
 @frozen

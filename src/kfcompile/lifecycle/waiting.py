@@ -66,6 +66,7 @@ from kfcompile.lifecycle.waiter import (
     Waiter,
     WatchJob,
 )
+from kfcompile.terminal import printable
 
 A = TypeVar("A")
 
@@ -209,5 +210,6 @@ def _ended(
     warnings = [f"  {e}" for e in last.events if e.type == "Warning"][-3:]
     state = last.state
     head = f"{ref} did not become {until} within {timeout:g}s: "
-    head += f"{state.state.value} ({state.reason}) {state.message}".rstrip()
+    # one line, whatever the message holds (the lines below are the warnings)
+    head += printable(f"{state.state.value} ({state.reason}) {state.message}".rstrip())
     raise TimedOut("\n".join([head, *warnings]), last)
