@@ -206,6 +206,23 @@ def test_cancel_deletes_in_the_background(local: PortCluster) -> None:
     assert made(local) == []
 
 
+def test_cancel_wait_done_by_its_second_look_says_nothing() -> None:
+    """Right after the delete the JobSet, Job and pods are there (the collector runs apart from
+    the requests); a wait they are gone from by its next look has nothing to tell."""
+    with cluster(step=0.05) as local:  # a tick within the first pause (0.075 s)
+        ref = running(local)
+        told: list[str] = []
+        lifecycle.cancel(
+            local.session(),
+            ref,
+            wait_gone=True,
+            timeout=10,
+            on_change=lambda left, _: told.append(str(left)),
+        )
+        assert told == [] and made(local) == []
+        assert local.calls.count("list", "Pod") >= 2  # it did look twice
+
+
 def test_cancel_wait_names_a_pod_left_terminating(local: PortCluster) -> None:
     ref = running(local)
     [first, second] = sorted(pods(local), key=lambda p: p["metadata"]["name"])
