@@ -14,12 +14,14 @@ import schema_check
 import yaml
 from fakekube.clock import fixed_jitter
 from fakekube.cluster import NAMESPACE, QUEUE
-from fakekube.multikueue import KUEUE, MULTIKUEUE, TwoClusters
+from fakekube.kueue import V1BETA2 as KUEUE
+from fakekube.multikueue import MULTIKUEUE, TwoClusters
 from test_cli_cluster import write_spec
 
 from kfcompile import lifecycle
 from kfcompile.cli import main
-from kfcompile.lifecycle.multikueue import JOB_UID_LABEL, check_names, pick_workload, read_workload
+from kfcompile.lifecycle.kueue import JOB_UID_LABEL, pick_workload
+from kfcompile.lifecycle.multikueue import check_names, read_workload
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_local import SystemClock
 

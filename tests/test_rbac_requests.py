@@ -19,7 +19,9 @@ import yaml
 from fakekube import jobs
 from fakekube.audit import Access, Seen, denied, of_request, recording, unused
 from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, PortCluster
-from fakekube.multikueue import CHECK, CLUSTER_QUEUE, KUEUE
+from fakekube.kueue import CLUSTER_QUEUE
+from fakekube.kueue import V1BETA2 as KUEUE
+from fakekube.multikueue import CHECK
 from fakekube.port import Objects
 from fakekube.requestlog import RequestRecord
 from test_lifecycle import ENV, spec

@@ -20,8 +20,9 @@ from typing import Any, Final
 
 from kfcompile.spec.additions import QUEUE_LABEL
 
-from . import jobs
+from . import jobs, kueue
 from .cluster import NAMESPACE, QUEUE, LocalCluster, live
+from .kueue import CLUSTER_QUEUE
 from .port import Objects, PortFake
 from .requestlog import RequestRecord
 from .resources import StoreError, clone, rfc3339
@@ -29,14 +30,12 @@ from .resources import StoreError, clone, rfc3339
 Obj = dict[str, Any]
 Key = tuple[str, str, str, str]
 
-KUEUE: Final = "kueue.x-k8s.io/v1beta1"
 MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 ORIGIN_LABEL: Final = "kueue.x-k8s.io/multikueue-origin"
 # What an API server defaults managedBy to (the CRDs) before Kueue's webhook sees the job.
 DEFAULT_MANAGERS: Final = ("trainer.kubeflow.org/trainjob-controller",
                             "kubeflow.org/training-operator")  # fmt: skip
-CLUSTER_QUEUE: Final = "cluster-queue"
 CHECK: Final = "multikueue"
 WORKER: Final = "worker1"  # the MultiKueueCluster every job is dispatched to
 
@@ -50,9 +49,11 @@ def install_manager(store: Objects) -> None:
     """What a MultiKueue manager has: the ClusterQueue of the LocalQueue ``QUEUE`` names the
     MultiKueue AdmissionCheck (``spec.controllerName``); Kueue's webhook."""
     check = {"metadata": {"name": CHECK}, "spec": {"controllerName": MULTIKUEUE}}
-    store.create({"apiVersion": KUEUE, "kind": "AdmissionCheck", **check})
-    queue = {"metadata": {"name": CLUSTER_QUEUE}, "spec": {"admissionChecks": [CHECK]}}
-    store.create({"apiVersion": KUEUE, "kind": "ClusterQueue", **queue})
+    store.create({"apiVersion": kueue.api(store, "AdmissionCheck"), "kind": "AdmissionCheck",
+                  **check})  # fmt: skip
+    checks = {"admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}]}}
+    queue = {"metadata": {"name": CLUSTER_QUEUE}, "spec": checks}
+    store.create({"apiVersion": kueue.api(store, "ClusterQueue"), "kind": "ClusterQueue", **queue})
     store.admission.append(webhook)
 
 
@@ -93,7 +94,7 @@ def dispatch(manager: PortFake, worker: Objects, key: Key) -> None:
                            "annotations": dict(meta.get("annotations") or {})}}  # fmt: skip
     _flags(mirror).pop("managedBy", None)  # the worker's own controller runs the mirror
     worker.create(mirror)
-    manager.objects.put(_workload(job, rfc3339(manager.clock.time())))
+    manager.objects.put(_workload(job, rfc3339(manager.clock.time()), kueue.api(manager.objects)))
     _flags(job)["suspend"] = False
     manager.objects.put(job)
     follow(manager, worker, key)
@@ -116,7 +117,7 @@ def follow(manager: PortFake, worker: Objects, key: Key) -> None:
         manager.objects.put({**job, "status": status})
 
 
-def _workload(job: Obj, now: str) -> Obj:
+def _workload(job: Obj, now: str, api_version: str) -> Obj:
     meta = job["metadata"]
     owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"],
              "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
@@ -126,7 +127,7 @@ def _workload(job: Obj, now: str) -> Obj:
                 "message": "The workload is admitted", "lastTransitionTime": now}  # fmt: skip
     pods = [{"name": "node", "count": 1, "template": {"spec": {"containers": []}}}]
     return {
-        "apiVersion": KUEUE, "kind": "Workload",
+        "apiVersion": api_version, "kind": "Workload",
         "metadata": {"name": f"{job['kind'].lower()}-{meta['name']}-{meta['uid'][:5]}",
                      "namespace": meta["namespace"], "labels": {JOB_UID_LABEL: meta["uid"]},
                      "ownerReferences": [owner]},
@@ -146,10 +147,15 @@ class TwoClusters:
     WORKER: Final = WORKER
 
     def __init__(
-        self, shared: Path, *, worker_context: str | None = WORKER, scenario: str = "succeeds"
+        self,
+        shared: Path,
+        *,
+        worker_context: str | None = WORKER,
+        scenario: str = "succeeds",
+        kueue: str = "v1beta2",
     ) -> None:
-        self.manager = LocalCluster(shared, step=0.1, scenario=None, auto=False)
-        self.worker = LocalCluster(shared, step=0.1, scenario=None, auto=False)
+        self.manager = LocalCluster(shared, step=0.1, scenario=None, auto=False, kueue=kueue)
+        self.worker = LocalCluster(shared, step=0.1, scenario=None, auto=False, kueue=kueue)
         install_manager(self.manager.store)
         self.scenario = scenario
         self.worker.fake.on_create.append(lambda job: live(self.worker.fake, job, self.scenario))
@@ -203,4 +209,5 @@ class TwoClusters:
                 log.listeners.remove(on_request)
 
 
-__all__ = ["CHECK", "QUEUE", "TwoClusters", "dispatch", "follow", "install_manager", "webhook"]
+__all__ = ["CHECK", "CLUSTER_QUEUE", "QUEUE", "TwoClusters", "dispatch", "follow",
+           "install_manager", "webhook"]  # fmt: skip

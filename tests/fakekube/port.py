@@ -43,6 +43,7 @@ from .access import Attempt, NamespaceAccess
 from .clock import FakeClock
 from .events import EVENTS_V1, EVENTS_V1_KEY, Conversion
 from .faults import Fault, Faults, port_error
+from .kueue import CONVERSIONS as KUEUE_CONVERSIONS
 from .requestlog import RequestLog, RequestRecord
 from .resources import (
     BUILTIN_KINDS,
@@ -68,7 +69,7 @@ FOREGROUND = "foregroundDeletion"  # the finalizer of an owner deleted in the fo
 PROPAGATIONS = ("Background", "Foreground", "Orphan")
 SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
 # Versions served from another's storage: the same objects, under other field names.
-CONVERSIONS: dict[tuple[str, str], Conversion] = {EVENTS_V1_KEY: EVENTS_V1}
+CONVERSIONS: dict[tuple[str, str], Conversion] = {EVENTS_V1_KEY: EVENTS_V1, **KUEUE_CONVERSIONS}
 FINISHED = ("Succeeded", "Failed")
 T = TypeVar("T")
 

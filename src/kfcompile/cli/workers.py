@@ -62,6 +62,7 @@ class Remote:
         return {
             "cluster": self.cluster,
             "workload": self.dispatch.workload,
+            "kueueApi": self.dispatch.api,
             "admissionChecks": [
                 {"name": c.name, "state": c.state, "message": c.message}
                 for c in self.dispatch.checks

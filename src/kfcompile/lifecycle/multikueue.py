@@ -3,7 +3,8 @@
 namespace and name, to the worker cluster that admits it. Which worker that is, Kueue says in
 the job's Workload on the manager; this module finds that Workload and reads it.
 
-Fields read (Kueue ``apis/kueue/v1beta1/workload_types.go``, ``WorkloadStatus``):
+Fields read (Kueue ``apis/kueue/v1beta2/workload_types.go``, ``WorkloadStatus``, the same in
+v1beta1; read through the version the cluster serves, ``kueue.served_api``):
 ``status.clusterName`` (the worker the workload was dispatched to; Kueue v0.13+, with
 ``status.nominatedClusterNames`` for the candidates while it dispatches) and
 ``status.admissionChecks[]`` (``AdmissionCheckState``: ``name``, ``state`` one of Pending,
@@ -11,11 +12,10 @@ Ready, Retry, Rejected, ``message``). Before v0.13 the worker is only in the Mul
 message, ``The workload got reservation on "worker1"``
 (``pkg/controller/admissionchecks/multikueue/workload.go``), read as a fallback.
 
-The Workload is found by the label Kueue's job reconciler puts on it, ``kueue.x-k8s.io/job-uid``
-(``pkg/controller/constants``: ``JobUIDLabel``), else by its controller owner reference to the
-job. A queue is a MultiKueue queue when its ClusterQueue names an AdmissionCheck whose
-``spec.controllerName`` is ``kueue.x-k8s.io/multikueue`` (``ClusterQueueSpec.admissionChecks``,
-or ``admissionChecksStrategy.admissionChecks[].name``).
+The Workload is found as ``kueue.workload_of`` finds it. A queue is a MultiKueue queue when
+its ClusterQueue names an AdmissionCheck whose ``spec.controllerName`` is
+``kueue.x-k8s.io/multikueue`` (``spec.admissionChecksStrategy.admissionChecks[].name``, or
+v1beta1's ``spec.admissionChecks``).
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ from typing import Any, Final
 from attrs import frozen
 
 from kfcompile.kinds import MULTIKUEUE
+from kfcompile.lifecycle.kueue import NOT_SERVED, pick_workload, served_api, workload_of
 from kfcompile.lifecycle.objects import get, list_all, meta
 from kfcompile.lifecycle.observe import printable
 from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import Session
 
-KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
-JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 # Kueue's message on the MultiKueue check once a worker has reserved quota (before v0.13 the
 # only place that names the worker).
 _RESERVED_ON: Final = re.compile(r'got reservation on "([^"]+)"')
@@ -56,11 +55,13 @@ class Check:
 @frozen
 class Dispatch:
     """Where MultiKueue runs a job: its Workload on the manager, the worker cluster it was
-    dispatched to (None: not yet), and the Workload's admission checks."""
+    dispatched to (None: not yet), the Workload's admission checks, and the Kueue API it was
+    read through (None: the manager serves none)."""
 
     workload: str  # "" while Kueue has made no Workload yet
     cluster: str | None
     checks: tuple[Check, ...] = ()
+    api: str | None = None
 
     def __str__(self) -> str:
         where = (
@@ -69,6 +70,8 @@ class Dispatch:
             else "not dispatched to a worker cluster yet"
         )
         told = [f"Workload {self.workload}"] if self.workload else ["no Workload yet"]
+        if self.api is None:
+            told = [f"no Workload: {NOT_SERVED}"]
         told += [f"admission check {c}" for c in self.checks]
         return f"{where} ({'; '.join(told)})"
 
@@ -86,8 +89,9 @@ def _cluster_name(value: object) -> str | None:
     return None
 
 
-def read_workload(workload: Mapping[str, Any]) -> Dispatch:
-    """The dispatch a Workload says, from its status only; a hostile shape reads as nothing."""
+def read_workload(workload: Mapping[str, Any], api: str | None = None) -> Dispatch:
+    """The dispatch a Workload (read through ``api``) says, from its status only; a hostile
+    shape reads as nothing."""
     status = workload.get("status")
     status = status if isinstance(status, Mapping) else {}
     raw = status.get("admissionChecks")
@@ -102,7 +106,7 @@ def read_workload(workload: Mapping[str, Any]) -> Dispatch:
             found = _RESERVED_ON.search(check.message)
             if check.state == "Ready" and found:
                 cluster = _cluster_name(found[1])
-    return Dispatch(_text(meta(workload).get("name")), cluster, checks)
+    return Dispatch(_text(meta(workload).get("name")), cluster, checks, api)
 
 
 def multikueue_managed(job: Mapping[str, Any]) -> bool:
@@ -115,43 +119,17 @@ def multikueue_managed(job: Mapping[str, Any]) -> bool:
     return MULTIKUEUE in (spec.get("managedBy"), run.get("managedBy"))
 
 
-def _owned_by(workload: Mapping[str, Any], uid: str) -> bool:
-    owners = meta(workload).get("ownerReferences")
-    return any(
-        isinstance(o, Mapping) and o.get("uid") == uid and o.get("controller") is True
-        for o in (owners if isinstance(owners, list) else [])
-    )
-
-
-def _labelled(workload: Mapping[str, Any], uid: str) -> bool:
-    labels = meta(workload).get("labels")
-    return isinstance(labels, Mapping) and labels.get(JOB_UID_LABEL) == uid
-
-
-def pick_workload(workloads: Sequence[Obj], uid: str) -> Obj | None:
-    """The job's Workload among ``workloads``: labelled with its uid, else owned by it."""
-    for test in (_labelled, _owned_by):
-        for workload in workloads:
-            if test(workload, uid):
-                return workload
-    return None
-
-
 def dispatch(session: Session, job: Obj) -> Dispatch | None:
     """Where MultiKueue runs ``job`` (read on the manager), or None when MultiKueue does not
-    manage it. Two lists at most: by the uid label, then (older Kueue) all of the namespace's."""
+    manage it."""
     if not multikueue_managed(job):
         return None
-    ref = Ref.of(job)
-    uid = str(meta(job).get("uid", ""))
-    selector = f"{JOB_UID_LABEL}={uid}"
+    api = served_api(session, "Workload")
     try:
-        found = pick_workload(
-            list_all(session, KUEUE_API, "Workload", ref.namespace, label_selector=selector), uid
-        ) or pick_workload(list_all(session, KUEUE_API, "Workload", ref.namespace), uid)
-    except NotFound:  # Kueue's CRDs are not installed here
+        found = None if api is None else workload_of(session, api, job)
+    except NotFound:  # Kueue's CRDs went meanwhile
         found = None
-    return Dispatch("", None) if found is None else read_workload(found)
+    return Dispatch("", None, api=api) if found is None else read_workload(found, api)
 
 
 def dispatches(session: Session, jobs: Sequence[Obj], namespace: str | None) -> dict[str, Dispatch]:
@@ -161,9 +139,10 @@ def dispatches(session: Session, jobs: Sequence[Obj], namespace: str | None) -> 
     managed = [job for job in jobs if multikueue_managed(job)]
     if not managed:
         return {}
+    api = served_api(session, "Workload")
     try:
-        workloads = list_all(session, KUEUE_API, "Workload", namespace)
-    except NotFound:  # Kueue's CRDs are not installed here
+        workloads = [] if api is None else list_all(session, api, "Workload", namespace)
+    except NotFound:  # Kueue's CRDs went meanwhile
         workloads = []
     except Forbidden:  # may not read them: where each runs is not known (None)
         return {}
@@ -171,7 +150,7 @@ def dispatches(session: Session, jobs: Sequence[Obj], namespace: str | None) -> 
     for job in managed:
         uid = str(meta(job).get("uid", ""))
         workload = pick_workload(workloads, uid)
-        found[uid] = Dispatch("", None) if workload is None else read_workload(workload)
+        found[uid] = read_workload(workload, api) if workload else Dispatch("", None, api=api)
     return found
 
 
@@ -179,13 +158,16 @@ def multikueue_check(session: Session, namespace: str, queue: str) -> str | None
     """The MultiKueue AdmissionCheck of the LocalQueue ``queue``'s ClusterQueue, if it has one
     (None too when what it takes to know may not be read: a preflight hint, never a failure)."""
     try:
-        local = get(session, Ref(KUEUE_API, "LocalQueue", namespace, queue))
+        api = served_api(session, "LocalQueue")
+        if api is None:
+            return None
+        local = get(session, Ref(api, "LocalQueue", namespace, queue))
         cq_name = _text(((local or {}).get("spec") or {}).get("clusterQueue"))
         if not cq_name:
             return None
-        cq = get(session, Ref(KUEUE_API, "ClusterQueue", None, cq_name)) or {}
+        cq = get(session, Ref(api, "ClusterQueue", None, cq_name)) or {}
         for name in check_names(cq):
-            check = get(session, Ref(KUEUE_API, "AdmissionCheck", None, name)) or {}
+            check = get(session, Ref(api, "AdmissionCheck", None, name)) or {}
             if (check.get("spec") or {}).get("controllerName") == MULTIKUEUE:
                 return name
     except (ApiError, AttributeError):

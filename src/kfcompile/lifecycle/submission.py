@@ -17,6 +17,7 @@ from attrs import frozen
 from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.lifecycle.cluster_target import crd_problems
 from kfcompile.lifecycle.deleting import Remaining, make_way
+from kfcompile.lifecycle.kueue import NOT_SERVED, served_api
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
 from kfcompile.lifecycle.ports import LocalFiles, Obj, Ref
 from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
@@ -68,7 +69,6 @@ from kfcompile.spec.model import JobSpec
 from kfcompile.targets import target
 
 RUNTIME_API: Final = TRAINJOB.api_version
-LOCAL_QUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
 # Seconds a submit waits for a job of that name that is being deleted to be gone.
 DELETING_WAIT: Final = 60.0
 
@@ -164,15 +164,17 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
             )
     queue_name = (meta(job).get("labels") or {}).get(QUEUE_LABEL)
     if queue_name:
-        if not served(session, LOCAL_QUEUE_API, "LocalQueue"):
+        queues = served_api(session, "LocalQueue")
+        if queues is None:
             problems.append(
                 f"the job names Kueue queue {queue_name} but Kueue is not installed "
-                "(LocalQueue is not served): install Kueue or remove `queue`"
+                f"(LocalQueue: {NOT_SERVED}): install Kueue or remove `queue`"
             )
-        elif missing(session, Ref(LOCAL_QUEUE_API, "LocalQueue", namespace, queue_name)):
+        elif missing(session, Ref(queues, "LocalQueue", namespace, queue_name)):
             problems.append(
-                f"Kueue LocalQueue {queue_name} does not exist in namespace {namespace}: "
-                f"create it or fix `queue` (kubectl get localqueues -n {namespace})"
+                f"Kueue LocalQueue {queue_name} does not exist in namespace {namespace} "
+                f"(read through {queues}): create it or fix `queue` "
+                f"(kubectl get localqueues -n {namespace})"
             )
     no_claim = claim_missing(session, namespace, spec.work_dir.pvc) if spec.work_dir else None
     if no_claim:

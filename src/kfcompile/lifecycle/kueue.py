@@ -1,0 +1,77 @@
+"""Kueue as the cluster serves it: which version of its API to read (``kueue.x-k8s.io``), and a
+job's Workload.
+
+Kueue serves ``v1beta1`` up to v0.19 and ``v1beta2`` from v0.15 (its storage version from
+v0.16); v0.20 stops serving ``v1beta1``. So every Kueue object is read through the version
+discovery says the cluster serves, ``v1beta2`` first (``served_api``). What kfcompile reads is
+the same in both (``apis/kueue/v1beta{1,2}``): Workload ``status.clusterName``,
+``nominatedClusterNames``, ``admissionChecks[]`` and ``conditions[]``, LocalQueue
+``spec.clusterQueue``, AdmissionCheck ``spec.controllerName``; a ClusterQueue's plain
+``spec.admissionChecks`` list is v1beta1's only (v1beta2 has ``admissionChecksStrategy``, which
+v1beta1 also has: ``multikueue.check_names`` reads both).
+
+A job's Workload carries the label ``kueue.x-k8s.io/job-uid`` (``pkg/controller/constants``:
+``JobUIDLabel``) and a controller owner reference to the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from kfcompile.lifecycle.objects import list_all, meta, served
+from kfcompile.lifecycle.ports import Obj, Ref
+from kfcompile.lifecycle.session import Session
+
+GROUP: Final = "kueue.x-k8s.io"
+# The versions read, the preferred first.
+VERSIONS: Final = ("v1beta2", "v1beta1")
+JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
+# Said where no Kueue API is served: which ones kfcompile reads, and the releases serving them.
+NOT_SERVED: Final = (
+    f"this cluster serves neither {GROUP}/v1beta2 (Kueue v0.15 on) nor {GROUP}/v1beta1 "
+    "(Kueue v0.13 to v0.19)"
+)
+
+
+def served_api(session: Session, kind: str) -> str | None:
+    """The Kueue API version (``kueue.x-k8s.io/v1beta2``) through which the cluster serves
+    ``kind``, the newest of ``VERSIONS`` it serves; None: Kueue is not installed (or too old)."""
+    for version in VERSIONS:
+        api_version = f"{GROUP}/{version}"
+        if served(session, api_version, kind):
+            return api_version
+    return None
+
+
+def _owned_by(workload: Mapping[str, Any], uid: str) -> bool:
+    owners = meta(workload).get("ownerReferences")
+    return any(
+        isinstance(o, Mapping) and o.get("uid") == uid and o.get("controller") is True
+        for o in (owners if isinstance(owners, list) else [])
+    )
+
+
+def _labelled(workload: Mapping[str, Any], uid: str) -> bool:
+    labels = meta(workload).get("labels")
+    return isinstance(labels, Mapping) and labels.get(JOB_UID_LABEL) == uid
+
+
+def pick_workload(workloads: Sequence[Obj], uid: str) -> Obj | None:
+    """The job's Workload among ``workloads``: labelled with its uid, else owned by it."""
+    for test in (_labelled, _owned_by):
+        for workload in workloads:
+            if test(workload, uid):
+                return workload
+    return None
+
+
+def workload_of(session: Session, api_version: str, job: Obj) -> Obj | None:
+    """The job's Workload (read through ``api_version``), None when Kueue has made none. Two
+    lists at most: by the uid label, then (a Workload without it) all of the namespace's."""
+    ref = Ref.of(job)
+    uid = str(meta(job).get("uid", ""))
+    selector = f"{JOB_UID_LABEL}={uid}"
+    return pick_workload(
+        list_all(session, api_version, "Workload", ref.namespace, label_selector=selector), uid
+    ) or pick_workload(list_all(session, api_version, "Workload", ref.namespace), uid)
