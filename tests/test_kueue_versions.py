@@ -100,9 +100,14 @@ def test_whether_a_queue_dispatches_is_read_through_the_served_version(
 
 @ALL
 def test_multikueue_is_followed_through_the_served_version(
-    shared: Path, serves: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    shared: Path,
+    serves: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with TwoClusters(shared, kueue=serves) as clusters:
+        monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
         _followed(clusters, serves, capsys, tmp_path)
 
 

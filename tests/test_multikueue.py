@@ -29,8 +29,9 @@ TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 
 
 @pytest.fixture
-def clusters() -> Iterator[TwoClusters]:
+def clusters(monkeypatch: pytest.MonkeyPatch) -> Iterator[TwoClusters]:
     with TwoClusters(schema_check.require_shared()) as two:
+        monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(two.clusters_file))
         yield two
 
 
@@ -107,18 +108,21 @@ def test_logs_come_from_the_worker_and_cancel_waits_for_the_mirror(
     assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
 
-def test_a_worker_no_context_reaches_is_named_with_how_to_reach_it(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+def test_a_worker_not_mapped_is_named_with_how_to_map_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with TwoClusters(schema_check.require_shared(), worker_context=None) as clusters:
+        monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
         submitted(clusters, capsys, tmp_path)
         code, out, err = run(clusters, capsys, "logs", "demo")
         assert code == 1 and "Traceback" not in err
         line = (
-            "runs on worker cluster worker1, which this kubeconfig does not reach "
-            "(context 'worker1', of the same name"
+            "kfcompile: TrainJob demo in namespace default runs on worker cluster worker1, which "
+            "is not mapped to a kubeconfig context for manager context manager: map it with "
+            f"--cluster worker1=CONTEXT or managers.manager.worker1: CONTEXT in "
+            f"{clusters.clusters_file}; a cluster not mapped is never read\n"
         )
-        assert line in err and "give its context with --cluster worker1=CONTEXT" in err
+        assert line in err
         code, out, err = run(clusters, capsys, "status", "demo")
         assert code == 0 and "worker: TrainJob demo in namespace default runs on" in out
         code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "30s")
@@ -126,13 +130,57 @@ def test_a_worker_no_context_reaches_is_named_with_how_to_reach_it(
         assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
 
+def test_a_worker_mapped_to_a_context_the_kubeconfig_lacks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with TwoClusters(schema_check.require_shared(), worker_context=None) as clusters:
+        submitted(clusters, capsys, tmp_path)
+        code, _, err = run(clusters, capsys, "logs", "demo", "--cluster", "worker1=ctx-gone")
+    assert code == 1 and "Traceback" not in err
+    assert (
+        "runs on worker cluster worker1, mapped to kubeconfig context 'ctx-gone', which cannot "
+        "be reached: kubeconfig "
+    ) in err
+    assert "no context 'ctx-gone' (available: manager)" in err
+
+
 def test_a_worker_context_given_with_cluster(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    with TwoClusters(schema_check.require_shared(), worker_context="ctx-w1") as clusters:
+    with TwoClusters(
+        schema_check.require_shared(), worker_context="ctx-w1", mapped=False
+    ) as clusters:
         submitted(clusters, capsys, tmp_path)
         code, out, err = run(clusters, capsys, "logs", "demo", "--cluster", "worker1=ctx-w1")
         assert code == 0 and "rank 0 step 1" in out, err
+
+
+def test_a_context_named_like_the_worker_is_never_followed_unless_mapped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manager's Workload names worker1 and the kubeconfig has a context worker1 (another
+    team's cluster, say), but nothing maps it for this manager: not one request reaches it,
+    whatever the command; mapped in the file, the same commands follow the job there."""
+    with TwoClusters(schema_check.require_shared(), mapped=False) as clusters:
+        monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
+        submitted(clusters, capsys, tmp_path)
+        clusters.worker.kube.requests.clear()
+        for command in (
+            ["status", "demo"],
+            ["status", "demo", "-o", "json"],
+            ["events", "demo"],
+            ["logs", "demo", "--all-ranks"],
+            ["logs", "demo", "--follow"],
+            ["wait", "demo", "--until", "running", "--timeout", "5s"],
+        ):
+            code, out, err = run(clusters, capsys, *command)
+            assert "Traceback" not in err and "is not mapped" in out + err, command
+        code, out, err = run(clusters, capsys, "list")
+        assert code == 0 and " worker1" in out, err  # where it runs, from the manager alone
+        with clusters.ticking():
+            code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "5s")
+        assert code == 0 and "not checked on a worker cluster" in err and "is not mapped" in err
+        assert list(clusters.worker.kube.requests) == []
 
 
 def test_submit_says_the_queue_dispatches_and_wait_names_the_worker(
@@ -291,7 +339,7 @@ def test_the_torchx_scheduler_on_a_manager_reads_describe_and_logs_on_the_worker
     assert any("rank 1 step 1" in line for line in lines), lines
 
 
-def test_the_torchx_scheduler_says_which_worker_it_cannot_reach(
+def test_the_torchx_scheduler_says_how_to_map_a_worker_not_mapped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("torchx", reason="torchx is not installed (CI's launcher env)")
@@ -309,10 +357,11 @@ def test_the_torchx_scheduler_says_which_worker_it_cannot_reach(
             clusters.settle()
             with pytest.raises(SchedulerError) as caught:
                 list(runner.log_lines(handle, "train", k=0))
-    assert str(caught.value).endswith("give it a context named worker1")
-    assert "runs on worker cluster worker1, which this kubeconfig does not reach" in str(
-        caught.value
-    )
+    assert (
+        "runs on worker cluster worker1, which is not mapped to a kubeconfig context for manager "
+        "context manager: map it with clusters={'worker1': CONTEXT} or "
+        "managers.manager.worker1: CONTEXT in "
+    ) in str(caught.value)
 
 
 def test_the_nemo_run_executor_on_a_manager_fetches_the_logs_on_the_worker(

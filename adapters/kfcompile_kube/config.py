@@ -51,6 +51,7 @@ class Connection:
     namespace: str
     source: str  # where the configuration came from, for messages ("kubeconfig ... context ...")
     request_timeout: float | None = REQUEST_TIMEOUT
+    context: str | None = None  # the kubeconfig context used (None: in-cluster)
 
     def close(self) -> None:
         self.api_client.close()
@@ -160,7 +161,7 @@ def _from_kubeconfig(paths: list[str], context: str | None, exec_timeout: float)
         configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
     namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
     source = f"{where}, context {name}"
-    return Connection(_client(configuration), str(namespace), source)
+    return Connection(_client(configuration), str(namespace), source, context=name)
 
 
 # What an auth provider's token refresh (the client's oidc, gcp, azure) raises when its identity

@@ -33,6 +33,7 @@ Key = tuple[str, str, str, str]
 MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 ORIGIN_LABEL: Final = "kueue.x-k8s.io/multikueue-origin"
+PREBUILT: Final = "kueue.x-k8s.io/prebuilt-workload-name"  # an annotation of the mirror
 # What an API server defaults managedBy to (the CRDs) before Kueue's webhook sees the job.
 DEFAULT_MANAGERS: Final = ("trainer.kubeflow.org/trainjob-controller",
                             "kubeflow.org/training-operator")  # fmt: skip
@@ -88,13 +89,15 @@ def dispatch(manager: PortFake, worker: Objects, key: Key) -> None:
     if job is None or job["metadata"].get("deletionTimestamp"):
         return
     meta = job["metadata"]
+    workload = _workload(job, rfc3339(manager.clock.time()), kueue.api(manager.objects))
     labels = {**(meta.get("labels") or {}), ORIGIN_LABEL: "multikueue"}
+    notes = {**(meta.get("annotations") or {}), PREBUILT: workload["metadata"]["name"]}
     mirror = {"apiVersion": job["apiVersion"], "kind": job["kind"], "spec": clone(job["spec"]),
               "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels,
-                           "annotations": dict(meta.get("annotations") or {})}}  # fmt: skip
+                           "annotations": notes}}  # fmt: skip
     _flags(mirror).pop("managedBy", None)  # the worker's own controller runs the mirror
     worker.create(mirror)
-    manager.objects.put(_workload(job, rfc3339(manager.clock.time()), kueue.api(manager.objects)))
+    manager.objects.put(workload)
     _flags(job)["suspend"] = False
     manager.objects.put(job)
     follow(manager, worker, key)
@@ -141,8 +144,10 @@ class TwoClusters:
     """A manager and one worker (``WORKER``), each a ``LocalCluster`` (its clock advanced by
     ``settle``), MultiKueue between them, and one kubeconfig with a context per cluster
     (``manager``, and ``worker_context`` for the worker: by default the worker's cluster name;
-    None: the kubeconfig has no way to the worker). Each job on the worker lives
-    ``scenario`` (a row of ``cluster.LIVES``)."""
+    None: the kubeconfig has no way to the worker), and a cluster mapping file
+    (``clusters_file``, for ``$KFCOMPILE_CLUSTERS``) that maps the worker to its context for the
+    manager context when ``mapped``. Each job on the worker lives ``scenario`` (a row of
+    ``cluster.LIVES``); both serve the Kueue API versions ``kueue`` names."""
 
     WORKER: Final = WORKER
 
@@ -153,6 +158,7 @@ class TwoClusters:
         worker_context: str | None = WORKER,
         scenario: str = "succeeds",
         kueue: str = "v1beta2",
+        mapped: bool = True,
     ) -> None:
         self.manager = LocalCluster(shared, step=0.1, scenario=None, auto=False, kueue=kueue)
         self.worker = LocalCluster(shared, step=0.1, scenario=None, auto=False, kueue=kueue)
@@ -162,6 +168,8 @@ class TwoClusters:
         self.manager.fake.on_create.append(dispatches(self.manager.fake, self.worker.store))
         self.worker_context = worker_context
         self.kubeconfig = self.manager.kubeconfig.with_name("two-clusters")  # in its tmp dir
+        self.clusters_file = self.kubeconfig.with_name("clusters.yaml")
+        self.mapped = mapped and worker_context is not None
 
     def __enter__(self) -> TwoClusters:
         self.manager.__enter__()
@@ -174,6 +182,8 @@ class TwoClusters:
         configs = [json.loads(path.read_text()) for path in paths]
         lists = {k: [e for c in configs for e in c[k]] for k in ("clusters", "users", "contexts")}
         self.kubeconfig.write_text(json.dumps(configs[0] | lists))
+        workers = {WORKER: self.worker_context} if self.mapped else {}
+        self.clusters_file.write_text(json.dumps({"managers": {"manager": workers}}))
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -30,7 +30,7 @@ from kfcompile.cli.common import (
 from kfcompile.cli.context import Context, cluster_errors, target_for
 from kfcompile.cli.workers import Remote, observed, remote
 from kfcompile.kinds import KINDS, MULTIKUEUE
-from kfcompile.lifecycle.multikueue import multikueue_check
+from kfcompile.lifecycle.multikueue import ORIGIN_LABEL, PREBUILT, is_mirror, multikueue_check
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import absent_reason
 from kfcompile.progress import bar as progress_bar
@@ -476,14 +476,27 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def _mirror_gone(far: Remote, timeout: float | None) -> None:
     """After the manager's job is gone: wait until MultiKueue's mirror of it on the worker, and
-    its pods, are gone too; or say what could not be checked."""
+    its pods, are gone too; or say what could not be checked. A job of that name there that
+    is not the mirror (``is_mirror``) is left alone."""
+    from kfcompile.lifecycle.objects import get, meta
+
     if far.session is None:
         why = far.problem or "the job was never dispatched to a worker cluster"
         print(f"kfcompile: not checked on a worker cluster: {why}", file=sys.stderr)
         return
+    there = get(far.session, far.ref)
+    if there is not None and not is_mirror(there, far.ref, far.dispatch.workload):
+        print(
+            f"kfcompile: {far.ref} on worker cluster {far.cluster} is not MultiKueue's mirror "
+            f"of this job (not labelled {ORIGIN_LABEL} with Workload {far.dispatch.workload} "
+            f"as its {PREBUILT}): left alone, not waited for",
+            file=sys.stderr,
+        )
+        return
     lifecycle.wait_gone(
         far.session,
         far.ref,
+        uid=None if there is None else str(meta(there).get("uid", "")) or None,
         pods=True,
         timeout=timeout,
         on_change=_waiting_on(f"cancel --wait, on worker cluster {far.cluster}"),

@@ -2,10 +2,12 @@
 command connects to) to the worker cluster that runs it: which worker (from the job's Workload
 on the manager, ``lifecycle.multikueue``), and a session to it, made only when needed.
 
-A worker cluster's name (``status.clusterName``, a MultiKueueCluster's name) is reached through
-the kubeconfig context of the same name, or the one ``--cluster NAME=CONTEXT`` gives (repeatable),
-in the same kubeconfig as the manager's context. When no context reaches it, the commands say
-which cluster runs the job and how to give access, once.
+A worker cluster's name (``status.clusterName``, a MultiKueueCluster's name) is the manager's
+word, so it is followed only to the kubeconfig context the user mapped it to for this manager:
+``--cluster NAME=CONTEXT`` (repeatable), or the mapping file (``kfcompile_local.clusters``),
+in the same kubeconfig as the manager's context; never to a context merely named like it. An
+unmapped worker, or one its context does not reach, is said once with how to fix it, and
+nothing is asked of any other cluster.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from kfcompile import lifecycle
 from kfcompile.cli.common import Failed, UsageError
 from kfcompile.cli.context import Context
 from kfcompile.lifecycle import Event, Observation, Session
-from kfcompile.lifecycle.multikueue import Dispatch, dispatch
+from kfcompile.lifecycle.multikueue import Dispatch, Workers, dispatch, unreachable
 from kfcompile.lifecycle.ports import ApiError, Forbidden, Obj, Ref
 
 
@@ -68,6 +70,7 @@ class Remote:
                 for c in self.dispatch.checks
             ],
             "workerReachable": self.session is not None,
+            "workerProblem": self.problem or None,
             "workerEvents": [attrs.asdict(e) for e in self.events],
         }
 
@@ -87,20 +90,29 @@ def remote(ctx: Context, args: argparse.Namespace, job: Obj) -> Remote | None:
         return None
     if found.cluster is None:
         return Remote(ref, found, None)
-    mapping = cluster_contexts(getattr(args, "cluster", None))
-    context = mapping.get(found.cluster, found.cluster)
+    try:
+        mapped = workers(ctx, args)
+    except lifecycle.ClusterError as exc:  # the mapping file: the manager's answer stands
+        return Remote(ref, found, None, "; ".join(str(exc).splitlines()))
+    context = mapped.contexts.get(found.cluster)
+    if context is None:
+        return Remote(ref, found, None, mapped.unmapped(ref, found.cluster))
     worker_args = argparse.Namespace(**{**vars(args), "context": context})
     try:
         session = Context(worker_args).session
     except Failed as exc:
-        given = "given with --cluster" if found.cluster in mapping else "of the same name"
-        problem = (
-            f"{ref} runs on worker cluster {found.cluster}, which this kubeconfig does not "
-            f"reach (context {context!r}, {given}: {' '.join(exc.problems)}); give its context "
-            f"with --cluster {found.cluster}=CONTEXT"
-        )
+        problem = unreachable(ref, found.cluster, context, " ".join(exc.problems))
         return Remote(ref, found, None, problem)
     return Remote(ref, found, session)
+
+
+def workers(ctx: Context, args: argparse.Namespace) -> Workers:
+    """The worker clusters mapped for this command's manager context: the mapping file's and
+    ``--cluster``'s (which win)."""
+    from kfcompile_local.clusters import mapped_workers
+
+    given = cluster_contexts(getattr(args, "cluster", None))
+    return mapped_workers(ctx.kube_context, given, how="--cluster NAME=CONTEXT")
 
 
 def observed(ctx: Context, args: argparse.Namespace, job: Obj) -> tuple[Observation, Remote | None]:

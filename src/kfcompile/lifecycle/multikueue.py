@@ -24,15 +24,20 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from attrs import frozen
+from attrs import field, frozen
 
 from kfcompile.kinds import MULTIKUEUE
 from kfcompile.lifecycle.kueue import NOT_SERVED, pick_workload, served_api, workload_of
 from kfcompile.lifecycle.objects import get, list_all, meta
 from kfcompile.lifecycle.observe import printable
 from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
-from kfcompile.lifecycle.session import Session
+from kfcompile.lifecycle.session import ClusterError, Session
 
+# What MultiKueue puts on the mirror of a job it creates on a worker (jobframework
+# ``SetMultiKueueMeta``): the origin label, and the manager's Workload as the mirror's prebuilt
+# one (an annotation; a label before Kueue's WorkloadIdentifierAnnotations feature).
+ORIGIN_LABEL: Final = "kueue.x-k8s.io/multikueue-origin"
+PREBUILT: Final = "kueue.x-k8s.io/prebuilt-workload-name"
 # Kueue's message on the MultiKueue check once a worker has reserved quota (before v0.13 the
 # only place that names the worker).
 _RESERVED_ON: Final = re.compile(r'got reservation on "([^"]+)"')
@@ -190,20 +195,150 @@ def check_names(cluster_queue: Mapping[str, Any]) -> list[str]:
     return names
 
 
-def running_on(session: Session, job: Obj, reach: Callable[[str], Session]) -> Session:
+def is_mirror(obj: Mapping[str, Any], ref: Ref, workload: str) -> bool:
+    """Whether ``obj``, read on a worker, is MultiKueue's mirror of the manager's job ``ref``
+    whose Workload is ``workload``: its name and namespace, the origin label, and ``workload``
+    as its prebuilt Workload. Anything else there (a job of that name someone else made) is
+    never waited on or deleted on the manager's account."""
+    about = meta(obj)
+    labels = about.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    notes = about.get("annotations")
+    notes = notes if isinstance(notes, Mapping) else {}
+    prebuilt = notes.get(PREBUILT) or labels.get(PREBUILT)
+    return (
+        bool(workload)
+        and (about.get("name"), about.get("namespace")) == (ref.name, ref.namespace)
+        and isinstance(labels.get(ORIGIN_LABEL), str)
+        and prebuilt == workload
+    )
+
+
+# --- the worker clusters the user mapped -----------------------------------------------------
+
+
+@frozen
+class Workers:
+    """The worker clusters the user mapped for one manager cluster: each worker's name (a
+    MultiKueueCluster's, as a Workload's ``status.clusterName`` gives it) -> the kubeconfig
+    context that reaches it. A Workload names the cluster the manager chose: a name it could
+    pick must never select an unrelated context, whose objects would then be read, waited on or
+    deleted on the manager's say-so, so only these are ever followed.
+
+    ``manager``: the manager's kubeconfig context (None: not known, e.g. in-cluster), the key
+    of the mapping ``file`` (``CLUSTERS_FILE``); ``how``: how the caller's user maps one besides
+    the file (``--cluster NAME=CONTEXT``), both said when a worker is unmapped."""
+
+    manager: str | None
+    contexts: Mapping[str, str] = field(factory=dict)
+    how: str = ""
+    file: str = "~/.config/kfcompile/clusters.yaml"
+
+    def unmapped(self, ref: Ref, cluster: str) -> str:
+        """Why the job is not followed to ``cluster``, and how to map it, in one line."""
+        ways = [self.how.replace("NAME", cluster)] if self.how else []
+        if self.manager is not None:
+            ways.append(f"managers.{self.manager}.{cluster}: CONTEXT in {self.file}")
+        else:  # the file is keyed by the manager's context, and this session has none
+            ways.append(f"{self.file}, from a kubeconfig context for the manager")
+        return (
+            f"{ref} runs on worker cluster {cluster}, which is not mapped to a kubeconfig "
+            f"context for {_managed(self.manager)}: map it with {' or '.join(ways)}; a cluster "
+            "not mapped is never read"
+        )
+
+
+def _managed(manager: str | None) -> str:
+    return f"manager context {manager}" if manager else "this manager"
+
+
+# The mapping file (``Workers.file``: ``$KFCOMPILE_CLUSTERS``, else
+# ``$XDG_CONFIG_HOME/kfcompile/clusters.yaml``, ``~/.config`` by default), keyed by the
+# manager's kubeconfig context, each worker cluster's name (as Kueue names it) -> the
+# kubeconfig context that reaches it:
+#
+#   managers:
+#     prod-manager:          # the manager's kubeconfig context
+#       worker-1: prod-w1    # the worker cluster worker-1 is reached through context prod-w1
+#       worker-2: prod-w2
+
+
+def _context_name(value: object) -> bool:
+    """A kubeconfig context's name: any non-empty line of printable text."""
+    return isinstance(value, str) and 0 < len(value) <= _MAX_NAME and value.isprintable()
+
+
+def read_clusters(text: str, source: str) -> dict[str, dict[str, str]]:
+    """The mapping file's text (its shape above; ``source``: its path, for messages) as
+    manager context -> worker cluster -> context; ``ClusterError`` with one line per problem,
+    each naming its path in the file."""
+    from kfcompile.spec import yamlio
+    from kfcompile.spec.errors import SpecError
+
+    try:
+        data = yamlio.parse(text)
+    except SpecError as exc:
+        raise ClusterError(
+            "\n".join(f"{source}: {p.path or 'YAML'}: {p.message}" for p in exc.problems)
+        ) from None
+    problems: list[str] = []
+    found: dict[str, dict[str, str]] = {}
+    if data is None:
+        return found
+    if not isinstance(data, Mapping) or set(data) - {"managers"}:
+        problems.append("expected a mapping with one key, managers")
+    managers = data.get("managers") if isinstance(data, Mapping) else None
+    if managers is not None and not isinstance(managers, Mapping):
+        problems.append("managers: expected a mapping of manager contexts")
+    for manager, workers in (managers if isinstance(managers, Mapping) else {}).items():
+        at = f"managers.{manager}"
+        if not _context_name(manager):
+            problems.append(f"{at}: a manager's key must be its kubeconfig context's name")
+            continue
+        if not isinstance(workers, Mapping):
+            problems.append(f"{at}: expected a mapping of worker cluster -> context")
+            continue
+        found[manager] = {}
+        for worker, context in workers.items():
+            if _cluster_name(worker) is None:
+                problems.append(
+                    f"{at}.{worker}: not a worker cluster name (a MultiKueueCluster's: a "
+                    "lowercase RFC 1123 subdomain)"
+                )
+            elif not _context_name(context):
+                problems.append(f"{at}.{worker}: expected a kubeconfig context's name")
+            else:
+                found[manager][worker] = context
+    if problems:
+        raise ClusterError("\n".join(f"{source}: {printable(p)}" for p in problems))
+    return found
+
+
+def running_on(
+    session: Session, job: Obj, workers: Workers, reach: Callable[[str, str], Session]
+) -> Session:
     """The session whose cluster has the job's pods and logs: for a job MultiKueue dispatched,
-    the worker's (``reach(cluster name)``, which raises what it raises when it cannot reach
-    it), else ``session`` (the job runs here, or is not dispatched yet). How the launchers'
-    log and describe calls follow a job from a manager."""
+    the worker's, through the context ``workers`` maps it to (``reach(cluster, context)``,
+    which raises what it raises when it cannot reach it), else ``session`` (the job runs
+    here, or is not dispatched yet). A worker ``workers`` does not map is ``Unmapped``:
+    nothing is asked of any other cluster. How the launchers' log and describe calls follow a
+    job from a manager."""
     found = dispatch(session, job)
     if found is None or found.cluster is None:
         return session
-    return reach(found.cluster)
+    context = workers.contexts.get(found.cluster)
+    if context is None:
+        raise Unmapped(workers.unmapped(Ref.of(job), found.cluster))
+    return reach(found.cluster, context)
 
 
-def unreachable(ref: Ref, cluster: str, why: str) -> str:
+class Unmapped(ClusterError):
+    """A job runs on a worker cluster the user has not mapped to a kubeconfig context."""
+
+
+def unreachable(ref: Ref, cluster: str, context: str, why: str) -> str:
     """Why the pods and logs of a dispatched job cannot be read from here, in one line."""
     return (
-        f"{ref} runs on worker cluster {cluster}, which this kubeconfig does not reach ({why}): "
-        f"give it a context named {cluster}"
+        f"{ref} runs on worker cluster {cluster}, mapped to kubeconfig context {context!r}, "
+        f"which cannot be reached: {why}"
     )
