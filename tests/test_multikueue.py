@@ -15,7 +15,7 @@ import yaml
 from fakekube.clock import fixed_jitter
 from fakekube.cluster import NAMESPACE, QUEUE
 from fakekube.kueue import V1BETA2 as KUEUE
-from fakekube.multikueue import MULTIKUEUE, TwoClusters
+from fakekube.multikueue import MULTIKUEUE, PREBUILT, TwoClusters
 from test_cli_cluster import write_spec
 
 from kfcompile import lifecycle
@@ -106,6 +106,26 @@ def test_logs_come_from_the_worker_and_cancel_waits_for_the_mirror(
     assert clusters.worker.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
     assert clusters.worker.store.list("v1", "Pod", NAMESPACE) == []
     assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+
+
+def test_cancel_wait_waits_on_the_worker_only_for_the_mirror_of_this_job(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A job of that name on the worker whose prebuilt Workload is another (not this job's
+    mirror) is neither waited on nor touched by kfcompile."""
+    submitted(clusters, capsys, tmp_path)
+    other = {"annotations": {PREBUILT: "someone-elses"}, "finalizers": ["example.com/keep"]}
+    clusters.worker.store.change(TRAINJOB, "TrainJob", NAMESPACE, "demo", {"metadata": other})
+    with clusters.ticking():
+        code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "3s")
+    assert code == 0, err
+    assert (
+        "kfcompile: TrainJob demo in namespace default on worker cluster worker1 is not "
+        "MultiKueue's mirror of this job (not labelled kueue.x-k8s.io/multikueue-origin with "
+        "Workload trainjob-demo-"
+    ) in err
+    assert "left alone, not waited for" in err
+    assert [r.method for r in clusters.worker.kube.requests if r.method != "GET"] == []
 
 
 def test_a_worker_not_mapped_is_named_with_how_to_map_it(
