@@ -117,14 +117,14 @@ def test_cancel_wait_waits_on_the_worker_only_for_the_mirror_of_this_job(
     other = {"annotations": {PREBUILT: "someone-elses"}, "finalizers": ["example.com/keep"]}
     clusters.worker.store.change(TRAINJOB, "TrainJob", NAMESPACE, "demo", {"metadata": other})
     with clusters.ticking():
-        code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "3s")
+        code, _, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "3s")
     assert code == 0, err
     assert (
-        "kfcompile: TrainJob demo in namespace default on worker cluster worker1 is not "
-        "MultiKueue's mirror of this job (not labelled kueue.x-k8s.io/multikueue-origin with "
-        "Workload trainjob-demo-"
+        "kfcompile: not checked on a worker cluster: TrainJob demo in namespace default on "
+        "worker cluster worker1 is not MultiKueue's mirror of this job (not labelled "
+        "kueue.x-k8s.io/multikueue-origin with Workload trainjob-demo-"
     ) in err
-    assert "left alone, not waited for" in err
+    assert "left alone, not read" in err
     assert [r.method for r in clusters.worker.kube.requests if r.method != "GET"] == []
 
 
@@ -406,3 +406,32 @@ def test_the_nemo_run_executor_on_a_manager_fetches_the_logs_on_the_worker(
     shown = list(ex.fetch_logs(name))
     assert any(line.startswith("rank 0 ") for line in shown), shown
     assert clusters.manager.store.list("v1", "Pod", NAMESPACE) == []  # they are the worker's
+
+
+def test_the_manager_judges_a_dispatched_job_by_the_workers_pods(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's pods cannot be scheduled; its JobSet counts the Job active, none ready, as
+    the real one does (observed/trainer-v2.3.0), and Kueue copies that status to the manager's
+    job. On the manager, status and wait judge the job by those pods, as on one cluster:
+    PENDING (Unschedulable), and wait --until running keeps waiting."""
+    shared = schema_check.require_shared()
+    with TwoClusters(shared) as clusters:
+        monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
+        code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path, "unschedulable")))
+        assert code == 0, err
+        clusters.settle()
+        active = [{"name": "node", "active": 1, "ready": 0, "succeeded": 0, "failed": 0,
+                   "suspended": 0}]  # fmt: skip
+        clusters.worker.store.change(
+            TRAINJOB, "TrainJob", NAMESPACE, "demo", {"status": {"jobsStatus": active}}
+        )
+        clusters.settle()
+        code, out, err = run(clusters, capsys, "status", "demo")
+        assert code == 0, err
+        assert out.startswith("TrainJob demo in namespace default: PENDING (Unschedulable) pod ")
+        assert "nodes: 0/2 ready" in out
+        code, out, err = run(clusters, capsys, "wait", "demo", "--until", "running",
+                             "--timeout", "1s")  # fmt: skip
+        assert code == 1 and "did not become running within 1s: PENDING (Unschedulable)" in err
+        assert "demo: dispatched to worker cluster worker1" in err

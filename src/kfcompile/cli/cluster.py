@@ -28,9 +28,9 @@ from kfcompile.cli.common import (
     UsageError,
 )
 from kfcompile.cli.context import Context, cluster_errors, target_for
-from kfcompile.cli.workers import Remote, observed, remote
+from kfcompile.cli.workers import Remote, WorkerPods, observed, remote
 from kfcompile.kinds import KINDS, MULTIKUEUE
-from kfcompile.lifecycle.multikueue import ORIGIN_LABEL, PREBUILT, is_mirror, multikueue_check
+from kfcompile.lifecycle.multikueue import multikueue_check
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import absent_reason
 from kfcompile.progress import bar as progress_bar
@@ -272,17 +272,21 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) 
 def _dispatched(ctx: Context, ref: Ref, args: argparse.Namespace) -> lifecycle.Session | None:
     """Wait on the manager until the job runs (Kueue copies the worker's status back once it
     has dispatched it); the worker's session, or None when it cannot be reached (said)."""
-    shown = _Progress()
+    shown, pods_on = _Progress(), WorkerPods(ctx, args)
     try:
         timeout = getattr(args, "timeout", None)  # logs has none
-        lifecycle.wait(ctx.session, ref, "running", timeout=timeout, on_change=shown)
+        lifecycle.wait(
+            ctx.session, ref, "running", timeout=timeout, on_change=shown, pods_on=pods_on
+        )
     finally:
         shown.close()
-    job = lifecycle.find(ctx.session, ctx.namespace, ref.name, ref.kind)
-    where = remote(ctx, args, job)
-    if where is None:  # not MultiKueue's after all: its pods are here
-        return ctx.session
-    where.say()
+    where = pods_on.found
+    if where is None:
+        job = lifecycle.find(ctx.session, ctx.namespace, ref.name, ref.kind)
+        where = remote(ctx, args, job)
+        if where is None:  # not MultiKueue's after all: its pods are here
+            return ctx.session
+        where.say()
     return where.session
 
 
@@ -377,15 +381,15 @@ def cmd_wait(args: argparse.Namespace) -> int:
     with cluster_errors():
         job = ctx.find_job(args.name, args.kind)
         ref = Ref.of(job)
-        shown = _Progress()
+        shown, pods_on = _Progress(), WorkerPods(ctx, args)  # judged by a worker's pods
         try:
             obs = lifecycle.wait(
-                ctx.session, ref, args.until, timeout=args.timeout, on_change=shown
+                ctx.session, ref, args.until, timeout=args.timeout, on_change=shown, pods_on=pods_on
             )
         finally:
             shown.close()
-        far = remote(ctx, args, job)  # where it ran (no request unless MultiKueue manages it)
-        if far is not None:
+        far = pods_on.found  # where it ran (said); no request unless MultiKueue manages it
+        if far is None and (far := remote(ctx, args, job)) is not None:
             far.say()
         if args.save_logs and obs.state.finished:
             _save_logs(ctx.session if far is None else far.session, ref, args.save_logs)
@@ -476,27 +480,18 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def _mirror_gone(far: Remote, timeout: float | None) -> None:
     """After the manager's job is gone: wait until MultiKueue's mirror of it on the worker, and
-    its pods, are gone too; or say what could not be checked. A job of that name there that
-    is not the mirror (``is_mirror``) is left alone."""
-    from kfcompile.lifecycle.objects import get, meta
+    its pods, are gone too; or say what could not be checked (a job of that name there that is
+    not the mirror is never waited on: ``remote``)."""
+    from kfcompile.lifecycle.objects import meta
 
     if far.session is None:
         why = far.problem or "the job was never dispatched to a worker cluster"
         print(f"kfcompile: not checked on a worker cluster: {why}", file=sys.stderr)
         return
-    there = get(far.session, far.ref)
-    if there is not None and not is_mirror(there, far.ref, far.dispatch.workload):
-        print(
-            f"kfcompile: {far.ref} on worker cluster {far.cluster} is not MultiKueue's mirror "
-            f"of this job (not labelled {ORIGIN_LABEL} with Workload {far.dispatch.workload} "
-            f"as its {PREBUILT}): left alone, not waited for",
-            file=sys.stderr,
-        )
-        return
     lifecycle.wait_gone(
         far.session,
         far.ref,
-        uid=None if there is None else str(meta(there).get("uid", "")) or None,
+        uid=None if far.mirror is None else str(meta(far.mirror).get("uid", "")) or None,
         pods=True,
         timeout=timeout,
         on_change=_waiting_on(f"cancel --wait, on worker cluster {far.cluster}"),

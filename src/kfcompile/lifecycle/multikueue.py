@@ -24,12 +24,19 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from kfcompile.kinds import MULTIKUEUE
 from kfcompile.lifecycle.kueue import NOT_SERVED, pick_workload, served_api, workload_of
 from kfcompile.lifecycle.objects import get, list_all, meta
-from kfcompile.lifecycle.observe import printable
+from kfcompile.lifecycle.observe import (
+    TROUBLED_PODS,
+    Observation,
+    events,
+    node_pods,
+    observation,
+    printable,
+)
 from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import ClusterError, Session
 
@@ -212,6 +219,16 @@ def is_mirror(obj: Mapping[str, Any], ref: Ref, workload: str) -> bool:
         and isinstance(labels.get(ORIGIN_LABEL), str)
         and prebuilt == workload
     )
+
+
+def on_worker(job: Obj, worker: Session, mirror: Obj) -> Observation:
+    """The manager's ``job`` judged as on one cluster, by the pods of its ``mirror`` on the
+    ``worker``: its state from its own status (Kueue copies the mirror's back) and those pods,
+    the pods as its nodes, the mirror's events and those of its pods in trouble."""
+    judged = observation(job, node_pods(worker, mirror))
+    # the pods whose events are worth reading, as ``observe.status`` has them
+    troubled = [n.pod for n in judged.nodes if n.reason or (not n.ready and n.phase != "Succeeded")]
+    return evolve(judged, events=events(worker, mirror, troubled[:TROUBLED_PODS]))
 
 
 # --- the worker clusters the user mapped -----------------------------------------------------
