@@ -250,8 +250,9 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) 
     """``far``: MultiKueue runs it on a worker, where its logs are: once Kueue has dispatched it
     (its state on the manager moves on), they are read there."""
     session: lifecycle.Session | None = ctx.session
+    pods_on = WorkerPods(ctx, args)  # a job MultiKueue dispatched: judged by a worker's pods
     if far and (args.follow or args.save_logs):
-        session = _dispatched(ctx, ref, args)
+        session = _dispatched(ctx, ref, args, pods_on)
     if args.follow:
         if session is not None:
             lines = lifecycle.logs(session, ref, follow=True, on_waiting=_say_waiting)
@@ -261,7 +262,9 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) 
         until = args.wait
     shown = _Progress()
     try:
-        obs = lifecycle.wait(ctx.session, ref, until, timeout=args.timeout, on_change=shown)
+        obs = lifecycle.wait(
+            ctx.session, ref, until, timeout=args.timeout, on_change=shown, pods_on=pods_on
+        )
     finally:
         shown.close()
     if args.save_logs and obs.state.finished:
@@ -269,10 +272,12 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) 
     return _finish(obs)
 
 
-def _dispatched(ctx: Context, ref: Ref, args: argparse.Namespace) -> lifecycle.Session | None:
-    """Wait on the manager until the job runs (Kueue copies the worker's status back once it
-    has dispatched it); the worker's session, or None when it cannot be reached (said)."""
-    shown, pods_on = _Progress(), WorkerPods(ctx, args)
+def _dispatched(
+    ctx: Context, ref: Ref, args: argparse.Namespace, pods_on: WorkerPods
+) -> lifecycle.Session | None:
+    """Wait on the manager until the job runs (by its pods on the worker it was dispatched to:
+    ``pods_on``); the worker's session, or None when it cannot be reached (said)."""
+    shown = _Progress()
     try:
         timeout = getattr(args, "timeout", None)  # logs has none
         lifecycle.wait(
@@ -412,7 +417,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         far = remote(ctx, args, job)
         session = ctx.session
         if far is not None and far.cluster is None and not far.problem and args.follow:
-            worker = _dispatched(ctx, ref, args)  # it will be: wait for that, then follow
+            worker = _dispatched(ctx, ref, args, WorkerPods(ctx, args))  # then follow
             if worker is None:
                 return 1
             session = worker
