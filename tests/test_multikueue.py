@@ -5,6 +5,7 @@ kubeconfig with a context each) with MultiKueue between them (``fakekube.multiku
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -57,8 +58,24 @@ def test_the_fake_dispatches_mirrors_and_copies_status_back(
     assert job is not None and job["spec"]["managedBy"] == MULTIKUEUE
     (workload,) = clusters.manager.store.list(KUEUE, "Workload", NAMESPACE)
     assert workload["status"]["clusterName"] == TwoClusters.WORKER
+    assert "nominatedClusterNames" not in workload["status"]
+    assert workload["status"]["admissionChecks"][0]["message"] == (
+        'The workload was admitted on "worker1"'
+    )
+    name = workload["metadata"]["name"]
+    assert re.fullmatch(r"trainjob-demo-[0-9a-f]{5}", name)
+    assert workload["metadata"]["labels"] == {JOB_UID_LABEL: job["metadata"]["uid"]}
+    assert workload["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    [owner] = workload["metadata"]["ownerReferences"]
+    assert (owner["uid"], owner["controller"]) == (job["metadata"]["uid"], True)
     mirror = clusters.worker.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
-    assert mirror is not None and "managedBy" not in mirror["spec"]
+    assert mirror is not None
+    assert mirror["spec"]["managedBy"] == "trainer.kubeflow.org/trainjob-controller"
+    assert mirror["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == name
+    assert mirror["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == "multikueue"
+    # Kueue's own runtimePatches entry: the manager's removed, the worker's webhook's appended
+    managers = [p["manager"] for p in mirror["spec"]["runtimePatches"]]
+    assert managers.count("kueue.x-k8s.io/manager") == 1
     assert clusters.manager.store.list("v1", "Pod", NAMESPACE) == []
     assert len(clusters.worker.store.list("v1", "Pod", NAMESPACE)) == 2
     conditions = {c["type"] for c in job["status"]["conditions"]}
@@ -287,7 +304,15 @@ def test_a_job_not_dispatched_yet_says_so(
     code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)))
     assert code == 0, err  # no tick yet: Kueue has made no Workload
     code, _, err = run(clusters, capsys, "logs", "demo")
-    assert code == 1 and "demo: not dispatched to a worker cluster yet (no Workload yet)" in err
+    assert (
+        code == 1
+        and (  # Kueue made its Workload at once, and nominated the worker
+            "demo: not dispatched to a worker cluster yet (nominated: worker1; Workload "
+            "trainjob-demo-"
+        )
+        in err
+    )
+    assert "; admission check multikueue: Pending)" in err
     with clusters.ticking():  # followed, it waits for the dispatch, then reads the worker's
         code, out, err = run(clusters, capsys, "logs", "demo", "--follow", "--rank", "1")
     assert code == 0 and "rank 1 step 1" in out, err

@@ -28,7 +28,8 @@ from kfcompile.spec.additions import QUEUE_LABEL
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_local import SystemClock
 
-from . import jobs, kueue
+from . import jobs
+from . import kueue as fake_kueue
 from .audit import AUDIT
 from .clock import FakeClock, fixed_jitter
 from .port import PortFake
@@ -126,9 +127,11 @@ def install(store: Seeded, shared: Path, crds: tuple[str, ...], runtime: bool,
     claim = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
     seeded = [("v1", "PersistentVolumeClaim", CLAIM, claim)]
     if serves is not None:
-        kueue.install(store, shared, serves)
-        queues = kueue.V1BETA2 if "v1beta2" in kueue.SERVES[serves] else kueue.V1BETA1
-        seeded.append((queues, "LocalQueue", QUEUE, {"clusterQueue": kueue.CLUSTER_QUEUE}))
+        fake_kueue.install(store, shared, serves)
+        queues = (
+            fake_kueue.V1BETA2 if "v1beta2" in fake_kueue.SERVES[serves] else fake_kueue.V1BETA1
+        )
+        seeded.append((queues, "LocalQueue", QUEUE, {"clusterQueue": fake_kueue.CLUSTER_QUEUE}))
     for api_version, kind, name, spec in seeded:
         meta = {"name": name, "namespace": NAMESPACE}
         store.create({"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec})
@@ -143,6 +146,9 @@ class _Kubeflow:
         self.fake = PortFake(clock)
         self.store = self.fake.objects
         install(self.store, shared, crds, runtime, trainer, kueue)
+        if kueue is not None:  # its webhook, and its controller letting Workloads go
+            self.store.admission.append(fake_kueue.webhook(self.store))
+            self.store.controllers.append(fake_kueue.releases(self.store))
 
     def __enter__(self) -> Self:
         return self

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kfcompile.kinds import COMPLETION_INDEX, PYTORCHJOB, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
-from kfcompile.spec.additions import QUEUE_LABEL
 
+from . import kueue as fake_kueue
 from .port import Obj, PortFake
 from .resources import rfc3339
 
@@ -305,30 +305,40 @@ def suspends(fake: Fake) -> Callable[[Obj], None]:
 
 
 def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
-    """Kueue for each job created with a queue: its webhook suspends it, the job is admitted
-    (resumed) ``admits`` s later, and from then it ``runs(**lives)``."""
+    """Kueue (``fakekube.kueue``) for each job created with a queue, which its webhook created
+    suspended: the Trainer says so (``Suspended``) and Kueue makes its Workload, waiting; it
+    is admitted ``admits`` s later (two Updates of the job) and from then it ``runs(**lives)``.
+    A job created without Kueue's webhook (a store without Kueue) is only suspended."""
     then = runs(fake, **lives)
 
     def script(obj: Obj) -> None:
-        labels = obj["metadata"].get("labels") or {}
-        if obj["kind"] not in KINDS or QUEUE_LABEL not in labels:
+        if fake_kueue.queue_of(obj) is None:
             return
         meta = obj["metadata"]
         key = (obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
-
-        def suspend(value: bool) -> None:
-            fake.objects.change(*key, _flag(obj["kind"], value))
-            reason = "Suspended" if value else "Resumed"
-            _conditions(fake, fake.objects.items[key], ("Suspended", str(value), reason))
+        fake.objects.change(*key, _flag(obj["kind"], True))
+        _conditions(fake, fake.objects.items[key], ("Suspended", "True", "Suspended"))
+        if fake.objects.served(fake_kueue.V1BETA2, "Workload") or fake.objects.served(
+            fake_kueue.V1BETA1, "Workload"
+        ):
+            fake_kueue.held(fake.objects, fake.objects.items[key])
 
         def admit() -> None:
-            suspend(False)
+            job = _job(fake, meta["namespace"], obj["kind"], meta["name"])
+            if job is None or not (_flags_of(job).get("suspend")):
+                return
+            job = fake_kueue.admit(fake.objects, job)
+            _conditions(fake, job, ("Suspended", "False", "Resumed"))
             then(fake.objects.items[key])
 
-        suspend(True)
         fake.at(admits, admit)
 
     return script
+
+
+def _flags_of(job: Obj) -> Obj:
+    spec = job.get("spec") or {}
+    return spec if job["kind"] == "TrainJob" else spec.get("runPolicy") or {}
 
 
 # What the kubelet does with a helper pod of these images: it waits to start, for that reason.

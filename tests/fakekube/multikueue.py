@@ -59,45 +59,90 @@ def install_manager(store: Objects) -> None:
 
 
 def webhook(obj: Obj) -> None:
-    """Kueue's webhook, for a job of ``QUEUE`` (a MultiKueue queue on the manager)."""
+    """Kueue's webhook on the manager, for a job of ``QUEUE`` (a MultiKueue queue), besides
+    what it does to every queued job (``kueue.webhook``): MultiKueue's ``managedBy``."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if obj.get("kind") in jobs.KINDS and labels.get(QUEUE_LABEL) == QUEUE:
         flags = _flags(obj)
         # Kueue's CanDefaultManagedBy (jobframework): unset or the kind's own controller.
         if flags.get("managedBy") in (None, *DEFAULT_MANAGERS):
             flags["managedBy"] = MULTIKUEUE
-        flags["suspend"] = True
 
 
 def dispatches(manager: PortFake, worker: Objects, *, after: float = 0.1) -> Callable[[Obj], None]:
-    """MultiKueue for each job created that it manages: ``dispatch`` ``after`` s later, then
+    """MultiKueue for each job created that it manages: its Workload at once, quota reserved on
+    the manager and ``WORKER`` nominated (``nominate``); ``dispatch`` ``after`` s later, then
     ``follow``. Pass it to the manager's ``on_create``."""
 
     def script(obj: Obj) -> None:
         if obj["kind"] in jobs.KINDS and _flags(obj).get("managedBy") == MULTIKUEUE:
             meta = obj["metadata"]
             key = (obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+            nominate(manager, obj)
             manager.at(after, lambda: dispatch(manager, worker, key))
 
     return script
 
 
-def dispatch(manager: PortFake, worker: Objects, key: Key) -> None:
-    """The job's Workload is made and admitted on ``WORKER``, its mirror created there, and the
-    manager's job unsuspended; from then the mirror is followed (``follow``)."""
-    job = clone(manager.objects.items.get(key))
-    if job is None or job["metadata"].get("deletionTimestamp"):
-        return
+def _check(state: str, message: str, now: str) -> Obj:
+    return {"name": CHECK, "state": state, "message": message, "lastTransitionTime": now}
+
+
+def nominate(manager: PortFake, job: Obj) -> None:
+    """The job's Workload on the manager before dispatch: quota reserved there, the MultiKueue
+    check Pending, the worker it may go to in ``status.nominatedClusterNames`` (no
+    ``clusterName`` yet)."""
+    now = rfc3339(manager.clock.time())
+    workload = kueue.workload(job, kueue.api(manager.objects), now)
+    reserved = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                "message": f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}",
+                "lastTransitionTime": now}  # fmt: skip
+    workload["status"] = {"conditions": [reserved], "nominatedClusterNames": [WORKER],
+                          "admission": {"clusterQueue": CLUSTER_QUEUE},
+                          "admissionChecks": [_check("Pending", "", now)]}  # fmt: skip
+    manager.objects.put(workload)
+
+
+def mirror_of(job: Obj, workload: str) -> Obj:
+    """What MultiKueue creates on the worker (the TrainJob adapter's ``SyncJob``): the job's
+    name, labels and annotations, the origin label, ``workload`` as its prebuilt Workload (an
+    annotation), the spec without Kueue's runtimePatches entry and with the worker's own
+    controller as ``managedBy``."""
     meta = job["metadata"]
-    workload = _workload(job, rfc3339(manager.clock.time()), kueue.api(manager.objects))
     labels = {**(meta.get("labels") or {}), ORIGIN_LABEL: "multikueue"}
-    notes = {**(meta.get("annotations") or {}), PREBUILT: workload["metadata"]["name"]}
-    mirror = {"apiVersion": job["apiVersion"], "kind": job["kind"], "spec": clone(job["spec"]),
+    notes = {**(meta.get("annotations") or {}), PREBUILT: workload}
+    spec = clone(job["spec"])
+    if "runtimePatches" in spec:
+        spec["runtimePatches"] = [
+            p for p in spec["runtimePatches"] if p["manager"] != kueue.MANAGER
+        ]
+    mirror = {"apiVersion": job["apiVersion"], "kind": job["kind"], "spec": spec,
               "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels,
                            "annotations": notes}}  # fmt: skip
-    _flags(mirror).pop("managedBy", None)  # the worker's own controller runs the mirror
-    worker.create(mirror)
-    manager.objects.put(workload)
+    if job["kind"] == "TrainJob":
+        mirror["spec"]["managedBy"] = DEFAULT_MANAGERS[0]
+    else:
+        _flags(mirror).pop("managedBy", None)  # the worker's own controller runs the mirror
+    return mirror
+
+
+def dispatch(manager: PortFake, worker: Objects, key: Key) -> None:
+    """The worker admits the job: its mirror is created there, the manager's Workload says the
+    worker (``clusterName``; the check Ready) and is admitted, the manager's job unsuspended;
+    from then the mirror is followed (``follow``)."""
+    job = clone(manager.objects.items.get(key))
+    found = kueue.workload_of(manager.objects, job) if job else None
+    if job is None or found is None or job["metadata"].get("deletionTimestamp"):
+        return
+    worker.create(mirror_of(job, found["metadata"]["name"]))
+    now = rfc3339(manager.clock.time())
+    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted",
+                "message": "The workload is admitted", "lastTransitionTime": now}  # fmt: skip
+    status = {k: v for k, v in found["status"].items() if k != "nominatedClusterNames"}
+    status |= {"clusterName": WORKER, "conditions": [*status["conditions"], admitted],
+               "admissionChecks": [_check("Ready", f'The workload was admitted on "{WORKER}"',
+                                          now)]}  # fmt: skip
+    manager.objects.put({**found, "apiVersion": kueue.api(manager.objects), "status": status})
     _flags(job)["suspend"] = False
     manager.objects.put(job)
     follow(manager, worker, key)
@@ -118,26 +163,6 @@ def follow(manager: PortFake, worker: Objects, key: Key) -> None:
     status = (worker.get(*key) or {}).get("status")
     if status is not None and status != job.get("status"):
         manager.objects.put({**job, "status": status})
-
-
-def _workload(job: Obj, now: str, api_version: str) -> Obj:
-    meta = job["metadata"]
-    owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"],
-             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
-    check = {"name": CHECK, "state": "Ready", "lastTransitionTime": now,
-             "message": f'The workload got reservation on "{WORKER}"'}  # fmt: skip
-    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted",
-                "message": "The workload is admitted", "lastTransitionTime": now}  # fmt: skip
-    pods = [{"name": "node", "count": 1, "template": {"spec": {"containers": []}}}]
-    return {
-        "apiVersion": api_version, "kind": "Workload",
-        "metadata": {"name": f"{job['kind'].lower()}-{meta['name']}-{meta['uid'][:5]}",
-                     "namespace": meta["namespace"], "labels": {JOB_UID_LABEL: meta["uid"]},
-                     "ownerReferences": [owner]},
-        "spec": {"queueName": meta["labels"][QUEUE_LABEL], "podSets": pods},
-        "status": {"clusterName": WORKER, "admission": {"clusterQueue": CLUSTER_QUEUE},
-                   "admissionChecks": [check], "conditions": [admitted]},
-    }  # fmt: skip
 
 
 class TwoClusters:

@@ -168,6 +168,9 @@ class Objects:
         self.on_patch: list[Callable[[Obj], object]] = []
         self.wakers: list[Callable[[], None]] = []  # told of every change (streams)
         self.gc_running, self.gc_from = True, -math.inf
+        # Controllers that act on what the collector did, in its passes (Kueue letting the
+        # Workload of a deleted job go: ``kueue.releases``)
+        self.controllers: list[Callable[[], None]] = []
         self.kubelets_down: set[str] = set()  # nodes whose deleted pods stay Terminating
         # (resourceVersion, nodes without kubelet) the collector last had nothing to do at
         self._collected: tuple[int, frozenset[str]] | None = None
@@ -599,6 +602,8 @@ class Objects:
             while self._collected != (self.rv, frozenset(self.kubelets_down)):
                 self._collected = (self.rv, frozenset(self.kubelets_down))
                 self._pass()
+                for controller in self.controllers:
+                    controller()
 
     def _pass(self) -> None:
         uids = {o["metadata"]["uid"]: k for k, o in self.items.items()}

@@ -23,6 +23,7 @@ from kfcompile import lifecycle
 from kfcompile.cli.common import Failed, UsageError
 from kfcompile.cli.context import Context
 from kfcompile.lifecycle import Event, Observation, Session
+from kfcompile.lifecycle.kueue import multikueue_managed
 from kfcompile.lifecycle.multikueue import (
     ORIGIN_LABEL,
     PREBUILT,
@@ -30,7 +31,6 @@ from kfcompile.lifecycle.multikueue import (
     Workers,
     dispatch,
     is_mirror,
-    multikueue_managed,
     on_worker,
     unreachable,
 )

@@ -19,9 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from attrs import field, frozen
+
+from kfcompile.kinds import MULTIKUEUE
 from kfcompile.lifecycle.objects import list_all, meta, served
-from kfcompile.lifecycle.ports import Obj, Ref
+from kfcompile.lifecycle.ports import Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import Session
+from kfcompile.spec.additions import QUEUE_LABEL
+from kfcompile.status import State, job_state
 
 GROUP: Final = "kueue.x-k8s.io"
 # The versions read, the preferred first.
@@ -75,3 +80,71 @@ def workload_of(session: Session, api_version: str, job: Obj) -> Obj | None:
     return pick_workload(
         list_all(session, api_version, "Workload", ref.namespace, label_selector=selector), uid
     ) or pick_workload(list_all(session, api_version, "Workload", ref.namespace), uid)
+
+
+def multikueue_managed(job: Mapping[str, Any]) -> bool:
+    """Whether MultiKueue manages the job (TrainJob ``spec.managedBy``, PyTorchJob
+    ``spec.runPolicy.managedBy``)."""
+    spec = job.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    run = spec.get("runPolicy")
+    run = run if isinstance(run, Mapping) else {}
+    return MULTIKUEUE in (spec.get("managedBy"), run.get("managedBy"))
+
+
+def queued(job: Mapping[str, Any]) -> bool:
+    """Whether Kueue manages the job: it names a queue (``kueue.x-k8s.io/queue-name``), or
+    MultiKueue dispatches it."""
+    labels = meta(job).get("labels")
+    named = isinstance(labels, Mapping) and bool(labels.get(QUEUE_LABEL))
+    return named or multikueue_managed(job)
+
+
+def _waits(job: Obj) -> bool:
+    """A job of Kueue's that its own status says waits: what its Workload says is why."""
+    return queued(job) and job_state(job).state in (State.SUSPENDED, State.PENDING)
+
+
+@frozen
+class Workloads:
+    """The Workloads of some jobs, by job uid, read through ``api`` (None: Kueue is not
+    served); ``readable`` False: they may not be read (403), so nothing is known."""
+
+    api: str | None
+    by_uid: Mapping[str, Obj] = field(factory=dict)
+    readable: bool = True
+
+
+def workloads_of(session: Session, jobs: Sequence[Obj], namespace: str | None) -> Workloads:
+    """The Workloads of those ``jobs`` Kueue holds or MultiKueue dispatches, by job uid: one
+    list of ``namespace``'s (None: every namespace), the job's own for one job, none at all
+    when there are no such jobs."""
+    wanted = [job for job in jobs if multikueue_managed(job) or _waits(job)]
+    if not wanted:
+        return Workloads(None)
+    api = served_api(session, "Workload")
+    try:
+        if api is None:
+            listed = []
+        elif len(wanted) == 1:  # (a watch's change): its own, not the whole namespace's
+            listed = [found] if (found := workload_of(session, api, wanted[0])) else []
+        else:
+            listed = list_all(session, api, "Workload", namespace)
+    except NotFound:  # Kueue's CRDs went meanwhile
+        listed = []
+    except Forbidden:
+        return Workloads(api, readable=False)
+    uids = (str(meta(job).get("uid", "")) for job in wanted)
+    return Workloads(api, {uid: found for uid in uids if (found := pick_workload(listed, uid))})
+
+
+def waiting_workload(session: Session, job: Obj) -> Obj | None:
+    """The job's Workload when Kueue may be holding it (``_waits``: a queued job its status
+    says waits), to say why; None otherwise, and when it cannot be read (no Kueue, 403)."""
+    if not _waits(job):
+        return None
+    api = served_api(session, "Workload")
+    try:
+        return None if api is None else workload_of(session, api, job)
+    except (Forbidden, NotFound):
+        return None

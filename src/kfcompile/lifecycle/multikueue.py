@@ -27,8 +27,15 @@ from typing import Any, Final
 from attrs import evolve, field, frozen
 
 from kfcompile.kinds import MULTIKUEUE
-from kfcompile.lifecycle.kueue import NOT_SERVED, pick_workload, served_api, workload_of
-from kfcompile.lifecycle.objects import get, list_all, meta
+from kfcompile.lifecycle.kueue import (
+    NOT_SERVED,
+    Workloads,
+    multikueue_managed,
+    served_api,
+    workload_of,
+    workloads_of,
+)
+from kfcompile.lifecycle.objects import get, meta
 from kfcompile.lifecycle.observe import (
     TROUBLED_PODS,
     Observation,
@@ -37,7 +44,7 @@ from kfcompile.lifecycle.observe import (
     observation,
     printable,
 )
-from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
+from kfcompile.lifecycle.ports import ApiError, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import ClusterError, Session
 
 # What MultiKueue puts on the mirror of a job it creates on a worker (jobframework
@@ -74,6 +81,7 @@ class Dispatch:
     cluster: str | None
     checks: tuple[Check, ...] = ()
     api: str | None = None
+    nominated: tuple[str, ...] = ()  # the workers it may go to, while it dispatches
 
     def __str__(self) -> str:
         where = (
@@ -81,7 +89,8 @@ class Dispatch:
             if self.cluster
             else "not dispatched to a worker cluster yet"
         )
-        told = [f"Workload {self.workload}"] if self.workload else ["no Workload yet"]
+        told = [f"nominated: {', '.join(self.nominated)}"] if self.nominated else []
+        told += [f"Workload {self.workload}"] if self.workload else ["no Workload yet"]
         if self.api is None:
             told = [f"no Workload: {NOT_SERVED}"]
         told += [f"admission check {c}" for c in self.checks]
@@ -112,23 +121,17 @@ def read_workload(workload: Mapping[str, Any], api: str | None = None) -> Dispat
         for c in (raw if isinstance(raw, list) else [])[:8]  # MaxItems=8
         if isinstance(c, Mapping) and _text(c.get("name"))
     )
+    named = status.get("nominatedClusterNames")
+    nominated = tuple(
+        n for n in (named if isinstance(named, list) else [])[:10] if _cluster_name(n)
+    )  # maxItems 10
     cluster = _cluster_name(status.get("clusterName"))
     if cluster is None:
         for check in checks:
             found = _RESERVED_ON.search(check.message)
             if check.state == "Ready" and found:
                 cluster = _cluster_name(found[1])
-    return Dispatch(_text(meta(workload).get("name")), cluster, checks, api)
-
-
-def multikueue_managed(job: Mapping[str, Any]) -> bool:
-    """Whether MultiKueue manages the job (TrainJob ``spec.managedBy``, PyTorchJob
-    ``spec.runPolicy.managedBy``)."""
-    spec = job.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    run = spec.get("runPolicy")
-    run = run if isinstance(run, Mapping) else {}
-    return MULTIKUEUE in (spec.get("managedBy"), run.get("managedBy"))
+    return Dispatch(_text(meta(workload).get("name")), cluster, checks, api, nominated)
 
 
 def dispatch(session: Session, job: Obj) -> Dispatch | None:
@@ -144,26 +147,27 @@ def dispatch(session: Session, job: Obj) -> Dispatch | None:
     return Dispatch("", None, api=api) if found is None else read_workload(found, api)
 
 
-def dispatches(session: Session, jobs: Sequence[Obj], namespace: str | None) -> dict[str, Dispatch]:
-    """Where MultiKueue runs each of ``jobs`` it manages, by job uid: one list of the Workloads
-    of ``namespace`` (None: every namespace), and none at all when it manages none of them;
-    nothing is known when the Workloads may not be read."""
+def dispatches(
+    session: Session, jobs: Sequence[Obj], namespace: str | None, read: Workloads | None = None
+) -> dict[str, Dispatch]:
+    """Where MultiKueue runs each of ``jobs`` it manages, by job uid: from the Workloads
+    ``read`` already (``kueue.workloads_of``), else one list of ``namespace``'s (None: every
+    namespace), none at all when it manages none of them; nothing is known when the Workloads
+    may not be read."""
     managed = [job for job in jobs if multikueue_managed(job)]
     if not managed:
         return {}
-    api = served_api(session, "Workload")
-    try:
-        workloads = [] if api is None else list_all(session, api, "Workload", namespace)
-    except NotFound:  # Kueue's CRDs went meanwhile
-        workloads = []
-    except Forbidden:  # may not read them: where each runs is not known (None)
+    found = read if read is not None else workloads_of(session, managed, namespace)
+    if not found.readable:  # where each runs is not known (None)
         return {}
-    found: dict[str, Dispatch] = {}
+    where: dict[str, Dispatch] = {}
     for job in managed:
         uid = str(meta(job).get("uid", ""))
-        workload = pick_workload(workloads, uid)
-        found[uid] = read_workload(workload, api) if workload else Dispatch("", None, api=api)
-    return found
+        workload = found.by_uid.get(uid)
+        where[uid] = (
+            read_workload(workload, found.api) if workload else Dispatch("", None, api=found.api)
+        )
+    return where
 
 
 def multikueue_check(session: Session, namespace: str, queue: str) -> str | None:

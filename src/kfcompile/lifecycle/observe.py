@@ -12,6 +12,7 @@ from attrs import evolve, frozen
 
 from kfcompile import status as job_status
 from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
+from kfcompile.lifecycle.kueue import waiting_workload
 from kfcompile.lifecycle.objects import get, job_kind, list_all, meta
 from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import JobNotFound, Session
@@ -78,6 +79,7 @@ class ListPods:
 @frozen
 class PodsListed:
     pods: list[Obj]
+    workload: Obj | None = None  # the job's Kueue Workload, while Kueue holds it
 
 
 def as_int(value: object) -> int | None:
@@ -202,15 +204,16 @@ def node_pods(session: Session, job: Obj) -> list[Obj]:
     return [pod for pod in pods if not foreign(pod, ref.namespace, selector)]
 
 
-def observation(job: Obj, pods: Sequence[Obj]) -> Observation:
-    """The job's state from its status and its pods."""
+def observation(job: Obj, pods: Sequence[Obj], workload: Obj | None = None) -> Observation:
+    """The job's state from its status and its pods (and, while Kueue holds it, its
+    ``workload``: why)."""
     nodes = sorted(
         (_node(job, p) for p in pods),
         key=lambda n: (n.rank is None, n.rank or 0, n.pod),
     )
     return Observation(
         Ref.of(job),
-        job_status.job_state(job, list(pods)),
+        job_status.job_state(job, list(pods), workload),
         tuple(nodes),
         nodes_total(job),
         progress=read_progress(job),
@@ -218,8 +221,9 @@ def observation(job: Obj, pods: Sequence[Obj]) -> Observation:
 
 
 def observe(session: Session, job: Obj) -> Observation:
-    """The job's state from its status and its pods (one paginated list, whatever their number)."""
-    return observation(job, node_pods(session, job))
+    """The job's state from its status and its pods (one paginated list, whatever their number),
+    and while Kueue holds it, from its Workload (``kueue.waiting_workload``)."""
+    return observation(job, node_pods(session, job), waiting_workload(session, job))
 
 
 # --- why a rank's log cannot be read ------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Final, TypeVar
 
 from attrs import evolve
 
+from kfcompile.lifecycle.kueue import waiting_workload
 from kfcompile.lifecycle.objects import job_kind, meta
 from kfcompile.lifecycle.observe import (
     ListPods,
@@ -181,7 +182,9 @@ def wait(
     here: Callable[[Obj], Session] = pods_on or (lambda _: session)
     perform: Perform = {
         ListJob: lambda _: _list_job(session, ref),
-        ListPods: lambda request: PodsListed(node_pods(here(request.job), request.job)),
+        ListPods: lambda request: PodsListed(
+            node_pods(here(request.job), request.job), waiting_workload(session, request.job)
+        ),
         WatchJob: lambda request: _next_event(opened.start(_watch(session, ref, request)), ref),
         ReadEvent: lambda _: _next_event(opened.current(), ref),
         Pause: partial(pause, session),
