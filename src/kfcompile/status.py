@@ -60,6 +60,7 @@ __all__ = [
     "kueue_says",
     "stuck_pod",
     "terminating",
+    "trainer_refused",
 ]
 
 
@@ -410,3 +411,24 @@ def kueue_says(workload: Mapping[str, Any]) -> tuple[str, str] | None:
             message = _kueue_text(check.get("message"))
             return f"AdmissionCheck{state}", f"{said}: {message}" if message else said
     return None
+
+
+# --- what only the Trainer's events say --------------------------------------------------------
+
+# A Trainer that cannot create or update the job's JobSet says so only in a Warning event about
+# the TrainJob (trainer ``pkg/controller/trainjob_controller.go``); its status keeps saying
+# ``Suspended=False`` (``Resumed``), or nothing: the reasons of a job that then only seems to wait.
+TRAINER_REFUSALS: Final = ("TrainJobResourcesCreationFailed",)
+SEEMS_WAITING: Final = ("Resumed", "NoStatus")
+
+
+def trainer_refused(state: JobState, warnings: Sequence[tuple[str, str]]) -> JobState:
+    """``state``, or, for a job that seems only to wait (``SEEMS_WAITING``), the last of the
+    Trainer's refusals among the job's own ``warnings`` ((reason, message) of its Warning
+    events, oldest first): what keeps it from running."""
+    if state.reason not in SEEMS_WAITING:
+        return state
+    for reason, message in reversed(warnings):
+        if reason in TRAINER_REFUSALS:
+            return attrs.evolve(state, reason=reason, message=message[:KUEUE_TEXT])
+    return state

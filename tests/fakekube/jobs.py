@@ -327,13 +327,35 @@ def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], N
             job = _job(fake, meta["namespace"], obj["kind"], meta["name"])
             if job is None or not (_flags_of(job).get("suspend")):
                 return
-            job = fake_kueue.admit(fake.objects, job)
-            _conditions(fake, job, ("Suspended", "False", "Resumed"))
+            admitted = fake_kueue.admit(fake.objects, job)
+            _conditions(fake, admitted, ("Suspended", "False", "Resumed"))
+            grace = fake_kueue.V2_3_ONLY
+            if grace in str(job["spec"]) and grace not in str(admitted["spec"]):
+                refused(fake, admitted)  # Kueue dropped it: the JobSet cannot be updated
+                return
             then(fake.objects.items[key])
 
         fake.at(admits, admit)
 
     return script
+
+
+# What the Trainer's event says when the JobSet webhook refuses its update of the JobSet.
+REFUSED = (
+    'TrainJob resources reconciliation failed: admission webhook "vjobset.kb.io" denied the '
+    'request: spec.replicatedJobs: Invalid value: "array": field is immutable'
+)
+
+
+def refused(fake: Fake, job: Obj) -> None:
+    """The Trainer cannot update the job's JobSet (its webhook refuses the change): its Warning
+    event ``TrainJobResourcesCreationFailed``, and the job, resumed, never runs."""
+    meta = job["metadata"]
+    regarding = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"],
+                 "uid": meta["uid"]}  # fmt: skip
+    _event(fake, meta["namespace"], f"{meta['name']}.refused", regarding,
+           "TrainJobResourcesCreationFailed", REFUSED, "Warning",
+           reportingController="trainer", action="Reconciling")  # fmt: skip
 
 
 def _flags_of(job: Obj) -> Obj:

@@ -146,6 +146,9 @@ JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 MANAGER: Final = "kueue.x-k8s.io/manager"  # Kueue's runtimePatches entry
 RESOURCE_IN_USE: Final = "kueue.x-k8s.io/resource-in-use"  # the Workload's finalizer
 WORKLOAD_ANNOTATION: Final = "kueue.x-k8s.io/workload"
+# The field of a TrainJob's patches only Trainer v2.3 has: Kueue up to v0.19 (built against
+# Trainer v2.2's API, and serving kueue.x-k8s.io/v1beta1) drops it when it admits the job.
+V2_3_ONLY: Final = "terminationGracePeriodSeconds"
 FLAVOR: Final = "default-flavor"
 # Why a job waits for quota that others use now (flavorassigner: "insufficient unused quota").
 WAITING: Final = (
@@ -290,6 +293,11 @@ def admit(store: Store, job: Obj, cluster_queue: str = CLUSTER_QUEUE) -> Obj:
             if patch.get("manager") == MANAGER:
                 patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"] = [
                     {"name": "node", "template": {"spec": {"template": pod}}}]  # fmt: skip
+            elif store.served(V1BETA1, "Workload"):  # v0.19 or older: Trainer v2.2's types
+                for rjob in patch["trainingRuntimeSpec"]["template"]["spec"].get(
+                    "replicatedJobs") or []:  # fmt: skip
+                    pod_spec = ((rjob.get("template") or {}).get("spec") or {}).get("template")
+                    ((pod_spec or {}).get("spec") or {}).pop(V2_3_ONLY, None)
         job = store.put(job)  # the first Update: the patch, while suspended
     flags = clone(job)
     _flags(flags)["suspend"] = False

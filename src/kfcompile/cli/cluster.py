@@ -196,7 +196,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
             ),
             dry_run=dry_run,
             against=chosen.crd,
+            force=args.force,
         )
+        for line in done.warnings:
+            print(f"kfcompile: warning (--force): {line}", file=sys.stderr)
         if chosen.newer:
             served = crd_name(KINDS[done.ref.kind])
             print(f"kfcompile: the job fits the {served} CRD the cluster serves", file=sys.stderr)

@@ -305,6 +305,12 @@ def _submit(p: _Command) -> None:
     _save_logs(p)
     _sync_image(p)
     _workers(p)
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="submit even a job the cluster's Kueue would break (a field its release drops "
+        "when it admits the job)",
+    )
 
 
 def _status(p: _Command) -> None:

@@ -148,3 +148,80 @@ def waiting_workload(session: Session, job: Obj) -> Obj | None:
         return None if api is None else workload_of(session, api, job)
     except (Forbidden, NotFound):
         return None
+
+
+# --- what a Kueue release would break -------------------------------------------------------------
+
+# The Trainer API (its Go module, Kueue's go.mod) each Kueue minor release with a TrainJob
+# integration (v0.14 on) is built against:
+# admitting a TrainJob, Kueue Updates it as that API's types have it, so a field only a newer
+# Trainer has is dropped (written as null): with Kueue v0.19 and Trainer v2.3 a patch's
+# terminationGracePeriodSeconds, after which the JobSet webhook refuses the change as immutable
+# and the job stays suspended for good (KUBEFLOW.md, Kueue). From v0.20, Trainer v2.3's API.
+TRAINER_API: Final = {14: (2, 0), 15: (2, 1), 16: (2, 1), 17: (2, 2), 18: (2, 2), 19: (2, 2)}
+NEWEST_TRAINER_API: Final = (2, 3)
+# What discovery tells of the release: the versions of Kueue's API served -> its minor
+# releases (``None``: and every later one).
+SERVING: Final[dict[tuple[str, ...], tuple[int, int | None]]] = {
+    ("v1beta2",): (20, None),
+    ("v1beta2", "v1beta1"): (15, 19),
+    ("v1beta1",): (13, 14),
+}
+
+
+@frozen
+class KueueRelease:
+    """The Kueue releases the cluster may run (minor versions of v0.x, ``high`` None: any
+    later), and what told."""
+
+    low: int
+    high: int | None
+    evidence: str
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"Kueue v0.{self.low} or later"
+        return f"Kueue v0.{self.low}" + ("" if self.high == self.low else f" to v0.{self.high}")
+
+    @property
+    def trainer_api(self) -> tuple[int, int]:
+        """The newest Trainer API any of these releases is built against (those with a TrainJob
+        integration: v0.14 on): what every one of them drops is what that one drops."""
+        if self.high is None or self.high > max(TRAINER_API):
+            return NEWEST_TRAINER_API
+        return max(api for minor, api in TRAINER_API.items() if self.low <= minor <= self.high)
+
+
+def kueue_release(session: Session) -> KueueRelease | None:
+    """The Kueue releases the cluster may run, from the versions of its API served
+    (discovery of Workloads: cached); None: no Kueue."""
+    served_versions = tuple(v for v in VERSIONS if served(session, f"{GROUP}/{v}", "Workload"))
+    if served_versions not in SERVING:
+        return None
+    low, high = SERVING[served_versions]
+    told = " and ".join(f"{GROUP}/{v}" for v in served_versions)
+    return KueueRelease(low, high, f"it serves {told}")
+
+
+def kueue_drops(session: Session, job: Obj) -> list[str]:
+    """What the cluster's Kueue would break in ``job`` (a TrainJob it queues), one line per
+    field: each its Trainer API lacks that the job has (``Mark``s of the Trainer releases)."""
+    if job.get("kind") != "TrainJob" or not queued(job):
+        return []
+    release = kueue_release(session)
+    if release is None or release.trainer_api >= NEWEST_TRAINER_API:
+        return []
+    from kfcompile.targets import trainer_releases  # the targets' registry: submit's alone
+
+    releases = {r.version: r for r in trainer_releases()}
+    known = releases[release.trainer_api].marks if release.trainer_api in releases else ()
+    newer = {m: None for r in releases.values() if r.version > release.trainer_api for m in r.marks}
+    api = "v{}.{}".format(*release.trainer_api)
+    return [
+        f"{mark.path}: {release} ({release.evidence}) is built against Trainer {api}'s API, "
+        f"which has no {mark.label}: Kueue drops it when it admits the job, and the job then "
+        "never starts (the JobSet webhook refuses the change); remove it from the spec, or run "
+        "Kueue v0.20 or later (submit --force submits it anyway)"
+        for mark in newer
+        if mark not in known and mark.found_in(job)
+    ]

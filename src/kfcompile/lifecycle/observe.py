@@ -473,4 +473,7 @@ def status(session: Session, job: Ref | Obj) -> Observation:
         job = found
     obs = observe(session, job)
     troubled = [n.pod for n in obs.nodes if n.reason or (not n.ready and n.phase != "Succeeded")]
-    return evolve(obs, events=events(session, job, troubled[:TROUBLED_PODS]))
+    said = events(session, job, troubled[:TROUBLED_PODS])
+    own = f"{obs.ref.kind.lower()}/{obs.ref.name}"  # the Trainer's word on the job itself
+    warnings = [(e.reason, e.message) for e in said if e.type == "Warning" and e.about == own]
+    return evolve(obs, state=job_status.trainer_refused(obs.state, warnings), events=said)

@@ -17,7 +17,7 @@ from attrs import frozen
 from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.lifecycle.cluster_target import crd_problems
 from kfcompile.lifecycle.deleting import Remaining, make_way
-from kfcompile.lifecycle.kueue import NOT_SERVED, served_api
+from kfcompile.lifecycle.kueue import NOT_SERVED, kueue_drops, served_api
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
 from kfcompile.lifecycle.ports import LocalFiles, Obj, Ref
 from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
@@ -190,6 +190,8 @@ class Submitted:
     # What a resubmit had to mend on the job's companions, one line each ("Secret x ...: ...").
     repaired: tuple[str, ...] = ()
     dry_run: bool = False  # the server checked every object (dryRun=All) and stored none
+    # What the cluster's Kueue would break, submitted anyway (``force``), one line each.
+    warnings: tuple[str, ...] = ()
 
 
 def _owner(job: Obj) -> dict[str, Any]:
@@ -252,6 +254,7 @@ def submit(
     on_deleting: Callable[[Remaining, float], None] | None = None,
     dry_run: bool = False,
     against: Obj | None = None,
+    force: bool = False,
 ) -> Submitted:
     """Check the cluster, upload the work dir (its helper pod may take ``sync_timeout``
     seconds to start), then create companions and the job.
@@ -269,6 +272,8 @@ def submit(
     ``dry_run``: every object is sent with ``dryRun=All``, so the server's schema, CEL rules and
     webhooks see it, and nothing is created, uploaded or mended. ``against``: a CRD the job
     must fit before anything is sent (the one a Trainer newer than kfcompile knows serves).
+    A field the cluster's Kueue would drop when it admits the job (``kueue.kueue_drops``) is
+    refused before anything is sent; with ``force`` it is sent, and said in ``warnings``.
     """
     prepared = prepare(spec, target_name, namespace, environ)
     if against is not None:
@@ -281,8 +286,9 @@ def submit(
                 ]
             )
     problems = preflight(session, spec, prepared)
-    if problems:
-        raise PreflightFailed(problems)
+    breaks = kueue_drops(session, prepared.job) if not problems else []
+    if problems or (breaks and not force):
+        raise PreflightFailed(problems or breaks)
     ref, digest = prepared.ref, prepared.spec_hash
     uploads = spec.work_dir is not None and files is not None
 
@@ -323,11 +329,12 @@ def submit(
             f"rename the job, or cancel the old one first (kfcompile cancel {ref.name})"
         )
     if isinstance(end, Checked):
-        return Submitted(ref, created=end.created, dry_run=True)
+        return Submitted(ref, created=end.created, dry_run=True, warnings=tuple(breaks))
     if isinstance(end, Repair):
-        return Submitted(ref, created=False, repaired=_repair(session, prepared, end.job))
+        repaired = _repair(session, prepared, end.job)
+        return Submitted(ref, created=False, repaired=repaired, warnings=tuple(breaks))
     assert isinstance(end, AllMade), end
-    return Submitted(ref, created=True, uploaded=end.uploaded)
+    return Submitted(ref, created=True, uploaded=end.uploaded, warnings=tuple(breaks))
 
 
 def _repair(session: Session, prepared: Prepared, job: Obj) -> tuple[str, ...]:
