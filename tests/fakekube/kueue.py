@@ -240,6 +240,7 @@ class Store(Protocol):
     clock: Clock
     lock: Any
     rv: int
+    on_patch: list[Any]
 
     def put(self, obj: Obj) -> Obj: ...
     def served(self, api_version: str, kind: str) -> Any: ...
@@ -328,7 +329,8 @@ EVICTIONS: Final = {
 
 def evict(store: Store, job: Obj, reason: str = "Preempted", message: str = "") -> Obj:
     """Kueue evicts the job (``Preempted``; ``Deactivated``: its Workload made inactive): its
-    Workload says ``Evicted`` and waits again, the job is suspended; the job as it is then."""
+    Workload says ``Evicted`` and waits again, the job is suspended (an Update the job's
+    controller sees: ``on_patch``); the job as it is then."""
     now = _now(store)
     said = message or EVICTIONS.get(reason, reason)
     found = workload_of(store, job)
@@ -341,7 +343,10 @@ def evict(store: Store, job: Obj, reason: str = "Preempted", message: str = "") 
                                       "The workload has no reservation", now)]})  # fmt: skip
     stopped = clone(job)
     _flags(stopped)["suspend"] = True
-    return store.put(stopped)
+    out = store.put(stopped)
+    for hook in store.on_patch:
+        hook(out)
+    return out
 
 
 def releases(store: Store) -> Any:
