@@ -14,6 +14,11 @@ it starts (its first list takes a page per ``LIST_PAGE`` jobs). The statuses are
 straight into the store, as a controller would, so only ``watch_jobs`` makes requests. Next to
 it, what polling each job once per change would take, as a service that reconciles by reading
 every job does. Needs ../shared/crds (the reference CRDs), as the tests do.
+
+3. CPU per event with 1,000 and 10,000 jobs watched (the goal: the same): the ``Watcher``
+   machine alone, fed a change of each job it listed; and ``watch_jobs`` at the port, the
+   fake's writes of the changes and its watch included (process time from the first change to
+   the last event, over the events).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from fakekube.cluster import NAMESPACE, LocalCluster, Seeded, install  # noqa: E
 from fakekube.port import PortFake  # noqa: E402
 
 from kfcompile import lifecycle  # noqa: E402
+from kfcompile.kinds import TRAINJOB  # noqa: E402
+from kfcompile.lifecycle.watcher import Changed, PageListed, Watcher  # noqa: E402
 
 API = "trainer.kubeflow.org/v1alpha1"
 CHANGES = (
@@ -113,6 +120,47 @@ def over_http(jobs: int, before: bool) -> collections.Counter[str]:
         return collections.Counter(r.verb for r in local.kube.requests)
 
 
+def machine_cpu_per_event(jobs: int) -> float:
+    """Microseconds of CPU per ``Watcher.receive`` of a change, ``jobs`` jobs known."""
+    items = [_job(f"job-{i:05d}", CHANGES[0]) for i in range(jobs)]
+    watcher = Watcher.start(TRAINJOB, 0.0, 60.0).receive(PageListed(items, "1"), 0.0)
+    changes = [Changed(_job(f"job-{i:05d}", CHANGES[1])) for i in range(jobs)]
+    start = time.process_time()
+    for change in changes:
+        watcher = watcher.receive(change, 0.0)
+    return (time.process_time() - start) / jobs * 1e6
+
+
+def port_cpu_per_event(jobs: int) -> float:
+    """Microseconds of CPU per event of ``watch_jobs`` at the port, fake included: ``jobs``
+    there before it starts, then each changed once."""
+    clock = FakeClock(step=1.0)
+    cluster = PortFake(clock)
+    store = cluster.objects
+    install(store, schema_check.require_shared(), ("trainjobs-v2.3.0.yaml",), runtime=False)
+    names = [f"job-{i:05d}" for i in range(jobs)]
+    _create(store, names)
+    session = lifecycle.Session(cluster, clock, jitter=fixed_jitter)
+    with closing(lifecycle.watch_jobs(session)) as events:
+        for _ in zip(range(jobs), events, strict=False):  # LISTED, each
+            pass
+
+        def change_each() -> None:  # at the next tick, every job once
+            while names:
+                store.change(API, "TrainJob", NAMESPACE, names.pop(), {"status": CHANGES[1]})
+
+        clock.on_tick(change_each)
+        start = time.process_time()
+        for _ in zip(range(jobs), events, strict=False):
+            pass
+        return (time.process_time() - start) / jobs * 1e6
+
+
+def _job(name: str, status: dict[str, Any]) -> dict[str, Any]:
+    meta = {"name": name, "namespace": NAMESPACE, "uid": name, "resourceVersion": "2"}
+    return {"apiVersion": API, "kind": "TrainJob", "metadata": meta, "status": status}
+
+
 def _line(counts: collections.Counter[str]) -> str:
     total = sum(counts.values())
     return f"{total:4d}  ({', '.join(f'{what} {n}' for what, n in sorted(counts.items()))})"
@@ -128,6 +176,10 @@ def main() -> None:
     print("for comparison, reading each job once per change (the least a poller makes):")
     for jobs in (10, 1000):
         print(f"  {jobs:5d} jobs {jobs * len(CHANGES):28d}")
+    print("CPU per event, us (one change of each job, every job listed first):")
+    for jobs in (1000, 10_000):
+        machine, port = machine_cpu_per_event(jobs), port_cpu_per_event(jobs)
+        print(f"  {jobs:6d} jobs: the Watcher {machine:.1f}, watch_jobs at the port {port:.1f}")
 
 
 if __name__ == "__main__":

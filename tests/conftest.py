@@ -11,7 +11,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",
         action="store_true",
-        help="rewrite golden/, the README's generated sections and schemas/ instead of comparing "
+        help="rewrite golden/, the docs' generated sections and schemas/ instead of comparing "
         "(review the diff!)",
     )
 

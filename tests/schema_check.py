@@ -66,8 +66,8 @@ def require_shared() -> Path:
         pytest.fail("KFCOMPILE_REQUIRE_SHARED is set but ../shared/crds is missing")
     if SHARED is None:
         pytest.skip(
-            reason='../shared/crds not found: the upstream CRDs (README, "The reference '
-            'CRDs": where to get them; or set KFCOMPILE_SHARED)'
+            reason='../shared/crds not found: the upstream CRDs (docs/contributing.md, "The '
+            'reference CRDs": where to get them; or set KFCOMPILE_SHARED)'
         )
     return SHARED
 

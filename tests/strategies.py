@@ -460,6 +460,21 @@ def initializer_sources() -> SearchStrategy[dict[str, Any]]:
     )
 
 
+@st.composite
+def topologies(draw: DrawFn) -> dict[str, Any]:
+    """Kueue's topology request: one mode (a level is a label key), then a slice level and
+    size, or (with required or preferred) a pod set group name, which is no number."""
+    mode = draw(st.sampled_from(["required", "preferred", "unconstrained"]))
+    out: dict[str, Any] = {mode: True if mode == "unconstrained" else draw(qualified_names())}
+    extra = draw(st.sampled_from(["none", "slice", "group"]))
+    if extra == "slice":
+        out["slice_required"] = draw(qualified_names())
+        out["slice_size"] = draw(st.integers(1, 4))
+    elif extra == "group" and mode != "unconstrained":
+        out["group_name"] = draw(_name_parts().filter(lambda n: not n.isdigit()))
+    return out
+
+
 def initializers() -> SearchStrategy[dict[str, Any]]:
     """An initializer with at least one of dataset/model (an empty one carries nothing)."""
     return st.one_of(
@@ -591,6 +606,9 @@ SIMPLE_FIELDS: dict[str, Callable[[], SearchStrategy[Any]]] = {
     "queue": lambda: nonempty_label_values(),
     "priority_class": lambda: nonempty_label_values(),
     "scheduling_policy": scheduling_policies,
+    "provisioning_parameters": lambda: st.dictionaries(
+        _name_parts(), free_text(), min_size=1, max_size=3
+    ),
     "pod_spec_overrides": lambda: overrides(POD_OVERRIDES),
     "container_overrides": lambda: overrides(CONTAINER_OVERRIDES),
 }
@@ -648,6 +666,8 @@ def job_data(draw: DrawFn) -> Data:
     for name, strategy in SIMPLE_FIELDS.items():
         if _sometimes(draw, density):
             data[name] = draw(strategy())
+    if _sometimes(draw, density):
+        data["topology"] = draw(topologies())
     # Fields that may not repeat what others name: env names, mount paths.
     named = set(data.get("env", {})) | {item["name"] for item in data.get("env_list", [])}
     if "secret_env" in data:
@@ -745,6 +765,8 @@ def _with_companions(draw: DrawFn, field: str) -> tuple[str, Data]:
         return field, {"num_nodes": num_nodes, "elastic": draw(elastic_policies(num_nodes))}
     if field == "image":
         return field, {"image": draw(images())}
+    if field == "topology":  # Kueue checks slices and groups against the pod sets' sizes
+        return field, {"num_nodes": draw(st.integers(1, 6)), "topology": draw(topologies())}
     raise AssertionError(field)
 
 
@@ -763,6 +785,7 @@ COMPANION_FIELDS = (
     "num_nodes",
     "elastic",
     "image",
+    "topology",
 )
 FEATURES = (*COMPANION_FIELDS, *SIMPLE_FIELDS)
 

@@ -92,6 +92,7 @@ def test_conversion_cases_exist() -> None:
         "kubectl-get-dump",
         "pytorchjob-3node-volcano",
         "pytorchjob-elastic",
+        "pytorchjob-torchrun-lines",
         "trainjob-v21-overrides",
     ]
 
@@ -137,9 +138,10 @@ def losses(case: str, target: str | None) -> list[str]:
 
 
 def test_pytorchjob_to_trainjob_maps_and_reports_run_policy() -> None:
-    """Master + 2 Workers are 3 nodes; the pytorch container becomes the trainer; runPolicy
-    fields without a TrainJob equivalent, the Volcano policy and the MASTER_ADDR/RANK command
-    are each reported on their input path."""
+    """Master + 2 Workers are 3 nodes; the pytorch container becomes the trainer, its torchrun
+    line the launcher without the rendezvous flags naming $(RANK), $(MASTER_ADDR) and
+    $(MASTER_PORT); runPolicy fields without a TrainJob equivalent and the Volcano policy are
+    each reported on their input path."""
     text = (CONVERSIONS / "pytorchjob-3node-volcano" / "input.yaml").read_text(encoding="utf-8")
     [outcome] = convert_text(text, "in", "trainjob/v2.3", allow_lossy=True)
     [job] = docs(outcome.text)
@@ -163,9 +165,9 @@ def test_pytorchjob_to_trainjob_maps_and_reports_run_policy() -> None:
         "spec.pytorchReplicaSpecs.Master.template.spec.schedulerName",
     ):
         assert where in paths, where
-    [flag] = [line for line in outcome.lines if "MASTER_ADDR" in line]
-    assert flag.startswith("spec.pytorchReplicaSpecs.Master.template.spec.containers[name=pytorch]")
-    assert "PET_" in flag
+    assert trainer["command"] == ["torchrun", "/workspace/train.py", "--epochs", "3"]
+    assert "args" not in trainer
+    assert not [line for line in outcome.lines if "command" in line or "MASTER_ADDR" in line]
     assert outcome.status == "lossy"
     assert losses("pytorchjob-3node-volcano", "pytorchjob/v1") == []  # its own kind: exact
 

@@ -1,58 +1,112 @@
-"""Generated documentation and schema files must match the code that generates them."""
+"""The README and the documentation: what code generates there is current, and every code block
+in them runs and prints what it shows (``docblocks`` says how each kind of block is run).
+
+The README's quick start runs verbatim: each command through a shell, the installed
+``kfcompile`` on the PATH, its cluster part against the tests' local API server.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import jsonschema
 import pytest
+import schema_check
+import yaml
+from docblocks import (
+    LANGUAGES,
+    PAGES,
+    ROOT,
+    Block,
+    blocks,
+    commands,
+    kfcompile_argv,
+    matches,
+    needs_cluster,
+    sh_lines,
+)
 
+from kfcompile import load_spec
+from kfcompile.cli import main
 from kfcompile.spec import yamlio
 from kfcompile.spec.json_schema import json_schema
 from kfcompile.spec.model import JobSpec
-from kfcompile.targets.reference import field_slots, slot_table, spec_reference, support_table
+from kfcompile.targets.reference import field_slots
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+import diagrams
+import generated
+
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SCHEMA_FILE = ROOT / "schemas" / "jobspec.schema.json"
+CONTRIBUTING = ROOT / "docs" / "contributing.md"
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+BIN = Path(sys.executable).parent  # where the installed `kfcompile` is
+
+# --- what code generates --------------------------------------------------------------------------
+
+MARKER = re.compile(
+    r"<!-- generated:(?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /generated:(?P=name) -->", re.S
+)
+SECTIONS = [
+    (page, m["name"]) for page in PAGES for m in MARKER.finditer(page.read_text(encoding="utf-8"))
+]
 
 
-GENERATED = {"support": support_table, "slots": slot_table, "spec": spec_reference}
-
-
-def section(name: str) -> str:
-    m = re.search(rf"<!-- reference:{name} -->\n(.*?)<!-- /reference:{name} -->", README, re.S)
-    assert m, f"README lacks the {name} section"
-    return m.group(1)
-
-
-@pytest.mark.parametrize("name", GENERATED)
-def test_readme_generated_section_is_current(name: str, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(
+    ("page", "name"), SECTIONS, ids=[f"{p.relative_to(ROOT)}:{n}" for p, n in SECTIONS]
+)
+def test_generated_section_is_current(
+    page: Path, name: str, request: pytest.FixtureRequest
+) -> None:
     """Regenerate with `pytest tests/test_docs.py --update-golden` and review the diff."""
-    wanted = GENERATED[name]()
+    wanted = generated.GENERATED[name]()
+    text = page.read_text(encoding="utf-8")
     if request.config.getoption("--update-golden"):
-        text = (ROOT / "README.md").read_text(encoding="utf-8")
-        start, end = f"<!-- reference:{name} -->\n", f"<!-- /reference:{name} -->"
-        head, rest = text.split(start)
-        (ROOT / "README.md").write_text(head + start + wanted + end + rest.split(end)[1])
+        start, end = f"<!-- generated:{name} -->\n", f"<!-- /generated:{name} -->"
+        head, rest = text.split(start, 1)
+        page.write_text(head + start + wanted + end + rest.split(end, 1)[1], encoding="utf-8")
         return
-    assert section(name) == wanted, "stale: run pytest tests/test_docs.py --update-golden"
+    found = {m["name"]: m["body"] for m in MARKER.finditer(text)}
+    assert found[name] == wanted, "stale: run pytest tests/test_docs.py --update-golden"
 
 
-def test_reference_covers_every_field() -> None:
+def test_every_generated_section_is_shown_somewhere() -> None:
+    assert {name for _, name in SECTIONS} == set(generated.GENERATED)
+
+
+def test_the_field_reference_covers_every_field() -> None:
     import attrs
 
     slots = field_slots()
     assert set(slots) == {a.name for a in attrs.fields(JobSpec)}
     # gpu_resource only names the GPU key; every other field feeds at least one slot
     assert [f for f, s in slots.items() if not s] == ["gpu_resource"]
+    reference = generated.GENERATED["spec"]()
     for name in slots:
-        assert f"| `{name}` |" in section("spec")
+        assert f"| `{name}` |" in reference
+
+
+def test_the_state_diagram_says_what_job_state_decides() -> None:
+    """Every arrow of the state diagram, checked against ``job_state`` on job objects made from
+    the same tables; every state is in it."""
+    from kfcompile.kinds import State
+    from kfcompile.status import job_state
+
+    moves = generated.moves()
+    assert {m.dst for m in moves} | {m.src for m in moves} >= {s.name for s in State}
+    for move in moves:
+        for job, pods in move.examples:
+            assert job_state(job, pods).state.name == move.dst, (move.src, move.dst, job, pods)
+    assert all(m.examples for m in moves if m.dst != "end")
 
 
 def test_schema_file_is_current(request: pytest.FixtureRequest) -> None:
@@ -74,23 +128,48 @@ def test_schema_rejects_unknown_fields() -> None:
         jsonschema.validate({"name": "a", "image": "b", "replicas": 2}, json_schema())
 
 
+# --- the README's front ---------------------------------------------------------------------------
+
+
 def test_readme_starts_with_the_two_setup_commands_ci_runs() -> None:
     block = re.search(r"```sh\n(.*?)```", README, re.S)
     assert block and README.index(block.group(0)) < README.index("##")
-    commands = block.group(1).strip().splitlines()
-    assert len(commands) == 2
+    assert README.startswith("# kfcompile\n\n" + block.group(0))
+    commands_ = block.group(1).strip().splitlines()
+    assert len(commands_) == 2
     # Each works where pip installs nothing outside a virtual environment (PEP 668: Debian's and
     # Ubuntu's Python): it makes one and runs every later step from it.
-    for command in commands:
+    for command in commands_:
         first, *rest = command.split(" && ")
         assert first == "python3 -m venv .venv" and rest, command
         assert all(step.startswith(".venv/bin/") for step in rest), command
-    assert "kfcompile render examples/*.yaml --target all --out" in commands[0]
+    assert "kfcompile render examples/*.yaml --target all --out" in commands_[0]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    assert commands[1] in ci  # the test command, verbatim, a line of its own
+    assert commands_[1] in ci  # the test command, verbatim, a line of its own
     # ... on a clone with no environment yet, as a new user's
-    before = [line for line in ci[: ci.index(commands[1])] if not line.startswith("#")]
+    before = [line for line in ci[: ci.index(commands_[1])] if not line.startswith("#")]
     assert not [line for line in before if re.search(r"\b(venv|pip)\b", line)]
+
+
+def test_readme_is_a_front_door() -> None:
+    """Short; links into the docs; a picture of one spec to every target; no figure that
+    depends on the machine (those are in bench/ and docs/performance.md)."""
+    lines = README.splitlines()
+    assert len(lines) <= 250
+    assert "```mermaid" in README
+    for target in ("docs/getting-started.md", "docs/specs/index.md", "docs/targets.md"):
+        assert f"]({target})" in README
+    assert not re.search(r"\d+(\.\d+)? ?(ms|s)\b.*(median|measured)", README)
+    assert not re.search(r"\b\d[\d,]* tests\b", README)
+
+
+def test_every_readme_link_to_a_file_resolves() -> None:
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" in target:
+                continue
+            assert (page.parent / target).exists(), f"{page.relative_to(ROOT)}: {target}"
 
 
 def test_without_the_reference_crds_the_skips_are_one_line_saying_where_to_get_them(
@@ -108,5 +187,178 @@ def test_without_the_reference_crds_the_skips_are_one_line_saying_where_to_get_t
     lines = done.stdout.splitlines()
     [summary] = [line for line in lines if "skipped: " in line]
     assert re.fullmatch(r"\d+ skipped: \.\./shared/crds not found: .*KFCOMPILE_SHARED\)", summary)
-    assert '"The reference CRDs"' in summary and "### The reference CRDs" in README
+    assert '"The reference CRDs"' in summary and "docs/contributing.md" in summary
+    assert "## The reference CRDs" in CONTRIBUTING.read_text(encoding="utf-8")
     assert not [line for line in lines if line.startswith("SKIPPED")]
+
+
+# --- every code block runs ------------------------------------------------------------------------
+
+ALL_BLOCKS = [b for page in PAGES for b in blocks(page)]
+
+
+def test_every_block_is_of_a_kind_the_tests_run() -> None:
+    assert [b.where for b in ALL_BLOCKS if b.lang not in LANGUAGES] == []
+    assert len(ALL_BLOCKS) > 50  # the parser found them
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in ALL_BLOCKS if b.lang == "mermaid"], ids=lambda b: b.where
+)
+def test_every_diagram_draws(block: Block) -> None:
+    drawn = diagrams.svg(block.text)
+    assert drawn.startswith("<svg") and drawn.count("<text") >= 2
+
+
+class Page:
+    """Runs one page's blocks in order, in a directory of its own."""
+
+    def __init__(self, page: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.page, self.dir, self.monkeypatch = page, tmp, monkeypatch
+        self.verbatim = page == ROOT / "README.md"  # through a shell, the installed command
+        self.cluster: Path | None = None  # the local API server's kubeconfig, once started
+        self.stack = contextlib.ExitStack()
+        self.skipped: list[str] = []
+        (tmp / "examples").symlink_to(ROOT / "examples")
+        # Until a block needs the cluster, no command may find one.
+        self.env = {**os.environ, "KUBECONFIG": str(tmp / "no-cluster"), "PYTHONUNBUFFERED": "1"}
+        self.env["PATH"] = f"{BIN}{os.pathsep}{self.env['PATH']}"
+        monkeypatch.chdir(tmp)
+        monkeypatch.setenv("KUBECONFIG", self.env["KUBECONFIG"])
+
+    def connect(self, where: str) -> bool:
+        """Start the local API server for the rest of the page; False when it cannot be."""
+        if self.cluster is None:
+            if schema_check.SHARED is None and not os.environ.get("KFCOMPILE_REQUIRE_SHARED"):
+                self.skipped.append(f"{where}: needs ../shared/crds for the local cluster")
+                return False
+            from fakekube.cluster import LocalCluster
+
+            local = self.stack.enter_context(LocalCluster(schema_check.require_shared()))
+            self.cluster = local.kubeconfig
+            self.env["KUBECONFIG"] = str(local.kubeconfig)
+            self.monkeypatch.setenv("KUBECONFIG", str(local.kubeconfig))
+        return True
+
+    def run(self) -> None:
+        with self.stack:
+            for block in blocks(self.page):
+                getattr(self, f"_{block.lang or 'text'}")(block)
+        if self.skipped:
+            pytest.skip("; ".join(self.skipped))
+
+    def _text(self, block: Block) -> None:
+        pass  # output and illustrations
+
+    _mermaid = _text  # test_every_diagram_draws
+
+    def _yaml(self, block: Block) -> None:
+        data = yaml.safe_load(block.text)
+        if block.title:
+            (self.dir / block.title).write_text(block.text, encoding="utf-8")
+        elif isinstance(data, dict) and {"name", "image"} <= data.keys() and "kind" not in data:
+            load_spec(block.text)  # a spec shown whole must load
+
+    def _console(self, block: Block) -> None:
+        for command, shown in commands(block):
+            if needs_cluster(command) and not self.connect(block.where):
+                continue
+            printed = self.shell(command, block) if self.verbatim else self.command(command)
+            if printed is None:
+                continue  # skipped: said at the end
+            assert matches(shown, printed), (
+                f"{block.where}: $ {command}\n--- shown:\n{shown}--- printed:\n{printed}"
+            )
+
+    def command(self, command: str) -> str | None:
+        argv = kfcompile_argv(command)
+        if argv is None:
+            return self.shell(command, None)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            main(argv)
+        return out.getvalue()
+
+    def shell(self, command: str, block: Block | None) -> str | None:
+        """What the command prints, both streams in order as on a terminal (unbuffered)."""
+        if command.startswith("torchx ") and not _importable("torchx"):
+            self.skipped.append(f"{command}: torchx is not installed")
+            return None
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=self.dir, env=self.env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=120, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        if block is not None and block.lang == "sh":
+            assert done.returncode == 0, f"{block.where}: {command}\n{done.stdout}"
+        return done.stdout
+
+    def _sh(self, block: Block) -> None:
+        for command in sh_lines(block):
+            if _setup(command):
+                continue
+            if needs_cluster(command) and not self.connect(block.where):
+                continue
+            self.shell(command, block)
+
+    def _python(self, block: Block) -> None:
+        for module in ("nemo_run", "torchx"):
+            if re.search(rf"^\s*(import|from) {module}\b", block.text, re.M) and not _importable(
+                module
+            ):
+                self.skipped.append(f"{block.where}: {module} is not installed")
+                return
+        if "kfcompile_kube" in block.text and not self.connect(block.where):
+            return
+        script = self.dir / f"block_{block.line}.py"  # run as a script is, from its file
+        script.write_text(block.text, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(script)], cwd=self.dir, env=self.env,
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{block.where}:\n{done.stdout}{done.stderr}"
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _setup(command: str) -> bool:
+    """Installing kfcompile or building the site: CI runs these (`.ci/run`); here each is
+    checked to name what exists (the extras in pyproject.toml)."""
+    setup = (
+        "python3 -m venv .venv",
+        ".venv/bin/pip install",
+        "pip install",
+        ". .venv/bin/activate",
+        "mkdocs build --strict",
+    )
+    if not command.startswith(setup):
+        return False
+    extras = set(PYPROJECT["project"]["optional-dependencies"])
+    for named in re.findall(r'"\.\[([\w,]+)\]"', command):
+        assert set(named.split(",")) <= extras, command
+    return True
+
+
+RUN = [p for p in PAGES if any(b.lang in ("console", "sh", "python", "yaml") for b in blocks(p))]
+
+
+@pytest.mark.parametrize("page", RUN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_block_of_the_page_runs(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's quick start too: verbatim, its cluster part against the local cluster."""
+    Page(page, tmp_path, monkeypatch).run()
+
+
+def test_the_quick_start_is_in_the_getting_started_page_and_shows_each_step() -> None:
+    quick = README.split("<!-- --8<-- [start:quickstart] -->")[1].split("[end:quickstart]")[0]
+    shown = [c for b in blocks(ROOT / "README.md") if b.lang == "console" for c, _ in commands(b)]
+    for step in ("render", "validate", "submit", "status", "logs", "cancel"):
+        assert any(c.startswith(f"kfcompile {step} ") for c in shown), step
+        assert f"$ kfcompile {step} " in quick
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    assert '--8<-- "README.md:quickstart"' in page

@@ -204,10 +204,15 @@ def test_the_rule_that_reserves_what_kfcompile_adds_is_beside_it() -> None:
         }
     )
     made = additions.companions(spec)
-    volumes = [(f"volumes[{i}]", {"name": c.volume}) for i, c in enumerate(made)]
+    names = [c.volume for c in made] + [additions.TRAINER_TOKEN_VOLUME]  # and the Trainer's
+    volumes = [(f"volumes[{i}]", {"name": name}) for i, name in enumerate(names)]
     assert [at for at, _ in additions.reserved_names(spec, volumes)] == [
-        f"volumes[{i}].name" for i in range(len(made))
+        f"volumes[{i}].name" for i in range(len(names))
     ]
     mounted: dict[str, str] = {}
     assert not list(additions.reserved_mounts(spec, mounted))
-    assert mounted == {additions.mount_point(c.mount_path): c.field for c in made}
+    trainer = additions.mount_point(additions.TRAINER_TOKEN_DIR)
+    assert mounted == {
+        trainer: additions.TRAINER_TOKEN.format("mount"),
+        **{additions.mount_point(c.mount_path): c.field for c in made},
+    }

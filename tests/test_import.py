@@ -65,7 +65,8 @@ Obj = dict[str, Any]
 
 def normalise(spec: JobSpec, target: str) -> JobSpec:
     """The spec ``import(render(spec, target))`` gives back: the rewrites listed (numbered) in
-    the ``kfcompile.importer`` docstring, each of which renders the same objects."""
+    the ``kfcompile.importer`` docstring, each of which renders the same objects (a PyTorchJob's
+    torchrun line as kfcompile writes it: the same nodes, processes and program)."""
     data = unstructure(spec)
     # 2. GPUs of an unknown accelerator are extra resources; no GPUs, no GPU resource.
     gpus = data.get("gpus_per_node", 0)
@@ -123,8 +124,11 @@ def normalise(spec: JobSpec, target: str) -> JobSpec:
         del data["managed_by"]
     # 7. Programs: launcher-shaped commands are launchers, and the other way round.
     command: list[str] = data.get("command", [])
-    launchers = ("python",) if target == PT else ("torchrun", "python")
-    shaped = len(command) > 1 and command[0] in launchers and "args" not in data
+    line = target == PT and command[:1] == ["torchrun"]  # a PyTorchJob's torchrun line
+    if line:
+        command = [*command, *data.get("args", [])]  # its args too
+    shaped = len(command) > 1 and command[0] in ("torchrun", "python")
+    shaped = shaped and (line or "args" not in data)
     program, rest = command[1:2], command[2:]
     if shaped and command[1] == "-m":  # python -m module
         program, rest = command[2:3], command[3:]
@@ -138,6 +142,7 @@ def normalise(spec: JobSpec, target: str) -> JobSpec:
         if rest:
             data["launcher"]["args"] = rest
         del data["command"]
+        data.pop("args", None)
     launcher: dict[str, Any] | None = data.get("launcher")
     if launcher is not None and "script" in data:
         launcher.setdefault("entrypoint", "train.py")
@@ -197,6 +202,18 @@ def test_import_inverts_render(spec: JobSpec) -> None:
             continue
         back = import_manifest(objects[-1], companions=objects[:-1])
         assert back == normalise(spec, t), t
+
+
+@pytest.mark.parametrize(
+    "program",
+    [{"command": ["torchrun", "t.py", "--x"]}, {"command": ["torchrun"], "args": ["-m", "p.t"]}],
+)
+def test_a_torchrun_command_reads_back_as_the_launcher_on_a_pytorchjob(program: Obj) -> None:
+    """Normalisation 7 on a PyTorchJob: a torchrun line, with its args, is the launcher."""
+    spec = structure({"name": "j", "image": "i", "num_nodes": 2, **program})
+    back = import_manifest(render(spec, PT)[-1])
+    assert back.launcher is not None and back.launcher.kind == "torchrun"
+    assert back == normalise(spec, PT)
 
 
 @FAST
@@ -699,25 +716,6 @@ def test_what_cannot_be_imported() -> None:
         import_manifest(bad_name)
     assert str(raised.value).startswith("metadata.name: ")
     assert "(spec field name)" in str(raised.value)
-
-
-def test_master_addr_commands_are_flagged_on_trainjob_only() -> None:
-    job = pytorchjob()
-    container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
-    container["command"] = [
-        "sh",
-        "-c",
-        "torchrun --master-addr=$MASTER_ADDR --node-rank=${RANK} t.py",
-    ]
-    for t in ALL:
-        converted = convert_manifest(job, t, allow_lossy=True)
-        flagged = [str(p) for p in converted.losses if "MASTER_ADDR" in p.message]
-        assert bool(flagged) == (t != PT), t
-    [line] = [str(p) for p in convert_manifest(job, V23, allow_lossy=True).losses]
-    assert line.startswith(
-        "spec.pytorchReplicaSpecs.Master.template.spec.containers[name=pytorch].command: "
-        "uses MASTER_ADDR, RANK, which a TrainJob does not set"
-    )
 
 
 def test_convert_refuses_what_it_cannot_drop() -> None:

@@ -180,6 +180,19 @@ STUCK = [
         },
     }
 ]
+NOT_SCHEDULED = [{**pod(ready=False), "status": {"phase": "Pending"}}]  # no node, no container
+REWRITTEN = {  # the same pod, its status rewritten: not scheduled still
+    **NOT_SCHEDULED[0],
+    "metadata": {**NOT_SCHEDULED[0]["metadata"], "resourceVersion": "8"},
+    "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]},
+}
+STARTING[0]["spec"] = {"nodeName": "gpu-node-0"}  # scheduled, its container being created
+KUBELET_DOWN = Transient(
+    500,
+    "InternalError",
+    'Get "https://10.0.0.5:10250/containerLogs/default/demo-node-0-0-u0/node?follow=true": '
+    "dial tcp 10.0.0.5:10250: connect: connection refused",
+)
 RANK_0 = (
     "jobset.sigs.k8s.io/jobset-name=demo,jobset.sigs.k8s.io/replicatedjob-name=node,"
     "batch.kubernetes.io/job-completion-index=0"
@@ -666,12 +679,14 @@ def after(machine: M, answers: Sequence[Any], at: float = 0.0) -> M:
 EXPIRED_TOKEN = Gone(410, "Expired", "the continue token has expired")
 
 
-def page(*names: str, token: str | None = None, remaining: int | None = None) -> PageRead:
-    return PageRead(Page([{"metadata": {"name": n}} for n in names], "10", token, remaining))
+def page(
+    *names: str, token: str | None = None, remaining: int | None = None, version: str = "10"
+) -> PageRead:
+    return PageRead(Page([{"metadata": {"name": n}} for n in names], version, token, remaining))
 
 
-def named_items(*names: str) -> AllRead:
-    return AllRead(tuple({"metadata": {"name": n}} for n in names))
+def named_items(*names: str, version: str = "10") -> AllRead:
+    return AllRead(tuple({"metadata": {"name": n}} for n in names), version)
 
 
 SECOND_EXPIRES = [page("a", token="t1"), TokenExpired(EXPIRED_TOKEN)]
@@ -687,6 +702,11 @@ LIST_ROWS: list[tuple[str, list[Any], Any]] = [
         named_items("a", "b"),
     ),
     ("an empty token is the last page", [page("a", token="")], named_items("a")),
+    (
+        "its version is the first page's (every page is of that snapshot)",
+        [page("a", token="t1", version="7"), page("b", version="9")],
+        named_items("a", "b", version="7"),
+    ),
     (
         "a token handed out twice would page for ever",
         [page("a", token="t1"), page("b", token="t1")],
@@ -1238,31 +1258,65 @@ FOLLOW_ROWS: list[tuple[str, list[Any], Any]] = [
     ("it reads the job first", [], ReadJob()),
     ("a job gone ends it", [JobRead(None)], End()),
     ("then the rank's pods", [JobRead(job())], ListPods(job())),
-    ("no pod yet watches for it", [JobRead(job()), PodsListed([])], WatchPod(RANK_0, 30)),
+    # the pod watch starts from the pods' list: a change since it comes, no ADDED of what was
+    ("no pod yet watches for it", [JobRead(job()), PodsListed([], "7")], WatchPod(RANK_0, 30, "7")),
     ("a pod that comes wakes it", [JobRead(job()), PodsListed([]), PodSeen(pod())], ReadJob()),
     ("as does the watch's end", [JobRead(job()), PodsListed([]), (StreamEnded(), 40)], ReadJob()),
     ("unless it ended at once", [JobRead(job()), PodsListed([]), StreamEnded()], Pause(0)),
     ("a watch refused polls", [JobRead(job()), PodsListed([]), Refused()], Pause(0)),
     (
         "a pod not started is watched",
-        [JobRead(job()), PodsListed(STARTING), LogRefused()],
-        WatchPod(RANK_0, 30),
+        [JobRead(job()), PodsListed(STARTING, "7"), LogRefused()],
+        WatchPod(RANK_0, 30, "7"),
     ),
     (
-        "and read on while it is as it was",
+        "as is one whose log is empty (204: not scheduled)",
+        [JobRead(job()), PodsListed(NOT_SCHEDULED, "7"), LogEnded()],
+        WatchPod(RANK_0, 30, "7"),
+    ),
+    (
+        "and read on while its status says the same (a message rewritten)",
+        [JobRead(job()), PodsListed(NOT_SCHEDULED, "7"), LogEnded(), PodSeen(REWRITTEN)],
+        NextEvent(),
+    ),
+    (
+        "until it is scheduled",
+        [JobRead(job()), PodsListed(NOT_SCHEDULED, "7"), LogEnded(), PodSeen(STARTING[0])],
+        ReadJob(),
+    ),
+    (
+        "or deleted",
+        [JobRead(job()), PodsListed(STARTING), LogEnded(), PodSeen(STARTING[0], gone=True)],
+        ReadJob(),
+    ),
+    (
+        "as it was when the watch ends: watched again, its log not read again",
+        [
+            *(JobRead(job()), PodsListed(NOT_SCHEDULED, "7"), LogEnded(), (StreamEnded(), 40)),
+            *(JobRead(job()), (PodsListed(NOT_SCHEDULED, "9"), 40)),
+        ],
+        (WatchPod(RANK_0, 30, "9"), 40),
+    ),
+    (
+        "a node whose kubelet cannot be reached ends it at once",
+        [*READING, LogRefused(KUBELET_DOWN)],
+        End(pod_waiting(RUNNING[0], KUBELET_DOWN, 0), 0.0),
+    ),
+    (
+        "and read on while it is as it was (its ADDED, from a watch without a version)",
         [JobRead(job()), PodsListed(STARTING), LogRefused(), PodSeen(STARTING[0])],
         NextEvent(),
     ),
     (
         "a pod stuck is watched until it is time to give up",
         [JobRead(job()), PodsListed(STUCK), LogRefused()],
-        (WatchPod(RANK_0, 20), 290),
+        (WatchPod(RANK_0, 20, ""), 290),
     ),
     (
         "then it gives up",
         [
             *(JobRead(job()), PodsListed(STUCK), LogRefused(), (StreamEnded(), 300)),
-            *(JobRead(job()), PodsListed(STUCK), (LogRefused(), 310)),
+            *(JobRead(job()), (PodsListed(STUCK), 310)),  # as it was: no read, then the end
         ],
         End(pod_waiting(STUCK[0], None, 0), 300),
     ),

@@ -152,6 +152,17 @@ def try_render(spec: JobSpec, target: str) -> list[dict[str, Any]] | Unsupported
         return exc
 
 
+def pod_sets(spec: JobSpec, target: str) -> list[int]:
+    """The sizes of the pod sets Kueue makes of the job's pod templates that carry the spec's
+    pod annotations: a PyTorchJob's replica types (Master 1, Workers the rest; elastic: Workers
+    only), a TrainJob's `node` job (KUBEFLOW.md)."""
+    if target != PT:
+        return [spec.num_nodes]
+    if spec.elastic is not None:
+        return [spec.num_nodes]
+    return [1, spec.num_nodes - 1] if spec.num_nodes > 1 else [1]
+
+
 def value_level_rejection(spec: JobSpec, target: str, path: str) -> bool:
     """Problems KUBEFLOW.md documents as value restrictions (not missing fields) of a target."""
     if path == "managed_by":
@@ -182,6 +193,13 @@ def value_level_rejection(spec: JobSpec, target: str, path: str) -> bool:
         upstream = {"torch-distributed": set(), "torch-distributed-with-cache": {"dataset"}}
         known = runtime.kind == "ClusterTrainingRuntime" and runtime.name in upstream
         return known and m[1] not in upstream.get(runtime.name, set())
+    if path in ("topology.slice_size", "topology.group_name") and spec.topology is not None:
+        # Kueue's webhook (tas_validation.go) checks them against the pod sets carrying them.
+        sizes = pod_sets(spec, target)
+        if path == "topology.slice_size":
+            return (spec.topology.slice_size or 0) > min(sizes)
+        two = len(sizes) == 2 and min(sizes) == 1  # a group: two pod sets, one of a single pod
+        return spec.topology.group_name is not None and not two
     if path in ("command", "args", "launcher") and target in MAX_COMMAND_ITEMS:
         limit = MAX_COMMAND_ITEMS[target]
         launcher = spec.launcher
@@ -822,6 +840,42 @@ def _kueue_label(label: str) -> Any:
     return expect
 
 
+# KUBEFLOW.md (Kueue): the PodSet annotation of each topology field, on the pod template.
+TOPOLOGY = {
+    "required": "kueue.x-k8s.io/podset-required-topology",
+    "preferred": "kueue.x-k8s.io/podset-preferred-topology",
+    "unconstrained": "kueue.x-k8s.io/podset-unconstrained-topology",
+    "slice_required": "kueue.x-k8s.io/podset-slice-required-topology",
+    "slice_size": "kueue.x-k8s.io/podset-slice-size",
+    "group_name": "kueue.x-k8s.io/podset-group-name",
+}
+PROVISIONING = "provreq.kueue.x-k8s.io/"  # KUBEFLOW.md: ProvisioningRequest parameters
+
+
+def _topology(m: Model, d: dict[str, Any]) -> None:
+    """Every pod template carries the annotations (v2.0 has no pod metadata). Kueue's webhook
+    (tas_validation.go) refuses a slice larger than a pod set and a group that is not two pod
+    sets, one of a single pod: a PyTorchJob's pod sets are its Master (1) and Workers, a
+    TrainJob's annotations reach its `node` job (num_nodes) only."""
+    n = d["num_nodes"]
+    _num_nodes(m, d)
+    if m.t == V20:
+        raise Unsupported("topology")
+    t = d["value"]
+    pod_sets = ([1, n - 1] if n > 1 else [1]) if m.t == PT else [n]
+    group = "group_name" in t and not (len(pod_sets) == 2 and min(pod_sets) == 1)
+    if t.get("slice_size", 0) > min(pod_sets) or group:
+        raise Rejected("topology")
+    text = {k: "true" if v is True else str(v) for k, v in t.items()}
+    for meta in m.pod_metas("topology"):
+        meta.setdefault("annotations", {}).update({TOPOLOGY[k]: v for k, v in text.items()})
+
+
+def _provisioning(m: Model, d: dict[str, Any]) -> None:
+    annotations = m.metadata().setdefault("annotations", {})
+    annotations.update({PROVISIONING + k: v for k, v in d["value"].items()})
+
+
 def _namespace(m: Model, d: dict[str, Any]) -> None:
     m.metadata()["namespace"] = d["value"]
 
@@ -1034,6 +1088,8 @@ EXPECT: dict[str, Any] = {
     "queue": _kueue_label(QUEUE_LABEL),
     "priority_class": _kueue_label(PRIORITY_LABEL),
     "scheduling_policy": _scheduling_policy,
+    "topology": _topology,
+    "provisioning_parameters": _provisioning,
     "num_nodes": _num_nodes,
     "pod_spec_overrides": _overrides("pod_spec_overrides"),
     "container_overrides": _overrides("container_overrides"),

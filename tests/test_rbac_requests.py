@@ -57,7 +57,6 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
     with recording() as seen, PortCluster(shared) as c:
         c.fake.on_create += [jobs.runs(c.fake, ends=None), jobs.helpers(c.fake)]
         c.fake.on_patch.append(jobs.suspends(c.fake))
-        c.store.create(schema_check.load_crd("trainingruntimes-v2.3.0.yaml"))
         c.store.create(namespaced_runtime(shared))
         session = c.session()
         found = lifecycle.detect_target(session)  # the Trainer's ConfigMap

@@ -515,10 +515,16 @@ def test_trainjob_suspended_beats_active_jobs_and_running_pods() -> None:
     check(job_state(trainjob(status), [POD_RUNNING]), State.SUSPENDED, "Suspended")
 
 
-def test_trainjob_resumed_with_active_jobs_is_running() -> None:
+def test_trainjob_resumed_with_ready_jobs_is_running() -> None:
     # The official SDK reports this one as not running (it has a condition): we must not.
-    status = {"conditions": [TJ_RESUMED], "jobsStatus": [job_status(active=1)]}
+    status = {"conditions": [TJ_RESUMED], "jobsStatus": [job_status(active=1, ready=1)]}
     check(job_state(trainjob(status)), State.RUNNING, "JobsActive", "node")
+
+
+def test_trainjob_resumed_with_active_jobs_not_ready_is_pending() -> None:
+    # As the real Trainer v2.3.0 reports a resumed job whose pods are Pending (susp-job).
+    status = {"conditions": [TJ_RESUMED], "jobsStatus": [job_status(active=1)]}
+    check(job_state(trainjob(status)), State.PENDING, "PodsPending", "node")
 
 
 def test_trainjob_ready_jobs_count_as_running() -> None:
@@ -530,7 +536,7 @@ def test_trainjob_without_conditions_but_active_jobs_is_running() -> None:
     status = {
         "jobsStatus": [
             job_status("dataset-initializer", succeeded=1),
-            job_status("node", active=1),
+            job_status("node", active=1, ready=1),
         ]
     }
     got = job_state(trainjob(status))
@@ -543,8 +549,17 @@ def test_trainjob_resumed_without_active_jobs_is_pending_resumed() -> None:
     check(job_state(trainjob(status)), State.PENDING, "Resumed", "TrainJob is resumed")
 
 
-def test_trainjob_resumed_with_running_pods_is_running() -> None:
+def test_trainjob_counts_decide_not_the_pods() -> None:
+    """What ``list`` and ``watch_jobs`` (the job alone) say is what ``status`` (with the pods)
+    says: the counts decide; pods running ahead of them do not make it RUNNING."""
     status = {"conditions": [TJ_RESUMED], "jobsStatus": [job_status()]}
+    got = job_state(trainjob(status), [POD_RUNNING, POD_CREATING])
+    check(got, State.PENDING, "Resumed", "TrainJob is resumed")
+
+
+def test_trainjob_without_counts_has_running_pods_as_its_only_evidence() -> None:
+    # Trainer v2.0 writes no jobsStatus (pkg/runtime/framework/plugins/jobset at v2.0.0).
+    status = {"conditions": [TJ_RESUMED]}
     got = job_state(trainjob(status), [POD_RUNNING, POD_CREATING])
     check(got, State.RUNNING, "PodsRunning", "1 of 2 pods running")
 
@@ -597,7 +612,7 @@ def test_trainjob_conditions_that_are_not_true_do_not_finish_it() -> None:
             {**TJ_COMPLETE, "status": "False"},
             {**TJ_DEADLINE, "status": "Unknown"},
         ],
-        "jobsStatus": [job_status(active=1)],
+        "jobsStatus": [job_status(active=1, ready=1)],
     }
     check(job_state(trainjob(status)), State.RUNNING, "JobsActive")
 
@@ -804,9 +819,12 @@ def test_active_jobs_whose_pods_have_not_started_are_pending() -> None:
     """A child Job counts a pod that is still Pending as active: not running yet."""
     status = {"jobsStatus": [{"name": "node", "active": 1, "ready": 0}]}
     got = job_state(trainjob(status), [POD_CREATING])
-    check(got, State.PENDING, "PodsPending", "0 of 1 pods started")
-    check(job_state(trainjob(status), [POD_CREATING, POD_RUNNING]), State.RUNNING, "JobsActive")
-    check(job_state(trainjob(status)), State.RUNNING, "JobsActive")  # without pods: the counts
+    check(got, State.PENDING, "PodsPending", "0 of 1 pods ready")
+    # one of two nodes up: the Job is not ready (torchrun waits for every node)
+    got = job_state(trainjob(status), [POD_CREATING, POD_RUNNING])
+    check(got, State.PENDING, "PodsPending", "1 of 2 pods ready")
+    got = job_state(trainjob(status))  # without pods: the counts, the same state
+    check(got, State.PENDING, "PodsPending", "child Jobs active, their pods not all ready yet")
 
 
 def test_running_pods_turn_created_into_running() -> None:
@@ -994,6 +1012,31 @@ def test_finished_exactly_when_a_terminal_condition_is_true(
     assert got.finished is (terminal is not None)
     if terminal is not None:
         assert got.state is terminal
+
+
+@given(
+    kind=st.sampled_from(KIND_NAMES),
+    conditions=st.lists(conditions_st, max_size=8),
+    extras=status_extras_st,
+    pods=pods_st,
+    suspend=st.booleans(),
+)
+def test_pods_never_change_the_state_the_job_says(
+    kind: str,
+    conditions: list[dict[str, Any]],
+    extras: dict[str, Any],
+    pods: list[dict[str, Any]] | None,
+    suspend: bool,
+) -> None:
+    """``status`` reads the pods, ``list`` and ``watch_jobs`` only the job: wherever the job's
+    status has its counts, they say the same state (pods may only tell why it waits)."""
+    counts = "jobsStatus" if kind == "TrainJob" else "replicaStatuses"
+    status = {"conditions": conditions, counts: [], **extras}
+    if kind == "PyTorchJob" and not isinstance(status[counts], dict):
+        status[counts] = {}
+    cr = {"kind": kind, "spec": {"suspend": suspend, "runPolicy": {"suspend": suspend}},
+          "status": status}  # fmt: skip
+    assert job_state(cr, pods).state is job_state(cr).state
 
 
 json_leaf = (

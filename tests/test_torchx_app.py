@@ -13,7 +13,7 @@ import pytest
 from imported import imported_after
 
 from kfcompile.integrations.torchx_app import ROWS, Options, job_name, to_role, to_spec
-from kfcompile.integrations.torchx_torchrun import (
+from kfcompile.spec.torchrun_line import (
     Word,
     shell_words,
     torchrun_line,

@@ -64,7 +64,7 @@ MANAGED = {"app.kubernetes.io/managed-by": "kfcompile"}
 # TrainJob statuses along a Kueue-queued life
 QUEUED = {"conditions": [{"type": "Suspended", "status": "True", "reason": "Suspended"}]}
 ADMITTED = {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed"}]}
-RUNNING = {"jobsStatus": [{"name": "node", "active": 1}]}
+RUNNING = {"jobsStatus": [{"name": "node", "active": 1, "ready": 1}]}  # its pods all ready
 DONE = {"conditions": [{"type": "Complete", "status": "True", "message": "done"}]}
 
 

@@ -17,12 +17,25 @@ from attrs import frozen
 
 
 class State(enum.Enum):
+    """The normalized state of a job, whatever its kind (``JobState.state``)."""
+
     PENDING = "PENDING"
+    """Created, not running yet: waiting for its controller, its pods to be scheduled and
+    start, or a pod that cannot start (the reason says which)."""
     SUSPENDED = "SUSPENDED"
+    """Suspended: queued by Kueue until admitted (normal waiting), preempted, or suspended by
+    someone (``kfcompile suspend``). No pods run."""
     RUNNING = "RUNNING"
+    """Its pods run (or its controller counts them active)."""
     SUCCEEDED = "SUCCEEDED"
+    """Finished: its controller says it completed."""
     FAILED = "FAILED"
-    DELETING = "DELETING"  # being deleted before it finished (a finished job keeps its state)
+    """Finished: its controller says it failed (the reason is the controller's, or the cause
+    its message names, such as ``DeadlineExceeded``)."""
+    DELETING = "DELETING"
+    """Being deleted before it finished (``cancel``): still there, held by a finalizer until
+    its pods are gone; the reason says what holds it. A finished job being deleted keeps
+    ``SUCCEEDED`` or ``FAILED``."""
 
 
 FINISHED_STATES: Final = frozenset({State.SUCCEEDED, State.FAILED})
@@ -30,12 +43,18 @@ FINISHED_STATES: Final = frozenset({State.SUCCEEDED, State.FAILED})
 
 @attrs.frozen
 class JobState:
+    """A job's normalized state (``status.job_state``): the ``State``, a short ``reason`` (a
+    condition type, a pod's waiting reason, ``NoStatus``...) and a ``message`` for people.
+    ``finished`` is true for ``SUCCEEDED`` and ``FAILED``: test it, not the state, to catch
+    both."""
+
     state: State = attrs.field(validator=attrs.validators.instance_of(State))
     reason: str = attrs.field(validator=attrs.validators.instance_of(str))
     message: str = attrs.field(validator=attrs.validators.instance_of(str))
 
     @property
     def finished(self) -> bool:
+        """Whether the job ended (``SUCCEEDED`` or ``FAILED``): nothing will change it now."""
         return self.state in FINISHED_STATES
 
 

@@ -14,12 +14,16 @@ How a state is decided, for both kinds:
    reason is the condition type, except that FAILED keeps the reason the operator reports
    (``PyTorchJobFailed`` stays as it is) unless its message names a cause in
    ``FAILURE_MESSAGES``.
-2. Otherwise the job is waiting or running, and lower-level evidence refines it, strongest first:
-   a stuck pod (``STUCK_POD_REASONS``) means PENDING with that reason, because a child Job
-   counts as "active" while its pods are still pending; then active children in the status
-   (unless pods are given and none has started: ``PodsPending``)
-   (TrainJob ``jobsStatus``, PyTorchJob ``replicaStatuses``) mean RUNNING; then running pods
-   mean RUNNING.
+2. Otherwise the job is waiting or running, and the counts in its status decide which
+   (``COUNTS``): RUNNING when they say its pods are up (TrainJob: a child Job in
+   ``jobsStatus`` is ready, i.e. all its pods are ready or done; PyTorchJob: a replica in
+   ``replicaStatuses`` is active, i.e. has a Running pod). The job object alone decides, so
+   ``status`` (which has the pods), ``list`` and ``watch_jobs`` (which have only the jobs) say
+   the same state of the same object. Pods only tell why a job waits: a stuck pod
+   (``STUCK_POD_REASONS``) is the reason; then counts of Jobs active but not ready (their pods
+   exist and have not all started, as the real Trainer reports a job whose pods are Pending:
+   ``active: 1, ready: 0``) mean PENDING, ``PodsPending``. Only where the status has no counts
+   at all (Trainer v2.0 writes no ``jobsStatus``) do running pods mean RUNNING.
 3. Otherwise PENDING, described by the PENDING row from step 1, else by the latest non-True
    condition of a known type (e.g. TrainJob ``Suspended=False``, reason ``Resumed``), else
    SUSPENDED if the job's suspend flag is set (created suspended, not yet reported on), else
@@ -74,9 +78,6 @@ FAILURE_MESSAGES: Final[tuple[tuple[str, str], ...]] = (
     ("reached the specified backoff limit", "BackoffLimitExceeded"),
     ("active longer than specified deadline", "DeadlineExceeded"),
 )
-
-# Pod phases of a pod whose containers have started (Pending means none has yet).
-STARTED_PHASES: Final = frozenset({"Running", "Succeeded", "Failed"})
 
 # A pod that waits for one of these will not start without someone fixing something: container
 # `state.waiting.reason`s, and the reason of a PodScheduled=False pod condition.
@@ -153,14 +154,23 @@ def _conditions(status: Mapping[str, Any]) -> list[_Condition]:
 # --- What is active, per kind -------------------------------------------------------------------
 
 
-def _active_child_jobs(status: Mapping[str, Any]) -> str:
-    """TrainJob `status.jobsStatus[]` counts child Jobs: any active or ready one is running."""
-    names = [
-        _text(job.get("name")) or "?"
-        for job in _mappings(status.get("jobsStatus"))
-        if _count(job.get("active")) > 0 or _count(job.get("ready")) > 0
-    ]
-    return f"active child Jobs: {', '.join(names)}" if names else ""
+def _child_jobs(status: Mapping[str, Any], counted: Callable[[Mapping[str, Any]], bool]) -> str:
+    """The names of the child Jobs in TrainJob `status.jobsStatus[]` that ``counted`` holds
+    for, joined ("" when none)."""
+    jobs = _mappings(status.get("jobsStatus"))
+    return ", ".join(_text(job.get("name")) or "?" for job in jobs if counted(job))
+
+
+def _ready_child_jobs(status: Mapping[str, Any]) -> str:
+    """JobSet's `ready` counts the child Jobs whose pods are all ready or done: running."""
+    names = _child_jobs(status, lambda job: _count(job.get("ready")) > 0)
+    return f"active child Jobs: {names}" if names else ""
+
+
+def _starting_child_jobs(status: Mapping[str, Any]) -> str:
+    """`active` counts a Job with a pod Running *or Pending*: active, none ready, is starting."""
+    names = _child_jobs(status, lambda job: _count(job.get("active")) > 0)
+    return f"child Jobs active, their pods not all ready yet: {names}" if names else ""
 
 
 def _active_replicas(status: Mapping[str, Any]) -> str:
@@ -175,10 +185,18 @@ def _active_replicas(status: Mapping[str, Any]) -> str:
     return f"active replicas: {', '.join(parts)}" if parts else ""
 
 
-# Where each kind's status counts what is active: a message naming it, "" if nothing.
-ACTIVE: Final[Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
-    "jobsStatus": _active_child_jobs,
-    "replicaStatuses": _active_replicas,
+def _nothing(status: Mapping[str, Any]) -> str:
+    return ""
+
+
+Counts = Callable[[Mapping[str, Any]], str]  # a message naming what is counted, "" if nothing
+
+# Where each kind's status counts (``Kind.active_counts``): what says its pods are up
+# (RUNNING), and what says they exist but are not all up yet (PENDING, ``PodsPending``).
+# PyTorchJob's `active` counts only Running pods, so it has no such second count.
+COUNTS: Final[Mapping[str, tuple[Counts, Counts]]] = {
+    "jobsStatus": (_ready_child_jobs, _starting_child_jobs),
+    "replicaStatuses": (_active_replicas, _nothing),
 }
 
 
@@ -249,12 +267,23 @@ def stuck_pod(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
     return None
 
 
-def _pods_not_started(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
-    """Pods that exist but none has started: a child Job counts them as active already."""
-    started = [p for p in pods if _text(_mapping(p.get("status")).get("phase")) in STARTED_PHASES]
-    if not pods or started:
-        return None
-    return JobState(State.PENDING, "PodsPending", f"0 of {len(pods)} pods started")
+def _pod_up(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod is up as a Job counts it: done, or Running with every container ready
+    (a pod being deleted is neither: it is going away)."""
+    if _text(_mapping(pod.get("metadata")).get("deletionTimestamp")):
+        return False
+    status = _mapping(pod.get("status"))
+    phase = _text(status.get("phase"))
+    containers = _mappings(status.get("containerStatuses"))
+    running = phase == "Running" and bool(containers)
+    return phase == "Succeeded" or (running and all(c.get("ready") is True for c in containers))
+
+
+def _pods_starting(pods: Sequence[Mapping[str, Any]], counted: str) -> JobState:
+    """The counts say pods exist and are not all up: how many are, when the pods are given."""
+    ready = sum(_pod_up(p) for p in pods)
+    message = f"{ready} of {len(pods)} pods ready" if pods else counted
+    return JobState(State.PENDING, "PodsPending", message)
 
 
 def _running_pods(pods: Sequence[Mapping[str, Any]]) -> JobState | None:
@@ -341,15 +370,20 @@ def _decide(cr: Mapping[str, Any], kind_name: str, pod_list: list[Mapping[str, A
     decided = _from_table(kind_name, kind.conditions, conditions)
     if decided is not None and decided.state is not State.PENDING:
         return decided
+    up, starting = COUNTS[kind.active_counts]
+    if running := up(status):
+        return JobState(State.RUNNING, kind.active_reason, running)
+    if counted := starting(status):
+        waiting = _pods_starting(pod_list, counted)
+    else:
+        waiting = decided or _suspended_by_spec(cr, kind) or _waiting(kind_name, kind, conditions)
+    if waiting.state is not State.PENDING:
+        return waiting  # suspended by its spec: the job says so, whatever its pods
     if stuck := stuck_pod(pod_list):
         return stuck
-    if active := ACTIVE[kind.active_counts](status):
-        if waiting := _pods_not_started(pod_list):
-            return waiting
-        return JobState(State.RUNNING, kind.active_reason, active)
-    if running := _running_pods(pod_list):
-        return running
-    return decided or _suspended_by_spec(cr, kind) or _waiting(kind_name, kind, conditions)
+    if kind.active_counts not in status and (running_pods := _running_pods(pod_list)):
+        return running_pods  # a controller that writes no counts (Trainer v2.0): pods alone
+    return waiting
 
 
 def _suspended_by_spec(cr: Mapping[str, Any], kind: Kind) -> JobState | None:

@@ -13,7 +13,8 @@ FakeKube`` (``tests/`` is on ``sys.path`` under pytest).
 
 What a real cluster does to deletions and access, per test on the store (both fronts alike):
 ``store.gc(lag=30)`` (the garbage collector 30 s late), ``store.gc(running=False)`` (none),
-``store.kubelets_down.add("gpu-node-1")`` (that node's deleted pods stay Terminating),
+``store.kubelets_down.add("gpu-node-1")`` (that node's deleted pods stay Terminating, and its
+pods' logs are answered 500 with the dial error, as a real server that cannot reach a kubelet),
 ``store.access = NamespaceAccess("alice", {"team-a"})`` (RBAC granting only those namespaces).
 """
 

@@ -1,5 +1,5 @@
 """A whole local "cluster" for lifecycle tests and benchmarks, with what a Kubeflow install
-provides (its CRDs, the ``torch-distributed`` runtime, the Trainer's public ConfigMap), plus a
+provides (its CRDs, the ``torch-distributed`` runtimes, the Trainer's public ConfigMap), plus a
 claim and a Kueue queue; each job's life scripted by ``fakekube.jobs`` on a ``FakeClock``.
 ``PortCluster``: behind the ``Cluster`` port (``PortFake``), on the fake clock alone;
 ``LocalCluster``: the same store over real HTTP (``kubeconfig`` for the CLI), its clock in step
@@ -69,6 +69,18 @@ PACE = 0.1
 SCENARIO_ANNOTATION = "fake.kfcompile.dev/scenario"
 
 
+# The upstream ClusterTrainingRuntimes a cluster has (../shared/crds/runtimes): the default, and
+# one whose dataset initializer runs before the nodes.
+RUNTIMES = ("torch-distributed", "torch-distributed-with-cache")
+
+
+def upstream_runtime(shared: Path, name: str) -> dict[str, Any]:
+    """The upstream ClusterTrainingRuntime ``name``, as Trainer v2.3.0 installs it."""
+    path = shared / "crds/runtimes" / f"{name.replace('-', '_')}-v2.3.0.yaml"
+    runtime: dict[str, Any] = yaml.safe_load(path.read_text())
+    return runtime
+
+
 @functools.cache
 def load_crd(path: Path) -> dict[str, Any]:
     """The parsed CRD file, one object per file (validators are cached per CRD object)."""
@@ -111,7 +123,7 @@ def install(store: Seeded, shared: Path, crds: tuple[str, ...], runtime: bool,
     before v2.2, which had no such ConfigMap); None: no ConfigMap. ``serves``: the Kueue API
     versions served (a key of ``kueue.SERVES``: by default only v1beta2, as Kueue v0.20 on;
     None: no Kueue), with the LocalQueue ``QUEUE``."""
-    for name in (*crds, "clustertrainingruntimes-v2.3.0.yaml"):
+    for name in (*crds, "clustertrainingruntimes-v2.3.0.yaml", "trainingruntimes-v2.3.0.yaml"):
         store.create(load_crd(shared / "crds" / name))
     if trainer == FROM_CRDS:
         pattern = r"trainjobs-(v\d+\.\d+\.\d+)\.yaml"
@@ -122,8 +134,8 @@ def install(store: Seeded, shared: Path, crds: tuple[str, ...], runtime: bool,
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
         store.create(trainer_configmap(trainer))
     if runtime:
-        runtimes = shared / "crds/runtimes"
-        store.create(yaml.safe_load((runtimes / "torch_distributed-v2.3.0.yaml").read_text()))
+        for name in RUNTIMES:
+            store.create(upstream_runtime(shared, name))
     claim = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
     seeded = [("v1", "PersistentVolumeClaim", CLAIM, claim)]
     if serves is not None:

@@ -119,14 +119,21 @@ def start(fake: Fake, namespace: str, name: str, kind: str = "TrainJob") -> None
                    "name": f"{name}-node-0"}, "SuccessfulCreate", f"Created pod: {pod}",
                    reportingController="job-controller")  # fmt: skip
     if kind == "TrainJob":
-        # JobSet's ReplicatedJobStatus: every count required (the v2.3 CRD's jobsStatus items)
-        active = [{"name": "node", "active": len(plans), "ready": len(plans), "succeeded": 0,
-                   "failed": 0, "suspended": 0}]  # fmt: skip
-        fake.objects.change(job["apiVersion"], kind, namespace, name,
-                            {"status": {"jobsStatus": active}})  # fmt: skip
+        _jobs_status(fake, job, ready=1)  # the one Job `node`, its pods all ready
     else:
         _conditions(fake, job, ("Created", "True", "PyTorchJobCreated"),
                     ("Running", "True", "PyTorchJobRunning"))  # fmt: skip
+
+
+def _jobs_status(fake: Fake, job: Obj, *, ready: int) -> None:
+    """A TrainJob's jobsStatus as the Trainer copies it from JobSet's ReplicatedJobStatus: it
+    counts child Jobs, not pods (one Job `node`, active while a pod of it runs or is Pending,
+    ready once all are: ``../shared/observed/trainer-v2.3.0``); every count is required."""
+    counts = [{"name": "node", "active": 1, "ready": ready, "succeeded": 0, "failed": 0,
+               "suspended": 0}]  # fmt: skip
+    meta = job["metadata"]
+    fake.objects.change(job["apiVersion"], job["kind"], meta["namespace"], meta["name"],
+                        {"status": {"jobsStatus": counts}})  # fmt: skip
 
 
 def progress(
@@ -243,8 +250,11 @@ def pending(fake: Fake, namespace: str, name: str, why: str, kind: str = "TrainJ
         status["containerStatuses"] = [waiting] if "reason" in said else None
         fake.objects.change("v1", "Pod", namespace, plan[0], {"spec": spec, "status": status})
         if event is not None:
-            regarding = {"apiVersion": "v1", "kind": "Pod", "name": plan[0]}
+            regarding = {"apiVersion": "v1", "kind": "Pod", "name": plan[0],
+                         "uid": pod["metadata"]["uid"]}  # fmt: skip
             _event(fake, namespace, f"{plan[0]}.{event[0].lower()}", regarding, *event, "Warning")
+    if kind == "TrainJob":
+        _jobs_status(fake, job, ready=0)  # active, none ready: as the real Trainer reports it
 
 
 def runs(fake: Fake, *, starts: float = 0.2, ends: float | None = 1.0, reason: str = "",

@@ -9,9 +9,9 @@ guards it (the server answers on its own thread). Stored objects are replaced, n
 place (the history shares them); ``put``, ``change``, ``remove`` are a controller's writes,
 unchecked. Deletion as the API server and garbage collector do it: Background, Foreground
 (the owner stays, ``foregroundDeletion``, until its dependents are gone), Orphan; finalizers;
-a running pod on a node in ``kubelets_down`` stays Terminating. ``collect`` (the collector)
-runs at each clock tick and around each HTTP request; ``gc(lag=30)`` delays it, as a real one
-notices a new kind late, ``gc(running=False)`` stops it.
+a running pod on a node in ``kubelets_down`` stays Terminating (and its log read is a 500).
+``collect`` (the collector) runs at each clock tick and around each HTTP request;
+``gc(lag=30)`` delays it, as a real one notices a new kind late, ``gc(running=False)`` stops it.
 
 ``PortFake``: nothing moves a job by itself; a test scripts it (``at``, ``fakekube.jobs``) and
 ``FakeClock`` runs it when the code under test waits; an idle watch or followed log waits on the
@@ -171,7 +171,9 @@ class Objects:
         # Controllers that act on what the collector did, in its passes (Kueue letting the
         # Workload of a deleted job go: ``kueue.releases``)
         self.controllers: list[Callable[[], None]] = []
-        self.kubelets_down: set[str] = set()  # nodes whose deleted pods stay Terminating
+        # Nodes whose kubelet does not answer: their deleted pods stay Terminating, their logs
+        # are answered 500 (the API server's dial error)
+        self.kubelets_down: set[str] = set()
         # (resourceVersion, nodes without kubelet) the collector last had nothing to do at
         self._collected: tuple[int, frozenset[str]] | None = None
         self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
@@ -667,15 +669,22 @@ class Objects:
                  since_seconds: float | None, tail_lines: int | None, stamps: bool
     ) -> tuple[builtins.list[str], LogRead]:  # fmt: skip
         """The container's current run as it is (``since``/``tail`` applied), and the reader of
-        what comes next: StoreError 400 while the container waits to start; nothing at all for a
-        pod not scheduled yet (there is no kubelet to ask: ``LogLocation`` has no node)."""
+        what comes next: nothing at all for a pod not scheduled yet (there is no kubelet to ask:
+        ``LogLocation`` has no node; the HTTP server answers 204); StoreError 500 with the dial
+        error when its node's kubelet is down (``kubelets_down``), as a real server answers
+        having tried it; 400 while the container waits to start (the kubelet's answer)."""
         pod = self.current(self.kind("v1", "Pod"), namespace, name)
         chosen = container_of(pod, container)
         status = _status(pod, chosen)
         state = status.get("state") or {}
         pending = (pod.get("status") or {}).get("phase", "Pending") == "Pending"
-        if not (pod.get("spec") or {}).get("nodeName") and not status and pending:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node and not status and pending:
             return [], LogRead(self, (namespace, name, chosen), 0, stamps, ended=True)
+        if node in self.kubelets_down:
+            where = f"https://{node}:10250/containerLogs/{namespace}/{name}/{chosen}"
+            dial = f"dial tcp {node}:10250: connect: connection refused"
+            raise StoreError(500, "", f'Get "{where}": {dial}')  # Status reason Unknown ("")
         if "waiting" in state or (not status and pending):
             reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")
             raise bad(f'container "{chosen}" in pod "{name}" is waiting to start: {reason}')

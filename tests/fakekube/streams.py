@@ -158,6 +158,8 @@ async def log(
         tail_lines=number(query, "tailLines"),
         stamps=flag(query, "timestamps"),
     )
+    if reader.ended:  # a pod not scheduled yet: 204 No Content, follow=true included
+        return web.Response(status=204)
     if not flag(query, "follow"):
         if request.get(DROP_AFTER) is not None:
             _abort(request)

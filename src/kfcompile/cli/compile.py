@@ -6,6 +6,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -83,20 +84,26 @@ def _with_secret(
 def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str) -> int:
     """Write every spec for every target to ``out/<spec>/<target>.<yaml|json|err>``."""
     one_writer_each((path, out / Path(path).stem) for path in specs)
-    rows = []
+    rows, reasons = [], []
     for path in specs:
         spec = load(path)
         folder = out / Path(path).stem
         cells = []
         for name in targets:
             suffix, text = outcome(spec, name, output)
-            write_file(folder / f"{file_stem(name)}.{suffix}", text)
+            written = folder / f"{file_stem(name)}.{suffix}"
+            write_file(written, text)
             cells.append("ok" if suffix != "err" else f"{text.count(chr(10))} unsupported")
+            if suffix == "err":
+                reasons.append(written)
         rows.append((Path(path).name, cells))
     width = max(len(name) for name, _ in rows)
     print(f"{'spec':<{width}}  " + "  ".join(f"{t:<15}" for t in targets).rstrip())
     for name, cells in rows:
         print(f"{name:<{width}}  " + "  ".join(f"{c:<15}" for c in cells).rstrip())
+    if reasons:
+        print("\nwhy each is unsupported, a line per spec field the target cannot express:")
+        print("".join(f"  {path}\n" for path in reasons), end="")
     return 0
 
 
@@ -118,32 +125,55 @@ def _check(spec: str, target_name: str, output: str, golden: str) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Check every spec given, report each, and fail if any is invalid."""
+    """Check every spec given (for every target with ``--target all``), report each verdict,
+    and fail if any is invalid."""
+    if args.target == "all" and (args.cluster or args.crd):
+        flag = "--cluster" if args.cluster else "--crd"
+        raise UsageError(
+            f"--target all checks what each target can express; {flag} checks against one "
+            "release's CRD: give that release's --target"
+        )
     served = None
     if args.cluster:
         from kfcompile.cli.served import ServedCRDs  # the adapter: only with --cluster
 
         served = ServedCRDs(args)
-    target_name = served.target(args.target) if served else args.target or DEFAULT_TARGET
+    if args.target == "all":
+        names = list(TARGETS)
+    else:
+        names = [served.target(args.target) if served else args.target or DEFAULT_TARGET]
     status = 0
     for path in args.spec:
         try:
-            objects = compile_for(path, target_name).objects
-            problems = [
-                p for crd_path in args.crd for p in _crd_problems(objects, crd_path, target_name)
-            ]
-            if served is not None:
-                problems += served.problems(objects)
-            if problems:
-                raise Failed(f"{path} ({target_name})", problems)
+            spec = load(path)
+            for name in names:
+                status = max(status, _validate(args, path, spec, name, served))
         except Failed as exc:
             print_failure(exc)
             status = 1
-            continue
-        against = [*args.crd, *(["the CRDs the cluster serves"] if served else [])]
-        shown = f" against {', '.join(against)}" if against else ""
-        print(f"{path}: valid for {target_name}{shown}")  # the verdict; problems go to stderr
     return status
+
+
+def _validate(
+    args: argparse.Namespace, path: str, spec: JobSpec, target_name: str, served: Any
+) -> int:
+    """One spec for one target: its verdict on stdout (0), or its problems on stderr (1)."""
+    try:
+        objects = compile_for(path, target_name, spec).objects
+        problems = [
+            p for crd_path in args.crd for p in _crd_problems(objects, crd_path, target_name)
+        ]
+        if served is not None:
+            problems += served.problems(objects)
+        if problems:
+            raise Failed(f"{path} ({target_name})", problems)
+    except Failed as exc:
+        print_failure(exc)
+        return 1
+    against = [*args.crd, *(["the CRDs the cluster serves"] if served else [])]
+    shown = f" against {', '.join(against)}" if against else ""
+    print(f"{path}: valid for {target_name}{shown}")  # the verdict; problems go to stderr
+    return 0
 
 
 def _crd_problems(objects: list[dict[str, Any]], crd_path: str, target_name: str) -> list[str]:
@@ -181,7 +211,12 @@ def _crd_problems(objects: list[dict[str, Any]], crd_path: str, target_name: str
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    rendered = compile_for(args.spec[0], args.target)
+    """A spec file: where each of its values lands. A spec field (a name that is no file):
+    what it is and where it lands on each target."""
+    what = args.spec[0]
+    if not (os.path.exists(what) or what.endswith(SPEC_FILES)) and FIELD_PATH.fullmatch(what):
+        return _explain_field(what, args.target, args.output)
+    rendered = compile_for(what, args.target or DEFAULT_TARGET)
     rows = [
         {
             "source": p.source,
@@ -200,6 +235,50 @@ def cmd_explain(args: argparse.Namespace) -> int:
         value = json.dumps(r["value"], separators=(",", ":"))
         how = " (merged)" if r["merged"] else ""
         print(f"{r['source']:<{width}}  {r['object']} {r['path']} = {value}{how}")
+    return 0
+
+
+SPEC_FILES = (".yaml", ".yml", ".json")  # a name like these is a file, there or not
+FIELD_PATH = re.compile(r"[A-Za-z_]\w*(\[[^\]]*\])?(\.[A-Za-z_]\w*(\[[^\]]*\])?)*")
+
+
+def _explain_field(path: str, target_name: str | None, output: str) -> int:
+    import attrs
+
+    from kfcompile.targets.reference import UnknownField, describe
+
+    try:
+        doc = describe(path)
+    except UnknownField as exc:
+        raise UsageError(f"explain {path}: no such file, and {exc}") from None
+    lands = {n: p for n, p in doc.lands.items() if target_name in (None, n)}
+    if output == "json":
+        print(json.dumps({**attrs.asdict(doc), "lands": lands}, indent=2))
+        return 0
+
+    def plain(text: str) -> str:  # the reference's markdown, for a terminal
+        return text.replace("\\|", "|").replace("`", "")
+
+    shown = {None: "- (not supported: an error naming the field)", (): "(no place of its own)"}
+    width = max(len(n) for n in lands)
+    out = [f"FIELD:    {doc.path} <{plain(doc.type)}>"]
+    out += [f"DEFAULT:  {plain(doc.default) or 'none (optional)'}", "", "DESCRIPTION:"]
+    out += [f"    {plain(doc.doc)}", ""]
+    if doc.rules:
+        out += ["RULES:", *(f"    - {plain(r)}" for r in doc.rules), ""]
+    out.append("WHERE IT LANDS:")
+    for name, paths in lands.items():
+        cells = shown.get(paths) if paths in shown else None
+        for i, cell in enumerate([cells] if cells else list(paths or ())):
+            out.append(f"    {name if i == 0 else '':<{width}}  {cell}")
+    if doc.fields:
+        out += ["", "FIELDS:"]
+        for name, type_, default, text in doc.fields:
+            extra = f"  {plain(default)}" if default else ""
+            out.append(f"    {name} <{plain(type_)}>{extra}")
+            if text:
+                out.append(f"        {plain(text)}")
+    print("\n".join(out))
     return 0
 
 

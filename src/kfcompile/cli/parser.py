@@ -85,10 +85,24 @@ def build(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     given = sys.argv[1:] if argv is None else argv
     chosen = next((arg for arg in given if not arg.startswith("-")), None)
     for name, (help_text, define) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=examples(name),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         if chosen not in COMMANDS or chosen == name:
             define(p)
     return parser
+
+
+def examples(command: str) -> str:
+    """The ``Examples:`` that end a command's ``--help``, as kubectl's do."""
+    lines = ["Examples:"]
+    for comment, line in EXAMPLES[command]:
+        lines += [f"  # {comment}", f"  {line}", ""]
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def _target(p: argparse.ArgumentParser, help_text: str, **kwargs: Any) -> None:
@@ -97,24 +111,35 @@ def _target(p: argparse.ArgumentParser, help_text: str, **kwargs: Any) -> None:
     from kfcompile.targets import TARGETS
 
     choices = kwargs.pop("choices", list(TARGETS))
-    p.add_argument("-t", "--target", type=target_arg, choices=choices, help=help_text, **kwargs)
+    p.add_argument(
+        "-t",
+        "--target",
+        type=target_arg,
+        choices=choices,
+        metavar="TARGET",
+        help=f"{help_text}; one of: {', '.join(choices)}",
+        **kwargs,
+    )
 
 
-def _specs(p: _Command, many: bool = True, default: str | None = "") -> None:
-    """The spec files a compile command reads, and its ``--target`` (``default``: None for
-    none, "" for the default target)."""
+SPEC = ("SPEC", "job spec YAML file ('-' = stdin)")
+
+
+def _specs(
+    p: _Command,
+    many: bool = True,
+    default: str | None = None,
+    every: bool = False,
+    what: tuple[str, str] = SPEC,
+) -> None:
+    """The spec files a compile command reads (``what``: the positional's metavar and help),
+    and its ``--target``: ``default`` says what it is when not given (None: the default
+    target); ``every`` adds ``all``, every target."""
     from kfcompile.targets import DEFAULT_TARGET, TARGETS
 
     p.specs = None if many else 1
     # Positional, or -f as kubectl takes them (repeatable), in the order given.
-    p.add_argument(
-        "spec",
-        nargs="*",
-        action="extend",
-        default=[],
-        metavar="SPEC",
-        help="job spec YAML file ('-' = stdin)",
-    )
+    p.add_argument("spec", nargs="*", action="extend", default=[], metavar=what[0], help=what[1])
     p.add_argument(
         "-f",
         "--filename",
@@ -124,24 +149,25 @@ def _specs(p: _Command, many: bool = True, default: str | None = "") -> None:
         help="a spec file too, as kubectl's -f (repeatable)",
     )
     p.add_argument("-n", "--namespace", nargs="?", action=_NoNamespace, help=argparse.SUPPRESS)
-    shown = (
-        f"default {DEFAULT_TARGET}"
-        if default is not None
-        else (f"default: detected from the cluster with --cluster, else {DEFAULT_TARGET}")
-    )
     _target(
         p,
-        f"output shape ({shown}; a patch release such as {DEFAULT_TARGET}.0 names its line)",
-        default=DEFAULT_TARGET if default is not None else None,
-        choices=[*TARGETS, "all"] if p.prog.endswith(" render") else list(TARGETS),
+        f"output shape ({default or f'default {DEFAULT_TARGET}'}; a patch release such as "
+        f"{DEFAULT_TARGET}.0 names its line)",
+        default=None if default else DEFAULT_TARGET,
+        choices=[*TARGETS, "all"] if every else list(TARGETS),
     )
 
 
 def _render(p: _Command) -> None:
-    _specs(p)
+    _specs(p, every=True)
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     p.add_argument("--check", metavar="GOLDEN", help="compare with GOLDEN; exit 1 with a diff")
-    p.add_argument("--out", metavar="DIR", help="write DIR/<spec>/<target>.yaml for each spec")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write DIR/<spec>/<target>.yaml for each spec (or <target>.err: why it cannot), "
+        "and print a table of what worked",
+    )
     p.add_argument(
         "--with-secrets",
         action="store_true",
@@ -152,7 +178,12 @@ def _render(p: _Command) -> None:
 
 
 def _validate(p: _Command) -> None:
-    _specs(p, default=None)
+    _specs(
+        p,
+        default="default: detected from the cluster with --cluster, else the default target; "
+        "all: every target, a verdict each",
+        every=True,
+    )
     p.add_argument(
         "--crd",
         action="append",
@@ -171,7 +202,13 @@ def _validate(p: _Command) -> None:
 
 
 def _explain(p: _Command) -> None:
-    _specs(p, many=False)
+    what = (
+        "FIELD|SPEC",
+        "a spec field (launcher, elastic.min_nodes, volumes.persistentVolumeClaim): its type, "
+        "default, rules and where it lands on each target; or a spec file ('-' = stdin): where "
+        "each of its values lands (a path that exists is a file)",
+    )
+    _specs(p, many=False, default="default: every target for a FIELD, else the default", what=what)
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
     p.set_defaults(func="compile:cmd_explain")
 
@@ -328,8 +365,16 @@ def _wait(p: _Command) -> None:
 def _logs(p: _Command) -> None:
     _job(p, "cluster:cmd_logs", _workers)
     ranks = p.add_mutually_exclusive_group()
-    ranks.add_argument("--rank", type=count, default=0, help="rank to show (default 0)")
-    ranks.add_argument("--all-ranks", action="store_true", help="every rank, prefixed")
+    ranks.add_argument(
+        "--rank",
+        type=count,
+        default=0,
+        metavar="N",
+        help="the node (pod) to show, by its index: 0 is the first node (a PyTorchJob's "
+        "Master), 1 the next... (default 0). Not torchrun's process rank: node N runs the "
+        "processes of global rank N*nprocs_per_node to N*nprocs_per_node+nprocs_per_node-1",
+    )
+    ranks.add_argument("--all-ranks", action="store_true", help="every node, each line prefixed")
     p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
     p.add_argument("--since", type=duration, help="only lines newer than this (e.g. 10m)")
     p.add_argument("--tail", type=count, help="only the last N lines")
@@ -404,11 +449,147 @@ def _convert(p: _Command) -> None:
     p.set_defaults(func="manifests:cmd_convert")
 
 
+# Each command's examples, as its --help ends with them: (what it does, the command line). A
+# test runs every one (tests/test_cli_help.py), the cluster ones against the local API server,
+# on a spec job.yaml whose job is named demo.
+EXAMPLES: dict[str, list[tuple[str, str]]] = {
+    "render": [
+        (
+            "The objects for the default target, in apply order, applied",
+            "kfcompile render job.yaml | kubectl apply -f -",
+        ),
+        ("Another release's shape, as JSON", "kfcompile render job.yaml -t trainjob/v2.1 -o json"),
+        (
+            "Every spec for every target, a file each, and a table of what works",
+            "kfcompile render examples/*.yaml --target all --out rendered/",
+        ),
+        (
+            "Exit 1 with a diff when the output is not what a file holds",
+            "kfcompile render job.yaml --check golden.yaml",
+        ),
+    ],
+    "validate": [
+        ("Check a spec for the default target", "kfcompile validate job.yaml"),
+        (
+            "Which targets can express it, a verdict each",
+            "kfcompile validate job.yaml --target all",
+        ),
+        (
+            "Check the output against a release's CRD file too",
+            "kfcompile validate job.yaml -t trainjob/v2.3 --crd trainjobs-v2.3.0.yaml",
+        ),
+        (
+            "Check it against the CRD the cluster serves (creates nothing)",
+            "kfcompile validate job.yaml --cluster",
+        ),
+    ],
+    "explain": [
+        (
+            "What a field is, its rules, and where it lands on every target",
+            "kfcompile explain launcher",
+        ),
+        (
+            "A field inside a Kubernetes object of the spec",
+            "kfcompile explain volumes.persistentVolumeClaim",
+        ),
+        (
+            "Where each value of a spec lands in the objects of one target",
+            "kfcompile explain job.yaml --target trainjob/v2.2",
+        ),
+    ],
+    "targets": [
+        ("The targets, and which spec field each supports", "kfcompile targets"),
+        ("The same, for programs", "kfcompile targets -o json"),
+    ],
+    "schema": [("The JSON Schema, for an editor", "kfcompile schema > jobspec.schema.json")],
+    "rbac": [
+        (
+            "The Role the cluster commands need in team-a, bound to a service account",
+            "kfcompile rbac -n team-a --service-account trainer | kubectl apply -f -",
+        ),
+        (
+            "Also the optional reads outside the namespace (target detection, list -A)",
+            "kfcompile rbac -n team-a --user alice --cluster-reads",
+        ),
+    ],
+    "import": [
+        (
+            "A PyTorchJob or TrainJob manifest as a spec",
+            "kfcompile import pytorchjob.yaml > spec.yaml",
+        ),
+        (
+            "A directory of manifests, a spec each, and a summary",
+            "kfcompile import manifests/ --out specs/",
+        ),
+    ],
+    "convert": [
+        (
+            "A PyTorchJob as a TrainJob for Trainer v2.3",
+            "kfcompile convert pytorchjob.yaml --to trainjob/v2.3",
+        ),
+        (
+            "A directory of manifests, even what cannot be carried exactly (said on stderr)",
+            "kfcompile convert manifests/ --to trainjob/v2.2 --out converted/ --allow-lossy",
+        ),
+    ],
+    "submit": [
+        ("Create the job, for the release the cluster runs", "kfcompile submit job.yaml"),
+        (
+            "Then wait until it ends, and keep every node's log",
+            "kfcompile submit job.yaml --wait done --save-logs logs/",
+        ),
+        (
+            "Let the cluster's schema and webhooks check it, and create nothing",
+            "kfcompile submit job.yaml --dry-run=server",
+        ),
+    ],
+    "status": [
+        ("State and reason, a line per node with its pod, recent events", "kfcompile status demo"),
+        ("The same, for programs", "kfcompile status demo -o json"),
+    ],
+    "wait": [
+        (
+            "Until it runs; exit 1 if it fails first, or after 30 minutes",
+            "kfcompile wait demo --until running --timeout 30m",
+        ),
+        ("Until it ends, then keep every node's log", "kfcompile wait demo --save-logs logs/"),
+    ],
+    "logs": [
+        ("The first node's log (node 0)", "kfcompile logs demo"),
+        ("The last 100 lines of node 1", "kfcompile logs demo --rank 1 --tail 100"),
+        (
+            "Every node's, prefixed with its rank, as they come until the job ends",
+            "kfcompile logs demo --all-ranks --follow",
+        ),
+    ],
+    "events": [("The job's events and its pods'", "kfcompile events demo")],
+    "cancel": [
+        (
+            "Delete the job and its pods, and return when they are gone",
+            "kfcompile cancel demo --wait --timeout 5m",
+        ),
+    ],
+    "suspend": [("Suspend it: its pods are deleted", "kfcompile suspend demo")],
+    "resume": [("Resume a suspended job", "kfcompile resume demo")],
+    "sync": [
+        (
+            "Copy a directory to a claim the pods mount",
+            "kfcompile sync up ./src --pvc work --path /code",
+        ),
+        ("And back", "kfcompile sync down ./copy --pvc work --path /code"),
+    ],
+    "list": [
+        ("The jobs kfcompile created in the namespace, with their states", "kfcompile list"),
+        ("In every namespace; `-w` then prints each change until Ctrl-C", "kfcompile list -A"),
+    ],
+}
+
+
 # Every command, in the order the help lists them: its help line, and what defines its arguments.
 COMMANDS: dict[str, tuple[str, Callable[[_Command], None]]] = {
     "render": ("print the objects to apply, in apply order", _render),
     "validate": ("check specs and that the target can express all of them", _validate),
-    "explain": ("show where every spec value lands in the output", _explain),
+    "explain": ("what a spec field is and where it lands, or where a spec's values land", _explain),
     "targets": ("list targets and what each supports", _targets),
     "schema": ("print the JSON Schema of the job spec", _schema),
     "rbac": ("print the minimal Role (and bindings) the cluster commands need", _rbac),

@@ -33,6 +33,13 @@ annotation; ``creationTimestamp`` in pod template metadata; Kueue's own runtime 
 ``kueue.x-k8s.io/manager``) and every patch's ``time``; ``managedBy`` equal to the kind's default
 controller (the TrainJob CRD's default; what the Training Operator takes an absent one for).
 
+A PyTorchJob's own torchrun line (``torchrun ...``, ``python -m torch.distributed.run ...`` or
+``bash -c "torchrun ..."``, with ``$(RANK)``, ``$(MASTER_ADDR)``, ``$(MASTER_PORT)`` as
+``kubectl get -o yaml`` gives most v1 jobs) becomes the torchrun ``launcher``: the rendezvous
+flags the target supplies are dropped, the nodes and processes it asks for checked against the
+job (``importer.launcher``). A line that cannot be carried stays as written; ``convert`` then
+refuses to write it as a TrainJob if it names what only the Training Operator sets.
+
 kfcompile's own artefacts are recognised, so that importing a rendered job gives its spec back:
 the memory-backed ``/dev/shm`` volume (``shm_size``; any ``emptyDir: {medium: Memory,
 sizeLimit}`` mounted at ``/dev/shm``), the inline script (its ConfigMap, passed as a companion,
@@ -56,7 +63,8 @@ Normalisation: for a spec ``s`` that renders on target ``t``, ``import(render(s,
 6. ``managed_by`` equal to the target kind's default controller is omitted.
 7. A ``command`` (without ``args``) shaped like a launcher's becomes that launcher (``python
    -m module ...`` and torchrun's ``-m module`` the ``module`` form); with a ``script``, the
-   default entrypoint ``train.py`` is written out.
+   default entrypoint ``train.py`` is written out. On a PyTorchJob a torchrun line (its
+   ``args`` too) is read as below.
 8. ``work_dir`` becomes its volume (``workdir``) and mount: its local directory is not in any
    manifest.
 """

@@ -1,8 +1,9 @@
 """Converting: a manifest imported and rendered for another target, with every loss on the way.
 
 What the target cannot hold is dropped (the spec without the fields it refused, found by their
-paths as values) and listed; a PyTorchJob program that needs what only the Training Operator
-gives it is flagged when it goes to a TrainJob.
+paths as values) and listed; a PyTorchJob program that may need what only the Training Operator
+gives it is flagged when it goes to a TrainJob, and one that names those variables is refused
+there (a TrainJob never sets them: the job would fail).
 """
 
 from __future__ import annotations
@@ -48,11 +49,15 @@ def convert_manifest(
 
     What the target cannot hold is dropped and listed as a loss (input field path: why), after
     the import's own losses. Without ``allow_lossy`` any loss raises ``LossyImport``; a loss that
-    cannot be dropped (the job's name, image, program or scale) raises ``NotImportable``.
+    cannot be dropped (the job's name, image, program or scale) raises ``NotImportable``, as
+    does a PyTorchJob program naming what only the Training Operator sets, for a TrainJob.
     """
     target_name = canonical_name(target_name)  # ValueError naming the choices
     target = TARGETS[target_name]
     imported = import_manifest_lossy(obj, companions)
+    unrunnable = list(_unrunnable(imported, target, target_name))
+    if unrunnable:
+        raise NotImportable(unrunnable)
     losses = [*imported.losses, *_program_losses(imported, target)]
     try:
         objects = target.render(imported.spec).objects
@@ -89,6 +94,10 @@ def _without(
             data[top][below] = None
         elif top in ("pod_spec_overrides", "container_overrides") and isinstance(below, str):
             data[top].pop(below, None)
+        elif top == "topology" and below in ("group_name", "slice_size"):
+            # what Kueue refuses of the pod sets alone: a group, or a slice with its level
+            for k in ("slice_required", "slice_size") if below == "slice_size" else (below,):
+                data["topology"].pop(k, None)
         elif top == "initializer" and len(parts) == 2 and below in ("dataset", "model"):
             data["initializer"].pop(below, None)
             if not data["initializer"]:
@@ -122,8 +131,9 @@ def _without(
         ) from None
 
 
-def _program_losses(imported: Imported, target: Target) -> Iterator[Problem]:
-    """A PyTorchJob program that needs what only the Training Operator gives it, on a TrainJob."""
+def _unrunnable(imported: Imported, target: Target, target_name: str) -> Iterator[Problem]:
+    """A PyTorchJob program naming variables only the Training Operator sets, on a TrainJob:
+    they would reach the program unexpanded and the job fail, so no lossy flag writes it."""
     spec = imported.spec
     if imported.target != pytorchjob_v1.NAME or target.kind != trainjob.KIND:
         return
@@ -138,13 +148,32 @@ def _program_losses(imported: Imported, target: Target) -> Iterator[Problem]:
             if (name := m["a"] or m["b"] or m["c"]) in OPERATOR_ENV
         }
     )
-    if used:
+    if not used:
+        return
+    fails = f"uses {', '.join(used)}, which a TrainJob never sets, so the job would fail"
+    if imported.kept_torchrun:
         yield Problem(
             where,
-            f"uses {', '.join(used)}, which a TrainJob does not set: kept as written (its "
-            "torchrun reads the PET_* variables the runtime sets: drop the rendezvous flags)",
+            f"{fails} (for {target_name}); kfcompile reads torchrun lines as its launcher "
+            "without them, but not this one:",
         )
-    elif spec.num_nodes > 1 and not _runs_torchrun(spec):
+    else:
+        yield Problem(
+            where,
+            f"{fails} (for {target_name}): a TrainJob's runtime sets PET_NNODES, "
+            "PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT instead",
+        )
+    yield from imported.kept_torchrun
+
+
+def _program_losses(imported: Imported, target: Target) -> Iterator[Problem]:
+    """A multi-node PyTorchJob program without torchrun, on a TrainJob: it may rendezvous
+    through the variables only the Training Operator sets."""
+    spec = imported.spec
+    if imported.target != pytorchjob_v1.NAME or target.kind != trainjob.KIND:
+        return
+    if spec.num_nodes > 1 and not _runs_torchrun(spec):
+        where = imported.source_of("launcher" if spec.launcher else "command")
         program = _program_words(spec)
         shown = " ".join(program)
         shown = repr(shown if len(shown) <= 80 else shown[:77] + "...")

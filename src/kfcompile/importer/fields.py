@@ -54,7 +54,13 @@ def _rest(row: Field) -> bool:
 FIRST: Final = tuple(r for r in ROWS if not _rest(r))
 # The deeper first, so that a row takes what is left below another's part (stable: table order).
 LAST: Final = tuple(sorted((r for r in ROWS if _rest(r)), key=lambda r: -len(SUBS[r])))
-PARTS: Final = {r.part: r.slot for r in ROWS if r.part is not None}
+# A part's own slot: where the part is, even empty (a part whose slot others fill, such as
+# ``topology`` in the pod annotations, is there only when a row of it finds its value).
+PARTS: Final = {
+    r.part: r.slot
+    for r in ROWS
+    if r.part is not None and all(o.part == r.part for o in ROWS if o.slot == r.slot)
+}
 UNION: Final = frozenset(r.slot for r in ROWS if isinstance(r.codec, Keyed) and not r.sub)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kfcompile.importer import fields, shapes
+from kfcompile.importer import fields, launcher, shapes
 from kfcompile.importer.identify import describe
 from kfcompile.importer.state import (
     NOT_HELD,
@@ -76,4 +76,7 @@ def run(obj: Mapping[str, Any], companions: Iterable[Mapping[str, Any]]) -> Impo
                 for p in exc.problems
             ]
         ) from None
-    return Imported(spec, r.detected, r.target, tuple(r.losses), dict(r.sources))
+    spec = launcher.torchrun_launcher(r, spec)
+    return Imported(
+        spec, r.detected, r.target, tuple(r.losses), tuple(r.kept_torchrun), dict(r.sources)
+    )

@@ -17,7 +17,16 @@ from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.model import RuntimeRef
 from kfcompile.targets.codecs import MISSING, Reader, Values
-from kfcompile.targets.special import ENV, GPUS, NPROCS, PROGRAM, VOLUMES, Read, Special
+from kfcompile.targets.special import (
+    ENV,
+    GPUS,
+    NPROCS,
+    PROGRAM,
+    PROVISIONING,
+    VOLUMES,
+    Read,
+    Special,
+)
 
 DERIVED_RENDEZVOUS: Final = ("rdzvHost", "rdzvId")  # kfcompile's come from the job name
 REQUIRED: Final = {
@@ -81,4 +90,12 @@ def _elastic(r: Reader, values: Values) -> None:
 
 # The specials (their mounts are read with their volumes), and the elastic range the program
 # is checked with.
-ORDER: Final[tuple[Special | Read, ...]] = (GPUS, NPROCS, ENV, _elastic, VOLUMES, PROGRAM)
+ORDER: Final[tuple[Special | Read, ...]] = (
+    GPUS,
+    NPROCS,
+    ENV,
+    _elastic,
+    VOLUMES,
+    PROGRAM,
+    PROVISIONING,
+)

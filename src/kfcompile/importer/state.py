@@ -51,6 +51,9 @@ class Imported:
     detected: str  # e.g. "TrainJob for Trainer v2.2 or v2.3 (runtimePatches)"
     target: str  # the kfcompile target whose output has this shape (the newest that fits)
     losses: tuple[Problem, ...] = ()
+    # Why a PyTorchJob's torchrun line stays as written, not read as the launcher
+    # (``importer.launcher``): nothing is lost on its own kind, but it may not run on another.
+    kept_torchrun: tuple[Problem, ...] = ()
     # spec field path (as in Problem paths: ``env.FOO``, ``tolerations``) -> input field path
     sources: Mapping[str, str] = field(factory=dict, eq=False)
 
@@ -97,6 +100,7 @@ class Reading:
         self.found: dict[str, Found] = {}
         self.detected = ""
         self.target = ""
+        self.kept_torchrun: list[Problem] = []
 
     def command(self, spec: JobSpec) -> list[str] | None:
         """The launcher command the manifest's kind writes for ``spec``."""

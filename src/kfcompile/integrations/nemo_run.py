@@ -50,12 +50,15 @@ from kfcompile.targets import target as find_target
 
 __all__ = ["FDL_RUNNER", "SCHEDULER", "ExecutorError", "KfcompileExecutor", "connect", "register"]
 
-SCHEDULER = "kfcompile_nemo"  # the torchx scheduler name (entry point) and NeMo-Run's key
+SCHEDULER = "kfcompile_nemo"
+"""The torchx scheduler NeMo-Run drives the executor's jobs through (its entry point), and the
+executor's key in NeMo-Run's tables."""
 # KubeflowExecutor's default (nemo_run/core/execution/kubeflow.py): NeMo-Run's, which the
 # Training Operator's for a PyTorchJob replica (importer/shapes.py) happens to equal.
 DEFAULT_RESTART_POLICY = "OnFailure"
 WORKDIR_VOLUME = "nemo-run-workdir"  # the volume name KubeflowExecutor gives the work-dir claim
 FDL_RUNNER = "nemo_run.core.runners.fdl_runner"
+"""The module a ``run.Partial`` runs as (``launcher.module``), its config passed by value."""
 MAX_NAME = 33  # KubeflowExecutor's cap: fits every upstream runtime's pod-name budget
 
 
@@ -82,7 +85,8 @@ def register(executor_cls: type[Executor], name: str = SCHEDULER) -> None:
 class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
     """NeMo-Run's ``KubeflowExecutor`` (0.11) parameters, rendered by kfcompile for ``target``.
 
-    See the README section "Coming from NeMo-Run" for each parameter on each target.
+    The documentation's NeMo-Run page (``docs/nemo-run.md``) says what each parameter does on
+    each target.
     """
 
     runtime_ref: str = DEFAULT_RUNTIME

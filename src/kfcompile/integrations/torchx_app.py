@@ -5,8 +5,8 @@ scheduler (``kfcompile.integrations.torchx``).
 conversion each way: ``to_spec`` walks it forward, ``to_role`` (``describe``) backward, and
 errors name the AppDef field a spec field came from by it (``roles[0].mounts
 (volumes[0].name): ...``), never a silent drop. The program (the torchrun line of
-``dist.ddp``/``dist.torchrun``, read by ``torchx_torchrun``), the mounts, and the checks only
-the way in needs are code beside the table.
+``dist.ddp``/``dist.torchrun``, read by ``kfcompile.spec.torchrun_line``), the mounts, and the
+checks only the way in needs are code beside the table.
 
 Pure: no cluster, no clock; the random part of a job's name is passed in. Loaded only by the
 scheduler, which torchx loads: nothing in kfcompile's core imports this.
@@ -24,12 +24,12 @@ from typing import Any, Final, NamedTuple
 import attrs
 from attrs import frozen
 
-from kfcompile.integrations.torchx_torchrun import Word, torchrun_line, torchrun_words
 from kfcompile.spec import object_paths, torchrun
 from kfcompile.spec.errors import KfcompileError, Problem
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.k8s_quantity import parse_quantity
 from kfcompile.spec.model import JobSpec
+from kfcompile.spec.torchrun_line import Word, torchrun_line, torchrun_words
 from kfcompile.targets import DEFAULT_TARGET, target
 
 

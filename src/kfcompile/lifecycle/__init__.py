@@ -42,9 +42,10 @@ Two rules hold everywhere:
 - A job is found again by its name and the spec-hash annotation, never by guessing: submitting
   the same spec twice creates nothing, and a different job holding the name is never touched.
 
-``__all__`` is what a service uses: the commands, the ``Session``, the errors they raise and the
-values they return, each imported from its module on first use (a command loads only the
-machines it runs). The machines, their tables and the ports are their modules'.
+``__all__`` is what a service uses: the commands, the ``Session``, the errors they raise (and
+the API's ``Forbidden`` and ``NotFound``), ``Ref`` and the values they return, each imported
+from its module on first use (a command loads only the machines it runs). The machines, their
+tables and the ports are their modules'.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     )
     from kfcompile.lifecycle.observe import Event, Node, Observation, Waiting, status
     from kfcompile.lifecycle.pod_logs import (
+        CannotRead,
         CannotStart,
         LogLine,
         NoSuchRank,
@@ -73,7 +75,7 @@ if TYPE_CHECKING:
         logs,
         read_logs,
     )
-    from kfcompile.lifecycle.ports import ApiError
+    from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Ref
     from kfcompile.lifecycle.rollback import LeftBehind
     from kfcompile.lifecycle.session import (
         MANAGED_BY_LABEL,
@@ -103,6 +105,7 @@ _LAZY = {
     "kfcompile.lifecycle.cluster_target": ("Found", "detect_target", "served_crd"),
     "kfcompile.lifecycle.deleting": ("StillDeleting", "wait_gone"),
     "kfcompile.lifecycle.pod_logs": (
+        "CannotRead",
         "CannotStart",
         "LogLine",
         "NoSuchRank",
@@ -120,7 +123,7 @@ _LAZY = {
         "set_suspended",
     ),
     "kfcompile.lifecycle.observe": ("Event", "Node", "Observation", "Waiting", "status"),
-    "kfcompile.lifecycle.ports": ("ApiError",),
+    "kfcompile.lifecycle.ports": ("ApiError", "Forbidden", "NotFound", "Ref"),
     "kfcompile.lifecycle.rollback": ("LeftBehind",),
     "kfcompile.lifecycle.session": (
         "MANAGED_BY_LABEL",
@@ -146,11 +149,48 @@ _LAZY = {
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 
+# Names this package exported before its ``__all__`` was cut to what a service uses: still
+# there, from their modules, with a DeprecationWarning saying where (for one release).
+_MOVED = {
+    name: f"kfcompile.{module}"
+    for module, names in {
+        "kinds": ("JobState", "KINDS", "Kind", "State"),
+        "lifecycle.cluster_target": ("crd_problems",),
+        "lifecycle.deleting": ("Remaining", "Vanishing"),
+        "lifecycle.follow": ("Cursor", "Follower"),
+        "lifecycle.objects": ("job_kind",),
+        "lifecycle.observe": ("EVENT_APIS", "TROUBLED_PODS", "events", "events_about",
+                              "nodes_total", "observation", "rank_of"),
+        "lifecycle.pod_logs": ("InTurn", "merger", "ranks"),
+        "lifecycle.ports": ("Clock", "Cluster", "ExecOutput", "ExecResult", "Gone", "Invalid",
+                            "LocalFiles", "Merge", "Obj", "Packed", "Transient"),
+        "lifecycle.rollback": ("Left", "removal"),
+        "lifecycle.session": ("BACKOFF_CAP", "BACKOFF_START", "Backoff", "LIST_PAGE",
+                              "LIST_RESTARTS", "Retry", "call"),
+        "lifecycle.submission": ("DELETING_WAIT", "LOCAL_QUEUE_API", "RUNTIME_API", "secret",
+                                 "spec_hash"),
+        "lifecycle.sync": ("SYNC_IMAGE", "SYNC_ROOT", "SYNC_TIMEOUT", "claim_dir"),
+        "lifecycle.waiter": ("WATCH_SEGMENT", "Waiter", "reached"),
+        "lifecycle.watcher": ("JOBS_SEGMENT", "Watcher"),
+    }.items()
+    for name in names
+}  # fmt: skip
+
 
 def __getattr__(name: str) -> Any:
-    """A public name from its module; a submodule (``lifecycle.sync``) imported on first use."""
+    """A public name from its module; a submodule (``lifecycle.sync``) imported on first use;
+    a name that moved, from its module, with a ``DeprecationWarning``."""
     if name in _HOME:
         return getattr(importlib.import_module(_HOME[name]), name)
+    if name in _MOVED:
+        import warnings
+
+        warnings.warn(
+            f"kfcompile.lifecycle.{name} is deprecated: import it from {_MOVED[name]}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(_MOVED[name]), name)
     try:
         return importlib.import_module(f"kfcompile.lifecycle.{name}")
     except ModuleNotFoundError as exc:
@@ -166,9 +206,11 @@ __all__ = [
     "TARGET_ANNOTATION",
     "ApiError",
     "Cancelled",
+    "CannotRead",
     "CannotStart",
     "ClusterError",
     "Event",
+    "Forbidden",
     "Found",
     "Happened",
     "JobDeleted",
@@ -180,9 +222,11 @@ __all__ = [
     "NameTaken",
     "NoSuchRank",
     "Node",
+    "NotFound",
     "Observation",
     "PreflightFailed",
     "Prepared",
+    "Ref",
     "Session",
     "StillDeleting",
     "Submitted",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from typing import Final
 
 from attrs import evolve, field, frozen
@@ -25,6 +26,7 @@ from kfcompile.lifecycle.observe import (
     Waiting,
     as_int,
     newest_by_rank,
+    pod_waiting,
     rank_selector,
     sortable_time,
     waiting,
@@ -67,6 +69,8 @@ GIVE_UP_AFTER: Final[dict[str, float]] = {
     # The cluster-autoscaler gives up on a node it asked for after --max-node-provision-time,
     # 15 minutes by default: a pod unschedulable that long waits for a person.
     "Unschedulable": 900.0,
+    # The API server cannot reach the node's kubelet: kubectl fails at once, and so do we.
+    "KubeletUnreachable": 0.0,
 }
 
 
@@ -129,11 +133,12 @@ class NextLine:
 
 @frozen
 class WatchPod:
-    """Watch the rank's pod (``selector``) for ``timeout`` seconds, from now with what it is
-    (``resourceVersion`` unset: its ADDED first); answer the first event."""
+    """Watch the rank's pod (``selector``) for ``timeout`` seconds from ``from_version`` (the
+    pods' list: every change since it, none before); answer the first event."""
 
     selector: str
     timeout: int
+    from_version: str
 
 
 @frozen
@@ -167,7 +172,8 @@ class LogEnded:
 
 @frozen
 class LogRefused:
-    """404 or 400: the pod went away, its container has not started, or its node is gone."""
+    """404 or 400: the pod went away, its container has not started, or its node is gone; or
+    500 with the dial error: the API server cannot reach its node's kubelet."""
 
     error: ApiError | None = None
 
@@ -181,9 +187,10 @@ class Dropped:
 
 @frozen
 class PodSeen:
-    """The pod watch delivered the pod (ADDED, MODIFIED, DELETED)."""
+    """The pod watch delivered the pod (ADDED, MODIFIED; ``gone``: DELETED)."""
 
     pod: Obj
+    gone: bool = False
 
 
 FollowRequest = (
@@ -249,6 +256,7 @@ class Follower:
     fresh: bool = False  # this read has shown a line
     pauses: int = 0  # pauses since a line was last shown
     found: Obj | None = None  # the rank's pod as last listed
+    pods_version: str = ""  # the resourceVersion of that list
     told: Waiting | None = None  # why there is nothing to show, as last told
     # The log's transient trouble, ridden out for its retry_for (the session's).
     retry: Retry = field(factory=lambda: Retry(60.0))
@@ -271,7 +279,8 @@ class Follower:
             if self.watching:
                 return NextEvent()
             assert self.job is not None
-            return WatchPod(rank_selector(self.job, self.rank), self._segment(now))
+            selector = rank_selector(self.job, self.rank)
+            return WatchPod(selector, self._segment(now), self.pods_version)
         if self.phase is FollowPhase.PAUSE:
             if self.retry.step is Step.PAUSE:  # trouble reading the log
                 request = self.retry.next_request(now)
@@ -334,11 +343,11 @@ class Follower:
             notice = waiting(self.job, self.rank, None)
             if self.finished:
                 return evolve(self, phase=FollowPhase.END, found=None)._tell(notice)
-            return evolve(self, found=None)._waiting(notice, now)
+            return evolve(self, found=None, pods_version=answer.version)._waiting(notice, now)
         name = str(meta(pod).get("name", ""))
         container = (str(meta(pod).get("uid", name)), _restarts(pod, self._container_name()))
         cursor = self.cursor if container == self.container else Cursor()
-        return evolve(
+        found = evolve(
             self,
             phase=FollowPhase.LOG,
             pod=name,
@@ -347,7 +356,12 @@ class Follower:
             cursor=cursor.resume(),
             fresh=False,
             found=pod,
+            pods_version=answer.version,
         )
+        why = pod_waiting(pod, rank=self.rank)
+        if why is not None and self.told is not None and why.reason == self.told.reason:
+            return found._waiting(why, now)  # not started, as when its log was last read
+        return found
 
     def _line(self, answer: Line, now: float) -> Follower:
         cursor, text = self.cursor.accept(answer.text, now)
@@ -396,11 +410,13 @@ class Follower:
     # --- the pod watch
 
     def _pod_seen(self, answer: PodSeen, now: float) -> Follower:
-        """The pod as it is: unchanged (its ADDED when the watch starts), read on; else look
-        again at the job and its pods."""
-        version = meta(answer.pod).get("resourceVersion")
-        if self.found is not None and version == meta(self.found).get("resourceVersion"):
-            return evolve(self, watching=True)
+        """The pod as it is: when it stands as it did (a message rewritten, a label added, or
+        its ADDED from a watch begun without a version), watch on; when it was scheduled, a
+        container started or restarted, or the pod went or is another, look again at the job
+        and its pods (and read its log)."""
+        container = self._container_name()
+        if not answer.gone and _standing(answer.pod, container) == _standing(self.found, container):
+            return evolve(self, watching=True, found=answer.pod)
         return evolve(self, phase=FollowPhase.JOB, watching=False)
 
     def _bookmark(self, answer: Bookmark, now: float) -> Follower:
@@ -436,10 +452,12 @@ FOLLOW_TABLE: Final[Table[Follower]] = {
     (LOG, LogEnded): row(Follower._ended, END, JOB, WATCH, PAUSE),
     (LOG, LogRefused): row(Follower._ended, END, JOB, WATCH, PAUSE),
     # A row that shows nothing says why (``notice``) when the why is new: no pod, a pod that
-    # cannot be scheduled or pull its image, a node that is gone.
+    # cannot be scheduled or pull its image, a node that is gone or whose kubelet is out of
+    # reach (END: kubectl too fails at once).
     (LOG, Dropped): row(Follower._dropped, PAUSE),  # then read again from the cursor
-    # Its pod has not started, or there is none: watch it (WATCH), unless the API refuses to;
-    # stuck past GIVE_UP_AFTER: END, giving up.
+    # Its pod has not started, or there is none: watch it (WATCH) from the pods' list, unless
+    # the API refuses to, until it is scheduled, a container starts or the pod goes; stuck
+    # past GIVE_UP_AFTER: END, giving up. Listed again as it was, its log is not read again.
     (WATCH, PodSeen): row(Follower._pod_seen, JOB, WATCH),  # JOB: it changed
     (WATCH, Bookmark): row(Follower._bookmark, WATCH),
     # JOB; PAUSE when the watch ended as soon as it started
@@ -454,6 +472,18 @@ FOLLOW_TABLE: Final[Table[Follower]] = {
 def _patience(notice: Waiting) -> float:
     """Seconds a rank's pod may stay unable to start for this reason."""
     return GIVE_UP_AFTER.get(notice.reason, STUCK_FOR)
+
+
+def _standing(pod: Obj | None, container: str) -> tuple[object, ...] | None:
+    """What of a rank's pod decides whether its log can be read: which pod it is, where it
+    runs, its phase, why it has not started, its training container's restarts."""
+    if pod is None:
+        return None
+    spec, status, why = pod.get("spec"), pod.get("status"), pod_waiting(pod)
+    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    reason = None if why is None else why.reason
+    return meta(pod).get("uid"), node, phase, reason, _restarts(pod, container)
 
 
 def _restarts(pod: Obj, container: str) -> int:

@@ -45,6 +45,9 @@ def locate(session: Session, namespace: str, name: str, kind: str | None = None)
 
 @frozen
 class Cancelled:
+    """What ``cancel`` did: the job it deleted, and whether there was one (cancelling a job
+    that is not there succeeds)."""
+
     ref: Ref
     existed: bool  # False: there was no such job to delete
 
@@ -96,6 +99,9 @@ def set_suspended(session: Session, ref: Ref, suspended: bool) -> None:
 
 @frozen
 class Listed:
+    """One job of ``list_jobs``: its state, target, creation time, reported progress and, on a
+    MultiKueue manager, where it was dispatched."""
+
     ref: Ref
     state: JobState
     target: str

@@ -229,10 +229,11 @@ def on_worker(job: Obj, worker: Session, mirror: Obj) -> Observation:
     """The manager's ``job`` judged as on one cluster, by the pods of its ``mirror`` on the
     ``worker``: its state from its own status (Kueue copies the mirror's back) and those pods,
     the pods as its nodes, the mirror's events and those of its pods in trouble."""
-    judged = observation(job, node_pods(worker, mirror))
+    pods = node_pods(worker, mirror)
+    judged = observation(job, pods)
     # the pods whose events are worth reading, as ``observe.status`` has them
     troubled = [n.pod for n in judged.nodes if n.reason or (not n.ready and n.phase != "Succeeded")]
-    return evolve(judged, events=events(worker, mirror, troubled[:TROUBLED_PODS]))
+    return evolve(judged, events=events(worker, mirror, pods, troubled[:TROUBLED_PODS]))
 
 
 # --- the worker clusters the user mapped -----------------------------------------------------

@@ -95,9 +95,11 @@ class TokenExpired:
 
 @frozen
 class AllRead:
-    """The last page was read: every item of every page."""
+    """The last page was read: every item of every page, and the list's resourceVersion (its
+    first page's: every page is of that one snapshot)."""
 
     items: tuple[Obj, ...]
+    version: str = ""
 
 
 @frozen
@@ -131,6 +133,7 @@ class Lister:
     phase: ListPhase = PAGE
     token: str | None = None  # the next page's
     items: tuple[Obj, ...] = ()
+    version: str = ""  # the first page's resourceVersion
     paging: Paging = Paging()
     restarts: int = 0
     end: AllRead | Endless | Forgotten | None = None
@@ -144,12 +147,13 @@ class Lister:
     def _read(self, answer: PageRead, now: float) -> Lister:
         page = answer.page
         items = self.items + tuple(page.items)
+        version = self.version if self.token else page.resource_version
         if not page.continue_token:
-            return evolve(self, phase=END, end=AllRead(items))
+            return evolve(self, phase=END, end=AllRead(items, version))
         paging = self.paging.after(page)
         if isinstance(paging, str):
             return evolve(self, phase=END, end=Endless(paging))
-        return evolve(self, token=page.continue_token, items=items, paging=paging)
+        return evolve(self, token=page.continue_token, items=items, version=version, paging=paging)
 
     def _expired(self, answer: TokenExpired, now: float) -> Lister:
         if self.token is None or self.restarts >= LIST_RESTARTS:
@@ -168,6 +172,13 @@ def list_all(
 ) -> list[Obj]:
     """Every page of a list (the ``Lister``): one request per LIST_PAGE objects, never one per
     object."""
+    return list_at(session, api_version, kind, namespace, **selectors)[0]
+
+
+def list_at(
+    session: Session, api_version: str, kind: str, namespace: str | None, **selectors: str
+) -> tuple[list[Obj], str]:
+    """``list_all``, and the list's resourceVersion: a watch from it misses no change after."""
     what = listing(kind, namespace)
 
     def page(request: ListPage) -> PageRead | TokenExpired:
@@ -191,7 +202,7 @@ def list_all(
     if isinstance(end, Endless):
         raise ClusterError(f"{what}: {end.problem}")
     assert isinstance(end, AllRead), end
-    return list(end.items)
+    return list(end.items), end.version
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -5,7 +5,7 @@ Kubernetes is level-triggered, so there is no machine here, only the reading of 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from attrs import evolve, frozen
@@ -13,7 +13,7 @@ from attrs import evolve, frozen
 from kfcompile import status as job_status
 from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
 from kfcompile.lifecycle.kueue import waiting_workload
-from kfcompile.lifecycle.objects import get, job_kind, list_all, meta
+from kfcompile.lifecycle.objects import get, job_kind, list_all, list_at, meta
 from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import JobNotFound, Session
 from kfcompile.progress import Progress, read_progress
@@ -34,6 +34,9 @@ def some_ranks(total: int, present: Iterable[int]) -> list[int]:
 
 @frozen
 class Node:
+    """One training node (pod) of a job as ``status`` shows it: its rank (the node's index;
+    None when its labels do not say), pod name, phase, readiness, restarts and why it waits."""
+
     rank: int | None
     pod: str
     phase: str
@@ -79,6 +82,7 @@ class ListPods:
 @frozen
 class PodsListed:
     pods: list[Obj]
+    version: str = ""  # the list's resourceVersion: a watch from it misses no change since
     workload: Obj | None = None  # the job's Kueue Workload, while Kueue holds it
 
 
@@ -155,11 +159,14 @@ def _node(job: Mapping[str, Any], pod: Mapping[str, Any]) -> Node:
     listed = _at(pod, "status", "containerStatuses")
     containers = [c for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) else []
     stuck = job_status.stuck_pod([pod])
+    # A pod being deleted (evicted, preempted) is not ready, whatever its containers last said:
+    # its kubelet has yet to stop them, or to say so.
+    going = bool(meta(pod).get("deletionTimestamp"))
     return Node(
         rank=rank_of(job, pod),
         pod=str(meta(pod).get("name", "?")),
         phase=str(status.get("phase", "Pending")),
-        ready=bool(containers) and all(c.get("ready") for c in containers),
+        ready=not going and bool(containers) and all(c.get("ready") for c in containers),
         restarts=sum(as_int(c.get("restartCount")) or 0 for c in containers),
         # a pod being deleted: what its deletion waits for (before why it would not start)
         reason=job_status.terminating(pod) or (stuck.reason if stuck else ""),
@@ -198,10 +205,15 @@ _EQUALS: Final = re.compile(r"([\w./-]+)==?([\w.-]*)")
 
 def node_pods(session: Session, job: Obj) -> list[Obj]:
     """The job's training pods; a pod the server sends that is not one of them is left out."""
+    return list_pods(session, job).pods
+
+
+def list_pods(session: Session, job: Obj) -> PodsListed:
+    """``node_pods``, with the list's resourceVersion."""
     ref = Ref.of(job)
     selector = job_kind(ref).nodes.format(name=ref.name)
-    pods = list_all(session, "v1", "Pod", ref.namespace, label_selector=selector)
-    return [pod for pod in pods if not foreign(pod, ref.namespace, selector)]
+    pods, version = list_at(session, "v1", "Pod", ref.namespace, label_selector=selector)
+    return PodsListed([pod for pod in pods if not foreign(pod, ref.namespace, selector)], version)
 
 
 def observation(job: Obj, pods: Sequence[Obj], workload: Obj | None = None) -> Observation:
@@ -236,7 +248,7 @@ class Waiting:
     never will (its job ended without it)."""
 
     rank: int | None
-    reason: str  # NoPod, NotScheduled, ContainerCreating, Unschedulable, NodeGone, PodGone, ...
+    reason: str  # NoPod, NotScheduled, Unschedulable, NodeGone, KubeletUnreachable, PodGone, ...
     message: str  # one line; what the cluster said is quoted as the cluster's
     stuck: bool = False
 
@@ -256,6 +268,22 @@ def _node_gone(pod: Mapping[str, Any], refused: ApiError | None) -> str:
     if not (isinstance(refused, NotFound) and isinstance(node, str) and node and node != name):
         return ""
     return node if f'"{node}"' in refused.message else ""
+
+
+# A log read the API server could not pass on to the pod's kubelet is answered 500 with its dial
+# error (KUBEFLOW.md, "Talking to the API"): ``dial tcp <node>:10250: connect: connection
+# refused``, after the kubelet URL it tried.
+_KUBELET_DIAL: Final = re.compile(r'dial tcp [^\s"]+:\d+: [^"]+')
+
+
+def kubelet_unreachable(error: ApiError | None) -> str:
+    """The dial error, when ``error`` is the API server saying it cannot reach the pod's
+    kubelet; "" otherwise. That is the node: asking again soon does not help (kubectl fails at
+    once)."""
+    if error is None or error.status != 500:
+        return ""
+    found = _KUBELET_DIAL.search(error.message)
+    return found[0] if found else ""
 
 
 def _status_says(pod: Mapping[str, Any], reason: str) -> str:
@@ -318,6 +346,11 @@ def pod_waiting(
             f"pod {name} is bound to node {printable(node)}, which is gone: its log cannot be read"
         )
         return Waiting(rank, "NodeGone", f"{said} {_answered(refused)}", stuck=True)
+    if dial := kubelet_unreachable(refused):
+        bound = _at(pod, "spec", "nodeName")
+        on = f"node {printable(bound)}," if isinstance(bound, str) and bound else "a node"
+        said = f"pod {name} is on {on} whose kubelet is unreachable: its log cannot be read"
+        return Waiting(rank, "KubeletUnreachable", f"{said} ({printable(dial)[:300]})", stuck=True)
     if stuck := job_status.stuck_pod([pod]):
         said = f"pod {name} cannot start ({stuck.reason})"
         if detail := _status_says(pod, stuck.reason):
@@ -389,8 +422,8 @@ class Event:
 
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> Event:
-        regarding = _at(event, "regarding") or _at(event, "involvedObject") or {}
-        about = f"{_first(regarding, ('kind',)).lower()}/{_first(regarding, ('name',))}"
+        kind, name, _ = _regarding(event)
+        about = f"{kind.lower()}/{name}"
         count = _at(event, "series", "count") or _at(event, "count")
         count = count or _at(event, "deprecatedCount")
         return cls(
@@ -417,6 +450,12 @@ class Event:
         return printable(text)
 
 
+def _regarding(event: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The kind, name and uid of the object an event is about, in either shape."""
+    regarding = _at(event, "regarding") or _at(event, "involvedObject") or {}
+    return _first(regarding, ("kind",)), _first(regarding, ("name",)), _first(regarding, ("uid",))
+
+
 def _event_list(
     session: Session, api_version: str, namespace: str | None, selector: str
 ) -> list[Obj]:
@@ -424,18 +463,24 @@ def _event_list(
 
 
 def events_about(
-    session: Session, namespace: str | None, names: Sequence[str], recent: int = 10
+    session: Session,
+    namespace: str | None,
+    names: Sequence[str],
+    recent: int = 10,
+    ours: Callable[[Mapping[str, Any]], bool] = lambda event: True,
 ) -> tuple[Event, ...]:
-    """The latest events about the objects so named (one list per name, through the first of
-    ``EVENT_APIS`` that answers), oldest first by when each last happened (``_order``). An API
-    that refuses (forbidden, not served) gives way to the next; when every one does, the first
-    refusal is raised."""
+    """The latest events about the objects so named that are ``ours`` (one list per name,
+    through the first of ``EVENT_APIS`` that answers), oldest first by when each last happened
+    (``_order``). An API that refuses (forbidden, not served) gives way to the next; when every
+    one does, the first refusal is raised."""
     refused: ApiError | None = None
     for api_version, field in EVENT_APIS:
         try:
             found: dict[str, Obj] = {}
             for name in names:
                 for event in _event_list(session, api_version, namespace, f"{field}={name}"):
+                    if not ours(event):
+                        continue
                     meta_ = meta(event)
                     key = str(meta_.get("uid") or f"{meta_.get('namespace')}/{meta_.get('name')}")
                     found.setdefault(key, event)
@@ -455,11 +500,55 @@ def _order(read: tuple[Event, Obj]) -> tuple[str, int]:
     return sortable_time(event.when)[:19], as_int(meta(raw).get("resourceVersion")) or 0
 
 
-def events(session: Session, job: Obj, pods: Sequence[str], recent: int = 10) -> tuple[Event, ...]:
-    """The latest events of the job, its children and ``pods``."""
+# The labels by which a Job's pods name their owners and their uids (batch/v1 Job, JobSet): how
+# the uids of a TrainJob's children are known without reading them (../shared/observed).
+OWNER_LABELS: Final = (
+    ("Job", "batch.kubernetes.io/job-name", "batch.kubernetes.io/controller-uid"),
+    ("JobSet", "jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/jobset-uid"),
+)
+
+
+def _uids(job: Obj, pods: Sequence[Obj]) -> dict[tuple[str, str], str]:
+    """The uid of each object of the job whose uid is known, by (kind, name): the job's, its
+    pods', and its children's as its pods' labels name them (not those of pods going away)."""
+    known = {(str(job.get("kind")), str(meta(job).get("name"))): str(meta(job).get("uid") or "")}
+    for pod in pods:
+        known[("Pod", str(meta(pod).get("name")))] = str(meta(pod).get("uid") or "")
+        labels = meta(pod).get("labels")
+        if meta(pod).get("deletionTimestamp") or not isinstance(labels, Mapping):
+            continue
+        for kind, name, uid in OWNER_LABELS:
+            if isinstance(labels.get(name), str) and isinstance(labels.get(uid), str):
+                known[(kind, labels[name])] = labels[uid]
+    return {key: uid for key, uid in known.items() if uid}
+
+
+def _of_this_job(
+    job: Obj, known: Mapping[tuple[str, str], str]
+) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether an event (listed by an object's name) is about this job's objects and not about
+    others that had their names (a job deleted and submitted again, a pod recreated): its
+    object's uid is the one ``known`` for that kind and name; where none is known (a child
+    before any pod says its uid), it happened since the job was created."""
+    created = sortable_time(str(meta(job).get("creationTimestamp") or ""))[:19]
+
+    def ours(event: Mapping[str, Any]) -> bool:
+        kind, name, uid = _regarding(event)
+        if uid and (kind, name) in known:
+            return uid == known[kind, name]
+        return sortable_time(Event.of(event).when)[:19] >= created
+
+    return ours
+
+
+def events(
+    session: Session, job: Obj, pods: Sequence[Obj], troubled: Sequence[str], recent: int = 10
+) -> tuple[Event, ...]:
+    """The latest events of the job, its children and the ``troubled`` of its ``pods``."""
     ref = Ref.of(job)
     children = [c.format(name=ref.name) for c in job_kind(ref).children]
-    return events_about(session, ref.namespace, [ref.name, *children, *pods], recent)
+    names = [ref.name, *children, *troubled]
+    return events_about(session, ref.namespace, names, recent, _of_this_job(job, _uids(job, pods)))
 
 
 def status(session: Session, job: Ref | Obj) -> Observation:
@@ -471,9 +560,10 @@ def status(session: Session, job: Ref | Obj) -> Observation:
         if found is None:
             raise JobNotFound(f"{job} does not exist")
         job = found
-    obs = observe(session, job)
+    pods = node_pods(session, job)
+    obs = observation(job, pods, waiting_workload(session, job))
     troubled = [n.pod for n in obs.nodes if n.reason or (not n.ready and n.phase != "Succeeded")]
-    said = events(session, job, troubled[:TROUBLED_PODS])
+    said = events(session, job, pods, troubled[:TROUBLED_PODS])
     own = f"{obs.ref.kind.lower()}/{obs.ref.name}"  # the Trainer's word on the job itself
     warnings = [(e.reason, e.message) for e in said if e.type == "Warning" and e.about == own]
     return evolve(obs, state=job_status.trainer_refused(obs.state, warnings), events=said)

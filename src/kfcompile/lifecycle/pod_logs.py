@@ -37,9 +37,10 @@ from kfcompile.lifecycle.objects import get, job_kind, meta
 from kfcompile.lifecycle.observe import (
     MAX_RANKS,
     ListPods,
-    PodsListed,
     Waiting,
     foreign,
+    kubelet_unreachable,
+    list_pods,
     newest_by_rank,
     node_pods,
     nodes_total,
@@ -91,8 +92,16 @@ class CannotStart(ClusterError):
     (``follow.GIVE_UP_AFTER``)."""
 
 
+class CannotRead(ClusterError):
+    """A followed rank's log cannot be read, and waiting does not help: the API server cannot
+    reach the kubelet of its pod's node (kubectl fails at once too)."""
+
+
 @frozen
 class LogLine:
+    """One line of a job's log: the rank (node index) it came from, and its text (no line
+    end; at most 64 KiB, the rest said at its end)."""
+
     rank: int | None
     text: str
 
@@ -114,7 +123,7 @@ def _next_line(stream: Iterator[str]) -> FollowAnswer:
     try:
         line = next(stream, None)
     except Transient as exc:
-        return Dropped(exc)
+        return LogRefused(exc) if kubelet_unreachable(exc) else Dropped(exc)
     except (NotFound, Invalid) as exc:
         return LogRefused(exc)
     return LogEnded() if line is None else Line(line)
@@ -127,7 +136,7 @@ def _pod_watch(session: Session, ref: Ref, request: WatchPod) -> Iterator[WatchE
         "v1",
         "Pod",
         ref.namespace,
-        resource_version="",  # from now, with the pod as it is first
+        resource_version=request.from_version,
         label_selector=request.selector,
         timeout_seconds=request.timeout,
     )
@@ -138,7 +147,7 @@ def _pod_watch(session: Session, ref: Ref, request: WatchPod) -> Iterator[WatchE
 _POD_EVENTS: Final[dict[str, Callable[[Obj], FollowAnswer]]] = {
     "ADDED": PodSeen,
     "MODIFIED": PodSeen,
-    "DELETED": PodSeen,
+    "DELETED": lambda pod: PodSeen(pod, gone=True),
     "BOOKMARK": lambda obj: Bookmark(""),
 }
 
@@ -153,7 +162,7 @@ def _follow(
     watching = listing("Pod", ref.namespace, "watch")
     perform: Perform = {
         ReadJob: lambda _: JobRead(get(session, ref)),
-        ListPods: lambda request: PodsListed(node_pods(session, request.job)),
+        ListPods: lambda request: list_pods(session, request.job),
         OpenLog: lambda request: _next_line(opened.start(_log(session, ref, request))),
         NextLine: lambda _: _next_line(opened.current()),
         WatchPod: lambda request: next_answer(
@@ -172,6 +181,8 @@ def _follow(
         case GiveUp():
             pod = Ref("v1", "Pod", ref.namespace, follower.pod)
             raise unavailable(named("read logs of", pod), end)
+        case End(gave_up=Waiting(reason="KubeletUnreachable") as why):
+            raise CannotRead(str(why))
         case End(gave_up=Waiting() as why, waited=waited):
             raise CannotStart(f"{why}; giving up: it has not started for {waited:.0f}s")
 
@@ -260,11 +271,10 @@ def _read(
     if pod is None:
         return waiting(job, rank, None) or []
     ref, name = Ref.of(job), str(meta(pod)["name"])
-    try:
-        lines = call(
-            session,
-            named("read logs of", Ref("v1", "Pod", ref.namespace, name)),
-            lambda: list(
+
+    def read() -> list[str] | Transient:
+        try:
+            return list(
                 session.cluster.pod_log(
                     ref.namespace or "default",
                     name,
@@ -272,10 +282,18 @@ def _read(
                     since_seconds=since_seconds,
                     tail_lines=tail_lines,
                 )
-            ),
-        )
+            )
+        except Transient as exc:
+            if kubelet_unreachable(exc):
+                return exc  # the node's kubelet, not the API server: asking again won't help
+            raise
+
+    try:
+        lines = call(session, named("read logs of", Ref("v1", "Pod", ref.namespace, name)), read)
     except (NotFound, Invalid) as exc:
         return waiting(job, rank, pod, exc) or []
+    if isinstance(lines, Transient):
+        return waiting(job, rank, pod, lines) or []
     return lines or waiting(job, rank, pod) or []
 
 

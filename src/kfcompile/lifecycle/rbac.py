@@ -53,7 +53,13 @@ NAMESPACED: Final[tuple[Rule, ...]] = (
         )
         for k in KINDS.values()
     ),
-    Rule("trainer.kubeflow.org", "trainingruntimes", ("get",), "preflight", kind=TRAINJOB.name),
+    Rule(
+        "trainer.kubeflow.org",
+        "trainingruntimes",
+        ("get",),
+        "preflight: the runtime, its replicated jobs and containers",
+        kind=TRAINJOB.name,
+    ),
     Rule("", "configmaps", ("get", "create", "patch", "delete"), "the inline script"),
     Rule("", "secrets", ("get", "create", "patch", "delete"), "secret_env values"),
     Rule(
@@ -98,7 +104,7 @@ CLUSTER: Final[tuple[Rule, ...]] = (
         "trainer.kubeflow.org",
         "clustertrainingruntimes",
         ("get",),
-        "preflight: the runtime exists",
+        "preflight: the runtime, its replicated jobs and containers",
         kind=TRAINJOB.name,
     ),
     Rule(

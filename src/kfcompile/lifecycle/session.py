@@ -30,9 +30,14 @@ M = TypeVar("M", bound="Phased")
 D = TypeVar("D", bound="Machine")
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+"""The label on every object kfcompile creates; its value is ``MANAGER``."""
 MANAGER: Final = "kfcompile"
+"""The value of ``MANAGED_BY_LABEL``: ``list`` and ``watch_jobs`` select jobs by it."""
 SPEC_HASH: Final = "kfcompile.dev/spec-hash"
+"""The annotation holding the hash of the spec a job was made from: the same spec submitted
+again creates nothing, and a job of another spec under the name is never touched."""
 TARGET_ANNOTATION: Final = "kfcompile.dev/target"
+"""The annotation naming the target a job was rendered for (``trainjob/v2.3``)."""
 LIST_PAGE: Final = 500
 LIST_RESTARTS: Final = 3  # times a paginated list starts over after its continue token expired
 
@@ -49,6 +54,9 @@ class ClusterError(Exception):
 
 
 class PreflightFailed(ClusterError):
+    """What the job needs is missing on the cluster (its CRD, runtime, namespace, Kueue queue,
+    work-dir claim): ``problems``, one line each. Nothing was created."""
+
     def __init__(self, problems: Sequence[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = tuple(problems)
@@ -59,7 +67,7 @@ class NameTaken(ClusterError):
 
 
 class JobNotFound(ClusterError):
-    pass
+    """No job of that name (of either kind, unless one was asked for) in the namespace."""
 
 
 class JobDeleted(ClusterError):
@@ -76,6 +84,8 @@ class Unreachable(Unavailable):
 
 
 class TimedOut(ClusterError):
+    """A wait ran out of time; ``last`` is the job as last seen (None if never)."""
+
     def __init__(self, message: str, last: Observation | None = None) -> None:
         super().__init__(message)
         self.last = last

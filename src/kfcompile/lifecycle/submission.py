@@ -15,11 +15,12 @@ from typing import Any, Final
 from attrs import frozen
 
 from kfcompile.kinds import KINDS, TRAINJOB
+from kfcompile.lifecycle import runtimes
 from kfcompile.lifecycle.cluster_target import crd_problems
 from kfcompile.lifecycle.deleting import Remaining, make_way
 from kfcompile.lifecycle.kueue import NOT_SERVED, kueue_drops, served_api
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
-from kfcompile.lifecycle.ports import LocalFiles, Obj, Ref
+from kfcompile.lifecycle.ports import Forbidden, LocalFiles, Obj, Ref
 from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
 from kfcompile.lifecycle.rollback import Found, LeftBehind, removal, roll_back
 from kfcompile.lifecycle.session import (
@@ -152,16 +153,7 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
             f"{namespace}) or choose another with -n"
         )
     if kind is TRAINJOB and not problems:
-        ref = job["spec"]["runtimeRef"]
-        runtime_kind = ref.get("kind", "ClusterTrainingRuntime")
-        scope = None if runtime_kind == "ClusterTrainingRuntime" else namespace
-        if missing(session, Ref(RUNTIME_API, runtime_kind, scope, ref["name"])):
-            where = f" in namespace {namespace}" if scope else ""
-            plural = runtime_kind.lower() + "s"
-            problems.append(
-                f"{runtime_kind} {ref['name']} does not exist{where}: install the Trainer "
-                f"runtimes or set runtime_ref to one listed by `kubectl get {plural}`"
-            )
+        problems += _runtime(session, spec, job, namespace)
     queue_name = (meta(job).get("labels") or {}).get(QUEUE_LABEL)
     if queue_name:
         queues = served_api(session, "LocalQueue")
@@ -182,8 +174,31 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
     return problems
 
 
+def _runtime(session: Session, spec: JobSpec, job: Obj, namespace: str) -> list[str]:
+    """The runtime the TrainJob names, read: it exists, and has what the job asks of it
+    (``runtimes.problems``). One this user may not read is left to the Trainer."""
+    ref = job["spec"]["runtimeRef"]
+    runtime_kind = ref.get("kind", "ClusterTrainingRuntime")
+    scope = None if runtime_kind == "ClusterTrainingRuntime" else namespace
+    try:
+        runtime = get(session, Ref(RUNTIME_API, runtime_kind, scope, ref["name"]))
+    except Forbidden:
+        return []
+    if runtime is None:
+        where = f" in namespace {namespace}" if scope else ""
+        plural = runtime_kind.lower() + "s"
+        return [
+            f"{runtime_kind} {ref['name']} does not exist{where}: install the Trainer "
+            f"runtimes or set runtime_ref to one listed by `kubectl get {plural}`"
+        ]
+    return runtimes.problems(spec, job, runtime)
+
+
 @frozen
 class Submitted:
+    """What ``submit`` did: the job, whether it created it (False: this very spec was there
+    already), the work dir it uploaded, what it repaired, whether it was a dry run."""
+
     ref: Ref
     created: bool  # False: this very spec was already submitted
     uploaded: Synced | None = None

@@ -57,6 +57,8 @@ HELPER_EVENTS: Final = 5  # events of a helper pod that does not start, said wit
 
 @frozen
 class Synced:
+    """What a work-dir sync copied: how many files, and their size in bytes."""
+
     files: int
     size: int
 

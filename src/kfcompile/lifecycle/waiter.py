@@ -29,6 +29,7 @@ from kfcompile.lifecycle.session import Failed, GiveUp, Pause, Retry, Slept, Tab
 from kfcompile.status import State
 
 Until = Literal["running", "done"]
+"""What ``wait`` waits for: ``"running"`` (or finished), or ``"done"`` (finished)."""
 
 WATCH_SEGMENT: Final = 5  # seconds; pods can get stuck without the job changing, so look again
 SHORT_WATCH: Final = 1.0  # seconds; a watch that ends sooner, without an event, was cut short

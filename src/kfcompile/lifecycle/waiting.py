@@ -183,7 +183,8 @@ def wait(
     perform: Perform = {
         ListJob: lambda _: _list_job(session, ref),
         ListPods: lambda request: PodsListed(
-            node_pods(here(request.job), request.job), waiting_workload(session, request.job)
+            node_pods(here(request.job), request.job),
+            workload=waiting_workload(session, request.job),
         ),
         WatchJob: lambda request: _next_event(opened.start(_watch(session, ref, request)), ref),
         ReadEvent: lambda _: _next_event(opened.current(), ref),

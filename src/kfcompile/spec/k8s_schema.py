@@ -57,6 +57,11 @@ def properties(definition: str) -> Mapping[str, Any]:
     return found
 
 
+def required(definition: str) -> tuple[str, ...]:
+    """The keys one object must have; an unknown object has none."""
+    return tuple(_data()["definitions"].get(definition, {}).get("required", ()))
+
+
 def _kind(value: Any) -> str:
     if value is None:
         return "null"

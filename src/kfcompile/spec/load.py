@@ -30,6 +30,7 @@ def structure(data: Any) -> JobSpec:
 
 
 def unstructure(spec: JobSpec) -> dict[str, Any]:
+    """A JobSpec as plain data (what ``structure`` reads back to an equal spec)."""
     return typing.cast(dict[str, Any], converter.unstructure(spec))
 
 

@@ -82,6 +82,31 @@ def _quantity(doc: str) -> Any:
     return field(metadata={"rule": rules.quantity, "doc": doc, "load": quantity_text}, default=None)
 
 
+def _job_annotations(m: Mapping[str, str]) -> Iterable[tuple[str, str]]:
+    """Annotations; a ProvisioningRequest parameter is given in one place."""
+    yield from rules.annotation_map(m)
+    for k in m:
+        if k.startswith(additions.PROVISIONING_PREFIX):
+            name = k.removeprefix(additions.PROVISIONING_PREFIX)
+            yield f"{object_paths.key(k)} (key)", f"set it as provisioning_parameters.{name}"
+
+
+def _pod_annotations(m: Mapping[str, str]) -> Iterable[tuple[str, str]]:
+    """Annotations; Kueue's topology request is given in one place."""
+    yield from rules.annotation_map(m)
+    fields = {v: k for k, v in additions.TOPOLOGY_ANNOTATIONS.items()}
+    for k in m:
+        if k in fields:
+            yield f"{object_paths.key(k)} (key)", f"set it as topology.{fields[k]}"
+
+
+def _provisioning_parameters(m: Mapping[str, str]) -> Iterable[tuple[str, str]]:
+    """Each name makes the annotation key ``provreq.kueue.x-k8s.io/<name>``."""
+    for k in m:
+        for _, message in rules.annotation_map({additions.PROVISIONING_PREFIX + k: ""}):
+            yield f"{object_paths.key(k)} (key)", message
+
+
 class _Checked:
     """Spec classes check themselves when built, however they are built."""
 
@@ -140,6 +165,9 @@ class InitializerSource(_Checked):
 
 @frozen(kw_only=True)
 class Initializer(_Checked):
+    """A TrainJob's dataset and model initializers: what the runtime's initializer jobs fetch
+    before training starts."""
+
     dataset: InitializerSource | None = _doc("Dataset initializer.", default=None)
     model: InitializerSource | None = _doc("Model initializer.", default=None)
 
@@ -170,6 +198,75 @@ class SchedulingPolicy(_Checked):
     schedule_timeout_seconds: int | None = _rule(rules.positive, "Gang timeout.", default=None)
 
 
+def _group_name(v: str) -> Iterable[tuple[str, str]]:
+    """Kueue refuses a PodSet group name that is a number (tas_validation.go)."""
+    if not v or v.isdigit():
+        yield "", "must be a name, not empty or a number"
+
+
+def _topology_modes(t: Topology) -> Iterable[Problem]:
+    """Kueue's PodSet topology request (pkg/controller/jobframework/tas_validation.go): one
+    mode; a slice level with its size; a group only of required or preferred PodSets, and not
+    with slices."""
+    modes = [m for m in ("required", "preferred", "unconstrained") if getattr(t, m)]
+    if len(modes) != 1:
+        at = modes[1] if modes else ""
+        yield Problem(at, "set exactly one of required, preferred or unconstrained")
+    if (t.slice_required is None) != (t.slice_size is None):
+        given, needs = "slice_size", "slice_required"
+        if t.slice_size is None:
+            given, needs = needs, given
+        yield Problem(given, f"needs {needs}")
+    if t.group_name is not None:
+        if t.slice_required is not None or t.slice_size is not None:
+            yield Problem("group_name", "Kueue refuses a group with slices")
+        elif t.required is None and t.preferred is None:
+            yield Problem("group_name", "needs required or preferred")
+
+
+@frozen(kw_only=True)
+class Topology(_Checked):
+    """Kueue topology-aware scheduling of the job's pods: exactly one of ``required``,
+    ``preferred`` (a level: the node label of a Kueue Topology level, e.g.
+    ``cloud.provider.com/topology-block``) or ``unconstrained``; written as Kueue's PodSet
+    annotations on the pod template."""
+
+    required: str | None = _rule(
+        rules.label_name,
+        "Every pod in one domain of this level (`kueue.x-k8s.io/podset-required-topology`).",
+        default=None,
+    )
+    preferred: str | None = _rule(
+        rules.label_name,
+        "One domain of this level if they fit, else the next level up "
+        "(`kueue.x-k8s.io/podset-preferred-topology`).",
+        default=None,
+    )
+    unconstrained: bool = _doc(
+        "Anywhere the topology has room (`kueue.x-k8s.io/podset-unconstrained-topology`).",
+        default=False,
+    )
+    slice_required: str | None = _rule(
+        rules.label_name,
+        "Each slice of `slice_size` pods in one domain of this level "
+        "(`kueue.x-k8s.io/podset-slice-required-topology`).",
+        default=None,
+    )
+    slice_size: int | None = _rule(
+        rules.positive,
+        "Pods per slice, with `slice_required` (`kueue.x-k8s.io/podset-slice-size`).",
+        default=None,
+    )
+    group_name: str | None = _rule(
+        _group_name,
+        "Place a PyTorchJob's Master and Workers as one (`kueue.x-k8s.io/podset-group-name`).",
+        default=None,
+    )
+
+    def __attrs_post_init__(self) -> None:
+        structuring.validate(self, between=_topology_modes)
+
+
 @frozen(kw_only=True)
 class WorkDir(_Checked):
     """A local directory that ``submit`` uploads to a PersistentVolumeClaim the pods mount."""
@@ -192,7 +289,7 @@ class JobSpec(_Checked):
         rules.label_map, "Labels on the job object.", factory=FrozenMap
     )
     annotations: Mapping[str, str] = _rule(
-        rules.annotation_map, "Annotations on the job object.", factory=FrozenMap
+        _job_annotations, "Annotations on the job object.", factory=FrozenMap
     )
     runtime_labels: Mapping[str, str] = _rule(
         rules.label_map, "TrainJob: labels on the JobSet and Jobs it creates.", factory=FrozenMap
@@ -204,7 +301,7 @@ class JobSpec(_Checked):
         rules.label_map, "Labels on every pod.", factory=FrozenMap
     )
     pod_annotations: Mapping[str, str] = _rule(
-        rules.annotation_map, "Annotations on every pod.", factory=FrozenMap
+        _pod_annotations, "Annotations on every pod.", factory=FrozenMap
     )
 
     # workload
@@ -324,6 +421,16 @@ class JobSpec(_Checked):
     )
     scheduling_policy: SchedulingPolicy | None = _doc(
         "PyTorchJob gang-scheduling policy.", default=None
+    )
+    topology: Topology | None = _doc(
+        "Kueue topology-aware scheduling of the pods (PodSet annotations on the pod template).",
+        default=None,
+    )
+    provisioning_parameters: Mapping[str, str] = _rule(
+        _provisioning_parameters,
+        'Kueue ProvisioningRequest parameters, e.g. `ValidUntilSeconds: "3600"` '
+        "(job annotations `provreq.kueue.x-k8s.io/<name>`).",
+        factory=FrozenMap,
     )
 
     # escape hatches

@@ -141,6 +141,11 @@ def annotation_map(m: Mapping[str, str]) -> Found:
         yield from _each(k8s.qualified_name(k), f"{key(k)} (key)")
 
 
+def label_name(v: str) -> Found:
+    """A label key (a qualified name), as Kubernetes' ``ValidateLabelName`` checks it."""
+    return _each(k8s.qualified_name(v))
+
+
 def resource_map(m: Mapping[str, str]) -> Found:
     for k, v in m.items():
         yield from _each(k8s.resource_name(k), f"{key(k)} (key)")

@@ -30,7 +30,9 @@ RELEASES: dict[str, Release] = {
 TARGETS: dict[str, Target] = {
     t.name: t for t in (pytorchjob_v1.TARGET, *(r.target for r in RELEASES.values()))
 }
+"""Every target by name (``pytorchjob/v1``, ``trainjob/v2.0`` ... ``trainjob/v2.3``)."""
 DEFAULT_TARGET = trainjob_v2_3.RELEASE.name
+"""The target ``render`` uses when none is named: the newest Trainer release."""
 base.REGISTRY.update(TARGETS)
 
 __all__ = [

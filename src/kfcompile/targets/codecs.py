@@ -146,6 +146,31 @@ class Keyed(Slotted):
         return Decoded(dict(value) if value else SKIP)
 
 
+class Text(Slotted):
+    """A number or a switch written as annotation text (``"4"``; ``"true"`` when set, nothing
+    when not) and read back from it: Kueue parses its PodSet annotations with
+    ``strconv.ParseInt`` / ``ParseBool`` (pkg/controller/jobframework/tas.go)."""
+
+    __slots__ = ("switch",)
+    TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+    def __init__(self, switch: bool = False) -> None:
+        self.switch = switch
+
+    def encode(self, row: Field, value: Any, out: list[Entry]) -> None:
+        if value is not False:
+            text = "true" if self.switch else str(value)
+            out.append(Entry(row.source, row.slot, text, row.sub, False, row.at))
+
+    def decode(self, row: Field, value: Any) -> Decoded:
+        if self.switch and value in self.TRUE:
+            return Decoded(True)
+        if not self.switch and isinstance(value, str) and value.isascii() and value.isdigit():
+            return Decoded(int(value))
+        what = "true" if self.switch else "a number"
+        return Decoded(SKIP, (((), f"{row.source} is written as {what} only: dropped"),))
+
+
 class Names(Slotted):
     """A list of names as the list of ``{name: ...}`` Kubernetes writes (gates, pull secrets)."""
 
@@ -232,6 +257,8 @@ VALUE = Value()
 NONEMPTY = Value(empty=True)
 KEYED = Keyed()
 NAMES = Names()
+COUNT_TEXT = Text()
+SWITCH_TEXT = Text(switch=True)
 HATCH = Hatch()
 
 

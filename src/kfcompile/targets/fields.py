@@ -1,7 +1,7 @@
 """The one field table: each spec field, the neutral slot it fills, and how its value is written.
 
 ``render`` walks ``FIELDS`` forward (``entries``: the spec as ``Entry`` values, in output order);
-the importer walks it backward (each row's ``codec.decode``); ``reference`` and the README read
+the importer walks it backward (each row's ``codec.decode``); ``reference`` and the docs read
 it directly. A target's own table (``targets/<target>.py``) says where each slot lands; the two
 together, resolved when the target is built, are ``Target.fields``.
 
@@ -20,15 +20,17 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from kfcompile.spec.additions import PRIORITY_LABEL, QUEUE_LABEL
+from kfcompile.spec.additions import PRIORITY_LABEL, QUEUE_LABEL, TOPOLOGY_ANNOTATIONS
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec, RuntimeRef
 from kfcompile.spec.object_paths import key
 from kfcompile.targets.codecs import (
+    COUNT_TEXT,
     HATCH,
     KEYED,
     NAMES,
     NONEMPTY,
+    SWITCH_TEXT,
     VALUE,
     Codec,
     Entry,
@@ -38,7 +40,16 @@ from kfcompile.targets.codecs import (
     Slotted,
     Value,
 )
-from kfcompile.targets.special import ENV, GPUS, MOUNTS, NPROCS, PROGRAM, VOLUMES, Special
+from kfcompile.targets.special import (
+    ENV,
+    GPUS,
+    MOUNTS,
+    NPROCS,
+    PROGRAM,
+    PROVISIONING,
+    VOLUMES,
+    Special,
+)
 
 __all__ = ["FIELDS", "Entry", "Field", "Special", "entries", "feeds", "hatches", "slots"]
 
@@ -55,6 +66,15 @@ class Field(Slotted):
         self.at = FieldPath.of(self.chain[0])  # the top-level field: what an error names
         # the part the row is inside (``elastic``), if any
         self.part = self.chain[0] if len(self.chain) > 1 else None
+
+
+def _topology() -> tuple[Field, ...]:
+    """The rows of ``topology``: each field one of Kueue's PodSet annotations."""
+    codecs = {"unconstrained": SWITCH_TEXT, "slice_size": COUNT_TEXT}
+    return tuple(
+        Field(f"topology.{name}", "pod.annotations", key(annotation), codecs.get(name, VALUE))
+        for name, annotation in TOPOLOGY_ANNOTATIONS.items()
+    )
 
 
 def _initializer(kind: str) -> tuple[Field, ...]:
@@ -77,6 +97,7 @@ FIELDS: tuple[Step, ...] = (
     Field("queue", "job.labels", key(QUEUE_LABEL), NONEMPTY),
     Field("priority_class", "job.labels", key(PRIORITY_LABEL), NONEMPTY),
     Field("annotations", "job.annotations", codec=KEYED),
+    PROVISIONING,
     Field("runtime_ref.name", "run.runtimeRef", ".name"),
     Field("runtime_ref.api_group", "run.runtimeRef", ".apiGroup"),
     Field("runtime_ref.kind", "run.runtimeRef", ".kind"),
@@ -99,6 +120,7 @@ FIELDS: tuple[Step, ...] = (
     Field("runtime_annotations", "runtime.annotations", codec=KEYED),
     Field("pod_labels", "pod.labels", codec=KEYED),
     Field("pod_annotations", "pod.annotations", codec=KEYED),
+    *_topology(),
     Field("volume_mounts", "container.volumeMounts", codec=Items("mountPath")),
     MOUNTS,
     Field("service_account_name", "pod.serviceAccountName", codec=NONEMPTY),

@@ -14,7 +14,7 @@ from kfcompile.kinds import PYTORCHJOB
 from kfcompile.spec import torchrun
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.model import JobSpec
-from kfcompile.targets import base, fields
+from kfcompile.targets import base, fields, kueue
 from kfcompile.targets.base import Placement, Rendered, Slot, Table, Target
 
 NAME = "pytorchjob/v1"
@@ -174,6 +174,7 @@ def render(spec: JobSpec) -> Rendered:
     problems += base.launcher_args(spec, CONTAINER)
     problems += base.training_mounts(spec, CONTAINER)
     problems += _run_differently(spec)
+    problems += kueue.topology_problems(spec, replicas, "a PyTorchJob")
     if spec.managed_by is not None and spec.managed_by not in MANAGERS:
         problems.append(Problem("managed_by", f"PyTorchJob accepts only: {', '.join(MANAGERS)}"))
     items = list(fields.entries(spec, command(spec)))

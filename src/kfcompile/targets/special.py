@@ -18,6 +18,7 @@ from kfcompile.spec import additions, rules, torchrun
 from kfcompile.spec.additions import (
     DEFAULT_GPU,
     GPU_RESOURCES,
+    PROVISIONING_PREFIX,
     SCRIPT_DIR,
     SHM_DIR,
     companion_volumes,
@@ -62,7 +63,15 @@ class Special(Slotted):
 _SPECIAL_FIELDS = ("launcher", "command", "args", "nprocs_per_node", "gpus_per_node", "env")
 _AT = {
     f: FieldPath.of(f)
-    for f in (*_SPECIAL_FIELDS, "env_list", "secret_env", "shm_size", "script", "work_dir")
+    for f in (
+        *_SPECIAL_FIELDS,
+        "env_list",
+        "secret_env",
+        "shm_size",
+        "script",
+        "work_dir",
+        "provisioning_parameters",
+    )
 }
 
 
@@ -115,6 +124,14 @@ def _volumes(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
     for source, _mount, volume in companion_volumes(spec):
         sub = select("name", volume["name"])
         out.append(Entry(source, "pod.volumes", volume, sub, False, _AT[source]))
+
+
+def _provisioning(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
+    """Each ProvisioningRequest parameter as the job annotation Kueue passes on."""
+    at = _AT["provisioning_parameters"]
+    for k, v in spec.provisioning_parameters.items():
+        sub = key(PROVISIONING_PREFIX + k)
+        out.append(Entry(f"provisioning_parameters{key(k)}", "job.annotations", v, sub, False, at))
 
 
 # --- reading back -------------------------------------------------------------------------------
@@ -361,6 +378,23 @@ def _shm_size(volume: Any) -> Any:
     return size if volume == additions.shm_volume(volume.get("name"), size) else None
 
 
+def _read_provisioning(r: Reader, values: Values) -> None:
+    """The job annotations with Kueue's ProvisioningRequest prefix: each a parameter."""
+    if "job.annotations" not in values:
+        return
+    where, doc = values["job.annotations"]
+    annotations = doc.root if isinstance(doc.root, dict) else {}
+    found = {
+        k.removeprefix(PROVISIONING_PREFIX): doc.take((k,))
+        for k in list(annotations)
+        if isinstance(k, str) and k.startswith(PROVISIONING_PREFIX)
+    }
+    if found:
+        r.put("provisioning_parameters", found, where)
+        for k in found:
+            r.note(FieldPath.of("provisioning_parameters", k), where / (PROVISIONING_PREFIX + k))
+
+
 COMPANIONS = ("shm_size", "script", "work_dir")
 COMMAND = "container.command"
 PROGRAM = Special(
@@ -380,5 +414,11 @@ GPUS = Special("gpus", (("gpus_per_node", "container.resources"),), _gpus, _read
 # The mounts are read with their volumes: ``shm_size`` by ``VOLUMES``, the script by ``PROGRAM``.
 MOUNTS = Special("mounts", tuple((f, "container.volumeMounts") for f in COMPANIONS), _mounts, None)
 VOLUMES = Special("volumes", tuple((f, "pod.volumes") for f in COMPANIONS), _volumes, _read_shm)
+PROVISIONING = Special(
+    "provisioning",
+    (("provisioning_parameters", "job.annotations"),),
+    _provisioning,
+    _read_provisioning,
+)
 # The slots whose parts the specials take before the rows that take the rest.
-TAKES_PARTS = frozenset(slot for s in (GPUS, MOUNTS, VOLUMES) for _, slot in s.feeds)
+TAKES_PARTS = frozenset(slot for s in (GPUS, MOUNTS, VOLUMES, PROVISIONING) for _, slot in s.feeds)

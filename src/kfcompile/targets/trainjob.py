@@ -18,7 +18,7 @@ from kfcompile.spec import object_paths
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec
-from kfcompile.targets import base, fields
+from kfcompile.targets import base, fields, kueue
 from kfcompile.targets.base import Rendered, Slot, Table, Target
 
 API_VERSION = TRAINJOB.api_version
@@ -62,8 +62,9 @@ UNCHANGED: Table = {
 # The upstream ClusterTrainingRuntimes (../shared/crds/runtimes) and their replicated jobs. Trainer
 # fills `spec.initializer` into the `<kind>-initializer` jobs only and applies overrides by
 # container name, so asking a runtime for what it lacks is dropped without a word (or, from
-# v2.3, appended broken). A cluster's own runtimes are trusted to have what the spec names:
-# `node`, and the initializer jobs of the initializers the spec sets.
+# v2.3, appended broken). Render, which sees no cluster, takes another runtime to have what the
+# spec names (`node`, and the initializer jobs of the initializers the spec sets); submit reads
+# the runtime and checks it (`kfcompile.lifecycle.runtimes`).
 UPSTREAM_RUNTIMES: dict[str, tuple[str, ...]] = {
     "torch-distributed": (NODE,),
     "torch-distributed-with-cache": ("dataset-initializer", NODE),
@@ -185,6 +186,8 @@ def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
     yield from base.pod_name_budget(spec.name, pod_suffixes(spec), "a TrainJob (JobSet pods)")
     yield from base.launcher_args(spec, NODE)
     yield from base.training_mounts(spec, NODE)
+    if base.lookup(release.table, "pod.annotations") is not None:  # else: not supported
+        yield from kueue.topology_problems(spec, {NODE: spec.num_nodes}, "a TrainJob")
     runtime = spec.runtime
     upstream = runtime.kind == "ClusterTrainingRuntime" and runtime.name in UPSTREAM_RUNTIMES
     if upstream and spec.initializer is not None:

@@ -1,12 +1,14 @@
-"""The torchrun line of TorchX's ``dist.ddp``/``dist.torchrun`` components, read through
-torchrun's option table (``kfcompile.spec.torchrun``): what kfcompile's own torchrun launcher takes
-from it, and what it drops because the target wires it. Pure."""
+"""A torchrun line read through torchrun's option table (``kfcompile.spec.torchrun``): what
+kfcompile's own torchrun launcher takes from it, and what it drops because the target wires it.
+Read for the TorchX mapping (the line of ``dist.ddp``/``dist.torchrun``) and by the importer (a
+PyTorchJob's command, where Kubernetes expands ``$(VAR)`` before any shell). Pure; not loaded by
+``render``."""
 
 from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from attrs import frozen
 
@@ -31,9 +33,49 @@ _EXPANDS = frozenset("$`")
 _GLOB = frozenset("*?[{")  # `{a,b}` is brace expansion
 
 
-def shell_words(line: str) -> list[Word] | None:
+# What the kubelet does to a command word before any shell sees it: ``$$`` is ``$``, ``$(NAME)``
+# of a variable the container defines is its value (k8s.io/kubernetes third_party expansion).
+_KUBE_EXPANSION = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+# Private-use characters stand in for ``$(NAME)`` while the shell splits the line.
+_HIDDEN = range(0xE000, 0xF900)
+
+
+def shell_words(line: str, kube_env: Collection[str] | None = None) -> list[Word] | None:
     """The words of a POSIX shell line, as ``bash -c`` would split them; None when it is more
-    than one simple command (operators, comments, an unclosed quote)."""
+    than one simple command (operators, comments, an unclosed quote).
+
+    With ``kube_env`` (the variables the container defines) the line is a Kubernetes command
+    word: the kubelet expands ``$(NAME)`` of those and ``$$`` first, and each literal word is
+    given back as a Kubernetes word again (``$(NAME)`` kept, ``$`` as ``$$``), to be written
+    into a command that no shell runs."""
+    if kube_env is None:
+        return _shell_words(line)
+    if any(ord(c) in _HIDDEN for c in line):
+        return None  # its own would be taken for stand-ins
+    refs: list[str] = []
+
+    def hide(m: re.Match[str]) -> str:
+        if m[1] is None:
+            return "$"
+        if m[1] not in kube_env or len(refs) == len(_HIDDEN):
+            return m[0]  # the kubelet leaves it: a shell substitutes a command
+        refs.append(m[0])
+        return chr(_HIDDEN[len(refs) - 1])
+
+    words = _shell_words(_KUBE_EXPANSION.sub(hide, line))
+    if words is None:
+        return None
+
+    def shown(w: Word) -> str:
+        text = w.text.replace("$", "$$") if w.literal else w.text
+        for i, ref in enumerate(refs):
+            text = text.replace(chr(_HIDDEN[i]), ref)
+        return text
+
+    return [Word(shown(w), w.literal) for w in words]
+
+
+def _shell_words(line: str) -> list[Word] | None:
     words: list[Word] = []
     text: list[str] = []
     literal, started, i = True, False, 0
@@ -94,15 +136,19 @@ class Torchrun:
     program: tuple[Word, ...]  # the script (or module) and its arguments
     module: bool = False  # `-m`: the program is a module
     no_python: bool = False  # `--no-python`: the program is an executable
+    dropped: tuple[tuple[Option, Word], ...] = ()  # options with no spec field, and their values
 
 
-def torchrun_words(entrypoint: str, args: Sequence[str]) -> list[Word] | None:
+def torchrun_words(
+    entrypoint: str, args: Sequence[str], kube_env: Collection[str] | None = None
+) -> list[Word] | None:
     """The words after ``torchrun`` when a role runs torchrun, else None: ``torchrun ...``,
-    ``python -m torch.distributed.run ...`` or ``bash -c "torchrun ..."``."""
+    ``python -m torch.distributed.run ...`` or ``bash -c "torchrun ..."`` (``kube_env``: as
+    ``shell_words`` takes it)."""
     program = posixpath.basename(entrypoint)
     rest = [Word(a, literal=True) for a in args]  # no shell: every word means itself
     if program in ("bash", "sh") and len(args) == 2 and args[0] == "-c":
-        words = shell_words(args[1])
+        words = shell_words(args[1], kube_env)
         if not words or not words[0].literal:
             return None
         program, rest = posixpath.basename(words[0].text), words[1:]
@@ -116,18 +162,30 @@ def torchrun_words(entrypoint: str, args: Sequence[str]) -> list[Word] | None:
     return None
 
 
-def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list[Problem]]:
+Supplied = Callable[[Option, Word], bool]  # whether the target sets this value itself
+
+
+def _nothing_supplied(option: Option, value: Word) -> bool:
+    return False
+
+
+def torchrun_line(
+    words: Sequence[Word], at: str, supplied: Supplied = _nothing_supplied
+) -> tuple[Torchrun | None, list[Problem]]:
     """Read torchrun's options up to the program; every option kfcompile cannot carry is a
-    problem (``at`` names the field the line came from)."""
+    problem (``at`` names the field the line came from). An option whose value ``supplied``
+    says the target sets itself is dropped, whatever it is; the other values of options that
+    carry no spec field are kept in ``Torchrun.dropped`` for a caller that checks them."""
     found: dict[str, str] = {}
+    dropped: list[tuple[Option, Word]] = []
     problems: list[Problem] = []
     i = 0
     while i < len(words) and words[i].text.startswith("-") and words[i].text != "-":
-        word = words[i].text
-        if word == "--":
+        word = words[i]
+        if word.text == "--":
             i += 1
             break
-        name, eq, value = word.partition("=")
+        name, eq, text = word.text.partition("=")
         option = torchrun.option(name)
         if option is None:
             problems.append(
@@ -139,11 +197,16 @@ def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list
             if i >= len(words):
                 problems.append(Problem(at, f"torchrun {name}: needs a value"))
                 break
-            value = words[i].text
-            if option.field is not None and not words[i].literal:
-                problems.append(Problem(at, f"torchrun {name} {value}: needs a shell to expand"))
-        if option.field is not None:
-            found[option.name] = value
+            word, text = words[i], words[i].text
+        value = Word(text, word.literal)
+        if not option.name or supplied(option, value):
+            pass
+        elif option.field is None:
+            dropped.append((option, value))
+        elif not value.literal:
+            problems.append(Problem(at, f"torchrun {name} {text}: needs a shell to expand"))
+        else:
+            found[option.name] = text
         i += 1
     program = tuple(words[i:])
     if not program:
@@ -166,5 +229,6 @@ def torchrun_line(words: Sequence[Word], at: str) -> tuple[Torchrun | None, list
         program,
         torchrun.MODULE.name in found,
         torchrun.NO_PYTHON.name in found,
+        tuple(dropped),
     )
     return line, []
