@@ -15,10 +15,12 @@ import pytest
 import schema_check
 from fakekube.access import Attempt, forbidden
 from fakekube.cluster import NAMESPACE, SCENARIO_ANNOTATION, LocalCluster
+from test_cli_cluster import write_spec
 
 from kfcompile import lifecycle, structure
 from kfcompile.cli import main
 from kfcompile.lifecycle.ports import Ref
+from kfcompile_kube import KubeCluster, connect
 from kfcompile_kube.answers import OBJECT_LIMIT
 from kfcompile_kube.discovery import TTL, DiskDiscovery, server_dir
 
@@ -279,3 +281,82 @@ def test_a_user_without_a_home_has_no_cache(
     assert DiskDiscovery.of(local.kube.url) is None
     for _ in range(2):
         assert discoveries(status(local, capsys)) == [f"discovery /apis/{TRAINER}"]
+
+
+# --- a cache the cluster has outlived (issue 23 §4, issue 24 item 14) ----------------------------
+
+
+def _uninstall(local: LocalCluster, crd: str) -> None:
+    """Remove a CRD as ``kubectl delete crd`` does: what it served goes with it (the fake serves
+    no DELETE of CRDs, so its store is told directly)."""
+    store = local.store
+    with store.lock:
+        kind = store.kind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+        key = store._key(kind, None, crd)
+        store._write("DELETED", key, store.items[key], store.items[key])
+
+
+def _cli(local: LocalCluster, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    local.kube.requests.clear()
+    code = main([*args, "--kubeconfig", str(local.kubeconfig)])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def test_a_kind_whose_crd_was_removed_since_the_cache_is_left_out(
+    healthy: tuple[LocalCluster, Ref], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The move from Training Operator v1 to Trainer v2: the PyTorchJob CRD removed. Listing
+    PyTorchJobs through the cached path answers 404 (it ended ``list -A`` for up to 6 h): that
+    group version is asked again, forgotten, and the kind left out."""
+    local, _ = healthy
+    assert _cli(local, capsys, "list", "-A")[0] == 0  # the cache now says PyTorchJobs are served
+    _uninstall(local, "pytorchjobs.kubeflow.org")
+    code, said = _cli(local, capsys, "list", "-A")
+    assert code == 0, said
+    assert "bench" in said and "NotFound" not in said
+    requests = local.kube.requests.matching(path_contains="/kubeflow.org/")
+    # the list through the cached path, then discovery (once): the CRD is gone
+    assert [(r.path, r.status) for r in requests] == [
+        ("/apis/kubeflow.org/v1/pytorchjobs", 404),
+        ("/apis/kubeflow.org/v1", 404),
+    ]
+    root = Path(os.environ["KFCOMPILE_CACHE_DIR"])
+    assert not any("kubeflow.org/v1/" in str(f.relative_to(root)) for f in cache_files(root))
+    assert _cli(local, capsys, "list", "-A")[0] == 0  # and no list of them tried again
+    assert not local.kube.requests.matching(path_contains="/pytorchjobs")
+
+
+def test_submit_detects_the_target_again_when_the_cached_one_is_gone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The cache said TrainJobs are served; the Trainer is gone since (its ConfigMap never
+    there): its CRD's 404 sends discovery back to the server, which serves PyTorchJobs only."""
+    with LocalCluster(schema_check.require_shared(), trainer=None, auto=False) as local:
+        assert _cli(local, capsys, "list", "-A")[0] == 0
+        _uninstall(local, "trainjobs.trainer.kubeflow.org")
+        spec = write_spec(tmp_path)
+        code, said = _cli(local, capsys, "submit", str(spec), "--namespace", NAMESPACE)
+        assert "which Trainer release runs cannot be told" not in said
+        assert code == 0, said
+        assert "target pytorchjob/v1, detected from the cluster" in said
+
+
+def test_a_cluster_re_created_on_the_same_url_is_not_told_by_the_old_ones_cache(
+    healthy: tuple[LocalCluster, Ref], tmp_path: Path
+) -> None:
+    """kind and minikube clusters come back on the same URL with a new CA: the cache is kept
+    per URL and CA, so the new cluster's discovery is asked (the CA costs no request)."""
+    local, _ = healthy
+    cas = [tmp_path / "ca-1.crt", tmp_path / "ca-2.crt"]
+    for i, ca in enumerate(cas):
+        ca.write_text(f"-----BEGIN CERTIFICATE-----\nMIIB{i}\n-----END CERTIFICATE-----\n")
+
+    def discovered(ca: Path) -> int:
+        local.kube.requests.clear()
+        client = connect(str(local.kubeconfig)).api_client
+        client.configuration.ssl_ca_cert = str(ca)  # as a kubeconfig of an https server sets it
+        assert KubeCluster(client, cache_discovery=True).served(TRAINER, "TrainJob")
+        return len(local.kube.requests.matching(verb="discovery"))
+
+    assert [discovered(cas[0]), discovered(cas[0]), discovered(cas[1])] == [1, 0, 1]

@@ -38,10 +38,12 @@ from kfcompile.lifecycle.ports import (
 )
 from kfcompile_kube import answers, compat
 from kfcompile_kube.answers import LIST_LIMIT, OBJECT_LIMIT, BadAnswer, bad, field, k8s_object
+from kfcompile_kube.bearer import renewed
 from kfcompile_kube.deadline import Deadline, watch_pool
-from kfcompile_kube.discovery import DiskDiscovery
+from kfcompile_kube.discovery import DiskDiscovery, trust_anchor
 from kfcompile_kube.errors import (
     TRANSPORT_ERRORS,
+    Unserved,
     answer_error,
     credentials,
     handshake_error,
@@ -67,6 +69,7 @@ _BUILT_IN: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "ServiceAccount"): ("serviceaccounts", True),
     ("events.k8s.io/v1", "Event"): ("events", True),
 }
+_CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 _WATCH_MARGIN = 15.0  # seconds past a watch's timeoutSeconds before we call the server hung
 REQUEST_TIMEOUT: Final = 30.0  # seconds a request waits for its answer unless told otherwise
 
@@ -134,7 +137,8 @@ class KubeCluster(Threads):
         self._discovered: dict[str, dict[str, tuple[str, bool]]] = {}
         self._from_disk: set[str] = set()  # the api versions _discovered holds from the disk
         where = f"{self._server}{urlsplit(host).path}"  # the cache's key: no credentials, no query
-        self._disk = DiskDiscovery.of(where) if cache_discovery else None
+        anchor = trust_anchor(api_client.configuration)  # ... and the CA: a re-created cluster
+        self._disk = DiskDiscovery.of(where, anchor) if cache_discovery else None
         # The Authorization headers sent (a token refreshed since is still redacted).
         self._sent: set[str] = set()
         self._sent_lock = threading.Lock()
@@ -149,25 +153,39 @@ class KubeCluster(Threads):
 
     @_redacting
     def get(self, ref: Ref) -> Obj:
-        return k8s_object(self._json("GET", self._object_path(ref)))
+        try:
+            return k8s_object(
+                self._rediscovering(ref, lambda: self._json("GET", self._object_path(ref)))
+            )
+        except NotFound:
+            if (ref.api_version, ref.kind) == _CRD:  # the kinds it defined are gone with it
+                self._forget_group(ref.name.partition(".")[2])
+            raise
 
     @_redacting
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         namespace = (obj.get("metadata") or {}).get("namespace")
-        path = self._collection_path(obj["apiVersion"], obj["kind"], namespace, for_object=True)
+        ref = Ref(obj["apiVersion"], obj["kind"], namespace, "")
         query = [("fieldValidation", "Strict"), *([("dryRun", "All")] if dry_run else [])]
-        return k8s_object(self._json("POST", path, query=query, body=obj))
+
+        def send() -> Obj:
+            path = self._collection_path(ref.api_version, ref.kind, namespace, for_object=True)
+            return self._json("POST", path, query=query, body=obj)
+
+        return k8s_object(self._rediscovering(ref, send))
 
     @_redacting
     def patch(self, ref: Ref, patch: Obj) -> Obj:
-        path = self._object_path(ref)
-        patched = self._json("PATCH", path, body=patch, content_type="application/merge-patch+json")
-        return k8s_object(patched)
+        def send() -> Obj:
+            merge = "application/merge-patch+json"
+            return self._json("PATCH", self._object_path(ref), body=patch, content_type=merge)
+
+        return k8s_object(self._rediscovering(ref, send))
 
     @_redacting
     def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
-        self._json("DELETE", self._object_path(ref), body=options)
+        self._rediscovering(ref, lambda: self._json("DELETE", self._object_path(ref), body=options))
 
     @_redacting
     def list(
@@ -184,8 +202,13 @@ class KubeCluster(Threads):
         query = [*_selectors(label_selector, field_selector), ("limit", str(limit))]
         if continue_token:
             query.append(("continue", continue_token))
-        path = self._collection_path(api_version, kind, namespace)
-        body = self._json("GET", path, query=query, limit=LIST_LIMIT)
+        body = self._rediscovering(
+            Ref(api_version, kind, namespace, ""),
+            lambda: self._json(
+                "GET", self._collection_path(api_version, kind, namespace), query=query,
+                limit=LIST_LIMIT,
+            ),
+        )  # fmt: skip
         items = field(body, "items", list) or []
         for i, item in enumerate(items):  # list items come without apiVersion/kind
             k8s_object(item, f"items[{i}].")
@@ -216,11 +239,18 @@ class KubeCluster(Threads):
             ("timeoutSeconds", str(timeout_seconds)),
             *_selectors(label_selector, field_selector),
         ]
-        path = self._collection_path(api_version, kind, namespace)
         quiet = timeout_seconds + _WATCH_MARGIN
         # The server starts its answer at once: that is bounded as any request is, the events
         # then by the watch's own timeout (the server ends the stream then).
-        response = self._stream("GET", path, query=query, read_timeout=self._request_timeout)
+        response = self._rediscovering(
+            Ref(api_version, kind, namespace, ""),
+            lambda: self._stream(
+                "GET",
+                self._collection_path(api_version, kind, namespace),
+                query=query,
+                read_timeout=self._request_timeout,
+            ),
+        )
         compat.read_timeout(response, quiet)
         # A watch of every job may stay quiet for minutes: a merge that stops cuts it.
         with cut_on_stop(partial(compat.cut, response)):
@@ -337,6 +367,36 @@ class KubeCluster(Threads):
             resources = self._ask(api_version)
         return None if resources is None else resources.get(kind)
 
+    def _rediscovering(self, ref: Ref, send: Callable[[], T]) -> T:
+        """``send()``, a request to the path of ``ref``'s kind. If its 404 says that path, which
+        the disk's discovery gave, is not served (its CRD removed, or another cluster on that
+        URL), that discovery is forgotten and the server asked: ``send()`` once more when that
+        gives another path (a kind no longer served: the ``NotFound`` an uncached one gets)."""
+        try:
+            return send()
+        except Unserved:
+            if ref.api_version not in self._from_disk:
+                raise
+            before = self._discovered.get(ref.api_version, {}).get(ref.kind)
+            self._forget(ref.api_version)
+            now = self._discover(ref.api_version, ref.kind)
+            if now == before:
+                raise
+            if now is None:
+                raise _not_served(ref.api_version, ref.kind) from None
+        return send()
+
+    def _forget(self, api_version: str) -> None:
+        """What the disk said of ``api_version``, here and there."""
+        self._from_disk.discard(api_version)
+        self._discovered.pop(api_version, None)
+        if self._disk is not None:
+            self._disk.forget(api_version)
+
+    def _forget_group(self, group: str) -> None:
+        for api_version in [v for v in self._from_disk if v.partition("/")[0] == group]:
+            self._forget(api_version)
+
     def _cached(self, api_version: str) -> dict[str, tuple[str, bool]] | None:
         doc = None if self._disk is None else self._disk.read(api_version)
         try:
@@ -364,9 +424,7 @@ class KubeCluster(Threads):
     ) -> str:
         resource = self._resource(api_version, kind)
         if resource is None:
-            raise NotFound(
-                404, "NotFound", f"the server does not serve {kind} in {api_version} (no CRD?)"
-            )
+            raise _not_served(api_version, kind)
         plural, namespaced = resource
         if not namespaced:
             return f"{_base(api_version)}/{plural}"
@@ -452,8 +510,10 @@ class KubeCluster(Threads):
         accept: str = "application/json",
         read_timeout: float | None,
         deadline: Deadline,
+        again_after_401: bool = True,
     ) -> urllib3.BaseHTTPResponse:
-        """The response, unread, once its status says success; an ``ApiError`` otherwise."""
+        """The response, unread, once its status says success; an ``ApiError`` otherwise. A 401
+        is asked again once when the token was renewed since (``bearer``: rotated)."""
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -467,6 +527,12 @@ class KubeCluster(Threads):
         except compat.Refused as e:
             if deadline.expired:  # what came of its body is cut short
                 raise deadline.error(self._server) from None
+            if e.status == 401 and again_after_401 and renewed(self._client.configuration, headers):
+                return self._send(
+                    method, path, query=query, body=body, content_type=content_type,
+                    accept=accept, read_timeout=read_timeout, deadline=deadline,
+                    again_after_401=False,
+                )  # fmt: skip
             raise answer_error(e.status, e.body, e.headers, url) from None
         except TRANSPORT_ERRORS as e:
             if deadline.expired:
@@ -503,6 +569,10 @@ class KubeCluster(Threads):
         return partial(
             transport_error, url=self._server, timeout=(self._connect_timeout, read_timeout)
         )
+
+
+def _not_served(api_version: str, kind: str) -> NotFound:
+    return NotFound(404, "NotFound", f"the server does not serve {kind} in {api_version} (no CRD?)")
 
 
 def _resources(doc: Obj) -> dict[str, tuple[str, bool]]:

@@ -12,18 +12,22 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
+import re
 import socket
 import ssl
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode, urlsplit
 
 import certifi
 import urllib3
 from kubernetes.client import rest
 from kubernetes.client.configuration import Configuration
 
+from kfcompile.lifecycle.ports import ApiError
 from kfcompile_kube.answers import OBJECT_LIMIT
+from kfcompile_kube.proxy import default_port
 
 if TYPE_CHECKING:  # websocket-client (and the client's ws_client, with requests): exec's alone
     from websocket import WebSocket
@@ -43,6 +47,9 @@ _CHANNEL_PROTOCOLS: Final = f"{V5_PROTOCOL},v4.channel.k8s.io"
 
 # Not shimmed: 27.x ignores a kubeconfig's ``tls-server-name`` (28.1 reads it, for HTTP and
 # websockets alike), so a server certificate must then name the address itself.
+
+# What a header value may hold: printable ASCII, spaces and tabs.
+_UNSENDABLE: Final = re.compile(r"[^\t\x20-\x7e]")
 
 # urllib3 2 responses have ``read1`` (what has arrived, up to n bytes); 1.26 has none, its
 # ``stream`` yields each chunk of a chunked body as it arrives (watches and logs are chunked).
@@ -71,20 +78,49 @@ class Client(Protocol):
 
 class RestClient:
     """An API client made of the configuration and the client's own REST layer
-    (``rest.RESTClientObject``: the urllib3 pool manager with the configuration's TLS, proxy and
+    (``rest.RESTClientObject``: the urllib3 pool manager with the configuration's TLS and
     client-certificate settings), without ``ApiClient``. The adapter reads and writes JSON
     itself, so it uses none of ``ApiClient``'s model handling, and importing that module
-    (pydantic, dateutil, a thread pool) cost a cold ``kfcompile status`` about 70 ms."""
+    (pydantic, dateutil, a thread pool) cost a cold ``kfcompile status`` about 70 ms.
+
+    The configuration's ``proxy`` is used as it is, on every line (``proxied``): the lines'
+    own REST layers skip it for ``no_proxy``'s hosts by rules of their own, and up to 36.x
+    know no SOCKS proxy."""
 
     cookie: str | None = None
 
     def __init__(self, configuration: Configuration) -> None:
         self.configuration = configuration
-        self.rest_client = rest.RESTClientObject(configuration)
+        proxy, configuration.proxy = configuration.proxy, None
+        try:
+            self.rest_client = rest.RESTClientObject(configuration)  # a PoolManager, no proxy
+        finally:
+            configuration.proxy = proxy
+        if proxy:
+            self.rest_client.pool_manager = proxied(self.rest_client.pool_manager, configuration)
         self.default_headers = {"User-Agent": f"kfcompile kubernetes-python/{CLIENT_VERSION}"}
 
     def close(self) -> None:
         self.rest_client.pool_manager.clear()
+
+
+def proxied(direct: urllib3.PoolManager, configuration: Configuration) -> urllib3.PoolManager:
+    """A pool manager sending through ``configuration.proxy`` (``proxy.chosen``: http, https
+    or socks5h) what ``direct`` would send directly, with the same TLS settings; the proxy's
+    credentials (``user:password@``) as kubectl sends them (Proxy-Authorization, or SOCKS5's
+    own)."""
+    proxy = str(configuration.proxy)
+    settings = dict(direct.connection_pool_kw)
+    if proxy.startswith("socks"):
+        from urllib3.contrib.socks import SOCKSProxyManager
+
+        return SOCKSProxyManager(proxy, **settings)
+    headers = dict(configuration.proxy_headers or {})
+    parts = urlsplit(proxy)
+    if parts.username is not None and not any(k.lower() == "proxy-authorization" for k in headers):
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        headers.update(urllib3.make_headers(proxy_basic_auth=pair))
+    return urllib3.ProxyManager(proxy, proxy_headers=headers, **settings)
 
 
 def prepare(
@@ -96,7 +132,10 @@ def prepare(
 ) -> tuple[str, dict[str, str]]:
     """The request's full URL (host, path, query) and headers, credentials included, as every
     line's ``ApiClient`` builds them before it sends (its default headers and cookie, then the
-    configuration's ``BearerToken`` auth setting, whose reading runs the token refresh hook)."""
+    configuration's ``BearerToken`` auth setting, whose reading runs the token refresh hook).
+
+    ``ApiError`` when a header holds what no header can carry (a line break in a credential):
+    sent, http.client would refuse it with an error quoting the whole value."""
     all_headers = {**headers, **client.default_headers}
     if client.cookie:
         all_headers["Cookie"] = client.cookie
@@ -108,6 +147,15 @@ def prepare(
             auth_query.append((auth["key"], auth["value"]))
         else:
             all_headers[auth["key"]] = auth["value"]
+    for name, value in all_headers.items():
+        if _UNSENDABLE.search(value):
+            what = "credentials" if name.lower() in ("authorization", "cookie") else "value"
+            raise ApiError(
+                0,
+                "BadHeader",
+                f"the {what} of the request's {name} header hold a line break, a control "
+                "character or a character that is not ASCII (not printed): it cannot be sent",
+            )
     url = client.configuration.host + path
     if query or auth_query:
         url += "?" + urlencode([*query, *auth_query])
@@ -158,8 +206,8 @@ def open_exec(configuration: Configuration, url: str, headers: Mapping[str, str]
     """The exec websocket, connected; ``Refused`` when the server answers the upgrade with a
     redirect, which is never followed.
 
-    Built here with the TLS options and proxy settings of the client's own ``create_websocket``
-    (``_tls_options``, its ``websocket_proxycare``), because that one lets websocket-client follow
+    Built here with the TLS options of the client's own ``create_websocket`` (``_tls_options``)
+    and the proxy ``RestClient`` uses, because that one lets websocket-client follow
     up to 3 redirects, repeating the handshake's Authorization header to any host the
     ``Location`` names, plaintext ``ws://`` too. Not ``kubernetes.stream.stream`` either, which
     swaps the ApiClient's send method (``request`` up to 36.x, ``call_api`` in 37.x), takes
@@ -171,9 +219,7 @@ def open_exec(configuration: Configuration, url: str, headers: Mapping[str, str]
     header = [f"sec-websocket-protocol: {_CHANNEL_PROTOCOLS}"]
     if "authorization" in headers:
         header.append(f"authorization: {headers['authorization']}")
-    options: dict[str, Any] = {"header": header}
-    if configuration.proxy or configuration.proxy_headers:
-        options = ws_client.websocket_proxycare(options, configuration, ws_url, headers)  # type: ignore[no-untyped-call]
+    options: dict[str, Any] = {"header": header, **_websocket_proxy(configuration)}
     sock = WebSocket(sslopt=_tls_options(configuration, ws_url), skip_utf8_validation=False)
     try:
         sock.connect(ws_url, redirect_limit=0, **options)  # type: ignore[no-untyped-call]
@@ -183,6 +229,23 @@ def open_exec(configuration: Configuration, url: str, headers: Mapping[str, str]
             raise Refused(answer.status, b"", answer.headers) from None
         raise
     return sock
+
+
+def _websocket_proxy(configuration: Configuration) -> dict[str, Any]:
+    """websocket-client's options for ``configuration.proxy``. Without one it would take the
+    environment's (loopback included, unless NO_PROXY is unset), and it reads ``http_no_proxy``
+    only beside a proxy host: so no proxy is a proxy that no host (``*``) goes through."""
+    if not configuration.proxy:
+        return {"http_proxy_host": "unused.invalid", "http_proxy_port": 1, "http_no_proxy": ["*"]}
+    parts = urlsplit(configuration.proxy)
+    options: dict[str, Any] = {
+        "http_proxy_host": parts.hostname,
+        "http_proxy_port": default_port(parts),
+        "proxy_type": parts.scheme if parts.scheme.startswith("socks") else "http",
+    }
+    if parts.username is not None:
+        options["http_proxy_auth"] = (unquote(parts.username), unquote(parts.password or ""))
+    return options
 
 
 def _tls_options(configuration: Configuration, ws_url: str) -> dict[str, Any]:
@@ -204,6 +267,17 @@ def _tls_options(configuration: Configuration, ws_url: str) -> dict[str, Any]:
     if server_name:
         options["server_hostname"] = server_name
     return options
+
+
+def quiet_unverified(host: str) -> None:
+    """No ``InsecureRequestWarning`` for ``host`` from now on: urllib3 gives one per request to
+    a server whose certificate is not verified (both lines: "Unverified HTTPS request is being
+    made to host '<host>'"); the adapter says it once instead."""
+    warnings.filterwarnings(
+        "ignore",
+        f"Unverified HTTPS request is being made to host '\\[?{re.escape(host)}\\]?'",
+        urllib3.exceptions.InsecureRequestWarning,
+    )
 
 
 def read_timeout(response: Any, seconds: float | None) -> None:

@@ -3,16 +3,21 @@ pod's service account. Error messages name files and contexts, never credentials
 
 An ``exec`` credential plugin is run by ``exec_credential`` (bounded by ``exec_timeout``), not by
 the client, whose runner has no time limit and carries on unauthenticated when a plugin fails.
+A bearer token (a kubeconfig's ``token`` or ``tokenFile``, a plugin's, the service account's) is
+checked, sent and renewed by ``bearer``, not by the client, which sends a token file's newline.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from attrs import evolve, frozen
 from kubernetes.client.configuration import Configuration
@@ -21,16 +26,13 @@ from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
 
 from kfcompile.spec.errors import KfcompileError, Problem
+from kfcompile_kube import compat
+from kfcompile_kube.bearer import Bearer, Fetched, TokenError, checked, file_source, utc_now
 from kfcompile_kube.cluster import REQUEST_TIMEOUT
-from kfcompile_kube.compat import Client, RestClient
+from kfcompile_kube.compat import TOKEN_KEY, Client, RestClient
 from kfcompile_kube.errors import server_of
-from kfcompile_kube.exec_credential import (
-    EXEC_TIMEOUT,
-    Credential,
-    ExecPlugin,
-    PluginError,
-    TokenRefresher,
-)
+from kfcompile_kube.exec_credential import EXEC_TIMEOUT, ExecPlugin
+from kfcompile_kube.proxy import ProxyError, chosen
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -65,6 +67,7 @@ def connect(
     environ: Mapping[str, str] | None = None,
     exec_timeout: float = EXEC_TIMEOUT,
     request_timeout: float | None = REQUEST_TIMEOUT,
+    now: Callable[[], datetime] = utc_now,
 ) -> Connection:
     """Connect as kubectl would: ``kubeconfig`` (a path, or ``$KUBECONFIG``'s list of paths, merged
     like kubectl does, or ``~/.kube/config``) with ``context`` (default: its current context);
@@ -74,7 +77,8 @@ def connect(
     service account: asking for one thing and silently getting another would be worse. A user's
     ``exec`` plugin gets ``exec_timeout`` seconds per run (again when its token expires).
     ``request_timeout``: kubectl's ``--request-timeout`` in seconds (0 or ``None``: no limit),
-    kept on the connection for the ``KubeCluster`` made from it.
+    kept on the connection for the ``KubeCluster`` made from it. ``now``: the clock tokens
+    are timed by (a token file's minute, an exec plugin token's expiry).
     """
     env = os.environ if environ is None else environ
     if kubeconfig is not None:
@@ -87,7 +91,8 @@ def connect(
     found = [p for p in paths if Path(p).expanduser().is_file()]
     timeout = request_timeout or None
     if found:
-        return evolve(_from_kubeconfig(found, context, exec_timeout), request_timeout=timeout)
+        connection = _from_kubeconfig(found, context, exec_timeout, env, now)
+        return evolve(connection, request_timeout=timeout)
 
     if kubeconfig is not None:
         raise ConfigError(f"kubeconfig {kubeconfig}: file not found (from --kubeconfig)")
@@ -99,12 +104,19 @@ def connect(
     if context is not None:
         raise ConfigError(f"context {context!r} asked for, but {missing}")
     try:
-        return evolve(_in_cluster(Path(service_account_dir), env), request_timeout=timeout)
+        connection = _in_cluster(Path(service_account_dir), env, now)
+        return evolve(connection, request_timeout=timeout)
     except _NotInCluster as e:
         raise ConfigError(f"no cluster configuration: {missing}; in-cluster: {e}") from None
 
 
-def _from_kubeconfig(paths: list[str], context: str | None, exec_timeout: float) -> Connection:
+def _from_kubeconfig(
+    paths: list[str],
+    context: str | None,
+    exec_timeout: float,
+    env: Mapping[str, str],
+    now: Callable[[], datetime],
+) -> Connection:
     where = f"kubeconfig {os.pathsep.join(paths)}"
     try:
         merger: Any = KubeConfigMerger(os.pathsep.join(paths))  # type: ignore[no-untyped-call]
@@ -134,8 +146,8 @@ def _from_kubeconfig(paths: list[str], context: str | None, exec_timeout: float)
 
     at = f"{where}, context {name!r}"
     try:
-        plugin, credential = _run_exec_plugin(merged, name, exec_timeout)
-    except PluginError as e:
+        token = _take_credential(merged, name, exec_timeout, now)
+    except TokenError as e:
         raise ConfigError(f"{at}: {e}") from None
     configuration = Configuration()
     try:
@@ -143,25 +155,47 @@ def _from_kubeconfig(paths: list[str], context: str | None, exec_timeout: float)
         loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
     except ConfigException as e:
         raise ConfigError(f"{at}: {e}") from None
-    except OSError as e:  # the client opens a user's tokenFile unguarded
-        user = _mapping(_entry(merged, "users", _refs(merged, name)[0]), "user")
-        what = "user tokenFile" if "tokenFile" in user else "cannot read"
-        raise ConfigError(f"{at}: {what} {e.filename}: {e.strerror or e}") from None
+    except OSError as e:
+        raise ConfigError(f"{at}: cannot read {e.filename}: {e.strerror or e}") from None
     except Exception as e:
         user = _mapping(_entry(merged, "users", _refs(merged, name)[0]), "user")
         said = _auth_provider_failure(e, user.get("auth-provider"))
         if said is None:
             raise
         raise ConfigError(f"{at}: {said}") from None
-    if plugin is not None and credential is not None and credential.token is not None:
-        # Replaces the loader's hook, which would put the first token back before each request.
-        refresh = None
-        if credential.expiry is not None:
-            refresh = TokenRefresher(plugin, credential.expiry, lambda e: ConfigError(f"{at}: {e}"))
-        configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
+    if token is not None:
+        # Replaces the loader's hook, if any (basic auth's), which puts its header back each time.
+        hook = Bearer(*token, lambda e: ConfigError(f"{at}: {e}"), now)
+        configuration.api_key[TOKEN_KEY] = hook.header
+        configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    cluster = _mapping(_entry(merged, "clusters", _refs(merged, name)[1]), "cluster")
+    try:
+        configuration.proxy = chosen(configuration.host, cluster.get("proxy-url"), env)
+    except ProxyError as e:
+        raise ConfigError(f"{at}: {e}") from None
+    if not configuration.verify_ssl and configuration.host.startswith("https://"):
+        _unverified(configuration.host, f"insecure-skip-tls-verify in {at}")
     namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
     source = f"{where}, context {name}"
     return Connection(_client(configuration), str(namespace), source, context=name)
+
+
+_said_unverified: set[str] = set()  # the servers warned of in this process
+
+
+def _unverified(host: str, why: str) -> None:
+    """Say once per process, in kfcompile's words, that ``host``'s certificate is not verified
+    (logged: the command prints it alone on stderr), instead of urllib3's warning per request."""
+    server = server_of(host)
+    if server not in _said_unverified:
+        _said_unverified.add(server)
+        logging.getLogger("kfcompile_kube").warning(
+            "kfcompile: warning: the TLS certificate of %s is not verified (%s): whoever is on "
+            "the way can read and change every request, its credentials included",
+            server,
+            why,
+        )
+    compat.quiet_unverified(urlsplit(host).hostname or "")
 
 
 # What an auth provider's token refresh (the client's oidc, gcp, azure) raises when its identity
@@ -201,31 +235,49 @@ def _auth_provider_failure(error: Exception, provider: object) -> str | None:
 # --- exec credential plugins ----------------------------------------------------------------------
 
 
-def _run_exec_plugin(
-    merged: ConfigNode, context: str, timeout: float
-) -> tuple[ExecPlugin | None, Credential | None]:
-    """Take ``exec`` out of the context's user, so the client never runs it, and run it here
-    when the client would have (no auth-provider, token or tokenFile); the credential it gives
-    takes its place in the user. PluginError when it gives none."""
+def _take_credential(
+    merged: ConfigNode, context: str, timeout: float, now: Callable[[], datetime]
+) -> tuple[Fetched, Callable[[], Fetched] | None] | None:
+    """Take ``token``, ``tokenFile`` and ``exec`` out of the context's user, so the client
+    neither sends a token unchecked nor runs the plugin, and give the bearer token they make and
+    how to fetch it again (``bearer``); None when they make none. A user with an
+    ``auth-provider`` keeps its token keys (the client's loader tries the provider first); a
+    plugin runs only when the client's loader would have run it (no auth-provider, token or
+    tokenFile), and a client certificate it gives takes its place in the user. TokenError (a
+    PluginError too) when there is no usable credential."""
     user_name, cluster_name = _refs(merged, context)
     entry = _entry(merged, "users", user_name)
     user = _mapping(entry, "user")
-    if entry is None or "exec" not in user:
-        return None, None
-    rest = {k: v for k, v in user.items() if k != "exec"}
-    plugin = credential = None
-    if not any(k in rest for k in ("auth-provider", "token", "tokenFile")):
+    if entry is None:
+        return None
+    token_keys = () if "auth-provider" in user else ("token", "tokenFile")
+    rest = {k: v for k, v in user.items() if k not in ("exec", *token_keys)}
+    # Relative to the kubeconfig that names it, as the client's loader and kubectl resolve it.
+    base = Path(os.path.abspath(os.path.dirname(entry.path))) if entry.path else Path()
+    token: tuple[Fetched, Callable[[], Fetched] | None] | None = None
+    if "tokenFile" in token_keys and "tokenFile" in user:
+        fetch = file_source(base / str(user["tokenFile"]), "user tokenFile", now)
+        try:
+            token = fetch(), fetch
+        except TokenError:
+            if "token" not in user:
+                raise
+            # kubectl then sends the token beside it, and tries the file again each time.
+            token = Fetched(checked(str(user["token"] or ""), "user token"), now()), fetch
+    elif "token" in token_keys and "token" in user:
+        token = Fetched(checked(str(user["token"] or ""), "user token")), None
+    elif token_keys and "exec" in user:
         cwd = str(Path(entry.path).expanduser().resolve().parent) if entry.path else None
         cluster = _mapping(_entry(merged, "clusters", cluster_name), "cluster")
         plugin = ExecPlugin.from_config(user["exec"], cwd, cluster, timeout)
         credential = plugin.run()
         if credential.token is not None:
-            rest["token"] = credential.token
+            token = plugin.bearer(credential), plugin.fetch
         else:  # a client certificate: the kubeconfig's *-data keys hold base64
             rest["client-certificate-data"] = _b64(credential.client_certificate or "")
             rest["client-key-data"] = _b64(credential.client_key or "")
     entry.value = {**entry.value, "user": rest}  # a new dict: the files' own stay as read
-    return plugin, credential
+    return token
 
 
 def _refs(merged: ConfigNode, context: str) -> tuple[object, object]:
@@ -257,7 +309,7 @@ class _NotInCluster(Exception):
     pass
 
 
-def _in_cluster(sa_dir: Path, env: Mapping[str, str]) -> Connection:
+def _in_cluster(sa_dir: Path, env: Mapping[str, str], now: Callable[[], datetime]) -> Connection:
     for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         if not env.get(var):
             raise _NotInCluster(f"{var} is not set (not running in a pod)")
@@ -266,11 +318,19 @@ def _in_cluster(sa_dir: Path, env: Mapping[str, str]) -> Connection:
         if not f.is_file():
             raise _NotInCluster(f"{f}: file not found")
     configuration = Configuration()
+    fetch = file_source(token, "service account token", now)
     try:
-        # The loader re-reads the token file every minute: kubelet rotates bound tokens.
         InClusterConfigLoader(str(token), str(ca), environ=env).load_and_set(configuration)  # type: ignore[no-untyped-call]
-    except ConfigException as e:  # "Token file exists but empty." and the like: no contents
+        # The loader's hook would put back the file's content untrimmed, read each minute.
+        hook = Bearer(fetch(), fetch, lambda e: ConfigError(f"in-cluster: {e}"), now)
+    except (ConfigException, TokenError) as e:  # "Token file exists but empty." and the like
         raise _NotInCluster(str(e)) from None
+    configuration.api_key[TOKEN_KEY] = hook.header
+    configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    try:
+        configuration.proxy = chosen(configuration.host, None, env)
+    except ProxyError as e:
+        raise ConfigError(f"in-cluster: {e}") from None
     ns_file = sa_dir / "namespace"
     namespace = ns_file.read_text().strip() if ns_file.is_file() else ""
     source = f"in-cluster service account ({configuration.host})"
@@ -280,4 +340,5 @@ def _in_cluster(sa_dir: Path, env: Mapping[str, str]) -> Connection:
 def _client(configuration: Configuration) -> RestClient:
     # The lifecycle retries with its own backoff; urllib3's silent retries would multiply timeouts.
     configuration.retries = False
+    configuration.no_proxy = None  # the proxy is chosen (``proxy``): none of the client's rules
     return RestClient(configuration)

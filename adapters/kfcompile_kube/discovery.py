@@ -8,6 +8,8 @@ Unlike kubectl's (0750 directories, 0660 files), this cache is the user's own: d
 link) owned by the user, writable by no one else, written within the TTL (not in the future),
 within ``OBJECT_LIMIT`` and a discovery document of the group version asked; any other file is
 ignored, and the server asked. A failed write is silent: the cache only saves round trips.
+A document the server has shown wrong (a 404 for a path it gave: a CRD removed since) is
+forgotten (``KubeCluster``).
 
 The root is ``$KFCOMPILE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kfcompile``, else
 ``~/.cache/kfcompile``: its own, so kubectl's group-writable files are never trusted.
@@ -15,6 +17,7 @@ The root is ``$KFCOMPILE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kfcompile``, else
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -24,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from attrs import frozen
 
@@ -51,13 +54,30 @@ def cache_root(environ: Mapping[str, str]) -> Path | None:
         return None
 
 
-def server_dir(server: str) -> str:
+def server_dir(server: str, anchor: bytes = b"") -> str:
     """The server's directory name: its host, port and path made safe (as kubectl's
-    ``computeDiscoverCacheDir``), and a digest of its whole URL, so that no two servers share
-    one."""
+    ``computeDiscoverCacheDir``), and a digest of its whole URL and the CA it is trusted by
+    (``trust_anchor``), so that no two servers share one, nor a cluster re-created on the same
+    URL (kind, minikube: a new CA) the old one's."""
     schemeless = server.removeprefix("https://").removeprefix("http://")
-    digest = hashlib.sha256(server.encode()).hexdigest()[:12]
-    return f"{_UNSAFE.sub('_', schemeless).strip('.')}-{digest}"
+    digest = hashlib.sha256(server.encode() + (b"\n" + anchor if anchor else b"")).hexdigest()
+    return f"{_UNSAFE.sub('_', schemeless).strip('.')}-{digest[:12]}"
+
+
+def trust_anchor(configuration: Any) -> bytes:
+    """The CA certificates a client ``configuration`` trusts its server by (what tells a
+    re-created cluster from the old one at no cost: a new cluster has a new CA, unless its
+    maker keeps one); empty without (plain http, the system's CAs)."""
+    data = getattr(configuration, "ca_cert_data", None)  # 37.x; the loaders write a file
+    if data:
+        return data.encode() if isinstance(data, str) else bytes(data)
+    if not configuration.ssl_ca_cert:
+        return b""
+    try:
+        with open(configuration.ssl_ca_cert, "rb") as f:
+            return f.read(OBJECT_LIMIT)
+    except OSError:
+        return b""
 
 
 @frozen
@@ -68,17 +88,20 @@ class DiskDiscovery:
     server: str
     ttl: float = TTL
     now: Callable[[], float] = time.time
+    anchor: bytes = b""
 
     @classmethod
-    def of(cls, server: str, environ: Mapping[str, str] = os.environ) -> DiskDiscovery | None:
+    def of(
+        cls, server: str, anchor: bytes = b"", environ: Mapping[str, str] = os.environ
+    ) -> DiskDiscovery | None:
         root = cache_root(environ)
-        return None if root is None else cls(root, server)
+        return None if root is None else cls(root, server, anchor=anchor)
 
     def _file(self, api_version: str) -> Path | None:
         parts = [_UNSAFE.sub("_", part) for part in api_version.split("/")]
         if any(part in ("", ".", "..") for part in parts):
             return None
-        return self.root.joinpath("discovery", server_dir(self.server), *parts, FILE)
+        return self.root.joinpath("discovery", server_dir(self.server, self.anchor), *parts, FILE)
 
     def read(self, api_version: str) -> Obj | None:
         """The cached document of ``api_version``, or None (absent, stale or not trusted)."""
@@ -127,6 +150,13 @@ class DiskDiscovery:
                 raise
         except (OSError, ValueError, TypeError, RecursionError):
             return
+
+    def forget(self, api_version: str) -> None:
+        """Remove what is kept of ``api_version`` (the server has shown it wrong)."""
+        file = self._file(api_version)
+        if file is not None:
+            with contextlib.suppress(OSError):
+                file.unlink()
 
 
 def _private_dirs(root: Path, leaf: Path) -> None:

@@ -23,6 +23,7 @@ import urllib3
 
 from kfcompile.lifecycle.ports import (
     ApiError,
+    NotFound,
     Obj,
     Transient,
     error_class,
@@ -46,9 +47,18 @@ def status_object(data: bytes) -> Obj:
     return status if isinstance(status, dict) else {}
 
 
+class Unserved(NotFound):
+    """A 404 for a path the server does not serve at all (its Status names no object, as the
+    API server's answer for a resource it does not have), not for an object that is missing:
+    the adapter's own (``KubeCluster`` asks discovery again); a ``NotFound`` past the port."""
+
+
 def status_error(code: int, status: Obj, headers: Mapping[str, str] | None = None) -> ApiError:
     """The port's error for an answer with HTTP status ``code`` and ``Status`` body."""
     cls = error_class(code)
+    details = status.get("details")
+    if cls is NotFound and not (isinstance(details, dict) and details.get("name")):
+        cls = Unserved
     try:
         phrase = HTTPStatus(code).phrase
     except ValueError:
@@ -70,17 +80,19 @@ def answer_error(code: int, body: bytes, headers: Mapping[str, str], url: str) -
 
 
 def redacted(error: ApiError, credentials: Iterable[str]) -> ApiError:
-    """``error``, or a copy with each of ``credentials`` in its reason and message replaced by
-    ``<redacted>`` (a server may quote a request's Authorization header back)."""
+    """``error`` as the port has it (an ``Unserved`` is a ``NotFound`` there), or a copy with
+    each of ``credentials`` in its reason and message replaced by ``<redacted>`` (a server may
+    quote a request's Authorization header back)."""
     # Longest first: a header is one marker, not its scheme and a marker.
     found = sorted({c for c in credentials if c}, key=len, reverse=True)
-    if not found:
+    port_class = NotFound if isinstance(error, Unserved) else type(error)
+    reason, message = error.reason, error.message
+    if found:
+        pattern = re.compile("|".join(map(re.escape, found)))
+        reason, message = pattern.sub(REDACTED, reason), pattern.sub(REDACTED, message)
+    if (reason, message, port_class) == (error.reason, error.message, type(error)):
         return error
-    pattern = re.compile("|".join(map(re.escape, found)))
-    reason, message = pattern.sub(REDACTED, error.reason), pattern.sub(REDACTED, error.message)
-    if (reason, message) == (error.reason, error.message):
-        return error
-    clean = type(error)(error.status, reason, message, retry_after=error.retry_after)
+    clean = port_class(error.status, reason, message, retry_after=error.retry_after)
     clean.call = error.call
     return clean
 
@@ -163,6 +175,12 @@ def transport_error(
     def has(*types: type[BaseException]) -> BaseException | None:
         return next((e for e in chain if isinstance(e, types)), None)
 
+    socks = (e for e in chain if type(e).__module__ == "socks")  # PySocks' errors
+    proxy = has(urllib3.exceptions.ProxyError) or next(socks, None)
+    if proxy is not None:
+        said = [e.strerror for e in chain if isinstance(e, OSError) and e.strerror]
+        why = said[0] if said else chain[-1]  # the innermost error: what the proxy said
+        return Transient(0, "ProxyError", f"the proxy to {server} failed: {why}")
     if has(socket.gaierror) is not None:
         host = urlsplit(url).hostname or server
         return Transient(0, "UnknownHost", f"cannot resolve host {host} ({server})")

@@ -14,19 +14,24 @@ import contextlib
 import json
 import os
 import re
+import selectors
 import signal
 import subprocess
-import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from attrs import frozen
 
-from kfcompile_kube.compat import TOKEN_KEY
+from kfcompile_kube.bearer import Fetched, TokenError, checked
 
 EXEC_TIMEOUT: Final = 60.0  # seconds a plugin may take (an SSO login included)
 EXCERPT_CHARS: Final = 120  # of the plugin's last stderr line, in an error
+# Bytes of a plugin's output read: its stdout (an ExecCredential, a few KiB with a client
+# certificate chain), the end of its stderr (of which only the last line is quoted).
+STDOUT_LIMIT: Final = 4 * 2**20
+STDERR_KEPT: Final = 64 * 2**10
 EXPIRY_SKEW: Final = timedelta(seconds=30)  # run again this long before the credential expires
 # A run of token characters this long, with a letter and a digit in it, is taken for a secret.
 _OPAQUE = re.compile(r"[A-Za-z0-9+/=_.\-]{20,}")
@@ -42,7 +47,7 @@ _CLUSTER_KEYS: Final = (
 _EXEC_EXTENSION: Final = "client.authentication.k8s.io/exec"
 
 
-class PluginError(Exception):
+class PluginError(TokenError):
     """Why the plugin gave no credential, in one line that names its command."""
 
 
@@ -129,15 +134,33 @@ class ExecPlugin:
             raise self._error(f"cannot run: {e.strerror or e}") from None
         with process:  # closes the pipes and reaps it on every path
             try:
-                stdout, stderr = process.communicate(timeout=self.timeout)
+                stdout, stderr = _output(process, time.monotonic() + self.timeout)
             except subprocess.TimeoutExpired:
                 _stop(process)
                 raise self._error(f"no answer within {self.timeout:g}s; stopped") from None
+            except _TooLong:
+                _stop(process)
+                limit = f"{STDOUT_LIMIT // 2**20} MiB"
+                what = f"printed over {limit} (an ExecCredential is a few KiB); stopped"
+                raise self._error(what) from None
         if process.returncode != 0:
             said = _excerpt(stderr)
             status = _exit_status(process.returncode)
             raise self._error(f"{status}{': ' + said if said else ''}")
         return self._credential(stdout)
+
+    def fetch(self) -> Fetched:
+        """Run the plugin for a token (``Bearer``'s fetch); PluginError when it gives none."""
+        credential = self.run()
+        if credential.token is None:
+            raise self._error("gave no token this time")
+        return self.bearer(credential)
+
+    def bearer(self, credential: Credential) -> Fetched:
+        """``credential``'s token (checked), fetched again ``EXPIRY_SKEW`` before it expires."""
+        token = checked(credential.token or "", f"exec plugin {self.command}: status.token")
+        expiry = credential.expiry
+        return Fetched(token, None if expiry is None else expiry - EXPIRY_SKEW, expiry)
 
     def _credential(self, stdout: bytes) -> Credential:
         try:
@@ -164,39 +187,6 @@ class ExecPlugin:
         return PluginError(f"exec plugin {self.command}: {what}")
 
 
-class TokenRefresher:
-    """The client's ``refresh_api_key_hook``: runs the plugin again when its token is about to
-    expire (the API client calls it before every request; threads may share it)."""
-
-    def __init__(
-        self,
-        plugin: ExecPlugin,
-        expiry: datetime,
-        on_error: Callable[[str], Exception],
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.plugin = plugin
-        self.expiry = expiry  # of the token in use
-        self.on_error = on_error  # the exception to raise, from a PluginError's line
-        self.now = now
-        self._lock = threading.Lock()
-
-    def __call__(self, configuration: Any) -> None:
-        if self.now() < self.expiry - EXPIRY_SKEW:
-            return
-        with self._lock:
-            if self.now() < self.expiry - EXPIRY_SKEW:
-                return  # another thread has just refreshed it
-            try:
-                credential = self.plugin.run()
-            except PluginError as e:
-                raise self.on_error(str(e)) from None
-            if credential.token is None:
-                raise self.on_error(f"exec plugin {self.plugin.command}: gave no token this time")
-            configuration.api_key[TOKEN_KEY] = f"Bearer {credential.token}"
-            self.expiry = credential.expiry or datetime.max.replace(tzinfo=UTC)
-
-
 def _cluster_info(cluster: Mapping[str, Any] | None) -> dict[str, Any]:
     """ExecCredential ``spec.cluster``: the cluster's connection keys and its exec extension."""
     cluster = cluster or {}
@@ -205,6 +195,34 @@ def _cluster_info(cluster: Mapping[str, Any] | None) -> dict[str, Any]:
         if isinstance(extension, Mapping) and extension.get("name") == _EXEC_EXTENSION:
             info["config"] = extension.get("extension")
     return info
+
+
+class _TooLong(Exception):
+    pass
+
+
+def _output(process: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bytes]:
+    """The plugin's stdout (``_TooLong`` past ``STDOUT_LIMIT``) and the end of its stderr
+    (``STDERR_KEPT``), once it has exited; ``TimeoutExpired`` at ``deadline`` (monotonic)."""
+    stdout, stderr = bytearray(), bytearray()
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ, stdout)  # type: ignore[arg-type]
+        selector.register(process.stderr, selectors.EVENT_READ, stderr)  # type: ignore[arg-type]
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(process.args, 0)
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, 64 * 1024)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                buffer: bytearray = key.data
+                buffer += chunk
+                if len(stdout) > STDOUT_LIMIT:
+                    raise _TooLong
+                del stderr[:-STDERR_KEPT]
+    process.wait(max(0.0, deadline - time.monotonic()))  # its pipes closed: it may not be done
+    return bytes(stdout), bytes(stderr)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -155,8 +155,15 @@ def moves() -> list[Move]:
 
     def active(kind: kinds.Kind) -> dict[str, Any]:
         if kind.active_counts == "jobsStatus":
-            return _job(kind, {"jobsStatus": [{"name": "node", "active": 1}]})
+            return _job(kind, {"jobsStatus": [{"name": "node", "active": 1, "ready": 1}]})
         return _job(kind, {"replicaStatuses": {kind.replica_types[-1]: {"active": 1}}})
+
+    def starting(kind: kinds.Kind) -> dict[str, Any]:
+        """Not counted as up (TrainJob: its child Job active, not ready; PyTorchJob: no running
+        replica): a stuck pod then says why it waits."""
+        if kind.active_counts == "jobsStatus":
+            return _job(kind, {"jobsStatus": [{"name": "node", "active": 1, "ready": 0}]})
+        return _job(kind)
 
     def flagged(kind: kinds.Kind) -> dict[str, Any]:
         job = _job(kind)
@@ -189,7 +196,7 @@ def moves() -> list[Move]:
              + when(running)),
         Move("RUNNING", "PENDING",
              ["a pod cannot start:", *_wrapped(list(status.STUCK_POD_REASONS), 44)],
-             [(active(k), [stuck(r)]) for k in kinds_ for r in status.STUCK_POD_REASONS]),
+             [(starting(k), [stuck(r)]) for k in kinds_ for r in status.STUCK_POD_REASONS]),
         Move("RUNNING", "SUSPENDED", [*_named(suspended), "(preempted)"],
              when(suspended, pods=[pod_running])),
         Move("RUNNING", "SUCCEEDED", _wrapped(_named(succeeded)), when(succeeded)),

@@ -94,6 +94,10 @@ def detect_target(session: Session, trainer_namespace: str = TRAINER_NAMESPACE) 
     crd = None
     if trainjob and (by_version is None or by_version.newer):
         crd = _trainjob_crd(session, tried)
+        if crd is None and not tried and version is None:
+            # Served, yet no CRD: discovery answered from a cache the cluster has outlived
+            # (a CRD removed, a cluster re-created); asked again, it asks the server.
+            trainjob = _served(session, TRAINJOB)
     try:
         found: Detected = detect(
             trainjob_served=trainjob,

@@ -120,13 +120,16 @@ def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
     for kind in KINDS.values():
         if not served(session, kind.api_version, kind.name):
             continue
-        jobs += list_all(
-            session,
-            kind.api_version,
-            kind.name,
-            namespace,
-            label_selector=f"{MANAGED_BY_LABEL}={MANAGER}",
-        )
+        try:
+            jobs += list_all(
+                session,
+                kind.api_version,
+                kind.name,
+                namespace,
+                label_selector=f"{MANAGED_BY_LABEL}={MANAGER}",
+            )
+        except NotFound:  # served no more: its CRD removed since discovery said it was
+            continue
     held = workloads_of(session, jobs, namespace)  # one list: why Kueue holds each, and where
     where = dispatches(session, jobs, namespace, held)
     found = [
