@@ -312,7 +312,8 @@ def _workers(p: _Command) -> None:
         action="append",
         metavar="WORKER=CONTEXT",
         help="MultiKueue: the kubeconfig context of a worker cluster a job was dispatched "
-        "to (repeatable; default: the context named like the worker)",
+        "to (repeatable; with those of this manager context in $KFCOMPILE_CLUSTERS or "
+        "~/.config/kfcompile/clusters.yaml); a worker not mapped is never read",
     )
 
 
