@@ -177,10 +177,9 @@ class WorkerPods:
     def __call__(self, job: Obj) -> Session:
         if not multikueue_managed(job):
             return self.ctx.session
-        if self.found is None or self.found.ref != Ref.of(job):
+        if self.found is None:
             far = remote(self.ctx, self.args, job)
-            settled = far is not None and far.cluster is not None
-            if far is not None and settled and (far.mirror is not None or far.session is None):
+            if far is not None and far.cluster and (far.mirror or far.session is None):
                 self.found = far  # the worker's mirror, or why the worker cannot be read
                 far.say()
         return (self.found.pods if self.found else None) or self.ctx.session

@@ -53,6 +53,7 @@ from kfcompile.lifecycle.watcher import (
 from kfcompile.status import State, job_state
 
 MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGER}"  # the jobs kfcompile created
+WAITING: Final = (State.SUSPENDED, State.PENDING)  # states Kueue may say why a job is in
 
 
 def _bookmark(obj: Obj) -> WatchAnswer:
@@ -149,23 +150,20 @@ def kueue_reasons(
     """``events`` with the reason Kueue gives for each job it holds (its Workload, as
     ``status`` says it): one list of Workloads for the waiting jobs among ``jobs``, none when
     none waits."""
-    waiting = {
-        (e.ref.namespace, e.ref.name): e
-        for e in events
-        if e.state.state in (State.SUSPENDED, State.PENDING)
-    }
+    waits = {(e.ref.namespace, e.ref.name) for e in events if e.state.state in WAITING}
     told = {(meta(j).get("namespace"), meta(j).get("name")): j for j in jobs}
-    held = workloads_of(session, [j for at, j in told.items() if at in waiting], namespace)
+    held = workloads_of(session, [j for at, j in told.items() if at in waits], namespace)
     if not held.by_uid:
         return events
-    refined = dict(waiting)
-    for at, event in waiting.items():
-        job = told.get(at)
+
+    def refined(event: JobEvent) -> JobEvent:
+        job = told.get((event.ref.namespace, event.ref.name))
         workload = held.by_uid.get(str(meta(job).get("uid", ""))) if job else None
-        if job is not None and workload is not None:
-            cr = {**job, "kind": event.kind.name}
-            refined[at] = evolve(event, state=job_state(cr, workload=workload))
-    return tuple(refined.get((e.ref.namespace, e.ref.name), e) for e in events)
+        if job is None or workload is None or event.state.state not in WAITING:
+            return event
+        return evolve(event, state=job_state({**job, "kind": event.kind.name}, workload=workload))
+
+    return tuple(map(refined, events))
 
 
 def dispatch_events(
