@@ -199,6 +199,15 @@ RULES: dict[str, str] = {
     "'.' inside",
     "label_map": "label keys (an optional DNS prefix and '/', then a name) and label values",
     "annotation_map": "annotation keys (as label keys); 256 KiB of annotations at most",
+    "_job_annotations": "annotation keys (as label keys); 256 KiB of annotations at most; no "
+    "`provreq.kueue.x-k8s.io/` key (set it in `provisioning_parameters`)",
+    "_pod_annotations": "annotation keys (as label keys); 256 KiB of annotations at most; no "
+    "Kueue topology key (set it in `topology`)",
+    "_provisioning_parameters": "names that make valid annotation keys after "
+    "`provreq.kueue.x-k8s.io/`",
+    "label_name": "a label key: an optional DNS prefix and '/', then a name of at most 63 "
+    "characters (`cloud.provider.com/topology-block`)",
+    "_group_name": "a name, not empty and not a number",
     "image": "a container image reference, without spaces or upper case in its name",
     "name_list": "names of objects (DNS-1123 subdomains), each once",
     "entrypoint": "a path: no NUL, not empty",
