@@ -222,7 +222,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             force=args.force,
         )
         for line in done.warnings:
-            print(f"kfcompile: warning (--force): {line}", file=sys.stderr)
+            say(f"kfcompile: warning (--force): {line}", err=True)
         if chosen.newer:
             served = crd_name(KINDS[done.ref.kind])
             say(f"kfcompile: the job fits the {served} CRD the cluster serves", err=True)
