@@ -30,7 +30,7 @@ from kfcompile.cli.common import (
     say,
 )
 from kfcompile.cli.context import Context, cluster_errors, target_for
-from kfcompile.cli.workers import Remote, observed, remote
+from kfcompile.cli.workers import Remote, WorkerPods, observed, remote
 from kfcompile.kinds import KINDS, MULTIKUEUE
 from kfcompile.lifecycle.multikueue import multikueue_check
 from kfcompile.lifecycle.ports import Ref
@@ -219,7 +219,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
             ),
             dry_run=dry_run,
             against=chosen.crd,
+            force=args.force,
         )
+        for line in done.warnings:
+            say(f"kfcompile: warning (--force): {line}", err=True)
         if chosen.newer:
             served = crd_name(KINDS[done.ref.kind])
             say(f"kfcompile: the job fits the {served} CRD the cluster serves", err=True)
@@ -273,8 +276,9 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) 
     """``far``: MultiKueue runs it on a worker, where its logs are: once Kueue has dispatched it
     (its state on the manager moves on), they are read there."""
     session: lifecycle.Session | None = ctx.session
+    pods_on = WorkerPods(ctx, args)  # a job MultiKueue dispatched: judged by a worker's pods
     if far and (args.follow or args.save_logs):
-        session = _dispatched(ctx, ref, args)
+        session = _dispatched(ctx, ref, args, pods_on)
     if args.follow:
         if session is not None:
             lines = lifecycle.logs(session, ref, follow=True, on_waiting=_say_waiting)
@@ -284,7 +288,9 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) 
         until = args.wait
     shown = _Progress()
     try:
-        obs = lifecycle.wait(ctx.session, ref, until, timeout=args.timeout, on_change=shown)
+        obs = lifecycle.wait(
+            ctx.session, ref, until, timeout=args.timeout, on_change=shown, pods_on=pods_on
+        )
     finally:
         shown.close()
     if args.save_logs and obs.state.finished:
@@ -292,20 +298,26 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) 
     return _finish(obs)
 
 
-def _dispatched(ctx: Context, ref: Ref, args: argparse.Namespace) -> lifecycle.Session | None:
-    """Wait on the manager until the job runs (Kueue copies the worker's status back once it
-    has dispatched it); the worker's session, or None when it cannot be reached (said)."""
+def _dispatched(
+    ctx: Context, ref: Ref, args: argparse.Namespace, pods_on: WorkerPods
+) -> lifecycle.Session | None:
+    """Wait on the manager until the job runs (by its pods on the worker it was dispatched to:
+    ``pods_on``); the worker's session, or None when it cannot be reached (said)."""
     shown = _Progress()
     try:
         timeout = getattr(args, "timeout", None)  # logs has none
-        lifecycle.wait(ctx.session, ref, "running", timeout=timeout, on_change=shown)
+        lifecycle.wait(
+            ctx.session, ref, "running", timeout=timeout, on_change=shown, pods_on=pods_on
+        )
     finally:
         shown.close()
-    job = lifecycle.find(ctx.session, ctx.namespace, ref.name, ref.kind)
-    where = remote(ctx, args, job)
-    if where is None:  # not MultiKueue's after all: its pods are here
-        return ctx.session
-    where.say()
+    where = pods_on.found
+    if where is None:
+        job = lifecycle.find(ctx.session, ctx.namespace, ref.name, ref.kind)
+        where = remote(ctx, args, job)
+        if where is None:  # not MultiKueue's after all: its pods are here
+            return ctx.session
+        where.say()
     return where.session
 
 
@@ -402,15 +414,15 @@ def cmd_wait(args: argparse.Namespace) -> int:
     with cluster_errors():
         job = ctx.find_job(args.name, args.kind)
         ref = Ref.of(job)
-        shown = _Progress()
+        shown, pods_on = _Progress(), WorkerPods(ctx, args)  # judged by a worker's pods
         try:
             obs = lifecycle.wait(
-                ctx.session, ref, args.until, timeout=args.timeout, on_change=shown
+                ctx.session, ref, args.until, timeout=args.timeout, on_change=shown, pods_on=pods_on
             )
         finally:
             shown.close()
-        far = remote(ctx, args, job)  # where it ran (no request unless MultiKueue manages it)
-        if far is not None:
+        far = pods_on.found  # where it ran (said); no request unless MultiKueue manages it
+        if far is None and (far := remote(ctx, args, job)) is not None:
             far.say()
         if args.save_logs and obs.state.finished:
             _save_logs(ctx.session if far is None else far.session, ref, args.save_logs)
@@ -433,7 +445,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         far = remote(ctx, args, job)
         session = ctx.session
         if far is not None and far.cluster is None and not far.problem and args.follow:
-            worker = _dispatched(ctx, ref, args)  # it will be: wait for that, then follow
+            worker = _dispatched(ctx, ref, args, WorkerPods(ctx, args))  # then follow
             if worker is None:
                 return 1
             session = worker
@@ -501,7 +513,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def _mirror_gone(far: Remote, timeout: float | None) -> None:
     """After the manager's job is gone: wait until MultiKueue's mirror of it on the worker, and
-    its pods, are gone too; or say what could not be checked."""
+    its pods, are gone too; or say what could not be checked (a job of that name there that is
+    not the mirror is never waited on: ``remote``)."""
+    from kfcompile.lifecycle.objects import meta
+
     if far.session is None:
         why = far.problem or "the job was never dispatched to a worker cluster"
         say(f"kfcompile: not checked on a worker cluster: {why}", err=True)
@@ -509,6 +524,7 @@ def _mirror_gone(far: Remote, timeout: float | None) -> None:
     lifecycle.wait_gone(
         far.session,
         far.ref,
+        uid=None if far.mirror is None else str(meta(far.mirror).get("uid", "")) or None,
         dependents=True,
         timeout=timeout,
         on_change=_waiting_on(f"cancel --wait, on worker cluster {far.cluster}"),

@@ -38,6 +38,7 @@ class Context:
         except kfcompile_kube.ConfigError as exc:
             raise Failed("kfcompile", str(exc).splitlines()) from None
         self.files: LocalFiles = kfcompile_local.TarFiles()
+        self.kube_context = connection.context  # the manager's, on a MultiKueue manager
         # Namespace: the flag, then the spec, then the kubeconfig context, then "default".
         flag = getattr(args, "namespace", None)  # validate --cluster has none
         self.namespace: str = flag or spec_namespace or connection.namespace

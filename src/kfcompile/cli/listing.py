@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from contextlib import closing
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kfcompile import lifecycle
 from kfcompile.cli.common import say
@@ -131,8 +131,13 @@ def _with_clusters(
     return [(*row, cell) for row, cell in zip(table, cells, strict=True)]
 
 
+# States whose reason says why the job waits (Kueue's: Queued, Evicted...) or what holds its
+# deletion: the table shows it.
+WAITING: Final = (State.SUSPENDED, State.PENDING, State.DELETING)
+
+
 def _state_cell(state: JobState) -> str:
-    """A job's state in a table: a deletion with what holds it."""
-    if state.state is State.DELETING:
+    """A job's state in a table, with why it waits or what holds its deletion."""
+    if state.state in WAITING:
         return f"{state.state.value} ({state.reason})"
     return str(state.state.value)

@@ -268,14 +268,21 @@ def _located(executor: _Executor, job_name: str) -> tuple[lifecycle.Session, Ref
 
 
 def pods_session(cluster: lifecycle.Session, ref: Ref) -> lifecycle.Session:
-    """The session with the job's pods and logs: on a MultiKueue manager, the worker's (the
-    kubeconfig's context named after the worker cluster)."""
+    """The session with the job's pods and logs: on a MultiKueue manager, the worker's, through
+    the kubeconfig context the mapping file maps it to for the current context (the
+    manager's)."""
     import kfcompile_kube
+    from kfcompile_local.clusters import mapped_workers
 
-    def reach(worker: str) -> lifecycle.Session:
+    manager = kfcompile_kube.connect()
+    manager.close()  # only its context's name was wanted
+    workers = mapped_workers(manager.context)
+
+    def reach(worker: str, context: str) -> lifecycle.Session:
         try:
-            return kfcompile_kube.session(context=worker)[0]
+            return kfcompile_kube.session(context=context)[0]
         except kfcompile_kube.ConfigError as exc:
-            raise kfcompile_kube.ConfigError(unreachable(ref, worker, str(exc))) from None
+            raise kfcompile_kube.ConfigError(unreachable(ref, worker, context, str(exc))) from None
 
-    return running_on(cluster, lifecycle.find(cluster, ref.namespace or "default", ref.name), reach)
+    job = lifecycle.find(cluster, ref.namespace or "default", ref.name)
+    return running_on(cluster, job, workers, reach)
