@@ -372,6 +372,16 @@ def test_secret_values_and_tokens_are_never_printed(
     assert docs[0]["stringData"] == {"HF_TOKEN": SECRET_VALUE}
 
 
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Ctrl-C as the ``kfcompile`` process gets it: Python's own handler (KeyboardInterrupt),
+    whatever an earlier test left installed in this process (torchx's local scheduler installs
+    one of its own when it is imported)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def interrupt_once_waiting(local: LocalCluster) -> None:
     """Ctrl-C once the submit is watching the job: a real SIGINT to the main thread, which
     interrupts whatever system call it is blocked in (``_thread.interrupt_main`` only sets a
@@ -391,6 +401,7 @@ def interrupt_once_waiting(local: LocalCluster) -> None:
     threading.Thread(target=interrupt, daemon=True).start()
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_ctrl_c_while_waiting_leaves_the_job_and_says_how_to_cancel(
     local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -406,6 +417,7 @@ class Terminal(io.StringIO):
         return True
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_ctrl_c_at_a_terminal_asks_and_cancels(
     local: LocalCluster,
     capsys: pytest.CaptureFixture[str],
