@@ -23,7 +23,6 @@ from kfcompile.lifecycle import (
     watcher,
 )
 from kfcompile.lifecycle.ports import Transient
-from kfcompile.lifecycle.repairing import REPAIR_TABLE, Repairing
 from kfcompile.lifecycle.session import (
     RETRY_TABLE,
     Attempt,
@@ -58,7 +57,6 @@ MACHINES: dict[str, tuple[type[Any], str, Table[Any]]] = {
     "helper_start": (sync.Starting, "phase", sync.START_TABLE),
     "list_all": (objects.Lister, "phase", objects.LIST_TABLE),
     "submit": (Submitting, "phase", SUBMIT_TABLE),
-    "repair": (Repairing, "phase", REPAIR_TABLE),
     "roll_back": (rollback.RollingBack, "phase", rollback.UNDO_TABLE),
 }
 
@@ -105,8 +103,6 @@ def mermaid(name: str) -> str:
         ("submit", ("LOOK", "Found", "WAY")),
         ("submit", ("WAY", "WayMade", "UPLOAD")),
         ("submit", ("OWN", "Raised", "ROLL_BACK")),
-        ("repair", ("READ", "Found", "CREATE")),
-        ("repair", ("CREATE", "Made", "OWN")),
         ("roll_back", ("CHECK", "Found", "DELETE")),
         ("roll_back", ("DELETE", "Interrupted", "END")),
     ],

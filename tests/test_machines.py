@@ -53,8 +53,17 @@ from kfcompile.lifecycle.objects import (
 )
 from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
 from kfcompile.lifecycle.pod_logs import InTurn
-from kfcompile.lifecycle.ports import Clock, Forbidden, Gone, Page, Ref, Transient, WatchEvent
-from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
+from kfcompile.lifecycle.ports import (
+    Clock,
+    Conflict,
+    Forbidden,
+    Gone,
+    NotFound,
+    Page,
+    Ref,
+    Transient,
+    WatchEvent,
+)
 from kfcompile.lifecycle.rollback import (
     CheckUnsure,
     Delete,
@@ -66,12 +75,14 @@ from kfcompile.lifecycle.rollback import (
     RolledBack,
     RollingBack,
     Unreadable,
+    removal,
 )
 from kfcompile.lifecycle.session import (
     LIST_RESTARTS,
     SPEC_HASH,
     Attempt,
     Backoff,
+    ClusterError,
     Failed,
     GiveUp,
     Machine,
@@ -81,6 +92,7 @@ from kfcompile.lifecycle.session import (
     Unexpected,
     finished,
 )
+from kfcompile.lifecycle.submission import repair
 from kfcompile.lifecycle.submitting import (
     AllMade,
     Checked,
@@ -999,70 +1011,147 @@ def test_a_submitting_fed_out_of_turn_is_a_bug(
         after(machine, fed).receive(wrong, 0.0)
 
 
+class Store:
+    """A ``Cluster`` port over a dict of objects, recording each call as (verb, kind) in
+    ``asked``. ``fail``: (verb, kind) -> what that call raises the next time, before it is done;
+    ``lose``: after it is done (it reached the server, its answer never came)."""
+
+    def __init__(self, *objects: Obj) -> None:
+        self.objects = {Ref.of(obj): obj for obj in objects}
+        self.asked: list[tuple[str, str]] = []
+        self.fail: dict[tuple[str, str], BaseException] = {}
+        self.lose: dict[tuple[str, str], BaseException] = {}
+        self.uids = 0
+
+    def _ask(self, verb: str, ref: Ref) -> BaseException | None:
+        """Record the call; raise its failure, or return what it raises once done."""
+        self.asked.append((verb, ref.kind))
+        error = self.fail.pop((verb, ref.kind), None)
+        if error is not None:
+            raise error
+        return self.lose.pop((verb, ref.kind), None)
+
+    def _have(self, ref: Ref) -> Obj:
+        if ref not in self.objects:
+            raise NotFound(404, "NotFound", f"{ref.kind.lower()}s {ref.name!r} not found")
+        return self.objects[ref]
+
+    def get(self, ref: Ref) -> Obj:
+        self._ask("get", ref)
+        return self._have(ref)
+
+    def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
+        ref = Ref.of(obj)
+        lost = self._ask("create", ref)
+        if ref in self.objects:
+            raise Conflict(409, "AlreadyExists", f"{ref.kind.lower()}s {ref.name!r} exists")
+        self.uids += 1
+        made = {**obj, "metadata": {**obj["metadata"], "uid": f"u{self.uids}"}}
+        if not dry_run:
+            self.objects[ref] = made
+        if lost is not None:
+            raise lost
+        return made
+
+    def patch(self, ref: Ref, patch: Obj) -> Obj:
+        lost = self._ask("patch", ref)
+        obj = self._have(ref)
+        self.objects[ref] = {**obj, "metadata": {**obj["metadata"], **patch["metadata"]}}
+        if lost is not None:
+            raise lost
+        return self.objects[ref]
+
+    def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
+        lost = self._ask("delete", ref)
+        self._have(ref)
+        del self.objects[ref]
+        if lost is not None:
+            raise lost
+
+    def owners(self, obj: Obj) -> list[str]:
+        refs = self.objects[Ref.of(obj)]["metadata"].get("ownerReferences", [])
+        return [r["uid"] for r in refs]
+
+
+def on(store: Store) -> lifecycle.Session:
+    return lifecycle.Session(store, FakeClock(), jitter=lambda: 0.5)  # type: ignore[arg-type]
+
+
+def forbidden() -> Forbidden:
+    return Forbidden(403, "Forbidden", "no right")
+
+
 OURS_OWNED = companion("ConfigMap", "demo-script", owner="j1")
 SECRET_OWNED = companion("Secret", "demo-env", owner="j1")
 SOMEONE_ELSES = companion("ConfigMap", "demo-script", digest="fedcba9876543210", owner="j1")
 MISSING = f"{Ref.of(CM)} was missing: created again"
 ORPHAN = f"{Ref.of(SECRET)} had lost its owner: owned by the job again"
 
-# (what it was told) -> what it asks next; the companions CM and SECRET of MADE_JOB
-REPAIR_ROWS: list[tuple[str, list[Any], Any]] = [
-    ("the first companion is read first", [], Read(Ref.of(CM))),
-    ("missing: created again", [Found(None)], Create(CM)),
-    ("then owned by the job", [Found(None), Made(CM)], Own(CM, MADE_JOB)),
-    ("ours and owned: the next", [Found(OURS_OWNED)], Read(Ref.of(SECRET))),
+
+def unmended(ref: Ref, why: object) -> ClusterError:
+    return ClusterError(
+        f"TrainJob demo in namespace default exists, but {ref} could not be mended ({why}); the "
+        "job may not start without it, and deleting the job will not delete it: submit again, "
+        f"or remove both (kfcompile cancel demo -n default --kind TrainJob; {removal(ref)})"
+    )
+
+
+# (on the cluster besides the job MADE_JOB, the calls that fail) -> what repairing its
+# companions CM and SECRET says, or the error it ends with
+REPAIR_ROWS: list[tuple[str, tuple[Obj, ...], dict[tuple[str, str], BaseException], Any]] = [
+    ("missing: created again, owned by the job", (SECRET_OWNED,), {}, (MISSING,)),
+    ("ours without its owner: owned again", (OURS_OWNED, SECRET), {}, (ORPHAN,)),
+    ("each thing mended, one line each", (SECRET,), {}, (MISSING, ORPHAN)),
+    ("whole: nothing mended", (OURS_OWNED, SECRET_OWNED), {}, ()),
     (
-        "ours without its owner: owned again",
-        [Found(OURS_OWNED), Found(SECRET)],
-        Own(SECRET, MADE_JOB),
+        "not ours: it is never adopted",
+        (SOMEONE_ELSES, SECRET),
+        {},
+        lifecycle.NameTaken(
+            f"{Ref.of(CM)} is not the one this job was submitted with: the job reads it, so "
+            "remove or rename it and submit again (kubectl delete configmap demo-script -n "
+            "default)"
+        ),
     ),
-    ("not ours: it is never adopted", [Found(SOMEONE_ELSES)], NotOurs(Ref.of(CM))),
-    (
-        "each thing mended, one line each",
-        [Found(None), Made(CM), Owned(), Found(SECRET), Owned()],
-        Mended((MISSING, ORPHAN)),
-    ),
-    ("whole: nothing mended", [Found(OURS_OWNED), Found(SECRET_OWNED)], Mended(())),
     (
         "a read refused",
-        [Found(OURS_OWNED), Raised(FORBIDDEN)],
-        Unmendable(Ref.of(SECRET), FORBIDDEN),
+        (OURS_OWNED,),
+        {("get", "Secret"): forbidden()},
+        unmended(Ref.of(SECRET), "read Secret default/demo-env: 403 Forbidden: no right"),
     ),
     (
         "a create that outlasted the retries",
-        [Found(None), Raised(DOWN)],
-        Unmendable(Ref.of(CM), DOWN),
+        (SECRET_OWNED,),
+        {("create", "ConfigMap"): DOWN},
+        unmended(Ref.of(CM), DOWN),
     ),
-    ("a name taken meanwhile: as it is", [Found(None), Raised(TAKEN)], Raised(TAKEN)),
-    ("a Ctrl-C: as it is", [Found(None), Made(CM), Raised(CTRL_C)], Raised(CTRL_C)),
+    ("a name taken meanwhile: as it is", (SECRET_OWNED,), {("create", "ConfigMap"): TAKEN}, TAKEN),
+    ("a Ctrl-C: as it is", (SECRET_OWNED,), {("patch", "ConfigMap"): CTRL_C}, CTRL_C),
 ]
 
 
 @pytest.mark.parametrize(
-    ("fed", "expected"), [r[1:] for r in REPAIR_ROWS], ids=[r[0] for r in REPAIR_ROWS]
+    ("there", "fail", "expected"), [r[1:] for r in REPAIR_ROWS], ids=[r[0] for r in REPAIR_ROWS]
 )
-def test_repairing(fed: list[Any], expected: Any) -> None:
-    machine = after(Repairing.start((CM, SECRET), MADE_JOB, DIGEST), fed)
-    assert machine.next_request(0.0) == expected
+def test_repair(
+    there: tuple[Obj, ...], fail: dict[tuple[str, str], BaseException], expected: Any
+) -> None:
+    store = Store(MADE_JOB, *there)
+    store.fail.update(fail)
+    if isinstance(expected, tuple):
+        assert repair(on(store), (CM, SECRET), MADE_JOB, DIGEST) == expected
+        assert store.owners(CM) == store.owners(SECRET) == ["j1"]  # whole again
+        return
+    with pytest.raises(type(expected)) as info:
+        repair(on(store), (CM, SECRET), MADE_JOB, DIGEST)
+    assert info.value is expected or str(info.value) == str(expected)
+    assert ("patch", "Secret") not in store.asked  # it stops at the first it cannot mend
 
 
 def test_a_job_without_companions_has_nothing_to_repair() -> None:
-    assert Repairing.start((), MADE_JOB, DIGEST).next_request(0.0) == Mended(())
-
-
-@pytest.mark.parametrize(
-    ("fed", "wrong"),
-    [
-        ([], Made(CM)),
-        ([Found(None)], Found(None)),
-        ([Found(SECRET)], Found(None)),
-        ([Found(SOMEONE_ELSES)], Owned()),
-    ],
-)
-def test_a_repairing_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
-    machine = after(Repairing.start((CM, SECRET), MADE_JOB, DIGEST), fed)
-    with pytest.raises(Unexpected, match="Repairing in"):
-        machine.receive(wrong, 0.0)
+    store = Store(MADE_JOB)
+    assert repair(on(store), (), MADE_JOB, DIGEST) == ()
+    assert store.asked == []
 
 
 CREATED = (CM, SECRET, MADE_JOB)

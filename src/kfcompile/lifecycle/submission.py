@@ -2,7 +2,7 @@
 hash), check the cluster has what it needs, upload the work dir, create companions and the job
 (the ``submitting.Submitting`` machine, driven here), and roll back what a failure part-way
 leaves (``rollback``: or say what could not be removed); a job of this spec already there is
-repaired (``repairing.Repairing``)."""
+made whole again (``repair``)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ from kfcompile.lifecycle.cluster_target import crd_problems
 from kfcompile.lifecycle.deleting import Remaining, make_way
 from kfcompile.lifecycle.kueue import NOT_SERVED, kueue_drops, served_api
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
-from kfcompile.lifecycle.ports import Forbidden, LocalFiles, Obj, Ref
-from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
+from kfcompile.lifecycle.ports import ApiError, Forbidden, LocalFiles, Obj, Ref
 from kfcompile.lifecycle.rollback import Found, LeftBehind, removal, roll_back
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
@@ -34,8 +33,6 @@ from kfcompile.lifecycle.session import (
     PreflightFailed,
     Session,
     call,
-    drive,
-    ended,
     finished,
     named,
 )
@@ -229,7 +226,7 @@ def _own(session: Session, companion: Obj, job: Obj) -> None:
 
 
 def _perform(session: Session, digest: str, more: Perform | None = None) -> Perform:
-    """How ``Submitting`` and ``Repairing`` ask the ports (and ``more``): whatever a call
+    """How ``Submitting`` asks the ports (and ``more``): whatever a call
     raises (a Ctrl-C too) is its answer, ``Raised``, for the machine to say what it leads to."""
 
     def owned(request: Own) -> Owned:
@@ -346,29 +343,55 @@ def submit(
     if isinstance(end, Checked):
         return Submitted(ref, created=end.created, dry_run=True, warnings=tuple(breaks))
     if isinstance(end, Repair):
-        repaired = _repair(session, prepared, end.job)
+        repaired = repair(session, prepared.objects[:-1], end.job, digest)
         return Submitted(ref, created=False, repaired=repaired, warnings=tuple(breaks))
     assert isinstance(end, AllMade), end
     return Submitted(ref, created=True, uploaded=end.uploaded, warnings=tuple(breaks))
 
 
-def _repair(session: Session, prepared: Prepared, job: Obj) -> tuple[str, ...]:
-    """Make the companions of ``job`` what a submit leaves (``Repairing``): one line per
-    thing mended."""
-    machine = Repairing.start(prepared.objects[:-1], job, prepared.spec_hash)
-    _, end = ended(drive(machine, session.clock, _perform(session, prepared.spec_hash)))
-    if isinstance(end, NotOurs):
+def repair(session: Session, companions: Sequence[Obj], job: Obj, digest: str) -> tuple[str, ...]:
+    """Make the ``companions`` of ``job`` (on the cluster, with this spec's hash ``digest``) what
+    a submit leaves: each present (created anew) and owned by the job (its owner given back);
+    one line per thing mended. One of that name that is not this spec's is never adopted
+    (``NameTaken``); one that cannot be mended ends it, saying what stays broken."""
+    repaired = []
+    for companion in companions:
+        ref = Ref.of(companion)
+        try:
+            mended = _mend(session, companion, job, digest)
+        except NameTaken:
+            raise
+        except (ApiError, ClusterError) as exc:
+            raise ClusterError(
+                f"{Ref.of(job)} exists, but {ref} could not be mended ({exc}); the job may not "
+                f"start without it, and deleting the job will not delete it: submit again, or "
+                f"remove both ({removal(Ref.of(job))}; {removal(ref)})"
+            ) from None
+        repaired += [f"{ref} {mended}"] if mended else []
+    return tuple(repaired)
+
+
+def _mend(session: Session, companion: Obj, job: Obj, digest: str) -> str:
+    """What was mended of ``companion`` ("": nothing needed it)."""
+    ref = Ref.of(companion)
+    found = get(session, ref)
+    if found is None:
+        _own(session, create(session, companion, digest), job)
+        return "was missing: created again"
+    if annotation(found, SPEC_HASH) != digest:
         raise NameTaken(
-            f"{end.ref} is not the one this job was submitted with: the job reads it, so "
-            f"remove or rename it and submit again ({removal(end.ref)})"
+            f"{ref} is not the one this job was submitted with: the job reads it, so remove or "
+            f"rename it and submit again ({removal(ref)})"
         )
-    if isinstance(end, Unmendable):
-        raise ClusterError(
-            f"{prepared.ref} exists, but {end.ref} could not be mended ({end.error}); the job "
-            f"may not start without it, and deleting the job will not delete it: submit again, "
-            f"or remove both ({removal(prepared.ref)}; {removal(end.ref)})"
-        ) from None
-    if isinstance(end, Raised):
-        raise end.error
-    assert isinstance(end, Mended), end
-    return end.repaired
+    if _owned_by(found, job):
+        return ""
+    _own(session, found, job)
+    return "had lost its owner: owned by the job again"
+
+
+def _owned_by(obj: Obj, job: Obj) -> bool:
+    refs = meta(obj).get("ownerReferences")
+    uid = meta(job).get("uid")
+    return isinstance(refs, list) and any(
+        isinstance(r, Mapping) and r.get("uid") == uid for r in refs
+    )
