@@ -43,7 +43,6 @@ UNUSED_LIFECYCLE = (
     "kfcompile.lifecycle.watcher",
     "kfcompile.lifecycle.waiter",
     "kfcompile.lifecycle.submission",
-    "kfcompile.lifecycle.submitting",
     "kfcompile.lifecycle.pod_logs",
     "kfcompile.lifecycle.follow",
     "kfcompile.lifecycle.sync",

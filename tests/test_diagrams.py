@@ -41,7 +41,6 @@ from kfcompile.lifecycle.session import (
     told,
     transition,
 )
-from kfcompile.lifecycle.submitting import SUBMIT_TABLE, Submitting
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "ARCHITECTURE.md"
@@ -56,7 +55,6 @@ MACHINES: dict[str, tuple[type[Any], str, Table[Any]]] = {
     "retry": (Retry, "step", RETRY_TABLE),
     "helper_start": (sync.Starting, "phase", sync.START_TABLE),
     "list_all": (objects.Lister, "phase", objects.LIST_TABLE),
-    "submit": (Submitting, "phase", SUBMIT_TABLE),
     "roll_back": (rollback.RollingBack, "phase", rollback.UNDO_TABLE),
 }
 
@@ -99,10 +97,6 @@ def mermaid(name: str) -> str:
         ("helper_start", ("PAUSE", "Slept", "LOOK")),
         ("list_all", ("PAGE", "TokenExpired", "PAGE")),
         ("list_all", ("PAGE", "PageRead", "END")),
-        ("submit", ("CREATE", "Made", "OWN")),
-        ("submit", ("LOOK", "Found", "WAY")),
-        ("submit", ("WAY", "WayMade", "UPLOAD")),
-        ("submit", ("OWN", "Raised", "ROLL_BACK")),
         ("roll_back", ("CHECK", "Found", "DELETE")),
         ("roll_back", ("DELETE", "Interrupted", "END")),
     ],

@@ -10,9 +10,8 @@ that say what to ask next; their drivers are a few lines that call the ports.
 - ``session``: the Session, the one ``Backoff``, the errors, the retry machine and ``call``
 - ``objects``: reading (every page of a list: the ``Lister`` machine) and creating objects
   through ``call``
-- ``submitting``: the ``Submitting`` machine; ``submission``: prepare, preflight and ``submit``,
-  its driver, and the repair of a job submitted before; ``rollback``: what a failure leaves
-  (the ``RollingBack`` machine)
+- ``submission``: prepare, preflight and ``submit`` (its creates, and the repair of a job
+  submitted before); ``rollback``: what a failure leaves (the ``RollingBack`` machine)
 - ``observe``: a job's state, its nodes and events (``status``)
 - ``waiter``: the ``Waiter`` machine; ``waiting``: ``wait``, its driver
 - ``follow``: the ``Follower`` machine and its ``Cursor``; ``pod_logs``: ``follow_logs`` (its

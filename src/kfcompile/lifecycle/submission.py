@@ -1,8 +1,7 @@
 """Submitting a job: render it for the cluster (namespaced, labelled as ours, with the spec
 hash), check the cluster has what it needs, upload the work dir, create companions and the job
-(the ``submitting.Submitting`` machine, driven here), and roll back what a failure part-way
-leaves (``rollback``: or say what could not be removed); a job of this spec already there is
-made whole again (``repair``)."""
+(``create_all``), and roll back what a failure part-way leaves (``rollback``: or say what could
+not be removed); a job of this spec already there is made whole again (``repair``)."""
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ from kfcompile.lifecycle.deleting import Remaining, make_way
 from kfcompile.lifecycle.kueue import NOT_SERVED, kueue_drops, served_api
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
 from kfcompile.lifecycle.ports import ApiError, Forbidden, LocalFiles, Obj, Ref
-from kfcompile.lifecycle.rollback import Found, LeftBehind, removal, roll_back
+from kfcompile.lifecycle.rollback import LeftBehind, removal, roll_back
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
     MANAGER,
@@ -29,30 +28,10 @@ from kfcompile.lifecycle.session import (
     TARGET_ANNOTATION,
     ClusterError,
     NameTaken,
-    Perform,
     PreflightFailed,
     Session,
     call,
-    finished,
     named,
-)
-from kfcompile.lifecycle.submitting import (
-    AllMade,
-    Checked,
-    Create,
-    Failure,
-    Made,
-    MakeWay,
-    Own,
-    Owned,
-    Raised,
-    Read,
-    Repair,
-    Submitting,
-    Taken,
-    Upload,
-    Uploaded,
-    WayMade,
 )
 from kfcompile.lifecycle.sync import (
     SYNC_IMAGE,
@@ -225,33 +204,6 @@ def _own(session: Session, companion: Obj, job: Obj) -> None:
     call(session, named("patch", ref), partial(session.cluster.patch, ref, owner))
 
 
-def _perform(session: Session, digest: str, more: Perform | None = None) -> Perform:
-    """How ``Submitting`` asks the ports (and ``more``): whatever a call
-    raises (a Ctrl-C too) is its answer, ``Raised``, for the machine to say what it leads to."""
-
-    def owned(request: Own) -> Owned:
-        _own(session, request.companion, request.job)
-        return Owned()
-
-    def made(request: Create) -> Made:
-        return Made(create(session, request.obj, digest, dry_run=request.dry_run))
-
-    def found(request: Read) -> Found:
-        return Found(get(session, request.ref))
-
-    def answering(how: Callable[[Any], object]) -> Callable[[Any], object]:
-        def answer(request: object) -> object:
-            try:
-                return how(request)
-            except BaseException as exc:
-                return Raised(exc)
-
-        return answer
-
-    asks: Perform = {Create: made, Own: owned, Read: found, **(more or {})}
-    return {request: answering(how) for request, how in asks.items()}
-
-
 def submit(
     session: Session,
     spec: JobSpec,
@@ -301,52 +253,66 @@ def submit(
     breaks = kueue_drops(session, prepared.job) if not problems else []
     if problems or (breaks and not force):
         raise PreflightFailed(problems or breaks)
-    ref, digest = prepared.ref, prepared.spec_hash
-    uploads = spec.work_dir is not None and files is not None
-
-    def upload(_: Upload) -> Uploaded:
-        assert spec.work_dir is not None and files is not None
-        work_dir = spec.work_dir
-        return Uploaded(
-            sync_up(
-                session,
-                files,
-                namespace=namespace,
-                pvc=work_dir.pvc,
-                path="/",
-                local=work_dir.local,
-                image=sync_image,
-                timeout=sync_timeout,
-            )
-        )
-
-    def way(request: MakeWay) -> WayMade:
-        make_way(session, request.job, deleting_wait, on_deleting)
-        return WayMade()
-
-    perform = _perform(session, digest, {MakeWay: way, Upload: upload})
-    machine = Submitting(prepared.objects, digest, dry_run=dry_run, uploads=uploads)
-    end = finished(machine, session.clock, perform, Raised)
-    if isinstance(end, Failure):
-        left = roll_back(session, end.created, end.unsure, digest, end.owned)
-        if left:
-            raise LeftBehind(end.error, left, ref) from end.error
-        raise end.error
-    if isinstance(end, Raised):
-        raise end.error
-    if isinstance(end, Taken):
+    ref, digest, warnings = prepared.ref, prepared.spec_hash, tuple(breaks)
+    there = get(session, ref)
+    if there is not None and meta(there).get("deletionTimestamp"):
+        make_way(session, there, deleting_wait, on_deleting)  # never "already submitted"
+        there = None
+    if there is not None and annotation(there, SPEC_HASH) != digest:
         raise NameTaken(
             f"{ref} already exists and is a different job (spec hash "
-            f"{annotation(end.job, SPEC_HASH) or 'none'}, this spec {digest}): "
+            f"{annotation(there, SPEC_HASH) or 'none'}, this spec {digest}): "
             f"rename the job, or cancel the old one first (kfcompile cancel {ref.name})"
         )
-    if isinstance(end, Checked):
-        return Submitted(ref, created=end.created, dry_run=True, warnings=tuple(breaks))
-    if isinstance(end, Repair):
-        repaired = repair(session, prepared.objects[:-1], end.job, digest)
-        return Submitted(ref, created=False, repaired=repaired, warnings=tuple(breaks))
-    assert isinstance(end, AllMade), end
-    return Submitted(ref, created=True, uploaded=end.uploaded, warnings=tuple(breaks))
+    if there is not None:  # this spec's job: made whole again, unless only checked
+        if dry_run:
+            return Submitted(ref, created=False, dry_run=True, warnings=warnings)
+        repaired = repair(session, prepared.objects[:-1], there, digest)
+        return Submitted(ref, created=False, repaired=repaired, warnings=warnings)
+    if dry_run:  # each object checked by the server and stored nowhere: nothing to roll back
+        for obj in prepared.objects:
+            create(session, obj, digest, dry_run=True)
+        return Submitted(ref, created=True, dry_run=True, warnings=warnings)
+    uploaded = None
+    if spec.work_dir is not None and files is not None:
+        uploaded = sync_up(
+            session,
+            files,
+            namespace=namespace,
+            pvc=spec.work_dir.pvc,
+            path="/",
+            local=spec.work_dir.local,
+            image=sync_image,
+            timeout=sync_timeout,
+        )
+    create_all(session, prepared.objects, digest)
+    return Submitted(ref, created=True, uploaded=uploaded, warnings=warnings)
+
+
+def create_all(session: Session, objects: Sequence[Obj], digest: str) -> tuple[Obj, ...]:
+    """Create ``objects`` in order (companions first, the job last), then make the job the
+    owner of each companion, so that deleting the job deletes them; the objects as created.
+
+    A failure part-way, a Ctrl-C too (in a call or between two), deletes what was created, the
+    job first (``rollback.roll_back``); what cannot be deleted ends it as ``LeftBehind``."""
+    created: list[Obj] = []
+    owned: list[Ref] = []
+    try:
+        for obj in objects:
+            created.append(create(session, obj, digest))
+        for companion in created[:-1]:
+            _own(session, companion, created[-1])
+            owned.append(Ref.of(companion))
+    except BaseException as exc:
+        # A refusal (an ApiError, a taken name) created nothing; anything else (trouble that
+        # outlasted the retries, a Ctrl-C) may have created the object it was creating.
+        creating = objects[len(created)] if len(created) < len(objects) else None
+        unsure = None if isinstance(exc, ApiError | NameTaken) else creating
+        left = roll_back(session, created, unsure, digest, frozenset(owned))
+        if left:
+            raise LeftBehind(exc, left, Ref.of(objects[-1])) from exc
+        raise
+    return tuple(created)
 
 
 def repair(session: Session, companions: Sequence[Obj], job: Obj, digest: str) -> tuple[str, ...]:
