@@ -17,7 +17,6 @@ from kfcompile.lifecycle import (
     deleting,
     follow,
     objects,
-    rollback,
     sync,
     waiter,
     watcher,
@@ -55,7 +54,6 @@ MACHINES: dict[str, tuple[type[Any], str, Table[Any]]] = {
     "retry": (Retry, "step", RETRY_TABLE),
     "helper_start": (sync.Starting, "phase", sync.START_TABLE),
     "list_all": (objects.Lister, "phase", objects.LIST_TABLE),
-    "roll_back": (rollback.RollingBack, "phase", rollback.UNDO_TABLE),
 }
 
 
@@ -97,8 +95,6 @@ def mermaid(name: str) -> str:
         ("helper_start", ("PAUSE", "Slept", "LOOK")),
         ("list_all", ("PAGE", "TokenExpired", "PAGE")),
         ("list_all", ("PAGE", "PageRead", "END")),
-        ("roll_back", ("CHECK", "Found", "DELETE")),
-        ("roll_back", ("DELETE", "Interrupted", "END")),
     ],
 )
 def test_the_diagram_has_the_known_edges(name: str, edge: tuple[str, str, str]) -> None:
@@ -119,7 +115,7 @@ def test_every_phase_is_reachable_from_the_start(name: str) -> None:
     assert reached == {p.name for p in phases}
     # and only the ends have no row
     ends = {p.name for p in phases} - {a for a, _, _ in edges(table)}
-    assert ends <= {"END", "GONE", "DONE", "ROLL_BACK"}
+    assert ends <= {"END", "GONE", "DONE"}
 
 
 @pytest.mark.parametrize("name", MACHINES)

@@ -4,14 +4,15 @@ written against the ports in ``kfcompile.lifecycle.ports`` only.
 Nothing here opens a socket, reads a clock, draws a random number or starts a thread: the
 ``Session`` carries the ``Cluster`` port, the ``Clock`` port, the jitter source and the
 ``Merge`` port, so tests drive all of them. The loops (``wait``, a followed log, a retried
-call, a list's pages, submit's creates and roll-back) are machines fed what the API answered
-that say what to ask next; their drivers are a few lines that call the ports.
+call, a list's pages) are machines fed what the API answered that say what to ask next; their
+drivers are a few lines that call the ports. What runs once (submit's creates and their
+roll-back) is straight-line code over the ports.
 
 - ``session``: the Session, the one ``Backoff``, the errors, the retry machine and ``call``
 - ``objects``: reading (every page of a list: the ``Lister`` machine) and creating objects
   through ``call``
 - ``submission``: prepare, preflight and ``submit`` (its creates, and the repair of a job
-  submitted before); ``rollback``: what a failure leaves (the ``RollingBack`` machine)
+  submitted before); ``rollback``: deleting what a failure leaves, or saying what stays
 - ``observe``: a job's state, its nodes and events (``status``)
 - ``waiter``: the ``Waiter`` machine; ``waiting``: ``wait``, its driver
 - ``follow``: the ``Follower`` machine and its ``Cursor``; ``pod_logs``: ``follow_logs`` (its

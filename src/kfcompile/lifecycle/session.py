@@ -232,29 +232,6 @@ def ended(steps: Generator[object, None, T]) -> T:
             return stop.value  # type: ignore[no-any-return]
 
 
-def finished(
-    machine: D,
-    clock: Clock,
-    perform: Perform,
-    interrupted: Callable[[KeyboardInterrupt], object],
-) -> Any:
-    """What a drive of ``machine`` ends with (the request no row performs), for a machine that
-    must end well after a Ctrl-C (its ``perform`` answers one that comes in a call): one that
-    comes between its calls is told to it as ``interrupted(exc)`` too. Once it has ended, the
-    Ctrl-C stands."""
-    while True:
-        steps = drive(machine, clock, perform)
-        try:
-            while True:
-                machine, _ = next(steps)
-        except StopIteration as stop:
-            return stop.value[1]
-        except KeyboardInterrupt as exc:
-            if type(machine.next_request(clock.monotonic())) not in perform:
-                raise
-            machine = machine.receive(interrupted(exc), clock.monotonic())
-
-
 # --- the one backoff, and what every machine asks when it must wait -----------------------------
 
 
