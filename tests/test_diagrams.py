@@ -17,7 +17,6 @@ from kfcompile.lifecycle import (
     deleting,
     follow,
     objects,
-    sync,
     waiter,
     watcher,
 )
@@ -52,7 +51,6 @@ MACHINES: dict[str, tuple[type[Any], str, Table[Any]]] = {
     "follow": (follow.Follower, "phase", follow.FOLLOW_TABLE),
     "wait_gone": (deleting.Vanishing, "phase", deleting.VANISH_TABLE),
     "retry": (Retry, "step", RETRY_TABLE),
-    "helper_start": (sync.Starting, "phase", sync.START_TABLE),
     "list_all": (objects.Lister, "phase", objects.LIST_TABLE),
 }
 
@@ -91,8 +89,6 @@ def mermaid(name: str) -> str:
         ("wait_gone", ("LOOK", "Looked", "GONE")),
         ("retry", ("ATTEMPT", "Failed", "PAUSE")),
         ("retry", ("ATTEMPT", "Returned", "DONE")),
-        ("helper_start", ("LOOK", "HelperRead", "END")),
-        ("helper_start", ("PAUSE", "Slept", "LOOK")),
         ("list_all", ("PAGE", "TokenExpired", "PAGE")),
         ("list_all", ("PAGE", "PageRead", "END")),
     ],

@@ -85,15 +85,7 @@ from kfcompile.lifecycle.session import (
     Unexpected,
 )
 from kfcompile.lifecycle.submission import create_all, prepare, repair
-from kfcompile.lifecycle.sync import (
-    HelperRead,
-    NotYet,
-    ReadHelper,
-    Started,
-    Starting,
-    Stuck,
-    WontStart,
-)
+from kfcompile.lifecycle.sync import await_running
 from kfcompile.lifecycle.waiter import (
     Bookmark,
     Changed,
@@ -747,7 +739,12 @@ def test_a_lister_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
 
 
 def helper(phase: str, **status: Any) -> Obj:
-    return {"metadata": {"name": "kfcompile-sync-0"}, "status": {"phase": phase, **status}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "kfcompile-sync-0", "namespace": "default"},
+        "status": {"phase": phase, **status},
+    }
 
 
 PENDING_HELPER = helper("Pending")
@@ -755,74 +752,94 @@ STUCK_HELPER = helper(
     "Pending",
     containerStatuses=[{"name": "sync", "state": {"waiting": {"reason": "ImagePullBackOff"}}}],
 )
-HELPER_START = Starting(timeout=10.0, since=1.0)
+HELPER = Ref("v1", "Pod", "default", "kfcompile-sync-0")
+STARTED = "pod kfcompile-sync-0 is not scheduled yet"
 
-# (what it was told at what time, now) -> what it asks next
-START_ROWS: list[tuple[str, list[tuple[Any, float]], float, Any]] = [
-    ("it looks first", [], 1.0, ReadHelper()),
-    ("running: started", [(HelperRead(helper("Running")), 1.0)], 1.0, Started()),
-    ("no pod: it never will", [(HelperRead(None), 1.0)], 1.0, WontStart("disappeared")),
+
+class Helper:
+    """A ``Cluster`` port whose helper pod is, at each read, the next of ``pods`` (the last
+    stays; None: there is none), with no events."""
+
+    def __init__(self, *pods: Obj | None) -> None:
+        self.pods = list(pods)
+
+    def get(self, ref: Ref) -> Obj:
+        pod = self.pods.pop(0) if len(self.pods) > 1 else self.pods[0]
+        if pod is None:
+            raise NotFound(404, "NotFound", f'pods "{ref.name}" not found')
+        return pod
+
+    def list(self, api_version: str, kind: str, namespace: str | None, **query: Any) -> Page:
+        return Page([], "1")
+
+
+# (the helper pod at each look, the timeout) -> what waiting for it to run raises (None: it
+# runs), and the pauses it made (the one backoff: 0.075 s, doubling, with the jitter 0.5)
+START_ROWS: list[tuple[str, list[Obj | None], float, Any, list[float]]] = [
+    ("running: started", [helper("Running")], 10.0, None, []),
+    (
+        "no pod: it never will",
+        [None],
+        10.0,
+        f"sync helper {HELPER} disappeared before it started",
+        [],
+    ),
     (
         "ended: it never will",
-        [(HelperRead(helper("Failed")), 1.0)],
-        1.0,
-        WontStart("ended (Failed)"),
+        [helper("Failed")],
+        10.0,
+        f"sync helper {HELPER} ended (Failed) before it started",
+        [],
     ),
     (
         "succeeded is ended too",
-        [(HelperRead(helper("Succeeded")), 1.0)],
+        [helper("Succeeded")],
+        10.0,
+        f"sync helper {HELPER} ended (Succeeded) before it started",
+        [],
+    ),
+    (
+        "stuck: its status says why",
+        [STUCK_HELPER],
+        10.0,
+        "sync helper: pod kfcompile-sync-0 cannot start (ImagePullBackOff)",
+        [],
+    ),
+    (
+        "pending: looked at again after each pause of the one backoff",
+        [PENDING_HELPER, PENDING_HELPER, PENDING_HELPER, helper("Running")],
+        10.0,
+        None,
+        [0.075, 0.15, 0.3],
+    ),
+    (
+        "out of time from the start, the last pause cut to what was left",
+        [PENDING_HELPER],
         1.0,
-        WontStart("ended (Succeeded)"),
-    ),
-    ("stuck: its status says why", [(HelperRead(STUCK_HELPER), 1.0)], 1.0, Stuck(STUCK_HELPER)),
-    (
-        "pending: it pauses, within the timeout",
-        [(HelperRead(PENDING_HELPER), 3.0)],
-        3.0,
-        Pause(0, at_most=8.0),
-    ),
-    ("then looks again", [(HelperRead(PENDING_HELPER), 3.0), (Slept(), 3.1)], 3.1, ReadHelper()),
-    (
-        "each pause the next of the one backoff",
-        [(HelperRead(PENDING_HELPER), 2.0), (Slept(), 2.1), (HelperRead(PENDING_HELPER), 6.0)],
-        6.0,
-        Pause(1, at_most=5.0),
-    ),
-    (
-        "out of time from the start (not from the first look), with the pod last read",
-        [
-            (HelperRead(PENDING_HELPER), 5.0),
-            (Slept(), 10.0),
-            (HelperRead(helper("Pending", x=1)), 11.0),
-        ],
-        11.0,
-        NotYet(helper("Pending", x=1)),
+        f"sync helper not running after 1s (--timeout): {STARTED}",
+        [0.075, 0.15, 0.3, 0.475],
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("fed", "now", "expected"), [r[1:] for r in START_ROWS], ids=[r[0] for r in START_ROWS]
+    ("pods", "timeout", "expected", "pauses"),
+    [r[1:] for r in START_ROWS],
+    ids=[r[0] for r in START_ROWS],
 )
-def test_starting(fed: list[tuple[Any, float]], now: float, expected: Any) -> None:
-    machine = HELPER_START
-    for answer, at in fed:
-        machine = machine.receive(answer, at)
-    assert machine.next_request(now) == expected
-
-
-@pytest.mark.parametrize(
-    ("fed", "wrong"),
-    [
-        ([], Slept()),
-        ([HelperRead(PENDING_HELPER)], HelperRead(PENDING_HELPER)),
-        ([HelperRead(helper("Running"))], Slept()),
-    ],
-)
-def test_a_starting_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
-    machine = after(HELPER_START, fed, 1.0)
-    with pytest.raises(Unexpected, match="Starting in"):
-        machine.receive(wrong, 1.0)
+def test_await_running(
+    pods: list[Obj | None], timeout: float, expected: str | None, pauses: list[float]
+) -> None:
+    clock = FakeClock()
+    session = lifecycle.Session(Helper(*pods), clock, jitter=lambda: 0.5)  # type: ignore[arg-type]
+    if expected is None:
+        await_running(session, HELPER, timeout)
+    else:
+        error = lifecycle.TimedOut if "--timeout" in expected else ClusterError
+        with pytest.raises(error) as info:
+            await_running(session, HELPER, timeout)
+        assert str(info.value) == expected
+    assert clock.slept == pytest.approx(pauses)
 
 
 # --- submit: creating, repairing, rolling back -------------------------------------------------
@@ -1667,15 +1684,17 @@ def test_a_follower_fed_out_of_turn_is_a_bug() -> None:
 
 
 class FakeClock:
-    """Time that passes only when slept."""
+    """Time that passes only when slept (``slept``: each pause, in seconds)."""
 
     def __init__(self) -> None:
         self.now = 0.0
+        self.slept: list[float] = []
 
     def monotonic(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
         self.now += seconds
 
 

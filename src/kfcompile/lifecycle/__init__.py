@@ -20,7 +20,7 @@ roll-back) is straight-line code over the ports.
 - ``manage``: ``find``, ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
 - ``deleting``: the ``Vanishing`` machine and ``wait_gone``, its driver: waiting for a deleted
   job (and its pods) to be gone, saying what holds it
-- ``sync``: work-dir sync through a helper pod (its start: the ``Starting`` machine)
+- ``sync``: work-dir sync through a helper pod
 - ``watcher``: the ``Watcher`` machine (every job of one kind); ``watch``: ``watch_jobs``, its
   driver, for services that run many jobs
 - ``cluster_target``: which target a cluster runs (``detect_target``; what its answers mean is
