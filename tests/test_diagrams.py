@@ -14,7 +14,6 @@ import pytest
 from test_machines import FakeClock
 
 from kfcompile.lifecycle import (
-    deleting,
     follow,
     objects,
     waiter,
@@ -49,7 +48,6 @@ MACHINES: dict[str, tuple[type[Any], str, Table[Any]]] = {
     "wait": (waiter.Waiter, "phase", waiter.WAIT_TABLE),
     "watch_jobs": (watcher.Watcher, "phase", watcher.WATCH_TABLE),
     "follow": (follow.Follower, "phase", follow.FOLLOW_TABLE),
-    "wait_gone": (deleting.Vanishing, "phase", deleting.VANISH_TABLE),
     "retry": (Retry, "step", RETRY_TABLE),
     "list_all": (objects.Lister, "phase", objects.LIST_TABLE),
 }
@@ -86,7 +84,6 @@ def mermaid(name: str) -> str:
         ("watch_jobs", ("SLEEP", "Slept", "WATCH")),
         ("follow", ("WATCH", "PodSeen", "JOB")),
         ("follow", ("LOG", "LogEnded", "END")),
-        ("wait_gone", ("LOOK", "Looked", "GONE")),
         ("retry", ("ATTEMPT", "Failed", "PAUSE")),
         ("retry", ("ATTEMPT", "Returned", "DONE")),
         ("list_all", ("PAGE", "TokenExpired", "PAGE")),
@@ -111,7 +108,7 @@ def test_every_phase_is_reachable_from_the_start(name: str) -> None:
     assert reached == {p.name for p in phases}
     # and only the ends have no row
     ends = {p.name for p in phases} - {a for a, _, _ in edges(table)}
-    assert ends <= {"END", "GONE", "DONE"}
+    assert ends <= {"END", "DONE"}
 
 
 @pytest.mark.parametrize("name", MACHINES)

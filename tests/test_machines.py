@@ -22,15 +22,7 @@ from typing import Any, TypeVar
 import pytest
 
 from kfcompile import lifecycle, structure
-from kfcompile.lifecycle.deleting import (
-    Look,
-    Looked,
-    Remaining,
-    StillDeleting,
-    TimeUp,
-    Vanished,
-    Vanishing,
-)
+from kfcompile.lifecycle.deleting import Remaining, StillDeleting
 from kfcompile.lifecycle.follow import (
     Cursor,
     Dropped,
@@ -540,100 +532,148 @@ def terminating_pod() -> Obj:
 
 
 HELD = "held by foregroundDeletion: waiting for the garbage collector"
-GONE_WAIT = Vanishing(REF, uid="u1", timeout=10.0)
-WITH_PODS = Vanishing(REF, uid="u1", dependents=True, timeout=10.0)
 TERMINATING = (
     "demo-node-0-0-u0 (Terminating on node gpu-node-1: waiting for its kubelet to confirm it "
     "stopped)"
 )
+NOT_GONE = "TrainJob demo in namespace default not gone after 10.0s: still there: "
 
-# (machine, what it was told at what time, now) -> what it asks next
-VANISH_ROWS: list[tuple[str, Vanishing, list[tuple[Any, float]], float, Any]] = [
-    ("it looks first", GONE_WAIT, [], 0.0, Look()),
-    ("no job: gone", GONE_WAIT, [(Looked(None), 0.0)], 0.0, Vanished()),
+
+class Going:
+    """A ``Cluster`` port on which, at each look, the job is the next of ``jobs`` (None: there
+    is none) and its pods the next of ``pods`` (the last of each stays), with a continue token
+    when ``more``; it has no JobSet and no Job."""
+
+    def __init__(
+        self, jobs: list[Obj | None], pods: list[list[Obj]] | None = None, more: bool = False
+    ) -> None:
+        self.jobs, self.pods, self.more = jobs, pods or [[]], more
+
+    @staticmethod
+    def _next(items: list[Any]) -> Any:
+        return items.pop(0) if len(items) > 1 else items[0]
+
+    def get(self, ref: Ref) -> Obj:
+        found = self._next(self.jobs) if ref.kind == "TrainJob" else None
+        if found is None:
+            raise NotFound(404, "NotFound", f"{ref.name} not found")
+        return found  # type: ignore[no-any-return]
+
+    def list(self, api_version: str, kind: str, namespace: str | None, **query: Any) -> Page:
+        if kind != "Pod":
+            return Page([], "1")
+        return Page(self._next(self.pods), "1", "t" if self.more else None)
+
+
+# (the job at each look, its pods at each look and whether there are more, waiting for them
+# too, the timeout) -> what waiting for it to be gone raises (None: it is gone), and its pauses
+GONE_ROWS: list[tuple[str, list[Obj | None], list[list[Obj]], bool, float | None, Any, Any]] = [
+    ("no job: gone", [None], [], False, 10.0, None, []),
     (
         "another job of that name is not the one deleted",
-        GONE_WAIT,
-        [(Looked(deleting(uid="u2")), 0.0)],
-        0.0,
-        Vanished(),
-    ),
-    ("held: it pauses", GONE_WAIT, [(Looked(deleting()), 0.0)], 0.0, Pause(0, at_most=10.0)),
-    (
-        "then looks again",
-        GONE_WAIT,
-        [(Looked(deleting()), 0.0), (Slept(), 0.1)],
-        0.1,
-        Look(),
+        [deleting(uid="u2")],
+        [],
+        False,
+        10.0,
+        None,
+        [],
     ),
     (
-        "each pause the next of the one backoff, within what is left",
-        GONE_WAIT,
-        [(Looked(deleting()), 1.0), (Slept(), 1.1), (Looked(deleting()), 2.0)],
-        2.0,
-        Pause(1, at_most=9.0),
+        "held: it pauses with the one backoff, and looks again",
+        [deleting(), deleting(), None],
+        [],
+        False,
+        10.0,
+        None,
+        [0.075, 0.15],
     ),
     (
         "out of time from the first look, naming what holds it",
-        GONE_WAIT,
-        [(Looked(deleting()), 1.0), (Slept(), 6.0), (Looked(deleting()), 11.0)],
-        11.0,
-        TimeUp(10.0, Remaining(REF, JobState(State.DELETING, HELD, ""))),
+        [deleting()],
+        [],
+        False,
+        10.0,
+        f"{NOT_GONE}TrainJob demo ({HELD})",
+        10.0,
     ),
     (
         "with its pods: the job gone, a pod left is waited for",
-        WITH_PODS,
-        [(Looked(None, (terminating_pod(),)), 0.0), (Slept(), 10.0)],
+        [None],
+        [[terminating_pod()], []],
+        False,
         10.0,
-        Look(),
+        None,
+        [0.075],
     ),
     (
         "with its pods: what is left names them",
-        WITH_PODS,
-        [(Looked(None, (terminating_pod(),), more=("Pod",)), 0.0)],
+        [None],
+        [[terminating_pod()]],
+        True,
         10.0,
-        TimeUp(10.0, Remaining(REF, None, (f"pod {TERMINATING}", "more pods"))),
+        f"{NOT_GONE}pod {TERMINATING}, more pods",
+        10.0,
     ),
     (
         "no timeout: it waits as long as it takes",
-        Vanishing(REF),
-        [(Looked(deleting()), 0.0)],
-        1e6,
-        Pause(0, at_most=math.inf),
+        [*[deleting()] * 40, None],
+        [],
+        False,
+        None,
+        None,
+        132.225,
     ),
 ]
 
 
-def _same(got: Any, expected: Any) -> bool:
-    """Rows compare a Remaining's job by its state and reason (its message is status's)."""
-    if isinstance(got, TimeUp) and isinstance(expected, TimeUp):
-        left, want = got.left, expected.left
-        assert left is not None and want is not None
-        states = [(j.state, j.reason) if j else None for j in (left.job, want.job)]
-        return (
-            got.waited == expected.waited
-            and states[0] == states[1]
-            and left.dependents == want.dependents
-        )
-    return bool(got == expected)
-
-
 @pytest.mark.parametrize(
-    ("machine", "fed", "now", "expected"),
-    [r[1:] for r in VANISH_ROWS],
-    ids=[r[0] for r in VANISH_ROWS],
+    ("jobs", "pods", "more", "timeout", "expected", "pauses"),
+    [r[1:] for r in GONE_ROWS],
+    ids=[r[0] for r in GONE_ROWS],
 )
-def test_vanishing(
-    machine: Vanishing, fed: list[tuple[Any, float]], now: float, expected: Any
+def test_wait_gone(
+    jobs: list[Obj | None],
+    pods: list[list[Obj]],
+    more: bool,
+    timeout: float | None,
+    expected: str | None,
+    pauses: list[float] | float,
 ) -> None:
-    for answer, at in fed:
-        machine = machine.receive(answer, at)
-    assert _same(machine.next_request(now), expected), machine.next_request(now)
+    clock = FakeClock()
+    session = lifecycle.Session(Going(jobs, pods, more), clock, jitter=lambda: 0.5)  # type: ignore[arg-type]
+
+    def gone() -> None:
+        lifecycle.wait_gone(session, REF, uid="u1", dependents=bool(pods), timeout=timeout)
+
+    if expected is None:
+        gone()
+    else:
+        with pytest.raises(StillDeleting) as info:
+            gone()
+        assert str(info.value) == expected
+    if isinstance(pauses, list):
+        assert clock.slept == pytest.approx(pauses)
+    else:  # seconds in all (the last pause cut to what was left of the timeout)
+        assert sum(clock.slept) == pytest.approx(pauses)
 
 
-def test_a_vanishing_fed_out_of_turn_is_a_bug() -> None:
-    with pytest.raises(Unexpected, match="Vanishing in LOOK got Slept"):
-        GONE_WAIT.receive(Slept(), 0.0)
+def test_what_is_left_is_told_from_the_second_look_on_when_it_changes() -> None:
+    clock, told = FakeClock(), []
+    port = Going([deleting(), deleting(), deleting(), None], [[], [], [], [terminating_pod()], []])
+    session = lifecycle.Session(port, clock, jitter=lambda: 0.5)  # type: ignore[arg-type]
+    lifecycle.wait_gone(
+        session,
+        REF,
+        uid="u1",
+        dependents=True,
+        timeout=60.0,
+        on_change=lambda left, waited: told.append((str(left), waited)),
+    )
+    assert told == [
+        (f"TrainJob demo ({HELD})", pytest.approx(0.075)),
+        (f"pod {TERMINATING}", pytest.approx(0.525)),
+    ]
+    assert len(clock.slept) == 4  # gone at the fifth look
 
 
 def test_what_is_left_reads_as_a_list() -> None:

@@ -18,8 +18,8 @@ roll-back) is straight-line code over the ports.
 - ``follow``: the ``Follower`` machine and its ``Cursor``; ``pod_logs``: ``follow_logs`` (its
   driver), ``read_logs``, ``logs`` and ``InTurn``
 - ``manage``: ``find``, ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
-- ``deleting``: the ``Vanishing`` machine and ``wait_gone``, its driver: waiting for a deleted
-  job (and its pods) to be gone, saying what holds it
+- ``deleting``: ``wait_gone``: waiting for a deleted job (and its pods) to be gone, saying
+  what holds it
 - ``sync``: work-dir sync through a helper pod
 - ``watcher``: the ``Watcher`` machine (every job of one kind); ``watch``: ``watch_jobs``, its
   driver, for services that run many jobs
@@ -156,7 +156,7 @@ _MOVED = {
     for module, names in {
         "kinds": ("JobState", "KINDS", "Kind", "State"),
         "lifecycle.cluster_target": ("crd_problems",),
-        "lifecycle.deleting": ("Remaining", "Vanishing"),
+        "lifecycle.deleting": ("Remaining",),
         "lifecycle.follow": ("Cursor", "Follower"),
         "lifecycle.objects": ("job_kind",),
         "lifecycle.observe": ("EVENT_APIS", "TROUBLED_PODS", "events", "events_about",
