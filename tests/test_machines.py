@@ -28,6 +28,7 @@ from kfcompile.lifecycle.follow import (
     Dropped,
     End,
     Follower,
+    JobGone,
     JobRead,
     Line,
     LogEnded,
@@ -1535,7 +1536,7 @@ READING = [JobRead(job()), PodsListed(RUNNING)]  # a running job's pod found
 # (answers fed at t=10 unless given) -> what the follower of rank 0 (tail 5) asks next.
 FOLLOW_ROWS: list[tuple[str, list[Any], Any]] = [
     ("it reads the job first", [], ReadJob()),
-    ("a job gone ends it", [JobRead(None)], End()),
+    ("a job gone ends it", [JobGone()], End()),
     ("then the rank's pods", [JobRead(job())], ListPods(job())),
     # the pod watch starts from the pods' list: a change since it comes, no ADDED of what was
     ("no pod yet watches for it", [JobRead(job()), PodsListed([], "7")], WatchPod(RANK_0, 30, "7")),

@@ -42,14 +42,15 @@ from kfcompile.lifecycle.session import (
     Table,
     row,
     transition,
+    when,
 )
 from kfcompile.lifecycle.waiter import (
-    SHORT_WATCH,
     Bookmark,
     Expired,
     Refused,
     StreamEnded,
     Trouble,
+    cut_short,
 )
 
 RESUME_MARGIN: Final = 2  # seconds before the last line shown that a resumed read starts
@@ -157,7 +158,12 @@ class End:
 
 @frozen
 class JobRead:
-    job: Obj | None
+    job: Obj
+
+
+@frozen
+class JobGone:
+    """Reading the job found none: it was deleted, and there is nothing more to follow."""
 
 
 @frozen
@@ -198,6 +204,7 @@ FollowRequest = (
 )
 FollowAnswer = (
     JobRead
+    | JobGone
     | PodsListed
     | Line
     | LogEnded
@@ -262,10 +269,12 @@ class Follower:
     retry: Retry = field(factory=lambda: Retry(60.0))
     watching: bool = False  # a pod watch is open and has delivered an event
     watch_since: float = 0.0  # when the pod watch was asked for
-    entered: float = 0.0  # when it gave up
     polling: bool = False  # the API refused to watch pods: pause and look again instead
     stuck_since: float | None = None  # since when the rank's pod cannot start
-    gave_up: Waiting | None = None
+    end: End | None = None  # nothing more to follow: the job gone or done, or given up on
+    # Set by the answer that left nothing to show: the follow waits, for ``why`` (if known).
+    idle: bool = False
+    why: Waiting | None = None
     shown: str | None = None
     notice: Waiting | None = None  # why there is nothing to show, when newly worth telling
 
@@ -282,14 +291,14 @@ class Follower:
             selector = rank_selector(self.job, self.rank)
             return WatchPod(selector, self._segment(now), self.pods_version)
         if self.phase is FollowPhase.PAUSE:
-            if self.retry.step is Step.PAUSE:  # trouble reading the log
+            if self.retry.phase is Step.PAUSE:  # trouble reading the log
                 request = self.retry.next_request(now)
                 assert isinstance(request, Pause | GiveUp), request
                 return request
             return Pause(self.pauses)
         if self.phase is FollowPhase.END:
-            waited = 0.0 if self.stuck_since is None else self.entered - self.stuck_since
-            return End(self.gave_up, waited) if self.gave_up else End()
+            assert self.end is not None
+            return self.end
         if self.streaming:
             return NextLine()
         since, tail = self.cursor.resume_since(now), None
@@ -298,8 +307,10 @@ class Follower:
         return OpenLog(self.pod, not self.finished, since, tail)
 
     def receive(self, answer: FollowAnswer, now: float) -> Follower:
-        fresh = evolve(self, shown=None, notice=None)
-        return transition(FOLLOW_TABLE, fresh, self.phase, answer, now)
+        fresh = evolve(self, shown=None, notice=None, idle=False, why=None)
+        kinds = (StreamEnded, Expired)  # a pod watch that ends at once, even with a 410
+        answer = cut_short(answer, self.watching, self.watch_since, now, kinds)
+        return transition(FOLLOW_TABLE, fresh, answer, now)
 
     def _tell(self, notice: Waiting | None) -> Follower:
         if notice is None or notice == self.told:
@@ -307,8 +318,8 @@ class Follower:
         return evolve(self, notice=notice, told=notice)
 
     def _waiting(self, notice: Waiting | None, now: float) -> Follower:
-        """Nothing to show, and why (``notice``): watch the pod when it has not started (or
-        there is none), else pause; give up once it has been unable to start for too long."""
+        """Nothing to show, and why (``notice``): it waits (``idle``), unless its pod has been
+        unable to start for too long: then it ends, giving up."""
         told = self._tell(notice)
         if notice is None or not notice.stuck:
             told = evolve(told, stuck_since=None)
@@ -316,10 +327,8 @@ class Follower:
             told = evolve(told, stuck_since=now)
         since = told.stuck_since
         if notice is not None and since is not None and now - since >= _patience(notice):
-            return evolve(told, phase=FollowPhase.END, gave_up=notice, entered=now)
-        watch = notice is not None and notice.reason != "LogRefused" and not self.polling
-        phase = FollowPhase.WATCH if watch else FollowPhase.PAUSE
-        return evolve(told, phase=phase, watching=False, watch_since=now)
+            return evolve(told, end=End(notice, now - since))
+        return evolve(told, idle=True, why=notice, watching=False, watch_since=now)
 
     def _segment(self, now: float) -> int:
         """How long the next pod watch lasts: ``POD_WATCH``, or until it is time to give up."""
@@ -331,10 +340,8 @@ class Follower:
     # --- the rows
 
     def _read(self, answer: JobRead, now: float) -> Follower:
-        if answer.job is None:
-            return evolve(self, phase=FollowPhase.END)  # deleted: nothing more to follow
         finished = job_status.job_state(answer.job).finished
-        return evolve(self, phase=FollowPhase.PODS, job=answer.job, finished=finished)
+        return evolve(self, job=answer.job, finished=finished)
 
     def _found(self, answer: PodsListed, now: float) -> Follower:
         assert self.job is not None
@@ -342,14 +349,13 @@ class Follower:
         if pod is None:
             notice = waiting(self.job, self.rank, None)
             if self.finished:
-                return evolve(self, phase=FollowPhase.END, found=None)._tell(notice)
+                return evolve(self, found=None, end=End())._tell(notice)
             return evolve(self, found=None, pods_version=answer.version)._waiting(notice, now)
         name = str(meta(pod).get("name", ""))
         container = (str(meta(pod).get("uid", name)), _restarts(pod, self._container_name()))
         cursor = self.cursor if container == self.container else Cursor()
         found = evolve(
             self,
-            phase=FollowPhase.LOG,
             pod=name,
             container=container,
             first=self.first or container,
@@ -370,19 +376,21 @@ class Follower:
             return read
         return evolve(read, fresh=True, pauses=0, told=None, stuck_since=None, shown=text)
 
+    def _gone(self, answer: JobGone, now: float) -> Follower:
+        return evolve(self, end=End())
+
     def _answered(self) -> Follower:
         """The log answered: trouble reading it, if there was any, is over."""
         return evolve(self, retry=Retry(self.retry.retry_for))
 
     def _ended(self, answer: LogEnded | LogRefused, now: float) -> Follower:
         ended = evolve(self, streaming=False)._answered()
-        if self.finished:
-            refused = answer.error if isinstance(answer, LogRefused) else None
-            notice = None if self.fresh or self.job is None else self._why(refused)
-            return evolve(ended, phase=FollowPhase.END)._tell(notice)
-        if self.fresh or self.job is None:
-            return evolve(ended, phase=FollowPhase.JOB)
         refused = answer.error if isinstance(answer, LogRefused) else None
+        if self.finished:
+            notice = None if self.fresh or self.job is None else self._why(refused)
+            return evolve(ended, end=End())._tell(notice)
+        if self.fresh or self.job is None:
+            return ended  # something was read: the job again, then its log
         return ended._waiting(self._why(refused), now)
 
     def _why(self, refused: ApiError | None) -> Waiting | None:
@@ -391,9 +399,9 @@ class Follower:
 
     def _dropped(self, answer: Dropped, now: float) -> Follower:
         """Read again, finished or not, as the retry machine says; said once per trouble."""
-        first = self.retry.step is Step.ATTEMPT and self.retry.since is None
+        first = self.retry.phase is Step.ATTEMPT and self.retry.since is None
         retry = self.retry.receive(Failed(answer.error), now)
-        dropped = evolve(self, phase=FollowPhase.PAUSE, streaming=False, retry=retry)
+        dropped = evolve(self, streaming=False, retry=retry)
         if not first:
             return dropped
         said = (
@@ -403,9 +411,9 @@ class Follower:
         return evolve(dropped, notice=Waiting(self.rank, "Retrying", said))
 
     def _slept(self, answer: Slept, now: float) -> Follower:
-        if self.retry.step is Step.PAUSE:
-            return evolve(self, phase=FollowPhase.JOB, retry=self.retry.receive(answer, now))
-        return evolve(self, phase=FollowPhase.JOB, pauses=self.pauses + 1)
+        if self.retry.phase is Step.PAUSE:
+            return evolve(self, retry=self.retry.receive(answer, now))
+        return evolve(self, pauses=self.pauses + 1)
 
     # --- the pod watch
 
@@ -417,52 +425,75 @@ class Follower:
         container = self._container_name()
         if not answer.gone and _standing(answer.pod, container) == _standing(self.found, container):
             return evolve(self, watching=True, found=answer.pod)
-        return evolve(self, phase=FollowPhase.JOB, watching=False)
+        return evolve(self, watching=False)
 
     def _bookmark(self, answer: Bookmark, now: float) -> Follower:
         return evolve(self, watching=True)
 
     def _watch_ended(self, answer: StreamEnded | Expired, now: float) -> Follower:
-        """The segment is over: look at the job and its pods again. A watch that ended as soon
-        as it started, with nothing delivered, is trouble."""
-        if not self.watching and now - self.watch_since < SHORT_WATCH:
-            return self._watch_trouble(Trouble(Transient(0, "StreamEnded", "")), now)
-        return evolve(self, phase=FollowPhase.JOB, watching=False)
+        """The segment is over: look at the job and its pods again."""
+        return evolve(self, watching=False)
 
     def _watch_trouble(self, answer: Trouble, now: float) -> Follower:
-        """The pod watch failed: pause (longer each time), then look again."""
-        return evolve(self, phase=FollowPhase.PAUSE, watching=False)
+        """The pod watch failed (or ended as soon as it started): pause (longer each time),
+        then look again."""
+        return evolve(self, watching=False)
 
     def _watch_refused(self, answer: Refused, now: float) -> Follower:
         """No right to watch pods: poll, as before there was a watch."""
-        return evolve(self, phase=FollowPhase.PAUSE, watching=False, polling=True)
+        return evolve(self, watching=False, polling=True)
 
     def _container_name(self) -> str:
         assert self.job is not None
         return job_kind(Ref.of(self.job)).container
 
 
+def _over(follower: Follower) -> bool:
+    return follower.end is not None
+
+
+def _pod_not_started(follower: Follower) -> bool:
+    """Nothing to show because its pod has not started (or there is none): watched until it
+    changes, unless the API refuses to watch pods."""
+    why = follower.why
+    return follower.idle and why is not None and why.reason != "LogRefused" and not follower.polling
+
+
+def _idle(follower: Follower) -> bool:
+    return follower.idle
+
+
+def _as_it_stood(follower: Follower) -> bool:
+    return follower.watching
+
+
+# The job gone, or finished and its log drained; or its pod unable to start for too long.
+OVER: Final = when("over", _over, END)
+# Nothing to show (``_waiting``): its pod watched until it changes, else a pause.
+IDLE: Final = (
+    when("its pod not started", _pod_not_started, WATCH),
+    when("nothing to read", _idle, PAUSE),
+)
+
 FOLLOW_TABLE: Final[Table[Follower]] = {
-    # (phase, answer): the row, and the phases it may lead to
-    (JOB, JobRead): row(Follower._read, PODS, END),  # END: the job is gone
-    # LOG; no pod yet: WATCH or PAUSE (``_waiting``), or END when finished
-    (PODS, PodsListed): row(Follower._found, LOG, WATCH, PAUSE, END),
+    # (phase, answer): the row, the phase it leads to, and when elsewhere
+    (JOB, JobRead): row(Follower._read, PODS),
+    (JOB, JobGone): row(Follower._gone, END),
+    (PODS, PodsListed): row(Follower._found, LOG, OVER, *IDLE),  # listed again as it was: idle
     (LOG, Line): row(Follower._line, LOG),  # the line shown when it is new
-    # END when finished; JOB when something was read; else WATCH or PAUSE (``_waiting``)
-    (LOG, LogEnded): row(Follower._ended, END, JOB, WATCH, PAUSE),
-    (LOG, LogRefused): row(Follower._ended, END, JOB, WATCH, PAUSE),
-    # A row that shows nothing says why (``notice``) when the why is new: no pod, a pod that
-    # cannot be scheduled or pull its image, a node that is gone or whose kubelet is out of
-    # reach (END: kubectl too fails at once).
+    # JOB when something was read. A row that shows nothing says why (``notice``) when the why
+    # is new: no pod, a pod that cannot be scheduled or pull its image, a node that is gone or
+    # whose kubelet is out of reach (END: kubectl too fails at once).
+    (LOG, LogEnded): row(Follower._ended, JOB, OVER, *IDLE),
+    (LOG, LogRefused): row(Follower._ended, JOB, OVER, *IDLE),
     (LOG, Dropped): row(Follower._dropped, PAUSE),  # then read again from the cursor
-    # Its pod has not started, or there is none: watch it (WATCH) from the pods' list, unless
-    # the API refuses to, until it is scheduled, a container starts or the pod goes; stuck
-    # past GIVE_UP_AFTER: END, giving up. Listed again as it was, its log is not read again.
-    (WATCH, PodSeen): row(Follower._pod_seen, JOB, WATCH),  # JOB: it changed
+    # Its pod has not started, or there is none: watched from the pods' list until it is
+    # scheduled, a container starts or the pod goes; stuck past GIVE_UP_AFTER: over.
+    (WATCH, PodSeen): row(Follower._pod_seen, JOB, when("as it stood", _as_it_stood, WATCH)),
     (WATCH, Bookmark): row(Follower._bookmark, WATCH),
-    # JOB; PAUSE when the watch ended as soon as it started
-    (WATCH, StreamEnded): row(Follower._watch_ended, JOB, PAUSE),
-    (WATCH, Expired): row(Follower._watch_ended, JOB, PAUSE),
+    # the segment is over (one that ended as soon as it started is Trouble)
+    (WATCH, StreamEnded): row(Follower._watch_ended, JOB),
+    (WATCH, Expired): row(Follower._watch_ended, JOB),
     (WATCH, Trouble): row(Follower._watch_trouble, PAUSE),  # then JOB
     (WATCH, Refused): row(Follower._watch_refused, PAUSE),  # polling from now on
     (PAUSE, Slept): row(Follower._slept, JOB),

@@ -22,6 +22,7 @@ from kfcompile.lifecycle.follow import (
     End,
     FollowAnswer,
     Follower,
+    JobGone,
     JobRead,
     Line,
     LogEnded,
@@ -163,7 +164,7 @@ def _follow(
     opened = Opened()  # the log, or the pod watch, that is open
     watching = listing("Pod", ref.namespace, "watch")
     perform: Perform = {
-        ReadJob: lambda _: JobRead(get(session, ref)),
+        ReadJob: lambda _: _read_job(session, ref),
         ListPods: lambda request: list_pods(session, request.job),
         OpenLog: lambda request: _next_line(opened.start(_log(session, ref, request))),
         NextLine: lambda _: _next_line(opened.current()),
@@ -187,6 +188,11 @@ def _follow(
             raise CannotRead(str(why))
         case End(gave_up=Waiting() as why, waited=waited):
             raise CannotStart(f"{why}; giving up: it has not started for {waited:.0f}s")
+
+
+def _read_job(session: Session, ref: Ref) -> FollowAnswer:
+    job = get(session, ref)
+    return JobGone() if job is None else JobRead(job)
 
 
 def _tell(on_waiting: OnWaiting | None, notice: Waiting) -> None:

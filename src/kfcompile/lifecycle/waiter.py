@@ -18,14 +18,24 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 from attrs import evolve, frozen
 
 from kfcompile.lifecycle.objects import meta
 from kfcompile.lifecycle.observe import ListPods, Observation, PodsListed, observation
 from kfcompile.lifecycle.ports import ApiError, Gone, Obj, Transient
-from kfcompile.lifecycle.session import Failed, GiveUp, Pause, Retry, Slept, Table, row, transition
+from kfcompile.lifecycle.session import (
+    Failed,
+    GiveUp,
+    Pause,
+    Retry,
+    Slept,
+    Table,
+    row,
+    transition,
+    when,
+)
 from kfcompile.status import State
 
 Until = Literal["running", "done"]
@@ -138,6 +148,21 @@ class Trouble:
     error: Transient
 
 
+A = TypeVar("A")
+
+
+def cut_short(
+    answer: A, delivered: bool, since: float, now: float, ends: tuple[type, ...] = (StreamEnded,)
+) -> A | Trouble:
+    """``answer``; but a watch that ended (one of ``ends``) as soon as it started (``since``),
+    with nothing ``delivered``, was cut short: that is trouble, paused for, not its end (a server
+    or a proxy that ends every watch at once would otherwise be watched again at once, for
+    ever)."""
+    if not isinstance(answer, ends) or delivered or now - since >= SHORT_WATCH:
+        return answer
+    return Trouble(Transient(0, "StreamEnded", "the watch ended as soon as it started"))
+
+
 # --- a watch that keeps expiring (shared with ``watcher``) --------------------------------------
 
 
@@ -203,16 +228,18 @@ class WaitPhase(enum.Enum):
     LIST = "list"  # list the job
     PODS = "pods"  # list its pods, then decide
     WATCH = "watch"  # open a watch, or read the next event of the open one
-    SLEEP = "sleep"  # pause: a poll, or after trouble
+    SLEEP = "sleep"  # pause after trouble on the watch, then watch again
+    POLL = "poll"  # the API refused to watch: pause, then list again
     END = "end"
 
 
 # the table's words
-LIST, PODS, WATCH, SLEEP, END = (
+LIST, PODS, WATCH, SLEEP, POLL, END = (
     WaitPhase.LIST,
     WaitPhase.PODS,
     WaitPhase.WATCH,
     WaitPhase.SLEEP,
+    WaitPhase.POLL,
     WaitPhase.END,
 )
 
@@ -253,17 +280,17 @@ class Waiter:
             return self.outcome
         if self.last is not None and self.remaining(now) <= 0:
             return OutOfTime(self.last)
-        if self.phase is WaitPhase.LIST:
+        if self.phase is LIST:
             return self.relists.pause(self.remaining(now)) or ListJob()
-        if self.phase is WaitPhase.PODS:
+        if self.phase is PODS:
             assert self.job is not None
             return ListPods(self.job)
-        if self.phase is WaitPhase.WATCH:
+        if self.phase is WATCH:
             if self.streaming:
                 return ReadEvent()
             seconds = min(WATCH_SEGMENT, self.remaining(now))
             return WatchJob(self.version, max(1, math.ceil(seconds)))
-        if self.polling:
+        if self.phase is POLL:
             return Pause(self.polls, at_most=self.remaining(now))
         request = self.retry.next_request(now)
         if isinstance(request, Pause):
@@ -273,7 +300,8 @@ class Waiter:
 
     def receive(self, answer: WaitAnswer, now: float) -> Waiter:
         before = evolve(self, news=None, notice=None)
-        after = transition(WAIT_TABLE, before, self.phase, answer, now)
+        answer = cut_short(answer, self.streaming, self.entered, now)
+        after = transition(WAIT_TABLE, before, answer, now)
         return after if after.phase is self.phase else evolve(after, entered=now)
 
     # --- the rows
@@ -283,10 +311,10 @@ class Waiter:
         return evolve(self, retry=Retry(self.retry.retry_for))
 
     def _listed(self, answer: Listed, now: float) -> Waiter:
-        return evolve(self, phase=WaitPhase.PODS, job=answer.job, version=answer.version)
+        return evolve(self, job=answer.job, version=answer.version)
 
     def _no_job(self, answer: NoJob, now: float) -> Waiter:
-        return evolve(self, phase=WaitPhase.END, outcome=Missing(deleted=self.last is not None))
+        return evolve(self, outcome=Missing(deleted=self.last is not None))
 
     def _observed(self, answer: PodsListed, now: float) -> Waiter:
         assert self.job is not None
@@ -294,17 +322,12 @@ class Waiter:
         news = obs if obs.summary != self.shown else None
         seen = evolve(self, last=obs, shown=obs.summary, news=news)
         if reached(obs, self.until):
-            return evolve(seen, phase=WaitPhase.END, outcome=Done(obs))
-        if self.polling:
-            return evolve(seen, phase=WaitPhase.SLEEP, polls=0 if news else self.polls + 1)
-        return evolve(seen, phase=WaitPhase.WATCH)
+            return evolve(seen, outcome=Done(obs))
+        return evolve(seen, polls=0 if news else self.polls + 1) if self.polling else seen
 
     def _changed(self, answer: Changed, now: float) -> Waiter:
         version = str(meta(answer.job).get("resourceVersion") or self.version)
-        changed = evolve(
-            self, phase=WaitPhase.PODS, job=answer.job, version=version, streaming=True
-        )
-        return changed._delivered()
+        return evolve(self, job=answer.job, version=version, streaming=True)._delivered()
 
     def _bookmark(self, answer: Bookmark, now: float) -> Waiter:
         return evolve(self, version=answer.version or self.version, streaming=True)._delivered()
@@ -314,51 +337,57 @@ class Waiter:
         return evolve(self, relists=self.relists.progress())._answered()
 
     def _deleted(self, answer: Deleted, now: float) -> Waiter:
-        return evolve(self, phase=WaitPhase.END, outcome=Missing(deleted=True))
+        return evolve(self, outcome=Missing(deleted=True))
 
     def _ended(self, answer: StreamEnded, now: float) -> Waiter:
-        if not self.streaming and now - self.entered < SHORT_WATCH:
-            cut = Transient(0, "StreamEnded", "the watch ended as soon as it started")
-            return self._trouble(Trouble(cut), now)
-        return evolve(self, phase=WaitPhase.PODS, streaming=False)._delivered()
+        return evolve(self, streaming=False)._delivered()
 
     def _expired(self, answer: Expired, now: float) -> Waiter:
         relists = self.relists.expired()
         notice = relists.notice(self.relists)
-        expired = evolve(
-            self, phase=WaitPhase.LIST, streaming=False, relists=relists, notice=notice
-        )
-        return expired._answered()
+        return evolve(self, streaming=False, relists=relists, notice=notice)._answered()
 
     def _relist_slept(self, answer: Slept, now: float) -> Waiter:
         return evolve(self, relists=self.relists.slept())
 
     def _refused(self, answer: Refused, now: float) -> Waiter:
-        return evolve(self, phase=WaitPhase.SLEEP, streaming=False, polling=True)._answered()
+        return evolve(self, streaming=False, polling=True)._answered()
 
     def _trouble(self, answer: Trouble, now: float) -> Waiter:
         retry = self.retry.receive(Failed(answer.error), now)
-        return evolve(self, phase=WaitPhase.SLEEP, streaming=False, retry=retry)
+        return evolve(self, streaming=False, retry=retry)
 
     def _slept(self, answer: Slept, now: float) -> Waiter:
-        if self.polling:
-            return evolve(self, phase=WaitPhase.LIST)
-        return evolve(self, phase=WaitPhase.WATCH, retry=self.retry.receive(answer, now))
+        return evolve(self, retry=self.retry.receive(answer, now))
+
+    def _polled(self, answer: Slept, now: float) -> Waiter:
+        return self
+
+
+def _reached(waiter: Waiter) -> bool:
+    return waiter.outcome is not None
+
+
+def _polling(waiter: Waiter) -> bool:
+    return waiter.polling
 
 
 WAIT_TABLE: Final[Table[Waiter]] = {
-    # (phase, answer): the row, and the phases it may lead to
+    # (phase, answer): the row, the phase it leads to, and when elsewhere
     (LIST, Listed): row(Waiter._listed, PODS),
     (LIST, NoJob): row(Waiter._no_job, END),  # never there (JobNotFound), or deleted
     (LIST, Slept): row(Waiter._relist_slept, LIST),  # after the pause a 410 owed
-    (PODS, PodsListed): row(Waiter._observed, END, WATCH, SLEEP),  # SLEEP: poll
+    (PODS, PodsListed): row(
+        Waiter._observed, WATCH, when("reached", _reached, END), when("polling", _polling, POLL)
+    ),
     (WATCH, Changed): row(Waiter._changed, PODS),  # the stream still open
     (WATCH, Bookmark): row(Waiter._bookmark, WATCH),  # from the bookmark's version
     (WATCH, Deleted): row(Waiter._deleted, END),
-    # PODS, then WATCH from the last version; SLEEP when it ended as soon as it started
-    (WATCH, StreamEnded): row(Waiter._ended, PODS, SLEEP),
+    # then WATCH from the last version (one that ended as soon as it started is Trouble)
+    (WATCH, StreamEnded): row(Waiter._ended, PODS),
     (WATCH, Expired): row(Waiter._expired, LIST),  # too old (a pause when 410 again)
-    (WATCH, Refused): row(Waiter._refused, SLEEP),  # then LIST: polling from now on
-    (WATCH, Trouble): row(Waiter._trouble, SLEEP),  # backoff, then WATCH again
-    (SLEEP, Slept): row(Waiter._slept, LIST, WATCH),  # LIST when polling
+    (WATCH, Refused): row(Waiter._refused, POLL),  # polling from now on
+    (WATCH, Trouble): row(Waiter._trouble, SLEEP),  # backoff
+    (SLEEP, Slept): row(Waiter._slept, WATCH),  # again, from the same version
+    (POLL, Slept): row(Waiter._polled, LIST),
 }

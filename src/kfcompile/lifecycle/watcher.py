@@ -42,9 +42,9 @@ from kfcompile.lifecycle.session import (
     Table,
     row,
     transition,
+    when,
 )
 from kfcompile.lifecycle.waiter import (
-    SHORT_WATCH,
     Bookmark,
     Changed,
     Expired,
@@ -53,6 +53,7 @@ from kfcompile.lifecycle.waiter import (
     Relists,
     StreamEnded,
     Trouble,
+    cut_short,
 )
 from kfcompile.progress import Progress, read_progress
 from kfcompile.status import JobState, State, job_state
@@ -227,12 +228,14 @@ WatchAnswer = (
 
 
 class WatchPhase(enum.Enum):
-    LIST = "list"  # a page of the list, the first or the next
+    LIST = "list"  # a page of the list, the first or the next (or a pause before it)
     WATCH = "watch"  # open a watch, or read the next event of the open one
-    SLEEP = "sleep"  # pause: after trouble, or between polls
+    SLEEP = "sleep"  # pause after trouble on the watch, then watch again
+    POLL = "poll"  # the API refused to watch: pause, then list again
 
 
-LIST, WATCH, SLEEP = WatchPhase.LIST, WatchPhase.WATCH, WatchPhase.SLEEP  # the table's words
+# the table's words
+LIST, WATCH, SLEEP, POLL = WatchPhase.LIST, WatchPhase.WATCH, WatchPhase.SLEEP, WatchPhase.POLL
 
 
 @frozen
@@ -247,7 +250,6 @@ class Watcher:
     retry: Retry
     phase: WatchPhase = WatchPhase.LIST
     entered: float = 0.0  # when this phase began, or this watch was asked for
-    resume: WatchPhase = WatchPhase.LIST  # where a pause goes back to
     version: str = ""  # the last resourceVersion seen, to watch from
     streaming: bool = False  # a watch is open and has delivered an event
     polling: bool = False  # the API refused to watch
@@ -267,20 +269,21 @@ class Watcher:
         return cls(kind, Retry(retry_for), entered=now)
 
     def next_request(self, now: float) -> WatchRequest:
-        if self.phase is WatchPhase.LIST:
-            return self.relists.pause() or ListJobs(self.token)
-        if self.phase is WatchPhase.WATCH:
+        if self.phase is WATCH:
             return ReadEvent() if self.streaming else WatchJobs(self.version, JOBS_SEGMENT)
-        if self.retry.step is Step.PAUSE:  # trouble: the retry machine says how long, or no more
-            request = self.retry.next_request(now)
+        if self.phase is POLL:
+            return Pause(self.polls)  # between polls
+        if self.retry.phase is Step.PAUSE:  # trouble, on the watch (SLEEP) or on a page (LIST):
+            request = self.retry.next_request(now)  # the retry machine says how long, or no more
             assert isinstance(request, Pause | GiveUp), request
             return request
-        return Pause(self.polls)  # between polls
+        return self.relists.pause() or ListJobs(self.token)
 
     def receive(self, answer: WatchAnswer, now: float) -> Watcher:
         before = evolve(self, events=(), notice=None)
-        after = transition(WATCH_TABLE, before, self.phase, answer, now)
-        opens = after.phase is WatchPhase.WATCH and not after.streaming  # a new watch is asked for
+        answer = cut_short(answer, self.streaming, self.entered, now)
+        after = transition(WATCH_TABLE, before, answer, now)
+        opens = after.phase is WATCH and not after.streaming  # a new watch is asked for
         return evolve(after, entered=now) if after.phase is not self.phase or opens else after
 
     # --- the rows
@@ -318,11 +321,9 @@ class Watcher:
             listed=True,
             version=self.list_version or self.version,
             events=tuple(events),
+            streaming=False,
         )
-        if self.polling:
-            polls = 0 if events else self.polls + 1
-            return evolve(done, phase=WatchPhase.SLEEP, resume=WatchPhase.LIST, polls=polls)
-        return evolve(done, phase=WatchPhase.WATCH, streaming=False)
+        return evolve(done, polls=0 if events else self.polls + 1) if self.polling else done
 
     def _list_expired(self, answer: Expired, now: float) -> Watcher:
         if self.restarts >= LIST_RESTARTS:
@@ -366,16 +367,12 @@ class Watcher:
         return evolve(self, relists=self.relists.progress())._answered()
 
     def _ended(self, answer: StreamEnded, now: float) -> Watcher:
-        if not self.streaming and now - self.entered < SHORT_WATCH:
-            cut = Transient(0, "StreamEnded", "the watch ended as soon as it started")
-            return self._trouble(Trouble(cut), now)
         return evolve(self, streaming=False)._delivered()
 
     def _expired(self, answer: Expired, now: float) -> Watcher:
         relists = self.relists.expired()
         expired = evolve(
             self,
-            phase=WatchPhase.LIST,
             streaming=False,
             token=None,
             listing={},
@@ -384,40 +381,53 @@ class Watcher:
         )
         return expired._answered()
 
-    def _relist_slept(self, answer: Slept, now: float) -> Watcher:
-        return evolve(self, relists=self.relists.slept())
+    def _list_slept(self, answer: Slept, now: float) -> Watcher:
+        if self.retry.phase is Step.PAUSE:  # after trouble on a page: that page again
+            return evolve(self, retry=self.retry.receive(answer, now))
+        return evolve(self, relists=self.relists.slept())  # the pause a 410 owed
 
     def _refused(self, answer: Refused, now: float) -> Watcher:
-        polling = evolve(
-            self, phase=WatchPhase.SLEEP, resume=WatchPhase.LIST, streaming=False, polling=True
-        )
-        return polling._answered()
+        return evolve(self, streaming=False, polling=True)._answered()
 
     def _trouble(self, answer: Trouble, now: float) -> Watcher:
         retry = self.retry.receive(Failed(answer.error), now)
-        resume = WatchPhase.LIST if self.phase is WatchPhase.LIST else WatchPhase.WATCH
-        return evolve(self, phase=WatchPhase.SLEEP, resume=resume, streaming=False, retry=retry)
+        return evolve(self, streaming=False, retry=retry)
 
     def _slept(self, answer: Slept, now: float) -> Watcher:
-        if self.retry.step is Step.PAUSE:
-            return evolve(self, phase=self.resume, retry=self.retry.receive(answer, now))
-        return evolve(self, phase=self.resume)
+        return evolve(self, retry=self.retry.receive(answer, now))
+
+    def _polled(self, answer: Slept, now: float) -> Watcher:
+        return self
+
+
+def _last(watcher: Watcher) -> bool:
+    """The list's last page was read (no token of a page to come)."""
+    return watcher.token is None
+
+
+def _last_polling(watcher: Watcher) -> bool:
+    return watcher.token is None and watcher.polling
 
 
 WATCH_TABLE: Final[Table[Watcher]] = {
-    # (phase, answer): the row, and the phases it may lead to
-    # LIST for the next page; the last: WATCH (or SLEEP when polling)
-    (LIST, PageListed): row(Watcher._page, LIST, WATCH, SLEEP),
-    (LIST, Expired): row(Watcher._list_expired, LIST, SLEEP),  # too often: SLEEP
-    (LIST, Trouble): row(Watcher._trouble, SLEEP),  # backoff, then the same page
-    (LIST, Slept): row(Watcher._relist_slept, LIST),  # after the pause a 410 owed
+    # (phase, answer): the row, the phase it leads to, and when elsewhere
+    (LIST, PageListed): row(
+        Watcher._page,
+        LIST,  # the next page
+        when("the last, polling", _last_polling, POLL),
+        when("the last", _last, WATCH),
+    ),
+    (LIST, Expired): row(Watcher._list_expired, LIST),  # over again (too often: trouble)
+    (LIST, Trouble): row(Watcher._trouble, LIST),  # the same page, after the retry's pause
+    (LIST, Slept): row(Watcher._list_slept, LIST),  # after the pause trouble or a 410 owed
     (WATCH, Changed): row(Watcher._changed, WATCH),  # the stream still open
     (WATCH, Removed): row(Watcher._removed, WATCH),  # the stream still open
     (WATCH, Bookmark): row(Watcher._bookmark, WATCH),  # from the bookmark's version
-    # WATCH again from the last version seen; SLEEP when it ended as soon as it started
-    (WATCH, StreamEnded): row(Watcher._ended, WATCH, SLEEP),
+    # again from the last version seen (one that ended as soon as it started is Trouble)
+    (WATCH, StreamEnded): row(Watcher._ended, WATCH),
     (WATCH, Expired): row(Watcher._expired, LIST),  # too old (a pause when 410 again)
-    (WATCH, Refused): row(Watcher._refused, SLEEP),  # then LIST: polling from now on
-    (WATCH, Trouble): row(Watcher._trouble, SLEEP),  # backoff, then WATCH again
-    (SLEEP, Slept): row(Watcher._slept, LIST, WATCH),  # back where it paused
+    (WATCH, Refused): row(Watcher._refused, POLL),  # polling from now on
+    (WATCH, Trouble): row(Watcher._trouble, SLEEP),  # backoff
+    (SLEEP, Slept): row(Watcher._slept, WATCH),  # again, from the last version seen
+    (POLL, Slept): row(Watcher._polled, LIST),
 }
