@@ -16,12 +16,7 @@ import attrs
 import pytest
 from test_machines import FakeClock
 
-from kfcompile.lifecycle import (
-    follow,
-    objects,
-    waiter,
-    watcher,
-)
+from kfcompile.lifecycle import job_events, objects, pod_logs, waiting
 from kfcompile.lifecycle.ports import Transient
 from kfcompile.lifecycle.session import (
     RETRY_TABLE,
@@ -49,9 +44,9 @@ BUSY = Transient(503, "ServiceUnavailable", "try later")
 
 # name in ARCHITECTURE.md -> (the machine's class, its table)
 MACHINES: dict[str, tuple[type[Any], Table[Any]]] = {
-    "wait": (waiter.Waiter, waiter.WAIT_TABLE),
-    "watch_jobs": (watcher.Watcher, watcher.WATCH_TABLE),
-    "follow": (follow.Follower, follow.FOLLOW_TABLE),
+    "wait": (waiting.Waiter, waiting.WAIT_TABLE),
+    "watch_jobs": (job_events.Watcher, job_events.WATCH_TABLE),
+    "follow": (pod_logs.Follower, pod_logs.FOLLOW_TABLE),
     "retry": (Retry, RETRY_TABLE),
     "list_all": (objects.Lister, objects.LIST_TABLE),
 }

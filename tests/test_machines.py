@@ -23,11 +23,22 @@ import pytest
 
 from kfcompile import lifecycle, structure
 from kfcompile.lifecycle.deleting import Remaining, StillDeleting
-from kfcompile.lifecycle.follow import (
+from kfcompile.lifecycle.objects import (
+    AllRead,
+    Endless,
+    Forgotten,
+    Lister,
+    ListPage,
+    PageRead,
+    TokenExpired,
+)
+from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
+from kfcompile.lifecycle.pod_logs import (
     Cursor,
     Dropped,
     End,
     Follower,
+    InTurn,
     JobGone,
     JobRead,
     Line,
@@ -40,17 +51,6 @@ from kfcompile.lifecycle.follow import (
     ReadJob,
     WatchPod,
 )
-from kfcompile.lifecycle.objects import (
-    AllRead,
-    Endless,
-    Forgotten,
-    Lister,
-    ListPage,
-    PageRead,
-    TokenExpired,
-)
-from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
-from kfcompile.lifecycle.pod_logs import InTurn
 from kfcompile.lifecycle.ports import (
     Clock,
     Conflict,
@@ -62,7 +62,6 @@ from kfcompile.lifecycle.ports import (
     Transient,
     WatchEvent,
 )
-from kfcompile.lifecycle.rollback import Left, removal, roll_back
 from kfcompile.lifecycle.session import (
     LIST_RESTARTS,
     SPEC_HASH,
@@ -77,9 +76,9 @@ from kfcompile.lifecycle.session import (
     Slept,
     Unexpected,
 )
-from kfcompile.lifecycle.submission import create_all, prepare, repair
+from kfcompile.lifecycle.submitting import Left, create_all, prepare, removal, repair, roll_back
 from kfcompile.lifecycle.sync import await_running
-from kfcompile.lifecycle.waiter import (
+from kfcompile.lifecycle.waiting import (
     Bookmark,
     Changed,
     Deleted,

@@ -24,11 +24,11 @@ from attrs import frozen
 from kfcompile import status as job_status
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB
 from kfcompile.lifecycle.objects import get, meta
+from kfcompile.lifecycle.observe import TimedOut
 from kfcompile.lifecycle.ports import Obj, Ref
 from kfcompile.lifecycle.session import (
     Pause,
     Session,
-    TimedOut,
     call,
     named,
     pause,

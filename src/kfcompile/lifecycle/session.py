@@ -18,14 +18,11 @@ import enum
 import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeVar, cast
+from typing import Any, Final, Generic, Protocol, Self, TypeVar, cast
 
 from attrs import evolve, field, frozen
 
 from kfcompile.lifecycle.ports import ApiError, Clock, Cluster, Gone, Merge, Ref, Transient
-
-if TYPE_CHECKING:
-    from kfcompile.lifecycle.observe import Observation
 
 T = TypeVar("T")
 M = TypeVar("M", bound="Phased")
@@ -83,14 +80,6 @@ class Unavailable(ClusterError):
 class Unreachable(Unavailable):
     """The API server has never answered this session, and the first try got no answer
     (refused, unknown host, TLS, no answer in time): nothing is retried, as kubectl does."""
-
-
-class TimedOut(ClusterError):
-    """A wait ran out of time; ``last`` is the job as last seen (None if never)."""
-
-    def __init__(self, message: str, last: Observation | None = None) -> None:
-        super().__init__(message)
-        self.last = last
 
 
 class Unexpected(AssertionError):

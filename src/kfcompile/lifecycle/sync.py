@@ -14,7 +14,7 @@ from attrs import frozen
 
 from kfcompile import status as job_status
 from kfcompile.lifecycle.objects import create, get
-from kfcompile.lifecycle.observe import events_about, pod_waiting
+from kfcompile.lifecycle.observe import TimedOut, events_about, pod_waiting
 from kfcompile.lifecycle.ports import (
     ApiError,
     ExecOutput,
@@ -33,7 +33,6 @@ from kfcompile.lifecycle.session import (
     ClusterError,
     Pause,
     Session,
-    TimedOut,
     call,
     named,
     pause,
