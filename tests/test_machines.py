@@ -1,6 +1,11 @@
-"""The lifecycle's loops as machines (kfcompile.lifecycle: ``Retry``, ``Waiter``, ``Follower``
-and its ``Cursor``): each row feeds what the API answered and asserts what the machine asks
-next. No server, no clock: times are numbers given with the answers.
+"""The lifecycle's loops as machines (kfcompile.lifecycle: ``Retry``, ``Waiter``, ``Lister``,
+``Follower`` and its ``Cursor``): each row feeds what the API answered and asserts what the
+machine asks next. No server, no clock: times are numbers given with the answers.
+
+What runs once is straight-line code over the ports (``wait_gone``, the sync helper's
+``await_running``, ``submit``'s ``create_all``, ``repair`` and ``roll_back``): each row sets a
+small scripted port (a dict of objects, calls that fail) and asserts what the code returns or
+raises, the calls it made and what stays on the cluster; a Ctrl-C is sent at every line.
 
 At the end, the drivers (``wait``, ``logs``) against a scripted port and a fake clock, for what
 the machines change in the requests that reach the API.
