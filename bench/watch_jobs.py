@@ -43,7 +43,7 @@ from fakekube.port import PortFake  # noqa: E402
 
 from kfcompile import lifecycle  # noqa: E402
 from kfcompile.kinds import TRAINJOB  # noqa: E402
-from kfcompile.lifecycle.watcher import Changed, PageListed, Watcher  # noqa: E402
+from kfcompile.lifecycle.job_events import Changed, PageListed, Watcher  # noqa: E402
 
 API = "trainer.kubeflow.org/v1alpha1"
 CHANGES = (

@@ -269,7 +269,7 @@ def enum_table(cls: type[enum.Enum]) -> str:
 
 def happened_table() -> str:
     """What ``watch_jobs`` reports: ``Happened``'s members."""
-    from kfcompile.lifecycle.watcher import Happened
+    from kfcompile.lifecycle.job_events import Happened
 
     return enum_table(Happened)
 
