@@ -1,7 +1,7 @@
-"""What a cold cluster command imports (``kfcompile.cli.deferred``): in the process the
-``kfcompile`` command starts, the ``kubernetes`` client runs only the parts the command uses;
-imported as a library, kfcompile leaves the client as it is; and a package deferred is, once
-asked for the rest, exactly the package its own ``__init__`` makes, on every client line."""
+"""What a cold command imports: a cluster command runs only the parts of the ``kubernetes``
+client it uses (``kfcompile_kube.client_modules``), and a package whose ``__init__`` the adapter
+left is, once asked for the rest, exactly the package its own ``__init__`` makes, on every
+client line, for any code in the process."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import schema_check
 from fakekube.cluster import NAMESPACE, LocalCluster
 
 from kfcompile import lifecycle, structure
-from kfcompile.cli import deferred, main
+from kfcompile_kube import client_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 # Parts of the client no cluster command uses (up to 36.x `import kubernetes` runs them all, and
@@ -61,7 +61,6 @@ UNUSED_SPEC = (
 _REST = importlib.util.find_spec("kubernetes.client.rest")
 if _REST is None or _REST.origin is None or "from requests" not in Path(_REST.origin).read_text():
     UNUSED = (*UNUSED, "requests")
-WHOLE = UNUSED[:3]  # what `import kubernetes` runs on every line (37.x loads APIs, models lazily)
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +78,9 @@ def _python(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-# The kfcompile command (its entry point, ``kfcompile.cli.run``), then every module it loaded, on
-# stderr's last line: ``-X importtime`` misses those ``importlib.import_module`` loads.
+# The kfcompile command (its entry point, ``kfcompile.cli.run``), then every module it loaded and
+# the module of each import hook (``sys.meta_path``), on stderr's last line: ``-X importtime``
+# misses ``importlib.import_module``'s loads.
 _COMMAND = """
 import json, sys
 from kfcompile.cli import run
@@ -88,9 +88,16 @@ sys.argv[0] = "kfcompile"
 try:
     code = run()
 finally:
-    print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+    hooks = [getattr(f, "__module__", type(f).__module__) for f in sys.meta_path]
+    print(json.dumps({"modules": sorted(sys.modules), "hooks": hooks}), file=sys.stderr)
 sys.exit(code)
 """
+
+
+def _loaded(stderr: str) -> tuple[set[str], list[str]]:
+    """The modules and import hooks ``_COMMAND`` says."""
+    said = json.loads(stderr.splitlines()[-1])
+    return set(said["modules"]), said["hooks"]
 
 
 @pytest.mark.parametrize(
@@ -106,49 +113,55 @@ def test_a_cluster_command_runs_only_the_parts_of_the_client_it_uses(
     done = _python("-c", _COMMAND, *command, "--kubeconfig", str(cluster.kubeconfig))
     assert done.returncode == 0, done.stderr
     assert said in done.stdout
-    imported = set(json.loads(done.stderr.splitlines()[-1]))
+    imported, hooks = _loaded(done.stderr)
     assert "kubernetes.client.rest" in imported  # the official client sent it
+    # No import hook of kfcompile's: the adapter imports the client's modules it uses.
+    assert not [hook for hook in hooks if hook.startswith("kfcompile")], hooks
     assert not imported & set(UNUSED)
     assert not any(name.startswith("kubernetes.client.models.") for name in imported)
     assert not imported & set(UNUSED_LIFECYCLE)
     assert not imported & set(UNUSED_SPEC)
 
 
-def test_imported_as_a_library_the_client_is_whole(cluster: LocalCluster) -> None:
-    # The CLI's own main(), called in a process kfcompile did not start, defers nothing either.
-    assert main(["status", "demo", "--kubeconfig", str(cluster.kubeconfig)]) == 0
-    assert not any(isinstance(finder, deferred._Finder) for finder in sys.meta_path)
+def test_a_host_importing_the_client_after_the_adapter_gets_the_real_names() -> None:
+    """A launcher importing the client after kfcompile: the names it imports are the real ones
+    (no stand-in), and the client's parts it uses are there."""
     code = (
-        "import sys, kfcompile, kfcompile.cli, kfcompile_kube, kubernetes; "
-        f"missing = [m for m in {WHOLE!r} if m not in sys.modules]; "
-        "assert not missing and kubernetes.client.CoreV1Api, missing"
+        "import inspect, sys, kfcompile_kube, kubernetes; "
+        "from kubernetes.client import ApiClient, CoreV1Api; "
+        "from requests_oauthlib import OAuth2Session; "
+        "from kubernetes.config import kube_config; "
+        "assert inspect.isclass(ApiClient) and inspect.isclass(OAuth2Session); "
+        "assert ApiClient is sys.modules['kubernetes.client.api_client'].ApiClient; "
+        "assert not inspect.isclass(kube_config.ApiClient), 'the stand-in is kube_config\\'s'; "
+        "assert isinstance(kube_config.ApiClient(), ApiClient); "
+        "assert kubernetes.watch.Watch and kubernetes.__version__ and CoreV1Api"
     )
     done = _python("-c", code)
     assert done.returncode == 0, done.stderr
 
 
-# Each package deferred: every name its __init__ re-exports, read before that __init__ runs,
-# then all of it, and each stand-in used; printed as the names it then has and whether each
-# early one is the same object.
+# Each package the adapter leaves: the names served before its __init__ runs, then all of it;
+# printed as the names it then has and whether each early one is the same object. "plain": the
+# client imported whole before the adapter.
 _SURVEY = """
 import importlib, json, sys
-from kfcompile.cli import deferred
-if sys.argv[1] == "deferred":
-    deferred.install()
-import kfcompile_kube
+if sys.argv[1] == "plain":
+    import kubernetes, requests_oauthlib, oauthlib.oauth2
+    try:
+        import google.auth.transport.requests
+    except ImportError:
+        pass
+from kfcompile_kube import client_modules
 packages, early = {}, {}
-for name in deferred.PACKAGES:
+for name in client_modules.PACKAGES:
     try:
         packages[name] = package = importlib.import_module(name)
     except ImportError:  # google.auth: where google-auth is installed only
         continue
-    early[name] = {n: getattr(package, n) for n in deferred._exports(package.__spec__)}
+    early[name] = {n: getattr(package, n) for p, n in client_modules.DEFINED_IN if p == name}
 for package in packages.values():
     dir(package)  # the rest
-for (name, attribute), _ in deferred.STAND_INS.items():  # each stand-in used
-    if name in packages:
-        deferred.resolved(getattr(packages[name], attribute))
-early = {name: {n: deferred.resolved(v) for n, v in e.items()} for name, e in early.items()}
 found = {
     name: {
         "names": dir(package),
@@ -161,40 +174,39 @@ print(json.dumps(found))
 """
 
 
-def test_a_deferred_package_asked_for_the_rest_is_the_whole_package() -> None:
+def test_a_package_left_asked_for_the_rest_is_the_whole_package() -> None:
     surveys = {}
-    for mode in ("deferred", "plain"):
+    for mode in ("adapter first", "plain"):
         done = _python("-c", _SURVEY, mode)
         assert done.returncode == 0, done.stderr
         surveys[mode] = json.loads(done.stdout)
-    lazy, plain = surveys["deferred"], surveys["plain"]
+    lazy, plain = surveys["adapter first"], surveys["plain"]
     assert sorted(lazy) == sorted(plain) and "kubernetes.client" in lazy
     for name, found in lazy.items():
         assert found["same"], name
         assert found["names"] == plain[name]["names"], name
-    # Up to 36.x every API class and model is served by name (37.x does so itself).
-    assert sum(found["early"] for found in lazy.values()) > 0
+    assert sum(found["early"] for found in lazy.values()) == len(client_modules.DEFINED_IN)
 
 
 @pytest.fixture
 def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A package ``probe`` in ``tmp_path``, deferred in this process for the test, and ``gate``
-    (not deferred), which its ``__init__`` (written by the test) and the test both see."""
+    """A package ``probe`` in ``tmp_path`` and ``gate``, which its ``__init__`` (``_body``) and
+    the test both see."""
     (tmp_path / "probe").mkdir()
     (tmp_path / "probe" / "part.py").write_text("X = 'part'\n")
     (tmp_path / "gate.py").write_text(
         "import threading\nentered, release = threading.Event(), threading.Event()\nruns = 0\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
-    deferred.install(["probe"])
     yield importlib.import_module("gate")
     for name in [m for m in sys.modules if m in ("probe", "gate") or m.startswith("probe.")]:
         del sys.modules[name]
 
 
 def _body(gate: Any, text: str) -> None:
+    """``probe``'s ``__init__``, left to run on first use (``leave_init``)."""
     Path(gate.__file__).with_name("probe").joinpath("__init__.py").write_text(text)
+    client_modules.leave_init("probe")
 
 
 def test_a_thread_asking_while_the_body_runs_waits_for_it(probe: Any) -> None:
@@ -233,23 +245,20 @@ def test_a_body_that_fails_fails_where_it_is_used_and_again_next_time(probe: Any
 
 _STAND_IN = """
 import sys
-from kfcompile.cli import deferred
-deferred.install()
-from kubernetes.client import ApiClient, Configuration
-assert "kubernetes.client.api_client" not in sys.modules, "loaded by the import"
-client = ApiClient(Configuration())
-import kubernetes.client
+import kfcompile_kube
+from kubernetes.config import kube_config
+from kubernetes.client import Configuration
+assert "kubernetes.client.api_client" not in sys.modules, "loaded by the adapter's imports"
+client = kube_config.ApiClient(Configuration())
 real = sys.modules["kubernetes.client.api_client"].ApiClient
-assert type(client) is real and isinstance(client, ApiClient), type(client)
-assert kubernetes.client.ApiClient is real, "the package still has the stand-in"
-class Mine(ApiClient):
+assert type(client) is real and isinstance(client, kube_config.ApiClient), type(client)
+class Mine(kube_config.ApiClient):
     pass
-assert issubclass(Mine, real) and issubclass(Mine, ApiClient)
-from requests_oauthlib import OAuth2Session  # a package whose body runs at the first use
-assert "requests_oauthlib.oauth2_session" not in sys.modules, "loaded by the import"
-session = OAuth2Session(client_id="kubectl")
+assert issubclass(Mine, real) and issubclass(Mine, kube_config.ApiClient)
+assert "requests_oauthlib.oauth2_session" not in sys.modules, "loaded by the adapter's imports"
+session = kube_config.OAuth2Session(client_id="kubectl")
 assert type(session).__module__ == "requests_oauthlib.oauth2_session", type(session)
-assert isinstance(session, OAuth2Session) and session.client_id == "kubectl"
+assert isinstance(session, kube_config.OAuth2Session) and session.client_id == "kubectl"
 """
 
 
@@ -302,4 +311,4 @@ def test_an_oidc_refresh_in_the_kfcompile_process_uses_the_real_classes(tmp_path
     assert f"oidc auth-provider cannot refresh its token at {issuer}" in said[0], said[0]
     assert "InsecureTransportError" in said[0]  # raised by the real OAuth2Session
     assert _Issuer.seen == ["/.well-known/openid-configuration"]
-    assert "requests_oauthlib.oauth2_session" in json.loads(said[1])
+    assert "requests_oauthlib.oauth2_session" in _loaded(said[1])[0]

@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from kfcompile.cli import deferred, parser
+from kfcompile.cli import parser
 from kfcompile.cli.common import (
     INTERRUPTED,
     TERMINATED,
@@ -30,10 +30,7 @@ __all__ = ["Failed", "UsageError", "file_stem", "main", "outcome"]
 
 
 def run() -> int:
-    """The ``kfcompile`` command (its console script, ``python -m kfcompile``): ``main`` in a
-    process of its own, where the ``kubernetes`` client's packages run only the parts a command
-    uses (``deferred``; never when kfcompile is imported as a library)."""
-    deferred.install()
+    """The ``kfcompile`` command (its console script, ``python -m kfcompile``)."""
     return main()
 
 
