@@ -1,90 +1,78 @@
-"""A pod's log through the real adapter (``KubeCluster.pod_log``): one line of 32 and 64 MB
-with no newline (a tqdm progress bar: ``\\r`` and a redrawing, again and again) and 1 GB of
-ordinary 100-byte lines. Wall time, lines, and the client process's peak RSS.
+"""A pod's log of 1 GiB read by the real CLI, and through the real adapter: wall time and the
+peak RSS of the process that reads it.
 
-    python bench/logs.py [MB of ordinary lines]      # default 1024
+    python bench/logs.py [MiB]      # default 1024
 
-The log comes from a small HTTP server in its own process that makes it up as it sends it (a
-chunked answer, 64 KiB at a time), so nothing of it is counted on the client's side; each case
-is read by a client process of its own, so that its peak RSS is its own (next to the RSS it had
-before reading).
+The log is the local API server's answer (tests/fakekube, in this process) to the log read: made
+up as it is sent, 64 KiB at a time, chunked, so the server holds none of it. Each case is a new
+process of its own, its peak RSS read by ``wait4``:
+
+- ``kfcompile logs demo``, its stdout a pipe read to the end (``| wc -c``);
+- ``kfcompile wait demo --save-logs DIR`` of the job once it has finished: the log to
+  ``DIR/rank-0.log``;
+- the adapter alone (``KubeCluster.pod_log``): one line of 32 and 64 MiB with no newline (a tqdm
+  bar redrawn after ``\\r``, again and again), and the log of 100-byte lines.
+
+Next to each: the RSS of the CLI that reads nothing (``status`` of a job that is not there), or
+the client's before it reads.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-MB = 1_000_000
+MiB = 1 << 20
 CHUNK = 64 * 1024
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 DRAWING = (
     b"\r 42%|####################                            | 4200/10000 [01:02<01:26, 67.1it/s]"
 )
 LINE = b"step 4200 loss 0.4213 lr 3.0e-04 grad_norm 1.02 tokens/s 51234 mem 71.3GiB" + b" " * 24
 
 
-def _body(case: str, size: int) -> bytes:
-    """64 KiB of the log: the progress bar's drawings, or ordinary lines."""
-    unit = DRAWING if case == "line" else LINE[:99] + b"\n"
-    return unit * (CHUNK // len(unit))
+class Log:
+    """``size`` bytes of a log in 64 KiB chunks, made as they are sent: the progress bar's
+    drawings (``line``), or 100-byte lines."""
 
+    def __init__(self, case: str, size: int) -> None:
+        self.case, self.size, self.sent = case, size, 0
 
-class _Log(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:
-        case, size = urlsplit(self.path).path.split("/")[-2].split("-")
-        total, body = int(size) * MB, _body(case, int(size))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        sent = 0
-        while sent < total:
-            part = body  # whole drawings or lines: the last chunk may go past ``total``
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-            sent += len(part)
-        end = b"\n" if case == "line" else b""
-        self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(end), end) if end else b"0\r\n\r\n")
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def serve() -> None:
-    """The log server, until stdin closes: prints its URL."""
-    import threading
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Log)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
-    sys.stdin.read()
-    server.shutdown()
+    def __iter__(self) -> Iterator[bytes]:
+        unit = DRAWING if self.case == "line" else LINE[:99] + b"\n"
+        body = unit * (CHUNK // len(unit))
+        while self.sent < self.size:
+            self.sent += len(body)  # whole drawings or lines: the last may go past ``size``
+            yield body
+        if self.case == "line":
+            yield b"\n"
 
 
 def _rss() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB -> MiB
 
 
-def client(kubeconfig: str, case: str, size: int) -> None:
-    """Read one log whole; print what it took as JSON."""
+def client(kubeconfig: str, pod: str) -> None:
+    """Read one log whole through the adapter; print what it took as JSON."""
     from kfcompile_kube import KubeCluster, connect
 
     cluster = KubeCluster(connect(kubeconfig).api_client, request_timeout=600)
     before = _rss()
     start = time.perf_counter()
     lines = longest = 0
-    for line in cluster.pod_log("bench", f"{case}-{size}"):
+    for line in cluster.pod_log("default", pod):
         lines += 1
         longest = max(longest, len(line))
     seconds = time.perf_counter() - start
@@ -92,48 +80,107 @@ def client(kubeconfig: str, case: str, size: int) -> None:
                       "peak": _rss()}))  # fmt: skip
 
 
-def main(ordinary_mb: int) -> None:
-    from fakekube.unreachable import kubeconfig
+class Ran(NamedTuple):
+    """What a new process took: wall and CPU seconds, peak RSS (MiB), its exit status, the
+    bytes of its stdout and its last line on stderr."""
 
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    seconds: float
+    cpu: float
+    rss: float
+    code: int
+    out: int
+    last: str
+
+    def said(self, what: str, size_mib: float, done: str) -> str:
+        return (
+            f"{what}: {self.seconds:.2f} s ({size_mib / self.seconds:.0f} MiB/s; CPU "
+            f"{self.cpu:.2f} s), peak RSS {self.rss:.0f} MiB, exit {self.code}, {done}"
+        )
+
+
+def run(*argv: str) -> Ran:
+    """A new process, its stdout a pipe that ``wc -c`` reads to the end (so this process,
+    which serves the log, is not the one reading it)."""
+    start = time.perf_counter()
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    assert child.stdout is not None and child.stderr is not None
+    counted = subprocess.Popen(["wc", "-c"], stdin=child.stdout, stdout=subprocess.PIPE)
+    child.stdout.close()
+    err = child.stderr.read().decode().strip().splitlines()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    took = time.perf_counter() - start
+    return Ran(
+        took,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss / 1024,
+        child.returncode,
+        int(counted.communicate()[0]),
+        err[-1] if err else "",
     )
-    assert server.stdout is not None and server.stdin is not None
-    try:
-        url = server.stdout.readline().decode().strip()
-        with tempfile.TemporaryDirectory() as tmp:
-            kc = str(kubeconfig(Path(tmp) / "kubeconfig", url))
-            cases = [
-                ("line", 32),
-                ("line", 64),
-                ("lines", ordinary_mb // 2),
-                ("lines", ordinary_mb),
-            ]
-            for case, size in cases:
-                out = subprocess.run(
-                    [sys.executable, __file__, "--client", kc, case, str(size)],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                ).stdout
-                got = json.loads(out)
-                what = "one line, no newline" if case == "line" else "100-byte lines"
-                print(
-                    f"{size:>5} MB {what:<22} {got['seconds']:7.2f} s "
-                    f"{size / got['seconds']:7.1f} MB/s  {got['lines']:>9} lines "
-                    f"(longest {got['longest']} chars)  peak RSS {got['peak']:.0f} MiB "
-                    f"(before reading: {got['rss']:.0f} MiB)",
-                    flush=True,
-                )
-    finally:
-        server.stdin.close()
-        server.wait(timeout=10)
+
+
+def main(size_mib: int) -> None:
+    import schema_check
+    from fakekube import Body
+    from fakekube.cluster import NAMESPACE, with_demo
+
+    size = size_mib * MiB
+    with with_demo(schema_check.require_shared(), running=True) as cluster:
+        kc = str(cluster.kubeconfig)
+        [pod] = [p["metadata"]["name"] for p in cluster.objects("Pod")]
+        kfcompile = (sys.executable, "-m", "kfcompile")
+
+        def serve(case: str, size: int) -> Log:
+            log = Log(case, size)
+            answer = Body(log, content_type="text/plain", length=None)
+            cluster.kube.faults.add("GET", f"/pods/{pod}/log", answer=answer)
+            return log
+
+        idle = run(*kfcompile, "status", "nothing-there", "--kubeconfig", kc)
+        print(
+            f"the CLI reading nothing (status of a job that is not there): {idle.seconds:.2f} s "
+            f"(CPU {idle.cpu:.2f} s), peak RSS {idle.rss:.0f} MiB, exit {idle.code}",
+            flush=True,
+        )
+
+        log = serve("lines", size)
+        ran = run(*kfcompile, "logs", "demo", "--kubeconfig", kc)
+        done = f"{ran.out / MiB:.0f} MiB printed of {log.sent / MiB:.0f} MiB sent"
+        what = f"kfcompile logs, {size_mib} MiB of 100-byte lines, to a pipe"
+        print(ran.said(what, size_mib, done), flush=True)
+
+        complete = {"type": "Complete", "status": "True", "reason": "JobsCompleted"}
+        finished = {"conditions": [{**complete, "message": "done"}]}
+        cluster.store.patch_status(TRAINJOB, "TrainJob", NAMESPACE, "demo", finished)
+        with tempfile.TemporaryDirectory(prefix="kfcompile-bench-") as tmp:
+            log = serve("lines", size)
+            save = ("wait", "demo", "--save-logs", tmp, "--kubeconfig", kc)
+            ran = run(*kfcompile, *save)
+            saved = sum(f.stat().st_size for f in Path(tmp).iterdir())
+            done = f"{saved / MiB:.0f} MiB saved of {log.sent / MiB:.0f} MiB sent"
+            what = f"kfcompile wait --save-logs, {size_mib} MiB of 100-byte lines"
+            print(ran.said(what, size_mib, done), flush=True)
+            if ran.code:
+                print(f"    {ran.last}")
+
+        for case, mib in (("line", 32), ("line", 64), ("lines", size_mib)):
+            serve(case, mib * MiB)
+            reader = [sys.executable, __file__, "--client", kc, pod]
+            read = subprocess.run(reader, check=True, capture_output=True, env=ENV)
+            got = json.loads(read.stdout)
+            what = "one line, no newline" if case == "line" else "100-byte lines"
+            print(
+                f"the adapter alone, {mib:>5} MiB {what:<22} {got['seconds']:7.2f} s "
+                f"{mib / got['seconds']:7.1f} MiB/s  {got['lines']:>9} lines "
+                f"(longest {got['longest']} chars)  peak RSS {got['peak']:.0f} MiB "
+                f"(before reading: {got['rss']:.0f} MiB)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--serve"]:
-        serve()
-    elif sys.argv[1:2] == ["--client"]:
-        client(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    if sys.argv[1:2] == ["--client"]:
+        client(sys.argv[2], sys.argv[3])
     else:
-        main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 1024)

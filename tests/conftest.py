@@ -34,8 +34,11 @@ def _discovery_cache(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each test its own discovery cache (``kfcompile_kube.discovery``): a fake API server that
-    gets the port of an earlier test's must not inherit what that one served."""
+    gets the port of an earlier test's must not inherit what that one served. Nor a MultiKueue
+    cluster mapping of the user's (``kfcompile_local.clusters``): a test gives its own."""
     monkeypatch.setenv("KFCOMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    monkeypatch.delenv("KFCOMPILE_CLUSTERS", raising=False)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -313,7 +313,10 @@ def env_list_items(name: str) -> SearchStrategy[dict[str, Any]]:
     secret = st.builds(
         lambda n, k: {"secretKeyRef": {"name": n, "key": k}},
         dns1123_subdomains(),
-        st.text(alphabet=MIXED_ALNUM + "-_.", min_size=1, max_size=10),
+        # IsConfigMapKey: not ".", "..", nor a "..something"
+        st.text(alphabet=MIXED_ALNUM + "-_.", min_size=1, max_size=10).filter(
+            lambda k: k != "." and not k.startswith("..")
+        ),
     )
     field = st.sampled_from(["metadata.name", "metadata.namespace", "status.podIP"]).map(
         lambda p: {"fieldRef": {"fieldPath": p}}

@@ -218,8 +218,14 @@ DYNAMIC = {
 # connected component. Each is a module that names a type of one that imports it; a new one
 # fails here. Kept for now:
 TYPE_ONLY_CYCLES = [
-    # the lifecycle's TimedOut error carries the last Observation (session -> observe)
-    ["kfcompile.lifecycle.objects", "kfcompile.lifecycle.observe", "kfcompile.lifecycle.session"],
+    # the lifecycle's TimedOut error carries the last Observation (session -> observe), which
+    # reads a queued job's Kueue Workload (observe -> kueue -> objects, session)
+    [
+        "kfcompile.lifecycle.kueue",
+        "kfcompile.lifecycle.objects",
+        "kfcompile.lifecycle.observe",
+        "kfcompile.lifecycle.session",
+    ],
     # render's output check reports at a Placement (output.check -> targets.base)
     ["kfcompile.output.check", "kfcompile.targets.base"],
     # the spec's helpers take a JobSpec: model -> cross_field -> additions, model -> rules ->

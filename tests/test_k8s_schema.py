@@ -371,26 +371,26 @@ def test_spec_loads_exactly_when_the_rendered_resources_are_consistent(
     }
     for g, m in overrides.items():
         effective[g].update(m)
+    # validateResourceQuantityValue: a fractional extended resource is refused when loaded.
+    fractional = {
+        (f"container_overrides.resources.{g}{object_paths.key(name)}", "must be an integer")
+        for g, m in overrides.items()
+        for name, v in m.items()
+        if is_extended_resource(name) and parse_quantity(v) % 1
+    }
     try:
         spec = structure(data)
     except SpecError as exc:
         found = {(p.path, p.message[: len("also written by")]) for p in exc.problems}
         assert twice <= found
-        assert twice or not _consistent(effective), exc.problems
+        assert fractional <= {
+            (p.path, p.message[: len("must be an integer")]) for p in exc.problems
+        }
+        assert twice or fractional or not _consistent(effective), exc.problems
         return
     assert not twice
+    assert not fractional
     assert _consistent(effective)
-    fractional = sorted(
-        f"container_overrides.resources.{g}[{json.dumps(name)}]"
-        for g, m in overrides.items()
-        for name, v in m.items()
-        if is_extended_resource(name) and parse_quantity(v) % 1
-    )
-    if fractional:  # validateResourceQuantityValue: the pods would be refused (pod_rules)
-        with pytest.raises(UnsupportedFeature) as refused:
-            render(spec, "pytorchjob/v1")
-        assert sorted(p.path for p in refused.value.problems) == fractional
-        return
     job = render(spec, "pytorchjob/v1")[-1]
     box = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     rendered = {g: v for g, v in box.get("resources", {}).items() if v}

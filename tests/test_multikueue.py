@@ -5,6 +5,7 @@ kubeconfig with a context each) with MultiKueue between them (``fakekube.multiku
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -14,12 +15,14 @@ import schema_check
 import yaml
 from fakekube.clock import fixed_jitter
 from fakekube.cluster import NAMESPACE, QUEUE
-from fakekube.multikueue import KUEUE, MULTIKUEUE, TwoClusters
+from fakekube.kueue import V1BETA2 as KUEUE
+from fakekube.multikueue import MULTIKUEUE, PREBUILT, TwoClusters
 from test_cli_cluster import write_spec
 
 from kfcompile import lifecycle
 from kfcompile.cli import main
-from kfcompile.lifecycle.multikueue import JOB_UID_LABEL, check_names, pick_workload, read_workload
+from kfcompile.lifecycle.kueue import JOB_UID_LABEL, pick_workload
+from kfcompile.lifecycle.multikueue import check_names, read_workload
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_local import SystemClock
 
@@ -27,8 +30,9 @@ TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 
 
 @pytest.fixture
-def clusters() -> Iterator[TwoClusters]:
+def clusters(monkeypatch: pytest.MonkeyPatch) -> Iterator[TwoClusters]:
     with TwoClusters(schema_check.require_shared()) as two:
+        monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(two.clusters_file))
         yield two
 
 
@@ -54,8 +58,24 @@ def test_the_fake_dispatches_mirrors_and_copies_status_back(
     assert job is not None and job["spec"]["managedBy"] == MULTIKUEUE
     (workload,) = clusters.manager.store.list(KUEUE, "Workload", NAMESPACE)
     assert workload["status"]["clusterName"] == TwoClusters.WORKER
+    assert "nominatedClusterNames" not in workload["status"]
+    assert workload["status"]["admissionChecks"][0]["message"] == (
+        'The workload was admitted on "worker1"'
+    )
+    name = workload["metadata"]["name"]
+    assert re.fullmatch(r"trainjob-demo-[0-9a-f]{5}", name)
+    assert workload["metadata"]["labels"] == {JOB_UID_LABEL: job["metadata"]["uid"]}
+    assert workload["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    [owner] = workload["metadata"]["ownerReferences"]
+    assert (owner["uid"], owner["controller"]) == (job["metadata"]["uid"], True)
     mirror = clusters.worker.store.get(TRAINJOB, "TrainJob", NAMESPACE, "demo")
-    assert mirror is not None and "managedBy" not in mirror["spec"]
+    assert mirror is not None
+    assert mirror["spec"]["managedBy"] == "trainer.kubeflow.org/trainjob-controller"
+    assert mirror["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == name
+    assert mirror["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == "multikueue"
+    # Kueue's own runtimePatches entry: the manager's removed, the worker's webhook's appended
+    managers = [p["manager"] for p in mirror["spec"]["runtimePatches"]]
+    assert managers.count("kueue.x-k8s.io/manager") == 1
     assert clusters.manager.store.list("v1", "Pod", NAMESPACE) == []
     assert len(clusters.worker.store.list("v1", "Pod", NAMESPACE)) == 2
     conditions = {c["type"] for c in job["status"]["conditions"]}
@@ -105,18 +125,41 @@ def test_logs_come_from_the_worker_and_cancel_waits_for_the_mirror(
     assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
 
-def test_a_worker_no_context_reaches_is_named_with_how_to_reach_it(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+def test_cancel_wait_waits_on_the_worker_only_for_the_mirror_of_this_job(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A job of that name on the worker whose prebuilt Workload is another (not this job's
+    mirror) is neither waited on nor touched by kfcompile."""
+    submitted(clusters, capsys, tmp_path)
+    other = {"annotations": {PREBUILT: "someone-elses"}, "finalizers": ["example.com/keep"]}
+    clusters.worker.store.change(TRAINJOB, "TrainJob", NAMESPACE, "demo", {"metadata": other})
+    with clusters.ticking():
+        code, _, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "3s")
+    assert code == 0, err
+    assert (
+        "kfcompile: not checked on a worker cluster: TrainJob demo in namespace default on "
+        "worker cluster worker1 is not MultiKueue's mirror of this job (not labelled "
+        "kueue.x-k8s.io/multikueue-origin with Workload trainjob-demo-"
+    ) in err
+    assert "left alone, not read" in err
+    assert [r.method for r in clusters.worker.kube.requests if r.method != "GET"] == []
+
+
+def test_a_worker_not_mapped_is_named_with_how_to_map_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with TwoClusters(schema_check.require_shared(), worker_context=None) as clusters:
+        monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
         submitted(clusters, capsys, tmp_path)
         code, out, err = run(clusters, capsys, "logs", "demo")
         assert code == 1 and "Traceback" not in err
         line = (
-            "runs on worker cluster worker1, which this kubeconfig does not reach "
-            "(context 'worker1', of the same name"
+            "kfcompile: TrainJob demo in namespace default runs on worker cluster worker1, which "
+            "is not mapped to a kubeconfig context for manager context manager: map it with "
+            f"--cluster worker1=CONTEXT or managers.manager.worker1: CONTEXT in "
+            f"{clusters.clusters_file}; a cluster not mapped is never read\n"
         )
-        assert line in err and "give its context with --cluster worker1=CONTEXT" in err
+        assert line in err
         code, out, err = run(clusters, capsys, "status", "demo")
         assert code == 0 and "worker: TrainJob demo in namespace default runs on" in out
         code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "30s")
@@ -124,13 +167,57 @@ def test_a_worker_no_context_reaches_is_named_with_how_to_reach_it(
         assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
 
+def test_a_worker_mapped_to_a_context_the_kubeconfig_lacks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with TwoClusters(schema_check.require_shared(), worker_context=None) as clusters:
+        submitted(clusters, capsys, tmp_path)
+        code, _, err = run(clusters, capsys, "logs", "demo", "--cluster", "worker1=ctx-gone")
+    assert code == 1 and "Traceback" not in err
+    assert (
+        "runs on worker cluster worker1, mapped to kubeconfig context 'ctx-gone', which cannot "
+        "be reached: kubeconfig "
+    ) in err
+    assert "no context 'ctx-gone' (available: manager)" in err
+
+
 def test_a_worker_context_given_with_cluster(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    with TwoClusters(schema_check.require_shared(), worker_context="ctx-w1") as clusters:
+    with TwoClusters(
+        schema_check.require_shared(), worker_context="ctx-w1", mapped=False
+    ) as clusters:
         submitted(clusters, capsys, tmp_path)
         code, out, err = run(clusters, capsys, "logs", "demo", "--cluster", "worker1=ctx-w1")
         assert code == 0 and "rank 0 step 1" in out, err
+
+
+def test_a_context_named_like_the_worker_is_never_followed_unless_mapped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manager's Workload names worker1 and the kubeconfig has a context worker1 (another
+    team's cluster, say), but nothing maps it for this manager: not one request reaches it,
+    whatever the command; mapped in the file, the same commands follow the job there."""
+    with TwoClusters(schema_check.require_shared(), mapped=False) as clusters:
+        monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
+        submitted(clusters, capsys, tmp_path)
+        clusters.worker.kube.requests.clear()
+        for command in (
+            ["status", "demo"],
+            ["status", "demo", "-o", "json"],
+            ["events", "demo"],
+            ["logs", "demo", "--all-ranks"],
+            ["logs", "demo", "--follow"],
+            ["wait", "demo", "--until", "running", "--timeout", "5s"],
+        ):
+            code, out, err = run(clusters, capsys, *command)
+            assert "Traceback" not in err and "is not mapped" in out + err, command
+        code, out, err = run(clusters, capsys, "list")
+        assert code == 0 and " worker1" in out, err  # where it runs, from the manager alone
+        with clusters.ticking():
+            code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "5s")
+        assert code == 0 and "not checked on a worker cluster" in err and "is not mapped" in err
+        assert list(clusters.worker.kube.requests) == []
 
 
 def test_submit_says_the_queue_dispatches_and_wait_names_the_worker(
@@ -179,7 +266,7 @@ RESERVED = 'The workload got reservation on "worker2"'
         (
             {"admissionChecks": [_check("Ready", 'got reservation on "../x"\x07')]},
             None,
-            ('mk: Ready: got reservation on "../x"\\u0007',),
+            ('mk: Ready: got reservation on "../x"\\x07',),
         ),
     ],
 )
@@ -217,7 +304,15 @@ def test_a_job_not_dispatched_yet_says_so(
     code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)))
     assert code == 0, err  # no tick yet: Kueue has made no Workload
     code, _, err = run(clusters, capsys, "logs", "demo")
-    assert code == 1 and "demo: not dispatched to a worker cluster yet (no Workload yet)" in err
+    assert (
+        code == 1
+        and (  # Kueue made its Workload at once, and nominated the worker
+            "demo: not dispatched to a worker cluster yet (nominated: worker1; Workload "
+            "trainjob-demo-"
+        )
+        in err
+    )
+    assert "; admission check multikueue: Pending)" in err
     with clusters.ticking():  # followed, it waits for the dispatch, then reads the worker's
         code, out, err = run(clusters, capsys, "logs", "demo", "--follow", "--rank", "1")
     assert code == 0 and "rank 1 step 1" in out, err
@@ -289,7 +384,7 @@ def test_the_torchx_scheduler_on_a_manager_reads_describe_and_logs_on_the_worker
     assert any("rank 1 step 1" in line for line in lines), lines
 
 
-def test_the_torchx_scheduler_says_which_worker_it_cannot_reach(
+def test_the_torchx_scheduler_says_how_to_map_a_worker_not_mapped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("torchx", reason="torchx is not installed (CI's launcher env)")
@@ -307,10 +402,11 @@ def test_the_torchx_scheduler_says_which_worker_it_cannot_reach(
             clusters.settle()
             with pytest.raises(SchedulerError) as caught:
                 list(runner.log_lines(handle, "train", k=0))
-    assert str(caught.value).endswith("give it a context named worker1")
-    assert "runs on worker cluster worker1, which this kubeconfig does not reach" in str(
-        caught.value
-    )
+    assert (
+        "runs on worker cluster worker1, which is not mapped to a kubeconfig context for manager "
+        "context manager: map it with clusters={'worker1': CONTEXT} or "
+        "managers.manager.worker1: CONTEXT in "
+    ) in str(caught.value)
 
 
 def test_the_nemo_run_executor_on_a_manager_fetches_the_logs_on_the_worker(
@@ -335,3 +431,32 @@ def test_the_nemo_run_executor_on_a_manager_fetches_the_logs_on_the_worker(
     shown = list(ex.fetch_logs(name))
     assert any(line.startswith("rank 0 ") for line in shown), shown
     assert clusters.manager.store.list("v1", "Pod", NAMESPACE) == []  # they are the worker's
+
+
+def test_the_manager_judges_a_dispatched_job_by_the_workers_pods(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's pods cannot be scheduled; its JobSet counts the Job active, none ready, as
+    the real one does (observed/trainer-v2.3.0), and Kueue copies that status to the manager's
+    job. On the manager, status and wait judge the job by those pods, as on one cluster:
+    PENDING (Unschedulable), and wait --until running keeps waiting."""
+    shared = schema_check.require_shared()
+    with TwoClusters(shared) as clusters:
+        monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
+        code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path, "unschedulable")))
+        assert code == 0, err
+        clusters.settle()
+        active = [{"name": "node", "active": 1, "ready": 0, "succeeded": 0, "failed": 0,
+                   "suspended": 0}]  # fmt: skip
+        clusters.worker.store.change(
+            TRAINJOB, "TrainJob", NAMESPACE, "demo", {"status": {"jobsStatus": active}}
+        )
+        clusters.settle()
+        code, out, err = run(clusters, capsys, "status", "demo")
+        assert code == 0, err
+        assert out.startswith("TrainJob demo in namespace default: PENDING (Unschedulable) pod ")
+        assert "nodes: 0/2 ready" in out
+        code, out, err = run(clusters, capsys, "wait", "demo", "--until", "running",
+                             "--timeout", "1s")  # fmt: skip
+        assert code == 1 and "did not become running within 1s: PENDING (Unschedulable)" in err
+        assert "demo: dispatched to worker cluster worker1" in err

@@ -630,7 +630,9 @@ def test_status_reads_conditions_queued_and_deadline(monkeypatch: pytest.MonkeyP
         local.advance(10.0)
         described = KfcompileScheduler("test").describe(queued)
         assert described is not None
-        assert (described.state, described.msg.split()[0]) == (AppState.PENDING, "Suspended")
+        # the reason Kueue gives (its Workload), as status says it
+        assert (described.state, described.msg.split()[0]) == (AppState.PENDING, "Queued")
+        assert f"Kueue: waiting in queue {QUEUE}: " in described.msg
 
         late = _submitted(annotations={"fake.kfcompile.dev/scenario": "deadline"})
         local.advance(10.0)

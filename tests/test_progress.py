@@ -107,7 +107,8 @@ def test_values_outside_the_crd_are_not_believed() -> None:
     )
     assert got is not None
     assert (got.percent, got.remaining_seconds, got.updated) == (None, None, None)
-    assert got.metrics[0] == ("x" * MAX_TEXT, "[2J1")  # cut; no escape reaches a terminal
+    assert got.metrics[0] == ("x" * MAX_TEXT, "\x1b[2J1")  # cut, and kept as the server said
+    assert f"{'x' * MAX_TEXT} \\x1b[2J1" in got.line(NOW)  # shown escaped
     # the first MAX_METRICS items are read, of which two are no metric
     assert len(got.metrics) == MAX_METRICS - 2
     as_bool = read_progress(trainjob({"progressPercentage": True}))

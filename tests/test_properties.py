@@ -313,6 +313,26 @@ _CORE_V1 = json.loads(
 _HATCH_OBJECT = {"pod_spec_overrides": "PodSpec", "container_overrides": "Container"}
 
 
+# The fields the API server's pod rules check beyond their type (``pod_rules``), and a value
+# each takes: another value of the type may be refused when the spec is loaded.
+_PROBE = {"exec": {"command": ["true"]}}
+_ACCEPTED: dict[str, Any] = {
+    "activeDeadlineSeconds": 60,
+    "dnsPolicy": "ClusterFirst",
+    "hostname": "node",
+    "livenessProbe": _PROBE,
+    "nodeName": "node-1",
+    "preemptionPolicy": "Never",
+    "priorityClassName": "high",
+    "readinessProbe": _PROBE,
+    "restartPolicy": "Never",
+    "runtimeClassName": "nvidia",
+    "serviceAccountName": "trainer",
+    "startupProbe": _PROBE,
+    "subdomain": "jobs",
+}
+
+
 def _fitting(kind: Any) -> Any:
     """Values of one core/v1 field type: scalars of the type, empty lists and maps, objects
     with only their required keys."""
@@ -342,8 +362,17 @@ def test_override_keys_name_real_fields(field: str, data: st.DataObject) -> None
         st.lists(st.sampled_from(OVERRIDE_KEYS[field]), min_size=1, max_size=3, unique=True)
     )
     types = _CORE_V1[_HATCH_OBJECT[field]]["properties"]
-    overrides = {k: data.draw(_fitting(types[k])) for k in keys}
-    spec = structure({**S.BASE, field: overrides})
+    overrides = {
+        k: data.draw(st.one_of(st.just(_ACCEPTED[k]), _fitting(types[k])))
+        if k in _ACCEPTED
+        else data.draw(_fitting(types[k]))
+        for k in keys
+    }
+    try:
+        spec = structure({**S.BASE, field: overrides})
+    except SpecError as exc:  # only a value the pod rules check may be refused, named
+        assert {p.at.parts[1] for p in exc.problems} <= set(_ACCEPTED) & set(keys), exc
+        return
     generated = render(structure(S.BASE), PT)[-1]["spec"]["pytorchReplicaSpecs"]["Master"]
     base = generated["template"]["spec"]
     if field == "container_overrides":

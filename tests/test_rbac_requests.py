@@ -19,7 +19,9 @@ import yaml
 from fakekube import jobs
 from fakekube.audit import Access, Seen, denied, of_request, recording, unused
 from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, PortCluster
-from fakekube.multikueue import CHECK, CLUSTER_QUEUE, KUEUE
+from fakekube.kueue import CLUSTER_QUEUE
+from fakekube.kueue import V1BETA2 as KUEUE
+from fakekube.multikueue import CHECK
 from fakekube.port import Objects
 from fakekube.requestlog import RequestRecord
 from test_lifecycle import ENV, spec
@@ -116,9 +118,10 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
             next(followed)  # waits on the watch of its pod until that starts
         lifecycle.list_jobs(session, NAMESPACE)
         lifecycle.list_jobs(session, None)  # list -A
-        # A job MultiKueue manages: its Workload says where it runs (on a manager).
-        far = spec("far", managed_by=MULTIKUEUE)
-        lifecycle.submit(session, far, found.target, namespace=NAMESPACE, environ={})
+        # Jobs MultiKueue manages: their Workloads say where they run (on a manager).
+        for name in ("far", "farther"):
+            far = spec(name, managed_by=MULTIKUEUE)
+            lifecycle.submit(session, far, found.target, namespace=NAMESPACE, environ={})
         multikueue.dispatch(session, lifecycle.find(session, NAMESPACE, "far"))
         lifecycle.list_jobs(session, None)  # list -A on a manager: every namespace's Workloads
         install_manager(c.store)
@@ -131,7 +134,7 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
             path="/",
             local=str(tmp_path / "down"),
         )
-        for name in ("demo", "torch", "own", "late", "far"):
+        for name in ("demo", "torch", "own", "late", "far", "farther"):
             lifecycle.cancel(session, lifecycle.locate(session, NAMESPACE, name), wait_gone=True)
         # A submit refused part-way: what it created is deleted again.
         c.faults.add("create", "TrainJob", status=403)

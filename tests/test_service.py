@@ -111,8 +111,9 @@ def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
         changes = [s.split(": ", 1)[1].split(" (")[0] for s in said if s.startswith(f"{name}: ")]
         whats = [c for c in changes if c in {"listed", "suspended", "admitted", "running"}]
         assert whats == ["listed", "admitted", "running"], said
-        # Created suspended by Kueue: queued from the first report, not a job with no status.
-        assert f"{name}: listed (SUSPENDED Suspended)" in said, said
+        # Created suspended by Kueue: queued from the first report, not a job with no status,
+        # with the reason Kueue gives (its Workload: QuotaReserved=False, Pending).
+        assert f"{name}: listed (SUSPENDED Queued)" in said, said
     assert "svc-0: finished (SUCCEEDED Complete)" in said
     assert any(s.startswith("svc-1: finished (FAILED") for s in said)
     assert "svc-2: cancel requested" in said

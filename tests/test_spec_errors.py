@@ -9,8 +9,10 @@ taken from KUBEFLOW.md.
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
+from enum import Enum, IntEnum
 from typing import Any
 
 import attrs
@@ -24,11 +26,12 @@ from kfcompile import (
     Launcher,
     SpecError,
     UnsupportedFeature,
+    dump_spec,
     load_spec,
     render,
     structure,
 )
-from kfcompile.spec import object_paths
+from kfcompile.spec import object_paths, yamlio
 from kfcompile.targets import trainjob_v2_2
 
 PYTORCH = "pytorchjob/v1"
@@ -189,7 +192,7 @@ MALFORMED: list[Any] = [
     ),
     (
         "hugepages-request-without-limit",
-        spec_text("extra_resource_requests: {hugepages-2Mi: 1Gi}\n"),
+        spec_text("extra_resource_requests: {hugepages-2Mi: 1Gi}\nmemory_request: 1Gi\n"),
         [("extra_resource_requests.hugepages-2Mi", "needs an equal limit")],
     ),
     pytest.param(
@@ -797,7 +800,8 @@ def test_valid_quantities_load(field: str, value: str) -> None:
         "extra_resource_limits: {vpc.amazonaws.com/efa: '4'}\n",
         "extra_resource_requests: {ephemeral-storage: 10Gi}\n",  # native: may be overcommitted
         "gpus_per_node: 8\nextra_resource_limits: {vpc.amazonaws.com/efa: '32'}\n",
-        "env: {FOO: a}\nenv_list: [{name: BAR, valueFrom: {fieldRef: {fieldPath: x}}}]\n",
+        "env: {FOO: a}\n"
+        "env_list: [{name: BAR, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n",
         "tolerations: [{operator: Exists}]\n",  # tolerate everything
         "launcher: {kind: python}\nscript: print(1)\n",  # entrypoint defaults for a script
         "annotations: {example.com/note: " + "x" * 300 + "}\n",  # values are free text
@@ -1293,3 +1297,91 @@ def test_a_bug_while_structuring_is_raised_as_a_bug_not_a_spec_problem() -> None
     assert [p.message for p in problems_of(bad, "spec")] == ["required", "must be 1 or more"]
     with pytest.raises(AttributeError):
         problems_of(ClassValidationError("x", [AttributeError("oops")], JobSpec), "spec")
+
+
+# Issue 24 item 9: an env var's value comes from one place. Merged as a strategic merge patch
+# would, an override's valueFrom beside the spec's value (or a value beside its valueFrom) made
+# an entry with both, which the pods refuse (validateEnvVarValueFrom): it replaces what the
+# spec writes, which the README says an override may never do.
+_FIELD_REF = {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+@pytest.mark.parametrize("target", ALL)
+@pytest.mark.parametrize(
+    ("spec_fields", "override", "writer"),
+    [
+        ({"env": {"A": "x"}}, {"name": "A", "valueFrom": _FIELD_REF}, "env.A"),
+        (
+            {"env_list": [{"name": "A", "valueFrom": _FIELD_REF}]},
+            {"name": "A", "value": "y"},
+            "env_list[0]",
+        ),
+        ({"secret_env": ["A"]}, {"name": "A", "value": "y"}, "secret_env[0]"),
+    ],
+)
+def test_an_override_may_not_change_where_an_env_var_comes_from(
+    target: str, spec_fields: dict[str, Any], override: dict[str, Any], writer: str
+) -> None:
+    data = {"name": "job", "image": "img:1", "command": ["python"], **spec_fields}
+    with pytest.raises(UnsupportedFeature) as info:
+        render(structure({**data, "container_overrides": {"env": [override]}}), target)
+    assert [str(p).split(" (")[0] for p in info.value.problems] == [
+        f"container_overrides.env[name=A]: would replace what {writer} writes"
+    ]
+    # an entry for A that gives no other source is no replacement
+    render(structure({**data, "container_overrides": {"env": [{"name": "A"}]}}), target)
+
+
+# Issue 24 item 12: a spec built in Python may hold a str Enum (or another str, int or float
+# subclass) where a YAML spec holds a string; it was kept in the rendered objects, and dumping
+# them raised RepresenterError (a NeMo-Run dry run with such labels crashed). The spec keeps the
+# plain value, at every depth.
+class Tier(str, Enum):  # noqa: UP042 (the mixin users write, as in the issue)
+    GOLD = "gold"
+
+
+class Policy(str, Enum):  # noqa: UP042
+    NEVER = "Never"
+
+
+class Count(IntEnum):
+    TWO = 2
+
+
+def _plain_all_the_way(value: Any) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            assert type(k) is str, k
+            _plain_all_the_way(v)
+    elif isinstance(value, list):
+        for v in value:
+            _plain_all_the_way(v)
+    else:
+        assert type(value) in (str, int, float, bool, type(None)), repr(value)
+
+
+@pytest.mark.parametrize("target", ALL)
+def test_enums_in_a_spec_built_in_python_are_plain_values(target: str) -> None:
+    pytorch = {
+        "image_pull_policy": Policy.NEVER,
+        "pod_labels": {Tier.GOLD: Tier.GOLD},
+        "container_overrides": {"securityContext": {"runAsUser": Count.TWO}},
+    }
+    spec = JobSpec(
+        name="job",
+        image="img:1",
+        labels={"tier": Tier.GOLD},
+        env={"TIER": Tier.GOLD},
+        env_list=[{"name": "B", "value": Tier.GOLD}],
+        num_nodes=Count.TWO,
+        extra_resource_limits={"example.com/fpga": Count.TWO},
+        launcher=Launcher(kind="python", entrypoint=Tier.GOLD, args=[Tier.GOLD]),
+        **(pytorch if target == PYTORCH else {}),
+    )
+    assert type(spec.labels["tier"]) is str and type(spec.num_nodes) is int
+    assert spec.launcher is not None and type(spec.launcher.args[0]) is str
+    objects = render(spec, target)
+    _plain_all_the_way(objects)
+    assert "tier: gold" in yamlio.dump_all(objects)
+    assert json.loads(json.dumps(objects)) == objects
+    assert load_spec(dump_spec(spec)) == spec

@@ -777,7 +777,8 @@ def test_list_watch_prints_the_table_then_a_line_per_change_until_ctrl_c(
     assert code == 130
     lines = [" ".join(line.split()) for line in out.text().splitlines()]
     assert lines[0] == "NAMESPACE NAME KIND TARGET STATE PROGRESS CREATED"
-    assert lines[1].startswith("default demo TrainJob trainjob/v2.3 SUSPENDED - ")  # Kueue's
+    # Kueue's: its Workload says why it waits
+    assert lines[1].startswith("default demo TrainJob trainjob/v2.3 SUSPENDED (Queued) - ")
     # Each step the training process reports, with how old the report is (written just now)
     reported = [
         "default demo TrainJob progressed RUNNING (JobsActive) 30% ETA 2m00s · loss 0.9",

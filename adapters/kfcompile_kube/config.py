@@ -57,6 +57,7 @@ class Connection:
     namespace: str
     source: str  # where the configuration came from, for messages ("kubeconfig ... context ...")
     request_timeout: float | None = REQUEST_TIMEOUT
+    context: str | None = None  # the kubeconfig context used (None: in-cluster)
 
     def close(self) -> None:
         self.api_client.close()
@@ -180,7 +181,7 @@ def _from_kubeconfig(
         _unverified(configuration.host, f"insecure-skip-tls-verify in {at}")
     namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
     source = f"{where}, context {name}"
-    return Connection(_client(configuration), str(namespace), source)
+    return Connection(_client(configuration), str(namespace), source, context=name)
 
 
 _said_unverified: set[str] = set()  # the servers warned of in this process

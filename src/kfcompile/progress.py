@@ -6,20 +6,22 @@ HuggingFace Transformers' callback): ``progressPercentage`` (0-100), ``estimated
 ``metrics`` (``{name, value}`` strings) and ``lastUpdatedTime``. PyTorchJob has no such field.
 
 The status comes from the cluster, so it is read as hostile input: each value within what the
-CRD allows or absent, at most ``MAX_METRICS`` metrics, text cut to the CRD's length and free of
-control characters (a metric name must not move a terminal's cursor). Pure: the caller passes
-"now" (the core reads no clock), for the age of a report and whether it is stale.
+CRD allows or absent, at most ``MAX_METRICS`` metrics, text cut to the CRD's length, and shown
+escaped (``terminal.printable``: a metric name must not move a terminal's cursor nor reverse
+what follows it). Pure: the caller passes "now" (the core reads no clock), for the age of a
+report and whether it is stale.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from attrs import frozen
+
+from kfcompile.terminal import printable
 
 # trainjobs-v2.2.1.yaml and v2.3.0, status.trainerStatus: progressPercentage int32 0..100,
 # estimatedRemainingSeconds int32 >= 0, metrics maxItems 256, name/value maxLength 64.
@@ -38,8 +40,6 @@ NONE_REPORTED: Final = (
     "training process that reports it)"
 )
 NOT_REPORTED_BY: Final = "PyTorchJob reports no progress"
-
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @frozen
@@ -72,10 +72,11 @@ class Progress:
         return " ".join(parts) or "reported"
 
     def line(self, now: datetime, metrics: int = SHOWN_METRICS) -> str:
-        """``42% · ETA 1h02m · loss 0.31, lr 1e-4 · 12s ago``, stale ones said so."""
+        """``42% · ETA 1h02m · loss 0.31, lr 1e-4 · 12s ago``, stale ones said so; the metrics
+        escaped."""
         parts = [self.cell()]
         if self.metrics:
-            shown = ", ".join(f"{k} {v}" for k, v in self.metrics[:metrics])
+            shown = printable(", ".join(f"{k} {v}" for k, v in self.metrics[:metrics]))
             more = len(self.metrics) - metrics
             parts.append(shown + (f" (+{more} more)" if more > 0 else ""))
         age = self.age(now)
@@ -170,4 +171,4 @@ def _bounded(value: object, most: int) -> int | None:
 
 
 def _text(value: object) -> str:
-    return _CONTROL.sub("", value[:MAX_TEXT]) if isinstance(value, str) else ""
+    return value[:MAX_TEXT] if isinstance(value, str) else ""

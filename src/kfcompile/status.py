@@ -61,8 +61,10 @@ __all__ = [
     "State",
     "deletion_hold",
     "job_state",
+    "kueue_says",
     "stuck_pod",
     "terminating",
+    "trainer_refused",
 ]
 
 
@@ -339,8 +341,13 @@ def _deleting(cr: Mapping[str, Any], decided: JobState, pods: list[Mapping[str, 
     return JobState(State.DELETING, hold, "; ".join(parts))
 
 
-def job_state(cr: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = None) -> JobState:
-    """The normalized state of a TrainJob or PyTorchJob, refined by its pods when given.
+def job_state(
+    cr: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]] | None = None,
+    workload: Mapping[str, Any] | None = None,
+) -> JobState:
+    """The normalized state of a TrainJob or PyTorchJob, refined by its pods when given, and,
+    while it waits, by what its Kueue ``workload`` says of why (``kueue_says``).
 
     Raises ValueError for a kind this module does not know; never raises for a malformed status.
     """
@@ -350,6 +357,9 @@ def job_state(cr: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | None = 
     decided = _decide(cr, kind_name, _mappings(pods))
     if _text(_mapping(cr.get("metadata")).get("deletionTimestamp")):
         return _deleting(cr, decided, _mappings(pods))
+    if decided.state in (State.SUSPENDED, State.PENDING) and workload is not None:
+        said = kueue_says(workload)
+        return decided if said is None else attrs.evolve(decided, reason=said[0], message=said[1])
     return decided
 
 
@@ -385,3 +395,74 @@ def _suspended_by_spec(cr: Mapping[str, Any], kind: Kind) -> JobState | None:
     if node is not True:
         return None
     return JobState(State.SUSPENDED, "Suspended", f"{'.'.join(kind.suspend)} is true")
+
+
+# --- Kueue's word on a job it holds: the job's Workload (KUBEFLOW.md, Kueue) ---------------------
+
+# Workload ``QuotaReserved=False`` reasons (Kueue ``apis/kueue/v1beta2/workload_types.go``) of a
+# workload that waits its turn in the queue: the job is ``Queued``. Any other reason
+# (``Inadmissible``: its LocalQueue or ClusterQueue is missing or stopped; ``ExceedsMaxQuota``,
+# ``NoMatchingFlavor``...) is said as Kueue says it.
+QUEUED_REASONS: Final = frozenset(
+    {"Pending", "WaitingForQuota", "PendingEvaluation", "WaitingForPreemptedWorkloads"}
+)
+# ``Evicted`` reasons of a workload deactivated (``spec.active: false``): it stays so until
+# someone activates it again.
+DEACTIVATED_REASONS: Final = frozenset({"Deactivated", "InactiveWorkload"})
+KUEUE_TEXT: Final = 1024  # characters of a Workload's message kept (the CRD allows 32,768)
+
+
+def _kueue_text(value: object) -> str:
+    return " ".join(_text(value)[:KUEUE_TEXT].split())
+
+
+def kueue_says(workload: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of why Kueue holds the job whose Workload this is, or None when it
+    does not (admitted, or nothing said yet). First that holds: evicted or deactivated
+    (``Evicted=True``; the wait in the queue that follows said too), waiting in the queue
+    (``QuotaReserved=False``), waiting for an admission check (one not ``Ready``)."""
+    status, spec = _mapping(workload.get("status")), _mapping(workload.get("spec"))
+    held = {c.type: c for c in _conditions(status)}
+    if (admitted := held.get("Admitted")) is not None and admitted.status == "True":
+        return None
+    waiting, why = "", "Queued"
+    if (quota := held.get("QuotaReserved")) is not None and quota.status == "False":
+        queue = _kueue_text(spec.get("queueName")) or "?"
+        waiting = f"waiting in queue {queue}: {_kueue_text(quota.message) or quota.reason}"
+        if quota.reason not in QUEUED_REASONS:
+            why = _kueue_text(quota.reason) or why  # Inadmissible, ExceedsMaxQuota...
+    if (evicted := held.get("Evicted")) is not None and evicted.status == "True":
+        inactive = spec.get("active") is False or evicted.reason in DEACTIVATED_REASONS
+        said = f"Kueue evicted it ({_kueue_text(evicted.reason) or '?'})"
+        said += f": {_kueue_text(evicted.message)}" if evicted.message else ""
+        return ("Deactivated" if inactive else "Evicted"), "; ".join(filter(None, (said, waiting)))
+    if waiting:
+        return why, f"Kueue: {waiting}"
+    for check in _mappings(status.get("admissionChecks"))[:8]:  # maxItems 8
+        state = _kueue_text(check.get("state"))
+        if state and state != "Ready":
+            said = f"Kueue admission check {_kueue_text(check.get('name')) or '?'} is {state}"
+            message = _kueue_text(check.get("message"))
+            return f"AdmissionCheck{state}", f"{said}: {message}" if message else said
+    return None
+
+
+# --- what only the Trainer's events say --------------------------------------------------------
+
+# A Trainer that cannot create or update the job's JobSet says so only in a Warning event about
+# the TrainJob (trainer ``pkg/controller/trainjob_controller.go``); its status keeps saying
+# ``Suspended=False`` (``Resumed``), or nothing: the reasons of a job that then only seems to wait.
+TRAINER_REFUSALS: Final = ("TrainJobResourcesCreationFailed",)
+SEEMS_WAITING: Final = ("Resumed", "NoStatus")
+
+
+def trainer_refused(state: JobState, warnings: Sequence[tuple[str, str]]) -> JobState:
+    """``state``, or, for a job that seems only to wait (``SEEMS_WAITING``), the last of the
+    Trainer's refusals among the job's own ``warnings`` ((reason, message) of its Warning
+    events, oldest first): what keeps it from running."""
+    if state.reason not in SEEMS_WAITING:
+        return state
+    for reason, message in reversed(warnings):
+        if reason in TRAINER_REFUSALS:
+            return attrs.evolve(state, reason=reason, message=message[:KUEUE_TEXT])
+    return state

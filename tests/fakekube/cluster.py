@@ -29,6 +29,7 @@ from kfcompile_kube import KubeCluster, connect
 from kfcompile_local import SystemClock
 
 from . import jobs
+from . import kueue as fake_kueue
 from .audit import AUDIT
 from .clock import FakeClock, fixed_jitter
 from .port import PortFake
@@ -116,10 +117,12 @@ class Seeded(Protocol):
 
 
 def install(store: Seeded, shared: Path, crds: tuple[str, ...], runtime: bool,
-            trainer: str | None = FROM_CRDS) -> None:  # fmt: skip
+            trainer: str | None = FROM_CRDS, serves: str | None = "v1beta2") -> None:  # fmt: skip
     """What a cluster with Kubeflow has before a test starts. ``trainer``: the version the
     Trainer's public ConfigMap says (by default that of the TrainJob CRD installed, and none
-    before v2.2, which had no such ConfigMap); None: no ConfigMap."""
+    before v2.2, which had no such ConfigMap); None: no ConfigMap. ``serves``: the Kueue API
+    versions served (a key of ``kueue.SERVES``: by default only v1beta2, as Kueue v0.20 on;
+    None: no Kueue), with the LocalQueue ``QUEUE``."""
     for name in (*crds, "clustertrainingruntimes-v2.3.0.yaml", "trainingruntimes-v2.3.0.yaml"):
         store.create(load_crd(shared / "crds" / name))
     if trainer == FROM_CRDS:
@@ -134,11 +137,14 @@ def install(store: Seeded, shared: Path, crds: tuple[str, ...], runtime: bool,
         for name in RUNTIMES:
             store.create(upstream_runtime(shared, name))
     claim = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
-    queue = {"clusterQueue": "cluster-queue"}
-    for api_version, kind, name, spec in (
-        ("v1", "PersistentVolumeClaim", CLAIM, claim),
-        ("kueue.x-k8s.io/v1beta1", "LocalQueue", QUEUE, queue),
-    ):
+    seeded = [("v1", "PersistentVolumeClaim", CLAIM, claim)]
+    if serves is not None:
+        fake_kueue.install(store, shared, serves)
+        queues = (
+            fake_kueue.V1BETA2 if "v1beta2" in fake_kueue.SERVES[serves] else fake_kueue.V1BETA1
+        )
+        seeded.append((queues, "LocalQueue", QUEUE, {"clusterQueue": fake_kueue.CLUSTER_QUEUE}))
+    for api_version, kind, name, spec in seeded:
         meta = {"name": name, "namespace": NAMESPACE}
         store.create({"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec})
 
@@ -147,11 +153,14 @@ class _Kubeflow:
     """Kubeflow installed in a ``PortFake``'s store (``store``) on ``clock``."""
 
     def __init__(self, shared: Path, clock: FakeClock, crds: tuple[str, ...], runtime: bool,
-                 trainer: str | None) -> None:  # fmt: skip
+                 trainer: str | None, kueue: str | None) -> None:  # fmt: skip
         self.clock = clock
         self.fake = PortFake(clock)
         self.store = self.fake.objects
-        install(self.store, shared, crds, runtime, trainer)
+        install(self.store, shared, crds, runtime, trainer, kueue)
+        if kueue is not None:  # its webhook, and its controller letting Workloads go
+            self.store.admission.append(fake_kueue.webhook(self.store))
+            self.store.controllers.append(fake_kueue.releases(self.store))
 
     def __enter__(self) -> Self:
         return self
@@ -168,8 +177,9 @@ class PortCluster(_Kubeflow):
     the test scripts (``fake.at``, ``fakekube.jobs``)."""
 
     def __init__(self, shared: Path, *, step: float = 0.1, crds: tuple[str, ...] = CRDS,
-                 runtime: bool = True, trainer: str | None = FROM_CRDS) -> None:  # fmt: skip
-        super().__init__(shared, FakeClock(step=step), crds, runtime, trainer)
+                 runtime: bool = True, trainer: str | None = FROM_CRDS,
+                 kueue: str | None = "v1beta2") -> None:  # fmt: skip
+        super().__init__(shared, FakeClock(step=step), crds, runtime, trainer, kueue)
         self.faults, self.calls = self.fake.faults, self.fake.calls
         AUDIT.calls(self.calls, self.store.kind)  # what the commands ask, checked against the Role
 
@@ -190,9 +200,10 @@ class LocalCluster(_Kubeflow):
 
     def __init__(self, shared: Path, *, step: float = 0.01, scenario: str | None = "succeeds",
                  crds: tuple[str, ...] = CRDS, runtime: bool = True, auto: bool = True,
-                 trainer: str | None = FROM_CRDS) -> None:  # fmt: skip
+                 trainer: str | None = FROM_CRDS,
+                 kueue: str | None = "v1beta2") -> None:  # fmt: skip
         clock = FakeClock(step=step, start=time.time(), limit=math.inf)
-        super().__init__(shared, clock, crds, runtime, trainer)
+        super().__init__(shared, clock, crds, runtime, trainer, kueue)
         self.kube = FakeKube(fake=self.fake)
         AUDIT.requests(self.kube.requests)  # what the commands ask, checked against the Role
         # Trainer's TrainJobStatus feature gate (v2.2+): training steps reported in trainerStatus
@@ -256,13 +267,15 @@ class LocalCluster(_Kubeflow):
 
 
 @contextmanager
-def with_demo(shared: Path) -> Iterator[LocalCluster]:
-    """The local cluster (jobs never end) with a job ``demo`` submitted through the CLI."""
+def with_demo(shared: Path, *, running: bool = False) -> Iterator[LocalCluster]:
+    """The local cluster (jobs never end) with a job ``demo`` submitted through the CLI (and
+    ``running``: once it runs, its pod's log started)."""
     from kfcompile.cli import main
 
     with LocalCluster(shared, scenario="hang") as cluster, tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "job.yaml"
         demo = {"name": "demo", "image": "python:3.11-slim", "command": ["true"]}
         spec.write_text(yaml.safe_dump(demo))
-        assert main(["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]) == 0
+        submit = ["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]
+        assert main([*submit, "--wait", "running"] if running else submit) == 0
         yield cluster

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kfcompile.kinds import COMPLETION_INDEX, PYTORCHJOB, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
-from kfcompile.spec.additions import QUEUE_LABEL
 
+from . import kueue as fake_kueue
 from .port import Obj, PortFake
 from .resources import rfc3339
 
@@ -315,30 +315,62 @@ def suspends(fake: Fake) -> Callable[[Obj], None]:
 
 
 def kueue(fake: Fake, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
-    """Kueue for each job created with a queue: its webhook suspends it, the job is admitted
-    (resumed) ``admits`` s later, and from then it ``runs(**lives)``."""
+    """Kueue (``fakekube.kueue``) for each job created with a queue, which its webhook created
+    suspended: the Trainer says so (``Suspended``) and Kueue makes its Workload, waiting; it
+    is admitted ``admits`` s later (two Updates of the job) and from then it ``runs(**lives)``.
+    A job created without Kueue's webhook (a store without Kueue) is only suspended."""
     then = runs(fake, **lives)
 
     def script(obj: Obj) -> None:
-        labels = obj["metadata"].get("labels") or {}
-        if obj["kind"] not in KINDS or QUEUE_LABEL not in labels:
+        if fake_kueue.queue_of(obj) is None:
             return
         meta = obj["metadata"]
         key = (obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
-
-        def suspend(value: bool) -> None:
-            fake.objects.change(*key, _flag(obj["kind"], value))
-            reason = "Suspended" if value else "Resumed"
-            _conditions(fake, fake.objects.items[key], ("Suspended", str(value), reason))
+        fake.objects.change(*key, _flag(obj["kind"], True))
+        _conditions(fake, fake.objects.items[key], ("Suspended", "True", "Suspended"))
+        if fake.objects.served(fake_kueue.V1BETA2, "Workload") or fake.objects.served(
+            fake_kueue.V1BETA1, "Workload"
+        ):
+            fake_kueue.held(fake.objects, fake.objects.items[key])
 
         def admit() -> None:
-            suspend(False)
+            job = _job(fake, meta["namespace"], obj["kind"], meta["name"])
+            if job is None or not (_flags_of(job).get("suspend")):
+                return
+            admitted = fake_kueue.admit(fake.objects, job)
+            _conditions(fake, admitted, ("Suspended", "False", "Resumed"))
+            grace = fake_kueue.V2_3_ONLY
+            if grace in str(job["spec"]) and grace not in str(admitted["spec"]):
+                refused(fake, admitted)  # Kueue dropped it: the JobSet cannot be updated
+                return
             then(fake.objects.items[key])
 
-        suspend(True)
         fake.at(admits, admit)
 
     return script
+
+
+# What the Trainer's event says when the JobSet webhook refuses its update of the JobSet.
+REFUSED = (
+    'TrainJob resources reconciliation failed: admission webhook "vjobset.kb.io" denied the '
+    'request: spec.replicatedJobs: Invalid value: "array": field is immutable'
+)
+
+
+def refused(fake: Fake, job: Obj) -> None:
+    """The Trainer cannot update the job's JobSet (its webhook refuses the change): its Warning
+    event ``TrainJobResourcesCreationFailed``, and the job, resumed, never runs."""
+    meta = job["metadata"]
+    regarding = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"],
+                 "uid": meta["uid"]}  # fmt: skip
+    _event(fake, meta["namespace"], f"{meta['name']}.refused", regarding,
+           "TrainJobResourcesCreationFailed", REFUSED, "Warning",
+           reportingController="trainer", action="Reconciling")  # fmt: skip
+
+
+def _flags_of(job: Obj) -> Obj:
+    spec = job.get("spec") or {}
+    return spec if job["kind"] == "TrainJob" else spec.get("runPolicy") or {}
 
 
 # What the kubelet does with a helper pod of these images: it waits to start, for that reason.

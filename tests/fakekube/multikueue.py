@@ -20,8 +20,9 @@ from typing import Any, Final
 
 from kfcompile.spec.additions import QUEUE_LABEL
 
-from . import jobs
+from . import jobs, kueue
 from .cluster import NAMESPACE, QUEUE, LocalCluster, live
+from .kueue import CLUSTER_QUEUE
 from .port import Objects, PortFake
 from .requestlog import RequestRecord
 from .resources import StoreError, clone, rfc3339
@@ -29,14 +30,13 @@ from .resources import StoreError, clone, rfc3339
 Obj = dict[str, Any]
 Key = tuple[str, str, str, str]
 
-KUEUE: Final = "kueue.x-k8s.io/v1beta1"
 MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 ORIGIN_LABEL: Final = "kueue.x-k8s.io/multikueue-origin"
+PREBUILT: Final = "kueue.x-k8s.io/prebuilt-workload-name"  # an annotation of the mirror
 # What an API server defaults managedBy to (the CRDs) before Kueue's webhook sees the job.
 DEFAULT_MANAGERS: Final = ("trainer.kubeflow.org/trainjob-controller",
                             "kubeflow.org/training-operator")  # fmt: skip
-CLUSTER_QUEUE: Final = "cluster-queue"
 CHECK: Final = "multikueue"
 WORKER: Final = "worker1"  # the MultiKueueCluster every job is dispatched to
 
@@ -50,50 +50,99 @@ def install_manager(store: Objects) -> None:
     """What a MultiKueue manager has: the ClusterQueue of the LocalQueue ``QUEUE`` names the
     MultiKueue AdmissionCheck (``spec.controllerName``); Kueue's webhook."""
     check = {"metadata": {"name": CHECK}, "spec": {"controllerName": MULTIKUEUE}}
-    store.create({"apiVersion": KUEUE, "kind": "AdmissionCheck", **check})
-    queue = {"metadata": {"name": CLUSTER_QUEUE}, "spec": {"admissionChecks": [CHECK]}}
-    store.create({"apiVersion": KUEUE, "kind": "ClusterQueue", **queue})
+    store.create({"apiVersion": kueue.api(store, "AdmissionCheck"), "kind": "AdmissionCheck",
+                  **check})  # fmt: skip
+    checks = {"admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}]}}
+    queue = {"metadata": {"name": CLUSTER_QUEUE}, "spec": checks}
+    store.create({"apiVersion": kueue.api(store, "ClusterQueue"), "kind": "ClusterQueue", **queue})
     store.admission.append(webhook)
 
 
 def webhook(obj: Obj) -> None:
-    """Kueue's webhook, for a job of ``QUEUE`` (a MultiKueue queue on the manager)."""
+    """Kueue's webhook on the manager, for a job of ``QUEUE`` (a MultiKueue queue), besides
+    what it does to every queued job (``kueue.webhook``): MultiKueue's ``managedBy``."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if obj.get("kind") in jobs.KINDS and labels.get(QUEUE_LABEL) == QUEUE:
         flags = _flags(obj)
         # Kueue's CanDefaultManagedBy (jobframework): unset or the kind's own controller.
         if flags.get("managedBy") in (None, *DEFAULT_MANAGERS):
             flags["managedBy"] = MULTIKUEUE
-        flags["suspend"] = True
 
 
 def dispatches(manager: PortFake, worker: Objects, *, after: float = 0.1) -> Callable[[Obj], None]:
-    """MultiKueue for each job created that it manages: ``dispatch`` ``after`` s later, then
+    """MultiKueue for each job created that it manages: its Workload at once, quota reserved on
+    the manager and ``WORKER`` nominated (``nominate``); ``dispatch`` ``after`` s later, then
     ``follow``. Pass it to the manager's ``on_create``."""
 
     def script(obj: Obj) -> None:
         if obj["kind"] in jobs.KINDS and _flags(obj).get("managedBy") == MULTIKUEUE:
             meta = obj["metadata"]
             key = (obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+            nominate(manager, obj)
             manager.at(after, lambda: dispatch(manager, worker, key))
 
     return script
 
 
-def dispatch(manager: PortFake, worker: Objects, key: Key) -> None:
-    """The job's Workload is made and admitted on ``WORKER``, its mirror created there, and the
-    manager's job unsuspended; from then the mirror is followed (``follow``)."""
-    job = clone(manager.objects.items.get(key))
-    if job is None or job["metadata"].get("deletionTimestamp"):
-        return
+def _check(state: str, message: str, now: str) -> Obj:
+    return {"name": CHECK, "state": state, "message": message, "lastTransitionTime": now}
+
+
+def nominate(manager: PortFake, job: Obj) -> None:
+    """The job's Workload on the manager before dispatch: quota reserved there, the MultiKueue
+    check Pending, the worker it may go to in ``status.nominatedClusterNames`` (no
+    ``clusterName`` yet)."""
+    now = rfc3339(manager.clock.time())
+    workload = kueue.workload(job, kueue.api(manager.objects), now)
+    reserved = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                "message": f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}",
+                "lastTransitionTime": now}  # fmt: skip
+    workload["status"] = {"conditions": [reserved], "nominatedClusterNames": [WORKER],
+                          "admission": {"clusterQueue": CLUSTER_QUEUE},
+                          "admissionChecks": [_check("Pending", "", now)]}  # fmt: skip
+    manager.objects.put(workload)
+
+
+def mirror_of(job: Obj, workload: str) -> Obj:
+    """What MultiKueue creates on the worker (the TrainJob adapter's ``SyncJob``): the job's
+    name, labels and annotations, the origin label, ``workload`` as its prebuilt Workload (an
+    annotation), the spec without Kueue's runtimePatches entry and with the worker's own
+    controller as ``managedBy``."""
     meta = job["metadata"]
     labels = {**(meta.get("labels") or {}), ORIGIN_LABEL: "multikueue"}
-    mirror = {"apiVersion": job["apiVersion"], "kind": job["kind"], "spec": clone(job["spec"]),
+    notes = {**(meta.get("annotations") or {}), PREBUILT: workload}
+    spec = clone(job["spec"])
+    if "runtimePatches" in spec:
+        spec["runtimePatches"] = [
+            p for p in spec["runtimePatches"] if p["manager"] != kueue.MANAGER
+        ]
+    mirror = {"apiVersion": job["apiVersion"], "kind": job["kind"], "spec": spec,
               "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels,
-                           "annotations": dict(meta.get("annotations") or {})}}  # fmt: skip
-    _flags(mirror).pop("managedBy", None)  # the worker's own controller runs the mirror
-    worker.create(mirror)
-    manager.objects.put(_workload(job, rfc3339(manager.clock.time())))
+                           "annotations": notes}}  # fmt: skip
+    if job["kind"] == "TrainJob":
+        mirror["spec"]["managedBy"] = DEFAULT_MANAGERS[0]
+    else:
+        _flags(mirror).pop("managedBy", None)  # the worker's own controller runs the mirror
+    return mirror
+
+
+def dispatch(manager: PortFake, worker: Objects, key: Key) -> None:
+    """The worker admits the job: its mirror is created there, the manager's Workload says the
+    worker (``clusterName``; the check Ready) and is admitted, the manager's job unsuspended;
+    from then the mirror is followed (``follow``)."""
+    job = clone(manager.objects.items.get(key))
+    found = kueue.workload_of(manager.objects, job) if job else None
+    if job is None or found is None or job["metadata"].get("deletionTimestamp"):
+        return
+    worker.create(mirror_of(job, found["metadata"]["name"]))
+    now = rfc3339(manager.clock.time())
+    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted",
+                "message": "The workload is admitted", "lastTransitionTime": now}  # fmt: skip
+    status = {k: v for k, v in found["status"].items() if k != "nominatedClusterNames"}
+    status |= {"clusterName": WORKER, "conditions": [*status["conditions"], admitted],
+               "admissionChecks": [_check("Ready", f'The workload was admitted on "{WORKER}"',
+                                          now)]}  # fmt: skip
+    manager.objects.put({**found, "apiVersion": kueue.api(manager.objects), "status": status})
     _flags(job)["suspend"] = False
     manager.objects.put(job)
     follow(manager, worker, key)
@@ -116,46 +165,36 @@ def follow(manager: PortFake, worker: Objects, key: Key) -> None:
         manager.objects.put({**job, "status": status})
 
 
-def _workload(job: Obj, now: str) -> Obj:
-    meta = job["metadata"]
-    owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"],
-             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
-    check = {"name": CHECK, "state": "Ready", "lastTransitionTime": now,
-             "message": f'The workload got reservation on "{WORKER}"'}  # fmt: skip
-    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted",
-                "message": "The workload is admitted", "lastTransitionTime": now}  # fmt: skip
-    pods = [{"name": "node", "count": 1, "template": {"spec": {"containers": []}}}]
-    return {
-        "apiVersion": KUEUE, "kind": "Workload",
-        "metadata": {"name": f"{job['kind'].lower()}-{meta['name']}-{meta['uid'][:5]}",
-                     "namespace": meta["namespace"], "labels": {JOB_UID_LABEL: meta["uid"]},
-                     "ownerReferences": [owner]},
-        "spec": {"queueName": meta["labels"][QUEUE_LABEL], "podSets": pods},
-        "status": {"clusterName": WORKER, "admission": {"clusterQueue": CLUSTER_QUEUE},
-                   "admissionChecks": [check], "conditions": [admitted]},
-    }  # fmt: skip
-
-
 class TwoClusters:
     """A manager and one worker (``WORKER``), each a ``LocalCluster`` (its clock advanced by
     ``settle``), MultiKueue between them, and one kubeconfig with a context per cluster
     (``manager``, and ``worker_context`` for the worker: by default the worker's cluster name;
-    None: the kubeconfig has no way to the worker). Each job on the worker lives
-    ``scenario`` (a row of ``cluster.LIVES``)."""
+    None: the kubeconfig has no way to the worker), and a cluster mapping file
+    (``clusters_file``, for ``$KFCOMPILE_CLUSTERS``) that maps the worker to its context for the
+    manager context when ``mapped``. Each job on the worker lives ``scenario`` (a row of
+    ``cluster.LIVES``); both serve the Kueue API versions ``kueue`` names."""
 
     WORKER: Final = WORKER
 
     def __init__(
-        self, shared: Path, *, worker_context: str | None = WORKER, scenario: str = "succeeds"
+        self,
+        shared: Path,
+        *,
+        worker_context: str | None = WORKER,
+        scenario: str = "succeeds",
+        kueue: str = "v1beta2",
+        mapped: bool = True,
     ) -> None:
-        self.manager = LocalCluster(shared, step=0.1, scenario=None, auto=False)
-        self.worker = LocalCluster(shared, step=0.1, scenario=None, auto=False)
+        self.manager = LocalCluster(shared, step=0.1, scenario=None, auto=False, kueue=kueue)
+        self.worker = LocalCluster(shared, step=0.1, scenario=None, auto=False, kueue=kueue)
         install_manager(self.manager.store)
         self.scenario = scenario
         self.worker.fake.on_create.append(lambda job: live(self.worker.fake, job, self.scenario))
         self.manager.fake.on_create.append(dispatches(self.manager.fake, self.worker.store))
         self.worker_context = worker_context
         self.kubeconfig = self.manager.kubeconfig.with_name("two-clusters")  # in its tmp dir
+        self.clusters_file = self.kubeconfig.with_name("clusters.yaml")
+        self.mapped = mapped and worker_context is not None
 
     def __enter__(self) -> TwoClusters:
         self.manager.__enter__()
@@ -168,6 +207,8 @@ class TwoClusters:
         configs = [json.loads(path.read_text()) for path in paths]
         lists = {k: [e for c in configs for e in c[k]] for k in ("clusters", "users", "contexts")}
         self.kubeconfig.write_text(json.dumps(configs[0] | lists))
+        workers = {WORKER: self.worker_context} if self.mapped else {}
+        self.clusters_file.write_text(json.dumps({"managers": {"manager": workers}}))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -203,4 +244,5 @@ class TwoClusters:
                 log.listeners.remove(on_request)
 
 
-__all__ = ["CHECK", "QUEUE", "TwoClusters", "dispatch", "follow", "install_manager", "webhook"]
+__all__ = ["CHECK", "CLUSTER_QUEUE", "QUEUE", "TwoClusters", "dispatch", "follow",
+           "install_manager", "webhook"]  # fmt: skip

@@ -43,6 +43,7 @@ from .access import Attempt, NamespaceAccess
 from .clock import FakeClock
 from .events import EVENTS_V1, EVENTS_V1_KEY, Conversion
 from .faults import Fault, Faults, port_error
+from .kueue import CONVERSIONS as KUEUE_CONVERSIONS
 from .requestlog import RequestLog, RequestRecord
 from .resources import (
     BUILTIN_KINDS,
@@ -68,7 +69,7 @@ FOREGROUND = "foregroundDeletion"  # the finalizer of an owner deleted in the fo
 PROPAGATIONS = ("Background", "Foreground", "Orphan")
 SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
 # Versions served from another's storage: the same objects, under other field names.
-CONVERSIONS: dict[tuple[str, str], Conversion] = {EVENTS_V1_KEY: EVENTS_V1}
+CONVERSIONS: dict[tuple[str, str], Conversion] = {EVENTS_V1_KEY: EVENTS_V1, **KUEUE_CONVERSIONS}
 FINISHED = ("Succeeded", "Failed")
 T = TypeVar("T")
 
@@ -167,6 +168,9 @@ class Objects:
         self.on_patch: list[Callable[[Obj], object]] = []
         self.wakers: list[Callable[[], None]] = []  # told of every change (streams)
         self.gc_running, self.gc_from = True, -math.inf
+        # Controllers that act on what the collector did, in its passes (Kueue letting the
+        # Workload of a deleted job go: ``kueue.releases``)
+        self.controllers: list[Callable[[], None]] = []
         # Nodes whose kubelet does not answer: their deleted pods stay Terminating, their logs
         # are answered 500 (the API server's dial error)
         self.kubelets_down: set[str] = set()
@@ -600,6 +604,8 @@ class Objects:
             while self._collected != (self.rv, frozenset(self.kubelets_down)):
                 self._collected = (self.rv, frozenset(self.kubelets_down))
                 self._pass()
+                for controller in self.controllers:
+                    controller()
 
     def _pass(self) -> None:
         uids = {o["metadata"]["uid"]: k for k, o in self.items.items()}

@@ -82,7 +82,8 @@ _S, _POD = ("status",), ("status", "log", "exec")
 # What the server serves besides CRDs: group, version, kind, plural, namespaced, short names,
 # subresources, kubernetes-validate's strict schema (None: not checked), whether DELETE answers
 # the object rather than a Status. (events.k8s.io/v1 Events are served from the core Events'
-# storage, fakekube.events: the same objects under other names.)
+# storage, fakekube.events: the same objects under other names. Kueue's kinds come with its
+# CRDs: fakekube.kueue.)
 BUILTIN_KINDS: tuple[ResourceKind, ...] = tuple(
     ResourceKind(g, v, k, p, ns, k.lower(), short, sub, core_schema=schema, returns_deleted=obj)
     for g, v, k, p, ns, short, sub, schema, obj in (
@@ -98,13 +99,6 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = tuple(
         ("batch", "v1", "Job", "jobs", True, (), _S, "job-batch-v1", False),
         ("events.k8s.io", "v1", "Event", "events", True, ("ev",), (), "event-events-v1", False),
         ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True, (), _S, None, False),
-        ("kueue.x-k8s.io", "v1beta1", "LocalQueue", "localqueues", True, ("queue", "queues", "lq"),
-         _S, None, False),
-        ("kueue.x-k8s.io", "v1beta1", "ClusterQueue", "clusterqueues", False, ("cq",), _S, None,
-         False),
-        ("kueue.x-k8s.io", "v1beta1", "Workload", "workloads", True, ("wl",), _S, None, False),
-        ("kueue.x-k8s.io", "v1beta1", "AdmissionCheck", "admissionchecks", False, (), _S, None,
-         False),
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
          False, ("crd", "crds"), _S, None, False),
     )

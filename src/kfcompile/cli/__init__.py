@@ -23,6 +23,7 @@ from kfcompile.cli.common import (
     file_stem,
     outcome,
     print_failure,
+    say,
     sigterm_interrupts,
 )
 
@@ -42,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with sigterm_interrupts():
             return int(command(args))
     except UsageError as exc:
-        print(f"kfcompile: {exc}", file=sys.stderr)
+        say(f"kfcompile: {exc}", err=True)
         return 2
     except Failed as exc:
         print_failure(exc)

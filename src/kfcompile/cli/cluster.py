@@ -12,9 +12,10 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from contextlib import closing
 from datetime import UTC, datetime
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -26,15 +27,17 @@ from kfcompile.cli.common import (
     TERMINATED,
     Terminated,
     UsageError,
+    say,
 )
 from kfcompile.cli.context import Context, cluster_errors, target_for
-from kfcompile.cli.workers import Remote, observed, remote
+from kfcompile.cli.workers import Remote, WorkerPods, observed, remote
 from kfcompile.kinds import KINDS, MULTIKUEUE
 from kfcompile.lifecycle.multikueue import multikueue_check
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import absent_reason
 from kfcompile.progress import bar as progress_bar
 from kfcompile.status import State
+from kfcompile.terminal import log_line, printable
 
 if TYPE_CHECKING:  # a command loads only the lifecycle modules (and spec layer) it runs
     from kfcompile.lifecycle import LogLine, Observation, Waiting
@@ -65,6 +68,7 @@ class _Progress:
         if progress is not None:
             bar = f"{progress_bar(progress.percent)} " if self.tty else ""
             line += f" {bar}{progress.line(datetime.now(UTC))}"
+        line = printable(line)  # the redrawing's own controls are added below
         if self.tty and self.open and head == self.last and progress is not None:
             self.out.write(f"\r{line}\x1b[K")
         else:
@@ -96,7 +100,7 @@ def _waiting_on(doing: str) -> Callable[[Remaining, float], None]:
         if left.job is not None and left.job.message and not said:
             line += f": {left.job.message}"
         said.append(line)
-        print(line, file=sys.stderr, flush=True)
+        say(line, err=True)
 
     return show
 
@@ -104,54 +108,73 @@ def _waiting_on(doing: str) -> Callable[[Remaining, float], None]:
 def _finish(obs: Observation) -> int:
     """Exit status for where a wait ended: 1 when the job failed."""
     state = obs.state
-    print(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
+    say(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
     return 1 if state.state is State.FAILED else 0
 
 
 def _save_logs(session: lifecycle.Session | None, ref: Ref, directory: str) -> None:
-    """Every rank's complete log to DIR/rank-N.log (logs vanish with the pods); a rank whose
-    log cannot be read says why. None: the cluster that ran the job cannot be reached (said)."""
+    """Every rank's complete log to DIR/rank-N.log (logs vanish with the pods), written as it
+    is read; a rank whose log cannot be read says why (its file is empty). None: the cluster
+    that ran the job cannot be reached (said)."""
     if session is None:
         return
     folder = Path(directory)
     from kfcompile.lifecycle.pod_logs import ranks
 
-    saved: dict[int | None, list[str]] = {rank: [] for rank in ranks(session, ref)}
-    for line in lifecycle.logs(session, ref, on_waiting=_say_waiting):
-        saved.setdefault(line.rank, []).append(line.text)
+    chosen = ranks(session, ref)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for rank, lines in saved.items():
-            (folder / f"rank-{rank}.log").write_text(
-                "".join(f"{line}\n" for line in lines), encoding="utf-8"
-            )
+        with closing(lifecycle.logs(session, ref, on_waiting=_say_waiting)) as lines:
+            _write_ranks(folder, chosen, lines)
     except OSError as exc:
         raise UsageError(f"cannot write logs to {folder}: {exc.strerror or exc}") from None
-    print(f"saved logs of {ref} to {folder}/", file=sys.stderr)
+    say(f"saved logs of {ref} to {folder}/", err=True)
+
+
+def _write_ranks(folder: Path, chosen: list[int], lines: Iterable[LogLine]) -> None:
+    """Each line to its rank's file, one file open at a time (the ranks are read one after
+    the other, each rank's lines together); every chosen rank has its file."""
+    written: set[int | None] = set()
+    for rank, together in groupby(lines, key=lambda line: line.rank):
+        mode = "a" if rank in written else "w"
+        written.add(rank)
+        with (folder / f"rank-{rank}.log").open(mode, encoding="utf-8") as out:
+            for line in together:
+                out.write(f"{line.text}\n")
+    for empty in set(chosen) - written:
+        (folder / f"rank-{empty}.log").write_text("", encoding="utf-8")
 
 
 def _say_waiting(notice: Waiting) -> None:
-    print(f"kfcompile: {notice}", file=sys.stderr, flush=True)
+    say(f"kfcompile: {notice}", err=True)
 
 
-def shown(text: str) -> str:
-    """What a terminal shows of a log line at its end: a carriage return draws the line again
-    (a progress bar), so the last drawing that is not empty. A ``\r`` ends no line."""
-    if "\r" not in text:
-        return text
-    return next((part for part in reversed(text.split("\r")) if part), "")
+# Characters of log lines written at once when not following: one write per line costs a
+# system call each where stdout is unbuffered (PYTHONUNBUFFERED, common in containers).
+_BATCH = 64 * 1024
 
 
-def _print_logs(lines: Generator[LogLine, None, None], prefix: bool) -> int:
-    """Print the lines (how many: the return); closing them on every way out (the end, Ctrl-C,
-    a closed pipe, an error) stops the streams a followed log reads, with their threads."""
-    printed = 0
-    with closing(lines):
-        for line in lines:
-            text = f"[rank {line.rank}] {shown(line.text)}" if prefix else shown(line.text)
-            sys.stdout.write(text + "\n")
-            sys.stdout.flush()
-            printed += 1
+def _print_logs(lines: Generator[LogLine, None, None], prefix: bool, follow: bool) -> int:
+    """Print the lines (how many: the return), escaped on a terminal (``log_line``), each at
+    once when ``follow``ed, else a batch at a time; closing them on every way out (the end,
+    Ctrl-C, a closed pipe, an error) stops the streams a followed log reads, with their
+    threads. The lines read before an error are printed before it is said."""
+    terminal = sys.stdout.isatty()
+    batch: list[str] = []
+    printed = held = 0
+    try:
+        with closing(lines):
+            for line in lines:
+                text = log_line(line.text, terminal)
+                batch.append(f"[rank {line.rank}] {text}\n" if prefix else f"{text}\n")
+                printed, held = printed + 1, held + len(batch[-1])
+                if follow or held >= _BATCH:
+                    sys.stdout.write("".join(batch))
+                    sys.stdout.flush()
+                    batch, held = [], 0
+    finally:
+        sys.stdout.write("".join(batch))
+        sys.stdout.flush()
     return printed
 
 
@@ -196,25 +219,28 @@ def cmd_submit(args: argparse.Namespace) -> int:
             ),
             dry_run=dry_run,
             against=chosen.crd,
+            force=args.force,
         )
+        for line in done.warnings:
+            say(f"kfcompile: warning (--force): {line}", err=True)
         if chosen.newer:
             served = crd_name(KINDS[done.ref.kind])
-            print(f"kfcompile: the job fits the {served} CRD the cluster serves", file=sys.stderr)
+            say(f"kfcompile: the job fits the {served} CRD the cluster serves", err=True)
         if done.dry_run:
             _dry_run_done(done, spec)
             return 0
         if done.uploaded is not None:
-            print(
+            say(
                 f"uploaded {done.uploaded.files} files ({done.uploaded.size} bytes) "
                 f"to {spec.work_dir.pvc if spec.work_dir else '?'}",
-                file=sys.stderr,
+                err=True,
             )
         how = "created" if done.created else "unchanged (this spec was already submitted)"
         if done.repaired:
             how = "already submitted; its companions were repaired"
         for line in done.repaired:
-            print(f"kfcompile: repaired: {line}", file=sys.stderr)
-        print(f"{done.ref}: {how}")
+            say(f"kfcompile: repaired: {line}", err=True)
+        say(f"{done.ref}: {how}")
         if not (args.wait or args.follow):
             return 0
         try:
@@ -228,40 +254,43 @@ def _say_multikueue(ctx: Context, queue: str) -> bool:
     said, and True."""
     check = multikueue_check(ctx.session, ctx.namespace, queue)
     if check is not None:
-        print(
+        say(
             f"kfcompile: queue {queue} is a MultiKueue queue (its ClusterQueue has the "
             f"AdmissionCheck {check}): Kueue dispatches the job from this manager cluster to a "
             "worker cluster; status, logs and events follow it there",
-            file=sys.stderr,
+            err=True,
         )
     return check is not None
 
 
 def _dry_run_done(done: lifecycle.Submitted, spec: JobSpec) -> None:
     if spec.work_dir is not None and done.created:
-        print("kfcompile: dry run: the work dir was not uploaded", file=sys.stderr)
+        say("kfcompile: dry run: the work dir was not uploaded", err=True)
     how = (
         "accepted by the server" if done.created else "unchanged (this spec was already submitted)"
     )
-    print(f"{done.ref}: {how} (dry run: nothing was created)")
+    say(f"{done.ref}: {how} (dry run: nothing was created)")
 
 
 def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) -> int:
     """``far``: MultiKueue runs it on a worker, where its logs are: once Kueue has dispatched it
     (its state on the manager moves on), they are read there."""
     session: lifecycle.Session | None = ctx.session
+    pods_on = WorkerPods(ctx, args)  # a job MultiKueue dispatched: judged by a worker's pods
     if far and (args.follow or args.save_logs):
-        session = _dispatched(ctx, ref, args)
+        session = _dispatched(ctx, ref, args, pods_on)
     if args.follow:
         if session is not None:
             lines = lifecycle.logs(session, ref, follow=True, on_waiting=_say_waiting)
-            _print_logs(lines, prefix=True)
+            _print_logs(lines, prefix=True, follow=True)
         until: lifecycle.Until = "done"
     else:
         until = args.wait
     shown = _Progress()
     try:
-        obs = lifecycle.wait(ctx.session, ref, until, timeout=args.timeout, on_change=shown)
+        obs = lifecycle.wait(
+            ctx.session, ref, until, timeout=args.timeout, on_change=shown, pods_on=pods_on
+        )
     finally:
         shown.close()
     if args.save_logs and obs.state.finished:
@@ -269,20 +298,26 @@ def _watch(ctx: Context, ref: Ref, args: argparse.Namespace, far: bool = False) 
     return _finish(obs)
 
 
-def _dispatched(ctx: Context, ref: Ref, args: argparse.Namespace) -> lifecycle.Session | None:
-    """Wait on the manager until the job runs (Kueue copies the worker's status back once it
-    has dispatched it); the worker's session, or None when it cannot be reached (said)."""
+def _dispatched(
+    ctx: Context, ref: Ref, args: argparse.Namespace, pods_on: WorkerPods
+) -> lifecycle.Session | None:
+    """Wait on the manager until the job runs (by its pods on the worker it was dispatched to:
+    ``pods_on``); the worker's session, or None when it cannot be reached (said)."""
     shown = _Progress()
     try:
         timeout = getattr(args, "timeout", None)  # logs has none
-        lifecycle.wait(ctx.session, ref, "running", timeout=timeout, on_change=shown)
+        lifecycle.wait(
+            ctx.session, ref, "running", timeout=timeout, on_change=shown, pods_on=pods_on
+        )
     finally:
         shown.close()
-    job = lifecycle.find(ctx.session, ctx.namespace, ref.name, ref.kind)
-    where = remote(ctx, args, job)
-    if where is None:  # not MultiKueue's after all: its pods are here
-        return ctx.session
-    where.say()
+    where = pods_on.found
+    if where is None:
+        job = lifecycle.find(ctx.session, ctx.namespace, ref.name, ref.kind)
+        where = remote(ctx, args, job)
+        if where is None:  # not MultiKueue's after all: its pods are here
+            return ctx.session
+        where.say()
     return where.session
 
 
@@ -293,19 +328,18 @@ def _interrupted(ctx: Context, ref: Ref, how: KeyboardInterrupt) -> int:
     terminated = isinstance(how, Terminated)
     if sys.stdin.isatty() and not terminated:
         try:
-            answer = input(f"\ninterrupted: cancel {ref}? [y/N] ").strip().lower()
+            answer = input("\n" + printable(f"interrupted: cancel {ref}? [y/N] "))
+            answer = answer.strip().lower()
         except (EOFError, KeyboardInterrupt):
             answer = ""
     if answer in ("y", "yes"):
         with cluster_errors():
             lifecycle.cancel(ctx.session, ref)
-        print(f"{ref}: cancelled", file=sys.stderr)
+        say(f"{ref}: cancelled", err=True)
     else:
-        print(
-            f"\n{ref} keeps running; cancel it with: kfcompile cancel {ref.name} "
-            f"-n {ref.namespace}",
-            file=sys.stderr,
-        )
+        say(err=True)
+        cancel = f"kfcompile cancel {ref.name} -n {ref.namespace}"
+        say(f"{ref} keeps running; cancel it with: {cancel}", err=True)
     return TERMINATED if terminated else INTERRUPTED
 
 
@@ -314,35 +348,38 @@ def cmd_status(args: argparse.Namespace) -> int:
     with cluster_errors():
         obs, far = observed(ctx, args, ctx.find_job(args.name, args.kind))
     if args.output == "json":
+        # json escapes every control and non-ASCII character itself (ensure_ascii): what
+        # the cluster said, as it said it, harmless on a terminal
         doc = _status_doc(obs)
-        print(json.dumps(doc if far is None else {**doc, "multikueue": far.as_json()}, indent=2))
+        doc = doc if far is None else {**doc, "multikueue": far.as_json()}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0
     state = obs.state
-    print(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
+    say(f"{obs.ref}: {state.state.value} ({state.reason}) {state.message}".rstrip())
     if far is not None:
-        print(f"cluster: {far.dispatch}")
+        say(f"cluster: {far.dispatch}")
         if far.problem:
-            print(f"worker: {far.problem}")
-    print(f"nodes: {obs.nodes_ready}/{obs.nodes_total} ready")
+            say(f"worker: {far.problem}")
+    say(f"nodes: {obs.nodes_ready}/{obs.nodes_total} ready")
     progress = obs.progress
     if progress is None:
-        print(f"progress: {absent_reason(obs.ref.kind)}")
+        say(f"progress: {absent_reason(obs.ref.kind)}")
     else:
-        print(f"progress: {progress.line(datetime.now(UTC), metrics=len(progress.metrics))}")
+        say(f"progress: {progress.line(datetime.now(UTC), metrics=len(progress.metrics))}")
     if obs.nodes:
-        print(f"  {'rank':<5} {'pod':<40} {'phase':<10} {'ready':<6} {'restarts':<9} reason")
+        say(f"  {'rank':<5} {'pod':<40} {'phase':<10} {'ready':<6} {'restarts':<9} reason")
         for n in obs.nodes:
             rank = "-" if n.rank is None else str(n.rank)
             ready = "yes" if n.ready else "no"
-            print(f"  {rank:<5} {n.pod:<40} {n.phase:<10} {ready:<6} {n.restarts:<9} {n.reason}")
+            say(f"  {rank:<5} {n.pod:<40} {n.phase:<10} {ready:<6} {n.restarts:<9} {n.reason}")
     if obs.events:
-        print("events:")
+        say("events:")
         for event in obs.events:
-            print(f"  {event}")
+            say(f"  {event}")
     if far is not None and far.events:
-        print(f"events on worker cluster {far.cluster}:")
+        say(f"events on worker cluster {far.cluster}:")
         for event in far.events:
-            print(f"  {event}")
+            say(f"  {event}")
     return 0
 
 
@@ -377,15 +414,15 @@ def cmd_wait(args: argparse.Namespace) -> int:
     with cluster_errors():
         job = ctx.find_job(args.name, args.kind)
         ref = Ref.of(job)
-        shown = _Progress()
+        shown, pods_on = _Progress(), WorkerPods(ctx, args)  # judged by a worker's pods
         try:
             obs = lifecycle.wait(
-                ctx.session, ref, args.until, timeout=args.timeout, on_change=shown
+                ctx.session, ref, args.until, timeout=args.timeout, on_change=shown, pods_on=pods_on
             )
         finally:
             shown.close()
-        far = remote(ctx, args, job)  # where it ran (no request unless MultiKueue manages it)
-        if far is not None:
+        far = pods_on.found  # where it ran (said); no request unless MultiKueue manages it
+        if far is None and (far := remote(ctx, args, job)) is not None:
             far.say()
         if args.save_logs and obs.state.finished:
             _save_logs(ctx.session if far is None else far.session, ref, args.save_logs)
@@ -398,7 +435,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     ctx = Context(args)
     told: list[Waiting] = []
 
-    def say(notice: Waiting) -> None:
+    def tell(notice: Waiting) -> None:
         told.append(notice)
         _say_waiting(notice)
 
@@ -408,7 +445,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         far = remote(ctx, args, job)
         session = ctx.session
         if far is not None and far.cluster is None and not far.problem and args.follow:
-            worker = _dispatched(ctx, ref, args)  # it will be: wait for that, then follow
+            worker = _dispatched(ctx, ref, args, WorkerPods(ctx, args))  # then follow
             if worker is None:
                 return 1
             session = worker
@@ -424,10 +461,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
             follow=args.follow,
             since_seconds=None if args.since is None else max(1, int(args.since)),
             tail_lines=args.tail,
-            on_waiting=say,
+            on_waiting=tell,
         )
         try:
-            printed = _print_logs(lines, prefix=args.all_ranks)
+            printed = _print_logs(lines, prefix=args.all_ranks, follow=args.follow)
         except lifecycle.NoSuchRank as exc:
             raise UsageError(f"--rank {args.rank}: {exc}") from None
     return 1 if printed == 0 and any(n.stuck for n in told) else 0
@@ -438,13 +475,13 @@ def cmd_events(args: argparse.Namespace) -> int:
     with cluster_errors():
         obs, far = observed(ctx, args, ctx.find_job(args.name, args.kind))
     for event in obs.events:
-        print(event)
+        say(str(event))
     if far is not None:
         far.say()
         for event in far.events:
-            print(f"[{far.cluster}] {event}")
+            say(f"[{far.cluster}] {event}")
     if not obs.events and (far is None or not far.events):
-        print(f"{obs.ref}: no events", file=sys.stderr)
+        say(f"{obs.ref}: no events", err=True)
     return 0
 
 
@@ -454,7 +491,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         try:
             job = ctx.find_job(args.name, args.kind)
         except lifecycle.JobNotFound as exc:
-            print(f"{exc}: nothing to cancel", file=sys.stderr)
+            say(f"{exc}: nothing to cancel", err=True)
             return 0
         ref = Ref.of(job)
         far = remote(ctx, args, job) if args.wait else None  # before its Workload goes
@@ -468,27 +505,31 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         if far is not None:
             _mirror_gone(far, args.timeout)
     if not done.existed:
-        print(f"{ref}: already gone, nothing to cancel", file=sys.stderr)
+        say(f"{ref}: already gone, nothing to cancel", err=True)
     else:
-        print(f"{ref}: {'deleted, with all its pods' if args.wait else 'deleting'}")
+        say(f"{ref}: {'deleted, with all its pods' if args.wait else 'deleting'}")
     return 0
 
 
 def _mirror_gone(far: Remote, timeout: float | None) -> None:
     """After the manager's job is gone: wait until MultiKueue's mirror of it on the worker, and
-    its pods, are gone too; or say what could not be checked."""
+    its pods, are gone too; or say what could not be checked (a job of that name there that is
+    not the mirror is never waited on: ``remote``)."""
+    from kfcompile.lifecycle.objects import meta
+
     if far.session is None:
         why = far.problem or "the job was never dispatched to a worker cluster"
-        print(f"kfcompile: not checked on a worker cluster: {why}", file=sys.stderr)
+        say(f"kfcompile: not checked on a worker cluster: {why}", err=True)
         return
     lifecycle.wait_gone(
         far.session,
         far.ref,
+        uid=None if far.mirror is None else str(meta(far.mirror).get("uid", "")) or None,
         pods=True,
         timeout=timeout,
         on_change=_waiting_on(f"cancel --wait, on worker cluster {far.cluster}"),
     )
-    print(f"{far.ref}: its mirror on worker cluster {far.cluster} is gone, with its pods")
+    say(f"{far.ref}: its mirror on worker cluster {far.cluster} is gone, with its pods")
 
 
 def _set_suspended(args: argparse.Namespace, value: bool) -> int:
@@ -496,7 +537,7 @@ def _set_suspended(args: argparse.Namespace, value: bool) -> int:
     with cluster_errors():
         ref = ctx.find(args.name, args.kind)
         lifecycle.set_suspended(ctx.session, ref, value)
-    print(f"{ref}: {'suspended' if value else 'resumed'}")
+    say(f"{ref}: {'suspended' if value else 'resumed'}")
     return 0
 
 
@@ -533,5 +574,5 @@ def cmd_sync(args: argparse.Namespace) -> int:
     arrow = f"{args.local} -> {args.pvc}:{args.path}"
     if args.direction == "down":
         arrow = f"{args.pvc}:{args.path} -> {args.local}"
-    print(f"{arrow}: {done.files} files, {done.size} bytes")
+    say(f"{arrow}: {done.files} files, {done.size} bytes")
     return 0

@@ -16,6 +16,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
+from kfcompile.terminal import printable
+
 # The spec layer and the targets are imported by the functions that use them: a cluster
 # command (``status``) needs neither.
 if TYPE_CHECKING:
@@ -166,6 +168,12 @@ def target_arg(text: str) -> str:
         return text
 
 
+def say(line: str = "", *, err: bool = False) -> None:
+    """One line on stdout (``err``: stderr), flushed. Anything in it from a cluster is escaped
+    here (``terminal.printable``), the one way the cluster commands print a line."""
+    print(printable(line), file=sys.stderr if err else sys.stdout, flush=True)
+
+
 def print_failure(exc: Failed) -> None:
     for problem in exc.problems:
-        print(f"{exc.label}: {problem}", file=sys.stderr)
+        say(f"{exc.label}: {problem}", err=True)

@@ -4,13 +4,12 @@ the namespace it acts in, the target it renders for, and how API trouble is said
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from kfcompile import lifecycle
-from kfcompile.cli.common import Failed
+from kfcompile.cli.common import Failed, say
 from kfcompile.lifecycle import ClusterError, locate
 from kfcompile.lifecycle.ports import ApiError, LocalFiles, Obj, Ref, Transient
 from kfcompile.spec.errors import KfcompileError
@@ -39,6 +38,7 @@ class Context:
         except kfcompile_kube.ConfigError as exc:
             raise Failed("kfcompile", str(exc).splitlines()) from None
         self.files: LocalFiles = kfcompile_local.TarFiles()
+        self.kube_context = connection.context  # the manager's, on a MultiKueue manager
         # Namespace: the flag, then the spec, then the kubeconfig context, then "default".
         flag = getattr(args, "namespace", None)  # validate --cluster has none
         self.namespace: str = flag or spec_namespace or connection.namespace
@@ -58,9 +58,9 @@ def _retrying(what: str, error: ApiError) -> None:
     """Said once per call: transient trouble is ridden out for RETRY_FOR; a watch that keeps
     expiring (its message says what is done) for as long as the command waits."""
     if isinstance(error, Transient):
-        print(f"kfcompile: {what}: {error}; retrying for up to {RETRY_FOR:g}s", file=sys.stderr)
+        say(f"kfcompile: {what}: {error}; retrying for up to {RETRY_FOR:g}s", err=True)
     else:
-        print(f"kfcompile: {what}: {error}", file=sys.stderr)
+        say(f"kfcompile: {what}: {error}", err=True)
 
 
 @contextmanager
@@ -88,5 +88,5 @@ def target_for(ctx: Context, requested: str | None) -> Found:
             f"; a release newer than kfcompile knows, so {found.target} (the newest shape it "
             "knows) is used only once the job fits the TrainJob CRD the cluster serves"
         )
-    print(line, file=sys.stderr)
+    say(line, err=True)
     return found

@@ -5,18 +5,19 @@ the table, a line for each change of a job, as ``kubectl get -w`` prints them, f
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping, Sequence
 from contextlib import closing
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kfcompile import lifecycle
+from kfcompile.cli.common import say
 from kfcompile.cli.context import Context, cluster_errors
 from kfcompile.kinds import Kind
 from kfcompile.lifecycle.ports import Forbidden, Ref
 from kfcompile.lifecycle.session import Session
 from kfcompile.status import JobState, State
+from kfcompile.terminal import printable
 
 if TYPE_CHECKING:  # the watch machine: -w's alone
     from kfcompile.lifecycle.watcher import Happened, JobEvent
@@ -52,9 +53,7 @@ def line(event: JobEvent, what: Happened, widths: Sequence[int]) -> str:
 
 
 def _skipped(kind: Kind) -> None:
-    print(
-        f"kfcompile: not watching {kind.name}s: this cluster does not serve them", file=sys.stderr
-    )
+    say(f"kfcompile: not watching {kind.name}s: this cluster does not serve them", err=True)
 
 
 def print_changes(
@@ -67,7 +66,7 @@ def print_changes(
         for event in events:
             what = news(event, shown)
             if what is not None:
-                print(line(event, what, widths), flush=True)
+                say(line(event, what, widths))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -75,14 +74,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     with cluster_errors():
         jobs, namespace = _list(ctx, args.all_namespaces, args.watch)
     rows = [
-        (
-            j.ref.namespace or "",
-            j.ref.name,
-            j.ref.kind,
-            j.target,
-            _state_cell(j.state),
-            "-" if j.progress is None else j.progress.cell(),
-            j.created,
+        tuple(
+            printable(cell)  # escaped before the columns are measured
+            for cell in (
+                j.ref.namespace or "",
+                j.ref.name,
+                j.ref.kind,
+                j.target,
+                _state_cell(j.state),
+                "-" if j.progress is None else j.progress.cell(),
+                j.created,
+            )
         )
         for j in jobs
     ]
@@ -90,9 +92,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     table = _with_clusters(jobs, [head, *rows])
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     for row in table:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        say("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     if args.watch:
-        sys.stdout.flush()
         with cluster_errors():
             print_changes(ctx.session, namespace, {j.ref: j.state for j in jobs}, widths)
     return 0
@@ -110,11 +111,11 @@ def _list(
         return lifecycle.list_jobs(ctx.session, None), None
     except Forbidden as exc:
         doing = "listing and watching" if watch else "listing"
-        print(
+        say(
             f"kfcompile: listing jobs in all namespaces is forbidden ({exc.message}): it needs "
             f"list at the cluster scope (a ClusterRole); {doing} namespace {ctx.namespace} "
             "instead",
-            file=sys.stderr,
+            err=True,
         )
         return lifecycle.list_jobs(ctx.session, ctx.namespace), ctx.namespace
 
@@ -130,8 +131,13 @@ def _with_clusters(
     return [(*row, cell) for row, cell in zip(table, cells, strict=True)]
 
 
+# States whose reason says why the job waits (Kueue's: Queued, Evicted...) or what holds its
+# deletion: the table shows it.
+WAITING: Final = (State.SUSPENDED, State.PENDING, State.DELETING)
+
+
 def _state_cell(state: JobState) -> str:
-    """A job's state in a table: a deletion with what holds it."""
-    if state.state is State.DELETING:
+    """A job's state in a table, with why it waits or what holds its deletion."""
+    if state.state in WAITING:
         return f"{state.state.value} ({state.reason})"
     return str(state.state.value)

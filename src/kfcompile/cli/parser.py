@@ -312,7 +312,8 @@ def _workers(p: _Command) -> None:
         action="append",
         metavar="WORKER=CONTEXT",
         help="MultiKueue: the kubeconfig context of a worker cluster a job was dispatched "
-        "to (repeatable; default: the context named like the worker)",
+        "to (repeatable; with those of this manager context in $KFCOMPILE_CLUSTERS or "
+        "~/.config/kfcompile/clusters.yaml); a worker not mapped is never read",
     )
 
 
@@ -342,6 +343,12 @@ def _submit(p: _Command) -> None:
     _save_logs(p)
     _sync_image(p)
     _workers(p)
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="submit even a job the cluster's Kueue would break (a field its release drops "
+        "when it admits the job)",
+    )
 
 
 def _status(p: _Command) -> None:

@@ -2,26 +2,38 @@
 command connects to) to the worker cluster that runs it: which worker (from the job's Workload
 on the manager, ``lifecycle.multikueue``), and a session to it, made only when needed.
 
-A worker cluster's name (``status.clusterName``, a MultiKueueCluster's name) is reached through
-the kubeconfig context of the same name, or the one ``--cluster NAME=CONTEXT`` gives (repeatable),
-in the same kubeconfig as the manager's context. When no context reaches it, the commands say
-which cluster runs the job and how to give access, once.
+A worker cluster's name (``status.clusterName``, a MultiKueueCluster's name) is the manager's
+word, so it is followed only to the kubeconfig context the user mapped it to for this manager:
+``--cluster NAME=CONTEXT`` (repeatable), or the mapping file (``kfcompile_local.clusters``),
+in the same kubeconfig as the manager's context; never to a context merely named like it. An
+unmapped worker, or one its context does not reach, is said once with how to fix it, and
+nothing is asked of any other cluster.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 import attrs
 from attrs import evolve, frozen
 
 from kfcompile import lifecycle
-from kfcompile.cli.common import Failed, UsageError
+from kfcompile.cli.common import Failed, UsageError, say
 from kfcompile.cli.context import Context
 from kfcompile.lifecycle import Event, Observation, Session
-from kfcompile.lifecycle.multikueue import Dispatch, dispatch
+from kfcompile.lifecycle.kueue import multikueue_managed
+from kfcompile.lifecycle.multikueue import (
+    ORIGIN_LABEL,
+    PREBUILT,
+    Dispatch,
+    Workers,
+    dispatch,
+    is_mirror,
+    on_worker,
+    unreachable,
+)
+from kfcompile.lifecycle.objects import get
 from kfcompile.lifecycle.ports import ApiError, Forbidden, Obj, Ref
 
 
@@ -39,40 +51,50 @@ def cluster_contexts(values: list[str] | None) -> dict[str, str]:
 @frozen
 class Remote:
     """Where a MultiKueue job runs, as this command can reach it: the dispatch read on the
-    manager, the worker's session (None: not dispatched yet, or unreachable), and, when it is
-    unreachable, why, in one line for the user."""
+    manager, the worker's session (None: not dispatched yet, unmapped, unreachable, or what is
+    there is not this job's mirror), MultiKueue's mirror of the job read there (None: not
+    there), and, when the worker cannot be read, why, in one line for the user."""
 
     ref: Ref
     dispatch: Dispatch
     session: Session | None
     problem: str = ""
+    mirror: Obj | None = None
     events: tuple[Event, ...] = ()  # the job's and its pods' on the worker, once read
 
     @property
     def cluster(self) -> str | None:
         return self.dispatch.cluster
 
+    @property
+    def pods(self) -> Session | None:
+        """The worker's session once its mirror of the job is there (its pods are the job's)."""
+        return self.session if self.mirror is not None else None
+
     def say(self) -> None:
         """The dispatch on stderr, and why the worker cannot be read if it cannot."""
-        print(f"kfcompile: {self.ref.name}: {self.dispatch}", file=sys.stderr)
+        say(f"kfcompile: {self.ref.name}: {self.dispatch}", err=True)
         if self.problem:
-            print(f"kfcompile: {self.problem}", file=sys.stderr)
+            say(f"kfcompile: {self.problem}", err=True)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster,
             "workload": self.dispatch.workload,
+            "kueueApi": self.dispatch.api,
             "admissionChecks": [
                 {"name": c.name, "state": c.state, "message": c.message}
                 for c in self.dispatch.checks
             ],
             "workerReachable": self.session is not None,
+            "workerProblem": self.problem or None,
             "workerEvents": [attrs.asdict(e) for e in self.events],
         }
 
 
 def remote(ctx: Context, args: argparse.Namespace, job: Obj) -> Remote | None:
-    """Where MultiKueue runs ``job`` (None: MultiKueue does not manage it)."""
+    """Where MultiKueue runs ``job`` (None: MultiKueue does not manage it), with its mirror
+    read on the worker when that is mapped and reached."""
     ref = Ref.of(job)
     try:
         found = dispatch(ctx.session, job)
@@ -86,35 +108,77 @@ def remote(ctx: Context, args: argparse.Namespace, job: Obj) -> Remote | None:
         return None
     if found.cluster is None:
         return Remote(ref, found, None)
-    mapping = cluster_contexts(getattr(args, "cluster", None))
-    context = mapping.get(found.cluster, found.cluster)
+    try:
+        mapped = workers(ctx, args)
+    except lifecycle.ClusterError as exc:  # the mapping file: the manager's answer stands
+        return Remote(ref, found, None, "; ".join(str(exc).splitlines()))
+    context = mapped.contexts.get(found.cluster)
+    if context is None:
+        return Remote(ref, found, None, mapped.unmapped(ref, found.cluster))
     worker_args = argparse.Namespace(**{**vars(args), "context": context})
     try:
         session = Context(worker_args).session
+        there = get(session, ref)
     except Failed as exc:
-        given = "given with --cluster" if found.cluster in mapping else "of the same name"
+        problem = unreachable(ref, found.cluster, context, " ".join(exc.problems))
+        return Remote(ref, found, None, problem)
+    except (lifecycle.ClusterError, ApiError) as exc:
+        return Remote(ref, found, None, f"worker cluster {found.cluster}: {exc}")
+    if there is None:
+        problem = f"{ref} is not on worker cluster {found.cluster} (yet, or any more)"
+        return Remote(ref, found, session, problem)
+    if not is_mirror(there, ref, found.workload):
         problem = (
-            f"{ref} runs on worker cluster {found.cluster}, which this kubeconfig does not "
-            f"reach (context {context!r}, {given}: {' '.join(exc.problems)}); give its context "
-            f"with --cluster {found.cluster}=CONTEXT"
+            f"{ref} on worker cluster {found.cluster} is not MultiKueue's mirror of this job "
+            f"(not labelled {ORIGIN_LABEL} with Workload {found.workload or '?'} as its "
+            f"{PREBUILT}): left alone, not read"
         )
         return Remote(ref, found, None, problem)
-    return Remote(ref, found, session)
+    return Remote(ref, found, session, mirror=there)
+
+
+def workers(ctx: Context, args: argparse.Namespace) -> Workers:
+    """The worker clusters mapped for this command's manager context: the mapping file's and
+    ``--cluster``'s (which win)."""
+    from kfcompile_local.clusters import mapped_workers
+
+    given = cluster_contexts(getattr(args, "cluster", None))
+    return mapped_workers(ctx.kube_context, given, how="--cluster NAME=CONTEXT")
 
 
 def observed(ctx: Context, args: argparse.Namespace, job: Obj) -> tuple[Observation, Remote | None]:
     """The job's state and events on the manager (the command's cluster), and, for a job
-    MultiKueue dispatched to a worker this kubeconfig reaches, its pods there (as the nodes)
-    and its events there (``Remote.events``)."""
+    MultiKueue dispatched to a worker this command reaches, its state and nodes as the pods of
+    its mirror there say (``on_worker``: as on one cluster), and its events there
+    (``Remote.events``)."""
     obs = lifecycle.status(ctx.session, job)  # the job as read: not read again
     far = remote(ctx, args, job)
-    if far is None or far.session is None:
+    if far is None or far.session is None or far.mirror is None:
         return obs, far
     try:
-        there = lifecycle.status(far.session, obs.ref)
-    except lifecycle.JobNotFound:
-        problem = f"{obs.ref} is not on worker cluster {far.cluster} (yet, or any more)"
-        return obs, evolve(far, problem=problem)
+        there = on_worker(job, far.session, far.mirror)
     except (lifecycle.ClusterError, ApiError) as exc:  # the manager's answer still stands
         return obs, evolve(far, problem=f"worker cluster {far.cluster}: {exc}")
-    return evolve(obs, nodes=there.nodes), evolve(far, events=there.events)
+    judged = evolve(obs, state=there.state, nodes=there.nodes, nodes_total=there.nodes_total)
+    return judged, evolve(far, events=there.events)
+
+
+class WorkerPods:
+    """For ``wait``: the session whose pods judge the job as last seen (``lifecycle.wait``'s
+    ``pods_on``): on a MultiKueue manager, once the job is dispatched to a mapped worker that
+    has its mirror, the worker's (said once, ``found``); until then, and for any other job,
+    the manager's."""
+
+    def __init__(self, ctx: Context, args: argparse.Namespace) -> None:
+        self.ctx, self.args = ctx, args
+        self.found: Remote | None = None
+
+    def __call__(self, job: Obj) -> Session:
+        if not multikueue_managed(job):
+            return self.ctx.session
+        if self.found is None:
+            far = remote(self.ctx, self.args, job)
+            if far is not None and far.cluster and (far.mirror or far.session is None):
+                self.found = far  # the worker's mirror, or why the worker cannot be read
+                far.say()
+        return (self.found.pods if self.found else None) or self.ctx.session

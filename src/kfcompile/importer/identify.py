@@ -87,21 +87,11 @@ def trainjob_releases(spec: Mapping[str, Any]) -> tuple[Releases, Features]:
         for mark in release.marks:  # moved to the end: a mark sits at its newest release
             having[mark] = having.pop(mark, frozenset()) | {release.version}
     job = {"spec": spec}
-    features = [(mark.label, r) for mark, r in having.items() if _holds(job, mark.keys, mark.holds)]
+    features = [(mark.label, r) for mark, r in having.items() if mark.found_in(job)]
     fitting = frozenset(r.version for r in trainer_releases())
     for _, releases in features:
         fitting &= releases
     return fitting, features
-
-
-def _holds(node: Any, keys: tuple[str, ...], holds: type) -> bool:
-    """Whether ``node`` has a ``holds`` at ``keys`` (``[]``: in any item of a list)."""
-    if not keys:
-        return isinstance(node, holds)
-    key, rest = keys[0], keys[1:]
-    if key == "[]":
-        return isinstance(node, list) and any(_holds(item, rest, holds) for item in node)
-    return isinstance(node, Mapping) and key in node and _holds(node[key], rest, holds)
 
 
 def version_text(version: tuple[int, int]) -> str:

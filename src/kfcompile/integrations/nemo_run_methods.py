@@ -10,6 +10,7 @@ Megatron-Bridge's CI parses), the console shows rank 0 and the last rank only.
 
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -23,6 +24,7 @@ from kfcompile.lifecycle.multikueue import running_on, unreachable
 from kfcompile.lifecycle.pod_logs import ranks
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import Progress
+from kfcompile.terminal import log_line, printable_lines
 
 ALL_RANKS = "log-allranks_0.out"  # NeMo-Run's file of every rank's lines, in the job dir
 UID = re.compile(r"-[0-9a-f]{6}$")  # the suffix ``k8s_job_name`` puts after the task's name
@@ -138,7 +140,7 @@ class NemoRunMethods:
             seen = lifecycle.wait(cluster, submitted.ref, "running", timeout=float(timeout))
         except lifecycle.TimedOut as exc:
             message = f"{job_name} did not reach RUNNING within {timeout}s: {exc}"
-            raise RuntimeError(message) from None
+            raise RuntimeError(printable_lines(message)) from None
         return job_name, STATES[seen.state.state]
 
     def status(self: _Executor, job_name: str) -> KubeflowJobState | None:
@@ -193,8 +195,9 @@ class NemoRunMethods:
         nodes = len(ranks(cluster, ref))
         task = getattr(self, "job_name", "") or task_of(job_name)
         read = lifecycle.logs(pods_session(cluster, ref), ref, follow=stream)
+        terminal = sys.stdout.isatty()  # what NeMo-Run prints: escaped there, as `logs` does
         for line in tee(read, self.job_dir, task, shown_ranks(nodes)):
-            yield line.text
+            yield log_line(line.text, terminal)
 
     # --- the work directory ---------------------------------------------------------------------
 
@@ -227,14 +230,21 @@ def _located(executor: _Executor, job_name: str) -> tuple[lifecycle.Session, Ref
 
 
 def pods_session(cluster: lifecycle.Session, ref: Ref) -> lifecycle.Session:
-    """The session with the job's pods and logs: on a MultiKueue manager, the worker's (the
-    kubeconfig's context named after the worker cluster)."""
+    """The session with the job's pods and logs: on a MultiKueue manager, the worker's, through
+    the kubeconfig context the mapping file maps it to for the current context (the
+    manager's)."""
     import kfcompile_kube
+    from kfcompile_local.clusters import mapped_workers
 
-    def reach(worker: str) -> lifecycle.Session:
+    manager = kfcompile_kube.connect()
+    manager.close()  # only its context's name was wanted
+    workers = mapped_workers(manager.context)
+
+    def reach(worker: str, context: str) -> lifecycle.Session:
         try:
-            return kfcompile_kube.session(context=worker)[0]
+            return kfcompile_kube.session(context=context)[0]
         except kfcompile_kube.ConfigError as exc:
-            raise kfcompile_kube.ConfigError(unreachable(ref, worker, str(exc))) from None
+            raise kfcompile_kube.ConfigError(unreachable(ref, worker, context, str(exc))) from None
 
-    return running_on(cluster, lifecycle.find(cluster, ref.namespace or "default", ref.name), reach)
+    job = lifecycle.find(cluster, ref.namespace or "default", ref.name)
+    return running_on(cluster, job, workers, reach)

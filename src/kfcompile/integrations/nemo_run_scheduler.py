@@ -10,6 +10,7 @@ the API, ``list`` of every job kfcompile created).
 import datetime
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from kfcompile.lifecycle.pod_logs import ranks
 from kfcompile.lifecycle.ports import Forbidden, Ref
 from kfcompile.progress import note
 from kfcompile.spec.errors import Problem
+from kfcompile.terminal import log_line, printable
 
 # kfcompile's normalized states as torchx's. A suspended job waits (Kueue queues by suspending).
 STATES: dict[kfcompile.State, AppState] = {
@@ -167,7 +169,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
                 id=rank,
                 role=task,
                 state=PHASES.get(by_rank[rank].phase, state) if rank in by_rank else state,
-                hostname=by_rank[rank].pod if rank in by_rank else "",
+                hostname=printable(by_rank[rank].pod) if rank in by_rank else "",
             )
             for rank in obs.ranks  # not range(numNodes): the server's number
         ]
@@ -176,7 +178,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         return DescribeAppResponse(
             app_id=app_id,
             state=state,
-            msg=message,
+            msg=printable(message),  # what NeMo-Run's experiment status prints
             roles=[Role(name=task, image="", num_replicas=obs.nodes_total)],
             roles_statuses=[RoleStatus(task, replicas)],
         )
@@ -229,7 +231,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             jobs = lifecycle.list_jobs(session, None)
         except Forbidden:
             jobs = lifecycle.list_jobs(session, self._namespace)
-        return [ListAppResponse(app_id(j.ref), STATES[j.state.state]) for j in jobs]
+        return [ListAppResponse(printable(app_id(j.ref)), STATES[j.state.state]) for j in jobs]
 
     def _validate(self, app: AppDef, scheduler: str) -> None:
         pass
@@ -277,8 +279,10 @@ def remember(app_id: str, **entry: str) -> None:
 
 
 def _lines(found: Iterable[lifecycle.LogLine]) -> Iterator[str]:
+    """What NeMo-Run prints: escaped on a terminal, as kfcompile's `logs` does."""
+    terminal = sys.stdout.isatty()
     for line in found:
-        yield line.text + "\n"
+        yield log_line(line.text, terminal) + "\n"
 
 
 def create_scheduler(session_name: str, **kwargs: object) -> KfcompileScheduler:

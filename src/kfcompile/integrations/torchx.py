@@ -28,7 +28,6 @@ import threading
 import typing
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -64,6 +63,7 @@ from kfcompile.spec.k8s_schema import unknown_field
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 from kfcompile.targets import DEFAULT_TARGET, TARGETS, canonical_name
+from kfcompile.terminal import log_line, printable, printable_lines
 
 if TYPE_CHECKING:
     from kfcompile_kube import Connection
@@ -216,7 +216,8 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
             key=lambda n: CURRENT_FIRST.index(n.phase) if n.phase in CURRENT_FIRST else 9,
         )
         if pods:
-            replica_state, host = POD_PHASES.get(pods[0].phase, AppState.UNKNOWN), pods[0].pod
+            replica_state = POD_PHASES.get(pods[0].phase, AppState.UNKNOWN)
+            host = printable(pods[0].pod)
         else:  # no pod (yet, or any more)
             replica_state, host = (app_state if state.finished else AppState.PENDING), ""
         replicas.append(ReplicaStatus(id=rank, state=replica_state, role=role, hostname=host))
@@ -226,7 +227,7 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
         app_id=app_id,
         state=app_state,
         num_restarts=max((n.restarts for n in seen.nodes), default=0),
-        msg=message,
+        msg=printable(message),  # what `torchx status` prints
         roles_statuses=[RoleStatus(role, replicas)],
         roles=[job_role(job, role, seen.nodes_total)],
     )
@@ -246,18 +247,26 @@ def job_role(job: Obj, name: str, nodes: int) -> Any:
 
 
 def _lines(lines: Iterable[lifecycle.LogLine]) -> Iterator[str]:
+    """What `torchx log` prints: escaped on a terminal, as kfcompile's `logs` does."""
+    terminal = sys.stdout.isatty()
     for line in lines:
-        yield f"{line.text}\n"
+        yield f"{log_line(line.text, terminal)}\n"
 
 
 class KfcompileScheduler(Scheduler):  # type: ignore[misc]
     """``torchx run -s kfcompile``; see the module docstring."""
 
     def __init__(
-        self, session_name: str, kubeconfig: str | None = None, context: str | None = None
+        self,
+        session_name: str,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        clusters: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(BACKEND, session_name)
         self._given = {"kubeconfig": kubeconfig, "context": context}
+        # MultiKueue: worker cluster -> kubeconfig context, beside the mapping file's
+        self._clusters = dict(clusters or {})
         # Where this scheduler last submitted: torchx asks for the status right after `run`.
         self._submitted: dict[str, str | None] = {}
         self._connections: dict[tuple[str | None, str | None], Connection] = {}
@@ -304,13 +313,25 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
         namespace = options.get("namespace") or self._connections[(kubeconfig, context)].namespace
         return session, namespace
 
-    def _worker(self, job: Obj, cluster: str) -> lifecycle.Session:
-        """A session to the MultiKueue worker cluster running ``job``: the kubeconfig's
-        context of that name."""
-        try:
-            return self._session(self._configured(None).get("kubeconfig"), cluster)
-        except SchedulerError as exc:
-            raise SchedulerError(unreachable(Ref.of(job), cluster, str(exc))) from None
+    def _pods_on(self, session: lifecycle.Session, job: Obj) -> lifecycle.Session:
+        """Where ``job``'s pods and logs are: on a MultiKueue manager, the worker cluster it
+        was dispatched to, through the context mapped for it (``running_on``): the
+        scheduler's ``clusters`` and the mapping file's for the manager's context."""
+        from kfcompile_local.clusters import mapped_workers
+
+        options = self._configured(None)
+        kubeconfig, context = options.get("kubeconfig"), options.get("context")
+        manager = self._connections[(kubeconfig, context)].context
+        workers = mapped_workers(manager, self._clusters, how="clusters={'NAME': CONTEXT}")
+
+        def reach(cluster: str, worker_context: str) -> lifecycle.Session:
+            try:
+                return self._session(kubeconfig, worker_context)
+            except SchedulerError as exc:
+                why = unreachable(Ref.of(job), cluster, worker_context, str(exc))
+                raise SchedulerError(why) from None
+
+        return running_on(session, job, workers, reach)
 
     def _job(self, app_id: str) -> tuple[lifecycle.Session, Obj | None]:
         namespace, name = split_app_id(app_id)
@@ -350,7 +371,7 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
             session, job = self._job(app_id)
             if job is None:
                 return None
-            pods_on = running_on(session, job, partial(self._worker, job))
+            pods_on = self._pods_on(session, job)
             return describe_job(app_id, job, lifecycle.observe.observe(pods_on, job))
 
     def list(self, cfg: Mapping[str, Any] | None = None) -> list[Any]:
@@ -360,9 +381,9 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
         named = "name" in getattr(ListAppResponse, "__dataclass_fields__", {})  # nightlies
         return [
             ListAppResponse(
-                app_id=f"{job.ref.namespace}:{job.ref.name}",
+                app_id=printable(f"{job.ref.namespace}:{job.ref.name}"),
                 state=APP_STATES[job.state.state],
-                **({"name": job.ref.name} if named else {}),
+                **({"name": printable(job.ref.name)} if named else {}),
             )
             for job in found
         ]
@@ -392,7 +413,7 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
         with _errors():
             session, job = self._job(app_id)
             if job is not None:  # on a MultiKueue manager, the logs are the worker's
-                session = running_on(session, job, partial(self._worker, job))
+                session = self._pods_on(session, job)
         if job is None:
             raise SchedulerError(f"{app_id}: no such job")
         role, total = _role_of(job), lifecycle.observe.nodes_total(job)
@@ -420,7 +441,7 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except (lifecycle.ClusterError, KfcompileError, ApiError) as exc:
-        raise SchedulerError(str(exc)) from None
+        raise SchedulerError(printable_lines(str(exc))) from None
 
 
 def _retrying(what: str, error: Exception) -> None:
@@ -437,7 +458,10 @@ def create_scheduler(
     keyword arguments (torchx and NeMo-Run pass some) are not for this scheduler."""
     if _in_torchx_cli():
         _end_with_one_line()
-    return KfcompileScheduler(session_name, kubeconfig=kubeconfig, context=context)
+    clusters = kwargs.get("clusters")
+    return KfcompileScheduler(
+        session_name, kubeconfig=kubeconfig, context=context, clusters=clusters
+    )
 
 
 def _in_torchx_cli() -> bool:

@@ -27,6 +27,7 @@ that say what to ask next; their drivers are a few lines that call the ports.
   ``target_evidence``) and the CRD it serves a kind by
 - ``ports``: the Protocols the lifecycle is written against, and the ``ApiError`` family
 - ``rbac``: the permissions the cluster commands use
+- ``kueue``: the Kueue API version the cluster serves (v1beta2, else v1beta1), a job's Workload
 - ``multikueue``: on a MultiKueue manager, which worker cluster a job was dispatched to (its
   Kueue Workload), and whether a queue dispatches
 

@@ -11,6 +11,7 @@ from kfcompile import status as job_status
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle import deleting
 from kfcompile.lifecycle.deleting import Remaining
+from kfcompile.lifecycle.kueue import workloads_of
 from kfcompile.lifecycle.multikueue import Dispatch, dispatches
 from kfcompile.lifecycle.objects import annotation, get, job_kind, list_all, meta, served
 from kfcompile.lifecycle.ports import NotFound, Obj, Ref
@@ -112,8 +113,9 @@ class Listed:
 
 def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
     """Jobs kfcompile created (by label), of every kind the cluster serves, with their states
-    from their status alone (no per-job pod lists); for jobs MultiKueue manages, the worker
-    cluster each was dispatched to (one list of Workloads for them all)."""
+    from their status alone (no per-job pod lists) and, for those Kueue holds, why (their
+    Workloads); for jobs MultiKueue manages, the worker cluster each was dispatched to (one
+    list of Workloads for them all)."""
     jobs: list[Obj] = []
     for kind in KINDS.values():
         if not served(session, kind.api_version, kind.name):
@@ -128,11 +130,12 @@ def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
             )
         except NotFound:  # served no more: its CRD removed since discovery said it was
             continue
-    where = dispatches(session, jobs, namespace)
+    held = workloads_of(session, jobs, namespace)  # one list: why Kueue holds each, and where
+    where = dispatches(session, jobs, namespace, held)
     found = [
         Listed(
             Ref.of(job),
-            job_status.job_state(job),
+            job_status.job_state(job, workload=held.by_uid.get(str(meta(job).get("uid", "")))),
             annotation(job, TARGET_ANNOTATION) or "",
             str(meta(job).get("creationTimestamp", "")),
             read_progress(job),

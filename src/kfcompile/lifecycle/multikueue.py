@@ -3,7 +3,8 @@
 namespace and name, to the worker cluster that admits it. Which worker that is, Kueue says in
 the job's Workload on the manager; this module finds that Workload and reads it.
 
-Fields read (Kueue ``apis/kueue/v1beta1/workload_types.go``, ``WorkloadStatus``):
+Fields read (Kueue ``apis/kueue/v1beta2/workload_types.go``, ``WorkloadStatus``, the same in
+v1beta1; read through the version the cluster serves, ``kueue.served_api``):
 ``status.clusterName`` (the worker the workload was dispatched to; Kueue v0.13+, with
 ``status.nominatedClusterNames`` for the candidates while it dispatches) and
 ``status.admissionChecks[]`` (``AdmissionCheckState``: ``name``, ``state`` one of Pending,
@@ -11,11 +12,10 @@ Ready, Retry, Rejected, ``message``). Before v0.13 the worker is only in the Mul
 message, ``The workload got reservation on "worker1"``
 (``pkg/controller/admissionchecks/multikueue/workload.go``), read as a fallback.
 
-The Workload is found by the label Kueue's job reconciler puts on it, ``kueue.x-k8s.io/job-uid``
-(``pkg/controller/constants``: ``JobUIDLabel``), else by its controller owner reference to the
-job. A queue is a MultiKueue queue when its ClusterQueue names an AdmissionCheck whose
-``spec.controllerName`` is ``kueue.x-k8s.io/multikueue`` (``ClusterQueueSpec.admissionChecks``,
-or ``admissionChecksStrategy.admissionChecks[].name``).
+The Workload is found as ``kueue.workload_of`` finds it. A queue is a MultiKueue queue when
+its ClusterQueue names an AdmissionCheck whose ``spec.controllerName`` is
+``kueue.x-k8s.io/multikueue`` (``spec.admissionChecksStrategy.admissionChecks[].name``, or
+v1beta1's ``spec.admissionChecks``).
 """
 
 from __future__ import annotations
@@ -24,16 +24,34 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from attrs import frozen
+from attrs import evolve, field, frozen
 
 from kfcompile.kinds import MULTIKUEUE
-from kfcompile.lifecycle.objects import get, list_all, meta
-from kfcompile.lifecycle.observe import printable
-from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
-from kfcompile.lifecycle.session import Session
+from kfcompile.lifecycle.kueue import (
+    NOT_SERVED,
+    Workloads,
+    multikueue_managed,
+    served_api,
+    workload_of,
+    workloads_of,
+)
+from kfcompile.lifecycle.objects import get, meta
+from kfcompile.lifecycle.observe import (
+    TROUBLED_PODS,
+    Observation,
+    events,
+    node_pods,
+    observation,
+)
+from kfcompile.lifecycle.ports import ApiError, NotFound, Obj, Ref
+from kfcompile.lifecycle.session import ClusterError, Session
+from kfcompile.terminal import printable
 
-KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
-JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
+# What MultiKueue puts on the mirror of a job it creates on a worker (jobframework
+# ``SetMultiKueueMeta``): the origin label, and the manager's Workload as the mirror's prebuilt
+# one (an annotation; a label before Kueue's WorkloadIdentifierAnnotations feature).
+ORIGIN_LABEL: Final = "kueue.x-k8s.io/multikueue-origin"
+PREBUILT: Final = "kueue.x-k8s.io/prebuilt-workload-name"
 # Kueue's message on the MultiKueue check once a worker has reserved quota (before v0.13 the
 # only place that names the worker).
 _RESERVED_ON: Final = re.compile(r'got reservation on "([^"]+)"')
@@ -56,11 +74,14 @@ class Check:
 @frozen
 class Dispatch:
     """Where MultiKueue runs a job: its Workload on the manager, the worker cluster it was
-    dispatched to (None: not yet), and the Workload's admission checks."""
+    dispatched to (None: not yet), the Workload's admission checks, and the Kueue API it was
+    read through (None: the manager serves none)."""
 
     workload: str  # "" while Kueue has made no Workload yet
     cluster: str | None
     checks: tuple[Check, ...] = ()
+    api: str | None = None
+    nominated: tuple[str, ...] = ()  # the workers it may go to, while it dispatches
 
     def __str__(self) -> str:
         where = (
@@ -68,7 +89,10 @@ class Dispatch:
             if self.cluster
             else "not dispatched to a worker cluster yet"
         )
-        told = [f"Workload {self.workload}"] if self.workload else ["no Workload yet"]
+        told = [f"nominated: {', '.join(self.nominated)}"] if self.nominated else []
+        told += [f"Workload {self.workload}"] if self.workload else ["no Workload yet"]
+        if self.api is None:
+            told = [f"no Workload: {NOT_SERVED}"]
         told += [f"admission check {c}" for c in self.checks]
         return f"{where} ({'; '.join(told)})"
 
@@ -86,8 +110,9 @@ def _cluster_name(value: object) -> str | None:
     return None
 
 
-def read_workload(workload: Mapping[str, Any]) -> Dispatch:
-    """The dispatch a Workload says, from its status only; a hostile shape reads as nothing."""
+def read_workload(workload: Mapping[str, Any], api: str | None = None) -> Dispatch:
+    """The dispatch a Workload (read through ``api``) says, from its status only; a hostile
+    shape reads as nothing."""
     status = workload.get("status")
     status = status if isinstance(status, Mapping) else {}
     raw = status.get("admissionChecks")
@@ -96,96 +121,69 @@ def read_workload(workload: Mapping[str, Any]) -> Dispatch:
         for c in (raw if isinstance(raw, list) else [])[:8]  # MaxItems=8
         if isinstance(c, Mapping) and _text(c.get("name"))
     )
+    named = status.get("nominatedClusterNames")
+    nominated = tuple(
+        n for n in (named if isinstance(named, list) else [])[:10] if _cluster_name(n)
+    )  # maxItems 10
     cluster = _cluster_name(status.get("clusterName"))
     if cluster is None:
         for check in checks:
             found = _RESERVED_ON.search(check.message)
             if check.state == "Ready" and found:
                 cluster = _cluster_name(found[1])
-    return Dispatch(_text(meta(workload).get("name")), cluster, checks)
-
-
-def multikueue_managed(job: Mapping[str, Any]) -> bool:
-    """Whether MultiKueue manages the job (TrainJob ``spec.managedBy``, PyTorchJob
-    ``spec.runPolicy.managedBy``)."""
-    spec = job.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    run = spec.get("runPolicy")
-    run = run if isinstance(run, Mapping) else {}
-    return MULTIKUEUE in (spec.get("managedBy"), run.get("managedBy"))
-
-
-def _owned_by(workload: Mapping[str, Any], uid: str) -> bool:
-    owners = meta(workload).get("ownerReferences")
-    return any(
-        isinstance(o, Mapping) and o.get("uid") == uid and o.get("controller") is True
-        for o in (owners if isinstance(owners, list) else [])
-    )
-
-
-def _labelled(workload: Mapping[str, Any], uid: str) -> bool:
-    labels = meta(workload).get("labels")
-    return isinstance(labels, Mapping) and labels.get(JOB_UID_LABEL) == uid
-
-
-def pick_workload(workloads: Sequence[Obj], uid: str) -> Obj | None:
-    """The job's Workload among ``workloads``: labelled with its uid, else owned by it."""
-    for test in (_labelled, _owned_by):
-        for workload in workloads:
-            if test(workload, uid):
-                return workload
-    return None
+    return Dispatch(_text(meta(workload).get("name")), cluster, checks, api, nominated)
 
 
 def dispatch(session: Session, job: Obj) -> Dispatch | None:
     """Where MultiKueue runs ``job`` (read on the manager), or None when MultiKueue does not
-    manage it. Two lists at most: by the uid label, then (older Kueue) all of the namespace's."""
+    manage it."""
     if not multikueue_managed(job):
         return None
-    ref = Ref.of(job)
-    uid = str(meta(job).get("uid", ""))
-    selector = f"{JOB_UID_LABEL}={uid}"
+    api = served_api(session, "Workload")
     try:
-        found = pick_workload(
-            list_all(session, KUEUE_API, "Workload", ref.namespace, label_selector=selector), uid
-        ) or pick_workload(list_all(session, KUEUE_API, "Workload", ref.namespace), uid)
-    except NotFound:  # Kueue's CRDs are not installed here
+        found = None if api is None else workload_of(session, api, job)
+    except NotFound:  # Kueue's CRDs went meanwhile
         found = None
-    return Dispatch("", None) if found is None else read_workload(found)
+    return Dispatch("", None, api=api) if found is None else read_workload(found, api)
 
 
-def dispatches(session: Session, jobs: Sequence[Obj], namespace: str | None) -> dict[str, Dispatch]:
-    """Where MultiKueue runs each of ``jobs`` it manages, by job uid: one list of the Workloads
-    of ``namespace`` (None: every namespace), and none at all when it manages none of them;
-    nothing is known when the Workloads may not be read."""
+def dispatches(
+    session: Session, jobs: Sequence[Obj], namespace: str | None, read: Workloads | None = None
+) -> dict[str, Dispatch]:
+    """Where MultiKueue runs each of ``jobs`` it manages, by job uid: from the Workloads
+    ``read`` already (``kueue.workloads_of``), else one list of ``namespace``'s (None: every
+    namespace), none at all when it manages none of them; nothing is known when the Workloads
+    may not be read."""
     managed = [job for job in jobs if multikueue_managed(job)]
     if not managed:
         return {}
-    try:
-        workloads = list_all(session, KUEUE_API, "Workload", namespace)
-    except NotFound:  # Kueue's CRDs are not installed here
-        workloads = []
-    except Forbidden:  # may not read them: where each runs is not known (None)
+    found = read if read is not None else workloads_of(session, managed, namespace)
+    if not found.readable:  # where each runs is not known (None)
         return {}
-    found: dict[str, Dispatch] = {}
+    where: dict[str, Dispatch] = {}
     for job in managed:
         uid = str(meta(job).get("uid", ""))
-        workload = pick_workload(workloads, uid)
-        found[uid] = Dispatch("", None) if workload is None else read_workload(workload)
-    return found
+        workload = found.by_uid.get(uid)
+        where[uid] = (
+            read_workload(workload, found.api) if workload else Dispatch("", None, api=found.api)
+        )
+    return where
 
 
 def multikueue_check(session: Session, namespace: str, queue: str) -> str | None:
     """The MultiKueue AdmissionCheck of the LocalQueue ``queue``'s ClusterQueue, if it has one
     (None too when what it takes to know may not be read: a preflight hint, never a failure)."""
     try:
-        local = get(session, Ref(KUEUE_API, "LocalQueue", namespace, queue))
+        api = served_api(session, "LocalQueue")
+        if api is None:
+            return None
+        local = get(session, Ref(api, "LocalQueue", namespace, queue))
         cq_name = _text(((local or {}).get("spec") or {}).get("clusterQueue"))
         if not cq_name:
             return None
-        cq = get(session, Ref(KUEUE_API, "ClusterQueue", None, cq_name)) or {}
+        cq = get(session, Ref(api, "ClusterQueue", None, cq_name)) or {}
         for name in check_names(cq):
-            check = get(session, Ref(KUEUE_API, "AdmissionCheck", None, name)) or {}
+            check = get(session, Ref(api, "AdmissionCheck", None, name)) or {}
             if (check.get("spec") or {}).get("controllerName") == MULTIKUEUE:
                 return name
     except (ApiError, AttributeError):
@@ -208,20 +206,161 @@ def check_names(cluster_queue: Mapping[str, Any]) -> list[str]:
     return names
 
 
-def running_on(session: Session, job: Obj, reach: Callable[[str], Session]) -> Session:
+def is_mirror(obj: Mapping[str, Any], ref: Ref, workload: str) -> bool:
+    """Whether ``obj``, read on a worker, is MultiKueue's mirror of the manager's job ``ref``
+    whose Workload is ``workload``: its name and namespace, the origin label, and ``workload``
+    as its prebuilt Workload. Anything else there (a job of that name someone else made) is
+    never waited on or deleted on the manager's account."""
+    about = meta(obj)
+    labels = about.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    notes = about.get("annotations")
+    notes = notes if isinstance(notes, Mapping) else {}
+    prebuilt = notes.get(PREBUILT) or labels.get(PREBUILT)
+    return (
+        bool(workload)
+        and (about.get("name"), about.get("namespace")) == (ref.name, ref.namespace)
+        and isinstance(labels.get(ORIGIN_LABEL), str)
+        and prebuilt == workload
+    )
+
+
+def on_worker(job: Obj, worker: Session, mirror: Obj) -> Observation:
+    """The manager's ``job`` judged as on one cluster, by the pods of its ``mirror`` on the
+    ``worker``: its state from its own status (Kueue copies the mirror's back) and those pods,
+    the pods as its nodes, the mirror's events and those of its pods in trouble."""
+    pods = node_pods(worker, mirror)
+    judged = observation(job, pods)
+    # the pods whose events are worth reading, as ``observe.status`` has them
+    troubled = [n.pod for n in judged.nodes if n.reason or (not n.ready and n.phase != "Succeeded")]
+    return evolve(judged, events=events(worker, mirror, pods, troubled[:TROUBLED_PODS]))
+
+
+# --- the worker clusters the user mapped -----------------------------------------------------
+
+
+@frozen
+class Workers:
+    """The worker clusters the user mapped for one manager cluster: each worker's name (a
+    MultiKueueCluster's, as a Workload's ``status.clusterName`` gives it) -> the kubeconfig
+    context that reaches it. A Workload names the cluster the manager chose: a name it could
+    pick must never select an unrelated context, whose objects would then be read, waited on or
+    deleted on the manager's say-so, so only these are ever followed.
+
+    ``manager``: the manager's kubeconfig context (None: not known, e.g. in-cluster), the key
+    of the mapping ``file`` (``CLUSTERS_FILE``); ``how``: how the caller's user maps one besides
+    the file (``--cluster NAME=CONTEXT``), both said when a worker is unmapped."""
+
+    manager: str | None
+    contexts: Mapping[str, str] = field(factory=dict)
+    how: str = ""
+    file: str = "~/.config/kfcompile/clusters.yaml"
+
+    def unmapped(self, ref: Ref, cluster: str) -> str:
+        """Why the job is not followed to ``cluster``, and how to map it, in one line."""
+        ways = [self.how.replace("NAME", cluster)] if self.how else []
+        if self.manager is not None:
+            ways.append(f"managers.{self.manager}.{cluster}: CONTEXT in {self.file}")
+        else:  # the file is keyed by the manager's context, and this session has none
+            ways.append(f"{self.file}, from a kubeconfig context for the manager")
+        return (
+            f"{ref} runs on worker cluster {cluster}, which is not mapped to a kubeconfig "
+            f"context for {_managed(self.manager)}: map it with {' or '.join(ways)}; a cluster "
+            "not mapped is never read"
+        )
+
+
+def _managed(manager: str | None) -> str:
+    return f"manager context {manager}" if manager else "this manager"
+
+
+# The mapping file (``Workers.file``: ``$KFCOMPILE_CLUSTERS``, else
+# ``$XDG_CONFIG_HOME/kfcompile/clusters.yaml``, ``~/.config`` by default), keyed by the
+# manager's kubeconfig context, each worker cluster's name (as Kueue names it) -> the
+# kubeconfig context that reaches it:
+#
+#   managers:
+#     prod-manager:          # the manager's kubeconfig context
+#       worker-1: prod-w1    # the worker cluster worker-1 is reached through context prod-w1
+#       worker-2: prod-w2
+
+
+def _context_name(value: object) -> bool:
+    """A kubeconfig context's name: any non-empty line of printable text."""
+    return isinstance(value, str) and 0 < len(value) <= _MAX_NAME and value.isprintable()
+
+
+def read_clusters(text: str, source: str) -> dict[str, dict[str, str]]:
+    """The mapping file's text (its shape above; ``source``: its path, for messages) as
+    manager context -> worker cluster -> context; ``ClusterError`` with one line per problem,
+    each naming its path in the file."""
+    from kfcompile.spec import yamlio
+    from kfcompile.spec.errors import SpecError
+
+    try:
+        data = yamlio.parse(text)
+    except SpecError as exc:
+        raise ClusterError(
+            "\n".join(f"{source}: {p.path or 'YAML'}: {p.message}" for p in exc.problems)
+        ) from None
+    problems: list[str] = []
+    found: dict[str, dict[str, str]] = {}
+    if data is None:
+        return found
+    if not isinstance(data, Mapping) or set(data) - {"managers"}:
+        problems.append("expected a mapping with one key, managers")
+    managers = data.get("managers") if isinstance(data, Mapping) else None
+    if managers is not None and not isinstance(managers, Mapping):
+        problems.append("managers: expected a mapping of manager contexts")
+    for manager, workers in (managers if isinstance(managers, Mapping) else {}).items():
+        at = f"managers.{manager}"
+        if not _context_name(manager):
+            problems.append(f"{at}: a manager's key must be its kubeconfig context's name")
+            continue
+        if not isinstance(workers, Mapping):
+            problems.append(f"{at}: expected a mapping of worker cluster -> context")
+            continue
+        found[manager] = {}
+        for worker, context in workers.items():
+            if _cluster_name(worker) is None:
+                problems.append(
+                    f"{at}.{worker}: not a worker cluster name (a MultiKueueCluster's: a "
+                    "lowercase RFC 1123 subdomain)"
+                )
+            elif not _context_name(context):
+                problems.append(f"{at}.{worker}: expected a kubeconfig context's name")
+            else:
+                found[manager][worker] = context
+    if problems:
+        raise ClusterError("\n".join(f"{source}: {printable(p)}" for p in problems))
+    return found
+
+
+def running_on(
+    session: Session, job: Obj, workers: Workers, reach: Callable[[str, str], Session]
+) -> Session:
     """The session whose cluster has the job's pods and logs: for a job MultiKueue dispatched,
-    the worker's (``reach(cluster name)``, which raises what it raises when it cannot reach
-    it), else ``session`` (the job runs here, or is not dispatched yet). How the launchers'
-    log and describe calls follow a job from a manager."""
+    the worker's, through the context ``workers`` maps it to (``reach(cluster, context)``,
+    which raises what it raises when it cannot reach it), else ``session`` (the job runs
+    here, or is not dispatched yet). A worker ``workers`` does not map is ``Unmapped``:
+    nothing is asked of any other cluster. How the launchers' log and describe calls follow a
+    job from a manager."""
     found = dispatch(session, job)
     if found is None or found.cluster is None:
         return session
-    return reach(found.cluster)
+    context = workers.contexts.get(found.cluster)
+    if context is None:
+        raise Unmapped(workers.unmapped(Ref.of(job), found.cluster))
+    return reach(found.cluster, context)
 
 
-def unreachable(ref: Ref, cluster: str, why: str) -> str:
+class Unmapped(ClusterError):
+    """A job runs on a worker cluster the user has not mapped to a kubeconfig context."""
+
+
+def unreachable(ref: Ref, cluster: str, context: str, why: str) -> str:
     """Why the pods and logs of a dispatched job cannot be read from here, in one line."""
     return (
-        f"{ref} runs on worker cluster {cluster}, which this kubeconfig does not reach ({why}): "
-        f"give it a context named {cluster}"
+        f"{ref} runs on worker cluster {cluster}, mapped to kubeconfig context {context!r}, "
+        f"which cannot be reached: {why}"
     )

@@ -12,11 +12,13 @@ from attrs import evolve, frozen
 
 from kfcompile import status as job_status
 from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
+from kfcompile.lifecycle.kueue import waiting_workload
 from kfcompile.lifecycle.objects import get, job_kind, list_all, list_at, meta
 from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import JobNotFound, Session
 from kfcompile.progress import Progress, read_progress
 from kfcompile.status import JobState
+from kfcompile.terminal import printable
 
 TROUBLED_PODS: Final = 5  # pods whose events `status` shows
 # The ranks without a pod that are read, shown or followed (a thread and a connection each) go
@@ -82,6 +84,7 @@ class ListPods:
 class PodsListed:
     pods: list[Obj]
     version: str = ""  # the list's resourceVersion: a watch from it misses no change since
+    workload: Obj | None = None  # the job's Kueue Workload, while Kueue holds it
 
 
 def as_int(value: object) -> int | None:
@@ -214,15 +217,16 @@ def list_pods(session: Session, job: Obj) -> PodsListed:
     return PodsListed([pod for pod in pods if not foreign(pod, ref.namespace, selector)], version)
 
 
-def observation(job: Obj, pods: Sequence[Obj]) -> Observation:
-    """The job's state from its status and its pods."""
+def observation(job: Obj, pods: Sequence[Obj], workload: Obj | None = None) -> Observation:
+    """The job's state from its status and its pods (and, while Kueue holds it, its
+    ``workload``: why)."""
     nodes = sorted(
         (_node(job, p) for p in pods),
         key=lambda n: (n.rank is None, n.rank or 0, n.pod),
     )
     return Observation(
         Ref.of(job),
-        job_status.job_state(job, list(pods)),
+        job_status.job_state(job, list(pods), workload),
         tuple(nodes),
         nodes_total(job),
         progress=read_progress(job),
@@ -230,8 +234,9 @@ def observation(job: Obj, pods: Sequence[Obj]) -> Observation:
 
 
 def observe(session: Session, job: Obj) -> Observation:
-    """The job's state from its status and its pods (one paginated list, whatever their number)."""
-    return observation(job, node_pods(session, job))
+    """The job's state from its status and its pods (one paginated list, whatever their number),
+    and while Kueue holds it, from its Workload (``kueue.waiting_workload``)."""
+    return observation(job, node_pods(session, job), waiting_workload(session, job))
 
 
 # --- why a rank's log cannot be read ------------------------------------------------------------
@@ -397,12 +402,6 @@ def sortable_time(stamp: str) -> str:
     return f"{whole}.{fraction.ljust(9, '0')}" if dot else f"{whole}.000000000"
 
 
-def printable(text: str) -> str:
-    """Text from the cluster made one harmless line: control and format characters (newlines,
-    escape sequences, bidirectional overrides) shown as escapes, never acted on by a terminal."""
-    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
-
-
 @frozen
 class Event:
     """A Kubernetes event about the job or one of its objects, in either shape: when it last
@@ -557,6 +556,9 @@ def status(session: Session, job: Ref | Obj) -> Observation:
             raise JobNotFound(f"{job} does not exist")
         job = found
     pods = node_pods(session, job)
-    obs = observation(job, pods)
+    obs = observation(job, pods, waiting_workload(session, job))
     troubled = [n.pod for n in obs.nodes if n.reason or (not n.ready and n.phase != "Succeeded")]
-    return evolve(obs, events=events(session, job, pods, troubled[:TROUBLED_PODS]))
+    said = events(session, job, pods, troubled[:TROUBLED_PODS])
+    own = f"{obs.ref.kind.lower()}/{obs.ref.name}"  # the Trainer's word on the job itself
+    warnings = [(e.reason, e.message) for e in said if e.type == "Warning" and e.about == own]
+    return evolve(obs, state=job_status.trainer_refused(obs.state, warnings), events=said)

@@ -66,9 +66,11 @@ from kfcompile.lifecycle.session import (
     Perform,
     Retry,
     Session,
+    Unavailable,
     call,
     close,
     drive,
+    ending_named,
     listing,
     named,
     pause,
@@ -265,36 +267,56 @@ def _read(
     pod: Obj | None,
     since_seconds: int | None,
     tail_lines: int | None,
-) -> list[str] | Waiting:
-    """One rank's log as it is now, or why there is none (an empty answer from a pod that has
-    not started, a refused read, no pod)."""
+) -> Iterator[str] | Waiting:
+    """One rank's log as it is now, its lines as they arrive (a log of any size is never held
+    whole), or why there is none (an empty answer from a pod that has not started, a refused
+    read, no pod). The read is retried as any call is until its first line has come; lines
+    given cannot be taken back, so a read that breaks after them ends in ``Unavailable``."""
     if pod is None:
-        return waiting(job, rank, None) or []
+        return waiting(job, rank, None) or iter(())
     ref, name = Ref.of(job), str(meta(pod)["name"])
+    what = named("read logs of", Ref("v1", "Pod", ref.namespace, name))
 
-    def read() -> list[str] | Transient:
+    def first_line() -> tuple[str | None, Iterator[str]] | Transient:
+        stream = session.cluster.pod_log(
+            ref.namespace or "default",
+            name,
+            container=job_kind(ref).container,
+            since_seconds=since_seconds,
+            tail_lines=tail_lines,
+        )
         try:
-            return list(
-                session.cluster.pod_log(
-                    ref.namespace or "default",
-                    name,
-                    container=job_kind(ref).container,
-                    since_seconds=since_seconds,
-                    tail_lines=tail_lines,
-                )
-            )
+            return next(stream, None), stream
         except Transient as exc:
             if kubelet_unreachable(exc):
                 return exc  # the node's kubelet, not the API server: asking again won't help
             raise
 
     try:
-        lines = call(session, named("read logs of", Ref("v1", "Pod", ref.namespace, name)), read)
+        opened = call(session, what, first_line)
     except (NotFound, Invalid) as exc:
-        return waiting(job, rank, pod, exc) or []
-    if isinstance(lines, Transient):
-        return waiting(job, rank, pod, lines) or []
-    return lines or waiting(job, rank, pod) or []
+        return waiting(job, rank, pod, exc) or iter(())
+    if isinstance(opened, Transient):
+        return waiting(job, rank, pod, opened) or iter(())
+    first, stream = opened
+    if first is None:
+        return waiting(job, rank, pod) or iter(())
+    return _rest(what, first, stream)
+
+
+def _rest(what: str, first: str, stream: Iterator[str]) -> Generator[str, None, None]:
+    """``first``, then the rest of the log ``stream`` (closed when this is)."""
+    given = 1
+    try:
+        with ending_named(what):
+            yield first
+            for line in stream:
+                yield line
+                given += 1
+    except Transient as exc:
+        raise Unavailable(f"{what}: the log broke off after {given} lines ({exc})") from None
+    finally:
+        close(stream)
 
 
 def read_logs(
@@ -305,12 +327,12 @@ def read_logs(
     since_seconds: int | None = None,
     tail_lines: int | None = None,
 ) -> list[str]:
-    """One rank's log as it is now (empty when it cannot be read: ``logs`` says why);
-    ``NoSuchRank`` when the job has no such rank."""
+    """One rank's log as it is now, whole (empty when it cannot be read: ``logs`` says why, and
+    reads it line by line); ``NoSuchRank`` when the job has no such rank."""
     job = _job(session, ref)
     pod = newest_by_rank(job, node_pods(session, job)).get(_checked(job, rank))
     read = _read(session, job, rank, pod, since_seconds, tail_lines)
-    return [] if isinstance(read, Waiting) else read
+    return [] if isinstance(read, Waiting) else list(read)
 
 
 # --- several ranks ------------------------------------------------------------------------------
@@ -383,8 +405,11 @@ def logs(
             if isinstance(read, Waiting):
                 _tell(on_waiting, read)
                 continue
-            for text in read:
-                yield LogLine(r, text)
+            try:
+                for text in read:
+                    yield LogLine(r, text)
+            finally:
+                close(read)  # the rest of its answer unread: its connection dropped
         return
     if len(chosen) == 1:
         with closing(_follow(session, ref, chosen[0], since_seconds, tail_lines)) as items:

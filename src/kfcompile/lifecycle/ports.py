@@ -18,6 +18,8 @@ from typing import Any, Final, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from attrs import frozen
 
+from kfcompile.terminal import printable
+
 Obj = dict[str, Any]
 K = TypeVar("K")
 T = TypeVar("T")
@@ -46,7 +48,8 @@ class ApiError(Exception):
     """The API server (or the way to it) refused a request. Never carries credentials.
 
     ``str()`` is the status line, after the call that failed once the lifecycle has named it
-    (``create Secret team-a/x-env: 403 Forbidden: ...``)."""
+    (``create Secret team-a/x-env: 403 Forbidden: ...``), the server's words escaped
+    (``terminal.printable``): an error is printed, by kfcompile or a launcher."""
 
     def __init__(
         self, status: int, reason: str, message: str, *, retry_after: float | None = None
@@ -63,7 +66,7 @@ class ApiError(Exception):
     def line(self) -> str:
         """The status line alone: ``403 Forbidden: <the server's message>``."""
         status = f"{self.status} " if self.status else ""
-        return f"{status}{self.reason}: {self.message}"
+        return printable(f"{status}{self.reason}: {self.message}")
 
     def named(self, call: str) -> None:
         """Say which call failed; the first name given stays (the innermost call's)."""
@@ -71,7 +74,7 @@ class ApiError(Exception):
             self.call = call
 
     def __str__(self) -> str:
-        return f"{self.call}: {self.line}" if self.call else self.line
+        return printable(f"{self.call}: {self.line}") if self.call else self.line
 
 
 class NotFound(ApiError):

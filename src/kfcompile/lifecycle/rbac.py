@@ -8,7 +8,9 @@ namespace, a ClusterTrainingRuntime), target detection works only from the Train
 ConfigMap (v2.2 on; before that, give ``--target``) and ``validate --cluster`` cannot read the
 CRDs, and ``list -A`` lists the current namespace. That ConfigMap (``TRAINER``) is granted to
 every authenticated user by the Trainer's own Role; where such a binding is refused (GKE
-Autopilot), grant it with the Role ``trainer_role`` prints.
+Autopilot), grant it with the Role ``trainer_role`` prints. Kueue's rules name its API group
+only: they hold for the version read (``kueue.served_api``: v1beta2, or v1beta1 before Kueue
+v0.15).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.lifecycle import runtimes
 from kfcompile.lifecycle.cluster_target import crd_problems
 from kfcompile.lifecycle.deleting import Remaining, make_way
+from kfcompile.lifecycle.kueue import NOT_SERVED, kueue_drops, served_api
 from kfcompile.lifecycle.objects import annotation, create, get, meta, served
 from kfcompile.lifecycle.ports import Forbidden, LocalFiles, Obj, Ref
 from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
@@ -69,7 +70,6 @@ from kfcompile.spec.model import JobSpec
 from kfcompile.targets import target
 
 RUNTIME_API: Final = TRAINJOB.api_version
-LOCAL_QUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
 # Seconds a submit waits for a job of that name that is being deleted to be gone.
 DELETING_WAIT: Final = 60.0
 
@@ -156,15 +156,17 @@ def preflight(session: Session, spec: JobSpec, prepared: Prepared) -> list[str]:
         problems += _runtime(session, spec, job, namespace)
     queue_name = (meta(job).get("labels") or {}).get(QUEUE_LABEL)
     if queue_name:
-        if not served(session, LOCAL_QUEUE_API, "LocalQueue"):
+        queues = served_api(session, "LocalQueue")
+        if queues is None:
             problems.append(
                 f"the job names Kueue queue {queue_name} but Kueue is not installed "
-                "(LocalQueue is not served): install Kueue or remove `queue`"
+                f"(LocalQueue: {NOT_SERVED}): install Kueue or remove `queue`"
             )
-        elif missing(session, Ref(LOCAL_QUEUE_API, "LocalQueue", namespace, queue_name)):
+        elif missing(session, Ref(queues, "LocalQueue", namespace, queue_name)):
             problems.append(
-                f"Kueue LocalQueue {queue_name} does not exist in namespace {namespace}: "
-                f"create it or fix `queue` (kubectl get localqueues -n {namespace})"
+                f"Kueue LocalQueue {queue_name} does not exist in namespace {namespace} "
+                f"(read through {queues}): create it or fix `queue` "
+                f"(kubectl get localqueues -n {namespace})"
             )
     no_claim = claim_missing(session, namespace, spec.work_dir.pvc) if spec.work_dir else None
     if no_claim:
@@ -203,6 +205,8 @@ class Submitted:
     # What a resubmit had to mend on the job's companions, one line each ("Secret x ...: ...").
     repaired: tuple[str, ...] = ()
     dry_run: bool = False  # the server checked every object (dryRun=All) and stored none
+    # What the cluster's Kueue would break, submitted anyway (``force``), one line each.
+    warnings: tuple[str, ...] = ()
 
 
 def _owner(job: Obj) -> dict[str, Any]:
@@ -265,6 +269,7 @@ def submit(
     on_deleting: Callable[[Remaining, float], None] | None = None,
     dry_run: bool = False,
     against: Obj | None = None,
+    force: bool = False,
 ) -> Submitted:
     """Check the cluster, upload the work dir (its helper pod may take ``sync_timeout``
     seconds to start), then create companions and the job.
@@ -282,6 +287,8 @@ def submit(
     ``dry_run``: every object is sent with ``dryRun=All``, so the server's schema, CEL rules and
     webhooks see it, and nothing is created, uploaded or mended. ``against``: a CRD the job
     must fit before anything is sent (the one a Trainer newer than kfcompile knows serves).
+    A field the cluster's Kueue would drop when it admits the job (``kueue.kueue_drops``) is
+    refused before anything is sent; with ``force`` it is sent, and said in ``warnings``.
     """
     prepared = prepare(spec, target_name, namespace, environ)
     if against is not None:
@@ -294,8 +301,9 @@ def submit(
                 ]
             )
     problems = preflight(session, spec, prepared)
-    if problems:
-        raise PreflightFailed(problems)
+    breaks = kueue_drops(session, prepared.job) if not problems else []
+    if problems or (breaks and not force):
+        raise PreflightFailed(problems or breaks)
     ref, digest = prepared.ref, prepared.spec_hash
     uploads = spec.work_dir is not None and files is not None
 
@@ -336,11 +344,12 @@ def submit(
             f"rename the job, or cancel the old one first (kfcompile cancel {ref.name})"
         )
     if isinstance(end, Checked):
-        return Submitted(ref, created=end.created, dry_run=True)
+        return Submitted(ref, created=end.created, dry_run=True, warnings=tuple(breaks))
     if isinstance(end, Repair):
-        return Submitted(ref, created=False, repaired=_repair(session, prepared, end.job))
+        repaired = _repair(session, prepared, end.job)
+        return Submitted(ref, created=False, repaired=repaired, warnings=tuple(breaks))
     assert isinstance(end, AllMade), end
-    return Submitted(ref, created=True, uploaded=end.uploaded)
+    return Submitted(ref, created=True, uploaded=end.uploaded, warnings=tuple(breaks))
 
 
 def _repair(session: Session, prepared: Prepared, job: Obj) -> tuple[str, ...]:

@@ -290,7 +290,7 @@ class Waiter:
 
     def _observed(self, answer: PodsListed, now: float) -> Waiter:
         assert self.job is not None
-        obs = observation(self.job, answer.pods)
+        obs = observation(self.job, answer.pods, answer.workload)
         news = obs if obs.summary != self.shown else None
         seen = evolve(self, last=obs, shown=obs.summary, news=news)
         if reached(obs, self.until):

@@ -7,6 +7,9 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Final, TypeVar
 
+from attrs import evolve
+
+from kfcompile.lifecycle.kueue import waiting_workload
 from kfcompile.lifecycle.objects import job_kind, meta
 from kfcompile.lifecycle.observe import (
     ListPods,
@@ -66,6 +69,7 @@ from kfcompile.lifecycle.waiter import (
     Waiter,
     WatchJob,
 )
+from kfcompile.terminal import printable
 
 A = TypeVar("A")
 
@@ -162,6 +166,7 @@ def wait(
     *,
     timeout: float | None = None,
     on_change: Callable[[Observation, float], None] | None = None,
+    pods_on: Callable[[Obj], Session] | None = None,
 ) -> Observation:
     """Watch the job until it is running (or finished) or finished; report each change.
 
@@ -169,13 +174,19 @@ def wait(
     transient trouble pauses and retries; the API refusing to watch is the only case that
     polls (``waiter`` has the whole table). ``TimedOut`` says where the job stands
     and the warnings that say why; ``JobNotFound`` and ``JobDeleted`` say it is not there.
+    ``pods_on``: the session whose pods judge the job as last seen (by default ``session``'s;
+    on a MultiKueue manager, the worker's it was dispatched to).
     """
     clock = session.clock
     waiter = Waiter.start(until, clock.monotonic(), timeout, session.retry_for)
     opened = Opened()
+    here: Callable[[Obj], Session] = pods_on or (lambda _: session)
     perform: Perform = {
         ListJob: lambda _: _list_job(session, ref),
-        ListPods: lambda request: PodsListed(node_pods(session, request.job)),
+        ListPods: lambda request: PodsListed(
+            node_pods(here(request.job), request.job),
+            workload=waiting_workload(session, request.job),
+        ),
         WatchJob: lambda request: _next_event(opened.start(_watch(session, ref, request)), ref),
         ReadEvent: lambda _: _next_event(opened.current(), ref),
         Pause: partial(pause, session),
@@ -189,11 +200,17 @@ def wait(
 
     steps = drive(waiter, clock, perform, opened, lambda machine: machine.streaming)
     _, end = ended(told(steps, each))
-    return _ended(session, ref, until, timeout, end)
+    return _ended(session, ref, until, timeout, end, judged=pods_on is not None)
 
 
 def _ended(
-    session: Session, ref: Ref, until: Until, timeout: float | None, end: object
+    session: Session,
+    ref: Ref,
+    until: Until,
+    timeout: float | None,
+    end: object,
+    *,
+    judged: bool = False,
 ) -> Observation:
     """The observation a wait returns, or the error it ends with."""
     if isinstance(end, Done):
@@ -206,8 +223,11 @@ def _ended(
         raise unavailable(named("watch", ref), end)
     assert isinstance(end, OutOfTime), end
     last = status(session, ref)  # how things stand now, with the events that say why
+    if judged:  # by pods on another cluster: as the wait saw them last
+        last = evolve(last, state=end.last.state, nodes=end.last.nodes)
     warnings = [f"  {e}" for e in last.events if e.type == "Warning"][-3:]
     state = last.state
     head = f"{ref} did not become {until} within {timeout:g}s: "
-    head += f"{state.state.value} ({state.reason}) {state.message}".rstrip()
+    # one line, whatever the message holds (the lines below are the warnings)
+    head += printable(f"{state.state.value} ({state.reason}) {state.message}".rstrip())
     raise TimedOut("\n".join([head, *warnings]), last)

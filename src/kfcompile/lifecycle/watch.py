@@ -13,7 +13,8 @@ from typing import Final
 from attrs import evolve
 
 from kfcompile.kinds import KINDS, Kind
-from kfcompile.lifecycle.multikueue import dispatches, multikueue_managed
+from kfcompile.lifecycle.kueue import multikueue_managed, workloads_of
+from kfcompile.lifecycle.multikueue import dispatches
 from kfcompile.lifecycle.objects import Paging, meta, served
 from kfcompile.lifecycle.observe import foreign
 from kfcompile.lifecycle.pod_logs import merger
@@ -49,8 +50,10 @@ from kfcompile.lifecycle.watcher import (
     WatchJobs,
     seen,
 )
+from kfcompile.status import State, job_state
 
 MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGER}"  # the jobs kfcompile created
+WAITING: Final = (State.SUSPENDED, State.PENDING)  # states Kueue may say why a job is in
 
 
 def _bookmark(obj: Obj) -> WatchAnswer:
@@ -127,14 +130,40 @@ def _watch(
         yield from only(events, lambda obj: not _foreign(obj, kind, namespace, selector))
 
 
+def _jobs(answer: WatchAnswer) -> list[Obj]:
+    """The jobs the API just answered with."""
+    if isinstance(answer, PageListed):
+        return answer.items
+    return [answer.job] if isinstance(answer, Changed) else []
+
+
 def _dispatched(
     session: Session, kind: Kind, namespace: str | None, answer: WatchAnswer, told: set[str]
 ) -> tuple[JobEvent, ...]:
     """On a MultiKueue manager, where the jobs the API just answered with were dispatched."""
-    jobs = [answer.job] if isinstance(answer, Changed) else []
-    if isinstance(answer, PageListed):
-        jobs = answer.items
-    return dispatch_events(session, kind, jobs, namespace, told)
+    return dispatch_events(session, kind, _jobs(answer), namespace, told)
+
+
+def kueue_reasons(
+    session: Session, events: tuple[JobEvent, ...], jobs: Sequence[Obj], namespace: str | None
+) -> tuple[JobEvent, ...]:
+    """``events`` with the reason Kueue gives for each job it holds (its Workload, as
+    ``status`` says it): one list of Workloads for the waiting jobs among ``jobs``, none when
+    none waits."""
+    waits = {(e.ref.namespace, e.ref.name) for e in events if e.state.state in WAITING}
+    told = {(meta(j).get("namespace"), meta(j).get("name")): j for j in jobs}
+    held = workloads_of(session, [j for at, j in told.items() if at in waits], namespace)
+    if not held.by_uid:
+        return events
+
+    def refined(event: JobEvent) -> JobEvent:
+        job = told.get((event.ref.namespace, event.ref.name))
+        workload = held.by_uid.get(str(meta(job).get("uid", ""))) if job else None
+        if job is None or workload is None or event.state.state not in WAITING:
+            return event
+        return evolve(event, state=job_state({**job, "kind": event.kind.name}, workload=workload))
+
+    return tuple(map(refined, events))
 
 
 def dispatch_events(
@@ -206,7 +235,8 @@ def watch_kind(
     def each(after: Watcher, answer: WatchAnswer) -> tuple[tuple[JobEvent, ...]]:
         if after.notice is not None:
             retrying(session, what, after.notice)
-        return (after.events + _dispatched(session, kind, namespace, answer, reported),)
+        events = kueue_reasons(session, after.events, _jobs(answer), namespace)
+        return (events + _dispatched(session, kind, namespace, answer, reported),)
 
     steps = drive(watcher, clock, perform, opened, lambda machine: machine.streaming)
     _, end = yield from told(steps, each)

@@ -16,8 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kfcompile.output import limits as output_limits
-from kfcompile.output import pod_rules
-from kfcompile.spec import object_paths
+from kfcompile.spec import object_paths, pod_rules
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.fieldpath import FieldPath, field_path
 

@@ -1,11 +1,11 @@
-"""The rules between a spec's fields, run once every field has the right type: one program to
-run, resources as render merges them (``resource_rules``), env names given once, volumes and
-mounts that refer to each other and to what kfcompile adds (``additions``), a label set in one
-place, elastic bounds around ``num_nodes``."""
+"""The rules between a spec's fields, each run on its own (skipped only where it reads a field
+of the wrong type): one program to run, resources as render merges them (``resource_rules``),
+env names given once, volumes and mounts that refer to each other and to what kfcompile adds
+(``additions``), a label set in one place, elastic bounds around ``num_nodes``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kfcompile.spec import resource_rules, rules
@@ -16,7 +16,6 @@ from kfcompile.spec.additions import (
     reserved_mounts,
     reserved_names,
 )
-from kfcompile.spec.errors import Problem
 
 if TYPE_CHECKING:
     from kfcompile.spec.model import JobSpec
@@ -104,30 +103,48 @@ def mount_points(s: JobSpec, training: str | None = None) -> Iterator[tuple[str,
                 yield f"{at}.mountPath", f"already mounted by {owner}"
 
 
-def between_fields(s: JobSpec) -> Iterator[Problem]:
-    """Rules that relate fields to each other (run once every field has the right type)."""
-    for path, message in _related(s):
-        yield Problem(path, message)
-
-
-def _related(s: JobSpec) -> Iterator[tuple[str, str]]:
+def _command_or_launcher(s: JobSpec) -> Iterator[tuple[str, str]]:
     if s.launcher is not None and s.command:
         yield "command", "set either command or launcher, not both"
+
+
+def _args_need_command(s: JobSpec) -> Iterator[tuple[str, str]]:
     if s.args and not s.command:
         yield "args", "needs command (for launcher programs use launcher.args)"
-    yield from _program(s)
-    yield from _no_python(s)
 
-    yield from resource_rules.resources_consistent(s)
-    yield from rules.env_unique(s.env, s.env_list, s.secret_env)
-    yield from _storage(s)
+
+def _env_unique(s: JobSpec) -> Iterator[tuple[str, str]]:
+    return rules.env_unique(s.env, s.env_list, s.secret_env)
+
+
+def _label_in_one_place(s: JobSpec) -> Iterator[tuple[str, str]]:
     for label, field_name in ((QUEUE_LABEL, "queue"), (PRIORITY_LABEL, "priority_class")):
         if label in s.labels and getattr(s, field_name):
             yield f"labels[{label!r}]", f"set by {field_name}; give it in one place"
 
-    if s.elastic is not None:
-        e = s.elastic
-        if e.min_nodes > e.max_nodes:
-            yield "elastic.min_nodes", "must not exceed elastic.max_nodes"
-        if not e.min_nodes <= s.num_nodes <= e.max_nodes:
-            yield "num_nodes", "must lie between elastic.min_nodes and elastic.max_nodes"
+
+def _elastic_bounds(s: JobSpec) -> Iterator[tuple[str, str]]:
+    if s.elastic is not None and s.elastic.min_nodes > s.elastic.max_nodes:
+        yield "elastic.min_nodes", "must not exceed elastic.max_nodes"
+
+
+def _nodes_within_elastic_bounds(s: JobSpec) -> Iterator[tuple[str, str]]:
+    e = s.elastic
+    if e is not None and not e.min_nodes <= s.num_nodes <= e.max_nodes:
+        yield "num_nodes", "must lie between elastic.min_nodes and elastic.max_nodes"
+
+
+# The rules that relate fields to each other. Each runs on its own, skipped only when it reads
+# a field of the wrong type (``structuring.between``): one pass reports all the others.
+RULES: tuple[Callable[[JobSpec], Iterable[tuple[str, str]]], ...] = (
+    _command_or_launcher,
+    _args_need_command,
+    _program,
+    _no_python,
+    resource_rules.resources_consistent,
+    _env_unique,
+    _storage,
+    _label_in_one_place,
+    _elastic_bounds,
+    _nodes_within_elastic_bounds,
+)

@@ -33,7 +33,9 @@ class KfcompileError(Exception):
     """Base class: a list of problems; ``str()`` is one line per problem."""
 
     def __init__(self, problems: Iterable[Problem]) -> None:
-        self.problems: tuple[Problem, ...] = tuple(problems)
+        # One line per problem: a problem two rules find (a key the schema and a rule both
+        # require) is told once.
+        self.problems: tuple[Problem, ...] = tuple(dict.fromkeys(problems))
         super().__init__("\n".join(str(p) for p in self.problems))
 
 

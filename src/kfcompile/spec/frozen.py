@@ -61,16 +61,33 @@ class FrozenList(list[V]):
     __iadd__ = __imul__ = _refuse
 
 
+def plain(value: Any) -> Any:
+    """A scalar of a subclass of str, int or float (a ``str`` Enum, an IntEnum) as the plain
+    value it stands for, which is what YAML and JSON can write: a spec built in Python may hold
+    one where a YAML spec holds its value."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    return value
+
+
 def freeze(value: Any) -> Any:
-    """``value`` with every dict and list in it (at any depth) made immutable."""
+    """``value`` with every dict and list in it (at any depth) made immutable, and every scalar
+    and key plain (``plain``)."""
     kind = type(value)
     if kind is FrozenMap or kind is FrozenList:
         return value  # frozen all the way down when it was made
     if isinstance(value, Mapping):
-        return FrozenMap({k: freeze(v) for k, v in value.items()})
+        return FrozenMap({plain(k): freeze(v) for k, v in value.items()})
     if kind is list or kind is tuple:
         return FrozenList([freeze(v) for v in value])
-    return value
+    return plain(value)
 
 
 def thaw(value: Any) -> Any:

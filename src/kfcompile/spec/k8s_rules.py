@@ -12,6 +12,7 @@ Go's ``len`` does; any non-ASCII input is rejected by the patterns anyway.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Final
 
@@ -24,15 +25,20 @@ from kfcompile.spec.k8s_quantity import (
 
 __all__ = [
     "compare_quantities",
+    "configmap_key",
     "dns1035_label",
     "dns1123_label",
     "dns1123_subdomain",
     "env_var_name",
+    "id_number",
+    "ip_address",
     "is_extended_resource",
     "is_hugepages_resource",
     "is_overcommit_allowed",
     "label_value",
     "parse_quantity",
+    "port_name",
+    "port_number",
     "qualified_name",
     "quantity",
     "resource_name",
@@ -76,6 +82,15 @@ _ENV_VAR_NAME_ERR: Final = (
     "'-', or '.', and must not start with a digit"
 )
 
+_CONFIGMAP_KEY_FMT: Final = "[-._a-zA-Z0-9]+"
+_CONFIGMAP_KEY_ERR: Final = (
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+)
+PORT_NAME_MAX_LENGTH: Final = 15
+_PORT_NAME_CHARSET_RE: Final = re.compile("[-a-z0-9]+")
+_PORT_NAME_ONE_LETTER_RE: Final = re.compile("[a-z]")
+ID_MAX: Final = 2**31 - 1  # minUserID/maxUserID, minGroupID/maxGroupID
+
 # Patterns are used with fullmatch(): Go anchors them with ^...$, and Python's $ would also
 # accept a trailing newline.
 _DNS1123_LABEL_RE: Final = re.compile(_DNS1123_LABEL_FMT)
@@ -84,6 +99,7 @@ _DNS1035_LABEL_RE: Final = re.compile(_DNS1035_LABEL_FMT)
 _QUALIFIED_NAME_RE: Final = re.compile(_QUALIFIED_NAME_FMT)
 _LABEL_VALUE_RE: Final = re.compile(_LABEL_VALUE_FMT)
 _ENV_VAR_NAME_RE: Final = re.compile(_ENV_VAR_NAME_FMT)
+_CONFIGMAP_KEY_RE: Final = re.compile(_CONFIGMAP_KEY_FMT)
 
 _EMPTY_ERR: Final = "must be non-empty"
 
@@ -215,14 +231,75 @@ def env_var_name(value: str) -> list[str]:
                 _ENV_VAR_NAME_ERR, _ENV_VAR_NAME_FMT, "my.env-name", "MY_ENV.NAME", "MyEnvName1"
             )
         )
-    # hasChDirPrefix
+    return errs + _chdir_prefix(value)
+
+
+def _chdir_prefix(value: str) -> list[str]:
+    """hasChDirPrefix."""
     if value == ".":
-        errs.append("must not be '.'")
-    elif value == "..":
-        errs.append("must not be '..'")
-    elif value.startswith(".."):
-        errs.append("must not start with '..'")
+        return ["must not be '.'"]
+    if value == "..":
+        return ["must not be '..'"]
+    if value.startswith(".."):
+        return ["must not start with '..'"]
+    return []
+
+
+def configmap_key(value: str) -> list[str]:
+    """IsConfigMapKey (keys of ConfigMaps and Secrets): at most 253 characters of
+    ``[-._a-zA-Z0-9]+``, not ``.`` or ``..``, no ``..`` prefix."""
+    if not _is_str(value):
+        return _not_a_string(value)
+    errs: list[str] = []
+    if _byte_len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
+        errs.append(_max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH))
+    if not _CONFIGMAP_KEY_RE.fullmatch(value):
+        errs.append(
+            _regex_error(_CONFIGMAP_KEY_ERR, _CONFIGMAP_KEY_FMT, "key.name", "KEY_NAME", "key-name")
+        )
+    return errs + _chdir_prefix(value)
+
+
+def port_name(value: str) -> list[str]:
+    """IsValidPortName (an IANA_SVC_NAME): at most 15 characters of ``[-a-z0-9]``, at least
+    one letter, no ``--``, no hyphen at either end."""
+    if not _is_str(value):
+        return _not_a_string(value)
+    errs: list[str] = []
+    if _byte_len(value) > PORT_NAME_MAX_LENGTH:
+        errs.append(_max_len_error(PORT_NAME_MAX_LENGTH))
+    if not _PORT_NAME_CHARSET_RE.fullmatch(value):
+        errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    elif not _PORT_NAME_ONE_LETTER_RE.search(value):
+        errs.append("must contain at least one letter (a-z)")
+    if "--" in value:
+        errs.append("must not contain consecutive hyphens")
+    if value.startswith("-") or value.endswith("-"):
+        errs.append("must not begin or end with a hyphen")
     return errs
+
+
+def port_number(value: int) -> list[str]:
+    """IsValidPortNum: 1 to 65535."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        return ["must be between 1 and 65535, inclusive"]
+    return []
+
+
+def id_number(value: int) -> list[str]:
+    """IsValidUserID / IsValidGroupID: 0 to 2147483647."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= ID_MAX:
+        return [f"must be between 0 and {ID_MAX}, inclusive"]
+    return []
+
+
+def ip_address(value: str) -> list[str]:
+    """IsValidIP: an IPv4 or IPv6 address."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return ["must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"]
+    return []
 
 
 def resource_name(value: str) -> list[str]:

@@ -17,10 +17,9 @@ from typing import Any, Literal
 
 from attrs import field, frozen
 
-from kfcompile.spec import additions, object_paths, rules, structuring
-from kfcompile.spec.cross_field import between_fields
+from kfcompile.spec import additions, cross_field, object_paths, rules, structuring
 from kfcompile.spec.errors import Problem, SpecError
-from kfcompile.spec.frozen import FrozenMap
+from kfcompile.spec.frozen import FrozenMap, plain
 
 LauncherKind = Literal["torchrun", "python"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
@@ -49,6 +48,7 @@ def _doc(doc: str, **kwargs: Any) -> Any:
 
 def quantity_text(value: Any) -> str | None:
     """Quantities may be written as YAML numbers (``cpu: 0.5``), as Kubernetes allows."""
+    value = plain(value)
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
@@ -70,7 +70,7 @@ def quantity_map(value: Any) -> Mapping[str, str]:
             text = quantity_text(v)
             if text is None:
                 raise TypeError("must be a quantity such as 500m, 2 or 64Gi, got nothing (null)")
-            out[k] = text
+            out[plain(k)] = text
         except TypeError as exc:
             problems.append(Problem(at if isinstance(k, str) else f"{at} (key)", str(exc)))
     if problems:
@@ -204,24 +204,24 @@ def _group_name(v: str) -> Iterable[tuple[str, str]]:
         yield "", "must be a name, not empty or a number"
 
 
-def _topology_modes(t: Topology) -> Iterable[Problem]:
+def _topology_modes(t: Topology) -> Iterable[tuple[str, str]]:
     """Kueue's PodSet topology request (pkg/controller/jobframework/tas_validation.go): one
     mode; a slice level with its size; a group only of required or preferred PodSets, and not
     with slices."""
     modes = [m for m in ("required", "preferred", "unconstrained") if getattr(t, m)]
     if len(modes) != 1:
         at = modes[1] if modes else ""
-        yield Problem(at, "set exactly one of required, preferred or unconstrained")
+        yield at, "set exactly one of required, preferred or unconstrained"
     if (t.slice_required is None) != (t.slice_size is None):
         given, needs = "slice_size", "slice_required"
         if t.slice_size is None:
             given, needs = needs, given
-        yield Problem(given, f"needs {needs}")
+        yield given, f"needs {needs}"
     if t.group_name is not None:
         if t.slice_required is not None or t.slice_size is not None:
-            yield Problem("group_name", "Kueue refuses a group with slices")
+            yield "group_name", "Kueue refuses a group with slices"
         elif t.required is None and t.preferred is None:
-            yield Problem("group_name", "needs required or preferred")
+            yield "group_name", "needs required or preferred"
 
 
 @frozen(kw_only=True)
@@ -264,7 +264,7 @@ class Topology(_Checked):
     )
 
     def __attrs_post_init__(self) -> None:
-        structuring.validate(self, between=_topology_modes)
+        structuring.validate(self, (_topology_modes,))
 
 
 @frozen(kw_only=True)
@@ -337,13 +337,13 @@ class JobSpec(_Checked):
     memory_request: str | None = _quantity("Memory request per node.")
     memory_limit: str | None = _quantity("Memory limit per node.")
     extra_resource_requests: Mapping[str, str] = _rule(
-        rules.resource_map,
+        rules.container_resource_map,
         "Other resource requests, e.g. `vpc.amazonaws.com/efa`.",
         factory=FrozenMap,
         load=quantity_map,
     )
     extra_resource_limits: Mapping[str, str] = _rule(
-        rules.resource_map, "Other resource limits.", factory=FrozenMap, load=quantity_map
+        rules.container_resource_map, "Other resource limits.", factory=FrozenMap, load=quantity_map
     )
     shm_size: str | None = _rule(
         rules.quantity,
@@ -444,7 +444,7 @@ class JobSpec(_Checked):
     )
 
     def __attrs_post_init__(self) -> None:
-        structuring.validate(self, between=between_fields)
+        structuring.validate(self, cross_field.RULES)
 
     # derived values
     @property

@@ -335,6 +335,12 @@ Kind = Any  # a core/v1 field type in ``k8s_core_v1.json``'s notation ("string",
 FREE: Kind = "object"  # a free-form mapping: merged key by key, its lists replaced
 
 
+# Fields of a core/v1 object that a strategic merge patch keeps side by side but of which the
+# object takes only one (validateEnvVarValueFrom: a value or a valueFrom): an override giving
+# one where the generated object has another replaces it.
+ONE_OF: Mapping[str, frozenset[str]] = {"EnvVar": frozenset({"value", "valueFrom"})}
+
+
 class Merge(NamedTuple):
     """How an override merges into what was generated: the value's core/v1 type, and the
     properties of each core/v1 object by name (``k8s_schema.properties``)."""
@@ -378,8 +384,11 @@ def _merge(
         what = "a mapping" if isinstance(base, dict) else "a list"
         raise MergeConflict(f"must be {what}: it merges into the generated one")
     if isinstance(base, dict):
-        props = schema(kind["ref"]) if isinstance(kind, dict) and "ref" in kind else None
+        ref = kind["ref"] if isinstance(kind, dict) and "ref" in kind else None
+        props = None if ref is None else schema(ref)
         inner = kind.get("map", FREE) if isinstance(kind, dict) else FREE
+        one_of = ONE_OF.get(ref, frozenset()) if ref is not None else frozenset()
+        had = [k for k in one_of if base.get(k) is not None]
         out = dict(base)
         for k, v in over.items():
             if k in out:
@@ -387,6 +396,8 @@ def _merge(
                 out[k] = _merge(out[k], v, below, schema, (*at, k), replaced)
             else:
                 out[k] = copied(v)
+                if k in one_of and v is not None and had:
+                    replaced.append(at)  # the object's value comes from elsewhere now
         return out
     merge_key = kind.get("merge") if isinstance(kind, dict) and "list" in kind else None
     if isinstance(base, list) and merge_key:

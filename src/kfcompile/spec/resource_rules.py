@@ -1,8 +1,8 @@
 """The training container's resources as render merges them: the first-class fields (``cpu_*``,
 ``memory_*``, ``gpus_per_node``, ``extra_resource_*``) and ``container_overrides.resources``
 over them, checked together as Kubernetes checks the merged container (limits not below
-requests; extended resources and hugepages equal in both), each problem told where it was
-written.
+requests; extended resources and hugepages equal in both; hugepages beside cpu or memory), each
+problem told where it was written.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kfcompile.spec import k8s_rules as k8s
+from kfcompile.spec import pod_rules
 from kfcompile.spec.object_paths import key
 
 if TYPE_CHECKING:
@@ -120,3 +121,8 @@ def resources_consistent(s: JobSpec) -> Found:
             else:
                 typed[name] = amount
     yield from resources_agree(requests, limits, need_limits=True)
+    if pod_rules.needs_qos_resource([*requests, *limits]):
+        # told at the first hugepages amount written (ValidateContainerResourceRequirements)
+        written = [*requests.items(), *limits.items()]
+        first = next(a for name, a in written if k8s.is_hugepages_resource(name))
+        yield first.path, "HugePages require cpu or memory"

@@ -12,15 +12,12 @@ from typing import Any
 
 from kfcompile.kinds import MANAGERS
 from kfcompile.spec import k8s_rules as k8s
-from kfcompile.spec import k8s_schema
+from kfcompile.spec import k8s_schema, pod_rules
 from kfcompile.spec.object_paths import key
 from kfcompile.spec.resource_rules import amounts, resources_agree
 
 Found = Iterator[tuple[str, str]]
 
-# Kubernetes also has Lt and Gt, behind the alpha gate TaintTolerationComparisonOperators.
-TOLERATION_OPERATORS = ("Exists", "Equal")
-TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # The inline script travels as a ConfigMap key (its file name) and value.
 CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 CONFIGMAP_MAX_BYTES = 1024 * 1024 - 4096  # the API server's limit, less room for metadata
@@ -152,6 +149,14 @@ def resource_map(m: Mapping[str, str]) -> Found:
         yield from _each(k8s.resource_quantity(v), key(k))
 
 
+def container_resource_map(m: Mapping[str, str]) -> Found:
+    """A training container's requests or limits: each entry as ``resource_map``, and as the
+    API server takes a container's (``pod_rules.resource_amount``)."""
+    yield from resource_map(m)
+    for k, v in m.items():
+        yield from _each(pod_rules.resource_amount(k, v), key(k))
+
+
 def env_map(m: Mapping[str, str]) -> Found:
     for k in m:
         yield from _each(k8s.env_var_name(k), f"{key(k)} (key)")
@@ -235,13 +240,18 @@ def _escape_hatch(field: str, m: Mapping[str, Any]) -> Found:
 
 
 def pod_overrides(m: Mapping[str, Any]) -> Found:
-    """pod_spec_overrides: a partial PodSpec, merged into the generated one."""
-    return _escape_hatch("pod_spec_overrides", m)
+    """pod_spec_overrides: a partial PodSpec, merged into the generated one; its single fields
+    and its own containers are checked as a pod's (what needs the whole waits for the merge)."""
+    yield from _escape_hatch("pod_spec_overrides", m)
+    yield from _told(pod_rules.pod_fields(m))
+    yield from _told(pod_rules.containers(m, whole=False))
 
 
 def container_overrides(m: Mapping[str, Any]) -> Found:
-    """container_overrides: a partial Container, merged into the generated training container."""
-    return _escape_hatch("container_overrides", m)
+    """container_overrides: a partial Container, merged into the generated training container
+    (a regular container, not an init container)."""
+    yield from _escape_hatch("container_overrides", m)
+    yield from _told(pod_rules.regular_container(m))
 
 
 def volumes(items: tuple[Mapping[str, Any], ...]) -> Found:
@@ -261,46 +271,6 @@ def volume_mounts(items: tuple[Mapping[str, Any], ...]) -> Found:
     return _objects(items, "VolumeMount")
 
 
-def _volume(v: Mapping[Any, Any]) -> Found:
-    name = v.get("name")
-    if isinstance(name, str):
-        yield from _each(k8s.dns1123_label(name), ".name")
-    sources = k8s_schema.fields("Volume") - {"name"}
-    if sum(1 for k, s in v.items() if k in sources and s is not None) != 1:
-        yield "", "must have exactly one volume source (e.g. persistentVolumeClaim)"
-
-
-def _volume_mount(m: Mapping[Any, Any]) -> Found:
-    path = m.get("mountPath")
-    if isinstance(path, str) and not path.startswith("/"):
-        yield ".mountPath", "must be an absolute path"
-
-
-def _env_var(e: Mapping[Any, Any]) -> Found:
-    name = e.get("name")
-    if isinstance(name, str):
-        yield from _each(k8s.env_var_name(name), ".name")
-    if e.get("value") not in (None, "") and e.get("valueFrom") is not None:
-        yield "", "set value or valueFrom, not both"
-
-
-def _toleration(t: Mapping[Any, Any]) -> Found:
-    op = t.get("operator") or "Equal"
-    effect, value, tol_key = t.get("effect"), t.get("value"), t.get("key")
-    if isinstance(op, str) and op not in TOLERATION_OPERATORS:
-        yield ".operator", "must be Exists or Equal"
-    if op == "Exists" and isinstance(value, str) and value:
-        yield ".value", "must be empty when operator is Exists"
-    if isinstance(effect, str) and effect and effect not in TOLERATION_EFFECTS:
-        yield ".effect", f"must be one of: {', '.join(TOLERATION_EFFECTS)}"
-    if t.get("tolerationSeconds") is not None and effect != "NoExecute":
-        yield ".tolerationSeconds", "only with effect NoExecute"
-    if isinstance(tol_key, str) and tol_key:
-        yield from _each(k8s.qualified_name(tol_key), ".key")
-    elif tol_key in (None, "") and op != "Exists":  # an empty key with Exists matches all taints
-        yield ".key", "required unless operator is Exists"
-
-
 def _resource_requirements(r: Mapping[Any, Any]) -> Found:
     """Resource names and non-negative amounts (the schema checks the quantity grammar)."""
     for group in ("requests", "limits"):
@@ -312,18 +282,28 @@ def _resource_requirements(r: Mapping[Any, Any]) -> Found:
                 yield from _each(k8s.resource_quantity(v), at)
 
 
+def _told(found: Iterable[tuple[pod_rules.Path, str]]) -> Found:
+    """The pod rules' problems, their paths as sub-paths (``.volumes[0].name``)."""
+    for at, message in found:
+        yield "".join(f"[{seg}]" if isinstance(seg, int) else key(seg) for seg in at), message
+
+
 def _container(c: Mapping[Any, Any]) -> Found:
     """A whole container's requests and limits agree (a partial one waits for the merge)."""
     requests, limits = amounts(c.get("resources"), ".resources", late=False)
     return resources_agree(requests, limits, need_limits=False)
 
 
-# Rules per core/v1 object that the schema cannot express, run wherever the object appears.
+def _spec_rule(*checks: Callable[[Any], Iterable[tuple[Any, str]]]) -> k8s_schema.ObjectRule:
+    """One object's rules: the pod rules' (their paths told as sub-paths), then the spec's."""
+    pod_rule, *own = checks
+    return lambda obj: [*_told(pod_rule(obj)), *(found for check in own for found in check(obj))]
+
+
+# Rules per core/v1 object that the schema cannot express, run wherever the object appears: the
+# API server's (``pod_rules``), with the spec's own on resource names and amounts.
 OBJECT_RULES: Mapping[str, k8s_schema.ObjectRule] = {
-    "Container": _container,
-    "EnvVar": _env_var,
-    "ResourceRequirements": _resource_requirements,
-    "Toleration": _toleration,
-    "Volume": _volume,
-    "VolumeMount": _volume_mount,
+    **{name: _spec_rule(check) for name, check in pod_rules.OBJECT_RULES.items()},
+    "Container": _spec_rule(pod_rules.container, _container),
+    "ResourceRequirements": _spec_rule(pod_rules.resource_amounts, _resource_requirements),
 }

@@ -5,6 +5,10 @@ instance is made, each field's value is structured by its type (the converter's 
 are strings, a YAML number is never silently turned into one; nested parts may be given as
 mappings; maps and lists become immutable), then checked by the rule beside the field, and
 every problem is raised together as one ``SpecError`` whose problems carry field paths.
+
+One pass finds every problem that does not depend on another: a field of the wrong type (or
+missing) is left unset on the object being checked, and each rule between fields runs on its
+own, skipped only when it reads such a field.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from cattrs.gen import make_dict_unstructure_fn
 
 from kfcompile.spec.errors import Problem, SpecError
 from kfcompile.spec.fieldpath import FieldPath, field_path
-from kfcompile.spec.frozen import FrozenList, FrozenMap, freeze, thaw
+from kfcompile.spec.frozen import FrozenList, FrozenMap, freeze, plain, thaw
 
 converter = cattrs.Converter(detailed_validation=True)
 
@@ -44,12 +48,13 @@ def kind_of(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-# --- hooks: each refuses what a YAML reader would otherwise coerce ------------------------------
+# --- hooks: each refuses what a YAML reader would otherwise coerce, and keeps the plain value of
+# a str or int subclass (a str Enum in a spec built in Python: what YAML can write) -------------
 
 
 def _str(value: Any, _: type) -> str:
     if isinstance(value, str):
-        return value
+        return str(plain(value))
     if isinstance(value, int | float) and not isinstance(value, bool):
         # `0123`, `0x1F` and `1_000` are YAML integers: their text is gone (123, 31, 1000).
         raise TypeError(f"must be a string, got {kind_of(value)} (quote it)")
@@ -58,7 +63,7 @@ def _str(value: Any, _: type) -> str:
 
 def _int(value: Any, _: type) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return int(plain(value))
     raise TypeError(f"must be an integer, got {kind_of(value)}")
 
 
@@ -76,12 +81,12 @@ def _literal(value: Any, t: Any) -> Any:
     choices = typing.get_args(t)
     if value not in choices or isinstance(value, bool) != isinstance(choices[0], bool):
         raise ValueError(f"must be one of: {', '.join(map(str, choices))}")
-    return value
+    return plain(value)
 
 
 def _nprocs(value: Any, _: Any) -> int | Literal["auto"] | None:
     if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
-        return typing.cast("int | Literal['auto'] | None", value)
+        return typing.cast("int | Literal['auto'] | None", plain(value))
     raise ValueError("must be an integer or 'auto'")
 
 
@@ -177,20 +182,65 @@ def check_fields(cls: type, values: Mapping[str, Any]) -> tuple[dict[str, Any], 
     return done, problems
 
 
-def validate(obj: Any, between: Callable[[Any], Iterable[Problem]] | None = None) -> None:
-    """Check a spec object just built (its ``__attrs_post_init__``): structure and check every
-    field in place, then, when every field has the right type, the rules ``cross_field`` fields."""
+BetweenRule = Callable[[Any], Iterable[tuple[str, str]]]
+
+
+def _unset(obj: Any, exc: AttributeError) -> bool:
+    """Whether ``exc`` is a rule reading a field of ``obj`` that is left unset (wrong type or
+    missing): what that rule would say depends on a problem already reported."""
     cls: Any = type(obj)
-    values = {a.name: getattr(obj, a.name) for a, _ in _fields(cls)}
+    names = {a.name for a, _ in _fields(cls)}
+    return exc.obj is obj and exc.name in names and not hasattr(obj, exc.name)
+
+
+def between(obj: Any, rules: Iterable[BetweenRule]) -> list[Problem]:
+    """The problems each rule between fields finds, each rule on its own; a rule that reads a
+    field left unset is skipped (its answer depends on that field's problem)."""
+    found: list[Problem] = []
+    for rule in rules:
+        try:
+            found += [Problem(path, message) for path, message in rule(obj)]
+        except AttributeError as exc:
+            if not _unset(obj, exc):
+                raise
+    return found
+
+
+def validate(obj: Any, rules: Iterable[BetweenRule] = ()) -> None:
+    """Check a spec object just built (its ``__attrs_post_init__``): structure and check every
+    field in place, then run the ``rules`` between fields, those that read a field of the wrong
+    type (left unset here) skipped."""
+    cls: Any = type(obj)
+    values = {a.name: getattr(obj, a.name) for a, _ in _fields(cls) if hasattr(obj, a.name)}
     done, problems = check_fields(cls, values)
-    for name, value in done.items():
-        if value is not values[name]:
-            object.__setattr__(obj, name, value)  # frozen classes: only while being built
-    shapes_ok = len(done) == len(values)
-    if between is not None and shapes_ok:
-        problems += between(obj)
+    for name, value in values.items():
+        if name not in done:
+            object.__delattr__(obj, name)  # a rule reading it is skipped (``between``)
+        elif done[name] is not value:
+            object.__setattr__(obj, name, done[name])  # frozen classes: only while being built
+    complete = len(done) == len(_fields(cls))
+    problems += between(obj, rules)
     if problems:
-        raise BadValues(problems, obj) if shapes_ok else SpecError(problems)
+        raise BadValues(problems, obj) if complete else SpecError(problems)
+
+
+def _defaults(cls: type, given: Mapping[str, Any]) -> Any:
+    """An instance of ``cls`` with the ``given`` fields and the defaults of the others, a field
+    without default (required, not given) left unset; checked as ``cls(**given)`` would be."""
+    obj: Any = object.__new__(cls)
+    for a, _ in _fields(cls):
+        default: Any = a.default
+        if a.name in given:
+            value = given[a.name]
+        elif isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            value = default.factory()
+        elif default is not attrs.NOTHING:
+            value = default
+        else:
+            continue
+        object.__setattr__(obj, a.name, value)
+    obj.__attrs_post_init__()
+    return obj
 
 
 def from_mapping(cls: type, value: Any) -> Any:
@@ -210,10 +260,10 @@ def from_mapping(cls: type, value: Any) -> Any:
         a.name for a, _ in _fields(cls) if a.default is attrs.NOTHING and a.name not in value
     ]
     problems += [Problem(name, "required") for name in missing]
-    if missing:  # cannot build it: still check what was given, so one run reports all it can
-        raise SpecError([*problems, *check_fields(cls, given)[1]])
     try:
-        obj = cls(**given)
+        # Without a required field it cannot be built: checked all the same, so one run
+        # reports every problem that does not depend on the missing field.
+        obj = _defaults(cls, given) if missing else cls(**given)
     except BadValues as exc:
         if not problems:
             raise

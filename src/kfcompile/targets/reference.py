@@ -221,6 +221,9 @@ RULES: dict[str, str] = {
     "extended_resource": "a resource name a device plugin advertises (`vendor.com/name`)",
     "quantity": "a Kubernetes quantity (`500m`, `2`, `64Gi`)",
     "resource_map": "resource names and quantities; an extended resource in whole units",
+    "container_resource_map": "resource names and quantities a container may ask for: a "
+    "standard resource (`cpu`, `memory`, `ephemeral-storage`, `hugepages-<size>`) or a "
+    "prefixed one (`vendor.com/name`) in whole units; hugepages beside cpu or memory",
     "env_map": "environment variable names (C identifiers, or as Kubernetes allows) and "
     "string values; not the names the target's launcher sets",
     "env_list": "core/v1 EnvVar entries, each name once; not the names the target's launcher sets",

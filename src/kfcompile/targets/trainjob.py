@@ -8,7 +8,7 @@ Each release module (``trainjob_v2_0`` ... ``trainjob_v2_3``) declares its place
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from attrs import field, frozen
@@ -115,6 +115,19 @@ class Mark:
             key = part.removesuffix("[]")
             steps += [key] if key == part else [key, "[]"]
         return tuple(steps)
+
+    def found_in(self, job: Any) -> bool:
+        """Whether the TrainJob ``job`` has a ``holds`` at the path (in any item of a list)."""
+        return _holds(job, self.keys, self.holds)
+
+
+def _holds(node: Any, keys: tuple[str, ...], holds: type) -> bool:
+    if not keys:
+        return isinstance(node, holds)
+    key, rest = keys[0], keys[1:]
+    if key == "[]":
+        return isinstance(node, list) and any(_holds(item, rest, holds) for item in node)
+    return isinstance(node, Mapping) and key in node and _holds(node[key], rest, holds)
 
 
 @frozen
