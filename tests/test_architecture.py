@@ -208,6 +208,8 @@ DYNAMIC = {
     "kfcompile": "kfcompile.status and kfcompile.importer, on first use of a name (_LAZY)",
     "kfcompile.cli": "the module of each command (parser's func=), under kfcompile.cli",
     "kfcompile.lifecycle": "its modules, on first use of a name (_LAZY) or of the module",
+    "kfcompile.targets": "each target's module, on the target's first use; the engine's for "
+    "the types it names (_TYPES)",
     "kfcompile_kube.client_modules": "? a submodule of a package whose __init__ it left, and "
     "the module defining a name that __init__ binds (the kubernetes client's), on first use",
     "torchx_plugins.schedulers.kfcompile": "? torchx's own built-in schedulers, by the module "

@@ -327,10 +327,10 @@ def _replacing(
     )
 
 
-# Every target, by name: filled by the registry (`kfcompile.targets`), which imports the target
-# modules, so that the engine can name the targets that would express a misfit without
-# importing the registry back.
-REGISTRY: dict[str, Target] = {}
+# Every target, by name: the registry (`kfcompile.targets`), which imports the target modules,
+# gives it once it has loaded one, so that the engine can name the targets that would express
+# a misfit without importing the registry back.
+REGISTRY: Mapping[str, Target] = {}
 
 
 def supported_by(slot: str) -> list[str]:
