@@ -1,10 +1,13 @@
-"""What a cold command imports: a cluster command runs only the parts of the ``kubernetes``
-client it uses (``kfcompile_kube.client_modules``), and a package whose ``__init__`` the adapter
-left is, once asked for the rest, exactly the package its own ``__init__`` makes, on every
-client line, for any code in the process."""
+"""What a cold command imports: a render only its target's module, and nothing of the cluster's;
+its arguments parsed without the spec layer; a cluster command only the parts of the
+``kubernetes`` client it uses (``kfcompile_kube.client_modules``), and a package whose
+``__init__`` the adapter left is, once asked for the rest, exactly the package its own
+``__init__`` makes, on every client line, for any code in the process. And the ``kfcompile``
+process's start-up, with the collector off, frozen after."""
 
 from __future__ import annotations
 
+import argparse
 import http.server
 import importlib
 import importlib.util
@@ -21,6 +24,7 @@ import schema_check
 from fakekube.cluster import NAMESPACE, LocalCluster
 
 from kfcompile import lifecycle, structure
+from kfcompile.cli import parser
 from kfcompile_kube import client_modules
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,6 +125,85 @@ def test_a_cluster_command_runs_only_the_parts_of_the_client_it_uses(
     assert not any(name.startswith("kubernetes.client.models.") for name in imported)
     assert not imported & set(UNUSED_LIFECYCLE)
     assert not imported & set(UNUSED_SPEC)
+
+
+# What no render imports: the cluster's parts, the importer, the lifecycle, jsonschema (for
+# --crd), and shutil, which argparse imports for the terminal's width, and bz2 and lzma with it.
+NOT_RENDER = (
+    "kubernetes",
+    "kfcompile_kube",
+    "urllib3",
+    "kfcompile.importer",
+    "kfcompile.lifecycle",
+    "jsonschema",
+    "shutil",
+    "bz2",
+    "lzma",
+)
+TARGET_MODULES = {
+    "pytorchjob/v1": {"kfcompile.targets.pytorchjob_v1"},
+    "trainjob/v2.3": {f"kfcompile.targets.trainjob_v2_{n}" for n in range(4)},  # built on v2.0
+}
+
+
+@pytest.mark.parametrize("target", sorted(TARGET_MODULES))
+def test_a_render_imports_its_target_alone(target: str) -> None:
+    done = _python("-c", _COMMAND, "render", "examples/llama-4x8-efa.yaml", "-t", target)
+    assert done.returncode == 0, done.stderr
+    imported, _ = _loaded(done.stderr)
+    assert TARGET_MODULES[target] <= imported  # the reader sees what is there
+    others = set().union(*TARGET_MODULES.values()) - TARGET_MODULES[target]
+    assert not imported & others
+    assert not {m for m in imported if m.startswith(NOT_RENDER)}
+
+
+def test_the_arguments_of_a_render_are_parsed_without_the_spec_layer() -> None:
+    """--target's choices and its patch releases (``trainjob/v2.1.0``) are the registry's names."""
+    code = (
+        "import json, sys; from kfcompile.cli import parser; "
+        "argv = ['render', 'job.yaml', '-t', 'trainjob/v2.1.0']; "
+        "args = parser.build(argv).parse_args(argv); "
+        "print(json.dumps([args.target, sorted(sys.modules)]))"
+    )
+    done = _python("-c", code)
+    assert done.returncode == 0, done.stderr
+    target, imported = json.loads(done.stdout)
+    assert target == "trainjob/v2.1" and "kfcompile.targets" in imported
+    spec_layer = ("kfcompile.spec", "kfcompile.targets.", "kfcompile.kinds", "attr", "cattrs")
+    assert not [m for m in imported if m.startswith(spec_layer)]
+
+
+_GC = """
+import gc, json, sys
+from kfcompile.cli import main, run
+sys.argv = ["kfcompile", "schema"]
+frozen = [gc.get_freeze_count()]
+main(["schema"])
+frozen.append(gc.get_freeze_count())
+run()
+print(json.dumps({"frozen": frozen + [gc.get_freeze_count()], "enabled": gc.isenabled()}))
+"""
+
+
+def test_the_kfcompile_process_freezes_its_start_up_and_collects_after_it() -> None:
+    """``run`` freezes what start-up made (the modules), so no collection walks it again, and
+    then collects as usual; ``main`` (kfcompile as a library) leaves the collector alone."""
+    done = _python("-c", _GC)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.splitlines()[-1])
+    before, after_main, after_run = said["frozen"]
+    assert before == after_main == 0
+    assert after_run > 10_000  # the interpreter's, attrs' and kfcompile's modules at least
+    assert said["enabled"]
+
+
+@pytest.mark.parametrize("columns", ["40", "100", "", "wide"])
+def test_the_help_is_as_wide_as_argparse_would_make_it(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    theirs = argparse.RawDescriptionHelpFormatter("kfcompile")  # from shutil's terminal width
+    assert parser._Help("kfcompile")._width == theirs._width  # type: ignore[attr-defined]
 
 
 def test_a_host_importing_the_client_after_the_adapter_gets_the_real_names() -> None:
