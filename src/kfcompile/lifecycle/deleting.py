@@ -43,7 +43,7 @@ from kfcompile.status import JobState
 PODS_NAMED: Final = 5  # pods a look reads (one page), and a message names
 
 
-@frozen
+@frozen(repr=False)
 class Remaining:
     """What a deletion still waits on: the job (its state says what holds it; None: gone) and
     the first few of its pods (each with what its own deletion waits for)."""
@@ -74,24 +74,24 @@ class StillDeleting(TimedOut):
 # --- what the machine asks, and is answered -----------------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class Look:
     """Read the job by name (and, when its pods must go too, a first page of them)."""
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Looked:
     job: Obj | None  # None: no job of that name
     pods: tuple[Obj, ...] = ()
     more_pods: bool = False
 
 
-@frozen
+@frozen(repr=False)
 class Vanished:
     """Nothing is left."""
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class TimeUp:
     waited: float
     left: Remaining | None
@@ -123,7 +123,7 @@ def remaining(ref: Ref, uid: str | None, answer: Looked) -> Remaining | None:
     return Remaining(ref, state, pods, answer.more_pods)
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Vanishing:
     """Waiting for the job ``ref`` (the one with ``uid``, if given) to be gone, and with
     ``pods`` its pods too, for ``timeout`` seconds at most (None: as long as it takes)."""

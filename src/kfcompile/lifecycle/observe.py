@@ -73,14 +73,14 @@ class Observation:
         return (self.state.state, self.state.reason, self.nodes_ready, self.nodes_total, shown)
 
 
-@frozen
+@frozen(repr=False)
 class ListPods:
     """A machine's request: the training pods of ``job`` (one paginated list)."""
 
     job: Obj
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class PodsListed:
     pods: list[Obj]
     version: str = ""  # the list's resourceVersion: a watch from it misses no change since

@@ -338,7 +338,7 @@ def read_logs(
 # --- several ranks ------------------------------------------------------------------------------
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class InTurn:
     """``Merge`` without threads, for streams that do not block (an in-memory cluster driven
     by a fake clock): one item of each stream in turn. A stream that blocks holds back the

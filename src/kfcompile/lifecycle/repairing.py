@@ -25,21 +25,21 @@ def owned_by(obj: Obj, job: Obj) -> bool:
     )
 
 
-@frozen
+@frozen(repr=False)
 class Mended:
     """The companions are present and owned by the job: one line per thing mended."""
 
     repaired: tuple[str, ...]
 
 
-@frozen
+@frozen(repr=False)
 class NotOurs:
     """A companion of that name is not the one this job was submitted with."""
 
     ref: Ref
 
 
-@frozen
+@frozen(repr=False)
 class Unmendable:
     ref: Ref
     error: ApiError | ClusterError
@@ -56,7 +56,7 @@ class RepairPhase(enum.Enum):
 READ, CREATE, OWN, END = RepairPhase.READ, RepairPhase.CREATE, RepairPhase.OWN, RepairPhase.END
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Repairing:
     """The companions of ``job`` (on the cluster, with this spec's hash ``digest``) made what a
     submit leaves: present and owned by it. ``todo``: those still to look at, as this spec

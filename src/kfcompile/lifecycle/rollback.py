@@ -30,7 +30,7 @@ from kfcompile.lifecycle.session import (
 )
 
 
-@frozen
+@frozen(repr=False)
 class Left:
     """An object a failed submit could not remove, and why."""
 
@@ -79,46 +79,46 @@ def _left_line(item: Left, job: Ref, job_left: bool) -> str:
 # --- the roll-back: the ``RollingBack`` machine ------------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class CheckUnsure:
     """Read ``obj``, whose create got no answer: it may exist."""
 
     obj: Obj
 
 
-@frozen
+@frozen(repr=False)
 class Delete:
     ref: Ref
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Found:
     """What reading an object found (None: nothing of that name)."""
 
     obj: Obj | None
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Unreadable:
     error: ApiError | ClusterError
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Removed:
     """Deleted (or already gone)."""
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class NotRemoved:
     error: ApiError | ClusterError
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Interrupted:
     """A second Ctrl-C, during the read or the delete."""
 
 
-@frozen
+@frozen(repr=False)
 class RolledBack:
     """The end: what stays, one ``Left`` each (nothing: everything was removed)."""
 
@@ -134,7 +134,7 @@ class UndoPhase(enum.Enum):
 CHECK, DELETE, END = UndoPhase.CHECK, UndoPhase.DELETE, UndoPhase.END  # the table's words
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class RollingBack:
     """Deleting what a failed submit created: ``todo`` in order (the job first), after the
     ``unsure`` one (being created when the failure came) is read and, if ours, put first.

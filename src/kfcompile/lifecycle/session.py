@@ -103,7 +103,7 @@ class Phased(Protocol):
     def phase(self) -> enum.Enum: ...
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Row(Generic[M]):
     """One transition: the method that makes it, and the phases it may lead to (any other is
     a bug). The rows together are the machine's state diagram (ARCHITECTURE.md draws them)."""
@@ -258,7 +258,7 @@ def finished(
 # --- the one backoff, and what every machine asks when it must wait -----------------------------
 
 
-@frozen
+@frozen(repr=False)
 class Pause:
     """Wait before going on: the ``attempt``-th pause in a row (0-based), never longer than
     ``at_most`` seconds (what is left of a timeout or of the retry window), nor shorter than
@@ -269,12 +269,12 @@ class Pause:
     at_least: float = 0.0
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Slept:
     """The answer to a ``Pause``."""
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Backoff:
     """Delays doubling from ``start`` to ``cap``, half of each drawn at random."""
 
@@ -351,12 +351,12 @@ def pause(session: Session, request: Pause) -> Slept:
 # --- the retry machine --------------------------------------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class Attempt:
     """Make the call (again)."""
 
 
-@frozen
+@frozen(repr=False)
 class GiveUp:
     """Transient trouble lasted ``waited`` seconds, longer than the session rides out; or
     (``unanswered``) the API has never answered and this first failure got no answer."""
@@ -366,7 +366,7 @@ class GiveUp:
     unanswered: bool = False
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Failed:
     """The call failed with transient trouble; ``first_contact``: the API has never answered
     anything in this session yet."""
@@ -375,7 +375,7 @@ class Failed:
     first_contact: bool = False
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Returned:
     """The call returned ``value``: the answer to an ``Attempt``, and what the retry ends with."""
 
@@ -388,7 +388,7 @@ class Step(enum.Enum):
     DONE = "done"  # it returned
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Retry:
     """One call riding out transient trouble for up to ``retry_for`` seconds (from its first
     failure): fed each failure, it says how long to pause or that it is time to give up.

@@ -17,30 +17,30 @@ from kfcompile.lifecycle.session import SPEC_HASH, NameTaken, Table, row, transi
 from kfcompile.lifecycle.sync import Synced
 
 
-@frozen
+@frozen(repr=False)
 class Read:
     ref: Ref
 
 
-@frozen
+@frozen(repr=False)
 class MakeWay:
     """Wait for ``job``, being deleted, to be gone, so a new one can take its name."""
 
     job: Obj
 
 
-@frozen
+@frozen(repr=False)
 class Upload:
     """Upload the work dir."""
 
 
-@frozen
+@frozen(repr=False)
 class Create:
     obj: Obj
     dry_run: bool = False  # sent with dryRun=All: checked by the server, stored nowhere
 
 
-@frozen
+@frozen(repr=False)
 class Own:
     """Make ``job`` the owner of ``companion``, so deleting the job deletes it."""
 
@@ -48,29 +48,29 @@ class Own:
     job: Obj
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class WayMade:
     """The job being deleted is gone."""
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Uploaded:
     synced: Synced
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Made:
     """Created (or found, ours, behind a 409): ``obj`` as the server has it."""
 
     obj: Obj
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Owned:
     """The owner reference is set."""
 
 
-@frozen
+@frozen(repr=False)
 class Raised:
     """The call raised ``error``: a refusal, trouble that outlasted the retries, a Ctrl-C.
     Also an end: what ends the submit as it is."""
@@ -78,28 +78,28 @@ class Raised:
     error: BaseException
 
 
-@frozen
+@frozen(repr=False)
 class Repair:
     """A job of this spec holds the name: make it whole (``Repairing``)."""
 
     job: Obj
 
 
-@frozen
+@frozen(repr=False)
 class Taken:
     """Another job holds the name: kfcompile never replaces it."""
 
     job: Obj
 
 
-@frozen
+@frozen(repr=False)
 class Checked:
     """A dry run's end: the server checked every object (``created``: they would be new)."""
 
     created: bool
 
 
-@frozen
+@frozen(repr=False)
 class AllMade:
     """Every object created, and every companion owned by the job."""
 
@@ -107,7 +107,7 @@ class AllMade:
     uploaded: Synced | None
 
 
-@frozen
+@frozen(repr=False)
 class Failure:
     """A create or an owner patch failed with ``error``: what to roll back."""
 
@@ -145,7 +145,7 @@ SubmitRequest = Read | MakeWay | Upload | Create | Own
 SubmitEnd = Repair | Taken | Checked | AllMade | Failure | Raised
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Submitting:
     """A submit, once its objects are rendered and the cluster has what they need: the job's
     name read first (a job of this spec there is repaired, another job's is never touched, one

@@ -134,36 +134,36 @@ def _why(session: Session, pod: Obj, head: str) -> str:
 # --- the helper pod starting: the ``Starting`` machine ------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class ReadHelper:
     """Read the helper pod."""
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class HelperRead:
     pod: Obj | None  # None: no pod of that name
 
 
-@frozen
+@frozen(repr=False)
 class Started:
     """The helper pod runs."""
 
 
-@frozen
+@frozen(repr=False)
 class WontStart:
     """The helper pod will never start: ``why`` (it disappeared, it ended)."""
 
     why: str
 
 
-@frozen
+@frozen(repr=False)
 class Stuck:
     """The helper pod cannot start without help: its status and events say why."""
 
     pod: Obj
 
 
-@frozen
+@frozen(repr=False)
 class NotYet:
     """Still not running after ``timeout`` seconds; ``pod`` as last read."""
 
@@ -184,7 +184,7 @@ class StartPhase(enum.Enum):
 LOOK, PAUSE, END = StartPhase.LOOK, StartPhase.PAUSE, StartPhase.END  # the table's words
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Starting:
     """Waiting for the helper pod to run, for ``timeout`` seconds from ``since`` (its first
     look): what each look found decides whether it runs, never will, or is looked at again."""

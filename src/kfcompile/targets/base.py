@@ -28,7 +28,7 @@ def _identity(value: Any) -> Any:
     return value
 
 
-@frozen
+@frozen(repr=False)
 class Slot:
     """Where a slot lands in one target: one or more paths, and how the value is written."""
 
@@ -61,7 +61,7 @@ class Placement(NamedTuple):
     merge: bool = False
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Rendered:
     objects: list[dict[str, Any]]
     placements: list[Placement] = field(factory=list)
@@ -97,7 +97,7 @@ def resolve(layout: Layout) -> tuple[Resolved, ...]:
     )
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Target:
     """One output shape: what ``kfcompile targets`` lists and ``render`` dispatches on.
 
