@@ -89,3 +89,13 @@ def test_a_spec_is_a_value() -> None:
     text = "name: a\nimage: python:3.12\ncommand: [python, -c, pass]\n"
     assert load_spec(text) == load_spec(text) and hash(load_spec(text)) == hash(load_spec(text))
     assert load_spec(text) != load_spec(text.replace("a\n", "b\n"))
+
+
+def test_the_tables_rows_and_codecs_are_value_classes_like_the_rest() -> None:
+    """One style of value class: the field table's rows, its codecs and specials, a target's
+    layout are attrs classes too (they were hand-written for start-up's sake)."""
+    from kfcompile.targets import TARGETS, codecs, fields
+
+    rows = [*fields.FIELDS, *(getattr(row, "codec", None) for row in fields.FIELDS)]
+    made = [*rows, TARGETS["pytorchjob/v1"].layout, codecs.Decoded(None)]
+    assert [type(v).__name__ for v in made if v is not None and not attrs.has(type(v))] == []

@@ -21,7 +21,7 @@ from kfcompile.spec.errors import Problem, UnsupportedFeature
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec
 from kfcompile.targets import fields
-from kfcompile.targets.codecs import Entry, Slotted
+from kfcompile.targets.codecs import Entry
 
 
 def _identity(value: Any) -> Any:
@@ -282,15 +282,18 @@ def lookup(table: Table, slot: str) -> Slot | None:
     return found
 
 
-class Layout(Slotted):
+@frozen(repr=False, eq=False)
+class Layout:
     """A target's table looked up, once, for every slot of the field table: render asks it for
     each entry's slot (a key of an escape hatch is looked up when asked)."""
 
-    __slots__ = ("slots", "table")
-
-    def __init__(self, table: Table) -> None:
-        self.table = table
-        self.slots: Mapping[str, Slot | None] = {s: lookup(table, s) for s in fields.slots()}
+    table: Table
+    slots: Mapping[str, Slot | None] = field(
+        init=False,
+        default=Factory(
+            lambda self: {s: lookup(self.table, s) for s in fields.slots()}, takes_self=True
+        ),
+    )
 
     def get(self, slot: str) -> Slot | None:
         try:
