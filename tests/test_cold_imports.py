@@ -173,6 +173,19 @@ def test_the_arguments_of_a_render_are_parsed_without_the_spec_layer() -> None:
     assert not [m for m in imported if m.startswith(spec_layer)]
 
 
+def test_a_command_line_builds_the_parser_of_its_command_alone() -> None:
+    """Each command's parser costs its making (argparse's actions, a formatter): a render's
+    command line makes render's; one that names no command makes every one, for the help."""
+
+    def commands(argv: list[str]) -> list[str]:
+        built = parser.build(argv)
+        (sub,) = (a for a in built._actions if isinstance(a, argparse._SubParsersAction))
+        return list(sub.choices)
+
+    assert commands(["render", "job.yaml"]) == ["render"]
+    assert commands(["--help"]) == commands(["nope"]) == list(parser.COMMANDS)
+
+
 _GC = """
 import gc, json, sys
 from kfcompile.cli import main, run

@@ -100,8 +100,9 @@ class _NoNamespace(argparse.Action):
 
 
 def build(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser for ``argv`` (default ``sys.argv[1:]``): every command, with the arguments
-    of the one ``argv`` names (of all when it names none)."""
+    """The parser for ``argv`` (default ``sys.argv[1:]``): the command it names, with its
+    arguments; every command, with theirs, when it names none (the top-level help lists them,
+    a usage error names them)."""
     parser = argparse.ArgumentParser(
         prog="kfcompile",
         description="Compile a training-job spec into Kubeflow custom resources.",
@@ -113,16 +114,17 @@ def build(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     given = sys.argv[1:] if argv is None else argv
     chosen = next((arg for arg in given if not arg.startswith("-")), None)
-    for name, (help_text, define, _) in COMMANDS.items():
-        p = sub.add_parser(
-            name,
-            help=help_text,
-            description=help_text,
-            epilog=examples(name),
-            formatter_class=_Help,
+    for name in [chosen] if chosen in COMMANDS else COMMANDS:
+        help_text, define, _ = COMMANDS[name]
+        define(
+            sub.add_parser(
+                name,
+                help=help_text,
+                description=help_text,
+                epilog=examples(name),
+                formatter_class=_Help,
+            )
         )
-        if chosen not in COMMANDS or chosen == name:
-            define(p)
     return parser
 
 
