@@ -128,8 +128,9 @@ class Service:
             return
         ref = lifecycle.locate(self.session, self.namespace, name, "TrainJob")
         self.archive_logs(ref)
-        lifecycle.cancel(self.session, ref)
+        # Said first: the job goes at once (Background) and the service may end with it.
         say(f"{name}: cancel requested")
+        lifecycle.cancel(self.session, ref)
 
     def serve_requests(self, requests: Iterable[str]) -> None:
         """``cancel NAME`` lines, until the input ends."""

@@ -183,7 +183,9 @@ def test_crud_round_trip_as_plain_dicts(fake: FakeKube, kube: KubeCluster) -> No
     assert patched["metadata"]["labels"] == {"x": "y"}
     assert int(patched["metadata"]["resourceVersion"]) > int(meta["resourceVersion"])
 
-    kube.delete(cm_ref("cfg"))
+    # Background: gone at once (Foreground keeps it, Terminating, until the garbage collector
+    # has run, as a real API server does)
+    kube.delete(cm_ref("cfg"), propagation="Background")
     with pytest.raises(NotFound, match='configmaps "cfg" not found'):
         kube.get(cm_ref("cfg"))
     with pytest.raises(NotFound):

@@ -335,6 +335,19 @@ def test_a_silent_server_fails_after_the_request_timeout(
     assert server.accepted == 1 and len(connects) == 1
 
 
+def test_a_timer_that_fires_late_still_names_the_limit_set() -> None:
+    """Issue 24, item 15: on a loaded machine the timer fires late, and the message said the
+    wait it measured ("within 0.4s" for ``--request-timeout 0.3``): it names the limit the
+    user set, however late the request was cut."""
+    from kfcompile_kube.deadline import Deadline
+
+    late = Deadline(0.3)
+    late._start -= 0.45  # the request began 0.45 s before its timer fired
+    late._expire()  # the timer, late
+    assert late.expired
+    assert late.error("https://api:6443").message == "no answer from https://api:6443 within 0.3s"
+
+
 def test_a_watch_waits_for_its_answer_only_the_request_timeout(tmp_path: Path) -> None:
     """Its events may take the watch's own timeout (60 s here) to come; its answer may not."""
     with Silent() as server:

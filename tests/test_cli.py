@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import schema_check
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kfcompile import (
     DEFAULT_TARGET,
@@ -618,8 +620,11 @@ def test_render_takes_f_as_kubectl_does(capsys: pytest.CaptureFixture[str]) -> N
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["render", "examples/minimal.yaml", "-n", "team-a"], "render has no -n/--namespace: "),
-        (["validate", "--namespace=a", "examples/minimal.yaml"], "validate has no -n/"),
+        (
+            ["render", "examples/minimal.yaml", "-n", "Team_A"],
+            "argument -n/--namespace: 'Team_A': ",
+        ),
+        (["validate", "--namespace=", "examples/minimal.yaml"], "argument -n/--namespace: '': "),
         (["render", "examples/minimal.yaml", "--frobnicate"], "unrecognized arguments: "),
         (["explain", "examples/minimal.yaml", "-f", "examples/minimal.yaml"], "give one spec"),
         (["render", "-t", "pytorchjob/v1"], "give a spec file: SPEC or -f SPEC"),
@@ -839,3 +844,57 @@ def test_with_secrets_is_refused_where_nothing_goes_to_stdout(
         f"{flag[0]}\n"
     )
     assert not (tmp_path / "out").exists()
+
+
+# --- -n on the commands that render (issue 27, item 7) -------------------------------------------
+
+NAMESPACES = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", fullmatch=True)
+SECRET_SPEC = "name: j\nimage: python:3.11\ncommand: [python, -c, '1']\nsecret_env: [HF_TOKEN]\n"
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(namespace=NAMESPACES)
+def test_render_n_sets_the_namespace_of_the_job_and_its_companions(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    namespace: str,
+) -> None:
+    """Over the spec's own (kueue-queued.yaml says team-a), on every object: the inline
+    script's ConfigMap and secret_env's Secret too. (Before: a usage error, exit 2.)"""
+    monkeypatch.setenv("HF_TOKEN", "hf_value")
+    secret = tmp_path / "secret-env.yaml"
+    secret.write_text(SECRET_SPEC)
+    for path, more, kinds in (
+        (example("kueue-queued.yaml"), [], ["TrainJob"]),
+        (example("inline-script.yaml"), [], ["ConfigMap", "TrainJob"]),
+        (str(secret), ["--with-secrets"], ["Secret", "TrainJob"]),
+    ):
+        code, out, err = run(capsys, "render", path, "-n", namespace, "-o", "json", *more)
+        assert code == 0, err
+        doc = json.loads(out)
+        objects = doc["items"] if doc["kind"] == "List" else [doc]
+        assert [o["kind"] for o in objects] == kinds
+        assert {o["metadata"]["namespace"] for o in objects} == {namespace}, path
+
+
+@pytest.mark.parametrize("command", ["validate", "explain"])
+def test_validate_and_explain_take_n(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, err = run(capsys, command, example("minimal.yaml"), "-n", "team-b")
+    assert code == 0, err
+    if command == "explain":
+        assert 'metadata.namespace = "team-b"' in out
+    else:
+        assert out == f"{example('minimal.yaml')}: valid for {DEFAULT_TARGET}\n"
+
+
+def test_render_out_and_check_take_n(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    spec = example("kueue-queued.yaml")
+    code, _, err = run(capsys, "render", spec, "-n", "team-b", "--out", str(tmp_path))
+    assert code == 0, err
+    written = tmp_path / "kueue-queued" / "trainjob-v2.3.yaml"
+    [job] = yaml.safe_load_all(written.read_text())
+    assert job["metadata"]["namespace"] == "team-b"
+    code, out, err = run(capsys, "render", spec, "-n", "team-b", "--check", str(written))
+    assert (code, out, err) == (0, "", "")
+    assert run(capsys, "render", spec, "--check", str(written))[0] == 1  # team-a, the spec's

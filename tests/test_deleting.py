@@ -1,9 +1,11 @@
 """Deleting jobs at the Cluster port, against the small fake on a fake clock, with the
-deletions a real cluster has (issue 9, items 3-5): the ``foregroundDeletion`` finalizer that
-holds a job until the garbage collector has deleted its dependents, a garbage collector that
-lags (a real one notices a newly installed kind only after up to 30 s) or is absent, and a pod
-that stays Terminating on a node whose kubelet does not answer. Nothing here sleeps in real
-time; the one CLI test is in test_cli_cluster.py."""
+deletions a real cluster has (issue 9, items 3-5; issue 28, item 1): the ``foregroundDeletion``
+finalizer that holds a job until the garbage collector has deleted its dependents (another
+client's delete: kfcompile's own is Background), a garbage collector that lags (a real one
+notices a newly installed kind only after up to 30 s) or is absent, a pod that stays
+Terminating on a node whose kubelet does not answer, and the Trainer re-creating the JobSet of
+a Kueue-managed TrainJob deleted in the foreground. Nothing here sleeps in real time; the CLI's
+tests are in test_cli_cluster.py."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 import schema_check
 from fakekube import jobs
-from fakekube.cluster import NAMESPACE, PortCluster
+from fakekube.cluster import NAMESPACE, QUEUE, PortCluster, live
 
 from kfcompile import lifecycle, structure
 from kfcompile.lifecycle import StillDeleting
@@ -24,13 +26,15 @@ from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
+JOBSET = "jobset.x-k8s.io/v1alpha2"
 HELD = "held by foregroundDeletion: waiting for the garbage collector"
 
 
 def cluster(step: float = 0.1) -> PortCluster:
-    """Each job's pods run 0.2 s after its create, until the test ends it."""
+    """Each job's pods run 0.2 s after its create (a queued job's once Kueue admits it, 0.5 s
+    after), until the test ends it."""
     local = PortCluster(schema_check.require_shared(), step=step)
-    local.fake.on_create.append(jobs.runs(local.fake, ends=None))
+    local.fake.on_create.append(lambda job: live(local.fake, job, "hang"))
     return local
 
 
@@ -40,24 +44,25 @@ def local() -> Iterator[PortCluster]:
         yield local
 
 
-def spec() -> JobSpec:
+def spec(**more: Any) -> JobSpec:
     return structure(
         {
             "name": "demo",
             "image": "python:3.11-slim",
             "command": ["python", "-c", "print('hi')"],
             "num_nodes": 2,
+            **more,
         }
     )
 
 
-def submit(local: PortCluster) -> Ref:
+def submit(local: PortCluster, target: str = "trainjob/v2.3", **more: Any) -> Ref:
     session = local.session()
-    return lifecycle.submit(session, spec(), "trainjob/v2.3", namespace=NAMESPACE, environ={}).ref
+    return lifecycle.submit(session, spec(**more), target, namespace=NAMESPACE, environ={}).ref
 
 
-def running(local: PortCluster) -> Ref:
-    ref = submit(local)
+def running(local: PortCluster, target: str = "trainjob/v2.3", **more: Any) -> Ref:
+    ref = submit(local, target, **more)
     lifecycle.wait(local.session(), ref, "running", timeout=10)
     return ref
 
@@ -70,17 +75,44 @@ def pods(local: PortCluster) -> list[dict[str, Any]]:
     return local.store.list("v1", "Pod", NAMESPACE, "jobset.sigs.k8s.io/jobset-name=demo")
 
 
-# --- submit right after cancel ------------------------------------------------------------------
+def made(local: PortCluster) -> list[str]:
+    """What the Trainer, JobSet and Job controllers made of job demo that is still there."""
+    jobset = local.store.get(JOBSET, "JobSet", NAMESPACE, "demo")
+    labelled = [
+        obj
+        for kind in ("Job", "Pod")
+        for obj in local.store.list(
+            "batch/v1" if kind == "Job" else "v1", kind, NAMESPACE, JOBSET_LABEL
+        )
+    ]
+    return [
+        f"{o['kind']} {o['metadata']['name']}" for o in [*([jobset] if jobset else []), *labelled]
+    ]
 
 
-def test_submit_right_after_cancel_waits_for_the_old_job_then_creates_it(
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name=demo"
+
+
+def foreground_delete(local: PortCluster, ref: Ref) -> None:
+    """Another client's delete, as ``kubectl delete --cascade=foreground`` sends it."""
+    local.store.delete(ref.api_version, ref.kind, ref.namespace, ref.name, "Foreground")
+
+
+def jobsets_created(local: PortCluster) -> int:
+    return sum(t == "ADDED" and o["kind"] == "JobSet" for _, t, o, _ in local.store.changes)
+
+
+# --- submit right after another client's foreground delete --------------------------------------
+
+
+def test_submit_right_after_a_foreground_delete_waits_for_the_old_job_then_creates_it(
     local: PortCluster,
 ) -> None:
     ref = running(local)
     old = the_job(local)
     assert old is not None
     local.store.gc(lag=3.0)  # the garbage collector notices the deletion 3 s late
-    lifecycle.cancel(local.session(), ref)
+    foreground_delete(local, ref)
     told: list[tuple[Remaining, float]] = []
     start, slept = local.clock.monotonic(), len(local.clock.slept)
     done = lifecycle.submit(
@@ -107,7 +139,7 @@ def test_submit_right_after_cancel_waits_for_the_old_job_then_creates_it(
 def test_submit_says_when_the_old_job_is_still_being_deleted(local: PortCluster) -> None:
     ref = running(local)
     local.store.gc(running=False)  # no garbage collector: the old job stays
-    lifecycle.cancel(local.session(), ref)
+    foreground_delete(local, ref)
     start = local.clock.monotonic()
     with pytest.raises(StillDeleting) as info:
         lifecycle.submit(
@@ -134,7 +166,7 @@ def test_status_and_list_show_a_job_being_deleted_and_what_holds_it(
 ) -> None:
     ref = running(local)
     local.store.gc(running=False)
-    lifecycle.cancel(local.session(), ref)
+    foreground_delete(local, ref)
     state = lifecycle.status(local.session(), ref).state
     assert (state.state, state.reason) == (State.DELETING, HELD)
     assert "only after up to 30 s" in state.message and "2 pods left" in state.message
@@ -150,14 +182,48 @@ def test_a_finished_job_being_deleted_keeps_its_state(local: PortCluster) -> Non
     local.fake.at(1.0, lambda: jobs.finish(local.fake, NAMESPACE, "demo"))
     assert lifecycle.wait(local.session(), ref, "done", timeout=30).state.finished
     local.store.gc(running=False)
-    lifecycle.cancel(local.session(), ref)
+    foreground_delete(local, ref)
     state = lifecycle.status(local.session(), ref).state
     assert state.state is State.SUCCEEDED and state.message.endswith(f"; being deleted ({HELD})")
 
 
-def test_cancel_wait_says_it_waits_for_the_garbage_collector_and_a_pod_terminating(
-    local: PortCluster,
-) -> None:
+def test_cancel_deletes_in_the_background(local: PortCluster) -> None:
+    """The job goes at once; what it made goes after, by the garbage collector."""
+    ref = running(local)
+    local.store.gc(running=False)
+    assert lifecycle.cancel(local.session(), ref).existed
+    [call] = local.calls.matching("delete", "TrainJob")
+    assert call.query["propagation"] == "Background"
+    assert the_job(local) is None
+    assert made(local) == [
+        "JobSet demo",
+        "Job demo-node-0",
+        "Pod demo-node-0-0-bcdfg",
+        "Pod demo-node-0-1-bcdfg",
+    ]
+    local.store.gc(running=True)
+    local.settle()
+    assert made(local) == []
+
+
+def test_cancel_wait_done_by_its_second_look_says_nothing() -> None:
+    """Right after the delete the JobSet, Job and pods are there (the collector runs apart from
+    the requests); a wait they are gone from by its next look has nothing to tell."""
+    with cluster(step=0.05) as local:  # a tick within the first pause (0.075 s)
+        ref = running(local)
+        told: list[str] = []
+        lifecycle.cancel(
+            local.session(),
+            ref,
+            wait_gone=True,
+            timeout=10,
+            on_change=lambda left, _: told.append(str(left)),
+        )
+        assert told == [] and made(local) == []
+        assert local.calls.count("list", "Pod") >= 2  # it did look twice
+
+
+def test_cancel_wait_names_a_pod_left_terminating(local: PortCluster) -> None:
     ref = running(local)
     [first, second] = sorted(pods(local), key=lambda p: p["metadata"]["name"])
     node = first["spec"]["nodeName"]
@@ -173,20 +239,25 @@ def test_cancel_wait_says_it_waits_for_the_garbage_collector_and_a_pod_terminati
         )
     pod = first["metadata"]["name"]
     terminating = f"pod {pod} (Terminating on node {node}: waiting for its kubelet"
-    assert f"still there: TrainJob demo ({HELD}), {terminating}" in str(info.value)
-    assert told[-1].startswith(f"TrainJob demo ({HELD}), {terminating}")
+    assert f"still there: {terminating}" in str(info.value)
+    assert told[-1].startswith(terminating)  # the job, its JobSet and Job are gone
     assert second["metadata"]["name"] not in told[-1]  # on a node with a kubelet: gone
-    status = lifecycle.status(local.session(), ref)
-    assert f"pod {pod} is Terminating on node {node}" in status.state.message
-    [left] = status.nodes
-    assert left.reason.startswith(f"Terminating on node {node}: waiting for its kubelet")
-    local.store.kubelets_down.discard(node)  # the kubelet confirms: the pod goes, then the job
-    lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=10)  # (gone by its first call)
-    assert the_job(local) is None and pods(local) == []
+    local.store.kubelets_down.discard(node)  # the kubelet confirms: the pod goes
+    lifecycle.wait_gone(local.session(), ref, dependents=True, timeout=10)
+    assert made(local) == []
 
 
-def test_cancel_wait_rides_out_a_slow_garbage_collector(local: PortCluster) -> None:
-    ref = running(local)
+@pytest.mark.parametrize(
+    ("target", "first_told"),
+    [
+        ("trainjob/v2.3", ["JobSet demo", "Job demo-node-0", "pod demo-node-0-0-bcdfg"]),
+        ("pytorchjob/v1", ["pod demo-master-0", "pod demo-worker-0"]),
+    ],
+)
+def test_cancel_wait_rides_out_a_slow_garbage_collector(
+    local: PortCluster, target: str, first_told: list[str]
+) -> None:
+    ref = running(local, target)
     local.store.gc(lag=30.0)  # as a real one with a newly installed kind
     told: list[Remaining] = []
     start = local.clock.monotonic()
@@ -197,9 +268,68 @@ def test_cancel_wait_rides_out_a_slow_garbage_collector(local: PortCluster) -> N
         timeout=60,
         on_change=lambda left, _: told.append(left),
     )
-    assert done.existed and the_job(local) is None and pods(local) == []
+    assert done.existed and local.store.get(ref.api_version, ref.kind, NAMESPACE, "demo") is None
+    assert local.store.list("v1", "Pod", NAMESPACE) == []
     assert 30 <= local.clock.monotonic() - start < 36  # a look at most one capped pause late
-    assert told[0].job is not None and told[0].job.reason == HELD
+    assert told[0].job is None  # gone at once: it waited for what the job made
+    assert list(told[0].dependents[: len(first_told)]) == first_told
+
+
+# --- a job Kueue manages (issue 28, item 1) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("queued", [True, False])
+def test_a_foreground_delete_of_a_kueue_managed_trainjob_never_ends(
+    local: PortCluster, queued: bool
+) -> None:
+    """As recorded with the real Trainer v2.3.0 beside Kueue v0.19.2: while the TrainJob waits
+    for its dependents the Trainer re-creates its JobSet (51 times a minute), so the job stays;
+    the same job without a queue goes."""
+    ref = running(local, **({"queue": QUEUE} if queued else {}))
+    before = jobsets_created(local)
+    foreground_delete(local, ref)
+    local.clock.advance(60.0)
+    job = the_job(local)
+    if not queued:
+        assert job is None and made(local) == [] and jobsets_created(local) == before
+        return
+    assert job is not None and job["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert jobsets_created(local) - before >= 51
+    with pytest.raises(StillDeleting, match=f"still there: TrainJob demo \\({HELD}\\)"):
+        lifecycle.wait_gone(local.session(), ref, timeout=30)
+
+
+def test_cancel_wait_of_a_kueue_managed_job_returns_once_all_it_made_is_gone(
+    local: PortCluster,
+) -> None:
+    ref = running(local, queue=QUEUE)
+    assert made(local)[:2] == ["JobSet demo", "Job demo-node-0"]
+    before, start = jobsets_created(local), local.clock.monotonic()
+    told: list[str] = []
+    done = lifecycle.cancel(
+        local.session(),
+        ref,
+        wait_gone=True,
+        timeout=60,
+        on_change=lambda left, _: told.append(str(left)),
+    )
+    assert done.existed and the_job(local) is None and made(local) == []
+    assert local.clock.monotonic() - start < 1.0  # (Foreground: never; 60 s, then StillDeleting)
+    assert jobsets_created(local) == before  # the Trainer re-created nothing
+    [call] = local.calls.matching("delete", "TrainJob")
+    assert call.query["propagation"] == "Background"
+
+
+def test_cancel_ends_a_kueue_managed_job_a_foreground_delete_left_stuck(local: PortCluster) -> None:
+    """A delete with Background propagation drops the ``foregroundDeletion`` finalizer of an
+    object already being deleted (as the API server does): cancel ends what an earlier
+    Foreground delete (kubectl's, or kfcompile's before) left re-creating its JobSet."""
+    ref = running(local, queue=QUEUE)
+    foreground_delete(local, ref)
+    local.clock.advance(10.0)
+    assert the_job(local) is not None  # stuck
+    lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=30)
+    assert the_job(local) is None and made(local) == []
 
 
 # --- a DELETE whose answer was lost --------------------------------------------------------------

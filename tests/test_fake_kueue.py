@@ -120,6 +120,7 @@ def test_a_resubmit_of_a_queued_job_is_unchanged_with_kueues_patch_there(
 def test_the_workload_goes_with_its_job(cluster: PortCluster) -> None:
     ref = submit(cluster, spec(queue=QUEUE))
     lifecycle.cancel(cluster.session(), ref, wait_gone=True, timeout=30)
+    cluster.settle()  # deleted in the background: the collector, then Kueue, let it go
     assert cluster.store.list(fake_kueue.V1BETA2, "Workload", NAMESPACE) == []
 
 

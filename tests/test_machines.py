@@ -556,7 +556,7 @@ def deleting(uid: str = "u1", finalizers: tuple[str, ...] = ("foregroundDeletion
 
 
 def terminating_pod() -> Obj:
-    obj = pod()
+    obj = {"apiVersion": "v1", "kind": "Pod", **pod()}  # as a list's items come from the port
     obj["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:30Z"
     obj["spec"] = {"nodeName": "gpu-node-1"}
     return obj
@@ -564,7 +564,7 @@ def terminating_pod() -> Obj:
 
 HELD = "held by foregroundDeletion: waiting for the garbage collector"
 GONE_WAIT = Vanishing(REF, uid="u1", timeout=10.0)
-WITH_PODS = Vanishing(REF, uid="u1", pods=True, timeout=10.0)
+WITH_PODS = Vanishing(REF, uid="u1", dependents=True, timeout=10.0)
 TERMINATING = (
     "demo-node-0-0-u0 (Terminating on node gpu-node-1: waiting for its kubelet to confirm it "
     "stopped)"
@@ -613,9 +613,9 @@ VANISH_ROWS: list[tuple[str, Vanishing, list[tuple[Any, float]], float, Any]] = 
     (
         "with its pods: what is left names them",
         WITH_PODS,
-        [(Looked(None, (terminating_pod(),), more_pods=True), 0.0)],
+        [(Looked(None, (terminating_pod(),), more=("Pod",)), 0.0)],
         10.0,
-        TimeUp(10.0, Remaining(REF, None, (TERMINATING,), more_pods=True)),
+        TimeUp(10.0, Remaining(REF, None, (f"pod {TERMINATING}", "more pods"))),
     ),
     (
         "no timeout: it waits as long as it takes",
@@ -636,7 +636,7 @@ def _same(got: Any, expected: Any) -> bool:
         return (
             got.waited == expected.waited
             and states[0] == states[1]
-            and (left.pods, left.more_pods) == (want.pods, want.more_pods)
+            and left.dependents == want.dependents
         )
     return bool(got == expected)
 
@@ -660,7 +660,7 @@ def test_a_vanishing_fed_out_of_turn_is_a_bug() -> None:
 
 
 def test_what_is_left_reads_as_a_list() -> None:
-    left = Remaining(REF, JobState(State.DELETING, HELD, ""), (TERMINATING,), more_pods=True)
+    left = Remaining(REF, JobState(State.DELETING, HELD, ""), (f"pod {TERMINATING}", "more pods"))
     assert str(left) == f"TrainJob demo ({HELD}), pod {TERMINATING}, more pods"
 
 

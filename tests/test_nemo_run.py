@@ -15,13 +15,17 @@ status from conditions (queued, deadline) and ``list`` over the API.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+import multiprocessing
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +53,11 @@ from kfcompile.integrations.nemo_run import (  # noqa: E402
     KfcompileExecutor,
     register,
 )
-from kfcompile.integrations.nemo_run_scheduler import KfcompileScheduler  # noqa: E402
+from kfcompile.integrations.nemo_run_scheduler import (  # noqa: E402
+    KfcompileScheduler,
+    recalled,
+    remember,
+)
 
 CRDS = {
     "pytorchjob/v1": "pytorchjobs-v1.9.4.yaml",
@@ -59,12 +67,22 @@ CRDS = {
     "trainjob/v2.3": "trainjobs-v2.3.0.yaml",
 }
 TARGETS = sorted(CRDS)
+V23 = "trainjob/v2.3"
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def train(steps: int = 1) -> None:
     """A function for ``run.Partial`` (it only has to serialize)."""
     print(steps)
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No cluster but the test's own (``cluster`` sets KUBECONFIG): an executor without a
+    ``target`` detects one from the cluster it finds, which must never be the machine's."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
 
 
 @pytest.fixture(autouse=True)
@@ -354,6 +372,53 @@ def test_spec_kwargs_reach_the_job_spec() -> None:
     assert objects[-1]["spec"]["activeDeadlineSeconds"] == 600
 
 
+@contextmanager
+def warnings_logged(level: int = logging.WARNING) -> Iterator[list[str]]:
+    """What the executor logs at ``level`` and above (NeMo-Run replaces the root logger's
+    handlers, and with them pytest's ``caplog``)."""
+    said: list[str] = []
+    handler = logging.Handler(level)
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("kfcompile.integrations.nemo_run")
+    logger.addHandler(handler)
+    before = logger.level
+    logger.setLevel(min(level, logger.getEffectiveLevel()))
+    try:
+        yield said
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
+
+
+def test_spec_kwargs_merge_deeply_into_the_job_spec() -> None:
+    """Issue 27, item 5: NeMo-Run's shallow update replaced the whole ``spec.trainer`` with
+    ``{"image": "other:2"}``: the job had no command, one node and no numProcPerNode, and said
+    nothing. Merged deeply, the rest of what the executor wrote stays."""
+    ex = executor(
+        num_nodes=2, nprocs_per_node=4, spec_kwargs={"trainer": {"image": "other:2"}}, target=V23
+    )
+    with warnings_logged() as said:
+        job = dryrun(ex, run.Script(path="/app/train.py", entrypoint="python"))[-1]
+    trainer = job["spec"]["trainer"]
+    assert trainer["image"] == "other:2"
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (2, 4)
+    assert trainer["command"] == ["python", "/app/train.py"]
+    assert said == []  # a value set: nothing to say
+
+
+def test_a_list_spec_kwargs_replace_is_said() -> None:
+    """A list is replaced, not merged (as in a JSON merge patch): the warning names it."""
+    env = [{"name": "B", "value": "2"}]
+    ex = executor(env_vars={"A": "1"}, spec_kwargs={"trainer": {"env": env}}, target=V23)
+    with warnings_logged() as said:
+        job = dryrun(ex, run.Partial(train))[-1]
+    assert job["spec"]["trainer"]["env"] == env
+    assert said == [
+        "spec_kwargs.trainer.env: replaces the job's spec.trainer.env (a list is replaced, not "
+        "merged)"
+    ]
+
+
 @pytest.mark.parametrize("target", ["pytorchjob/v1", "trainjob/v2.3"])
 def test_an_override_of_the_node_container_is_the_training_container(target: str) -> None:
     """NeMo-Run names the training container ``node`` (the Trainer runtime's name): on a
@@ -394,6 +459,11 @@ REFUSED = [
         "spec_kwargs.activeDeadlineSeconds: not supported by trainjob/v2.1",
     ),
     ("trainjob/v2.3", {"spec_kwargs": {"colour": "red"}}, "spec_kwargs.colour: "),
+    (
+        "trainjob/v2.3",
+        {"spec_kwargs": {"trainer": "other:2"}},
+        "spec_kwargs.trainer: must be a mapping: it merges into the generated one",
+    ),
     ("trainjob/v2.3", {"image": ""}, "image: required"),
     ("trainjob/v2.3", {"train_job_basename": "8b-llama"}, "train_job_basename: '8b-llama': must"),
     (
@@ -570,6 +640,51 @@ def test_a_detached_job_is_cancelled_from_a_new_process(cluster: Any, nemo_home:
     assert status is not None
     assert status["train"]["status"] == AppState.CANCELLED
     assert pytorchjob["metadata"]["name"].startswith("train-")
+
+
+def _note_launches(process: int) -> None:
+    """Four threads, each noting 50 launches at once, as parallel NeMo-Run runs do."""
+
+    def note(thread: int) -> None:
+        for i in range(50):
+            remember(f"default:job-{process}-{thread}-{i}", task="train", job_dir=f"/d/{i}")
+
+    threads = [threading.Thread(target=note, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_concurrent_launches_keep_every_note(nemo_home: Path) -> None:
+    """Issue 24, item 11: every launch notes its task and job directory for status and logs;
+    one shared file read, changed and written back by each kept 111 of 800 notes. Four
+    processes (forked: NeMo-Run is imported already) of four threads."""
+    forked = multiprocessing.get_context("fork")
+    procs = [forked.Process(target=_note_launches, args=(p,)) for p in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+        assert proc.exitcode == 0
+    kept = [
+        recalled(f"default:job-{p}-{t}-{i}") == {"task": "train", "job_dir": f"/d/{i}"}
+        for p in range(4)
+        for t in range(4)
+        for i in range(50)
+    ]
+    assert (sum(kept), len(kept)) == (800, 800)
+
+
+def test_a_note_of_kfcompile_before_is_still_read(nemo_home: Path) -> None:
+    nemo_home.mkdir(parents=True)
+    (nemo_home / ".kfcompile_jobs.json").write_text(
+        '{"default:old": {"task": "t", "job_dir": "/j"}}'
+    )
+    assert recalled("default:old") == {"task": "t", "job_dir": "/j"}
+    remember("default:old", task="t2", job_dir="/j2")  # the new note wins
+    assert recalled("default:old") == {"task": "t2", "job_dir": "/j2"}
+    assert recalled("default:none") == {}
 
 
 def _submitted(**params: Any) -> str:
@@ -915,6 +1030,94 @@ def test_launch_status_logs_and_cancel_as_kubeflow_executor_has_them(
     assert cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1") == []
     assert ex.status(name) is None
     assert ex.cancel(name) is None
+
+
+def test_cancel_wait_of_a_job_kueue_manages_returns(cluster: Any, tmp_path: Path) -> None:
+    """Issue 28, item 1: deleted in the foreground, a TrainJob Kueue manages never went (the
+    Trainer re-created its JobSet while it waited for it): ``cancel(wait=True)`` said False
+    after its timeout. Deleted in the background, it and all it made are gone."""
+    from fakekube.cluster import QUEUE
+
+    hang = {"fake.kfcompile.dev/scenario": "hang"}
+    ex = executor(labels={"kueue.x-k8s.io/queue-name": QUEUE}, annotations=hang)
+    ex.assign("exp", str(tmp_path), "train", "train")
+    name, _ = ex.launch("train", ["python", "/app/train.py"], wait=True)
+    assert ex.cancel(name, wait=True, timeout=10) is True
+    for api_version, kind in (
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+        ("batch/v1", "Job"),
+        ("v1", "Pod"),
+    ):
+        assert cluster.objects(kind, api_version) == [], kind
+
+
+def test_an_executor_without_a_target_renders_for_the_release_the_cluster_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 23, 5: the executor rendered trainjob/v2.3 unless told otherwise, which a Trainer
+    v2.1 cluster refuses (strict decoding: unknown fields). It detects the release as
+    ``kfcompile submit`` does, once per executor, and says which it chose."""
+    from fakekube.cluster import RELEASES, LocalCluster
+
+    shared = schema_check.require_shared()
+    with LocalCluster(shared, scenario="hang", crds=RELEASES["trainjob/v2.1"]) as local:
+        monkeypatch.setenv("KUBECONFIG", str(local.kubeconfig))
+        ex = executor()
+        ex.assign("exp", str(tmp_path), "train", "train")
+        with warnings_logged(logging.INFO) as said:
+            ex.launch("train", ["python", "/app/train.py"])
+            asked = local.kube.requests.count("GET", "/customresourcedefinitions/")
+            ex.launch("train", ["python", "/app/train.py"])  # the same job: unchanged
+            assert local.kube.requests.count("GET", "/customresourcedefinitions/") == asked
+        [made] = local.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")
+    assert made["metadata"]["annotations"]["kfcompile.dev/target"] == "trainjob/v2.1"
+    assert said == [
+        "target trainjob/v2.1, detected from the cluster: the served TrainJob CRD has "
+        "spec.podTemplateOverrides"
+    ]
+
+
+RUN_WITHOUT_A_CLUSTER = """
+import nemo_run as run
+from kfcompile.integrations.nemo_run import KfcompileExecutor
+
+def train():
+    pass
+
+if __name__ == "__main__":
+    run.run(run.Partial(train), executor=KfcompileExecutor(image="python:3.11"), name="t1")
+"""
+
+
+def test_a_run_without_a_kubeconfig_ends_with_one_executor_error_line(tmp_path: Path) -> None:
+    """Issue 23, 5: a 54-line traceback, whose last line said ``pass --kubeconfig`` (a flag
+    NeMo-Run does not have). Now NeMo-Run's own "Error running job" line and one
+    ``ExecutorError`` line, saying what NeMo-Run reads: ``KUBECONFIG``."""
+    script = tmp_path / "train.py"
+    script.write_text(RUN_WITHOUT_A_CLUSTER)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    }
+    env |= {"HOME": str(tmp_path), "NEMORUN_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in out, out
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("ExecutorError: no cluster configuration: kubeconfig "), out
+    assert "file not found (set KUBECONFIG);" in last and "--kubeconfig" not in out
+
+
+def test_executor_errors_are_runtime_errors_as_nemo_run_s_own() -> None:
+    with pytest.raises(RuntimeError, match="image: required"):
+        dryrun(executor(image="", target=V23), run.Partial(train))
 
 
 def test_the_progress_the_training_process_reports_reaches_nemo_run(

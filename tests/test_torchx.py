@@ -5,6 +5,7 @@ AppDef maps (and what cannot be mapped), and run -> status -> log -> list -> can
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -23,7 +24,7 @@ torchx = pytest.importorskip(
 )
 
 from fakekube import jobs  # noqa: E402
-from fakekube.cluster import NAMESPACE, LocalCluster  # noqa: E402
+from fakekube.cluster import NAMESPACE, QUEUE, RELEASES, LocalCluster  # noqa: E402
 from torchx import specs  # noqa: E402
 from torchx.components import dist  # noqa: E402
 from torchx.runner import get_runner  # noqa: E402
@@ -600,6 +601,7 @@ def test_run_status_log_list_cancel_through_the_torchx_cli(
 
         cancel = torchx_process(tmp_path, "cancel", handle, env=env)
         assert cancel.returncode == 0, cancel.stderr
+        local.advance(1.0)  # the garbage collector deletes its pods
         _, err = tail.communicate(timeout=60)  # the job is gone: the tail ends
     finally:
         tail.kill()
@@ -609,6 +611,93 @@ def test_run_status_log_list_cancel_through_the_torchx_cli(
     assert local.store.list("v1", "Pod", NAMESPACE) == []
     gone = torchx_process(tmp_path, "status", handle, env=env)
     assert gone.returncode == 1 and "does not exist" in gone.stderr
+
+
+def test_cancel_of_a_job_kueue_manages_ends_it(local: LocalCluster, workdir: Path) -> None:
+    """Issue 28, item 1: deleted in the foreground, a TrainJob Kueue manages never went (the
+    Trainer re-created its JobSet while it waited for it); deleted in the background, it goes
+    at once, and its JobSet, Job and pods after it."""
+    app = specs.AppDef("demo", roles=[role(entrypoint="python", args=["-c", "1"])])
+    with get_runner() as runner:
+        handle = runner.run(
+            app, "kfcompile", cfg={"kubeconfig": str(local.kubeconfig), "queue": QUEUE}
+        )
+        local.advance(1.0)  # admitted, running
+        assert local.store.list("v1", "Pod", NAMESPACE) != []
+        runner.cancel(handle)
+    assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+    local.advance(1.0)
+    for api_version, kind in (
+        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+        ("batch/v1", "Job"),
+        ("v1", "Pod"),
+    ):
+        assert local.store.list(api_version, kind, NAMESPACE) == [], kind
+
+
+def test_run_without_a_target_renders_for_the_release_the_cluster_runs(
+    workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 23, 5: the scheduler rendered trainjob/v2.3 unless told otherwise, which a Trainer
+    v2.1 cluster refuses (strict decoding: unknown fields). It detects the release as
+    ``kfcompile submit`` does, once per kubeconfig and context, and says which it chose."""
+    shared = schema_check.require_shared()
+    with LocalCluster(shared, auto=False, scenario="hang", crds=RELEASES["trainjob/v2.1"]) as local:
+        app = specs.AppDef("demo", roles=[role(entrypoint="python", args=["-c", "1"])])
+        cfg = {"kubeconfig": str(local.kubeconfig)}
+        with (
+            caplog.at_level(logging.INFO, logger="kfcompile.integrations.torchx"),
+            get_runner() as runner,
+        ):
+            runner.run(app, "kfcompile", cfg=cfg)
+            asked = local.kube.requests.count("GET", "/customresourcedefinitions/")
+            runner.run(app, "kfcompile", cfg=cfg)
+            assert (
+                local.kube.requests.count("GET", "/customresourcedefinitions/") == asked
+            )  # cached
+        jobs_made = local.store.list(TRAINJOB, "TrainJob", NAMESPACE)
+    assert [j["metadata"]["annotations"]["kfcompile.dev/target"] for j in jobs_made] == [
+        "trainjob/v2.1"
+    ] * 2
+    said = [r.getMessage() for r in caplog.records if r.name == "kfcompile.integrations.torchx"]
+    assert said == [
+        "target trainjob/v2.1, detected from the cluster: the served TrainJob CRD has "
+        "spec.podTemplateOverrides"
+    ], said
+
+
+def test_a_dry_run_with_no_cluster_configured_says_it_uses_the_default(workdir: Path) -> None:
+    done = torchx_process(workdir, "run", "--dryrun", "-s", "kfcompile", "utils.echo")
+    assert done.returncode == 0, done.stderr
+    assert "kind: TrainJob" in done.stdout and "kfcompile.dev/target: trainjob/v2.3" in done.stdout
+    assert (
+        "target trainjob/v2.3 (the default): no cluster configured to detect it from; give -cfg "
+        "target=TARGET to choose"
+    ) in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "said"),
+    [
+        (  # no kubeconfig anywhere: what TorchX takes, not the kfcompile CLI's --kubeconfig
+            ["status", "kfcompile://torchx/default:demo"],
+            {},
+            "file not found (set KUBECONFIG or give -cfg kubeconfig=PATH or kubeconfig = PATH "
+            "in .torchxconfig's [kfcompile] section)",
+        ),
+        (
+            ["run", "-s", "kfcompile", "-cfg", "kubeconfig=missing.yaml", "utils.echo"],
+            {},
+            "kubeconfig missing.yaml: file not found (from -cfg kubeconfig or .torchxconfig)",
+        ),
+    ],
+)
+def test_hints_name_what_torchx_takes(
+    workdir: Path, argv: list[str], env: dict[str, str], said: str
+) -> None:
+    done = torchx_process(workdir, *argv, env=clean_env(workdir, **env))
+    assert done.returncode == 1 and TRACEBACK not in done.stderr, done.stderr
+    assert said in done.stderr and "--kubeconfig" not in done.stderr, done.stderr
 
 
 def test_status_reads_the_kubeconfig_from_torchxconfig(local: LocalCluster, workdir: Path) -> None:

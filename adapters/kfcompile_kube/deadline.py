@@ -2,7 +2,8 @@
 its body, together. urllib3 has only a timeout per socket operation (a server that drips a byte
 every half second holds a request for ever; a TLS handshake is bounded by the connect timeout
 instead), so a timer shuts down the socket of the connection the request runs on when its time
-is up, whatever it is blocked in; the request then fails, saying how long it waited.
+is up, whatever it is blocked in; the request then fails, naming the limit (the one the user
+set: on a busy machine the timer may fire later than that, and the message must not vary).
 
     with Deadline(seconds) as deadline:   # None: no limit
         send(...)                         # through a pool ``watch_pool`` has hooked
@@ -47,7 +48,6 @@ class Deadline:
         # holds neither its socket (ssl has taken it over) nor the TLS one (not yet made).
         self._made: list[socket.socket] = []
         self._start = time.monotonic()
-        self._waited = 0.0
         self._answered = False
         self._handshaking = False  # when it expired: a TLS handshake was not finished
         self._done = False
@@ -109,7 +109,6 @@ class Deadline:
             if self._done:
                 return
             self.expired = True
-            self._waited = time.monotonic() - self._start
             for conn in self._conns:
                 sock = getattr(conn, "sock", None)
                 https = isinstance(conn, HTTPSConnection)
@@ -119,8 +118,9 @@ class Deadline:
                 _cut_socket(copy)
 
     def error(self, server: str) -> Transient:
-        """What the request's end was, for the port: no answer, or not all of it, in time."""
-        waited = f"{round(self._waited, 1):g}s"
+        """What the request's end was, for the port: no answer, or not all of it, within the
+        limit."""
+        waited = f"{self.seconds:g}s"
         if self._handshaking:
             return Transient(0, "Timeout", f"TLS with {server} not established within {waited}")
         if self._answered:

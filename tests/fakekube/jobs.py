@@ -3,24 +3,33 @@ as steps a test scripts on a ``PortFake``: ``start``, ``train``/``progress``, ``
 (a PyTorchJob's), ``pending``, ``finish``; ``runs``, ``kueue`` and ``suspends`` do them for each
 job at fake-clock times; ``helpers`` is the kubelet of the work-dir sync's helper pods. Shapes
 are KUBEFLOW.md's (trainer ``pkg/apis/trainer/v1alpha1``, training-operator
-``pkg/apis/kubeflow.org/v1``, JobSet's labels, core/v1 PodStatus, events.k8s.io/v1 Event)."""
+``pkg/apis/kubeflow.org/v1``, JobSet's labels, core/v1 PodStatus, events.k8s.io/v1 Event).
+
+A TrainJob's pods are owned as the real controllers own them (``observed/trainer-v2.3.0``): the
+TrainJob owns its JobSet (named like it), which owns the Job ``<name>-node-0``, which owns the
+pods; a PyTorchJob owns its pods. While ``runs`` scripts jobs the Trainer runs (``Trainer``): it
+re-creates the JobSet of a Kueue-managed TrainJob that waits for its dependents (a Foreground
+delete), so that delete never ends, as recorded with the real Trainer v2.3.0 and Kueue v0.19.2
+(KUBEFLOW.md, Kueue)."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kfcompile.kinds import COMPLETION_INDEX, PYTORCHJOB, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
 
 from . import kueue as fake_kueue
-from .port import Obj, PortFake
+from .port import FOREGROUND, Obj, PortFake
 from .resources import rfc3339
 
-__all__ = ["crash", "finish", "helpers", "kueue", "pending", "pod_name", "pods", "progress",
-           "restart", "runs", "start", "suspends", "train"]  # fmt: skip
+__all__ = ["Trainer", "crash", "finish", "helpers", "kueue", "pending", "pod_name", "pods",
+           "progress", "restart", "runs", "start", "suspends", "train"]  # fmt: skip
 
 KINDS = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
+JOBSET = "jobset.x-k8s.io/v1alpha2"
 Plan = tuple[str, int, dict[str, str]]  # a pod's name, rank and labels
 Fake = PortFake  # the lifecycle tests' fake, or the one whose store the HTTP server serves
 
@@ -68,11 +77,75 @@ def _container(phase: str, at: str, code: int, restarts: int = 0) -> Obj:
     return {"restartCount": restarts, **state}
 
 
+def _owner(obj: Obj) -> Obj:
+    """An ownerReference to ``obj``, as a controller sets it on what it makes."""
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+
+
+def _owned_by(obj: Obj | None, owner: Obj) -> bool:
+    refs = (obj or {}).get("metadata", {}).get("ownerReferences") or []
+    return any(r.get("uid") == owner["metadata"]["uid"] for r in refs)
+
+
+def _jobset(fake: Fake, job: Obj) -> Obj:
+    """The JobSet the Trainer makes of a TrainJob and the Job the JobSet controller makes of
+    that (made now if missing): the Job, the owner of the pods."""
+    meta = job["metadata"]
+    ns, name = meta["namespace"], meta["name"]
+    jobset = fake.objects.items.get((JOBSET, "JobSet", ns, name))
+    if not _owned_by(jobset, job):
+        spec = {"replicatedJobs": [{"name": "node", "replicas": 1}]}
+        jobset = fake.objects.put({"apiVersion": JOBSET, "kind": "JobSet", "spec": spec,
+                                   "metadata": {"name": name, "namespace": ns,
+                                                "ownerReferences": [_owner(job)]}})  # fmt: skip
+    assert jobset is not None
+    made = fake.objects.items.get(("batch/v1", "Job", ns, f"{name}-node-0"))
+    if not _owned_by(made, jobset):
+        nodes = int((job.get("spec") or {}).get("trainer", {}).get("numNodes", 1))
+        labels = {"jobset.sigs.k8s.io/jobset-name": name,
+                  "jobset.sigs.k8s.io/replicatedjob-name": "node"}  # fmt: skip
+        spec = {"completions": nodes, "parallelism": nodes, "completionMode": "Indexed"}
+        made = fake.objects.put({"apiVersion": "batch/v1", "kind": "Job", "spec": spec,
+                                 "metadata": {"name": f"{name}-node-0", "namespace": ns,
+                                              "labels": labels,
+                                              "ownerReferences": [_owner(jobset)]}})  # fmt: skip
+    assert made is not None
+    return made
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """The Trainer controller's answer to its JobSet being deleted (``on_remove``): a
+    Kueue-managed TrainJob deleted in the foreground gets it again, so the garbage collector
+    deletes it again and the job never goes (51 JobSets and 51 Jobs a minute with the real
+    Trainer v2.3.0 beside Kueue v0.19.2, KUBEFLOW.md). Deleted in the background, the TrainJob
+    is gone at once and the JobSet stays gone."""
+
+    fake: Fake
+
+    def __call__(self, gone: Obj) -> None:
+        meta = gone["metadata"]
+        refs = meta.get("ownerReferences") or [] if gone["kind"] == "JobSet" else []
+        for ref in (r for r in refs if r.get("kind") == "TrainJob"):
+            job = self.fake.objects.items.get(
+                (TRAINJOB.api_version, "TrainJob", meta["namespace"], ref["name"])
+            )
+            if (
+                job is None
+                or job["metadata"]["uid"] != ref["uid"]
+                or fake_kueue.queue_of(job) is None
+            ):
+                continue
+            if FOREGROUND in (job["metadata"].get("finalizers") or []):
+                _jobset(self.fake, job)
+
+
 def _pod(fake: Fake, job: Obj, plan: Plan, phase: str, code: int = 0) -> None:
     meta, (name, rank, labels) = job["metadata"], plan
     kind = KINDS[job["kind"]]
-    owner = {"apiVersion": kind.api_version, "kind": kind.name, "name": meta["name"],
-             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    owner = _owner(_jobset(fake, job) if kind is TRAINJOB else job)
     # a restarted container's count stays (its logs are kept per run)
     old = fake.objects.items.get(("v1", "Pod", meta["namespace"], name)) or {}
     was = (old.get("status") or {}).get("containerStatuses") or []
@@ -265,6 +338,9 @@ def runs(fake: Fake, *, starts: float = 0.2, ends: float | None = 1.0, reason: s
     (None: never), failed for ``reason`` if given; ``waits``: its pods wait to start instead,
     for that (a key of ``PENDING``); ``steps``: training steps between its start and its end,
     logged (``train``; ``reports()``: reported too)."""
+
+    if not any(isinstance(hook, Trainer) for hook in fake.objects.on_remove):
+        fake.objects.on_remove.append(Trainer(fake))
 
     def script(obj: Obj) -> None:
         if obj["kind"] not in KINDS:

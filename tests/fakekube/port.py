@@ -10,7 +10,9 @@ place (the history shares them); ``put``, ``change``, ``remove`` are a controlle
 unchecked. Deletion as the API server and garbage collector do it: Background, Foreground
 (the owner stays, ``foregroundDeletion``, until its dependents are gone), Orphan; finalizers;
 a running pod on a node in ``kubelets_down`` stays Terminating (and its log read is a 500).
-``collect`` (the collector) runs at each clock tick and around each HTTP request;
+``collect`` (the collector) runs at each clock tick (or when a test calls it), never inside a
+request: as a real one works apart from the API server's answers, an object deleted in the
+foreground is seen Terminating (``deletionTimestamp`` and the finalizer) until it has run;
 ``gc(lag=30)`` delays it, as a real one notices a new kind late, ``gc(running=False)`` stops it.
 
 ``PortFake``: nothing moves a job by itself; a test scripts it (``at``, ``fakekube.jobs``) and
@@ -166,6 +168,8 @@ class Objects:
         # Told of each object a request (or a test's ``create``) creates, and each it patches
         self.on_create: list[Callable[[Obj], object]] = []
         self.on_patch: list[Callable[[Obj], object]] = []
+        # Told of each object gone from the store (a controller that re-creates what it owns)
+        self.on_remove: list[Callable[[Obj], object]] = []
         self.wakers: list[Callable[[], None]] = []  # told of every change (streams)
         self.gc_running, self.gc_from = True, -math.inf
         # Controllers that act on what the collector did, in its passes (Kueue letting the
@@ -392,12 +396,15 @@ class Objects:
         """Gone at once (what it owns goes at the collector's next pass); its pod's logs and
         scratch files with it."""
         with self.lock:
-            self._write("DELETED", key, self.items[key], self.items[key])
+            gone = self.items[key]
+            self._write("DELETED", key, gone, gone)
             if key[:2] == ("v1", "Pod"):
                 for log in [k for k in self.logs if k[:2] == key[2:]]:
                     del self.logs[log]
                 for fs in [k for k in self.volumes if k[0] == "pod" and k[1:3] == key[2:]]:
                     del self.volumes[fs]
+            for hook in self.on_remove:
+                hook(gone)
 
     def _replace(
         self, key: Key, new: Obj, *, server: bool = False, keep_status: bool = False
@@ -539,7 +546,9 @@ class Objects:
             raise StoreError(405, "MethodNotAllowed", f"fakekube does not delete {rk.plural}")
         with self.lock:
             self.current(rk, namespace, name)
-            obj, gone = self._delete(self._key(rk, namespace, name), propagation)
+            key = self._key(rk, namespace, name)
+            again = self.items[key]["metadata"].get("deletionTimestamp")
+            obj, gone = (self._delete_again if again else self._delete)(key, propagation)
             return self._out(rk, obj), gone
 
     def _delete(self, key: Key, propagation: str) -> tuple[Obj, bool]:
@@ -565,6 +574,24 @@ class Objects:
         stamp = {"deletionTimestamp": at, "deletionGracePeriodSeconds": grace}
         stamp |= {} if held else {"finalizers": finalizers}
         return self._replace(key, merge_patch(obj, {"metadata": stamp}), server=True), False
+
+    def _delete_again(self, key: Key, propagation: str) -> tuple[Obj, bool]:
+        """A request's delete of an object already being deleted: a pod's grace period runs
+        on; another object's ``foregroundDeletion`` finalizer becomes what the new propagation
+        asks (apiserver ``registry/store.go`` ``deletionFinalizersForGarbageCollection``): a
+        Background delete drops it, so an owner it held goes at once. (Orphan: not modelled.)"""
+        obj = self.items[key]
+        finalizers = list(obj["metadata"].get("finalizers") or [])
+        if obj["kind"] == "Pod" or propagation == "Orphan":
+            return obj, False
+        wanted = [f for f in finalizers if f != FOREGROUND]
+        wanted += [FOREGROUND] if propagation == "Foreground" else []
+        if sorted(wanted) == sorted(finalizers):
+            return obj, False
+        out = self._replace(
+            key, merge_patch(obj, {"metadata": {"finalizers": wanted}}), server=True
+        )
+        return out, key not in self.items
 
     def _held(self, obj: Obj) -> bool:
         """Whether deleting ``obj`` leaves it Terminating: a pod still running on a node whose
@@ -597,17 +624,25 @@ class Objects:
         """The garbage collector's passes, until it has nothing left to do: dependents of owners
         gone go (or lose that owner, if they have another); an owner deleted in the foreground
         has its dependents deleted (foreground too, if they have their own) and loses its
-        finalizer once none is left; a Terminating pod whose kubelet is back goes."""
+        finalizer once none is left; a Terminating pod whose kubelet is back goes. An object
+        made while it runs (a controller re-creating what it owns) is left to its next run, as
+        a real one learns of objects from its watch: a dependent it has not deleted yet still
+        holds a foreground-deleted owner."""
         with self.lock:
             if not self.gc_running or self.clock.time() < self.gc_from:
                 return
+            if self._collected == (self.rv, frozenset(self.kubelets_down)):
+                return
+            known = {o["metadata"]["uid"] for o in self.items.values()}
             while self._collected != (self.rv, frozenset(self.kubelets_down)):
                 self._collected = (self.rv, frozenset(self.kubelets_down))
-                self._pass()
+                self._pass(known)
                 for controller in self.controllers:
                     controller()
+            if any(o["metadata"]["uid"] not in known for o in self.items.values()):
+                self._collected = None  # what was made meanwhile: the next run's
 
-    def _pass(self) -> None:
+    def _pass(self, known: set[str]) -> None:
         uids = {o["metadata"]["uid"]: k for k, o in self.items.items()}
         children: dict[str, builtins.list[Key]] = {}
         for key, obj in self.items.items():
@@ -623,11 +658,13 @@ class Objects:
             if found is None:
                 continue  # gone as another's dependent
             obj, meta = found, found["metadata"]
+            if meta["uid"] not in known:
+                continue
             gone = [u for u in _owners(obj) if u not in uids]
             if gone and any(alive(u) for u in _owners(obj)):
                 for uid in gone:
                     self._disown(key, uid)
-            elif gone:
+            elif gone and not meta.get("deletionTimestamp"):
                 self._delete(key, "Background")
             elif meta.get("deletionTimestamp") and FOREGROUND in (meta.get("finalizers") or []):
                 uid = meta["uid"]
@@ -635,6 +672,8 @@ class Objects:
                     dep = self.items.get(dependent)
                     if dep is None or uid not in _owners(dep):
                         continue
+                    if dep["metadata"]["uid"] not in known:
+                        continue  # made meanwhile: it holds the owner until the next run
                     if any(u != uid and alive(u) for u in _owners(dep)):
                         self._disown(dependent, uid)
                     else:
@@ -918,18 +957,15 @@ class PortFake:
         **args: Any,
     ) -> Iterator[tuple[ResourceKind, Fault | None]]:
         """``_enter``, then the kind served, the namespace given and RBAC checked (verb and
-        subresource); the store's refusals become the port's errors. The garbage collector's
-        due work is done before and after, as the HTTP server does around each request."""
+        subresource); the store's refusals become the port's errors."""
         fault = self._enter(op, api_version, kind, namespace, name, **args)
         with _errors():
-            self.objects.collect()
             rk = self.objects.kind(api_version, kind)
             if rk.namespaced and namespace is None and op not in ("list", "watch"):
                 raise ValueError(f"{kind} is namespaced: the object needs a namespace")
             verb, sub = {"pod_log": ("get", "log"), "exec": ("create", "exec")}.get(op, (op, None))
             self.objects.authorize(verb, rk, namespace, None if op == "create" else name, sub)
             yield rk, fault
-            self.objects.collect()
 
 
 def _at(ref: Ref) -> tuple[str, str, str | None, str]:

@@ -525,7 +525,7 @@ def _mirror_gone(far: Remote, timeout: float | None) -> None:
         far.session,
         far.ref,
         uid=None if far.mirror is None else str(meta(far.mirror).get("uid", "")) or None,
-        pods=True,
+        dependents=True,
         timeout=timeout,
         on_change=_waiting_on(f"cancel --wait, on worker cluster {far.cluster}"),
     )

@@ -83,21 +83,27 @@ def _text(path: str) -> str:
     return sys.stdin.read() if raw is None else raw.read().decode("utf-8")
 
 
-def load(path: str) -> JobSpec:
+def load(path: str, namespace: str | None = None) -> JobSpec:
+    """The spec in ``path``; ``namespace`` (``-n``): in place of its ``namespace``."""
+    import attrs
+
     from kfcompile.spec.errors import SpecError
     from kfcompile.spec.load import load_spec
 
     try:
-        return load_spec(read(path))
+        spec = load_spec(read(path))
     except SpecError as exc:
         raise Failed(path, exc.problems) from None
+    return spec if namespace is None else attrs.evolve(spec, namespace=namespace)
 
 
-def compile_for(path: str, target_name: str, spec: JobSpec | None = None) -> Rendered:
+def compile_for(
+    path: str, target_name: str, spec: JobSpec | None = None, namespace: str | None = None
+) -> Rendered:
     from kfcompile.spec.errors import UnsupportedFeature
     from kfcompile.targets import target
 
-    spec = spec or load(path)
+    spec = spec or load(path, namespace)
     try:
         return target(target_name).render(spec)
     except UnsupportedFeature as exc:

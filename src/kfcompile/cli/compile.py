@@ -42,16 +42,16 @@ def cmd_render(args: argparse.Namespace) -> int:
             f"--with-secrets prints the Secret to stdout only and cannot be used with {flag}"
         )
     if args.out is not None:
-        return _render_matrix(args.spec, targets, Path(args.out), args.output)
+        return _render_matrix(args.spec, targets, Path(args.out), args.output, args.namespace)
     if len(targets) > 1:
         raise UsageError("--target all writes one file per target: give --out DIR")
     if args.check is not None:
         if len(args.spec) != 1:
             raise UsageError("--check compares one spec with one golden file")
-        return _check(args.spec[0], args.target, args.output, args.check)
+        return _check(args.spec[0], args.target, args.output, args.check, args.namespace)
     objects = []
     for path in args.spec:
-        spec = load(path)
+        spec = load(path, args.namespace)
         rendered = compile_for(path, args.target, spec).objects
         if spec.secret_env:
             rendered = _with_secret(path, spec, rendered, args.with_secrets)
@@ -81,12 +81,14 @@ def _with_secret(
         raise Failed(path, str(exc).splitlines()) from None
 
 
-def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str) -> int:
+def _render_matrix(
+    specs: list[str], targets: list[str], out: Path, output: str, namespace: str | None
+) -> int:
     """Write every spec for every target to ``out/<spec>/<target>.<yaml|json|err>``."""
     one_writer_each((path, out / Path(path).stem) for path in specs)
     rows, reasons = [], []
     for path in specs:
-        spec = load(path)
+        spec = load(path, namespace)
         folder = out / Path(path).stem
         cells = []
         for name in targets:
@@ -107,8 +109,8 @@ def _render_matrix(specs: list[str], targets: list[str], out: Path, output: str)
     return 0
 
 
-def _check(spec: str, target_name: str, output: str, golden: str) -> int:
-    text = format_objects(compile_for(spec, target_name).objects, output)
+def _check(spec: str, target_name: str, output: str, golden: str, namespace: str | None) -> int:
+    text = format_objects(compile_for(spec, target_name, namespace=namespace).objects, output)
     expected = read(golden)
     if expected == text:
         return 0
@@ -145,7 +147,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     status = 0
     for path in args.spec:
         try:
-            spec = load(path)
+            spec = load(path, args.namespace)
             for name in names:
                 status = max(status, _validate(args, path, spec, name, served))
         except Failed as exc:
@@ -216,7 +218,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     what = args.spec[0]
     if not (os.path.exists(what) or what.endswith(SPEC_FILES)) and FIELD_PATH.fullmatch(what):
         return _explain_field(what, args.target, args.output)
-    rendered = compile_for(what, args.target or DEFAULT_TARGET)
+    rendered = compile_for(what, args.target or DEFAULT_TARGET, namespace=args.namespace)
     rows = [
         {
             "source": p.source,

@@ -89,14 +89,14 @@ class _Command(argparse.ArgumentParser):
         return parsed, extras
 
 
-class _NoNamespace(argparse.Action):
-    """``-n`` where a command has none: say where the namespace comes from instead."""
+def _namespace(value: str) -> str:
+    """``-n`` of a command that renders: a namespace name, checked as the spec's field is."""
+    from kfcompile.spec.rules import dns1123_label
 
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
-        parser.error(
-            f"{parser.prog.split()[-1]} has no -n/--namespace: the output's namespace is the "
-            "spec's `namespace` field (where it has none, `kubectl apply -n` gives one)"
-        )
+    problems = [message for _, message in dns1123_label(value)]
+    if problems:
+        raise argparse.ArgumentTypeError(f"{value!r}: {'; '.join(problems)}")
+    return value
 
 
 def build(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -184,7 +184,14 @@ def _specs(
         metavar="SPEC",
         help="a spec file too, as kubectl's -f (repeatable)",
     )
-    p.add_argument("-n", "--namespace", nargs="?", action=_NoNamespace, help=argparse.SUPPRESS)
+    p.add_argument(
+        "-n",
+        "--namespace",
+        type=_namespace,
+        metavar="NS",
+        help="the job's namespace, and its companions' (default: the spec's `namespace`; "
+        "where it has none, the output has none: `kubectl apply -n` gives one)",
+    )
     _target(
         p,
         f"output shape ({default or f'default {DEFAULT_TARGET}'}; a patch release such as "

@@ -4,7 +4,8 @@
     from kfcompile.integrations.nemo_run import KfcompileExecutor as KubeflowExecutor
 
 It takes every parameter of ``KubeflowExecutor`` with the same meaning, plus ``target`` (any
-kfcompile target: ``trainjob/v2.0`` ... ``trainjob/v2.3``, ``pytorchjob/v1``). The job is a
+kfcompile target: ``trainjob/v2.0`` ... ``trainjob/v2.3``, ``pytorchjob/v1``; by default the
+one the cluster of the current kubeconfig runs, detected as ``kfcompile submit`` does). The job is a
 ``kfcompile.JobSpec`` rendered for that target, so what the target cannot hold is an error
 naming the parameter, never a silent drop; jobs are created with strict field validation, their
 state is read from conditions and pods, and logs, listing and work-dir copies go through
@@ -18,9 +19,11 @@ a saved experiment, so a new process knows the class too).
 
 import copy
 import getpass
+import logging
 import os
 import re
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,7 +37,12 @@ from torchx.specs import Role
 
 import kfcompile
 from kfcompile import lifecycle
-from kfcompile.integrations.nemo_run_methods import NemoRunMethods, connect, session
+from kfcompile.integrations.nemo_run_methods import (
+    NemoRunMethods,
+    connect,
+    detect_target,
+    session,
+)
 from kfcompile.integrations.nemo_run_task import (
     NEMO_RUNDIR,
     ExecutorError,
@@ -44,6 +52,8 @@ from kfcompile.integrations.nemo_run_task import (
     spec_fields,
 )
 from kfcompile.kinds import KINDS, TRAINJOB
+from kfcompile.lifecycle.cluster_target import Found
+from kfcompile.spec import object_paths
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.model import DEFAULT_RUNTIME
 from kfcompile.targets import target as find_target
@@ -60,6 +70,7 @@ WORKDIR_VOLUME = "nemo-run-workdir"  # the volume name KubeflowExecutor gives th
 FDL_RUNNER = "nemo_run.core.runners.fdl_runner"
 """The module a ``run.Partial`` runs as (``launcher.module``), its config passed by value."""
 MAX_NAME = 33  # KubeflowExecutor's cap: fits every upstream runtime's pod-name budget
+log = logging.getLogger(__name__)
 
 
 def register(executor_cls: type[Executor], name: str = SCHEDULER) -> None:
@@ -120,8 +131,9 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
     workdir_pvc_path: str = NEMO_RUNDIR
     workdir_local_path: str | None = None
     train_job_basename: str | None = None
-    # kfcompile's own: which CR shape (and Trainer / Training Operator release) to write.
-    target: str = kfcompile.DEFAULT_TARGET
+    # kfcompile's own: which CR shape (and Trainer / Training Operator release) to write; None:
+    # the one the cluster runs (``chosen_target``).
+    target: str | None = None
 
     # --- the Executor interface ---------------------------------------------------------------
 
@@ -175,6 +187,17 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
 
     # --- the job --------------------------------------------------------------------------------
 
+    def chosen_target(self) -> Found:
+        """``target``; or, without one, the one the cluster of the current kubeconfig runs, as
+        ``kfcompile submit`` detects it: read once per executor and said in the log (with no
+        cluster configured, a dry run, the default: said too)."""
+        if self.target:
+            return Found(self.target, "given as target")
+        found: Found | None = getattr(self, "_detected", None)
+        if found is None:
+            found = self._detected = detect_target()
+        return found
+
     def k8s_job_name(self, fallback: str) -> str:
         """``<basename>-<6 hex>``, at most 33 characters, made once: unique per launch, an RFC
         1035 label (kfcompile checks each target's pod-name budget on top)."""
@@ -209,7 +232,7 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         changed: dict[str, str] = {}
         if self.spec_kwargs:
             spec, changed = self._with_spec_kwargs(spec)
-        checked(lambda: kfcompile.render(spec, self.target), changed)
+        checked(lambda: kfcompile.render(spec, self.chosen_target().target), changed)
         return spec
 
     def _unsupported(self) -> Iterator[Problem]:
@@ -229,12 +252,16 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
             yield Problem("image", "required: the training image")
         runtime_default = self.runtime_ref == DEFAULT_RUNTIME
         try:
-            pytorchjob = find_target(self.target).kind == "PyTorchJob"
+            target = self.chosen_target().target
+            pytorchjob = find_target(target).kind == "PyTorchJob"
         except ValueError as exc:
             yield Problem("target", str(exc))
             return
+        except ExecutorError as exc:  # the cluster could not tell
+            yield from exc.problems
+            return
         if pytorchjob and not runtime_default:
-            yield Problem("runtime_ref", f"a TrainJob runtime: {self.target} has none")
+            yield Problem("runtime_ref", f"a TrainJob runtime: {target} has none")
         if self.workdir_local_path and not self.workdir_pvc:
             yield Problem("workdir_local_path", "needs workdir_pvc (the claim it is copied to)")
 
@@ -254,7 +281,7 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         if script is not None:
             data["script"] = script
         # The default is what NeMo-Run writes for every job: only a chosen policy must land.
-        pytorchjob = find_target(self.target).kind == "PyTorchJob"
+        pytorchjob = find_target(self.chosen_target().target).kind == "PyTorchJob"
         if self.restart_policy != DEFAULT_RESTART_POLICY or pytorchjob:
             data["restart_policy"] = self.restart_policy
         if self.workdir_pvc:
@@ -265,7 +292,7 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         """``pod_spec_overrides``, where NeMo-Run's name for the training container (``node``,
         the Trainer runtime's) is the target's training container (PyTorchJob's ``pytorch``)."""
         overrides = copy.deepcopy(self.pod_spec_overrides)
-        container = KINDS[find_target(self.target).kind].container
+        container = KINDS[find_target(self.chosen_target().target).kind].container
         containers = overrides.get("containers")
         for item in containers if isinstance(containers, list) else []:
             if isinstance(item, dict) and item.get("name") == TRAINJOB.container:
@@ -292,16 +319,22 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
     def _with_spec_kwargs(
         self, spec: kfcompile.JobSpec
     ) -> tuple[kfcompile.JobSpec, dict[str, str]]:
-        """``spec_kwargs`` as KubeflowExecutor applies them (a shallow update of the job's
-        ``spec``), read back into the JobSpec by kfcompile's importer: what no spec field holds
-        is an error at its ``spec_kwargs`` key. Also: the spec fields they set, by that key."""
-        managers = KINDS[find_target(self.target).kind].managers
+        """``spec_kwargs`` merged deeply into the job's ``spec`` (mappings key by key; a list
+        or scalar replaced, each list so replaced logged as a warning), read back into the
+        JobSpec by kfcompile's importer: what no spec field holds is an error at its
+        ``spec_kwargs`` key. Also: the spec fields they set, by that key.
+
+        Not KubeflowExecutor's shallow update: ``{"trainer": {"image": "x"}}`` there replaces
+        the whole ``spec.trainer``, and the job silently loses its command, ``numNodes`` and
+        ``numProcPerNode`` (it would run the image's entrypoint)."""
+        target = self.chosen_target().target
+        managers = KINDS[find_target(target).kind].managers
         if self.spec_kwargs.get("managedBy", managers[0]) not in managers:
-            allowed = f"{self.target} accepts only: {', '.join(managers)}"
+            allowed = f"{target} accepts only: {', '.join(managers)}"
             raise ExecutorError([Problem("spec_kwargs.managedBy", allowed)])
-        objects = checked(lambda: kfcompile.render(spec, self.target), {})
+        objects = checked(lambda: kfcompile.render(spec, target), {})
         job = objects[-1]
-        job["spec"].update(copy.deepcopy(self.spec_kwargs))
+        job["spec"] = self._merged_spec(job["spec"])
         try:
             imported = kfcompile.import_manifest_lossy(job, objects[:-1])
         except kfcompile.NotImportable as exc:
@@ -315,6 +348,27 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
             if old.get(k) != new.get(k)
         }
         return imported.spec, changed
+
+    def _merged_spec(self, job_spec: dict[str, Any]) -> dict[str, Any]:
+        """The job's ``spec`` with ``spec_kwargs`` merged in (``_with_spec_kwargs``). A key
+        whose shape cannot merge (a string given for a mapping) is an error at that key."""
+        out, problems = dict(job_spec), []
+        for key, value in self.spec_kwargs.items():
+            try:
+                out[key], replaced = object_paths.merged(job_spec.get(key), value)
+            except object_paths.MergeConflict as exc:
+                problems.append(Problem(object_paths.format(("spec_kwargs", key)), str(exc)))
+                continue
+            for path in replaced:
+                if isinstance(object_paths.get(job_spec[key], path), list):
+                    log.warning(
+                        "%s: replaces the job's %s (a list is replaced, not merged)",
+                        object_paths.format(("spec_kwargs", key, *path)),
+                        object_paths.format(("spec", key, *path)),
+                    )
+        if problems:
+            raise ExecutorError(problems)
+        return out
 
     # --- the work directory ---------------------------------------------------------------------
 
@@ -404,4 +458,24 @@ def _links_out(root: str) -> Iterator[Problem]:
                 )
 
 
+def end_with_one_line() -> None:
+    """An ``ExecutorError`` that ends the program is its lines, not a traceback of NeMo-Run's
+    and kfcompile's frames (NeMo-Run logs "Error running job ..." and raises it again into
+    the user's script: without a kubeconfig, 54 lines). Every other exception ends as
+    before."""
+    previous = sys.excepthook
+    if getattr(previous, "kfcompile", False):
+        return
+
+    def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        if isinstance(error, ExecutorError):
+            print(f"{kind.__name__}: {error}", file=sys.stderr)
+        else:
+            previous(kind, error, tb)
+
+    hook.kfcompile = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
+
+
 register(KfcompileExecutor)
+end_with_one_line()

@@ -8,6 +8,7 @@ NeMo-Run's log layout: every rank's lines go to ``<job_dir>/log-allranks_0.out``
 Megatron-Bridge's CI parses), the console shows rank 0 and the last rank only.
 """
 
+import logging
 import os
 import re
 import sys
@@ -20,14 +21,19 @@ from torchx.specs import Role
 
 import kfcompile
 from kfcompile import lifecycle
+from kfcompile.integrations.launchers import NEMO_RUN, configured, reworded
+from kfcompile.integrations.nemo_run_task import ExecutorError
+from kfcompile.lifecycle.cluster_target import Found
 from kfcompile.lifecycle.multikueue import running_on, unreachable
 from kfcompile.lifecycle.pod_logs import ranks
-from kfcompile.lifecycle.ports import Ref
+from kfcompile.lifecycle.ports import ApiError, Ref
 from kfcompile.progress import Progress
+from kfcompile.spec.errors import Problem
 from kfcompile.terminal import log_line, printable_lines
 
 ALL_RANKS = "log-allranks_0.out"  # NeMo-Run's file of every rank's lines, in the job dir
 UID = re.compile(r"-[0-9a-f]{6}$")  # the suffix ``k8s_job_name`` puts after the task's name
+log = logging.getLogger("kfcompile.integrations.nemo_run")
 
 # kfcompile's states as NeMo-Run's: a job that exists and has not started is CREATED.
 STATES: Mapping[kfcompile.State, KubeflowJobState] = {
@@ -73,10 +79,14 @@ def shown_ranks(nodes: int) -> tuple[int, ...]:
 def connect() -> tuple[lifecycle.Session, str]:
     """A lifecycle session on the cluster of the current kubeconfig (or the pod's service
     account), as KubeflowExecutor finds it, and the kubeconfig's namespace. Every scheduler
-    makes its own: the state is on the cluster."""
+    makes its own: the state is on the cluster. None configured: ``ExecutorError``, saying
+    how in NeMo-Run's terms (``KUBECONFIG``)."""
     import kfcompile_kube
 
-    wired, connection = kfcompile_kube.session()
+    try:
+        wired, connection = kfcompile_kube.session()
+    except kfcompile_kube.ConfigError as exc:
+        raise ExecutorError([Problem("", reworded(str(exc), NEMO_RUN))]) from None
     return wired, connection.namespace
 
 
@@ -84,11 +94,32 @@ def session() -> lifecycle.Session:
     return connect()[0]
 
 
+def detect_target() -> Found:
+    """The target of the cluster of the current kubeconfig, said in the log; with no cluster
+    configured (a dry run without one), the default, said too. ``ExecutorError`` at
+    ``target`` when the cluster cannot be reached or cannot tell."""
+    if not configured(None, os.environ):
+        log.warning(
+            "target %s (the default): no cluster configured to detect it from; give "
+            "KfcompileExecutor(target=...) to choose",
+            kfcompile.DEFAULT_TARGET,
+        )
+        return Found(kfcompile.DEFAULT_TARGET, "the default")
+    try:
+        found = lifecycle.detect_target(session())
+    except ExecutorError as exc:
+        raise ExecutorError([Problem("target", f"not given, and {exc}")]) from None
+    except (lifecycle.ClusterError, ApiError) as exc:
+        said = printable_lines(reworded(str(exc), NEMO_RUN))  # the server's words among them
+        raise ExecutorError([Problem("target", said)]) from None
+    log.info("target %s, detected from the cluster: %s", found.target, found.evidence)
+    return found
+
+
 class _Executor(Protocol):
     """What the methods need of ``KfcompileExecutor``, which they are mixed into."""
 
     namespace: str
-    target: str
     workdir_pvc: str | None
     env_vars: dict[str, str]
     job_dir: str  # set by ``assign``
@@ -96,6 +127,7 @@ class _Executor(Protocol):
     @property
     def code_dir(self) -> str: ...
     def job_spec(self, role: Role, name: str) -> kfcompile.JobSpec: ...
+    def chosen_target(self) -> Found: ...
     def k8s_job_name(self, fallback: str) -> str: ...
     def stage_workdir(self) -> None: ...
     def copy_to_workspace(
@@ -112,7 +144,7 @@ class NemoRunMethods:
         """The job object kfcompile creates for ``command`` under the name ``name``, for
         ``target`` (KubeflowExecutor's is always a TrainJob)."""
         spec = _spec_of(self, name, command)
-        job: dict[str, Any] = kfcompile.render(spec, self.target)[-1]
+        job: dict[str, Any] = kfcompile.render(spec, self.chosen_target().target)[-1]
         return job
 
     def launch(
@@ -131,8 +163,14 @@ class NemoRunMethods:
         job_name = self.k8s_job_name(name)
         spec = _spec_of(self, job_name, cmd)
         cluster = session()
+        chosen = self.chosen_target()
         submitted = lifecycle.submit(
-            cluster, spec, self.target, namespace=self.namespace, environ=os.environ
+            cluster,
+            spec,
+            chosen.target,
+            namespace=self.namespace,
+            environ=os.environ,
+            against=chosen.crd,
         )
         if not wait:
             return job_name, KubeflowJobState.CREATED

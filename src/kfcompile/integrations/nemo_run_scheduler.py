@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import tempfile
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -70,7 +71,8 @@ class KfcompileJobRequest:
     def __str__(self) -> str:
         from kfcompile.spec import yamlio
 
-        head = f"# {self.executor.target}: {self.spec.name} in namespace {self.executor.namespace}"
+        target = self.executor.chosen_target().target
+        head = f"# {target}: {self.spec.name} in namespace {self.executor.namespace}"
         if self.written:
             head += f"\n# written to {self.written}"
         return f"{head}\n{yamlio.dump_all(self.objects)}"
@@ -134,7 +136,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         macros = cfg.macro_values()
         role = macros.apply(app.roles[0]) if macros else app.roles[0]
         spec = cfg.job_spec(role, cfg.k8s_job_name(role.name))
-        objects = kfcompile.render(spec, cfg.target)
+        objects = kfcompile.render(spec, cfg.chosen_target().target)
         experiment_dir = getattr(cfg, "experiment_dir", "")  # set by `assign`
         written = write_objects(cfg, spec.name, objects) if experiment_dir else None
         request = KfcompileJobRequest(app, cfg, spec, objects, written)
@@ -145,12 +147,14 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         executor = request.executor
         session = self._cluster()
         executor.package(executor.packager, executor.job_name)
+        chosen = executor.chosen_target()
         submitted = lifecycle.submit(
             session,
             request.spec,
-            executor.target,
+            chosen.target,
             namespace=executor.namespace,
             environ=os.environ,
+            against=chosen.crd,
         )
         handle = app_id(submitted.ref)
         remember(handle, task=request.app.roles[0].name, job_dir=executor.job_dir)
@@ -242,39 +246,45 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
 
 # --- what NeMo-Run knows of a job and the cluster does not: its task and job directory ------
 
-JOBS = ".kfcompile_jobs.json"  # beside NeMo-Run's own `.kubeflow_jobs.json`, in its home
+# One file per job, in NeMo-Run's home: launches in many threads or processes at once each write
+# their own, so none is lost (one shared file, read, changed and written back by each, kept 111
+# of 800 entries). The one file of kfcompile before that is still read.
+JOBS = ".kfcompile_jobs"
+OLD_JOBS = ".kfcompile_jobs.json"  # beside NeMo-Run's own `.kubeflow_jobs.json`
 
 
-def _jobs_file() -> str:
-    return os.path.join(get_nemorun_home(), JOBS)
+def _entry_file(app_id: str) -> str:
+    return os.path.join(get_nemorun_home(), JOBS, urllib.parse.quote(app_id, safe="") + ".json")
 
 
-def _known() -> dict[str, Any]:
+def _read(path: str) -> dict[str, Any]:
     try:
-        with open(_jobs_file(), encoding="utf-8") as f:
-            known = json.load(f)
+        with open(path, encoding="utf-8") as f:
+            found = json.load(f)
     except (OSError, ValueError):
         return {}
-    return known if isinstance(known, dict) else {}
+    return found if isinstance(found, dict) else {}
 
 
 def recalled(app_id: str) -> dict[str, str]:
     """The task name and job directory ``schedule`` noted for the app (nothing if none)."""
-    entry = _known().get(app_id)
+    entry: Any = _read(_entry_file(app_id))
+    if not entry:  # noted in the one file of kfcompile before
+        entry = _read(os.path.join(get_nemorun_home(), OLD_JOBS)).get(app_id)
     if not isinstance(entry, dict):
         return {}
     return {k: v for k, v in entry.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def remember(app_id: str, **entry: str) -> None:
-    """Note the app's task and job directory (written whole and renamed: readers in other
-    processes see the old file or the new one)."""
-    path = _jobs_file()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    known = {**_known(), app_id: entry}
-    fd, temp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=JOBS)
+    """Note the app's task and job directory in its own file (written whole and renamed:
+    readers in other processes see the old file or the new one)."""
+    path = _entry_file(app_id)
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(known, f)
+        json.dump(entry, f)
     os.replace(temp, path)
 
 

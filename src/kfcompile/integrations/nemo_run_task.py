@@ -100,8 +100,9 @@ def spec_fields(executor: Any) -> dict[str, Any]:
     return {p.field: value for p, value in found if value is not None}
 
 
-class ExecutorError(KfcompileError):
-    """A ``KfcompileExecutor`` parameter that cannot be kept: one line per parameter."""
+class ExecutorError(KfcompileError, RuntimeError):
+    """A ``KfcompileExecutor`` parameter that cannot be kept, or the cluster it cannot reach:
+    one line per problem. A ``RuntimeError``, as NeMo-Run's own executors raise."""
 
 
 def program_of(

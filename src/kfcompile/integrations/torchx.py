@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import torchx
 from attrs import frozen
 from torchx.schedulers.api import (
@@ -44,6 +45,7 @@ from torchx.specs import AppDryRunInfo, AppState, ReplicaStatus, Role, RoleStatu
 from torchx.specs.finder import ComponentValidationException
 
 from kfcompile import lifecycle
+from kfcompile.integrations.launchers import TORCHX, configured, reworded
 from kfcompile.integrations.torchx_app import (
     ROLE_NAME,
     SUFFIX_LENGTH,
@@ -54,6 +56,7 @@ from kfcompile.integrations.torchx_app import (
     to_role,
 )
 from kfcompile.kinds import KINDS
+from kfcompile.lifecycle.cluster_target import Found
 from kfcompile.lifecycle.multikueue import running_on, unreachable
 from kfcompile.lifecycle.ports import ApiError, Obj, Ref
 from kfcompile.progress import note
@@ -76,7 +79,13 @@ BACKEND: Final = "kfcompile"
 # recognises list options by equality with it.
 RUN_OPTS: Final = (
     ("namespace", str, "default", "Kubernetes namespace of the job"),
-    ("target", str, DEFAULT_TARGET, f"what the cluster runs, one of: {', '.join(TARGETS)}"),
+    (
+        "target",
+        str,
+        None,
+        f"what the cluster runs, one of: {', '.join(TARGETS)} (default: detected from the "
+        f"cluster; {DEFAULT_TARGET} where none is configured)",
+    ),
     ("queue", str, None, "Kueue LocalQueue to submit to"),
     ("priority_class", str, None, "Kueue WorkloadPriorityClass of the job"),
     ("service_account", str, None, "service account the pods run as"),
@@ -124,6 +133,7 @@ class KfcompileRequest:
     objects: tuple[Obj, ...]
     kubeconfig: str | None = None
     context: str | None = None
+    against: Obj | None = None  # a Trainer newer than kfcompile knows: the CRD it serves
 
     def __str__(self) -> str:
         return yamlio.dump_all(self.objects)
@@ -271,6 +281,7 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
         self._submitted: dict[str, str | None] = {}
         self._connections: dict[tuple[str | None, str | None], Connection] = {}
         self._sessions: dict[tuple[str | None, str | None], lifecycle.Session] = {}
+        self._targets: dict[tuple[str | None, str | None], Found] = {}  # detected
 
     # --- options and connections --------------------------------------------------------------
 
@@ -301,9 +312,28 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
             try:
                 wired, connection = kfcompile_kube.session(kubeconfig, context, on_retry=_retrying)
             except kfcompile_kube.ConfigError as exc:
-                raise SchedulerError(str(exc)) from None
+                raise SchedulerError(reworded(str(exc), TORCHX)) from None
             self._connections[key], self._sessions[key] = connection, wired
         return self._sessions[key]
+
+    def _detected(self, kubeconfig: str | None, context: str | None) -> Found:
+        """The target of the cluster the run options name, as ``kfcompile submit`` detects it:
+        read once per kubeconfig and context, and said in the log; with no cluster
+        configured (a dry run without one), the default, said too."""
+        if not configured(kubeconfig, os.environ):
+            logger.warning(
+                "target %s (the default): no cluster configured to detect it from; give "
+                "-cfg target=TARGET to choose",
+                DEFAULT_TARGET,
+            )
+            return Found(DEFAULT_TARGET, "the default")
+        key = (kubeconfig, context)
+        if key not in self._targets:
+            with _errors():
+                found = lifecycle.detect_target(self._session(kubeconfig, context))
+            logger.info("target %s, detected from the cluster: %s", found.target, found.evidence)
+            self._targets[key] = found
+        return self._targets[key]
 
     def _cluster(self, cfg: Mapping[str, Any] | None = None) -> tuple[lifecycle.Session, str]:
         """A session, and the namespace to act in when the app id names none."""
@@ -354,14 +384,23 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
         resources asks for none)."""
 
     def _submit_dryrun(self, app: Any, cfg: Mapping[str, Any]) -> Any:
-        return AppDryRunInfo(dryrun(app, cfg, _suffix()), str)
+        if cfg.get("target"):
+            return AppDryRunInfo(dryrun(app, cfg, _suffix()), str)
+        found = self._detected(cfg.get("kubeconfig"), cfg.get("context"))
+        request = dryrun(app, {**cfg, "target": found.target}, _suffix())
+        return AppDryRunInfo(attrs.evolve(request, against=found.crd), str)
 
     def schedule(self, dryrun_info: Any) -> str:
         request: KfcompileRequest = dryrun_info.request
         with _errors():
             session = self._session(request.kubeconfig, request.context)
             submitted = lifecycle.submit(
-                session, request.spec, request.target, namespace=request.namespace, environ={}
+                session,
+                request.spec,
+                request.target,
+                namespace=request.namespace,
+                environ={},
+                against=request.against,
             )
         self._submitted = {"kubeconfig": request.kubeconfig, "context": request.context}
         return f"{submitted.ref.namespace}:{submitted.ref.name}"
@@ -441,7 +480,7 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except (lifecycle.ClusterError, KfcompileError, ApiError) as exc:
-        raise SchedulerError(printable_lines(str(exc))) from None
+        raise SchedulerError(printable_lines(reworded(str(exc), TORCHX))) from None
 
 
 def _retrying(what: str, error: Exception) -> None:

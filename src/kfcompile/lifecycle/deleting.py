@@ -1,12 +1,14 @@
 """Waiting for a deleted job to be gone: the ``Vanishing`` machine, fed what a look at the job
-(and its pods) found, and ``wait_gone``, its driver.
+(and what its controllers made of it) found, and ``wait_gone``, its driver.
 
-A deletion can take long: the ``foregroundDeletion`` finalizer keeps the job until the garbage
-collector has deleted its dependents (on a real cluster it notices a newly installed kind only
-after up to 30 s, and without one it never does), and a pod on a node whose kubelet does not
-answer stays Terminating. So the machine looks, pauses with the session's one backoff, and
-looks again, for ``timeout`` seconds at most; what is still there at each look (``Remaining``)
-is what it waits on, said when it changes and named when the time is up.
+A deletion can take long: a finalizer keeps the job until whoever added it lets go (the
+``foregroundDeletion`` one until the garbage collector has deleted its dependents: on a real
+cluster it notices a newly installed kind only after up to 30 s, and without one it never
+does), the collector deletes a job's JobSet, Jobs and pods only after the job, and a pod on a
+node whose kubelet does not answer stays Terminating. So the machine looks, pauses with the
+session's one backoff, and looks again, for ``timeout`` seconds at most; what is still there at
+each look (``Remaining``) is what it waits on, said when it changes and named when the time is
+up.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Final
 from attrs import evolve, frozen
 
 from kfcompile import status as job_status
-from kfcompile.lifecycle.objects import get, job_kind, meta
+from kfcompile.kinds import PYTORCHJOB, TRAINJOB
+from kfcompile.lifecycle.objects import get, meta
 from kfcompile.lifecycle.ports import Obj, Ref
 from kfcompile.lifecycle.session import (
     Pause,
@@ -40,27 +43,35 @@ from kfcompile.lifecycle.session import (
 )
 from kfcompile.status import JobState
 
-PODS_NAMED: Final = 5  # pods a look reads (one page), and a message names
+NAMED: Final = 5  # objects of a kind a look reads (one page), and a message names
+
+# What each kind's controllers make of a job, in the order they go once it is deleted: (API
+# version, kind, label selector of job {name}; None: the one object named like the job). A
+# TrainJob's JobSet has no label of its own (observed/trainer-v2.3.0); its Jobs and pods carry
+# JobSet's; a PyTorchJob's pods the Training Operator's (KUBEFLOW.md).
+DEPENDENTS: Final[dict[str, tuple[tuple[str, str, str | None], ...]]] = {
+    TRAINJOB.name: (
+        ("jobset.x-k8s.io/v1alpha2", "JobSet", None),
+        ("batch/v1", "Job", TRAINJOB.pods),
+        ("v1", "Pod", TRAINJOB.pods),
+    ),
+    PYTORCHJOB.name: (("v1", "Pod", PYTORCHJOB.pods),),
+}
 
 
 @frozen(repr=False)
 class Remaining:
     """What a deletion still waits on: the job (its state says what holds it; None: gone) and
-    the first few of its pods (each with what its own deletion waits for)."""
+    the first few of what its controllers made (``JobSet demo``, ``pod demo-node-0-0-x
+    (Terminating ...)``, ``more pods``)."""
 
     ref: Ref
     job: JobState | None
-    pods: tuple[str, ...] = ()
-    more_pods: bool = False  # more pods than named
+    dependents: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        parts = []
-        if self.job is not None:
-            parts.append(f"{self.ref.kind} {self.ref.name} ({self.job.reason})")
-        parts += [f"pod {pod}" for pod in self.pods]
-        if self.more_pods:
-            parts.append("more pods")
-        return ", ".join(parts)
+        parts = [f"{self.ref.kind} {self.ref.name} ({self.job.reason})"] if self.job else []
+        return ", ".join([*parts, *self.dependents])
 
 
 class StillDeleting(TimedOut):
@@ -76,14 +87,14 @@ class StillDeleting(TimedOut):
 
 @frozen(repr=False)
 class Look:
-    """Read the job by name (and, when its pods must go too, a first page of them)."""
+    """Read the job by name (and, when what it made must go too, a first page of each kind)."""
 
 
 @frozen(repr=False, eq=False)
 class Looked:
     job: Obj | None  # None: no job of that name
-    pods: tuple[Obj, ...] = ()
-    more_pods: bool = False
+    dependents: tuple[Obj, ...] = ()  # in DEPENDENTS' order
+    more: tuple[str, ...] = ()  # kinds with more objects than read
 
 
 @frozen(repr=False)
@@ -112,25 +123,27 @@ def remaining(ref: Ref, uid: str | None, answer: Looked) -> Remaining | None:
     job = answer.job
     if job is not None and uid is not None and meta(job).get("uid") != uid:
         job = None
-    if job is None and not answer.pods:
+    if job is None and not answer.dependents:
         return None
-    pods = tuple(
-        f"{meta(p).get('name', '?')}"
-        + (f" ({note})" if (note := job_status.terminating(p)) else "")
-        for p in answer.pods
-    )
+    named = []
+    for obj in answer.dependents:
+        note = job_status.terminating(obj)
+        kind = "pod" if obj.get("kind") == "Pod" else obj.get("kind", "?")
+        named.append(f"{kind} {meta(obj).get('name', '?')}" + (f" ({note})" if note else ""))
+    named += [f"more {'pod' if kind == 'Pod' else kind}s" for kind in answer.more]
     state = job_status.job_state(job) if job is not None else None
-    return Remaining(ref, state, pods, answer.more_pods)
+    return Remaining(ref, state, tuple(named))
 
 
 @frozen(repr=False, eq=False)
 class Vanishing:
     """Waiting for the job ``ref`` (the one with ``uid``, if given) to be gone, and with
-    ``pods`` its pods too, for ``timeout`` seconds at most (None: as long as it takes)."""
+    ``dependents`` what its controllers made too, for ``timeout`` seconds at most (None: as
+    long as it takes)."""
 
     ref: Ref
     uid: str | None = None
-    pods: bool = False
+    dependents: bool = False
     timeout: float | None = None
     phase: GonePhase = GonePhase.LOOK
     since: float | None = None  # the first look
@@ -171,19 +184,30 @@ VANISH_TABLE: Final[Table[Vanishing]] = {
 # --- the driver ---------------------------------------------------------------------------------
 
 
-def look(session: Session, ref: Ref, pods: bool) -> Looked:
+def look(session: Session, ref: Ref, dependents: bool) -> Looked:
     job = get(session, ref)
-    if not pods:
+    if not dependents:
         return Looked(job)
-    selector = job_kind(ref).pods.format(name=ref.name)
-    page = call(
-        session,
-        named("list pods of", ref),
-        lambda: session.cluster.list(
-            "v1", "Pod", ref.namespace, label_selector=selector, limit=PODS_NAMED
-        ),
-    )
-    return Looked(job, tuple(page.items), bool(page.continue_token))
+    found: list[Obj] = []
+    more: list[str] = []
+    for api_version, kind, selector in DEPENDENTS[ref.kind]:
+        if selector is None:
+            one = get(session, Ref(api_version, kind, ref.namespace, ref.name))
+            found += [one] if one is not None else []
+            continue
+        labels = selector.format(name=ref.name)
+        read = partial(
+            session.cluster.list,
+            api_version,
+            kind,
+            ref.namespace,
+            label_selector=labels,
+            limit=NAMED,
+        )
+        page = call(session, named(f"list {kind}s of", ref), read)
+        found += page.items
+        more += [kind] if page.continue_token else []
+    return Looked(job, tuple(found), tuple(more))
 
 
 def wait_gone(
@@ -191,25 +215,32 @@ def wait_gone(
     ref: Ref,
     *,
     uid: str | None = None,
-    pods: bool = False,
+    dependents: bool = False,
     timeout: float | None = None,
     on_change: Callable[[Remaining, float], None] | None = None,
 ) -> None:
-    """Return once the job (``uid``'s, if given; with ``pods``, and its pods) is gone, or
-    raise ``StillDeleting`` naming what is left after ``timeout`` seconds. ``on_change(left,
-    seconds waited)`` is told what it waits on whenever that changes."""
+    """Return once the job (``uid``'s, if given; with ``dependents``, and its JobSet, Jobs and
+    pods: ``DEPENDENTS``) is gone, or raise ``StillDeleting`` naming what is left after
+    ``timeout`` seconds. ``on_change(left, seconds waited)`` is told what it waits on from the
+    second look on (a deletion done by then says nothing), whenever that changes."""
     clock = session.clock
     start = clock.monotonic()
     seen: Remaining | None = None
 
     def each(after: Vanishing, answer: Looked | Slept) -> None:
         nonlocal seen
+        if after.pauses == 0 or not isinstance(answer, Looked):
+            return  # what the first look finds is often gone by the next (the collector's lag)
         if on_change is not None and after.left is not None and after.left != seen:
             on_change(after.left, clock.monotonic() - start)
         seen = after.left
 
-    perform: Perform = {Look: lambda _: look(session, ref, pods), Pause: partial(pause, session)}
-    _, end = ended(told(drive(Vanishing(ref, uid, pods, timeout), clock, perform), each))
+    perform: Perform = {
+        Look: lambda _: look(session, ref, dependents),
+        Pause: partial(pause, session),
+    }
+    machine = Vanishing(ref, uid, dependents, timeout)
+    _, end = ended(told(drive(machine, clock, perform), each))
     if isinstance(end, TimeUp):
         what = f": still there: {end.left}" if end.left else ""
         raise StillDeleting(f"{ref} not gone after {end.waited:.1f}s{what}", end.left)

@@ -60,18 +60,21 @@ def cancel(
     timeout: float | None = None,
     on_change: Callable[[Remaining, float], None] | None = None,
 ) -> Cancelled:
-    """Delete the job (foreground: its pods go first); with ``wait_gone``, return when the job
-    and every pod of it are gone, or raise ``StillDeleting`` (a ``TimedOut``) naming what is
-    still there and what holds it. ``on_change`` is told what the wait waits on.
+    """Delete the job (Background propagation: the job goes at once, the garbage collector
+    deletes its JobSet, Jobs and pods after); with ``wait_gone``, return when the job and each
+    of those are gone, or raise ``StillDeleting`` (a ``TimedOut``) naming what is still there
+    and what holds it. ``on_change`` is told what the wait waits on.
 
-    A 404 answering a DELETE sent again after one whose answer never came is not "there was
-    no job": the first may well have deleted it."""
+    Not Foreground: while a Foreground-deleted TrainJob that Kueue manages waits for its
+    dependents, the Trainer (v2.3.0) re-creates its JobSet again and again, and the job never
+    goes (KUBEFLOW.md, Kueue). A 404 answering a DELETE sent again after one whose answer never
+    came is not "there was no job": the first may well have deleted it."""
     sent = 0
 
     def delete() -> None:
         nonlocal sent
         sent += 1
-        session.cluster.delete(ref, "Foreground")
+        session.cluster.delete(ref, "Background")
 
     try:
         call(session, named("delete", ref), delete)
@@ -79,7 +82,7 @@ def cancel(
     except NotFound:
         existed = sent > 1
     if wait_gone:
-        deleting.wait_gone(session, ref, pods=True, timeout=timeout, on_change=on_change)
+        deleting.wait_gone(session, ref, dependents=True, timeout=timeout, on_change=on_change)
     return Cancelled(ref, existed)
 
 

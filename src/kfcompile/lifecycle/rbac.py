@@ -69,6 +69,10 @@ NAMESPACED: Final[tuple[Rule, ...]] = (
         "status, logs (--follow watches a pod that has not started); the sync helper pod",
     ),
     Rule("", "pods/log", ("get",), "logs"),
+    # cancel --wait: a TrainJob goes at once (Background), then its JobSet (named like it), its
+    # Jobs and pods (by label).
+    Rule("jobset.x-k8s.io", "jobsets", ("get",), "cancel --wait", kind=TRAINJOB.name),
+    Rule("batch", "jobs", ("list",), "cancel --wait", kind=TRAINJOB.name),
     # Exec runs over a WebSocket, which starts as a GET: authorized as `get` up to Kubernetes
     # 1.34, as `create` from 1.35 (KEP-4006).
     Rule("", "pods/exec", ("get", "create"), "work-dir sync (tar over exec)"),
