@@ -18,12 +18,13 @@ and render checks the objects itself). `kubectl` is $KUBECTL, else whichever is 
 (a Google Cloud SDK install's is a dispatcher, a kubectl of its own that can run a versioned one,
 such as `kubectl.1.32` beside it).
 
-Then, where valgrind is installed, the instructions one cold run of each executes (callgrind,
-``--trace-children=yes``: every process the command starts, each named by its command line), and
-each kfcompile row's ratio to the kubectl row after it. Instructions are what time would be on
-an idle machine, and they barely change from run to run, so they show a few percent that the
-times of a shared machine hide. A dispatcher's count is given beside the kubectl it runs, and the
-ratio is to the kubectl binary that ran the command alone. ``--no-callgrind`` skips them.
+Then, where valgrind is installed, the instructions a cold run of each executes (callgrind,
+``--trace-children=yes``: every process the command starts, each named by its command line), the
+median of three runs, and each kfcompile row's ratio to the kubectl row after it. Instructions
+are what time would be on an idle machine, and they change little from run to run (kubectl's by
+a few percent, Python's by less than one), so they show what the times of a shared machine hide.
+Where kubectl starts another process (a dispatcher running a versioned kubectl), each is shown
+and the ratio is to the last, the kubectl that ran the command. ``--no-callgrind`` skips them.
 
 Needs ../shared/crds (the reference CRDs), as the tests do.
 """
@@ -124,6 +125,7 @@ def _row(
     print(f"  {label:<56} {asked:>8} {wall:7.1f} ms {cpu:7.1f} ms")
 
 
+CALLGRIND_RUNS = 3  # the median: kubectl's count varies by a few percent (Go's scheduler, GC)
 _HEADER = {"pid:", "cmd:", "summ"}  # the lines of a callgrind file read: pid, cmd, summary
 
 
@@ -156,8 +158,10 @@ def _instruction_rows(rows: Sequence[tuple[str, list[str]]], env: dict[str, str]
     for label, argv in rows:
         if argv[0] != "kubectl":  # found on PATH
             subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)  # warm
-            counted.append((label, instructions(argv, env, tmp)))
-    print(f"\none cold run, by callgrind{'':>38}instructions   ratio to kubectl")
+            runs = [instructions(argv, env, tmp) for _ in range(CALLGRIND_RUNS)]
+            counted.append((label, sorted(runs, key=lambda r: r[-1][1])[CALLGRIND_RUNS // 2]))
+    title = f"median of {CALLGRIND_RUNS} cold runs, by callgrind"
+    print(f"\n{title:<66}instructions   ratio to kubectl")
     for (label, processes), after in zip(counted, [*counted[1:], None], strict=True):
         # The last process started is the one measured: kfcompile, or the kubectl a
         # dispatcher runs.

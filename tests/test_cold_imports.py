@@ -157,6 +157,16 @@ def test_a_render_imports_its_target_alone(target: str) -> None:
     assert not {m for m in imported if m.startswith(NOT_RENDER)}
 
 
+def test_the_registry_names_each_target_as_its_module_does() -> None:
+    """The names the registry holds without importing a target are the targets' own, and the
+    default is the newest Trainer release."""
+    from kfcompile.targets import DEFAULT_TARGET, RELEASES, TARGETS, trainer_releases
+
+    assert [TARGETS[name].name for name in TARGETS] == list(TARGETS)
+    assert [RELEASES[name].name for name in RELEASES] == list(RELEASES)
+    assert trainer_releases()[0].name == DEFAULT_TARGET
+
+
 def test_the_arguments_of_a_render_are_parsed_without_the_spec_layer() -> None:
     """--target's choices and its patch releases (``trainjob/v2.1.0``) are the registry's names."""
     code = (
