@@ -20,7 +20,7 @@ such as `kubectl.1.32` beside it).
 
 Then, where valgrind is installed, the instructions a cold run of each executes (callgrind,
 ``--trace-children=yes``: every process the command starts, each named by its command line), the
-median of three runs, and each kfcompile row's ratio to the kubectl row after it. Instructions
+median of five runs, and each kfcompile row's ratio to the kubectl row after it. Instructions
 are what time would be on an idle machine, and they change little from run to run (kubectl's by
 a few percent, Python's by less than one), so they show what the times of a shared machine hide.
 Where kubectl starts another process (a dispatcher running a versioned kubectl), each is shown
@@ -125,7 +125,7 @@ def _row(
     print(f"  {label:<56} {asked:>8} {wall:7.1f} ms {cpu:7.1f} ms")
 
 
-CALLGRIND_RUNS = 3  # the median: kubectl's count varies by a few percent (Go's scheduler, GC)
+CALLGRIND_RUNS = 5  # the median: kubectl's count varies by a few percent (Go's scheduler, GC)
 _HEADER = {"pid:", "cmd:", "summ"}  # the lines of a callgrind file read: pid, cmd, summary
 
 
