@@ -269,8 +269,24 @@ def _read_nprocs(r: Reader, values: Values) -> None:
     if found is not None and value in ("cpu", "gpu"):
         r.lose(found[0], f"{value!r} has no spec equivalent: written as 'auto'")
         value = "auto"
-    if value != (r.data.get("gpus_per_node") or 1):
+    gpus = r.data.get("gpus_per_node") or 0
+    if value != (gpus or 1) or (gpus > 1 and _python_launcher(r)):
         r.put("nprocs_per_node", value, found[0] if found else "")
+
+
+def _python_launcher(r: Reader) -> bool:
+    """Whether a PyTorchJob's command reads as a ``python`` launcher: there the target refuses
+    the default processes per node of more than one GPU (one process, a WORLD_SIZE of one per
+    GPU), so the number the manifest says is kept."""
+    command = r.one(COMMAND)
+    return (
+        r.kind == PYTORCHJOB.name
+        and command is not None
+        and r.one("container.args") is None
+        and _words(command[1])
+        and command[1][0] == "python"
+        and _launcher(r, command[1]) is not None
+    )
 
 
 def _read_env(r: Reader, _: Values) -> None:
