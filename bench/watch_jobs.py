@@ -41,7 +41,7 @@ from fakekube.cluster import NAMESPACE, LocalCluster, install  # noqa: E402
 
 from kfcompile import lifecycle  # noqa: E402
 from kfcompile.kinds import TRAINJOB  # noqa: E402
-from kfcompile.lifecycle.watcher import Changed, PageListed, Watcher  # noqa: E402
+from kfcompile.lifecycle.job_events import Changed, PageListed, Watcher  # noqa: E402
 from kfcompile.testing import FakeClock, FakeCluster, Store, fixed_jitter  # noqa: E402
 
 API = "trainer.kubeflow.org/v1alpha1"

@@ -38,8 +38,8 @@ from kfcompile import lifecycle, structure
 from kfcompile.cli import main
 from kfcompile.cli.parser import build
 from kfcompile.kinds import TRAINJOB
+from kfcompile.lifecycle.job_events import watch_kind
 from kfcompile.lifecycle.ports import ApiError, Ref, Transient
-from kfcompile.lifecycle.watch import watch_kind
 from kfcompile.testing import Call, courses, fixed_jitter
 from kfcompile_kube import KubeCluster, connect
 

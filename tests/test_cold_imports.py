@@ -37,15 +37,13 @@ UNUSED = (
     "websocket",
     "kubernetes.stream.ws_client",
 )
-# The lifecycle's modules neither command runs: submit's machines, the log follower, the sync,
-# the watch (``list -w``'s).
+# The lifecycle's modules neither command runs: submit, wait, the logs, the sync, and the watch
+# (``list -w``'s).
 UNUSED_LIFECYCLE = (
-    "kfcompile.lifecycle.watcher",
-    "kfcompile.lifecycle.waiter",
-    "kfcompile.lifecycle.submission",
+    "kfcompile.lifecycle.job_events",
+    "kfcompile.lifecycle.waiting",
     "kfcompile.lifecycle.submitting",
     "kfcompile.lifecycle.pod_logs",
-    "kfcompile.lifecycle.follow",
     "kfcompile.lifecycle.sync",
 )
 # The spec layer and the targets' registry: what a cluster command about a job never reads.

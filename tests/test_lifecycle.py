@@ -35,9 +35,8 @@ from kfcompile.lifecycle import (
     PreflightFailed,
     TimedOut,
 )
-from kfcompile.lifecycle.follow import POD_WATCH
 from kfcompile.lifecycle.observe import MAX_RANKS, nodes_total
-from kfcompile.lifecycle.pod_logs import ranks
+from kfcompile.lifecycle.pod_logs import POD_WATCH, ranks
 from kfcompile.lifecycle.ports import Ref, WatchEvent
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State

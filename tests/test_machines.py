@@ -1,6 +1,11 @@
-"""The lifecycle's loops as machines (kfcompile.lifecycle: ``Retry``, ``Waiter``, ``Follower``
-and its ``Cursor``): each row feeds what the API answered and asserts what the machine asks
-next. No server, no clock: times are numbers given with the answers.
+"""The lifecycle's loops as machines (kfcompile.lifecycle: ``Retry``, ``Waiter``, ``Lister``,
+``Follower`` and its ``Cursor``): each row feeds what the API answered and asserts what the
+machine asks next. No server, no clock: times are numbers given with the answers.
+
+What runs once is straight-line code over the ports (``wait_gone``, the sync helper's
+``await_running``, ``submit``'s ``create_all``, ``repair`` and ``roll_back``): each row sets a
+small scripted port (a dict of objects, calls that fail) and asserts what the code returns or
+raises, the calls it made and what stays on the cluster; a Ctrl-C is sent at every line.
 
 At the end, the drivers (``wait``, ``logs``) against a scripted port and a fake clock, for what
 the machines change in the requests that reach the API.
@@ -9,28 +14,37 @@ the machines change in the requests that reach the API.
 from __future__ import annotations
 
 import inspect
+import itertools
+import linecache
 import math
+import sys
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import CodeType, FrameType
 from typing import Any, TypeVar
 
 import pytest
 
-from kfcompile import lifecycle
-from kfcompile.lifecycle.deleting import (
-    Look,
-    Looked,
-    Remaining,
-    StillDeleting,
-    TimeUp,
-    Vanished,
-    Vanishing,
+from kfcompile import lifecycle, structure
+from kfcompile.lifecycle.deleting import Remaining, StillDeleting
+from kfcompile.lifecycle.objects import (
+    AllRead,
+    Endless,
+    Forgotten,
+    Lister,
+    ListPage,
+    PageRead,
+    TokenExpired,
 )
-from kfcompile.lifecycle.follow import (
+from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
+from kfcompile.lifecycle.pod_logs import (
     Cursor,
     Dropped,
     End,
     Follower,
+    InTurn,
+    JobGone,
     JobRead,
     Line,
     LogEnded,
@@ -42,36 +56,23 @@ from kfcompile.lifecycle.follow import (
     ReadJob,
     WatchPod,
 )
-from kfcompile.lifecycle.objects import (
-    AllRead,
-    Endless,
-    Forgotten,
-    Lister,
-    ListPage,
-    PageRead,
-    TokenExpired,
-)
-from kfcompile.lifecycle.observe import ListPods, PodsListed, observation, pod_waiting
-from kfcompile.lifecycle.pod_logs import InTurn
-from kfcompile.lifecycle.ports import Clock, Forbidden, Gone, Page, Ref, Transient, WatchEvent
-from kfcompile.lifecycle.repairing import Mended, NotOurs, Repairing, Unmendable
-from kfcompile.lifecycle.rollback import (
-    CheckUnsure,
-    Delete,
-    Found,
-    Interrupted,
-    Left,
-    NotRemoved,
-    Removed,
-    RolledBack,
-    RollingBack,
-    Unreadable,
+from kfcompile.lifecycle.ports import (
+    Clock,
+    Conflict,
+    Forbidden,
+    Gone,
+    NotFound,
+    Page,
+    Ref,
+    Transient,
+    WatchEvent,
 )
 from kfcompile.lifecycle.session import (
     LIST_RESTARTS,
     SPEC_HASH,
     Attempt,
     Backoff,
+    ClusterError,
     Failed,
     GiveUp,
     Machine,
@@ -79,37 +80,10 @@ from kfcompile.lifecycle.session import (
     Retry,
     Slept,
     Unexpected,
-    finished,
 )
-from kfcompile.lifecycle.submitting import (
-    AllMade,
-    Checked,
-    Create,
-    Failure,
-    Made,
-    MakeWay,
-    Own,
-    Owned,
-    Raised,
-    Read,
-    Repair,
-    Submitting,
-    Taken,
-    Upload,
-    Uploaded,
-    WayMade,
-)
-from kfcompile.lifecycle.sync import (
-    HelperRead,
-    NotYet,
-    ReadHelper,
-    Started,
-    Starting,
-    Stuck,
-    Synced,
-    WontStart,
-)
-from kfcompile.lifecycle.waiter import (
+from kfcompile.lifecycle.submitting import Left, create_all, prepare, removal, repair, roll_back
+from kfcompile.lifecycle.sync import await_running
+from kfcompile.lifecycle.waiting import (
     Bookmark,
     Changed,
     Deleted,
@@ -563,100 +537,148 @@ def terminating_pod() -> Obj:
 
 
 HELD = "held by foregroundDeletion: waiting for the garbage collector"
-GONE_WAIT = Vanishing(REF, uid="u1", timeout=10.0)
-WITH_PODS = Vanishing(REF, uid="u1", dependents=True, timeout=10.0)
 TERMINATING = (
     "demo-node-0-0-u0 (Terminating on node gpu-node-1: waiting for its kubelet to confirm it "
     "stopped)"
 )
+NOT_GONE = "TrainJob demo in namespace default not gone after 10.0s: still there: "
 
-# (machine, what it was told at what time, now) -> what it asks next
-VANISH_ROWS: list[tuple[str, Vanishing, list[tuple[Any, float]], float, Any]] = [
-    ("it looks first", GONE_WAIT, [], 0.0, Look()),
-    ("no job: gone", GONE_WAIT, [(Looked(None), 0.0)], 0.0, Vanished()),
+
+class Going:
+    """A ``Cluster`` port on which, at each look, the job is the next of ``jobs`` (None: there
+    is none) and its pods the next of ``pods`` (the last of each stays), with a continue token
+    when ``more``; it has no JobSet and no Job."""
+
+    def __init__(
+        self, jobs: list[Obj | None], pods: list[list[Obj]] | None = None, more: bool = False
+    ) -> None:
+        self.jobs, self.pods, self.more = jobs, pods or [[]], more
+
+    @staticmethod
+    def _next(items: list[Any]) -> Any:
+        return items.pop(0) if len(items) > 1 else items[0]
+
+    def get(self, ref: Ref) -> Obj:
+        found = self._next(self.jobs) if ref.kind == "TrainJob" else None
+        if found is None:
+            raise NotFound(404, "NotFound", f"{ref.name} not found")
+        return found  # type: ignore[no-any-return]
+
+    def list(self, api_version: str, kind: str, namespace: str | None, **query: Any) -> Page:
+        if kind != "Pod":
+            return Page([], "1")
+        return Page(self._next(self.pods), "1", "t" if self.more else None)
+
+
+# (the job at each look, its pods at each look and whether there are more, waiting for them
+# too, the timeout) -> what waiting for it to be gone raises (None: it is gone), and its pauses
+GONE_ROWS: list[tuple[str, list[Obj | None], list[list[Obj]], bool, float | None, Any, Any]] = [
+    ("no job: gone", [None], [], False, 10.0, None, []),
     (
         "another job of that name is not the one deleted",
-        GONE_WAIT,
-        [(Looked(deleting(uid="u2")), 0.0)],
-        0.0,
-        Vanished(),
-    ),
-    ("held: it pauses", GONE_WAIT, [(Looked(deleting()), 0.0)], 0.0, Pause(0, at_most=10.0)),
-    (
-        "then looks again",
-        GONE_WAIT,
-        [(Looked(deleting()), 0.0), (Slept(), 0.1)],
-        0.1,
-        Look(),
+        [deleting(uid="u2")],
+        [],
+        False,
+        10.0,
+        None,
+        [],
     ),
     (
-        "each pause the next of the one backoff, within what is left",
-        GONE_WAIT,
-        [(Looked(deleting()), 1.0), (Slept(), 1.1), (Looked(deleting()), 2.0)],
-        2.0,
-        Pause(1, at_most=9.0),
+        "held: it pauses with the one backoff, and looks again",
+        [deleting(), deleting(), None],
+        [],
+        False,
+        10.0,
+        None,
+        [0.075, 0.15],
     ),
     (
         "out of time from the first look, naming what holds it",
-        GONE_WAIT,
-        [(Looked(deleting()), 1.0), (Slept(), 6.0), (Looked(deleting()), 11.0)],
-        11.0,
-        TimeUp(10.0, Remaining(REF, JobState(State.DELETING, HELD, ""))),
+        [deleting()],
+        [],
+        False,
+        10.0,
+        f"{NOT_GONE}TrainJob demo ({HELD})",
+        10.0,
     ),
     (
         "with its pods: the job gone, a pod left is waited for",
-        WITH_PODS,
-        [(Looked(None, (terminating_pod(),)), 0.0), (Slept(), 10.0)],
+        [None],
+        [[terminating_pod()], []],
+        False,
         10.0,
-        Look(),
+        None,
+        [0.075],
     ),
     (
         "with its pods: what is left names them",
-        WITH_PODS,
-        [(Looked(None, (terminating_pod(),), more=("Pod",)), 0.0)],
+        [None],
+        [[terminating_pod()]],
+        True,
         10.0,
-        TimeUp(10.0, Remaining(REF, None, (f"pod {TERMINATING}", "more pods"))),
+        f"{NOT_GONE}pod {TERMINATING}, more pods",
+        10.0,
     ),
     (
         "no timeout: it waits as long as it takes",
-        Vanishing(REF),
-        [(Looked(deleting()), 0.0)],
-        1e6,
-        Pause(0, at_most=math.inf),
+        [*[deleting()] * 40, None],
+        [],
+        False,
+        None,
+        None,
+        132.225,
     ),
 ]
 
 
-def _same(got: Any, expected: Any) -> bool:
-    """Rows compare a Remaining's job by its state and reason (its message is status's)."""
-    if isinstance(got, TimeUp) and isinstance(expected, TimeUp):
-        left, want = got.left, expected.left
-        assert left is not None and want is not None
-        states = [(j.state, j.reason) if j else None for j in (left.job, want.job)]
-        return (
-            got.waited == expected.waited
-            and states[0] == states[1]
-            and left.dependents == want.dependents
-        )
-    return bool(got == expected)
-
-
 @pytest.mark.parametrize(
-    ("machine", "fed", "now", "expected"),
-    [r[1:] for r in VANISH_ROWS],
-    ids=[r[0] for r in VANISH_ROWS],
+    ("jobs", "pods", "more", "timeout", "expected", "pauses"),
+    [r[1:] for r in GONE_ROWS],
+    ids=[r[0] for r in GONE_ROWS],
 )
-def test_vanishing(
-    machine: Vanishing, fed: list[tuple[Any, float]], now: float, expected: Any
+def test_wait_gone(
+    jobs: list[Obj | None],
+    pods: list[list[Obj]],
+    more: bool,
+    timeout: float | None,
+    expected: str | None,
+    pauses: list[float] | float,
 ) -> None:
-    for answer, at in fed:
-        machine = machine.receive(answer, at)
-    assert _same(machine.next_request(now), expected), machine.next_request(now)
+    clock = FakeClock()
+    session = lifecycle.Session(Going(jobs, pods, more), clock, jitter=lambda: 0.5)  # type: ignore[arg-type]
+
+    def gone() -> None:
+        lifecycle.wait_gone(session, REF, uid="u1", dependents=bool(pods), timeout=timeout)
+
+    if expected is None:
+        gone()
+    else:
+        with pytest.raises(StillDeleting) as info:
+            gone()
+        assert str(info.value) == expected
+    if isinstance(pauses, list):
+        assert clock.slept == pytest.approx(pauses)
+    else:  # seconds in all (the last pause cut to what was left of the timeout)
+        assert sum(clock.slept) == pytest.approx(pauses)
 
 
-def test_a_vanishing_fed_out_of_turn_is_a_bug() -> None:
-    with pytest.raises(Unexpected, match="Vanishing in LOOK got Slept"):
-        GONE_WAIT.receive(Slept(), 0.0)
+def test_what_is_left_is_told_from_the_second_look_on_when_it_changes() -> None:
+    clock, told = FakeClock(), []
+    port = Going([deleting(), deleting(), deleting(), None], [[], [], [], [terminating_pod()], []])
+    session = lifecycle.Session(port, clock, jitter=lambda: 0.5)  # type: ignore[arg-type]
+    lifecycle.wait_gone(
+        session,
+        REF,
+        uid="u1",
+        dependents=True,
+        timeout=60.0,
+        on_change=lambda left, waited: told.append((str(left), waited)),
+    )
+    assert told == [
+        (f"TrainJob demo ({HELD})", pytest.approx(0.075)),
+        (f"pod {TERMINATING}", pytest.approx(0.525)),
+    ]
+    assert len(clock.slept) == 4  # gone at the fifth look
 
 
 def test_what_is_left_reads_as_a_list() -> None:
@@ -762,7 +784,12 @@ def test_a_lister_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
 
 
 def helper(phase: str, **status: Any) -> Obj:
-    return {"metadata": {"name": "kfcompile-sync-0"}, "status": {"phase": phase, **status}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "kfcompile-sync-0", "namespace": "default"},
+        "status": {"phase": phase, **status},
+    }
 
 
 PENDING_HELPER = helper("Pending")
@@ -770,74 +797,94 @@ STUCK_HELPER = helper(
     "Pending",
     containerStatuses=[{"name": "sync", "state": {"waiting": {"reason": "ImagePullBackOff"}}}],
 )
-HELPER_START = Starting(timeout=10.0, since=1.0)
+HELPER = Ref("v1", "Pod", "default", "kfcompile-sync-0")
+STARTED = "pod kfcompile-sync-0 is not scheduled yet"
 
-# (what it was told at what time, now) -> what it asks next
-START_ROWS: list[tuple[str, list[tuple[Any, float]], float, Any]] = [
-    ("it looks first", [], 1.0, ReadHelper()),
-    ("running: started", [(HelperRead(helper("Running")), 1.0)], 1.0, Started()),
-    ("no pod: it never will", [(HelperRead(None), 1.0)], 1.0, WontStart("disappeared")),
+
+class Helper:
+    """A ``Cluster`` port whose helper pod is, at each read, the next of ``pods`` (the last
+    stays; None: there is none), with no events."""
+
+    def __init__(self, *pods: Obj | None) -> None:
+        self.pods = list(pods)
+
+    def get(self, ref: Ref) -> Obj:
+        pod = self.pods.pop(0) if len(self.pods) > 1 else self.pods[0]
+        if pod is None:
+            raise NotFound(404, "NotFound", f'pods "{ref.name}" not found')
+        return pod
+
+    def list(self, api_version: str, kind: str, namespace: str | None, **query: Any) -> Page:
+        return Page([], "1")
+
+
+# (the helper pod at each look, the timeout) -> what waiting for it to run raises (None: it
+# runs), and the pauses it made (the one backoff: 0.075 s, doubling, with the jitter 0.5)
+START_ROWS: list[tuple[str, list[Obj | None], float, Any, list[float]]] = [
+    ("running: started", [helper("Running")], 10.0, None, []),
+    (
+        "no pod: it never will",
+        [None],
+        10.0,
+        f"sync helper {HELPER} disappeared before it started",
+        [],
+    ),
     (
         "ended: it never will",
-        [(HelperRead(helper("Failed")), 1.0)],
-        1.0,
-        WontStart("ended (Failed)"),
+        [helper("Failed")],
+        10.0,
+        f"sync helper {HELPER} ended (Failed) before it started",
+        [],
     ),
     (
         "succeeded is ended too",
-        [(HelperRead(helper("Succeeded")), 1.0)],
+        [helper("Succeeded")],
+        10.0,
+        f"sync helper {HELPER} ended (Succeeded) before it started",
+        [],
+    ),
+    (
+        "stuck: its status says why",
+        [STUCK_HELPER],
+        10.0,
+        "sync helper: pod kfcompile-sync-0 cannot start (ImagePullBackOff)",
+        [],
+    ),
+    (
+        "pending: looked at again after each pause of the one backoff",
+        [PENDING_HELPER, PENDING_HELPER, PENDING_HELPER, helper("Running")],
+        10.0,
+        None,
+        [0.075, 0.15, 0.3],
+    ),
+    (
+        "out of time from the start, the last pause cut to what was left",
+        [PENDING_HELPER],
         1.0,
-        WontStart("ended (Succeeded)"),
-    ),
-    ("stuck: its status says why", [(HelperRead(STUCK_HELPER), 1.0)], 1.0, Stuck(STUCK_HELPER)),
-    (
-        "pending: it pauses, within the timeout",
-        [(HelperRead(PENDING_HELPER), 3.0)],
-        3.0,
-        Pause(0, at_most=8.0),
-    ),
-    ("then looks again", [(HelperRead(PENDING_HELPER), 3.0), (Slept(), 3.1)], 3.1, ReadHelper()),
-    (
-        "each pause the next of the one backoff",
-        [(HelperRead(PENDING_HELPER), 2.0), (Slept(), 2.1), (HelperRead(PENDING_HELPER), 6.0)],
-        6.0,
-        Pause(1, at_most=5.0),
-    ),
-    (
-        "out of time from the start (not from the first look), with the pod last read",
-        [
-            (HelperRead(PENDING_HELPER), 5.0),
-            (Slept(), 10.0),
-            (HelperRead(helper("Pending", x=1)), 11.0),
-        ],
-        11.0,
-        NotYet(helper("Pending", x=1)),
+        f"sync helper not running after 1s (--timeout): {STARTED}",
+        [0.075, 0.15, 0.3, 0.475],
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("fed", "now", "expected"), [r[1:] for r in START_ROWS], ids=[r[0] for r in START_ROWS]
+    ("pods", "timeout", "expected", "pauses"),
+    [r[1:] for r in START_ROWS],
+    ids=[r[0] for r in START_ROWS],
 )
-def test_starting(fed: list[tuple[Any, float]], now: float, expected: Any) -> None:
-    machine = HELPER_START
-    for answer, at in fed:
-        machine = machine.receive(answer, at)
-    assert machine.next_request(now) == expected
-
-
-@pytest.mark.parametrize(
-    ("fed", "wrong"),
-    [
-        ([], Slept()),
-        ([HelperRead(PENDING_HELPER)], HelperRead(PENDING_HELPER)),
-        ([HelperRead(helper("Running"))], Slept()),
-    ],
-)
-def test_a_starting_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
-    machine = after(HELPER_START, fed, 1.0)
-    with pytest.raises(Unexpected, match="Starting in"):
-        machine.receive(wrong, 1.0)
+def test_await_running(
+    pods: list[Obj | None], timeout: float, expected: str | None, pauses: list[float]
+) -> None:
+    clock = FakeClock()
+    session = lifecycle.Session(Helper(*pods), clock, jitter=lambda: 0.5)  # type: ignore[arg-type]
+    if expected is None:
+        await_running(session, HELPER, timeout)
+    else:
+        error = lifecycle.TimedOut if "--timeout" in expected else ClusterError
+        with pytest.raises(error) as info:
+            await_running(session, HELPER, timeout)
+        assert str(info.value) == expected
+    assert clock.slept == pytest.approx(pauses)
 
 
 # --- submit: creating, repairing, rolling back -------------------------------------------------
@@ -860,143 +907,368 @@ FORBIDDEN = Forbidden(403, "Forbidden", "no right")
 DOWN = lifecycle.Unavailable("create TrainJob default/demo: the API server kept failing for 60s")
 TAKEN = lifecycle.NameTaken("ConfigMap demo-script in namespace default already exists")
 CTRL_C = KeyboardInterrupt()
-ALL_MADE = [Made(CM), Made(SECRET), Made(MADE_JOB)]
-FREE = [Found(None)]
-NEW = Submitting(OBJECTS, DIGEST)
-DRY = Submitting(OBJECTS, DIGEST, dry_run=True)
-UPLOADS = Submitting(OBJECTS, DIGEST, uploads=True)
-SYNCED = Synced(files=3, size=1024)
-OTHER_JOB = {**JOB, "metadata": {**JOB["metadata"], "annotations": {SPEC_HASH: "another"}}}
-GOING = {
-    **MADE_JOB,
-    "metadata": {**MADE_JOB["metadata"], "deletionTimestamp": "2025-01-01T00:00:00Z"},
-}
-STILL_DELETING = StillDeleting("TrainJob demo in namespace default is still being deleted", None)
 
-# (machine, what it was told) -> what it asks next
-SUBMIT_ROWS: list[tuple[str, Submitting, list[Any], Any]] = [
-    ("the job's name is read first", NEW, [], Read(Ref.of(JOB))),
-    ("free: the first object first", NEW, FREE, Create(CM)),
-    ("then the next, in order", NEW, [*FREE, Made(CM)], Create(SECRET)),
-    ("the job last", NEW, [*FREE, Made(CM), Made(SECRET)], Create(JOB)),
+
+class Store:
+    """A ``Cluster`` port over a dict of objects, recording each call as (verb, kind) in
+    ``asked``. ``fail``: (verb, kind) -> what that call raises the next time, before it is done;
+    ``lose``: after it is done (it reached the server, its answer never came)."""
+
+    def __init__(self, *objects: Obj) -> None:
+        self.objects = {Ref.of(obj): obj for obj in objects}
+        self.asked: list[tuple[str, str]] = []
+        self.fail: dict[tuple[str, str], BaseException] = {}
+        self.lose: dict[tuple[str, str], BaseException] = {}
+        self.going: set[Ref] = set()  # their deletion ends once they have been read
+        self.uids = 0
+
+    def _ask(self, verb: str, ref: Ref) -> BaseException | None:
+        """Record the call; raise its failure, or return what it raises once done."""
+        self.asked.append((verb, ref.kind))
+        error = self.fail.pop((verb, ref.kind), None)
+        if error is not None:
+            raise error
+        return self.lose.pop((verb, ref.kind), None)
+
+    def served(self, api_version: str, kind: str) -> bool:
+        return True
+
+    def _have(self, ref: Ref) -> Obj:
+        if ref not in self.objects:
+            raise NotFound(404, "NotFound", f"{ref.kind.lower()}s {ref.name!r} not found")
+        return self.objects[ref]
+
+    def get(self, ref: Ref) -> Obj:
+        self._ask("get", ref)
+        found = self._have(ref)
+        if ref in self.going:
+            del self.objects[ref]
+        return found
+
+    def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
+        ref = Ref.of(obj)
+        lost = self._ask("create", ref)
+        if ref in self.objects:
+            raise Conflict(409, "AlreadyExists", f"{ref.kind.lower()}s {ref.name!r} exists")
+        self.uids += 1
+        made = {**obj, "metadata": {**obj["metadata"], "uid": f"u{self.uids}"}}
+        if not dry_run:
+            self.objects[ref] = made
+        if lost is not None:
+            raise lost
+        return made
+
+    def patch(self, ref: Ref, patch: Obj) -> Obj:
+        lost = self._ask("patch", ref)
+        obj = self._have(ref)
+        self.objects[ref] = {**obj, "metadata": {**obj["metadata"], **patch["metadata"]}}
+        if lost is not None:
+            raise lost
+        return self.objects[ref]
+
+    def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
+        lost = self._ask("delete", ref)
+        self._have(ref)
+        del self.objects[ref]
+        if lost is not None:
+            raise lost
+
+    def owners(self, obj: Obj) -> list[str]:
+        refs = self.objects[Ref.of(obj)]["metadata"].get("ownerReferences", [])
+        return [r["uid"] for r in refs]
+
+
+Fails = dict[tuple[str, str], BaseException]  # (verb, kind) -> what the call raises
+
+
+def on(store: Store) -> lifecycle.Session:
+    return lifecycle.Session(store, FakeClock(), jitter=lambda: 0.5)  # type: ignore[arg-type]
+
+
+def forbidden() -> Forbidden:
+    return Forbidden(403, "Forbidden", "no right")
+
+
+NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
+SPEC = structure(
+    {
+        "name": "demo",
+        "image": "python:3.11-slim",
+        "launcher": {"kind": "torchrun", "entrypoint": "train.py"},
+        "script": "print(1)",
+        "secret_env": ["HF_TOKEN"],
+    }
+)
+ENV = {"HF_TOKEN": "hf_s3cr3t"}
+PREPARED = prepare(SPEC, "pytorchjob/v1", "default", ENV)
+P_CM, P_SECRET, P_JOB = PREPARED.objects
+P_MADE = {**P_JOB, "metadata": {**P_JOB["metadata"], "uid": "p1"}}
+P_GOING = {
+    **P_MADE,
+    "metadata": {**P_MADE["metadata"], "deletionTimestamp": "2025-01-01T00:00:00Z"},
+}
+P_OTHER = {**P_MADE, "metadata": {**P_MADE["metadata"], "annotations": {SPEC_HASH: "another"}}}
+P_REF = Ref.of(P_JOB)
+MADE_IN_ORDER = [("create", "ConfigMap"), ("create", "Secret"), ("create", "PyTorchJob")]
+OWNED_IN_ORDER = [("patch", "ConfigMap"), ("patch", "Secret")]
+LOOK = [("get", "PyTorchJob")]  # the job's name, read first
+
+# (on the cluster besides its namespace, submit's options, a call that fails) -> what submit
+# returns or raises, and the calls it makes once preflight has passed. A job being deleted
+# (P_GOING) is gone once read, unless submit waits for it no time.
+SUBMIT_ROWS: list[
+    tuple[str, tuple[Obj, ...], dict[str, Any], dict[tuple[str, str], Any], Any, Any]
+] = [
     (
-        "then the job, as created, owns the first companion",
-        NEW,
-        [*FREE, *ALL_MADE],
-        Own(CM, MADE_JOB),
+        "free: created in order, companions first, then the job owns each",
+        (),
+        {},
+        {},
+        lifecycle.Submitted(P_REF, created=True),
+        [*LOOK, *MADE_IN_ORDER, *OWNED_IN_ORDER],
     ),
-    ("and the next", NEW, [*FREE, *ALL_MADE, Owned()], Own(SECRET, MADE_JOB)),
     (
-        "all owned: done",
-        NEW,
-        [*FREE, *ALL_MADE, Owned(), Owned()],
-        AllMade((CM, SECRET, MADE_JOB), None),
+        "a job of this spec there: made whole again",
+        (P_MADE, {**P_CM, "metadata": {**P_CM["metadata"], "ownerReferences": [{"uid": "p1"}]}}),
+        {},
+        {},
+        lifecycle.Submitted(
+            P_REF, created=False, repaired=(f"{Ref.of(P_SECRET)} was missing: created again",)
+        ),
+        [*LOOK, ("get", "ConfigMap"), ("get", "Secret"), ("create", "Secret"), ("patch", "Secret")],
     ),
     (
-        "a job alone owns nothing",
-        Submitting((JOB,), DIGEST),
-        [*FREE, Made(MADE_JOB)],
-        AllMade((MADE_JOB,), None),
+        "another job there: never touched",
+        (P_OTHER,),
+        {},
+        {},
+        lifecycle.NameTaken(
+            f"{P_REF} already exists and is a different job (spec hash another, this spec "
+            f"{PREPARED.spec_hash}): rename the job, or cancel the old one first (kfcompile "
+            "cancel demo)"
+        ),
+        LOOK,
     ),
-    ("a job of this spec there: repaired", NEW, [Found(MADE_JOB)], Repair(MADE_JOB)),
-    ("another job there: never touched", NEW, [Found(OTHER_JOB)], Taken(OTHER_JOB)),
-    ("a job being deleted, even ours: waited for", NEW, [Found(GOING)], MakeWay(GOING)),
-    ("once it is gone, created anew", NEW, [Found(GOING), WayMade()], Create(CM)),
     (
-        "still there: nothing is created",
-        NEW,
-        [Found(GOING), Raised(STILL_DELETING)],
-        Raised(STILL_DELETING),
+        "a job being deleted, even ours: waited for, then created anew",
+        (P_GOING,),
+        {},
+        {},
+        lifecycle.Submitted(P_REF, created=True),
+        [*LOOK, *LOOK, *MADE_IN_ORDER, *OWNED_IN_ORDER],
     ),
-    ("the read failing: nothing is created", NEW, [Raised(FORBIDDEN)], Raised(FORBIDDEN)),
-    ("a work dir: uploaded before anything is created", UPLOADS, FREE, Upload()),
-    ("then the objects", UPLOADS, [*FREE, Uploaded(SYNCED)], Create(CM)),
     (
-        "and what was uploaded is said at the end",
-        UPLOADS,
-        [*FREE, Uploaded(SYNCED), *ALL_MADE, Owned(), Owned()],
-        AllMade((CM, SECRET, MADE_JOB), SYNCED),
+        "still there after the wait: nothing is created",
+        (P_GOING,),
+        {"deleting_wait": 0.0},
+        {},
+        StillDeleting,
+        [*LOOK, *LOOK],
     ),
-    ("an upload failing: nothing is created", UPLOADS, [*FREE, Raised(DOWN)], Raised(DOWN)),
-    ("a dry run sends each object with dryRun=All", DRY, FREE, Create(CM, dry_run=True)),
     (
-        "and never uploads",
-        Submitting(OBJECTS, DIGEST, dry_run=True, uploads=True),
-        FREE,
-        Create(CM, dry_run=True),
+        "the read failing: nothing is created",
+        (),
+        {},
+        {("get", "PyTorchJob"): forbidden()},
+        Forbidden,
+        LOOK,
     ),
-    ("each in order", DRY, [*FREE, Made(CM)], Create(SECRET, dry_run=True)),
     (
-        "all checked: they would be new, and nothing is owned",
-        DRY,
-        [*FREE, *ALL_MADE],
-        Checked(created=True),
+        "a dry run sends each object with dryRun=All, and owns nothing",
+        (),
+        {"dry_run": True},
+        {},
+        lifecycle.Submitted(P_REF, created=True, dry_run=True),
+        [*LOOK, *MADE_IN_ORDER],
     ),
-    ("a dry run of a job there: checked, not new", DRY, [Found(MADE_JOB)], Checked(created=False)),
     (
-        "a dry run waits for a job being deleted too",
-        DRY,
-        [Found(GOING), WayMade()],
-        Create(CM, dry_run=True),
+        "a dry run of a job there: checked, not new",
+        (P_MADE,),
+        {"dry_run": True},
+        {},
+        lifecycle.Submitted(P_REF, created=False, dry_run=True),
+        LOOK,
     ),
     (
         "a dry run refused: nothing to roll back",
-        DRY,
-        [*FREE, Made(CM), Raised(FORBIDDEN)],
-        Raised(FORBIDDEN),
-    ),
-    (
-        "a refusal created nothing: only what was made is rolled back",
-        NEW,
-        [*FREE, Made(CM), Raised(FORBIDDEN)],
-        Failure(FORBIDDEN, (CM,), None, frozenset()),
-    ),
-    (
-        "a taken name created nothing",
-        NEW,
-        [*FREE, Raised(TAKEN)],
-        Failure(TAKEN, (), None, frozenset()),
-    ),
-    (
-        "trouble that outlasted the retries may have created it",
-        NEW,
-        [*FREE, Made(CM), Made(SECRET), Raised(DOWN)],
-        Failure(DOWN, (CM, SECRET), JOB, frozenset()),
-    ),
-    ("so may a Ctrl-C", NEW, [*FREE, Raised(CTRL_C)], Failure(CTRL_C, (), CM, frozenset())),
-    (
-        "an owner patch that fails: rolled back with what is owned",
-        NEW,
-        [*FREE, *ALL_MADE, Owned(), Raised(FORBIDDEN)],
-        Failure(FORBIDDEN, (CM, SECRET, MADE_JOB), None, frozenset({Ref.of(CM)})),
+        (),
+        {"dry_run": True},
+        {("create", "Secret"): forbidden()},
+        Forbidden,
+        [*LOOK, *MADE_IN_ORDER[:2]],
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("machine", "fed", "expected"), [r[1:] for r in SUBMIT_ROWS], ids=[r[0] for r in SUBMIT_ROWS]
+    ("there", "options", "fail", "expected", "calls"),
+    [r[1:] for r in SUBMIT_ROWS],
+    ids=[r[0] for r in SUBMIT_ROWS],
 )
-def test_submitting(machine: Submitting, fed: list[Any], expected: Any) -> None:
-    assert after(machine, fed).next_request(0.0) == expected
+def test_submit(
+    there: tuple[Obj, ...],
+    options: dict[str, Any],
+    fail: dict[tuple[str, str], Any],
+    expected: Any,
+    calls: list[tuple[str, str]],
+) -> None:
+    store = Store(NAMESPACE, *there)
+    store.fail.update(fail)
+    if options.get("deleting_wait") != 0.0:
+        store.going.add(P_REF)
+    before = dict(store.objects)
+
+    def submitted() -> lifecycle.Submitted:
+        return lifecycle.submit(
+            on(store), SPEC, "pytorchjob/v1", namespace="default", environ=ENV, **options
+        )
+
+    if isinstance(expected, lifecycle.Submitted):
+        assert submitted() == expected
+    else:
+        with pytest.raises(expected if isinstance(expected, type) else type(expected)) as info:
+            submitted()
+        assert isinstance(expected, type) or str(info.value) == str(expected)
+    assert store.asked[store.asked.index(LOOK[0]) :] == calls
+    if options.get("dry_run") or not isinstance(expected, lifecycle.Submitted):
+        assert {ref: obj for ref, obj in store.objects.items() if ref != P_REF} == {
+            ref: obj for ref, obj in before.items() if ref != P_REF
+        }  # nothing stored
+
+
+# (the call that fails before it is done, or after: its answer lost) -> what create_all raises,
+# and the calls it makes; whatever fails, nothing it created stays
+CREATE_ROWS: list[tuple[str, Fails, Fails, Any, Any]] = [
+    (
+        "a refusal created nothing: only what was made is deleted",
+        {("create", "Secret"): forbidden()},
+        {},
+        Forbidden,
+        [("create", "ConfigMap"), ("create", "Secret"), ("delete", "ConfigMap")],
+    ),
+    (
+        "a taken name created nothing",
+        {("create", "ConfigMap"): TAKEN},
+        {},
+        TAKEN,
+        [("create", "ConfigMap")],
+    ),
+    (
+        "trouble that outlasted the retries may have created it: read, and deleted first",
+        {},
+        {("create", "TrainJob"): DOWN},
+        DOWN,
+        [
+            ("create", "ConfigMap"),
+            ("create", "Secret"),
+            ("create", "TrainJob"),
+            ("get", "TrainJob"),
+            ("delete", "TrainJob"),
+            ("delete", "Secret"),
+            ("delete", "ConfigMap"),
+        ],
+    ),
+    (
+        "so may a Ctrl-C",
+        {},
+        {("create", "ConfigMap"): CTRL_C},
+        CTRL_C,
+        [("create", "ConfigMap"), ("get", "ConfigMap"), ("delete", "ConfigMap")],
+    ),
+    (
+        "an owner patch that fails: the job first, then its companions",
+        {("patch", "Secret"): forbidden()},
+        {},
+        Forbidden,
+        [
+            ("create", "ConfigMap"),
+            ("create", "Secret"),
+            ("create", "TrainJob"),
+            ("patch", "ConfigMap"),
+            ("patch", "Secret"),
+            ("delete", "TrainJob"),
+            ("delete", "Secret"),
+            ("delete", "ConfigMap"),
+        ],
+    ),
+]
 
 
 @pytest.mark.parametrize(
-    ("machine", "fed", "wrong"),
-    [
-        (NEW, [], Made(CM)),
-        (NEW, [Found(GOING)], Found(None)),
-        (UPLOADS, FREE, Made(CM)),
-        (DRY, FREE, Owned()),
-        (NEW, FREE, Owned()),
-        (NEW, [*FREE, *ALL_MADE], Made(CM)),
-        (NEW, [Found(MADE_JOB)], Found(None)),
-    ],
+    ("fail", "lose", "expected", "calls"),
+    [r[1:] for r in CREATE_ROWS],
+    ids=[r[0] for r in CREATE_ROWS],
 )
-def test_a_submitting_fed_out_of_turn_is_a_bug(
-    machine: Submitting, fed: list[Any], wrong: Any
+def test_a_create_that_fails_deletes_what_was_created(
+    fail: dict[tuple[str, str], Any], lose: dict[tuple[str, str], Any], expected: Any, calls: Any
 ) -> None:
-    with pytest.raises(Unexpected, match="Submitting in"):
-        after(machine, fed).receive(wrong, 0.0)
+    store = Store()
+    store.fail.update(fail)
+    store.lose.update(lose)
+    with pytest.raises(expected if isinstance(expected, type) else type(expected)) as info:
+        create_all(on(store), OBJECTS, DIGEST)
+    assert isinstance(expected, type) or info.value is expected
+    assert store.asked == calls
+    assert store.objects == {}
+
+
+def test_every_object_is_created_then_owned_by_the_job() -> None:
+    store = Store()
+    made = create_all(on(store), OBJECTS, DIGEST)
+    assert [Ref.of(obj) for obj in made] == [Ref.of(obj) for obj in OBJECTS]
+    assert store.owners(CM) == store.owners(SECRET) == [made[-1]["metadata"]["uid"]]
+
+
+@contextmanager
+def ctrl_c_at(line: int, code: CodeType) -> Iterator[list[int]]:
+    """A Ctrl-C (``KeyboardInterrupt``) as the ``line``-th line run of ``code`` begins, as a
+    signal raises it between two statements; yields the lines run so far."""
+    run: list[int] = []
+
+    def each_line(frame: FrameType, event: str, arg: object) -> Any:
+        # A ``try:`` line runs a NOP no handler covers (CPython 3.11), where a real signal is
+        # never raised (only where the interpreter checks for one: calls, loops' jumps back).
+        if (
+            event == "line"
+            and linecache.getline(code.co_filename, frame.f_lineno).strip() != "try:"
+        ):
+            run.append(frame.f_lineno)
+            if len(run) == line:
+                raise KeyboardInterrupt  # the trace is unset with it: one Ctrl-C
+        return each_line
+
+    def calls(frame: FrameType, event: str, arg: object) -> Any:
+        return each_line if frame.f_code is code else None
+
+    before = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        yield run
+    finally:
+        sys.settrace(before)
+
+
+def test_a_ctrl_c_between_any_two_steps_of_a_create_leaves_nothing_or_everything() -> None:
+    """Each line of ``create_all`` in turn gets the Ctrl-C: before the first create and after
+    the last owner patch it stands as it is; anywhere between, what was created is deleted."""
+    outcomes = set()
+    for line in itertools.count(1):
+        store = Store()
+        with ctrl_c_at(line, create_all.__code__) as run:
+            try:
+                create_all(on(store), OBJECTS, DIGEST)
+            except KeyboardInterrupt:
+                pass
+            else:  # it returned before that line: every line has had its Ctrl-C
+                assert len(run) < line
+                break
+        if not store.objects:
+            outcomes.add("rolled back")
+        else:
+            assert list(store.objects) == [Ref.of(obj) for obj in OBJECTS], (line, run)
+            assert store.owners(CM) == store.owners(SECRET) == ["u3"], (line, run)
+            outcomes.add("done")
+    assert outcomes == {"rolled back", "done"}
 
 
 OURS_OWNED = companion("ConfigMap", "demo-script", owner="j1")
@@ -1005,64 +1277,71 @@ SOMEONE_ELSES = companion("ConfigMap", "demo-script", digest="fedcba9876543210",
 MISSING = f"{Ref.of(CM)} was missing: created again"
 ORPHAN = f"{Ref.of(SECRET)} had lost its owner: owned by the job again"
 
-# (what it was told) -> what it asks next; the companions CM and SECRET of MADE_JOB
-REPAIR_ROWS: list[tuple[str, list[Any], Any]] = [
-    ("the first companion is read first", [], Read(Ref.of(CM))),
-    ("missing: created again", [Found(None)], Create(CM)),
-    ("then owned by the job", [Found(None), Made(CM)], Own(CM, MADE_JOB)),
-    ("ours and owned: the next", [Found(OURS_OWNED)], Read(Ref.of(SECRET))),
+
+def unmended(ref: Ref, why: object) -> ClusterError:
+    return ClusterError(
+        f"TrainJob demo in namespace default exists, but {ref} could not be mended ({why}); the "
+        "job may not start without it, and deleting the job will not delete it: submit again, "
+        f"or remove both (kfcompile cancel demo -n default --kind TrainJob; {removal(ref)})"
+    )
+
+
+# (on the cluster besides the job MADE_JOB, the calls that fail) -> what repairing its
+# companions CM and SECRET says, or the error it ends with
+REPAIR_ROWS: list[tuple[str, tuple[Obj, ...], dict[tuple[str, str], BaseException], Any]] = [
+    ("missing: created again, owned by the job", (SECRET_OWNED,), {}, (MISSING,)),
+    ("ours without its owner: owned again", (OURS_OWNED, SECRET), {}, (ORPHAN,)),
+    ("each thing mended, one line each", (SECRET,), {}, (MISSING, ORPHAN)),
+    ("whole: nothing mended", (OURS_OWNED, SECRET_OWNED), {}, ()),
     (
-        "ours without its owner: owned again",
-        [Found(OURS_OWNED), Found(SECRET)],
-        Own(SECRET, MADE_JOB),
+        "not ours: it is never adopted",
+        (SOMEONE_ELSES, SECRET),
+        {},
+        lifecycle.NameTaken(
+            f"{Ref.of(CM)} is not the one this job was submitted with: the job reads it, so "
+            "remove or rename it and submit again (kubectl delete configmap demo-script -n "
+            "default)"
+        ),
     ),
-    ("not ours: it is never adopted", [Found(SOMEONE_ELSES)], NotOurs(Ref.of(CM))),
-    (
-        "each thing mended, one line each",
-        [Found(None), Made(CM), Owned(), Found(SECRET), Owned()],
-        Mended((MISSING, ORPHAN)),
-    ),
-    ("whole: nothing mended", [Found(OURS_OWNED), Found(SECRET_OWNED)], Mended(())),
     (
         "a read refused",
-        [Found(OURS_OWNED), Raised(FORBIDDEN)],
-        Unmendable(Ref.of(SECRET), FORBIDDEN),
+        (OURS_OWNED,),
+        {("get", "Secret"): forbidden()},
+        unmended(Ref.of(SECRET), "read Secret default/demo-env: 403 Forbidden: no right"),
     ),
     (
         "a create that outlasted the retries",
-        [Found(None), Raised(DOWN)],
-        Unmendable(Ref.of(CM), DOWN),
+        (SECRET_OWNED,),
+        {("create", "ConfigMap"): DOWN},
+        unmended(Ref.of(CM), DOWN),
     ),
-    ("a name taken meanwhile: as it is", [Found(None), Raised(TAKEN)], Raised(TAKEN)),
-    ("a Ctrl-C: as it is", [Found(None), Made(CM), Raised(CTRL_C)], Raised(CTRL_C)),
+    ("a name taken meanwhile: as it is", (SECRET_OWNED,), {("create", "ConfigMap"): TAKEN}, TAKEN),
+    ("a Ctrl-C: as it is", (SECRET_OWNED,), {("patch", "ConfigMap"): CTRL_C}, CTRL_C),
 ]
 
 
 @pytest.mark.parametrize(
-    ("fed", "expected"), [r[1:] for r in REPAIR_ROWS], ids=[r[0] for r in REPAIR_ROWS]
+    ("there", "fail", "expected"), [r[1:] for r in REPAIR_ROWS], ids=[r[0] for r in REPAIR_ROWS]
 )
-def test_repairing(fed: list[Any], expected: Any) -> None:
-    machine = after(Repairing.start((CM, SECRET), MADE_JOB, DIGEST), fed)
-    assert machine.next_request(0.0) == expected
+def test_repair(
+    there: tuple[Obj, ...], fail: dict[tuple[str, str], BaseException], expected: Any
+) -> None:
+    store = Store(MADE_JOB, *there)
+    store.fail.update(fail)
+    if isinstance(expected, tuple):
+        assert repair(on(store), (CM, SECRET), MADE_JOB, DIGEST) == expected
+        assert store.owners(CM) == store.owners(SECRET) == ["j1"]  # whole again
+        return
+    with pytest.raises(type(expected)) as info:
+        repair(on(store), (CM, SECRET), MADE_JOB, DIGEST)
+    assert info.value is expected or str(info.value) == str(expected)
+    assert ("patch", "Secret") not in store.asked  # it stops at the first it cannot mend
 
 
 def test_a_job_without_companions_has_nothing_to_repair() -> None:
-    assert Repairing.start((), MADE_JOB, DIGEST).next_request(0.0) == Mended(())
-
-
-@pytest.mark.parametrize(
-    ("fed", "wrong"),
-    [
-        ([], Made(CM)),
-        ([Found(None)], Found(None)),
-        ([Found(SECRET)], Found(None)),
-        ([Found(SOMEONE_ELSES)], Owned()),
-    ],
-)
-def test_a_repairing_fed_out_of_turn_is_a_bug(fed: list[Any], wrong: Any) -> None:
-    machine = after(Repairing.start((CM, SECRET), MADE_JOB, DIGEST), fed)
-    with pytest.raises(Unexpected, match="Repairing in"):
-        machine.receive(wrong, 0.0)
+    store = Store(MADE_JOB)
+    assert repair(on(store), (), MADE_JOB, DIGEST) == ()
+    assert store.asked == []
 
 
 CREATED = (CM, SECRET, MADE_JOB)
@@ -1070,162 +1349,167 @@ OWNED = frozenset({Ref.of(CM)})
 JOB_REF, SECRET_REF, CM_REF = Ref.of(JOB), Ref.of(SECRET), Ref.of(CM)
 UNAVAILABLE = "not deleted: the API server was unavailable"
 UNREAD = "may have been created (its create got no answer) and could not be read: "
+READ_JOB = "read TrainJob default/demo: "
+THEIRS = companion("Secret", "demo-env", digest="other")
+DELETES = [("delete", "TrainJob"), ("delete", "Secret"), ("delete", "ConfigMap")]
+UNDONE: list[Left] = []
 
-# (created, the one whose create got no answer, what it was told) -> what it asks next
-UNDO_ROWS: list[tuple[str, tuple[Obj, ...], Obj | None, list[Any], Any]] = [
-    ("the job is deleted first", CREATED, None, [], Delete(JOB_REF)),
-    ("then its companions, last created first", CREATED, None, [Removed()], Delete(SECRET_REF)),
-    ("all deleted: nothing left", CREATED, None, [Removed()] * 3, RolledBack(())),
-    ("nothing created: nothing to do", (), None, [], RolledBack(())),
-    ("an unanswered create is read first", (CM, SECRET), JOB, [], CheckUnsure(JOB)),
-    ("there and ours: deleted first", (CM, SECRET), JOB, [Found(MADE_JOB)], Delete(JOB_REF)),
-    ("not there: the rest", (CM, SECRET), JOB, [Found(None)], Delete(SECRET_REF)),
+# (on the cluster, what was created, the one whose create got no answer, the calls that fail)
+# -> what stays, and the calls made; the ConfigMap is owned by the job
+UNDO_ROWS: list[tuple[str, tuple[Obj, ...], tuple[Obj, ...], Obj | None, Fails, Any, Any]] = [
     (
-        "someone else's: never deleted",
-        (CM,),
-        SECRET,
-        [Found(companion("Secret", "demo-env", digest="other"))],
-        Delete(CM_REF),
+        "the job first, then its companions, last created first",
+        CREATED,
+        CREATED,
+        None,
+        {},
+        UNDONE,
+        DELETES,
     ),
-    ("nothing made, the unanswered one not there", (), CM, [Found(None)], RolledBack(())),
+    ("nothing created: nothing to do", (), (), None, {}, UNDONE, []),
+    ("one already gone is not left", (CM, SECRET), CREATED, None, {}, UNDONE, DELETES),
     (
-        "the unanswered one unreadable: left, and the rest deleted",
+        "an unanswered create, there and ours: read, and deleted first",
+        CREATED,
         (CM, SECRET),
         JOB,
-        [Unreadable(FORBIDDEN), Removed(), Removed()],
-        RolledBack((Left(JOB_REF, UNREAD + str(FORBIDDEN)),)),
+        {},
+        UNDONE,
+        [("get", "TrainJob"), *DELETES],
+    ),
+    (
+        "an unanswered create not there: the rest",
+        (CM, SECRET),
+        (CM, SECRET),
+        JOB,
+        {},
+        UNDONE,
+        [("get", "TrainJob"), *DELETES[1:]],
+    ),
+    (
+        "someone else's: never deleted",
+        (CM, THEIRS),
+        (CM,),
+        SECRET,
+        {},
+        UNDONE,
+        [("get", "Secret"), ("delete", "ConfigMap")],
+    ),
+    ("nothing made, the unanswered one not there", (), (), CM, {}, UNDONE, [("get", "ConfigMap")]),
+    (
+        "the unanswered one unreadable: left, and the rest deleted",
+        CREATED,
+        (CM, SECRET),
+        JOB,
+        {("get", "TrainJob"): forbidden()},
+        [Left(JOB_REF, f"{UNREAD}{READ_JOB}403 Forbidden: no right")],
+        [("get", "TrainJob"), *DELETES[1:]],
     ),
     (
         "unreadable as the API server is down: the rest is left without asking it",
+        CREATED,
         (CM, SECRET),
         JOB,
-        [Unreadable(DOWN)],
-        RolledBack(
-            (
-                Left(JOB_REF, UNREAD + str(DOWN)),
-                Left(SECRET_REF, UNAVAILABLE),
-                Left(CM_REF, UNAVAILABLE, owned=True),
-            )
-        ),
+        {("get", "TrainJob"): DOWN},
+        [
+            Left(JOB_REF, UNREAD + str(DOWN)),
+            Left(SECRET_REF, UNAVAILABLE),
+            Left(CM_REF, UNAVAILABLE, owned=True),
+        ],
+        [("get", "TrainJob")],
     ),
     (
         "a delete refused: left, the status line said, and the rest deleted",
         CREATED,
+        CREATED,
         None,
-        [NotRemoved(FORBIDDEN), Removed(), Removed()],
-        RolledBack((Left(JOB_REF, "delete failed: 403 Forbidden: no right"),)),
+        {("delete", "TrainJob"): forbidden()},
+        [Left(JOB_REF, "delete failed: 403 Forbidden: no right")],
+        DELETES,
     ),
     (
         "a delete that outlasted the retries: the rest is left without asking",
         CREATED,
+        CREATED,
         None,
-        [NotRemoved(DOWN)],
-        RolledBack(
-            (
-                Left(JOB_REF, f"delete failed: {DOWN}"),
-                Left(SECRET_REF, UNAVAILABLE),
-                Left(CM_REF, UNAVAILABLE, owned=True),
-            )
-        ),
+        {("delete", "TrainJob"): DOWN},
+        [
+            Left(JOB_REF, f"delete failed: {DOWN}"),
+            Left(SECRET_REF, UNAVAILABLE),
+            Left(CM_REF, UNAVAILABLE, owned=True),
+        ],
+        DELETES[:1],
     ),
     (
         "a Ctrl-C while deleting: what was not deleted yet",
         CREATED,
+        CREATED,
         None,
-        [Removed(), Interrupted()],
-        RolledBack(
-            (
-                Left(SECRET_REF, "delete interrupted: it may still be there"),
-                Left(CM_REF, "not deleted", owned=True),
-            )
-        ),
+        {("delete", "Secret"): CTRL_C},
+        [
+            Left(SECRET_REF, "delete interrupted: it may still be there"),
+            Left(CM_REF, "not deleted", owned=True),
+        ],
+        DELETES[:2],
     ),
     (
         "a Ctrl-C while reading the unanswered one: it too",
+        CREATED,
         (CM, SECRET),
         JOB,
-        [Interrupted()],
-        RolledBack(
-            (
-                Left(JOB_REF, "may have been created: not checked (interrupted)"),
-                Left(SECRET_REF, "delete interrupted: it may still be there"),
-                Left(CM_REF, "not deleted", owned=True),
-            )
-        ),
+        {("get", "TrainJob"): CTRL_C},
+        [
+            Left(JOB_REF, "may have been created: not checked (interrupted)"),
+            Left(SECRET_REF, "delete interrupted: it may still be there"),
+            Left(CM_REF, "not deleted", owned=True),
+        ],
+        [("get", "TrainJob")],
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("created", "unsure", "fed", "expected"),
+    ("there", "created", "unsure", "fail", "expected", "calls"),
     [r[1:] for r in UNDO_ROWS],
     ids=[r[0] for r in UNDO_ROWS],
 )
-def test_rolling_back(
-    created: tuple[Obj, ...], unsure: Obj | None, fed: list[Any], expected: Any
+def test_roll_back(
+    there: tuple[Obj, ...],
+    created: tuple[Obj, ...],
+    unsure: Obj | None,
+    fail: Fails,
+    expected: list[Left],
+    calls: list[tuple[str, str]],
 ) -> None:
-    machine = after(RollingBack.start(created, unsure, DIGEST, OWNED), fed)
-    assert machine.next_request(0.0) == expected
+    store = Store(*there)
+    store.fail.update(fail)
+    assert roll_back(on(store), created, unsure, DIGEST, OWNED) == expected
+    assert store.asked == calls
+    assert {Ref.of(obj) for obj in store.objects.values()} - {THEIRS_REF} <= {
+        left.ref for left in expected
+    }  # whatever stays is said
 
 
-@pytest.mark.parametrize(
-    ("unsure", "fed", "wrong"),
-    [(JOB, [], Removed()), (None, [], Found(None)), (None, [Removed()] * 3, Removed())],
-)
-def test_a_rolling_back_fed_out_of_turn_is_a_bug(
-    unsure: Obj | None, fed: list[Any], wrong: Any
-) -> None:
-    machine = after(RollingBack.start(CREATED, unsure, DIGEST, OWNED), fed)
-    with pytest.raises(Unexpected, match="RollingBack in"):
-        machine.receive(wrong, 0.0)
+THEIRS_REF = Ref.of(THEIRS)
 
 
-class CtrlCAt:
-    """A clock that raises a Ctrl-C at its ``at``-th reading: a drive reads it before each
-    request and after each answer, so the Ctrl-C comes between two calls."""
-
-    def __init__(self, at: int) -> None:
-        self.readings, self.at, self.error = 0, at, KeyboardInterrupt()
-
-    def monotonic(self) -> float:
-        self.readings += 1
-        if self.readings == self.at:
-            raise self.error
-        return 0.0
-
-    def sleep(self, seconds: float) -> None:
-        raise AssertionError("no pause here")
-
-
-CREATES: Mapping[type[Any], Callable[[Any], object]] = {
-    Read: lambda _: Found(None),
-    Create: lambda r: Made(r.obj),
-    Own: lambda _: Owned(),
-}
-
-
-def test_a_ctrl_c_between_two_creates_rolls_back_as_one_in_a_create() -> None:
-    clock = CtrlCAt(5)  # read the name (1, 2), create CM (3, 4): before the Secret's create
-    end = finished(NEW, clock, CREATES, Raised)
-    assert end == Failure(clock.error, (CM,), SECRET, frozenset())
-
-
-def test_a_ctrl_c_once_the_submit_has_ended_stands() -> None:
-    clock = CtrlCAt(2 * (1 + 3 + 2) + 1)  # after the read, 3 creates, 2 owner patches
-    with pytest.raises(KeyboardInterrupt) as info:
-        finished(NEW, clock, CREATES, Raised)
-    assert info.value is clock.error
-
-
-def test_a_ctrl_c_between_two_deletes_says_what_was_not_deleted() -> None:
-    machine = RollingBack.start(CREATED, None, DIGEST, OWNED)
-    end = finished(machine, CtrlCAt(3), {Delete: lambda _: Removed()}, lambda _: Interrupted())
-    assert end == RolledBack(
-        (
-            Left(SECRET_REF, "delete interrupted: it may still be there"),
-            Left(CM_REF, "not deleted", owned=True),
-        )
-    )
+def test_a_ctrl_c_between_any_two_steps_of_a_roll_back_says_each_object_left_once() -> None:
+    """Each line of ``roll_back`` in turn gets the Ctrl-C (during a roll-back, a second one):
+    what was not deleted is said, each object once."""
+    for line in itertools.count(1):
+        store = Store(*CREATED)
+        with ctrl_c_at(line, roll_back.__code__) as run:
+            try:
+                left = roll_back(on(store), (CM, SECRET), JOB, DIGEST, OWNED)
+            except KeyboardInterrupt:  # before it began, or once all was deleted: it stands
+                assert store.asked == [] or store.objects == {}, (line, run)
+                continue
+        if len(run) < line:  # it returned before that line: every line has had its Ctrl-C
+            assert left == []
+            break
+        said = [item.ref for item in left]
+        assert len(said) == len(set(said)), (line, run, left)
+        assert set(store.objects) <= set(said), (line, run, left)
 
 
 # --- log follow ---------------------------------------------------------------------------------
@@ -1256,7 +1540,7 @@ READING = [JobRead(job()), PodsListed(RUNNING)]  # a running job's pod found
 # (answers fed at t=10 unless given) -> what the follower of rank 0 (tail 5) asks next.
 FOLLOW_ROWS: list[tuple[str, list[Any], Any]] = [
     ("it reads the job first", [], ReadJob()),
-    ("a job gone ends it", [JobRead(None)], End()),
+    ("a job gone ends it", [JobGone()], End()),
     ("then the rank's pods", [JobRead(job())], ListPods(job())),
     # the pod watch starts from the pods' list: a change since it comes, no ADDED of what was
     ("no pod yet watches for it", [JobRead(job()), PodsListed([], "7")], WatchPod(RANK_0, 30, "7")),
@@ -1445,15 +1729,17 @@ def test_a_follower_fed_out_of_turn_is_a_bug() -> None:
 
 
 class FakeClock:
-    """Time that passes only when slept."""
+    """Time that passes only when slept (``slept``: each pause, in seconds)."""
 
     def __init__(self) -> None:
         self.now = 0.0
+        self.slept: list[float] = []
 
     def monotonic(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
         self.now += seconds
 
 

@@ -29,19 +29,7 @@ from kfcompile import lifecycle, structure
 from kfcompile.cli import main
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB
 from kfcompile.lifecycle import Happened, JobEvent
-from kfcompile.lifecycle.pod_logs import InTurn
-from kfcompile.lifecycle.ports import Clock, Transient
-from kfcompile.lifecycle.session import LIST_PAGE, GiveUp, Pause, Slept, Unexpected
-from kfcompile.lifecycle.waiter import (
-    Bookmark,
-    Changed,
-    Expired,
-    ReadEvent,
-    Refused,
-    StreamEnded,
-    Trouble,
-)
-from kfcompile.lifecycle.watcher import (
+from kfcompile.lifecycle.job_events import (
     JOBS_SEGMENT,
     ListJobs,
     PageListed,
@@ -49,6 +37,18 @@ from kfcompile.lifecycle.watcher import (
     Watcher,
     WatchJobs,
     happened,
+)
+from kfcompile.lifecycle.pod_logs import InTurn
+from kfcompile.lifecycle.ports import Clock, Transient
+from kfcompile.lifecycle.session import LIST_PAGE, GiveUp, Pause, Slept, Unexpected
+from kfcompile.lifecycle.waiting import (
+    Bookmark,
+    Changed,
+    Expired,
+    ReadEvent,
+    Refused,
+    StreamEnded,
+    Trouble,
 )
 from kfcompile.status import JobState, State
 from kfcompile.testing import FakeClock, FakeCluster, courses, fixed_jitter

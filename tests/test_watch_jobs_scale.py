@@ -9,7 +9,7 @@ import tracemalloc
 from typing import Any
 
 from kfcompile.kinds import TRAINJOB
-from kfcompile.lifecycle.watcher import Changed, PageListed, Removed, Watcher
+from kfcompile.lifecycle.job_events import Changed, PageListed, Removed, Watcher
 
 QUEUED = {"conditions": [{"type": "Suspended", "status": "True", "reason": "Suspended"}]}
 RESUMED = {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed"}]}

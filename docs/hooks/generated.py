@@ -239,12 +239,24 @@ def states_table() -> str:
     reasons[State.DELETING] += [
         f"`held by {name}: {waits}`" for name, waits, _ in status.DELETION_HOLDS
     ]
+    # What Kueue says of a job it holds (``status.kueue_says``), and what only the Trainer's
+    # events say of one that seems to wait (``status.trainer_refused``).
+    kueue = ["`Queued`", "Kueue's own (`Inadmissible`, ...)", "`AdmissionCheck<State>`"]
+    reasons[State.SUSPENDED] += [*kueue, "`Evicted`", "`Deactivated`"]
+    reasons[State.PENDING] += [f"`{r}`" for r in status.TRAINER_REFUSALS]
     docs = member_docs(State)
     lines = ["| state | means | finished | reasons you see |", "|---|---|---|---|"]
     for s in State:
         done = "yes" if s in kinds.FINISHED_STATES else ""
         lines.append(f"| `{s.name}` | {_cell(docs[s.name])} | {done} | {', '.join(reasons[s])} |")
     return "\n".join(lines) + "\n"
+
+
+def states_rules() -> str:
+    """How a state is decided, as ``status.py``'s docstring says it (the code's own words)."""
+    doc = status.__doc__ or ""
+    rules = doc.split("How a state is decided, for both kinds:\n", 1)[1].split("\n\n")[0]
+    return rules.replace("``", "`").strip() + "\n"
 
 
 def enum_table(cls: type[enum.Enum]) -> str:
@@ -257,7 +269,7 @@ def enum_table(cls: type[enum.Enum]) -> str:
 
 def happened_table() -> str:
     """What ``watch_jobs`` reports: ``Happened``'s members."""
-    from kfcompile.lifecycle.watcher import Happened
+    from kfcompile.lifecycle.job_events import Happened
 
     return enum_table(Happened)
 
@@ -307,6 +319,7 @@ GENERATED: dict[str, Callable[[], str]] = {
     "spec": field_reference.spec_reference,
     "states": states_table,
     "states-diagram": states_diagram,
+    "states-rules": states_rules,
     "happened": happened_table,
     "cli": cli_help,
 }

@@ -32,6 +32,11 @@ How a state is decided, for both kinds:
    DELETING, its reason what holds it (``held by foregroundDeletion: waiting for the garbage
    collector``, from ``DELETION_HOLDS``); a finished job keeps its state, the deletion said in
    its message.
+5. A job that waits (SUSPENDED or PENDING) and that Kueue holds is described by its Workload
+   when the caller has it (``kueue_says``): ``Queued``, Kueue's own reason (``Inadmissible``),
+   ``AdmissionCheck<State>``, ``Evicted`` or ``Deactivated``, with Kueue's message; a job that
+   only seems to wait is described by the Trainer's refusal among its Warning events when the
+   caller has them (``trainer_refused``).
 
 Pods and counters can only ever yield PENDING or RUNNING: a finished state comes from a
 condition alone. Input is read defensively: a field of the wrong shape counts as absent.

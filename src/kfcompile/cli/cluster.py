@@ -202,7 +202,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         far = spec.managed_by == MULTIKUEUE
         if spec.queue is not None:
             far = _say_multikueue(ctx, spec.queue) or far
-        from kfcompile.lifecycle.submission import DELETING_WAIT
+        from kfcompile.lifecycle.submitting import DELETING_WAIT
 
         done = lifecycle.submit(
             ctx.session,

@@ -73,7 +73,7 @@ def _with_secret(
         return objects
 
     from kfcompile.lifecycle import ClusterError
-    from kfcompile.lifecycle.submission import secret
+    from kfcompile.lifecycle.submitting import secret
 
     try:
         return [*objects[:-1], secret(spec, os.environ, spec.namespace), objects[-1]]

@@ -20,13 +20,13 @@ from kfcompile.status import JobState, State
 from kfcompile.terminal import printable
 
 if TYPE_CHECKING:  # the watch machine: -w's alone
-    from kfcompile.lifecycle.watcher import Happened, JobEvent
+    from kfcompile.lifecycle.job_events import Happened, JobEvent
 
 
 def news(event: JobEvent, shown: Mapping[Ref, JobState]) -> Happened | None:
     """What the line says; ``None`` when the table already said it (a job the watch lists as
     the table showed it: the watch lists once more before it watches)."""
-    from kfcompile.lifecycle.watcher import Happened, happened
+    from kfcompile.lifecycle.job_events import Happened, happened
 
     if event.what is not Happened.LISTED:
         return event.what
@@ -60,7 +60,7 @@ def print_changes(
     session: Session, namespace: str | None, shown: Mapping[Ref, JobState], widths: Sequence[int]
 ) -> None:
     """A line per change until Ctrl-C (closing the watch on the way out, whichever it is)."""
-    from kfcompile.lifecycle.watch import watch_jobs  # `list -w` only: it loads the log merger
+    from kfcompile.lifecycle.job_events import watch_jobs  # `list -w` only: it loads the log merger
 
     with closing(watch_jobs(session, namespace, on_skipped=_skipped)) as events:
         for event in events:

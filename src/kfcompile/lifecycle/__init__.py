@@ -3,33 +3,42 @@ written against the ports in ``kfcompile.lifecycle.ports`` only.
 
 Nothing here opens a socket, reads a clock, draws a random number or starts a thread: the
 ``Session`` carries the ``Cluster`` port, the ``Clock`` port, the jitter source and the
-``Merge`` port, so tests drive all of them. The loops (``wait``, a followed log, a retried
-call, a list's pages, submit's creates and roll-back) are machines fed what the API answered
-that say what to ask next; their drivers are a few lines that call the ports.
+``Merge`` port, so tests drive all of them. The loops (waiting for a job, a followed log, every
+job watched, a retried call, a list's pages) are machines fed what the API answered that say
+what to ask next, each in the module of its command with its driver, the few lines that call
+the ports. What runs once (submit's creates, repair and roll-back, a helper pod's start,
+waiting for a deleted job to be gone) is straight-line code over the ports.
 
-- ``session``: the Session, the one ``Backoff``, the errors, the retry machine and ``call``
-- ``objects``: reading (every page of a list: the ``Lister`` machine) and creating objects
-  through ``call``
-- ``submitting``: the ``Submitting`` machine, ``repairing``: the ``Repairing`` machine;
-  ``submission``: prepare, preflight and ``submit``, their driver; ``rollback``: what a failure
-  leaves (the ``RollingBack`` machine)
-- ``observe``: a job's state, its nodes and events (``status``)
-- ``waiter``: the ``Waiter`` machine; ``waiting``: ``wait``, its driver
-- ``follow``: the ``Follower`` machine and its ``Cursor``; ``pod_logs``: ``follow_logs`` (its
-  driver), ``read_logs``, ``logs`` and ``InTurn``
+One module per command:
+
+- ``submitting``: ``prepare``, ``preflight`` and ``submit``: the creates, the repair of a job
+  submitted before, the roll-back of a failure (``LeftBehind``: what it could not delete)
+- ``observe``: a job's state, its nodes and events (``status``); ``TimedOut``, a wait's end
+- ``waiting``: ``wait``, the ``Waiter`` machine and its driver, and the answers of a watch
+  the other watching loops share
+- ``pod_logs``: ``logs``, ``read_logs`` and ``follow_logs``: the ``Follower`` machine, its
+  ``Cursor`` and its driver, and ``InTurn``, a merge without threads
+- ``job_events``: ``watch_jobs``, for services that run many jobs: the ``Watcher`` machine
+  (every job of one kind) and its driver
 - ``manage``: ``find``, ``locate``, ``cancel``, ``set_suspended``, ``list_jobs``
-- ``deleting``: the ``Vanishing`` machine and ``wait_gone``, its driver: waiting for a deleted
-  job (and its pods) to be gone, saying what holds it
-- ``sync``: work-dir sync through a helper pod (its start: the ``Starting`` machine)
-- ``watcher``: the ``Watcher`` machine (every job of one kind); ``watch``: ``watch_jobs``, its
-  driver, for services that run many jobs
+- ``deleting``: ``wait_gone``: waiting for a deleted job (and its pods) to be gone, saying
+  what holds it
+- ``sync``: ``sync_up`` and ``sync_down``: work-dir sync through a helper pod
 - ``cluster_target``: which target a cluster runs (``detect_target``; what its answers mean is
   ``target_evidence``) and the CRD it serves a kind by
+
+And what they share:
+
+- ``session``: the Session, the one ``Backoff``, the errors, the machines' tables and their
+  one ``drive``, the retry machine and ``call``
+- ``objects``: reading (every page of a list: the ``Lister`` machine) and creating objects
+  through ``call``
 - ``ports``: the Protocols the lifecycle is written against, and the ``ApiError`` family
-- ``rbac``: the permissions the cluster commands use
 - ``kueue``: the Kueue API version the cluster serves (v1beta2, else v1beta1), a job's Workload
 - ``multikueue``: on a MultiKueue manager, which worker cluster a job was dispatched to (its
   Kueue Workload), and whether a queue dispatches
+- ``runtimes``: the runtime a TrainJob names, checked against what the job asks of it
+- ``rbac``: the permissions the cluster commands use
 
 Two rules hold everywhere:
 
@@ -56,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kfcompile.lifecycle.cluster_target import Found, detect_target, served_crd
     from kfcompile.lifecycle.deleting import StillDeleting, wait_gone
+    from kfcompile.lifecycle.job_events import Happened, JobEvent, watch_jobs
     from kfcompile.lifecycle.manage import (
         Cancelled,
         Listed,
@@ -65,7 +75,14 @@ if TYPE_CHECKING:
         locate,
         set_suspended,
     )
-    from kfcompile.lifecycle.observe import Event, Node, Observation, Waiting, status
+    from kfcompile.lifecycle.observe import (
+        Event,
+        Node,
+        Observation,
+        TimedOut,
+        Waiting,
+        status,
+    )
     from kfcompile.lifecycle.pod_logs import (
         CannotRead,
         CannotStart,
@@ -76,7 +93,6 @@ if TYPE_CHECKING:
         read_logs,
     )
     from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Ref
-    from kfcompile.lifecycle.rollback import LeftBehind
     from kfcompile.lifecycle.session import (
         MANAGED_BY_LABEL,
         MANAGER,
@@ -88,31 +104,26 @@ if TYPE_CHECKING:
         NameTaken,
         PreflightFailed,
         Session,
-        TimedOut,
         Unavailable,
         Unreachable,
     )
-    from kfcompile.lifecycle.submission import Prepared, Submitted, preflight, prepare, submit
+    from kfcompile.lifecycle.submitting import (
+        LeftBehind,
+        Prepared,
+        Submitted,
+        preflight,
+        prepare,
+        submit,
+    )
     from kfcompile.lifecycle.sync import Synced, sync_down, sync_up
-    from kfcompile.lifecycle.waiter import Until
-    from kfcompile.lifecycle.waiting import wait
-    from kfcompile.lifecycle.watch import watch_jobs
-    from kfcompile.lifecycle.watcher import Happened, JobEvent
+    from kfcompile.lifecycle.waiting import Until, wait
 
 # Each module is imported when one of its names is first used: a command loads only the machines
 # it runs (a cold `kfcompile status` needs neither submit's nor the log follower's).
 _LAZY = {
     "kfcompile.lifecycle.cluster_target": ("Found", "detect_target", "served_crd"),
     "kfcompile.lifecycle.deleting": ("StillDeleting", "wait_gone"),
-    "kfcompile.lifecycle.pod_logs": (
-        "CannotRead",
-        "CannotStart",
-        "LogLine",
-        "NoSuchRank",
-        "follow_logs",
-        "logs",
-        "read_logs",
-    ),
+    "kfcompile.lifecycle.job_events": ("Happened", "JobEvent", "watch_jobs"),
     "kfcompile.lifecycle.manage": (
         "Cancelled",
         "Listed",
@@ -122,9 +133,24 @@ _LAZY = {
         "locate",
         "set_suspended",
     ),
-    "kfcompile.lifecycle.observe": ("Event", "Node", "Observation", "Waiting", "status"),
+    "kfcompile.lifecycle.observe": (
+        "Event",
+        "Node",
+        "Observation",
+        "TimedOut",
+        "Waiting",
+        "status",
+    ),
+    "kfcompile.lifecycle.pod_logs": (
+        "CannotRead",
+        "CannotStart",
+        "LogLine",
+        "NoSuchRank",
+        "follow_logs",
+        "logs",
+        "read_logs",
+    ),
     "kfcompile.lifecycle.ports": ("ApiError", "Forbidden", "NotFound", "Ref"),
-    "kfcompile.lifecycle.rollback": ("LeftBehind",),
     "kfcompile.lifecycle.session": (
         "MANAGED_BY_LABEL",
         "MANAGER",
@@ -136,16 +162,19 @@ _LAZY = {
         "NameTaken",
         "PreflightFailed",
         "Session",
-        "TimedOut",
         "Unavailable",
         "Unreachable",
     ),
-    "kfcompile.lifecycle.submission": ("Prepared", "Submitted", "preflight", "prepare", "submit"),
+    "kfcompile.lifecycle.submitting": (
+        "LeftBehind",
+        "Prepared",
+        "Submitted",
+        "preflight",
+        "prepare",
+        "submit",
+    ),
     "kfcompile.lifecycle.sync": ("Synced", "sync_down", "sync_up"),
-    "kfcompile.lifecycle.waiting": ("wait",),
-    "kfcompile.lifecycle.waiter": ("Until",),
-    "kfcompile.lifecycle.watch": ("watch_jobs",),
-    "kfcompile.lifecycle.watcher": ("Happened", "JobEvent"),
+    "kfcompile.lifecycle.waiting": ("Until", "wait"),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 
@@ -156,22 +185,20 @@ _MOVED = {
     for module, names in {
         "kinds": ("JobState", "KINDS", "Kind", "State"),
         "lifecycle.cluster_target": ("crd_problems",),
-        "lifecycle.deleting": ("Remaining", "Vanishing"),
-        "lifecycle.follow": ("Cursor", "Follower"),
+        "lifecycle.deleting": ("Remaining",),
+        "lifecycle.job_events": ("JOBS_SEGMENT", "Watcher"),
         "lifecycle.objects": ("job_kind",),
         "lifecycle.observe": ("EVENT_APIS", "TROUBLED_PODS", "events", "events_about",
                               "nodes_total", "observation", "rank_of"),
-        "lifecycle.pod_logs": ("InTurn", "merger", "ranks"),
+        "lifecycle.pod_logs": ("Cursor", "Follower", "InTurn", "merger", "ranks"),
         "lifecycle.ports": ("Clock", "Cluster", "ExecOutput", "ExecResult", "Gone", "Invalid",
                             "LocalFiles", "Merge", "Obj", "Packed", "Transient"),
-        "lifecycle.rollback": ("Left", "removal"),
         "lifecycle.session": ("BACKOFF_CAP", "BACKOFF_START", "Backoff", "LIST_PAGE",
                               "LIST_RESTARTS", "Retry", "call"),
-        "lifecycle.submission": ("DELETING_WAIT", "LOCAL_QUEUE_API", "RUNTIME_API", "secret",
-                                 "spec_hash"),
+        "lifecycle.submitting": ("DELETING_WAIT", "Left", "RUNTIME_API",
+                                 "removal", "secret", "spec_hash"),
         "lifecycle.sync": ("SYNC_IMAGE", "SYNC_ROOT", "SYNC_TIMEOUT", "claim_dir"),
-        "lifecycle.waiter": ("WATCH_SEGMENT", "Waiter", "reached"),
-        "lifecycle.watcher": ("JOBS_SEGMENT", "Watcher"),
+        "lifecycle.waiting": ("WATCH_SEGMENT", "Waiter", "reached"),
     }.items()
     for name in names
 }  # fmt: skip

@@ -1,11 +1,11 @@
-"""Waiting for a deleted job to be gone: the ``Vanishing`` machine, fed what a look at the job
-(and what its controllers made of it) found, and ``wait_gone``, its driver.
+"""Waiting for a deleted job to be gone (``wait_gone``): a look at the job (and what its
+controllers made of it), a pause, and a look again.
 
 A deletion can take long: a finalizer keeps the job until whoever added it lets go (the
 ``foregroundDeletion`` one until the garbage collector has deleted its dependents: on a real
 cluster it notices a newly installed kind only after up to 30 s, and without one it never
 does), the collector deletes a job's JobSet, Jobs and pods only after the job, and a pod on a
-node whose kubelet does not answer stays Terminating. So the machine looks, pauses with the
+node whose kubelet does not answer stays Terminating. So ``wait_gone`` looks, pauses with the
 session's one backoff, and looks again, for ``timeout`` seconds at most; what is still there at
 each look (``Remaining``) is what it waits on, said when it changes and named when the time is
 up.
@@ -13,33 +13,25 @@ up.
 
 from __future__ import annotations
 
-import enum
+import itertools
 import math
 from collections.abc import Callable
 from functools import partial
 from typing import Final
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from kfcompile import status as job_status
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB
 from kfcompile.lifecycle.objects import get, meta
+from kfcompile.lifecycle.observe import TimedOut
 from kfcompile.lifecycle.ports import Obj, Ref
 from kfcompile.lifecycle.session import (
     Pause,
-    Perform,
     Session,
-    Slept,
-    Table,
-    TimedOut,
     call,
-    drive,
-    ended,
     named,
     pause,
-    row,
-    told,
-    transition,
 )
 from kfcompile.status import JobState
 
@@ -82,132 +74,41 @@ class StillDeleting(TimedOut):
         self.left = left
 
 
-# --- what the machine asks, and is answered -----------------------------------------------------
-
-
-@frozen
-class Look:
-    """Read the job by name (and, when what it made must go too, a first page of each kind)."""
-
-
-@frozen
-class Looked:
-    job: Obj | None  # None: no job of that name
-    dependents: tuple[Obj, ...] = ()  # in DEPENDENTS' order
-    more: tuple[str, ...] = ()  # kinds with more objects than read
-
-
-@frozen
-class Vanished:
-    """Nothing is left."""
-
-
-@frozen
-class TimeUp:
-    waited: float
-    left: Remaining | None
-
-
-class GonePhase(enum.Enum):
-    LOOK = "look"
-    PAUSE = "pause"
-    GONE = "gone"
-
-
-LOOK, PAUSE, GONE = GonePhase.LOOK, GonePhase.PAUSE, GonePhase.GONE  # the table's words
-
-
-def remaining(ref: Ref, uid: str | None, answer: Looked) -> Remaining | None:
-    """What ``answer`` shows is left (None: nothing). A job of that name with another uid is
-    a new one: the deleted job is gone."""
-    job = answer.job
+def remaining(session: Session, ref: Ref, uid: str | None, dependents: bool) -> Remaining | None:
+    """What is left of the job (None: nothing): read by name (one of that name with another uid
+    is a new one: the deleted job is gone) and, with ``dependents``, what its controllers made
+    (``DEPENDENTS``: one page of each kind, the first few named)."""
+    job = get(session, ref)
     if job is not None and uid is not None and meta(job).get("uid") != uid:
         job = None
-    if job is None and not answer.dependents:
-        return None
-    named = []
-    for obj in answer.dependents:
-        note = job_status.terminating(obj)
-        kind = "pod" if obj.get("kind") == "Pod" else obj.get("kind", "?")
-        named.append(f"{kind} {meta(obj).get('name', '?')}" + (f" ({note})" if note else ""))
-    named += [f"more {'pod' if kind == 'Pod' else kind}s" for kind in answer.more]
-    state = job_status.job_state(job) if job is not None else None
-    return Remaining(ref, state, tuple(named))
-
-
-@frozen
-class Vanishing:
-    """Waiting for the job ``ref`` (the one with ``uid``, if given) to be gone, and with
-    ``dependents`` what its controllers made too, for ``timeout`` seconds at most (None: as
-    long as it takes)."""
-
-    ref: Ref
-    uid: str | None = None
-    dependents: bool = False
-    timeout: float | None = None
-    phase: GonePhase = GonePhase.LOOK
-    since: float | None = None  # the first look
-    pauses: int = 0
-    left: Remaining | None = None  # what the last look found
-
-    def next_request(self, now: float) -> Look | Pause | Vanished | TimeUp:
-        if self.phase is GonePhase.GONE:
-            return Vanished()
-        if self.phase is GonePhase.LOOK:
-            return Look()
-        assert self.since is not None
-        waited = now - self.since
-        if self.timeout is not None and waited >= self.timeout:
-            return TimeUp(waited, self.left)
-        at_most = math.inf if self.timeout is None else self.timeout - waited
-        return Pause(self.pauses, at_most=at_most)
-
-    def receive(self, answer: Looked | Slept, now: float) -> Vanishing:
-        return transition(VANISH_TABLE, self, self.phase, answer, now)
-
-    def _looked(self, answer: Looked, now: float) -> Vanishing:
-        since = now if self.since is None else self.since
-        left = remaining(self.ref, self.uid, answer)
-        phase = GonePhase.GONE if left is None else GonePhase.PAUSE
-        return evolve(self, phase=phase, since=since, left=left)
-
-    def _slept(self, answer: Slept, now: float) -> Vanishing:
-        return evolve(self, phase=GonePhase.LOOK, pauses=self.pauses + 1)
-
-
-VANISH_TABLE: Final[Table[Vanishing]] = {
-    (LOOK, Looked): row(Vanishing._looked, GONE, PAUSE),  # PAUSE: what is left
-    (PAUSE, Slept): row(Vanishing._slept, LOOK),  # again (or out of time)
-}
-
-
-# --- the driver ---------------------------------------------------------------------------------
-
-
-def look(session: Session, ref: Ref, dependents: bool) -> Looked:
-    job = get(session, ref)
-    if not dependents:
-        return Looked(job)
     found: list[Obj] = []
     more: list[str] = []
-    for api_version, kind, selector in DEPENDENTS[ref.kind]:
+    for api_version, kind, selector in DEPENDENTS[ref.kind] if dependents else ():
         if selector is None:
             one = get(session, Ref(api_version, kind, ref.namespace, ref.name))
             found += [one] if one is not None else []
             continue
-        labels = selector.format(name=ref.name)
         read = partial(
             session.cluster.list,
             api_version,
             kind,
             ref.namespace,
-            label_selector=labels,
+            label_selector=selector.format(name=ref.name),
             limit=NAMED,
         )
         page = call(session, named(f"list {kind}s of", ref), read)
         found += page.items
         more += [kind] if page.continue_token else []
-    return Looked(job, tuple(found), tuple(more))
+    if job is None and not found:
+        return None
+    said = []
+    for obj in found:
+        note = job_status.terminating(obj)
+        kind = "pod" if obj.get("kind") == "Pod" else obj.get("kind", "?")
+        said.append(f"{kind} {meta(obj).get('name', '?')}" + (f" ({note})" if note else ""))
+    said += [f"more {'pod' if kind == 'Pod' else kind}s" for kind in more]
+    state = job_status.job_state(job) if job is not None else None
+    return Remaining(ref, state, tuple(said))
 
 
 def wait_gone(
@@ -221,30 +122,29 @@ def wait_gone(
 ) -> None:
     """Return once the job (``uid``'s, if given; with ``dependents``, and its JobSet, Jobs and
     pods: ``DEPENDENTS``) is gone, or raise ``StillDeleting`` naming what is left after
-    ``timeout`` seconds. ``on_change(left, seconds waited)`` is told what it waits on from the
-    second look on (a deletion done by then says nothing), whenever that changes."""
+    ``timeout`` seconds from the first look. Between looks it pauses with the session's one
+    backoff. ``on_change(left, seconds waited)`` is told what it waits on from the second look
+    on (a deletion done by then says nothing), whenever that changes."""
     clock = session.clock
-    start = clock.monotonic()
-    seen: Remaining | None = None
-
-    def each(after: Vanishing, answer: Looked | Slept) -> None:
-        nonlocal seen
-        if after.pauses == 0 or not isinstance(answer, Looked):
-            return  # what the first look finds is often gone by the next (the collector's lag)
-        if on_change is not None and after.left is not None and after.left != seen:
-            on_change(after.left, clock.monotonic() - start)
-        seen = after.left
-
-    perform: Perform = {
-        Look: lambda _: look(session, ref, dependents),
-        Pause: partial(pause, session),
-    }
-    machine = Vanishing(ref, uid, dependents, timeout)
-    _, end = ended(told(drive(machine, clock, perform), each))
-    if isinstance(end, TimeUp):
-        what = f": still there: {end.left}" if end.left else ""
-        raise StillDeleting(f"{ref} not gone after {end.waited:.1f}s{what}", end.left)
-    assert isinstance(end, Vanished), end
+    start = since = clock.monotonic()
+    told: Remaining | None = None
+    for pauses in itertools.count():
+        left = remaining(session, ref, uid, dependents)
+        now = clock.monotonic()
+        if left is None:
+            return
+        if pauses == 0:
+            since = now
+        elif (
+            left != told
+        ):  # what the first look finds is often gone by the next (the collector's lag)
+            if on_change is not None:
+                on_change(left, now - start)
+            told = left
+        waited = now - since
+        if timeout is not None and waited >= timeout:
+            raise StillDeleting(f"{ref} not gone after {waited:.1f}s: still there: {left}", left)
+        pause(session, Pause(pauses, at_most=math.inf if timeout is None else timeout - waited))
 
 
 def make_way(

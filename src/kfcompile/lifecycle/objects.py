@@ -28,6 +28,7 @@ from kfcompile.lifecycle.session import (
     named,
     row,
     transition,
+    when,
 )
 
 
@@ -142,28 +143,33 @@ class Lister:
         return ListPage(self.token) if self.end is None else self.end
 
     def receive(self, answer: PageRead | TokenExpired, now: float) -> Lister:
-        return transition(LIST_TABLE, self, self.phase, answer, now)
+        return transition(LIST_TABLE, self, answer, now)
 
     def _read(self, answer: PageRead, now: float) -> Lister:
         page = answer.page
         items = self.items + tuple(page.items)
         version = self.version if self.token else page.resource_version
         if not page.continue_token:
-            return evolve(self, phase=END, end=AllRead(items, version))
+            return evolve(self, end=AllRead(items, version))
         paging = self.paging.after(page)
         if isinstance(paging, str):
-            return evolve(self, phase=END, end=Endless(paging))
+            return evolve(self, end=Endless(paging))
         return evolve(self, token=page.continue_token, items=items, version=version, paging=paging)
 
     def _expired(self, answer: TokenExpired, now: float) -> Lister:
         if self.token is None or self.restarts >= LIST_RESTARTS:
-            return evolve(self, phase=END, end=Forgotten(answer.error))
+            return evolve(self, end=Forgotten(answer.error))
         return Lister(restarts=self.restarts + 1)
 
 
+def _ended(lister: Lister) -> bool:
+    return lister.end is not None
+
+
 LIST_TABLE: Final[Table[Lister]] = {
-    (PAGE, PageRead): row(Lister._read, PAGE, END),  # END: the last, or endless
-    (PAGE, TokenExpired): row(Lister._expired, PAGE, END),  # PAGE: over again
+    (PAGE, PageRead): row(Lister._read, PAGE, when("the last, or endless", _ended, END)),
+    # PAGE: over again, from its first page
+    (PAGE, TokenExpired): row(Lister._expired, PAGE, when("the first, or too often", _ended, END)),
 }
 
 

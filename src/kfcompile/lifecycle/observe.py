@@ -15,7 +15,7 @@ from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE
 from kfcompile.lifecycle.kueue import waiting_workload
 from kfcompile.lifecycle.objects import get, job_kind, list_all, list_at, meta
 from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
-from kfcompile.lifecycle.session import JobNotFound, Session
+from kfcompile.lifecycle.session import ClusterError, JobNotFound, Session
 from kfcompile.progress import Progress, read_progress
 from kfcompile.status import JobState
 from kfcompile.terminal import printable
@@ -71,6 +71,14 @@ class Observation:
         """What a progress line shows: a change in it is worth a line."""
         shown = None if self.progress is None else self.progress.shown
         return (self.state.state, self.state.reason, self.nodes_ready, self.nodes_total, shown)
+
+
+class TimedOut(ClusterError):
+    """A wait ran out of time; ``last`` is the job as last seen (None if never)."""
+
+    def __init__(self, message: str, last: Observation | None = None) -> None:
+        super().__init__(message)
+        self.last = last
 
 
 @frozen
@@ -146,7 +154,7 @@ def _nodes(value: object) -> int:
 
 def nodes_total(job: Mapping[str, Any]) -> int:
     """The job's training nodes as its spec says (the server's number, bounded by the CRD's
-    type; how many pods exist is another matter: ``logs.chosen_ranks``)."""
+    type; how many pods exist is another matter: ``pod_logs.chosen_ranks``)."""
     spec = _at(job, "spec")
     if job.get("kind") == TRAINJOB.name:
         return _nodes(_at(spec, "trainer", "numNodes"))

@@ -1,53 +1,53 @@
-"""Logs of a job's ranks: read as they are, or followed as they grow.
+"""The logs of a job's ranks: read as they are, or followed as they grow.
 
-Following one rank is ``follow_logs``, the driver of the ``Follower`` machine (``follow``).
+Following one rank is the ``Follower`` machine, fed what the API answered, saying what to ask
+next, and ``follow_logs``, the few lines that ask the ports for it. It holds a ``Cursor``, which
+knows how far the current container's log has been shown: lines are read with their server
+timestamps, and a read that starts again (after a dropped connection) asks from a little before
+the last line shown (``resume_since``) and passes over the lines up to it (``accept``), so none
+repeats. A restarted container or a replaced pod is read from its start. While the rank has no
+log to show, it says why once (``notice``, a ``Waiting``: no pod yet, not scheduled, its image
+not pulled, its node gone), and again only when the why changes.
+
 Following several is merging blocking streams, which takes threads: that is a port
 (``Session.merge``, else the cluster's own, as ``KubeCluster`` has), never done here;
-``InTurn`` is the merge for ports whose streams do not block. A rank whose log cannot be read
-says why (``Waiting``: no pod yet, not scheduled, its image not pulled, its node gone) to the
-caller's ``on_waiting``, in the caller's thread.
+``InTurn`` is the merge for ports whose streams do not block. Why a rank's log cannot be read
+goes to the caller's ``on_waiting``, in the caller's thread.
 """
 
 from __future__ import annotations
 
+import enum
+import math
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import closing
 from functools import partial
 from typing import Final, TypeVar
 
-from attrs import evolve, frozen
+from attrs import evolve, field, frozen
 
-from kfcompile.lifecycle.follow import (
-    Dropped,
-    End,
-    FollowAnswer,
-    Follower,
-    JobRead,
-    Line,
-    LogEnded,
-    LogRefused,
-    NextEvent,
-    NextLine,
-    OpenLog,
-    PodSeen,
-    ReadJob,
-    WatchPod,
-)
+from kfcompile import status as job_status
 from kfcompile.lifecycle.objects import get, job_kind, meta
 from kfcompile.lifecycle.observe import (
     MAX_RANKS,
     ListPods,
+    PodsListed,
     Waiting,
+    as_int,
     foreign,
     kubelet_unreachable,
     list_pods,
     newest_by_rank,
     node_pods,
     nodes_total,
+    pod_waiting,
+    rank_selector,
     some_ranks,
+    sortable_time,
     waiting,
 )
 from kfcompile.lifecycle.ports import (
+    ApiError,
     Clock,
     Invalid,
     Merge,
@@ -59,6 +59,7 @@ from kfcompile.lifecycle.ports import (
 )
 from kfcompile.lifecycle.session import (
     ClusterError,
+    Failed,
     GiveUp,
     JobNotFound,
     Opened,
@@ -66,6 +67,9 @@ from kfcompile.lifecycle.session import (
     Perform,
     Retry,
     Session,
+    Slept,
+    Step,
+    Table,
     Unavailable,
     call,
     close,
@@ -74,11 +78,495 @@ from kfcompile.lifecycle.session import (
     listing,
     named,
     pause,
+    row,
     told,
+    transition,
     unavailable,
+    when,
 )
-from kfcompile.lifecycle.waiter import Bookmark
-from kfcompile.lifecycle.waiting import next_answer, only
+from kfcompile.lifecycle.waiting import (
+    Bookmark,
+    Expired,
+    Refused,
+    StreamEnded,
+    Trouble,
+    cut_short,
+    next_answer,
+    only,
+)
+
+RESUME_MARGIN: Final = 2  # seconds before the last line shown that a resumed read starts
+# Seconds a watch of a rank's pod lasts before the job is read again (it may end, or be
+# deleted, without its pods changing).
+POD_WATCH: Final = 30
+
+# How long a rank's pod may stay unable to start (``Waiting.stuck``) before a follow gives up,
+# by the reason it gives; any other reason: ``STUCK_FOR``. The kubelet retries image pulls and
+# container starts with a back-off that doubles from 10 s up to its cap of 300 s
+# (MaxContainerBackOff, pkg/kubelet/kubelet.go): past that, it has tried five times at growing
+# intervals and will only go on trying every 5 minutes.
+STUCK_FOR: Final = 300.0
+GIVE_UP_AFTER: Final[dict[str, float]] = {
+    # The image reference cannot be parsed: no retry of the kubelet ever pulls it.
+    "InvalidImageName": 0.0,
+    # The cluster-autoscaler gives up on a node it asked for after --max-node-provision-time,
+    # 15 minutes by default: a pod unschedulable that long waits for a person.
+    "Unschedulable": 900.0,
+    # The API server cannot reach the node's kubelet: kubectl fails at once, and so do we.
+    "KubeletUnreachable": 0.0,
+}
+
+
+@frozen
+class Cursor:
+    """How far one container's log has been shown: the server time of the last line shown,
+    how many lines shown had that time, and when (on our clock) it was shown. ``skip`` counts
+    the lines at that time a read still has to pass over (they were shown before)."""
+
+    stamp: str = ""
+    seen: int = 0
+    shown_at: float | None = None
+    skip: int = 0
+
+    def resume(self) -> Cursor:
+        """A new read of the container starts: its lines up to ``stamp`` come again."""
+        return evolve(self, skip=self.seen)
+
+    def resume_since(self, now: float) -> int | None:
+        """``sinceSeconds`` for a read that goes on from here (None: nothing shown yet)."""
+        if self.shown_at is None:
+            return None
+        return math.ceil(now - self.shown_at) + RESUME_MARGIN
+
+    def accept(self, line: str, now: float) -> tuple[Cursor, str | None]:
+        """A line as read (``<RFC 3339 time> <text>``): the cursor after it, and its text when
+        it is new (None when it was shown before)."""
+        raw, _, text = line.partition(" ")
+        stamp = sortable_time(raw)
+        if stamp < self.stamp:
+            return self, None
+        if stamp == self.stamp and self.skip:
+            return evolve(self, skip=self.skip - 1), None
+        seen = self.seen + 1 if stamp == self.stamp else 1
+        return Cursor(stamp, seen, now), text
+
+
+# --- the follower: what it asks, what it is told ------------------------------------------------
+
+
+@frozen
+class ReadJob:
+    pass
+
+
+@frozen
+class OpenLog:
+    """Read the log of ``pod`` (following it while the job runs); answer its first line."""
+
+    pod: str
+    follow: bool
+    since_seconds: int | None
+    tail_lines: int | None
+
+
+@frozen
+class NextLine:
+    pass
+
+
+@frozen
+class WatchPod:
+    """Watch the rank's pod (``selector``) for ``timeout`` seconds from ``from_version`` (the
+    pods' list: every change since it, none before); answer the first event."""
+
+    selector: str
+    timeout: int
+    from_version: str
+
+
+@frozen
+class NextEvent:
+    pass
+
+
+@frozen
+class End:
+    """Nothing more to follow; ``gave_up``: why the rank will not start, after ``waited``
+    seconds of it."""
+
+    gave_up: Waiting | None = None
+    waited: float = 0.0
+
+
+@frozen
+class JobRead:
+    job: Obj
+
+
+@frozen
+class JobGone:
+    """Reading the job found none: it was deleted, and there is nothing more to follow."""
+
+
+@frozen
+class Line:
+    text: str
+
+
+@frozen
+class LogEnded:
+    """The log stream ended: the container stopped, or the server closed a finished read."""
+
+
+@frozen
+class LogRefused:
+    """404 or 400: the pod went away, its container has not started, or its node is gone; or
+    500 with the dial error: the API server cannot reach its node's kubelet."""
+
+    error: ApiError | None = None
+
+
+@frozen
+class Dropped:
+    """Transient trouble on the way (a dropped connection, 5xx)."""
+
+    error: Transient
+
+
+@frozen
+class PodSeen:
+    """The pod watch delivered the pod (ADDED, MODIFIED; ``gone``: DELETED)."""
+
+    pod: Obj
+    gone: bool = False
+
+
+FollowRequest = (
+    ReadJob | ListPods | OpenLog | NextLine | WatchPod | NextEvent | Pause | GiveUp | End
+)
+FollowAnswer = (
+    JobRead
+    | JobGone
+    | PodsListed
+    | Line
+    | LogEnded
+    | LogRefused
+    | Dropped
+    | PodSeen
+    | Bookmark
+    | StreamEnded
+    | Expired
+    | Refused
+    | Trouble
+    | Slept
+)
+
+Container = tuple[str, int]  # pod uid, restarts of the training container
+
+
+class FollowPhase(enum.Enum):
+    JOB = "job"  # read the job (it may have finished or gone)
+    PODS = "pods"  # find the rank's newest pod
+    LOG = "log"  # open its log, or read the next line of the open one
+    WATCH = "watch"  # its pod has not started (or there is none): watch it until it changes
+    PAUSE = "pause"  # nothing new: the pod is restarting or unreachable, or trouble
+    END = "end"
+
+
+# the table's words
+JOB, PODS, LOG, WATCH, PAUSE, END = (
+    FollowPhase.JOB,
+    FollowPhase.PODS,
+    FollowPhase.LOG,
+    FollowPhase.WATCH,
+    FollowPhase.PAUSE,
+    FollowPhase.END,
+)
+
+
+@frozen
+class Follower:
+    """One rank's log as it grows. ``shown`` is the text the last answer made worth showing.
+
+    ``since_seconds``/``tail_lines`` shape the first container's read until a line of it is
+    shown; after that a read resumes from the cursor, and later containers come whole."""
+
+    rank: int
+    since_seconds: int | None = None
+    tail_lines: int | None = None
+    phase: FollowPhase = FollowPhase.JOB
+    finished: bool = False
+    job: Obj | None = None
+    pod: str = ""
+    container: Container | None = None
+    first: Container | None = None
+    cursor: Cursor = Cursor()
+    streaming: bool = False  # a log is open and has given a line
+    fresh: bool = False  # this read has shown a line
+    pauses: int = 0  # pauses since a line was last shown
+    found: Obj | None = None  # the rank's pod as last listed
+    pods_version: str = ""  # the resourceVersion of that list
+    told: Waiting | None = None  # why there is nothing to show, as last told
+    # The log's transient trouble, ridden out for its retry_for (the session's).
+    retry: Retry = field(factory=lambda: Retry(60.0))
+    watching: bool = False  # a pod watch is open and has delivered an event
+    watch_since: float = 0.0  # when the pod watch was asked for
+    polling: bool = False  # the API refused to watch pods: pause and look again instead
+    stuck_since: float | None = None  # since when the rank's pod cannot start
+    end: End | None = None  # nothing more to follow: the job gone or done, or given up on
+    # Set by the answer that left nothing to show: the follow waits, for ``why`` (if known).
+    idle: bool = False
+    why: Waiting | None = None
+    shown: str | None = None
+    notice: Waiting | None = None  # why there is nothing to show, when newly worth telling
+
+    def next_request(self, now: float) -> FollowRequest:
+        if self.phase is FollowPhase.JOB:
+            return ReadJob()
+        if self.phase is FollowPhase.PODS:
+            assert self.job is not None
+            return ListPods(self.job)
+        if self.phase is FollowPhase.WATCH:
+            if self.watching:
+                return NextEvent()
+            assert self.job is not None
+            selector = rank_selector(self.job, self.rank)
+            return WatchPod(selector, self._segment(now), self.pods_version)
+        if self.phase is FollowPhase.PAUSE:
+            if self.retry.phase is Step.PAUSE:  # trouble reading the log
+                request = self.retry.next_request(now)
+                assert isinstance(request, Pause | GiveUp), request
+                return request
+            return Pause(self.pauses)
+        if self.phase is FollowPhase.END:
+            assert self.end is not None
+            return self.end
+        if self.streaming:
+            return NextLine()
+        since, tail = self.cursor.resume_since(now), None
+        if self.cursor.shown_at is None and self.container == self.first:
+            since, tail = self.since_seconds, self.tail_lines
+        return OpenLog(self.pod, not self.finished, since, tail)
+
+    def receive(self, answer: FollowAnswer, now: float) -> Follower:
+        fresh = evolve(self, shown=None, notice=None, idle=False, why=None)
+        kinds = (StreamEnded, Expired)  # a pod watch that ends at once, even with a 410
+        answer = cut_short(answer, self.watching, self.watch_since, now, kinds)
+        return transition(FOLLOW_TABLE, fresh, answer, now)
+
+    def _tell(self, notice: Waiting | None) -> Follower:
+        if notice is None or notice == self.told:
+            return self
+        return evolve(self, notice=notice, told=notice)
+
+    def _waiting(self, notice: Waiting | None, now: float) -> Follower:
+        """Nothing to show, and why (``notice``): it waits (``idle``), unless its pod has been
+        unable to start for too long: then it ends, giving up."""
+        told = self._tell(notice)
+        if notice is None or not notice.stuck:
+            told = evolve(told, stuck_since=None)
+        elif told.stuck_since is None:
+            told = evolve(told, stuck_since=now)
+        since = told.stuck_since
+        if notice is not None and since is not None and now - since >= _patience(notice):
+            return evolve(told, end=End(notice, now - since))
+        return evolve(told, idle=True, why=notice, watching=False, watch_since=now)
+
+    def _segment(self, now: float) -> int:
+        """How long the next pod watch lasts: ``POD_WATCH``, or until it is time to give up."""
+        if self.stuck_since is None or self.told is None:
+            return POD_WATCH
+        left = self.stuck_since + _patience(self.told) - now
+        return max(1, min(POD_WATCH, math.ceil(left)))
+
+    # --- the rows
+
+    def _read(self, answer: JobRead, now: float) -> Follower:
+        finished = job_status.job_state(answer.job).finished
+        return evolve(self, job=answer.job, finished=finished)
+
+    def _found(self, answer: PodsListed, now: float) -> Follower:
+        assert self.job is not None
+        pod = newest_by_rank(self.job, answer.pods).get(self.rank)
+        if pod is None:
+            notice = waiting(self.job, self.rank, None)
+            if self.finished:
+                return evolve(self, found=None, end=End())._tell(notice)
+            return evolve(self, found=None, pods_version=answer.version)._waiting(notice, now)
+        name = str(meta(pod).get("name", ""))
+        container = (str(meta(pod).get("uid", name)), _restarts(pod, self._container_name()))
+        cursor = self.cursor if container == self.container else Cursor()
+        found = evolve(
+            self,
+            pod=name,
+            container=container,
+            first=self.first or container,
+            cursor=cursor.resume(),
+            fresh=False,
+            found=pod,
+            pods_version=answer.version,
+        )
+        why = pod_waiting(pod, rank=self.rank)
+        if why is not None and self.told is not None and why.reason == self.told.reason:
+            return found._waiting(why, now)  # not started, as when its log was last read
+        return found
+
+    def _line(self, answer: Line, now: float) -> Follower:
+        cursor, text = self.cursor.accept(answer.text, now)
+        read = evolve(self, cursor=cursor, streaming=True)._answered()
+        if text is None:
+            return read
+        return evolve(read, fresh=True, pauses=0, told=None, stuck_since=None, shown=text)
+
+    def _gone(self, answer: JobGone, now: float) -> Follower:
+        return evolve(self, end=End())
+
+    def _answered(self) -> Follower:
+        """The log answered: trouble reading it, if there was any, is over."""
+        return evolve(self, retry=Retry(self.retry.retry_for))
+
+    def _ended(self, answer: LogEnded | LogRefused, now: float) -> Follower:
+        ended = evolve(self, streaming=False)._answered()
+        refused = answer.error if isinstance(answer, LogRefused) else None
+        if self.finished:
+            notice = None if self.fresh or self.job is None else self._why(refused)
+            return evolve(ended, end=End())._tell(notice)
+        if self.fresh or self.job is None:
+            return ended  # something was read: the job again, then its log
+        return ended._waiting(self._why(refused), now)
+
+    def _why(self, refused: ApiError | None) -> Waiting | None:
+        assert self.job is not None
+        return waiting(self.job, self.rank, self.found, refused)
+
+    def _dropped(self, answer: Dropped, now: float) -> Follower:
+        """Read again, finished or not, as the retry machine says; said once per trouble."""
+        first = self.retry.phase is Step.ATTEMPT and self.retry.since is None
+        retry = self.retry.receive(Failed(answer.error), now)
+        dropped = evolve(self, streaming=False, retry=retry)
+        if not first:
+            return dropped
+        said = (
+            f"reading the log of pod {self.pod}: {answer.error.line}; retrying for up to "
+            f"{self.retry.retry_for:g}s"
+        )
+        return evolve(dropped, notice=Waiting(self.rank, "Retrying", said))
+
+    def _slept(self, answer: Slept, now: float) -> Follower:
+        if self.retry.phase is Step.PAUSE:
+            return evolve(self, retry=self.retry.receive(answer, now))
+        return evolve(self, pauses=self.pauses + 1)
+
+    # --- the pod watch
+
+    def _pod_seen(self, answer: PodSeen, now: float) -> Follower:
+        """The pod as it is: when it stands as it did (a message rewritten, a label added, or
+        its ADDED from a watch begun without a version), watch on; when it was scheduled, a
+        container started or restarted, or the pod went or is another, look again at the job
+        and its pods (and read its log)."""
+        container = self._container_name()
+        if not answer.gone and _standing(answer.pod, container) == _standing(self.found, container):
+            return evolve(self, watching=True, found=answer.pod)
+        return evolve(self, watching=False)
+
+    def _bookmark(self, answer: Bookmark, now: float) -> Follower:
+        return evolve(self, watching=True)
+
+    def _watch_ended(self, answer: StreamEnded | Expired, now: float) -> Follower:
+        """The segment is over: look at the job and its pods again."""
+        return evolve(self, watching=False)
+
+    def _watch_trouble(self, answer: Trouble, now: float) -> Follower:
+        """The pod watch failed (or ended as soon as it started): pause (longer each time),
+        then look again."""
+        return evolve(self, watching=False)
+
+    def _watch_refused(self, answer: Refused, now: float) -> Follower:
+        """No right to watch pods: poll, as before there was a watch."""
+        return evolve(self, watching=False, polling=True)
+
+    def _container_name(self) -> str:
+        assert self.job is not None
+        return job_kind(Ref.of(self.job)).container
+
+
+def _over(follower: Follower) -> bool:
+    return follower.end is not None
+
+
+def _pod_not_started(follower: Follower) -> bool:
+    """Nothing to show because its pod has not started (or there is none): watched until it
+    changes, unless the API refuses to watch pods."""
+    why = follower.why
+    return follower.idle and why is not None and why.reason != "LogRefused" and not follower.polling
+
+
+def _idle(follower: Follower) -> bool:
+    return follower.idle
+
+
+def _as_it_stood(follower: Follower) -> bool:
+    return follower.watching
+
+
+# The job gone, or finished and its log drained; or its pod unable to start for too long.
+OVER: Final = when("over", _over, END)
+# Nothing to show (``_waiting``): its pod watched until it changes, else a pause.
+IDLE: Final = (
+    when("its pod not started", _pod_not_started, WATCH),
+    when("nothing to read", _idle, PAUSE),
+)
+
+FOLLOW_TABLE: Final[Table[Follower]] = {
+    # (phase, answer): the row, the phase it leads to, and when elsewhere
+    (JOB, JobRead): row(Follower._read, PODS),
+    (JOB, JobGone): row(Follower._gone, END),
+    (PODS, PodsListed): row(Follower._found, LOG, OVER, *IDLE),  # listed again as it was: idle
+    (LOG, Line): row(Follower._line, LOG),  # the line shown when it is new
+    # JOB when something was read. A row that shows nothing says why (``notice``) when the why
+    # is new: no pod, a pod that cannot be scheduled or pull its image, a node that is gone or
+    # whose kubelet is out of reach (END: kubectl too fails at once).
+    (LOG, LogEnded): row(Follower._ended, JOB, OVER, *IDLE),
+    (LOG, LogRefused): row(Follower._ended, JOB, OVER, *IDLE),
+    (LOG, Dropped): row(Follower._dropped, PAUSE),  # then read again from the cursor
+    # Its pod has not started, or there is none: watched from the pods' list until it is
+    # scheduled, a container starts or the pod goes; stuck past GIVE_UP_AFTER: over.
+    (WATCH, PodSeen): row(Follower._pod_seen, JOB, when("as it stood", _as_it_stood, WATCH)),
+    (WATCH, Bookmark): row(Follower._bookmark, WATCH),
+    # the segment is over (one that ended as soon as it started is Trouble)
+    (WATCH, StreamEnded): row(Follower._watch_ended, JOB),
+    (WATCH, Expired): row(Follower._watch_ended, JOB),
+    (WATCH, Trouble): row(Follower._watch_trouble, PAUSE),  # then JOB
+    (WATCH, Refused): row(Follower._watch_refused, PAUSE),  # polling from now on
+    (PAUSE, Slept): row(Follower._slept, JOB),
+}
+
+
+def _patience(notice: Waiting) -> float:
+    """Seconds a rank's pod may stay unable to start for this reason."""
+    return GIVE_UP_AFTER.get(notice.reason, STUCK_FOR)
+
+
+def _standing(pod: Obj | None, container: str) -> tuple[object, ...] | None:
+    """What of a rank's pod decides whether its log can be read: which pod it is, where it
+    runs, its phase, why it has not started, its training container's restarts."""
+    if pod is None:
+        return None
+    spec, status, why = pod.get("spec"), pod.get("status"), pod_waiting(pod)
+    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    reason = None if why is None else why.reason
+    return meta(pod).get("uid"), node, phase, reason, _restarts(pod, container)
+
+
+def _restarts(pod: Obj, container: str) -> int:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        if c.get("name") == container:
+            return as_int(c.get("restartCount")) or 0
+    return 0
+
+
+# --- the drivers: one rank followed, or read as it is ---------------------------------------------
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -91,7 +579,7 @@ class NoSuchRank(ClusterError):
 
 class CannotStart(ClusterError):
     """A followed rank's pod has been unable to start for longer than it is waited for
-    (``follow.GIVE_UP_AFTER``)."""
+    (``GIVE_UP_AFTER``)."""
 
 
 class CannotRead(ClusterError):
@@ -163,7 +651,7 @@ def _follow(
     opened = Opened()  # the log, or the pod watch, that is open
     watching = listing("Pod", ref.namespace, "watch")
     perform: Perform = {
-        ReadJob: lambda _: JobRead(get(session, ref)),
+        ReadJob: lambda _: _read_job(session, ref),
         ListPods: lambda request: list_pods(session, request.job),
         OpenLog: lambda request: _next_line(opened.start(_log(session, ref, request))),
         NextLine: lambda _: _next_line(opened.current()),
@@ -187,6 +675,11 @@ def _follow(
             raise CannotRead(str(why))
         case End(gave_up=Waiting() as why, waited=waited):
             raise CannotStart(f"{why}; giving up: it has not started for {waited:.0f}s")
+
+
+def _read_job(session: Session, ref: Ref) -> FollowAnswer:
+    job = get(session, ref)
+    return JobGone() if job is None else JobRead(job)
 
 
 def _tell(on_waiting: OnWaiting | None, notice: Waiting) -> None:
@@ -216,7 +709,7 @@ def follow_logs(
     replacements; ends when the job has finished (or is deleted) and the log is drained.
     While there is nothing to read, ``on_waiting`` is told why, once per change of why.
     Closing the generator closes the stream it reads. ``NoSuchRank`` when the job has no rank
-    ``rank``; ``CannotStart`` when its pod stays unable to start (``follow.GIVE_UP_AFTER``)."""
+    ``rank``; ``CannotStart`` when its pod stays unable to start (``GIVE_UP_AFTER``)."""
     _checked(_job(session, ref), rank)
     with closing(_follow(session, ref, rank, since_seconds, tail_lines)) as items:
         yield from _told(items, on_waiting)

@@ -4,10 +4,12 @@ a command ends with, and the retry machine that rides out transient trouble.
 The loops of this package are machines in the manner of h11: a frozen value is told what the
 API answered (``receive``) and says what to ask next (``next_request``); it never calls a port.
 A table of (phase, answer) names each transition, and an answer with no row is a bug
-(``Unexpected``); each row names the phases it may lead to, and any other is a bug too. One
-``drive`` runs every machine: a table of how each kind of request is performed against the
-ports says what the API answered. Every pause of every loop is a ``Pause``, turned into seconds
-by the session's one ``Backoff`` and its jitter.
+(``Unexpected``). Each row names the one phase it leads to; where that depends on what the
+answer showed, the row's cases say when it leads elsewhere, each a named condition beside the
+table (as h11 keeps its few transitions no event makes). A row's method takes the answer in and
+never sets the phase. One ``drive`` runs every machine: a table of how each kind of request is
+performed against the ports says what the API answered. Every pause of every loop is a
+``Pause``, turned into seconds by the session's one ``Backoff`` and its jitter.
 """
 
 from __future__ import annotations
@@ -16,14 +18,11 @@ import enum
 import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeVar, cast
+from typing import Any, Final, Generic, Protocol, Self, TypeVar, cast
 
 from attrs import evolve, field, frozen
 
 from kfcompile.lifecycle.ports import ApiError, Clock, Cluster, Gone, Merge, Ref, Transient
-
-if TYPE_CHECKING:
-    from kfcompile.lifecycle.observe import Observation
 
 T = TypeVar("T")
 M = TypeVar("M", bound="Phased")
@@ -83,17 +82,8 @@ class Unreachable(Unavailable):
     (refused, unknown host, TLS, no answer in time): nothing is retried, as kubectl does."""
 
 
-class TimedOut(ClusterError):
-    """A wait ran out of time; ``last`` is the job as last seen (None if never)."""
-
-    def __init__(self, message: str, last: Observation | None = None) -> None:
-        super().__init__(message)
-        self.last = last
-
-
 class Unexpected(AssertionError):
-    """A machine was fed an answer its table has no row for (a bug in its driver), or a row
-    led to a phase it does not name (a bug in the row)."""
+    """A machine was fed an answer its table has no row for (a bug in its driver)."""
 
 
 class Phased(Protocol):
@@ -104,36 +94,49 @@ class Phased(Protocol):
 
 
 @frozen
+class Case(Generic[M]):
+    """Where a row leads instead of its own phase: to ``to`` when ``holds`` of the machine after
+    the row (``name`` says when, as the diagrams do: ``PODS --> END: PodsListed if reached``)."""
+
+    name: str
+    holds: Callable[[M], bool]
+    to: enum.Enum
+
+
+def when(name: str, holds: Callable[[M], bool], to: enum.Enum) -> Case[M]:
+    return Case(name, holds, to)
+
+
+@frozen
 class Row(Generic[M]):
-    """One transition: the method that makes it, and the phases it may lead to (any other is
-    a bug). The rows together are the machine's state diagram (ARCHITECTURE.md draws them)."""
+    """One transition: the method that takes the answer in, and the one phase it leads to, unless
+    one of its ``cases`` holds (the first that does). A method never sets the phase: the rows
+    and their cases are the machine's whole state diagram (ARCHITECTURE.md draws them)."""
 
     method: Callable[[M, Any, float], M]
-    leads_to: frozenset[enum.Enum]
+    to: enum.Enum
+    cases: tuple[Case[M], ...] = ()
 
 
-def row(method: Callable[[M, Any, float], M], *leads_to: enum.Enum) -> Row[M]:
-    return Row(method, frozenset(leads_to))
+def row(method: Callable[[M, Any, float], M], to: enum.Enum, *cases: Case[M]) -> Row[M]:
+    return Row(method, to, cases)
 
 
 # A machine's transitions: (phase, type of answer) -> the row that takes it on.
 Table = Mapping[tuple[enum.Enum, type[Any]], Row[M]]
 
 
-def transition(table: Table[M], machine: M, phase: enum.Enum, answer: object, now: float) -> M:
-    """The machine after ``answer``, by its row in ``table``; no row, or a row that leads
-    elsewhere than it says, is a bug."""
-    row = table.get((phase, type(answer)))
+def transition(table: Table[M], machine: M, answer: object, now: float) -> M:
+    """The machine after ``answer``, by its row in ``table``, in the phase the row (or the first
+    of its cases that holds) leads to; an answer with no row is a bug."""
+    row = table.get((machine.phase, type(answer)))
     if row is None:
-        raise Unexpected(f"{type(machine).__name__} in {phase.name} got {type(answer).__name__}")
-    after = row.method(machine, answer, now)
-    went = after.phase
-    if went not in row.leads_to:
         raise Unexpected(
-            f"{type(machine).__name__} in {phase.name} got {type(answer).__name__} and went to "
-            f"{went.name}, not one of {', '.join(sorted(p.name for p in row.leads_to))}"
+            f"{type(machine).__name__} in {machine.phase.name} got {type(answer).__name__}"
         )
-    return after
+    after = row.method(machine, answer, now)
+    to = next((case.to for case in row.cases if case.holds(after)), row.to)
+    return cast(M, evolve(cast(Any, after), phase=to))  # every machine: frozen, with ``phase``
 
 
 # --- the one driver ------------------------------------------------------------------------------
@@ -230,29 +233,6 @@ def ended(steps: Generator[object, None, T]) -> T:
             next(steps)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
-
-
-def finished(
-    machine: D,
-    clock: Clock,
-    perform: Perform,
-    interrupted: Callable[[KeyboardInterrupt], object],
-) -> Any:
-    """What a drive of ``machine`` ends with (the request no row performs), for a machine that
-    must end well after a Ctrl-C (its ``perform`` answers one that comes in a call): one that
-    comes between its calls is told to it as ``interrupted(exc)`` too. Once it has ended, the
-    Ctrl-C stands."""
-    while True:
-        steps = drive(machine, clock, perform)
-        try:
-            while True:
-                machine, _ = next(steps)
-        except StopIteration as stop:
-            return stop.value[1]
-        except KeyboardInterrupt as exc:
-            if type(machine.next_request(clock.monotonic())) not in perform:
-                raise
-            machine = machine.receive(interrupted(exc), clock.monotonic())
 
 
 # --- the one backoff, and what every machine asks when it must wait -----------------------------
@@ -398,19 +378,15 @@ class Retry:
     unknown host, TLS, no answer in time) gives up at once: nothing is there to ride out."""
 
     retry_for: float
-    step: Step = Step.ATTEMPT
+    phase: Step = Step.ATTEMPT
     since: float | None = None  # when the trouble began
     pauses: int = 0  # pauses so far
     error: Transient | None = None  # the last failure
     unanswered: bool = False  # the API never answered, nor this call
     returned: Returned | None = None  # what the call returned, once it has
 
-    @property
-    def phase(self) -> Step:
-        return self.step
-
     def next_request(self, now: float) -> Attempt | Pause | GiveUp | Returned:
-        if self.step is Step.ATTEMPT:
+        if self.phase is Step.ATTEMPT:
             return Attempt()
         if self.returned is not None:
             return self.returned
@@ -423,18 +399,18 @@ class Retry:
         return Pause(self.pauses, at_most=left, at_least=min(left, max(0.0, asked)))
 
     def receive(self, answer: Failed | Slept | Returned, now: float) -> Retry:
-        return transition(RETRY_TABLE, self, self.step, answer, now)
+        return transition(RETRY_TABLE, self, answer, now)
 
     def _failed(self, answer: Failed, now: float) -> Retry:
         since = now if self.since is None else self.since
         unanswered = answer.first_contact and answer.error.status == 0
-        return evolve(self, step=Step.PAUSE, since=since, error=answer.error, unanswered=unanswered)
+        return evolve(self, since=since, error=answer.error, unanswered=unanswered)
 
     def _slept(self, answer: Slept, now: float) -> Retry:
-        return evolve(self, step=Step.ATTEMPT, pauses=self.pauses + 1)
+        return evolve(self, pauses=self.pauses + 1)
 
     def _returned(self, answer: Returned, now: float) -> Retry:
-        return evolve(self, step=Step.DONE, returned=answer)
+        return evolve(self, returned=answer)
 
 
 RETRY_TABLE: Final[Table[Retry]] = {

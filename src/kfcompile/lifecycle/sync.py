@@ -1,21 +1,20 @@
-"""Work-dir sync: a short-lived helper pod that mounts the claim (waited for by the
-``Starting`` machine), and a tar stream over exec (read from disk as it is sent, written to
-disk as it arrives)."""
+"""Work-dir sync: a short-lived helper pod that mounts the claim (``await_running``), and a
+tar stream over exec (read from disk as it is sent, written to disk as it arrives)."""
 
 from __future__ import annotations
 
 import contextlib
-import enum
+import itertools
 import posixpath
 from collections.abc import Callable, Generator, Iterable, Iterator
 from functools import partial
 from typing import Final, TypeVar
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from kfcompile import status as job_status
 from kfcompile.lifecycle.objects import create, get
-from kfcompile.lifecycle.observe import events_about, pod_waiting
+from kfcompile.lifecycle.observe import TimedOut, events_about, pod_waiting
 from kfcompile.lifecycle.ports import (
     ApiError,
     ExecOutput,
@@ -33,18 +32,10 @@ from kfcompile.lifecycle.session import (
     SPEC_HASH,
     ClusterError,
     Pause,
-    Perform,
     Session,
-    Slept,
-    Table,
-    TimedOut,
     call,
-    drive,
-    ended,
     named,
     pause,
-    row,
-    transition,
 )
 
 T = TypeVar("T")
@@ -131,123 +122,34 @@ def _why(session: Session, pod: Obj, head: str) -> str:
     return "\n".join(lines)
 
 
-# --- the helper pod starting: the ``Starting`` machine ------------------------------------------
-
-
-@frozen
-class ReadHelper:
-    """Read the helper pod."""
-
-
-@frozen
-class HelperRead:
-    pod: Obj | None  # None: no pod of that name
-
-
-@frozen
-class Started:
-    """The helper pod runs."""
-
-
-@frozen
-class WontStart:
-    """The helper pod will never start: ``why`` (it disappeared, it ended)."""
-
-    why: str
-
-
-@frozen
-class Stuck:
-    """The helper pod cannot start without help: its status and events say why."""
-
-    pod: Obj
-
-
-@frozen
-class NotYet:
-    """Still not running after ``timeout`` seconds; ``pod`` as last read."""
-
-    pod: Obj | None
-
-
 # A helper pod's phase -> what it means: Running is what is waited for; one that ended before
 # it started will never run (``restartPolicy: Never``).
 HELPER_ENDED: Final = frozenset({"Succeeded", "Failed"})
 
 
-class StartPhase(enum.Enum):
-    LOOK = "look"
-    PAUSE = "pause"
-    END = "end"
-
-
-LOOK, PAUSE, END = StartPhase.LOOK, StartPhase.PAUSE, StartPhase.END  # the table's words
-
-
-@frozen
-class Starting:
-    """Waiting for the helper pod to run, for ``timeout`` seconds from ``since`` (its first
-    look): what each look found decides whether it runs, never will, or is looked at again."""
-
-    timeout: float
-    since: float
-    phase: StartPhase = LOOK
-    pauses: int = 0
-    pod: Obj | None = None  # the last look's
-    end: Started | WontStart | Stuck | None = None
-
-    def next_request(self, now: float) -> ReadHelper | Pause | Started | WontStart | Stuck | NotYet:
-        if self.end is not None:
-            return self.end
-        if self.phase is LOOK:
-            return ReadHelper()
-        waited = now - self.since
-        if waited >= self.timeout:
-            return NotYet(self.pod)
-        return Pause(self.pauses, at_most=self.timeout - waited)
-
-    def receive(self, answer: HelperRead | Slept, now: float) -> Starting:
-        return transition(START_TABLE, self, self.phase, answer, now)
-
-    def _read(self, answer: HelperRead, now: float) -> Starting:
-        pod = answer.pod
-        if pod is None:
-            return evolve(self, phase=END, end=WontStart("disappeared"))
-        phase = (pod.get("status") or {}).get("phase")
-        if phase in HELPER_ENDED:
-            return evolve(self, phase=END, end=WontStart(f"ended ({phase})"))
-        if phase == "Running":
-            return evolve(self, phase=END, pod=pod, end=Started())
-        if job_status.stuck_pod([pod]) is not None:
-            return evolve(self, phase=END, end=Stuck(pod))
-        return evolve(self, phase=PAUSE, pod=pod)
-
-    def _slept(self, answer: Slept, now: float) -> Starting:
-        return evolve(self, phase=LOOK, pauses=self.pauses + 1)
-
-
-START_TABLE: Final[Table[Starting]] = {
-    # END: running, or it never will (gone, ended, stuck); PAUSE: not yet
-    (LOOK, HelperRead): row(Starting._read, END, PAUSE),
-    (PAUSE, Slept): row(Starting._slept, LOOK),  # again (or out of time)
-}
-
-
-def _await_running(session: Session, ref: Ref, timeout: float) -> None:
+def await_running(session: Session, ref: Ref, timeout: float) -> None:
+    """Return once the helper pod runs: looked at, and again after a pause of the session's one
+    backoff, for ``timeout`` seconds at most (``TimedOut``, with why it has not started). One
+    that disappeared, ended, or is stuck (it will not start without help: its status and
+    events say why) is a ``ClusterError`` at once."""
     clock = session.clock
-    perform: Perform = {
-        ReadHelper: lambda _: HelperRead(get(session, ref)),
-        Pause: partial(pause, session),
-    }
-    _, end = ended(drive(Starting(timeout, clock.monotonic()), clock, perform))
-    if isinstance(end, NotYet):
-        head = f"sync helper not running after {timeout:g}s (--timeout)"
-        raise TimedOut(_why(session, end.pod, head) if end.pod is not None else f"{head}: {ref}")
-    if isinstance(end, Stuck):
-        raise ClusterError(_why(session, end.pod, "sync helper"))
-    if isinstance(end, WontStart):
-        raise ClusterError(f"sync helper {ref} {end.why} before it started")
-    assert isinstance(end, Started), end
+    since = clock.monotonic()
+    for pauses in itertools.count():
+        pod = get(session, ref)
+        if pod is None:
+            raise ClusterError(f"sync helper {ref} disappeared before it started")
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Running":
+            return
+        if phase in HELPER_ENDED:
+            raise ClusterError(f"sync helper {ref} ended ({phase}) before it started")
+        if job_status.stuck_pod([pod]) is not None:
+            raise ClusterError(_why(session, pod, "sync helper"))
+        waited = clock.monotonic() - since
+        if waited >= timeout:
+            head = f"sync helper not running after {timeout:g}s (--timeout)"
+            raise TimedOut(_why(session, pod, head))
+        pause(session, Pause(pauses, at_most=timeout - waited))
 
 
 def _with_helper(
@@ -267,7 +169,7 @@ def _with_helper(
     pod = create(session, _helper_pod(namespace, pvc, image, token), token)
     ref = Ref.of(pod)
     try:
-        _await_running(session, ref, timeout)
+        await_running(session, ref, timeout)
         return work(ref)
     finally:
         with contextlib.suppress(NotFound):

@@ -1,13 +1,32 @@
-"""``wait``: the few lines that ask the ports what the ``Waiter`` machine (``waiter``) asks,
-and tell it what the API answered."""
+"""``wait``: waiting for a job, as the ``Waiter`` machine, fed what the API answered, saying
+what to ask next, and the few lines that ask the ports for it (``wait``).
+
+How it watches, row by row of ``WAIT_TABLE``: one list gives the job and a resourceVersion; the
+job's pods are listed with every version of the job seen; a watch from the last version seen
+delivers changes, in segments of ``WATCH_SEGMENT`` seconds so that pods which change while the
+job does not (stuck, or becoming ready) are looked at again. A stream the server closes is
+resumed from the last version seen (events and bookmarks move it); one that ends at once,
+without an event, is trouble (``cut_short``). ``410 Gone`` lists again, after a pause when the
+watch before expired too with nothing delivered between (``Relists``). Transient trouble on the
+watch pauses with the session's backoff and resumes the watch, for ``Session.retry_for``
+seconds at most (then ``Unavailable``); trouble on a list is the retry machine's
+(``session.call``). Only when the API refuses to watch (403, 404) does this poll: list, pause,
+list again.
+
+What a watch answers (its events, its end, its errors: ``next_answer``, ``only``, the answers
+themselves) and how it is listed again (``Relists``) are shared with ``job_events`` and
+``pod_logs``.
+"""
 
 from __future__ import annotations
 
+import enum
+import math
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
-from attrs import evolve
+from attrs import evolve, frozen
 
 from kfcompile.lifecycle.kueue import waiting_workload
 from kfcompile.lifecycle.objects import job_kind, meta
@@ -15,8 +34,10 @@ from kfcompile.lifecycle.observe import (
     ListPods,
     Observation,
     PodsListed,
+    TimedOut,
     is_ref,
     node_pods,
+    observation,
     status,
 )
 from kfcompile.lifecycle.ports import (
@@ -30,14 +51,17 @@ from kfcompile.lifecycle.ports import (
     WatchEvent,
 )
 from kfcompile.lifecycle.session import (
+    Failed,
     GiveUp,
     JobDeleted,
     JobNotFound,
     Opened,
     Pause,
     Perform,
+    Retry,
     Session,
-    TimedOut,
+    Slept,
+    Table,
     call,
     close,
     drive,
@@ -46,32 +70,371 @@ from kfcompile.lifecycle.session import (
     named,
     pause,
     retrying,
+    row,
     told,
+    transition,
     unavailable,
+    when,
 )
-from kfcompile.lifecycle.waiter import (
-    Bookmark,
-    Changed,
-    Deleted,
-    Done,
-    Expired,
-    Listed,
-    ListJob,
-    Missing,
-    NoJob,
-    OutOfTime,
-    ReadEvent,
-    Refused,
-    StreamEnded,
-    Trouble,
-    Until,
-    WaitAnswer,
-    Waiter,
-    WatchJob,
-)
+from kfcompile.status import State
 from kfcompile.terminal import printable
 
+Until = Literal["running", "done"]
+"""What ``wait`` waits for: ``"running"`` (or finished), or ``"done"`` (finished)."""
+
+WATCH_SEGMENT: Final = 5  # seconds; pods can get stuck without the job changing, so look again
+SHORT_WATCH: Final = 1.0  # seconds; a watch that ends sooner, without an event, was cut short
+
+
+def reached(obs: Observation, until: Until) -> bool:
+    if obs.state.finished:
+        return True
+    return until == "running" and obs.state.state is State.RUNNING
+
+
+# --- what the waiter asks -----------------------------------------------------------------------
+
+
+@frozen
+class ListJob:
+    """List the job by name: the object (or none) and the list's resourceVersion."""
+
+
+@frozen
+class WatchJob:
+    """Watch the job from ``from_version`` for ``timeout`` seconds; answer its first event."""
+
+    from_version: str
+    timeout: int
+
+
+@frozen
+class ReadEvent:
+    """The next event of the watch that is open."""
+
+
+@frozen
+class Done:
+    observation: Observation
+
+
+@frozen
+class Missing:
+    """The job is not there: it never was, or it was deleted while we waited."""
+
+    deleted: bool
+
+
+@frozen
+class OutOfTime:
+    """The timeout has passed; ``last`` is how the job was last seen."""
+
+    last: Observation
+
+
+WaitRequest = (
+    ListJob | ListPods | WatchJob | ReadEvent | Pause | Done | Missing | OutOfTime | GiveUp
+)
+
+# --- what the API answered ----------------------------------------------------------------------
+
+
+@frozen
+class Listed:
+    job: Obj
+    version: str
+
+
+@frozen
+class NoJob:
+    """The list by name came back empty."""
+
+
+@frozen
+class Changed:
+    """The watch delivered the job (ADDED, MODIFIED)."""
+
+    job: Obj
+
+
+@frozen
+class Bookmark:
+    version: str
+
+
+@frozen
+class Deleted:
+    pass
+
+
+@frozen
+class StreamEnded:
+    """The server closed the watch (its timeout, or it restarted)."""
+
+
+@frozen
+class Expired:
+    """410 Gone: the version we watch from is older than the server keeps."""
+
+
+@frozen
+class Refused:
+    """The API refuses to watch (403 Forbidden, 404): from now on we poll."""
+
+
+@frozen
+class Trouble:
+    """Transient trouble on the watch (a dropped connection, 429, 5xx)."""
+
+    error: Transient
+
+
 A = TypeVar("A")
+
+
+def cut_short(
+    answer: A, delivered: bool, since: float, now: float, ends: tuple[type, ...] = (StreamEnded,)
+) -> A | Trouble:
+    """``answer``; but a watch that ended (one of ``ends``) as soon as it started (``since``),
+    with nothing ``delivered``, was cut short: that is trouble, paused for, not its end (a server
+    or a proxy that ends every watch at once would otherwise be watched again at once, for
+    ever)."""
+    if not isinstance(answer, ends) or delivered or now - since >= SHORT_WATCH:
+        return answer
+    return Trouble(Transient(0, "StreamEnded", "the watch ended as soon as it started"))
+
+
+# --- a watch that keeps expiring (shared with ``job_events``) -----------------------------------
+
+
+def keeps_expiring() -> Gone:
+    """What is said, once, about a watch answered 410 again and again."""
+    return Gone(
+        410,
+        "Expired",
+        "the watch keeps expiring as soon as it starts (the server no longer has the version "
+        "just listed): listing again, with backoff",
+    )
+
+
+@frozen
+class Relists:
+    """How often in a row the watch was answered ``410 Gone`` with nothing delivered between
+    (``streak``). The first lists again at once: the version watched from was compacted away,
+    as happens. From the second on, a pause comes before the list (the one backoff, longer with
+    each), and that the watch keeps expiring is said once (``told``): a server that compacts
+    faster than we list and watch, or a proxy that sends the watch to a server behind the one
+    that answered the list, would otherwise get a list and a watch as fast as they go."""
+
+    streak: int = 0
+    owed: bool = False  # a pause before the next list
+    told: bool = False
+
+    def expired(self) -> Relists:
+        streak = self.streak + 1
+        return Relists(streak, owed=streak > 1, told=self.told or streak > 1)
+
+    def pause(self, at_most: float = math.inf) -> Pause | None:
+        """The pause owed before the next list, if any."""
+        return Pause(self.streak - 2, at_most=at_most) if self.owed else None
+
+    def slept(self) -> Relists:
+        return evolve(self, owed=False)
+
+    def progress(self) -> Relists:
+        """The watch delivered something: it works, and the next 410 is a first again."""
+        return evolve(self, streak=0, owed=False)
+
+    def notice(self, before: Relists) -> ApiError | None:
+        """What to say once this has become a watch that keeps expiring."""
+        return keeps_expiring() if self.told and not before.told else None
+
+
+WaitAnswer = (
+    Listed
+    | NoJob
+    | PodsListed
+    | Changed
+    | Bookmark
+    | Deleted
+    | StreamEnded
+    | Expired
+    | Refused
+    | Trouble
+    | Slept
+)
+
+
+class WaitPhase(enum.Enum):
+    LIST = "list"  # list the job
+    PODS = "pods"  # list its pods, then decide
+    WATCH = "watch"  # open a watch, or read the next event of the open one
+    SLEEP = "sleep"  # pause after trouble on the watch, then watch again
+    POLL = "poll"  # the API refused to watch: pause, then list again
+    END = "end"
+
+
+# the table's words
+LIST, PODS, WATCH, SLEEP, POLL, END = (
+    WaitPhase.LIST,
+    WaitPhase.PODS,
+    WaitPhase.WATCH,
+    WaitPhase.SLEEP,
+    WaitPhase.POLL,
+    WaitPhase.END,
+)
+
+
+@frozen
+class Waiter:
+    """The state of one wait. ``news`` is set by the answer that made a progress line worth
+    showing (the observation's summary changed)."""
+
+    until: Until
+    started: float
+    deadline: float | None
+    retry: Retry
+    phase: WaitPhase = WaitPhase.LIST
+    entered: float = 0.0  # when this phase began
+    job: Obj | None = None  # the job as last seen
+    version: str = ""  # the last resourceVersion seen, to watch from
+    streaming: bool = False  # a watch is open and has delivered an event
+    polling: bool = False  # the API refused to watch
+    polls: int = 0  # polls in a row without news
+    last: Observation | None = None
+    shown: tuple[object, ...] | None = None
+    news: Observation | None = None
+    relists: Relists = Relists()
+    notice: ApiError | None = None  # set by the answer that made something worth saying
+    outcome: Done | Missing | None = None
+
+    @classmethod
+    def start(cls, until: Until, now: float, timeout: float | None, retry_for: float) -> Waiter:
+        deadline = None if timeout is None else now + timeout
+        return cls(until, now, deadline, Retry(retry_for), entered=now)
+
+    def remaining(self, now: float) -> float:
+        return math.inf if self.deadline is None else self.deadline - now
+
+    def next_request(self, now: float) -> WaitRequest:
+        if self.outcome is not None:
+            return self.outcome
+        if self.last is not None and self.remaining(now) <= 0:
+            return OutOfTime(self.last)
+        if self.phase is LIST:
+            return self.relists.pause(self.remaining(now)) or ListJob()
+        if self.phase is PODS:
+            assert self.job is not None
+            return ListPods(self.job)
+        if self.phase is WATCH:
+            if self.streaming:
+                return ReadEvent()
+            seconds = min(WATCH_SEGMENT, self.remaining(now))
+            return WatchJob(self.version, max(1, math.ceil(seconds)))
+        if self.phase is POLL:
+            return Pause(self.polls, at_most=self.remaining(now))
+        request = self.retry.next_request(now)
+        if isinstance(request, Pause):
+            return evolve(request, at_most=min(request.at_most, self.remaining(now)))
+        assert isinstance(request, GiveUp), request
+        return request
+
+    def receive(self, answer: WaitAnswer, now: float) -> Waiter:
+        before = evolve(self, news=None, notice=None)
+        answer = cut_short(answer, self.streaming, self.entered, now)
+        after = transition(WAIT_TABLE, before, answer, now)
+        return after if after.phase is self.phase else evolve(after, entered=now)
+
+    # --- the rows
+
+    def _answered(self) -> Waiter:
+        """The API answered: trouble, if there was any, is over."""
+        return evolve(self, retry=Retry(self.retry.retry_for))
+
+    def _listed(self, answer: Listed, now: float) -> Waiter:
+        return evolve(self, job=answer.job, version=answer.version)
+
+    def _no_job(self, answer: NoJob, now: float) -> Waiter:
+        return evolve(self, outcome=Missing(deleted=self.last is not None))
+
+    def _observed(self, answer: PodsListed, now: float) -> Waiter:
+        assert self.job is not None
+        obs = observation(self.job, answer.pods, answer.workload)
+        news = obs if obs.summary != self.shown else None
+        seen = evolve(self, last=obs, shown=obs.summary, news=news)
+        if reached(obs, self.until):
+            return evolve(seen, outcome=Done(obs))
+        return evolve(seen, polls=0 if news else self.polls + 1) if self.polling else seen
+
+    def _changed(self, answer: Changed, now: float) -> Waiter:
+        version = str(meta(answer.job).get("resourceVersion") or self.version)
+        return evolve(self, job=answer.job, version=version, streaming=True)._delivered()
+
+    def _bookmark(self, answer: Bookmark, now: float) -> Waiter:
+        return evolve(self, version=answer.version or self.version, streaming=True)._delivered()
+
+    def _delivered(self) -> Waiter:
+        """The watch delivered an event: it works."""
+        return evolve(self, relists=self.relists.progress())._answered()
+
+    def _deleted(self, answer: Deleted, now: float) -> Waiter:
+        return evolve(self, outcome=Missing(deleted=True))
+
+    def _ended(self, answer: StreamEnded, now: float) -> Waiter:
+        return evolve(self, streaming=False)._delivered()
+
+    def _expired(self, answer: Expired, now: float) -> Waiter:
+        relists = self.relists.expired()
+        notice = relists.notice(self.relists)
+        return evolve(self, streaming=False, relists=relists, notice=notice)._answered()
+
+    def _relist_slept(self, answer: Slept, now: float) -> Waiter:
+        return evolve(self, relists=self.relists.slept())
+
+    def _refused(self, answer: Refused, now: float) -> Waiter:
+        return evolve(self, streaming=False, polling=True)._answered()
+
+    def _trouble(self, answer: Trouble, now: float) -> Waiter:
+        retry = self.retry.receive(Failed(answer.error), now)
+        return evolve(self, streaming=False, retry=retry)
+
+    def _slept(self, answer: Slept, now: float) -> Waiter:
+        return evolve(self, retry=self.retry.receive(answer, now))
+
+    def _polled(self, answer: Slept, now: float) -> Waiter:
+        return self
+
+
+def _reached(waiter: Waiter) -> bool:
+    return waiter.outcome is not None
+
+
+def _polling(waiter: Waiter) -> bool:
+    return waiter.polling
+
+
+WAIT_TABLE: Final[Table[Waiter]] = {
+    # (phase, answer): the row, the phase it leads to, and when elsewhere
+    (LIST, Listed): row(Waiter._listed, PODS),
+    (LIST, NoJob): row(Waiter._no_job, END),  # never there (JobNotFound), or deleted
+    (LIST, Slept): row(Waiter._relist_slept, LIST),  # after the pause a 410 owed
+    (PODS, PodsListed): row(
+        Waiter._observed, WATCH, when("reached", _reached, END), when("polling", _polling, POLL)
+    ),
+    (WATCH, Changed): row(Waiter._changed, PODS),  # the stream still open
+    (WATCH, Bookmark): row(Waiter._bookmark, WATCH),  # from the bookmark's version
+    (WATCH, Deleted): row(Waiter._deleted, END),
+    # then WATCH from the last version (one that ended as soon as it started is Trouble)
+    (WATCH, StreamEnded): row(Waiter._ended, PODS),
+    (WATCH, Expired): row(Waiter._expired, LIST),  # too old (a pause when 410 again)
+    (WATCH, Refused): row(Waiter._refused, POLL),  # polling from now on
+    (WATCH, Trouble): row(Waiter._trouble, SLEEP),  # backoff
+    (SLEEP, Slept): row(Waiter._slept, WATCH),  # again, from the same version
+    (POLL, Slept): row(Waiter._polled, LIST),
+}
+
+
+# --- the driver: ``wait``, and a watch's events as answers ----------------------------------------
 
 
 def _bookmark(obj: Obj) -> WaitAnswer:
@@ -172,7 +535,7 @@ def wait(
 
     One list, then a watch resumed from the last version seen; ``410 Gone`` lists again;
     transient trouble pauses and retries; the API refusing to watch is the only case that
-    polls (``waiter`` has the whole table). ``TimedOut`` says where the job stands
+    polls (``WAIT_TABLE`` has the whole of it). ``TimedOut`` says where the job stands
     and the warnings that say why; ``JobNotFound`` and ``JobDeleted`` say it is not there.
     ``pods_on``: the session whose pods judge the job as last seen (by default ``session``'s;
     on a MultiKueue manager, the worker's it was dispatched to).

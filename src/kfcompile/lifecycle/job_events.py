@@ -1,0 +1,691 @@
+"""``watch_jobs``: every managed job's state from one list and one watch per kind, for services
+that run many jobs. Each kind is a ``Watcher`` machine, fed what the API answered, saying what
+to ask next, with the few lines that ask the ports for it (``watch_kind``); several kinds are
+read at once by the session's ``Merge`` port (as the followed logs of several ranks are), so
+the caller needs no thread.
+
+What a service needs is each managed job's state without a request per job: one list (in pages
+of ``LIST_PAGE``), then one watch from the list's resourceVersion, resumed from the last version
+seen (events and bookmarks move it) each time the server closes it. A job's state is decided
+by the job object alone (``status.job_state`` without pods: a pod list per job would make the
+requests grow with the jobs), and an event (``JobEvent``) is made only when a job appears,
+disappears, its normalized state (state and reason) changes, or the progress its training
+process reports does (``PROGRESSED``); a message alone is no event.
+
+Row by row of ``WATCH_TABLE``, it goes as ``waiting`` does: ``410 Gone`` on the watch lists
+again (after a pause when it keeps expiring: ``waiting.Relists``), and that relist reports only
+what really changed meanwhile (a job gone from it was deleted; one under the same name with
+another uid was deleted and created again); a continue token that expired starts the list over
+(``LIST_RESTARTS`` times, then it is trouble). Transient trouble, on a list page or on the
+watch, pauses with the session's backoff and asks again, for ``Session.retry_for`` seconds at
+most (then ``Unavailable``). Only when the API refuses to watch (403, 404) does it poll: list,
+pause, list again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import closing
+from functools import partial
+from typing import Any, Final
+
+import attrs
+from attrs import evolve, frozen
+
+from kfcompile.kinds import KINDS, Kind
+from kfcompile.lifecycle.kueue import multikueue_managed, workloads_of
+from kfcompile.lifecycle.multikueue import dispatches
+from kfcompile.lifecycle.objects import Paging, meta, served
+from kfcompile.lifecycle.observe import foreign
+from kfcompile.lifecycle.pod_logs import merger
+from kfcompile.lifecycle.ports import ApiError, Clock, Gone, Obj, Ref, Transient, WatchEvent
+from kfcompile.lifecycle.session import (
+    LIST_PAGE,
+    LIST_RESTARTS,
+    MANAGED_BY_LABEL,
+    MANAGER,
+    ClusterError,
+    Failed,
+    GiveUp,
+    Opened,
+    Pause,
+    Perform,
+    Retry,
+    Session,
+    Slept,
+    Step,
+    Table,
+    drive,
+    ending_named,
+    listing,
+    pause,
+    retrying,
+    row,
+    told,
+    transition,
+    unavailable,
+    when,
+)
+from kfcompile.lifecycle.waiting import (
+    Bookmark,
+    Changed,
+    Expired,
+    ReadEvent,
+    Refused,
+    Relists,
+    StreamEnded,
+    Trouble,
+    cut_short,
+    next_answer,
+    only,
+)
+from kfcompile.progress import Progress, read_progress
+from kfcompile.status import JobState, State, job_state
+
+# Seconds a watch of every job lasts before it is opened again from the last version seen: as
+# long as client-go's reflectors (5 to 10 minutes), since nothing needs a second look between.
+JOBS_SEGMENT: Final = 300
+
+
+class Happened(enum.Enum):
+    """What a ``JobEvent`` reports (``JobEvent.what``)."""
+
+    LISTED = "listed"
+    """There when the watch began (a job that ended before comes so, already finished)."""
+    CREATED = "created"
+    """Appeared since the watch began."""
+    SUSPENDED = "suspended"
+    """Became SUSPENDED: queued by Kueue, preempted, or suspended."""
+    ADMITTED = "admitted"
+    """Was SUSPENDED and is no longer: admitted by Kueue, or resumed."""
+    RUNNING = "running"
+    """Became RUNNING."""
+    FINISHED = "finished"
+    """Became SUCCEEDED or FAILED (``event.state.finished``)."""
+    DELETING = "deleting"
+    """Became DELETING: being deleted before it finished, still there, held by a finalizer
+    until its dependents are gone (a finished job being deleted keeps its state: no event)."""
+    CHANGED = "changed"
+    """Another change of state or reason (e.g. PENDING, now ``Unschedulable``)."""
+    PROGRESSED = "progressed"
+    """Same state; the training process reported new progress (``event.progress``)."""
+    DISPATCHED = "dispatched"
+    """MultiKueue dispatched it to the worker cluster ``event.cluster``."""
+    DELETED = "deleted"
+    """Gone (or no longer matches the selector); ``event.state`` is its last."""
+
+
+@frozen
+class JobEvent:
+    """A managed job appeared, disappeared or changed state. ``state`` is the job's state as
+    last seen (a deleted job's last); ``previous`` is the state reported before (``None`` when
+    the job appears)."""
+
+    kind: Kind
+    ref: Ref
+    what: Happened
+    state: JobState
+    previous: JobState | None = None
+    progress: Progress | None = None  # what the training process last reported (TrainJob)
+    cluster: str | None = None  # DISPATCHED: the worker cluster that runs it
+
+
+def _finished(new: JobState, old: JobState) -> bool:
+    return new.finished and not old.finished
+
+
+def _entered(state: State) -> Callable[[JobState, JobState], bool]:
+    return lambda new, old: new.state is state and old.state is not state
+
+
+def _left_suspension(new: JobState, old: JobState) -> bool:
+    return old.state is State.SUSPENDED
+
+
+# What a change of state is called: the first row whose test holds for (new, old), else
+# CHANGED. A job admitted and already running when next seen is RUNNING (the stronger news).
+HAPPENINGS: Final[tuple[tuple[Happened, Callable[[JobState, JobState], bool]], ...]] = (
+    (Happened.FINISHED, _finished),
+    (Happened.DELETING, _entered(State.DELETING)),
+    (Happened.RUNNING, _entered(State.RUNNING)),
+    (Happened.SUSPENDED, _entered(State.SUSPENDED)),
+    (Happened.ADMITTED, _left_suspension),
+)
+
+
+def happened(new: JobState, old: JobState) -> Happened:
+    return next((what for what, test in HAPPENINGS if test(new, old)), Happened.CHANGED)
+
+
+@frozen
+class Seen:
+    """A job as last reported: its uid (a job deleted and created again has another) and state."""
+
+    uid: str
+    state: JobState
+    progress: Progress | None = None
+
+    @property
+    def normalized(self) -> tuple[State, str]:
+        return self.state.state, self.state.reason
+
+    @property
+    def progress_shown(self) -> object:
+        return None if self.progress is None else self.progress.shown
+
+
+def seen(kind: Kind, obj: Mapping[str, Any]) -> tuple[Ref, Seen] | None:
+    """The job's ref and what it says, from the object alone; ``None`` for an object without a
+    name (the stream is hostile input: it is skipped, never trusted)."""
+    m = meta(obj)
+    name, namespace, uid = m.get("name"), m.get("namespace"), m.get("uid")
+    if not isinstance(name, str) or not name:
+        return None
+    ref = Ref(kind.api_version, kind.name, namespace if isinstance(namespace, str) else None, name)
+    cr = obj if obj.get("kind") == kind.name else {**obj, "kind": kind.name}
+    return ref, Seen(uid if isinstance(uid, str) else "", job_state(cr), read_progress(cr))
+
+
+def deleted(kind: Kind, ref: Ref, last: JobState, before: JobState) -> JobEvent:
+    return JobEvent(kind, ref, Happened.DELETED, last, before)
+
+
+def compare(
+    kind: Kind, ref: Ref, before: Seen | None, now: Seen, appeared: Happened
+) -> tuple[JobEvent, ...]:
+    """The events that take a job from ``before`` to ``now`` (none when nothing that counts
+    changed); a job new to us ``appeared`` (LISTED or CREATED)."""
+    if before is None:
+        return (JobEvent(kind, ref, appeared, now.state, progress=now.progress),)
+    if before.uid and now.uid and before.uid != now.uid:
+        gone = deleted(kind, ref, before.state, before.state)
+        return gone, JobEvent(kind, ref, Happened.CREATED, now.state, progress=now.progress)
+    if before.normalized != now.normalized:
+        what = happened(now.state, before.state)
+    elif before.progress_shown != now.progress_shown and now.progress is not None:
+        what = Happened.PROGRESSED
+    else:
+        return ()
+    return (JobEvent(kind, ref, what, now.state, before.state, now.progress),)
+
+
+# --- what the watcher asks ----------------------------------------------------------------------
+
+
+@frozen
+class ListJobs:
+    """One page of the jobs (by the selector), after ``continue_token`` when given."""
+
+    continue_token: str | None = None
+
+
+@frozen
+class WatchJobs:
+    """Watch the jobs from ``from_version`` for ``timeout`` seconds; answer its first event."""
+
+    from_version: str
+    timeout: int
+
+
+WatchRequest = ListJobs | WatchJobs | ReadEvent | Pause | GiveUp
+
+# --- what the API answered (and the answers shared with ``wait``) -------------------------------
+
+
+@frozen
+class PageListed:
+    items: list[Obj]
+    version: str
+    continue_token: str | None = None
+
+
+@frozen
+class Removed:
+    """The watch delivered a DELETED event (the job was deleted or left the selection)."""
+
+    job: Obj
+
+
+WatchAnswer = (
+    PageListed | Changed | Removed | Bookmark | StreamEnded | Expired | Refused | Trouble | Slept
+)
+
+
+class WatchPhase(enum.Enum):
+    LIST = "list"  # a page of the list, the first or the next (or a pause before it)
+    WATCH = "watch"  # open a watch, or read the next event of the open one
+    SLEEP = "sleep"  # pause after trouble on the watch, then watch again
+    POLL = "poll"  # the API refused to watch: pause, then list again
+
+
+# the table's words
+LIST, WATCH, SLEEP, POLL = WatchPhase.LIST, WatchPhase.WATCH, WatchPhase.SLEEP, WatchPhase.POLL
+
+
+@frozen
+class Watcher:
+    """The state of one kind's watch. ``events`` are what the last answer made worth telling.
+
+    ``known`` and ``listing`` are this watch's own maps, changed in place by the answers, so
+    that an event costs the same with 10 jobs as with 10,000 (a copy per event grew with the
+    jobs): a Watcher is fed once, and the one ``receive`` returns replaces it."""
+
+    kind: Kind
+    retry: Retry
+    phase: WatchPhase = WatchPhase.LIST
+    entered: float = 0.0  # when this phase began, or this watch was asked for
+    version: str = ""  # the last resourceVersion seen, to watch from
+    streaming: bool = False  # a watch is open and has delivered an event
+    polling: bool = False  # the API refused to watch
+    polls: int = 0  # polls in a row without news
+    listed: bool = False  # the first list is done: a job that appears now was created
+    token: str | None = None  # the continue token of the list under way
+    listing: dict[Ref, Seen] = attrs.field(factory=dict)  # its pages so far
+    list_version: str = ""  # its resourceVersion (its first page's)
+    restarts: int = 0  # times it started over after its continue token expired
+    known: dict[Ref, Seen] = attrs.field(factory=dict)  # every job, as last reported
+    relists: Relists = attrs.field(factory=Relists)  # 410s in a row on the watch
+    events: tuple[JobEvent, ...] = ()
+    notice: ApiError | None = None  # set by the answer that made something worth saying
+
+    @classmethod
+    def start(cls, kind: Kind, now: float, retry_for: float) -> Watcher:
+        return cls(kind, Retry(retry_for), entered=now)
+
+    def next_request(self, now: float) -> WatchRequest:
+        if self.phase is WATCH:
+            return ReadEvent() if self.streaming else WatchJobs(self.version, JOBS_SEGMENT)
+        if self.phase is POLL:
+            return Pause(self.polls)  # between polls
+        if self.retry.phase is Step.PAUSE:  # trouble, on the watch (SLEEP) or on a page (LIST):
+            request = self.retry.next_request(now)  # the retry machine says how long, or no more
+            assert isinstance(request, Pause | GiveUp), request
+            return request
+        return self.relists.pause() or ListJobs(self.token)
+
+    def receive(self, answer: WatchAnswer, now: float) -> Watcher:
+        before = evolve(self, events=(), notice=None)
+        answer = cut_short(answer, self.streaming, self.entered, now)
+        after = transition(WATCH_TABLE, before, answer, now)
+        opens = after.phase is WATCH and not after.streaming  # a new watch is asked for
+        return evolve(after, entered=now) if after.phase is not self.phase or opens else after
+
+    # --- the rows
+
+    def _answered(self) -> Watcher:
+        """The API answered: trouble, if there was any, is over."""
+        return evolve(self, retry=Retry(self.retry.retry_for))
+
+    def _page(self, answer: PageListed, now: float) -> Watcher:
+        for item in answer.items:
+            found = seen(self.kind, item)
+            if found is not None:
+                self.listing[found[0]] = found[1]
+        version = self.list_version if self.token else answer.version
+        page = evolve(self, list_version=version)._answered()
+        if answer.continue_token:
+            return evolve(page, token=answer.continue_token)
+        return page._listed()
+
+    def _listed(self) -> Watcher:
+        """The last page: what changed since the jobs were last seen, and go on from here."""
+        appeared = Happened.CREATED if self.listed else Happened.LISTED
+        events: list[JobEvent] = []
+        for ref, now in self.listing.items():
+            events += compare(self.kind, ref, self.known.get(ref), now, appeared)
+        for ref, before in self.known.items():
+            if ref not in self.listing:  # deleted while we were not watching
+                events.append(deleted(self.kind, ref, before.state, before.state))
+        done = evolve(
+            self,
+            known=self.listing,
+            listing={},
+            token=None,
+            restarts=0,
+            listed=True,
+            version=self.list_version or self.version,
+            events=tuple(events),
+            streaming=False,
+        )
+        return evolve(done, polls=0 if events else self.polls + 1) if self.polling else done
+
+    def _list_expired(self, answer: Expired, now: float) -> Watcher:
+        if self.restarts >= LIST_RESTARTS:
+            gone = Transient(410, "Expired", "the list's continue token kept expiring")
+            return self._trouble(Trouble(gone), now)
+        return evolve(self, token=None, listing={}, restarts=self.restarts + 1)
+
+    def _changed(self, answer: Changed, now: float) -> Watcher:
+        moved = self._moved(answer.job)
+        found = seen(self.kind, answer.job)
+        if found is None:
+            return moved
+        ref, now_seen = found
+        events = compare(self.kind, ref, self.known.get(ref), now_seen, Happened.CREATED)
+        if not events:
+            return moved
+        self.known[ref] = now_seen
+        return evolve(moved, events=events)
+
+    def _removed(self, answer: Removed, now: float) -> Watcher:
+        moved = self._moved(answer.job)
+        found = seen(self.kind, answer.job)
+        before = None if found is None else self.known.get(found[0])
+        if found is None or before is None:
+            return moved
+        ref, last = found
+        del self.known[ref]
+        return evolve(moved, events=(deleted(self.kind, ref, last.state, before.state),))
+
+    def _moved(self, job: Obj) -> Watcher:
+        """An event arrived: the stream is open, and the version moves to the event's."""
+        version = meta(job).get("resourceVersion")
+        version = version if isinstance(version, str) and version else self.version
+        return evolve(self, version=version, streaming=True)._delivered()
+
+    def _bookmark(self, answer: Bookmark, now: float) -> Watcher:
+        return evolve(self, version=answer.version or self.version, streaming=True)._delivered()
+
+    def _delivered(self) -> Watcher:
+        """The watch delivered an event: it works."""
+        return evolve(self, relists=self.relists.progress())._answered()
+
+    def _ended(self, answer: StreamEnded, now: float) -> Watcher:
+        return evolve(self, streaming=False)._delivered()
+
+    def _expired(self, answer: Expired, now: float) -> Watcher:
+        relists = self.relists.expired()
+        expired = evolve(
+            self,
+            streaming=False,
+            token=None,
+            listing={},
+            relists=relists,
+            notice=relists.notice(self.relists),
+        )
+        return expired._answered()
+
+    def _list_slept(self, answer: Slept, now: float) -> Watcher:
+        if self.retry.phase is Step.PAUSE:  # after trouble on a page: that page again
+            return evolve(self, retry=self.retry.receive(answer, now))
+        return evolve(self, relists=self.relists.slept())  # the pause a 410 owed
+
+    def _refused(self, answer: Refused, now: float) -> Watcher:
+        return evolve(self, streaming=False, polling=True)._answered()
+
+    def _trouble(self, answer: Trouble, now: float) -> Watcher:
+        retry = self.retry.receive(Failed(answer.error), now)
+        return evolve(self, streaming=False, retry=retry)
+
+    def _slept(self, answer: Slept, now: float) -> Watcher:
+        return evolve(self, retry=self.retry.receive(answer, now))
+
+    def _polled(self, answer: Slept, now: float) -> Watcher:
+        return self
+
+
+def _last(watcher: Watcher) -> bool:
+    """The list's last page was read (no token of a page to come)."""
+    return watcher.token is None
+
+
+def _last_polling(watcher: Watcher) -> bool:
+    return watcher.token is None and watcher.polling
+
+
+WATCH_TABLE: Final[Table[Watcher]] = {
+    # (phase, answer): the row, the phase it leads to, and when elsewhere
+    (LIST, PageListed): row(
+        Watcher._page,
+        LIST,  # the next page
+        when("the last, polling", _last_polling, POLL),
+        when("the last", _last, WATCH),
+    ),
+    (LIST, Expired): row(Watcher._list_expired, LIST),  # over again (too often: trouble)
+    (LIST, Trouble): row(Watcher._trouble, LIST),  # the same page, after the retry's pause
+    (LIST, Slept): row(Watcher._list_slept, LIST),  # after the pause trouble or a 410 owed
+    (WATCH, Changed): row(Watcher._changed, WATCH),  # the stream still open
+    (WATCH, Removed): row(Watcher._removed, WATCH),  # the stream still open
+    (WATCH, Bookmark): row(Watcher._bookmark, WATCH),  # from the bookmark's version
+    # again from the last version seen (one that ended as soon as it started is Trouble)
+    (WATCH, StreamEnded): row(Watcher._ended, WATCH),
+    (WATCH, Expired): row(Watcher._expired, LIST),  # too old (a pause when 410 again)
+    (WATCH, Refused): row(Watcher._refused, POLL),  # polling from now on
+    (WATCH, Trouble): row(Watcher._trouble, SLEEP),  # backoff
+    (SLEEP, Slept): row(Watcher._slept, WATCH),  # again, from the last version seen
+    (POLL, Slept): row(Watcher._polled, LIST),
+}
+
+
+# --- the driver: ``watch_jobs`` -------------------------------------------------------------------
+
+MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGER}"  # the jobs kfcompile created
+WAITING: Final = (State.SUSPENDED, State.PENDING)  # states Kueue may say why a job is in
+
+
+def _bookmark(obj: Obj) -> WatchAnswer:
+    return Bookmark(str(meta(obj).get("resourceVersion") or ""))
+
+
+# A watch event's type -> the answer (a deletion with the job: which one it was).
+_EVENTS: Final[dict[str, Callable[[Obj], WatchAnswer]]] = {
+    "ADDED": Changed,
+    "MODIFIED": Changed,
+    "DELETED": Removed,
+    "BOOKMARK": _bookmark,
+}
+
+
+def _next_event(stream: Iterator[WatchEvent], what: str) -> WatchAnswer:
+    return next_answer(stream, _EVENTS, what)
+
+
+def _page(
+    session: Session,
+    kind: Kind,
+    namespace: str | None,
+    selector: str,
+    request: ListJobs,
+    paging: Paging,
+) -> tuple[WatchAnswer, Paging]:
+    """One page, and this list's pages so far (``paging`` before it); what the API refuses
+    (403: no right to list) ends the watch with it, named as ``call`` names what it raises (the
+    machine rides out the rest itself), and so does a list that would page for ever."""
+    try:
+        page = session.cluster.list(
+            kind.api_version,
+            kind.name,
+            namespace,
+            label_selector=selector,
+            limit=LIST_PAGE,
+            continue_token=request.continue_token,
+        )
+    except Gone:
+        return Expired(), paging
+    except Transient as exc:
+        return Trouble(exc), paging
+    except ApiError as exc:
+        exc.named(listing(kind.name, namespace))
+        raise
+    after = paging.after(page)
+    if isinstance(after, str):
+        raise ClusterError(f"{listing(kind.name, namespace)}: {after}")
+    items = [item for item in page.items if not _foreign(item, kind, namespace, selector)]
+    return PageListed(items, page.resource_version, page.continue_token or None), after
+
+
+def _foreign(obj: Obj, kind: Kind, namespace: str | None, selector: str) -> bool:
+    """An object the server sent that is not what was asked for (another kind, namespace or
+    label value): passed over, never reported as one of the jobs."""
+    return obj.get("kind") not in (None, kind.name) or foreign(obj, namespace, selector)
+
+
+def _watch(
+    session: Session, kind: Kind, namespace: str | None, selector: str, request: WatchJobs
+) -> Iterator[WatchEvent]:
+    """The watch, as a generator: what the port raises comes with the first event; an event
+    about an object not asked for is passed over (``_foreign``)."""
+    with ending_named(listing(kind.name, namespace, "watch")):
+        events = session.cluster.watch(
+            kind.api_version,
+            kind.name,
+            namespace,
+            resource_version=request.from_version,
+            label_selector=selector,
+            timeout_seconds=request.timeout,
+        )
+        yield from only(events, lambda obj: not _foreign(obj, kind, namespace, selector))
+
+
+def _jobs(answer: WatchAnswer) -> list[Obj]:
+    """The jobs the API just answered with."""
+    if isinstance(answer, PageListed):
+        return answer.items
+    return [answer.job] if isinstance(answer, Changed) else []
+
+
+def _dispatched(
+    session: Session, kind: Kind, namespace: str | None, answer: WatchAnswer, told: set[str]
+) -> tuple[JobEvent, ...]:
+    """On a MultiKueue manager, where the jobs the API just answered with were dispatched."""
+    return dispatch_events(session, kind, _jobs(answer), namespace, told)
+
+
+def kueue_reasons(
+    session: Session, events: tuple[JobEvent, ...], jobs: Sequence[Obj], namespace: str | None
+) -> tuple[JobEvent, ...]:
+    """``events`` with the reason Kueue gives for each job it holds (its Workload, as
+    ``status`` says it): one list of Workloads for the waiting jobs among ``jobs``, none when
+    none waits."""
+    waits = {(e.ref.namespace, e.ref.name) for e in events if e.state.state in WAITING}
+    told = {(meta(j).get("namespace"), meta(j).get("name")): j for j in jobs}
+    held = workloads_of(session, [j for at, j in told.items() if at in waits], namespace)
+    if not held.by_uid:
+        return events
+
+    def refined(event: JobEvent) -> JobEvent:
+        job = told.get((event.ref.namespace, event.ref.name))
+        workload = held.by_uid.get(str(meta(job).get("uid", ""))) if job else None
+        if job is None or workload is None or event.state.state not in WAITING:
+            return event
+        return evolve(event, state=job_state({**job, "kind": event.kind.name}, workload=workload))
+
+    return tuple(map(refined, events))
+
+
+def dispatch_events(
+    session: Session, kind: Kind, jobs: Sequence[Obj], namespace: str | None, told: set[str]
+) -> tuple[JobEvent, ...]:
+    """A ``DISPATCHED`` event for each of ``jobs`` (as a watch of the manager delivers them)
+    that MultiKueue has dispatched since: one list of Workloads for those not told yet, none
+    when there are none. ``told``: the uids reported so far, kept by the driver. A manager
+    whose Workloads may not be read reports no dispatch (the watch goes on)."""
+    waiting = [
+        job
+        for job in jobs
+        if multikueue_managed(job)
+        and str(meta(job).get("uid", "")) not in told
+        and not meta(job).get("deletionTimestamp")
+    ]
+    if not waiting:
+        return ()
+    where = dispatches(session, waiting, namespace)
+    events: list[JobEvent] = []
+    for job in waiting:
+        uid = str(meta(job).get("uid", ""))
+        cluster = where[uid].cluster if uid in where else None
+        found = seen(kind, job)
+        if cluster and found is not None:
+            told.add(uid)
+            ref, now = found
+            events.append(
+                JobEvent(
+                    kind,
+                    ref,
+                    Happened.DISPATCHED,
+                    now.state,
+                    progress=now.progress,
+                    cluster=cluster,
+                )
+            )
+    return tuple(events)
+
+
+def watch_kind(
+    session: Session, kind: Kind, namespace: str | None, selector: str = MANAGED
+) -> Generator[tuple[JobEvent, ...], None, None]:
+    """The jobs of one kind: after each answer of the API, the events it made (often none), so
+    that a merge reading several kinds in turn moves each on. Closing it closes its watch."""
+    clock, what = session.clock, listing(kind.name, namespace, "watch")
+    watcher = Watcher.start(kind, clock.monotonic(), session.retry_for)
+    opened = Opened()
+    paging = Paging()
+    reported: set[str] = set()  # the MultiKueue jobs whose dispatch was reported
+
+    def page(request: ListJobs) -> WatchAnswer:
+        nonlocal paging
+        if request.continue_token is None:  # a list begins
+            paging = Paging()
+        answer, paging = _page(session, kind, namespace, selector, request, paging)
+        return answer
+
+    def watch(request: WatchJobs) -> WatchAnswer:
+        return _next_event(opened.start(_watch(session, kind, namespace, selector, request)), what)
+
+    perform: Perform = {
+        ListJobs: page,
+        WatchJobs: watch,
+        ReadEvent: lambda _: _next_event(opened.current(), what),
+        Pause: partial(pause, session),
+    }
+
+    def each(after: Watcher, answer: WatchAnswer) -> tuple[tuple[JobEvent, ...]]:
+        if after.notice is not None:
+            retrying(session, what, after.notice)
+        events = kueue_reasons(session, after.events, _jobs(answer), namespace)
+        return (events + _dispatched(session, kind, namespace, answer, reported),)
+
+    steps = drive(watcher, clock, perform, opened, lambda machine: machine.streaming)
+    _, end = yield from told(steps, each)
+    assert isinstance(end, GiveUp), end
+    raise unavailable(what, end)
+
+
+def _watch_on(
+    session: Session, kind: Kind, namespace: str | None, selector: str, clock: Clock
+) -> Iterator[tuple[JobEvent, ...]]:
+    return watch_kind(evolve(session, clock=clock), kind, namespace, selector)
+
+
+def watch_jobs(
+    session: Session,
+    namespace: str | None = None,
+    selector: str = MANAGED,
+    *,
+    on_skipped: Callable[[Kind], None] | None = None,
+) -> Generator[JobEvent, None, None]:
+    """An event whenever a job matching ``selector`` (default: every job kfcompile created) in
+    ``namespace`` (``None``: all) appears, changes state or disappears, for every kind.
+
+    The jobs there at the start come first, as ``LISTED``; then each change as it happens, from
+    one list and one watch per kind, resumed and listed again as ``wait`` does (``WATCH_TABLE``
+    has all of it), never a request per job. A kind the cluster does not serve is skipped, told
+    once to ``on_skipped``. Runs until closed (closing it ends every watch) or until API
+    trouble lasts longer than ``Session.retry_for`` (``Unavailable``).
+    """
+    kinds: list[Kind] = []
+    for kind in KINDS.values():
+        if served(session, kind.api_version, kind.name):
+            kinds.append(kind)
+        elif on_skipped is not None:
+            on_skipped(kind)
+    if len(kinds) == 1:
+        with closing(watch_kind(session, kinds[0], namespace, selector)) as one:
+            for events in one:
+                yield from events
+        return
+    streams = {k.name: partial(_watch_on, session, k, namespace, selector) for k in kinds}
+    with closing(merger(session).merge(streams, session.clock)) as merged:
+        for _, events in merged:
+            yield from events
