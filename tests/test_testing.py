@@ -251,8 +251,10 @@ def test_objects_and_their_errors(side: Side) -> None:
         port.create(configmap("early", namespace="team-b"))
     with pytest.raises(ValueError, match="needs a namespace"):
         port.create(configmap("cfg", namespace=None))
+    store.gc(running=False)  # (over HTTP it runs in real time)
     port.delete(cm_ref("cfg"), propagation="Foreground")  # held until the collector runs
     assert port.get(cm_ref("cfg"))["metadata"]["finalizers"] == ["foregroundDeletion"]
+    store.gc(running=True)
     side.settle()
     with pytest.raises(NotFound, match='configmaps "cfg" not found'):
         port.get(cm_ref("cfg"))

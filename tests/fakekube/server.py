@@ -17,11 +17,11 @@ import math
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import schema_check
 from aiohttp import WSMsgType, web
@@ -197,8 +197,17 @@ def _json(code: int, body: Any, headers: dict[str, str] | None = None) -> web.Re
                         content_type="application/json", headers=headers)  # fmt: skip
 
 
-Handler = Callable[[web.Request, RequestRecord, ResourceKind, "str | None", str],
-                   Awaitable[web.StreamResponse]]  # fmt: skip
+class At(NamedTuple):
+    """What a request is about: its record, the kind, namespace and name its path names."""
+
+    record: RequestRecord
+    kind: ResourceKind
+    namespace: str | None
+    name: str
+
+    @property
+    def ref(self) -> Ref:
+        return Ref(self.kind.api_version, self.kind.kind, self.namespace, self.name)
 
 
 class FakeKube:
@@ -316,26 +325,22 @@ class FakeKube:
         if parts and len(parts) <= {"api": 2, "apis": 3}.get(parts[0], 0):
             record.verb = "discovery"
             return _json(200, self._discovery(parts))
-        rk, namespace, name, sub = self._target(parts)
-        verbs: dict[tuple[bool, str, str | None], tuple[str, Handler]] = {
-            (False, "GET", None): ("watch", self._watch) if record.watch else ("list", self._list),
-            (False, "POST", None): ("create", self._create),
-            (True, "GET", None): ("get", self._get),
-            (True, "PATCH", None): ("patch", self._patch),
+        kind, namespace, name, sub = self._target(parts)
+        listing = ("watch", self._watch) if record.watch else ("list", self._list)
+        verbs: dict[tuple[bool, str, str | None], tuple[str, Any]] = {
+            (False, "GET", None): listing, (False, "POST", None): ("create", self._create),
+            (True, "GET", None): ("get", self._get), (True, "PATCH", None): ("patch", self._patch),
             (True, "DELETE", None): ("delete", self._delete),
-            (True, "GET", "log"): ("log", self._log),
-            (True, "GET", "exec"): ("exec", self._exec),
+            (True, "GET", "log"): ("log", self._log), (True, "GET", "exec"): ("exec", self._exec),
             (True, "POST", "exec"): ("exec", self._exec),
-        }
+        }  # fmt: skip
         found = verbs.get((bool(name), request.method, sub))
-        if found is None or (found[0] == "create" and rk.namespaced and not namespace):
-            raise error(
-                405,
-                "MethodNotAllowed",
-                "the server does not allow this method on the requested resource",
-            )
+        if found is None or (found[0] == "create" and kind.namespaced and not namespace):
+            said = "the server does not allow this method on the requested resource"
+            raise error(405, "MethodNotAllowed", said)
         record.verb = found[0]
-        return await found[1](request, record, rk, namespace, name)
+        response: web.StreamResponse = await found[1](request, At(record, kind, namespace, name))
+        return response
 
     def _target(self, parts: list[str]) -> tuple[ResourceKind, str | None, str, str | None]:
         """The kind, namespace, name and subresource a path names (404 for none)."""
@@ -399,79 +404,52 @@ class FakeKube:
 
     # --- the verbs ------------------------------------------------------------------------------
 
-    async def _get(self, request: web.Request, record: RequestRecord, rk: ResourceKind,
-                   namespace: str | None, name: str) -> web.StreamResponse:  # fmt: skip
-        return _json(200, self.fake.get(Ref(rk.api_version, rk.kind, namespace, name)))
+    async def _get(self, request: web.Request, at: At) -> web.StreamResponse:
+        return _json(200, self.fake.get(at.ref))
 
-    async def _patch(self, request: web.Request, record: RequestRecord, rk: ResourceKind,
-                     namespace: str | None, name: str) -> web.StreamResponse:  # fmt: skip
+    async def _patch(self, request: web.Request, at: At) -> web.StreamResponse:
         if request.content_type != "application/merge-patch+json":
-            raise error(415, "UnsupportedMediaType", "the body of the request was in an unknown "
-                        f"format ({request.content_type})")  # fmt: skip
-        ref = Ref(rk.api_version, rk.kind, namespace, name)
-        return _json(200, self.fake.patch(ref, await _body(request)))
+            said = f"the body of the request was in an unknown format ({request.content_type})"
+            raise error(415, "UnsupportedMediaType", said)
+        return _json(200, self.fake.patch(at.ref, await _body(request)))
 
-    async def _delete(self, request: web.Request, record: RequestRecord, rk: ResourceKind,
-                      namespace: str | None, name: str) -> web.StreamResponse:  # fmt: skip
+    async def _delete(self, request: web.Request, at: At) -> web.StreamResponse:
         options = await _body(request) or {}
         policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
-        self.fake.delete(Ref(rk.api_version, rk.kind, namespace, name), policy or "Background")
-        return _json(
-            200,
-            {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": {"name": name, "kind": rk.plural},
-            },
-        )
+        self.fake.delete(at.ref, policy or "Background")
+        details = {"name": at.name, "kind": at.kind.plural}
+        said = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+        return _json(200, said | {"details": details})
 
-    async def _create(self, request: web.Request, record: RequestRecord, rk: ResourceKind,
-                      namespace: str | None, name: str) -> web.StreamResponse:  # fmt: skip
-        mode, dry_run = request.query.get("fieldValidation", "Warn"), request.query.getall(
-            "dryRun", [])  # fmt: skip
-        if mode not in ("Strict", "Warn", "Ignore"):
-            raise error(400, "BadRequest", f"fieldValidation parameter unsupported: {mode}; "
-                        "valid values: Ignore, Warn, Strict")  # fmt: skip
-        if any(value != "All" for value in dry_run):  # "All" is the only value the API has
-            raise error(422, "Invalid", 'CreateOptions.meta.k8s.io "" is invalid: dryRun: '
-                        f'Unsupported value: "{dry_run[0]}": supported values: "All"')  # fmt: skip
-        body = await _body(request)
-        if not isinstance(body, dict) or not isinstance(body.setdefault("metadata", {}), dict):
-            raise error(400, "BadRequest", "the body of the request must be a JSON object")
-        body.setdefault("apiVersion", rk.api_version)
-        if (body["apiVersion"], body.setdefault("kind", rk.kind)) != (rk.api_version, rk.kind):
-            raise error(400, "BadRequest", f"the API version in the data ({body['apiVersion']}) "
-                        f"and kind ({body['kind']}) do not match the expected "
-                        f"{rk.api_version} {rk.kind}")  # fmt: skip
-        if body["metadata"].get("namespace") not in (None, namespace):
-            raise error(400, "BadRequest", "the namespace of the provided object does not match "
-                        "the namespace sent on the request")  # fmt: skip
-        body["metadata"] |= {"namespace": namespace} if rk.namespaced else {}
-        return _json(201, self.fake.create(body, dry_run=bool(dry_run)))
+    async def _create(self, request: web.Request, at: At) -> web.StreamResponse:
+        body = await _body(request)  # its kind and namespace: the path's
+        body |= {"apiVersion": at.kind.api_version, "kind": at.kind.kind}
+        body["metadata"] = {k: v for k, v in body.get("metadata", {}).items() if k != "namespace"}
+        body["metadata"] |= {"namespace": at.namespace} if at.namespace else {}
+        dry_run = request.query.get("dryRun") == "All"  # the only value the API has
+        return _json(201, self.fake.create(body, dry_run=dry_run))
 
-    async def _list(self, request: web.Request, record: RequestRecord, rk: ResourceKind,
-                    namespace: str | None, name: str) -> web.StreamResponse:  # fmt: skip
-        query = request.query
+    async def _list(self, request: web.Request, at: At) -> web.StreamResponse:
+        query, kind = request.query, at.kind
         page = self.fake.list(
-            rk.api_version, rk.kind, namespace, label_selector=query.get("labelSelector", ""),
-            field_selector=query.get("fieldSelector", ""), limit=_number(query, "limit") or 0,
-            continue_token=query.get("continue"))  # fmt: skip
+            kind.api_version, kind.kind, at.namespace, limit=_number(query, "limit") or 0,
+            label_selector=query.get("labelSelector", ""),
+            field_selector=query.get("fieldSelector", ""), continue_token=query.get("continue"),
+        )  # fmt: skip
         meta: Obj = {"resourceVersion": page.resource_version}
         meta |= {"continue": page.continue_token} if page.continue_token else {}
         meta |= {"remainingItemCount": page.remaining} if page.remaining is not None else {}
-        builtin = rk.group in _BUILTIN_GROUPS  # whose list items carry no kind, apiVersion
+        builtin = kind.group in _BUILTIN_GROUPS  # whose list items carry no kind, apiVersion
         items = [{k: v for k, v in i.items() if not builtin or k not in ("apiVersion", "kind")}
                  for i in page.items]  # fmt: skip
-        return _json(200, {"kind": f"{rk.kind}List", "apiVersion": rk.api_version,
-                           "metadata": meta, "items": items})  # fmt: skip
+        said = {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta}
+        return _json(200, said | {"items": items})
 
-    async def _watch(self, request: web.Request, record: RequestRecord, rk: ResourceKind,
-                     namespace: str | None, name: str) -> web.StreamResponse:  # fmt: skip
-        query, bookmarks = request.query, _flag(request.query, "allowWatchBookmarks")
+    async def _watch(self, request: web.Request, at: At) -> web.StreamResponse:
+        query, bookmarks, kind = request.query, _flag(request.query, "allowWatchBookmarks"), at.kind
         events = self.fake.watch(
-            rk.api_version, rk.kind, namespace, resource_version=query.get("resourceVersion", ""),
+            kind.api_version, kind.kind, at.namespace,
+            resource_version=query.get("resourceVersion", ""),
             label_selector=query.get("labelSelector", ""),
             field_selector=query.get("fieldSelector", ""),
             timeout_seconds=_number(query, "timeoutSeconds") or 1800)  # fmt: skip
@@ -485,19 +463,18 @@ class FakeKube:
                 said = {"type": "ERROR", "object": status(err.status, err.message)}
                 yield json.dumps(said).encode()
 
-        return await _stream(request, "application/json", lines(), record.fault, b"\n")
+        return await _stream(request, "application/json", lines(), at.record.fault, b"\n")
 
-    async def _log(self, request: web.Request, record: RequestRecord, rk: ResourceKind,
-                   namespace: str | None, name: str) -> web.StreamResponse:  # fmt: skip
-        query, follow = request.query, _flag(request.query, "follow")
+    async def _log(self, request: web.Request, at: At) -> web.StreamResponse:
+        query, follow, fault = request.query, _flag(request.query, "follow"), at.record.fault
         text = self.fake.log_text(
-            namespace or "default", name, container=query.get("container"), follow=follow,
+            at.namespace or "default", at.name, container=query.get("container"), follow=follow,
             since_seconds=_number(query, "sinceSeconds"), tail_lines=_number(query, "tailLines"),
             timestamps=_flag(query, "timestamps"))  # fmt: skip
         if text is None:
             return web.Response(status=204)  # not scheduled: no kubelet to ask
         if not follow:
-            if record.fault is not None and record.fault.drop_after is not None:
+            if fault is not None and fault.drop_after is not None:
                 return _abort(request)
             return web.Response(text="".join(text), content_type="text/plain")
 
@@ -506,7 +483,7 @@ class FakeKube:
                 for line in piece.splitlines(keepends=True):
                     yield line.encode()
 
-        return await _stream(request, "text/plain", lines(), record.fault, b"")
+        return await _stream(request, "text/plain", lines(), fault, b"")
 
     async def _drawn(self, items: Iterator[Any]) -> AsyncIterator[Any]:
         """``items``, each drawn on a thread of the pool (a stream of the fake blocks)."""
@@ -514,15 +491,14 @@ class FakeKube:
         while (item := await loop.run_in_executor(self._pool, next, items, end)) is not end:
             yield item
 
-    async def _exec(self, request: web.Request, record: RequestRecord, rk: ResourceKind,
-                    namespace: str | None, name: str) -> web.StreamResponse:  # fmt: skip
+    async def _exec(self, request: web.Request, at: At) -> web.StreamResponse:
         """The channel websocket: stdin read to its end (v5 closes it with ``[255, 0]``), then
         the command run by the fake; its stdout, stderr and exit Status sent back."""
-        query, ns = request.query, namespace or "default"
+        query, ns, name = request.query, at.namespace or "default", at.name
         argv, container = query.getall("command", []), query.get("container", "")
         if not argv:
             raise error(400, "BadRequest", "you must specify at least 1 command")
-        check_exec(self.store.current(rk, ns, name), container)  # refused at the handshake
+        check_exec(self.store.current(at.kind, ns, name), container)  # refused at the handshake
         ws = web.WebSocketResponse(protocols=("v5.channel.k8s.io", "v4.channel.k8s.io"),
                                    max_msg_size=0)  # fmt: skip
         await ws.prepare(request)
@@ -532,7 +508,8 @@ class FakeKube:
             if message.type != WSMsgType.BINARY or data[:2] == b"\xff\x00":
                 break
             stdin += data[1:] if data[:1] == b"\x00" else b""
-        loop, cut = asyncio.get_running_loop(), record.fault.drop_after if record.fault else None
+        fault, loop = at.record.fault, asyncio.get_running_loop()
+        cut = fault.drop_after if fault else None
         sent = 0
 
         def forward(output: Iterator[bytes]) -> None:
