@@ -622,6 +622,9 @@ def _defaults(schema: Obj, node: Any) -> None:
             _defaults(schema.get("items") or {}, value)
 
 
+_CRDS: dict[int, Obj] = {}
+
+
 def checked(store: Store) -> None:
     """Hold what is created to the schemas a real API server holds it to: the CRD's defaults
     first (before Kueue's webhook: a server decodes before admission), the CRD served
@@ -633,7 +636,10 @@ def checked(store: Store) -> None:
             obj["apiVersion"].rpartition("/")[0],
             store.served(obj["apiVersion"], obj["kind"]),
         )
-        return store.items.get((*CRD, None, f"{rk.plural}.{group}")) if rk and group else None
+        found = store.items.get((*CRD, None, f"{rk.plural}.{group}")) if rk and group else None
+        # One object per CRD file, whichever cluster stores it: its validator is built once
+        # (kfcompile.output.crd keeps them by object; the stored ones share the file's spec).
+        return _CRDS.setdefault(id(found["spec"]), found) if found else None
 
     def defaults(obj: Obj) -> None:
         for version in (crd_of(obj) or {}).get("spec", {}).get("versions", []):

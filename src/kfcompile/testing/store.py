@@ -522,6 +522,8 @@ class Store:
         with self.lock:
             if not self.gc_running or self.clock.time() < self.gc_from:
                 return
+            if self._collected == (self._rv, frozenset(self.kubelets_down)):
+                return  # nothing changed since it last had nothing to do
             known = {o["metadata"]["uid"] for o in self.items.values()}
             while self._collected != (self._rv, frozenset(self.kubelets_down)):
                 self._collected = (self._rv, frozenset(self.kubelets_down))
