@@ -140,6 +140,35 @@ def lifecycle_spec(data: Obj) -> Any:
 # --- Kueue, as KUBEFLOW.md records the real one ----------------------------------------------
 
 
+def test_the_api_servers_words_are_the_recorded_ones(tmp_path: Path) -> None:
+    """What the fake answers where KUBEFLOW.md records a real kube-apiserver 1.32: a pod's log
+    whose kubelet cannot be reached, a pod's log before it is scheduled (over HTTP: 204, follow
+    included), an owner deleted in the foreground, events through events.k8s.io/v1."""
+    said = facts()
+    assert "dial tcp <node>:10250: connect: connection refused" in said
+    assert "answered **204 No Content** (empty body), `follow=true` included" in said
+    assert "`deletionTimestamp` and the `foregroundDeletion` finalizer" in said
+    with FakeKube() as kube:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+               "spec": {"containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
+        kube.store.create(pod)
+        kube.store.change("v1", "Pod", "default", "p", {"spec": {"nodeName": "n"}})
+        kube.store.kubelets_down.add("n")
+        conn = connect(str(kube.kubeconfig(tmp_path / "kc")))
+        with pytest.raises(Transient, match="dial tcp n:10250: connect: connection refused"):
+            list(KubeCluster(conn.api_client).pod_log("default", "p"))
+        kube.store.change("v1", "Pod", "default", "p", {"spec": {"nodeName": None}})
+        assert list(KubeCluster(conn.api_client).pod_log("default", "p", follow=True)) == []
+    assert [r.status for r in kube.requests.matching(verb="log")] == [500, 204]
+    fake = FakeCluster()
+    courses.install(fake)
+    fake.store.put({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                    "metadata": {"name": "x", "namespace": "default"}, "spec": {}})  # fmt: skip
+    courses.pending(fake, "default", "x", "Unschedulable")
+    [event] = fake.store.list("events.k8s.io/v1", "Event")
+    assert {"eventTime", "note", "regarding"} <= set(event) and "message" not in event
+
+
 def test_kueues_words_are_the_recorded_ones() -> None:
     said = facts()
     entry = "{manager: kueue.x-k8s.io/manager, trainingRuntimeSpec: {template: {spec: {}}}}"
