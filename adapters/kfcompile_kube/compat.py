@@ -22,11 +22,10 @@ from urllib.parse import unquote, urlencode, urlsplit
 
 import certifi
 import urllib3
-from kubernetes.client import rest
-from kubernetes.client.configuration import Configuration
 
 from kfcompile.lifecycle.ports import ApiError
 from kfcompile_kube.answers import OBJECT_LIMIT
+from kfcompile_kube.client_modules import Configuration, rest
 from kfcompile_kube.proxy import default_port
 
 if TYPE_CHECKING:  # websocket-client (and the client's ws_client, with requests): exec's alone

@@ -80,7 +80,7 @@ def trust_anchor(configuration: Any) -> bytes:
         return b""
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class DiskDiscovery:
     """The discovery documents of one server (``server_dir``) under ``root``."""
 
