@@ -19,6 +19,7 @@ import urllib3
 from fakekube import FakeKube
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.kube_config import KubeConfigLoader
+from test_adapter_kube import echo
 
 from kfcompile_kube import compat
 from kfcompile_kube.cluster import KubeCluster
@@ -182,6 +183,7 @@ def test_chunks_give_what_has_arrived_without_waiting_for_more(server: _Server, 
 @pytest.fixture
 def fake() -> Iterator[FakeKube]:
     with FakeKube() as kube:
+        kube.fake.on_exec = echo  # the pod's cat
         kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         kube.store.create(
             {
