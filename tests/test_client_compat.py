@@ -20,7 +20,7 @@ from fakekube import FakeKube
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.kube_config import KubeConfigLoader
 
-from kfcompile_kube import compat
+from kfcompile_kube import compat, execstream
 from kfcompile_kube.cluster import KubeCluster
 from kfcompile_kube.config import connect
 
@@ -78,7 +78,7 @@ def test_prepare_builds_url_headers_and_credentials(make: Any) -> None:
     configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
     client: compat.Client = make(configuration)
     query = [("labelSelector", "a=b,c in (d)"), ("command", "ls"), ("command", "-l /")]
-    url, headers = compat.prepare(client, "GET", "/api/v1/pods", query, {"Accept": "text/plain"})
+    url, headers = compat.prepare(client, "/api/v1/pods", query, {"Accept": "text/plain"})
     parts = urlsplit(url)
     assert (parts.scheme, parts.netloc, parts.path) == ("http", "127.0.0.1:1", "/api/v1/pods")
     assert parse_qsl(parts.query) == query  # repeated keys kept, in order
@@ -152,7 +152,7 @@ def test_send_gives_a_refused_answer_as_its_raw_bytes(server: _Server, make: Any
     """Up to 36.x the client raises for the status and ``call_api`` would decode the body as
     UTF-8 (a hostile body would crash it): compat reads it as bytes in every line."""
     client = _client(server, make)
-    url, headers = compat.prepare(client, "GET", "/refused", [], {"Accept": "application/json"})
+    url, headers = compat.prepare(client, "/refused", [], {"Accept": "application/json"})
     with pytest.raises(compat.Refused) as refused:
         compat.send(client, "GET", url, headers, None, (5.0, 5.0))
     assert refused.value.status == 500
@@ -165,7 +165,7 @@ def test_chunks_give_what_has_arrived_without_waiting_for_more(server: _Server, 
     """A watch or a followed log yields each piece as it comes: urllib3 2 through ``read1``,
     1.26 (which has none) through ``stream``."""
     client = _client(server, make)
-    url, headers = compat.prepare(client, "GET", "/stream", [], {})
+    url, headers = compat.prepare(client, "/stream", [], {})
     response = compat.send(client, "GET", url, headers, None, (5.0, 30.0))
     assert isinstance(response, urllib3.response.HTTPResponse)
     pieces = compat.chunks(response, 64 * 1024)
@@ -211,11 +211,11 @@ def test_open_exec_offers_v5_so_stdin_can_end(fake: FakeKube, tmp_path: Path) ->
     conn = connect(str(fake.kubeconfig(tmp_path / "kc", namespace=NS, token=TOKEN)))
     query = [("command", "cat"), ("container", "main"), ("stdin", "true"), ("stdout", "true")]
     url, headers = compat.prepare(
-        conn.api_client, "GET", f"/api/v1/namespaces/{NS}/pods/p/exec", query, {}
+        conn.api_client, f"/api/v1/namespaces/{NS}/pods/p/exec", query, {}
     )
-    sock = compat.open_exec(conn.api_client.configuration, url, headers)
+    sock = execstream.open_exec(conn.api_client.configuration, url, headers)
     try:
-        assert sock.getheaders()["sec-websocket-protocol"] == compat.V5_PROTOCOL
+        assert sock.getheaders()["sec-websocket-protocol"] == execstream.V5_PROTOCOL
     finally:
         sock.shutdown()
     # ... and through the adapter the command reads its stdin to the end and exits.
