@@ -143,5 +143,5 @@ class Bearer:
 def renewed(configuration: Any, sent: Mapping[str, str]) -> bool:
     """After a 401 to a request with the headers ``sent``: whether the configuration's token
     was fetched anew since (then the request is worth sending once more)."""
-    hook = getattr(configuration, "refresh_api_key_hook", None)
+    hook = compat.token_hook(configuration)
     return isinstance(hook, Bearer) and hook.unauthorized(sent.get("authorization", ""))

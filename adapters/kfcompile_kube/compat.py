@@ -142,6 +142,16 @@ def put_token(configuration: Configuration, header: str) -> None:
     configuration.api_key[TOKEN_KEY] = header
 
 
+def token_hook(configuration: Configuration) -> object:
+    """The hook ``bear`` gave (or the loader's, or None)."""
+    return getattr(configuration, "refresh_api_key_hook", None)
+
+
+def api_keys(configuration: Configuration) -> list[str]:
+    """Every API key ``configuration`` holds (the bearer token's header among them)."""
+    return [str(value) for value in configuration.api_key.values()]
+
+
 def prepare(
     client: Client,
     path: str,
