@@ -15,7 +15,8 @@ from kfcompile_kube.watch import Watch
 from kfcompile_local import Threads
 
 
-class KubeCluster(Objects, Watch, Logs, PodExec, Threads):
+# The parts last to first: so the documentation lists the calls in the port's order.
+class KubeCluster(PodExec, Logs, Watch, Objects, Threads):
     """The Kubernetes API as ``kfcompile.lifecycle.ports.Cluster``, and as ``Merge``
     (``fanout``: its followed logs read at once, one thread each, cut when the reader stops).
 
