@@ -2,7 +2,7 @@
 (tests/fakekube), and `kfcompile render`, each beside kubectl doing the same where kubectl is
 installed, and beside `python -c pass`.
 
-    python bench/cold.py [RUNS]
+    [KUBECTL=path] python bench/cold.py [RUNS] [--no-callgrind]
 
 Each row: the API requests one run makes (counted at the server), and the median wall and CPU
 time (user + system of the child) of RUNS new processes after one warm-up, so both tools find
@@ -14,8 +14,17 @@ handshakes. Cluster commands run as `python -m kfcompile` (the `kfcompile` comma
 point, `kfcompile.cli.run`). The render row renders examples/llama-4x8-efa.yaml; kubectl's runs
 `kubectl create --dry-run=client -o yaml -f` on that output (it reads the API's discovery, from
 its cache, to know the kinds; `--validate=false`, as the local server serves no OpenAPI document
-and render checks the objects itself). `kubectl` is whichever is first on PATH (a Google Cloud SDK
-install's is a dispatcher that runs a versioned kubectl, about twice the CPU of that binary).
+and render checks the objects itself). `kubectl` is $KUBECTL, else whichever is first on PATH
+(a Google Cloud SDK install's is a dispatcher, a kubectl of its own that can run a versioned one,
+such as `kubectl.1.32` beside it).
+
+Then, where valgrind is installed, the instructions a cold run of each executes (callgrind,
+``--trace-children=yes``: every process the command starts, each named by its command line), the
+median of five runs, and each kfcompile row's ratio to the kubectl row after it. Instructions
+are what time would be on an idle machine, and they change little from run to run (kubectl's by
+a few percent, Python's by less than one), so they show what the times of a shared machine hide.
+Where kubectl starts another process (a dispatcher running a versioned kubectl), each is shown
+and the ratio is to the last, the kubectl that ran the command. ``--no-callgrind`` skips them.
 
 Needs ../shared/crds (the reference CRDs), as the tests do.
 """
@@ -25,13 +34,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import ssl
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,9 +125,61 @@ def _row(
     print(f"  {label:<56} {asked:>8} {wall:7.1f} ms {cpu:7.1f} ms")
 
 
+CALLGRIND_RUNS = 5  # the median: kubectl's count varies by a few percent (Go's scheduler, GC)
+_HEADER = {"pid:", "cmd:", "summ"}  # the lines of a callgrind file read: pid, cmd, summary
+
+
+def instructions(argv: list[str], env: dict[str, str], tmp: str) -> list[tuple[str, int]]:
+    """(command line, instructions) of every process one run of ``argv`` starts, in start
+    order, counted by callgrind."""
+    out = tempfile.mkdtemp(dir=tmp)
+    callgrind = ["valgrind", "--tool=callgrind", "--trace-children=yes"]
+    subprocess.run(
+        [*callgrind, f"--callgrind-out-file={out}/%p", *argv],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        # Go's preemption signals trip callgrind (threads.c: vgCallgrind_post_signal).
+        env={**env, "GODEBUG": "asyncpreemptoff=1"},
+    )
+    found = []
+    for path in Path(out).iterdir():
+        fields = dict(
+            line.split(":", 1) for line in path.read_text().splitlines() if line[:4] in _HEADER
+        )
+        found.append((int(fields["pid"]), fields["cmd"].strip(), int(fields["summary"])))
+    return [(command, count) for _, command, count in sorted(found)]
+
+
+def _instruction_rows(rows: Sequence[tuple[str, list[str]]], env: dict[str, str], tmp: str) -> None:
+    """Each row's instructions; a kfcompile row's ratio to the kubectl row after it."""
+    counted: list[tuple[str, list[tuple[str, int]]]] = []
+    for label, argv in rows:
+        if argv[0] != "kubectl":  # found on PATH
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)  # warm
+            runs = [instructions(argv, env, tmp) for _ in range(CALLGRIND_RUNS)]
+            counted.append((label, sorted(runs, key=lambda r: r[-1][1])[CALLGRIND_RUNS // 2]))
+    title = f"median of {CALLGRIND_RUNS} cold runs, by callgrind"
+    print(f"\n{title:<66}instructions   ratio to kubectl")
+    for (label, processes), after in zip(counted, [*counted[1:], None], strict=True):
+        # The last process started is the one measured: kfcompile, or the kubectl a
+        # dispatcher runs.
+        count = processes[-1][1]
+        ratio = ""
+        if label.startswith("kfcompile") and after and after[0].startswith("kubectl"):
+            ratio = f"{count / after[1][-1][1]:.2f}x"
+        print(f"  {label:<56} {count / 1e6:9.1f} M   {ratio}")
+        if len(processes) > 1:
+            ran = ", ".join(f"{Path(c.split()[0]).name} {n / 1e6:.1f} M" for c, n in processes)
+            print(f"    (the binary measured is the last of: {ran})")
+
+
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 15
-    kubectl = shutil.which("kubectl")
+    args = [arg for arg in sys.argv[1:] if arg != "--no-callgrind"]
+    runs = int(args[0]) if args else 15
+    callgrind = "--no-callgrind" not in sys.argv and shutil.which("valgrind") is not None
+    kubectl = os.environ.get("KUBECTL") or shutil.which("kubectl")
     kfcompile = [sys.executable, "-m", "kfcompile"]
     with (
         LocalCluster(schema_check.require_shared(), scenario="hang", auto=False) as local,
@@ -155,6 +217,8 @@ def main() -> None:
                 print(f"  {label:<56} skipped: kubectl is not installed")
             else:
                 _row(label, argv, runs, None if argv is render else local, env)
+        if callgrind:
+            _instruction_rows([("python -c pass", [sys.executable, "-c", "pass"]), *rows], env, tmp)
 
 
 if __name__ == "__main__":

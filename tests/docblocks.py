@@ -116,7 +116,7 @@ def kfcompile_argv(command: str) -> list[str] | None:
 
 def needs_cluster(command: str) -> bool:
     """Whether a command line talks to a cluster: a cluster command of kfcompile's (its
-    ``func`` in ``cli/cluster.py`` or ``cli/listing.py``), or ``validate --cluster``."""
+    function in ``cli/cluster.py`` or ``cli/listing.py``), or ``validate --cluster``."""
     words = shlex.split(command.split("|")[0].split(">")[0])
     if len(words) < 2 or words[0] != "kfcompile":
         return False
@@ -127,10 +127,5 @@ def cluster_commands() -> set[str]:
     """The commands whose module talks to a cluster."""
     from kfcompile.cli import parser
 
-    found = set()
-    for name, (_, define) in parser.COMMANDS.items():
-        p = parser._Command(prog=f"kfcompile {name}")
-        define(p)
-        if p.get_default("func").split(":")[0] in ("cluster", "listing"):
-            found.add(name)
-    return found
+    cluster = (parser._in_cluster, parser._in_listing)
+    return {name for name, (_, _, functions) in parser.COMMANDS.items() if functions in cluster}

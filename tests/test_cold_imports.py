@@ -1,10 +1,13 @@
-"""What a cold cluster command imports (``kfcompile.cli.deferred``): in the process the
-``kfcompile`` command starts, the ``kubernetes`` client runs only the parts the command uses;
-imported as a library, kfcompile leaves the client as it is; and a package deferred is, once
-asked for the rest, exactly the package its own ``__init__`` makes, on every client line."""
+"""What a cold command imports: a render only its target's module, and nothing of the cluster's;
+its arguments parsed without the spec layer; a cluster command only the parts of the
+``kubernetes`` client it uses (``kfcompile_kube.client_modules``), and a package whose
+``__init__`` the adapter left is, once asked for the rest, exactly the package its own
+``__init__`` makes, on every client line, for any code in the process. And the ``kfcompile``
+process's start-up, with the collector off, frozen after."""
 
 from __future__ import annotations
 
+import argparse
 import http.server
 import importlib
 import importlib.util
@@ -21,7 +24,8 @@ import schema_check
 from fakekube.cluster import NAMESPACE, LocalCluster
 
 from kfcompile import lifecycle, structure
-from kfcompile.cli import deferred, main
+from kfcompile.cli import parser
+from kfcompile_kube import client_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 # Parts of the client no cluster command uses (up to 36.x `import kubernetes` runs them all, and
@@ -59,7 +63,6 @@ UNUSED_SPEC = (
 _REST = importlib.util.find_spec("kubernetes.client.rest")
 if _REST is None or _REST.origin is None or "from requests" not in Path(_REST.origin).read_text():
     UNUSED = (*UNUSED, "requests")
-WHOLE = UNUSED[:3]  # what `import kubernetes` runs on every line (37.x loads APIs, models lazily)
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +80,9 @@ def _python(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-# The kfcompile command (its entry point, ``kfcompile.cli.run``), then every module it loaded, on
-# stderr's last line: ``-X importtime`` misses those ``importlib.import_module`` loads.
+# The kfcompile command (its entry point, ``kfcompile.cli.run``), then every module it loaded and
+# the module of each import hook (``sys.meta_path``), on stderr's last line: ``-X importtime``
+# misses ``importlib.import_module``'s loads.
 _COMMAND = """
 import json, sys
 from kfcompile.cli import run
@@ -86,9 +90,16 @@ sys.argv[0] = "kfcompile"
 try:
     code = run()
 finally:
-    print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+    hooks = [getattr(f, "__module__", type(f).__module__) for f in sys.meta_path]
+    print(json.dumps({"modules": sorted(sys.modules), "hooks": hooks}), file=sys.stderr)
 sys.exit(code)
 """
+
+
+def _loaded(stderr: str) -> tuple[set[str], list[str]]:
+    """The modules and import hooks ``_COMMAND`` says."""
+    said = json.loads(stderr.splitlines()[-1])
+    return set(said["modules"]), said["hooks"]
 
 
 @pytest.mark.parametrize(
@@ -104,49 +115,157 @@ def test_a_cluster_command_runs_only_the_parts_of_the_client_it_uses(
     done = _python("-c", _COMMAND, *command, "--kubeconfig", str(cluster.kubeconfig))
     assert done.returncode == 0, done.stderr
     assert said in done.stdout
-    imported = set(json.loads(done.stderr.splitlines()[-1]))
+    imported, hooks = _loaded(done.stderr)
     assert "kubernetes.client.rest" in imported  # the official client sent it
+    # No import hook of kfcompile's: the adapter imports the client's modules it uses.
+    assert not [hook for hook in hooks if hook.startswith("kfcompile")], hooks
     assert not imported & set(UNUSED)
     assert not any(name.startswith("kubernetes.client.models.") for name in imported)
     assert not imported & set(UNUSED_LIFECYCLE)
     assert not imported & set(UNUSED_SPEC)
 
 
-def test_imported_as_a_library_the_client_is_whole(cluster: LocalCluster) -> None:
-    # The CLI's own main(), called in a process kfcompile did not start, defers nothing either.
-    assert main(["status", "demo", "--kubeconfig", str(cluster.kubeconfig)]) == 0
-    assert not any(isinstance(finder, deferred._Finder) for finder in sys.meta_path)
+# What no render imports: the cluster's parts, the importer, the lifecycle, jsonschema (for
+# --crd), and shutil, which argparse imports for the terminal's width, and bz2 and lzma with it.
+NOT_RENDER = (
+    "kubernetes",
+    "kfcompile_kube",
+    "urllib3",
+    "kfcompile.importer",
+    "kfcompile.lifecycle",
+    "jsonschema",
+    "shutil",
+    "bz2",
+    "lzma",
+)
+TARGET_MODULES = {
+    "pytorchjob/v1": {"kfcompile.targets.pytorchjob_v1"},
+    "trainjob/v2.3": {f"kfcompile.targets.trainjob_v2_{n}" for n in range(4)},  # built on v2.0
+}
+
+
+@pytest.mark.parametrize("target", sorted(TARGET_MODULES))
+def test_a_render_imports_its_target_alone(target: str) -> None:
+    done = _python("-c", _COMMAND, "render", "examples/llama-4x8-efa.yaml", "-t", target)
+    assert done.returncode == 0, done.stderr
+    imported, _ = _loaded(done.stderr)
+    assert TARGET_MODULES[target] <= imported  # the reader sees what is there
+    others = set().union(*TARGET_MODULES.values()) - TARGET_MODULES[target]
+    assert not imported & others
+    assert not {m for m in imported if m.startswith(NOT_RENDER)}
+
+
+def test_the_registry_names_each_target_as_its_module_does() -> None:
+    """The names the registry holds without importing a target are the targets' own, and the
+    default is the newest Trainer release."""
+    from kfcompile.targets import DEFAULT_TARGET, RELEASES, TARGETS, trainer_releases
+
+    assert [TARGETS[name].name for name in TARGETS] == list(TARGETS)
+    assert [RELEASES[name].name for name in RELEASES] == list(RELEASES)
+    assert trainer_releases()[0].name == DEFAULT_TARGET
+
+
+def test_the_arguments_of_a_render_are_parsed_without_the_spec_layer() -> None:
+    """--target's choices and its patch releases (``trainjob/v2.1.0``) are the registry's names."""
     code = (
-        "import sys, kfcompile, kfcompile.cli, kfcompile_kube, kubernetes; "
-        f"missing = [m for m in {WHOLE!r} if m not in sys.modules]; "
-        "assert not missing and kubernetes.client.CoreV1Api, missing"
+        "import json, sys; from kfcompile.cli import parser; "
+        "argv = ['render', 'job.yaml', '-t', 'trainjob/v2.1.0']; "
+        "args = parser.build(argv).parse_args(argv); "
+        "print(json.dumps([args.target, sorted(sys.modules)]))"
+    )
+    done = _python("-c", code)
+    assert done.returncode == 0, done.stderr
+    target, imported = json.loads(done.stdout)
+    assert target == "trainjob/v2.1" and "kfcompile.targets" in imported
+    spec_layer = ("kfcompile.spec", "kfcompile.targets.", "kfcompile.kinds", "attr", "cattrs")
+    assert not [m for m in imported if m.startswith(spec_layer)]
+
+
+def test_a_command_line_builds_the_parser_of_its_command_alone() -> None:
+    """Each command's parser costs its making (argparse's actions, a formatter): a render's
+    command line makes render's; one that names no command makes every one, for the help."""
+
+    def commands(argv: list[str]) -> list[str]:
+        built = parser.build(argv)
+        (sub,) = (a for a in built._actions if isinstance(a, argparse._SubParsersAction))
+        return list(sub.choices)
+
+    assert commands(["render", "job.yaml"]) == ["render"]
+    assert commands(["--help"]) == commands(["nope"]) == list(parser.COMMANDS)
+
+
+_GC = """
+import gc, json, sys
+from kfcompile.cli import main, run
+sys.argv = ["kfcompile", "schema"]
+frozen = [gc.get_freeze_count()]
+main(["schema"])
+frozen.append(gc.get_freeze_count())
+run()
+print(json.dumps({"frozen": frozen + [gc.get_freeze_count()], "enabled": gc.isenabled()}))
+"""
+
+
+def test_the_kfcompile_process_freezes_its_start_up_and_collects_after_it() -> None:
+    """``run`` freezes what start-up made (the modules), so no collection walks it again, and
+    then collects as usual; ``main`` (kfcompile as a library) leaves the collector alone."""
+    done = _python("-c", _GC)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.splitlines()[-1])
+    before, after_main, after_run = said["frozen"]
+    assert before == after_main == 0
+    assert after_run > 10_000  # the interpreter's, attrs' and kfcompile's modules at least
+    assert said["enabled"]
+
+
+@pytest.mark.parametrize("columns", ["40", "100", "", "wide"])
+def test_the_help_is_as_wide_as_argparse_would_make_it(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    theirs = argparse.RawDescriptionHelpFormatter("kfcompile")  # from shutil's terminal width
+    assert parser._Help("kfcompile")._width == theirs._width  # type: ignore[attr-defined]
+
+
+def test_a_host_importing_the_client_after_the_adapter_gets_the_real_names() -> None:
+    """A launcher importing the client after kfcompile: the names it imports are the real ones
+    (no stand-in), and the client's parts it uses are there."""
+    code = (
+        "import inspect, sys, kfcompile_kube, kubernetes; "
+        "from kubernetes.client import ApiClient, CoreV1Api; "
+        "from requests_oauthlib import OAuth2Session; "
+        "from kubernetes.config import kube_config; "
+        "assert inspect.isclass(ApiClient) and inspect.isclass(OAuth2Session); "
+        "assert ApiClient is sys.modules['kubernetes.client.api_client'].ApiClient; "
+        "assert not inspect.isclass(kube_config.ApiClient), 'the stand-in is kube_config\\'s'; "
+        "assert isinstance(kube_config.ApiClient(), ApiClient); "
+        "assert kubernetes.watch.Watch and kubernetes.__version__ and CoreV1Api"
     )
     done = _python("-c", code)
     assert done.returncode == 0, done.stderr
 
 
-# Each package deferred: every name its __init__ re-exports, read before that __init__ runs,
-# then all of it, and each stand-in used; printed as the names it then has and whether each
-# early one is the same object.
+# Each package the adapter leaves: the names served before its __init__ runs, then all of it;
+# printed as the names it then has and whether each early one is the same object. "plain": the
+# client imported whole before the adapter.
 _SURVEY = """
 import importlib, json, sys
-from kfcompile.cli import deferred
-if sys.argv[1] == "deferred":
-    deferred.install()
-import kfcompile_kube
+if sys.argv[1] == "plain":
+    import kubernetes, requests_oauthlib, oauthlib.oauth2
+    try:
+        import google.auth.transport.requests
+    except ImportError:
+        pass
+from kfcompile_kube import client_modules
 packages, early = {}, {}
-for name in deferred.PACKAGES:
+for name in client_modules.PACKAGES:
     try:
         packages[name] = package = importlib.import_module(name)
     except ImportError:  # google.auth: where google-auth is installed only
         continue
-    early[name] = {n: getattr(package, n) for n in deferred._exports(package.__spec__)}
+    early[name] = {n: getattr(package, n) for p, n in client_modules.DEFINED_IN if p == name}
 for package in packages.values():
     dir(package)  # the rest
-for (name, attribute), _ in deferred.STAND_INS.items():  # each stand-in used
-    if name in packages:
-        deferred.resolved(getattr(packages[name], attribute))
-early = {name: {n: deferred.resolved(v) for n, v in e.items()} for name, e in early.items()}
 found = {
     name: {
         "names": dir(package),
@@ -159,40 +278,39 @@ print(json.dumps(found))
 """
 
 
-def test_a_deferred_package_asked_for_the_rest_is_the_whole_package() -> None:
+def test_a_package_left_asked_for_the_rest_is_the_whole_package() -> None:
     surveys = {}
-    for mode in ("deferred", "plain"):
+    for mode in ("adapter first", "plain"):
         done = _python("-c", _SURVEY, mode)
         assert done.returncode == 0, done.stderr
         surveys[mode] = json.loads(done.stdout)
-    lazy, plain = surveys["deferred"], surveys["plain"]
+    lazy, plain = surveys["adapter first"], surveys["plain"]
     assert sorted(lazy) == sorted(plain) and "kubernetes.client" in lazy
     for name, found in lazy.items():
         assert found["same"], name
         assert found["names"] == plain[name]["names"], name
-    # Up to 36.x every API class and model is served by name (37.x does so itself).
-    assert sum(found["early"] for found in lazy.values()) > 0
+    assert sum(found["early"] for found in lazy.values()) == len(client_modules.DEFINED_IN)
 
 
 @pytest.fixture
 def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A package ``probe`` in ``tmp_path``, deferred in this process for the test, and ``gate``
-    (not deferred), which its ``__init__`` (written by the test) and the test both see."""
+    """A package ``probe`` in ``tmp_path`` and ``gate``, which its ``__init__`` (``_body``) and
+    the test both see."""
     (tmp_path / "probe").mkdir()
     (tmp_path / "probe" / "part.py").write_text("X = 'part'\n")
     (tmp_path / "gate.py").write_text(
         "import threading\nentered, release = threading.Event(), threading.Event()\nruns = 0\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
-    deferred.install(["probe"])
     yield importlib.import_module("gate")
     for name in [m for m in sys.modules if m in ("probe", "gate") or m.startswith("probe.")]:
         del sys.modules[name]
 
 
 def _body(gate: Any, text: str) -> None:
+    """``probe``'s ``__init__``, left to run on first use (``leave_init``)."""
     Path(gate.__file__).with_name("probe").joinpath("__init__.py").write_text(text)
+    client_modules.leave_init("probe")
 
 
 def test_a_thread_asking_while_the_body_runs_waits_for_it(probe: Any) -> None:
@@ -231,23 +349,20 @@ def test_a_body_that_fails_fails_where_it_is_used_and_again_next_time(probe: Any
 
 _STAND_IN = """
 import sys
-from kfcompile.cli import deferred
-deferred.install()
-from kubernetes.client import ApiClient, Configuration
-assert "kubernetes.client.api_client" not in sys.modules, "loaded by the import"
-client = ApiClient(Configuration())
-import kubernetes.client
+import kfcompile_kube
+from kubernetes.config import kube_config
+from kubernetes.client import Configuration
+assert "kubernetes.client.api_client" not in sys.modules, "loaded by the adapter's imports"
+client = kube_config.ApiClient(Configuration())
 real = sys.modules["kubernetes.client.api_client"].ApiClient
-assert type(client) is real and isinstance(client, ApiClient), type(client)
-assert kubernetes.client.ApiClient is real, "the package still has the stand-in"
-class Mine(ApiClient):
+assert type(client) is real and isinstance(client, kube_config.ApiClient), type(client)
+class Mine(kube_config.ApiClient):
     pass
-assert issubclass(Mine, real) and issubclass(Mine, ApiClient)
-from requests_oauthlib import OAuth2Session  # a package whose body runs at the first use
-assert "requests_oauthlib.oauth2_session" not in sys.modules, "loaded by the import"
-session = OAuth2Session(client_id="kubectl")
+assert issubclass(Mine, real) and issubclass(Mine, kube_config.ApiClient)
+assert "requests_oauthlib.oauth2_session" not in sys.modules, "loaded by the adapter's imports"
+session = kube_config.OAuth2Session(client_id="kubectl")
 assert type(session).__module__ == "requests_oauthlib.oauth2_session", type(session)
-assert isinstance(session, OAuth2Session) and session.client_id == "kubectl"
+assert isinstance(session, kube_config.OAuth2Session) and session.client_id == "kubectl"
 """
 
 
@@ -300,4 +415,4 @@ def test_an_oidc_refresh_in_the_kfcompile_process_uses_the_real_classes(tmp_path
     assert f"oidc auth-provider cannot refresh its token at {issuer}" in said[0], said[0]
     assert "InsecureTransportError" in said[0]  # raised by the real OAuth2Session
     assert _Issuer.seen == ["/.well-known/openid-configuration"]
-    assert "requests_oauthlib.oauth2_session" in json.loads(said[1])
+    assert "requests_oauthlib.oauth2_session" in _loaded(said[1])[0]

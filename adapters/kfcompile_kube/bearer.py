@@ -70,7 +70,7 @@ def file_token(path: Path, where: str) -> str:
     return checked(data.decode("utf-8", "replace").strip(), f"{where} {path}")
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Fetched:
     """A token, when to fetch it again (None: never) and when it expires (None: not known)."""
 

@@ -44,10 +44,9 @@ from urllib.parse import unquote, urlencode, urlsplit
 
 import certifi
 import urllib3
-from kubernetes.client import rest
-from kubernetes.client.configuration import Configuration
 
 from kfcompile_kube.answers import OBJECT_LIMIT
+from kfcompile_kube.client_modules import Configuration, rest
 
 CLIENT_VERSION: Final = importlib.metadata.version("kubernetes")
 CLIENT_MAJOR: Final = int(CLIENT_VERSION.split(".", 1)[0])

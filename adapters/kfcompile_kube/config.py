@@ -23,14 +23,18 @@ from urllib.parse import urlsplit
 
 import urllib3
 from attrs import evolve, frozen
-from kubernetes.client.configuration import Configuration
-from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.incluster_config import InClusterConfigLoader
-from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
 
 from kfcompile.spec.errors import KfcompileError, Problem
 from kfcompile_kube import compat
 from kfcompile_kube.bearer import Bearer, Fetched, TokenError, checked, file_source, utc_now
+from kfcompile_kube.client_modules import (
+    ConfigException,
+    ConfigNode,
+    Configuration,
+    InClusterConfigLoader,
+    KubeConfigLoader,
+    KubeConfigMerger,
+)
 from kfcompile_kube.compat import Client, RestClient
 from kfcompile_kube.errors import server_of
 from kfcompile_kube.exec_credential import EXEC_TIMEOUT, ExecPlugin

@@ -64,7 +64,7 @@ def server_dir(server: str, anchor: bytes = b"") -> str:
     return f"{_UNSAFE.sub('_', schemeless).strip('.')}-{digest[:12]}"
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class DiskDiscovery:
     """The discovery documents of one server (``server_dir``) under ``root``."""
 

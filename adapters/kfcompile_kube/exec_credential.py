@@ -51,7 +51,7 @@ class PluginError(TokenError):
     """Why the plugin gave no credential, in one line that names its command."""
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Credential:
     token: str | None = None
     client_certificate: str | None = None  # PEM
@@ -59,7 +59,7 @@ class Credential:
     expiry: datetime | None = None
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class ExecPlugin:
     """A user's ``exec`` section, ready to run."""
 

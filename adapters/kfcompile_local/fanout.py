@@ -89,7 +89,7 @@ def cut_on_stop(cut: Callable[[], None]) -> Iterator[None]:
         yield
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class _Clock:
     """The clock a stream sleeps on: a stop ends its sleep (at once on the real clock)."""
 
@@ -108,13 +108,13 @@ class _Clock:
             raise Stopped
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class _Item(Generic[K, T]):
     key: K
     value: T
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class _Ended:
     error: BaseException | None = None
 

@@ -61,7 +61,7 @@ class JobState:
 ConditionTable = tuple[tuple[str, State], ...]
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Kind:
     """One job kind."""
 

@@ -42,7 +42,7 @@ NONE_REPORTED: Final = (
 NOT_REPORTED_BY: Final = "PyTorchJob reports no progress"
 
 
-@frozen
+@frozen(repr=False)
 class Progress:
     """What the training process last reported; a field it did not report is ``None``."""
 

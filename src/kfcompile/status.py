@@ -139,7 +139,7 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class _Condition:
     type: str
     status: str

@@ -9,11 +9,12 @@ what a command was in the middle of, such as the sync helper pod).
 
 from __future__ import annotations
 
-import importlib
+import argparse
+import gc
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from kfcompile.cli import deferred, parser
 from kfcompile.cli.common import (
     INTERRUPTED,
     TERMINATED,
@@ -27,22 +28,43 @@ from kfcompile.cli.common import (
     sigterm_interrupts,
 )
 
+if TYPE_CHECKING:
+    from kfcompile.cli.parser import Run
+
 __all__ = ["Failed", "UsageError", "file_stem", "main", "outcome"]
 
 
 def run() -> int:
     """The ``kfcompile`` command (its console script, ``python -m kfcompile``): ``main`` in a
-    process of its own, where the ``kubernetes`` client's packages run only the parts a command
-    uses (``deferred``; never when kfcompile is imported as a library)."""
-    deferred.install()
-    return main()
+    process of its own. What its start-up makes (the modules of the command, its arguments)
+    lives as long as the process, so the collector is off while it is made and it is frozen
+    after: no collection walks it again (they spent 59 M of a cold render's 549 M
+    instructions on it); nor, at exit, what the command made, which goes with the process."""
+    gc.disable()
+    command, args = _parsed(None)
+    gc.freeze()
+    gc.enable()
+    try:
+        return _performed(command, args)
+    finally:
+        gc.freeze()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return _performed(*_parsed(argv))
+
+
+def _parsed(argv: Sequence[str] | None) -> tuple[Run, argparse.Namespace]:
+    """The command's function (its module imported) and its arguments; exit 2 on bad ones."""
+    from kfcompile.cli import parser
+
     args = parser.build(argv).parse_args(argv)
-    module, _, name = args.func.partition(":")
+    return parser.command(args), args
+
+
+def _performed(command: Run, args: argparse.Namespace) -> int:
+    """The command run: its exit status, its failures printed."""
     try:
-        command = getattr(importlib.import_module(f"kfcompile.cli.{module}"), name)
         with sigterm_interrupts():
             return int(command(args))
     except UsageError as exc:

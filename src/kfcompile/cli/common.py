@@ -16,10 +16,6 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
-import attrs
-
-from kfcompile.terminal import printable
-
 # The spec layer and the targets are imported by the functions that use them: a cluster
 # command (``status``) needs neither.
 if TYPE_CHECKING:
@@ -89,6 +85,8 @@ def _text(path: str) -> str:
 
 def load(path: str, namespace: str | None = None) -> JobSpec:
     """The spec in ``path``; ``namespace`` (``-n``): in place of its ``namespace``."""
+    import attrs
+
     from kfcompile.spec.errors import SpecError
     from kfcompile.spec.load import load_spec
 
@@ -177,6 +175,8 @@ def target_arg(text: str) -> str:
 def say(line: str = "", *, err: bool = False) -> None:
     """One line on stdout (``err``: stderr), flushed. Anything in it from a cluster is escaped
     here (``terminal.printable``), the one way the cluster commands print a line."""
+    from kfcompile.terminal import printable  # its patterns: 13 M instructions a render needs not
+
     print(printable(line), file=sys.stderr if err else sys.stdout, flush=True)
 
 

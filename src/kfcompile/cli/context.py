@@ -1,5 +1,7 @@
-"""What a cluster command stands on: its session (the adapter connected, imported only now),
-the namespace it acts in, the target it renders for, and how API trouble is said."""
+"""What a cluster command stands on: its session (the adapter connected), the namespace it acts
+in, the target it renders for, and how API trouble is said. Only a cluster command's module
+imports this one, and with it the adapter (the kubernetes client), when the command runs: as
+part of its start-up (``cli.run``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import kfcompile_kube
+import kfcompile_local
 from kfcompile import lifecycle
 from kfcompile.cli.common import Failed, say
 from kfcompile.lifecycle import ClusterError, locate
@@ -22,10 +26,6 @@ class Context:
     """The session for this command and the namespace it acts in."""
 
     def __init__(self, args: argparse.Namespace, spec_namespace: str | None = None) -> None:
-        # The adapter imports the kubernetes client (~300 ms): only when a command runs.
-        import kfcompile_kube
-        import kfcompile_local
-
         try:
             self.session, connection = kfcompile_kube.session(
                 args.kubeconfig,

@@ -59,7 +59,7 @@ NOT_JOBS: dict[Status, str] = {"unreadable": "unreadable", "skipped": "with no j
 WARNINGS: frozenset[Status] = frozenset({"lossy", "skipped"})
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Outcome:
     """One job of an input file (or a file with none): what was detected, what came out, and
     every line to report."""

@@ -1,22 +1,25 @@
-"""The ``kfcompile`` command line's arguments: every command, its options and help.
+"""The ``kfcompile`` command line's arguments: every command, its options and help, and the
+function that runs it.
 
-Each command's ``func`` is ``module:function`` in this package, imported only when that command
-runs, so ``render`` loads neither the importer nor the lifecycle (and never the Kubernetes
-adapter, which the cluster commands import when they connect). Only the command being run gets
-its arguments (``COMMANDS``; the top-level help lists every command): those of a command that
-takes ``--target`` read the target registry, and with it the spec layer, which ``status`` has
-no use for.
+``COMMANDS`` has a row per command: its help line, what defines its arguments, and what gives
+its function (``_in_compile``, ``_in_manifests``, ``_in_cluster``, ``_in_listing``: the
+functions of one module, imported only when one of them runs), so ``render`` loads neither the
+importer nor the lifecycle nor the Kubernetes adapter. Only the command being run gets its
+arguments (the top-level help lists every command); ``--target``'s choices are the target
+registry's names, which import no target.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kfcompile.kinds import KINDS
+Run = Callable[[argparse.Namespace], int]
+"""A command's function: its parsed arguments in, its exit status out."""
 
 
 class _Version(argparse.Action):
@@ -40,6 +43,31 @@ class _Version(argparse.Action):
             version = "(version unknown: not installed)"
         print(f"kfcompile {version}")
         parser.exit()
+
+
+def _columns() -> int:
+    """The terminal's width, as ``shutil.get_terminal_size`` finds it ($COLUMNS, the terminal
+    of stdout, else 80), without importing shutil (bz2 and lzma with it)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """The help's layout: argparse's (as wide as the terminal, less 2), the description and the
+    examples as written. argparse learns the width from shutil, whose import (bz2, lzma) cost a
+    cold render 11 M instructions."""
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        kwargs.setdefault("width", _columns() - 2)
+        super().__init__(prog, **kwargs)
 
 
 class _Command(argparse.ArgumentParser):
@@ -72,11 +100,13 @@ def _namespace(value: str) -> str:
 
 
 def build(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser for ``argv`` (default ``sys.argv[1:]``): every command, with the arguments
-    of the one ``argv`` names (of all when it names none)."""
+    """The parser for ``argv`` (default ``sys.argv[1:]``): the command it names, with its
+    arguments; every command, with theirs, when it names none (the top-level help lists them,
+    a usage error names them)."""
     parser = argparse.ArgumentParser(
         prog="kfcompile",
         description="Compile a training-job spec into Kubeflow custom resources.",
+        formatter_class=_Help,
     )
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(
@@ -84,17 +114,23 @@ def build(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     given = sys.argv[1:] if argv is None else argv
     chosen = next((arg for arg in given if not arg.startswith("-")), None)
-    for name, (help_text, define) in COMMANDS.items():
-        p = sub.add_parser(
-            name,
-            help=help_text,
-            description=help_text,
-            epilog=examples(name),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+    for name in [chosen] if chosen in COMMANDS else COMMANDS:
+        help_text, define, _ = COMMANDS[name]
+        define(
+            sub.add_parser(
+                name,
+                help=help_text,
+                description=help_text,
+                epilog=examples(name),
+                formatter_class=_Help,
+            )
         )
-        if chosen not in COMMANDS or chosen == name:
-            define(p)
     return parser
+
+
+def command(args: argparse.Namespace) -> Run:
+    """The function that runs the parsed command, its module imported now."""
+    return COMMANDS[args.command][2]()[args.command]
 
 
 def examples(command: str) -> str:
@@ -181,7 +217,6 @@ def _render(p: _Command) -> None:
         help="include the Secret of secret_env, with values from your environment "
         "(stdout only: not with --out or --check)",
     )
-    p.set_defaults(func="compile:cmd_render")
 
 
 def _validate(p: _Command) -> None:
@@ -205,7 +240,6 @@ def _validate(p: _Command) -> None:
         "creates nothing); without --target, for the target the cluster runs",
     )
     _connection(p)
-    p.set_defaults(func="compile:cmd_validate")
 
 
 def _explain(p: _Command) -> None:
@@ -217,16 +251,14 @@ def _explain(p: _Command) -> None:
     )
     _specs(p, many=False, default="default: every target for a FIELD, else the default", what=what)
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    p.set_defaults(func="compile:cmd_explain")
 
 
 def _targets(p: _Command) -> None:
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    p.set_defaults(func="compile:cmd_targets")
 
 
 def _schema(p: _Command) -> None:
-    p.set_defaults(func="compile:cmd_schema")
+    """It takes no arguments."""
 
 
 def _rbac(p: _Command) -> None:
@@ -242,7 +274,6 @@ def _rbac(p: _Command) -> None:
         "ClusterTrainingRuntimes, CRDs, list -A) and a Role in kubeflow-system for the "
         "Trainer's version ConfigMap",
     )
-    p.set_defaults(func="compile:cmd_rbac")
 
 
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
@@ -287,18 +318,19 @@ def _connection(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _command(p: _Command, func: str, spec: bool = False) -> None:
+def _command(p: _Command, spec: bool = False) -> None:
     """What every cluster command takes: the connection and the namespace."""
     _connection(p)
     # As Context picks it: only submit has a spec whose namespace can come in between.
     default = "the spec's, then the context's" if spec else "the context's"
     p.add_argument("-n", "--namespace", help=f"namespace (default: {default}, then default)")
-    p.set_defaults(func=func)
 
 
-def _job(p: _Command, func: str, *more: Callable[[_Command], None]) -> None:
+def _job(p: _Command, *more: Callable[[_Command], None]) -> None:
     """A cluster command about one job, by name."""
-    _command(p, func)
+    from kfcompile.kinds import KINDS
+
+    _command(p)
     p.add_argument("name", help="job name")
     p.add_argument("--kind", choices=list(KINDS), help="if both exist")
     for define in more:
@@ -329,7 +361,7 @@ def _sync_image(p: _Command) -> None:
 
 
 def _submit(p: _Command) -> None:
-    _command(p, "cluster:cmd_submit", spec=True)
+    _command(p, spec=True)
     p.add_argument("spec", help="job spec YAML file")
     _target(p, "output shape (default: the one the cluster runs, detected from what it serves)")
     p.add_argument(
@@ -359,19 +391,19 @@ def _submit(p: _Command) -> None:
 
 
 def _status(p: _Command) -> None:
-    _job(p, "cluster:cmd_status", _workers)
+    _job(p, _workers)
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
 
 
 def _wait(p: _Command) -> None:
-    _job(p, "cluster:cmd_wait", _workers)
+    _job(p, _workers)
     p.add_argument("--until", choices=["running", "done"], default="done")
     _timeout(p)
     _save_logs(p)
 
 
 def _logs(p: _Command) -> None:
-    _job(p, "cluster:cmd_logs", _workers)
+    _job(p, _workers)
     ranks = p.add_mutually_exclusive_group()
     ranks.add_argument(
         "--rank",
@@ -389,13 +421,13 @@ def _logs(p: _Command) -> None:
 
 
 def _cancel(p: _Command) -> None:
-    _job(p, "cluster:cmd_cancel", _workers)
+    _job(p, _workers)
     p.add_argument("--wait", action="store_true", help="return when the job and its pods are gone")
     _timeout(p)
 
 
 def _sync(p: _Command) -> None:
-    _command(p, "cluster:cmd_sync")
+    _command(p)
     p.add_argument("direction", choices=["up", "down"])
     p.add_argument("local", help="local directory")
     p.add_argument("--pvc", required=True, help="PersistentVolumeClaim name")
@@ -409,7 +441,7 @@ def _sync(p: _Command) -> None:
 
 
 def _list(p: _Command) -> None:
-    _command(p, "listing:cmd_list")
+    _command(p)
     p.add_argument("-A", "--all-namespaces", action="store_true")
     p.add_argument(
         "-w",
@@ -438,7 +470,6 @@ def _manifests(p: _Command) -> None:
 
 def _import(p: _Command) -> None:
     _manifests(p)
-    p.set_defaults(func="manifests:cmd_import")
 
 
 def _convert(p: _Command) -> None:
@@ -454,7 +485,6 @@ def _convert(p: _Command) -> None:
         metavar="TARGET",
         help=f"output shape: {', '.join(TARGETS)}",
     )
-    p.set_defaults(func="manifests:cmd_convert")
 
 
 # Each command's examples, as its --help ends with them: (what it does, the command line). A
@@ -593,27 +623,81 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
 }
 
 
-# Every command, in the order the help lists them: its help line, and what defines its arguments.
-COMMANDS: dict[str, tuple[str, Callable[[_Command], None]]] = {
-    "render": ("print the objects to apply, in apply order", _render),
-    "validate": ("check specs and that the target can express all of them", _validate),
-    "explain": ("what a spec field is and where it lands, or where a spec's values land", _explain),
-    "targets": ("list targets and what each supports", _targets),
-    "schema": ("print the JSON Schema of the job spec", _schema),
-    "rbac": ("print the minimal Role (and bindings) the cluster commands need", _rbac),
-    "import": ("read existing PyTorchJob/TrainJob manifests into job specs", _import),
-    "convert": ("convert existing PyTorchJob/TrainJob manifests to another target", _convert),
-    "submit": ("create the job on the cluster (idempotent)", _submit),
-    "status": ("state, reason, per-node pods and recent events", _status),
-    "wait": ("wait until the job is running or done", _wait),
-    "logs": ("print a rank's log, or every rank's", _logs),
-    "events": (
-        "recent events of the job and its pods",
-        lambda p: _job(p, "cluster:cmd_events", _workers),
+# What runs the commands of each module, which is imported only when one of them runs.
+
+
+def _in_compile() -> dict[str, Run]:
+    from kfcompile.cli import compile
+
+    return {
+        "render": compile.cmd_render,
+        "validate": compile.cmd_validate,
+        "explain": compile.cmd_explain,
+        "targets": compile.cmd_targets,
+        "schema": compile.cmd_schema,
+        "rbac": compile.cmd_rbac,
+    }
+
+
+def _in_manifests() -> dict[str, Run]:
+    from kfcompile.cli import manifests
+
+    return {"import": manifests.cmd_import, "convert": manifests.cmd_convert}
+
+
+def _in_cluster() -> dict[str, Run]:
+    from kfcompile.cli import cluster
+
+    return {
+        "submit": cluster.cmd_submit,
+        "status": cluster.cmd_status,
+        "wait": cluster.cmd_wait,
+        "logs": cluster.cmd_logs,
+        "events": cluster.cmd_events,
+        "cancel": cluster.cmd_cancel,
+        "suspend": cluster.cmd_suspend,
+        "resume": cluster.cmd_resume,
+        "sync": cluster.cmd_sync,
+    }
+
+
+def _in_listing() -> dict[str, Run]:
+    from kfcompile.cli import listing
+
+    return {"list": listing.cmd_list}
+
+
+# Every command, in the order the help lists them: its help line, what defines its arguments,
+# and what gives its function.
+COMMANDS: dict[str, tuple[str, Callable[[_Command], None], Callable[[], dict[str, Run]]]] = {
+    "render": ("print the objects to apply, in apply order", _render, _in_compile),
+    "validate": ("check specs and that the target can express all of them", _validate, _in_compile),
+    "explain": (
+        "what a spec field is and where it lands, or where a spec's values land",
+        _explain,
+        _in_compile,
     ),
-    "cancel": ("delete the job and its pods", _cancel),
-    "suspend": ("suspend the job (its pods are deleted)", lambda p: _job(p, "cluster:cmd_suspend")),
-    "resume": ("resume a suspended job", lambda p: _job(p, "cluster:cmd_resume")),
-    "sync": ("copy a directory to or from a PersistentVolumeClaim", _sync),
-    "list": ("jobs kfcompile created, with their states", _list),
+    "targets": ("list targets and what each supports", _targets, _in_compile),
+    "schema": ("print the JSON Schema of the job spec", _schema, _in_compile),
+    "rbac": ("print the minimal Role (and bindings) the cluster commands need", _rbac, _in_compile),
+    "import": (
+        "read existing PyTorchJob/TrainJob manifests into job specs",
+        _import,
+        _in_manifests,
+    ),
+    "convert": (
+        "convert existing PyTorchJob/TrainJob manifests to another target",
+        _convert,
+        _in_manifests,
+    ),
+    "submit": ("create the job on the cluster (idempotent)", _submit, _in_cluster),
+    "status": ("state, reason, per-node pods and recent events", _status, _in_cluster),
+    "wait": ("wait until the job is running or done", _wait, _in_cluster),
+    "logs": ("print a rank's log, or every rank's", _logs, _in_cluster),
+    "events": ("recent events of the job and its pods", lambda p: _job(p, _workers), _in_cluster),
+    "cancel": ("delete the job and its pods", _cancel, _in_cluster),
+    "suspend": ("suspend the job (its pods are deleted)", _job, _in_cluster),
+    "resume": ("resume a suspended job", _job, _in_cluster),
+    "sync": ("copy a directory to or from a PersistentVolumeClaim", _sync, _in_cluster),
+    "list": ("jobs kfcompile created, with their states", _list, _in_listing),
 }

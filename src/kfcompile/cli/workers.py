@@ -48,7 +48,7 @@ def cluster_contexts(values: list[str] | None) -> dict[str, str]:
     return found
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Remote:
     """Where a MultiKueue job runs, as this command can reach it: the dispatch read on the
     manager, the worker's session (None: not dispatched yet, unmapped, unreachable, or what is

@@ -64,7 +64,7 @@ PARTS: Final = {
 UNION: Final = frozenset(r.slot for r in ROWS if isinstance(r.codec, Keyed) and not r.sub)
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class SlotValue:
     """A slot's value where it was read, as a working copy the rows take their parts of."""
 

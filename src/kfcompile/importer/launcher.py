@@ -97,7 +97,7 @@ def _variable(value: Word, defined: frozenset[str]) -> str | None:
     return name if name in defined else None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class _Supplied:
     """Whether a flag's value is one the operator sets anyway (dropped, whatever it says)."""
 

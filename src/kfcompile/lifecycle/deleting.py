@@ -51,7 +51,7 @@ DEPENDENTS: Final[dict[str, tuple[tuple[str, str, str | None], ...]]] = {
 }
 
 
-@frozen
+@frozen(repr=False)
 class Remaining:
     """What a deletion still waits on: the job (its state says what holds it; None: gone) and
     the first few of what its controllers made (``JobSet demo``, ``pod demo-node-0-0-x

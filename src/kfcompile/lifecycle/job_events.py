@@ -158,7 +158,7 @@ def happened(new: JobState, old: JobState) -> Happened:
     return next((what for what, test in HAPPENINGS if test(new, old)), Happened.CHANGED)
 
 
-@frozen
+@frozen(repr=False)
 class Seen:
     """A job as last reported: its uid (a job deleted and created again has another) and state."""
 
@@ -213,14 +213,14 @@ def compare(
 # --- what the watcher asks ----------------------------------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class ListJobs:
     """One page of the jobs (by the selector), after ``continue_token`` when given."""
 
     continue_token: str | None = None
 
 
-@frozen
+@frozen(repr=False)
 class WatchJobs:
     """Watch the jobs from ``from_version`` for ``timeout`` seconds; answer its first event."""
 
@@ -233,14 +233,14 @@ WatchRequest = ListJobs | WatchJobs | ReadEvent | Pause | GiveUp
 # --- what the API answered (and the answers shared with ``wait``) -------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class PageListed:
     items: list[Obj]
     version: str
     continue_token: str | None = None
 
 
-@frozen
+@frozen(repr=False)
 class Removed:
     """The watch delivered a DELETED event (the job was deleted or left the selection)."""
 
@@ -263,7 +263,7 @@ class WatchPhase(enum.Enum):
 LIST, WATCH, SLEEP, POLL = WatchPhase.LIST, WatchPhase.WATCH, WatchPhase.SLEEP, WatchPhase.POLL
 
 
-@frozen
+@frozen(repr=False)
 class Watcher:
     """The state of one kind's watch. ``events`` are what the last answer made worth telling.
 

@@ -105,7 +105,7 @@ def _waits(job: Obj) -> bool:
     return queued(job) and job_state(job).state in (State.SUSPENDED, State.PENDING)
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Workloads:
     """The Workloads of some jobs, by job uid, read through ``api`` (None: Kueue is not
     served); ``readable`` False: they may not be read (403), so nothing is known."""
@@ -169,7 +169,7 @@ SERVING: Final[dict[tuple[str, ...], tuple[int, int | None]]] = {
 }
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class KueueRelease:
     """The Kueue releases the cluster may run (minor versions of v0.x, ``high`` None: any
     later), and what told."""

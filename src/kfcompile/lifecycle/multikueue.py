@@ -59,7 +59,7 @@ _MAX_NAME: Final = 253
 _SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Check:
     """One of the workload's admission checks (``status.admissionChecks[]``)."""
 
@@ -71,7 +71,7 @@ class Check:
         return f"{self.name}: {self.state}" + (f": {self.message}" if self.message else "")
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Dispatch:
     """Where MultiKueue runs a job: its Workload on the manager, the worker cluster it was
     dispatched to (None: not yet), the Workload's admission checks, and the Kueue API it was
@@ -239,7 +239,7 @@ def on_worker(job: Obj, worker: Session, mirror: Obj) -> Observation:
 # --- the worker clusters the user mapped -----------------------------------------------------
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Workers:
     """The worker clusters the user mapped for one manager cluster: each worker's name (a
     MultiKueueCluster's, as a Workload's ``status.clusterName`` gives it) -> the kubeconfig

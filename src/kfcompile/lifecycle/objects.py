@@ -45,7 +45,7 @@ def get(session: Session, ref: Ref) -> Obj | None:
         return None
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Paging:
     """The pages of one list so far: the continue tokens handed out, and how many pages can
     be left by the server's own count (``remainingItemCount``; each page brings one item at
@@ -75,26 +75,26 @@ class Paging:
 # --- every page of a list: the ``Lister`` machine -----------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class ListPage:
     """Ask for a page: the first (no token), or the one after ``continue_token``."""
 
     continue_token: str | None
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class PageRead:
     page: Page
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class TokenExpired:
     """The server has forgotten the continue token (410 Gone)."""
 
     error: Gone
 
 
-@frozen
+@frozen(repr=False)
 class AllRead:
     """The last page was read: every item of every page, and the list's resourceVersion (its
     first page's: every page is of that one snapshot)."""
@@ -103,14 +103,14 @@ class AllRead:
     version: str = ""
 
 
-@frozen
+@frozen(repr=False)
 class Endless:
     """The server would page for ever: ``problem`` says how."""
 
     problem: str
 
 
-@frozen
+@frozen(repr=False)
 class Forgotten:
     """A 410 on the first page (nothing to start over from), or once the list was started over
     ``LIST_RESTARTS`` times: the end, with it."""
@@ -126,7 +126,7 @@ class ListPhase(enum.Enum):
 PAGE, END = ListPhase.PAGE, ListPhase.END  # the table's words
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Lister:
     """One list, page by page: a continue token the server has forgotten (410) starts it over,
     as the API asks, ``LIST_RESTARTS`` times at most; one that pages for ever ends it."""

@@ -81,14 +81,14 @@ class TimedOut(ClusterError):
         self.last = last
 
 
-@frozen
+@frozen(repr=False)
 class ListPods:
     """A machine's request: the training pods of ``job`` (one paginated list)."""
 
     job: Obj
 
 
-@frozen
+@frozen(repr=False)
 class PodsListed:
     pods: list[Obj]
     version: str = ""  # the list's resourceVersion: a watch from it misses no change since

@@ -117,7 +117,7 @@ GIVE_UP_AFTER: Final[dict[str, float]] = {
 }
 
 
-@frozen
+@frozen(repr=False)
 class Cursor:
     """How far one container's log has been shown: the server time of the last line shown,
     how many lines shown had that time, and when (on our clock) it was shown. ``skip`` counts
@@ -154,12 +154,12 @@ class Cursor:
 # --- the follower: what it asks, what it is told ------------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class ReadJob:
     pass
 
 
-@frozen
+@frozen(repr=False)
 class OpenLog:
     """Read the log of ``pod`` (following it while the job runs); answer its first line."""
 
@@ -169,12 +169,12 @@ class OpenLog:
     tail_lines: int | None
 
 
-@frozen
+@frozen(repr=False)
 class NextLine:
     pass
 
 
-@frozen
+@frozen(repr=False)
 class WatchPod:
     """Watch the rank's pod (``selector``) for ``timeout`` seconds from ``from_version`` (the
     pods' list: every change since it, none before); answer the first event."""
@@ -184,12 +184,12 @@ class WatchPod:
     from_version: str
 
 
-@frozen
+@frozen(repr=False)
 class NextEvent:
     pass
 
 
-@frozen
+@frozen(repr=False)
 class End:
     """Nothing more to follow; ``gave_up``: why the rank will not start, after ``waited``
     seconds of it."""
@@ -198,27 +198,27 @@ class End:
     waited: float = 0.0
 
 
-@frozen
+@frozen(repr=False)
 class JobRead:
     job: Obj
 
 
-@frozen
+@frozen(repr=False)
 class JobGone:
     """Reading the job found none: it was deleted, and there is nothing more to follow."""
 
 
-@frozen
+@frozen(repr=False)
 class Line:
     text: str
 
 
-@frozen
+@frozen(repr=False)
 class LogEnded:
     """The log stream ended: the container stopped, or the server closed a finished read."""
 
 
-@frozen
+@frozen(repr=False)
 class LogRefused:
     """404 or 400: the pod went away, its container has not started, or its node is gone; or
     500 with the dial error: the API server cannot reach its node's kubelet."""
@@ -226,14 +226,14 @@ class LogRefused:
     error: ApiError | None = None
 
 
-@frozen
+@frozen(repr=False)
 class Dropped:
     """Transient trouble on the way (a dropped connection, 5xx)."""
 
     error: Transient
 
 
-@frozen
+@frozen(repr=False)
 class PodSeen:
     """The pod watch delivered the pod (ADDED, MODIFIED; ``gone``: DELETED)."""
 
@@ -284,7 +284,7 @@ JOB, PODS, LOG, WATCH, PAUSE, END = (
 )
 
 
-@frozen
+@frozen(repr=False)
 class Follower:
     """One rank's log as it grows. ``shown`` is the text the last answer made worth showing.
 
@@ -831,7 +831,7 @@ def read_logs(
 # --- several ranks ------------------------------------------------------------------------------
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class InTurn:
     """``Merge`` without threads, for streams that do not block (an in-memory cluster driven
     by a fake clock): one item of each stream in turn. A stream that blocks holds back the

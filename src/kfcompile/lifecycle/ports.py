@@ -119,7 +119,7 @@ def error_class(status: int) -> type[ApiError]:
     return ERRORS_BY_STATUS.get(status, Transient if status >= 500 else ApiError)
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Page:
     """One page of a list: its items, the list's resourceVersion, the continue token, and how
     many items the server says are left after this page (``metadata.remainingItemCount``; it
@@ -131,13 +131,13 @@ class Page:
     remaining: int | None = None
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class WatchEvent:
     type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
     object: Obj
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class ExecResult:
     """How a command ended: its output (``b""`` when it went to a ``stdout`` consumer), the end
     of its stderr (the adapter keeps the last 64 KiB), and its exit code."""
@@ -275,7 +275,7 @@ class Merge(Protocol):
         ...
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Packed:
     """What a tar stream holds: regular files (hard links included) and their bytes."""
 

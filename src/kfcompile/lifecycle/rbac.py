@@ -24,7 +24,7 @@ from kfcompile.kinds import KINDS, TRAINJOB, Kind
 from kfcompile.lifecycle.target_evidence import TRAINER_CONFIGMAP, TRAINER_NAMESPACE
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Rule:
     group: str  # "" is the core group
     resource: str  # with its subresource: pods/log

@@ -36,7 +36,7 @@ POD_SUFFIX: Final = "-{job}-{last_job}-{last_pod}-abcde"  # the webhook's stand-
 CONTAINER_LISTS: Final = ("containers", "initContainers")
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class ReplicatedJob:
     """One replicated job of a runtime, as far as the checks need it."""
 
@@ -99,7 +99,7 @@ def replicated_jobs(runtime: Mapping[str, Any]) -> tuple[ReplicatedJob, ...]:
     return tuple(found)
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Named:
     """A replicated job (and a container of it) that the TrainJob's overrides or patches name."""
 

@@ -93,7 +93,7 @@ class Phased(Protocol):
     def phase(self) -> enum.Enum: ...
 
 
-@frozen
+@frozen(repr=False)
 class Case(Generic[M]):
     """Where a row leads instead of its own phase: to ``to`` when ``holds`` of the machine after
     the row (``name`` says when, as the diagrams do: ``PODS --> END: PodsListed if reached``)."""
@@ -107,7 +107,7 @@ def when(name: str, holds: Callable[[M], bool], to: enum.Enum) -> Case[M]:
     return Case(name, holds, to)
 
 
-@frozen
+@frozen(repr=False)
 class Row(Generic[M]):
     """One transition: the method that takes the answer in, and the one phase it leads to, unless
     one of its ``cases`` holds (the first that does). A method never sets the phase: the rows
@@ -238,7 +238,7 @@ def ended(steps: Generator[object, None, T]) -> T:
 # --- the one backoff, and what every machine asks when it must wait -----------------------------
 
 
-@frozen
+@frozen(repr=False)
 class Pause:
     """Wait before going on: the ``attempt``-th pause in a row (0-based), never longer than
     ``at_most`` seconds (what is left of a timeout or of the retry window), nor shorter than
@@ -249,12 +249,12 @@ class Pause:
     at_least: float = 0.0
 
 
-@frozen
+@frozen(repr=False)
 class Slept:
     """The answer to a ``Pause``."""
 
 
-@frozen
+@frozen(repr=False)
 class Backoff:
     """Delays doubling from ``start`` to ``cap``, half of each drawn at random."""
 
@@ -331,12 +331,12 @@ def pause(session: Session, request: Pause) -> Slept:
 # --- the retry machine --------------------------------------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class Attempt:
     """Make the call (again)."""
 
 
-@frozen
+@frozen(repr=False)
 class GiveUp:
     """Transient trouble lasted ``waited`` seconds, longer than the session rides out; or
     (``unanswered``) the API has never answered and this first failure got no answer."""
@@ -346,7 +346,7 @@ class GiveUp:
     unanswered: bool = False
 
 
-@frozen
+@frozen(repr=False)
 class Failed:
     """The call failed with transient trouble; ``first_contact``: the API has never answered
     anything in this session yet."""
@@ -355,7 +355,7 @@ class Failed:
     first_contact: bool = False
 
 
-@frozen
+@frozen(repr=False)
 class Returned:
     """The call returned ``value``: the answer to an ``Attempt``, and what the retry ends with."""
 
@@ -368,7 +368,7 @@ class Step(enum.Enum):
     DONE = "done"  # it returned
 
 
-@frozen
+@frozen(repr=False)
 class Retry:
     """One call riding out transient trouble for up to ``retry_for`` seconds (from its first
     failure): fed each failure, it says how long to pause or that it is time to give up.

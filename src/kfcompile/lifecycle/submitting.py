@@ -373,7 +373,7 @@ def _owned_by(obj: Obj, job: Obj) -> bool:
 # --- what a failed submit leaves ------------------------------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class Left:
     """An object a failed submit could not remove, and why."""
 

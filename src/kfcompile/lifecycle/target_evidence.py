@@ -30,7 +30,7 @@ TRAINJOB_CRD: Final = "trainjobs.trainer.kubeflow.org"
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?")
 
 
-@frozen
+@frozen(repr=False)
 class Detected:
     """The target to use, and how it was found (said to the user)."""
 

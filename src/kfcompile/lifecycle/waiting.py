@@ -95,12 +95,12 @@ def reached(obs: Observation, until: Until) -> bool:
 # --- what the waiter asks -----------------------------------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class ListJob:
     """List the job by name: the object (or none) and the list's resourceVersion."""
 
 
-@frozen
+@frozen(repr=False)
 class WatchJob:
     """Watch the job from ``from_version`` for ``timeout`` seconds; answer its first event."""
 
@@ -108,24 +108,24 @@ class WatchJob:
     timeout: int
 
 
-@frozen
+@frozen(repr=False)
 class ReadEvent:
     """The next event of the watch that is open."""
 
 
-@frozen
+@frozen(repr=False)
 class Done:
     observation: Observation
 
 
-@frozen
+@frozen(repr=False)
 class Missing:
     """The job is not there: it never was, or it was deleted while we waited."""
 
     deleted: bool
 
 
-@frozen
+@frozen(repr=False)
 class OutOfTime:
     """The timeout has passed; ``last`` is how the job was last seen."""
 
@@ -145,44 +145,44 @@ class Listed:
     version: str
 
 
-@frozen
+@frozen(repr=False)
 class NoJob:
     """The list by name came back empty."""
 
 
-@frozen
+@frozen(repr=False)
 class Changed:
     """The watch delivered the job (ADDED, MODIFIED)."""
 
     job: Obj
 
 
-@frozen
+@frozen(repr=False)
 class Bookmark:
     version: str
 
 
-@frozen
+@frozen(repr=False)
 class Deleted:
     pass
 
 
-@frozen
+@frozen(repr=False)
 class StreamEnded:
     """The server closed the watch (its timeout, or it restarted)."""
 
 
-@frozen
+@frozen(repr=False)
 class Expired:
     """410 Gone: the version we watch from is older than the server keeps."""
 
 
-@frozen
+@frozen(repr=False)
 class Refused:
     """The API refuses to watch (403 Forbidden, 404): from now on we poll."""
 
 
-@frozen
+@frozen(repr=False)
 class Trouble:
     """Transient trouble on the watch (a dropped connection, 429, 5xx)."""
 
@@ -217,7 +217,7 @@ def keeps_expiring() -> Gone:
     )
 
 
-@frozen
+@frozen(repr=False)
 class Relists:
     """How often in a row the watch was answered ``410 Gone`` with nothing delivered between
     (``streak``). The first lists again at once: the version watched from was compacted away,
@@ -285,7 +285,7 @@ LIST, PODS, WATCH, SLEEP, POLL, END = (
 )
 
 
-@frozen
+@frozen(repr=False)
 class Waiter:
     """The state of one wait. ``news`` is set by the answer that made a progress line worth
     showing (the observation's summary changed)."""

@@ -19,7 +19,7 @@ from kfcompile.spec.torchrun import Option
 # --- the torchrun line --------------------------------------------------------------------------
 
 
-@frozen
+@frozen(repr=False)
 class Word:
     """One word of a shell line, and whether it means itself without a shell (no expansion,
     globbing or substitution would touch it)."""
@@ -126,7 +126,7 @@ def _shell_words(line: str) -> list[Word] | None:
     return words
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Torchrun:
     """What a torchrun line asks kfcompile's own torchrun launcher for."""
 

@@ -1,45 +1,82 @@
-"""The registry of targets: one module per output shape, each with its placement table."""
+"""The registry of targets: one module per output shape, each with its placement table.
+
+A target's module is imported when the target is first used: a render imports its own (and the
+releases it is built on), and the names alone (``--target``'s choices) import none of them, nor
+the engine and the spec layer they stand on.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
-from kfcompile.targets import (
-    base,
-    pytorchjob_v1,
-    trainjob_v2_0,
-    trainjob_v2_1,
-    trainjob_v2_2,
-    trainjob_v2_3,
+if TYPE_CHECKING:
+    from kfcompile.targets.base import Placement, Rendered, Target
+    from kfcompile.targets.trainjob import Release
+
+V = TypeVar("V")
+
+
+class Registered(Mapping[str, V]):
+    """Each registered name's object (``attribute`` of the module named for it), its module
+    imported on first use: the names, ``in`` and ``len`` import nothing."""
+
+    def __init__(self, attribute: str, modules: Mapping[str, str]) -> None:
+        self.attribute = attribute
+        self.entries: dict[str, object] = dict(modules)  # the object, or its module's name
+
+    def __getitem__(self, name: str) -> V:
+        entry = self.entries[name]
+        if isinstance(entry, str):
+            entry = self.entries[name] = getattr(importlib.import_module(entry), self.attribute)
+            _engine_knows_every_target()
+        return cast("V", entry)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+# The Trainer releases, by target name, and the module defining each (its RELEASE): adding one
+# is its module and a line here. Detection and the importer read their marks from here
+# (`trainer_releases`).
+_RELEASE_MODULES: Final = {
+    "trainjob/v2.0": "kfcompile.targets.trainjob_v2_0",
+    "trainjob/v2.1": "kfcompile.targets.trainjob_v2_1",
+    "trainjob/v2.2": "kfcompile.targets.trainjob_v2_2",
+    "trainjob/v2.3": "kfcompile.targets.trainjob_v2_3",
+}
+RELEASES: Final[Registered[Release]] = Registered("RELEASE", _RELEASE_MODULES)
+TARGETS: Final[Registered[Target]] = Registered(
+    "TARGET", {"pytorchjob/v1": "kfcompile.targets.pytorchjob_v1", **_RELEASE_MODULES}
 )
-from kfcompile.targets.base import Placement, Rendered, Target
-from kfcompile.targets.trainjob import Release
-
-# The Trainer releases, by target name: adding one is its module and a line here. Detection
-# and the importer read their marks from here (`trainer_releases`).
-RELEASES: dict[str, Release] = {
-    r.name: r
-    for r in (
-        trainjob_v2_0.RELEASE,
-        trainjob_v2_1.RELEASE,
-        trainjob_v2_2.RELEASE,
-        trainjob_v2_3.RELEASE,
-    )
-}
-TARGETS: dict[str, Target] = {
-    t.name: t for t in (pytorchjob_v1.TARGET, *(r.target for r in RELEASES.values()))
-}
 """Every target by name (``pytorchjob/v1``, ``trainjob/v2.0`` ... ``trainjob/v2.3``)."""
-DEFAULT_TARGET = trainjob_v2_3.RELEASE.name
+DEFAULT_TARGET: Final = "trainjob/v2.3"
 """The target ``render`` uses when none is named: the newest Trainer release."""
-base.REGISTRY.update(TARGETS)
+
+
+def _engine_knows_every_target() -> None:
+    """The engine names the targets that would express a misfit (``base.supported_by``): it
+    is given the registry once a target, and with it the engine, is loaded (it cannot import
+    the registry, which imports the targets, back)."""
+    from kfcompile.targets import base
+
+    base.REGISTRY = TARGETS
+
 
 __all__ = [
     "DEFAULT_TARGET",
     "RELEASES",
     "TARGETS",
     "Placement",
+    "Registered",
     "Release",
     "Rendered",
     "Target",
@@ -48,6 +85,20 @@ __all__ = [
     "target",
     "trainer_releases",
 ]
+
+# The types, from the modules that define them (the engine's), on first use.
+_TYPES: Final = {
+    "Placement": "kfcompile.targets.base",
+    "Rendered": "kfcompile.targets.base",
+    "Target": "kfcompile.targets.base",
+    "Release": "kfcompile.targets.trainjob",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _TYPES:
+        raise AttributeError(f"module 'kfcompile.targets' has no attribute {name!r}")
+    return getattr(importlib.import_module(_TYPES[name]), name)
 
 
 def trainer_releases() -> list[Release]:
@@ -60,18 +111,17 @@ def registered(*releases: Release) -> Iterator[None]:
     """The registry with ``releases`` in it while the block runs, as their registration lines
     would put them (render, import, convert and detection all know them); as it was after.
     For trying a release module out before its line is added."""
-    releases_before, targets_before = dict(RELEASES), dict(TARGETS)
+    before = [(live, dict(live.entries)) for live in (RELEASES, TARGETS)]
     try:
         for r in releases:
-            RELEASES[r.name] = r
-            TARGETS[r.name] = base.REGISTRY[r.name] = r.target
+            RELEASES.entries[r.name] = r
+            TARGETS.entries[r.name] = r.target
+        _engine_knows_every_target()
         yield
     finally:
-        RELEASES.clear()
-        RELEASES.update(releases_before)
-        for live in (TARGETS, base.REGISTRY):
-            live.clear()
-            live.update(targets_before)
+        for live, entries in before:
+            live.entries.clear()
+            live.entries.update(entries)
 
 
 def canonical_name(name: str) -> str:

@@ -21,14 +21,14 @@ from kfcompile.spec.errors import Problem, UnsupportedFeature
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec
 from kfcompile.targets import fields
-from kfcompile.targets.codecs import Entry, Slotted
+from kfcompile.targets.codecs import Entry
 
 
 def _identity(value: Any) -> Any:
     return value
 
 
-@frozen
+@frozen(repr=False)
 class Slot:
     """Where a slot lands in one target: one or more paths, and how the value is written."""
 
@@ -61,7 +61,7 @@ class Placement(NamedTuple):
     merge: bool = False
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Rendered:
     objects: list[dict[str, Any]]
     placements: list[Placement] = field(factory=list)
@@ -97,7 +97,7 @@ def resolve(layout: Layout) -> tuple[Resolved, ...]:
     )
 
 
-@frozen
+@frozen(repr=False, eq=False)
 class Target:
     """One output shape: what ``kfcompile targets`` lists and ``render`` dispatches on.
 
@@ -282,15 +282,18 @@ def lookup(table: Table, slot: str) -> Slot | None:
     return found
 
 
-class Layout(Slotted):
+@frozen(repr=False, eq=False)
+class Layout:
     """A target's table looked up, once, for every slot of the field table: render asks it for
     each entry's slot (a key of an escape hatch is looked up when asked)."""
 
-    __slots__ = ("slots", "table")
-
-    def __init__(self, table: Table) -> None:
-        self.table = table
-        self.slots: Mapping[str, Slot | None] = {s: lookup(table, s) for s in fields.slots()}
+    table: Table
+    slots: Mapping[str, Slot | None] = field(
+        init=False,
+        default=Factory(
+            lambda self: {s: lookup(self.table, s) for s in fields.slots()}, takes_self=True
+        ),
+    )
 
     def get(self, slot: str) -> Slot | None:
         try:
@@ -327,10 +330,10 @@ def _replacing(
     )
 
 
-# Every target, by name: filled by the registry (`kfcompile.targets`), which imports the target
-# modules, so that the engine can name the targets that would express a misfit without
-# importing the registry back.
-REGISTRY: dict[str, Target] = {}
+# Every target, by name: the registry (`kfcompile.targets`), which imports the target modules,
+# gives it once it has loaded one, so that the engine can name the targets that would express
+# a misfit without importing the registry back.
+REGISTRY: Mapping[str, Target] = {}
 
 
 def supported_by(slot: str) -> list[str]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from attrs import frozen
+
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.object_paths import Path, copied, item_segment, key, select
 
@@ -28,31 +30,15 @@ class Entry(NamedTuple):
     at: FieldPath = FieldPath()  # the spec field a target that cannot hold it names
 
 
-class Slotted:
-    """A plain slotted class with a readable repr. The table's classes are not attrs classes:
-    making one costs ~1.7 ms, and ``kfcompile render`` imports all of them at start-up."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
-        return f"{type(self).__name__}({args})"
-
-
-class Decoded(Slotted):
+@frozen(repr=False, eq=False)
+class Decoded:
     """A slot value read back: the spec value (or ``SKIP`` / ``LEAVE``), the parts of the input
     that are lost (a path below the value, why), and finer sources (spec parts below the field,
     input parts below the value)."""
 
-    __slots__ = ("losses", "sources", "value")
-
-    def __init__(
-        self,
-        value: Any,
-        losses: tuple[tuple[Path, str], ...] = (),
-        sources: tuple[tuple[Path, Path], ...] = (),
-    ) -> None:
-        self.value, self.losses, self.sources = value, losses, sources
+    value: Any
+    losses: tuple[tuple[Path, str], ...] = ()
+    sources: tuple[tuple[Path, Path], ...] = ()
 
 
 SKIP = object()  # decoded: the value is read, the spec gets nothing from it
@@ -113,13 +99,11 @@ def _is_empty(value: Any) -> bool:
     return isinstance(value, str | tuple | list | Mapping) and not value
 
 
-class Value(Slotted):
+@frozen(repr=False, eq=False)
+class Value:
     """The value as it stands; ``empty``: an empty one renders nothing (and reads as nothing)."""
 
-    __slots__ = ("empty",)
-
-    def __init__(self, empty: bool = False) -> None:
-        self.empty = empty
+    empty: bool = False
 
     def encode(self, row: Field, value: Any, out: list[Entry]) -> None:
         if not (self.empty and _is_empty(value)):
@@ -130,10 +114,9 @@ class Value(Slotted):
         return Decoded(LEAVE if self.empty and (value is None or _is_empty(value)) else value)
 
 
-class Keyed(Slotted):
+@frozen(repr=False, eq=False)
+class Keyed:
     """A map: one entry per key, each at its own key below the slot."""
-
-    __slots__ = ()
 
     def encode(self, row: Field, value: Mapping[str, Any], out: list[Entry]) -> None:
         source, slot, sub, at = row.source, row.slot, row.sub, row.at
@@ -146,16 +129,14 @@ class Keyed(Slotted):
         return Decoded(dict(value) if value else SKIP)
 
 
-class Text(Slotted):
+@frozen(repr=False, eq=False)
+class Text:
     """A number or a switch written as annotation text (``"4"``; ``"true"`` when set, nothing
     when not) and read back from it: Kueue parses its PodSet annotations with
     ``strconv.ParseInt`` / ``ParseBool`` (pkg/controller/jobframework/tas.go)."""
 
-    __slots__ = ("switch",)
+    switch: bool = False
     TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-
-    def __init__(self, switch: bool = False) -> None:
-        self.switch = switch
 
     def encode(self, row: Field, value: Any, out: list[Entry]) -> None:
         if value is not False:
@@ -171,10 +152,9 @@ class Text(Slotted):
         return Decoded(SKIP, (((), f"{row.source} is written as {what} only: dropped"),))
 
 
-class Names(Slotted):
+@frozen(repr=False, eq=False)
+class Names:
     """A list of names as the list of ``{name: ...}`` Kubernetes writes (gates, pull secrets)."""
-
-    __slots__ = ()
 
     def encode(self, row: Field, value: tuple[str, ...], out: list[Entry]) -> None:
         if value:
@@ -191,13 +171,11 @@ class Names(Slotted):
         return Decoded(names or SKIP, tuple(losses))
 
 
-class Items(Slotted):
+@frozen(repr=False, eq=False)
+class Items:
     """A list of Kubernetes objects, each the list item whose ``by`` is its own."""
 
-    __slots__ = ("by",)
-
-    def __init__(self, by: str) -> None:
-        self.by = by
+    by: str
 
     def encode(self, row: Field, value: tuple[Mapping[str, Any], ...], out: list[Entry]) -> None:
         for i, item in enumerate(value):
@@ -211,10 +189,9 @@ class Items(Slotted):
         return Decoded(value or SKIP, sources=found)
 
 
-class EnvPairs(Slotted):
+@frozen(repr=False, eq=False)
+class EnvPairs:
     """A map of environment variables as the ``{name, value}`` list of a container's env."""
-
-    __slots__ = ()
 
     def encode(self, row: Field, value: Mapping[str, str], out: list[Entry]) -> None:
         for k, v in value.items():
@@ -233,11 +210,10 @@ class EnvPairs(Slotted):
         return Decoded(env or SKIP, tuple(losses))
 
 
-class Hatch(Slotted):
+@frozen(repr=False, eq=False)
+class Hatch:
     """An escape hatch: each key deep-merged into the slot of that name in its group (``pod.*``);
     read back from what the typed slots leave in the pod and the container."""
-
-    __slots__ = ()
 
     def encode(self, row: Field, value: Mapping[str, Any], out: list[Entry]) -> None:
         for k, v in value.items():

@@ -20,6 +20,8 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from attrs import field, frozen
+
 from kfcompile.spec.additions import PRIORITY_LABEL, QUEUE_LABEL, TOPOLOGY_ANNOTATIONS
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec, RuntimeRef
@@ -37,7 +39,6 @@ from kfcompile.targets.codecs import (
     EnvPairs,
     Hatch,
     Items,
-    Slotted,
     Value,
 )
 from kfcompile.targets.special import (
@@ -54,18 +55,27 @@ from kfcompile.targets.special import (
 __all__ = ["FIELDS", "Entry", "Field", "Special", "entries", "feeds", "hatches", "slots"]
 
 
-class Field(Slotted):
+@frozen(repr=False, eq=False)
+class Field:
     """One row: the spec field at ``source`` fills ``slot`` at ``sub``, written by ``codec``."""
 
-    __slots__ = ("at", "chain", "codec", "part", "slot", "source", "sub")
+    source: str
+    slot: str
+    sub: str = ""
+    codec: Codec = VALUE
+    # the spec attributes (plain identifiers), e.g. (runtime_ref, name)
+    chain: tuple[str, ...] = field(init=False)
+    at: FieldPath = field(init=False)  # the top-level field: what an error names
+    part: str | None = field(init=False)  # the part the row is inside (``elastic``), if any
 
-    def __init__(self, source: str, slot: str, sub: str = "", codec: Codec = VALUE) -> None:
-        self.source, self.slot, self.sub, self.codec = source, slot, sub, codec
-        # the spec attributes (plain identifiers), e.g. (runtime_ref, name)
-        self.chain: tuple[str, ...] = tuple(source.split("."))
-        self.at = FieldPath.of(self.chain[0])  # the top-level field: what an error names
-        # the part the row is inside (``elastic``), if any
-        self.part = self.chain[0] if len(self.chain) > 1 else None
+    def __attrs_post_init__(self) -> None:
+        chain = tuple(self.source.split("."))
+        for name, value in (
+            ("chain", chain),
+            ("at", FieldPath.of(chain[0])),
+            ("part", chain[0] if len(chain) > 1 else None),
+        ):
+            object.__setattr__(self, name, value)
 
 
 def _topology() -> tuple[Field, ...]:
@@ -204,13 +214,12 @@ def hatches() -> dict[str, Field]:
 # --- walking it forward -------------------------------------------------------------------------
 
 
-class _Part(Slotted):
+@frozen(repr=False, eq=False)
+class _Part:
     """The rows of one part (``elastic``), walked on the part's object when the spec has one."""
 
-    __slots__ = ("name", "rows")
-
-    def __init__(self, name: str, rows: tuple[Field, ...]) -> None:
-        self.name, self.rows = name, rows
+    name: str
+    rows: tuple[Field, ...]
 
     def encode(self, obj: Any, out: list[Entry]) -> None:
         before = len(out)

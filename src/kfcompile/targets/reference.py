@@ -244,7 +244,7 @@ RULES: dict[str, str] = {
 }
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class FieldDoc:
     """What ``kfcompile explain FIELD`` prints about one spec field."""
 

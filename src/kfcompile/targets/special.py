@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from attrs import frozen
+
 from kfcompile.kinds import PYTORCHJOB
 from kfcompile.spec import additions, rules, torchrun
 from kfcompile.spec.additions import (
@@ -36,7 +38,6 @@ from kfcompile.targets.codecs import (
     Entry,
     Part,
     Reader,
-    Slotted,
     Values,
     env_var,
     plain_env,
@@ -48,16 +49,15 @@ Render = Callable[[JobSpec, "list[str] | None", list[Entry]], None]  # appends i
 Read = Callable[[Reader, Values], None]  # takes its parts of the slots, puts spec values
 
 
-class Special(Slotted):
+@frozen(repr=False, eq=False)
+class Special:
     """A step of the table written as code: what it feeds (spec field, slot), how it renders
-    and how it is read back."""
+    and how it is read back (None: another special reads it with its own)."""
 
-    __slots__ = ("feeds", "name", "read", "render")
-
-    def __init__(
-        self, name: str, feeds: tuple[tuple[str, str], ...], render: Render, read: Read | None
-    ) -> None:  # ``read`` None: another special reads it with its own
-        self.name, self.feeds, self.render, self.read = name, feeds, render, read
+    name: str
+    feeds: tuple[tuple[str, str], ...]
+    render: Render
+    read: Read | None
 
 
 _SPECIAL_FIELDS = ("launcher", "command", "args", "nprocs_per_node", "gpus_per_node", "env")
