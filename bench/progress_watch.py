@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import schema_check  # noqa: E402
 from fakekube.cluster import NAMESPACE, LocalCluster  # noqa: E402
-from fakekube.port import Objects  # noqa: E402
 
 from kfcompile import lifecycle  # noqa: E402
+from kfcompile.testing import Store  # noqa: E402
 
 API = "trainer.kubeflow.org/v1alpha1"
 RUNNING = {"jobsStatus": [{"name": "node", "active": 1, "ready": 1, "succeeded": 0, "failed": 0}]}
@@ -39,7 +39,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def report(store: Objects, second: int, names: list[str]) -> None:
+def report(store: Store, second: int, names: list[str]) -> None:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for name in names:
         status = {

@@ -18,6 +18,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import tracemalloc
@@ -34,12 +35,20 @@ BLOCK = (bytes(range(251)) * (MiB // 251 + 1))[:MiB]  # not all zeros, not rando
 def serve(size_mib: int) -> None:
     """The fake cluster, with the file to download in its claim, until stdin closes."""
     import schema_check
-    from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
+    from fakekube.cluster import LocalCluster
 
     with LocalCluster(schema_check.require_shared()) as local:
-        local.store.volume(NAMESPACE, CLAIM)["bench/blob.bin"] = BLOCK * size_mib
+        local.sent["/mnt/pvc/bench"] = tar(BLOCK * size_mib)  # what the pod's tar answers
         print(local.kubeconfig, flush=True)
         sys.stdin.read()
+
+
+def tar(blob: bytes) -> bytes:
+    """A tar stream of one file, ``blob.bin``."""
+    entry = tarfile.TarInfo("blob.bin")
+    entry.size = len(blob)
+    padding = bytes(-len(blob) % tarfile.BLOCKSIZE + 2 * tarfile.BLOCKSIZE)
+    return entry.tobuf(tarfile.GNU_FORMAT) + blob + padding
 
 
 def _rss() -> float:

@@ -32,11 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import schema_check  # noqa: E402
-from fakekube.clock import fixed_jitter  # noqa: E402
 from fakekube.cluster import NAMESPACE, PortCluster  # noqa: E402
 
 from kfcompile import lifecycle, structure  # noqa: E402
 from kfcompile.cli.parser import build  # noqa: E402
+from kfcompile.testing import fixed_jitter  # noqa: E402
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 SILENT_TIMEOUT = "2s"

@@ -4,7 +4,7 @@ same number for both, apart from list pages.
 
     python bench/watch_jobs.py
 
-1. At the port: the small fake of the tests (tests/fakekube/port.py) on a fake clock, every call
+1. At the port: the port-level fake (kfcompile.testing) on a fake clock, every call
    of the ``Cluster`` port counted.
 2. Over HTTP: the real adapter (``kfcompile_kube``) against the local API server, every request
    counted at the server.
@@ -37,13 +37,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import schema_check  # noqa: E402
-from fakekube.clock import FakeClock, fixed_jitter  # noqa: E402
-from fakekube.cluster import NAMESPACE, LocalCluster, Seeded, install  # noqa: E402
-from fakekube.port import PortFake  # noqa: E402
+from fakekube.cluster import NAMESPACE, LocalCluster, install  # noqa: E402
 
 from kfcompile import lifecycle  # noqa: E402
 from kfcompile.kinds import TRAINJOB  # noqa: E402
 from kfcompile.lifecycle.job_events import Changed, PageListed, Watcher  # noqa: E402
+from kfcompile.testing import FakeClock, FakeCluster, Store, fixed_jitter  # noqa: E402
 
 API = "trainer.kubeflow.org/v1alpha1"
 CHANGES = (
@@ -54,7 +53,7 @@ CHANGES = (
 LABELS = {lifecycle.MANAGED_BY_LABEL: lifecycle.MANAGER}
 
 
-def _create(store: Seeded, names: list[str]) -> None:
+def _create(store: Store, names: list[str]) -> None:
     for name in names:
         meta = {"name": name, "namespace": NAMESPACE, "labels": dict(LABELS)}
         store.create({"apiVersion": API, "kind": "TrainJob", "metadata": meta})
@@ -76,8 +75,8 @@ def _consume(events: Generator[lifecycle.JobEvent, None, None], count: int) -> N
 
 def at_the_port(jobs: int, before: bool) -> collections.Counter[str]:
     clock = FakeClock(step=1.0)
-    cluster = PortFake(clock)
-    store = cluster.objects
+    cluster = FakeCluster(clock)
+    store = cluster.store
     install(store, schema_check.require_shared(), ("trainjobs-v2.3.0.yaml",), runtime=False)
     names = [f"job-{i:04d}" for i in range(jobs)]
 
@@ -135,8 +134,8 @@ def port_cpu_per_event(jobs: int) -> float:
     """Microseconds of CPU per event of ``watch_jobs`` at the port, fake included: ``jobs``
     there before it starts, then each changed once."""
     clock = FakeClock(step=1.0)
-    cluster = PortFake(clock)
-    store = cluster.objects
+    cluster = FakeCluster(clock)
+    store = cluster.store
     install(store, schema_check.require_shared(), ("trainjobs-v2.3.0.yaml",), runtime=False)
     names = [f"job-{i:05d}" for i in range(jobs)]
     _create(store, names)

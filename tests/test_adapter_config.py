@@ -417,7 +417,7 @@ def test_the_composition_root_wires_the_session_as_the_cli_does(tmp_path: Path) 
     )
     assert conn.namespace == "default" and conn.request_timeout == 7
     assert isinstance(session.cluster, KubeCluster) and isinstance(session.clock, SystemClock)
-    assert session.cluster._request_timeout == 7  # the connection's, not the class default
+    assert session.cluster._transport.request_timeout == 7  # the connection's, not the default
     assert session.jitter is random.random  # real jitter: retries of many clients spread out
     assert session.retry_for == 3 and session.on_retry is not None
     with pytest.raises(kfcompile_kube.ConfigError):

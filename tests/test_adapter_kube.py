@@ -1,5 +1,6 @@
-"""kfcompile_kube: KubeCluster through the real ``kubernetes`` client over real HTTP against the
-fake API server (tests/fakekube), error mapping for injected faults, and the local ports
+"""kfcompile_kube: KubeCluster through the real ``kubernetes`` client over real HTTP against a
+fake cluster served over HTTP (``fakekube.server``), error mapping for injected faults, the
+exec protocol (what an exec'd command gets and sends, byte for byte), and the local ports
 (TarFiles, SystemClock)."""
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kfcompile.lifecycle.ports import (
     Transient,
     WatchEvent,
 )
+from kfcompile.testing import Exec, ExecAnswer
 from kfcompile_kube.cluster import KubeCluster
 from kfcompile_kube.config import connect
 from kfcompile_local import SystemClock, TarFiles
@@ -125,6 +127,11 @@ def cm_ref(name: str, namespace: str = NS) -> Ref:
     return Ref("v1", "ConfigMap", namespace, name)
 
 
+def echo(call: Exec) -> ExecAnswer:
+    """A pod's ``cat``: what it reads, it writes."""
+    return ExecAnswer(stdout=call.stdin)
+
+
 def running_pod(fake: FakeKube, name: str, containers: tuple[str, ...] = ("main",)) -> None:
     fake.store.create(
         {
@@ -161,7 +168,7 @@ def test_discovery_is_cached_but_a_miss_is_not(fake: FakeKube, kube: KubeCluster
     assert fake.requests.count("GET", "/apis/example.com/v1", verb="discovery") == 1
 
     assert not kube.served("example.org/v2", "Gadget")
-    fake.install_crd(GADGET_CRD)  # e.g. the operator got installed meanwhile
+    fake.store.create(GADGET_CRD)  # e.g. the operator got installed meanwhile
     assert kube.served("example.org/v2", "Gadget")
 
 
@@ -195,7 +202,7 @@ def test_crud_round_trip_as_plain_dicts(fake: FakeKube, kube: KubeCluster) -> No
 
 
 def test_custom_resource_and_cluster_scoped_objects(fake: FakeKube, kube: KubeCluster) -> None:
-    fake.install_crd(GADGET_CRD)
+    fake.store.create(GADGET_CRD)
     widget = kube.create(
         {
             "apiVersion": "example.com/v1",
@@ -339,7 +346,6 @@ def test_watch_filters_and_ends_when_the_server_closes_it(
     # whole timeoutSeconds. (The timeout is still ample for the answer's start on a loaded
     # machine; the objects are made with the usual one.)
     watcher = cluster_for(fake, tmp_path, request_timeout=1.0)
-    fake.bookmark_interval = 5.0
     start = kube.list("v1", "ConfigMap", NS).resource_version
     kube.create(configmap("skip"))
     kube.create(configmap("keep", metadata={"labels": {"app": "x"}}))
@@ -357,7 +363,7 @@ def test_watch_filters_and_ends_when_the_server_closes_it(
 def test_watch_from_a_compacted_version_is_gone(fake: FakeKube, kube: KubeCluster) -> None:
     start = kube.list("v1", "ConfigMap", NS).resource_version
     kube.create(configmap("cfg"))
-    fake.faults.compact()
+    fake.store.compact()
     with pytest.raises(Gone) as err:  # an ERROR event inside a 200 stream, as the server does
         list(kube.watch("v1", "ConfigMap", NS, resource_version=start, timeout_seconds=5))
     assert err.value.status == 410 and "too old resource version" in err.value.message
@@ -567,9 +573,11 @@ def drain(chunks: Generator[bytes, None, Packed]) -> tuple[bytes, Packed]:
             return bytes(out), end.value
 
 
-def test_exec_tar_round_trip_through_the_pod(
+def test_exec_streams_stdin_and_stdout_byte_for_byte(
     fake: FakeKube, kube: KubeCluster, tmp_path: Path
 ) -> None:
+    """What the pod's ``tar -x`` reads is the tar stream read from disk, whole; what its
+    ``tar -c`` writes arrives as it was sent (each more than one frame of the protocol)."""
     running_pod(fake, "p")
     src, back = tmp_path / "src", tmp_path / "back"
     src.mkdir()
@@ -577,12 +585,17 @@ def test_exec_tar_round_trip_through_the_pod(
     files = TarFiles()
     data, packed = drain(files.pack(str(src)))
     assert len(data) > 256 * 1024  # more than one stdin chunk
-
-    script = ["sh", "-c", "mkdir -p /work && tar -x -f - -C /work"]
-    put = kube.exec(NS, "p", "main", script, files.pack(str(src)))  # streamed from disk
+    fake.fake.on_exec = lambda call: ExecAnswer(stdout=data if "-c" in call.command else b"")
+    untar = ["tar", "-x", "-f", "-", "-C", "/work"]
+    put = kube.exec(NS, "p", "main", untar, files.pack(str(src)))  # streamed from disk
     assert (put.exit_code, put.stderr) == (0, b"")
     got = kube.exec(NS, "p", "main", ["tar", "-c", "-f", "-", "-C", "/work", "."])
-    assert got.exit_code == 0, got.stderr
+    assert got.exit_code == 0 and got.stdout == data
+    assert [(e.command, len(e.stdin)) for e in fake.fake.execs] == [
+        (tuple(untar), len(data)),
+        (("tar", "-c", "-f", "-", "-C", "/work", "."), 0),
+    ]
+    assert fake.fake.execs[0].stdin == data
     unpacked = files.unpack(got.stdout, str(back))
     assert (unpacked.files, unpacked.size) == (packed.files, packed.size)
     assert tree(back) == tree(src)
@@ -591,11 +604,18 @@ def test_exec_tar_round_trip_through_the_pod(
 
 
 def test_exec_exit_codes_and_stderr(fake: FakeKube, kube: KubeCluster) -> None:
+    def shell(call: Exec) -> ExecAnswer:
+        if call.command[0] == "cat":
+            return ExecAnswer(stdout=call.stdin)
+        if call.command[0] == "true":
+            return ExecAnswer()
+        return ExecAnswer(stderr=f"sh: {call.command[0]}: not found\n".encode(), exit_code=127)
+
     running_pod(fake, "p")
+    fake.fake.on_exec = shell
     assert kube.exec(NS, "p", "main", ["true"]).exit_code == 0
-    assert kube.exec(NS, "p", "main", ["sh", "-c", "false"]).exit_code == 1
     missing = kube.exec(NS, "p", "main", ["no-such-tool", "--flag"])
-    assert missing.exit_code == 127 and b"not found" in missing.stderr
+    assert missing.exit_code == 127 and missing.stderr == b"sh: no-such-tool: not found\n"
     echo = kube.exec(NS, "p", "main", ["cat"], b"\x00\xffbinary stdin\n")
     assert (echo.stdout, echo.exit_code) == (b"\x00\xffbinary stdin\n", 0)
 

@@ -23,10 +23,8 @@ import pytest
 import schema_check
 import urllib3.util.connection
 from attrs import evolve
-from fakekube import FakeKube, jobs
-from fakekube.clock import fixed_jitter
-from fakekube.cluster import NAMESPACE, LocalCluster, PortCluster, with_demo
-from fakekube.requestlog import RequestRecord
+from fakekube import FakeKube
+from fakekube.cluster import NAMESPACE, PortCluster
 from fakekube.unreachable import (
     NO_HOST,
     TOKEN,
@@ -42,6 +40,7 @@ from kfcompile.cli.parser import build
 from kfcompile.kinds import TRAINJOB
 from kfcompile.lifecycle.job_events import watch_kind
 from kfcompile.lifecycle.ports import ApiError, Ref, Transient
+from kfcompile.testing import Call, courses, fixed_jitter
 from kfcompile_kube import KubeCluster, connect
 
 API = TRAINJOB.api_version
@@ -85,7 +84,7 @@ def runaway_guard(local: PortCluster, limit: int) -> None:
     """Fail a test whose code under test makes more than ``limit`` calls (without backoff, a
     loop on the fake clock never lets time pass, so it would never end)."""
 
-    def count(call: RequestRecord) -> None:
+    def count(call: Call) -> None:
         if len(local.calls) > limit:
             raise AssertionError(f"more than {limit} calls: {call}")
 
@@ -192,7 +191,7 @@ def test_a_watch_that_delivers_between_two_410s_lists_again_at_once(
     lifecycle.list_jobs(session, NAMESPACE)
     local.faults.add("watch", "TrainJob", status=410, times=2)  # the second pauses first
     local.faults.add("watch", "TrainJob", drop_after=1)  # a change, then cut: trouble
-    local.fake.at(1.0, lambda: jobs.start(local.fake, NAMESPACE, "demo"))  # the change
+    local.fake.at(1.0, lambda: courses.start(local.fake, NAMESPACE, "demo"))  # the change
     local.faults.add("watch", "TrainJob", status=410)  # after progress: at once again
     local.clock.slept.clear()
     with pytest.raises(lifecycle.TimedOut):
@@ -227,7 +226,7 @@ def test_an_error_that_ends_a_submit_names_the_call(local: PortCluster) -> None:
     with pytest.raises(ApiError) as info:
         submitted(local, {"HF_TOKEN": "hf_not_printed"}, secret_env=["HF_TOKEN"])
     assert str(info.value) == (
-        "create Secret default/demo-env: 403 Forbidden: forbidden: fakekube injected fault"
+        "create Secret default/demo-env: 403 Forbidden: forbidden: injected fault"
     )
 
 
@@ -240,26 +239,23 @@ def test_an_error_is_named_once_by_the_innermost_call(local: PortCluster) -> Non
 
 
 @pytest.fixture
-def http() -> Iterator[LocalCluster]:
-    """The local API server with a job ``demo`` submitted through the CLI."""
-    with with_demo(schema_check.require_shared()) as cluster:
-        yield cluster
+def wired(local: PortCluster, monkeypatch: pytest.MonkeyPatch) -> PortCluster:
+    """The CLI on ``local``, with a job ``demo`` submitted."""
+    submitted(local)
+    return local.wire(monkeypatch)
 
 
-def test_the_cli_prints_the_call_that_failed(http: LocalCluster, capsys: Any) -> None:
-    capsys.readouterr()
-    http.kube.faults.add("PATCH", "/trainjobs/demo", status=403)
-    assert main(["suspend", "demo", "--kubeconfig", str(http.kubeconfig)]) == 1
+def test_the_cli_prints_the_call_that_failed(wired: PortCluster, capsys: Any) -> None:
+    wired.faults.add("patch", "TrainJob/demo", status=403)
+    assert main(["suspend", "demo"]) == 1
     assert capsys.readouterr().err.splitlines() == [
-        "kfcompile: patch TrainJob default/demo: 403 Forbidden: forbidden: fakekube injected fault"
+        "kfcompile: patch TrainJob default/demo: 403 Forbidden: forbidden: injected fault"
     ]
 
 
-def test_the_cli_says_once_that_the_watch_keeps_expiring(http: LocalCluster, capsys: Any) -> None:
-    capsys.readouterr()
-    http.kube.faults.add("GET", "/trainjobs", watch=True, status=410, times=10**6)
-    # Long enough for the 410s in a row that make it say so, even on a loaded machine.
-    main(["wait", "demo", "--timeout", "3", "--kubeconfig", str(http.kubeconfig)])
+def test_the_cli_says_once_that_the_watch_keeps_expiring(wired: PortCluster, capsys: Any) -> None:
+    wired.faults.add("watch", "TrainJob", status=410, times=10**6)
+    main(["wait", "demo", "--timeout", "3"])
     err = capsys.readouterr().err
     assert err.count("the watch keeps expiring") == 1
     assert "kfcompile: watch TrainJob default/demo: 410 Expired: the watch keeps" in err

@@ -354,7 +354,7 @@ def test_the_checks_see_real_imports() -> None:
     assert {"kfcompile.status", "kfcompile.importer"} <= to("kfcompile", "dynamic")
     assert "kfcompile.cli.cluster" in to("kfcompile.cli.parser", "lazy")
     assert "kfcompile.lifecycle.submitting" in to("kfcompile.lifecycle", "dynamic")
-    assert "kubernetes" in {e.to.split(".")[0] for e in EDGES["kfcompile_kube.compat"]}
+    assert "kubernetes" in {e.to.split(".")[0] for e in EDGES["kfcompile_kube.client_modules"]}
     assert "torchx_plugins.schedulers.kfcompile" in MODULES
     assert BY_NAME["integrations"].lazily == {"adapters", "local"}
 

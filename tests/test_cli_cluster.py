@@ -1,33 +1,31 @@
-"""The cluster commands of the CLI, in-process, against the local API server: exit codes, what
-goes to stdout and stderr, and what never appears there (tokens, Secret values)."""
+"""The cluster commands of the CLI, in-process, on the port-level fake (``PortCluster.wire``:
+the CLI's session is the fake's, on its clock): exit codes, what goes to stdout and stderr,
+and what never appears there (Secret values). What the wire shows (requests, tokens) is in
+test_cold_requests.py, test_credentials.py and test_lifecycle_http.py."""
 
 from __future__ import annotations
 
 import io
 import re
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import schema_check
 import yaml
-from fakekube.access import NamespaceAccess
-from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, SCENARIO_ANNOTATION, LocalCluster
-from fakekube.jobs import SLOW_IMAGE
+from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, SCENARIO_ANNOTATION, PortCluster, cli
 
 from kfcompile.cli import main
+from kfcompile.testing.courses import SLOW_IMAGE
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 SECRET_VALUE = "hf_do_not_print_me"
 
 
 @pytest.fixture
-def local() -> Iterator[LocalCluster]:
-    with LocalCluster(schema_check.require_shared()) as cluster:
-        yield cluster
+def local(monkeypatch: pytest.MonkeyPatch) -> PortCluster:
+    return cli(monkeypatch)
 
 
 def write_spec(tmp_path: Path, scenario: str = "succeeds", **extra: object) -> Path:
@@ -44,46 +42,41 @@ def write_spec(tmp_path: Path, scenario: str = "succeeds", **extra: object) -> P
     return path
 
 
-def run(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    code = main([*args, "--kubeconfig", str(local.kubeconfig)])
+def run(local: PortCluster, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
 
 
 def test_submit_wait_done_saves_every_rank_log(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     spec = write_spec(tmp_path)
     logs = tmp_path / "logs"
-    with LocalCluster(schema_check.require_shared(), auto=False) as local:
-        local.run_once_watched("trainjobs")  # the job's life once the wait watches it
-        code, out, err = run(
-            local, capsys, "submit", str(spec), "--wait", "done", "--save-logs", str(logs)
-        )
-        assert code == 0, err
-        assert "TrainJob demo in namespace default: created" in out
-        assert "SUCCEEDED (Complete)" in out
-        assert "nodes 0/2 ready" in err and "RUNNING" in err  # progress lines as it went
-        assert sorted(p.name for p in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
-        assert "rank 1 step 1" in (logs / "rank-1.log").read_text()
-        code, out, _ = run(local, capsys, "submit", str(spec))
-        assert code == 0 and "unchanged" in out
+    code, out, err = run(local, capsys, "submit", str(spec), "--wait", "done", "--save-logs",
+                         str(logs))  # fmt: skip
+    assert code == 0, err
+    assert "TrainJob demo in namespace default: created" in out
+    assert "SUCCEEDED (Complete)" in out
+    assert "nodes 0/2 ready" in err and "RUNNING" in err  # progress lines as it went
+    assert sorted(p.name for p in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
+    assert "rank 1 step 1" in (logs / "rank-1.log").read_text()
+    code, out, _ = run(local, capsys, "submit", str(spec))
+    assert code == 0 and "unchanged" in out
 
 
 def test_a_spec_the_target_cannot_express_creates_nothing(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     spec = write_spec(tmp_path, active_deadline_seconds=60)
     code, _, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.1")
     assert code == 1 and "Traceback" not in err
     assert f"{spec} (trainjob/v2.1): active_deadline_seconds: " in err
-    assert local.kube.requests.count("POST") == 0
+    assert local.calls.count("create") == 0
 
 
 def test_a_failed_job_exits_1(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     code, out, _ = run(
         local, capsys, "submit", str(write_spec(tmp_path, "fails")), "--wait", "done"
@@ -92,7 +85,7 @@ def test_a_failed_job_exits_1(
 
 
 def test_status_text_and_json(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "running")
     code, out, _ = run(local, capsys, "status", "demo")
@@ -118,7 +111,7 @@ def test_status_text_and_json(
     ],
 )
 def test_logs_of_a_rank_or_tail_the_job_cannot_have_is_a_usage_error(
-    local: LocalCluster,
+    local: PortCluster,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     args: list[str],
@@ -131,11 +124,11 @@ def test_logs_of_a_rank_or_tail_the_job_cannot_have_is_a_usage_error(
         code, (out, err) = int(str(exc.code)), capsys.readouterr()
     assert (code, out) == (2, ""), err
     assert said in err and "Traceback" not in err
-    assert local.kube.requests.count("GET", "/log") == 0
+    assert local.calls.count("pod_log") == 0
 
 
 def test_logs_show_a_progress_bar_as_a_terminal_would(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run(local, capsys, "submit", str(write_spec(tmp_path, num_nodes=1)), "--wait", "done")
     [pod] = local.store.list("v1", "Pod", NAMESPACE)
@@ -147,7 +140,7 @@ def test_logs_show_a_progress_bar_as_a_terminal_would(
 
 
 def test_logs_follow_of_a_rank_that_cannot_start_gives_up_in_one_line(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run(local, capsys, "submit", str(write_spec(tmp_path, "invalid_image", num_nodes=1)))
     code, out, err = run(local, capsys, "logs", "demo", "--follow")
@@ -159,7 +152,7 @@ def test_logs_follow_of_a_rank_that_cannot_start_gives_up_in_one_line(
 
 
 def test_logs_all_ranks_are_prefixed(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run(local, capsys, "submit", str(write_spec(tmp_path)), "--wait", "done")
     code, out, _ = run(local, capsys, "logs", "demo", "--all-ranks")
@@ -172,7 +165,7 @@ def test_logs_all_ranks_are_prefixed(
 
 
 def test_cancel_suspend_resume_events_list(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "running")
     code, out, err = run(local, capsys, "suspend", "demo")
@@ -191,7 +184,7 @@ def test_cancel_suspend_resume_events_list(
 
 
 def test_a_job_being_deleted_says_what_holds_it(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "running")
     local.store.gc(running=False)  # no garbage collector: foregroundDeletion holds the job
@@ -223,7 +216,7 @@ def test_a_job_being_deleted_says_what_holds_it(
 
 
 def test_cancel_wait_of_a_job_kueue_manages_returns(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Issue 28, item 1: with Foreground propagation the Trainer re-created the JobSet of a
     TrainJob Kueue manages for as long as the job waited for its dependents, and ``cancel
@@ -240,10 +233,10 @@ def test_cancel_wait_of_a_job_kueue_manages_returns(
 
 
 def test_list_all_namespaces_without_the_right_falls_back_to_the_namespace(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run(local, capsys, "submit", str(write_spec(tmp_path, "hang")))
-    local.store.access = NamespaceAccess("alice", {NAMESPACE})  # a Role, no ClusterRole
+    local.store.namespaces_allowed = {NAMESPACE}  # alice's Role, no ClusterRole
     code, out, err = run(local, capsys, "list", "-A")
     assert code == 0, err
     assert err == (
@@ -256,7 +249,7 @@ def test_list_all_namespaces_without_the_right_falls_back_to_the_namespace(
 
 
 def test_sync_up_and_down(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print(2)\n")
@@ -271,26 +264,26 @@ def test_sync_up_and_down(
 
 
 def test_transient_trouble_is_retried_and_said_once(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     run(local, capsys, "submit", str(write_spec(tmp_path)), "--wait", "done")
-    local.kube.faults.add("GET", "/trainjobs/demo", status=503, times=3)
+    local.faults.add("get", "TrainJob/demo", status=503, times=3)
     code, out, err = run(local, capsys, "status", "demo")
     assert code == 0 and "SUCCEEDED" in out
     assert err.count("retrying for up to 60s") == 1 and "503" in err
 
 
 def test_sync_of_a_missing_directory_is_one_line(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     code, _, err = run(local, capsys, "sync", "up", str(tmp_path / "nope"), "--pvc", CLAIM)
     assert code == 1 and err.count("\n") == 1 and "not a directory" in err
-    assert local.kube.requests.count("POST") == 0
+    assert local.calls.count("create") == 0
 
 
 @pytest.mark.parametrize("direction", ["up", "down"])
 def test_sync_to_a_claim_that_does_not_exist_is_one_line_and_makes_no_pod(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path, direction: str
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path, direction: str
 ) -> None:
     code, _, err = run(local, capsys, "sync", direction, str(tmp_path), "--pvc", "nope")
     assert (code, err) == (
@@ -298,11 +291,11 @@ def test_sync_to_a_claim_that_does_not_exist_is_one_line_and_makes_no_pod(
         "kfcompile: PersistentVolumeClaim nope does not exist in namespace default: create it, "
         "or name another with --pvc\n",
     )
-    assert local.kube.requests.count("POST") == 0
+    assert local.calls.count("create") == 0
 
 
 def test_submit_waits_for_the_sync_helper_as_long_as_its_timeout_says(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     (tmp_path / "train.py").write_text("print(1)\n")
     spec = write_spec(tmp_path, work_dir={"local": ".", "pvc": CLAIM, "mount_path": "/w"})
@@ -317,18 +310,18 @@ def test_submit_waits_for_the_sync_helper_as_long_as_its_timeout_says(
 
 
 def test_namespace_comes_from_flag_then_spec_then_context(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    local = cli(monkeypatch, namespace="ctx-ns")  # the kubeconfig context's
     for ns in ("ctx-ns", "spec-ns", "flag-ns"):
         local.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    kubeconfig = local.kube.kubeconfig(tmp_path / "kc", namespace="ctx-ns")
     plain = write_spec(tmp_path)
     for extra, where in (([], "ctx-ns"), (["-n", "flag-ns"], "flag-ns")):
-        assert main(["submit", str(plain), "--kubeconfig", str(kubeconfig), *extra]) == 0
+        assert main(["submit", str(plain), *extra]) == 0
         assert local.store.get(TRAINJOB, "TrainJob", where, "demo") is not None
     (tmp_path / "s").mkdir()
     with_ns = write_spec(tmp_path / "s", namespace="spec-ns")
-    assert main(["submit", str(with_ns), "--kubeconfig", str(kubeconfig)]) == 0
+    assert main(["submit", str(with_ns)]) == 0
     assert local.store.get(TRAINJOB, "TrainJob", "spec-ns", "demo") is not None
     capsys.readouterr()
 
@@ -347,7 +340,7 @@ def test_configuration_errors_name_what_was_tried(
 
 
 def test_secret_values_and_tokens_are_never_printed(
-    local: LocalCluster,
+    local: PortCluster,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -358,8 +351,7 @@ def test_secret_values_and_tokens_are_never_printed(
     assert code == 0
     code, out2, err2 = run(local, capsys, "status", "demo", "-o", "json")
     assert code == 0
-    printed = out + err + out2 + err2
-    assert SECRET_VALUE not in printed and "fake-token" not in printed
+    assert SECRET_VALUE not in out + err + out2 + err2
     # render keeps the values out unless asked, and says where they would come from
     assert main(["render", str(spec)]) == 0
     out, err = capsys.readouterr()
@@ -382,28 +374,22 @@ def python_sigint() -> Iterator[None]:
     signal.signal(signal.SIGINT, before)
 
 
-def interrupt_once_waiting(local: LocalCluster) -> None:
-    """Ctrl-C once the submit is watching the job: a real SIGINT to the main thread, which
-    interrupts whatever system call it is blocked in (``_thread.interrupt_main`` only sets a
-    flag that a thread blocked in a socket read never looks at)."""
-    main_thread = threading.main_thread().ident
-    assert main_thread is not None
+def interrupt_once_waiting(local: PortCluster) -> None:
+    """Ctrl-C once the submit is watching the job: a real SIGINT, raised in the main thread
+    (the command's) at the first tick of the fake clock after the watch started."""
+    sent: list[bool] = []
 
     def interrupt() -> None:
-        deadline = time.monotonic() + 30  # however long a loaded machine takes to get there
-        while time.monotonic() < deadline:
-            if local.kube.requests.count("GET", "/trainjobs", watch=True):
-                time.sleep(0.1)
-                signal.pthread_kill(main_thread, signal.SIGINT)
-                return
-            time.sleep(0.025)
+        if not sent and local.calls.count("watch", "TrainJob"):
+            sent.append(True)
+            signal.raise_signal(signal.SIGINT)
 
-    threading.Thread(target=interrupt, daemon=True).start()
+    local.clock.on_tick(interrupt)
 
 
 @pytest.mark.usefixtures("python_sigint")
 def test_ctrl_c_while_waiting_leaves_the_job_and_says_how_to_cancel(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     interrupt_once_waiting(local)
     code, _, err = run(local, capsys, "submit", str(write_spec(tmp_path, "hang")), "--wait", "done")
@@ -419,7 +405,7 @@ class Terminal(io.StringIO):
 
 @pytest.mark.usefixtures("python_sigint")
 def test_ctrl_c_at_a_terminal_asks_and_cancels(
-    local: LocalCluster,
+    local: PortCluster,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -455,7 +441,7 @@ def test_help_of_submit_says_the_spec_namespace_comes_between(
 
 
 def test_submit_of_a_patch_release_records_the_line(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from kfcompile.lifecycle import TARGET_ANNOTATION
 
@@ -477,12 +463,12 @@ def secret_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_submit_that_leaves_objects_behind_says_how_to_remove_them(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], secret_spec: Path
+    local: PortCluster, capsys: pytest.CaptureFixture[str], secret_spec: Path
 ) -> None:
     spec = secret_spec
-    local.kube.faults.add("PATCH", "/secrets/demo-env", status=403)
-    local.kube.faults.add("DELETE", "/trainjobs/demo", status=403)
-    local.kube.faults.add("DELETE", "/secrets/demo-env", status=403)
+    local.faults.add("patch", "Secret/demo-env", status=403)
+    local.faults.add("delete", "TrainJob/demo", status=403)
+    local.faults.add("delete", "Secret/demo-env", status=403)
     # (--target: stderr starts with the failure, not with the target detected)
     code, out, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3")
     assert (code, out) == (1, "")

@@ -1,28 +1,25 @@
 """The target from the cluster, ``submit --dry-run=server`` and ``validate --cluster`` through the
-CLI, over HTTP to the local API server serving the upstream CRDs of one release: what stdout
-and stderr say, and which requests reached the server (none that writes, for the last two)."""
+CLI, on a cluster serving the upstream CRDs of one release: what stdout and stderr say, and
+which calls reached the cluster (none that writes, for the last two)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import schema_check
 import yaml
-from fakekube.cluster import NAMESPACE, RELEASES, LocalCluster
+from fakekube.cluster import NAMESPACE, RELEASES, PortCluster, cli
 from test_cli_cluster import run
 
 from kfcompile.lifecycle import TARGET_ANNOTATION
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
-WRITES = ("POST", "PATCH", "DELETE", "PUT")
+WRITES = ("create", "patch", "delete")
 
 
 @pytest.fixture
-def v21() -> Iterator[LocalCluster]:
-    with LocalCluster(schema_check.require_shared(), crds=RELEASES["trainjob/v2.1"]) as c:
-        yield c
+def v21(monkeypatch: pytest.MonkeyPatch) -> PortCluster:
+    return cli(monkeypatch, crds=RELEASES["trainjob/v2.1"])
 
 
 def write_spec(tmp_path: Path, **extra: object) -> Path:
@@ -32,12 +29,12 @@ def write_spec(tmp_path: Path, **extra: object) -> Path:
     return path
 
 
-def writes(local: LocalCluster) -> list[str]:
-    return [f"{r.method} {r.path}" for r in local.kube.requests if r.method in WRITES]
+def writes(local: PortCluster) -> list[str]:
+    return [f"{c.method} {c.path}" for c in local.calls if c.method in WRITES]
 
 
 def test_submit_renders_for_the_release_the_cluster_runs(
-    v21: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    v21: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     code, out, err = run(v21, capsys, "submit", str(write_spec(tmp_path)))
     assert (code, out) == (0, "TrainJob demo in namespace default: created\n")
@@ -50,17 +47,18 @@ def test_submit_renders_for_the_release_the_cluster_runs(
 
 
 def test_target_always_wins(
-    v21: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    v21: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     spec = str(write_spec(tmp_path))
     code, _, err = run(v21, capsys, "submit", spec, "-t", "trainjob/v2.0", "--dry-run=server")
     assert code == 0 and "detected" not in err
-    reads = {r.path for r in v21.kube.requests if r.method == "GET"}
-    assert not [p for p in reads if "customresourcedefinitions" in p or "kubeflow-system" in p]
+    reads = [c for c in v21.calls if c.method == "get"]
+    assert reads and not [c for c in reads if c.kind == "CustomResourceDefinition"
+                          or c.namespace == "kubeflow-system"]  # fmt: skip
 
 
 def test_a_server_dry_run_creates_nothing(
-    v21: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    v21: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     spec = write_spec(
         tmp_path, script="print(1)", launcher={"kind": "python", "entrypoint": "x.py"}
@@ -72,24 +70,24 @@ def test_a_server_dry_run_creates_nothing(
         "TrainJob demo in namespace default: accepted by the server (dry run: nothing was "
         "created)\n",
     )
-    posts = [r for r in v21.kube.requests if r.method == "POST"]
-    assert [r.path.rsplit("/", 1)[1] for r in posts] == ["configmaps", "trainjobs"]
-    assert all(r.query.get("dryRun") == "All" for r in posts)
-    assert writes(v21) == [f"POST {r.path}" for r in posts]  # no owner patch, no rollback
+    posts = v21.calls.matching("create")
+    assert [c.kind for c in posts] == ["ConfigMap", "TrainJob"]
+    assert all(c.query == {"dry_run": True} for c in posts)
+    assert writes(v21) == [f"create {c.path}" for c in posts]  # no owner patch, no rollback
     assert v21.store.list(TRAINJOB, "TrainJob") == [] and v21.objects("ConfigMap") == []
 
 
 def test_a_dry_run_has_nothing_to_wait_for(
-    v21: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    v21: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     spec = str(write_spec(tmp_path))
     code, _, err = run(v21, capsys, "submit", spec, "--dry-run=server", "--wait", "done")
     assert code == 2 and "--dry-run=server creates nothing to wait for" in err
-    assert list(v21.kube.requests) == []
+    assert list(v21.calls) == []
 
 
 def test_validate_against_the_crd_the_cluster_serves(
-    v21: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    v21: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     spec = str(write_spec(tmp_path))
     code, out, err = run(v21, capsys, "validate", spec, "--cluster")
@@ -107,7 +105,7 @@ def test_validate_against_the_crd_the_cluster_serves(
 
 
 def test_validate_says_what_it_cannot_read_or_find(
-    v21: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    v21: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     spec = str(write_spec(tmp_path))
     code, _, err = run(v21, capsys, "validate", spec, "--cluster", "-t", "pytorchjob/v1")
@@ -117,7 +115,7 @@ def test_validate_says_what_it_cannot_read_or_find(
         "pytorchjobs.kubeflow.org): install the Kubeflow Training Operator v1 (kubeflow/trainer "
         "v1.9)\n"
     )
-    v21.kube.faults.add("GET", "/customresourcedefinitions/trainjobs", status=403)
+    v21.faults.add("get", "CustomResourceDefinition/trainjobs", status=403)
     code, _, err = run(v21, capsys, "validate", spec, "--cluster", "-t", "trainjob/v2.1")
     assert code == 1
     assert err.startswith(

@@ -1,4 +1,5 @@
-"""kfcompile_kube.compat against the ``kubernetes`` client (and urllib3) actually installed.
+"""kfcompile_kube.compat, the one module over the client's internals, against the ``kubernetes``
+client (and urllib3) actually installed.
 
 CI runs this file in both of its environments (the newest client on urllib3 2, the oldest
 supported one on urllib3 1.26), so each shim is checked against each side of its version test.
@@ -6,23 +7,29 @@ supported one on urllib3 1.26), so each shim is checked against each side of its
 
 from __future__ import annotations
 
+import contextlib
 import http.server
+import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+import certifi
 import kubernetes
 import pytest
 import urllib3
 from fakekube import FakeKube
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.kube_config import KubeConfigLoader
+from test_adapter_kube import echo
 
-from kfcompile_kube import compat
+from kfcompile_kube import compat, execstream
 from kfcompile_kube.cluster import KubeCluster
 from kfcompile_kube.config import connect
+from kfcompile_kube.errors import TRANSPORT_ERRORS
 
 NS = "team-a"
 TOKEN = "compat-test-token"
@@ -68,17 +75,17 @@ CLIENTS = [
 @pytest.mark.parametrize("make", CLIENTS)
 def test_prepare_builds_url_headers_and_credentials(make: Any) -> None:
     configuration = Configuration(host="http://127.0.0.1:1")
-    configuration.api_key[compat.TOKEN_KEY] = "Bearer t0"
     refreshed: list[object] = []
 
     def refresh(config: Any) -> None:
         refreshed.append(config)
-        config.api_key[compat.TOKEN_KEY] = "Bearer t1"
+        compat.put_token(config, "Bearer t1")
 
-    configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
+    compat.bear(configuration, refresh, "Bearer t0")
+    assert configuration.api_key == {compat.TOKEN_KEY: "Bearer t0"}
     client: compat.Client = make(configuration)
     query = [("labelSelector", "a=b,c in (d)"), ("command", "ls"), ("command", "-l /")]
-    url, headers = compat.prepare(client, "GET", "/api/v1/pods", query, {"Accept": "text/plain"})
+    url, headers = compat.prepare(client, "/api/v1/pods", query, {"Accept": "text/plain"})
     parts = urlsplit(url)
     assert (parts.scheme, parts.netloc, parts.path) == ("http", "127.0.0.1:1", "/api/v1/pods")
     assert parse_qsl(parts.query) == query  # repeated keys kept, in order
@@ -105,7 +112,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.do_GET()
+
     def do_GET(self) -> None:
+        if self.path.startswith("/redirect"):
+            self.send_response(307)
+            self.send_header("Location", "http://elsewhere.invalid/api/v1/secrets")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path.startswith("/huge-error"):
+            self.send_response(500)
+            self.send_header("Content-Length", str(compat.ERROR_BODY_LIMIT + 1024))
+            self.end_headers()
+            with contextlib.suppress(OSError):  # the client stops reading at its limit
+                self.wfile.write(b"x" * (compat.ERROR_BODY_LIMIT + 1024))
+            return
         if self.path.startswith("/refused"):
             body = b'{"kind":"Status","message":"\xff\xfe not UTF-8"}'
             self.send_response(500)
@@ -152,7 +176,7 @@ def test_send_gives_a_refused_answer_as_its_raw_bytes(server: _Server, make: Any
     """Up to 36.x the client raises for the status and ``call_api`` would decode the body as
     UTF-8 (a hostile body would crash it): compat reads it as bytes in every line."""
     client = _client(server, make)
-    url, headers = compat.prepare(client, "GET", "/refused", [], {"Accept": "application/json"})
+    url, headers = compat.prepare(client, "/refused", [], {"Accept": "application/json"})
     with pytest.raises(compat.Refused) as refused:
         compat.send(client, "GET", url, headers, None, (5.0, 5.0))
     assert refused.value.status == 500
@@ -165,7 +189,7 @@ def test_chunks_give_what_has_arrived_without_waiting_for_more(server: _Server, 
     """A watch or a followed log yields each piece as it comes: urllib3 2 through ``read1``,
     1.26 (which has none) through ``stream``."""
     client = _client(server, make)
-    url, headers = compat.prepare(client, "GET", "/stream", [], {})
+    url, headers = compat.prepare(client, "/stream", [], {})
     response = compat.send(client, "GET", url, headers, None, (5.0, 30.0))
     assert isinstance(response, urllib3.response.HTTPResponse)
     pieces = compat.chunks(response, 64 * 1024)
@@ -176,12 +200,136 @@ def test_chunks_give_what_has_arrived_without_waiting_for_more(server: _Server, 
     client.close()
 
 
+@pytest.mark.parametrize("make", CLIENTS)
+def test_send_follows_no_redirect(server: _Server, make: Any) -> None:
+    """No line's REST layer passes ``redirect``: urllib3 1.26 would follow a 307 to any host."""
+    client = _client(server, make)
+    url, headers = compat.prepare(client, "/redirect", [], {})
+    with pytest.raises(compat.Refused) as refused:
+        compat.send(client, "POST", url, headers, {"stringData": {"k": "v"}}, (5.0, 5.0))
+    assert refused.value.status == 307
+    assert refused.value.headers["Location"] == "http://elsewhere.invalid/api/v1/secrets"
+    client.close()
+
+
+def test_send_reads_an_error_body_up_to_its_limit(server: _Server) -> None:
+    client = _client(server, compat.RestClient)
+    url, headers = compat.prepare(client, "/huge-error", [], {})
+    with pytest.raises(compat.Refused) as refused:
+        compat.send(client, "GET", url, headers, None, (5.0, 5.0))
+    assert refused.value.body == b"x" * compat.ERROR_BODY_LIMIT
+    client.close()
+
+
+def _stream(server: _Server) -> tuple[compat.Client, Any, Iterator[bytes]]:
+    """A client, the response of the server's stream and its pieces, the first one read."""
+    client = _client(server, compat.RestClient)
+    url, headers = compat.prepare(client, "/stream", [], {})
+    response = compat.send(client, "GET", url, headers, None, (5.0, 30.0))
+    pieces = compat.chunks(response, 64 * 1024)
+    assert next(pieces) == b"one\n"
+    return client, response, pieces
+
+
+def test_read_timeout_bounds_each_read_of_the_body(server: _Server) -> None:
+    """The body's reads wait what ``read_timeout`` says, not the 30 s its headers were given."""
+    client, response, pieces = _stream(server)
+    compat.read_timeout(response, 0.2)
+    with pytest.raises(TRANSPORT_ERRORS):
+        next(pieces)  # the server holds the rest back
+    client.close()
+
+
+def test_cut_ends_a_read_blocked_in_another_thread(server: _Server) -> None:
+    client, response, pieces = _stream(server)
+    ended: list[object] = []
+
+    def read() -> None:
+        try:
+            ended.append(b"".join(pieces))
+        except TRANSPORT_ERRORS as e:
+            ended.append(e)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # blocked: the server holds the rest back
+    compat.cut(response)
+    reader.join(10)
+    assert not reader.is_alive() and ended and ended[0] != b"two\n"
+    client.close()
+
+
+def test_watch_connections_sees_each_connection_and_socket(server: _Server) -> None:
+    """``deadline`` cuts a request's connection through these two hooks."""
+    client = _client(server, compat.RestClient)
+    url, headers = compat.prepare(client, "/refused", [], {})
+    taken: list[Any] = []
+    made: list[socket.socket] = []
+    for _ in range(2):  # hooked once, however often asked
+        compat.watch_connections(compat.pool(client, url), taken.append, made.append)
+    for _ in range(2):
+        with pytest.raises(compat.Refused):
+            compat.send(client, "GET", url, headers, None, (5.0, 5.0))
+    assert len(taken) == 2 and taken[0] is taken[1]  # the connection kept alive, taken again
+    assert len(made) == 1 and isinstance(made[0], socket.socket)  # its socket made once
+    assert made[0] is taken[0].sock
+    client.close()
+
+
+def test_websocket_tls_is_the_clients_own(tmp_path: Path) -> None:
+    """What the client's ``create_websocket`` gives websocket-client: the CA, the client
+    certificate, and the kubeconfig's ``tls-server-name`` on the lines that read one."""
+    configuration = Configuration(host="https://10.0.0.1:6443")
+    assert compat.websocket_tls(configuration, "wss://10.0.0.1:6443/x") == {
+        "cert_reqs": ssl.CERT_REQUIRED,
+        "ca_certs": certifi.where(),
+    }
+    configuration.ssl_ca_cert, configuration.cert_file, configuration.key_file = "ca", "c", "k"
+    has_name = hasattr(configuration, "tls_server_name")  # 28.1 on
+    if has_name:
+        configuration.tls_server_name = "api.internal"
+    options = compat.websocket_tls(configuration, "wss://10.0.0.1:6443/x")
+    assert options["ca_certs"] == "ca" and (options["certfile"], options["keyfile"]) == ("c", "k")
+    assert options.get("server_hostname") == ("api.internal" if has_name else None)
+    configuration.verify_ssl = False
+    assert compat.websocket_tls(configuration, "wss://x/")["cert_reqs"] == ssl.CERT_NONE
+
+
+def test_trust_anchor_is_the_ca_a_configuration_names(tmp_path: Path) -> None:
+    configuration = Configuration(host="https://10.0.0.1:6443")
+    assert compat.trust_anchor(configuration) == b""
+    (tmp_path / "ca.crt").write_bytes(b"-----BEGIN CERTIFICATE-----\n...")
+    configuration.ssl_ca_cert = str(tmp_path / "ca.crt")
+    assert compat.trust_anchor(configuration) == b"-----BEGIN CERTIFICATE-----\n..."
+    if hasattr(configuration, "ca_cert_data"):  # 37.x: the certificates themselves
+        configuration.ca_cert_data = "-----BEGIN CERTIFICATE-----\ndata"
+        assert compat.trust_anchor(configuration) == b"-----BEGIN CERTIFICATE-----\ndata"
+
+
+def test_rest_client_uses_no_retries_and_its_proxy_on_every_line() -> None:
+    configuration = Configuration(host="https://10.0.0.1:6443")
+    configuration.ssl_ca_cert = certifi.where()
+    configuration.proxy = "http://user:p%40ss@proxy.internal:3128"
+    configuration.no_proxy = "10.0.0.1"  # the lines' own rules would skip the proxy for it
+    client = compat.RestClient(configuration)
+    manager = client.rest_client.pool_manager
+    assert isinstance(manager, urllib3.ProxyManager)
+    assert manager.proxy is not None and manager.proxy.host == "proxy.internal"
+    assert manager.proxy_headers == urllib3.make_headers(proxy_basic_auth="user:p@ss")
+    assert manager.connection_pool_kw["ca_certs"] == certifi.where()  # the same TLS settings
+    assert configuration.proxy == "http://user:p%40ss@proxy.internal:3128"  # kept as it was
+    assert configuration.retries is False and configuration.no_proxy is None
+    client.close()
+
+
 # --- the exec websocket, against the fake API server ---------------------------------------------
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeKube]:
     with FakeKube() as kube:
+        kube.fake.on_exec = echo  # the pod's cat
         kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         kube.store.create(
             {
@@ -211,11 +359,11 @@ def test_open_exec_offers_v5_so_stdin_can_end(fake: FakeKube, tmp_path: Path) ->
     conn = connect(str(fake.kubeconfig(tmp_path / "kc", namespace=NS, token=TOKEN)))
     query = [("command", "cat"), ("container", "main"), ("stdin", "true"), ("stdout", "true")]
     url, headers = compat.prepare(
-        conn.api_client, "GET", f"/api/v1/namespaces/{NS}/pods/p/exec", query, {}
+        conn.api_client, f"/api/v1/namespaces/{NS}/pods/p/exec", query, {}
     )
-    sock = compat.open_exec(conn.api_client.configuration, url, headers)
+    sock = execstream.open_exec(conn.api_client.configuration, url, headers)
     try:
-        assert sock.getheaders()["sec-websocket-protocol"] == compat.V5_PROTOCOL
+        assert sock.getheaders()["sec-websocket-protocol"] == execstream.V5_PROTOCOL
     finally:
         sock.shutdown()
     # ... and through the adapter the command reads its stdin to the end and exits.

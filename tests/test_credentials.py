@@ -196,7 +196,7 @@ class Clock:
 
 def sent_token(cluster: KubeCluster) -> str:
     """The Authorization header the next request carries (the refresh hook runs first)."""
-    value: str = cluster._client.configuration.auth_settings()["BearerToken"]["value"]
+    value: str = cluster._transport.client.configuration.auth_settings()["BearerToken"]["value"]
     return value
 
 

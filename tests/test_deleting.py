@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube import jobs
 from fakekube.cluster import NAMESPACE, QUEUE, PortCluster, live
 
 from kfcompile import lifecycle, structure
@@ -24,6 +23,7 @@ from kfcompile.lifecycle.ports import Ref
 from kfcompile.lifecycle.session import Backoff
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
+from kfcompile.testing import courses
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 JOBSET = "jobset.x-k8s.io/v1alpha2"
@@ -34,7 +34,7 @@ def cluster(step: float = 0.1) -> PortCluster:
     """Each job's pods run 0.2 s after its create (a queued job's once Kueue admits it, 0.5 s
     after), until the test ends it."""
     local = PortCluster(schema_check.require_shared(), step=step)
-    local.fake.on_create.append(lambda job: live(local.fake, job, "hang"))
+    local.store.on_create.append(lambda job: live(local.fake, job, "hang"))
     return local
 
 
@@ -179,7 +179,7 @@ def test_status_and_list_show_a_job_being_deleted_and_what_holds_it(
 
 def test_a_finished_job_being_deleted_keeps_its_state(local: PortCluster) -> None:
     ref = running(local)
-    local.fake.at(1.0, lambda: jobs.finish(local.fake, NAMESPACE, "demo"))
+    local.fake.at(1.0, lambda: courses.finish(local.fake, NAMESPACE, "demo"))
     assert lifecycle.wait(local.session(), ref, "done", timeout=30).state.finished
     local.store.gc(running=False)
     foreground_delete(local, ref)
@@ -198,8 +198,8 @@ def test_cancel_deletes_in_the_background(local: PortCluster) -> None:
     assert made(local) == [
         "JobSet demo",
         "Job demo-node-0",
-        "Pod demo-node-0-0-bcdfg",
-        "Pod demo-node-0-1-bcdfg",
+        "Pod demo-node-0-0-5wpnr",
+        "Pod demo-node-0-1-mtwt2",
     ]
     local.store.gc(running=True)
     local.settle()
@@ -250,7 +250,7 @@ def test_cancel_wait_names_a_pod_left_terminating(local: PortCluster) -> None:
 @pytest.mark.parametrize(
     ("target", "first_told"),
     [
-        ("trainjob/v2.3", ["JobSet demo", "Job demo-node-0", "pod demo-node-0-0-bcdfg"]),
+        ("trainjob/v2.3", ["JobSet demo", "Job demo-node-0", "pod demo-node-0-0-5wpnr"]),
         ("pytorchjob/v1", ["pod demo-master-0", "pod demo-worker-0"]),
     ],
 )

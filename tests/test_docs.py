@@ -310,10 +310,13 @@ class Page:
                 return
         if "kfcompile_kube" in block.text and not self.connect(block.where):
             return
-        script = self.dir / f"block_{block.line}.py"  # run as a script is, from its file
+        # run as a script is, from its file; a test module (its title ``test_*.py``) by pytest
+        test = block.title.startswith("test_")
+        script = self.dir / (block.title if test else f"block_{block.line}.py")
         script.write_text(block.text, encoding="utf-8")
+        run = [sys.executable, *(["-m", "pytest", "-q", "-p", "no:cacheprovider"] * test)]
         done = subprocess.run(
-            [sys.executable, str(script)], cwd=self.dir, env=self.env,
+            [*run, str(script)], cwd=self.dir, env=self.env,
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert done.returncode == 0, f"{block.where}:\n{done.stdout}{done.stderr}"

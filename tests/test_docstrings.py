@@ -33,6 +33,9 @@ PUBLIC = {
         "create_scheduler",
     ),
     "kfcompile.integrations.nemo_run": None,
+    "kfcompile.testing": None,
+    "kfcompile.testing.courses": None,
+    "kfcompile.testing.kueue": None,
 }
 
 

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 import schema_check
 import yaml
-from fakekube import jobs
-from fakekube.cluster import NAMESPACE, LocalCluster, PortCluster
-from fakekube.port import Objects, rfc3339
+from fakekube.cluster import NAMESPACE, PortCluster
 
 from kfcompile import lifecycle, structure
 from kfcompile.cli import main
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle.ports import Ref
+from kfcompile.testing import Store, courses
+from kfcompile.testing.store import rfc3339
 
 _names = itertools.count()
 
@@ -37,14 +37,14 @@ def submit(local: PortCluster, kind: str = "TrainJob") -> Ref:
     return lifecycle.submit(local.session(), spec, target, namespace=NAMESPACE, environ={}).ref
 
 
-def uid_of(store: Objects, kind: str, name: str) -> str:
+def uid_of(store: Store, kind: str, name: str) -> str:
     api_version = KINDS[kind].api_version if kind in KINDS else "v1"
     found = store.get(api_version, kind, NAMESPACE, name)
     assert found is not None
     return str(found["metadata"]["uid"])
 
 
-def event(store: Objects, kind: str, name: str, uid: str, reason: str, note: str) -> None:
+def event(store: Store, kind: str, name: str, uid: str, reason: str, note: str) -> None:
     """An event (events.k8s.io/v1) about the object ``kind/name`` of that uid, now, as a
     controller records it (each event its own name: ``<object>.<random>``)."""
     api_version = KINDS[kind].api_version if kind in KINDS else "v1"
@@ -93,14 +93,14 @@ def test_a_job_submitted_again_shows_none_of_the_deleted_ones_events(local: Port
 def test_a_pod_of_the_same_name_shows_its_own_events(local: PortCluster) -> None:
     """A PyTorchJob's pods are named after it (``demo-master-0``): the new one's events, not
     the deleted one's."""
-    local.fake.at(0.2, lambda: jobs.pending(local.fake, NAMESPACE, "demo", "ContainerCreating",
+    local.fake.at(0.2, lambda: courses.pending(local.fake, NAMESPACE, "demo", "ContainerCreating",
                                             "PyTorchJob"))  # fmt: skip
     ref = submit(local, "PyTorchJob")
     local.clock.advance(1)
     old = uid_of(local.store, "Pod", "demo-master-0")
     event(local.store, "Pod", "demo-master-0", old, "Failed", "Failed to pull image: not found")
     ref = again(local, ref, "PyTorchJob")
-    local.fake.at(0.2, lambda: jobs.pending(local.fake, NAMESPACE, "demo", "ContainerCreating",
+    local.fake.at(0.2, lambda: courses.pending(local.fake, NAMESPACE, "demo", "ContainerCreating",
                                             "PyTorchJob"))  # fmt: skip
     local.clock.advance(1)
     new = uid_of(local.store, "Pod", "demo-master-0")
@@ -114,13 +114,13 @@ def test_a_pod_of_the_same_name_shows_its_own_events(local: PortCluster) -> None
 def test_the_childrens_events_go_by_the_uids_their_pods_carry(local: PortCluster) -> None:
     """The pods' labels name their Job's and JobSet's uids (as the real ones do: observed):
     an event about an earlier Job of that name, however recent, is not this one's."""
-    local.fake.at(0.2, lambda: jobs.pending(local.fake, NAMESPACE, "demo", "ContainerCreating"))
+    local.fake.at(0.2, lambda: courses.pending(local.fake, NAMESPACE, "demo", "ContainerCreating"))
     ref = submit(local)
     local.clock.advance(1)
     owners = {"batch.kubernetes.io/job-name": "demo-node-0",
               "batch.kubernetes.io/controller-uid": "job-uid-2",
               "jobset.sigs.k8s.io/jobset-uid": "jobset-uid-2"}  # fmt: skip
-    for pod in jobs.pods(local.fake, NAMESPACE, "demo"):
+    for pod in courses.pods(local.fake, NAMESPACE, "demo"):
         labels: dict[str, Any] = {**pod["metadata"]["labels"], **owners}
         local.store.change("v1", "Pod", NAMESPACE, pod["metadata"]["name"],
                            {"metadata": {"labels": labels}})  # fmt: skip
@@ -133,21 +133,21 @@ def test_the_childrens_events_go_by_the_uids_their_pods_carry(local: PortCluster
     ]
 
 
-def test_status_of_a_job_submitted_again_over_http(
-    tmp_path: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_status_of_a_job_submitted_again_through_the_cli(
+    local: PortCluster, tmp_path: Any, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
     spec = tmp_path / "job.yaml"
     spec.write_text(yaml.safe_dump({"name": "demo", "image": "python:3.11-slim",
                                     "command": ["true"]}))  # fmt: skip
-    with LocalCluster(schema_check.require_shared(), scenario=None) as local:
-        config = ["--kubeconfig", str(local.kubeconfig)]
-        assert main(["submit", str(spec), *config]) == 0
-        old = uid_of(local.store, "TrainJob", "demo")
-        event(local.store, "TrainJob", "demo", old, "Started", "Admitted by clusterQueue cq")
-        assert main(["cancel", "demo", "--wait", *config]) == 0
-        local.advance(1.5)  # a second later: another second on the clock
-        assert main(["submit", str(spec), *config]) == 0
-        capsys.readouterr()
-        assert main(["status", "demo", *config]) == 0
-        out = capsys.readouterr().out
+    local.wire(monkeypatch)
+    assert main(["submit", str(spec)]) == 0
+    old = uid_of(local.store, "TrainJob", "demo")
+    event(local.store, "TrainJob", "demo", old, "Started", "Admitted by clusterQueue cq")
+    assert main(["cancel", "demo", "--wait"]) == 0
+    local.clock.advance(1.5)  # a second later: another second on the clock
+    assert main(["submit", str(spec)]) == 0
+    capsys.readouterr()
+    assert main(["status", "demo"]) == 0
+    out = capsys.readouterr().out
     assert "Admitted by clusterQueue" not in out and "events:" not in out

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import schema_check
 import yaml
-from fakekube import jobs
-from fakekube.cluster import NAMESPACE, LocalCluster, PortCluster
+from fakekube.cluster import NAMESPACE, PortCluster, cli
 
 from kfcompile import lifecycle, structure
 from kfcompile.cli import main
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.status import State
+from kfcompile.testing import courses
 
 NODES = ("gpu-node-0", "gpu-node-1")  # where the fake's ranks run
 
@@ -23,8 +23,8 @@ NODES = ("gpu-node-0", "gpu-node-1")  # where the fake's ranks run
 @pytest.fixture
 def local() -> Iterator[PortCluster]:
     with PortCluster(schema_check.require_shared()) as cluster:
-        cluster.fake.on_create.append(jobs.runs(cluster.fake, ends=None))
-        cluster.fake.on_patch.append(jobs.suspends(cluster.fake))
+        cluster.store.on_create.append(courses.runs(cluster.fake, ends=None))
+        cluster.store.on_patch.append(courses.suspends(cluster.fake))
         yield cluster
 
 
@@ -53,18 +53,19 @@ def test_terminating_pods_are_not_ready(local: PortCluster) -> None:
     assert not any(n.ready for n in observed.nodes)
 
 
-def test_status_says_no_node_is_ready(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_says_no_node_is_ready(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = tmp_path / "job.yaml"
     spec.write_text(yaml.safe_dump({"name": "demo", "image": "python:3.11-slim",
                                     "command": ["true"], "num_nodes": 2}))  # fmt: skip
-    with LocalCluster(schema_check.require_shared(), scenario="hang") as local:
-        config = ["--kubeconfig", str(local.kubeconfig)]
-        assert main(["submit", str(spec), "--wait", "running", *config]) == 0
-        local.store.kubelets_down.update(NODES)
-        for pod in jobs.pods(local.fake, NAMESPACE, "demo"):
-            local.store.delete("v1", "Pod", NAMESPACE, pod["metadata"]["name"], "Background")
-        capsys.readouterr()
-        assert main(["status", "demo", *config]) == 0
-        out = capsys.readouterr().out
+    local = cli(monkeypatch, scenario="hang")
+    assert main(["submit", str(spec), "--wait", "running"]) == 0
+    local.store.kubelets_down.update(NODES)
+    for pod in courses.pods(local.fake, NAMESPACE, "demo"):
+        local.store.delete("v1", "Pod", NAMESPACE, pod["metadata"]["name"], "Background")
+    capsys.readouterr()
+    assert main(["status", "demo"]) == 0
+    out = capsys.readouterr().out
     assert "nodes: 0/2 ready" in out
     assert out.count(" Terminating on node gpu-node-") == 2

@@ -131,4 +131,5 @@ def test_a_followed_job_closed_part_way_leaves_no_thread() -> None:
         while ranks != {0, 1}:
             ranks.add(next(lines).rank)
         lines.close()
-        assert set(threading.enumerate()) - before == set()
+        left = set(threading.enumerate()) - before
+        assert {t for t in left if not t.name.startswith("fakekube")} == set()  # (the server's)

@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 import schema_check
 import yaml
-from fakekube import jobs
-from fakekube.clock import FakeTimeLimit
 from fakekube.cluster import NAMESPACE, LocalCluster, PortCluster
-from fakekube.port import Obj
 
 from kfcompile import lifecycle, structure
 from kfcompile.cli import main
-from kfcompile.lifecycle.ports import Ref
+from kfcompile.lifecycle.ports import Obj, Ref
+from kfcompile.testing import FakeCluster, FakeTimeLimit, courses
 
 NODES = 2
 
@@ -54,10 +52,10 @@ def follow_for(local: PortCluster, ref: Ref, rank: int, seconds: float) -> list[
 def never_scheduled(local: PortCluster) -> Ref:
     """A job whose pods exist and never start: no scheduler (as where the real Trainer's
     objects were recorded)."""
-    local.fake.at(0.2, lambda: jobs.pending(local.fake, NAMESPACE, "demo", "NotScheduled"))
+    local.fake.at(0.2, lambda: courses.pending(local.fake, NAMESPACE, "demo", "NotScheduled"))
     ref = submit(local)
     local.clock.advance(1)
-    assert len(jobs.pods(local.fake, NAMESPACE, "demo")) == NODES
+    assert len(courses.pods(local.fake, NAMESPACE, "demo")) == NODES
     return ref
 
 
@@ -68,7 +66,7 @@ def rewritten_every(local: PortCluster, seconds: float) -> None:
 
     def rewrite() -> None:
         nodes = next(rewrites)
-        for pod in jobs.pods(local.fake, NAMESPACE, "demo"):
+        for pod in courses.pods(local.fake, NAMESPACE, "demo"):
             condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                          "message": f"0/{nodes} nodes are available: {nodes} Insufficient "
                                     "nvidia.com/gpu."}  # fmt: skip
@@ -89,10 +87,10 @@ def test_pods_that_never_start_are_waited_on_one_watch(local: PortCluster, secon
         before = len(local.calls)
         said = follow_for(local, ref, rank, seconds)
         calls = local.calls[before:]
-        assert said == [f"rank {rank}: pod demo-node-0-{rank}-bcdfg is not scheduled yet"]
-        reads = [c for c in calls if c.verb == "pod_log"]
-        assert len(reads) == 1, [c.verb for c in calls]
-        watches = [c for c in calls if c.verb == "watch"]
+        assert said == [f"rank {rank}: pod {courses.pod_name('demo', rank)} is not scheduled yet"]
+        reads = [c for c in calls if c.method == "pod_log"]
+        assert len(reads) == 1, [c.method for c in calls]
+        watches = [c for c in calls if c.method == "watch"]
         assert 1 <= len(watches) <= 1 + seconds // 30  # one a segment (the job is read again)
         version = str(local.store.resource_version)  # nothing changed since the pods' list
         assert [w.query["rv"] for w in watches] == [version] * len(watches)
@@ -102,22 +100,22 @@ def test_pods_that_never_start_are_waited_on_one_watch(local: PortCluster, secon
 
 
 def test_a_pod_rewritten_without_starting_is_not_read_again(local: PortCluster) -> None:
-    local.fake.at(0.2, lambda: jobs.pending(local.fake, NAMESPACE, "demo", "Unschedulable"))
+    local.fake.at(0.2, lambda: courses.pending(local.fake, NAMESPACE, "demo", "Unschedulable"))
     ref = submit(local)
     local.clock.advance(1)
     rewritten_every(local, 2.0)
     for rank in range(NODES):
         before = len(local.calls)
         said = follow_for(local, ref, rank, 20)
-        reads = [c for c in local.calls[before:] if c.verb == "pod_log"]
+        reads = [c for c in local.calls[before:] if c.method == "pod_log"]
         assert len(reads) <= 3, f"{len(reads)} log reads in 20 s"
         assert len(said) <= 3 and "cannot start (Unschedulable)" in said[0]
 
 
 def test_the_watch_wakes_the_follow_when_the_pod_starts(local: PortCluster) -> None:
     ref = never_scheduled(local)
-    local.fake.at(25, lambda: jobs.start(local.fake, NAMESPACE, "demo"))
-    local.fake.at(26, lambda: jobs.finish(local.fake, NAMESPACE, "demo"))
+    local.fake.at(25, lambda: courses.start(local.fake, NAMESPACE, "demo"))
+    local.fake.at(26, lambda: courses.finish(local.fake, NAMESPACE, "demo"))
     local.clock.limit = local.clock.monotonic() + 60
     lines = [x.text for x in lifecycle.logs(local.session(), ref, rank=1, follow=True)]
     assert lines == ["rank 1: starting", "rank 1: exit 0"]
@@ -129,7 +127,7 @@ def test_the_watch_wakes_the_follow_when_the_pod_starts(local: PortCluster) -> N
 
 
 def running_on_a_lost_node(local: PortCluster) -> Ref:
-    local.fake.at(0.2, lambda: jobs.start(local.fake, NAMESPACE, "demo"))
+    local.fake.at(0.2, lambda: courses.start(local.fake, NAMESPACE, "demo"))
     ref = submit(local)
     local.clock.advance(1)
     local.store.kubelets_down.add("gpu-node-0")  # rank 0's node
@@ -144,12 +142,12 @@ def test_a_follow_fails_at_once_naming_the_node_whose_kubelet_is_unreachable(
     with pytest.raises(lifecycle.CannotRead) as info:
         list(lifecycle.logs(local.session(retry_for=60), ref, rank=0, follow=True))
     assert str(info.value) == (
-        "rank 0: pod demo-node-0-0-bcdfg is on node gpu-node-0, whose kubelet is unreachable: "
+        "rank 0: pod demo-node-0-0-5wpnr is on node gpu-node-0, whose kubelet is unreachable: "
         "its log cannot be read (dial tcp gpu-node-0:10250: connect: connection refused)"
     )
     assert "API server" not in str(info.value)
     assert local.clock.monotonic() - start < 1  # not retried for the session's 60 s
-    assert len([c for c in local.calls[before:] if c.verb == "pod_log"]) == 1
+    assert len([c for c in local.calls[before:] if c.method == "pod_log"]) == 1
 
 
 def test_a_read_says_so_at_once_and_the_other_ranks_are_read(local: PortCluster) -> None:
@@ -168,7 +166,7 @@ def test_a_read_says_so_at_once_and_the_other_ranks_are_read(local: PortCluster)
 # --- through the real client, over HTTP ----------------------------------------------------------
 
 
-def scripted(local: LocalCluster, *steps: tuple[float, Callable[[jobs.Fake, str, str], None]]
+def scripted(local: LocalCluster, *steps: tuple[float, Callable[[FakeCluster, str, str], None]]
              ) -> None:  # fmt: skip
     """What happens to each TrainJob created: ``(seconds after, step)``."""
 
@@ -178,15 +176,15 @@ def scripted(local: LocalCluster, *steps: tuple[float, Callable[[jobs.Fake, str,
             for at, step in steps:
                 local.fake.at(at, functools.partial(step, local.fake, NAMESPACE, name))
 
-    local.fake.on_create.append(script)
+    local.store.on_create.append(script)
 
 
 def test_a_pod_not_scheduled_is_answered_204_and_the_follow_waits_on_its_watch() -> None:
     with LocalCluster(schema_check.require_shared(), scenario=None) as local:
-        not_scheduled = functools.partial(jobs.pending, why="NotScheduled")
-        scripted(local, (0.05, not_scheduled), (1.0, jobs.start), (1.2, jobs.finish))
+        not_scheduled = functools.partial(courses.pending, why="NotScheduled")
+        scripted(local, (0.05, not_scheduled), (1.0, courses.start), (1.2, courses.finish))
         ref = submit(local, nodes=1)
-        while not jobs.pods(local.fake, NAMESPACE, "demo"):
+        while not courses.pods(local.fake, NAMESPACE, "demo"):
             time.sleep(0.01)
         told: list[lifecycle.Waiting] = []
         follow = lifecycle.logs(local.session(), ref, rank=0, follow=True, on_waiting=told.append)
@@ -217,7 +215,7 @@ def test_logs_follow_fails_at_once_when_the_kubelet_is_unreachable(
         _, err = capsys.readouterr()
         reads = local.kube.requests.matching("GET", "/log")
     assert code == 1
-    assert "pod demo-node-0-0-bcdfg is on node gpu-node-0, whose kubelet is unreachable" in err
+    assert "pod demo-node-0-0-5wpnr is on node gpu-node-0, whose kubelet is unreachable" in err
     assert "dial tcp gpu-node-0:10250: connect: connection refused" in err
     assert "kept failing" not in err and "Traceback" not in err
     assert [r.status for r in reads] == [500]

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import schema_check
-from fakekube import jobs
-from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster, PortCluster, live
+from fakekube.cluster import NAMESPACE, QUEUE, PortCluster, cli, live
 from test_cli_cluster import write_spec
 from test_lifecycle import spec, submit
 
@@ -21,6 +20,7 @@ from kfcompile.cli import main
 from kfcompile.lifecycle import PreflightFailed
 from kfcompile.lifecycle.kueue import KueueRelease, kueue_release
 from kfcompile.status import JobState, State, trainer_refused
+from kfcompile.testing import courses
 
 GRACE = (
     "spec.runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs[].template.spec"
@@ -31,8 +31,8 @@ GRACE = (
 @pytest.fixture(params=["v1beta2", "both", "v1beta1"])
 def cluster(request: pytest.FixtureRequest) -> Iterator[PortCluster]:
     with PortCluster(schema_check.require_shared(), kueue=request.param) as local:
-        local.fake.on_create.append(lambda job: live(local.fake, job, "succeeds"))
-        local.fake.on_patch.append(jobs.suspends(local.fake))
+        local.store.on_create.append(lambda job: live(local.fake, job, "succeeds"))
+        local.store.on_patch.append(courses.suspends(local.fake))
         yield local
 
 
@@ -85,7 +85,7 @@ def test_forced_the_job_never_starts_and_status_says_why(tmp_path: Path) -> None
     """As seen with the real Kueue v0.19.2 and Trainer v2.3.0: status said PENDING (Resumed);
     it says the Trainer's refusal."""
     with PortCluster(schema_check.require_shared(), kueue="both") as local:
-        local.fake.on_create.append(lambda job: live(local.fake, job, "succeeds"))
+        local.store.on_create.append(lambda job: live(local.fake, job, "succeeds"))
         grace = spec(queue=QUEUE, termination_grace_period_seconds=60)
         done = lifecycle.submit(
             local.session(), grace, "trainjob/v2.3", namespace=NAMESPACE, environ={}, force=True
@@ -111,18 +111,17 @@ def test_the_trainers_refusal_is_the_reason_only_of_a_job_that_seems_to_wait() -
 
 
 def test_the_cli_refuses_and_force_submits(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with LocalCluster(schema_check.require_shared(), kueue="both") as local:
-        path = write_spec(tmp_path, "succeeds", queue=QUEUE, termination_grace_period_seconds=60)
-        kubeconfig = ["--kubeconfig", str(local.kubeconfig)]
-        assert main(["submit", str(path), *kubeconfig]) == 1
-        err = capsys.readouterr().err
-        assert f"kfcompile: {GRACE}: Kueue v0.15 to v0.19 (it serves kueue.x-k8s.io/v1beta2 " in err
-        assert "Traceback" not in err
-        assert main(["submit", str(path), "--force", *kubeconfig]) == 0
-        out, err = capsys.readouterr()
-        assert (
-            "TrainJob demo in namespace default: created" in out
-            and f"kfcompile: warning (--force): {GRACE}: " in err
-        )
+    cli(monkeypatch, kueue="both")
+    path = write_spec(tmp_path, "succeeds", queue=QUEUE, termination_grace_period_seconds=60)
+    assert main(["submit", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"kfcompile: {GRACE}: Kueue v0.15 to v0.19 (it serves kueue.x-k8s.io/v1beta2 " in err
+    assert "Traceback" not in err
+    assert main(["submit", str(path), "--force"]) == 0
+    out, err = capsys.readouterr()
+    assert (
+        "TrainJob demo in namespace default: created" in out
+        and f"kfcompile: warning (--force): {GRACE}: " in err
+    )

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube import jobs
-from fakekube import kueue as fake_kueue
-from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster, PortCluster, live
+from fakekube.cluster import NAMESPACE, QUEUE, SERVES, PortCluster, cli, live
 from test_cli_cluster import write_spec
 from test_lifecycle import TRAINJOB, spec, submit
 
 from kfcompile import lifecycle
 from kfcompile.cli import main
 from kfcompile.status import State, job_state, kueue_says
+from kfcompile.testing import courses
+from kfcompile.testing import kueue as fake_kueue
 
 # What the real Kueue v0.19.2 said of a job asking for more GPUs than its ClusterQueue has.
 NO_GPUS = (
@@ -99,14 +99,14 @@ def test_the_workload_refines_only_a_waiting_job() -> None:
     assert job_state(done, workload=wl(PENDING)) == job_state(done)  # fmt: skip
 
 
-@pytest.fixture(params=list(fake_kueue.SERVES))
+@pytest.fixture(params=list(SERVES))
 def held(request: pytest.FixtureRequest) -> Iterator[PortCluster]:
     """Kueue never admits a queued job here (the quota is not there), through each version."""
     with PortCluster(schema_check.require_shared(), kueue=request.param) as cluster:
-        cluster.fake.on_create.append(
+        cluster.store.on_create.append(
             lambda job: live(cluster.fake, job, "succeeds", admits=math.inf)
         )
-        cluster.fake.on_patch.append(jobs.suspends(cluster.fake))
+        cluster.store.on_patch.append(courses.suspends(cluster.fake))
         yield cluster
 
 
@@ -156,7 +156,7 @@ def test_wait_says_each_reason_as_kueue_changes_it(held: PortCluster) -> None:
     job = _no_gpus(held)
     message = "Waiting for the ProvisioningRequest to be Provisioned"
     held.fake.at(2.0, lambda: fake_kueue.checking(held.store, job, "prov", message))
-    then = jobs.runs(held.fake)
+    then = courses.runs(held.fake)
 
     def admitted() -> None:
         now = fake_kueue.admit(held.store, held.store.items[(TRAINJOB, "TrainJob", NAMESPACE,
@@ -179,21 +179,19 @@ def test_wait_says_each_reason_as_kueue_changes_it(held: PortCluster) -> None:
 
 
 def test_the_cli_says_it_in_status_and_the_list_row(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with LocalCluster(schema_check.require_shared()) as cluster:
-        cluster.admits = math.inf
-        kubeconfig = ["--kubeconfig", str(cluster.kubeconfig)]
-        assert (
-            main(["submit", str(write_spec(tmp_path, "succeeds", queue=QUEUE)), *kubeconfig]) == 0
-        )
-        capsys.readouterr()
-        assert main(["status", "demo", *kubeconfig]) == 0
-        out = capsys.readouterr().out
-        assert out.startswith(
-            f"TrainJob demo in namespace default: SUSPENDED (Queued) Kueue: waiting in queue "
-            f"{QUEUE}: {fake_kueue.WAITING}\n"
-        )
-        assert main(["list", *kubeconfig]) == 0
-        [_, row] = capsys.readouterr().out.splitlines()
-        assert " SUSPENDED (Queued) " in row
+    cluster = cli(monkeypatch, scenario=None)
+    cluster.store.on_create.append(lambda job: live(cluster.fake, job, "succeeds",
+                                                    admits=math.inf))  # fmt: skip
+    assert main(["submit", str(write_spec(tmp_path, "succeeds", queue=QUEUE))]) == 0
+    capsys.readouterr()
+    assert main(["status", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"TrainJob demo in namespace default: SUSPENDED (Queued) Kueue: waiting in queue "
+        f"{QUEUE}: {fake_kueue.WAITING}\n"
+    )
+    assert main(["list"]) == 0
+    [_, row] = capsys.readouterr().out.splitlines()
+    assert " SUSPENDED (Queued) " in row

@@ -1,5 +1,5 @@
-"""The job lifecycle (kfcompile.lifecycle) at the Cluster port, against the small fake
-(tests/fakekube/port.py: what the cluster does to a job is scripted, ``fakekube.jobs``) on a fake
+"""The job lifecycle (kfcompile.lifecycle) at the Cluster port, against the port-level fake
+(``kfcompile.testing``: what the cluster does to a job is scripted, ``courses``) on a fake
 clock: what the user sees, and what reached the port (no duplicate jobs, no orphaned companions,
 no helper pods left). Nothing here sleeps in real time or depends on thread timing; what only
 HTTP can show (the adapter's requests, faults on the wire) is in test_lifecycle_http.py."""
@@ -14,9 +14,15 @@ from typing import Any
 import pytest
 import schema_check
 from attrs import evolve
-from fakekube import jobs
-from fakekube.clock import fixed_jitter
-from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, SCENARIO_ANNOTATION, PortCluster, live
+from fakekube.cluster import (
+    CLAIM,
+    NAMESPACE,
+    QUEUE,
+    SCENARIO_ANNOTATION,
+    PortCluster,
+    live,
+    members,
+)
 
 from kfcompile import lifecycle, structure
 from kfcompile.lifecycle import (
@@ -34,6 +40,7 @@ from kfcompile.lifecycle.pod_logs import POD_WATCH, ranks
 from kfcompile.lifecycle.ports import Ref, WatchEvent
 from kfcompile.spec.model import JobSpec
 from kfcompile.status import State
+from kfcompile.testing import courses, fixed_jitter
 from kfcompile_local import TarFiles
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
@@ -48,16 +55,16 @@ ENV = {"HF_TOKEN": "hf_s3cr3t_value"}
 @pytest.fixture
 def local(request: pytest.FixtureRequest) -> Iterator[PortCluster]:
     with PortCluster(schema_check.require_shared()) as cluster:
-        cluster.fake.on_create.append(lambda job: live(cluster.fake, job, "succeeds"))
-        cluster.fake.on_patch.append(jobs.suspends(cluster.fake))
+        cluster.store.on_create.append(lambda job: live(cluster.fake, job, "succeeds"))
+        cluster.store.on_patch.append(courses.suspends(cluster.fake))
         if "helper" in request.fixturenames:
-            cluster.fake.on_create.append(jobs.helpers(cluster.fake))
+            cluster.store.on_create.append(courses.helpers(cluster.fake))
         yield cluster
 
 
 @pytest.fixture
 def helper() -> None:
-    """The sync's helper pods run (``jobs.helpers``): for the tests that sync."""
+    """The sync's helper pods run (``courses.helpers``): for the tests that sync."""
 
 
 def at(local: PortCluster, seconds: float, action: Callable[[], object]) -> None:
@@ -221,7 +228,7 @@ def test_submit_uploads_the_work_dir_first(local: PortCluster, tmp_path: Path) -
         local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={}, files=TarFiles()
     )
     assert done.uploaded == lifecycle.Synced(files=2, size=9 + 256 * 40)
-    files = local.store.volume(NAMESPACE, CLAIM)
+    files = members(local.sent["/mnt/pvc"])  # the stream the helper pod's tar read
     assert files["train.py"] == b"print(1)\n"
     assert files["pkg/data.bin"] == bytes(range(256)) * 40
     creates = [c.kind for c in local.calls.matching("create")]
@@ -289,7 +296,7 @@ def test_wait_ends_where_the_job_goes(
     target: str, name: str, until: str, state: State, reason: str | None
 ) -> None:
     with PortCluster(schema_check.require_shared()) as local:
-        local.fake.on_create.append(lambda job: live(local.fake, job, "succeeds"))
+        local.store.on_create.append(lambda job: live(local.fake, job, "succeeds"))
         ref = submit(local, spec(**scenario(name)), target)
         seen: list[State] = []
         obs = lifecycle.wait(
@@ -447,7 +454,7 @@ def test_requests_for_status_do_not_grow_with_pods() -> None:
     counts = []
     for nodes in (4, 1000):
         with PortCluster(shared) as local:
-            local.fake.on_create.append(jobs.runs(local.fake, ends=None))
+            local.store.on_create.append(courses.runs(local.fake, ends=None))
             ref = submit(local, spec(num_nodes=nodes))
             lifecycle.wait(local.session(), ref, "running", timeout=20)
             while lifecycle.observe.observe(local.session(), _job(local, ref)).nodes_ready < nodes:
@@ -500,8 +507,10 @@ def _follow_restarts(local: PortCluster) -> None:
         if len({c.name for c in logs if c.query["follow"]}) >= 2 and not switched:
             switched.append(True)
             nccl = "RuntimeError: NCCL communicator was aborted on rank 1"
-            jobs.crash(local.fake, NAMESPACE, ref.name, 1, nccl)
-            local.fake.at(1.0, lambda: jobs.finish(local.fake, NAMESPACE, ref.name, "PyTorchJob"))
+            courses.crash(local.fake, NAMESPACE, ref.name, 1, nccl)
+            local.fake.at(
+                1.0, lambda: courses.finish(local.fake, NAMESPACE, ref.name, "PyTorchJob")
+            )
 
     switched: list[bool] = []
     local.clock.on_tick(crash_once_followed)
@@ -528,7 +537,7 @@ def test_follow_resumes_a_dropped_stream_without_repeating(local: PortCluster) -
 
 def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
     with PortCluster(schema_check.require_shared(), step=0.05) as local:
-        local.fake.on_create.append(lambda job: live(local.fake, job, "succeeds"))
+        local.store.on_create.append(lambda job: live(local.fake, job, "succeeds"))
         ref = submit(local, spec(num_nodes=1, **scenario("succeeds")))
         lifecycle.wait(local.session(), ref, "running", timeout=10)
         local.faults.add("pod_log", drop_after=1)
@@ -547,7 +556,7 @@ def test_follow_watches_a_pod_that_cannot_start_then_gives_up() -> None:
         local.clock.limit = 1200  # it used to look again every 5 s, for ever
         for second, why in enumerate(("NotScheduled", "ContainerCreating", "ImagePullBackOff")):
             local.fake.at(
-                1 + second, functools.partial(jobs.pending, local.fake, NAMESPACE, "demo", why)
+                1 + second, functools.partial(courses.pending, local.fake, NAMESPACE, "demo", why)
             )
         ref = submit(local, spec(num_nodes=1))
         told: list[lifecycle.Waiting] = []
@@ -571,7 +580,7 @@ def test_follow_watches_a_pod_that_cannot_start_then_gives_up() -> None:
 
 def test_follow_says_what_it_retries_when_the_kubelet_fails() -> None:
     with PortCluster(schema_check.require_shared()) as local:
-        local.fake.on_create.append(jobs.runs(local.fake, ends=None))
+        local.store.on_create.append(courses.runs(local.fake, ends=None))
         local.clock.limit = 600  # it used to retry for ever, silently
         ref = submit(local, spec(num_nodes=1))
         lifecycle.wait(local.session(), ref, "running", timeout=10)
@@ -583,8 +592,7 @@ def test_follow_says_what_it_retries_when_the_kubelet_fails() -> None:
     [retrying] = told
     assert str(retrying).startswith("rank 0: reading the log of pod demo-node-0-0-")
     assert str(retrying).endswith(
-        ": 500 InternalError: Internal error occurred: fakekube injected fault; retrying for up "
-        "to 5s"
+        ": 500 InternalError: Internal error occurred: injected fault; retrying for up to 5s"
     )
 
 
@@ -718,7 +726,7 @@ def test_sync_up_and_down_round_trip(local: PortCluster, tmp_path: Path) -> None
         session, TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="/runs/1", local=str(up)
     )
     assert sent == lifecycle.Synced(files=2, size=256_000 + 6)
-    assert local.store.volume(NAMESPACE, CLAIM)["runs/1/README"] == b"hello\n"
+    assert members(local.sent["/mnt/pvc/runs/1"])["README"] == b"hello\n"
     got = lifecycle.sync_down(
         session,
         TarFiles(),
@@ -734,7 +742,7 @@ def test_sync_up_and_down_round_trip(local: PortCluster, tmp_path: Path) -> None
 
 
 def test_sync_helper_is_deleted_when_it_cannot_start(local: PortCluster, tmp_path: Path) -> None:
-    local.fake.on_create.append(jobs.helpers(local.fake, waiting="ImagePullBackOff"))
+    local.store.on_create.append(courses.helpers(local.fake, waiting="ImagePullBackOff"))
     with pytest.raises(lifecycle.ClusterError, match="ImagePullBackOff"):
         lifecycle.sync_up(
             local.session(),
@@ -889,7 +897,7 @@ def _sync(local: PortCluster, session: lifecycle.Session, ref: Ref, tmp: Path) -
         session, TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="/d", local=str(tmp)
     )
     local.settle()
-    return (done.files, len(_sync_pods(local)), local.store.volume(NAMESPACE, CLAIM)["d/f"])
+    return (done.files, len(_sync_pods(local)), members(local.sent["/mnt/pvc/d"])["f"])
 
 
 OPERATIONS = {  # operation -> (what it does, the call to trouble, what it must still give)
@@ -1007,12 +1015,12 @@ def test_an_owner_patch_and_a_rollback_that_fail_say_what_is_left(local: PortClu
     assert lines[0].startswith("patch Secret default/demo-env: 403 Forbidden: ")  # the cause
     assert lines[1].endswith("2 objects left on the cluster:")
     assert lines[2] == (
-        "  TrainJob demo in namespace default (delete failed: 403 Forbidden: forbidden: fakekube "
-        "injected fault): remove it with: kfcompile cancel demo -n default --kind TrainJob"
+        "  TrainJob demo in namespace default (delete failed: 403 Forbidden: forbidden: injected "
+        "fault): remove it with: kfcompile cancel demo -n default --kind TrainJob"
     )
     assert lines[3] == (
         "  Secret demo-env in namespace default (delete failed: 403 Forbidden: forbidden: "
-        "fakekube injected fault; it holds the values of secret_env; it has no owner, so nothing "
+        "injected fault; it holds the values of secret_env; it has no owner, so nothing "
         "will ever delete it): remove it with: kubectl delete secret demo-env -n default"
     )
     assert ENV["HF_TOKEN"] not in str(info.value)

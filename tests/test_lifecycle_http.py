@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
+from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster, members
 from test_lifecycle import ENV, TRAINJOB, spec, with_companions
 
 from kfcompile import lifecycle
@@ -95,7 +95,7 @@ def test_sync_up_and_down_over_exec(local: LocalCluster, tmp_path: Path) -> None
         session, TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="/runs/1", local=str(up)
     )
     assert sent == lifecycle.Synced(files=2, size=256_000 + 6)
-    assert local.store.volume(NAMESPACE, CLAIM)["runs/1/README"] == b"hello\n"
+    assert members(local.sent["/mnt/pvc/runs/1"])["README"] == b"hello\n"  # as the pod got it
     down = tmp_path / "dn"
     got = lifecycle.sync_down(
         session, TarFiles(), namespace=NAMESPACE, pvc=CLAIM, path="/runs/1", local=str(down)

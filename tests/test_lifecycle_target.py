@@ -92,7 +92,7 @@ def test_when_nothing_tells_the_release_it_says_what_it_tried() -> None:
     assert "give --target (trainjob/v2.0, trainjob/v2.1, trainjob/v2.2, trainjob/v2.3)" in lines[0]
     assert lines[1] == (
         "  CustomResourceDefinition trainjobs.trainer.kubeflow.org: 403 Forbidden: forbidden: "
-        "fakekube injected fault"
+        "injected fault"
     )
 
 

@@ -1,6 +1,6 @@
 """Jobs Kueue's MultiKueue dispatches, followed to the worker cluster that runs them: the CLI,
-in-process, over real HTTP against two fake API servers (a manager and a worker, one
-kubeconfig with a context each) with MultiKueue between them (``fakekube.multikueue``)."""
+in-process, on two port-level fakes (a manager and a worker, a kubeconfig context each) on one
+fake clock, with MultiKueue between them (``kfcompile.testing.kueue.dispatches``)."""
 
 from __future__ import annotations
 
@@ -13,18 +13,15 @@ from pathlib import Path
 import pytest
 import schema_check
 import yaml
-from fakekube.clock import fixed_jitter
-from fakekube.cluster import NAMESPACE, QUEUE
-from fakekube.kueue import V1BETA2 as KUEUE
-from fakekube.multikueue import MULTIKUEUE, PREBUILT, TwoClusters
+from fakekube.cluster import NAMESPACE, QUEUE, TwoClusters
 from test_cli_cluster import write_spec
 
 from kfcompile import lifecycle
 from kfcompile.cli import main
 from kfcompile.lifecycle.kueue import JOB_UID_LABEL, pick_workload
 from kfcompile.lifecycle.multikueue import check_names, read_workload
-from kfcompile_kube import KubeCluster, connect
-from kfcompile_local import SystemClock
+from kfcompile.testing.kueue import MULTIKUEUE, PREBUILT
+from kfcompile.testing.kueue import V1BETA2 as KUEUE
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 
@@ -33,6 +30,7 @@ TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 def clusters(monkeypatch: pytest.MonkeyPatch) -> Iterator[TwoClusters]:
     with TwoClusters(schema_check.require_shared()) as two:
         monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(two.clusters_file))
+        two.wire(monkeypatch)
         yield two
 
 
@@ -43,7 +41,7 @@ def spec_file(tmp_path: Path, scenario: str = "succeeds") -> Path:
 def run(
     clusters: TwoClusters, capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[int, str, str]:
-    code = main([*args, "--kubeconfig", str(clusters.kubeconfig), "--context", "manager"])
+    code = main([*args, "--context", "manager"])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -116,8 +114,7 @@ def test_logs_come_from_the_worker_and_cancel_waits_for_the_mirror(
     assert code == 0, err
     assert "rank 1 step 1" in out
     assert "dispatched to worker cluster worker1" in err
-    with clusters.ticking():
-        code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "30s")
+    code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "30s")
     assert code == 0, err
     assert "its mirror on worker cluster worker1 is gone, with its pods" in out
     assert clusters.worker.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
@@ -133,8 +130,7 @@ def test_cancel_wait_waits_on_the_worker_only_for_the_mirror_of_this_job(
     submitted(clusters, capsys, tmp_path)
     other = {"annotations": {PREBUILT: "someone-elses"}, "finalizers": ["example.com/keep"]}
     clusters.worker.store.change(TRAINJOB, "TrainJob", NAMESPACE, "demo", {"metadata": other})
-    with clusters.ticking():
-        code, _, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "3s")
+    code, _, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "3s")
     assert code == 0, err
     assert (
         "kfcompile: not checked on a worker cluster: TrainJob demo in namespace default on "
@@ -142,13 +138,15 @@ def test_cancel_wait_waits_on_the_worker_only_for_the_mirror_of_this_job(
         "kueue.x-k8s.io/multikueue-origin with Workload trainjob-demo-"
     ) in err
     assert "left alone, not read" in err
-    assert [r.method for r in clusters.worker.kube.requests if r.method != "GET"] == []
+    writes = ("create", "patch", "delete")
+    assert [c.method for c in clusters.worker.calls if c.method in writes] == []
 
 
 def test_a_worker_not_mapped_is_named_with_how_to_map_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with TwoClusters(schema_check.require_shared(), worker_context=None) as clusters:
+        clusters.wire(monkeypatch)
         monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
         submitted(clusters, capsys, tmp_path)
         code, out, err = run(clusters, capsys, "logs", "demo")
@@ -171,6 +169,7 @@ def test_a_worker_mapped_to_a_context_the_kubeconfig_lacks(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with TwoClusters(schema_check.require_shared(), worker_context=None) as clusters:
+        clusters.wire(monkeypatch)
         submitted(clusters, capsys, tmp_path)
         code, _, err = run(clusters, capsys, "logs", "demo", "--cluster", "worker1=ctx-gone")
     assert code == 1 and "Traceback" not in err
@@ -182,11 +181,12 @@ def test_a_worker_mapped_to_a_context_the_kubeconfig_lacks(
 
 
 def test_a_worker_context_given_with_cluster(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with TwoClusters(
         schema_check.require_shared(), worker_context="ctx-w1", mapped=False
     ) as clusters:
+        clusters.wire(monkeypatch)
         submitted(clusters, capsys, tmp_path)
         code, out, err = run(clusters, capsys, "logs", "demo", "--cluster", "worker1=ctx-w1")
         assert code == 0 and "rank 0 step 1" in out, err
@@ -199,9 +199,10 @@ def test_a_context_named_like_the_worker_is_never_followed_unless_mapped(
     team's cluster, say), but nothing maps it for this manager: not one request reaches it,
     whatever the command; mapped in the file, the same commands follow the job there."""
     with TwoClusters(schema_check.require_shared(), mapped=False) as clusters:
+        clusters.wire(monkeypatch)
         monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
         submitted(clusters, capsys, tmp_path)
-        clusters.worker.kube.requests.clear()
+        clusters.worker.calls.clear()
         for command in (
             ["status", "demo"],
             ["status", "demo", "-o", "json"],
@@ -214,10 +215,9 @@ def test_a_context_named_like_the_worker_is_never_followed_unless_mapped(
             assert "Traceback" not in err and "is not mapped" in out + err, command
         code, out, err = run(clusters, capsys, "list")
         assert code == 0 and " worker1" in out, err  # where it runs, from the manager alone
-        with clusters.ticking():
-            code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "5s")
+        code, out, err = run(clusters, capsys, "cancel", "demo", "--wait", "--timeout", "5s")
         assert code == 0 and "not checked on a worker cluster" in err and "is not mapped" in err
-        assert list(clusters.worker.kube.requests) == []
+        assert list(clusters.worker.calls) == []
 
 
 def test_submit_says_the_queue_dispatches_and_wait_names_the_worker(
@@ -313,8 +313,7 @@ def test_a_job_not_dispatched_yet_says_so(
         in err
     )
     assert "; admission check multikueue: Pending)" in err
-    with clusters.ticking():  # followed, it waits for the dispatch, then reads the worker's
-        code, out, err = run(clusters, capsys, "logs", "demo", "--follow", "--rank", "1")
+    code, out, err = run(clusters, capsys, "logs", "demo", "--follow", "--rank", "1")
     assert code == 0 and "rank 1 step 1" in out, err
     assert "demo: dispatched to worker cluster worker1" in err
 
@@ -323,8 +322,7 @@ def test_watch_jobs_over_the_manager_reports_the_dispatch(
     clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     submitted(clusters, capsys, tmp_path)
-    conn = connect(str(clusters.kubeconfig), "manager")
-    session = lifecycle.Session(KubeCluster(conn.api_client), SystemClock(), jitter=fixed_jitter)
+    session = clusters.manager.session()
     with closing(lifecycle.watch_jobs(session, NAMESPACE)) as events:
         first = [next(events), next(events)]
     assert [(e.ref.name, e.what, e.cluster) for e in first] == [
@@ -336,8 +334,7 @@ def test_watch_jobs_over_the_manager_reports_the_dispatch(
 def test_submit_follow_reads_the_logs_on_the_worker(
     clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    with clusters.ticking():
-        code, out, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)), "--follow")
+    code, out, err = run(clusters, capsys, "submit", str(spec_file(tmp_path)), "--follow")
     assert code == 0, err
     assert "dispatched to worker cluster worker1" in err
     assert "[rank 0] rank 0 step 1" in out and "SUCCEEDED (Complete)" in out
@@ -396,6 +393,7 @@ def test_the_torchx_scheduler_says_how_to_map_a_worker_not_mapped(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
     with TwoClusters(schema_check.require_shared(), worker_context=None) as clusters:
+        clusters.wire(monkeypatch)
         cfg = {"kubeconfig": str(clusters.kubeconfig), "context": "manager", "queue": QUEUE}
         with get_runner() as runner:
             handle = runner.run(dist.ddp(script="train.py", j="1x1"), "kfcompile", cfg=cfg)
@@ -442,6 +440,7 @@ def test_the_manager_judges_a_dispatched_job_by_the_workers_pods(
     PENDING (Unschedulable), and wait --until running keeps waiting."""
     shared = schema_check.require_shared()
     with TwoClusters(shared) as clusters:
+        clusters.wire(monkeypatch)
         monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
         code, _, err = run(clusters, capsys, "submit", str(spec_file(tmp_path, "unschedulable")))
         assert code == 0, err

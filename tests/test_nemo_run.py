@@ -704,7 +704,7 @@ def test_the_work_dir_goes_to_the_claim_and_back_without_kubectl(
     under ``workdir_local_path`` in the command point at the copy; ``pull_results`` brings the
     job directory back."""
     monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # no kubectl, no rsync
-    from fakekube.cluster import CLAIM, NAMESPACE
+    from fakekube.cluster import CLAIM, archive, members
 
     code = tmp_path / "code"
     code.mkdir()
@@ -717,15 +717,15 @@ def test_the_work_dir_goes_to_the_claim_and_back_without_kubectl(
         [job] = exp.jobs
         code_dir = job.executor.code_dir
     assert code_dir.startswith("/nemo_run/") and code_dir.endswith("/task/code")
-    files = cluster.store.volume(NAMESPACE, CLAIM)
-    inside = code_dir[len("/nemo_run/") :]
-    assert files[f"{inside}/train.py"] == b"print('trained')\n"
+    where = "/mnt/pvc/" + code_dir[len("/nemo_run/") :]  # the claim, in the sync's helper pod
+    files = members(cluster.sent[where])  # what its tar read
+    assert files["train.py"] == b"print('trained')\n"
     [trainjob] = cluster.objects("TrainJob", "trainer.kubeflow.org/v1alpha1")
     assert trainjob["spec"]["trainer"]["command"] == ["python", f"{code_dir}/train.py"]
     assert _contains(trainjob, {"name": "nemo-run-workdir", "mountPath": "/nemo_run"})
     assert _contains(trainjob, {"persistentVolumeClaim": {"claimName": CLAIM}})
 
-    files[f"{inside}/result.txt"] = b"loss 0.1\n"
+    cluster.sent[where] = archive({**files, "result.txt": b"loss 0.1\n"})  # the job wrote it
     back = tmp_path / "back"
     job.executor.pull_results(dest_dir=str(back))
     assert (back / "result.txt").read_bytes() == b"loss 0.1\n"
@@ -891,8 +891,11 @@ def test_the_docs_executor_example_runs_with_its_secret_volumes_and_work_dir(
     command = job["spec"]["trainer"]["command"]
     assert command[:2] == ["torchrun", "--no-python"]
     # the job directory (with NeMo-Run's script file) is on the claim, under code_dir
-    files = cluster.store.volume("my-namespace", "model-cache")
-    assert any(p.endswith("/code/scripts/docs.sh") for p in files), sorted(files)
+    from fakekube.cluster import members
+
+    [upload] = [e for e in cluster.fake.execs if e.command[:2] == ("tar", "-xf")]
+    assert upload.namespace == "my-namespace" and upload.command[-1].endswith("/code")
+    assert "scripts/docs.sh" in members(upload.stdin), sorted(members(upload.stdin))
 
 
 def _items_at(tree: Any, key: str) -> list[Any]:

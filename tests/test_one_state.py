@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import schema_check
 from fakekube.cluster import LocalCluster, PortCluster
-from fakekube.port import Objects
 
 from kfcompile import lifecycle
 from kfcompile.cli import main
@@ -23,6 +22,7 @@ from kfcompile.kinds import TRAINJOB
 from kfcompile.lifecycle import MANAGED_BY_LABEL, MANAGER
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.status import JobState, State
+from kfcompile.testing import Store
 
 
 def recordings() -> list[Path]:
@@ -40,7 +40,7 @@ skip_without_recordings = pytest.mark.skipif(
 )
 
 
-def load(path: Path, store: Objects) -> Ref:
+def load(path: Path, store: Store) -> Ref:
     """The recorded TrainJob and its pods, stored as the controllers left them; the job with
     the label kfcompile's submit gave it (the recording keeps no bookkeeping), the pods
     without their owners (the recording has no uids: the collector would take them)."""

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube import jobs
-from fakekube.cluster import NAMESPACE, LocalCluster, PortCluster
+from fakekube.cluster import NAMESPACE, LocalCluster, PortCluster, cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli_cluster import write_spec
@@ -40,6 +39,7 @@ from kfcompile.progress import (
     read_progress,
 )
 from kfcompile.spec.load import structure
+from kfcompile.testing import FakeCluster, courses
 
 NOW = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)
 
@@ -163,9 +163,11 @@ def reports(local: PortCluster, *percents: int) -> None:
 
     def script(_: object) -> None:
         for i, percent in enumerate(percents):
-            fake.at(0.4 + 0.2 * i, functools.partial(jobs.progress, fake, NAMESPACE, "p", percent))
+            fake.at(
+                0.4 + 0.2 * i, functools.partial(courses.progress, fake, NAMESPACE, "p", percent)
+            )
 
-    fake.on_create += [jobs.runs(fake, ends=0.4 + 0.2 * len(percents)), script]
+    fake.store.on_create += [courses.runs(fake, ends=0.4 + 0.2 * len(percents)), script]
 
 
 def test_watch_jobs_reports_each_new_report_as_progressed() -> None:
@@ -202,29 +204,41 @@ def test_without_the_feature_gate_nothing_is_progressed() -> None:
 # --- the CLI ------------------------------------------------------------------------------------
 
 
+def first_step(fake: FakeCluster) -> None:
+    """Each job runs (a TrainJob reports its first training step, 30 %) and then hangs."""
+
+    def report(job: dict[str, Any]) -> None:
+        name = job["metadata"]["name"]
+        fake.at(0.4, lambda: courses.progress(fake, NAMESPACE, name, 30, remaining=120))
+
+    fake.store.on_create += [courses.runs(fake, ends=None), report]
+
+
 @pytest.fixture
 def local() -> Iterator[LocalCluster]:
-    """Each job runs (a TrainJob reports its first training step, 30 %) and then hangs."""
+    """Over HTTP (the CLI in a process of its own), its clock moved by the test."""
     with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as cluster:
-        fake = cluster.fake
-
-        def first_step(job: dict[str, Any]) -> None:
-            name = job["metadata"]["name"]
-            fake.at(0.4, lambda: jobs.progress(fake, NAMESPACE, name, 30, remaining=120))
-
-        fake.on_create += [jobs.runs(fake, ends=None), first_step]
+        first_step(cluster.fake)
         yield cluster
 
 
+@pytest.fixture
+def wired(monkeypatch: pytest.MonkeyPatch) -> PortCluster:
+    """The CLI's (in this process)."""
+    cluster = cli(monkeypatch, scenario=None)
+    first_step(cluster.fake)
+    return cluster
+
+
 def test_status_shows_progress_and_its_age(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    wired: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    kubeconfig = ["--kubeconfig", str(local.kubeconfig)]
+    kubeconfig: list[str] = []
     assert main(["submit", str(write_spec(tmp_path, "hang")), *kubeconfig]) == 0
     assert main(["status", "demo", *kubeconfig]) == 0
     out = capsys.readouterr().out
     assert f"progress: {NONE_REPORTED}" in out  # the process has reported nothing yet
-    local.advance(1.0)  # running; a training step, reported; then it hangs
+    wired.clock.advance(1.0)  # running; a training step, reported; then it hangs
     assert main(["status", "demo", *kubeconfig]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^progress: 30% ETA 2m00s · loss 0\.9 · \d+s ago$", out, re.M), out
@@ -238,9 +252,9 @@ def test_status_shows_progress_and_its_age(
 
 
 def test_a_pytorchjob_says_it_reports_no_progress(
-    local: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    wired: PortCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    kubeconfig = ["--kubeconfig", str(local.kubeconfig)]
+    kubeconfig: list[str] = []
     assert (
         main(["submit", str(write_spec(tmp_path, "hang")), "-t", "pytorchjob/v1", *kubeconfig]) == 0
     )
@@ -292,9 +306,9 @@ def _wait_output(local: LocalCluster, tmp_path: Path, *, tty: bool) -> str:
         assert "trainerStatus" in _job(local)["status"]
         out.until("30%")
         for percent in (60, 90):
-            jobs.progress(local.fake, NAMESPACE, "demo", percent, remaining=(100 - percent) * 2)
+            courses.progress(local.fake, NAMESPACE, "demo", percent, remaining=(100 - percent) * 2)
             out.until(f"{percent}%")
-        jobs.finish(local.fake, NAMESPACE, "demo")  # succeeded
+        courses.finish(local.fake, NAMESPACE, "demo")  # succeeded
         assert proc.wait(timeout=30) == 0
         while out.read():
             pass

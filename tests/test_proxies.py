@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from fakekube import FakeKube
 from fakekube.unreachable import TLS, closed_port
-from test_adapter_kube import NS, running_pod
+from test_adapter_kube import NS, echo, running_pod
 
 from kfcompile.lifecycle.ports import ApiError, Transient
 from kfcompile_kube import KubeCluster, connect
@@ -333,6 +333,7 @@ def test_exec_takes_the_same_way(
     with FakeKube(crds=[]) as fake, serving(_Proxy(int(fake.url.rpartition(":")[2]))) as proxy:
         fake.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         running_pod(fake, "p")
+        fake.fake.on_exec = echo
         fake.tokens.add(TOKEN)
         if through == "proxy-url":
             server, extra = fake.url.replace("127.0.0.1", "kube.example"), {"proxy-url": proxy.url}

@@ -16,20 +16,17 @@ from typing import Any
 import pytest
 import schema_check
 import yaml
-from fakekube import jobs
-from fakekube.audit import Access, Seen, denied, of_request, recording, unused
+from fakekube.audit import Access, Seen, denied, of_call, recording, unused
 from fakekube.cluster import CLAIM, NAMESPACE, QUEUE, PortCluster
-from fakekube.kueue import CLUSTER_QUEUE
-from fakekube.kueue import V1BETA2 as KUEUE
-from fakekube.multikueue import CHECK
-from fakekube.port import Objects
-from fakekube.requestlog import RequestRecord
 from test_lifecycle import ENV, spec
 
 from kfcompile import lifecycle
 from kfcompile.kinds import MULTIKUEUE, TRAINJOB
 from kfcompile.lifecycle import LeftBehind, multikueue
 from kfcompile.lifecycle.ports import Forbidden, Ref
+from kfcompile.testing import Call, Store, courses
+from kfcompile.testing.kueue import CHECK, CLUSTER_QUEUE
+from kfcompile.testing.kueue import V1BETA2 as KUEUE
 from kfcompile_local import TarFiles
 
 
@@ -41,7 +38,7 @@ def namespaced_runtime(shared: Path) -> dict[str, Any]:
     return runtime
 
 
-def install_manager(store: Objects) -> None:
+def install_manager(store: Store) -> None:
     """What a MultiKueue manager has: the ClusterQueue of the LocalQueue ``QUEUE`` names the
     MultiKueue AdmissionCheck (``spec.controllerName``)."""
     check = {"metadata": {"name": CHECK}, "spec": {"controllerName": MULTIKUEUE}}
@@ -55,8 +52,8 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
     work.mkdir()
     (work / "train.py").write_text("print(1)\n")
     with recording() as seen, PortCluster(shared) as c:
-        c.fake.on_create += [jobs.runs(c.fake, ends=None), jobs.helpers(c.fake)]
-        c.fake.on_patch.append(jobs.suspends(c.fake))
+        c.store.on_create += [courses.runs(c.fake, ends=None), courses.helpers(c.fake)]
+        c.store.on_patch.append(courses.suspends(c.fake))
         c.store.create(namespaced_runtime(shared))
         session = c.session()
         found = lifecycle.detect_target(session)  # the Trainer's ConfigMap
@@ -81,10 +78,10 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
         c.clock.advance(1.0)  # the job runs; it ends once both kinds are watched
         ends: list[bool] = []
 
-        def end_once_watched(call: RequestRecord) -> None:
+        def end_once_watched(call: Call) -> None:
             if (call.method, call.kind) == ("watch", "PyTorchJob") and not ends:
                 ends.append(True)
-                c.fake.at(1.0, lambda: jobs.finish(c.fake, NAMESPACE, "demo"))
+                c.fake.at(1.0, lambda: courses.finish(c.fake, NAMESPACE, "demo"))
 
         c.calls.listeners.append(end_once_watched)
         changes = lifecycle.watch_jobs(session)  # list -A -w: every namespace, both kinds
@@ -162,26 +159,34 @@ def test_the_role_is_exactly_what_the_commands_use(tmp_path: Path) -> None:
     assert unused(seen) == []
 
 
-def test_requests_map_to_what_the_authorizer_checks() -> None:
-    """The wire's paths, as RBAC reads them (the in-memory port's calls map alike)."""
-    ns = "/api/v1/namespaces/team-a"
-    assert of_request("GET", "/apis/trainer.kubeflow.org/v1alpha1", False) == []  # discovery
-    assert of_request("GET", "/version", False) == []
-    assert of_request("GET", f"{ns}/pods/p/exec", False) == [
-        Access("get", "", "pods/exec", "team-a", "p"),
-        Access("create", "", "pods/exec", "team-a", "p"),
-    ]
-    assert of_request("GET", f"{ns}/pods/p/log", False) == [
-        Access("get", "", "pods/log", "team-a", "p")
-    ]
-    assert of_request("GET", "/api/v1/namespaces/team-a", False) == [
-        Access("get", "", "namespaces", None, "team-a")
-    ]
-    jobs = "/apis/trainer.kubeflow.org/v1alpha1/trainjobs"
-    assert of_request("GET", jobs, True) == [
-        Access("watch", "trainer.kubeflow.org", "trainjobs", None)
-    ]
-    assert of_request("POST", f"{ns}/secrets", False) == [Access("create", "", "secrets", "team-a")]
+def test_calls_map_to_what_the_authorizer_checks() -> None:
+    """Each port call as RBAC reads the request it makes: a kind's group and plural, its
+    namespace or the cluster scope, the name but for a collection (list, watch, create)."""
+    with PortCluster(schema_check.require_shared()) as c:
+        store = c.store
+
+        def access(method: str, api_version: str, kind: str, namespace: str | None,
+                   name: str | None = None) -> list[Access]:  # fmt: skip
+            return of_call(Call(method, api_version, kind, namespace, name), store)
+
+        assert access("served", TRAINJOB.api_version, "TrainJob", None) == []  # discovery
+        assert access("get", "example.com/v1", "Gizmo", "team-a", "g") == []  # not served
+        assert access("exec", "v1", "Pod", "team-a", "p") == [
+            Access("get", "", "pods/exec", "team-a", "p"),
+            Access("create", "", "pods/exec", "team-a", "p"),
+        ]
+        assert access("pod_log", "v1", "Pod", "team-a", "p") == [
+            Access("get", "", "pods/log", "team-a", "p")
+        ]
+        assert access("get", "v1", "Namespace", None, "team-a") == [
+            Access("get", "", "namespaces", None, "team-a")
+        ]
+        assert access("watch", TRAINJOB.api_version, "TrainJob", None) == [
+            Access("watch", "trainer.kubeflow.org", "trainjobs", None)
+        ]
+        assert access("create", "v1", "Secret", "team-a", "x") == [
+            Access("create", "", "secrets", "team-a")
+        ]
 
 
 def test_a_request_outside_the_tables_is_named_with_its_test() -> None:

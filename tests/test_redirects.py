@@ -24,8 +24,9 @@ from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
 from fakekube.unreachable import TLS, Elsewhere, UntrustedTLS, kubeconfig
 from kubernetes import config
 from test_adapter_kube import NS, TOKEN, cm_ref
-from test_cli_cluster import SECRET_VALUE, run, write_spec
+from test_cli_cluster import SECRET_VALUE, write_spec
 
+from kfcompile.cli import main
 from kfcompile.lifecycle.ports import ApiError, Forbidden, Transient
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_kube.errors import credentials, redacted
@@ -66,6 +67,14 @@ def fake() -> Iterator[FakeKube]:
 def elsewhere() -> Iterator[Elsewhere]:
     with Elsewhere() as server:
         yield server
+
+
+def run(local: LocalCluster, capsys: pytest.CaptureFixture[str], *args: str
+        ) -> tuple[int, str, str]:  # fmt: skip
+    """The CLI over HTTP to ``local``."""
+    code = main([*args, "--kubeconfig", str(local.kubeconfig)])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def adapter(fake: FakeKube, tmp_path: Path, client: str) -> KubeCluster:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import public_api
 import schema_check
-from fakekube import jobs
 from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster
 
 import kfcompile
 from kfcompile.lifecycle import MANAGED_BY_LABEL
+from kfcompile.testing import courses
 
 SERVICE = Path(__file__).resolve().parents[1] / "examples" / "service.py"
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
@@ -71,8 +71,8 @@ def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
         lives = {"svc-1": {"reason": "FailedJobs"}, "svc-2": {"ends": None}}  # svc-0 succeeds
-        local.fake.on_create.append(
-            lambda job: jobs.kueue(local.fake, **lives.get(job["metadata"]["name"], {}))(job)
+        local.store.on_create.append(
+            lambda job: courses.queued(local.fake, **lives.get(job["metadata"]["name"], {}))(job)
         )
         argv = ["--workers", "3", "--queue", QUEUE, "--archive", str(archive)]
         proc = subprocess.Popen(

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 import schema_check
-from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
+from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster, helper_tar, members
 
 from kfcompile import lifecycle
+from kfcompile.testing import Exec, ExecAnswer
 from kfcompile_local import TarFiles
 
 MiB = 1 << 20
@@ -378,7 +379,28 @@ def shared_cluster() -> Iterator[LocalCluster]:
 @pytest.fixture
 def cluster(shared_cluster: LocalCluster) -> LocalCluster:
     shared_cluster.kube.faults.clear()  # none left over from a test that failed early
+    shared_cluster.sent = helper_tar(shared_cluster.fake)  # nothing sent yet
+    shared_cluster.fake.execs.clear()
     return shared_cluster
+
+
+def sends(cluster: LocalCluster, stdout: bytes | Iterator[bytes]) -> None:
+    """The helper pod's ``tar -cf - -C DIR .`` sends ``stdout`` (a compromised pod, say)."""
+
+    def answer(call: Exec) -> ExecAnswer:
+        assert call.command[:4] == ("tar", "-cf", "-", "-C"), call.command
+        return ExecAnswer(stdout=stdout)
+
+    cluster.fake.on_exec = answer
+
+
+def archive(name: str, blob: bytes) -> Iterator[bytes]:
+    """A tar stream of one file, its bytes sent as views of ``blob`` (no copy of it made)."""
+    entry = tarfile.TarInfo(name)
+    entry.size = len(blob)
+    yield entry.tobuf(tarfile.GNU_FORMAT)
+    yield from (memoryview(blob)[i : i + MiB] for i in range(0, len(blob), MiB))  # type: ignore[misc]
+    yield bytes(-len(blob) % tarfile.BLOCKSIZE + 2 * tarfile.BLOCKSIZE)
 
 
 def _sync_pods(local: LocalCluster) -> list[object]:
@@ -410,14 +432,14 @@ def test_sync_down_refuses_each_attack_from_the_pod(
 ) -> None:
     build, member = ATTACKS[attack]
     around = _around(tmp_path)
-    cluster.kube.faults.add("GET", "/exec", exec_stdout=build(around))
+    sends(cluster, build(around))
     before = _listing(around)
     with pytest.raises(lifecycle.ClusterError) as refused:
         _sync(cluster, "down", around / "dest")
     assert str(refused.value).startswith(f"cannot unpack into {around / 'dest'}: refusing to")
     assert f"refusing to unpack {member!r}"[:-1] in str(refused.value)
     _assert_untouched(around, before)
-    assert cluster.kube.faults.fired and _sync_pods(cluster) == []
+    assert len(cluster.fake.execs) == 1 and _sync_pods(cluster) == []
 
 
 def test_sync_down_stops_a_bomb_from_the_pod(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -428,7 +450,7 @@ def test_sync_down_stops_a_bomb_from_the_pod(cluster: LocalCluster, tmp_path: Pa
         while True:
             yield bytes(MiB)
 
-    cluster.kube.faults.add("GET", "/exec", exec_stdout=endless())
+    sends(cluster, endless())
     with pytest.raises(lifecycle.ClusterError, match="refusing to unpack 'zeros-08'"):
         _sync(cluster, "down", tmp_path / "dest", files=TarFiles(max_bytes=8 * MiB))
     assert os.listdir(tmp_path) == [] and _sync_pods(cluster) == []
@@ -444,17 +466,17 @@ def _blob(size: int) -> bytes:
 def test_sync_down_memory_does_not_grow_with_the_size(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    """Through the real adapter: the pod's tar goes to disk as it arrives."""
-    cluster.store.volume(NAMESPACE, CLAIM)["warm/up"] = b"x"
+    """Through the real adapter: the pod's tar goes to disk as it arrives (what it sends is
+    views of one blob, made before the measure)."""
+    cluster.sent["/mnt/pvc/warm"] = tar(reg("up", b"x"))
     _sync(cluster, "down", tmp_path / "warm", "/warm")  # the first exec imports CoreV1Api
     peaks = {}
     for size in (8 * MiB, 64 * MiB):
         blob = _blob(size)
-        cluster.store.volume(NAMESPACE, CLAIM)[f"down-{size}/blob.bin"] = blob
+        sends(cluster, archive("blob.bin", blob))
         dest = tmp_path / f"dest-{size}"
         peaks[size] = _peak(lambda: _sync(cluster, "down", dest, f"/down-{size}"))  # noqa: B023
         assert (dest / "blob.bin").read_bytes() == blob
-        del cluster.store.volume(NAMESPACE, CLAIM)[f"down-{size}/blob.bin"]
     # Before: the whole output in one bytes object (and a second copy), i.e. > 128 MiB.
     assert peaks[64 * MiB] < peaks[8 * MiB] + 4 * MiB, peaks
     assert peaks[64 * MiB] < 16 * MiB, peaks
@@ -482,7 +504,7 @@ def test_a_stream_cut_mid_download_leaves_nothing_and_starts_over(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     blob = _blob(5 * MiB)
-    cluster.store.volume(NAMESPACE, CLAIM)["cut/blob.bin"] = blob
+    cluster.sent["/mnt/pvc/cut"] = tar(reg("blob.bin", blob))
     (tmp_path / "dest").mkdir()
     (tmp_path / "dest" / "mine").write_text("mine\n")
     seen: list[list[str]] = []
@@ -530,13 +552,13 @@ def test_sync_up_skips_sockets_and_fifos(cluster: LocalCluster, tmp_path: Path) 
     finally:
         server.close()
     assert (sent.files, sent.size) == (1, 9)
-    volume = cluster.store.volume(NAMESPACE, CLAIM)
-    assert sorted(k for k in volume if k.startswith("skip/")) == ["skip/train.py"]
+    assert list(members(cluster.sent["/mnt/pvc/skip"])) == ["train.py"]
 
 
 def test_sync_up_errors_name_the_local_directory(cluster: LocalCluster, tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
-    cluster.store.volume(NAMESPACE, CLAIM)["blocked"] = b"a file where a directory goes"
+    said = b"mkdir: cannot create directory '/mnt/pvc/blocked': File exists\n"  # a file there
+    cluster.fake.on_exec = lambda call: ExecAnswer(stderr=said, exit_code=1)
     with pytest.raises(lifecycle.ClusterError) as failed:
         _sync(cluster, "up", tmp_path, "/blocked")
     assert str(failed.value).startswith(f"uploading {tmp_path} to {CLAIM}:/blocked: mkdir")
@@ -551,5 +573,9 @@ def test_a_large_upload_streams_through_the_pod(cluster: LocalCluster, tmp_path:
     os.link(work / "sub" / "blob.bin", work / "again.bin")
     sent = _sync(cluster, "up", work, "/large")
     assert (sent.files, sent.size) == (2, len(blob))  # the hard link is sent as a link
-    volume = cluster.store.volume(NAMESPACE, CLAIM)
-    assert volume["large/again.bin"] == volume["large/sub/blob.bin"] == blob
+    stream = cluster.sent["/mnt/pvc/large"]
+    with tarfile.open(fileobj=io.BytesIO(stream)) as got:
+        types = {m.name: m.type for m in got}
+    assert types == {"again.bin": tarfile.REGTYPE, "sub": tarfile.DIRTYPE,
+                     "sub/blob.bin": tarfile.LNKTYPE}  # fmt: skip
+    assert members(stream) == {"again.bin": blob, "sub/blob.bin": blob}

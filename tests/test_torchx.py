@@ -23,7 +23,6 @@ torchx = pytest.importorskip(
     "torchx", reason="torchx is not installed (CI installs it in its launcher environment)"
 )
 
-from fakekube import jobs  # noqa: E402
 from fakekube.cluster import NAMESPACE, QUEUE, RELEASES, LocalCluster  # noqa: E402
 from torchx import specs  # noqa: E402
 from torchx.components import dist  # noqa: E402
@@ -35,6 +34,7 @@ from kfcompile.integrations import torchx as kfx  # noqa: E402
 from kfcompile.lifecycle.ports import Ref  # noqa: E402
 from kfcompile.status import JobState, State  # noqa: E402
 from kfcompile.targets import target  # noqa: E402
+from kfcompile.testing import courses  # noqa: E402
 
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 MARKER = "=== SCHEDULER REQUEST ===\n"
@@ -591,7 +591,7 @@ def test_run_status_log_list_cancel_through_the_torchx_cli(
         assert tail.stdout is not None
         seen = [tail.stdout.readline() for _ in range(2)]  # what the rank had logged so far
         assert seen[1] == "train/0 rank 0 step 1 loss 0.9\n", seen
-        local.fake.log(NAMESPACE, jobs.pod_name(name, 0), "rank 0 step 2 loss 0.81")
+        local.fake.log(NAMESPACE, courses.pod_name(name, 0), "rank 0 step 2 loss 0.81")
         assert tail.stdout.readline() == "train/0 rank 0 step 2 loss 0.81\n"  # as it comes
 
         listed = torchx_process(tmp_path, "list", "-s", "kfcompile", env=env)

@@ -41,8 +41,10 @@ def _classes() -> list[type[Any]]:
 
 
 def _public() -> set[type[Any]]:
+    import kfcompile.testing  # (public too; never imported by a command)
+
     public = set()
-    for package in (kfcompile, lifecycle, kfcompile_kube, kfcompile_local):
+    for package in (kfcompile, lifecycle, kfcompile_kube, kfcompile_local, kfcompile.testing):
         public |= {v for n in package.__all__ if isinstance(v := getattr(package, n), type)}
     return public
 

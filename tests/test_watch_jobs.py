@@ -22,11 +22,7 @@ from typing import Any
 
 import pytest
 import schema_check
-from fakekube import jobs
-from fakekube.access import NamespaceAccess
-from fakekube.clock import FakeClock, fixed_jitter
-from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster, PortCluster, install
-from fakekube.port import PortFake
+from fakekube.cluster import NAMESPACE, QUEUE, LocalCluster, PortCluster, cli, install
 from test_lifecycle import Hostile, impostor
 
 from kfcompile import lifecycle, structure
@@ -55,6 +51,7 @@ from kfcompile.lifecycle.waiting import (
     Trouble,
 )
 from kfcompile.status import JobState, State
+from kfcompile.testing import FakeClock, FakeCluster, courses, fixed_jitter
 
 Obj = dict[str, Any]
 API = TRAINJOB.api_version
@@ -375,8 +372,8 @@ class Bare:
 
     def __init__(self, crds: tuple[str, ...] = ("trainjobs-v2.3.0.yaml",)) -> None:
         self.clock = FakeClock(step=1.0)
-        self.cluster = PortFake(self.clock)
-        self.store, self.at = self.cluster.objects, self.cluster.at
+        self.cluster = FakeCluster(self.clock)
+        self.store, self.at = self.cluster.store, self.cluster.at
         install(self.store, schema_check.require_shared(), crds, runtime=False)
 
     def session(self, **extra: Any) -> lifecycle.Session:
@@ -610,7 +607,7 @@ class Recorded:
 class Streams:
     """The small fake, keeping every watch stream it hands out."""
 
-    def __init__(self, inner: PortFake) -> None:
+    def __init__(self, inner: FakeCluster) -> None:
         self.inner = inner
         self.watches: list[Iterator[Any]] = []
 
@@ -625,7 +622,7 @@ class Streams:
 
 def test_several_kinds_through_the_sessions_merge_and_closing_ends_every_watch() -> None:
     with PortCluster(schema_check.require_shared()) as local:
-        local.fake.on_create.append(jobs.runs(local.fake))
+        local.store.on_create.append(courses.runs(local.fake))
         for name, target in (("tj", "trainjob/v2.3"), ("pt", "pytorchjob/v1")):
             job = structure({"name": name, "image": "python:3", "command": ["python"]})
             lifecycle.submit(local.session(), job, target, namespace=NAMESPACE, environ={})
@@ -654,7 +651,7 @@ def test_a_kueue_queued_job_as_kueue_and_the_trainer_write_it() -> None:
             change(name, {"spec": {"suspend": True}, "status": QUEUED})
             fake.at(0.5, lambda: change(name, {"spec": {"suspend": False}, "status": ADMITTED}))
 
-        fake.on_create += [queued, jobs.runs(fake, starts=1.0, ends=1.5)]
+        fake.store.on_create += [queued, courses.runs(fake, starts=1.0, ends=1.5)]
         job = structure({"name": "q", "image": "python:3", "command": ["python"], "queue": QUEUE})
         lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
         got = collect(lifecycle.watch_jobs(local.session()), 4)
@@ -748,19 +745,17 @@ def _list_watch(local: LocalCluster, out: Output, *flags: str) -> int:
         driver.join(30)
 
 
-def _submitted(local: LocalCluster, *steps: tuple[int, int, str]) -> None:
-    """Quiet watches, as on a real server (a bookmark a minute): only a cut stops them; and a
-    Kueue-queued job (admitted 0.5 s after its create, running 0.2 s later, done 1.1 s after
+def _submitted(local: LocalCluster | PortCluster, *steps: tuple[int, int, str]) -> None:
+    """A Kueue-queued job (admitted 0.5 s after its create, running 0.2 s later, done 1.1 s after
     it is admitted), reporting ``steps`` (percent, seconds remaining, loss) 0.2 s apart."""
-    local.kube.bookmark_interval = 3600.0
     fake = local.fake
 
     def reports(_: object) -> None:
         for i, (percent, remaining, loss) in enumerate(steps):
-            report = functools.partial(jobs.progress, fake, NAMESPACE, "demo", percent)
+            report = functools.partial(courses.progress, fake, NAMESPACE, "demo", percent)
             fake.at(1.0 + 0.2 * i, functools.partial(report, remaining=remaining, loss=loss))
 
-    fake.on_create += [jobs.kueue(fake, ends=1.1), reports]
+    fake.store.on_create += [courses.queued(fake, ends=1.1), reports]
     job = structure({"name": "demo", "image": "python:3", "command": ["python"], "queue": QUEUE})
     lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
 
@@ -804,12 +799,22 @@ def test_list_all_namespaces_watch_without_the_right_falls_back_to_the_namespace
     """A Role, no ClusterRole: the table and the watch both fall back to the namespace, said
     once; nothing is asked at the cluster scope after the table's refused list."""
     out = Output()
-    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
-        _submitted(local)
-        local.store.access = NamespaceAccess("alice", {NAMESPACE})
-        monkeypatch.setattr("sys.stdout", out)
-        code = _list_watch(local, out, "-A")
-        jobs = [r for p in PLURALS for r in local.kube.requests.matching("GET", f"/{p}")]
+    local = cli(monkeypatch, scenario=None)
+    _submitted(local)
+    local.store.namespaces_allowed = {NAMESPACE}  # alice's Role
+    monkeypatch.setattr("sys.stdout", out)
+    sent: list[bool] = []
+
+    def ctrl_c_once_finished() -> None:
+        if " finished " in out.text() and not sent:
+            sent.append(True)
+            signal.raise_signal(signal.SIGINT)
+
+    local.clock.on_tick(ctrl_c_once_finished)
+    before = len(local.calls)
+    code = main(["list", "-w", "-A"])
+    jobs = [c for c in local.calls[before:] if c.kind in ("TrainJob", "PyTorchJob")
+            and c.method in ("list", "watch")]  # fmt: skip
     err = capsys.readouterr().err
     assert code == 130, err
     assert err.count("\n") == 1 and err.endswith(
@@ -819,9 +824,9 @@ def test_list_all_namespaces_watch_without_the_right_falls_back_to_the_namespace
     lines = [" ".join(line.split()) for line in out.text().splitlines()]
     assert lines[1].split()[:3] == ["default", "demo", "TrainJob"]
     assert lines[-1] == "default demo TrainJob finished SUCCEEDED (Complete)"  # watched
-    refused = [r.path for r in jobs if r.status == 403]
-    assert refused == ["/apis/trainer.kubeflow.org/v1alpha1/trainjobs"]  # the table's first
-    assert all(f"/namespaces/{NAMESPACE}/" in r.path for r in jobs if r.status != 403)
+    everywhere = [(c.method, c.kind) for c in jobs if c.namespace is None]
+    assert everywhere == [("list", "TrainJob")]  # the table's first, refused
+    assert all(c.namespace == NAMESPACE for c in jobs[1:])
 
 
 PLURALS = (TRAINJOB.plural, PYTORCHJOB.plural)
@@ -829,7 +834,7 @@ PLURALS = (TRAINJOB.plural, PYTORCHJOB.plural)
 
 def test_watch_jobs_reports_no_job_from_outside_what_it_watches() -> None:
     with PortCluster(schema_check.require_shared()) as local:
-        local.fake.on_create.append(jobs.runs(local.fake))
+        local.store.on_create.append(courses.runs(local.fake))
         job = structure({"name": "demo", "image": "python:3", "command": ["python"]})
         ref = lifecycle.submit(
             local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={}

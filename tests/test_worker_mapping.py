@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 import schema_check
-from fakekube.multikueue import WORKER, TwoClusters
+from fakekube.cluster import TwoClusters
 from hypothesis import given
 from hypothesis import strategies as st
 from test_multikueue import submitted
 
 from kfcompile.lifecycle import ClusterError, find
 from kfcompile.lifecycle.multikueue import Unmapped, Workers, read_clusters, running_on
+from kfcompile.testing.kueue import WORKER
 from kfcompile_local.clusters import MAX_BYTES, mapped_workers
 
 GOOD = """\
@@ -121,11 +122,12 @@ def test_a_file_that_cannot_be_used_is_one_line(
 
 
 def test_running_on_follows_only_a_mapped_worker(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The library's way: the mapping is given, and an unmapped worker is ``Unmapped`` before
     anything reaches any other cluster (``reach`` is never called)."""
     with TwoClusters(schema_check.require_shared(), mapped=False) as clusters:
+        clusters.wire(monkeypatch)
         submitted(clusters, capsys, tmp_path)
         manager = clusters.manager.session()
         job = find(manager, "default", "demo")

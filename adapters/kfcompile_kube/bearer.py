@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from kfcompile_kube.compat import TOKEN_KEY
+from kfcompile_kube import compat
 
 TOKEN_FILE_LIMIT: Final = 64 * 1024  # bytes read of a token file (a JWT is 1-2 KiB)
 FILE_TOKEN_PERIOD: Final = timedelta(minutes=1)  # client-go fileTokenSource's period
@@ -108,7 +108,7 @@ class Bearer:
             with self._lock:
                 if self._due():  # not just done by another thread
                     self._refetch()
-        configuration.api_key[TOKEN_KEY] = self.header
+        compat.put_token(configuration, self.header)
 
     @property
     def header(self) -> str:
@@ -143,5 +143,5 @@ class Bearer:
 def renewed(configuration: Any, sent: Mapping[str, str]) -> bool:
     """After a 401 to a request with the headers ``sent``: whether the configuration's token
     was fetched anew since (then the request is worth sending once more)."""
-    hook = getattr(configuration, "refresh_api_key_hook", None)
+    hook = compat.token_hook(configuration)
     return isinstance(hook, Bearer) and hook.unauthorized(sent.get("authorization", ""))

@@ -1,10 +1,34 @@
-"""Every difference between the ``kubernetes`` client lines (and urllib3 lines) the adapter runs on.
+"""The one module that reaches into the ``kubernetes`` client's internals and urllib3's beneath it:
+its REST layer (``rest.RESTClientObject`` and the urllib3 pool manager it holds), the
+``Configuration``'s token and TLS settings, urllib3's responses and connection pools. Nothing
+else in the adapter names them, or looks at the client's version.
 
 Supported: ``kubernetes`` 27.2 to 37.x (pyproject states the range), on urllib3 1.26 or 2.x.
 Launchers pin old clients (the Kubeflow SDK 0.5 caps ``kubernetes<36``; torchx 0.7 caps
 ``urllib3<1.27``, which 37.x cannot run on), so a library they import takes what they have.
-Nothing else in the adapter looks at the client's version; each difference below says which
-versions and why.
+What differs between the lines, and what this module does about it:
+
+======================================  ==============  ==============  ===================
+                                        27.2            36.x            37.x
+======================================  ==============  ==============  ===================
+the token in ``api_key`` (``TOKEN_KEY``)  authorization   BearerToken     BearerToken
+``tls_server_name`` (``websocket_tls``)   none            yes             yes
+``ca_cert_data`` (``trust_anchor``)       none            none            yes
+the REST layer's own proxy rules          HTTP only       HTTP only       HTTP and SOCKS
+urllib3 (``chunks``, ``cut``)             1.26            1.26 or 2       2
+======================================  ==============  ==============  ===================
+
+- A proxy is the adapter's choice on every line (``RestClient``, ``proxied``): the lines' REST
+  layers skip it for ``no_proxy``'s hosts by rules of their own, and up to 36.x know no SOCKS one.
+- The public way to send, ``ApiClient.call_api``, serves none of the lines: it is called
+  differently in each (27.2 and 36.x take the path, the parameters and ``_preload_content``;
+  37.x takes a URL from ``param_serialize`` and gives a ``RESTResponse``), follows redirects
+  (urllib3 1.26 to any host, re-sending credentials and a 307's body), reads an error's body
+  whole and decodes it as UTF-8, and needs ``ApiClient`` imported: every model up to 36.x,
+  pydantic in 37.x (about 70 ms of a cold ``kfcompile status``). So requests go to the pool
+  manager of the client's REST layer (``send``), which holds its TLS and client certificate.
+- Not shimmed: 27.x ignores a kubeconfig's ``tls-server-name`` (28.1 reads it, for HTTP and
+  websockets alike), so a server certificate must then name the address itself.
 """
 
 from __future__ import annotations
@@ -12,24 +36,17 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
-import re
 import socket
 import ssl
-import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final, Protocol
 from urllib.parse import unquote, urlencode, urlsplit
 
 import certifi
 import urllib3
 
-from kfcompile.lifecycle.ports import ApiError
 from kfcompile_kube.answers import OBJECT_LIMIT
 from kfcompile_kube.client_modules import Configuration, rest
-from kfcompile_kube.proxy import default_port
-
-if TYPE_CHECKING:  # websocket-client (and the client's ws_client, with requests): exec's alone
-    from websocket import WebSocket
 
 CLIENT_VERSION: Final = importlib.metadata.version("kubernetes")
 CLIENT_MAJOR: Final = int(CLIENT_VERSION.split(".", 1)[0])
@@ -38,17 +55,6 @@ CLIENT_MAJOR: Final = int(CLIENT_VERSION.split(".", 1)[0])
 # ``auth_settings`` reads it, under "authorization"; 36.0 moved both to "BearerToken" (reading
 # "authorization" only when "BearerToken" is absent).
 TOKEN_KEY: Final = "BearerToken" if CLIENT_MAJOR >= 36 else "authorization"
-
-# The exec channel protocols, best first. Up to 35.x the client offers only v4, which cannot say
-# "end of stdin" (a command reading stdin never ends); 36.0 offers v5 first. We always offer both.
-V5_PROTOCOL: Final = "v5.channel.k8s.io"
-_CHANNEL_PROTOCOLS: Final = f"{V5_PROTOCOL},v4.channel.k8s.io"
-
-# Not shimmed: 27.x ignores a kubeconfig's ``tls-server-name`` (28.1 reads it, for HTTP and
-# websockets alike), so a server certificate must then name the address itself.
-
-# What a header value may hold: printable ASCII, spaces and tabs.
-_UNSENDABLE: Final = re.compile(r"[^\t\x20-\x7e]")
 
 # urllib3 2 responses have ``read1`` (what has arrived, up to n bytes); 1.26 has none, its
 # ``stream`` yields each chunk of a chunked body as it arrives (watches and logs are chunked).
@@ -78,18 +84,18 @@ class Client(Protocol):
 class RestClient:
     """An API client made of the configuration and the client's own REST layer
     (``rest.RESTClientObject``: the urllib3 pool manager with the configuration's TLS and
-    client-certificate settings), without ``ApiClient``. The adapter reads and writes JSON
-    itself, so it uses none of ``ApiClient``'s model handling, and importing that module
-    (pydantic, dateutil, a thread pool) cost a cold ``kfcompile status`` about 70 ms.
+    client-certificate settings), without ``ApiClient`` (the module's docstring says why).
 
-    The configuration's ``proxy`` is used as it is, on every line (``proxied``): the lines'
-    own REST layers skip it for ``no_proxy``'s hosts by rules of their own, and up to 36.x
-    know no SOCKS proxy."""
+    The configuration is made for the adapter: no retries of urllib3's (the lifecycle retries
+    with its own backoff; urllib3's silent ones would multiply timeouts), and its ``proxy``
+    used as it is, on every line (``proxied``), none of ``no_proxy``'s rules applied."""
 
     cookie: str | None = None
 
     def __init__(self, configuration: Configuration) -> None:
         self.configuration = configuration
+        configuration.retries = False
+        configuration.no_proxy = None
         proxy, configuration.proxy = configuration.proxy, None
         try:
             self.rest_client = rest.RESTClientObject(configuration)  # a PoolManager, no proxy
@@ -122,19 +128,38 @@ def proxied(direct: urllib3.PoolManager, configuration: Configuration) -> urllib
     return urllib3.ProxyManager(proxy, proxy_headers=headers, **settings)
 
 
+def bear(configuration: Configuration, hook: Callable[[Any], None], header: str) -> None:
+    """Send ``header`` (``Bearer <token>``) as the Authorization of the requests made with
+    ``configuration``, and have the client call ``hook(configuration)`` before each one (its
+    ``refresh_api_key_hook``, which may ``put_token`` another); in place of the loader's."""
+    put_token(configuration, header)
+    configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+
+
+def put_token(configuration: Configuration, header: str) -> None:
+    """The Authorization header ``auth_settings`` gives from now on."""
+    configuration.api_key[TOKEN_KEY] = header
+
+
+def token_hook(configuration: Configuration) -> object:
+    """The hook ``bear`` gave (or the loader's, or None)."""
+    return getattr(configuration, "refresh_api_key_hook", None)
+
+
+def api_keys(configuration: Configuration) -> list[str]:
+    """Every API key ``configuration`` holds (the bearer token's header among them)."""
+    return [str(value) for value in configuration.api_key.values()]
+
+
 def prepare(
     client: Client,
-    method: str,
     path: str,
     query: Sequence[tuple[str, str]],
     headers: Mapping[str, str],
 ) -> tuple[str, dict[str, str]]:
     """The request's full URL (host, path, query) and headers, credentials included, as every
     line's ``ApiClient`` builds them before it sends (its default headers and cookie, then the
-    configuration's ``BearerToken`` auth setting, whose reading runs the token refresh hook).
-
-    ``ApiError`` when a header holds what no header can carry (a line break in a credential):
-    sent, http.client would refuse it with an error quoting the whole value."""
+    configuration's ``BearerToken`` auth setting, whose reading runs the token refresh hook)."""
     all_headers = {**headers, **client.default_headers}
     if client.cookie:
         all_headers["Cookie"] = client.cookie
@@ -146,15 +171,6 @@ def prepare(
             auth_query.append((auth["key"], auth["value"]))
         else:
             all_headers[auth["key"]] = auth["value"]
-    for name, value in all_headers.items():
-        if _UNSENDABLE.search(value):
-            what = "credentials" if name.lower() in ("authorization", "cookie") else "value"
-            raise ApiError(
-                0,
-                "BadHeader",
-                f"the {what} of the request's {name} header hold a line break, a control "
-                "character or a character that is not ASCII (not printed): it cannot be sent",
-            )
     url = client.configuration.host + path
     if query or auth_query:
         url += "?" + urlencode([*query, *auth_query])
@@ -192,6 +208,19 @@ def send(
     return response
 
 
+# What is read of an error answer's body (its Status, a few hundred bytes from a real server):
+# the object limit. The rest is left unread and the connection dropped.
+ERROR_BODY_LIMIT: Final = OBJECT_LIMIT
+
+
+def _error_body(response: Any) -> bytes:
+    body: bytes = response.read(ERROR_BODY_LIMIT, decode_content=False)
+    if response.read(1, decode_content=False):
+        response.close()  # more than the limit: the rest is not read
+    response.release_conn()
+    return body
+
+
 def chunks(response: Any, size: int) -> Iterator[bytes]:
     """The body as it arrives, in pieces of at most ``size`` bytes."""
     if _READ1:
@@ -201,88 +230,11 @@ def chunks(response: Any, size: int) -> Iterator[bytes]:
         yield from response.stream(size, decode_content=True)
 
 
-def open_exec(configuration: Configuration, url: str, headers: Mapping[str, str]) -> WebSocket:
-    """The exec websocket, connected; ``Refused`` when the server answers the upgrade with a
-    redirect, which is never followed.
-
-    Built here with the TLS options of the client's own ``create_websocket`` (``_tls_options``)
-    and the proxy ``RestClient`` uses, because that one lets websocket-client follow
-    up to 3 redirects, repeating the handshake's Authorization header to any host the
-    ``Location`` names, plaintext ``ws://`` too. Not ``kubernetes.stream.stream`` either, which
-    swaps the ApiClient's send method (``request`` up to 36.x, ``call_api`` in 37.x), takes
-    ``binary=`` only from 30.1 and offers v4 only up to 35.x."""
-    from kubernetes.stream import ws_client
-    from websocket import WebSocket, WebSocketException
-
-    ws_url = ws_client.get_websocket_url(url)  # type: ignore[no-untyped-call]
-    header = [f"sec-websocket-protocol: {_CHANNEL_PROTOCOLS}"]
-    if "authorization" in headers:
-        header.append(f"authorization: {headers['authorization']}")
-    options: dict[str, Any] = {"header": header, **_websocket_proxy(configuration)}
-    sock = WebSocket(sslopt=_tls_options(configuration, ws_url), skip_utf8_validation=False)
-    try:
-        sock.connect(ws_url, redirect_limit=0, **options)  # type: ignore[no-untyped-call]
-    except WebSocketException:
-        answer = sock.handshake_response  # a redirect: "Redirect limit exhausted"
-        if answer is not None and 300 <= answer.status < 400:
-            raise Refused(answer.status, b"", answer.headers) from None
-        raise
-    return sock
-
-
-def _websocket_proxy(configuration: Configuration) -> dict[str, Any]:
-    """websocket-client's options for ``configuration.proxy``. Without one it would take the
-    environment's (loopback included, unless NO_PROXY is unset), and it reads ``http_no_proxy``
-    only beside a proxy host: so no proxy is a proxy that no host (``*``) goes through."""
-    if not configuration.proxy:
-        return {"http_proxy_host": "unused.invalid", "http_proxy_port": 1, "http_no_proxy": ["*"]}
-    parts = urlsplit(configuration.proxy)
-    options: dict[str, Any] = {
-        "http_proxy_host": parts.hostname,
-        "http_proxy_port": default_port(parts),
-        "proxy_type": parts.scheme if parts.scheme.startswith("socks") else "http",
-    }
-    if parts.username is not None:
-        options["http_proxy_auth"] = (unquote(parts.username), unquote(parts.password or ""))
-    return options
-
-
-def _tls_options(configuration: Configuration, ws_url: str) -> dict[str, Any]:
-    """What the client's ``create_websocket`` gives websocket-client for TLS, in every line
-    (27.x has no ``tls_server_name``)."""
-    options: dict[str, Any] = {"cert_reqs": ssl.CERT_NONE}
-    if ws_url.startswith("wss://") and configuration.verify_ssl:
-        options = {
-            "cert_reqs": ssl.CERT_REQUIRED,
-            "ca_certs": configuration.ssl_ca_cert or certifi.where(),
-        }
-        if configuration.assert_hostname is not None:
-            options["check_hostname"] = configuration.assert_hostname
-    if configuration.cert_file:
-        options["certfile"] = configuration.cert_file
-    if configuration.key_file:
-        options["keyfile"] = configuration.key_file
-    server_name = getattr(configuration, "tls_server_name", None)
-    if server_name:
-        options["server_hostname"] = server_name
-    return options
-
-
-def quiet_unverified(host: str) -> None:
-    """No ``InsecureRequestWarning`` for ``host`` from now on: urllib3 gives one per request to
-    a server whose certificate is not verified (both lines: "Unverified HTTPS request is being
-    made to host '<host>'"); the adapter says it once instead."""
-    warnings.filterwarnings(
-        "ignore",
-        f"Unverified HTTPS request is being made to host '\\[?{re.escape(host)}\\]?'",
-        urllib3.exceptions.InsecureRequestWarning,
-    )
-
-
 def read_timeout(response: Any, seconds: float | None) -> None:
     """From now on, each read of ``response``'s body may wait ``seconds`` (``None``: for ever),
     whatever its headers were awaited for. Both urllib3 lines read the body from the socket of
-    the connection the response holds, with that socket's timeout."""
+    the connection the response holds (its private ``_connection``), with that socket's
+    timeout."""
     sock = getattr(getattr(response, "_connection", None), "sock", None)
     if sock is not None:
         sock.settimeout(seconds)
@@ -303,21 +255,77 @@ def cut(response: Any) -> None:
     response.close()
 
 
-# What is read of an error answer's body (its Status, a few hundred bytes from a real server):
-# the object limit. The rest is left unread and the connection dropped.
-ERROR_BODY_LIMIT: Final = OBJECT_LIMIT
-
-
-def _error_body(response: Any) -> bytes:
-    body: bytes = response.read(ERROR_BODY_LIMIT, decode_content=False)
-    if response.read(1, decode_content=False):
-        response.close()  # more than the limit: the rest is not read
-    response.release_conn()
-    return body
-
-
 def pool(client: Client, url: str) -> Any:
     """The urllib3 connection pool a request to ``url`` goes through: that of the client's own
     pool manager (``rest_client.pool_manager`` in every line, which ``send`` sends with),
     proxies included."""
     return client.rest_client.pool_manager.connection_from_url(url)
+
+
+def watch_connections(
+    pool: Any, taken: Callable[[Any], None], made: Callable[[socket.socket], None]
+) -> None:
+    """Call ``taken(conn)`` with every connection urllib3's connection ``pool`` hands a request
+    (new or kept alive), before the request is sent on it, and ``made(sock)`` with every
+    socket such a connection makes, before TLS (ssl takes the socket from the connection for
+    the handshake). By urllib3's private ``HTTPConnectionPool._get_conn`` and
+    ``HTTPConnection._new_conn``, in both lines; once per pool and connection."""
+    if getattr(pool, "_kfcompile_watched", False):
+        return
+    get_conn = pool._get_conn
+
+    def _get_conn(*args: Any, **kwargs: Any) -> Any:
+        conn = get_conn(*args, **kwargs)
+        if not getattr(conn, "_kfcompile_watched", False):
+            new_conn = conn._new_conn
+
+            def _new_conn() -> socket.socket:
+                sock: socket.socket = new_conn()
+                made(sock)
+                return sock
+
+            conn._new_conn = _new_conn
+            conn._kfcompile_watched = True
+        taken(conn)
+        return conn
+
+    pool._get_conn = _get_conn
+    pool._kfcompile_watched = True
+
+
+def websocket_tls(configuration: Configuration, ws_url: str) -> dict[str, Any]:
+    """What the client's ``create_websocket`` (``stream/ws_client.py``) gives websocket-client
+    for TLS, in every line (27.x has no ``tls_server_name``)."""
+    options: dict[str, Any] = {"cert_reqs": ssl.CERT_NONE}
+    if ws_url.startswith("wss://") and configuration.verify_ssl:
+        options = {
+            "cert_reqs": ssl.CERT_REQUIRED,
+            "ca_certs": configuration.ssl_ca_cert or certifi.where(),
+        }
+        if configuration.assert_hostname is not None:
+            options["check_hostname"] = configuration.assert_hostname
+    if configuration.cert_file:
+        options["certfile"] = configuration.cert_file
+    if configuration.key_file:
+        options["keyfile"] = configuration.key_file
+    server_name = getattr(configuration, "tls_server_name", None)
+    if server_name:
+        options["server_hostname"] = server_name
+    return options
+
+
+def trust_anchor(configuration: Configuration) -> bytes:
+    """The CA certificates ``configuration`` trusts its server by (what tells a re-created
+    cluster from the old one at no cost: a new cluster has a new CA, unless its maker keeps
+    one); empty without (plain http, the system's CAs). 37.x may hold them in ``ca_cert_data``;
+    the loaders of every line write a file (``ssl_ca_cert``)."""
+    data = getattr(configuration, "ca_cert_data", None)
+    if data:
+        return data.encode() if isinstance(data, str) else bytes(data)
+    if not configuration.ssl_ca_cert:
+        return b""
+    try:
+        with open(configuration.ssl_ca_cert, "rb") as f:
+            return f.read(OBJECT_LIMIT)
+    except OSError:
+        return b""

@@ -12,13 +12,16 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import urllib3
 from attrs import evolve, frozen
 
 from kfcompile.spec.errors import KfcompileError, Problem
@@ -32,11 +35,11 @@ from kfcompile_kube.client_modules import (
     KubeConfigLoader,
     KubeConfigMerger,
 )
-from kfcompile_kube.cluster import REQUEST_TIMEOUT
-from kfcompile_kube.compat import TOKEN_KEY, Client, RestClient
+from kfcompile_kube.compat import Client, RestClient
 from kfcompile_kube.errors import server_of
 from kfcompile_kube.exec_credential import EXEC_TIMEOUT, ExecPlugin
 from kfcompile_kube.proxy import ProxyError, chosen
+from kfcompile_kube.transport import REQUEST_TIMEOUT
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -170,8 +173,7 @@ def _from_kubeconfig(
     if token is not None:
         # Replaces the loader's hook, if any (basic auth's), which puts its header back each time.
         hook = Bearer(*token, lambda e: ConfigError(f"{at}: {e}"), now)
-        configuration.api_key[TOKEN_KEY] = hook.header
-        configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+        compat.bear(configuration, hook, hook.header)
     cluster = _mapping(_entry(merged, "clusters", _refs(merged, name)[1]), "cluster")
     try:
         configuration.proxy = chosen(configuration.host, cluster.get("proxy-url"), env)
@@ -181,7 +183,7 @@ def _from_kubeconfig(
         _unverified(configuration.host, f"insecure-skip-tls-verify in {at}")
     namespace = (loader.current_context.get("context") or {}).get("namespace") or "default"
     source = f"{where}, context {name}"
-    return Connection(_client(configuration), str(namespace), source, context=name)
+    return Connection(RestClient(configuration), str(namespace), source, context=name)
 
 
 _said_unverified: set[str] = set()  # the servers warned of in this process
@@ -190,7 +192,7 @@ _said_unverified: set[str] = set()  # the servers warned of in this process
 def _unverified(host: str, why: str) -> None:
     """Say once per process, in kfcompile's words, that ``host``'s certificate is not verified
     (logged: the command prints it alone on stderr), instead of urllib3's warning per request."""
-    server = server_of(host)
+    server, hostname = server_of(host), urlsplit(host).hostname or ""
     if server not in _said_unverified:
         _said_unverified.add(server)
         logging.getLogger("kfcompile_kube").warning(
@@ -199,7 +201,12 @@ def _unverified(host: str, why: str) -> None:
             server,
             why,
         )
-    compat.quiet_unverified(urlsplit(host).hostname or "")
+    # urllib3 warns per request ("Unverified HTTPS request is being made to host '<host>'").
+    warnings.filterwarnings(
+        "ignore",
+        f"Unverified HTTPS request is being made to host '\\[?{re.escape(hostname)}\\]?'",
+        urllib3.exceptions.InsecureRequestWarning,
+    )
 
 
 # What an auth provider's token refresh (the client's oidc, gcp, azure) raises when its identity
@@ -329,8 +336,7 @@ def _in_cluster(sa_dir: Path, env: Mapping[str, str], now: Callable[[], datetime
         hook = Bearer(fetch(), fetch, lambda e: ConfigError(f"in-cluster: {e}"), now)
     except (ConfigException, TokenError) as e:  # "Token file exists but empty." and the like
         raise _NotInCluster(str(e)) from None
-    configuration.api_key[TOKEN_KEY] = hook.header
-    configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    compat.bear(configuration, hook, hook.header)
     try:
         configuration.proxy = chosen(configuration.host, None, env)
     except ProxyError as e:
@@ -338,11 +344,4 @@ def _in_cluster(sa_dir: Path, env: Mapping[str, str], now: Callable[[], datetime
     ns_file = sa_dir / "namespace"
     namespace = ns_file.read_text().strip() if ns_file.is_file() else ""
     source = f"in-cluster service account ({configuration.host})"
-    return Connection(_client(configuration), namespace or "default", source)
-
-
-def _client(configuration: Configuration) -> RestClient:
-    # The lifecycle retries with its own backoff; urllib3's silent retries would multiply timeouts.
-    configuration.retries = False
-    configuration.no_proxy = None  # the proxy is chosen (``proxy``): none of the client's rules
-    return RestClient(configuration)
+    return Connection(RestClient(configuration), namespace or "default", source)

@@ -11,12 +11,12 @@ set: on a busy machine the timer may fire later than that, and the message must 
         read the body
     deadline.expired, deadline.error(server)
 
-The connection is found by two hooks on the urllib3 pool of the server (both urllib3 lines
-have them): ``_get_conn``, which hands every request its connection (new or kept alive), and the
-connection's ``_new_conn``, which makes its socket (after it, the TLS handshake is bounded by
-the request's time left, not by the connect timeout; a copy of the socket is kept, since ssl
-takes the socket from the connection for the handshake). A watch is bounded so only until its
-answer starts, a followed log until it is connected (``KubeCluster``).
+The connection is found by hooks on the urllib3 pool of the server
+(``compat.watch_connections``): one sees the connection each request is handed (new or kept
+alive), one each socket a connection makes (after it, the TLS handshake is bounded by the
+request's time left, not by the connect timeout; a copy of the socket is kept, since ssl takes
+the socket from the connection for the handshake). A watch is bounded so only until its answer
+starts, a followed log until it is connected (``transport``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 from urllib3.connection import HTTPSConnection
 
 from kfcompile.lifecycle.ports import Transient
+from kfcompile_kube import compat
 
 _current = threading.local()  # the Deadline of the request this thread is making
 
@@ -147,34 +148,17 @@ def _cut_socket(sock: socket.socket) -> None:
 
 def watch_pool(pool: Any) -> None:
     """Hook ``pool`` (a urllib3 connection pool) so that a request made in a ``Deadline`` is cut
-    when it expires; once per pool."""
-    if getattr(pool, "_kfcompile_deadlines", False):
-        return
-    get_conn = pool._get_conn
-
-    def _get_conn(*args: Any, **kwargs: Any) -> Any:
-        conn = get_conn(*args, **kwargs)
-        deadline: Deadline | None = getattr(_current, "deadline", None)
-        if deadline is not None:
-            _watch_conn(conn)
-            deadline.hold(conn)
-        return conn
-
-    pool._get_conn = _get_conn
-    pool._kfcompile_deadlines = True
+    when it expires (``compat.watch_connections``); once per pool."""
+    compat.watch_connections(pool, _taken, _made)
 
 
-def _watch_conn(conn: Any) -> None:
-    if getattr(conn, "_kfcompile_deadlines", False):
-        return
-    new_conn = conn._new_conn
+def _taken(conn: Any) -> None:
+    deadline: Deadline | None = getattr(_current, "deadline", None)
+    if deadline is not None:
+        deadline.hold(conn)
 
-    def _new_conn() -> socket.socket:
-        sock: socket.socket = new_conn()
-        deadline: Deadline | None = getattr(_current, "deadline", None)
-        if deadline is not None:
-            deadline.connected(sock)
-        return sock
 
-    conn._new_conn = _new_conn
-    conn._kfcompile_deadlines = True
+def _made(sock: socket.socket) -> None:
+    deadline: Deadline | None = getattr(_current, "deadline", None)
+    if deadline is not None:
+        deadline.connected(sock)

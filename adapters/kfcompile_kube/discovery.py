@@ -9,7 +9,7 @@ link) owned by the user, writable by no one else, written within the TTL (not in
 within ``OBJECT_LIMIT`` and a discovery document of the group version asked; any other file is
 ignored, and the server asked. A failed write is silent: the cache only saves round trips.
 A document the server has shown wrong (a 404 for a path it gave: a CRD removed since) is
-forgotten (``KubeCluster``).
+forgotten (``paths``).
 
 The root is ``$KFCOMPILE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kfcompile``, else
 ``~/.cache/kfcompile``: its own, so kubectl's group-writable files are never trusted.
@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from attrs import frozen
 
@@ -57,27 +57,11 @@ def cache_root(environ: Mapping[str, str]) -> Path | None:
 def server_dir(server: str, anchor: bytes = b"") -> str:
     """The server's directory name: its host, port and path made safe (as kubectl's
     ``computeDiscoverCacheDir``), and a digest of its whole URL and the CA it is trusted by
-    (``trust_anchor``), so that no two servers share one, nor a cluster re-created on the same
-    URL (kind, minikube: a new CA) the old one's."""
+    (``compat.trust_anchor``), so that no two servers share one, nor a cluster re-created on
+    the same URL (kind, minikube: a new CA) the old one's."""
     schemeless = server.removeprefix("https://").removeprefix("http://")
     digest = hashlib.sha256(server.encode() + (b"\n" + anchor if anchor else b"")).hexdigest()
     return f"{_UNSAFE.sub('_', schemeless).strip('.')}-{digest[:12]}"
-
-
-def trust_anchor(configuration: Any) -> bytes:
-    """The CA certificates a client ``configuration`` trusts its server by (what tells a
-    re-created cluster from the old one at no cost: a new cluster has a new CA, unless its
-    maker keeps one); empty without (plain http, the system's CAs)."""
-    data = getattr(configuration, "ca_cert_data", None)  # 37.x; the loaders write a file
-    if data:
-        return data.encode() if isinstance(data, str) else bytes(data)
-    if not configuration.ssl_ca_cert:
-        return b""
-    try:
-        with open(configuration.ssl_ca_cert, "rb") as f:
-            return f.read(OBJECT_LIMIT)
-    except OSError:
-        return b""
 
 
 @frozen(repr=False, eq=False)

@@ -28,6 +28,7 @@ from kfcompile.lifecycle.ports import (
     Transient,
     error_class,
 )
+from kfcompile_kube import compat
 
 if TYPE_CHECKING:
     from websocket import WebSocketException
@@ -104,8 +105,8 @@ def credentials(configuration: Any, sent: Iterable[str] = ()) -> set[str]:
     password, the proxy's, and the client key's PEM, whole and line by line."""
     proxy = urlsplit(configuration.proxy or "")
     found: set[str] = {configuration.password or "", proxy.password or ""}
-    values = [*sent, *configuration.api_key.values(), *(configuration.proxy_headers or {}).values()]
-    for value in map(str, values):
+    proxy_headers = (configuration.proxy_headers or {}).values()
+    for value in map(str, [*sent, *compat.api_keys(configuration), *proxy_headers]):
         scheme, _, secret = value.partition(" ")
         found |= {value, secret}
         if scheme.lower() == "basic":

@@ -1,25 +1,34 @@
-"""One exec stream, read frame by frame (the ``exec`` of ``KubeCluster``): stdin sent in chunks
-as it is drawn, stdout handed on as it arrives, the end of stderr kept, and the exit status
-read from the error channel, all within one deadline."""
+"""The exec websocket (``podexec``): opened, no redirect followed (``open_exec``), and read frame
+by frame (``Channels``): stdin sent in chunks as it is drawn, stdout handed on as it arrives, the
+end of stderr kept, and the exit status read from the error channel, all within one deadline."""
 
 from __future__ import annotations
 
 import select
 import ssl
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final, TypeVar
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from websocket import ABNF, WebSocket, WebSocketException, WebSocketTimeoutException
 
 from kfcompile.lifecycle.ports import ApiError, ExecOutput, ExecResult, Transient
 from kfcompile_kube import compat
 from kfcompile_kube.errors import status_object
+from kfcompile_kube.proxy import default_port
 
+# The exec channel protocols, best first. Up to 35.x the client offers only v4, which cannot say
+# "end of stdin" (a command reading stdin never ends); 36.0 offers v5 first. We always offer both.
+V5_PROTOCOL: Final = "v5.channel.k8s.io"
+PROTOCOLS: Final = f"{V5_PROTOCOL},v4.channel.k8s.io"
 STDIN_CHUNK = 64 * 1024
 _STDERR_KEPT = 64 * 1024  # the end of stderr (the lifecycle shows its last lines)
 _STATUS_MAX = 64 * 1024  # an exit Status is a few hundred bytes; more is not one
 _CLOSE_CHANNEL = 255  # exec v5: [255, n] says stream n has ended
+_WS_SCHEMES: Final = {"http": "ws", "https": "wss"}
+# What a failed handshake raises (besides ``compat.Refused``).
+HANDSHAKE_ERRORS: Final = (WebSocketException, OSError)
 T = TypeVar("T")
 
 
@@ -28,13 +37,13 @@ class Channels:
     (growing one bytes object, hence quadratic time) and a second copy of it besides; here
     stdout goes out as it arrives, and only the end of stderr is kept."""
 
-    def __init__(self, ws: WebSocket, pod: str, deadline: float, timeout: float) -> None:
+    def __init__(self, ws: WebSocket, pod: str, timeout: float) -> None:
         self._sock, self._pod = ws, pod
         # The protocol the server chose (the client sent the offer as a plain header, so the
         # socket's getsubprotocol() does not know it).
         chosen = (ws.getheaders() or {}).get("sec-websocket-protocol", "")
-        self._v5 = chosen.strip() == compat.V5_PROTOCOL
-        self._deadline, self._timeout = deadline, timeout
+        self._v5 = chosen.strip() == V5_PROTOCOL
+        self._deadline, self._timeout = time.monotonic() + timeout, timeout
         self._stderr, self._status = bytearray(), bytearray()
         self._open = True
         self.result: ExecResult | None = None
@@ -130,3 +139,47 @@ def _exit_code(status: bytes, pod: str) -> int:
     # e.g. the executable does not exist: not worth retrying, hence not Transient
     message = str(st.get("message") or status.decode("utf-8", "replace"))
     raise ApiError(int(st.get("code") or 0), str(st.get("reason") or "Failure"), message)
+
+
+def open_exec(configuration: Any, url: str, headers: Mapping[str, str]) -> WebSocket:
+    """The exec websocket, connected; ``compat.Refused`` when the server answers the upgrade
+    with a redirect, which is never followed.
+
+    Built here with the TLS options of the client's own ``create_websocket``
+    (``compat.websocket_tls``) and the proxy ``compat.RestClient`` uses, because that one lets
+    websocket-client follow up to 3 redirects, repeating the handshake's Authorization header to
+    any host the ``Location`` names, plaintext ``ws://`` too. Not ``kubernetes.stream.stream``
+    either, which swaps the ApiClient's send method (``request`` up to 36.x, ``call_api`` in
+    37.x), takes ``binary=`` only from 30.1 and offers v4 only up to 35.x."""
+    parts = urlsplit(url)
+    ws_url = urlunsplit(parts._replace(scheme=_WS_SCHEMES.get(parts.scheme, parts.scheme)))
+    header = [f"sec-websocket-protocol: {PROTOCOLS}"]
+    if "authorization" in headers:
+        header.append(f"authorization: {headers['authorization']}")
+    options: dict[str, Any] = {"header": header, **_websocket_proxy(configuration)}
+    sock = WebSocket(sslopt=compat.websocket_tls(configuration, ws_url), skip_utf8_validation=False)
+    try:
+        sock.connect(ws_url, redirect_limit=0, **options)  # type: ignore[no-untyped-call]
+    except WebSocketException:
+        answer = sock.handshake_response  # a redirect: "Redirect limit exhausted"
+        if answer is not None and 300 <= answer.status < 400:
+            raise compat.Refused(answer.status, b"", answer.headers) from None
+        raise
+    return sock
+
+
+def _websocket_proxy(configuration: Any) -> dict[str, Any]:
+    """websocket-client's options for ``configuration.proxy``. Without one it would take the
+    environment's (loopback included, unless NO_PROXY is unset), and it reads ``http_no_proxy``
+    only beside a proxy host: so no proxy is a proxy that no host (``*``) goes through."""
+    if not configuration.proxy:
+        return {"http_proxy_host": "unused.invalid", "http_proxy_port": 1, "http_no_proxy": ["*"]}
+    parts = urlsplit(configuration.proxy)
+    options: dict[str, Any] = {
+        "http_proxy_host": parts.hostname,
+        "http_proxy_port": default_port(parts),
+        "proxy_type": parts.scheme if parts.scheme.startswith("socks") else "http",
+    }
+    if parts.username is not None:
+        options["http_proxy_auth"] = (unquote(parts.username), unquote(parts.password or ""))
+    return options

@@ -7,9 +7,10 @@ from collections.abc import Callable
 
 from kfcompile.lifecycle import Session
 from kfcompile.lifecycle.ports import ApiError
-from kfcompile_kube.cluster import REQUEST_TIMEOUT, KubeCluster
+from kfcompile_kube.cluster import KubeCluster
 from kfcompile_kube.config import Connection, connect
 from kfcompile_kube.exec_credential import EXEC_TIMEOUT
+from kfcompile_kube.transport import REQUEST_TIMEOUT
 from kfcompile_local import SystemClock
 
 

@@ -1,59 +1,55 @@
-"""A whole local "cluster" for lifecycle tests and benchmarks, with what a Kubeflow install
-provides (its CRDs, the ``torch-distributed`` runtimes, the Trainer's public ConfigMap), plus a
-claim and a Kueue queue; each job's life scripted by ``fakekube.jobs`` on a ``FakeClock``.
-``PortCluster``: behind the ``Cluster`` port (``PortFake``), on the fake clock alone;
-``LocalCluster``: the same store over real HTTP (``kubeconfig`` for the CLI), its clock in step
-with real time. One release: ``crds=RELEASES["trainjob/v2.1"]``; from v2.2 the Trainer's
-ConfigMap says the release (``trainer="v2.4.0"``: one newer than any CRD file here).
-"""
+"""Whole clusters with Kubeflow installed, for the suite: the upstream CRDs and runtimes of
+``../shared`` (so a cluster is told apart as a real one is, and what kfcompile creates is held
+to the real schemas: ``checked``), the Trainer's ConfigMap, a claim and a Kueue queue; each
+job's life a row of ``LIVES`` (``live``). ``PortCluster``: behind the port, on the fake clock
+(the CLI too: ``wired``); ``LocalCluster``: over HTTP (``kubeconfig``), its clock in step with
+real time; ``TwoClusters``: a MultiKueue manager and its worker. Every call the commands make
+to them is recorded for the RBAC audit (``audit.AUDIT``)."""
 
 from __future__ import annotations
 
 import functools
-import math
+import io
+import json
 import random
 import re
+import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import Any, Final, Self
 
+import pytest
+import schema_check
 import yaml
 
+import kfcompile_kube
 from kfcompile.lifecycle import Session
-from kfcompile.spec.additions import QUEUE_LABEL
+from kfcompile.testing import Exec, ExecAnswer, FakeClock, FakeCluster, FakeConnection, courses
+from kfcompile.testing import kueue as fake_kueue
+from kfcompile.testing.store import Store
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_local import SystemClock
 
-from . import jobs
-from . import kueue as fake_kueue
 from .audit import AUDIT
-from .clock import FakeClock, fixed_jitter
-from .port import PortFake
-from .server import FakeKube
+from .server import FakeKube, PacedClock, checked
 
-NAMESPACE = "default"
-CLAIM = "work"
-QUEUE = "team-a"
-CRDS = ("trainjobs-v2.3.0.yaml", "pytorchjobs-v1.9.4.yaml")
-# What a cluster of each release serves: the upstream CRD files in ../shared/crds.
-RELEASES: dict[str, tuple[str, ...]] = {
-    "trainjob/v2.0": ("trainjobs-v2.0.1.yaml",),
-    "trainjob/v2.1": ("trainjobs-v2.1.0.yaml",),
-    "trainjob/v2.2": ("trainjobs-v2.2.1.yaml",),
-    "trainjob/v2.3": ("trainjobs-v2.3.0.yaml",),
-    "pytorchjob/v1": ("pytorchjobs-v1.9.4.yaml",),
-}
-# The Trainer's public ConfigMap (from v2.2), in the Trainer's namespace.
-TRAINER_NAMESPACE = "kubeflow-system"
-TRAINER_CONFIGMAP = "kubeflow-trainer-public"
-FROM_CRDS = "from the CRDs"  # trainer=: the version of the TrainJob CRD file installed
-# How a job of each scenario lives (``jobs.runs``'s arguments; ``live``): in a LocalCluster of
-# that scenario, or annotated ``SCENARIO_ANNOTATION`` with its name.
-LIVES: dict[str, dict[str, Any]] = {
+NAMESPACE, CLAIM, QUEUE = "default", "work", "team-a"
+CRDS: Final = ("trainjobs-v2.3.0.yaml", "pytorchjobs-v1.9.4.yaml")
+RELEASES: Final = {"trainjob/v2.0": ("trainjobs-v2.0.1.yaml",),
+                   "trainjob/v2.1": ("trainjobs-v2.1.0.yaml",),
+                   "trainjob/v2.2": ("trainjobs-v2.2.1.yaml",),
+                   "trainjob/v2.3": ("trainjobs-v2.3.0.yaml",),
+                   "pytorchjob/v1": ("pytorchjobs-v1.9.4.yaml",)}  # fmt: skip
+SERVES: Final = {"v1beta2": ("v1beta2",), "both": ("v1beta2", "v1beta1"), "v1beta1": ("v1beta1",)}
+RUNTIMES: Final = ("torch-distributed", "torch-distributed-with-cache")
+FROM_CRDS: Final = "from the CRDs"  # trainer=: the release of the TrainJob CRD installed
+# How a job of each scenario lives (``courses.runs``' arguments): in a cluster of that
+# scenario, or annotated ``SCENARIO_ANNOTATION`` with its name (``live``).
+LIVES: Final[dict[str, dict[str, Any]]] = {
     "succeeds": {"steps": 3},
     "fails": {"steps": 1, "reason": "FailedJobs"},
     "hang": {"steps": 1, "ends": None},  # runs, logs a training step, and never ends
@@ -63,15 +59,8 @@ LIVES: dict[str, dict[str, Any]] = {
     "deadline": {"steps": 1, "reason": "DeadlineExceeded"},
     "restarts": {"steps": 1, "ends": 1.5, "restarts": 0.6},  # a PyTorchJob's Restarting
 }
-# A LocalCluster's jobs live ten times as fast as LIVES says (a life of 0.1 s: as short as the
-# CLI's tests can wait for, in real time, on a clock in step with it).
-PACE = 0.1
-SCENARIO_ANNOTATION = "fake.kfcompile.dev/scenario"
-
-
-# The upstream ClusterTrainingRuntimes a cluster has (../shared/crds/runtimes): the default, and
-# one whose dataset initializer runs before the nodes.
-RUNTIMES = ("torch-distributed", "torch-distributed-with-cache")
+SCENARIO_ANNOTATION: Final = "fake.kfcompile.dev/scenario"
+PACE: Final = 0.1  # over HTTP jobs live ten times as fast as LIVES says (in real time)
 
 
 def upstream_runtime(shared: Path, name: str) -> dict[str, Any]:
@@ -83,84 +72,111 @@ def upstream_runtime(shared: Path, name: str) -> dict[str, Any]:
 
 @functools.cache
 def load_crd(path: Path) -> dict[str, Any]:
-    """The parsed CRD file, one object per file (validators are cached per CRD object)."""
     crd: dict[str, Any] = yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
     return crd
 
 
-def trainer_configmap(version: str) -> dict[str, Any]:
-    """The ConfigMap a Trainer from v2.2 installs, which says its release."""
-    meta = {"name": TRAINER_CONFIGMAP, "namespace": TRAINER_NAMESPACE}
-    data = {"kubeflow_trainer_version": version}
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+def install(store: Store, shared: Path, crds: tuple[str, ...], runtime: bool = True,
+            trainer: str | None = FROM_CRDS, serves: str | None = "v1beta2") -> None:  # fmt: skip
+    """What a cluster with Kubeflow has before a test starts: ``crds`` (with the runtimes'),
+    the Trainer's ConfigMap saying ``trainer`` (by default the release of the TrainJob CRD, none
+    before v2.2), the upstream runtimes, the claim ``CLAIM``, Kueue serving ``SERVES[serves]``
+    with the LocalQueue ``QUEUE`` (None: no Kueue); what is created is ``checked``."""
+    files = (*crds, "clustertrainingruntimes-v2.3.0.yaml", "trainingruntimes-v2.3.0.yaml")
+    for name in files:
+        store.create(load_crd(shared / "crds" / name))
+    if trainer == FROM_CRDS:
+        found = next((m[1] for c in crds if (m := re.fullmatch(r"trainjobs-(v[\d.]+)\.yaml", c))),
+                     None)  # fmt: skip
+        trainer = found if found and not found.startswith(("v2.0.", "v2.1.")) else None
+    if trainer is not None:
+        store.create({"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": {"name": courses.TRAINER_NAMESPACE}})  # fmt: skip
+        store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": courses.TRAINER_CONFIGMAP, "namespace": courses.TRAINER_NAMESPACE},
+            "data": {"kubeflow_trainer_version": trainer}})  # fmt: skip
+    for name in RUNTIMES if runtime else ():
+        store.create(upstream_runtime(shared, name))
+    store.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                  "metadata": {"name": CLAIM, "namespace": NAMESPACE},
+                  "spec": {"accessModes": ["ReadWriteMany"],
+                           "resources": {"requests": {"storage": "1Gi"}}}})  # fmt: skip
+    if serves is not None:
+        patches = any(re.fullmatch(r"trainjobs-v2\.[2-9].*", c) for c in crds)
+        fake_kueue.install(store, SERVES[serves], patches=patches, queue=QUEUE)
+    checked(store)
 
 
-def live(fake: jobs.Fake, job: dict[str, Any], scenario: str, *, admits: float = 0.5,
+def live(fake: FakeCluster, job: dict[str, Any], scenario: str, *, admits: float = 0.5,
          reports: Callable[[], bool] = lambda: False, pace: float = 1.0) -> None:  # fmt: skip
     """What happens to a job just created: the row of ``LIVES`` its annotation names (else
-    ``scenario``), after Kueue admits it (``admits`` s later) if it is queued; ``pace``: each
-    of its times so many times as long (its pods run 0.2 s after its create, by default)."""
+    ``scenario``), after Kueue admits it (``admits`` seconds later) if it is queued; ``pace``:
+    each of its times so many times as long."""
     annotations = job["metadata"].get("annotations") or {}
     lives = {"starts": 0.2, "ends": 1.0, **LIVES[annotations.get(SCENARIO_ANNOTATION, scenario)]}
     for when in ("starts", "ends", "restarts"):
-        if lives.get(when) is not None:
-            lives[when] *= pace
+        lives[when] = lives[when] * pace if lives.get(when) is not None else None
     lives["reports"] = reports
-    if QUEUE_LABEL in (job["metadata"].get("labels") or {}):
-        jobs.kueue(fake, admits=admits * pace, **lives)(job)
+    if fake_kueue.queue_of(job) is not None:
+        courses.queued(fake, admits=admits * pace, **lives)(job)
     else:
-        jobs.runs(fake, **lives)(job)
+        courses.runs(fake, **lives)(job)
 
 
-class Seeded(Protocol):
-    def create(self, obj: dict[str, Any]) -> object: ...
+def helper_tar(fake: FakeCluster) -> dict[str, bytes]:
+    """The sync helper pod's ``tar``, as ``fake.on_exec``: the stream a ``tar -xf - -C DIR``
+    reads is kept as sent (the dict returned, by DIR), and a ``tar -cf - -C DIR .`` answers
+    what DIR was last sent (exit 2, tar's words, when nothing was); ``mkdir -p`` succeeds, any
+    other command line is not found (127)."""
+    sent: dict[str, bytes] = {}
+
+    def run(call: Exec) -> ExecAnswer:
+        match list(call.command):
+            case ["mkdir", "-p", _]:
+                return ExecAnswer()
+            case ["tar", "-xf", "-", "-C", where]:
+                sent[where] = call.stdin
+                return ExecAnswer()
+            case ["tar", "-cf", "-", "-C", where, "."] if where in sent:
+                return ExecAnswer(stdout=sent[where])
+            case ["tar", "-cf", "-", "-C", where, "."]:
+                said = f"tar: {where}: Cannot open: No such file or directory\n"
+                return ExecAnswer(stderr=said.encode(), exit_code=2)
+        return ExecAnswer(stderr=f"sh: {call.command[0]}: not found\n".encode(), exit_code=127)
+
+    fake.on_exec = run
+    return sent
 
 
-def install(store: Seeded, shared: Path, crds: tuple[str, ...], runtime: bool,
-            trainer: str | None = FROM_CRDS, serves: str | None = "v1beta2") -> None:  # fmt: skip
-    """What a cluster with Kubeflow has before a test starts. ``trainer``: the version the
-    Trainer's public ConfigMap says (by default that of the TrainJob CRD installed, and none
-    before v2.2, which had no such ConfigMap); None: no ConfigMap. ``serves``: the Kueue API
-    versions served (a key of ``kueue.SERVES``: by default only v1beta2, as Kueue v0.20 on;
-    None: no Kueue), with the LocalQueue ``QUEUE``."""
-    for name in (*crds, "clustertrainingruntimes-v2.3.0.yaml", "trainingruntimes-v2.3.0.yaml"):
-        store.create(load_crd(shared / "crds" / name))
-    if trainer == FROM_CRDS:
-        pattern = r"trainjobs-(v\d+\.\d+\.\d+)\.yaml"
-        found = next((m[1] for c in crds if (m := re.fullmatch(pattern, Path(c).name))), None)
-        trainer = found if found and not found.startswith(("v2.0.", "v2.1.")) else None
-    if trainer is not None:
-        meta = {"name": TRAINER_NAMESPACE}
-        store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
-        store.create(trainer_configmap(trainer))
-    if runtime:
-        for name in RUNTIMES:
-            store.create(upstream_runtime(shared, name))
-    claim = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
-    seeded = [("v1", "PersistentVolumeClaim", CLAIM, claim)]
-    if serves is not None:
-        fake_kueue.install(store, shared, serves)
-        queues = (
-            fake_kueue.V1BETA2 if "v1beta2" in fake_kueue.SERVES[serves] else fake_kueue.V1BETA1
-        )
-        seeded.append((queues, "LocalQueue", QUEUE, {"clusterQueue": fake_kueue.CLUSTER_QUEUE}))
-    for api_version, kind, name, spec in seeded:
-        meta = {"name": name, "namespace": NAMESPACE}
-        store.create({"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec})
+def archive(files: Mapping[str, bytes]) -> bytes:
+    """A tar stream of ``files`` (name: bytes), as the pod's tar writes one."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in files.items():
+            entry = tarfile.TarInfo(name)
+            entry.size = len(data)
+            tar.addfile(entry, io.BytesIO(data))
+    return out.getvalue()
+
+
+def members(stream: bytes) -> dict[str, bytes]:
+    """The regular files of a tar stream (hard links with their target's bytes), by name."""
+    with tarfile.open(fileobj=io.BytesIO(stream)) as tar:
+        return {m.name: (tar.extractfile(m) or io.BytesIO()).read() for m in tar
+                if m.isfile() or m.islnk()}  # fmt: skip
 
 
 class _Kubeflow:
-    """Kubeflow installed in a ``PortFake``'s store (``store``) on ``clock``."""
+    """Kubeflow installed in ``fake`` (a ``FakeCluster`` on ``clock``)."""
 
     def __init__(self, shared: Path, clock: FakeClock, crds: tuple[str, ...], runtime: bool,
                  trainer: str | None, kueue: str | None) -> None:  # fmt: skip
         self.clock = clock
-        self.fake = PortFake(clock)
-        self.store = self.fake.objects
+        self.fake = FakeCluster(clock)
+        self.store, self.calls = self.fake.store, self.fake.calls
         install(self.store, shared, crds, runtime, trainer, kueue)
-        if kueue is not None:  # its webhook, and its controller letting Workloads go
-            self.store.admission.append(fake_kueue.webhook(self.store))
-            self.store.controllers.append(fake_kueue.releases(self.store))
+        self.sent = helper_tar(self.fake)  # what the sync's execs sent, by directory
+        AUDIT.calls(self.calls, self.store)  # what the commands ask, checked against the Role
 
     def __enter__(self) -> Self:
         return self
@@ -173,81 +189,122 @@ class _Kubeflow:
 
 
 class PortCluster(_Kubeflow):
-    """Kubeflow behind the port (``PortFake``) on a ``FakeClock``: nothing moves a job but what
-    the test scripts (``fake.at``, ``fakekube.jobs``)."""
+    """Kubeflow behind the port on a ``FakeClock``: nothing moves a job but what the test
+    scripts (``fake.at``, ``kfcompile.testing.courses``), or, given a ``scenario``, each job
+    lives that row of ``LIVES``; ``controllers``: sync helper pods start, a suspended job
+    stops."""
 
     def __init__(self, shared: Path, *, step: float = 0.1, crds: tuple[str, ...] = CRDS,
                  runtime: bool = True, trainer: str | None = FROM_CRDS,
-                 kueue: str | None = "v1beta2") -> None:  # fmt: skip
-        super().__init__(shared, FakeClock(step=step), crds, runtime, trainer, kueue)
-        self.faults, self.calls = self.fake.faults, self.fake.calls
-        AUDIT.calls(self.calls, self.store.kind)  # what the commands ask, checked against the Role
+                 kueue: str | None = "v1beta2", clock: FakeClock | None = None,
+                 scenario: str | None = None, controllers: bool = False) -> None:  # fmt: skip
+        super().__init__(shared, clock or FakeClock(step=step), crds, runtime, trainer, kueue)
+        self.faults = self.fake.faults
+        if scenario is not None:
+            self.store.on_create.append(lambda job: live(self.fake, job, scenario))
+        if controllers:
+            self.store.on_create.append(courses.helpers(self.fake))
+            self.store.on_patch.append(courses.suspends(self.fake))
+
+    def wire(self, monkeypatch: pytest.MonkeyPatch, namespace: str = "default") -> Self:
+        """The CLI, TorchX and NeMo-Run reach this cluster (``wired``; the context's namespace
+        ``namespace``)."""
+        wired(monkeypatch, {"fake": self.fake}, "fake", namespace)
+        return self
 
     def settle(self) -> None:
         """Let the garbage collector finish what it can (two of its ticks)."""
         self.clock.advance(2 * self.clock.step)
 
     def session(self, retry_for: float = 5.0) -> Session:
-        return Session(self.fake, self.clock, jitter=fixed_jitter, retry_for=retry_for)
+        return self.fake.session(retry_for=retry_for)
+
+
+def cli(monkeypatch: pytest.MonkeyPatch, *, namespace: str = "default",
+        scenario: str | None = "succeeds", **options: Any) -> PortCluster:  # fmt: skip
+    """A ``PortCluster`` the CLI reaches (``wired``), its clock at the wall time (the CLI shows
+    ages), its jobs living ``scenario``, its controllers running (``options``: the rest of
+    ``PortCluster``'s arguments)."""
+    clock = FakeClock(start=time.time())
+    found = PortCluster(schema_check.require_shared(), clock=clock, scenario=scenario,
+                        controllers=True, **options)  # fmt: skip
+    return found.wire(monkeypatch, namespace)
+
+
+def wired(monkeypatch: pytest.MonkeyPatch, contexts: Mapping[str, FakeCluster], current: str,
+          namespace: str = "default") -> None:  # fmt: skip
+    """``kfcompile_kube.session`` and ``connect`` (the CLI's, TorchX's and NeMo-Run's way to a
+    cluster) reach these fakes by kubeconfig context (``current`` when none is given; its
+    namespace ``namespace``); another context is a ``ConfigError``, as a kubeconfig without
+    it."""
+
+    def pick(context: str | None) -> FakeCluster:
+        if (context or current) not in contexts:  # (the adapter's words)
+            raise kfcompile_kube.ConfigError(f"kubeconfig (the fakes'): no context {context!r} "
+                                             f"(available: {', '.join(contexts)})")  # fmt: skip
+        return contexts[context or current]
+
+    def session(kubeconfig: str | None = None, context: str | None = None,
+                **options: Any) -> tuple[Session, FakeConnection]:  # fmt: skip
+        session, connection = pick(context).connect(kubeconfig, context or current, **options)
+        connection.namespace = namespace
+        return session, connection
+
+    def connected(kubeconfig: str | None = None, context: str | None = None,
+                  **options: Any) -> FakeConnection:  # fmt: skip
+        return session(kubeconfig, context)[1]
+
+    monkeypatch.setattr(kfcompile_kube, "session", session)
+    monkeypatch.setattr(kfcompile_kube, "connect", connected)
 
 
 class LocalCluster(_Kubeflow):
-    """Kubeflow behind the fake API server (``kube``). What happens to each job is scripted
-    (``scenario``: a row of ``LIVES``; None: only what the test appends to ``fake.on_create``),
-    sync helper pods start (``jobs.helpers``), a suspended job stops (``jobs.suspends``), on
-    the fake clock, which a thread advances in step with real time (``auto=False``: only
-    ``advance`` does)."""
+    """Kubeflow over HTTP (``kube``, ``kubeconfig``): each job lives ``scenario`` (a row of
+    ``LIVES``; None: only what the test adds to ``store.on_create``), ten times as fast; sync
+    helper pods start, a suspended job stops; the clock runs in step with real time
+    (``auto=False``: only as ``advance`` moves it)."""
 
-    def __init__(self, shared: Path, *, step: float = 0.01, scenario: str | None = "succeeds",
-                 crds: tuple[str, ...] = CRDS, runtime: bool = True, auto: bool = True,
-                 trainer: str | None = FROM_CRDS,
-                 kueue: str | None = "v1beta2") -> None:  # fmt: skip
-        clock = FakeClock(step=step, start=time.time(), limit=math.inf)
-        super().__init__(shared, clock, crds, runtime, trainer, kueue)
-        self.kube = FakeKube(fake=self.fake)
-        AUDIT.requests(self.kube.requests)  # what the commands ask, checked against the Role
-        # Trainer's TrainJobStatus feature gate (v2.2+): training steps reported in trainerStatus
-        self.trainer_status = False
+    def __init__(
+        self,
+        shared: Path,
+        *,
+        step: float = 0.01,
+        scenario: str | None = "succeeds",
+        crds: tuple[str, ...] = CRDS,
+        runtime: bool = True,
+        auto: bool = True,
+        trainer: str | None = FROM_CRDS,
+        kueue: str | None = "v1beta2",
+    ) -> None:
+        super().__init__(shared, PacedClock(step), crds, runtime, trainer, kueue)
+        self.kube = FakeKube(fake=self.fake, ticking=auto)
+        self.trainer_status = False  # the Trainer's TrainJobStatus gate: steps reported
         self.admits = 0.5  # seconds Kueue takes to admit a queued job (math.inf: never)
-        self.fake.on_create.append(jobs.helpers(self.fake, after=0.0))  # never late
-        self.fake.on_patch.append(jobs.suspends(self.fake))
+        self.store.on_create.append(courses.helpers(self.fake, after=0.0))
+        self.store.on_patch.append(courses.suspends(self.fake))
         if scenario is not None:
-            self.fake.on_create.append(functools.partial(self._lives, scenario))
-        self._stop = threading.Event()
-        self._ticker = threading.Thread(target=self._tick, daemon=True) if auto else None
+            self.store.on_create.append(lambda job: live(
+                self.fake, job, scenario, admits=self.admits, pace=PACE,
+                reports=lambda: self.trainer_status))  # fmt: skip
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-cluster-")
         self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
 
     def __enter__(self) -> Self:
-        self.kube.start()
+        self.kube.__enter__()
         self.kube.kubeconfig(self.kubeconfig, namespace=NAMESPACE)
-        if self._ticker is not None:
-            self._ticker.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._ticker is not None:
-            self._ticker.join()
-        self.kube.stop()
+        self.kube.__exit__()
         self._tmp.cleanup()
-
-    def _lives(self, scenario: str, job: dict[str, Any]) -> None:
-        reports = lambda: self.trainer_status  # noqa: E731
-        live(self.fake, job, scenario, admits=self.admits, reports=reports, pace=PACE)
-
-    def _tick(self) -> None:
-        while not self._stop.wait(self.clock.step):
-            self.clock.advance(self.clock.step)
 
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` of fake time pass: the scripted changes due meanwhile happen."""
         self.clock.advance(seconds)
 
-    def run_once_watched(self, plural: str, seconds: float = 60.0) -> threading.Thread:
-        """Let ``seconds`` of fake time pass once a watch of ``plural`` has started
-        (auto=False), so a waiter sees each change as it happens, whatever the machine's
-        speed."""
+    def run_once_watched(self, plural: str, seconds: float = 60.0) -> None:
+        """Let ``seconds`` of fake time pass once a watch of ``plural`` started (``auto=False``):
+        a waiter sees each change as it happens, whatever the machine's speed."""
 
         def run() -> None:
             for _ in range(3000):
@@ -256,9 +313,7 @@ class LocalCluster(_Kubeflow):
                 time.sleep(0.01)
             self.advance(seconds)
 
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        return thread
+        threading.Thread(target=run, daemon=True).start()
 
     def session(self, retry_for: float = 5.0, request_timeout: float = 5.0) -> Session:
         conn = connect(str(self.kubeconfig))
@@ -268,14 +323,74 @@ class LocalCluster(_Kubeflow):
 
 @contextmanager
 def with_demo(shared: Path, *, running: bool = False) -> Iterator[LocalCluster]:
-    """The local cluster (jobs never end) with a job ``demo`` submitted through the CLI (and
-    ``running``: once it runs, its pod's log started)."""
+    """A local cluster whose jobs never end, with a job ``demo`` submitted through the CLI
+    (``running``: once it runs, its pod's log started)."""
     from kfcompile.cli import main
 
     with LocalCluster(shared, scenario="hang") as cluster, tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "job.yaml"
-        demo = {"name": "demo", "image": "python:3.11-slim", "command": ["true"]}
-        spec.write_text(yaml.safe_dump(demo))
+        spec.write_text(yaml.safe_dump({"name": "demo", "image": "python:3.11-slim",
+                                        "command": ["true"]}))  # fmt: skip
         submit = ["submit", str(spec), "--kubeconfig", str(cluster.kubeconfig)]
         assert main([*submit, "--wait", "running"] if running else submit) == 0
         yield cluster
+
+
+class TwoClusters:
+    """A MultiKueue manager and its worker (``WORKER``) behind the port, on one clock: each
+    job of ``QUEUE`` on the manager is mirrored to the worker (``fake_kueue.dispatches``), where
+    it lives ``scenario``; both serve the Kueue versions ``kueue`` names. ``wire`` makes the CLI
+    reach the manager as context ``manager`` and the worker as ``worker_context`` (None: the
+    kubeconfig has no way to it), with a cluster mapping file (``clusters_file``, for
+    ``$KFCOMPILE_CLUSTERS``) that maps the worker for the manager when ``mapped``."""
+
+    WORKER: Final = fake_kueue.WORKER
+
+    def __init__(
+        self,
+        shared: Path,
+        *,
+        worker_context: str | None = fake_kueue.WORKER,
+        scenario: str = "succeeds",
+        kueue: str = "v1beta2",
+        mapped: bool = True,
+    ) -> None:
+        self.clock, self.scenario = FakeClock(start=time.time()), scenario
+        self.manager = PortCluster(shared, kueue=kueue, clock=self.clock)
+        self.worker = PortCluster(shared, kueue=kueue, clock=self.clock)
+        fake_kueue.multikueue(self.manager.store, QUEUE)
+        self.worker.store.on_create.append(lambda job: live(self.worker.fake, job, self.scenario))
+        self.manager.store.on_create.append(
+            fake_kueue.dispatches(self.manager.fake, self.worker.fake)
+        )
+        self.worker_context, self.mapped = worker_context, mapped and worker_context is not None
+        self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-two-")
+        self.clusters_file = Path(self._tmp.name) / "clusters.yaml"
+        workers = {fake_kueue.WORKER: worker_context} if self.mapped else {}
+        self.clusters_file.write_text(json.dumps({"managers": {"manager": workers}}))
+        # A kubeconfig naming the contexts (where a launcher looks for one): never connected
+        # to (the fakes are ``wire``d in), its servers resolve nowhere (RFC 6761).
+        self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
+        names = ["manager", *([worker_context] if worker_context else [])]
+        self.kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "manager",
+            "clusters": [{"name": n, "cluster": {"server": f"https://{n}.invalid"}} for n in names],
+            "users": [{"name": n, "user": {"token": "never-sent"}} for n in names],
+            "contexts": [{"name": n, "context": {"cluster": n, "user": n, "namespace": NAMESPACE}}
+                         for n in names]}))  # fmt: skip
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._tmp.cleanup()
+
+    def wire(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        contexts = {"manager": self.manager.fake}
+        if self.worker_context is not None:
+            contexts[self.worker_context] = self.worker.fake
+        wired(monkeypatch, contexts, "manager")
+
+    def settle(self, seconds: float = 5.0) -> None:
+        """Let ``seconds`` pass on both."""
+        self.clock.advance(seconds)

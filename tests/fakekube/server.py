@@ -1,368 +1,686 @@
-"""A local fake Kubernetes API server for tests, spoken to over real HTTP.
-
-``FakeKube`` serves a ``PortFake``'s store (``fakekube.port.Objects``, so what the port fake and
-``fakekube.jobs`` do shows here) on 127.0.0.1, answering the adapter, the ``kubernetes`` client
-and kubectl as a real API server does (KUBEFLOW.md, "Talking to the API"): discovery, get,
-create (``fieldValidation``, ``dryRun=All``), JSON merge patch, delete with a propagation
-policy, selectors, ``limit``/``continue``, watches (bookmarks, in-stream 410), pod logs, exec
-over websockets, a bearer token, RBAC and injected faults. What no client here sends is not
-served: PUT, other patch types (415), deleting a collection, ``/status``, server-side apply.
-"""
+"""The HTTP harness: a ``kfcompile.testing.FakeCluster`` served over real HTTP, for the tests of
+the adapter's contract with the real ``kubernetes`` client (and kubectl): URLs, discovery,
+streams, timeouts, faults on the wire, the exec protocol. Each request is one call of the fake's
+port, answered in the shapes a real API server answers (KUBEFLOW.md, "Talking to the API"): what
+the fake refuses as a ``Status`` with its code, list items without ``kind`` in the built-in
+groups, watches as JSON lines with a 410 inside the stream, 204 for the log of a pod not
+scheduled yet, exec over the ``v5.channel.k8s.io`` websocket (the command answered by the
+fake's ``on_exec``). What is created is held to the real schemas (``checked``). Not served, as
+no client here sends it: PUT, other patch types (415), a collection's DELETE, ``/status``."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
-import logging
 import math
+import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from aiohttp import web
+import schema_check
+from aiohttp import WSMsgType, web
 
-from . import streams
-from .clock import FakeClock
-from .discovery import discovery, not_found
-from .faults import Faults, error_status, retry_after_of
-from .port import PortFake, bad
-from .requestlog import RECORD, RequestLog, RequestRecord
-from .resources import CRD_KEY, ResourceKind, StoreError, crd_kinds
-from .wsexec import exec_handler
+from kfcompile.lifecycle.ports import ApiError, Ref
+from kfcompile.output import crd as kfcrd
+from kfcompile.testing import FakeClock, FakeCluster, Store
+from kfcompile.testing.cluster import STATUSES, check_exec
+from kfcompile.testing.store import CRD, ResourceKind, error
 
 Obj = dict[str, Any]
-
-__all__ = ["FakeKube", "RequestLog", "RequestRecord", "write_kubeconfig"]
-
-log = logging.getLogger("fakekube")
-
-# Groups whose list items carry no kind/apiVersion on a real server.
 _BUILTIN_GROUPS = ("", "batch", "events.k8s.io", "apiextensions.k8s.io")
-_MERGE_PATCH = "application/merge-patch+json"
-# (what the URL names, method) -> verb; a collection's GET is a watch with ``watch=true``.
-_VERBS = {
-    ("collection", "GET"): "list",
-    ("collection", "POST"): "create",
-    ("object", "GET"): "get",
-    ("object", "PATCH"): "patch",
-    ("object", "DELETE"): "delete",
-    ("log", "GET"): "log",
-    ("exec", "GET"): "exec",
-    ("exec", "POST"): "exec",
-}
+_SUBRESOURCES = {"Pod": ["log", "exec"]}
+_FRAME = 1 << 20  # exec stdout frames
 
 
-def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
-    data = json.dumps(body, separators=(",", ":")).encode()
-    return web.Response(body=data, status=status, content_type="application/json", headers=headers)
+def status(code: int, message: str | None = None, retry_after: float | None = None) -> Obj:
+    """A ``Status`` body as the API server sends it for an error ``code``."""
+    reason, said = STATUSES.get(code, ("InternalError", "injected fault"))
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message or said, "reason": reason, "code": code}  # fmt: skip
+    return body | ({"details": {"retryAfterSeconds": retry_after}} if retry_after else {})
 
 
-class _Target(NamedTuple):
+class Closed(Exception):
+    """The server stopped: its streams end."""
+
+
+class PacedClock(FakeClock):
+    """Fake time that moves only as ``advance`` is called (by a thread in step with real time,
+    or by the test), which a served stream waits for in real time."""
+
+    def __init__(self, step: float) -> None:
+        super().__init__(step=step, start=time.time(), limit=math.inf)
+        self.moved, self.stopped = threading.Condition(), False
+
+    def advance(self, seconds: float) -> None:
+        super().advance(seconds)
+        with self.moved:
+            self.moved.notify_all()
+
+    def idle(self, until: float | None = None) -> None:
+        with self.moved:
+            if self.stopped:
+                raise Closed
+            self.moved.wait(0.05)
+
+
+@dataclass(frozen=True)
+class Body:
+    """An answer of the test's own (200 unless ``status``): ``chunks`` (bytes, or pieces drawn
+    as they are sent), with a ``Content-Length`` of ``length`` (-1: that of the bytes; None:
+    chunked), ``drip`` seconds before each piece, and a ``Content-Encoding`` if given."""
+
+    chunks: bytes | Iterable[bytes]
+    content_type: str = "application/json"
+    length: int | None = -1
+    drip: float = 0.0
+    encoding: str | None = None
+    status: int = 200
+
+
+@dataclass
+class Fault:
+    """Trouble on the wire for the next ``remaining`` requests that match (``Faults.add``)."""
+
+    method: str | None
+    path: str | re.Pattern[str] | None
+    watch: bool | None = None  # only watches (True), or only other requests (False)
+    status: int | None = None  # answered with this error's Status (after ``hang``)
+    hang: float | None = None  # seconds before answering
+    drop: bool = False  # the connection closed unanswered
+    drop_after: int | None = None  # a stream cut after so many events, lines or exec frames
+    retry_after: int | None = None  # a 429's (1 by default) or a 503's Retry-After
+    message: str | None = None
+    answer: Body | None = None  # instead of the server's answer
+    location: str | None = None  # a 3xx's target (scheme://host:port; the path appended)
+    remaining: int = 1
+
+    def matches(self, method: str, path: str, watch: bool) -> bool:
+        if self.remaining <= 0 or self.watch not in (None, watch):
+            return False
+        if self.method is not None and self.method.upper() != method.upper():
+            return False
+        if isinstance(self.path, re.Pattern):
+            return self.path.search(path) is not None
+        return self.path is None or self.path in path
+
+
+class Faults:
+    """Queued trouble; each request takes the oldest fault that matches it (``fired``)."""
+
+    def __init__(self) -> None:
+        self.queue: list[Fault] = []
+        self.fired: list[Fault] = []
+        self._lock = threading.Lock()
+
+    def add(self, method: str | None = None, path: str | re.Pattern[str] | None = None, *,
+            times: int = 1, **trouble: Any) -> Fault:  # fmt: skip
+        fault = Fault(method, path, remaining=times, **trouble)
+        if fault.location is not None and not 300 <= (fault.status or 0) < 400:
+            raise ValueError("a location needs a 3xx status")
+        with self._lock:
+            self.queue.append(fault)
+        return fault
+
+    def take(self, method: str, path: str, watch: bool) -> Fault | None:
+        with self._lock:
+            found = next((f for f in self.queue if f.matches(method, path, watch)), None)
+            if found is not None:
+                found.remaining -= 1
+                self.fired.append(found)
+        return found
+
+    def clear(self) -> None:
+        with self._lock:
+            self.queue.clear()
+            self.fired.clear()
+
+
+@dataclass
+class RequestRecord:
+    """One request as the server saw it (``status`` 0 until answered, or when dropped)."""
+
+    method: str
+    path: str
+    query: dict[str, str]  # the last value of each parameter
+    watch: bool
+    status: int = 0
+    verb: str = ""  # get list watch create patch delete log exec discovery
+    fault: Fault | None = None
+    time: float = field(default_factory=time.monotonic)
+
+
+class RequestLog(list[RequestRecord]):
+    """Every request, oldest first; each of ``listeners`` is told of each as it arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners: list[Callable[[RequestRecord], object]] = []
+
+    def append(self, record: RequestRecord) -> None:
+        super().append(record)
+        for listener in self.listeners:
+            listener(record)
+
+    def matching(self, method: str | None = None, path: str = "", *, verb: str | None = None,
+                 watch: bool | None = None) -> list[RequestRecord]:  # fmt: skip
+        return [r for r in list(self) if method in (None, r.method) and path in r.path
+                and verb in (None, r.verb) and watch in (None, r.watch)]  # fmt: skip
+
+    def count(self, method: str | None = None, path: str = "", *,  # type: ignore[override]
+              verb: str | None = None, watch: bool | None = None) -> int:  # fmt: skip
+        return len(self.matching(method, path, verb=verb, watch=watch))
+
+
+def _flag(query: Any, name: str) -> bool:
+    """A boolean parameter as apimachinery reads it (older clients send ``True``)."""
+    value = query.get(name)
+    return value is not None and value.lower() not in ("0", "false")
+
+
+def _number(query: Any, name: str) -> int | None:
+    value = query.get(name)
+    try:
+        return None if value in (None, "") else int(value)
+    except ValueError:
+        raise error(400, "BadRequest", f"invalid {name}: {value!r}") from None
+
+
+def _json(code: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=code,
+                        content_type="application/json", headers=headers)  # fmt: skip
+
+
+class At(NamedTuple):
+    """What a request is about: its record, the kind, namespace and name its path names."""
+
+    record: RequestRecord
     kind: ResourceKind
-    namespace: str | None  # from the URL; None: all namespaces / cluster-scoped
-    name: str  # "": the collection
-    sub: str | None  # "log" or "exec"
+    namespace: str | None
+    name: str
+
+    @property
+    def ref(self) -> Ref:
+        return Ref(self.kind.api_version, self.kind.kind, self.namespace, self.name)
 
 
 class FakeKube:
-    """A fake API server: ``with FakeKube(crds=[...]) as kube: kube.kubeconfig(path)``."""
+    """A fake cluster over HTTP: ``with FakeKube() as kube: kube.kubeconfig(path)``. ``fake``:
+    the cluster to serve (by default one of its own, ``checked``); its ``PacedClock`` moves in
+    step with real time on a thread of its own (``ticking=False``: as the test advances it)."""
 
-    def __init__(self, *, crds: Sequence[Obj] = (), fake: PortFake | None = None) -> None:
-        """``crds``: to install (do not mutate them: validators are cached per CRD). ``fake``:
-        whose store to serve (by default a new one, its clock in real time, never advanced but
-        by the test)."""
-        fake = fake or PortFake(FakeClock(start=time.time(), limit=math.inf))
-        self.store = fake.objects
-        self.faults = Faults(self.store)
-        self.warming: set[tuple[str, str]] = set()  # kinds whose storage is (re)initializing
-        self.requests = RequestLog()
-        self.tokens: set[str] = {"fake-token"}
-        self.bookmark_interval = 1.0  # seconds between BOOKMARK events of a watch
-        self.url = ""
-        self.closing = False
-        self.stream_events: set[asyncio.Event] = set()  # set on stop, so streams end
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+    def __init__(self, *, crds: Iterable[Obj] = (), fake: FakeCluster | None = None,
+                 ticking: bool = True) -> None:  # fmt: skip
+        if fake is None:
+            fake = FakeCluster(PacedClock(step=0.01))
+            checked(fake.store)
+        self.fake, self.store = fake, fake.store
+        self.faults, self.requests = Faults(), RequestLog()
+        self.tokens, self.url = {"fake-token"}, ""
+        self._pool = ThreadPoolExecutor(64, thread_name_prefix="fakekube-stream")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fakekube", daemon=True)
+        paced = isinstance(fake.clock, PacedClock) and ticking
+        self._ticker = threading.Thread(target=self._tick, daemon=True) if paced else None
         self._runner: web.AppRunner | None = None
         for crd in crds:
-            self.install_crd(crd)
+            self.store.create(crd)
 
-    def install_crd(self, crd: Obj) -> None:
-        """Serve a CRD's kinds from now on (do not mutate ``crd``: validators are cached)."""
-        self.store.create(crd)
-
-    def start(self) -> None:
-        """Serve on 127.0.0.1 (an ephemeral port), from an event loop on a thread of its own."""
+    def __enter__(self) -> FakeKube:
         app = web.Application(client_max_size=1 << 30)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._loop = loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=loop.run_forever, name="fakekube", daemon=True)
-        self._thread.start()
-        self._runner = runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                              shutdown_timeout=0.2)  # fmt: skip
+        self._runner = runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
 
         async def serve() -> None:
             await runner.setup()
             await web.TCPSite(runner, "127.0.0.1", 0).start()
 
-        asyncio.run_coroutine_threadsafe(serve(), loop).result(10)
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(serve(), self._loop).result(10)
         self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-
-    def stop(self) -> None:
-        self.closing = True
-        loop, thread, runner = self._loop, self._thread, self._runner
-        if loop is None or thread is None or runner is None:
-            return
-
-        async def shutdown() -> None:
-            for event in list(self.stream_events):  # so that open streams end
-                event.set()
-            await runner.cleanup()
-            # A handler still hanging (a fault) is cancelled, not left to die with the loop.
-            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-
-        try:
-            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
-            loop.close()
-            self._loop = self._thread = None
-
-    def __enter__(self) -> FakeKube:
-        self.start()
+        if self._ticker is not None:
+            self._ticker.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _tick(self) -> None:
+        clock = self.fake.clock
+        while not getattr(clock, "stopped", True):
+            time.sleep(clock.step)
+            clock.advance(clock.step)
 
-    def kubeconfig(
-        self, path: Path, *, namespace: str = "default", context: str = "fake",
-        token: str = "fake-token",
-    ) -> Path:  # fmt: skip
-        """Write a kubeconfig for this server (bearer ``token``, then accepted) to ``path``."""
-        if not self.url:
-            raise RuntimeError("FakeKube.kubeconfig: start the server first")
+    def __exit__(self, *exc: object) -> None:
+        if isinstance(self.fake.clock, PacedClock):
+            self.fake.clock.stopped = True  # the streams end
+        if self._ticker is not None:
+            self._ticker.join(10)
+        if (runner := self._runner) is not None:
+
+            async def shutdown() -> None:
+                await runner.cleanup()
+                handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in handlers:  # one still answering (a hung fault, a stream) ends now
+                    task.cancel()
+                await asyncio.gather(*handlers, return_exceptions=True)
+
+            asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop.close()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def kubeconfig(self, path: Path, *, namespace: str = "default", context: str = "fake",
+                   token: str = "fake-token") -> Path:  # fmt: skip
+        """A kubeconfig for this server (bearer ``token``, from now on accepted) at ``path``."""
         self.tokens.add(token)
         return write_kubeconfig(path, self.url, namespace=namespace, context=context, token=token)
 
+    # --- a request ------------------------------------------------------------------------------
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        """Record the request, authenticate it, inject the first matching fault, answer."""
-        watch = streams.flag(request.query, "watch")
+        """Record the request, authenticate it, take its fault, answer."""
+        watch = _flag(request.query, "watch")
         record = RequestRecord(request.method, request.path, dict(request.query), watch)
         self.requests.append(record)
-        request[RECORD] = record
         auth = request.headers.get("Authorization", "")
         if not (auth.startswith("Bearer ") and auth[7:] in self.tokens):
             record.status = 401
-            return _json(401, error_status(401))
-        fault = self.faults.take(request.method, request.path, watch)
+            return _json(401, status(401))
+        record.fault = fault = self.faults.take(request.method, request.path, watch)
         if fault is not None:
-            record.fault = fault
             if fault.hang:
-                await request.read()  # as a slow server: the request is in, the answer late
+                await request.read()  # a slow server: the request is in, the answer late
                 await asyncio.sleep(fault.hang)
             if fault.drop:
-                assert request.transport is not None
-                request.transport.abort()
-                return web.Response()  # never sent: the connection is gone
-            if fault.status is not None:
+                return _abort(request)
+            if fault.status is not None and fault.location is not None:
                 record.status = fault.status
-                if fault.location is not None:
-                    location = fault.location + request.path_qs
-                    return web.Response(status=fault.status, headers={"Location": location})
-                wait = retry_after_of(fault.status, fault.retry_after)
-                headers = {"Retry-After": str(wait)} if wait is not None else None
-                return _json(fault.status, error_status(fault.status, fault.message, wait), headers)
-            if fault.drop_after is not None:
-                request[streams.DROP_AFTER] = fault.drop_after
-            if fault.exec_stdout is not None:
-                request[streams.EXEC_STDOUT] = fault.exec_stdout
+                where = fault.location + request.path_qs
+                return web.Response(status=fault.status, headers={"Location": where})
+            if fault.status is not None:
+                record.status, code = fault.status, fault.status
+                wait = fault.retry_after or (1 if code == 429 else None)
+                said = {"Retry-After": str(wait)} if wait and code in (429, 503) else None
+                return _json(code, status(code, fault.message, wait), said)
             if fault.answer is not None:
                 record.status = fault.answer.status
-                return await streams.send(request, fault.answer)
-        response = await self._answer(request)
+                return await _send(request, fault.answer)
+        try:
+            response = await self._route(request, record)
+        except ApiError as err:
+            response = _json(err.status or 500, status(err.status or 500, err.message)
+                             | {"reason": err.reason})  # fmt: skip
+        except Closed:
+            response = web.Response(status=503)
         record.status = record.status or response.status
         return response
 
-    async def _answer(self, request: web.Request) -> web.StreamResponse:
-        try:
-            return await self._route(request)
-        except StoreError as err:
-            return _json(err.code, err.status(), {"Retry-After": "1"} if err.code == 429 else None)
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
-        except Exception as exc:  # a bug here: answer it visibly rather than hang the client
-            log.exception("fakekube: %s %s failed", request.method, request.path)
-            return _json(500, error_status(500, f"fakekube: {type(exc).__name__}: {exc}"))
-
-    async def _route(self, request: web.Request) -> web.StreamResponse:
-        record: RequestRecord = request[RECORD]
+    async def _route(self, request: web.Request, record: RequestRecord) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
-        if parts and len(parts) <= {"api": 2, "apis": 3}.get(parts[0], 0):  # up to /apis/G/V
+        if parts and len(parts) <= {"api": 2, "apis": 3}.get(parts[0], 0):
             record.verb = "discovery"
-            address = self.url.removeprefix("http://")
-            return _json(200, discovery(list(self.store.kinds.values()), parts, address))
-        if parts[:1] == ["api"]:
-            target = self._target("", parts[1], parts[2:])
-        elif parts[:1] == ["apis"]:
-            target = self._target(parts[1], parts[2], parts[3:])
-        else:
-            raise not_found()
-        names = (target.sub or "object") if target.name else "collection"
-        verb = _VERBS.get((names, request.method))
-        if verb == "create" and target.kind.namespaced and not target.namespace:
-            verb = None  # a POST to all namespaces
-        if verb is None:
-            message = "the server does not allow this method on the requested resource"
-            raise bad(message, 405, "MethodNotAllowed")
-        record.verb = "watch" if verb == "list" and record.watch else verb
-        rbac_verb = {"log": "get", "exec": "create"}.get(record.verb, record.verb)
-        name = None if verb == "create" else target.name or None
-        self.store.authorize(rbac_verb, target.kind, target.namespace, name, target.sub)
-        handler: Callable[[web.Request, _Target], Any] = getattr(self, f"_{record.verb}")
-        response: web.StreamResponse = await handler(request, target)
+            return _json(200, self._discovery(parts))
+        kind, namespace, name, sub = self._target(parts)
+        listing = ("watch", self._watch) if record.watch else ("list", self._list)
+        verbs: dict[tuple[bool, str, str | None], tuple[str, Any]] = {
+            (False, "GET", None): listing, (False, "POST", None): ("create", self._create),
+            (True, "GET", None): ("get", self._get), (True, "PATCH", None): ("patch", self._patch),
+            (True, "DELETE", None): ("delete", self._delete),
+            (True, "GET", "log"): ("log", self._log), (True, "GET", "exec"): ("exec", self._exec),
+            (True, "POST", "exec"): ("exec", self._exec),
+        }  # fmt: skip
+        found = verbs.get((bool(name), request.method, sub))
+        if found is None or (found[0] == "create" and kind.namespaced and not namespace):
+            said = "the server does not allow this method on the requested resource"
+            raise error(405, "MethodNotAllowed", said)
+        record.verb = found[0]
+        response: web.StreamResponse = await found[1](request, At(record, kind, namespace, name))
         return response
 
-    def _target(self, group: str, version: str, rest: list[str]) -> _Target:
+    def _target(self, parts: list[str]) -> tuple[ResourceKind, str | None, str, str | None]:
         """The kind, namespace, name and subresource a path names (404 for none)."""
+        missing = error(404, "NotFound", "the server could not find the requested resource")
+        if parts[:1] not in (["api"], ["apis"]):
+            raise missing
+        core = parts[0] == "api"
+        group, version, rest = ("", parts[1], parts[2:]) if core else (*parts[1:3], parts[3:])
+        namespace = None
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
-            kind = self.store.kind_by_plural(group, version, rest[2])
-            if kind is not None and kind.namespaced:
-                served = {"log", "exec"} & set(kind.subresources)
-                if len(rest) > 5 or (len(rest) == 5 and rest[4] not in served):
-                    raise not_found()
-                return _Target(kind, rest[1], "".join(rest[3:4]), (rest[4:] or [None])[0])
-        kind = self.store.kind_by_plural(group, version, rest[0]) if rest else None
-        if kind is None or len(rest) > 2 or (kind.namespaced and len(rest) > 1):
-            raise not_found()
-        return _Target(kind, None, "".join(rest[1:]), None)
+            namespace, rest = rest[1], rest[2:]
+        rk = next((k for k in self.store.kinds.values() if rest and (k.group, k.version,
+                   k.plural) == (group, version, rest[0])), None)  # fmt: skip
+        if (
+            rk is None
+            or len(rest) > 3
+            or (len(rest) == 3 and rest[2] not in _SUBRESOURCES.get(rk.kind, []))
+            or (rk.namespaced != (namespace is not None) and len(rest) > 1)
+        ):
+            raise missing
+        return rk, namespace, "".join(rest[1:2]), (rest[2:] or [None])[0]
 
-    # --- handlers, one per verb --------------------------------------------------------------
+    def _discovery(self, parts: list[str]) -> Obj:
+        """``/api``, ``/api/v1``, ``/apis``, ``/apis/G``, ``/apis/G/V``."""
+        kinds = list(self.store.kinds.values())
+        groups: dict[str, list[str]] = {}
+        for k in kinds:
+            if k.group and k.version not in groups.setdefault(k.group, []):
+                groups[k.group].append(k.version)
 
-    async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError as exc:
-            raise bad(f"couldn't get version/kind; json parse error: {exc}") from exc
+        def group(name: str) -> Obj:
+            versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in groups[name]]
+            return {"name": name, "versions": versions, "preferredVersion": versions[0]}
 
-    async def _create(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        query, kind = request.query, target.kind
-        mode = query.get("fieldValidation", "Warn")
-        if mode not in ("Strict", "Warn", "Ignore"):
-            message = f"fieldValidation parameter unsupported: {mode}; valid values: "
-            raise bad(message + "Ignore, Warn, Strict")
-        dry_run = query.getall("dryRun", [])
-        for value in dry_run:  # "All" is the only value the API has (``ValidateDryRun``)
-            if value != "All":
-                message = f'Unsupported value: "{value}": supported values: "All"'
-                options = 'CreateOptions.meta.k8s.io "" is invalid: dryRun'
-                raise StoreError(422, "Invalid", f"{options}: {message}")
-        body = await self._body(request)
-        if not isinstance(body, dict):
-            raise bad("the body of the request must be a JSON object")
-        body.setdefault("apiVersion", kind.api_version)  # the endpoint implies both
-        body.setdefault("kind", kind.kind)
-        if body["apiVersion"] != kind.api_version or body["kind"] != kind.kind:
-            raise bad(
-                f"the API version in the data ({body.get('apiVersion')}) and kind "
-                f"({body.get('kind')}) do not match the expected {kind.api_version} {kind.kind}"
-            )
-        meta = body.setdefault("metadata", {})
-        if not isinstance(meta, dict):
-            raise bad("metadata must be an object")
-        if kind.namespaced:
-            if meta.get("namespace") and meta["namespace"] != target.namespace:
-                raise bad("the namespace of the provided object does not match the namespace "
-                          "sent on the request")  # fmt: skip
-            meta["namespace"] = target.namespace
-        created = self.store.submit(kind, body, strict=mode == "Strict", dry_run=bool(dry_run))
-        if (kind.api_version, kind.kind) == CRD_KEY and not dry_run:
-            # the first list of each of its kinds finds the storage (re)initializing (429)
-            self.warming |= {(k.api_version, k.kind) for k in crd_kinds(created)}
-        return _json(201, created)
+        if parts == ["api"]:
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": self.url[7:]}]}  # fmt: skip
+        if parts == ["apis"]:
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [*map(group, groups)]}
+        name, version = ("", parts[1]) if parts[0] == "api" else (parts[1], "".join(parts[2:]))
+        if (name and name not in groups) or (version and version not in groups.get(name, ["v1"])):
+            raise error(404, "NotFound", "the server could not find the requested resource")
+        if not version:
+            return {"kind": "APIGroup", "apiVersion": "v1", **group(name)}
+        verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        resources = []
+        for k in (k for k in kinds if (k.group, k.version) == (name, version)):
+            entry = {"singularName": k.kind.lower(), "kind": k.kind, "namespaced": k.namespaced}
+            resources.append({"name": k.plural, **entry, "verbs": verbs})
+            resources += [
+                {
+                    "name": f"{k.plural}/{sub}",
+                    **entry,
+                    "singularName": "",
+                    "verbs": ["create", "get"],
+                }
+                for sub in _SUBRESOURCES.get(k.kind, [])
+            ]
+        return {"kind": "APIResourceList", "apiVersion": "v1", "resources": resources,
+                "groupVersion": f"{name}/{version}" if name else version}  # fmt: skip
 
-    async def _get(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        return _json(200, self.store.current(target.kind, target.namespace, target.name))
+    # --- the verbs ------------------------------------------------------------------------------
 
-    async def _patch(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        if request.content_type != _MERGE_PATCH:
-            raise StoreError(415, "UnsupportedMediaType", "the body of the request was in an "
-                             f"unknown format ({request.content_type}) - fakekube accepts only "
-                             f"{_MERGE_PATCH}")  # fmt: skip
-        change = await self._body(request)
-        return _json(200, self.store.patch(target.kind, target.namespace, target.name, change))
+    async def _get(self, request: web.Request, at: At) -> web.StreamResponse:
+        return _json(200, self.fake.get(at.ref))
 
-    async def _delete(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        kind, name = target.kind, target.name
-        options = await self._body(request) or {}
-        if not isinstance(options, dict):
-            raise bad("DeleteOptions must be a JSON object")
+    async def _patch(self, request: web.Request, at: At) -> web.StreamResponse:
+        if request.content_type != "application/merge-patch+json":
+            said = f"the body of the request was in an unknown format ({request.content_type})"
+            raise error(415, "UnsupportedMediaType", said)
+        return _json(200, self.fake.patch(at.ref, await _body(request)))
+
+    async def _delete(self, request: web.Request, at: At) -> web.StreamResponse:
+        options = await _body(request) or {}
         policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
-        obj, gone = self.store.delete(
-            kind.api_version, kind.kind, target.namespace, name, policy or "Background"
+        self.fake.delete(at.ref, policy or "Background")
+        details = {"name": at.name, "kind": at.kind.plural}
+        said = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+        return _json(200, said | {"details": details})
+
+    async def _create(self, request: web.Request, at: At) -> web.StreamResponse:
+        body = await _body(request)  # its kind and namespace: the path's
+        body |= {"apiVersion": at.kind.api_version, "kind": at.kind.kind}
+        body["metadata"] = {k: v for k, v in body.get("metadata", {}).items() if k != "namespace"}
+        body["metadata"] |= {"namespace": at.namespace} if at.namespace else {}
+        dry_run = request.query.get("dryRun") == "All"  # the only value the API has
+        return _json(201, self.fake.create(body, dry_run=dry_run))
+
+    async def _list(self, request: web.Request, at: At) -> web.StreamResponse:
+        query, kind = request.query, at.kind
+        page = self.fake.list(
+            kind.api_version, kind.kind, at.namespace, limit=_number(query, "limit") or 0,
+            label_selector=query.get("labelSelector", ""),
+            field_selector=query.get("fieldSelector", ""), continue_token=query.get("continue"),
+        )  # fmt: skip
+        meta: Obj = {"resourceVersion": page.resource_version}
+        meta |= {"continue": page.continue_token} if page.continue_token else {}
+        meta |= {"remainingItemCount": page.remaining} if page.remaining is not None else {}
+        builtin = kind.group in _BUILTIN_GROUPS  # whose list items carry no kind, apiVersion
+        items = [{k: v for k, v in i.items() if not builtin or k not in ("apiVersion", "kind")}
+                 for i in page.items]  # fmt: skip
+        said = {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta}
+        return _json(200, said | {"items": items})
+
+    async def _watch(self, request: web.Request, at: At) -> web.StreamResponse:
+        query, bookmarks, kind = request.query, _flag(request.query, "allowWatchBookmarks"), at.kind
+        events = self.fake.watch(
+            kind.api_version, kind.kind, at.namespace,
+            resource_version=query.get("resourceVersion", ""),
+            label_selector=query.get("labelSelector", ""),
+            field_selector=query.get("fieldSelector", ""),
+            timeout_seconds=_number(query, "timeoutSeconds") or 1800)  # fmt: skip
+
+        async def lines() -> AsyncIterator[bytes]:
+            try:
+                async for event in self._drawn(events):
+                    if event.type != "BOOKMARK" or bookmarks:
+                        yield json.dumps({"type": event.type, "object": event.object}).encode()
+            except ApiError as err:  # a 410 inside the stream, as the server sends it
+                said = {"type": "ERROR", "object": status(err.status, err.message)}
+                yield json.dumps(said).encode()
+
+        return await _stream(request, "application/json", lines(), at.record.fault, b"\n")
+
+    async def _log(self, request: web.Request, at: At) -> web.StreamResponse:
+        query, follow, fault = request.query, _flag(request.query, "follow"), at.record.fault
+        text = self.fake.log_text(
+            at.namespace or "default", at.name, container=query.get("container"), follow=follow,
+            since_seconds=_number(query, "sinceSeconds"), tail_lines=_number(query, "tailLines"),
+            timestamps=_flag(query, "timestamps"))  # fmt: skip
+        if text is None:
+            return web.Response(status=204)  # not scheduled: no kubelet to ask
+        if not follow:
+            if fault is not None and fault.drop_after is not None:
+                return _abort(request)
+            return web.Response(text="".join(text), content_type="text/plain")
+
+        async def lines() -> AsyncIterator[bytes]:
+            async for piece in self._drawn(text):
+                for line in piece.splitlines(keepends=True):
+                    yield line.encode()
+
+        return await _stream(request, "text/plain", lines(), fault, b"")
+
+    async def _drawn(self, items: Iterator[Any]) -> AsyncIterator[Any]:
+        """``items``, each drawn on a thread of the pool (a stream of the fake blocks)."""
+        loop, end = asyncio.get_running_loop(), object()
+        while (item := await loop.run_in_executor(self._pool, next, items, end)) is not end:
+            yield item
+
+    async def _exec(self, request: web.Request, at: At) -> web.StreamResponse:
+        """The channel websocket: stdin read to its end (v5 closes it with ``[255, 0]``), then
+        the command run by the fake; its stdout, stderr and exit Status sent back."""
+        query, ns, name = request.query, at.namespace or "default", at.name
+        argv, container = query.getall("command", []), query.get("container", "")
+        if not argv:
+            raise error(400, "BadRequest", "you must specify at least 1 command")
+        check_exec(self.store.current(at.kind, ns, name), container)  # refused at the handshake
+        ws = web.WebSocketResponse(protocols=("v5.channel.k8s.io", "v4.channel.k8s.io"),
+                                   max_msg_size=0)  # fmt: skip
+        await ws.prepare(request)
+        stdin = bytearray()
+        async for message in ws if _flag(query, "stdin") else _nothing():
+            data = message.data if message.type == WSMsgType.BINARY else b""
+            if message.type != WSMsgType.BINARY or data[:2] == b"\xff\x00":
+                break
+            stdin += data[1:] if data[:1] == b"\x00" else b""
+        fault, loop = at.record.fault, asyncio.get_running_loop()
+        cut = fault.drop_after if fault else None
+        sent = 0
+
+        def forward(output: Iterator[bytes]) -> None:
+            nonlocal sent
+            for chunk in output:
+                for start in range(0, len(chunk), _FRAME):
+                    if sent == cut:
+                        raise Closed
+                    frame = b"\x01" + memoryview(chunk)[start : start + _FRAME]
+                    asyncio.run_coroutine_threadsafe(ws.send_bytes(frame), loop).result()
+                    sent += 1
+
+        try:
+            result = await loop.run_in_executor(self._pool, lambda: self.fake.exec(
+                ns, name, container, argv, bytes(stdin), stdout=forward))  # fmt: skip
+        except Closed:
+            return _abort(request, ws)
+        if _flag(query, "stderr") and result.stderr:
+            await ws.send_bytes(b"\x02" + result.stderr)
+        code = result.exit_code
+        said = {"metadata": {}, "status": "Success"} if code == 0 else {
+            "metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+            "message": f"command terminated with non-zero exit code: error executing command "
+                       f"{argv}, exit code {code}",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}  # fmt: skip
+        await ws.send_bytes(b"\x03" + json.dumps(said).encode())
+        await ws.close()
+        return ws
+
+
+async def _nothing() -> AsyncIterator[Any]:
+    return
+    yield
+
+
+def _abort(request: web.Request, response: web.StreamResponse | None = None) -> web.StreamResponse:
+    """The connection closed without (the rest of) an answer."""
+    assert request.transport is not None
+    request.transport.abort()
+    return response or web.Response()
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError as exc:
+        raise error(
+            400, "BadRequest", f"couldn't get version/kind; json parse error: {exc}"
+        ) from None
+
+
+async def _stream(request: web.Request, content_type: str, items: AsyncIterator[bytes],
+                  fault: Fault | None, end: bytes) -> web.StreamResponse:  # fmt: skip
+    """A chunked answer of ``items`` (each followed by ``end``); a fault's ``drop_after`` cuts
+    the connection after so many of them."""
+    response = web.StreamResponse(status=200)
+    response.content_type = content_type
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    cut, sent = fault.drop_after if fault is not None else None, 0
+    try:
+        async for item in items:
+            if sent == cut:
+                return _abort(request, response)
+            await response.write(item + end)
+            sent += 1
+        if cut == 0:
+            return _abort(request, response)
+        await response.write_eof()
+    except (ConnectionError, Closed):
+        pass  # the client went away, or the server stopped
+    return response
+
+
+async def _send(request: web.Request, body: Body) -> web.StreamResponse:
+    """A test's own answer, piece by piece (never drawn past what the client read)."""
+    whole = isinstance(body.chunks, bytes)
+    length = len(body.chunks) if whole and body.length == -1 else body.length  # type: ignore[arg-type]
+    response = web.StreamResponse(status=body.status, headers={
+        "Content-Type": body.content_type, **({"Content-Encoding": body.encoding}
+                                              if body.encoding else {})})  # fmt: skip
+    if length is None or length == -1:
+        response.enable_chunked_encoding()
+    else:
+        response.content_length = length
+    await response.prepare(request)
+    try:
+        for chunk in [body.chunks] if whole else body.chunks:  # type: ignore[list-item]
+            await asyncio.sleep(body.drip)
+            await response.write(chunk)  # type: ignore[arg-type]
+        await response.write_eof()
+    except ConnectionError:
+        pass
+    return response
+
+
+def _defaults(schema: Obj, node: Any) -> None:
+    """The CRD schema's ``default`` values filled in where fields are missing."""
+    if isinstance(node, dict):
+        props = schema.get("properties") or {}
+        for key, sub in props.items():
+            if key not in node and "default" in sub:
+                node[key] = json.loads(json.dumps(sub["default"]))
+        for key, value in node.items():
+            sub = props.get(key, schema.get("additionalProperties"))
+            _defaults(sub if isinstance(sub, dict) else {}, value)
+    elif isinstance(node, list):
+        for value in node:
+            _defaults(schema.get("items") or {}, value)
+
+
+_CRDS: dict[int, Obj] = {}
+
+
+def checked(store: Store) -> None:
+    """Hold what is created to the schemas a real API server holds it to: the CRD's defaults
+    first (before Kueue's webhook: a server decodes before admission), the CRD served
+    (``kfcompile.output.crd``) or the core schema (kubernetes-validate) last. An unknown field
+    is refused in the words KUBEFLOW.md records ("strict decoding error"), anything else 422."""
+
+    def crd_of(obj: Obj) -> Obj | None:
+        group, rk = (
+            obj["apiVersion"].rpartition("/")[0],
+            store.served(obj["apiVersion"], obj["kind"]),
         )
-        if gone and not kind.returns_deleted:
-            details = kind.details(name, obj["metadata"]["uid"])
-            obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                   "details": details}  # fmt: skip
-        return _json(200, obj)
+        found = store.items.get((*CRD, None, f"{rk.plural}.{group}")) if rk and group else None
+        # One object per CRD file, whichever cluster stores it: its validator is built once
+        # (kfcompile.output.crd keeps them by object; the stored ones share the file's spec).
+        return _CRDS.setdefault(id(found["spec"]), found) if found else None
 
-    async def _list(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        kind, query = target.kind, request.query
-        if (kind.api_version, kind.kind) in self.warming:
-            self.warming.discard((kind.api_version, kind.kind))
-            message = "storage is (re)initializing"
-            raise StoreError(429, "TooManyRequests", message, {"retryAfterSeconds": 1})
-        labels, fields = query.get("labelSelector", ""), query.get("fieldSelector", "")
-        limit = streams.number(query, "limit") or 0
-        items, rv, token, left = self.store.page(
-            kind, target.namespace, labels, fields, limit=limit, token=query.get("continue")
-        )
-        if kind.group in _BUILTIN_GROUPS:
-            for item in items:
-                item.pop("apiVersion", None)
-                item.pop("kind", None)
-        meta: Obj = {"resourceVersion": str(rv)}
-        if token:
-            meta["continue"] = token
-        if left is not None:
-            meta["remainingItemCount"] = left
-        body = {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta}
-        return _json(200, {**body, "items": items})
+    def defaults(obj: Obj) -> None:
+        for version in (crd_of(obj) or {}).get("spec", {}).get("versions", []):
+            if obj["apiVersion"].endswith("/" + version["name"]):
+                _defaults(version["schema"]["openAPIV3Schema"], obj)
 
-    async def _watch(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        return await streams.watch(self, request, target.kind, target.namespace)
+    def validate(obj: Obj) -> None:
+        if (crd := crd_of(obj)) is not None:
+            problems = kfcrd.errors(obj, crd)
+        elif obj["apiVersion"] in ("v1", "batch/v1") and obj["kind"] != "Namespace":
+            problems = schema_check.core_errors({k: v for k, v in obj.items() if k != "status"})
+        else:
+            return
+        pattern = r"(.*): Additional properties are not allowed \('(.*)' was unexpected\)"
+        found = [m for m in (re.fullmatch(pattern, p) for p in problems) if m]
+        unknown = [f'unknown field "{m[2] if m[1] == "(root)" else m[1] + "." + m[2]}"'
+                   for m in found]  # fmt: skip
+        kind, group, version = obj["kind"], *obj["apiVersion"].rpartition("/")[::2]
+        if unknown:
+            raise error(400, "BadRequest", f'{kind} in version "{version}" cannot be handled as '
+                        f"a {kind}: strict decoding error: {', '.join(unknown)}")  # fmt: skip
+        if problems:
+            what = f"{kind}.{group}" if group else kind
+            raise error(422, "Invalid", f'{what} "{obj["metadata"].get("name", "")}" is invalid: '
+                        + "; ".join(problems))  # fmt: skip
 
-    async def _log(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        return await streams.log(self, request, target.namespace or "default", target.name)
-
-    async def _exec(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        return await exec_handler(request, self.store, target.namespace or "default", target.name)
+    store.admission.insert(0, defaults)
+    store.admission.append(validate)
 
 
-def write_kubeconfig(
-    path: Path, url: str, *, token: str, namespace: str = "default", context: str = "fake",
-    ca: Path | None = None,
-) -> Path:  # fmt: skip
-    """Write to ``path`` a kubeconfig for the server at ``url`` with a bearer ``token`` (and,
-    for https, the CA ``ca``)."""
-    cluster: dict[str, str] = {"server": url}
+def write_kubeconfig(path: Path, url: str, *, token: str, namespace: str = "default",
+                     context: str = "fake", ca: Path | None = None) -> Path:  # fmt: skip
+    """A kubeconfig for the server at ``url`` with a bearer ``token`` (and the CA ``ca``)."""
+    cluster: Obj = {"server": url}
     if ca is not None:
         cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
-    context_of = {"cluster": context, "user": context, "namespace": namespace}
     config = {"apiVersion": "v1", "kind": "Config", "current-context": context,
               "clusters": [{"name": context, "cluster": cluster}],
               "users": [{"name": context, "user": {"token": token}}],
-              "contexts": [{"name": context, "context": context_of}]}  # fmt: skip
-    path = Path(path)
+              "contexts": [{"name": context, "context": {"cluster": context, "user": context,
+                                                         "namespace": namespace}}]}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2))
     return path

@@ -1,0 +1,334 @@
+"""Kueue and MultiKueue in the fake cluster, as KUBEFLOW.md records the real Kueue v0.19.2
+beside the real Trainer v2.3.0: its webhook suspends a queued job (and appends its own
+``runtimePatches`` entry to a TrainJob, from Trainer v2.2); the job's Workload
+``trainjob-<name>-<5 hex>`` (labelled with the job's uid, owned by it, with Kueue's finalizer)
+says why it waits (``QuotaReserved=False``, ``Pending``); admission is a full Update of the job
+(generation 1 -> 3), eviction says ``Evicted`` and suspends it again. A MultiKueue manager
+defaults a job's ``managedBy`` to MultiKueue, nominates the worker, mirrors the job there and
+copies the mirror's status back (``dispatches``).
+
+Kueue's kinds are served in the API versions a release serves (``install``: v1beta2 from v0.20
+on, both from v0.15 to v0.19, v1beta1 in v0.13 and v0.14); its controllers write through the
+newest served, which is the one kfcompile reads."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Final
+
+from kfcompile.lifecycle.ports import Obj
+from kfcompile.testing.store import ResourceKind, Store, clone, rfc3339
+
+if TYPE_CHECKING:
+    from kfcompile.testing.cluster import FakeCluster
+
+__all__ = ["CHECK", "CLUSTER_QUEUE", "WORKER", "admit", "api", "checking", "dispatches",
+           "evict", "held", "install", "multikueue", "queue_of", "workload_of"]  # fmt: skip
+
+GROUP: Final = "kueue.x-k8s.io"
+V1BETA1: Final = f"{GROUP}/v1beta1"
+V1BETA2: Final = f"{GROUP}/v1beta2"
+KINDS: Final = {"LocalQueue": "localqueues", "ClusterQueue": "clusterqueues",
+                "Workload": "workloads", "AdmissionCheck": "admissionchecks"}  # fmt: skip
+QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
+MANAGER: Final = "kueue.x-k8s.io/manager"  # Kueue's runtimePatches entry
+RESOURCE_IN_USE: Final = "kueue.x-k8s.io/resource-in-use"  # the Workload's finalizer
+WORKLOAD_ANNOTATION: Final = "kueue.x-k8s.io/workload"
+MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
+ORIGIN_LABEL: Final = "kueue.x-k8s.io/multikueue-origin"
+PREBUILT: Final = "kueue.x-k8s.io/prebuilt-workload-name"  # an annotation of the mirror
+# The field of a TrainJob's patches only Trainer v2.3 has: Kueue up to v0.19 (built against
+# Trainer v2.2's API, and serving v1beta1) drops it when it admits the job.
+V2_3_ONLY: Final = "terminationGracePeriodSeconds"
+CLUSTER_QUEUE: Final = "cluster-queue"
+"""The ClusterQueue of the LocalQueue ``install`` makes."""
+FLAVOR: Final = "default-flavor"
+CHECK: Final = "multikueue"
+"""The MultiKueue AdmissionCheck of a manager's ClusterQueue (``multikueue``)."""
+WORKER: Final = "worker1"
+"""The MultiKueueCluster every job is dispatched to (``dispatches``)."""
+# Why a job waits for quota that others use now (flavorassigner: "insufficient unused quota").
+WAITING: Final = ("couldn't assign flavors to pod set node: insufficient unused quota for cpu in "
+                  f"flavor {FLAVOR}, 2 more needed")  # fmt: skip
+JOB_GROUPS: Final = {"TrainJob": "trainer.kubeflow.org", "PyTorchJob": "kubeflow.org"}
+# What the API server defaults managedBy to (the CRDs) before Kueue's webhook sees the job.
+DEFAULT_MANAGERS: Final = ("trainer.kubeflow.org/trainjob-controller",
+                           "kubeflow.org/training-operator")  # fmt: skip
+EVICTIONS: Final = {
+    "Preempted": "Preempted to accommodate a workload (UID: 1f2e) due to prioritization in the "
+    "ClusterQueue",
+    "Deactivated": "The workload is deactivated",
+}
+
+
+def _flags(job: Obj) -> Obj:
+    """Where the job keeps ``suspend`` and ``managedBy``."""
+    spec: Obj = job.setdefault("spec", {})
+    return spec if job.get("kind") == "TrainJob" else spec.setdefault("runPolicy", {})
+
+
+def queue_of(job: Obj) -> str | None:
+    """The Kueue queue a job names (None: not Kueue's)."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    return labels.get(QUEUE_LABEL) if job.get("kind") in JOB_GROUPS else None
+
+
+def api(store: Store, kind: str = "Workload") -> str:
+    """The version Kueue's controllers write ``kind`` through: v1beta2 where it is served."""
+    return V1BETA2 if store.served(V1BETA2, kind) else V1BETA1
+
+
+def install(store: Store, versions: Iterable[str], *, patches: bool = True,
+            queue: str | None = "team-a", namespace: str = "default") -> None:  # fmt: skip
+    """Kueue serving ``versions`` (of ``"v1beta2"``, ``"v1beta1"``), its webhook (``patches``:
+    the TrainJobs have ``runtimePatches``, Trainer v2.2 on), its Workload controller, and the
+    LocalQueue ``queue`` of ClusterQueue ``CLUSTER_QUEUE``."""
+    for version in versions:
+        for kind, plural in KINDS.items():
+            namespaced = kind in ("LocalQueue", "Workload")
+            store.kinds[(f"{GROUP}/{version}", kind)] = ResourceKind(
+                GROUP, version, kind, plural, namespaced)  # fmt: skip
+    store.admission.append(lambda obj: _webhook(obj, patches))
+    store.controllers.append(lambda: _release(store))
+    if queue is not None:
+        store.create({"apiVersion": api(store, "LocalQueue"), "kind": "LocalQueue",
+                      "metadata": {"name": queue, "namespace": namespace},
+                      "spec": {"clusterQueue": CLUSTER_QUEUE}})  # fmt: skip
+
+
+def _webhook(obj: Obj, patches: bool) -> None:
+    """Kueue's mutating webhook (jobframework defaulting): a job naming a queue is suspended; a
+    TrainJob gets Kueue's runtimePatches entry, appended."""
+    if queue_of(obj) is None:
+        return
+    _flags(obj)["suspend"] = True
+    if obj["kind"] == "TrainJob" and patches:
+        found = obj["spec"].setdefault("runtimePatches", [])
+        if not any(p.get("manager") == MANAGER for p in found):
+            found.append({"manager": MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}})
+
+
+def workload_name(job: Obj) -> str:
+    """``<kind>-<name>-<5 hex>`` (jobframework ``GetWorkloadNameForOwnerWithGVK``)."""
+    meta, kind = job["metadata"], job["kind"]
+    said = f"{kind}\n{JOB_GROUPS[kind]}\n{meta['name']}\n{meta['uid']}"
+    digest = hashlib.sha1(said.encode()).hexdigest()[:5]
+    return f"{kind.lower()}-{meta['name']}"[:247] + "-" + digest
+
+
+def _condition(type_: str, status: str, reason: str, message: str, now: str) -> Obj:
+    return {"type": type_, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": now, "observedGeneration": 1}  # fmt: skip
+
+
+def workload_of(store: Store, job: Obj) -> Obj | None:
+    """The job's Workload as stored, if Kueue made it."""
+    key = (api(store), "Workload", job["metadata"]["namespace"], workload_name(job))
+    return store.items.get(key)
+
+
+def held(store: Store, job: Obj, message: str = WAITING) -> Obj:
+    """Kueue makes the job's Workload, waiting for quota (``message`` says why)."""
+    meta, now = job["metadata"], rfc3339(store.clock.time())
+    owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"],
+             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    nodes = int((job.get("spec") or {}).get("trainer", {}).get("numNodes", 1))
+    return store.put({
+        "apiVersion": api(store), "kind": "Workload",
+        "metadata": {"name": workload_name(job), "namespace": meta["namespace"],
+                     "labels": {JOB_UID_LABEL: meta["uid"]}, "ownerReferences": [owner],
+                     "finalizers": [RESOURCE_IN_USE]},
+        "spec": {"queueName": queue_of(job), "active": True, "podSets": [
+            {"name": "node", "count": nodes, "template": {"spec": {"containers": []}}}]},
+        "status": {"conditions": [_condition("QuotaReserved", "False", "Pending", message, now)]},
+    })  # fmt: skip
+
+
+def _status(store: Store, job: Obj, status: Obj, **more: Obj) -> None:
+    found = workload_of(store, job)
+    if found is not None:
+        store.put({**found, "status": status, **more})
+
+
+def admit(store: Store, job: Obj, cluster_queue: str = CLUSTER_QUEUE) -> Obj:
+    """Kueue admits the job: its Workload reserves quota and is admitted, then the job is
+    updated (Kueue's patch gets what the pods need; Kueue up to v0.19 drops ``V2_3_ONLY``) and
+    unsuspended: two full Updates. The job as it is then."""
+    now = rfc3339(store.clock.time())
+    assigned = [{"name": "node", "flavors": {"cpu": FLAVOR}, "count": 1}]
+    _status(store, job, {
+        "admission": {"clusterQueue": cluster_queue, "podSetAssignments": assigned},
+        "conditions": [_condition("QuotaReserved", "True", "QuotaReserved",
+                                  f"Quota reserved in ClusterQueue {cluster_queue}", now),
+                       _condition("Admitted", "True", "Admitted", "The workload is admitted",
+                                  now)]})  # fmt: skip
+    job = clone(job)
+    if job["kind"] == "TrainJob":
+        pod = {"labels": {"kueue.x-k8s.io/cluster-queue-name": cluster_queue,
+                          "kueue.x-k8s.io/local-queue-name": queue_of(job),
+                          "kueue.x-k8s.io/podset": "node"},
+               "annotations": {WORKLOAD_ANNOTATION: workload_name(job)}}  # fmt: skip
+        for patch in job["spec"].get("runtimePatches") or []:
+            spec = patch["trainingRuntimeSpec"]["template"]["spec"]
+            if patch.get("manager") == MANAGER:
+                spec["replicatedJobs"] = [
+                    {"name": "node", "template": {"spec": {"template": {"metadata": pod}}}}
+                ]
+            elif store.served(V1BETA1, "Workload"):  # v0.19 or older: Trainer v2.2's types
+                for rjob in spec.get("replicatedJobs") or []:
+                    template = ((rjob.get("template") or {}).get("spec") or {}).get("template")
+                    ((template or {}).get("spec") or {}).pop(V2_3_ONLY, None)
+        job = store.put(job)  # the first Update: the patch, while suspended
+    flags = clone(job)
+    _flags(flags)["suspend"] = False
+    return store.put(flags)  # the second: unsuspended
+
+
+def checking(store: Store, job: Obj, check: str, message: str) -> None:
+    """Quota reserved for the job, its admission check ``check`` Pending (a
+    ProvisioningRequest's, say), saying ``message``: not admitted yet."""
+    now = rfc3339(store.clock.time())
+    _status(store, job, {
+        "admission": {"clusterQueue": CLUSTER_QUEUE},
+        "conditions": [_condition("QuotaReserved", "True", "QuotaReserved",
+                                  f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}", now),
+                       _condition("Admitted", "False", "UnsatisfiedAdmissionChecks",
+                                  "The workload has not all admission checks", now)],
+        "admissionChecks": [{"name": check, "state": "Pending", "message": message,
+                             "lastTransitionTime": now}]})  # fmt: skip
+
+
+def evict(store: Store, job: Obj, reason: str = "Preempted", message: str = "") -> Obj:
+    """Kueue evicts the job (``Preempted``; ``Deactivated``: its Workload made inactive): its
+    Workload says ``Evicted`` and waits again, the job is suspended (an Update its controller
+    sees: ``on_patch``). The job as it is then."""
+    now, found = rfc3339(store.clock.time()), workload_of(store, job)
+    if found is not None:
+        said = message or EVICTIONS.get(reason, reason)
+        _status(
+            store,
+            job,
+            {
+                "conditions": [
+                    _condition("Evicted", "True", reason, said, now),
+                    _condition("QuotaReserved", "False", "Pending", WAITING, now),
+                    _condition(
+                        "Admitted", "False", "NoReservation", "The workload has no reservation", now
+                    ),
+                ]
+            },
+            spec={**found["spec"], "active": reason != "Deactivated"},
+        )
+    stopped = clone(job)
+    _flags(stopped)["suspend"] = True
+    out = store.put(stopped)
+    for hook in store.on_patch:
+        hook(out)
+    return out
+
+
+def _release(store: Store) -> None:
+    """Kueue's Workload controller: a Workload being deleted (its job gone) loses Kueue's
+    finalizer, and goes."""
+    for obj in [o for k, o in store.items.items() if k[1] == "Workload"]:
+        left = [f for f in obj["metadata"].get("finalizers") or [] if f != RESOURCE_IN_USE]
+        if obj["metadata"].get("deletionTimestamp") and left != obj["metadata"]["finalizers"]:
+            store.put({**obj, "metadata": {**obj["metadata"], "finalizers": left}})
+
+
+# --- MultiKueue -----------------------------------------------------------------------------------
+
+
+def multikueue(store: Store, queue: str = "team-a") -> None:
+    """What a MultiKueue manager has: ``CLUSTER_QUEUE`` names the MultiKueue AdmissionCheck,
+    and Kueue's webhook gives each job of ``queue`` ``managedBy`` MultiKueue (Kueue's
+    ``CanDefaultManagedBy``: unset, or the kind's own controller)."""
+    store.create({"apiVersion": api(store, "AdmissionCheck"), "kind": "AdmissionCheck",
+                  "metadata": {"name": CHECK}, "spec": {"controllerName": MULTIKUEUE}})  # fmt: skip
+    checks = {"admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}]}}
+    store.create({"apiVersion": api(store, "ClusterQueue"), "kind": "ClusterQueue",
+                  "metadata": {"name": CLUSTER_QUEUE}, "spec": checks})  # fmt: skip
+
+    def webhook(obj: Obj) -> None:
+        if queue_of(obj) == queue and _flags(obj).get("managedBy") in (None, *DEFAULT_MANAGERS):
+            _flags(obj)["managedBy"] = MULTIKUEUE
+
+    store.admission.append(webhook)
+
+
+def _check(state: str, message: str, now: str) -> Obj:
+    return {"name": CHECK, "state": state, "message": message, "lastTransitionTime": now}
+
+
+def mirror_of(job: Obj, workload: str) -> Obj:
+    """What MultiKueue creates on the worker: the job's name, labels (and the origin label),
+    annotations (and ``workload`` as its prebuilt Workload), its spec without Kueue's
+    runtimePatches entry and with the worker's own controller as its manager."""
+    meta, spec = job["metadata"], clone(job["spec"])
+    if "runtimePatches" in spec:
+        spec["runtimePatches"] = [p for p in spec["runtimePatches"] if p["manager"] != MANAGER]
+    mirror = {"apiVersion": job["apiVersion"], "kind": job["kind"], "spec": spec, "metadata": {
+        "name": meta["name"], "namespace": meta["namespace"],
+        "labels": {**(meta.get("labels") or {}), ORIGIN_LABEL: "multikueue"},
+        "annotations": {**(meta.get("annotations") or {}), PREBUILT: workload}}}  # fmt: skip
+    if job["kind"] == "TrainJob":
+        spec["managedBy"] = DEFAULT_MANAGERS[0]
+    else:
+        _flags(mirror).pop("managedBy", None)
+    return mirror
+
+
+def dispatches(manager: FakeCluster, worker: FakeCluster, *,
+               after: float = 0.1) -> Callable[[Obj], None]:  # fmt: skip
+    """MultiKueue, for the manager's ``store.on_create``: each job it manages gets its Workload
+    at once (quota reserved, ``WORKER`` nominated, no ``clusterName`` yet); ``after`` seconds
+    later it is dispatched: the mirror created on ``worker``, the Workload admitted there
+    (``clusterName``; the check Ready), the manager's job unsuspended; from then the mirror's
+    status is copied back at each tick, and the mirror deleted once the job is being deleted."""
+
+    def dispatch(key: tuple[str, str, str, str]) -> None:
+        job, found = manager.store.items.get(key), None
+        found = workload_of(manager.store, job) if job is not None else None
+        if job is None or found is None or job["metadata"].get("deletionTimestamp"):
+            return
+        worker.store.create(mirror_of(job, found["metadata"]["name"]))
+        now = rfc3339(manager.clock.time())
+        status = {k: v for k, v in found["status"].items() if k != "nominatedClusterNames"}
+        manager.store.put({**found, "status": {**status, "clusterName": WORKER, "conditions": [
+            *status["conditions"], _condition("Admitted", "True", "Admitted",
+                                              "The workload is admitted", now)],
+            "admissionChecks": [_check("Ready", f'The workload was admitted on "{WORKER}"',
+                                       now)]}})  # fmt: skip
+        job = clone(job)
+        _flags(job)["suspend"] = False
+        manager.store.put(job)
+        follow(key)
+
+    def follow(key: tuple[str, str, str, str]) -> None:
+        job = manager.store.items.get(key)
+        if job is None or job["metadata"].get("deletionTimestamp"):
+            if worker.store.items.get(key) is not None:
+                worker.store.delete(*key)
+            return
+        manager.at(0.0, lambda: follow(key))
+        status = (worker.store.items.get(key) or {}).get("status")
+        if status is not None and status != job.get("status"):
+            manager.store.put({**job, "status": status})
+
+    def script(obj: Obj) -> None:
+        if obj["kind"] not in JOB_GROUPS or _flags(clone(obj)).get("managedBy") != MULTIKUEUE:
+            return
+        meta, now = obj["metadata"], rfc3339(manager.clock.time())
+        workload = held(manager.store, obj)
+        reserved = _condition("QuotaReserved", "True", "QuotaReserved",
+                              f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}", now)  # fmt: skip
+        manager.store.put({**workload, "status": {
+            "conditions": [reserved], "nominatedClusterNames": [WORKER],
+            "admission": {"clusterQueue": CLUSTER_QUEUE},
+            "admissionChecks": [_check("Pending", "", now)]}})  # fmt: skip
+        key = (obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+        manager.at(after, lambda: dispatch(key))
+
+    return script
