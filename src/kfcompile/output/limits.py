@@ -1,4 +1,6 @@
-"""What each target's CRD bounds in the objects kfcompile renders, as a table per release.
+"""What each target's CRD bounds in the objects kfcompile renders, as a table per release
+(each target carries its own: ``Target.limits``), and where its rendered job holds what the
+API server's own rules check (``Places``, derived from the target's table).
 
 The API server rejects a TrainJob whose ``spec.trainer.env`` has 129 entries on Trainer v2.2+,
 whose image is 501 characters long, or whose override container carries an ``image``; the spec's
@@ -31,6 +33,17 @@ class Limit(NamedTuple):
     path: str  # the CRD field path, which is the path in the rendered object
     rule: str  # maxItems, maxLength, map, set, cel, fields
     value: Any  # the bound, the list-map keys, the CEL rule's text, or the allowed field names
+
+
+class Places(NamedTuple):
+    """Where a target's rendered job holds pod specs, the trainer's resources and the
+    annotations of each object it makes (its own, its JobSet's and Jobs', its pods'): what the
+    core/v1 rules check beside the CRD's limits. Paths in this module's notation."""
+
+    pods: tuple[str, ...]  # PodSpecs
+    whole: bool  # whole pod specs (PyTorchJob), or patches of a runtime's pod (TrainJob)
+    resources: tuple[str, ...]  # ResourceRequirements outside any pod spec
+    annotations: tuple[str, ...]
 
 
 # --- CEL rules, by their text in the CRD -------------------------------------------------------
@@ -221,14 +234,6 @@ PYTORCHJOB_V1: tuple[Limit, ...] = (
     ),
 )
 
-LIMITS: Mapping[str, tuple[Limit, ...]] = {
-    "pytorchjob/v1": PYTORCHJOB_V1,
-    "trainjob/v2.0": TRAINJOB_V2_0,
-    "trainjob/v2.1": TRAINJOB_V2_1,
-    "trainjob/v2.2": TRAINJOB_V2_2,
-    "trainjob/v2.3": TRAINJOB_V2_3,
-}
-
 # A list-map key the CRD defaults before it validates: a port without a protocol is TCP's.
 KEY_DEFAULTS: Mapping[str, str] = {"protocol": "TCP"}
 
@@ -303,9 +308,9 @@ def walk(doc: Any, root: Branch) -> Iterator[tuple[Path, str, bool]]:
         stack += reversed(below)
 
 
-def checks(target: str) -> Iterator[tuple[str, Check]]:
-    """``target``'s table as checks at paths."""
-    for row in LIMITS.get(target, ()):
+def checks(limits: Iterable[Limit]) -> Iterator[tuple[str, Check]]:
+    """A target's table as checks at paths."""
+    for row in limits:
         yield row.path, functools.partial(_check, row)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kfcompile.kinds import PYTORCHJOB
+from kfcompile.output import limits as output_limits
 from kfcompile.spec import torchrun
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.model import JobSpec
@@ -182,10 +183,19 @@ def render(spec: JobSpec) -> Rendered:
     for role in job["spec"]["pytorchReplicaSpecs"].values():
         if not role["template"]["metadata"]:
             del role["template"]["metadata"]
-    return base.checked(Rendered(objects, layout + placed), NAME, KIND)
+    return base.checked(Rendered(objects, layout + placed), TARGET)
 
 
 LAYOUT = base.Layout(TABLE)
 TARGET = Target(
-    NAME, API_VERSION, KIND, "Training Operator v1.7-v1.9", TABLE, render, pod_suffixes, LAYOUT
+    NAME,
+    API_VERSION,
+    KIND,
+    "Training Operator v1.7-v1.9",
+    TABLE,
+    render,
+    pod_suffixes,
+    LAYOUT,
+    limits=output_limits.PYTORCHJOB_V1,
+    whole_pods=True,
 )
