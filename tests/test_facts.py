@@ -203,14 +203,14 @@ def test_the_rule_that_reserves_what_kfcompile_adds_is_beside_it() -> None:
             "work_dir": {"local": "code", "pvc": "claim", "mount_path": "/code"},
         }
     )
-    made = additions.companions(spec)
+    made = spec.companions
     names = [c.volume for c in made] + [additions.TRAINER_TOKEN_VOLUME]  # and the Trainer's
     volumes = [(f"volumes[{i}]", {"name": name}) for i, name in enumerate(names)]
-    assert [at for at, _ in additions.reserved_names(spec, volumes)] == [
+    assert [at for at, _ in additions.reserved_names(spec.name, made, volumes)] == [
         f"volumes[{i}].name" for i in range(len(names))
     ]
     mounted: dict[str, str] = {}
-    assert not list(additions.reserved_mounts(spec, mounted))
+    assert not list(additions.reserved_mounts(made, mounted))
     trainer = additions.mount_point(additions.TRAINER_TOKEN_DIR)
     assert mounted == {
         trainer: additions.TRAINER_TOKEN.format("mount"),

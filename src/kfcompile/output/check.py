@@ -22,7 +22,7 @@ from kfcompile.spec.errors import Problem
 from kfcompile.spec.fieldpath import FieldPath, field_path
 
 if TYPE_CHECKING:
-    from kfcompile.targets.base import Placement
+    from kfcompile.targets.codecs import Placement
 
 Path = tuple[str | int, ...]
 _parse = object_paths.parse.__wrapped__

@@ -17,13 +17,13 @@ from typing import Any, NamedTuple
 from attrs import Factory, field, frozen
 
 from kfcompile.output.limits import Limit, Places
-from kfcompile.spec import additions, cross_field, k8s_schema, object_paths, rules, torchrun
+from kfcompile.spec import additions, k8s_schema, model, object_paths, rules, torchrun
 from kfcompile.spec.additions import SCRIPT_DIR
 from kfcompile.spec.errors import Problem, UnsupportedFeature
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec
 from kfcompile.targets import fields
-from kfcompile.targets.codecs import Entry
+from kfcompile.targets.codecs import Entry, Placement
 
 
 def _identity(value: Any) -> Any:
@@ -51,16 +51,6 @@ JOB_METADATA: Mapping[str, Slot] = {
     "job.labels": Slot.at("metadata.labels"),
     "job.annotations": Slot.at("metadata.annotations"),
 }
-
-
-class Placement(NamedTuple):
-    """One value as it landed: the explain row and what the property tests read back."""
-
-    source: str
-    doc: int  # index into the rendered object list
-    path: str
-    value: Any
-    merge: bool = False
 
 
 @frozen(repr=False, eq=False)
@@ -262,8 +252,8 @@ def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Pro
 
 def training_mounts(spec: JobSpec, container: str) -> Iterator[Problem]:
     """The training container's mounts given in ``pod_spec_overrides.containers`` (by the
-    name this target gives it) take no place another mount has (``cross_field.mount_points``)."""
-    for at, message in cross_field.mount_points(spec, container):
+    name this target gives it) take no place another mount has (``model.mount_points``)."""
+    for at, message in model.mount_points(spec, container):
         if at.startswith("pod_spec_overrides."):
             yield Problem(at, message)
 

@@ -16,7 +16,8 @@ from kfcompile.spec import torchrun
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.model import JobSpec
 from kfcompile.targets import base, fields, kueue
-from kfcompile.targets.base import Placement, Rendered, Slot, Table, Target
+from kfcompile.targets.base import Rendered, Slot, Table, Target
+from kfcompile.targets.codecs import Placement
 
 NAME = "pytorchjob/v1"
 API_VERSION = PYTORCHJOB.api_version

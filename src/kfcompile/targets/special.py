@@ -10,7 +10,7 @@ found, so the GPUs decide the default processes per node, the job's name the Sec
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from attrs import frozen
@@ -23,7 +23,6 @@ from kfcompile.spec.additions import (
     PROVISIONING_PREFIX,
     SCRIPT_DIR,
     SHM_DIR,
-    companion_volumes,
     script_configmap,
     script_volume,
 )
@@ -114,14 +113,30 @@ def _gpus(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
             out.append(Entry("gpus_per_node", "container.resources", count, group + gpu, False, at))
 
 
+def _companion_volumes(spec: JobSpec) -> Iterator[tuple[str, additions.Object, additions.Object]]:
+    """The volumes kfcompile adds itself (``JobSpec.companions``): (spec field, mount, volume)."""
+    for made in spec.companions:
+        if made.field == "script":
+            executable = spec.launcher is not None and spec.launcher.no_python
+            yield made.field, *script_volume(spec.name, executable)
+            continue
+        if made.field == "shm_size":
+            volume = additions.shm_volume(made.volume, spec.shm_size)
+        else:
+            assert spec.work_dir is not None
+            claim = {"claimName": spec.work_dir.pvc}
+            volume = {"name": made.volume, "persistentVolumeClaim": claim}
+        yield made.field, additions.mount(made.volume, made.mount_path), volume
+
+
 def _mounts(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
-    for source, mount, _volume in companion_volumes(spec):
+    for source, mount, _volume in _companion_volumes(spec):
         sub = select("mountPath", mount["mountPath"])
         out.append(Entry(source, "container.volumeMounts", mount, sub, False, _AT[source]))
 
 
 def _volumes(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
-    for source, _mount, volume in companion_volumes(spec):
+    for source, _mount, volume in _companion_volumes(spec):
         sub = select("name", volume["name"])
         out.append(Entry(source, "pod.volumes", volume, sub, False, _AT[source]))
 
