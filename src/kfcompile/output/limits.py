@@ -25,6 +25,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+from kfcompile.kinds import TRAINJOB
+
 Path = tuple[str | int, ...]
 Found = Iterator[tuple[Path, str]]
 
@@ -53,7 +55,8 @@ _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://.+")  # RE2: "." stops at a newlin
 NAME_IS_DNS1035 = "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
 NAME_LENGTH = "size(self.metadata.name) <= 63"
 URI_RULE = "self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')"
-MANAGERS_RULE = "self in ['trainer.kubeflow.org/trainjob-controller', 'kueue.x-k8s.io/multikueue']"
+# The TrainJob CRD's rule on spec.managedBy: the managers of its row in `kinds`.
+MANAGERS_RULE = f"self in [{', '.join(repr(m) for m in TRAINJOB.managers)}]"
 
 
 def _name(obj: Any) -> Any:
@@ -72,8 +75,8 @@ CEL: Mapping[str, tuple[Callable[[Any], bool], str]] = {
         "metadata.name must be at most 63 characters",
     ),
     MANAGERS_RULE: (
-        lambda v: v in ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"),
-        "must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue",
+        lambda v: v in TRAINJOB.managers,
+        f"must be {' or '.join(TRAINJOB.managers)}",
     ),
     URI_RULE: (
         lambda v: not isinstance(v, str) or v == "" or bool(_URI.fullmatch(v)),

@@ -32,9 +32,11 @@ MANAGERS = PYTORCHJOB.managers
 # too, is left to the user: every value means the same to Python.
 OPERATOR_ENV = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"}
-    | {"PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_NNODES"}
+    | {o.env for o in (torchrun.NPROC_PER_NODE, torchrun.NODE_RANK, torchrun.NNODES)}
 )
-OPERATOR_ELASTIC_ENV = frozenset({"PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND", "PET_NNODES"})
+OPERATOR_ELASTIC_ENV = frozenset(
+    o.env for o in (torchrun.RDZV_ENDPOINT, torchrun.RDZV_BACKEND, torchrun.NNODES)
+)
 REPLICAS = "spec.pytorchReplicaSpecs.*"
 POD = f"{REPLICAS}.template.spec"
 MAIN = f"{POD}.containers[name={CONTAINER}]"
@@ -108,7 +110,7 @@ def operator_env(spec: JobSpec) -> frozenset[str]:
     and ranks; for an elastic job (Workers only) the elastic agent's settings."""
     if spec.elastic is None:
         return OPERATOR_ENV
-    restarts = {"PET_MAX_RESTARTS"} if spec.elastic.max_restarts is not None else set()
+    restarts = {torchrun.MAX_RESTARTS.env} if spec.elastic.max_restarts is not None else set()
     return OPERATOR_ELASTIC_ENV | restarts
 
 

@@ -15,7 +15,7 @@ from attrs import field, frozen
 
 from kfcompile.kinds import TRAINJOB
 from kfcompile.output.limits import Limit
-from kfcompile.spec import object_paths
+from kfcompile.spec import object_paths, torchrun
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec
@@ -29,7 +29,14 @@ NODE = TRAINJOB.container
 MANAGERS = TRAINJOB.managers
 # The Torch plugin sets these for torchrun; the webhook rejects a TrainJob that sets them.
 RESERVED_ENV = frozenset(
-    {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
+    o.env
+    for o in (
+        torchrun.NNODES,
+        torchrun.NPROC_PER_NODE,
+        torchrun.NODE_RANK,
+        torchrun.MASTER_ADDR,
+        torchrun.MASTER_PORT,
+    )
 )
 TRAINER = "spec.trainer"
 
