@@ -358,18 +358,6 @@ def test_the_checks_see_real_imports() -> None:
     assert BY_NAME["integrations"].lazily == {"adapters", "local"}
 
 
-def test_the_lifecycle_exports_what_it_loads_lazily() -> None:
-    """``kfcompile.lifecycle.__all__`` is its lazy table's names, each its module's own object."""
-    import kfcompile.lifecycle as lifecycle
-
-    assert sorted(lifecycle.__all__) == sorted(lifecycle._HOME)
-    for name, module in lifecycle._HOME.items():
-        assert getattr(lifecycle, name) is getattr(importlib.import_module(module), name), name
-    assert lifecycle.sync.SYNC_ROOT  # a submodule, imported on first use
-    with pytest.raises(AttributeError):
-        _ = lifecycle.no_such_name
-
-
 def test_every_name_the_lifecycle_moved_is_still_there() -> None:
     """Each name of the deprecation table is its module's, with a warning naming that module."""
     import kfcompile.lifecycle as lifecycle
