@@ -154,11 +154,8 @@ def places(name: str, layout: Layout, whole_pods: bool) -> Places:
             elif group == "pod" and leaf not in METADATA and path.endswith(f".{leaf}"):
                 pods[_pattern(path.removesuffix(f".{leaf}"))] = None
     resources = layout.get("container.resources")
-    outside = [
-        _pattern(p)
-        for p in (resources.paths if resources is not None else ())
-        if not any(_pattern(p).startswith(f"{pod}.") for pod in pods)
-    ]
+    written = [_pattern(p) for p in (resources.paths if resources is not None else ())]
+    outside = [p for p in written if not any(p.startswith(f"{pod}.") for pod in pods)]
     if not pods or not annotations:
         missing = "pod.* slot" if not pods else "annotations slot"
         raise ValueError(f"target {name}: no {missing} in its table, so its output is unchecked")
