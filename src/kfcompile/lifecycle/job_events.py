@@ -1,8 +1,8 @@
 """``watch_jobs``: every managed job's state from one list and one watch per kind, for services
 that run many jobs. Each kind is a ``Watcher`` machine, fed what the API answered, saying what
-to ask next, with the few lines that ask the ports for it (``watch_kind``); several kinds are
-read at once by the session's ``Merge`` port (as the followed logs of several ranks are), so
-the caller needs no thread.
+to ask next, with the few lines that ask the ports for it (``watch_kind``); several kinds (and
+Kueue's Workloads, ``watch_workloads``) are read at once by the session's ``Merge`` port (as
+the followed logs of several ranks are), so the caller needs no thread.
 
 What a service needs is each managed job's state without a request per job: one list (in pages
 of ``LIST_PAGE``), then one watch from the list's resourceVersion, resumed from the last version
@@ -11,6 +11,13 @@ by the job object alone (``status.job_state`` without pods: a pod list per job w
 requests grow with the jobs), and an event (``JobEvent``) is made only when a job appears,
 disappears, its normalized state (state and reason) changes, or the progress its training
 process reports does (``PROGRESSED``); a message alone is no event.
+
+Kueue's reason for holding a job is its Workload's (``status.kueue_says``), read with the
+job's events (``kueue_reasons``: one list of Workloads for the waiting jobs among those that
+changed). A Workload can change while its job does not (waiting for quota, then an admission
+check Pending, then Retry): so where Kueue is served, its Workloads are watched too, one list
+and one watch through the Kueue API served (``Workloads``, the same ``Watcher``), and ``Held``
+makes a ``CHANGED`` event when a suspended job's reason changes so.
 
 Row by row of ``WATCH_TABLE``, it goes as ``waiting`` does: ``410 Gone`` on the watch lists
 again (after a pause when it keeps expiring: ``waiting.Relists``), and that relist reports only
@@ -117,7 +124,8 @@ class Happened(enum.Enum):
     """Became DELETING: being deleted before it finished, still there, held by a finalizer
     until its dependents are gone (a finished job being deleted keeps its state: no event)."""
     CHANGED = "changed"
-    """Another change of state or reason (e.g. PENDING, now ``Unschedulable``)."""
+    """Another change of state or reason (e.g. PENDING, now ``Unschedulable``; or SUSPENDED,
+    Kueue's reason now ``AdmissionCheckPending``: its Workload changed, the job did not)."""
     PROGRESSED = "progressed"
     """Same state; the training process reported new progress (``event.progress``)."""
     DISPATCHED = "dispatched"
