@@ -29,6 +29,7 @@ from kfcompile.lifecycle.job_events import (
     Said,
     Watcher,
     Workloads,
+    happened,
     watch_workloads,
 )
 from kfcompile.lifecycle.ports import Ref
@@ -226,3 +227,10 @@ def test_over_http_the_workloads_are_watched_through_the_served_version(
         elsewhere = local.kube.requests.count("GET", f"/apis/kueue.x-k8s.io/{other}/", watch=True)
     assert seen == [(Happened.LISTED, "Queued"), (Happened.CHANGED, "AdmissionCheckPending")]
     assert elsewhere == 0
+
+
+def test_a_suspended_job_with_another_reason_is_changed_not_admitted() -> None:
+    """Still SUSPENDED with another reason (Kueue's, or the job's own) was called ``admitted``."""
+    suspended = JobState(State.SUSPENDED, "Suspended", "TrainJob is suspended")
+    assert happened(QUEUED, suspended) is Happened.CHANGED
+    assert happened(JobState(State.PENDING, "Resumed", ""), QUEUED) is Happened.ADMITTED
