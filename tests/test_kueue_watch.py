@@ -229,6 +229,17 @@ def test_over_http_the_workloads_are_watched_through_the_served_version(
     assert elsewhere == 0
 
 
+def test_workloads_that_may_not_be_watched_end_their_watch_after_the_list() -> None:
+    """A Role of before (``list`` of workloads, no ``watch``): no polling of the Workloads."""
+    with PortCluster(schema_check.require_shared(), crds=("trainjobs-v2.3.0.yaml",)) as cluster:
+        cluster.store.on_create.append(courses.queued(cluster.fake, admits=30.0, ends=None))
+        submit(cluster, spec(queue=QUEUE))
+        cluster.faults.add("watch", "Workload", status=403, times=10)
+        told = list(watch_workloads(cluster.session(), KUEUE, NAMESPACE))
+        assert [said.word and said.word[0] for news in told for said in news] == ["Queued"]
+        assert (cluster.calls.count("list", "Workload"), cluster.calls.count("watch")) == (1, 1)
+
+
 def test_a_suspended_job_with_another_reason_is_changed_not_admitted() -> None:
     """Still SUSPENDED with another reason (Kueue's, or the job's own) was called ``admitted``."""
     suspended = JobState(State.SUSPENDED, "Suspended", "TrainJob is suspended")

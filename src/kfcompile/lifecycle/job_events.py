@@ -773,12 +773,15 @@ def watch_workloads(
 ) -> Generator[tuple[Said, ...], None, None]:
     """Kueue's Workloads in ``namespace``, from one list and one watch as ``watch_kind``'s:
     after each answer, what changed in what they say. Workloads that may not be read (403;
-    404: Kueue's CRDs went) end it: the jobs' states as read when they changed stand."""
+    404: Kueue's CRDs went), or watched (a Role that grants only ``list``: no polling for
+    this), end it: the jobs' states as read when they changed stand."""
     watched = Watched(api_version, "Workload", namespace)
     watcher = Watcher.start(Workloads(api_version), session.clock.monotonic(), session.retry_for)
     with suppress(Forbidden, NotFound), closing(_steps(session, watcher, watched)) as steps:
         for after, _ in steps:
             yield after.events
+            if after.polling:
+                return
 
 
 @define
