@@ -224,7 +224,7 @@ class Reading(Protocol[S, E]):
     def gone(self, ref: Ref, last: S, before: S) -> E: ...
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Jobs:
     """A watch of the jobs of ``kind``: what each says is its state (``Seen``)."""
 
@@ -742,7 +742,7 @@ class Said:
     word: tuple[str, str] | None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Workloads:
     """A watch of Kueue's Workloads (read through ``api_version``): each as what it says of
     its job, an event when that changes. A Workload of no job of ours is passed over."""
@@ -784,7 +784,7 @@ def watch_workloads(
                 return
 
 
-@define
+@define(repr=False, eq=False)
 class Held:
     """The suspended jobs (Kueue holds a job by suspending it) as last reported, with Kueue's
     word read when the job changed; so that Kueue's word changing alone (the job's Workload
