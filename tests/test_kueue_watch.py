@@ -24,6 +24,7 @@ from kfcompile.kinds import JobState, State
 from kfcompile.lifecycle import Happened, JobEvent
 from kfcompile.lifecycle.job_events import (
     Held,
+    KueueNews,
     PageListed,
     Removed,
     Said,
@@ -39,7 +40,8 @@ from kfcompile.testing import kueue as fake_kueue
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 JOB = Ref(TRAINJOB, "TrainJob", NAMESPACE, "demo")
-QUEUED = JobState(State.SUSPENDED, "Queued", "Kueue: waiting in queue team-a: no quota")
+QUEUED_WORD = ("Queued", "Kueue: waiting in queue team-a: no quota")
+QUEUED = JobState(State.SUSPENDED, *QUEUED_WORD)
 CHECK = ("AdmissionCheckPending", "Kueue admission check prov is Pending: Waiting")
 
 
@@ -47,17 +49,29 @@ def event(what: Happened, state: JobState) -> JobEvent:
     return JobEvent(TRAINJOB_KIND, JOB, what, state)
 
 
-def said(word: tuple[str, str] | None, uid: str = "uid-1") -> tuple[Said, ...]:
-    return (Said(JOB, uid, word),)
+def said(word: tuple[str, str] | None, uid: str = "uid-1", job: Ref = JOB) -> KueueNews:
+    return KueueNews((Said(job, uid, word),), ready=True)
 
 
-# --- Held: when Kueue's word alone makes an event ------------------------------------------------
+OWN = JobState(State.SUSPENDED, "Suspended", "TrainJob is suspended")  # the job's own state
+
+
+# --- Held: Kueue's word on the jobs' events, and alone ------------------------------------------
+
+
+def test_the_events_wait_for_the_workloads_and_then_have_kueue_s_word() -> None:
+    held = Held(ready=False)
+    assert held.jobs((event(Happened.LISTED, OWN),)) == []
+    assert held.workloads(KueueNews((Said(JOB, "uid-1", QUEUED_WORD),), ready=False)) == []
+    [listed] = held.workloads(KueueNews((), ready=True))
+    assert (listed.what, listed.state) == (Happened.LISTED, QUEUED)
 
 
 def test_a_new_reason_for_a_suspended_job_is_a_changed_event() -> None:
-    held = Held()
-    listed = event(Happened.LISTED, QUEUED)
-    assert held.jobs((listed,)) == (listed,)
+    held = Held(ready=True)
+    held.workloads(said(QUEUED_WORD))
+    [listed] = held.jobs((event(Happened.LISTED, OWN),))
+    assert listed.state == QUEUED
     [changed] = held.workloads(said(CHECK))
     assert (changed.what, changed.state) == (Happened.CHANGED, JobState(State.SUSPENDED, *CHECK))
     assert changed.previous == QUEUED
@@ -66,20 +80,25 @@ def test_a_new_reason_for_a_suspended_job_is_a_changed_event() -> None:
     assert held.workloads(said((CHECK[0], "Kueue admission check prov is Pending: more"))) == []
 
 
-def test_kueue_letting_go_and_late_words_make_no_event() -> None:
-    """Kueue's word dropping (admitted) is told by the job's own change that follows; a word
-    the Workloads' watch delivers after the job was admitted never undoes the admission; a job
-    not seen, or deleted, gets nothing."""
-    held = Held()
-    held.jobs((event(Happened.LISTED, QUEUED),))
+def test_kueue_letting_go_makes_no_event_and_its_word_is_for_suspended_jobs_only() -> None:
+    """Kueue's word dropping (admitted) is told by the job's own change that follows; a job
+    no longer suspended is its own (a word that came first never undoes an admission); the
+    word of a Workload of the job before (another uid) going does not clear the new one's."""
+    held = Held(ready=True)
+    held.workloads(said(QUEUED_WORD))
+    held.jobs((event(Happened.LISTED, OWN),))
+    assert held.workloads(said(CHECK, uid="uid-0")) != []
+    assert held.workloads(said(None, uid="uid-old")) == []
+    assert held.jobs((event(Happened.CHANGED, OWN),))[0].state.reason == CHECK[0]
     assert held.workloads(said(None)) == []
-    admitted = event(Happened.ADMITTED, JobState(State.PENDING, "Resumed", "TrainJob is resumed"))
-    held.jobs((admitted,))
+    resumed = JobState(State.PENDING, "Resumed", "TrainJob is resumed")
+    held.workloads(said(QUEUED_WORD))
+    [admitted] = held.jobs((event(Happened.ADMITTED, resumed),))
+    assert admitted.state == resumed
     assert held.workloads(said(CHECK)) == []
-    held.jobs((event(Happened.SUSPENDED, QUEUED),))
-    held.jobs((event(Happened.DELETED, QUEUED),))
-    assert held.workloads(said(CHECK)) == []
-    assert held.workloads((Said(Ref(TRAINJOB, "TrainJob", NAMESPACE, "other"), "u", CHECK),)) == []
+    held.jobs((event(Happened.SUSPENDED, OWN), event(Happened.DELETED, OWN)))
+    assert held.workloads(said(QUEUED_WORD)) == []
+    assert held.workloads(said(CHECK, job=Ref(TRAINJOB, "TrainJob", NAMESPACE, "other"))) == []
 
 
 # --- the Workloads reading ------------------------------------------------------------------------
@@ -175,7 +194,8 @@ def test_workloads_that_may_not_be_read_end_their_watch_and_leave_the_jobs_own_s
         cluster.store.on_create.append(courses.queued(cluster.fake, admits=30.0, ends=None))
         submit(cluster, spec(queue=QUEUE))
         cluster.faults.add("list", "Workload", status=403, times=10)
-        assert list(watch_workloads(cluster.session(), KUEUE, NAMESPACE)) == []  # no error
+        told = list(watch_workloads(cluster.session(), KUEUE, NAMESPACE))  # no error
+        assert told == [KueueNews((), ready=True)]
         with closing(lifecycle.watch_jobs(cluster.session(), NAMESPACE)) as events:
             first, then = next(events), next(events)
         assert cluster.calls.count("watch", "Workload") == 0
@@ -212,11 +232,11 @@ def test_over_http_the_workloads_are_watched_through_the_served_version(
         )
         lifecycle.submit(local.session(), job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
         path = f"/apis/kueue.x-k8s.io/{version}/namespaces/{NAMESPACE}/workloads"
-        changer = _when(
-            lambda: local.kube.requests.count("GET", path, watch=True) > 0,
+        seen: list[tuple[Happened, str]] = []
+        changer = _when(  # once the job was listed and the Workloads are watched
+            lambda: bool(seen) and local.kube.requests.count("GET", path, watch=True) > 0,
             lambda: checking(local.store, "Pending"),
         )
-        seen: list[tuple[Happened, str]] = []
         with closing(lifecycle.watch_jobs(local.session(), NAMESPACE)) as events:
             for one in events:
                 seen.append((one.what, one.state.reason))
@@ -236,7 +256,8 @@ def test_workloads_that_may_not_be_watched_end_their_watch_after_the_list() -> N
         submit(cluster, spec(queue=QUEUE))
         cluster.faults.add("watch", "Workload", status=403, times=10)
         told = list(watch_workloads(cluster.session(), KUEUE, NAMESPACE))
-        assert [said.word and said.word[0] for news in told for said in news] == ["Queued"]
+        assert [s.word and s.word[0] for news in told for s in news.said] == ["Queued"]
+        assert told[-1] == KueueNews((), ready=True)
         assert (cluster.calls.count("list", "Workload"), cluster.calls.count("watch")) == (1, 1)
 
 

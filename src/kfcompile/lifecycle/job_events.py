@@ -12,12 +12,12 @@ requests grow with the jobs), and an event (``JobEvent``) is made only when a jo
 disappears, its normalized state (state and reason) changes, or the progress its training
 process reports does (``PROGRESSED``); a message alone is no event.
 
-Kueue's reason for holding a job is its Workload's (``status.kueue_says``), read with the
-job's events (``kueue_reasons``: one list of Workloads for the waiting jobs among those that
-changed). A Workload can change while its job does not (waiting for quota, then an admission
-check Pending, then Retry): so where Kueue is served, its Workloads are watched too, one list
-and one watch through the Kueue API served (``Workloads``, the same ``Watcher``), and ``Held``
-makes a ``CHANGED`` event when a suspended job's reason changes so.
+Kueue's reason for holding a job is its Workload's (``status.kueue_says``), and a Workload
+can change while its job does not (waiting for quota, then an admission check Pending, then
+Retry): so where Kueue is served, its Workloads are watched too, one list and one watch through
+the Kueue API served (``Workloads``, read by the same ``Watcher``), and ``Held`` gives Kueue's
+last word to the events of the jobs it holds, and makes a ``CHANGED`` event when only that
+word changes.
 
 Row by row of ``WATCH_TABLE``, it goes as ``waiting`` does: ``410 Gone`` on the watch lists
 again (after a pause when it keeps expiring: ``waiting.Relists``), and that relist reports only
@@ -35,13 +35,13 @@ import enum
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import closing, suppress
 from functools import partial
-from typing import Any, Final, Generic, Protocol, TypeVar, cast, overload
+from typing import Any, Final, Generic, Protocol, TypeVar, overload
 
 import attrs
 from attrs import define, evolve, frozen
 
 from kfcompile.kinds import KINDS, Kind
-from kfcompile.lifecycle.kueue import held_job, multikueue_managed, served_api, workloads_of
+from kfcompile.lifecycle.kueue import held_job, multikueue_managed, served_api
 from kfcompile.lifecycle.multikueue import dispatches
 from kfcompile.lifecycle.objects import Paging, meta, served
 from kfcompile.lifecycle.observe import foreign
@@ -653,28 +653,6 @@ def _jobs(answer: WatchAnswer) -> list[Obj]:
     return [answer.job] if isinstance(answer, Changed) else []
 
 
-def kueue_reasons(
-    session: Session, events: tuple[JobEvent, ...], jobs: Sequence[Obj], namespace: str | None
-) -> tuple[JobEvent, ...]:
-    """``events`` with the reason Kueue gives for each job it holds (its Workload, as
-    ``status`` says it): one list of Workloads for the waiting jobs among ``jobs``, none when
-    none waits."""
-    waits = {(e.ref.namespace, e.ref.name) for e in events if e.state.state in WAITING}
-    told = {(meta(j).get("namespace"), meta(j).get("name")): j for j in jobs}
-    held = workloads_of(session, [j for at, j in told.items() if at in waits], namespace)
-    if not held.by_uid:
-        return events
-
-    def refined(event: JobEvent) -> JobEvent:
-        job = told.get((event.ref.namespace, event.ref.name))
-        workload = held.by_uid.get(str(meta(job).get("uid", ""))) if job else None
-        if job is None or workload is None or event.state.state not in WAITING:
-            return event
-        return evolve(event, state=job_state({**job, "kind": event.kind.name}, workload=workload))
-
-    return tuple(map(refined, events))
-
-
 def dispatch_events(
     session: Session, kind: Kind, jobs: Sequence[Obj], namespace: str | None, told: set[str]
 ) -> tuple[JobEvent, ...]:
@@ -723,9 +701,8 @@ def watch_kind(
     reported: set[str] = set()  # the MultiKueue jobs whose dispatch was reported
     with closing(_steps(session, watcher, watched)) as steps:
         for after, answer in steps:
-            jobs = _jobs(answer)
-            events = kueue_reasons(session, after.events, jobs, namespace)
-            yield events + dispatch_events(session, kind, jobs, namespace, reported)
+            dispatched = dispatch_events(session, kind, _jobs(answer), namespace, reported)
+            yield after.events + dispatched
 
 
 # --- Kueue's word: a watch of its Workloads beside the jobs' -------------------------------------
@@ -768,55 +745,97 @@ class Workloads:
         return evolve(before, word=None)
 
 
+@frozen(repr=False)
+class KueueNews:
+    """What the watch of Workloads just told: what changed in what they say; ``ready`` once
+    they have been listed (or cannot be read: the jobs' own states then stand)."""
+
+    said: tuple[Said, ...]
+    ready: bool
+
+
 def watch_workloads(
     session: Session, api_version: str, namespace: str | None
-) -> Generator[tuple[Said, ...], None, None]:
+) -> Generator[KueueNews, None, None]:
     """Kueue's Workloads in ``namespace``, from one list and one watch as ``watch_kind``'s:
     after each answer, what changed in what they say. Workloads that may not be read (403;
     404: Kueue's CRDs went), or watched (a Role that grants only ``list``: no polling for
-    this), end it: the jobs' states as read when they changed stand."""
+    this), end it, ready: nothing more comes from Kueue."""
     watched = Watched(api_version, "Workload", namespace)
     watcher = Watcher.start(Workloads(api_version), session.clock.monotonic(), session.retry_for)
     with suppress(Forbidden, NotFound), closing(_steps(session, watcher, watched)) as steps:
         for after, _ in steps:
-            yield after.events
+            yield KueueNews(after.events, after.listed)
             if after.polling:
-                return
+                break
+    yield KueueNews((), ready=True)
 
 
 @define(repr=False, eq=False)
 class Held:
-    """The suspended jobs (Kueue holds a job by suspending it) as last reported, with Kueue's
-    word read when the job changed; so that Kueue's word changing alone (the job's Workload
-    changed, not the job) is an event too: ``CHANGED``, with the reason and message the
-    Workload now gives. Kueue's word dropping (it admitted the job) is no event: the job's own
-    change, ``admitted``, follows; and what a Workload said is applied to a job still
-    suspended only (a word the watch of Workloads delivers late never undoes an admission)."""
+    """Kueue's word on each job (what its Workload says, as the watch of Workloads last told
+    it), given to the events of a job it holds (suspended: Kueue holds a job by suspending it);
+    and each suspended job as last reported (its own state, and as shown), so that Kueue's word
+    changing alone, the job unchanged, is an event too: ``CHANGED``, with the reason and
+    message the Workload now gives. Kueue's word dropping (it admitted the job) is no event:
+    the job's own change, ``admitted``, follows. Until the Workloads are listed (``ready``),
+    the jobs' events are held back, so that the first come with Kueue's word."""
 
-    suspended: dict[Ref, JobEvent] = attrs.field(factory=dict)
+    ready: bool
+    words: dict[Ref, Said] = attrs.field(factory=dict)
+    suspended: dict[Ref, tuple[JobState, JobEvent]] = attrs.field(factory=dict)
+    held_back: list[JobEvent] = attrs.field(factory=list)
 
-    def jobs(self, events: tuple[JobEvent, ...]) -> tuple[JobEvent, ...]:
-        for event in events:
-            if event.state.state is State.SUSPENDED and event.what is not Happened.DELETED:
-                self.suspended[event.ref] = event
-            else:
-                self.suspended.pop(event.ref, None)
-        return events
+    def jobs(self, events: Sequence[JobEvent]) -> list[JobEvent]:
+        """The events of the jobs' watches as shown: a suspended job's with Kueue's word."""
+        if not self.ready:
+            self.held_back += events
+            return []
+        return [self._shown(event) for event in events]
 
-    def workloads(self, news: tuple[Said, ...]) -> list[JobEvent]:
+    def workloads(self, news: KueueNews) -> list[JobEvent]:
+        """A ``CHANGED`` event for each suspended job whose Workload now gives another reason;
+        once the Workloads are listed, the events held back till then."""
         told: list[JobEvent] = []
-        for said in news:
-            before = self.suspended.get(said.job)
-            if before is None or said.word is None:
-                continue
-            state = kueue_held(before.state, said.word)
-            if (state.state, state.reason) != (before.state.state, before.state.reason):
-                event = JobEvent(
-                    before.kind, before.ref, Happened.CHANGED, state, before.state, before.progress
-                )
-                self.suspended[said.job] = event
-                told.append(event)
+        for said in news.said:
+            known = self.words.get(said.job)
+            if said.word is not None:
+                self.words[said.job] = said
+                if said.job in self.suspended:
+                    told += self._changed(said.job)
+            elif known is not None and known.uid == said.uid:  # (not a Workload of before's)
+                del self.words[said.job]
+        if news.ready and not self.ready:
+            self.ready = True
+            told += self.jobs(self.held_back)
+            self.held_back = []
         return told
+
+    def _said(self, job: Ref, own: JobState) -> JobState:
+        said = self.words.get(job)
+        if said is None or own.state is not State.SUSPENDED:
+            return own
+        return kueue_held(own, said.word)
+
+    def _shown(self, event: JobEvent) -> JobEvent:
+        before = self.suspended.pop(event.ref, None)
+        state = self._said(event.ref, event.state)
+        previous = event.previous if before is None or event.previous is None else before[1].state
+        shown = evolve(event, state=state, previous=previous)
+        if state.state is State.SUSPENDED and event.what is not Happened.DELETED:
+            self.suspended[event.ref] = (event.state, shown)
+        return shown
+
+    def _changed(self, job: Ref) -> list[JobEvent]:
+        own, shown = self.suspended[job]
+        state = self._said(job, own)
+        if (state.state, state.reason) == (shown.state.state, shown.state.reason):
+            return []
+        event = JobEvent(
+            shown.kind, shown.ref, Happened.CHANGED, state, shown.state, shown.progress
+        )
+        self.suspended[job] = (own, event)
+        return [event]
 
 
 def _watch_on(
@@ -827,7 +846,7 @@ def _watch_on(
 
 def _workloads_on(
     session: Session, api_version: str, namespace: str | None, clock: Clock
-) -> Iterator[tuple[Said, ...]]:
+) -> Iterator[KueueNews]:
     return watch_workloads(evolve(session, clock=clock), api_version, namespace)
 
 
@@ -849,7 +868,7 @@ def watch_jobs(
     closed (closing it ends every watch) or until API trouble lasts longer than
     ``Session.retry_for`` (``Unavailable``).
     """
-    streams: dict[str, Callable[[Clock], Iterator[tuple[JobEvent, ...] | tuple[Said, ...]]]] = {}
+    streams: dict[str, Callable[[Clock], Iterator[tuple[JobEvent, ...] | KueueNews]]] = {}
     for kind in KINDS.values():
         if served(session, kind.api_version, kind.name):
             streams[kind.name] = partial(_watch_on, session, kind, namespace, selector)
@@ -860,10 +879,7 @@ def watch_jobs(
     kueue = served_api(session, "Workload")
     if kueue is not None:
         streams["Workload"] = partial(_workloads_on, session, kueue, namespace)
-    held = Held()
+    held = Held(ready=kueue is None)
     with closing(merger(session).merge(streams, session.clock)) as merged:
-        for key, told in merged:
-            if key == "Workload":
-                yield from held.workloads(cast(tuple[Said, ...], told))
-            else:
-                yield from held.jobs(cast(tuple[JobEvent, ...], told))
+        for _, told in merged:
+            yield from held.workloads(told) if isinstance(told, KueueNews) else held.jobs(told)
