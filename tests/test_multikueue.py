@@ -346,7 +346,7 @@ def test_rbac_says_what_a_manager_and_its_workers_need(capsys: pytest.CaptureFix
     docs = list(yaml.safe_load_all(out))
     granted = {(r["resources"][0], tuple(r["verbs"])) for d in docs for r in d["rules"]}
     assert {
-        ("workloads", ("list",)),
+        ("workloads", ("list", "watch")),
         ("clusterqueues", ("get",)),
         ("admissionchecks", ("get",)),
     } <= granted

@@ -89,6 +89,14 @@ def tour(shared: Path, tmp_path: Path) -> Seen:
             if event.what is not lifecycle.Happened.LISTED:
                 break
         changes.close()
+
+        def progress_once_watched(call: Call) -> None:  # list -w: the namespace's jobs, Workloads
+            if (call.method, call.kind, call.namespace) == ("watch", "Workload", NAMESPACE):
+                c.fake.at(1.0, lambda: courses.progress(c.fake, NAMESPACE, "demo", 50))
+
+        c.calls.listeners.append(progress_once_watched)
+        with closing(lifecycle.watch_jobs(session, NAMESPACE)) as here:
+            next(e for e in here if e.what is not lifecycle.Happened.LISTED)
         for target, name, extra in (
             (found.target, "demo", {}),
             ("pytorchjob/v1", "torch", {}),

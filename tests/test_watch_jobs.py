@@ -367,14 +367,14 @@ def test_what_a_change_of_state_is_called(old: JobState, new: JobState, expected
 
 
 class Bare:
-    """The small fake with the Kubeflow CRDs and no controller: the test writes every status,
-    at the ticks it chooses (``at``), on a fake clock of one-second ticks."""
+    """The small fake with the Kubeflow CRDs and no controller (nor Kueue): the test writes
+    every status, at the ticks it chooses (``at``), on a fake clock of one-second ticks."""
 
     def __init__(self, crds: tuple[str, ...] = ("trainjobs-v2.3.0.yaml",)) -> None:
         self.clock = FakeClock(step=1.0)
         self.cluster = FakeCluster(self.clock)
         self.store, self.at = self.cluster.store, self.cluster.at
-        install(self.store, schema_check.require_shared(), crds, runtime=False)
+        install(self.store, schema_check.require_shared(), crds, runtime=False, serves=None)
 
     def session(self, **extra: Any) -> lifecycle.Session:
         return lifecycle.Session(
@@ -446,6 +446,8 @@ def test_every_change_of_every_job_from_one_list_and_one_watch() -> None:
     assert asked == [
         ("served", "TrainJob"),
         ("served", "PyTorchJob"),
+        ("served", "Workload"),  # no Kueue: neither version (v1beta2, v1beta1) served
+        ("served", "Workload"),
         ("list", "TrainJob"),
         ("watch", "TrainJob"),
     ]
@@ -621,7 +623,7 @@ class Streams:
 
 
 def test_several_kinds_through_the_sessions_merge_and_closing_ends_every_watch() -> None:
-    with PortCluster(schema_check.require_shared()) as local:
+    with PortCluster(schema_check.require_shared(), kueue=None) as local:
         local.store.on_create.append(courses.runs(local.fake))
         for name, target in (("tj", "trainjob/v2.3"), ("pt", "pytorchjob/v1")):
             job = structure({"name": name, "image": "python:3", "command": ["python"]})
@@ -691,7 +693,8 @@ def test_the_requests_do_not_grow_with_the_jobs() -> None:
 @pytest.mark.parametrize("jobs", [10, 1000])
 def test_jobs_there_before_cost_only_their_list_pages(jobs: int) -> None:
     counts = requests_for(jobs, before=True)
-    assert counts == {"served": 2, "list": math.ceil(jobs / LIST_PAGE), "watch": 1}
+    # served: the two kinds, and Kueue's Workloads in v1beta2 and v1beta1 (no Kueue here)
+    assert counts == {"served": 4, "list": math.ceil(jobs / LIST_PAGE), "watch": 1}
 
 
 # --- kfcompile list -w, over HTTP ---------------------------------------------------------------

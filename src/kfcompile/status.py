@@ -362,10 +362,15 @@ def job_state(
     decided = _decide(cr, kind_name, _mappings(pods))
     if _text(_mapping(cr.get("metadata")).get("deletionTimestamp")):
         return _deleting(cr, decided, _mappings(pods))
-    if decided.state in (State.SUSPENDED, State.PENDING) and workload is not None:
-        said = kueue_says(workload)
-        return decided if said is None else attrs.evolve(decided, reason=said[0], message=said[1])
-    return decided
+    return kueue_held(decided, None if workload is None else kueue_says(workload))
+
+
+def kueue_held(state: JobState, said: tuple[str, str] | None) -> JobState:
+    """``state`` as Kueue's word on the job (``kueue_says``: its reason and message) tells it
+    while the job waits (SUSPENDED or PENDING); ``said`` None: Kueue says nothing."""
+    if said is None or state.state not in (State.SUSPENDED, State.PENDING):
+        return state
+    return attrs.evolve(state, reason=said[0], message=said[1])
 
 
 def _decide(cr: Mapping[str, Any], kind_name: str, pod_list: list[Mapping[str, Any]]) -> JobState:

@@ -1,8 +1,8 @@
 """``watch_jobs``: every managed job's state from one list and one watch per kind, for services
 that run many jobs. Each kind is a ``Watcher`` machine, fed what the API answered, saying what
-to ask next, with the few lines that ask the ports for it (``watch_kind``); several kinds are
-read at once by the session's ``Merge`` port (as the followed logs of several ranks are), so
-the caller needs no thread.
+to ask next, with the few lines that ask the ports for it (``watch_kind``); several kinds (and
+Kueue's Workloads, ``watch_workloads``) are read at once by the session's ``Merge`` port (as
+the followed logs of several ranks are), so the caller needs no thread.
 
 What a service needs is each managed job's state without a request per job: one list (in pages
 of ``LIST_PAGE``), then one watch from the list's resourceVersion, resumed from the last version
@@ -11,6 +11,13 @@ by the job object alone (``status.job_state`` without pods: a pod list per job w
 requests grow with the jobs), and an event (``JobEvent``) is made only when a job appears,
 disappears, its normalized state (state and reason) changes, or the progress its training
 process reports does (``PROGRESSED``); a message alone is no event.
+
+Kueue's reason for holding a job is its Workload's (``status.kueue_says``), and a Workload
+can change while its job does not (waiting for quota, then an admission check Pending, then
+Retry): so where Kueue is served, its Workloads are watched too, one list and one watch through
+the Kueue API served (``Workloads``, read by the same ``Watcher``), and ``Held`` gives Kueue's
+last word to the events of the jobs it holds, and makes a ``CHANGED`` event when only that
+word changes.
 
 Row by row of ``WATCH_TABLE``, it goes as ``waiting`` does: ``410 Gone`` on the watch lists
 again (after a pause when it keeps expiring: ``waiting.Relists``), and that relist reports only
@@ -26,20 +33,30 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from contextlib import closing
+from contextlib import closing, suppress
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, Generic, Protocol, TypeVar, overload
 
 import attrs
-from attrs import evolve, frozen
+from attrs import define, evolve, frozen
 
 from kfcompile.kinds import KINDS, Kind
-from kfcompile.lifecycle.kueue import multikueue_managed, workloads_of
+from kfcompile.lifecycle.kueue import held_job, multikueue_managed, served_api
 from kfcompile.lifecycle.multikueue import dispatches
 from kfcompile.lifecycle.objects import Paging, meta, served
 from kfcompile.lifecycle.observe import foreign
 from kfcompile.lifecycle.pod_logs import merger
-from kfcompile.lifecycle.ports import ApiError, Clock, Gone, Obj, Ref, Transient, WatchEvent
+from kfcompile.lifecycle.ports import (
+    ApiError,
+    Clock,
+    Forbidden,
+    Gone,
+    NotFound,
+    Obj,
+    Ref,
+    Transient,
+    WatchEvent,
+)
 from kfcompile.lifecycle.session import (
     LIST_PAGE,
     LIST_RESTARTS,
@@ -81,7 +98,7 @@ from kfcompile.lifecycle.waiting import (
     only,
 )
 from kfcompile.progress import Progress, read_progress
-from kfcompile.status import JobState, State, job_state
+from kfcompile.status import JobState, State, job_state, kueue_held, kueue_says
 
 # Seconds a watch of every job lasts before it is opened again from the last version seen: as
 # long as client-go's reflectors (5 to 10 minutes), since nothing needs a second look between.
@@ -107,7 +124,8 @@ class Happened(enum.Enum):
     """Became DELETING: being deleted before it finished, still there, held by a finalizer
     until its dependents are gone (a finished job being deleted keeps its state: no event)."""
     CHANGED = "changed"
-    """Another change of state or reason (e.g. PENDING, now ``Unschedulable``)."""
+    """Another change of state or reason (e.g. PENDING, now ``Unschedulable``; or SUSPENDED,
+    Kueue's reason now ``AdmissionCheckPending``: its Workload changed, the job did not)."""
     PROGRESSED = "progressed"
     """Same state; the training process reported new progress (``event.progress``)."""
     DISPATCHED = "dispatched"
@@ -140,7 +158,7 @@ def _entered(state: State) -> Callable[[JobState, JobState], bool]:
 
 
 def _left_suspension(new: JobState, old: JobState) -> bool:
-    return old.state is State.SUSPENDED
+    return old.state is State.SUSPENDED and new.state is not State.SUSPENDED
 
 
 # What a change of state is called: the first row whose test holds for (new, old), else
@@ -189,6 +207,39 @@ def seen(kind: Kind, obj: Mapping[str, Any]) -> tuple[Ref, Seen] | None:
 
 def deleted(kind: Kind, ref: Ref, last: JobState, before: JobState) -> JobEvent:
     return JobEvent(kind, ref, Happened.DELETED, last, before)
+
+
+S = TypeVar("S")
+E = TypeVar("E", covariant=True)
+
+
+class Reading(Protocol[S, E]):
+    """How a watch reads what it watches: an object as its key and what it says (``seen``;
+    None: passed over), and the events of a change (``compare``) and of a deletion (``gone``)."""
+
+    def seen(self, obj: Mapping[str, Any]) -> tuple[Ref, S] | None: ...
+
+    def compare(self, ref: Ref, before: S | None, now: S, appeared: Happened) -> tuple[E, ...]: ...
+
+    def gone(self, ref: Ref, last: S, before: S) -> E: ...
+
+
+@frozen(repr=False, eq=False)
+class Jobs:
+    """A watch of the jobs of ``kind``: what each says is its state (``Seen``)."""
+
+    kind: Kind
+
+    def seen(self, obj: Mapping[str, Any]) -> tuple[Ref, Seen] | None:
+        return seen(self.kind, obj)
+
+    def compare(
+        self, ref: Ref, before: Seen | None, now: Seen, appeared: Happened
+    ) -> tuple[JobEvent, ...]:
+        return compare(self.kind, ref, before, now, appeared)
+
+    def gone(self, ref: Ref, last: Seen, before: Seen) -> JobEvent:
+        return deleted(self.kind, ref, last.state, before.state)
 
 
 def compare(
@@ -264,14 +315,15 @@ LIST, WATCH, SLEEP, POLL = WatchPhase.LIST, WatchPhase.WATCH, WatchPhase.SLEEP, 
 
 
 @frozen(repr=False)
-class Watcher:
-    """The state of one kind's watch. ``events`` are what the last answer made worth telling.
+class Watcher(Generic[S, E]):
+    """The state of one watch (of a job kind; or of Kueue's Workloads), read as ``reads``
+    says. ``events`` are what the last answer made worth telling.
 
     ``known`` and ``listing`` are this watch's own maps, changed in place by the answers, so
     that an event costs the same with 10 jobs as with 10,000 (a copy per event grew with the
     jobs): a Watcher is fed once, and the one ``receive`` returns replaces it."""
 
-    kind: Kind
+    reads: Reading[S, E]
     retry: Retry
     phase: WatchPhase = WatchPhase.LIST
     entered: float = 0.0  # when this phase began, or this watch was asked for
@@ -281,17 +333,28 @@ class Watcher:
     polls: int = 0  # polls in a row without news
     listed: bool = False  # the first list is done: a job that appears now was created
     token: str | None = None  # the continue token of the list under way
-    listing: dict[Ref, Seen] = attrs.field(factory=dict)  # its pages so far
+    listing: dict[Ref, S] = attrs.field(factory=dict)  # its pages so far
     list_version: str = ""  # its resourceVersion (its first page's)
     restarts: int = 0  # times it started over after its continue token expired
-    known: dict[Ref, Seen] = attrs.field(factory=dict)  # every job, as last reported
+    known: dict[Ref, S] = attrs.field(factory=dict)  # every object, as last reported
     relists: Relists = attrs.field(factory=Relists)  # 410s in a row on the watch
-    events: tuple[JobEvent, ...] = ()
+    events: tuple[E, ...] = ()
     notice: ApiError | None = None  # set by the answer that made something worth saying
 
+    @overload
     @classmethod
-    def start(cls, kind: Kind, now: float, retry_for: float) -> Watcher:
-        return cls(kind, Retry(retry_for), entered=now)
+    def start(cls, reads: Kind, now: float, retry_for: float) -> Watcher[Seen, JobEvent]: ...
+
+    @overload
+    @classmethod
+    def start(cls, reads: Reading[S, E], now: float, retry_for: float) -> Watcher[S, E]: ...
+
+    @classmethod
+    def start(cls, reads: Kind | Reading[Any, Any], now: float, retry_for: float) -> Any:
+        """A watch of ``reads``: the jobs of a kind (``Jobs``), or what another ``Reading``
+        reads."""
+        reading: Reading[Any, Any] = Jobs(reads) if isinstance(reads, Kind) else reads
+        return cls(reading, Retry(retry_for), entered=now)
 
     def next_request(self, now: float) -> WatchRequest:
         if self.phase is WATCH:
@@ -304,7 +367,7 @@ class Watcher:
             return request
         return self.relists.pause() or ListJobs(self.token)
 
-    def receive(self, answer: WatchAnswer, now: float) -> Watcher:
+    def receive(self, answer: WatchAnswer, now: float) -> Watcher[S, E]:
         before = evolve(self, events=(), notice=None)
         answer = cut_short(answer, self.streaming, self.entered, now)
         after = transition(WATCH_TABLE, before, answer, now)
@@ -313,13 +376,13 @@ class Watcher:
 
     # --- the rows
 
-    def _answered(self) -> Watcher:
+    def _answered(self) -> Watcher[S, E]:
         """The API answered: trouble, if there was any, is over."""
         return evolve(self, retry=Retry(self.retry.retry_for))
 
-    def _page(self, answer: PageListed, now: float) -> Watcher:
+    def _page(self, answer: PageListed, now: float) -> Watcher[S, E]:
         for item in answer.items:
-            found = seen(self.kind, item)
+            found = self.reads.seen(item)
             if found is not None:
                 self.listing[found[0]] = found[1]
         version = self.list_version if self.token else answer.version
@@ -328,15 +391,15 @@ class Watcher:
             return evolve(page, token=answer.continue_token)
         return page._listed()
 
-    def _listed(self) -> Watcher:
+    def _listed(self) -> Watcher[S, E]:
         """The last page: what changed since the jobs were last seen, and go on from here."""
         appeared = Happened.CREATED if self.listed else Happened.LISTED
-        events: list[JobEvent] = []
+        events: list[E] = []
         for ref, now in self.listing.items():
-            events += compare(self.kind, ref, self.known.get(ref), now, appeared)
+            events += self.reads.compare(ref, self.known.get(ref), now, appeared)
         for ref, before in self.known.items():
             if ref not in self.listing:  # deleted while we were not watching
-                events.append(deleted(self.kind, ref, before.state, before.state))
+                events.append(self.reads.gone(ref, before, before))
         done = evolve(
             self,
             known=self.listing,
@@ -350,51 +413,51 @@ class Watcher:
         )
         return evolve(done, polls=0 if events else self.polls + 1) if self.polling else done
 
-    def _list_expired(self, answer: Expired, now: float) -> Watcher:
+    def _list_expired(self, answer: Expired, now: float) -> Watcher[S, E]:
         if self.restarts >= LIST_RESTARTS:
             gone = Transient(410, "Expired", "the list's continue token kept expiring")
             return self._trouble(Trouble(gone), now)
         return evolve(self, token=None, listing={}, restarts=self.restarts + 1)
 
-    def _changed(self, answer: Changed, now: float) -> Watcher:
+    def _changed(self, answer: Changed, now: float) -> Watcher[S, E]:
         moved = self._moved(answer.job)
-        found = seen(self.kind, answer.job)
+        found = self.reads.seen(answer.job)
         if found is None:
             return moved
         ref, now_seen = found
-        events = compare(self.kind, ref, self.known.get(ref), now_seen, Happened.CREATED)
+        events = self.reads.compare(ref, self.known.get(ref), now_seen, Happened.CREATED)
         if not events:
             return moved
         self.known[ref] = now_seen
         return evolve(moved, events=events)
 
-    def _removed(self, answer: Removed, now: float) -> Watcher:
+    def _removed(self, answer: Removed, now: float) -> Watcher[S, E]:
         moved = self._moved(answer.job)
-        found = seen(self.kind, answer.job)
+        found = self.reads.seen(answer.job)
         before = None if found is None else self.known.get(found[0])
         if found is None or before is None:
             return moved
         ref, last = found
         del self.known[ref]
-        return evolve(moved, events=(deleted(self.kind, ref, last.state, before.state),))
+        return evolve(moved, events=(self.reads.gone(ref, last, before),))
 
-    def _moved(self, job: Obj) -> Watcher:
+    def _moved(self, job: Obj) -> Watcher[S, E]:
         """An event arrived: the stream is open, and the version moves to the event's."""
         version = meta(job).get("resourceVersion")
         version = version if isinstance(version, str) and version else self.version
         return evolve(self, version=version, streaming=True)._delivered()
 
-    def _bookmark(self, answer: Bookmark, now: float) -> Watcher:
+    def _bookmark(self, answer: Bookmark, now: float) -> Watcher[S, E]:
         return evolve(self, version=answer.version or self.version, streaming=True)._delivered()
 
-    def _delivered(self) -> Watcher:
+    def _delivered(self) -> Watcher[S, E]:
         """The watch delivered an event: it works."""
         return evolve(self, relists=self.relists.progress())._answered()
 
-    def _ended(self, answer: StreamEnded, now: float) -> Watcher:
+    def _ended(self, answer: StreamEnded, now: float) -> Watcher[S, E]:
         return evolve(self, streaming=False)._delivered()
 
-    def _expired(self, answer: Expired, now: float) -> Watcher:
+    def _expired(self, answer: Expired, now: float) -> Watcher[S, E]:
         relists = self.relists.expired()
         expired = evolve(
             self,
@@ -406,35 +469,35 @@ class Watcher:
         )
         return expired._answered()
 
-    def _list_slept(self, answer: Slept, now: float) -> Watcher:
+    def _list_slept(self, answer: Slept, now: float) -> Watcher[S, E]:
         if self.retry.phase is Step.PAUSE:  # after trouble on a page: that page again
             return evolve(self, retry=self.retry.receive(answer, now))
         return evolve(self, relists=self.relists.slept())  # the pause a 410 owed
 
-    def _refused(self, answer: Refused, now: float) -> Watcher:
+    def _refused(self, answer: Refused, now: float) -> Watcher[S, E]:
         return evolve(self, streaming=False, polling=True)._answered()
 
-    def _trouble(self, answer: Trouble, now: float) -> Watcher:
+    def _trouble(self, answer: Trouble, now: float) -> Watcher[S, E]:
         retry = self.retry.receive(Failed(answer.error), now)
         return evolve(self, streaming=False, retry=retry)
 
-    def _slept(self, answer: Slept, now: float) -> Watcher:
+    def _slept(self, answer: Slept, now: float) -> Watcher[S, E]:
         return evolve(self, retry=self.retry.receive(answer, now))
 
-    def _polled(self, answer: Slept, now: float) -> Watcher:
+    def _polled(self, answer: Slept, now: float) -> Watcher[S, E]:
         return self
 
 
-def _last(watcher: Watcher) -> bool:
+def _last(watcher: Watcher[Any, Any]) -> bool:
     """The list's last page was read (no token of a page to come)."""
     return watcher.token is None
 
 
-def _last_polling(watcher: Watcher) -> bool:
+def _last_polling(watcher: Watcher[Any, Any]) -> bool:
     return watcher.token is None and watcher.polling
 
 
-WATCH_TABLE: Final[Table[Watcher]] = {
+WATCH_TABLE: Final[Table[Watcher[Any, Any]]] = {
     # (phase, answer): the row, the phase it leads to, and when elsewhere
     (LIST, PageListed): row(
         Watcher._page,
@@ -464,6 +527,27 @@ MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGER}"  # the jobs kfcompile created
 WAITING: Final = (State.SUSPENDED, State.PENDING)  # states Kueue may say why a job is in
 
 
+@frozen(repr=False, eq=False)
+class Watched:
+    """What one watch lists and watches: ``kind`` through ``api_version``, in ``namespace``
+    (None: all), with the label ``selector``."""
+
+    api_version: str
+    kind: str
+    namespace: str | None
+    selector: str = ""
+
+    def foreign(self, obj: Obj) -> bool:
+        """An object the server sent that is not what was asked for (another kind, namespace
+        or label value): passed over, never reported."""
+        return obj.get("kind") not in (None, self.kind) or foreign(
+            obj, self.namespace, self.selector
+        )
+
+    def called(self, verb: str = "list") -> str:
+        return listing(self.kind, self.namespace, verb)
+
+
 def _bookmark(obj: Obj) -> WatchAnswer:
     return Bookmark(str(meta(obj).get("resourceVersion") or ""))
 
@@ -482,22 +566,17 @@ def _next_event(stream: Iterator[WatchEvent], what: str) -> WatchAnswer:
 
 
 def _page(
-    session: Session,
-    kind: Kind,
-    namespace: str | None,
-    selector: str,
-    request: ListJobs,
-    paging: Paging,
+    session: Session, watched: Watched, request: ListJobs, paging: Paging
 ) -> tuple[WatchAnswer, Paging]:
     """One page, and this list's pages so far (``paging`` before it); what the API refuses
     (403: no right to list) ends the watch with it, named as ``call`` names what it raises (the
     machine rides out the rest itself), and so does a list that would page for ever."""
     try:
         page = session.cluster.list(
-            kind.api_version,
-            kind.name,
-            namespace,
-            label_selector=selector,
+            watched.api_version,
+            watched.kind,
+            watched.namespace,
+            label_selector=watched.selector,
             limit=LIST_PAGE,
             continue_token=request.continue_token,
         )
@@ -506,36 +585,65 @@ def _page(
     except Transient as exc:
         return Trouble(exc), paging
     except ApiError as exc:
-        exc.named(listing(kind.name, namespace))
+        exc.named(watched.called())
         raise
     after = paging.after(page)
     if isinstance(after, str):
-        raise ClusterError(f"{listing(kind.name, namespace)}: {after}")
-    items = [item for item in page.items if not _foreign(item, kind, namespace, selector)]
+        raise ClusterError(f"{watched.called()}: {after}")
+    items = [item for item in page.items if not watched.foreign(item)]
     return PageListed(items, page.resource_version, page.continue_token or None), after
 
 
-def _foreign(obj: Obj, kind: Kind, namespace: str | None, selector: str) -> bool:
-    """An object the server sent that is not what was asked for (another kind, namespace or
-    label value): passed over, never reported as one of the jobs."""
-    return obj.get("kind") not in (None, kind.name) or foreign(obj, namespace, selector)
-
-
-def _watch(
-    session: Session, kind: Kind, namespace: str | None, selector: str, request: WatchJobs
-) -> Iterator[WatchEvent]:
+def _watch(session: Session, watched: Watched, request: WatchJobs) -> Iterator[WatchEvent]:
     """The watch, as a generator: what the port raises comes with the first event; an event
-    about an object not asked for is passed over (``_foreign``)."""
-    with ending_named(listing(kind.name, namespace, "watch")):
+    about an object not asked for is passed over (``Watched.foreign``)."""
+    with ending_named(watched.called("watch")):
         events = session.cluster.watch(
-            kind.api_version,
-            kind.name,
-            namespace,
+            watched.api_version,
+            watched.kind,
+            watched.namespace,
             resource_version=request.from_version,
-            label_selector=selector,
+            label_selector=watched.selector,
             timeout_seconds=request.timeout,
         )
-        yield from only(events, lambda obj: not _foreign(obj, kind, namespace, selector))
+        yield from only(events, lambda obj: not watched.foreign(obj))
+
+
+def _steps(
+    session: Session, watcher: Watcher[S, E], watched: Watched
+) -> Generator[tuple[Watcher[S, E], WatchAnswer], None, None]:
+    """Run one watch (its lists, watches and pauses): after each answer of the API, the
+    watcher then and the answer. Closing it closes its watch."""
+    clock, what = session.clock, watched.called("watch")
+    opened = Opened()
+    paging = Paging()
+
+    def page(request: ListJobs) -> WatchAnswer:
+        nonlocal paging
+        if request.continue_token is None:  # a list begins
+            paging = Paging()
+        answer, paging = _page(session, watched, request, paging)
+        return answer
+
+    def watch(request: WatchJobs) -> WatchAnswer:
+        return _next_event(opened.start(_watch(session, watched, request)), what)
+
+    perform: Perform = {
+        ListJobs: page,
+        WatchJobs: watch,
+        ReadEvent: lambda _: _next_event(opened.current(), what),
+        Pause: partial(pause, session),
+    }
+
+    def each(after: Watcher[S, E], answer: WatchAnswer) -> tuple[tuple[Watcher[S, E], Any]]:
+        if after.notice is not None:
+            retrying(session, what, after.notice)
+        return ((after, answer),)
+
+    steps = drive(watcher, clock, perform, opened, lambda machine: machine.streaming)
+    _, end = yield from told(steps, each)
+    assert isinstance(end, GiveUp), end
+    raise unavailable(what, end)
 
 
 def _jobs(answer: WatchAnswer) -> list[Obj]:
@@ -543,35 +651,6 @@ def _jobs(answer: WatchAnswer) -> list[Obj]:
     if isinstance(answer, PageListed):
         return answer.items
     return [answer.job] if isinstance(answer, Changed) else []
-
-
-def _dispatched(
-    session: Session, kind: Kind, namespace: str | None, answer: WatchAnswer, told: set[str]
-) -> tuple[JobEvent, ...]:
-    """On a MultiKueue manager, where the jobs the API just answered with were dispatched."""
-    return dispatch_events(session, kind, _jobs(answer), namespace, told)
-
-
-def kueue_reasons(
-    session: Session, events: tuple[JobEvent, ...], jobs: Sequence[Obj], namespace: str | None
-) -> tuple[JobEvent, ...]:
-    """``events`` with the reason Kueue gives for each job it holds (its Workload, as
-    ``status`` says it): one list of Workloads for the waiting jobs among ``jobs``, none when
-    none waits."""
-    waits = {(e.ref.namespace, e.ref.name) for e in events if e.state.state in WAITING}
-    told = {(meta(j).get("namespace"), meta(j).get("name")): j for j in jobs}
-    held = workloads_of(session, [j for at, j in told.items() if at in waits], namespace)
-    if not held.by_uid:
-        return events
-
-    def refined(event: JobEvent) -> JobEvent:
-        job = told.get((event.ref.namespace, event.ref.name))
-        workload = held.by_uid.get(str(meta(job).get("uid", ""))) if job else None
-        if job is None or workload is None or event.state.state not in WAITING:
-            return event
-        return evolve(event, state=job_state({**job, "kind": event.kind.name}, workload=workload))
-
-    return tuple(map(refined, events))
 
 
 def dispatch_events(
@@ -617,45 +696,158 @@ def watch_kind(
 ) -> Generator[tuple[JobEvent, ...], None, None]:
     """The jobs of one kind: after each answer of the API, the events it made (often none), so
     that a merge reading several kinds in turn moves each on. Closing it closes its watch."""
-    clock, what = session.clock, listing(kind.name, namespace, "watch")
-    watcher = Watcher.start(kind, clock.monotonic(), session.retry_for)
-    opened = Opened()
-    paging = Paging()
+    watched = Watched(kind.api_version, kind.name, namespace, selector)
+    watcher = Watcher.start(kind, session.clock.monotonic(), session.retry_for)
     reported: set[str] = set()  # the MultiKueue jobs whose dispatch was reported
+    with closing(_steps(session, watcher, watched)) as steps:
+        for after, answer in steps:
+            dispatched = dispatch_events(session, kind, _jobs(answer), namespace, reported)
+            yield after.events + dispatched
 
-    def page(request: ListJobs) -> WatchAnswer:
-        nonlocal paging
-        if request.continue_token is None:  # a list begins
-            paging = Paging()
-        answer, paging = _page(session, kind, namespace, selector, request, paging)
-        return answer
 
-    def watch(request: WatchJobs) -> WatchAnswer:
-        return _next_event(opened.start(_watch(session, kind, namespace, selector, request)), what)
+# --- Kueue's word: a watch of its Workloads beside the jobs' -------------------------------------
 
-    perform: Perform = {
-        ListJobs: page,
-        WatchJobs: watch,
-        ReadEvent: lambda _: _next_event(opened.current(), what),
-        Pause: partial(pause, session),
-    }
 
-    def each(after: Watcher, answer: WatchAnswer) -> tuple[tuple[JobEvent, ...]]:
-        if after.notice is not None:
-            retrying(session, what, after.notice)
-        events = kueue_reasons(session, after.events, _jobs(answer), namespace)
-        return (events + _dispatched(session, kind, namespace, answer, reported),)
+@frozen(repr=False)
+class Said:
+    """What a Workload says of its job (``job``, of uid ``uid``): Kueue's reason and message
+    while it holds the job (``kueue_says``), None when it says nothing (admitted; or the
+    Workload is being deleted, or gone)."""
 
-    steps = drive(watcher, clock, perform, opened, lambda machine: machine.streaming)
-    _, end = yield from told(steps, each)
-    assert isinstance(end, GiveUp), end
-    raise unavailable(what, end)
+    job: Ref
+    uid: str
+    word: tuple[str, str] | None
+
+
+@frozen(repr=False, eq=False)
+class Workloads:
+    """A watch of Kueue's Workloads (read through ``api_version``): each as what it says of
+    its job, an event when that changes. A Workload of no job of ours is passed over."""
+
+    api_version: str
+
+    def seen(self, obj: Mapping[str, Any]) -> tuple[Ref, Said] | None:
+        m = meta(obj)
+        name, namespace, job = m.get("name"), m.get("namespace"), held_job(obj)
+        if not isinstance(name, str) or not isinstance(namespace, str) or job is None:
+            return None
+        kind, job_name, uid = job
+        word = None if m.get("deletionTimestamp") else kueue_says(obj)
+        ref = Ref(self.api_version, "Workload", namespace, name)
+        return ref, Said(Ref(KINDS[kind].api_version, kind, namespace, job_name), uid, word)
+
+    def compare(
+        self, ref: Ref, before: Said | None, now: Said, appeared: Happened
+    ) -> tuple[Said, ...]:
+        return () if now == before else (now,)
+
+    def gone(self, ref: Ref, last: Said, before: Said) -> Said:
+        return evolve(before, word=None)
+
+
+@frozen(repr=False)
+class KueueNews:
+    """What the watch of Workloads just told: what changed in what they say; ``ready`` once
+    they have been listed (or cannot be read: the jobs' own states then stand)."""
+
+    said: tuple[Said, ...]
+    ready: bool
+
+
+def watch_workloads(
+    session: Session, api_version: str, namespace: str | None
+) -> Generator[KueueNews, None, None]:
+    """Kueue's Workloads in ``namespace``, from one list and one watch as ``watch_kind``'s:
+    after each answer, what changed in what they say. Workloads that may not be read (403;
+    404: Kueue's CRDs went), or watched (a Role that grants only ``list``: no polling for
+    this), end it, ready: nothing more comes from Kueue."""
+    watched = Watched(api_version, "Workload", namespace)
+    watcher = Watcher.start(Workloads(api_version), session.clock.monotonic(), session.retry_for)
+    with suppress(Forbidden, NotFound), closing(_steps(session, watcher, watched)) as steps:
+        for after, _ in steps:
+            yield KueueNews(after.events, after.listed)
+            if after.polling:
+                break
+    yield KueueNews((), ready=True)
+
+
+@define(repr=False, eq=False)
+class Held:
+    """Kueue's word on each job (what its Workload says, as the watch of Workloads last told
+    it), given to the events of a job it holds (suspended: Kueue holds a job by suspending it);
+    and each suspended job as last reported (its own state, and as shown), so that Kueue's word
+    changing alone, the job unchanged, is an event too: ``CHANGED``, with the reason and
+    message the Workload now gives. Kueue's word dropping (it admitted the job) is no event:
+    the job's own change, ``admitted``, follows. Until the Workloads are listed (``ready``),
+    the jobs' events are held back, so that the first come with Kueue's word."""
+
+    ready: bool
+    words: dict[Ref, Said] = attrs.field(factory=dict)
+    suspended: dict[Ref, tuple[JobState, JobEvent]] = attrs.field(factory=dict)
+    held_back: list[JobEvent] = attrs.field(factory=list)
+
+    def jobs(self, events: Sequence[JobEvent]) -> list[JobEvent]:
+        """The events of the jobs' watches as shown: a suspended job's with Kueue's word."""
+        if not self.ready:
+            self.held_back += events
+            return []
+        return [self._shown(event) for event in events]
+
+    def workloads(self, news: KueueNews) -> list[JobEvent]:
+        """A ``CHANGED`` event for each suspended job whose Workload now gives another reason;
+        once the Workloads are listed, the events held back till then."""
+        told: list[JobEvent] = []
+        for said in news.said:
+            known = self.words.get(said.job)
+            if said.word is not None:
+                self.words[said.job] = said
+                if said.job in self.suspended:
+                    told += self._changed(said.job)
+            elif known is not None and known.uid == said.uid:  # (not a Workload of before's)
+                del self.words[said.job]
+        if news.ready and not self.ready:
+            self.ready = True
+            told += self.jobs(self.held_back)
+            self.held_back = []
+        return told
+
+    def _said(self, job: Ref, own: JobState) -> JobState:
+        said = self.words.get(job)
+        if said is None or own.state is not State.SUSPENDED:
+            return own
+        return kueue_held(own, said.word)
+
+    def _shown(self, event: JobEvent) -> JobEvent:
+        before = self.suspended.pop(event.ref, None)
+        state = self._said(event.ref, event.state)
+        previous = event.previous if before is None or event.previous is None else before[1].state
+        shown = evolve(event, state=state, previous=previous)
+        if state.state is State.SUSPENDED and event.what is not Happened.DELETED:
+            self.suspended[event.ref] = (event.state, shown)
+        return shown
+
+    def _changed(self, job: Ref) -> list[JobEvent]:
+        own, shown = self.suspended[job]
+        state = self._said(job, own)
+        if (state.state, state.reason) == (shown.state.state, shown.state.reason):
+            return []
+        event = JobEvent(
+            shown.kind, shown.ref, Happened.CHANGED, state, shown.state, shown.progress
+        )
+        self.suspended[job] = (own, event)
+        return [event]
 
 
 def _watch_on(
     session: Session, kind: Kind, namespace: str | None, selector: str, clock: Clock
 ) -> Iterator[tuple[JobEvent, ...]]:
     return watch_kind(evolve(session, clock=clock), kind, namespace, selector)
+
+
+def _workloads_on(
+    session: Session, api_version: str, namespace: str | None, clock: Clock
+) -> Iterator[KueueNews]:
+    return watch_workloads(evolve(session, clock=clock), api_version, namespace)
 
 
 def watch_jobs(
@@ -666,26 +858,28 @@ def watch_jobs(
     on_skipped: Callable[[Kind], None] | None = None,
 ) -> Generator[JobEvent, None, None]:
     """An event whenever a job matching ``selector`` (default: every job kfcompile created) in
-    ``namespace`` (``None``: all) appears, changes state or disappears, for every kind.
+    ``namespace`` (``None``: all) appears, changes state or disappears, for every kind; and
+    whenever Kueue gives another reason for holding a job (its Workload changed, the job not).
 
     The jobs there at the start come first, as ``LISTED``; then each change as it happens, from
-    one list and one watch per kind, resumed and listed again as ``wait`` does (``WATCH_TABLE``
-    has all of it), never a request per job. A kind the cluster does not serve is skipped, told
-    once to ``on_skipped``. Runs until closed (closing it ends every watch) or until API
-    trouble lasts longer than ``Session.retry_for`` (``Unavailable``).
+    one list and one watch per kind, and of Kueue's Workloads where Kueue is served, resumed
+    and listed again as ``wait`` does (``WATCH_TABLE`` has all of it), never a request per job.
+    A kind the cluster does not serve is skipped, told once to ``on_skipped``. Runs until
+    closed (closing it ends every watch) or until API trouble lasts longer than
+    ``Session.retry_for`` (``Unavailable``).
     """
-    kinds: list[Kind] = []
+    streams: dict[str, Callable[[Clock], Iterator[tuple[JobEvent, ...] | KueueNews]]] = {}
     for kind in KINDS.values():
         if served(session, kind.api_version, kind.name):
-            kinds.append(kind)
+            streams[kind.name] = partial(_watch_on, session, kind, namespace, selector)
         elif on_skipped is not None:
             on_skipped(kind)
-    if len(kinds) == 1:
-        with closing(watch_kind(session, kinds[0], namespace, selector)) as one:
-            for events in one:
-                yield from events
+    if not streams:
         return
-    streams = {k.name: partial(_watch_on, session, k, namespace, selector) for k in kinds}
+    kueue = served_api(session, "Workload")
+    if kueue is not None:
+        streams["Workload"] = partial(_workloads_on, session, kueue, namespace)
+    held = Held(ready=kueue is None)
     with closing(merger(session).merge(streams, session.clock)) as merged:
-        for _, events in merged:
-            yield from events
+        for _, told in merged:
+            yield from held.workloads(told) if isinstance(told, KueueNews) else held.jobs(told)

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from attrs import field, frozen
 
-from kfcompile.kinds import MULTIKUEUE
+from kfcompile.kinds import KINDS, MULTIKUEUE
 from kfcompile.lifecycle.objects import list_all, meta, served
 from kfcompile.lifecycle.ports import Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import Session
@@ -60,6 +60,19 @@ def _owned_by(workload: Mapping[str, Any], uid: str) -> bool:
 def _labelled(workload: Mapping[str, Any], uid: str) -> bool:
     labels = meta(workload).get("labels")
     return isinstance(labels, Mapping) and labels.get(JOB_UID_LABEL) == uid
+
+
+def held_job(workload: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The job of ours a Workload is for, as (kind, name, uid): its controller owner reference
+    (Kueue's ``jobframework`` sets it); None for a Workload of no such job."""
+    owners = meta(workload).get("ownerReferences")
+    for owner in owners if isinstance(owners, list) else []:
+        if not isinstance(owner, Mapping) or owner.get("controller") is not True:
+            continue
+        kind, name, uid = owner.get("kind"), owner.get("name"), owner.get("uid")
+        if isinstance(kind, str) and kind in KINDS and isinstance(name, str) and name:
+            return kind, name, str(uid or "")
+    return None
 
 
 def pick_workload(workloads: Sequence[Obj], uid: str) -> Obj | None:

@@ -84,8 +84,9 @@ NAMESPACED: Final[tuple[Rule, ...]] = (
     Rule(
         "kueue.x-k8s.io",
         "workloads",
-        ("list",),
-        "MultiKueue manager: the worker cluster a job was dispatched to (status, logs, list)",
+        ("list", "watch"),
+        "Kueue's reason a job waits (status, wait, list, watch_jobs); MultiKueue manager: the "
+        "worker cluster a job was dispatched to (status, logs, list)",
     ),
 )
 
@@ -117,7 +118,12 @@ CLUSTER: Final[tuple[Rule, ...]] = (
         ("get",),
         "target detection, validate --cluster",
     ),
-    Rule("kueue.x-k8s.io", "workloads", ("list",), "list -A on a MultiKueue manager"),
+    Rule(
+        "kueue.x-k8s.io",
+        "workloads",
+        ("list", "watch"),
+        "list -A, list -A -w, watch_jobs: Kueue's reason a job waits; MultiKueue's worker",
+    ),
     Rule(
         "kueue.x-k8s.io",
         "clusterqueues",
@@ -139,11 +145,11 @@ CLUSTER: Final[tuple[Rule, ...]] = (
 
 # What `kfcompile rbac` says of many clusters (Kueue's MultiKueue), beside the Role it prints.
 MULTIKUEUE_NOTE: Final = (
-    "on a MultiKueue manager, this Role reads the jobs' Kueue Workloads (list workloads: "
-    "status, logs, list) and --cluster-reads adds get of clusterqueues and admissionchecks "
-    "(submit's MultiKueue hint); on each worker cluster, bind the same Role in the same "
-    "namespace: status, logs, events and cancel --wait read the job's mirror, its pods, their "
-    "logs and events there"
+    "on a MultiKueue manager, this Role reads the jobs' Kueue Workloads (list and watch "
+    "workloads: status, logs, list) and --cluster-reads adds get of clusterqueues and "
+    "admissionchecks (submit's MultiKueue hint); on each worker cluster, bind the same Role "
+    "in the same namespace: status, logs, events and cancel --wait read the job's mirror, its "
+    "pods, their logs and events there"
 )
 
 
