@@ -17,19 +17,21 @@ import math
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import schema_check
 from aiohttp import WSMsgType, web
+from attrs import define
 
+from kfcompile import testing
 from kfcompile.lifecycle.ports import ApiError, Ref
 from kfcompile.output import crd as kfcrd
 from kfcompile.testing import FakeClock, FakeCluster, Store
-from kfcompile.testing.cluster import STATUSES, check_exec
+from kfcompile.testing.cluster import STATUSES, Calls, Named, check_exec
 from kfcompile.testing.store import CRD, ResourceKind, error
 
 Obj = dict[str, Any]
@@ -84,62 +86,28 @@ class Body:
     status: int = 200
 
 
-@dataclass
-class Fault:
-    """Trouble on the wire for the next ``remaining`` requests that match (``Faults.add``)."""
+@define
+class Fault(testing.Fault):
+    """Trouble on the wire for the next ``remaining`` requests that match (``Faults.add``): as
+    a port fault (``method``: an HTTP method; ``path``: in the URL's path), and ``watch``: only
+    watches (True) or only other requests (False); ``hang`` seconds before answering;
+    ``answer`` instead of the server's; ``location``: a 3xx's target (scheme://host:port)."""
 
-    method: str | None
-    path: str | re.Pattern[str] | None
-    watch: bool | None = None  # only watches (True), or only other requests (False)
-    status: int | None = None  # answered with this error's Status (after ``hang``)
-    hang: float | None = None  # seconds before answering
-    drop: bool = False  # the connection closed unanswered
-    drop_after: int | None = None  # a stream cut after so many events, lines or exec frames
-    retry_after: int | None = None  # a 429's (1 by default) or a 503's Retry-After
-    message: str | None = None
-    answer: Body | None = None  # instead of the server's answer
-    location: str | None = None  # a 3xx's target (scheme://host:port; the path appended)
-    remaining: int = 1
+    watch: bool | None = None
+    hang: float | None = None
+    answer: Body | None = None
+    location: str | None = None
 
-    def matches(self, method: str, path: str, watch: bool) -> bool:
-        if self.remaining <= 0 or self.watch not in (None, watch):
-            return False
-        if self.method is not None and self.method.upper() != method.upper():
-            return False
-        if isinstance(self.path, re.Pattern):
-            return self.path.search(path) is not None
-        return self.path is None or self.path in path
-
-
-class Faults:
-    """Queued trouble; each request takes the oldest fault that matches it (``fired``)."""
-
-    def __init__(self) -> None:
-        self.queue: list[Fault] = []
-        self.fired: list[Fault] = []
-        self._lock = threading.Lock()
-
-    def add(self, method: str | None = None, path: str | re.Pattern[str] | None = None, *,
-            times: int = 1, **trouble: Any) -> Fault:  # fmt: skip
-        fault = Fault(method, path, remaining=times, **trouble)
-        if fault.location is not None and not 300 <= (fault.status or 0) < 400:
+    def __attrs_post_init__(self) -> None:
+        if self.location is not None and not 300 <= (self.status or 0) < 400:
             raise ValueError("a location needs a 3xx status")
-        with self._lock:
-            self.queue.append(fault)
-        return fault
 
-    def take(self, method: str, path: str, watch: bool) -> Fault | None:
-        with self._lock:
-            found = next((f for f in self.queue if f.matches(method, path, watch)), None)
-            if found is not None:
-                found.remaining -= 1
-                self.fired.append(found)
-        return found
+    def matches(self, call: Named) -> bool:
+        return self.watch in (None, getattr(call, "watch", None)) and super().matches(call)
 
-    def clear(self) -> None:
-        with self._lock:
-            self.queue.clear()
-            self.fired.clear()
+
+class Faults(testing.Faults):
+    kind, methods = Fault, ()
 
 
 @dataclass
@@ -154,28 +122,6 @@ class RequestRecord:
     verb: str = ""  # get list watch create patch delete log exec discovery
     fault: Fault | None = None
     time: float = field(default_factory=time.monotonic)
-
-
-class RequestLog(list[RequestRecord]):
-    """Every request, oldest first; each of ``listeners`` is told of each as it arrives."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.listeners: list[Callable[[RequestRecord], object]] = []
-
-    def append(self, record: RequestRecord) -> None:
-        super().append(record)
-        for listener in self.listeners:
-            listener(record)
-
-    def matching(self, method: str | None = None, path: str = "", *, verb: str | None = None,
-                 watch: bool | None = None) -> list[RequestRecord]:  # fmt: skip
-        return [r for r in list(self) if method in (None, r.method) and path in r.path
-                and verb in (None, r.verb) and watch in (None, r.watch)]  # fmt: skip
-
-    def count(self, method: str | None = None, path: str = "", *,  # type: ignore[override]
-              verb: str | None = None, watch: bool | None = None) -> int:  # fmt: skip
-        return len(self.matching(method, path, verb=verb, watch=watch))
 
 
 def _flag(query: Any, name: str) -> bool:
@@ -221,7 +167,7 @@ class FakeKube:
             fake = FakeCluster(PacedClock(step=0.01))
             checked(fake.store)
         self.fake, self.store = fake, fake.store
-        self.faults, self.requests = Faults(), RequestLog()
+        self.faults, self.requests = Faults(), Calls[RequestRecord]()
         self.tokens, self.url = {"fake-token"}, ""
         self._pool = ThreadPoolExecutor(64, thread_name_prefix="fakekube-stream")
         self._loop = asyncio.new_event_loop()
@@ -291,30 +237,28 @@ class FakeKube:
         if not (auth.startswith("Bearer ") and auth[7:] in self.tokens):
             record.status = 401
             return _json(401, status(401))
-        record.fault = fault = self.faults.take(request.method, request.path, watch)
-        if fault is not None:
-            if fault.hang:
-                await request.read()  # a slow server: the request is in, the answer late
-                await asyncio.sleep(fault.hang)
-            if fault.drop:
-                return _abort(request)
-            if fault.status is not None and fault.location is not None:
-                record.status = fault.status
-                where = fault.location + request.path_qs
-                return web.Response(status=fault.status, headers={"Location": where})
-            if fault.status is not None:
-                record.status, code = fault.status, fault.status
-                wait = fault.retry_after or (1 if code == 429 else None)
-                said = {"Retry-After": str(wait)} if wait and code in (429, 503) else None
-                return _json(code, status(code, fault.message, wait), said)
-            if fault.answer is not None:
-                record.status = fault.answer.status
-                return await _send(request, fault.answer)
+        record.fault = fault = cast(Fault | None, self.faults.take(record))
         try:
+            if fault is not None:
+                if fault.hang:
+                    await request.read()  # a slow server: the request is in, the answer late
+                    await asyncio.sleep(fault.hang)
+                if fault.drop:
+                    return _abort(request)
+                if fault.location is not None:
+                    record.status = fault.status or 0
+                    where = fault.location + request.path_qs
+                    return web.Response(status=record.status, headers={"Location": where})
+                if (raised := fault.raised()) is not None:
+                    raise raised
+                if fault.answer is not None:
+                    record.status = fault.answer.status
+                    return await _send(request, fault.answer)
             response = await self._route(request, record)
         except ApiError as err:
-            response = _json(err.status or 500, status(err.status or 500, err.message)
-                             | {"reason": err.reason})  # fmt: skip
+            wait = {"Retry-After": f"{err.retry_after:g}"} if err.retry_after else None
+            body = status(err.status or 500, err.message, err.retry_after)
+            response = _json(err.status or 500, body | {"reason": err.reason}, wait)
         except Closed:
             response = web.Response(status=503)
         record.status = record.status or response.status
