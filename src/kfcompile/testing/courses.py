@@ -25,7 +25,7 @@ from kfcompile.lifecycle.ports import Obj
 from kfcompile.spec.model import DEFAULT_RUNTIME
 from kfcompile.testing import kueue as fake_kueue
 from kfcompile.testing.cluster import FakeCluster
-from kfcompile.testing.store import FOREGROUND, ResourceKind, rfc3339
+from kfcompile.testing.store import FOREGROUND, ResourceKind, owner, rfc3339
 
 __all__ = ["PENDING", "Trainer", "crash", "finish", "helpers", "install", "pending",
            "pod_name", "pods", "progress", "queued", "restart", "runs", "start", "suspends",
@@ -43,13 +43,6 @@ def pod_name(job: str, rank: int) -> str:
     (the same on every run)."""
     digest = hashlib.sha1(f"{job}/{rank}".encode()).digest()
     return f"{job}-node-0-{rank}-" + "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
-
-
-def _owner(obj: Obj) -> Obj:
-    """An ownerReference to ``obj``, as a controller sets it on what it makes."""
-    meta = obj["metadata"]
-    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
-            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
 
 
 def _jobset_labels(name: str, namespace: str, jobset_uid: str) -> dict[str, str]:
@@ -88,7 +81,7 @@ def _made(fake: FakeCluster, job: Obj) -> Obj:
     if jobset is None or jobset["metadata"]["ownerReferences"][0]["uid"] != uid:
         spec = {"replicatedJobs": [{"name": "node", "replicas": 1}], "suspend": False}
         labels, notes = _patched(job, 0)
-        meta = {"name": name, "namespace": ns, "ownerReferences": [_owner(job)],
+        meta = {"name": name, "namespace": ns, "ownerReferences": [owner(job)],
                 **({"labels": labels} if labels else {}),
                 **({"annotations": notes} if notes else {})}  # fmt: skip
         jobset = fake.store.put({"apiVersion": JOBSET, "kind": "JobSet", "metadata": meta,
@@ -102,7 +95,7 @@ def _made(fake: FakeCluster, job: Obj) -> Obj:
         )
         step = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
         meta = {"name": f"{name}-node-0", "namespace": ns, "labels": said | labels | step,
-                "annotations": said | notes, "ownerReferences": [_owner(jobset)]}  # fmt: skip
+                "annotations": said | notes, "ownerReferences": [owner(jobset)]}  # fmt: skip
         spec = {"completions": nodes, "parallelism": nodes, "completionMode": "Indexed"}
         made = fake.store.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
                                "spec": spec})  # fmt: skip
@@ -164,12 +157,11 @@ def _pod(fake: FakeCluster, job: Obj, plan: Plan, phase: str, code: int = 0) -> 
         ended = {"exitCode": code, "reason": "Error" if code else "Completed", "startedAt": at,
                  "finishedAt": at}  # fmt: skip
         state = {"ready": False, "started": False, "state": {"terminated": ended}}
-    owner = _owner(_made(fake, job) if kind is TRAINJOB else job)
     notes = {k: v for k, v in labels.items() if k.startswith("jobset.") and "priority" not in k}
     if kind is TRAINJOB:
         notes |= {**_patched(job, 2)[1], COMPLETION_INDEX: str(rank)}
-    meta = {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [owner],
-            "annotations": notes}  # fmt: skip
+    meta = {"name": name, "namespace": ns, "labels": labels, "annotations": notes,
+            "ownerReferences": [owner(_made(fake, job) if kind is TRAINJOB else job)]}  # fmt: skip
     status = {"name": kind.container, "image": image, "imageID": "", "restartCount": runs}
     return fake.store.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
         "nodeName": f"gpu-node-{rank}", "containers": [{"name": kind.container, "image": image}]},

@@ -150,6 +150,13 @@ def _field(obj: Obj, path: str) -> str:
     return "" if node is None else str(node).lower() if isinstance(node, bool) else str(node)
 
 
+def owner(obj: Obj) -> Obj:
+    """An ownerReference to ``obj``, as a controller sets it on what it makes."""
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+
+
 def _owners(obj: Obj) -> list[str]:
     return [r.get("uid", "") for r in obj["metadata"].get("ownerReferences") or []]
 
