@@ -149,9 +149,7 @@ def test_the_api_servers_words_are_the_recorded_ones(tmp_path: Path) -> None:
     assert "answered **204 No Content** (empty body), `follow=true` included" in said
     assert "`deletionTimestamp` and the `foregroundDeletion` finalizer" in said
     with FakeKube() as kube:
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-               "spec": {"containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
-        kube.store.create(pod)
+        kube.store.create(pod("p", "default"))
         kube.store.change("v1", "Pod", "default", "p", {"spec": {"nodeName": "n"}})
         kube.store.kubelets_down.add("n")
         conn = connect(str(kube.kubeconfig(tmp_path / "kc")))
@@ -261,6 +259,13 @@ def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
                    kube.store.collect)  # fmt: skip
 
 
+def pod(name: str, namespace: str, **spec: Any) -> Obj:
+    """A pod of one container ``main`` (``spec``: more of its spec)."""
+    spec = {"containers": [{"name": "main", "image": "x"}], **spec}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": spec}  # fmt: skip
+
+
 def names(items: list[Obj]) -> list[str]:
     return [i["metadata"]["name"] for i in items]
 
@@ -272,10 +277,8 @@ def test_objects_and_their_errors(side: Side) -> None:
     assert created["metadata"]["uid"] and port.get(cm_ref("cfg")) == created
     with pytest.raises(Conflict, match='configmaps "cfg" already exists'):
         port.create(configmap("cfg"))
-    assert port.patch(cm_ref("cfg"), {"data": {"b": None, "c": "3"}})["data"] == {
-        "a": "1",
-        "c": "3",
-    }
+    patched = port.patch(cm_ref("cfg"), {"data": {"b": None, "c": "3"}})
+    assert patched["data"] == {"a": "1", "c": "3"}
     with pytest.raises(NotFound, match='namespaces "team-b" not found'):
         port.create(configmap("early", namespace="team-b"))
     with pytest.raises(ValueError, match="needs a namespace"):
@@ -306,9 +309,8 @@ def test_deletions_wait_for_kubelets_and_the_garbage_collector(side: Side) -> No
     ref = {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w",
            "uid": owner["metadata"]["uid"]}  # fmt: skip
     for name, node in (("p1", "node-1"), ("p2", "node-2")):
-        store.create({"apiVersion": "v1", "kind": "Pod", "spec": {"nodeName": node, "containers": [
-            {"name": "c", "image": "x"}]}, "metadata": {"name": name, "namespace": NS,
-                                                       "ownerReferences": [ref]}})  # fmt: skip
+        store.create(pod(name, NS, nodeName=node) | {"metadata": {
+            "name": name, "namespace": NS, "ownerReferences": [ref]}})  # fmt: skip
         store.patch_status("v1", "Pod", NS, name, {"phase": "Running"})
     store.kubelets_down.add("node-1")
     store.gc(running=False)
@@ -376,17 +378,8 @@ def test_watches_from_a_version_and_their_end(side: Side) -> None:
 
 def test_pod_logs(side: Side) -> None:
     port, store = side.port, side.store
-    store.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "p", "namespace": NS},
-            "spec": {
-                "nodeName": "n",
-                "containers": [{"name": "main", "image": "x"}, {"name": "side", "image": "x"}],
-            },
-        }
-    )
+    containers = [{"name": "main", "image": "x"}, {"name": "side", "image": "x"}]
+    store.create(pod("p", NS, nodeName="n", containers=containers))
     running = {"state": {"running": {}}, "image": "x", "imageID": "", "ready": True,
                "restartCount": 0}  # fmt: skip
     store.patch_status("v1", "Pod", NS, "p", {"phase": "Running", "containerStatuses": [
@@ -406,8 +399,7 @@ def test_pod_logs(side: Side) -> None:
     store.kubelets_down.clear()
     store.patch_status("v1", "Pod", NS, "p", {"phase": "Succeeded"})
     assert list(port.pod_log(NS, "p", container="main", follow=True))[-1] == "two ✓"  # it ends
-    store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "u", "namespace": NS},
-                  "spec": {"containers": [{"name": "main", "image": "x"}]}})  # fmt: skip
+    store.create(pod("u", NS))
     assert list(port.pod_log(NS, "u", follow=True)) == []  # not scheduled: 204, no kubelet
 
 
@@ -420,14 +412,7 @@ def test_the_clock_runs_the_script_as_the_code_under_test_waits() -> None:
     fake.clock.on_tick(lambda: ticks.append(fake.clock.monotonic()))
     fake.clock.sleep(1.2)
     assert (ticks, fake.clock.monotonic(), fake.clock.slept) == ([0.5, 1.0], 1.2, [1.2])
-    fake.store.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "spec": {"nodeName": "n", "containers": [{"name": "main", "image": "x"}]},
-            "metadata": {"name": "p", "namespace": "default"},
-        }
-    )
+    fake.store.create(pod("p", "default", nodeName="n"))
     fake.store.patch_status("v1", "Pod", "default", "p", {"phase": "Running"})
     for second in (1, 2):
         fake.at(second, lambda s=second: fake.log("default", "p", f"at {s}"))
@@ -459,13 +444,9 @@ def test_faults_fire_in_order_and_are_recorded() -> None:
     fake.faults.add("list", refused=True)
     with pytest.raises(Transient, match="refused"):
         fake.list("v1", "ConfigMap", "default")
-    assert [(c.method, c.fault is not None) for c in fake.calls] == [
-        ("create", True),
-        ("create", True),
-        ("get", False),
-        ("watch", True),
-        ("list", True),
-    ]
+    faulted = [(c.method, c.fault is not None) for c in fake.calls]
+    assert faulted == [("create", True), ("create", True), ("get", False), ("watch", True),
+                       ("list", True)]  # fmt: skip
     assert fake.calls.count("create", "ConfigMap/a") == 2 and fake.faults.pending == []
     with pytest.raises(ValueError, match="unknown port method"):
         fake.faults.add("GET")
