@@ -238,17 +238,15 @@ def wired(monkeypatch: pytest.MonkeyPatch, contexts: Mapping[str, FakeCluster], 
     namespace ``namespace``); another context is a ``ConfigError``, as a kubeconfig without
     it."""
 
-    def pick(context: str | None) -> FakeCluster:
+    def session(kubeconfig: str | None = None, context: str | None = None,
+                **options: Any) -> tuple[Session, FakeConnection]:  # fmt: skip
         if (context or current) not in contexts:  # (the adapter's words)
             raise kfcompile_kube.ConfigError(f"kubeconfig (the fakes'): no context {context!r} "
                                              f"(available: {', '.join(contexts)})")  # fmt: skip
-        return contexts[context or current]
-
-    def session(kubeconfig: str | None = None, context: str | None = None,
-                **options: Any) -> tuple[Session, FakeConnection]:  # fmt: skip
-        session, connection = pick(context).connect(kubeconfig, context or current, **options)
+        found, connection = contexts[context or current].connect(kubeconfig, context or current,
+                                                                 **options)  # fmt: skip
         connection.namespace = namespace
-        return session, connection
+        return found, connection
 
     def connected(kubeconfig: str | None = None, context: str | None = None,
                   **options: Any) -> FakeConnection:  # fmt: skip

@@ -334,15 +334,9 @@ class FakeKube:
         for k in (k for k in kinds if (k.group, k.version) == (name, version)):
             entry = {"singularName": k.kind.lower(), "kind": k.kind, "namespaced": k.namespaced}
             resources.append({"name": k.plural, **entry, "verbs": verbs})
-            resources += [
-                {
-                    "name": f"{k.plural}/{sub}",
-                    **entry,
-                    "singularName": "",
-                    "verbs": ["create", "get"],
-                }
-                for sub in _SUBRESOURCES.get(k.kind, [])
-            ]
+            for sub in _SUBRESOURCES.get(k.kind, []):
+                said = {"name": f"{k.plural}/{sub}", "singularName": "", "verbs": ["create", "get"]}
+                resources.append(entry | said)
         return {"kind": "APIResourceList", "apiVersion": "v1", "resources": resources,
                 "groupVersion": f"{name}/{version}" if name else version}  # fmt: skip
 
