@@ -90,11 +90,7 @@ def install(store: Store, shared: Path, crds: tuple[str, ...], runtime: bool = T
                      None)  # fmt: skip
         trainer = found if found and not found.startswith(("v2.0.", "v2.1.")) else None
     if trainer is not None:
-        store.create({"apiVersion": "v1", "kind": "Namespace",
-                      "metadata": {"name": courses.TRAINER_NAMESPACE}})  # fmt: skip
-        store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-            "name": courses.TRAINER_CONFIGMAP, "namespace": courses.TRAINER_NAMESPACE},
-            "data": {"kubeflow_trainer_version": trainer}})  # fmt: skip
+        courses.release(store, trainer)
     for name in RUNTIMES if runtime else ():
         store.create(upstream_runtime(shared, name))
     store.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",

@@ -244,7 +244,7 @@ class FakeCluster:
 
     def session(self, *, retry_for: float = 5.0) -> Session:
         """A lifecycle session on this cluster and its clock (a fixed jitter)."""
-        return Session(self, self.clock, jitter=fixed_jitter, retry_for=retry_for)
+        return self.connect(retry_for=retry_for)[0]
 
     def connect(self, kubeconfig: str | None = None, context: str | None = None, *,
                 retry_for: float = 60.0, on_retry: Callable[[str, ApiError], None] | None = None,

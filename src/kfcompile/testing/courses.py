@@ -25,11 +25,11 @@ from kfcompile.lifecycle.ports import Obj
 from kfcompile.spec.model import DEFAULT_RUNTIME
 from kfcompile.testing import kueue as fake_kueue
 from kfcompile.testing.cluster import FakeCluster
-from kfcompile.testing.store import FOREGROUND, ResourceKind, owner, rfc3339
+from kfcompile.testing.store import FOREGROUND, ResourceKind, Store, owner, rfc3339
 
 __all__ = ["PENDING", "Trainer", "crash", "finish", "helpers", "install", "pending",
-           "pod_name", "pods", "progress", "queued", "restart", "runs", "start", "suspends",
-           "train"]  # fmt: skip
+           "pod_name", "pods", "progress", "queued", "release", "restart", "runs", "start",
+           "suspends", "train"]  # fmt: skip
 
 KINDS: Final = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
 JOBSET: Final = "jobset.x-k8s.io/v1alpha2"
@@ -397,12 +397,6 @@ class Trainer:
                 _made(self.fake, job)
 
 
-def _flags(job: Obj) -> Obj:
-    """Where the job keeps ``suspend`` and ``managedBy``."""
-    spec = job.get("spec") or {}
-    return spec if job["kind"] == "TrainJob" else spec.get("runPolicy") or {}
-
-
 def suspends(fake: FakeCluster) -> Callable[[Obj], None]:
     """The controllers' answer to a job's suspend flag (for ``fake.store.on_patch``):
     suspended, its pods are deleted and it says ``Suspended``; resumed, it runs again."""
@@ -413,7 +407,7 @@ def suspends(fake: FakeCluster) -> Callable[[Obj], None]:
         ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
         conditions = (obj.get("status") or {}).get("conditions") or []
         was: Obj = next((c for c in conditions if c.get("type") == "Suspended"), {})
-        if _flags(obj).get("suspend"):
+        if fake_kueue.flags_of(obj).get("suspend"):
             for pod in pods(fake, ns, name, kind):
                 fake.store.delete("v1", "Pod", ns, pod["metadata"]["name"])
             _conditions(fake, obj, ("Suspended", "True", "Suspended", "TrainJob is suspended"))
@@ -452,7 +446,7 @@ def queued(fake: FakeCluster, *, admits: float = 0.5, **lives: Any) -> Callable[
 
         def admit() -> None:
             job = _job(fake, meta["namespace"], kind, meta["name"])
-            if job is None or not _flags(job).get("suspend"):
+            if job is None or not fake_kueue.flags_of(job).get("suspend"):
                 return
             admitted = fake_kueue.admit(fake.store, job)
             _conditions(fake, admitted, ("Suspended", "False", "Resumed", "TrainJob is resumed"))
@@ -516,6 +510,15 @@ TORCH_DISTRIBUTED: Final = {
 }  # fmt: skip
 
 
+def release(store: Store, version: str) -> None:
+    """The Trainer's public ConfigMap (v2.2 on) saying its release is ``version``."""
+    store.create({"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": TRAINER_NAMESPACE}})  # fmt: skip
+    store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": TRAINER_CONFIGMAP, "namespace": TRAINER_NAMESPACE},
+        "data": {"kubeflow_trainer_version": version}})  # fmt: skip
+
+
 def install(
     fake: FakeCluster,
     *,
@@ -536,11 +539,7 @@ def install(
         fake.store.kinds[(rk.api_version, kind)] = rk
     says = trainer is not None and not trainer.startswith(("v2.0.", "v2.1."))
     if says:
-        fake.store.create({"apiVersion": "v1", "kind": "Namespace",
-                           "metadata": {"name": TRAINER_NAMESPACE}})  # fmt: skip
-        fake.store.create({"apiVersion": "v1", "kind": "ConfigMap", "data": {
-            "kubeflow_trainer_version": trainer}, "metadata": {
-                "name": TRAINER_CONFIGMAP, "namespace": TRAINER_NAMESPACE}})  # fmt: skip
+        release(fake.store, str(trainer))
     for runtime in runtimes if trainer else ():
         fake.store.create(runtime)
     if training_operator:

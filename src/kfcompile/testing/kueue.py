@@ -64,9 +64,15 @@ EVICTIONS: Final = {
 
 
 def _flags(job: Obj) -> Obj:
-    """Where the job keeps ``suspend`` and ``managedBy``."""
+    """Where the job keeps ``suspend`` and ``managedBy`` (made if missing)."""
     spec: Obj = job.setdefault("spec", {})
     return spec if job.get("kind") == "TrainJob" else spec.setdefault("runPolicy", {})
+
+
+def flags_of(job: Obj) -> Obj:
+    """The job's ``suspend`` and ``managedBy`` (and what else is beside them), as stored."""
+    spec = job.get("spec") or {}
+    return spec if job["kind"] == "TrainJob" else spec.get("runPolicy") or {}
 
 
 def queue_of(job: Obj) -> str | None:
@@ -314,7 +320,7 @@ def dispatches(manager: FakeCluster, worker: FakeCluster, *,
             manager.store.put({**job, "status": status})
 
     def script(obj: Obj) -> None:
-        if obj["kind"] not in JOB_GROUPS or _flags(clone(obj)).get("managedBy") != MULTIKUEUE:
+        if obj["kind"] not in JOB_GROUPS or flags_of(obj).get("managedBy") != MULTIKUEUE:
             return
         meta, workload = obj["metadata"], held(manager.store, obj)
         manager.store.put({**workload, "status": {
