@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import schema_check
 import yaml
-from fakekube import FakeKube
+from fakekube import FakeKube, RequestRecord
 from fakekube.cluster import QUEUE, RELEASES, PortCluster, TwoClusters, install
 from test_adapter_kube import GADGET_CRD, NS, WIDGET_CRD, cm_ref, configmap
 
@@ -36,7 +36,7 @@ from kfcompile.lifecycle.ports import (
     WatchEvent,
 )
 from kfcompile.output import crd as kfcrd
-from kfcompile.testing import FakeClock, FakeCluster, FakeTimeLimit, Store, courses, kueue
+from kfcompile.testing import Calls, FakeClock, FakeCluster, FakeTimeLimit, Store, courses, kueue
 from kfcompile_kube import KubeCluster, connect
 
 Obj = dict[str, Any]
@@ -140,24 +140,8 @@ def lifecycle_spec(data: Obj) -> Any:
 # --- Kueue, as KUBEFLOW.md records the real one ----------------------------------------------
 
 
-def test_the_api_servers_words_are_the_recorded_ones(tmp_path: Path) -> None:
-    """What the fake answers where KUBEFLOW.md records a real kube-apiserver 1.32: a pod's log
-    whose kubelet cannot be reached, a pod's log before it is scheduled (over HTTP: 204, follow
-    included), an owner deleted in the foreground, events through events.k8s.io/v1."""
-    said = facts()
-    assert "dial tcp <node>:10250: connect: connection refused" in said
-    assert "answered **204 No Content** (empty body), `follow=true` included" in said
-    assert "`deletionTimestamp` and the `foregroundDeletion` finalizer" in said
-    with FakeKube() as kube:
-        kube.store.create(pod("p", "default"))
-        kube.store.change("v1", "Pod", "default", "p", {"spec": {"nodeName": "n"}})
-        kube.store.kubelets_down.add("n")
-        conn = connect(str(kube.kubeconfig(tmp_path / "kc")))
-        with pytest.raises(Transient, match="dial tcp n:10250: connect: connection refused"):
-            list(KubeCluster(conn.api_client).pod_log("default", "p"))
-        kube.store.change("v1", "Pod", "default", "p", {"spec": {"nodeName": None}})
-        assert list(KubeCluster(conn.api_client).pod_log("default", "p", follow=True)) == []
-    assert [r.status for r in kube.requests.matching(verb="log")] == [500, 204]
+def test_events_are_written_as_the_api_server_records_them() -> None:
+    """events.k8s.io/v1's fields (KUBEFLOW.md: a real kube-apiserver 1.32)."""
     fake = FakeCluster()
     courses.install(fake)
     fake.store.put({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
@@ -241,6 +225,7 @@ class Side:
     port: Cluster
     store: Store
     settle: Callable[[], None]
+    requests: Calls[RequestRecord] | None = None  # over HTTP: what the server was asked
 
 
 @pytest.fixture(params=["port", "http"])
@@ -256,7 +241,7 @@ def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
         kube.store.create(namespace)
         conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
         yield Side(KubeCluster(conn.api_client, request_timeout=5.0), kube.store,
-                   kube.store.collect)  # fmt: skip
+                   kube.store.collect, kube.requests)  # fmt: skip
 
 
 def pod(name: str, namespace: str, **spec: Any) -> Obj:
@@ -285,7 +270,9 @@ def test_objects_and_their_errors(side: Side) -> None:
         port.create(configmap("cfg", namespace=None))
     store.gc(running=False)  # (over HTTP it runs in real time)
     port.delete(cm_ref("cfg"), propagation="Foreground")  # held until the collector runs
-    assert port.get(cm_ref("cfg"))["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert "`deletionTimestamp` and the `foregroundDeletion` finalizer" in facts()
+    held = port.get(cm_ref("cfg"))["metadata"]
+    assert held["finalizers"] == ["foregroundDeletion"] and held["deletionTimestamp"]
     store.gc(running=True)
     side.settle()
     with pytest.raises(NotFound, match='configmaps "cfg" not found'):
@@ -401,6 +388,12 @@ def test_pod_logs(side: Side) -> None:
     assert list(port.pod_log(NS, "p", container="main", follow=True))[-1] == "two ✓"  # it ends
     store.create(pod("u", NS))
     assert list(port.pod_log(NS, "u", follow=True)) == []  # not scheduled: 204, no kubelet
+    said = facts()  # as a real kube-apiserver 1.32 answered
+    assert "dial tcp <node>:10250: connect: connection refused" in said
+    assert "answered **204 No Content** (empty body), `follow=true` included" in said
+    if side.requests is not None:
+        codes = [r.status for r in side.requests.matching(verb="log")]
+        assert 500 in codes and codes[-1] == 204
 
 
 # --- the port's own: its clock, its script, its faults ------------------------------------------
