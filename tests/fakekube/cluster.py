@@ -35,7 +35,7 @@ from kfcompile_kube import KubeCluster, connect
 from kfcompile_local import SystemClock
 
 from .audit import AUDIT
-from .server import FakeKube, PacedClock, checked
+from .server import FakeKube, PacedClock, checked, write_kubeconfig
 
 NAMESPACE, CLAIM, QUEUE = "default", "work", "team-a"
 CRDS: Final = ("trainjobs-v2.3.0.yaml", "pytorchjobs-v1.9.4.yaml")
@@ -364,14 +364,10 @@ class TwoClusters:
         self.clusters_file.write_text(json.dumps({"managers": {"manager": workers}}))
         # A kubeconfig naming the contexts (where a launcher looks for one): never connected
         # to (the fakes are ``wire``d in), its servers resolve nowhere (RFC 6761).
-        self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
         names = ["manager", *([worker_context] if worker_context else [])]
-        self.kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "manager",
-            "clusters": [{"name": n, "cluster": {"server": f"https://{n}.invalid"}} for n in names],
-            "users": [{"name": n, "user": {"token": "never-sent"}} for n in names],
-            "contexts": [{"name": n, "context": {"cluster": n, "user": n, "namespace": NAMESPACE}}
-                         for n in names]}))  # fmt: skip
+        self.kubeconfig = write_kubeconfig(Path(self._tmp.name) / "kubeconfig",
+                                           {n: f"https://{n}.invalid" for n in names},
+                                           token="never-sent", namespace=NAMESPACE)  # fmt: skip
 
     def __enter__(self) -> Self:
         return self

@@ -224,7 +224,7 @@ class FakeKube:
                    token: str = "fake-token") -> Path:  # fmt: skip
         """A kubeconfig for this server (bearer ``token``, from now on accepted) at ``path``."""
         self.tokens.add(token)
-        return write_kubeconfig(path, self.url, namespace=namespace, context=context, token=token)
+        return write_kubeconfig(path, {context: self.url}, namespace=namespace, token=token)
 
     # --- a request ------------------------------------------------------------------------------
 
@@ -608,17 +608,19 @@ def checked(store: Store) -> None:
     store.admission.append(validate)
 
 
-def write_kubeconfig(path: Path, url: str, *, token: str, namespace: str = "default",
-                     context: str = "fake", ca: Path | None = None) -> Path:  # fmt: skip
-    """A kubeconfig for the server at ``url`` with a bearer ``token`` (and the CA ``ca``)."""
-    cluster: Obj = {"server": url}
-    if ca is not None:
-        cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
-    config = {"apiVersion": "v1", "kind": "Config", "current-context": context,
-              "clusters": [{"name": context, "cluster": cluster}],
-              "users": [{"name": context, "user": {"token": token}}],
-              "contexts": [{"name": context, "context": {"cluster": context, "user": context,
-                                                         "namespace": namespace}}]}  # fmt: skip
+def write_kubeconfig(path: Path, servers: dict[str, str], *, token: str,
+                     namespace: str = "default", ca: Path | None = None) -> Path:  # fmt: skip
+    """A kubeconfig with a context for each of ``servers`` (its name: the server's URL; the
+    first is current), each with a bearer ``token`` (and the CA ``ca``)."""
+    cluster = (
+        {"certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()} if ca else {}
+    )
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": next(iter(servers)),
+              "clusters": [{"name": n, "cluster": {"server": url, **cluster}}
+                           for n, url in servers.items()],
+              "users": [{"name": n, "user": {"token": token}} for n in servers],
+              "contexts": [{"name": n, "context": {"cluster": n, "user": n, "namespace": namespace}}
+                           for n in servers]}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2))
     return path
