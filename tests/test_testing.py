@@ -463,12 +463,9 @@ def test_what_kfcompile_creates_is_held_to_the_real_crds_in_the_servers_words() 
     store = Store(FakeClock())
     install(store, schema_check.require_shared(), RELEASES["trainjob/v2.1"])
     patch = {"manager": "example.com/x", "trainingRuntimeSpec": {}}
-    job = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "demo", "namespace": "default"},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": [patch]},
-    }
+    spec = {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": [patch]}
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "spec": spec,
+           "metadata": {"name": "demo", "namespace": "default"}}  # fmt: skip
     with pytest.raises(Invalid) as refused:
         store.create(job)
     words = ('TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding '

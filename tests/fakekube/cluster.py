@@ -354,9 +354,8 @@ class TwoClusters:
         self.worker = PortCluster(shared, kueue=kueue, clock=self.clock)
         fake_kueue.multikueue(self.manager.store, QUEUE)
         self.worker.store.on_create.append(lambda job: live(self.worker.fake, job, self.scenario))
-        self.manager.store.on_create.append(
-            fake_kueue.dispatches(self.manager.fake, self.worker.fake)
-        )
+        dispatches = fake_kueue.dispatches(self.manager.fake, self.worker.fake)
+        self.manager.store.on_create.append(dispatches)
         self.worker_context, self.mapped = worker_context, mapped and worker_context is not None
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-two-")
         self.clusters_file = Path(self._tmp.name) / "clusters.yaml"

@@ -570,10 +570,8 @@ def checked(store: Store) -> None:
     is refused in the words KUBEFLOW.md records ("strict decoding error"), anything else 422."""
 
     def crd_of(obj: Obj) -> Obj | None:
-        group, rk = (
-            obj["apiVersion"].rpartition("/")[0],
-            store.served(obj["apiVersion"], obj["kind"]),
-        )
+        api = obj["apiVersion"]
+        group, rk = api.rpartition("/")[0], store.served(api, obj["kind"])
         found = store.items.get((*CRD, None, f"{rk.plural}.{group}")) if rk and group else None
         # One object per CRD file, whichever cluster stores it: its validator is built once
         # (kfcompile.output.crd keeps them by object; the stored ones share the file's spec).

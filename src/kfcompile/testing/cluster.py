@@ -98,15 +98,15 @@ class Calls(builtins.list[C]):
         for listener in self.listeners:
             listener(call)
 
-    def matching(
-        self, method: str | None = None, path: str = "", **fields: Any
-    ) -> builtins.list[C]:
+    def matching(self, method: str | None = None, path: str = "",
+                 **fields: Any) -> builtins.list[C]:  # fmt: skip
         """The calls of ``method`` (None: any) whose ``path`` (``Kind/name``) holds ``path``,
         and whose ``fields`` are those given (None: any)."""
         return [c for c in builtins.list(self) if method in (None, c.method) and path in c.path
                 and all(v in (None, getattr(c, k)) for k, v in fields.items())]  # fmt: skip
 
-    def count(self, method: str | None = None, path: str = "", **fields: Any) -> int:  # type: ignore[override]
+    def count(self, method: str | None = None, path: str = "",  # type: ignore[override]
+              **fields: Any) -> int:  # fmt: skip
         """How many calls match."""
         return len(self.matching(method, path, **fields))
 

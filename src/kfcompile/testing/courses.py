@@ -89,10 +89,8 @@ def _made(fake: FakeCluster, job: Obj) -> Obj:
     made = fake.store.items.get(("batch/v1", "Job", ns, f"{name}-node-0"))
     if made is None or made["metadata"]["ownerReferences"][0]["uid"] != jobset["metadata"]["uid"]:
         nodes = int(((job.get("spec") or {}).get("trainer") or {}).get("numNodes", 1))
-        said, (labels, notes) = (
-            _jobset_labels(name, ns, jobset["metadata"]["uid"]),
-            _patched(job, 1),
-        )
+        said = _jobset_labels(name, ns, jobset["metadata"]["uid"])
+        labels, notes = _patched(job, 1)
         step = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
         meta = {"name": f"{name}-node-0", "namespace": ns, "labels": said | labels | step,
                 "annotations": said | notes, "ownerReferences": [owner(jobset)]}  # fmt: skip
@@ -281,9 +279,8 @@ def finish(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob",
         return
     if reason == "DeadlineExceeded" and kind == "TrainJob":
         fake.store.delete(JOBSET, "JobSet", namespace, name)
-        fake.store.change(
-            job["apiVersion"], kind, namespace, name, {"status": {"jobsStatus": None}}
-        )
+        fake.store.change(job["apiVersion"], kind, namespace, name,
+                          {"status": {"jobsStatus": None}})  # fmt: skip
         _conditions(fake, job, ("Failed", "True", reason, "TrainJob exceeded its active deadline"))
         return
     for plan in _plans(fake, job):

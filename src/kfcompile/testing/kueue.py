@@ -129,12 +129,8 @@ ADMITTED: Final = ("Admitted", "True", "Admitted", "The workload is admitted")
 
 
 def _reserved(cluster_queue: str = CLUSTER_QUEUE) -> Said:
-    return (
-        "QuotaReserved",
-        "True",
-        "QuotaReserved",
-        f"Quota reserved in ClusterQueue {cluster_queue}",
-    )
+    said = f"Quota reserved in ClusterQueue {cluster_queue}"
+    return "QuotaReserved", "True", "QuotaReserved", said
 
 
 def _conditions(store: Store, *said: Said) -> list[Obj]:
@@ -195,9 +191,8 @@ def admit(store: Store, job: Obj, cluster_queue: str = CLUSTER_QUEUE) -> Obj:
         for patch in job["spec"].get("runtimePatches") or []:
             spec = patch["trainingRuntimeSpec"]["template"]["spec"]
             if patch.get("manager") == MANAGER:
-                spec["replicatedJobs"] = [
-                    {"name": "node", "template": {"spec": {"template": {"metadata": pod}}}}
-                ]
+                node = {"name": "node", "template": {"spec": {"template": {"metadata": pod}}}}
+                spec["replicatedJobs"] = [node]
             elif store.served(V1BETA1, "Workload"):  # v0.19 or older: Trainer v2.2's types
                 for rjob in spec.get("replicatedJobs") or []:
                     template = ((rjob.get("template") or {}).get("spec") or {}).get("template")

@@ -111,11 +111,8 @@ def crd_kinds(crd: Obj) -> list[ResourceKind]:
     """The kinds a CustomResourceDefinition serves: one per served version."""
     spec = crd["spec"]
     names, scoped = spec["names"], spec.get("scope", "Namespaced") == "Namespaced"
-    return [
-        ResourceKind(spec["group"], v["name"], names["kind"], names["plural"], scoped)
-        for v in spec["versions"]
-        if v.get("served", True)
-    ]
+    served = [v["name"] for v in spec["versions"] if v.get("served", True)]
+    return [ResourceKind(spec["group"], v, names["kind"], names["plural"], scoped) for v in served]
 
 
 def selector(labels: str = "", fields: str = "") -> Matcher:
@@ -464,9 +461,8 @@ class Store:
             if kind == "Pod" or propagation == "Orphan":
                 return False
             had = meta.get("finalizers") or []
-            wanted = [f for f in had if f != FOREGROUND] + [FOREGROUND] * (
-                propagation == "Foreground"
-            )
+            wanted = [f for f in had if f != FOREGROUND]
+            wanted += [FOREGROUND] * (propagation == "Foreground")
             if sorted(wanted) != sorted(had):
                 self._meta(key, finalizers=wanted)
             return key not in self.items
