@@ -298,12 +298,10 @@ class FakeKube:
             namespace, rest = rest[1], rest[2:]
         rk = next((k for k in self.store.kinds.values() if rest and (k.group, k.version,
                    k.plural) == (group, version, rest[0])), None)  # fmt: skip
-        if (
-            rk is None
-            or len(rest) > 3
-            or (len(rest) == 3 and rest[2] not in _SUBRESOURCES.get(rk.kind, []))
-            or (rk.namespaced != (namespace is not None) and len(rest) > 1)
-        ):
+        allowed = [[], *([sub] for sub in _SUBRESOURCES.get(rk.kind, []))] if rk else []
+        if rk is None or len(rest) > 3 or rest[2:] not in allowed:
+            raise missing
+        if rk.namespaced != (namespace is not None) and len(rest) > 1:
             raise missing
         return rk, namespace, "".join(rest[1:2]), (rest[2:] or [None])[0]
 
