@@ -19,6 +19,6 @@ RELEASE = attrs.evolve(
     table=TABLE,
     crd_mark=BACKOFF,
     marks=(*trainjob_v2_3.RELEASE.marks, BACKOFF),
-    checked_as=trainjob_v2_3.RELEASE.name,  # the same CRD limits as v2.3's
+    # v2.3's CRD limits, which attrs.evolve keeps
 )
 TARGET = RELEASE.target

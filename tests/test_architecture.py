@@ -8,8 +8,8 @@ names, or the standard library.
 A layer marked "(lazily)" there is imported only inside functions (or for types).
 
 Imports are read with ``ast``: module level, inside functions, ``if TYPE_CHECKING:`` blocks
-(type-only: checked against the layers, but neither lazy nor eager, and allowed to close a cycle
-only where ``TYPE_ONLY_CYCLES`` says so) and ``importlib.import_module(...)`` calls, whose
+(type-only: checked against the layers, but neither lazy nor eager; they close no cycle either)
+and ``importlib.import_module(...)`` calls, whose
 argument is read as a module name (a literal; an f-string's literal head, for the modules under
 it; else the module names the calling module spells out as strings).
 """
@@ -215,25 +215,6 @@ DYNAMIC = {
     "names torchx.schedulers.DEFAULT_SCHEDULER_MODULES gives",
 }
 
-# The cycles that only ``if TYPE_CHECKING:`` imports close, as the modules of each strongly
-# connected component. Each is a module that names a type of one that imports it; a new one
-# fails here. Kept for now:
-TYPE_ONLY_CYCLES = [
-    # render's output check reports at a Placement (output.check -> targets.base)
-    ["kfcompile.output.check", "kfcompile.targets.base"],
-    # the spec's helpers take a JobSpec: model -> cross_field -> additions, model -> rules ->
-    # resource_rules, and each helper's annotations name model.JobSpec
-    [
-        "kfcompile.spec.additions",
-        "kfcompile.spec.cross_field",
-        "kfcompile.spec.model",
-        "kfcompile.spec.resource_rules",
-        "kfcompile.spec.rules",
-    ],
-    # the codecs are called with their Field row (codecs -> fields -> special -> codecs)
-    ["kfcompile.targets.codecs", "kfcompile.targets.fields", "kfcompile.targets.special"],
-]
-
 
 def _components(kinds: set[str]) -> list[list[str]]:
     """Tarjan's strongly connected components of more than one module, over the edges of
@@ -323,14 +304,32 @@ def test_each_import_goes_to_a_layer_allowed(module: str) -> None:
     assert wrong == [], f"{module} (layer {own}) imports " + "; ".join(dict.fromkeys(wrong))
 
 
-def test_no_cycle_but_the_known_type_only_ones() -> None:
-    def shown(components: list[list[str]]) -> str:
-        return "\n".join(" <-> ".join(c) for c in components)
+def _shown(components: list[list[str]]) -> str:
+    return "\n".join(" <-> ".join(c) for c in components)
 
+
+def test_no_cycle() -> None:
     runtime = _components({"eager", "lazy", "dynamic"})
-    assert runtime == [], "cycles:\n" + shown(runtime)
+    assert runtime == [], "cycles:\n" + _shown(runtime)
+
+
+def test_no_cycle_of_types() -> None:
+    """Nor one that only ``if TYPE_CHECKING:`` imports close: a module naming a type of one
+    that imports it is two modules that cannot be read, or changed, one without the other."""
     typed = _components({"eager", "lazy", "dynamic", "type"})
-    assert typed == TYPE_ONLY_CYCLES, "type-only cycles now:\n" + shown(typed)
+    assert typed == [], "cycles through imports for types:\n" + _shown(typed)
+
+
+def test_the_cycle_check_sees_a_cycle_of_types() -> None:
+    """The reader and the search find one where there is one (so the check cannot pass by
+    finding none): a module importing, for a type, one that imports it."""
+    a, b = "kfcompile.targets.base", "kfcompile.targets.codecs"
+    assert b in {e.to for e in EDGES[a] if e.how == "eager"}
+    EDGES[b].append(Edge(a, "type", 0))
+    try:
+        assert any({a, b} <= set(c) for c in _components({"eager", "type"}))
+    finally:
+        EDGES[b].pop()
 
 
 def test_every_import_module_call_is_known() -> None:
@@ -357,18 +356,6 @@ def test_the_checks_see_real_imports() -> None:
     assert "kubernetes" in {e.to.split(".")[0] for e in EDGES["kfcompile_kube.client_modules"]}
     assert "torchx_plugins.schedulers.kfcompile" in MODULES
     assert BY_NAME["integrations"].lazily == {"adapters", "local"}
-
-
-def test_the_lifecycle_exports_what_it_loads_lazily() -> None:
-    """``kfcompile.lifecycle.__all__`` is its lazy table's names, each its module's own object."""
-    import kfcompile.lifecycle as lifecycle
-
-    assert sorted(lifecycle.__all__) == sorted(lifecycle._HOME)
-    for name, module in lifecycle._HOME.items():
-        assert getattr(lifecycle, name) is getattr(importlib.import_module(module), name), name
-    assert lifecycle.sync.SYNC_ROOT  # a submodule, imported on first use
-    with pytest.raises(AttributeError):
-        _ = lifecycle.no_such_name
 
 
 def test_every_name_the_lifecycle_moved_is_still_there() -> None:

@@ -13,12 +13,13 @@ import re
 from pathlib import Path
 
 import pytest
+from schema_check import require_shared
 
-from kfcompile import TARGETS, render
+from kfcompile import TARGETS, kinds, render
 from kfcompile.importer import import_manifest, special
 from kfcompile.spec import additions, torchrun
 from kfcompile.spec.load import structure
-from kfcompile.targets import fields, pytorchjob_v1
+from kfcompile.targets import fields, pytorchjob_v1, trainjob
 from kfcompile.targets.special import MOUNTS, Special
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kfcompile"
@@ -120,6 +121,29 @@ def test_no_module_but_the_table_spells_an_option() -> None:
     assert not spelled
 
 
+def test_each_option_names_the_variable_torchrun_reads_it_from() -> None:
+    """The Kubeflow controllers set torchrun's options as the variables it reads them from: the
+    ones the real Trainer's Torch plugin set in the pods recorded are each an option's ``env``,
+    and those are what a TrainJob may not set."""
+    pods = (require_shared() / "observed" / "trainer-v2.3.0").glob("*.json")
+    seen = {m for path in pods for m in re.findall(r"PET_[A-Z_]+", path.read_text())}
+    by_env = {o.env: o for o in torchrun.OPTIONS}
+    assert seen and seen <= set(by_env)
+    assert seen == trainjob.RESERVED_ENV
+
+
+def test_no_module_but_the_table_spells_a_variable_torchrun_reads() -> None:
+    """``PET_NNODES`` and the rest are ``Option.env``, spelled by no module (a NeMo-Run macro
+    ``(PET_MASTER_ADDR)`` included)."""
+    spelled = {
+        f"{path.relative_to(SRC)}: {value}"
+        for path in SRC.rglob("*.py")
+        for value in _constants(path)
+        if re.fullmatch(r"\(?PET_[A-Z_]+\)?", value)
+    }
+    assert not spelled
+
+
 def _constants(path: Path) -> set[str]:
     """Every string constant of a module, an f-string's literal parts included."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -151,6 +175,23 @@ def test_what_kfcompile_adds_is_stated_once() -> None:
         for value in _constants(path) & set(ADDED)
     }
     assert found - ALSO == set(ADDED.items())
+
+
+def test_the_job_kinds_managers_are_stated_once() -> None:
+    """The controllers that may manage a job (``managed_by``) are its kind's row in ``kinds``;
+    the TrainJob CRD's rule on them (``output.limits``) is built from the row (and checked
+    against the CRD's text by ``test_output_limits``). ``kfcompile.testing`` is the fake
+    cluster's own account of the API server, kept apart."""
+    managers = {m for kind in (kinds.TRAINJOB, kinds.PYTORCHJOB) for m in kind.managers}
+    controllers = managers - {kinds.MULTIKUEUE}  # Kueue's name is also its label prefix's
+    found = {
+        (value, str(path.relative_to(SRC)))
+        for path in SRC.rglob("*.py")
+        if path.parent.name != "testing"
+        for value in _constants(path)
+        if value in managers or any(m in value for m in controllers)
+    }
+    assert {where for _, where in found} == {"kinds.py"}, found
 
 
 # --- the specials: one object each, both ways --------------------------------------------------
@@ -203,14 +244,14 @@ def test_the_rule_that_reserves_what_kfcompile_adds_is_beside_it() -> None:
             "work_dir": {"local": "code", "pvc": "claim", "mount_path": "/code"},
         }
     )
-    made = additions.companions(spec)
+    made = spec.companions
     names = [c.volume for c in made] + [additions.TRAINER_TOKEN_VOLUME]  # and the Trainer's
     volumes = [(f"volumes[{i}]", {"name": name}) for i, name in enumerate(names)]
-    assert [at for at, _ in additions.reserved_names(spec, volumes)] == [
+    assert [at for at, _ in additions.reserved_names(spec.name, made, volumes)] == [
         f"volumes[{i}].name" for i in range(len(names))
     ]
     mounted: dict[str, str] = {}
-    assert not list(additions.reserved_mounts(spec, mounted))
+    assert not list(additions.reserved_mounts(made, mounted))
     trainer = additions.mount_point(additions.TRAINER_TOKEN_DIR)
     assert mounted == {
         trainer: additions.TRAINER_TOKEN.format("mount"),

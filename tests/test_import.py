@@ -13,10 +13,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import attrs
 import pytest
 import schema_check
 import strategies as S
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kfcompile import JobSpec, RuntimeRef, UnsupportedFeature, render, structure, unstructure
@@ -146,6 +147,9 @@ def normalise(spec: JobSpec, target: str) -> JobSpec:
     launcher: dict[str, Any] | None = data.get("launcher")
     if launcher is not None and "script" in data:
         launcher.setdefault("entrypoint", "train.py")
+    # 1. (the exception) a PyTorchJob's python launcher with GPUs says its processes per node.
+    if target == PT and launcher is not None and launcher["kind"] == "python" and gpus > 1:
+        data["nprocs_per_node"] = spec.nprocs
     # 8. work_dir is a volume and its mount.
     work_dir = data.pop("work_dir", None)
     if work_dir is not None:
@@ -192,8 +196,23 @@ def same(a: Any, b: Any, key: str = "") -> bool:
 # --- a. round trip ---------------------------------------------------------------------------
 
 
+# Found by Hypothesis: on a PyTorchJob a python launcher with more than one GPU must say its
+# processes per node (the target refuses the default), so their number is read back as given.
+PYTHON_ON_GPUS = structure(
+    {
+        "name": "j",
+        "image": "i",
+        "gpus_per_node": 2,
+        "nprocs_per_node": 2,
+        "launcher": {"kind": "python", "entrypoint": "t.py"},
+    }
+)
+
+
 @FAST
 @given(spec=S.job_specs())
+@example(spec=PYTHON_ON_GPUS)
+@example(spec=attrs.evolve(PYTHON_ON_GPUS, launcher=None, command=("python", "t.py")))
 def test_import_inverts_render(spec: JobSpec) -> None:
     """Every target's output imports without loss, to the spec up to normalisation."""
     for t in ALL:
@@ -218,6 +237,8 @@ def test_a_torchrun_command_reads_back_as_the_launcher_on_a_pytorchjob(program: 
 
 @FAST
 @given(spec=S.job_specs())
+@example(spec=PYTHON_ON_GPUS)
+@example(spec=attrs.evolve(PYTHON_ON_GPUS, launcher=None, command=("python", "t.py")))
 def test_normalisation_renders_the_same(spec: JobSpec) -> None:
     """The normalisation hides nothing: the normalised spec renders the same objects."""
     for t in ALL:

@@ -732,6 +732,42 @@ def test_the_work_dir_goes_to_the_claim_and_back_without_kubectl(
     assert (back / "train.py").read_text() == "print('trained')\n"
 
 
+def test_its_scheduler_describes_each_rank_as_the_torchx_one_does(
+    monkeypatch: pytest.MonkeyPatch, nemo_home: Path
+) -> None:
+    """NeMo-Run's scheduler builds on TorchX's tables: the same state for the job and for each
+    rank (a rank's current pod, not the one it replaced; a rank without a pod waits while the
+    job runs)."""
+    from test_torchx import JOB, node, observation
+
+    from kfcompile import lifecycle
+    from kfcompile.integrations import torchx as kfx
+    from kfcompile.status import State
+
+    current, replaced = node(1, "Running", "demo-node-0-1-new"), node(1, "Failed", "old")
+    seen = observation(State.RUNNING, node(0, "Running"), current, replaced, total=3)
+    monkeypatch.setattr(KfcompileScheduler, "_cluster", lambda self: None)
+    monkeypatch.setattr(KfcompileScheduler, "_ref", lambda self, app_id: seen.ref)
+    monkeypatch.setattr(lifecycle, "status", lambda session, ref: seen)
+    nemo = KfcompileScheduler("test").describe("ns:demo")
+    assert nemo is not None
+    torchx_described = kfx.describe_job("ns:demo", JOB, seen)
+
+    def ranks(described: Any) -> list[tuple[int, AppState, str]]:
+        return [(r.id, r.state, r.hostname) for r in described.roles_statuses[0].replicas]
+
+    assert (
+        ranks(nemo)
+        == ranks(torchx_described)
+        == [
+            (0, AppState.RUNNING, "demo-node-0-0-x"),
+            (1, AppState.RUNNING, "demo-node-0-1-new"),
+            (2, AppState.PENDING, ""),
+        ]
+    )
+    assert nemo.state == torchx_described.state == AppState.RUNNING
+
+
 def test_status_reads_conditions_queued_and_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kueue-queued is a waiting job with the reason why; a deadline is a failure, not
     ``Unknown`` (NeMo-Run's executor reads only jobsStatus)."""

@@ -17,8 +17,8 @@ from schema_check import require_shared
 
 from kfcompile import UnsupportedFeature, load_spec, render
 from kfcompile.cli import main
-from kfcompile.output import check as output_check
 from kfcompile.output import limits as output_limits
+from kfcompile.targets import target as target_named
 
 # The CRDs each target's table comes from: PyTorchJob's one target serves three operator
 # releases, so its table is their union.
@@ -34,7 +34,7 @@ CRDS: dict[str, tuple[str, ...]] = {
     "trainjob/v2.3": ("trainjobs-v2.3.0.yaml",),
 }
 FIELDS_PATHS = {
-    row.path for rows in output_limits.LIMITS.values() for row in rows if row.rule == "fields"
+    row.path for name in CRDS for row in target_named(name).limits if row.rule == "fields"
 }
 
 
@@ -77,16 +77,14 @@ def _upstream(target: str) -> set[tuple[str, str, Any]]:
 
 @pytest.mark.parametrize("target", sorted(CRDS))
 def test_the_table_is_what_the_crds_say(target: str) -> None:
-    ours = {(row.path, row.rule, row.value) for row in output_limits.LIMITS[target]}
+    ours = {(row.path, row.rule, row.value) for row in target_named(target).limits}
     upstream = _upstream(target)
     assert sorted(upstream - ours, key=str) == [], "in the CRD, not in the table"
     assert sorted(ours - upstream, key=str) == [], "in the table, not in the CRD"
 
 
 def test_every_cel_rule_of_the_tables_is_implemented() -> None:
-    rules = {
-        row.value for rows in output_limits.LIMITS.values() for row in rows if row.rule == "cel"
-    }
+    rules = {row.value for name in CRDS for row in target_named(name).limits if row.rule == "cel"}
     assert rules and rules <= set(output_limits.CEL)
 
 
@@ -95,7 +93,7 @@ def test_the_fields_rows_cover_the_override_containers() -> None:
     for target in ("trainjob/v2.0", "trainjob/v2.1", "trainjob/v2.2", "trainjob/v2.3"):
         kinds = {
             row.path.rsplit(".", 1)[-1]
-            for row in output_limits.LIMITS[target]
+            for row in target_named(target).limits
             if row.rule == "fields"
         }
         assert kinds == {"containers[]", "initContainers[]"}, target
@@ -291,7 +289,7 @@ def test_the_annotation_budget_reaches_every_object_metadata_rendered(target: st
         objects = render(load_spec(json.dumps({**BASE, **fields})), target)
     job = objects[-1]
     found_here = output_limits.tree(
-        (path, lambda v: [((), "here")], True) for path in output_check.WHERE[target].annotations
+        (path, lambda v: [((), "here")], True) for path in target_named(target).places.annotations
     )
     covered = {at for at, _, _ in output_limits.walk(job, found_here)}
     found = set(_metadata_annotations(job))

@@ -9,6 +9,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 import release_v2_4
 import schema_check
@@ -26,7 +27,7 @@ from kfcompile import (
 from kfcompile.kinds import PYTORCHJOB
 from kfcompile.lifecycle.target_evidence import detect, from_crd
 from kfcompile.spec.load import structure
-from kfcompile.targets import RELEASES, registered, target
+from kfcompile.targets import RELEASES, registered, target, trainjob
 
 V23, V24 = "trainjob/v2.3", "trainjob/v2.4"
 
@@ -96,6 +97,49 @@ def test_render_places_its_new_field_and_checks_it_as_v2_3() -> None:
             render(spec(env=env), name)
         messages.append([p.message for p in too_many.value.problems])
     assert messages[0] == messages[1] and "at most 128" in messages[0][0]
+
+
+def test_a_release_made_without_its_crd_limits_is_refused() -> None:
+    """What render checks a release's output by is the release's own: one made without it is
+    an error when made, not a release whose output nothing checks (200 env vars, exit 0)."""
+    with pytest.raises(TypeError, match="limits"):
+        trainjob.Release(
+            (2, 4), release_v2_4.TABLE, release_v2_4.BACKOFF, release_v2_4.RELEASE.marks
+        )
+
+
+def test_a_release_whose_table_places_no_pod_is_refused() -> None:
+    """The places the pod rules check are read from the release's table: a table without
+    them is an error when the release is made."""
+    table = {k: v for k, v in release_v2_4.TABLE.items() if not k.startswith("pod.")}
+    with pytest.raises(ValueError, match=r"target trainjob/v2\.4: no pod\.\* slot in its table"):
+        attrs.evolve(release_v2_4.RELEASE, table=table)
+
+
+@pytest.mark.usefixtures("v24")
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("env", {f"V{i}": "x" for i in range(200)}, "has 200 items; the CRD allows at most 128"),
+        ("pod_annotations", {"example.com/big": "x" * 300_000}, "of annotations per object"),
+        ("runtime_annotations", {"example.com/big": "x" * 300_000}, "of annotations per object"),
+    ],
+)
+def test_a_release_built_from_v2_3_is_checked_by_every_check_of_v2_3(
+    field: str, value: Any, said: str
+) -> None:
+    """v2.4, made from v2.3's release (``attrs.evolve``) and registered, carries v2.3's CRD
+    limits and its pods' places: render refuses on it what it refuses on v2.3, in the same
+    words."""
+    messages = []
+    for name in (V23, V24):
+        with pytest.raises(UnsupportedFeature) as refused:
+            render(spec(**{field: value}), name)
+        messages.append([str(p) for p in refused.value.problems])
+    assert messages[0] == messages[1] and said in messages[1][0], messages
+    new, old = target(V24), target(V23)
+    assert (new.limits, new.places) == (old.limits, old.places)
+    assert new.places.pods and new.places.resources and len(new.places.annotations) == 4
 
 
 @pytest.mark.usefixtures("v24")

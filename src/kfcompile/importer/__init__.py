@@ -50,7 +50,8 @@ whose pods are the same.
 Normalisation: for a spec ``s`` that renders on target ``t``, ``import(render(s, t))`` equals
 ``s`` after these rewrites (``tests/test_import.py::normalise`` implements them):
 
-1. ``nprocs_per_node`` is omitted when it equals its default (``gpus_per_node`` or 1).
+1. ``nprocs_per_node`` is omitted when it equals its default (``gpus_per_node`` or 1), but
+   for a PyTorchJob's ``python`` launcher with more than one GPU, which must say it.
 2. GPUs of a resource that is not a known accelerator (see ``GPU_RESOURCES``) become extra
    resource requests and limits (``nprocs_per_node`` then keeps their count); ``gpu_resource``
    is dropped when there are no GPUs.

@@ -38,11 +38,14 @@ _SHELL_REF: Final = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-
 # The operator's variable that says what each option says (training-operator envvar.go,
 # master.go, elastic.go); WORLD_SIZE is the nodes only at one process per node (below).
 RESTATED: Final = {
-    torchrun.NNODES.name: "PET_NNODES",
-    torchrun.NPROC_PER_NODE.name: "PET_NPROC_PER_NODE",
-    torchrun.MAX_RESTARTS.name: "PET_MAX_RESTARTS",
-    torchrun.RDZV_BACKEND.name: "PET_RDZV_BACKEND",
-    torchrun.RDZV_ENDPOINT.name: "PET_RDZV_ENDPOINT",
+    o.name: o.env
+    for o in (
+        torchrun.NNODES,
+        torchrun.NPROC_PER_NODE,
+        torchrun.MAX_RESTARTS,
+        torchrun.RDZV_BACKEND,
+        torchrun.RDZV_ENDPOINT,
+    )
 }
 # The rendezvous kfcompile's launcher gets from a PyTorchJob with a Master: torchrun's static
 # one at MASTER_ADDR, which a c10d backend there only restates.

@@ -53,7 +53,7 @@ from kfcompile.integrations.nemo_run_task import (
 )
 from kfcompile.kinds import KINDS, TRAINJOB
 from kfcompile.lifecycle.cluster_target import Found
-from kfcompile.spec import object_paths
+from kfcompile.spec import object_paths, torchrun
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.model import DEFAULT_RUNTIME
 from kfcompile.targets import target as find_target
@@ -157,11 +157,11 @@ class KfcompileExecutor(NemoRunMethods, Executor):  # type: ignore[misc]
         writes a macro as ``$`` + name, so the name ``(VAR)`` gives ``$(VAR)``, where ``$VAR``
         would reach the program as it is, without a shell."""
         return ExecutorMacros(
-            head_node_ip_var="(PET_MASTER_ADDR)",
-            nproc_per_node_var="(PET_NPROC_PER_NODE)",
-            num_nodes_var="(PET_NNODES)",
-            node_rank_var="(PET_NODE_RANK)",
-            het_group_host_var="(PET_MASTER_ADDR)",
+            head_node_ip_var=f"({torchrun.MASTER_ADDR.env})",
+            nproc_per_node_var=f"({torchrun.NPROC_PER_NODE.env})",
+            num_nodes_var=f"({torchrun.NNODES.env})",
+            node_rank_var=f"({torchrun.NODE_RANK.env})",
+            het_group_host_var=f"({torchrun.MASTER_ADDR.env})",
         )
 
     def package_configs(self, *cfgs: tuple[str, str]) -> list[str]:

@@ -10,10 +10,9 @@ the API, ``list`` of every job kfcompile created).
 import datetime
 import json
 import os
-import sys
 import tempfile
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,34 +26,20 @@ from torchx.schedulers.api import (
     Stream,
     filter_regex,
 )
-from torchx.specs import AppDef, AppState, ReplicaStatus, Role, RoleStatus, runopts
+from torchx.specs import AppDef, AppState, Role, RoleStatus, runopts
 
 import kfcompile
 from kfcompile import lifecycle
 from kfcompile.integrations.nemo_run import SCHEDULER, KfcompileExecutor, connect
 from kfcompile.integrations.nemo_run_methods import pods_session, shown_ranks, task_of, tee
 from kfcompile.integrations.nemo_run_task import ExecutorError
+from kfcompile.integrations.torchx import APP_STATES, log_lines, replicas, since_seconds
 from kfcompile.lifecycle.pod_logs import ranks
 from kfcompile.lifecycle.ports import Forbidden, Ref
 from kfcompile.progress import note
 from kfcompile.spec.errors import Problem
-from kfcompile.terminal import log_line, printable
+from kfcompile.terminal import printable
 
-# kfcompile's normalized states as torchx's. A suspended job waits (Kueue queues by suspending).
-STATES: dict[kfcompile.State, AppState] = {
-    kfcompile.State.PENDING: AppState.PENDING,
-    kfcompile.State.SUSPENDED: AppState.PENDING,
-    kfcompile.State.RUNNING: AppState.RUNNING,
-    kfcompile.State.SUCCEEDED: AppState.SUCCEEDED,
-    kfcompile.State.FAILED: AppState.FAILED,
-    kfcompile.State.DELETING: AppState.CANCELLED,  # deleted before it finished
-}
-PHASES: dict[str, AppState] = {
-    "Pending": AppState.PENDING,
-    "Running": AppState.RUNNING,
-    "Succeeded": AppState.SUCCEEDED,
-    "Failed": AppState.FAILED,
-}
 GONE = "the job is no longer on the cluster (cancelled or deleted)"
 
 
@@ -165,18 +150,8 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         if ref is None:  # app ids come from schedule: the job was there
             return DescribeAppResponse(app_id=app_id, state=AppState.CANCELLED, msg=GONE)
         obs = lifecycle.status(self._cluster(), ref)
-        state = STATES[obs.state.state]
+        state = APP_STATES[obs.state.state]
         task = recalled(app_id).get("task") or task_of(ref.name)
-        by_rank = {n.rank: n for n in obs.nodes if n.rank is not None}
-        replicas = [
-            ReplicaStatus(
-                id=rank,
-                role=task,
-                state=PHASES.get(by_rank[rank].phase, state) if rank in by_rank else state,
-                hostname=printable(by_rank[rank].pod) if rank in by_rank else "",
-            )
-            for rank in obs.ranks  # not range(numNodes): the server's number
-        ]
         message = " ".join(p for p in (obs.state.reason, obs.state.message) if p)
         message += note(obs.progress, datetime.datetime.now(datetime.UTC))
         return DescribeAppResponse(
@@ -184,7 +159,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             state=state,
             msg=printable(message),  # what NeMo-Run's experiment status prints
             roles=[Role(name=task, image="", num_replicas=obs.nodes_total)],
-            roles_statuses=[RoleStatus(task, replicas)],
+            roles_statuses=[RoleStatus(task, replicas(obs, task, state))],
         )
 
     def log_iter(
@@ -206,20 +181,20 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
         ref = self._ref(app_id)
         if ref is None:
             return []
-        since_seconds = None
-        if since is not None:
-            now = datetime.datetime.now(since.tzinfo)
-            since_seconds = max(1, int((now - since).total_seconds()))
         session = self._cluster()
         shown = shown_ranks(len(ranks(session, ref)))
         record = recalled(app_id)
         if k not in shown and not record.get("job_dir"):
             return []  # neither on the console nor in a file: not read
         read = lifecycle.logs(
-            pods_session(session, ref), ref, rank=k, follow=should_tail, since_seconds=since_seconds
+            pods_session(session, ref),
+            ref,
+            rank=k,
+            follow=should_tail,
+            since_seconds=since_seconds(since),
         )
         task = record.get("task") or task_of(ref.name)
-        lines = _lines(tee(read, record.get("job_dir"), task, shown))
+        lines = log_lines(tee(read, record.get("job_dir"), task, shown))
         return filter_regex(regex, lines) if regex else lines
 
     def _cancel_existing(self, app_id: str) -> None:
@@ -235,7 +210,7 @@ class KfcompileScheduler(SchedulerMixin, Scheduler[dict[str, str]]):  # type: ig
             jobs = lifecycle.list_jobs(session, None)
         except Forbidden:
             jobs = lifecycle.list_jobs(session, self._namespace)
-        return [ListAppResponse(printable(app_id(j.ref)), STATES[j.state.state]) for j in jobs]
+        return [ListAppResponse(printable(app_id(j.ref)), APP_STATES[j.state.state]) for j in jobs]
 
     def _validate(self, app: AppDef, scheduler: str) -> None:
         pass
@@ -286,13 +261,6 @@ def remember(app_id: str, **entry: str) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(entry, f)
     os.replace(temp, path)
-
-
-def _lines(found: Iterable[lifecycle.LogLine]) -> Iterator[str]:
-    """What NeMo-Run prints: escaped on a terminal, as kfcompile's `logs` does."""
-    terminal = sys.stdout.isatty()
-    for line in found:
-        yield log_line(line.text, terminal) + "\n"
 
 
 def create_scheduler(session_name: str, **kwargs: object) -> KfcompileScheduler:

@@ -215,11 +215,26 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
     if (job.get("metadata") or {}).get("deletionTimestamp") and not state.finished:
         app_state = AppState.CANCELLED  # being deleted: its pods go first
     role = role_name(job)
+    message = f"{state.state.value} ({state.reason}) {state.message}".rstrip()
+    message += note(seen.progress, datetime.now(UTC))  # what the training process reports
+    return DescribeAppResponse(
+        app_id=app_id,
+        state=app_state,
+        num_restarts=max((n.restarts for n in seen.nodes), default=0),
+        msg=printable(message),  # what `torchx status` prints
+        roles_statuses=[RoleStatus(role, replicas(seen, role, app_state))],
+        roles=[job_role(job, role, seen.nodes_total)],
+    )
+
+
+def replicas(seen: lifecycle.Observation, role: str, app_state: Any) -> list[Any]:
+    """One ``ReplicaStatus`` per rank of the job (``app_state``): its current pod's phase
+    and name, or, with no pod (yet, or any more), pending or how the job ended."""
     by_rank: dict[int, list[lifecycle.Node]] = {}
     for node in seen.nodes:
         if node.rank is not None:
             by_rank.setdefault(node.rank, []).append(node)
-    replicas = []
+    found = []
     for rank in seen.ranks:  # not range(numNodes): the server's number
         pods = sorted(
             by_rank.get(rank, []),
@@ -228,19 +243,11 @@ def describe_job(app_id: str, job: Obj, seen: lifecycle.Observation) -> Any:
         if pods:
             replica_state = POD_PHASES.get(pods[0].phase, AppState.UNKNOWN)
             host = printable(pods[0].pod)
-        else:  # no pod (yet, or any more)
-            replica_state, host = (app_state if state.finished else AppState.PENDING), ""
-        replicas.append(ReplicaStatus(id=rank, state=replica_state, role=role, hostname=host))
-    message = f"{state.state.value} ({state.reason}) {state.message}".rstrip()
-    message += note(seen.progress, datetime.now(UTC))  # what the training process reports
-    return DescribeAppResponse(
-        app_id=app_id,
-        state=app_state,
-        num_restarts=max((n.restarts for n in seen.nodes), default=0),
-        msg=printable(message),  # what `torchx status` prints
-        roles_statuses=[RoleStatus(role, replicas)],
-        roles=[job_role(job, role, seen.nodes_total)],
-    )
+        else:
+            replica_state = app_state if seen.state.finished else AppState.PENDING
+            host = ""
+        found.append(ReplicaStatus(id=rank, state=replica_state, role=role, hostname=host))
+    return found
 
 
 def job_role(job: Obj, name: str, nodes: int) -> Any:
@@ -256,11 +263,19 @@ def job_role(job: Obj, name: str, nodes: int) -> Any:
     return to_role(spec, name)
 
 
-def _lines(lines: Iterable[lifecycle.LogLine]) -> Iterator[str]:
-    """What `torchx log` prints: escaped on a terminal, as kfcompile's `logs` does."""
+def log_lines(lines: Iterable[lifecycle.LogLine]) -> Iterator[str]:
+    """What `torchx log` (and NeMo-Run) print: escaped on a terminal, as kfcompile's `logs`
+    does."""
     terminal = sys.stdout.isatty()
     for line in lines:
         yield f"{log_line(line.text, terminal)}\n"
+
+
+def since_seconds(since: datetime | None) -> int | None:
+    """A log's ``since`` as the seconds the API takes (at least one: none reads it all)."""
+    if since is None:
+        return None
+    return max(1, math.ceil((datetime.now(since.tzinfo) - since).total_seconds()))
 
 
 class KfcompileScheduler(Scheduler):  # type: ignore[misc]
@@ -460,14 +475,10 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
             raise SchedulerError(f"{app_id} runs one role, {role!r} (not {role_name!r})")
         if not 0 <= k < total:
             raise SchedulerError(f"{app_id} has replicas 0 to {total - 1} (not {k})")
-        since_seconds = None
-        if since is not None:
-            since_seconds = max(1, math.ceil((datetime.now(since.tzinfo) - since).total_seconds()))
-        lines = _lines(
-            lifecycle.logs(
-                session, Ref.of(job), rank=k, follow=should_tail, since_seconds=since_seconds
-            )
+        read = lifecycle.logs(
+            session, Ref.of(job), rank=k, follow=should_tail, since_seconds=since_seconds(since)
         )
+        lines = log_lines(read)
         return filter_regex(regex, lines) if regex else lines
 
 

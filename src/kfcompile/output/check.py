@@ -13,89 +13,39 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kfcompile.output import limits as output_limits
+from kfcompile.output.limits import Places
 from kfcompile.spec import object_paths, pod_rules
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.fieldpath import FieldPath, field_path
 
 if TYPE_CHECKING:
-    from kfcompile.targets.base import Placement
+    from kfcompile.targets.codecs import Placement
 
 Path = tuple[str | int, ...]
 _parse = object_paths.parse.__wrapped__
 
 
-class Where(NamedTuple):
-    """Where a target's rendered job holds pod specs, the trainer's resources and the
-    annotations of each object it makes (its own, its JobSet's and Jobs', its pods')."""
-
-    pods: tuple[str, ...]  # paths (output_limits notation) of PodSpecs
-    whole: bool  # whole pod specs (PyTorchJob), or patches of a runtime's pod (TrainJob)
-    resources: tuple[str, ...]  # ResourceRequirements outside any pod spec
-    annotations: tuple[str, ...]
-
-
-_TRAINER = ("spec.trainer.resourcesPerNode",)
-_PATCH = "spec.runtimePatches[].trainingRuntimeSpec.template"
-_JOB = f"{_PATCH}.spec.replicatedJobs[].template"
-WHERE: Mapping[str, Where] = {
-    "pytorchjob/v1": Where(
-        ("spec.pytorchReplicaSpecs*.template.spec",),
-        True,
-        (),
-        ("metadata.annotations", "spec.pytorchReplicaSpecs*.template.metadata.annotations"),
-    ),
-    "trainjob/v2.0": Where(
-        ("spec.podSpecOverrides[]",), False, _TRAINER, ("metadata.annotations", "spec.annotations")
-    ),
-    "trainjob/v2.1": Where(
-        ("spec.podTemplateOverrides[].spec",),
-        False,
-        _TRAINER,
-        (
-            "metadata.annotations",
-            "spec.annotations",
-            "spec.podTemplateOverrides[].metadata.annotations",
-        ),
-    ),
-    **dict.fromkeys(
-        ("trainjob/v2.2", "trainjob/v2.3"),
-        Where(
-            (output_limits.TRAINJOB_POD,),
-            False,
-            _TRAINER,
-            (
-                "metadata.annotations",
-                f"{_PATCH}.metadata.annotations",
-                f"{_JOB}.metadata.annotations",
-                f"{_JOB}.spec.template.metadata.annotations",
-            ),
-        ),
-    ),
-}
-
-
 @functools.cache
-def _tree(target: str) -> output_limits.Branch:
-    """The CRD's limits (tagged True), the pod rules and the annotation budget, as one tree."""
+def _tree(limits: tuple[output_limits.Limit, ...], places: Places) -> output_limits.Branch:
+    """A target's CRD limits (tagged True), the pod rules and the annotation budget at its
+    ``places``, as one tree."""
+    pod = functools.partial(pod_rules.pod_spec, whole=places.whole)
     found: list[tuple[str, output_limits.Check, bool]] = [
-        (path, check, True) for path, check in output_limits.checks(target)
+        (path, check, True) for path, check in output_limits.checks(limits)
     ]
-    where = WHERE.get(target)
-    if where is not None:
-        pod = functools.partial(pod_rules.pod_spec, whole=where.whole)
-        found += [(path, pod, False) for path in where.pods]
-        found += [(path, pod_rules.resources, False) for path in where.resources]
-        found += [(path, output_limits.annotation_budget, False) for path in where.annotations]
+    found += [(path, pod, False) for path in places.pods]
+    found += [(path, pod_rules.resources, False) for path in places.resources]
+    found += [(path, output_limits.annotation_budget, False) for path in places.annotations]
     return output_limits.tree(found)
 
 
-def _found(doc: Mapping[str, Any], target: str) -> list[tuple[Path, str]]:
+def _found(doc: Mapping[str, Any], checks: output_limits.Branch) -> list[tuple[Path, str]]:
     """What the checks find, but no pod rule's problem where the CRD's limits already found
     one (a duplicate volume is a duplicate list-map key first)."""
-    found = list(output_limits.walk(doc, _tree(target)))
+    found = list(output_limits.walk(doc, checks))
     limited = {at for at, _, limit in found if limit}
     return [
         (at, message)
@@ -105,10 +55,16 @@ def _found(doc: Mapping[str, Any], target: str) -> list[tuple[Path, str]]:
 
 
 def problems(
-    objects: Sequence[Mapping[str, Any]], placements: Sequence[Placement], target: str, kind: str
+    objects: Sequence[Mapping[str, Any]],
+    placements: Sequence[Placement],
+    kind: str,
+    limits: tuple[output_limits.Limit, ...],
+    places: Places,
 ) -> list[Problem]:
     """Every problem of the rendered ``objects`` (the job of ``kind`` and its companions), told
-    at the spec field that wrote it; empty when the API server would take them."""
+    at the spec field that wrote it; empty when the API server would take them: the target's
+    CRD ``limits``, and the core/v1 rules at its ``places``."""
+    checks = _tree(limits, places)
     found: dict[tuple[FieldPath, str], str] = {}  # one line per spec field and message
     for index, doc in enumerate(objects):
         if doc.get("kind") != kind:
@@ -116,7 +72,7 @@ def problems(
         placed: list[tuple[Placement, object_paths.Path]] | None = (
             None  # read once something is wrong
         )
-        for at, message in _found(doc, target):
+        for at, message in _found(doc, checks):
             if placed is None:  # uncached: thousands of placements would only evict the cache
                 placed = [(p, _parse(p.path)) for p in placements if p.doc == index]
             shown = f"{_name(doc)} {object_paths.format(at)}" if at else _name(doc)

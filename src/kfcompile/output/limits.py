@@ -1,4 +1,6 @@
-"""What each target's CRD bounds in the objects kfcompile renders, as a table per release.
+"""What each target's CRD bounds in the objects kfcompile renders, as a table per release
+(each target carries its own: ``Target.limits``), and where its rendered job holds what the
+API server's own rules check (``Places``, derived from the target's table).
 
 The API server rejects a TrainJob whose ``spec.trainer.env`` has 129 entries on Trainer v2.2+,
 whose image is 501 characters long, or whose override container carries an ``image``; the spec's
@@ -23,6 +25,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+from kfcompile.kinds import TRAINJOB
+
 Path = tuple[str | int, ...]
 Found = Iterator[tuple[Path, str]]
 
@@ -33,6 +37,17 @@ class Limit(NamedTuple):
     value: Any  # the bound, the list-map keys, the CEL rule's text, or the allowed field names
 
 
+class Places(NamedTuple):
+    """Where a target's rendered job holds pod specs, the trainer's resources and the
+    annotations of each object it makes (its own, its JobSet's and Jobs', its pods'): what the
+    core/v1 rules check beside the CRD's limits. Paths in this module's notation."""
+
+    pods: tuple[str, ...]  # PodSpecs
+    whole: bool  # whole pod specs (PyTorchJob), or patches of a runtime's pod (TrainJob)
+    resources: tuple[str, ...]  # ResourceRequirements outside any pod spec
+    annotations: tuple[str, ...]
+
+
 # --- CEL rules, by their text in the CRD -------------------------------------------------------
 
 _DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -40,7 +55,8 @@ _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://.+")  # RE2: "." stops at a newlin
 NAME_IS_DNS1035 = "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
 NAME_LENGTH = "size(self.metadata.name) <= 63"
 URI_RULE = "self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')"
-MANAGERS_RULE = "self in ['trainer.kubeflow.org/trainjob-controller', 'kueue.x-k8s.io/multikueue']"
+# The TrainJob CRD's rule on spec.managedBy: the managers of its row in `kinds`.
+MANAGERS_RULE = f"self in [{', '.join(repr(m) for m in TRAINJOB.managers)}]"
 
 
 def _name(obj: Any) -> Any:
@@ -59,8 +75,8 @@ CEL: Mapping[str, tuple[Callable[[Any], bool], str]] = {
         "metadata.name must be at most 63 characters",
     ),
     MANAGERS_RULE: (
-        lambda v: v in ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"),
-        "must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue",
+        lambda v: v in TRAINJOB.managers,
+        f"must be {' or '.join(TRAINJOB.managers)}",
     ),
     URI_RULE: (
         lambda v: not isinstance(v, str) or v == "" or bool(_URI.fullmatch(v)),
@@ -221,14 +237,6 @@ PYTORCHJOB_V1: tuple[Limit, ...] = (
     ),
 )
 
-LIMITS: Mapping[str, tuple[Limit, ...]] = {
-    "pytorchjob/v1": PYTORCHJOB_V1,
-    "trainjob/v2.0": TRAINJOB_V2_0,
-    "trainjob/v2.1": TRAINJOB_V2_1,
-    "trainjob/v2.2": TRAINJOB_V2_2,
-    "trainjob/v2.3": TRAINJOB_V2_3,
-}
-
 # A list-map key the CRD defaults before it validates: a port without a protocol is TCP's.
 KEY_DEFAULTS: Mapping[str, str] = {"protocol": "TCP"}
 
@@ -303,9 +311,9 @@ def walk(doc: Any, root: Branch) -> Iterator[tuple[Path, str, bool]]:
         stack += reversed(below)
 
 
-def checks(target: str) -> Iterator[tuple[str, Check]]:
-    """``target``'s table as checks at paths."""
-    for row in LIMITS.get(target, ()):
+def checks(limits: Iterable[Limit]) -> Iterator[tuple[str, Check]]:
+    """A target's table as checks at paths."""
+    for row in limits:
         yield row.path, functools.partial(_check, row)
 
 

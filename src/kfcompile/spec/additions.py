@@ -4,7 +4,7 @@
 ``priority_class`` become, the Kueue annotations of ``topology`` and
 ``provisioning_parameters``, and the extended resources counted as GPUs. Render writes these
 (``targets/special.py``, ``targets/base.py``) and the importer recognizes them (``importer/``)
-from this one module, which also holds the rule that reserves them (``cross_field`` runs it): a
+from this one module, which also holds the rule that reserves them (``JobSpec`` runs it): a
 spec may not use the names or mount paths for anything else. The names the Trainer takes in a
 TrainJob's pods and namespace are reserved alike (``TRAINER_TOKEN_VOLUME``...)."""
 
@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
-
-if TYPE_CHECKING:
-    from kfcompile.spec.model import JobSpec
+from typing import Any, Final, NamedTuple
 
 Object = dict[str, Any]
 
@@ -95,33 +92,23 @@ class Companion(NamedTuple):
     mount_path: str
 
 
-def companions(s: JobSpec) -> tuple[Companion, ...]:
-    """The volumes this spec makes kfcompile add, in the order render writes them."""
-    made = (
-        Companion("shm_size", SHM_VOLUME, SHM_DIR) if s.shm_size else None,
-        Companion("script", SCRIPT_VOLUME, SCRIPT_DIR) if s.script is not None else None,
-        Companion("work_dir", WORKDIR_VOLUME, s.work_dir.mount_path) if s.work_dir else None,
-    )
-    return tuple(c for c in made if c is not None)
-
-
 def mount_point(path: str) -> str:
     """The directory a mount path names: ``/dev/shm/``, ``/dev//shm`` and ``/dev/./shm`` are
     one place (``posixpath.normpath``, and a leading ``//`` is ``/`` on Linux)."""
     return posixpath.normpath("/" + path.lstrip("/"))
 
 
-# --- the rule that reserves them (``cross_field`` runs it) -------------------------------------
+# --- the rule that reserves them (``JobSpec`` runs it) -----------------------------------------
 
 
 def reserved_names(
-    s: JobSpec, volumes: Iterable[tuple[str, Mapping[str, Any]]]
+    job: str, made: Iterable[Companion], volumes: Iterable[tuple[str, Mapping[str, Any]]]
 ) -> Iterator[tuple[str, str]]:
-    """No other volume (each with its path) takes the name of one kfcompile or the Trainer
-    adds, nor is the ConfigMap the Trainer makes for this job."""
-    named = {c.volume: c.field for c in companions(s)}
+    """No other volume (each with its path) takes the name of one kfcompile (``made``) or the
+    Trainer adds, nor is the ConfigMap the Trainer makes for job ``job``."""
+    named = {c.volume: c.field for c in made}
     named[TRAINER_TOKEN_VOLUME] = TRAINER_TOKEN.format("volume")
-    snapshot = runtime_snapshot_name(s.name)
+    snapshot = runtime_snapshot_name(job)
     for at, v in volumes:
         if v.get("name") in named:
             yield f"{at}.name", f"the name {v['name']!r} is used by {named[v['name']]}"
@@ -147,12 +134,14 @@ def _config_maps(volume: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, 
             yield f"projected.sources[{i}].configMap", read
 
 
-def reserved_mounts(s: JobSpec, mounted: dict[str, str]) -> Iterator[tuple[str, str]]:
-    """The places kfcompile and the Trainer mount their volumes, taken first in ``mounted``
-    (mount point -> the field that mounts it): the mounts checked after them cannot have
-    them."""
+def reserved_mounts(
+    made: Iterable[Companion], mounted: dict[str, str]
+) -> Iterator[tuple[str, str]]:
+    """The places kfcompile (``made``) and the Trainer mount their volumes, taken first in
+    ``mounted`` (mount point -> the field that mounts it): the mounts checked after them cannot
+    have them."""
     mounted.setdefault(mount_point(TRAINER_TOKEN_DIR), TRAINER_TOKEN.format("mount"))
-    for c in companions(s):
+    for c in made:
         place = f"{c.field}.mount_path" if c.field == "work_dir" else c.field
         if mounted.setdefault(mount_point(c.mount_path), c.field) != c.field:
             yield place, f"already mounted by {mounted[mount_point(c.mount_path)]}"
@@ -176,19 +165,3 @@ def script_volume(job: str, executable: bool = False) -> tuple[Object, Object]:
         source["defaultMode"] = EXECUTABLE
     volume = {"name": SCRIPT_VOLUME, "configMap": source}
     return {**mount(SCRIPT_VOLUME, SCRIPT_DIR), "readOnly": True}, volume
-
-
-def companion_volumes(spec: JobSpec) -> Iterator[tuple[str, Object, Object]]:
-    """The volumes kfcompile adds itself (``companions``): (spec field, mount, volume)."""
-    for made in companions(spec):
-        if made.field == "script":
-            executable = spec.launcher is not None and spec.launcher.no_python
-            yield made.field, *script_volume(spec.name, executable)
-            continue
-        if made.field == "shm_size":
-            volume = shm_volume(made.volume, spec.shm_size)
-        else:
-            assert spec.work_dir is not None
-            claim = {"claimName": spec.work_dir.pvc}
-            volume = {"name": made.volume, "persistentVolumeClaim": claim}
-        yield made.field, mount(made.volume, made.mount_path), volume

@@ -8,26 +8,22 @@ problem told where it was written.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from kfcompile.spec import k8s_rules as k8s
-from kfcompile.spec import pod_rules
 from kfcompile.spec.object_paths import key
-
-if TYPE_CHECKING:
-    from kfcompile.spec.model import JobSpec
 
 Found = Iterator[tuple[str, str]]
 
 
-class _Amount(NamedTuple):
+class Amount(NamedTuple):
     value: Any
     path: str  # where the user wrote it
     late: bool = False  # from an override: merged over the first-class fields
     limits_at: str = ""  # where its missing limit belongs
 
 
-Amounts = dict[str, _Amount]
+Amounts = dict[str, Amount]
 
 
 def amounts(resources: Any, at: str, late: bool) -> tuple[Amounts, Amounts]:
@@ -39,7 +35,7 @@ def amounts(resources: Any, at: str, late: bool) -> tuple[Amounts, Amounts]:
         amounts = resources.get(group)
         for k, v in amounts.items() if isinstance(amounts, Mapping) else ():
             if isinstance(k, str) and v is not None:
-                into[k] = _Amount(v, f"{at}.{group}{key(k)}", late, f"{at}.limits".lstrip("."))
+                into[k] = Amount(v, f"{at}.{group}{key(k)}", late, f"{at}.limits".lstrip("."))
     return found
 
 
@@ -76,53 +72,3 @@ def resources_agree(requests: Amounts, limits: Amounts, need_limits: bool) -> Fo
                 yield req.path, f"must not exceed {lim.path} ({lim.value})"
             else:
                 yield lim.path, f"must not be below {req.path} ({req.value})"
-
-
-def _first_class(s: JobSpec) -> tuple[Amounts, Amounts]:
-    """The requests and limits the typed fields write, in the order render writes them."""
-    requests: Amounts = {}
-    limits: Amounts = {}
-    for name in ("cpu", "memory"):
-        for group, into in (("request", requests), ("limit", limits)):
-            value = getattr(s, f"{name}_{group}")
-            if value is not None:
-                into[name] = _Amount(value, f"{name}_{group}")
-    if s.gpus_per_node:
-        requests[s.gpu_resource] = limits[s.gpu_resource] = _Amount(
-            str(s.gpus_per_node), "gpus_per_node"
-        )
-    for field, extra, into in (
-        ("extra_resource_requests", s.extra_resource_requests, requests),
-        ("extra_resource_limits", s.extra_resource_limits, limits),
-    ):
-        for k, v in extra.items():
-            into.setdefault(k, _Amount(v, f"{field}{key(k)}", limits_at="extra_resource_limits"))
-    return requests, limits
-
-
-def resources_consistent(s: JobSpec) -> Found:
-    """The rendered container's resources agree, whichever field wrote each amount; and no
-    amount is written by two fields (an override would silently win over the typed field)."""
-    for field, extra in (
-        ("extra_resource_requests", s.extra_resource_requests),
-        ("extra_resource_limits", s.extra_resource_limits),
-    ):
-        for k in extra:
-            if k in ("cpu", "memory"):
-                yield f"{field}{key(k)}", f"use {k}_request / {k}_limit"
-            elif k == s.gpu_resource:
-                yield f"{field}{key(k)}", "use gpus_per_node (it sets request and limit)"
-    requests, limits = _first_class(s)
-    over = amounts(s.container_overrides.get("resources"), "container_overrides.resources", True)
-    for typed, overriding in zip((requests, limits), over, strict=True):
-        for name, amount in overriding.items():
-            if name in typed:
-                yield amount.path, f"also written by {typed[name].path}: give it in one place"
-            else:
-                typed[name] = amount
-    yield from resources_agree(requests, limits, need_limits=True)
-    if pod_rules.needs_qos_resource([*requests, *limits]):
-        # told at the first hugepages amount written (ValidateContainerResourceRequirements)
-        written = [*requests.items(), *limits.items()]
-        first = next(a for name, a in written if k8s.is_hugepages_resource(name))
-        yield first.path, "HugePages require cpu or memory"

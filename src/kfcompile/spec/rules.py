@@ -266,7 +266,7 @@ def volumes(items: tuple[Mapping[str, Any], ...]) -> Found:
 
 
 def volume_mounts(items: tuple[Mapping[str, Any], ...]) -> Found:
-    """Each mount; one place per mount point is a rule between fields (``cross_field``), which
+    """Each mount; one place per mount point is a rule between fields (``model``), which
     also counts the mounts of the overrides and those kfcompile adds."""
     return _objects(items, "VolumeMount")
 

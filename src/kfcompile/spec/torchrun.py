@@ -36,6 +36,13 @@ class Option(NamedTuple):
         """``--nproc_per_node``: how TorchX's components spell it."""
         return "--" + self.name.replace("-", "_")
 
+    @property
+    def env(self) -> str:
+        """``PET_NPROC_PER_NODE``: the variable torchrun reads the option from when the line
+        lacks it (torch/distributed/argparse_util.py ``env``: ``PET_`` + its dest, upper case),
+        which the Kubeflow controllers set in the pods."""
+        return "PET_" + self.name.replace("-", "_").upper()
+
     def __call__(self, value: object) -> str:
         """The option with its value, as one word: ``--nnodes=2``."""
         return f"{self.flag}={value}"

@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 if TYPE_CHECKING:
-    from kfcompile.targets.base import Placement, Rendered, Target
+    from kfcompile.targets.base import Rendered, Target
+    from kfcompile.targets.codecs import Placement
     from kfcompile.targets.trainjob import Release
 
 V = TypeVar("V")
@@ -88,7 +89,7 @@ __all__ = [
 
 # The types, from the modules that define them (the engine's), on first use.
 _TYPES: Final = {
-    "Placement": "kfcompile.targets.base",
+    "Placement": "kfcompile.targets.codecs",
     "Rendered": "kfcompile.targets.base",
     "Target": "kfcompile.targets.base",
     "Release": "kfcompile.targets.trainjob",

@@ -10,18 +10,20 @@ target, in one place.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from attrs import Factory, field, frozen
 
-from kfcompile.spec import additions, cross_field, k8s_schema, object_paths, rules, torchrun
+from kfcompile.output.limits import Limit, Places
+from kfcompile.spec import additions, k8s_schema, model, object_paths, rules, torchrun
 from kfcompile.spec.additions import SCRIPT_DIR
 from kfcompile.spec.errors import Problem, UnsupportedFeature
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec
 from kfcompile.targets import fields
-from kfcompile.targets.codecs import Entry
+from kfcompile.targets.codecs import Entry, Placement
 
 
 def _identity(value: Any) -> Any:
@@ -49,16 +51,6 @@ JOB_METADATA: Mapping[str, Slot] = {
     "job.labels": Slot.at("metadata.labels"),
     "job.annotations": Slot.at("metadata.annotations"),
 }
-
-
-class Placement(NamedTuple):
-    """One value as it landed: the explain row and what the property tests read back."""
-
-    source: str
-    doc: int  # index into the rendered object list
-    path: str
-    value: Any
-    merge: bool = False
 
 
 @frozen(repr=False, eq=False)
@@ -103,7 +95,10 @@ class Target:
 
     ``layout`` is ``table`` looked up for every slot when the target is built; ``fields`` is the
     field table read through it: print it to see where every spec field lands (``tolerations``
-    -> ``pod.tolerations`` -> ``spec.podTemplateOverrides[0].spec.tolerations``).
+    -> ``pod.tolerations`` -> ``spec.podTemplateOverrides[0].spec.tolerations``). What render
+    checks its output by is the target's own: its CRD's ``limits``, and the ``places`` of its
+    pods and object metadata, read from the layout (``whole_pods``: it writes whole pod specs,
+    not patches of a runtime's pod).
     """
 
     name: str
@@ -117,6 +112,12 @@ class Target:
     layout: Layout = field(
         default=Factory(lambda self: Layout(self.table), takes_self=True), eq=False, repr=False
     )
+    limits: tuple[Limit, ...] = field(kw_only=True)
+    whole_pods: bool = field(kw_only=True)
+    places: Places = field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "places", places(self.name, self.layout, self.whole_pods))
 
     def name_limit(self, spec: JobSpec) -> int:
         """The longest job name this target can give ``spec`` (it depends on the number of
@@ -127,6 +128,38 @@ class Target:
     def fields(self) -> tuple[Resolved, ...]:
         """Every row of the field table, resolved through the target's layout."""
         return resolve(self.layout)
+
+
+def _pattern(path: str) -> str:
+    """A table's output path (``a[0].b[name=x].c``, ``a.*.b``) in the checks' notation: every
+    item of the list (``a[].b[].c``), every value of the map (``a*.b``)."""
+    return re.sub(r"\[[^]]*\]", "[]", path).replace(".*", "*")
+
+
+METADATA = ("labels", "annotations")  # of a slot group: object metadata, not pod spec fields
+
+
+def places(name: str, layout: Layout, whole_pods: bool) -> Places:
+    """Where the target ``name`` puts pod specs (the objects its ``pod.*`` slots land in), the
+    training container's resources where no pod spec holds them, and the annotations of every
+    object (its ``*.annotations`` slots): ValueError if the table has no pod or annotations."""
+    pods: dict[str, None] = {}
+    annotations: dict[str, None] = {}
+    for slot in fields.slots():
+        group, _, leaf = slot.partition(".")
+        found = layout.get(slot)
+        for path in found.paths if found is not None else ():
+            if leaf == "annotations":
+                annotations[_pattern(path)] = None
+            elif group == "pod" and leaf not in METADATA and path.endswith(f".{leaf}"):
+                pods[_pattern(path.removesuffix(f".{leaf}"))] = None
+    resources = layout.get("container.resources")
+    written = [_pattern(p) for p in (resources.paths if resources is not None else ())]
+    outside = [p for p in written if not any(p.startswith(f"{pod}.") for pod in pods)]
+    if not pods or not annotations:
+        missing = "pod.* slot" if not pods else "annotations slot"
+        raise ValueError(f"target {name}: no {missing} in its table, so its output is unchecked")
+    return Places(tuple(pods), whole_pods, tuple(outside), tuple(annotations))
 
 
 # --- launchers ------------------------------------------------------------------------------
@@ -216,8 +249,8 @@ def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Pro
 
 def training_mounts(spec: JobSpec, container: str) -> Iterator[Problem]:
     """The training container's mounts given in ``pod_spec_overrides.containers`` (by the
-    name this target gives it) take no place another mount has (``cross_field.mount_points``)."""
-    for at, message in cross_field.mount_points(spec, container):
+    name this target gives it) take no place another mount has (``model.mount_points``)."""
+    for at, message in model.mount_points(spec, container):
         if at.startswith("pod_spec_overrides."):
             yield Problem(at, message)
 
@@ -253,14 +286,16 @@ def script_configmap(spec: JobSpec) -> dict[str, Any]:
     )
 
 
-def checked(rendered: Rendered, target: str, kind: str) -> Rendered:
+def checked(rendered: Rendered, target: Target) -> Rendered:
     """``rendered``, if the API server would take it and the pods it makes: the target CRD's
     limits and the core/v1 pod rules on the merged objects (``kfcompile.output.check``)."""
     from kfcompile.output import (
         check as output_check,  # loaded by the first render, not by other commands
     )
 
-    problems = output_check.problems(rendered.objects, rendered.placements, target, kind)
+    problems = output_check.problems(
+        rendered.objects, rendered.placements, target.kind, target.limits, target.places
+    )
     if problems:
         raise UnsupportedFeature(problems)
     return rendered

@@ -1,4 +1,6 @@
-"""How a spec value becomes a slot value and back: the codecs of the field table's rows.
+"""How a spec value becomes a slot value and back: the field table's row (``Field``, whose
+table is ``fields.FIELDS``) and its codecs, and the values they give (``Entry`` to place,
+``Placement`` as placed).
 
 ``encode`` appends the ``Entry`` values a row writes (render walks the table forward); ``decode``
 reads a slot value back into the spec value (the importer walks it backward), saying what of
@@ -11,14 +13,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from attrs import frozen
+from attrs import field, frozen
 
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.object_paths import Path, copied, item_segment, key, select
 
 if TYPE_CHECKING:
     from kfcompile.spec.model import JobSpec
-    from kfcompile.targets.fields import Field
+
+
+class Placement(NamedTuple):
+    """One value as it landed: the explain row and what the property tests read back."""
+
+    source: str
+    doc: int  # index into the rendered object list
+    path: str
+    value: Any
+    merge: bool = False
 
 
 class Entry(NamedTuple):
@@ -236,6 +247,29 @@ NAMES = Names()
 COUNT_TEXT = Text()
 SWITCH_TEXT = Text(switch=True)
 HATCH = Hatch()
+
+
+@frozen(repr=False, eq=False)
+class Field:
+    """One row: the spec field at ``source`` fills ``slot`` at ``sub``, written by ``codec``."""
+
+    source: str
+    slot: str
+    sub: str = ""
+    codec: Codec = VALUE
+    # the spec attributes (plain identifiers), e.g. (runtime_ref, name)
+    chain: tuple[str, ...] = field(init=False)
+    at: FieldPath = field(init=False)  # the top-level field: what an error names
+    part: str | None = field(init=False)  # the part the row is inside (``elastic``), if any
+
+    def __attrs_post_init__(self) -> None:
+        chain = tuple(self.source.split("."))
+        for name, value in (
+            ("chain", chain),
+            ("at", FieldPath.of(chain[0])),
+            ("part", chain[0] if len(chain) > 1 else None),
+        ):
+            object.__setattr__(self, name, value)
 
 
 def env_var(name: str, value: str) -> dict[str, Any]:

@@ -20,10 +20,9 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from attrs import field, frozen
+from attrs import frozen
 
 from kfcompile.spec.additions import PRIORITY_LABEL, QUEUE_LABEL, TOPOLOGY_ANNOTATIONS
-from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec, RuntimeRef
 from kfcompile.spec.object_paths import key
 from kfcompile.targets.codecs import (
@@ -34,9 +33,9 @@ from kfcompile.targets.codecs import (
     NONEMPTY,
     SWITCH_TEXT,
     VALUE,
-    Codec,
     Entry,
     EnvPairs,
+    Field,
     Hatch,
     Items,
     Value,
@@ -53,29 +52,6 @@ from kfcompile.targets.special import (
 )
 
 __all__ = ["FIELDS", "Entry", "Field", "Special", "entries", "feeds", "hatches", "slots"]
-
-
-@frozen(repr=False, eq=False)
-class Field:
-    """One row: the spec field at ``source`` fills ``slot`` at ``sub``, written by ``codec``."""
-
-    source: str
-    slot: str
-    sub: str = ""
-    codec: Codec = VALUE
-    # the spec attributes (plain identifiers), e.g. (runtime_ref, name)
-    chain: tuple[str, ...] = field(init=False)
-    at: FieldPath = field(init=False)  # the top-level field: what an error names
-    part: str | None = field(init=False)  # the part the row is inside (``elastic``), if any
-
-    def __attrs_post_init__(self) -> None:
-        chain = tuple(self.source.split("."))
-        for name, value in (
-            ("chain", chain),
-            ("at", FieldPath.of(chain[0])),
-            ("part", chain[0] if len(chain) > 1 else None),
-        ):
-            object.__setattr__(self, name, value)
 
 
 def _topology() -> tuple[Field, ...]:

@@ -11,11 +11,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from kfcompile.kinds import PYTORCHJOB
+from kfcompile.output import limits as output_limits
 from kfcompile.spec import torchrun
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.model import JobSpec
 from kfcompile.targets import base, fields, kueue
-from kfcompile.targets.base import Placement, Rendered, Slot, Table, Target
+from kfcompile.targets.base import Rendered, Slot, Table, Target
+from kfcompile.targets.codecs import Placement
 
 NAME = "pytorchjob/v1"
 API_VERSION = PYTORCHJOB.api_version
@@ -30,9 +32,11 @@ MANAGERS = PYTORCHJOB.managers
 # too, is left to the user: every value means the same to Python.
 OPERATOR_ENV = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"}
-    | {"PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_NNODES"}
+    | {o.env for o in (torchrun.NPROC_PER_NODE, torchrun.NODE_RANK, torchrun.NNODES)}
 )
-OPERATOR_ELASTIC_ENV = frozenset({"PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND", "PET_NNODES"})
+OPERATOR_ELASTIC_ENV = frozenset(
+    o.env for o in (torchrun.RDZV_ENDPOINT, torchrun.RDZV_BACKEND, torchrun.NNODES)
+)
 REPLICAS = "spec.pytorchReplicaSpecs.*"
 POD = f"{REPLICAS}.template.spec"
 MAIN = f"{POD}.containers[name={CONTAINER}]"
@@ -106,7 +110,7 @@ def operator_env(spec: JobSpec) -> frozenset[str]:
     and ranks; for an elastic job (Workers only) the elastic agent's settings."""
     if spec.elastic is None:
         return OPERATOR_ENV
-    restarts = {"PET_MAX_RESTARTS"} if spec.elastic.max_restarts is not None else set()
+    restarts = {torchrun.MAX_RESTARTS.env} if spec.elastic.max_restarts is not None else set()
     return OPERATOR_ELASTIC_ENV | restarts
 
 
@@ -182,10 +186,19 @@ def render(spec: JobSpec) -> Rendered:
     for role in job["spec"]["pytorchReplicaSpecs"].values():
         if not role["template"]["metadata"]:
             del role["template"]["metadata"]
-    return base.checked(Rendered(objects, layout + placed), NAME, KIND)
+    return base.checked(Rendered(objects, layout + placed), TARGET)
 
 
 LAYOUT = base.Layout(TABLE)
 TARGET = Target(
-    NAME, API_VERSION, KIND, "Training Operator v1.7-v1.9", TABLE, render, pod_suffixes, LAYOUT
+    NAME,
+    API_VERSION,
+    KIND,
+    "Training Operator v1.7-v1.9",
+    TABLE,
+    render,
+    pod_suffixes,
+    LAYOUT,
+    limits=output_limits.PYTORCHJOB_V1,
+    whole_pods=True,
 )

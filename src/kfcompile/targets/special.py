@@ -10,7 +10,7 @@ found, so the GPUs decide the default processes per node, the job's name the Sec
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from attrs import frozen
@@ -23,7 +23,6 @@ from kfcompile.spec.additions import (
     PROVISIONING_PREFIX,
     SCRIPT_DIR,
     SHM_DIR,
-    companion_volumes,
     script_configmap,
     script_volume,
 )
@@ -114,14 +113,30 @@ def _gpus(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
             out.append(Entry("gpus_per_node", "container.resources", count, group + gpu, False, at))
 
 
+def _companion_volumes(spec: JobSpec) -> Iterator[tuple[str, additions.Object, additions.Object]]:
+    """The volumes kfcompile adds itself (``JobSpec.companions``): (spec field, mount, volume)."""
+    for made in spec.companions:
+        if made.field == "script":
+            executable = spec.launcher is not None and spec.launcher.no_python
+            yield made.field, *script_volume(spec.name, executable)
+            continue
+        if made.field == "shm_size":
+            volume = additions.shm_volume(made.volume, spec.shm_size)
+        else:
+            assert spec.work_dir is not None
+            claim = {"claimName": spec.work_dir.pvc}
+            volume = {"name": made.volume, "persistentVolumeClaim": claim}
+        yield made.field, additions.mount(made.volume, made.mount_path), volume
+
+
 def _mounts(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
-    for source, mount, _volume in companion_volumes(spec):
+    for source, mount, _volume in _companion_volumes(spec):
         sub = select("mountPath", mount["mountPath"])
         out.append(Entry(source, "container.volumeMounts", mount, sub, False, _AT[source]))
 
 
 def _volumes(spec: JobSpec, _: list[str] | None, out: list[Entry]) -> None:
-    for source, _mount, volume in companion_volumes(spec):
+    for source, _mount, volume in _companion_volumes(spec):
         sub = select("name", volume["name"])
         out.append(Entry(source, "pod.volumes", volume, sub, False, _AT[source]))
 
@@ -269,8 +284,24 @@ def _read_nprocs(r: Reader, values: Values) -> None:
     if found is not None and value in ("cpu", "gpu"):
         r.lose(found[0], f"{value!r} has no spec equivalent: written as 'auto'")
         value = "auto"
-    if value != (r.data.get("gpus_per_node") or 1):
+    gpus = r.data.get("gpus_per_node") or 0
+    if value != (gpus or 1) or (gpus > 1 and _python_launcher(r)):
         r.put("nprocs_per_node", value, found[0] if found else "")
+
+
+def _python_launcher(r: Reader) -> bool:
+    """Whether a PyTorchJob's command reads as a ``python`` launcher: there the target refuses
+    the default processes per node of more than one GPU (one process, a WORLD_SIZE of one per
+    GPU), so the number the manifest says is kept."""
+    command = r.one(COMMAND)
+    return (
+        r.kind == PYTORCHJOB.name
+        and command is not None
+        and r.one("container.args") is None
+        and _words(command[1])
+        and command[1][0] == "python"
+        and _launcher(r, command[1]) is not None
+    )
 
 
 def _read_env(r: Reader, _: Values) -> None:

@@ -14,7 +14,8 @@ from typing import Any
 from attrs import field, frozen
 
 from kfcompile.kinds import TRAINJOB
-from kfcompile.spec import object_paths
+from kfcompile.output.limits import Limit
+from kfcompile.spec import object_paths, torchrun
 from kfcompile.spec.errors import Problem
 from kfcompile.spec.fieldpath import FieldPath
 from kfcompile.spec.model import JobSpec
@@ -28,7 +29,14 @@ NODE = TRAINJOB.container
 MANAGERS = TRAINJOB.managers
 # The Torch plugin sets these for torchrun; the webhook rejects a TrainJob that sets them.
 RESERVED_ENV = frozenset(
-    {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
+    o.env
+    for o in (
+        torchrun.NNODES,
+        torchrun.NPROC_PER_NODE,
+        torchrun.NODE_RANK,
+        torchrun.MASTER_ADDR,
+        torchrun.MASTER_PORT,
+    )
 )
 TRAINER = "spec.trainer"
 
@@ -148,9 +156,8 @@ class Release:
     override_list: str | None = None  # v2.0/v2.1: the list whose items need `targetJobs` first
     max_command_items: int | None = None  # v2.2+: command and args hold at most this many
     patches_node_env: bool = True  # v2.2+: the webhook forbids env patches on `node`
-    # The release whose CRD limits and pod places check its output (`output_limits.LIMITS`,
-    # `output_check.WHERE`); None: its own.
-    checked_as: str | None = None
+    # What its CRD bounds (`output.limits`): render checks its output by them.
+    limits: tuple[Limit, ...] = field(kw_only=True)
     name: str = field(init=False)
     layout: base.Layout = field(init=False, eq=False, repr=False)
     target: Target = field(init=False, eq=False, repr=False)  # its registry entry
@@ -168,6 +175,8 @@ class Release:
             functools.partial(render, release=self),
             pod_suffixes,
             self.layout,
+            limits=self.limits,
+            whole_pods=False,  # a TrainJob patches its runtime's pods
         )
         object.__setattr__(self, "target", target)
 
@@ -248,7 +257,7 @@ def render(spec: JobSpec, release: Release) -> Rendered:
             rest = {k: v for k, v in item.items() if k != "targetJobs"}
             item.clear()
             item.update({"targetJobs": [{"name": NODE}], **rest})
-    return base.checked(Rendered(objects, placed), release.checked_as or release.name, KIND)
+    return base.checked(Rendered(objects, placed), release.target)
 
 
 def _get_list(doc: dict[str, Any], where: str) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ int-or-string; ``spec.labels``/``spec.annotations`` reach the JobSet and Jobs.
 
 from __future__ import annotations
 
+from kfcompile.output import limits as output_limits
 from kfcompile.targets import base, trainjob
 from kfcompile.targets.base import Slot, Table
 
@@ -45,6 +46,11 @@ BEFORE_V2_2 = (
 )
 
 RELEASE = trainjob.Release(
-    (2, 0), TABLE, OVERRIDDEN, (OVERRIDDEN, *BEFORE_V2_2), override_list=OVERRIDES
+    (2, 0),
+    TABLE,
+    OVERRIDDEN,
+    (OVERRIDDEN, *BEFORE_V2_2),
+    override_list=OVERRIDES,
+    limits=output_limits.TRAINJOB_V2_0,
 )
 TARGET = RELEASE.target

@@ -4,6 +4,7 @@ affinity and image pull secrets); ``numProcPerNode`` still int-or-string; ``spec
 
 from __future__ import annotations
 
+from kfcompile.output import limits as output_limits
 from kfcompile.targets import base, trainjob, trainjob_v2_0
 from kfcompile.targets.base import Slot, Table
 
@@ -29,6 +30,11 @@ TABLE: Table = {
 OVERRIDDEN = trainjob.Mark("podTemplateOverrides", OVERRIDES)
 
 RELEASE = trainjob.Release(
-    (2, 1), TABLE, OVERRIDDEN, (OVERRIDDEN, *trainjob_v2_0.BEFORE_V2_2), override_list=OVERRIDES
+    (2, 1),
+    TABLE,
+    OVERRIDDEN,
+    (OVERRIDDEN, *trainjob_v2_0.BEFORE_V2_2),
+    override_list=OVERRIDES,
+    limits=output_limits.TRAINJOB_V2_1,
 )
 TARGET = RELEASE.target

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kfcompile.output import limits as output_limits
 from kfcompile.targets import base, trainjob, trainjob_v2_1
 from kfcompile.targets.base import OMIT, Slot, Table
 
@@ -54,5 +55,6 @@ RELEASE = trainjob.Release(
     (PATCHED, trainjob.Mark("activeDeadlineSeconds", "spec.activeDeadlineSeconds")),
     max_command_items=MAX_COMMAND_ITEMS,
     patches_node_env=False,
+    limits=output_limits.TRAINJOB_V2_2,
 )
 TARGET = RELEASE.target

@@ -6,6 +6,7 @@ runtime lacks would be appended rather than ignored: the names here are exactly 
 
 from __future__ import annotations
 
+from kfcompile.output import limits as output_limits
 from kfcompile.targets import base, trainjob, trainjob_v2_2
 from kfcompile.targets.base import Table
 
@@ -32,5 +33,6 @@ RELEASE = trainjob.Release(
     (*trainjob_v2_2.RELEASE.marks, GRACE),
     max_command_items=trainjob_v2_2.MAX_COMMAND_ITEMS,
     patches_node_env=False,
+    limits=output_limits.TRAINJOB_V2_3,
 )
 TARGET = RELEASE.target
