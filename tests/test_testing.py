@@ -22,7 +22,7 @@ from fakekube import FakeKube, RequestRecord
 from fakekube.cluster import QUEUE, RELEASES, PortCluster, TwoClusters, install
 from test_adapter_kube import GADGET_CRD, NS, WIDGET_CRD, cm_ref, configmap
 
-from kfcompile import lifecycle
+from kfcompile import lifecycle, structure
 from kfcompile.kinds import COMPLETION_INDEX
 from kfcompile.lifecycle.ports import (
     Cluster,
@@ -117,9 +117,7 @@ def test_what_the_courses_write_fits_the_real_crds() -> None:
     shared = schema_check.require_shared()
     with PortCluster(shared) as c:
         c.store.on_create.append(courses.queued(c.fake, admits=0.1, steps=2, reports=lambda: True))
-        spec = {"name": "demo", "image": "python:3.11", "command": ["python"], "queue": QUEUE}
-        lifecycle.submit(c.session(), lifecycle_spec(spec), "trainjob/v2.3", namespace="default",
-                         environ={})  # fmt: skip
+        submit_demo(c.session())
         [workload] = c.store.list(kueue.V1BETA2, "Workload", "default")
         c.clock.advance(0.9)
         pods = c.store.list("v1", "Pod", "default")
@@ -131,10 +129,12 @@ def test_what_the_courses_write_fits_the_real_crds() -> None:
     assert pods and all(schema_check.core_errors(p) == [] for p in pods)
 
 
-def lifecycle_spec(data: Obj) -> Any:
-    from kfcompile import structure
-
-    return structure(data)
+def submit_demo(session: lifecycle.Session) -> Ref:
+    """A TrainJob ``demo`` for Trainer v2.3, queued in ``QUEUE``, submitted."""
+    spec = {"name": "demo", "image": "python:3.11", "command": ["python"], "queue": QUEUE}
+    job = lifecycle.submit(session, structure(spec), "trainjob/v2.3", namespace="default",
+                           environ={})  # fmt: skip
+    return job.ref
 
 
 # --- Kueue, as KUBEFLOW.md records the real one ----------------------------------------------
@@ -174,9 +174,7 @@ def test_kueue_holds_admits_and_evicts_a_job_as_recorded() -> None:
     with PortCluster(schema_check.require_shared()) as c:
         c.store.on_create.append(courses.queued(c.fake, admits=1e9, ends=None))
         c.store.on_patch.append(courses.suspends(c.fake))
-        spec = {"name": "demo", "image": "python:3.11", "command": ["python"], "queue": QUEUE}
-        ref = lifecycle.submit(c.session(), lifecycle_spec(spec), "trainjob/v2.3",
-                               namespace="default", environ={}).ref  # fmt: skip
+        ref = submit_demo(c.session())
         job = c.store.get(ref.api_version, ref.kind, "default", "demo")
         assert job is not None and job["spec"]["suspend"] is True
         [workload] = c.store.list(kueue.V1BETA2, "Workload", "default")
@@ -198,9 +196,7 @@ def test_kueue_holds_admits_and_evicts_a_job_as_recorded() -> None:
 
 def test_multikueue_nominates_then_mirrors() -> None:
     with TwoClusters(schema_check.require_shared(), scenario="hang") as two:
-        spec = {"name": "demo", "image": "python:3.11", "command": ["python"], "queue": QUEUE}
-        lifecycle.submit(two.manager.session(), lifecycle_spec(spec), "trainjob/v2.3",
-                         namespace="default", environ={})  # fmt: skip
+        submit_demo(two.manager.session())
         [workload] = two.manager.store.list(kueue.V1BETA2, "Workload", "default")
         assert workload["status"]["nominatedClusterNames"] == [kueue.WORKER]
         assert "clusterName" not in workload["status"]
