@@ -394,6 +394,10 @@ class Trainer:
                 _made(self.fake, job)
 
 
+SUSPENDED: Final = ("Suspended", "True", "Suspended", "TrainJob is suspended")
+RESUMED: Final = ("Suspended", "False", "Resumed", "TrainJob is resumed")
+
+
 def suspends(fake: FakeCluster) -> Callable[[Obj], None]:
     """The controllers' answer to a job's suspend flag (for ``fake.store.on_patch``):
     suspended, its pods are deleted and it says ``Suspended``; resumed, it runs again."""
@@ -407,9 +411,9 @@ def suspends(fake: FakeCluster) -> Callable[[Obj], None]:
         if fake_kueue.flags_of(obj).get("suspend"):
             for pod in pods(fake, ns, name, kind):
                 fake.store.delete("v1", "Pod", ns, pod["metadata"]["name"])
-            _conditions(fake, obj, ("Suspended", "True", "Suspended", "TrainJob is suspended"))
+            _conditions(fake, obj, SUSPENDED)
         elif was.get("status") == "True":
-            _conditions(fake, obj, ("Suspended", "False", "Resumed", "TrainJob is resumed"))
+            _conditions(fake, obj, RESUMED)
             fake.at(0.2, lambda: start(fake, ns, name, kind))
 
     return script
@@ -434,10 +438,7 @@ def queued(fake: FakeCluster, *, admits: float = 0.5, **lives: Any) -> Callable[
             return
         meta, kind = obj["metadata"], obj["kind"]
         key = (obj["apiVersion"], kind, meta["namespace"], meta["name"])
-        flag = {"suspend": True}
-        fake.store.change(*key, {"spec": flag if kind == "TrainJob" else {"runPolicy": flag}})
-        _conditions(fake, fake.store.items[key],
-                    ("Suspended", "True", "Suspended", "TrainJob is suspended"))  # fmt: skip
+        _conditions(fake, fake_kueue.suspended(fake.store, fake.store.items[key], True), SUSPENDED)
         if fake.store.served(fake_kueue.api(fake.store), "Workload"):
             fake_kueue.held(fake.store, fake.store.items[key])
 
@@ -446,7 +447,7 @@ def queued(fake: FakeCluster, *, admits: float = 0.5, **lives: Any) -> Callable[
             if job is None or not fake_kueue.flags_of(job).get("suspend"):
                 return
             admitted = fake_kueue.admit(fake.store, job)
-            _conditions(fake, admitted, ("Suspended", "False", "Resumed", "TrainJob is resumed"))
+            _conditions(fake, admitted, RESUMED)
             dropped = fake_kueue.V2_3_ONLY in str(job["spec"]) and (
                 fake_kueue.V2_3_ONLY not in str(admitted["spec"]))  # fmt: skip
             if not dropped:

@@ -139,7 +139,7 @@ def _conditions(store: Store, *said: Said) -> list[Obj]:
              "observedGeneration": 1} for t, s, r, m in said]  # fmt: skip
 
 
-def _suspended(store: Store, job: Obj, suspend: bool) -> Obj:
+def suspended(store: Store, job: Obj, suspend: bool) -> Obj:
     """The job as stored once Kueue's Update set its ``suspend``."""
     job = clone(job)
     _flags(job)["suspend"] = suspend
@@ -198,7 +198,7 @@ def admit(store: Store, job: Obj, cluster_queue: str = CLUSTER_QUEUE) -> Obj:
                     template = ((rjob.get("template") or {}).get("spec") or {}).get("template")
                     ((template or {}).get("spec") or {}).pop(V2_3_ONLY, None)
         job = store.put(job)  # the first Update: the patch, while suspended
-    return _suspended(store, job, False)  # the second: unsuspended
+    return suspended(store, job, False)  # the second: unsuspended
 
 
 def checking(store: Store, job: Obj, check: str, message: str) -> None:
@@ -223,7 +223,7 @@ def evict(store: Store, job: Obj, reason: str = "Preempted", message: str = "") 
                            unadmitted)  # fmt: skip
         _status(store, job, {"conditions": said},
                 spec={**found["spec"], "active": reason != "Deactivated"})  # fmt: skip
-    out = _suspended(store, job, True)
+    out = suspended(store, job, True)
     for hook in store.on_patch:
         hook(out)
     return out
@@ -300,7 +300,7 @@ def dispatches(manager: FakeCluster, worker: FakeCluster, *,
         manager.store.put({**found, "status": {**status, "clusterName": WORKER, "conditions": [
             *status["conditions"], *_conditions(manager.store, ADMITTED)],
             "admissionChecks": [ready]}})  # fmt: skip
-        _suspended(manager.store, job, False)
+        suspended(manager.store, job, False)
         follow(key)
 
     def follow(key: tuple[str, str, str, str]) -> None:
