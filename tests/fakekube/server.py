@@ -394,12 +394,15 @@ class FakeKube:
             try:
                 async for event in self._drawn(events):
                     if event.type != "BOOKMARK" or bookmarks:
-                        yield json.dumps({"type": event.type, "object": event.object}).encode()
+                        yield (
+                            json.dumps({"type": event.type, "object": event.object}).encode()
+                            + b"\n"
+                        )
             except ApiError as err:  # a 410 inside the stream, as the server sends it
                 said = {"type": "ERROR", "object": status(err.status, err.message)}
-                yield json.dumps(said).encode()
+                yield json.dumps(said).encode() + b"\n"
 
-        return await _stream(request, "application/json", lines(), at.record.fault, b"\n")
+        return await _stream(request, lines(), "application/json", at.record.fault)
 
     async def _log(self, request: web.Request, at: At) -> web.StreamResponse:
         query, follow, fault = request.query, _flag(request.query, "follow"), at.record.fault
@@ -419,7 +422,7 @@ class FakeKube:
                 for line in piece.splitlines(keepends=True):
                     yield line.encode()
 
-        return await _stream(request, "text/plain", lines(), fault, b"")
+        return await _stream(request, lines(), "text/plain", fault)
 
     async def _drawn(self, items: Iterator[Any]) -> AsyncIterator[Any]:
         """``items``, each drawn on a thread of the pool (a stream of the fake blocks)."""
@@ -498,20 +501,25 @@ async def _body(request: web.Request) -> Any:
         ) from None
 
 
-async def _stream(request: web.Request, content_type: str, items: AsyncIterator[bytes],
-                  fault: Fault | None, end: bytes) -> web.StreamResponse:  # fmt: skip
-    """A chunked answer of ``items`` (each followed by ``end``); a fault's ``drop_after`` cuts
-    the connection after so many of them."""
-    response = web.StreamResponse(status=200)
-    response.content_type = content_type
-    response.enable_chunked_encoding()
+async def _stream(request: web.Request, items: AsyncIterator[bytes], content_type: str,
+                  fault: Fault | None = None, *, status: int = 200, length: int | None = None,
+                  encoding: str | None = None) -> web.StreamResponse:  # fmt: skip
+    """An answer of ``items``, chunked unless its ``length`` is given; a fault's ``drop_after``
+    cuts the connection after so many of them."""
+    response = web.StreamResponse(status=status, headers={"Content-Type": content_type})
+    if encoding:
+        response.headers["Content-Encoding"] = encoding
+    if length is None:
+        response.enable_chunked_encoding()
+    else:
+        response.content_length = length
     await response.prepare(request)
     cut, sent = fault.drop_after if fault is not None else None, 0
     try:
         async for item in items:
             if sent == cut:
                 return _abort(request, response)
-            await response.write(item + end)
+            await response.write(item)
             sent += 1
         if cut == 0:
             return _abort(request, response)
@@ -525,22 +533,15 @@ async def _send(request: web.Request, body: Body) -> web.StreamResponse:
     """A test's own answer, piece by piece (never drawn past what the client read)."""
     whole = isinstance(body.chunks, bytes)
     length = len(body.chunks) if whole and body.length == -1 else body.length  # type: ignore[arg-type]
-    response = web.StreamResponse(status=body.status, headers={
-        "Content-Type": body.content_type, **({"Content-Encoding": body.encoding}
-                                              if body.encoding else {})})  # fmt: skip
-    if length is None or length == -1:
-        response.enable_chunked_encoding()
-    else:
-        response.content_length = length
-    await response.prepare(request)
-    try:
+
+    async def chunks() -> AsyncIterator[bytes]:
         for chunk in [body.chunks] if whole else body.chunks:  # type: ignore[list-item]
             await asyncio.sleep(body.drip)
-            await response.write(chunk)  # type: ignore[arg-type]
-        await response.write_eof()
-    except ConnectionError:
-        pass
-    return response
+            yield chunk  # type: ignore[misc]
+
+    length = None if length == -1 else length
+    return await _stream(request, chunks(), body.content_type, status=body.status, length=length,
+                         encoding=body.encoding)  # fmt: skip
 
 
 def _defaults(schema: Obj, node: Any) -> None:
