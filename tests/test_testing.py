@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import schema_check
 import yaml
-from fakekube import FakeKube
+from fakekube import FakeKube, RequestRecord
 from fakekube.cluster import QUEUE, RELEASES, PortCluster, TwoClusters, install
 from test_adapter_kube import GADGET_CRD, NS, WIDGET_CRD, cm_ref, configmap
 
-from kfcompile import lifecycle
+from kfcompile import lifecycle, structure
 from kfcompile.kinds import COMPLETION_INDEX
 from kfcompile.lifecycle.ports import (
     Cluster,
@@ -36,7 +36,7 @@ from kfcompile.lifecycle.ports import (
     WatchEvent,
 )
 from kfcompile.output import crd as kfcrd
-from kfcompile.testing import FakeClock, FakeCluster, FakeTimeLimit, Store, courses, kueue
+from kfcompile.testing import Calls, FakeClock, FakeCluster, FakeTimeLimit, Store, courses, kueue
 from kfcompile_kube import KubeCluster, connect
 
 Obj = dict[str, Any]
@@ -117,9 +117,7 @@ def test_what_the_courses_write_fits_the_real_crds() -> None:
     shared = schema_check.require_shared()
     with PortCluster(shared) as c:
         c.store.on_create.append(courses.queued(c.fake, admits=0.1, steps=2, reports=lambda: True))
-        spec = {"name": "demo", "image": "python:3.11", "command": ["python"], "queue": QUEUE}
-        lifecycle.submit(c.session(), lifecycle_spec(spec), "trainjob/v2.3", namespace="default",
-                         environ={})  # fmt: skip
+        submit_demo(c.session())
         [workload] = c.store.list(kueue.V1BETA2, "Workload", "default")
         c.clock.advance(0.9)
         pods = c.store.list("v1", "Pod", "default")
@@ -131,35 +129,19 @@ def test_what_the_courses_write_fits_the_real_crds() -> None:
     assert pods and all(schema_check.core_errors(p) == [] for p in pods)
 
 
-def lifecycle_spec(data: Obj) -> Any:
-    from kfcompile import structure
-
-    return structure(data)
+def submit_demo(session: lifecycle.Session) -> Ref:
+    """A TrainJob ``demo`` for Trainer v2.3, queued in ``QUEUE``, submitted."""
+    spec = {"name": "demo", "image": "python:3.11", "command": ["python"], "queue": QUEUE}
+    job = lifecycle.submit(session, structure(spec), "trainjob/v2.3", namespace="default",
+                           environ={})  # fmt: skip
+    return job.ref
 
 
 # --- Kueue, as KUBEFLOW.md records the real one ----------------------------------------------
 
 
-def test_the_api_servers_words_are_the_recorded_ones(tmp_path: Path) -> None:
-    """What the fake answers where KUBEFLOW.md records a real kube-apiserver 1.32: a pod's log
-    whose kubelet cannot be reached, a pod's log before it is scheduled (over HTTP: 204, follow
-    included), an owner deleted in the foreground, events through events.k8s.io/v1."""
-    said = facts()
-    assert "dial tcp <node>:10250: connect: connection refused" in said
-    assert "answered **204 No Content** (empty body), `follow=true` included" in said
-    assert "`deletionTimestamp` and the `foregroundDeletion` finalizer" in said
-    with FakeKube() as kube:
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-               "spec": {"containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
-        kube.store.create(pod)
-        kube.store.change("v1", "Pod", "default", "p", {"spec": {"nodeName": "n"}})
-        kube.store.kubelets_down.add("n")
-        conn = connect(str(kube.kubeconfig(tmp_path / "kc")))
-        with pytest.raises(Transient, match="dial tcp n:10250: connect: connection refused"):
-            list(KubeCluster(conn.api_client).pod_log("default", "p"))
-        kube.store.change("v1", "Pod", "default", "p", {"spec": {"nodeName": None}})
-        assert list(KubeCluster(conn.api_client).pod_log("default", "p", follow=True)) == []
-    assert [r.status for r in kube.requests.matching(verb="log")] == [500, 204]
+def test_events_are_written_as_the_api_server_records_them() -> None:
+    """events.k8s.io/v1's fields (KUBEFLOW.md: a real kube-apiserver 1.32)."""
     fake = FakeCluster()
     courses.install(fake)
     fake.store.put({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
@@ -192,9 +174,7 @@ def test_kueue_holds_admits_and_evicts_a_job_as_recorded() -> None:
     with PortCluster(schema_check.require_shared()) as c:
         c.store.on_create.append(courses.queued(c.fake, admits=1e9, ends=None))
         c.store.on_patch.append(courses.suspends(c.fake))
-        spec = {"name": "demo", "image": "python:3.11", "command": ["python"], "queue": QUEUE}
-        ref = lifecycle.submit(c.session(), lifecycle_spec(spec), "trainjob/v2.3",
-                               namespace="default", environ={}).ref  # fmt: skip
+        ref = submit_demo(c.session())
         job = c.store.get(ref.api_version, ref.kind, "default", "demo")
         assert job is not None and job["spec"]["suspend"] is True
         [workload] = c.store.list(kueue.V1BETA2, "Workload", "default")
@@ -216,9 +196,7 @@ def test_kueue_holds_admits_and_evicts_a_job_as_recorded() -> None:
 
 def test_multikueue_nominates_then_mirrors() -> None:
     with TwoClusters(schema_check.require_shared(), scenario="hang") as two:
-        spec = {"name": "demo", "image": "python:3.11", "command": ["python"], "queue": QUEUE}
-        lifecycle.submit(two.manager.session(), lifecycle_spec(spec), "trainjob/v2.3",
-                         namespace="default", environ={})  # fmt: skip
+        submit_demo(two.manager.session())
         [workload] = two.manager.store.list(kueue.V1BETA2, "Workload", "default")
         assert workload["status"]["nominatedClusterNames"] == [kueue.WORKER]
         assert "clusterName" not in workload["status"]
@@ -243,6 +221,7 @@ class Side:
     port: Cluster
     store: Store
     settle: Callable[[], None]
+    requests: Calls[RequestRecord] | None = None  # over HTTP: what the server was asked
 
 
 @pytest.fixture(params=["port", "http"])
@@ -258,7 +237,14 @@ def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
         kube.store.create(namespace)
         conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
         yield Side(KubeCluster(conn.api_client, request_timeout=5.0), kube.store,
-                   kube.store.collect)  # fmt: skip
+                   kube.store.collect, kube.requests)  # fmt: skip
+
+
+def pod(name: str, namespace: str, **spec: Any) -> Obj:
+    """A pod of one container ``main`` (``spec``: more of its spec)."""
+    spec = {"containers": [{"name": "main", "image": "x"}], **spec}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": spec}  # fmt: skip
 
 
 def names(items: list[Obj]) -> list[str]:
@@ -272,17 +258,17 @@ def test_objects_and_their_errors(side: Side) -> None:
     assert created["metadata"]["uid"] and port.get(cm_ref("cfg")) == created
     with pytest.raises(Conflict, match='configmaps "cfg" already exists'):
         port.create(configmap("cfg"))
-    assert port.patch(cm_ref("cfg"), {"data": {"b": None, "c": "3"}})["data"] == {
-        "a": "1",
-        "c": "3",
-    }
+    patched = port.patch(cm_ref("cfg"), {"data": {"b": None, "c": "3"}})
+    assert patched["data"] == {"a": "1", "c": "3"}
     with pytest.raises(NotFound, match='namespaces "team-b" not found'):
         port.create(configmap("early", namespace="team-b"))
     with pytest.raises(ValueError, match="needs a namespace"):
         port.create(configmap("cfg", namespace=None))
     store.gc(running=False)  # (over HTTP it runs in real time)
     port.delete(cm_ref("cfg"), propagation="Foreground")  # held until the collector runs
-    assert port.get(cm_ref("cfg"))["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert "`deletionTimestamp` and the `foregroundDeletion` finalizer" in facts()
+    held = port.get(cm_ref("cfg"))["metadata"]
+    assert held["finalizers"] == ["foregroundDeletion"] and held["deletionTimestamp"]
     store.gc(running=True)
     side.settle()
     with pytest.raises(NotFound, match='configmaps "cfg" not found'):
@@ -306,9 +292,8 @@ def test_deletions_wait_for_kubelets_and_the_garbage_collector(side: Side) -> No
     ref = {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w",
            "uid": owner["metadata"]["uid"]}  # fmt: skip
     for name, node in (("p1", "node-1"), ("p2", "node-2")):
-        store.create({"apiVersion": "v1", "kind": "Pod", "spec": {"nodeName": node, "containers": [
-            {"name": "c", "image": "x"}]}, "metadata": {"name": name, "namespace": NS,
-                                                       "ownerReferences": [ref]}})  # fmt: skip
+        store.create(pod(name, NS, nodeName=node) | {"metadata": {
+            "name": name, "namespace": NS, "ownerReferences": [ref]}})  # fmt: skip
         store.patch_status("v1", "Pod", NS, name, {"phase": "Running"})
     store.kubelets_down.add("node-1")
     store.gc(running=False)
@@ -376,17 +361,8 @@ def test_watches_from_a_version_and_their_end(side: Side) -> None:
 
 def test_pod_logs(side: Side) -> None:
     port, store = side.port, side.store
-    store.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "p", "namespace": NS},
-            "spec": {
-                "nodeName": "n",
-                "containers": [{"name": "main", "image": "x"}, {"name": "side", "image": "x"}],
-            },
-        }
-    )
+    containers = [{"name": "main", "image": "x"}, {"name": "side", "image": "x"}]
+    store.create(pod("p", NS, nodeName="n", containers=containers))
     running = {"state": {"running": {}}, "image": "x", "imageID": "", "ready": True,
                "restartCount": 0}  # fmt: skip
     store.patch_status("v1", "Pod", NS, "p", {"phase": "Running", "containerStatuses": [
@@ -406,9 +382,14 @@ def test_pod_logs(side: Side) -> None:
     store.kubelets_down.clear()
     store.patch_status("v1", "Pod", NS, "p", {"phase": "Succeeded"})
     assert list(port.pod_log(NS, "p", container="main", follow=True))[-1] == "two ✓"  # it ends
-    store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "u", "namespace": NS},
-                  "spec": {"containers": [{"name": "main", "image": "x"}]}})  # fmt: skip
+    store.create(pod("u", NS))
     assert list(port.pod_log(NS, "u", follow=True)) == []  # not scheduled: 204, no kubelet
+    said = facts()  # as a real kube-apiserver 1.32 answered
+    assert "dial tcp <node>:10250: connect: connection refused" in said
+    assert "answered **204 No Content** (empty body), `follow=true` included" in said
+    if side.requests is not None:
+        codes = [r.status for r in side.requests.matching(verb="log")]
+        assert 500 in codes and codes[-1] == 204
 
 
 # --- the port's own: its clock, its script, its faults ------------------------------------------
@@ -420,14 +401,7 @@ def test_the_clock_runs_the_script_as_the_code_under_test_waits() -> None:
     fake.clock.on_tick(lambda: ticks.append(fake.clock.monotonic()))
     fake.clock.sleep(1.2)
     assert (ticks, fake.clock.monotonic(), fake.clock.slept) == ([0.5, 1.0], 1.2, [1.2])
-    fake.store.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "spec": {"nodeName": "n", "containers": [{"name": "main", "image": "x"}]},
-            "metadata": {"name": "p", "namespace": "default"},
-        }
-    )
+    fake.store.create(pod("p", "default", nodeName="n"))
     fake.store.patch_status("v1", "Pod", "default", "p", {"phase": "Running"})
     for second in (1, 2):
         fake.at(second, lambda s=second: fake.log("default", "p", f"at {s}"))
@@ -459,13 +433,9 @@ def test_faults_fire_in_order_and_are_recorded() -> None:
     fake.faults.add("list", refused=True)
     with pytest.raises(Transient, match="refused"):
         fake.list("v1", "ConfigMap", "default")
-    assert [(c.method, c.fault is not None) for c in fake.calls] == [
-        ("create", True),
-        ("create", True),
-        ("get", False),
-        ("watch", True),
-        ("list", True),
-    ]
+    faulted = [(c.method, c.fault is not None) for c in fake.calls]
+    assert faulted == [("create", True), ("create", True), ("get", False), ("watch", True),
+                       ("list", True)]  # fmt: skip
     assert fake.calls.count("create", "ConfigMap/a") == 2 and fake.faults.pending == []
     with pytest.raises(ValueError, match="unknown port method"):
         fake.faults.add("GET")
@@ -489,12 +459,9 @@ def test_what_kfcompile_creates_is_held_to_the_real_crds_in_the_servers_words() 
     store = Store(FakeClock())
     install(store, schema_check.require_shared(), RELEASES["trainjob/v2.1"])
     patch = {"manager": "example.com/x", "trainingRuntimeSpec": {}}
-    job = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "demo", "namespace": "default"},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": [patch]},
-    }
+    spec = {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": [patch]}
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "spec": spec,
+           "metadata": {"name": "demo", "namespace": "default"}}  # fmt: skip
     with pytest.raises(Invalid) as refused:
         store.create(job)
     words = ('TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding '

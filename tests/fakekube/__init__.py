@@ -5,6 +5,6 @@ contract with the real client (``FakeKube``: faults on the wire, the request log
 websockets); ``unreachable`` has servers that are not there; ``audit`` the RBAC every call
 needs. Import it as ``from fakekube import FakeKube`` (``tests/`` is on ``sys.path``)."""
 
-from .server import Body, FakeKube, RequestLog, RequestRecord
+from .server import Body, FakeKube, RequestRecord
 
-__all__ = ["Body", "FakeKube", "RequestLog", "RequestRecord"]
+__all__ = ["Body", "FakeKube", "RequestRecord"]

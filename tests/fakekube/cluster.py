@@ -35,7 +35,7 @@ from kfcompile_kube import KubeCluster, connect
 from kfcompile_local import SystemClock
 
 from .audit import AUDIT
-from .server import FakeKube, PacedClock, checked
+from .server import FakeKube, PacedClock, checked, write_kubeconfig
 
 NAMESPACE, CLAIM, QUEUE = "default", "work", "team-a"
 CRDS: Final = ("trainjobs-v2.3.0.yaml", "pytorchjobs-v1.9.4.yaml")
@@ -90,11 +90,7 @@ def install(store: Store, shared: Path, crds: tuple[str, ...], runtime: bool = T
                      None)  # fmt: skip
         trainer = found if found and not found.startswith(("v2.0.", "v2.1.")) else None
     if trainer is not None:
-        store.create({"apiVersion": "v1", "kind": "Namespace",
-                      "metadata": {"name": courses.TRAINER_NAMESPACE}})  # fmt: skip
-        store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-            "name": courses.TRAINER_CONFIGMAP, "namespace": courses.TRAINER_NAMESPACE},
-            "data": {"kubeflow_trainer_version": trainer}})  # fmt: skip
+        courses.release(store, trainer)
     for name in RUNTIMES if runtime else ():
         store.create(upstream_runtime(shared, name))
     store.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -238,17 +234,15 @@ def wired(monkeypatch: pytest.MonkeyPatch, contexts: Mapping[str, FakeCluster], 
     namespace ``namespace``); another context is a ``ConfigError``, as a kubeconfig without
     it."""
 
-    def pick(context: str | None) -> FakeCluster:
+    def session(kubeconfig: str | None = None, context: str | None = None,
+                **options: Any) -> tuple[Session, FakeConnection]:  # fmt: skip
         if (context or current) not in contexts:  # (the adapter's words)
             raise kfcompile_kube.ConfigError(f"kubeconfig (the fakes'): no context {context!r} "
                                              f"(available: {', '.join(contexts)})")  # fmt: skip
-        return contexts[context or current]
-
-    def session(kubeconfig: str | None = None, context: str | None = None,
-                **options: Any) -> tuple[Session, FakeConnection]:  # fmt: skip
-        session, connection = pick(context).connect(kubeconfig, context or current, **options)
+        found, connection = contexts[context or current].connect(kubeconfig, context or current,
+                                                                 **options)  # fmt: skip
         connection.namespace = namespace
-        return session, connection
+        return found, connection
 
     def connected(kubeconfig: str | None = None, context: str | None = None,
                   **options: Any) -> FakeConnection:  # fmt: skip
@@ -360,9 +354,8 @@ class TwoClusters:
         self.worker = PortCluster(shared, kueue=kueue, clock=self.clock)
         fake_kueue.multikueue(self.manager.store, QUEUE)
         self.worker.store.on_create.append(lambda job: live(self.worker.fake, job, self.scenario))
-        self.manager.store.on_create.append(
-            fake_kueue.dispatches(self.manager.fake, self.worker.fake)
-        )
+        dispatches = fake_kueue.dispatches(self.manager.fake, self.worker.fake)
+        self.manager.store.on_create.append(dispatches)
         self.worker_context, self.mapped = worker_context, mapped and worker_context is not None
         self._tmp = tempfile.TemporaryDirectory(prefix="kfcompile-two-")
         self.clusters_file = Path(self._tmp.name) / "clusters.yaml"
@@ -370,14 +363,10 @@ class TwoClusters:
         self.clusters_file.write_text(json.dumps({"managers": {"manager": workers}}))
         # A kubeconfig naming the contexts (where a launcher looks for one): never connected
         # to (the fakes are ``wire``d in), its servers resolve nowhere (RFC 6761).
-        self.kubeconfig = Path(self._tmp.name) / "kubeconfig"
         names = ["manager", *([worker_context] if worker_context else [])]
-        self.kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "manager",
-            "clusters": [{"name": n, "cluster": {"server": f"https://{n}.invalid"}} for n in names],
-            "users": [{"name": n, "user": {"token": "never-sent"}} for n in names],
-            "contexts": [{"name": n, "context": {"cluster": n, "user": n, "namespace": NAMESPACE}}
-                         for n in names]}))  # fmt: skip
+        self.kubeconfig = write_kubeconfig(Path(self._tmp.name) / "kubeconfig",
+                                           {n: f"https://{n}.invalid" for n in names},
+                                           token="never-sent", namespace=NAMESPACE)  # fmt: skip
 
     def __enter__(self) -> Self:
         return self

@@ -17,19 +17,21 @@ import math
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import schema_check
 from aiohttp import WSMsgType, web
+from attrs import define
 
+from kfcompile import testing
 from kfcompile.lifecycle.ports import ApiError, Ref
 from kfcompile.output import crd as kfcrd
 from kfcompile.testing import FakeClock, FakeCluster, Store
-from kfcompile.testing.cluster import STATUSES, check_exec
+from kfcompile.testing.cluster import STATUSES, Calls, Named, check_exec
 from kfcompile.testing.store import CRD, ResourceKind, error
 
 Obj = dict[str, Any]
@@ -84,62 +86,28 @@ class Body:
     status: int = 200
 
 
-@dataclass
-class Fault:
-    """Trouble on the wire for the next ``remaining`` requests that match (``Faults.add``)."""
+@define
+class Fault(testing.Fault):
+    """Trouble on the wire for the next ``remaining`` requests that match (``Faults.add``): as
+    a port fault (``method``: an HTTP method; ``path``: in the URL's path), and ``watch``: only
+    watches (True) or only other requests (False); ``hang`` seconds before answering;
+    ``answer`` instead of the server's; ``location``: a 3xx's target (scheme://host:port)."""
 
-    method: str | None
-    path: str | re.Pattern[str] | None
-    watch: bool | None = None  # only watches (True), or only other requests (False)
-    status: int | None = None  # answered with this error's Status (after ``hang``)
-    hang: float | None = None  # seconds before answering
-    drop: bool = False  # the connection closed unanswered
-    drop_after: int | None = None  # a stream cut after so many events, lines or exec frames
-    retry_after: int | None = None  # a 429's (1 by default) or a 503's Retry-After
-    message: str | None = None
-    answer: Body | None = None  # instead of the server's answer
-    location: str | None = None  # a 3xx's target (scheme://host:port; the path appended)
-    remaining: int = 1
+    watch: bool | None = None
+    hang: float | None = None
+    answer: Body | None = None
+    location: str | None = None
 
-    def matches(self, method: str, path: str, watch: bool) -> bool:
-        if self.remaining <= 0 or self.watch not in (None, watch):
-            return False
-        if self.method is not None and self.method.upper() != method.upper():
-            return False
-        if isinstance(self.path, re.Pattern):
-            return self.path.search(path) is not None
-        return self.path is None or self.path in path
-
-
-class Faults:
-    """Queued trouble; each request takes the oldest fault that matches it (``fired``)."""
-
-    def __init__(self) -> None:
-        self.queue: list[Fault] = []
-        self.fired: list[Fault] = []
-        self._lock = threading.Lock()
-
-    def add(self, method: str | None = None, path: str | re.Pattern[str] | None = None, *,
-            times: int = 1, **trouble: Any) -> Fault:  # fmt: skip
-        fault = Fault(method, path, remaining=times, **trouble)
-        if fault.location is not None and not 300 <= (fault.status or 0) < 400:
+    def __attrs_post_init__(self) -> None:
+        if self.location is not None and not 300 <= (self.status or 0) < 400:
             raise ValueError("a location needs a 3xx status")
-        with self._lock:
-            self.queue.append(fault)
-        return fault
 
-    def take(self, method: str, path: str, watch: bool) -> Fault | None:
-        with self._lock:
-            found = next((f for f in self.queue if f.matches(method, path, watch)), None)
-            if found is not None:
-                found.remaining -= 1
-                self.fired.append(found)
-        return found
+    def matches(self, call: Named) -> bool:
+        return self.watch in (None, getattr(call, "watch", None)) and super().matches(call)
 
-    def clear(self) -> None:
-        with self._lock:
-            self.queue.clear()
-            self.fired.clear()
+
+class Faults(testing.Faults):
+    kind, methods = Fault, ()
 
 
 @dataclass
@@ -154,28 +122,6 @@ class RequestRecord:
     verb: str = ""  # get list watch create patch delete log exec discovery
     fault: Fault | None = None
     time: float = field(default_factory=time.monotonic)
-
-
-class RequestLog(list[RequestRecord]):
-    """Every request, oldest first; each of ``listeners`` is told of each as it arrives."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.listeners: list[Callable[[RequestRecord], object]] = []
-
-    def append(self, record: RequestRecord) -> None:
-        super().append(record)
-        for listener in self.listeners:
-            listener(record)
-
-    def matching(self, method: str | None = None, path: str = "", *, verb: str | None = None,
-                 watch: bool | None = None) -> list[RequestRecord]:  # fmt: skip
-        return [r for r in list(self) if method in (None, r.method) and path in r.path
-                and verb in (None, r.verb) and watch in (None, r.watch)]  # fmt: skip
-
-    def count(self, method: str | None = None, path: str = "", *,  # type: ignore[override]
-              verb: str | None = None, watch: bool | None = None) -> int:  # fmt: skip
-        return len(self.matching(method, path, verb=verb, watch=watch))
 
 
 def _flag(query: Any, name: str) -> bool:
@@ -221,7 +167,7 @@ class FakeKube:
             fake = FakeCluster(PacedClock(step=0.01))
             checked(fake.store)
         self.fake, self.store = fake, fake.store
-        self.faults, self.requests = Faults(), RequestLog()
+        self.faults, self.requests = Faults(), Calls[RequestRecord]()
         self.tokens, self.url = {"fake-token"}, ""
         self._pool = ThreadPoolExecutor(64, thread_name_prefix="fakekube-stream")
         self._loop = asyncio.new_event_loop()
@@ -278,7 +224,7 @@ class FakeKube:
                    token: str = "fake-token") -> Path:  # fmt: skip
         """A kubeconfig for this server (bearer ``token``, from now on accepted) at ``path``."""
         self.tokens.add(token)
-        return write_kubeconfig(path, self.url, namespace=namespace, context=context, token=token)
+        return write_kubeconfig(path, {context: self.url}, namespace=namespace, token=token)
 
     # --- a request ------------------------------------------------------------------------------
 
@@ -291,30 +237,28 @@ class FakeKube:
         if not (auth.startswith("Bearer ") and auth[7:] in self.tokens):
             record.status = 401
             return _json(401, status(401))
-        record.fault = fault = self.faults.take(request.method, request.path, watch)
-        if fault is not None:
-            if fault.hang:
-                await request.read()  # a slow server: the request is in, the answer late
-                await asyncio.sleep(fault.hang)
-            if fault.drop:
-                return _abort(request)
-            if fault.status is not None and fault.location is not None:
-                record.status = fault.status
-                where = fault.location + request.path_qs
-                return web.Response(status=fault.status, headers={"Location": where})
-            if fault.status is not None:
-                record.status, code = fault.status, fault.status
-                wait = fault.retry_after or (1 if code == 429 else None)
-                said = {"Retry-After": str(wait)} if wait and code in (429, 503) else None
-                return _json(code, status(code, fault.message, wait), said)
-            if fault.answer is not None:
-                record.status = fault.answer.status
-                return await _send(request, fault.answer)
+        record.fault = fault = cast(Fault | None, self.faults.take(record))
         try:
+            if fault is not None:
+                if fault.hang:
+                    await request.read()  # a slow server: the request is in, the answer late
+                    await asyncio.sleep(fault.hang)
+                if fault.drop:
+                    return _abort(request)
+                if fault.location is not None:
+                    record.status = fault.status or 0
+                    where = fault.location + request.path_qs
+                    return web.Response(status=record.status, headers={"Location": where})
+                if (raised := fault.raised()) is not None:
+                    raise raised
+                if fault.answer is not None:
+                    record.status = fault.answer.status
+                    return await _send(request, fault.answer)
             response = await self._route(request, record)
         except ApiError as err:
-            response = _json(err.status or 500, status(err.status or 500, err.message)
-                             | {"reason": err.reason})  # fmt: skip
+            wait = {"Retry-After": f"{err.retry_after:g}"} if err.retry_after else None
+            body = status(err.status or 500, err.message, err.retry_after)
+            response = _json(err.status or 500, body | {"reason": err.reason}, wait)
         except Closed:
             response = web.Response(status=503)
         record.status = record.status or response.status
@@ -354,12 +298,10 @@ class FakeKube:
             namespace, rest = rest[1], rest[2:]
         rk = next((k for k in self.store.kinds.values() if rest and (k.group, k.version,
                    k.plural) == (group, version, rest[0])), None)  # fmt: skip
-        if (
-            rk is None
-            or len(rest) > 3
-            or (len(rest) == 3 and rest[2] not in _SUBRESOURCES.get(rk.kind, []))
-            or (rk.namespaced != (namespace is not None) and len(rest) > 1)
-        ):
+        allowed = [[], *([sub] for sub in _SUBRESOURCES.get(rk.kind, []))] if rk else []
+        if rk is None or len(rest) > 3 or rest[2:] not in allowed:
+            raise missing
+        if rk.namespaced != (namespace is not None) and len(rest) > 1:
             raise missing
         return rk, namespace, "".join(rest[1:2]), (rest[2:] or [None])[0]
 
@@ -390,15 +332,9 @@ class FakeKube:
         for k in (k for k in kinds if (k.group, k.version) == (name, version)):
             entry = {"singularName": k.kind.lower(), "kind": k.kind, "namespaced": k.namespaced}
             resources.append({"name": k.plural, **entry, "verbs": verbs})
-            resources += [
-                {
-                    "name": f"{k.plural}/{sub}",
-                    **entry,
-                    "singularName": "",
-                    "verbs": ["create", "get"],
-                }
-                for sub in _SUBRESOURCES.get(k.kind, [])
-            ]
+            for sub in _SUBRESOURCES.get(k.kind, []):
+                said = {"name": f"{k.plural}/{sub}", "singularName": "", "verbs": ["create", "get"]}
+                resources.append(entry | said)
         return {"kind": "APIResourceList", "apiVersion": "v1", "resources": resources,
                 "groupVersion": f"{name}/{version}" if name else version}  # fmt: skip
 
@@ -458,12 +394,15 @@ class FakeKube:
             try:
                 async for event in self._drawn(events):
                     if event.type != "BOOKMARK" or bookmarks:
-                        yield json.dumps({"type": event.type, "object": event.object}).encode()
+                        yield (
+                            json.dumps({"type": event.type, "object": event.object}).encode()
+                            + b"\n"
+                        )
             except ApiError as err:  # a 410 inside the stream, as the server sends it
                 said = {"type": "ERROR", "object": status(err.status, err.message)}
-                yield json.dumps(said).encode()
+                yield json.dumps(said).encode() + b"\n"
 
-        return await _stream(request, "application/json", lines(), at.record.fault, b"\n")
+        return await _stream(request, lines(), "application/json", at.record.fault)
 
     async def _log(self, request: web.Request, at: At) -> web.StreamResponse:
         query, follow, fault = request.query, _flag(request.query, "follow"), at.record.fault
@@ -483,7 +422,7 @@ class FakeKube:
                 for line in piece.splitlines(keepends=True):
                     yield line.encode()
 
-        return await _stream(request, "text/plain", lines(), fault, b"")
+        return await _stream(request, lines(), "text/plain", fault)
 
     async def _drawn(self, items: Iterator[Any]) -> AsyncIterator[Any]:
         """``items``, each drawn on a thread of the pool (a stream of the fake blocks)."""
@@ -562,20 +501,25 @@ async def _body(request: web.Request) -> Any:
         ) from None
 
 
-async def _stream(request: web.Request, content_type: str, items: AsyncIterator[bytes],
-                  fault: Fault | None, end: bytes) -> web.StreamResponse:  # fmt: skip
-    """A chunked answer of ``items`` (each followed by ``end``); a fault's ``drop_after`` cuts
-    the connection after so many of them."""
-    response = web.StreamResponse(status=200)
-    response.content_type = content_type
-    response.enable_chunked_encoding()
+async def _stream(request: web.Request, items: AsyncIterator[bytes], content_type: str,
+                  fault: Fault | None = None, *, status: int = 200, length: int | None = None,
+                  encoding: str | None = None) -> web.StreamResponse:  # fmt: skip
+    """An answer of ``items``, chunked unless its ``length`` is given; a fault's ``drop_after``
+    cuts the connection after so many of them."""
+    response = web.StreamResponse(status=status, headers={"Content-Type": content_type})
+    if encoding:
+        response.headers["Content-Encoding"] = encoding
+    if length is None:
+        response.enable_chunked_encoding()
+    else:
+        response.content_length = length
     await response.prepare(request)
     cut, sent = fault.drop_after if fault is not None else None, 0
     try:
         async for item in items:
             if sent == cut:
                 return _abort(request, response)
-            await response.write(item + end)
+            await response.write(item)
             sent += 1
         if cut == 0:
             return _abort(request, response)
@@ -589,22 +533,15 @@ async def _send(request: web.Request, body: Body) -> web.StreamResponse:
     """A test's own answer, piece by piece (never drawn past what the client read)."""
     whole = isinstance(body.chunks, bytes)
     length = len(body.chunks) if whole and body.length == -1 else body.length  # type: ignore[arg-type]
-    response = web.StreamResponse(status=body.status, headers={
-        "Content-Type": body.content_type, **({"Content-Encoding": body.encoding}
-                                              if body.encoding else {})})  # fmt: skip
-    if length is None or length == -1:
-        response.enable_chunked_encoding()
-    else:
-        response.content_length = length
-    await response.prepare(request)
-    try:
+
+    async def chunks() -> AsyncIterator[bytes]:
         for chunk in [body.chunks] if whole else body.chunks:  # type: ignore[list-item]
             await asyncio.sleep(body.drip)
-            await response.write(chunk)  # type: ignore[arg-type]
-        await response.write_eof()
-    except ConnectionError:
-        pass
-    return response
+            yield chunk  # type: ignore[misc]
+
+    length = None if length == -1 else length
+    return await _stream(request, chunks(), body.content_type, status=body.status, length=length,
+                         encoding=body.encoding)  # fmt: skip
 
 
 def _defaults(schema: Obj, node: Any) -> None:
@@ -632,10 +569,8 @@ def checked(store: Store) -> None:
     is refused in the words KUBEFLOW.md records ("strict decoding error"), anything else 422."""
 
     def crd_of(obj: Obj) -> Obj | None:
-        group, rk = (
-            obj["apiVersion"].rpartition("/")[0],
-            store.served(obj["apiVersion"], obj["kind"]),
-        )
+        api = obj["apiVersion"]
+        group, rk = api.rpartition("/")[0], store.served(api, obj["kind"])
         found = store.items.get((*CRD, None, f"{rk.plural}.{group}")) if rk and group else None
         # One object per CRD file, whichever cluster stores it: its validator is built once
         # (kfcompile.output.crd keeps them by object; the stored ones share the file's spec).
@@ -670,17 +605,19 @@ def checked(store: Store) -> None:
     store.admission.append(validate)
 
 
-def write_kubeconfig(path: Path, url: str, *, token: str, namespace: str = "default",
-                     context: str = "fake", ca: Path | None = None) -> Path:  # fmt: skip
-    """A kubeconfig for the server at ``url`` with a bearer ``token`` (and the CA ``ca``)."""
-    cluster: Obj = {"server": url}
-    if ca is not None:
-        cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
-    config = {"apiVersion": "v1", "kind": "Config", "current-context": context,
-              "clusters": [{"name": context, "cluster": cluster}],
-              "users": [{"name": context, "user": {"token": token}}],
-              "contexts": [{"name": context, "context": {"cluster": context, "user": context,
-                                                         "namespace": namespace}}]}  # fmt: skip
+def write_kubeconfig(path: Path, servers: dict[str, str], *, token: str,
+                     namespace: str = "default", ca: Path | None = None) -> Path:  # fmt: skip
+    """A kubeconfig with a context for each of ``servers`` (its name: the server's URL; the
+    first is current), each with a bearer ``token`` (and the CA ``ca``)."""
+    cluster = (
+        {"certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()} if ca else {}
+    )
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": next(iter(servers)),
+              "clusters": [{"name": n, "cluster": {"server": url, **cluster}}
+                           for n, url in servers.items()],
+              "users": [{"name": n, "user": {"token": token}} for n in servers],
+              "contexts": [{"name": n, "context": {"cluster": n, "user": n, "namespace": namespace}}
+                           for n in servers]}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2))
     return path

@@ -39,7 +39,7 @@ def kubeconfig(path: Path, server: str, *, ca: Path | None = None) -> Path:
     ``ca`` (default: one that signed no server here)."""
     if server.startswith("https://"):
         ca = ca or TLS / "other-ca.crt"
-    return write_kubeconfig(path, server, token=TOKEN, ca=ca)
+    return write_kubeconfig(path, {"fake": server}, token=TOKEN, ca=ca)
 
 
 class Silent:

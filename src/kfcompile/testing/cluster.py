@@ -10,7 +10,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from attrs import define, field, frozen
 
@@ -74,25 +74,41 @@ class Call:
         return f"{self.kind}/{self.name or ''}"
 
 
-class Calls(builtins.list[Call]):
+class Named(Protocol):
+    """What ``Faults`` and ``Calls`` match a call (or an HTTP request) by."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+
+
+C = TypeVar("C", bound=Named)
+
+
+class Calls(builtins.list[C]):
     """Every call of one fake, oldest first; each of ``listeners`` is told of each call."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.listeners: builtins.list[Callable[[Call], object]] = []
+        self.listeners: builtins.list[Callable[[C], object]] = []
 
-    def append(self, call: Call) -> None:
+    def append(self, call: C) -> None:
         super().append(call)
         for listener in self.listeners:
             listener(call)
 
-    def matching(self, method: str | None = None, path: str = "") -> builtins.list[Call]:
-        """The calls of ``method`` (None: any) whose ``Kind/name`` holds ``path``."""
-        return [c for c in builtins.list(self) if method in (None, c.method) and path in c.path]
+    def matching(self, method: str | None = None, path: str = "",
+                 **fields: Any) -> builtins.list[C]:  # fmt: skip
+        """The calls of ``method`` (None: any) whose ``path`` (``Kind/name``) holds ``path``,
+        and whose ``fields`` are those given (None: any)."""
+        return [c for c in builtins.list(self) if method in (None, c.method) and path in c.path
+                and all(v in (None, getattr(c, k)) for k, v in fields.items())]  # fmt: skip
 
-    def count(self, method: str | None = None, path: str = "") -> int:  # type: ignore[override]
+    def count(self, method: str | None = None, path: str = "",  # type: ignore[override]
+              **fields: Any) -> int:  # fmt: skip
         """How many calls match."""
-        return len(self.matching(method, path))
+        return len(self.matching(method, path, **fields))
 
 
 @define
@@ -110,12 +126,12 @@ class Fault:
     message: str | None = None  # instead of the status's usual words
     remaining: int = 1
 
-    def matches(self, method: str, path: str) -> bool:
-        if self.remaining <= 0 or self.method not in (None, method):
+    def matches(self, call: Named) -> bool:
+        if self.remaining <= 0 or self.method not in (None, call.method):
             return False
         if isinstance(self.path, re.Pattern):
-            return self.path.search(path) is not None
-        return self.path is None or self.path in path
+            return self.path.search(call.path) is not None
+        return self.path is None or self.path in call.path
 
     def raised(self) -> ApiError | None:
         """What a call it hits raises before anything is done (None: the call goes on)."""
@@ -135,18 +151,21 @@ class Faults:
     """Queued trouble: each call takes the oldest matching fault with uses left (``fired``:
     each hit, with its call)."""
 
+    kind: type[Fault] = Fault
+    methods: tuple[str, ...] = PORT_METHODS  # what ``add`` accepts (empty: anything)
+
     def __init__(self) -> None:
         self.queue: list[Fault] = []
-        self.fired: list[tuple[Fault, Call]] = []
+        self.fired: list[tuple[Fault, Named]] = []
         self._lock = threading.Lock()
 
     def add(self, method: str | None = None, path: str | re.Pattern[str] | None = None, *,
             times: int = 1, **trouble: Any) -> Fault:  # fmt: skip
         """Trouble (the fields of ``Fault``) for the next ``times`` calls of ``method`` (a port
         method's name; None: any) whose ``Kind/name`` holds ``path`` (or a regex found in it)."""
-        if method not in (None, *PORT_METHODS):
-            raise ValueError(f"unknown port method {method!r}: one of {', '.join(PORT_METHODS)}")
-        fault = Fault(method, path, remaining=times, **trouble)
+        if self.methods and method not in (None, *self.methods):
+            raise ValueError(f"unknown port method {method!r}: one of {', '.join(self.methods)}")
+        fault = self.kind(method, path, remaining=times, **trouble)
         with self._lock:
             self.queue.append(fault)
         return fault
@@ -156,10 +175,10 @@ class Faults:
         """The faults with uses left."""
         return [f for f in self.queue if f.remaining > 0]
 
-    def take(self, call: Call) -> Fault | None:
+    def take(self, call: Named) -> Fault | None:
         """The oldest fault that matches ``call``, one use taken."""
         with self._lock:
-            found = next((f for f in self.queue if f.matches(call.method, call.path)), None)
+            found = next((f for f in self.queue if f.matches(call)), None)
             if found is not None:
                 found.remaining -= 1
                 self.fired.append((found, call))
@@ -216,7 +235,7 @@ class FakeCluster:
         self.clock = clock if clock is not None else FakeClock()
         self.store = Store(self.clock)
         self.faults = Faults()
-        self.calls = Calls()
+        self.calls: Calls[Call] = Calls()
         self.execs: list[Exec] = []
         self.on_exec: Callable[[Exec], ExecAnswer] = lambda _: ExecAnswer()
         self._script: list[tuple[float, Callable[[], object]]] = []
@@ -225,7 +244,7 @@ class FakeCluster:
 
     def session(self, *, retry_for: float = 5.0) -> Session:
         """A lifecycle session on this cluster and its clock (a fixed jitter)."""
-        return Session(self, self.clock, jitter=fixed_jitter, retry_for=retry_for)
+        return self.connect(retry_for=retry_for)[0]
 
     def connect(self, kubeconfig: str | None = None, context: str | None = None, *,
                 retry_for: float = 60.0, on_retry: Callable[[str, ApiError], None] | None = None,

@@ -25,11 +25,11 @@ from kfcompile.lifecycle.ports import Obj
 from kfcompile.spec.model import DEFAULT_RUNTIME
 from kfcompile.testing import kueue as fake_kueue
 from kfcompile.testing.cluster import FakeCluster
-from kfcompile.testing.store import FOREGROUND, ResourceKind, rfc3339
+from kfcompile.testing.store import FOREGROUND, ResourceKind, Store, owner, rfc3339
 
 __all__ = ["PENDING", "Trainer", "crash", "finish", "helpers", "install", "pending",
-           "pod_name", "pods", "progress", "queued", "restart", "runs", "start", "suspends",
-           "train"]  # fmt: skip
+           "pod_name", "pods", "progress", "queued", "release", "restart", "runs", "start",
+           "suspends", "train"]  # fmt: skip
 
 KINDS: Final = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
 JOBSET: Final = "jobset.x-k8s.io/v1alpha2"
@@ -43,13 +43,6 @@ def pod_name(job: str, rank: int) -> str:
     (the same on every run)."""
     digest = hashlib.sha1(f"{job}/{rank}".encode()).digest()
     return f"{job}-node-0-{rank}-" + "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
-
-
-def _owner(obj: Obj) -> Obj:
-    """An ownerReference to ``obj``, as a controller sets it on what it makes."""
-    meta = obj["metadata"]
-    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
-            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
 
 
 def _jobset_labels(name: str, namespace: str, jobset_uid: str) -> dict[str, str]:
@@ -88,7 +81,7 @@ def _made(fake: FakeCluster, job: Obj) -> Obj:
     if jobset is None or jobset["metadata"]["ownerReferences"][0]["uid"] != uid:
         spec = {"replicatedJobs": [{"name": "node", "replicas": 1}], "suspend": False}
         labels, notes = _patched(job, 0)
-        meta = {"name": name, "namespace": ns, "ownerReferences": [_owner(job)],
+        meta = {"name": name, "namespace": ns, "ownerReferences": [owner(job)],
                 **({"labels": labels} if labels else {}),
                 **({"annotations": notes} if notes else {})}  # fmt: skip
         jobset = fake.store.put({"apiVersion": JOBSET, "kind": "JobSet", "metadata": meta,
@@ -96,13 +89,11 @@ def _made(fake: FakeCluster, job: Obj) -> Obj:
     made = fake.store.items.get(("batch/v1", "Job", ns, f"{name}-node-0"))
     if made is None or made["metadata"]["ownerReferences"][0]["uid"] != jobset["metadata"]["uid"]:
         nodes = int(((job.get("spec") or {}).get("trainer") or {}).get("numNodes", 1))
-        said, (labels, notes) = (
-            _jobset_labels(name, ns, jobset["metadata"]["uid"]),
-            _patched(job, 1),
-        )
+        said = _jobset_labels(name, ns, jobset["metadata"]["uid"])
+        labels, notes = _patched(job, 1)
         step = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
         meta = {"name": f"{name}-node-0", "namespace": ns, "labels": said | labels | step,
-                "annotations": said | notes, "ownerReferences": [_owner(jobset)]}  # fmt: skip
+                "annotations": said | notes, "ownerReferences": [owner(jobset)]}  # fmt: skip
         spec = {"completions": nodes, "parallelism": nodes, "completionMode": "Indexed"}
         made = fake.store.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
                                "spec": spec})  # fmt: skip
@@ -164,12 +155,11 @@ def _pod(fake: FakeCluster, job: Obj, plan: Plan, phase: str, code: int = 0) -> 
         ended = {"exitCode": code, "reason": "Error" if code else "Completed", "startedAt": at,
                  "finishedAt": at}  # fmt: skip
         state = {"ready": False, "started": False, "state": {"terminated": ended}}
-    owner = _owner(_made(fake, job) if kind is TRAINJOB else job)
     notes = {k: v for k, v in labels.items() if k.startswith("jobset.") and "priority" not in k}
     if kind is TRAINJOB:
         notes |= {**_patched(job, 2)[1], COMPLETION_INDEX: str(rank)}
-    meta = {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [owner],
-            "annotations": notes}  # fmt: skip
+    meta = {"name": name, "namespace": ns, "labels": labels, "annotations": notes,
+            "ownerReferences": [owner(_made(fake, job) if kind is TRAINJOB else job)]}  # fmt: skip
     status = {"name": kind.container, "image": image, "imageID": "", "restartCount": runs}
     return fake.store.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
         "nodeName": f"gpu-node-{rank}", "containers": [{"name": kind.container, "image": image}]},
@@ -289,9 +279,8 @@ def finish(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob",
         return
     if reason == "DeadlineExceeded" and kind == "TrainJob":
         fake.store.delete(JOBSET, "JobSet", namespace, name)
-        fake.store.change(
-            job["apiVersion"], kind, namespace, name, {"status": {"jobsStatus": None}}
-        )
+        fake.store.change(job["apiVersion"], kind, namespace, name,
+                          {"status": {"jobsStatus": None}})  # fmt: skip
         _conditions(fake, job, ("Failed", "True", reason, "TrainJob exceeded its active deadline"))
         return
     for plan in _plans(fake, job):
@@ -405,10 +394,8 @@ class Trainer:
                 _made(self.fake, job)
 
 
-def _flags(job: Obj) -> Obj:
-    """Where the job keeps ``suspend`` and ``managedBy``."""
-    spec = job.get("spec") or {}
-    return spec if job["kind"] == "TrainJob" else spec.get("runPolicy") or {}
+SUSPENDED: Final = ("Suspended", "True", "Suspended", "TrainJob is suspended")
+RESUMED: Final = ("Suspended", "False", "Resumed", "TrainJob is resumed")
 
 
 def suspends(fake: FakeCluster) -> Callable[[Obj], None]:
@@ -421,12 +408,12 @@ def suspends(fake: FakeCluster) -> Callable[[Obj], None]:
         ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
         conditions = (obj.get("status") or {}).get("conditions") or []
         was: Obj = next((c for c in conditions if c.get("type") == "Suspended"), {})
-        if _flags(obj).get("suspend"):
+        if fake_kueue.flags_of(obj).get("suspend"):
             for pod in pods(fake, ns, name, kind):
                 fake.store.delete("v1", "Pod", ns, pod["metadata"]["name"])
-            _conditions(fake, obj, ("Suspended", "True", "Suspended", "TrainJob is suspended"))
+            _conditions(fake, obj, SUSPENDED)
         elif was.get("status") == "True":
-            _conditions(fake, obj, ("Suspended", "False", "Resumed", "TrainJob is resumed"))
+            _conditions(fake, obj, RESUMED)
             fake.at(0.2, lambda: start(fake, ns, name, kind))
 
     return script
@@ -451,19 +438,16 @@ def queued(fake: FakeCluster, *, admits: float = 0.5, **lives: Any) -> Callable[
             return
         meta, kind = obj["metadata"], obj["kind"]
         key = (obj["apiVersion"], kind, meta["namespace"], meta["name"])
-        flag = {"suspend": True}
-        fake.store.change(*key, {"spec": flag if kind == "TrainJob" else {"runPolicy": flag}})
-        _conditions(fake, fake.store.items[key],
-                    ("Suspended", "True", "Suspended", "TrainJob is suspended"))  # fmt: skip
+        _conditions(fake, fake_kueue.suspended(fake.store, fake.store.items[key], True), SUSPENDED)
         if fake.store.served(fake_kueue.api(fake.store), "Workload"):
             fake_kueue.held(fake.store, fake.store.items[key])
 
         def admit() -> None:
             job = _job(fake, meta["namespace"], kind, meta["name"])
-            if job is None or not _flags(job).get("suspend"):
+            if job is None or not fake_kueue.flags_of(job).get("suspend"):
                 return
             admitted = fake_kueue.admit(fake.store, job)
-            _conditions(fake, admitted, ("Suspended", "False", "Resumed", "TrainJob is resumed"))
+            _conditions(fake, admitted, RESUMED)
             dropped = fake_kueue.V2_3_ONLY in str(job["spec"]) and (
                 fake_kueue.V2_3_ONLY not in str(admitted["spec"]))  # fmt: skip
             if not dropped:
@@ -524,6 +508,15 @@ TORCH_DISTRIBUTED: Final = {
 }  # fmt: skip
 
 
+def release(store: Store, version: str) -> None:
+    """The Trainer's public ConfigMap (v2.2 on) saying its release is ``version``."""
+    store.create({"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": TRAINER_NAMESPACE}})  # fmt: skip
+    store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": TRAINER_CONFIGMAP, "namespace": TRAINER_NAMESPACE},
+        "data": {"kubeflow_trainer_version": version}})  # fmt: skip
+
+
 def install(
     fake: FakeCluster,
     *,
@@ -544,11 +537,7 @@ def install(
         fake.store.kinds[(rk.api_version, kind)] = rk
     says = trainer is not None and not trainer.startswith(("v2.0.", "v2.1."))
     if says:
-        fake.store.create({"apiVersion": "v1", "kind": "Namespace",
-                           "metadata": {"name": TRAINER_NAMESPACE}})  # fmt: skip
-        fake.store.create({"apiVersion": "v1", "kind": "ConfigMap", "data": {
-            "kubeflow_trainer_version": trainer}, "metadata": {
-                "name": TRAINER_CONFIGMAP, "namespace": TRAINER_NAMESPACE}})  # fmt: skip
+        release(fake.store, str(trainer))
     for runtime in runtimes if trainer else ():
         fake.store.create(runtime)
     if training_operator:

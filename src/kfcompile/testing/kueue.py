@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final
 
 from kfcompile.lifecycle.ports import Obj
-from kfcompile.testing.store import ResourceKind, Store, clone, rfc3339
+from kfcompile.testing.store import ResourceKind, Store, clone, owner, rfc3339
 
 if TYPE_CHECKING:
     from kfcompile.testing.cluster import FakeCluster
@@ -64,9 +64,15 @@ EVICTIONS: Final = {
 
 
 def _flags(job: Obj) -> Obj:
-    """Where the job keeps ``suspend`` and ``managedBy``."""
+    """Where the job keeps ``suspend`` and ``managedBy`` (made if missing)."""
     spec: Obj = job.setdefault("spec", {})
     return spec if job.get("kind") == "TrainJob" else spec.setdefault("runPolicy", {})
+
+
+def flags_of(job: Obj) -> Obj:
+    """The job's ``suspend`` and ``managedBy`` (and what else is beside them), as stored."""
+    spec = job.get("spec") or {}
+    return spec if job["kind"] == "TrainJob" else spec.get("runPolicy") or {}
 
 
 def queue_of(job: Obj) -> str | None:
@@ -118,9 +124,26 @@ def workload_name(job: Obj) -> str:
     return f"{kind.lower()}-{meta['name']}"[:247] + "-" + digest
 
 
-def _condition(type_: str, status: str, reason: str, message: str, now: str) -> Obj:
-    return {"type": type_, "status": status, "reason": reason, "message": message,
-            "lastTransitionTime": now, "observedGeneration": 1}  # fmt: skip
+Said = tuple[str, str, str, str]  # a condition's type, status, reason and message
+ADMITTED: Final = ("Admitted", "True", "Admitted", "The workload is admitted")
+
+
+def _reserved(cluster_queue: str = CLUSTER_QUEUE) -> Said:
+    said = f"Quota reserved in ClusterQueue {cluster_queue}"
+    return "QuotaReserved", "True", "QuotaReserved", said
+
+
+def _conditions(store: Store, *said: Said) -> list[Obj]:
+    now = rfc3339(store.clock.time())
+    return [{"type": t, "status": s, "reason": r, "message": m, "lastTransitionTime": now,
+             "observedGeneration": 1} for t, s, r, m in said]  # fmt: skip
+
+
+def suspended(store: Store, job: Obj, suspend: bool) -> Obj:
+    """The job as stored once Kueue's Update set its ``suspend``."""
+    job = clone(job)
+    _flags(job)["suspend"] = suspend
+    return store.put(job)
 
 
 def workload_of(store: Store, job: Obj) -> Obj | None:
@@ -131,18 +154,17 @@ def workload_of(store: Store, job: Obj) -> Obj | None:
 
 def held(store: Store, job: Obj, message: str = WAITING) -> Obj:
     """Kueue makes the job's Workload, waiting for quota (``message`` says why)."""
-    meta, now = job["metadata"], rfc3339(store.clock.time())
-    owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"],
-             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    meta = job["metadata"]
     nodes = int((job.get("spec") or {}).get("trainer", {}).get("numNodes", 1))
     return store.put({
         "apiVersion": api(store), "kind": "Workload",
         "metadata": {"name": workload_name(job), "namespace": meta["namespace"],
-                     "labels": {JOB_UID_LABEL: meta["uid"]}, "ownerReferences": [owner],
+                     "labels": {JOB_UID_LABEL: meta["uid"]}, "ownerReferences": [owner(job)],
                      "finalizers": [RESOURCE_IN_USE]},
         "spec": {"queueName": queue_of(job), "active": True, "podSets": [
             {"name": "node", "count": nodes, "template": {"spec": {"containers": []}}}]},
-        "status": {"conditions": [_condition("QuotaReserved", "False", "Pending", message, now)]},
+        "status": {"conditions": _conditions(store, ("QuotaReserved", "False", "Pending",
+                                                     message))},
     })  # fmt: skip
 
 
@@ -156,14 +178,10 @@ def admit(store: Store, job: Obj, cluster_queue: str = CLUSTER_QUEUE) -> Obj:
     """Kueue admits the job: its Workload reserves quota and is admitted, then the job is
     updated (Kueue's patch gets what the pods need; Kueue up to v0.19 drops ``V2_3_ONLY``) and
     unsuspended: two full Updates. The job as it is then."""
-    now = rfc3339(store.clock.time())
     assigned = [{"name": "node", "flavors": {"cpu": FLAVOR}, "count": 1}]
     _status(store, job, {
         "admission": {"clusterQueue": cluster_queue, "podSetAssignments": assigned},
-        "conditions": [_condition("QuotaReserved", "True", "QuotaReserved",
-                                  f"Quota reserved in ClusterQueue {cluster_queue}", now),
-                       _condition("Admitted", "True", "Admitted", "The workload is admitted",
-                                  now)]})  # fmt: skip
+        "conditions": _conditions(store, _reserved(cluster_queue), ADMITTED)})  # fmt: skip
     job = clone(job)
     if job["kind"] == "TrainJob":
         pod = {"labels": {"kueue.x-k8s.io/cluster-queue-name": cluster_queue,
@@ -173,57 +191,39 @@ def admit(store: Store, job: Obj, cluster_queue: str = CLUSTER_QUEUE) -> Obj:
         for patch in job["spec"].get("runtimePatches") or []:
             spec = patch["trainingRuntimeSpec"]["template"]["spec"]
             if patch.get("manager") == MANAGER:
-                spec["replicatedJobs"] = [
-                    {"name": "node", "template": {"spec": {"template": {"metadata": pod}}}}
-                ]
+                node = {"name": "node", "template": {"spec": {"template": {"metadata": pod}}}}
+                spec["replicatedJobs"] = [node]
             elif store.served(V1BETA1, "Workload"):  # v0.19 or older: Trainer v2.2's types
                 for rjob in spec.get("replicatedJobs") or []:
                     template = ((rjob.get("template") or {}).get("spec") or {}).get("template")
                     ((template or {}).get("spec") or {}).pop(V2_3_ONLY, None)
         job = store.put(job)  # the first Update: the patch, while suspended
-    flags = clone(job)
-    _flags(flags)["suspend"] = False
-    return store.put(flags)  # the second: unsuspended
+    return suspended(store, job, False)  # the second: unsuspended
 
 
 def checking(store: Store, job: Obj, check: str, message: str) -> None:
     """Quota reserved for the job, its admission check ``check`` Pending (a
     ProvisioningRequest's, say), saying ``message``: not admitted yet."""
-    now = rfc3339(store.clock.time())
+    unchecked = ("Admitted", "False", "UnsatisfiedAdmissionChecks",
+                 "The workload has not all admission checks")  # fmt: skip
     _status(store, job, {
         "admission": {"clusterQueue": CLUSTER_QUEUE},
-        "conditions": [_condition("QuotaReserved", "True", "QuotaReserved",
-                                  f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}", now),
-                       _condition("Admitted", "False", "UnsatisfiedAdmissionChecks",
-                                  "The workload has not all admission checks", now)],
-        "admissionChecks": [{"name": check, "state": "Pending", "message": message,
-                             "lastTransitionTime": now}]})  # fmt: skip
+        "conditions": _conditions(store, _reserved(), unchecked),
+        "admissionChecks": [_check(store, check, "Pending", message)]})  # fmt: skip
 
 
 def evict(store: Store, job: Obj, reason: str = "Preempted", message: str = "") -> Obj:
     """Kueue evicts the job (``Preempted``; ``Deactivated``: its Workload made inactive): its
     Workload says ``Evicted`` and waits again, the job is suspended (an Update its controller
     sees: ``on_patch``). The job as it is then."""
-    now, found = rfc3339(store.clock.time()), workload_of(store, job)
-    if found is not None:
-        said = message or EVICTIONS.get(reason, reason)
-        _status(
-            store,
-            job,
-            {
-                "conditions": [
-                    _condition("Evicted", "True", reason, said, now),
-                    _condition("QuotaReserved", "False", "Pending", WAITING, now),
-                    _condition(
-                        "Admitted", "False", "NoReservation", "The workload has no reservation", now
-                    ),
-                ]
-            },
-            spec={**found["spec"], "active": reason != "Deactivated"},
-        )
-    stopped = clone(job)
-    _flags(stopped)["suspend"] = True
-    out = store.put(stopped)
+    if (found := workload_of(store, job)) is not None:
+        evicted = ("Evicted", "True", reason, message or EVICTIONS.get(reason, reason))
+        unadmitted = ("Admitted", "False", "NoReservation", "The workload has no reservation")
+        said = _conditions(store, evicted, ("QuotaReserved", "False", "Pending", WAITING),
+                           unadmitted)  # fmt: skip
+        _status(store, job, {"conditions": said},
+                spec={**found["spec"], "active": reason != "Deactivated"})  # fmt: skip
+    out = suspended(store, job, True)
     for hook in store.on_patch:
         hook(out)
     return out
@@ -258,8 +258,9 @@ def multikueue(store: Store, queue: str = "team-a") -> None:
     store.admission.append(webhook)
 
 
-def _check(state: str, message: str, now: str) -> Obj:
-    return {"name": CHECK, "state": state, "message": message, "lastTransitionTime": now}
+def _check(store: Store, name: str, state: str, message: str) -> Obj:
+    return {"name": name, "state": state, "message": message,
+            "lastTransitionTime": rfc3339(store.clock.time())}  # fmt: skip
 
 
 def mirror_of(job: Obj, workload: str) -> Obj:
@@ -289,21 +290,17 @@ def dispatches(manager: FakeCluster, worker: FakeCluster, *,
     status is copied back at each tick, and the mirror deleted once the job is being deleted."""
 
     def dispatch(key: tuple[str, str, str, str]) -> None:
-        job, found = manager.store.items.get(key), None
+        job = manager.store.items.get(key)
         found = workload_of(manager.store, job) if job is not None else None
         if job is None or found is None or job["metadata"].get("deletionTimestamp"):
             return
         worker.store.create(mirror_of(job, found["metadata"]["name"]))
-        now = rfc3339(manager.clock.time())
         status = {k: v for k, v in found["status"].items() if k != "nominatedClusterNames"}
+        ready = _check(manager.store, CHECK, "Ready", f'The workload was admitted on "{WORKER}"')
         manager.store.put({**found, "status": {**status, "clusterName": WORKER, "conditions": [
-            *status["conditions"], _condition("Admitted", "True", "Admitted",
-                                              "The workload is admitted", now)],
-            "admissionChecks": [_check("Ready", f'The workload was admitted on "{WORKER}"',
-                                       now)]}})  # fmt: skip
-        job = clone(job)
-        _flags(job)["suspend"] = False
-        manager.store.put(job)
+            *status["conditions"], *_conditions(manager.store, ADMITTED)],
+            "admissionChecks": [ready]}})  # fmt: skip
+        suspended(manager.store, job, False)
         follow(key)
 
     def follow(key: tuple[str, str, str, str]) -> None:
@@ -318,16 +315,13 @@ def dispatches(manager: FakeCluster, worker: FakeCluster, *,
             manager.store.put({**job, "status": status})
 
     def script(obj: Obj) -> None:
-        if obj["kind"] not in JOB_GROUPS or _flags(clone(obj)).get("managedBy") != MULTIKUEUE:
+        if obj["kind"] not in JOB_GROUPS or flags_of(obj).get("managedBy") != MULTIKUEUE:
             return
-        meta, now = obj["metadata"], rfc3339(manager.clock.time())
-        workload = held(manager.store, obj)
-        reserved = _condition("QuotaReserved", "True", "QuotaReserved",
-                              f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}", now)  # fmt: skip
+        meta, workload = obj["metadata"], held(manager.store, obj)
         manager.store.put({**workload, "status": {
-            "conditions": [reserved], "nominatedClusterNames": [WORKER],
-            "admission": {"clusterQueue": CLUSTER_QUEUE},
-            "admissionChecks": [_check("Pending", "", now)]}})  # fmt: skip
+            "conditions": _conditions(manager.store, _reserved()),
+            "nominatedClusterNames": [WORKER], "admission": {"clusterQueue": CLUSTER_QUEUE},
+            "admissionChecks": [_check(manager.store, CHECK, "Pending", "")]}})  # fmt: skip
         key = (obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
         manager.at(after, lambda: dispatch(key))
 

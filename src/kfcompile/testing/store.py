@@ -111,11 +111,8 @@ def crd_kinds(crd: Obj) -> list[ResourceKind]:
     """The kinds a CustomResourceDefinition serves: one per served version."""
     spec = crd["spec"]
     names, scoped = spec["names"], spec.get("scope", "Namespaced") == "Namespaced"
-    return [
-        ResourceKind(spec["group"], v["name"], names["kind"], names["plural"], scoped)
-        for v in spec["versions"]
-        if v.get("served", True)
-    ]
+    served = [v["name"] for v in spec["versions"] if v.get("served", True)]
+    return [ResourceKind(spec["group"], v, names["kind"], names["plural"], scoped) for v in served]
 
 
 def selector(labels: str = "", fields: str = "") -> Matcher:
@@ -148,6 +145,13 @@ def _field(obj: Obj, path: str) -> str:
     for part in path.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return "" if node is None else str(node).lower() if isinstance(node, bool) else str(node)
+
+
+def owner(obj: Obj) -> Obj:
+    """An ownerReference to ``obj``, as a controller sets it on what it makes."""
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
 
 
 def _owners(obj: Obj) -> list[str]:
@@ -457,9 +461,8 @@ class Store:
             if kind == "Pod" or propagation == "Orphan":
                 return False
             had = meta.get("finalizers") or []
-            wanted = [f for f in had if f != FOREGROUND] + [FOREGROUND] * (
-                propagation == "Foreground"
-            )
+            wanted = [f for f in had if f != FOREGROUND]
+            wanted += [FOREGROUND] * (propagation == "Foreground")
             if sorted(wanted) != sorted(had):
                 self._meta(key, finalizers=wanted)
             return key not in self.items
