@@ -12,10 +12,10 @@ import copy
 
 import pytest
 import schema_check
-from fakekube.cluster import NAMESPACE, QUEUE, SERVES, PortCluster
+from fakekube.cluster import NAMESPACE, QUEUE, SERVES, LocalCluster, PortCluster
 from test_lifecycle import TRAINJOB, spec, submit
 
-from kfcompile import lifecycle
+from kfcompile import lifecycle, structure
 from kfcompile.lifecycle.observe import Observation, PodsListed
 from kfcompile.lifecycle.ports import Transient
 from kfcompile.lifecycle.session import Pause, Slept
@@ -247,3 +247,28 @@ def test_workloads_that_may_not_be_watched_leave_the_job_watched_as_before() -> 
     assert [reason for _, reason in said][:2] == ["Queued", "AdmissionCheckPending"]
     assert PENDING_AT <= said[1][0] <= PENDING_AT + WATCH_SEGMENT + 1, said
     assert 120.0 + STARTS <= said[-1][0] < 120.0 + STARTS + 1, said
+
+
+# --- over HTTP: the Workload watched through the served version, from its state now ------------
+
+
+@pytest.mark.parametrize(("serves", "version"), [("both", "v1beta2"), ("v1beta1", "v1beta1")])
+def test_over_http_the_workload_is_watched_by_name_through_the_served_version(
+    serves: str, version: str
+) -> None:
+    shared = schema_check.require_shared()
+    with LocalCluster(shared, kueue=serves) as local:
+        local.admits = 2.0  # fake seconds (a tenth of that in real time)
+        job = structure(
+            {"name": "demo", "image": "python:3", "command": ["python"], "queue": QUEUE}
+        )
+        session = local.session()
+        submitted = lifecycle.submit(session, job, "trainjob/v2.3", namespace=NAMESPACE, environ={})
+        obs = lifecycle.wait(session, submitted.ref, "running", timeout=60)
+        path = f"/apis/kueue.x-k8s.io/{version}/namespaces/{NAMESPACE}/workloads"
+        watches = local.kube.requests.matching("GET", path, watch=True)
+    assert obs.state.state is State.RUNNING
+    assert watches, "the Workload was not watched"
+    name = watches[0].query["fieldSelector"]
+    assert name.startswith("metadata.name=trainjob-demo-"), name
+    assert watches[0].query.get("resourceVersion", "") == ""  # from its state now
