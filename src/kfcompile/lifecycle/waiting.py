@@ -38,7 +38,7 @@ from typing import Final, Literal, TypeVar
 
 from attrs import evolve, frozen
 
-from kfcompile.lifecycle.kueue import GROUP, NOT_SERVED, served_api, waiting_workload
+from kfcompile.lifecycle.kueue import NOT_SERVED, served_api, waiting_workload
 from kfcompile.lifecycle.objects import job_kind, meta
 from kfcompile.lifecycle.observe import (
     ListPods,
@@ -577,8 +577,12 @@ def _next_event(stream: Iterator[WatchEvent], ref: Ref) -> WaitAnswer:
     return next_answer(stream, _EVENTS, named("watch", ref))
 
 
+def _watching_workload(ref: Ref) -> str:
+    return f"watch the Workload of {ref}"
+
+
 def _next_said(stream: Iterator[WatchEvent], ref: Ref) -> WaitAnswer:
-    return next_answer(stream, _WORKLOAD_EVENTS, f"watch the Workload of {ref}")
+    return next_answer(stream, _WORKLOAD_EVENTS, _watching_workload(ref))
 
 
 def _list_job(session: Session, ref: Ref) -> WaitAnswer:
@@ -617,7 +621,7 @@ def _watch_workload(session: Session, ref: Ref, request: WatchWorkload) -> Itera
     Workload as it is), through the Kueue API served; the Workload as ``request`` has it is
     passed over, never taken for a change."""
     name, seen = meta(request.workload).get("name"), meta(request.workload).get("resourceVersion")
-    with ending_named(named("watch", Ref(GROUP, "Workload", ref.namespace, str(name)))):
+    with ending_named(_watching_workload(ref)):
         api = served_api(session, "Workload")
         if api is None:
             raise NotFound(404, "NotFound", NOT_SERVED)  # Kueue went
@@ -658,9 +662,10 @@ def wait(
 ) -> Observation:
     """Watch the job until it is running (or finished) or finished; report each change.
 
-    One list, then a watch resumed from the last version seen; ``410 Gone`` lists again;
-    transient trouble pauses and retries; the API refusing to watch is the only case that
-    polls (``WAIT_TABLE`` has the whole of it). ``TimedOut`` says where the job stands
+    One list, then a watch resumed from the last version seen (while Kueue holds the job and
+    it has no pod, a watch of its Workload instead); ``410 Gone`` lists again; transient
+    trouble pauses and retries; the API refusing to watch is the only case that polls
+    (``WAIT_TABLE`` has the whole of it). ``TimedOut`` says where the job stands
     and the warnings that say why; ``JobNotFound`` and ``JobDeleted`` say it is not there.
     ``pods_on``: the session whose pods judge the job as last seen (by default ``session``'s;
     on a MultiKueue manager, the worker's it was dispatched to).
