@@ -13,6 +13,16 @@ seconds at most (then ``Unavailable``); trouble on a list is the retry machine's
 (``session.call``). Only when the API refuses to watch (403, 404) does this poll: list, pause,
 list again.
 
+While Kueue holds the job (suspended, its Workload saying why, ``kueue_says``) and it has no
+pod, nothing is there to look at again but Kueue's word, which changes only with the Workload:
+so the job's Workload is watched instead (``HELD``), by name from its state now, in segments of
+``HELD_SEGMENT``, and each change of it (Kueue's reason, its admission, its deletion with the
+job), and each segment's end, lists the job again. A job held by Kueue changes only through
+Kueue, which writes the Workload first (admission: the Workload is admitted, then the job
+unsuspended), or by its deletion, which takes its Workload (owned by it) too; a change of the
+job alone is seen at the segment's end. The API refusing to watch Workloads (403; 404: Kueue
+went) ends this for the wait: the job is watched as before.
+
 What a watch answers (its events, its end, its errors: ``next_answer``, ``only``, the answers
 themselves) and how it is listed again (``Relists``) are shared with ``job_events`` and
 ``pod_logs``.
@@ -28,7 +38,7 @@ from typing import Final, Literal, TypeVar
 
 from attrs import evolve, frozen
 
-from kfcompile.lifecycle.kueue import waiting_workload
+from kfcompile.lifecycle.kueue import NOT_SERVED, served_api, waiting_workload
 from kfcompile.lifecycle.objects import job_kind, meta
 from kfcompile.lifecycle.observe import (
     ListPods,
@@ -76,13 +86,17 @@ from kfcompile.lifecycle.session import (
     unavailable,
     when,
 )
-from kfcompile.status import State
+from kfcompile.status import State, kueue_says
 from kfcompile.terminal import printable
 
 Until = Literal["running", "done"]
 """What ``wait`` waits for: ``"running"`` (or finished), or ``"done"`` (finished)."""
 
 WATCH_SEGMENT: Final = 5  # seconds; pods can get stuck without the job changing, so look again
+# Seconds the Workload of a job Kueue holds (no pod) is watched before the job is listed again:
+# as long as client-go's reflectors (and ``job_events.JOBS_SEGMENT``), Kueue's word being all
+# that can change meanwhile.
+HELD_SEGMENT: Final = 300
 SHORT_WATCH: Final = 1.0  # seconds; a watch that ends sooner, without an event, was cut short
 
 
@@ -114,6 +128,20 @@ class ReadEvent:
 
 
 @frozen(repr=False)
+class WatchWorkload:
+    """Watch the job's Workload ``workload`` (as last read) from its state now for
+    ``timeout`` seconds; answer its first change."""
+
+    workload: Obj
+    timeout: int
+
+
+@frozen(repr=False)
+class ReadWorkload:
+    """The next event of the Workload's watch that is open."""
+
+
+@frozen(repr=False)
 class Done:
     observation: Observation
 
@@ -133,7 +161,17 @@ class OutOfTime:
 
 
 WaitRequest = (
-    ListJob | ListPods | WatchJob | ReadEvent | Pause | Done | Missing | OutOfTime | GiveUp
+    ListJob
+    | ListPods
+    | WatchJob
+    | ReadEvent
+    | WatchWorkload
+    | ReadWorkload
+    | Pause
+    | Done
+    | Missing
+    | OutOfTime
+    | GiveUp
 )
 
 # --- what the API answered ----------------------------------------------------------------------
@@ -155,6 +193,13 @@ class Changed:
     """The watch delivered the job (ADDED, MODIFIED)."""
 
     job: Obj
+
+
+@frozen(repr=False)
+class KueueMoved:
+    """The job's Workload changed, or went: Kueue's word may be another, the job too."""
+
+    workload: Obj
 
 
 @frozen(repr=False)
@@ -255,6 +300,7 @@ WaitAnswer = (
     | NoJob
     | PodsListed
     | Changed
+    | KueueMoved
     | Bookmark
     | Deleted
     | StreamEnded
@@ -271,16 +317,18 @@ class WaitPhase(enum.Enum):
     WATCH = "watch"  # open a watch, or read the next event of the open one
     SLEEP = "sleep"  # pause after trouble on the watch, then watch again
     POLL = "poll"  # the API refused to watch: pause, then list again
+    HELD = "held"  # Kueue holds the job, which has no pod: watch its Workload, then list again
     END = "end"
 
 
 # the table's words
-LIST, PODS, WATCH, SLEEP, POLL, END = (
+LIST, PODS, WATCH, SLEEP, POLL, HELD, END = (
     WaitPhase.LIST,
     WaitPhase.PODS,
     WaitPhase.WATCH,
     WaitPhase.SLEEP,
     WaitPhase.POLL,
+    WaitPhase.HELD,
     WaitPhase.END,
 )
 
@@ -301,6 +349,8 @@ class Waiter:
     streaming: bool = False  # a watch is open and has delivered an event
     polling: bool = False  # the API refused to watch
     polls: int = 0  # polls in a row without news
+    held: Obj | None = None  # the Workload saying why Kueue holds the job, with no pod
+    workloads_watched: bool = True  # False once the API refused to watch it: the job as before
     last: Observation | None = None
     shown: tuple[object, ...] | None = None
     news: Observation | None = None
@@ -331,6 +381,12 @@ class Waiter:
                 return ReadEvent()
             seconds = min(WATCH_SEGMENT, self.remaining(now))
             return WatchJob(self.version, max(1, math.ceil(seconds)))
+        if self.phase is HELD:
+            assert self.held is not None
+            if self.streaming:
+                return ReadWorkload()
+            seconds = min(HELD_SEGMENT, self.remaining(now))
+            return WatchWorkload(self.held, max(1, math.ceil(seconds)))
         if self.phase is POLL:
             return Pause(self.polls, at_most=self.remaining(now))
         request = self.retry.next_request(now)
@@ -361,7 +417,15 @@ class Waiter:
         assert self.job is not None
         obs = observation(self.job, answer.pods, answer.workload)
         news = obs if obs.summary != self.shown else None
-        seen = evolve(self, last=obs, shown=obs.summary, news=news)
+        workload = answer.workload
+        held = (
+            workload is not None
+            and self.workloads_watched
+            and not answer.pods  # a pod, even one going, may change alone
+            and obs.state.state is State.SUSPENDED
+            and kueue_says(workload) is not None
+        )
+        seen = evolve(self, last=obs, shown=obs.summary, news=news, held=workload if held else None)
         if reached(obs, self.until):
             return evolve(seen, outcome=Done(obs))
         return evolve(seen, polls=0 if news else self.polls + 1) if self.polling else seen
@@ -404,6 +468,15 @@ class Waiter:
     def _polled(self, answer: Slept, now: float) -> Waiter:
         return self
 
+    def _kueue_moved(self, answer: KueueMoved, now: float) -> Waiter:
+        return evolve(self, streaming=False)._delivered()
+
+    def _workload_bookmark(self, answer: Bookmark, now: float) -> Waiter:
+        return evolve(self, streaming=True)._delivered()  # a Workload's version: not the job's
+
+    def _workloads_refused(self, answer: Refused | Expired, now: float) -> Waiter:
+        return evolve(self, streaming=False, workloads_watched=False)._answered()
+
 
 def _reached(waiter: Waiter) -> bool:
     return waiter.outcome is not None
@@ -413,13 +486,21 @@ def _polling(waiter: Waiter) -> bool:
     return waiter.polling
 
 
+def _held(waiter: Waiter) -> bool:
+    return waiter.held is not None
+
+
 WAIT_TABLE: Final[Table[Waiter]] = {
     # (phase, answer): the row, the phase it leads to, and when elsewhere
     (LIST, Listed): row(Waiter._listed, PODS),
     (LIST, NoJob): row(Waiter._no_job, END),  # never there (JobNotFound), or deleted
     (LIST, Slept): row(Waiter._relist_slept, LIST),  # after the pause a 410 owed
     (PODS, PodsListed): row(
-        Waiter._observed, WATCH, when("reached", _reached, END), when("polling", _polling, POLL)
+        Waiter._observed,
+        WATCH,
+        when("reached", _reached, END),
+        when("polling", _polling, POLL),
+        when("held", _held, HELD),  # by Kueue, with no pod: its Workload is watched
     ),
     (WATCH, Changed): row(Waiter._changed, PODS),  # the stream still open
     (WATCH, Bookmark): row(Waiter._bookmark, WATCH),  # from the bookmark's version
@@ -429,8 +510,15 @@ WAIT_TABLE: Final[Table[Waiter]] = {
     (WATCH, Expired): row(Waiter._expired, LIST),  # too old (a pause when 410 again)
     (WATCH, Refused): row(Waiter._refused, POLL),  # polling from now on
     (WATCH, Trouble): row(Waiter._trouble, SLEEP),  # backoff
-    (SLEEP, Slept): row(Waiter._slept, WATCH),  # again, from the same version
+    (SLEEP, Slept): row(Waiter._slept, WATCH, when("held", _held, HELD)),  # that watch again
     (POLL, Slept): row(Waiter._polled, LIST),
+    # the job's Workload (Kueue's word changed, or the job was admitted, or deleted): the job
+    (HELD, KueueMoved): row(Waiter._kueue_moved, LIST),
+    (HELD, Bookmark): row(Waiter._workload_bookmark, HELD),
+    (HELD, StreamEnded): row(Waiter._ended, LIST),  # the segment's end: the job again
+    (HELD, Expired): row(Waiter._workloads_refused, LIST),  # (watched from now: not expected)
+    (HELD, Refused): row(Waiter._workloads_refused, LIST),  # the job watched as before
+    (HELD, Trouble): row(Waiter._trouble, SLEEP),  # backoff
 }
 
 
@@ -451,6 +539,15 @@ _EVENTS: Final[dict[str, Callable[[Obj], WaitAnswer]]] = {
     "MODIFIED": Changed,
     "DELETED": _deleted,
     "BOOKMARK": _bookmark,
+}
+
+
+# A watch event's type -> the answer, for an event about the job's Workload.
+_WORKLOAD_EVENTS: Final[dict[str, Callable[[Obj], WaitAnswer]]] = {
+    "ADDED": KueueMoved,
+    "MODIFIED": KueueMoved,
+    "DELETED": KueueMoved,
+    "BOOKMARK": lambda _: Bookmark(""),
 }
 
 
@@ -478,6 +575,14 @@ def next_answer(
 
 def _next_event(stream: Iterator[WatchEvent], ref: Ref) -> WaitAnswer:
     return next_answer(stream, _EVENTS, named("watch", ref))
+
+
+def _watching_workload(ref: Ref) -> str:
+    return f"watch the Workload of {ref}"
+
+
+def _next_said(stream: Iterator[WatchEvent], ref: Ref) -> WaitAnswer:
+    return next_answer(stream, _WORKLOAD_EVENTS, _watching_workload(ref))
 
 
 def _list_job(session: Session, ref: Ref) -> WaitAnswer:
@@ -510,6 +615,30 @@ def _watch(session: Session, ref: Ref, request: WatchJob) -> Iterator[WatchEvent
         yield from only(events, partial(is_ref, ref=ref))
 
 
+def _watch_workload(session: Session, ref: Ref, request: WatchWorkload) -> Iterator[WatchEvent]:
+    """The watch of the job's Workload, by name, from its state now (no resourceVersion: a
+    Workload unchanged for long is older than the server keeps, and the first event is the
+    Workload as it is), through the Kueue API served; the Workload as ``request`` has it is
+    passed over, never taken for a change."""
+    name, seen = meta(request.workload).get("name"), meta(request.workload).get("resourceVersion")
+    with ending_named(_watching_workload(ref)):
+        api = served_api(session, "Workload")
+        if api is None:
+            raise NotFound(404, "NotFound", NOT_SERVED)  # Kueue went
+        events = session.cluster.watch(
+            api,
+            "Workload",
+            ref.namespace,
+            resource_version="",
+            field_selector=f"metadata.name={name}",
+            timeout_seconds=request.timeout,
+        )
+        yield from only(
+            events,
+            lambda obj: meta(obj).get("name") == name and meta(obj).get("resourceVersion") != seen,
+        )
+
+
 def only(events: Iterator[WatchEvent], asked: Callable[[Obj], bool]) -> Iterator[WatchEvent]:
     """The events whose object is one ``asked`` for (and every BOOKMARK, which carries none):
     an event about another object, a broken or hostile server's, is passed over, never taken
@@ -533,9 +662,10 @@ def wait(
 ) -> Observation:
     """Watch the job until it is running (or finished) or finished; report each change.
 
-    One list, then a watch resumed from the last version seen; ``410 Gone`` lists again;
-    transient trouble pauses and retries; the API refusing to watch is the only case that
-    polls (``WAIT_TABLE`` has the whole of it). ``TimedOut`` says where the job stands
+    One list, then a watch resumed from the last version seen (while Kueue holds the job and
+    it has no pod, a watch of its Workload instead); ``410 Gone`` lists again; transient
+    trouble pauses and retries; the API refusing to watch is the only case that polls
+    (``WAIT_TABLE`` has the whole of it). ``TimedOut`` says where the job stands
     and the warnings that say why; ``JobNotFound`` and ``JobDeleted`` say it is not there.
     ``pods_on``: the session whose pods judge the job as last seen (by default ``session``'s;
     on a MultiKueue manager, the worker's it was dispatched to).
@@ -552,6 +682,10 @@ def wait(
         ),
         WatchJob: lambda request: _next_event(opened.start(_watch(session, ref, request)), ref),
         ReadEvent: lambda _: _next_event(opened.current(), ref),
+        WatchWorkload: lambda request: _next_said(
+            opened.start(_watch_workload(session, ref, request)), ref
+        ),
+        ReadWorkload: lambda _: _next_said(opened.current(), ref),
         Pause: partial(pause, session),
     }
 
