@@ -74,7 +74,9 @@ class Deadline:
                 copy.close()
             self._made.clear()
         if self._timer is not None:
+            # Joined, not only cancelled: a request over leaves no thread behind it.
             self._timer.cancel()
+            self._timer.join()
 
     def answered(self) -> None:
         """The answer has started (its status and headers came)."""
