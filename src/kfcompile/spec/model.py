@@ -8,8 +8,6 @@ Kubernetes objects users already know (volumes, tolerations, affinity, EnvVar) s
 (immutable) mappings in their Kubernetes shape, so they can be pasted from existing manifests.
 """
 
-from __future__ import annotations
-
 import functools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -213,7 +211,7 @@ def _group_name(v: str) -> Iterable[tuple[str, str]]:
         yield "", "must be a name, not empty or a number"
 
 
-def _topology_modes(t: Topology) -> Iterable[tuple[str, str]]:
+def _topology_modes(t: "Topology") -> Iterable[tuple[str, str]]:
     """Kueue's PodSet topology request (pkg/controller/jobframework/tas_validation.go): one
     mode; a slice level with its size; a group only of required or preferred PodSets, and not
     with slices."""
