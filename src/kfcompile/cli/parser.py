@@ -276,12 +276,13 @@ def _rbac(p: _Command) -> None:
     )
 
 
-DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+# Text, compiled (and cached) by re when a duration is given: a render never compiles it.
+DURATION = r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?"
 
 
 def duration(text: str) -> float:
     """Seconds in ``90``, ``90s``, ``10m``, ``1h30m``."""
-    match = DURATION.fullmatch(text.strip())
+    match = re.fullmatch(DURATION, text.strip())
     if not text.strip() or match is None or not any(match.groups()):
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 10m, 1h30m)")
     hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())

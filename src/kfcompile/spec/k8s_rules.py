@@ -87,8 +87,9 @@ _CONFIGMAP_KEY_ERR: Final = (
     "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
 )
 PORT_NAME_MAX_LENGTH: Final = 15
-_PORT_NAME_CHARSET_RE: Final = re.compile("[-a-z0-9]+")
-_PORT_NAME_ONE_LETTER_RE: Final = re.compile("[a-z]")
+# Named ports are rare: these two stay text, compiled (and cached) by re when used.
+_PORT_NAME_CHARSET_RE: Final = "[-a-z0-9]+"
+_PORT_NAME_ONE_LETTER_RE: Final = "[a-z]"
 ID_MAX: Final = 2**31 - 1  # minUserID/maxUserID, minGroupID/maxGroupID
 
 # Patterns are used with fullmatch(): Go anchors them with ^...$, and Python's $ would also
@@ -268,9 +269,9 @@ def port_name(value: str) -> list[str]:
     errs: list[str] = []
     if _byte_len(value) > PORT_NAME_MAX_LENGTH:
         errs.append(_max_len_error(PORT_NAME_MAX_LENGTH))
-    if not _PORT_NAME_CHARSET_RE.fullmatch(value):
+    if not re.fullmatch(_PORT_NAME_CHARSET_RE, value):
         errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
-    elif not _PORT_NAME_ONE_LETTER_RE.search(value):
+    elif not re.search(_PORT_NAME_ONE_LETTER_RE, value):
         errs.append("must contain at least one letter (a-z)")
     if "--" in value:
         errs.append("must not contain consecutive hyphens")

@@ -10,6 +10,7 @@ Kubernetes objects users already know (volumes, tolerations, affinity, EnvVar) s
 
 import functools
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -507,7 +508,7 @@ def _program(s: JobSpec) -> Iterator[tuple[str, str]]:
             yield "script", "needs a launcher to run it"
         elif launcher.module is not None:
             yield "launcher.module", "an inline script runs as a file: set either module or script"
-        elif launcher.entrypoint and not rules.CONFIGMAP_KEY.fullmatch(launcher.entrypoint):
+        elif launcher.entrypoint and not re.fullmatch(rules.CONFIGMAP_KEY, launcher.entrypoint):
             yield "launcher.entrypoint", "must be a file name (letters, digits, '-', '_', '.')"
         if len(s.script.encode()) > rules.CONFIGMAP_MAX_BYTES:
             yield "script", "larger than a ConfigMap holds (1 MiB): ship it in the image"
