@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import re
@@ -114,6 +113,8 @@ def _check(spec: str, target_name: str, output: str, golden: str, namespace: str
     expected = read(golden)
     if expected == text:
         return 0
+    import difflib  # only to show how they differ
+
     sys.stdout.writelines(
         difflib.unified_diff(
             expected.splitlines(keepends=True),
