@@ -18,8 +18,6 @@ Left out, as they never reject a create: ``x-kubernetes-list-type: atomic``,
 Path notation: keys joined by ``.``, ``[]`` every item of a list, ``*`` every value of a map.
 """
 
-from __future__ import annotations
-
 import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping

@@ -8,8 +8,6 @@ from this one module, which also holds the rule that reserves them (``JobSpec`` 
 spec may not use the names or mount paths for anything else. The names the Trainer takes in a
 TrainJob's pods and namespace are reserved alike (``TRAINER_TOKEN_VOLUME``...)."""
 
-from __future__ import annotations
-
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, NamedTuple

@@ -5,8 +5,6 @@ requests; extended resources and hugepages equal in both; hugepages beside cpu o
 problem told where it was written.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 

@@ -4,8 +4,6 @@ PyTorchJob target renders its torchrun line from these rows, the importer reads 
 through them, and the TorchX and NeMo-Run mappings read their users' torchrun lines with them.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 

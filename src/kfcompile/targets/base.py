@@ -8,8 +8,6 @@ walk, reported. When a target is built its table is looked up for every slot (``
 target, in one place.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -38,7 +36,7 @@ class Slot:
     convert: Callable[[Any], Any] = _identity
 
     @classmethod
-    def at(cls, *where: str, convert: Callable[[Any], Any] = _identity) -> Slot:
+    def at(cls, *where: str, convert: Callable[[Any], Any] = _identity) -> "Slot":
         return cls(where, convert)
 
 
@@ -81,7 +79,7 @@ class Resolved(NamedTuple):
     paths: tuple[str, ...] | None
 
 
-def resolve(layout: Layout) -> tuple[Resolved, ...]:
+def resolve(layout: "Layout") -> tuple[Resolved, ...]:
     return tuple(
         Resolved(source, slot, None if s is None else tuple(p + sub for p in s.paths))
         for source, slot, sub, _ in fields.feeds()
@@ -109,7 +107,7 @@ class Target:
     render: Callable[[JobSpec], Rendered]
     # What the controllers append to the job's name to name its pods, for this spec.
     pod_suffixes: Callable[[JobSpec], list[str]] = _no_pods
-    layout: Layout = field(
+    layout: "Layout" = field(
         default=Factory(lambda self: Layout(self.table), takes_self=True), eq=False, repr=False
     )
     limits: tuple[Limit, ...] = field(kw_only=True)
@@ -139,7 +137,7 @@ def _pattern(path: str) -> str:
 METADATA = ("labels", "annotations")  # of a slot group: object metadata, not pod spec fields
 
 
-def places(name: str, layout: Layout, whole_pods: bool) -> Places:
+def places(name: str, layout: "Layout", whole_pods: bool) -> Places:
     """Where the target ``name`` puts pod specs (the objects its ``pod.*`` slots land in), the
     training container's resources where no pod spec holds them, and the annotations of every
     object (its ``*.annotations`` slots): ValueError if the table has no pod or annotations."""

@@ -8,8 +8,6 @@ the input it cannot hold. The special cases (``special.py``) read through ``Read
 importer's reading of one manifest gives them.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -92,15 +90,15 @@ class Reader(Protocol):
 
     def one(self, slot: str) -> tuple[FieldPath, Any] | None: ...
 
-    def command(self, spec: JobSpec) -> list[str] | None:
+    def command(self, spec: "JobSpec") -> list[str] | None:
         """The launcher command the manifest's target writes for ``spec``."""
         ...
 
 
 class Codec(Protocol):
-    def encode(self, row: Field, value: Any, out: list[Entry]) -> None: ...
+    def encode(self, row: "Field", value: Any, out: list[Entry]) -> None: ...
 
-    def decode(self, row: Field, value: Any) -> Decoded: ...
+    def decode(self, row: "Field", value: Any) -> Decoded: ...
 
 
 _SCALARS = frozenset({str, int, bool, float})
@@ -116,12 +114,12 @@ class Value:
 
     empty: bool = False
 
-    def encode(self, row: Field, value: Any, out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: Any, out: list[Entry]) -> None:
         if not (self.empty and _is_empty(value)):
             value = value if type(value) in _SCALARS else copied(value)
             out.append(Entry(row.source, row.slot, value, row.sub, False, row.at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         return Decoded(LEAVE if self.empty and (value is None or _is_empty(value)) else value)
 
 
@@ -129,12 +127,12 @@ class Value:
 class Keyed:
     """A map: one entry per key, each at its own key below the slot."""
 
-    def encode(self, row: Field, value: Mapping[str, Any], out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: Mapping[str, Any], out: list[Entry]) -> None:
         source, slot, sub, at = row.source, row.slot, row.sub, row.at
         for k, v in value.items():
             out.append(Entry(source + key(k), slot, v, sub + key(k), False, at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         if not isinstance(value, dict):
             return Decoded(LEAVE)
         return Decoded(dict(value) if value else SKIP)
@@ -149,12 +147,12 @@ class Text:
     switch: bool = False
     TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
-    def encode(self, row: Field, value: Any, out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: Any, out: list[Entry]) -> None:
         if value is not False:
             text = "true" if self.switch else str(value)
             out.append(Entry(row.source, row.slot, text, row.sub, False, row.at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         if self.switch and value in self.TRUE:
             return Decoded(True)
         if not self.switch and isinstance(value, str) and value.isascii() and value.isdigit():
@@ -167,12 +165,12 @@ class Text:
 class Names:
     """A list of names as the list of ``{name: ...}`` Kubernetes writes (gates, pull secrets)."""
 
-    def encode(self, row: Field, value: tuple[str, ...], out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: tuple[str, ...], out: list[Entry]) -> None:
         if value:
             names = [{"name": n} for n in value]
             out.append(Entry(row.source, row.slot, names, row.sub, False, row.at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         names, losses = [], []
         for i, item in enumerate(value if isinstance(value, list) else [value]):
             if isinstance(item, dict) and set(item) == {"name"}:
@@ -188,12 +186,12 @@ class Items:
 
     by: str
 
-    def encode(self, row: Field, value: tuple[Mapping[str, Any], ...], out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: tuple[Mapping[str, Any], ...], out: list[Entry]) -> None:
         for i, item in enumerate(value):
             sub = row.sub + select(self.by, item[self.by])
             out.append(Entry(f"{row.source}[{i}]", row.slot, copied(item), sub, False, row.at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         if not isinstance(value, list):
             return Decoded(SKIP, (((), "must be a list: dropped"),))
         found = tuple(((i,), (item_segment(item, i),)) for i, item in enumerate(value))
@@ -204,12 +202,12 @@ class Items:
 class EnvPairs:
     """A map of environment variables as the ``{name, value}`` list of a container's env."""
 
-    def encode(self, row: Field, value: Mapping[str, str], out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: Mapping[str, str], out: list[Entry]) -> None:
         for k, v in value.items():
             sub = row.sub + select("name", k)
             out.append(Entry(row.source + key(k), row.slot, env_var(k, v), sub, False, row.at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         if not isinstance(value, list):
             return Decoded(LEAVE)
         env, losses = {}, []
@@ -226,17 +224,17 @@ class Hatch:
     """An escape hatch: each key deep-merged into the slot of that name in its group (``pod.*``);
     read back from what the typed slots leave in the pod and the container."""
 
-    def encode(self, row: Field, value: Mapping[str, Any], out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: Mapping[str, Any], out: list[Entry]) -> None:
         for k, v in value.items():
             at = row.at / k
             out.append(Entry(str(at), self.slot(row, k), copied(v), "", True, at))
 
     @staticmethod
-    def slot(row: Field, key: str) -> str:
+    def slot(row: "Field", key: str) -> str:
         """The slot a key lands in: ``pod_spec_overrides.hostNetwork`` -> ``pod.hostNetwork``."""
         return f"{row.slot.removesuffix('.*')}.{key}"
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         return Decoded(LEAVE)  # the importer's escape hatches read what is left over
 
 

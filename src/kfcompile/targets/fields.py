@@ -13,8 +13,6 @@ kfcompile adds itself) are ``Special`` steps: plain code that renders and reads 
 the table where they render.
 """
 
-from __future__ import annotations
-
 import functools
 import operator
 from collections.abc import Callable, Iterator
