@@ -129,8 +129,15 @@ def build(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def command(args: argparse.Namespace) -> Run:
-    """The function that runs the parsed command, its module imported now."""
-    return COMMANDS[args.command][2]()[args.command]
+    """The function that runs the parsed command, its module imported now, and the target it
+    names: the start-up (``cli.run``: the collector off) loads all the code a render runs."""
+    run = COMMANDS[args.command][2]()[args.command]
+    if getattr(args, "target", None) is not None:
+        from kfcompile.targets import TARGETS, target
+
+        if args.target in TARGETS:
+            target(args.target)
+    return run
 
 
 def examples(command: str) -> str:
