@@ -28,7 +28,7 @@ def _identity(value: Any) -> Any:
     return value
 
 
-@frozen(repr=False)
+@frozen(repr=False, slots=False)
 class Slot:
     """Where a slot lands in one target: one or more paths, and how the value is written."""
 
@@ -51,7 +51,7 @@ JOB_METADATA: Mapping[str, Slot] = {
 }
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Rendered:
     objects: list[dict[str, Any]]
     placements: list[Placement] = field(factory=list)
@@ -87,7 +87,7 @@ def resolve(layout: "Layout") -> tuple[Resolved, ...]:
     )
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Target:
     """One output shape: what ``kfcompile targets`` lists and ``render`` dispatches on.
 
@@ -315,7 +315,7 @@ def lookup(table: Table, slot: str) -> Slot | None:
     return found
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Layout:
     """A target's table looked up, once, for every slot of the field table: render asks it for
     each entry's slot (a key of an escape hatch is looked up when asked)."""

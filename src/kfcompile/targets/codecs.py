@@ -39,7 +39,7 @@ class Entry(NamedTuple):
     at: FieldPath = FieldPath()  # the spec field a target that cannot hold it names
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Decoded:
     """A slot value read back: the spec value (or ``SKIP`` / ``LEAVE``), the parts of the input
     that are lost (a path below the value, why), and finer sources (spec parts below the field,
@@ -108,7 +108,7 @@ def _is_empty(value: Any) -> bool:
     return isinstance(value, str | tuple | list | Mapping) and not value
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Value:
     """The value as it stands; ``empty``: an empty one renders nothing (and reads as nothing)."""
 
@@ -123,7 +123,7 @@ class Value:
         return Decoded(LEAVE if self.empty and (value is None or _is_empty(value)) else value)
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Keyed:
     """A map: one entry per key, each at its own key below the slot."""
 
@@ -138,7 +138,7 @@ class Keyed:
         return Decoded(dict(value) if value else SKIP)
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Text:
     """A number or a switch written as annotation text (``"4"``; ``"true"`` when set, nothing
     when not) and read back from it: Kueue parses its PodSet annotations with
@@ -161,7 +161,7 @@ class Text:
         return Decoded(SKIP, (((), f"{row.source} is written as {what} only: dropped"),))
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Names:
     """A list of names as the list of ``{name: ...}`` Kubernetes writes (gates, pull secrets)."""
 
@@ -180,7 +180,7 @@ class Names:
         return Decoded(names or SKIP, tuple(losses))
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Items:
     """A list of Kubernetes objects, each the list item whose ``by`` is its own."""
 
@@ -198,7 +198,7 @@ class Items:
         return Decoded(value or SKIP, sources=found)
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class EnvPairs:
     """A map of environment variables as the ``{name, value}`` list of a container's env."""
 
@@ -219,7 +219,7 @@ class EnvPairs:
         return Decoded(env or SKIP, tuple(losses))
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Hatch:
     """An escape hatch: each key deep-merged into the slot of that name in its group (``pod.*``);
     read back from what the typed slots leave in the pod and the container."""
@@ -247,7 +247,7 @@ SWITCH_TEXT = Text(switch=True)
 HATCH = Hatch()
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Field:
     """One row: the spec field at ``source`` fills ``slot`` at ``sub``, written by ``codec``."""
 

@@ -188,7 +188,7 @@ def hatches() -> dict[str, Field]:
 # --- walking it forward -------------------------------------------------------------------------
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class _Part:
     """The rows of one part (``elastic``), walked on the part's object when the spec has one."""
 
