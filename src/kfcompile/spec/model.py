@@ -32,6 +32,9 @@ RuntimeKind = Literal["ClusterTrainingRuntime", "TrainingRuntime"]
 Rule = Callable[[Any], Iterable[tuple[str, str]]]
 
 DEFAULT_RUNTIME = "torch-distributed"
+# The default of every map field: one shared empty map (immutable), so a spec's __init__ has
+# no factory to call per field.
+EMPTY: FrozenMap[str, Any] = FrozenMap()
 
 
 def _rule(check: Rule, doc: str, load: Callable[[Any], Any] | None = None, **kwargs: Any) -> Any:
@@ -164,7 +167,7 @@ class InitializerSource(_Checked):
 
     storage_uri: str = _rule(rules.storage_uri, "URI such as `hf://org/model` or `s3://bucket/x`.")
     env: Mapping[str, str] = _rule(
-        rules.env_map, "Extra environment for the initializer.", factory=FrozenMap
+        rules.env_map, "Extra environment for the initializer.", default=EMPTY
     )
     secret_ref: str | None = _rule(
         rules.dns1123_subdomain, "Secret with credentials.", default=None
@@ -200,7 +203,7 @@ class SchedulingPolicy(_Checked):
     )
     queue: str | None = _doc("Volcano queue.", default=None)
     min_resources: Mapping[str, str] = _rule(
-        rules.resource_map, "Resources the gang needs.", factory=FrozenMap, load=quantity_map
+        rules.resource_map, "Resources the gang needs.", default=EMPTY, load=quantity_map
     )
     priority_class: str | None = _rule(rules.dns1123_subdomain, "PriorityClass.", default=None)
     schedule_timeout_seconds: int | None = _rule(rules.positive, "Gang timeout.", default=None)
@@ -293,23 +296,19 @@ class JobSpec(_Checked):
         rules.job_name, "Job name: RFC 1035 label; each target checks that its pod names fit."
     )
     namespace: str | None = _rule(rules.dns1123_label, "Namespace.", default=None)
-    labels: Mapping[str, str] = _rule(
-        rules.label_map, "Labels on the job object.", factory=FrozenMap
-    )
+    labels: Mapping[str, str] = _rule(rules.label_map, "Labels on the job object.", default=EMPTY)
     annotations: Mapping[str, str] = _rule(
-        _job_annotations, "Annotations on the job object.", factory=FrozenMap
+        _job_annotations, "Annotations on the job object.", default=EMPTY
     )
     runtime_labels: Mapping[str, str] = _rule(
-        rules.label_map, "TrainJob: labels on the JobSet and Jobs it creates.", factory=FrozenMap
+        rules.label_map, "TrainJob: labels on the JobSet and Jobs it creates.", default=EMPTY
     )
     runtime_annotations: Mapping[str, str] = _rule(
-        rules.annotation_map, "TrainJob: annotations on the JobSet and Jobs.", factory=FrozenMap
+        rules.annotation_map, "TrainJob: annotations on the JobSet and Jobs.", default=EMPTY
     )
-    pod_labels: Mapping[str, str] = _rule(
-        rules.label_map, "Labels on every pod.", factory=FrozenMap
-    )
+    pod_labels: Mapping[str, str] = _rule(rules.label_map, "Labels on every pod.", default=EMPTY)
     pod_annotations: Mapping[str, str] = _rule(
-        _pod_annotations, "Annotations on every pod.", factory=FrozenMap
+        _pod_annotations, "Annotations on every pod.", default=EMPTY
     )
 
     # workload
@@ -347,11 +346,11 @@ class JobSpec(_Checked):
     extra_resource_requests: Mapping[str, str] = _rule(
         rules.container_resource_map,
         "Other resource requests, e.g. `vpc.amazonaws.com/efa`.",
-        factory=FrozenMap,
+        default=EMPTY,
         load=quantity_map,
     )
     extra_resource_limits: Mapping[str, str] = _rule(
-        rules.container_resource_map, "Other resource limits.", factory=FrozenMap, load=quantity_map
+        rules.container_resource_map, "Other resource limits.", default=EMPTY, load=quantity_map
     )
     shm_size: str | None = _rule(
         rules.quantity,
@@ -362,7 +361,7 @@ class JobSpec(_Checked):
 
     # environment
     env: Mapping[str, str] = _rule(
-        rules.env_map, "Environment variables, name -> value.", factory=FrozenMap
+        rules.env_map, "Environment variables, name -> value.", default=EMPTY
     )
     env_list: tuple[Mapping[str, Any], ...] = _rule(
         rules.env_list, "Full Kubernetes EnvVar entries (for `valueFrom`).", default=()
@@ -378,9 +377,7 @@ class JobSpec(_Checked):
         rules.tolerations, "Pod tolerations.", default=()
     )
     affinity: Mapping[str, Any] | None = _rule(rules.affinity, "Pod affinity.", default=None)
-    node_selector: Mapping[str, str] = _rule(
-        rules.label_map, "Pod node selector.", factory=FrozenMap
-    )
+    node_selector: Mapping[str, str] = _rule(rules.label_map, "Pod node selector.", default=EMPTY)
     scheduling_gates: tuple[str, ...] = _rule(rules.gate_list, "Pod scheduling gates.", default=())
     service_account_name: str | None = _rule(
         rules.dns1123_subdomain, "Service account the pods run as.", default=None
@@ -438,17 +435,17 @@ class JobSpec(_Checked):
         _provisioning_parameters,
         'Kueue ProvisioningRequest parameters, e.g. `ValidUntilSeconds: "3600"` '
         "(job annotations `provreq.kueue.x-k8s.io/<name>`).",
-        factory=FrozenMap,
+        default=EMPTY,
     )
 
     # escape hatches
     pod_spec_overrides: Mapping[str, Any] = _rule(
-        rules.pod_overrides, "Deep-merged into the generated pod spec.", factory=FrozenMap
+        rules.pod_overrides, "Deep-merged into the generated pod spec.", default=EMPTY
     )
     container_overrides: Mapping[str, Any] = _rule(
         rules.container_overrides,
         "Deep-merged into the generated training container.",
-        factory=FrozenMap,
+        default=EMPTY,
     )
 
     def __attrs_post_init__(self) -> None:
