@@ -127,7 +127,7 @@ class _Checked:
         return f"{spec_class.__name__}({shown})"
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class Launcher(_Checked):
     """How the container starts the training program, without hand-written shell."""
 
@@ -150,7 +150,7 @@ class Launcher(_Checked):
     )
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class RuntimeRef(_Checked):
     """The (Cluster)TrainingRuntime a TrainJob runs on."""
 
@@ -161,7 +161,7 @@ class RuntimeRef(_Checked):
     api_group: str = _doc("API group of the runtime.", default="trainer.kubeflow.org")
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class InitializerSource(_Checked):
     """Where a dataset or model comes from before training starts."""
 
@@ -174,7 +174,7 @@ class InitializerSource(_Checked):
     )
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class Initializer(_Checked):
     """A TrainJob's dataset and model initializers: what the runtime's initializer jobs fetch
     before training starts."""
@@ -183,7 +183,7 @@ class Initializer(_Checked):
     model: InitializerSource | None = _doc("Model initializer.", default=None)
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class ElasticPolicy(_Checked):
     """PyTorch elastic training: the job may run on between min_nodes and max_nodes nodes."""
 
@@ -194,7 +194,7 @@ class ElasticPolicy(_Checked):
     max_restarts: int | None = _rule(rules.non_negative, "torchrun --max-restarts.", default=None)
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class SchedulingPolicy(_Checked):
     """Gang scheduling for PyTorchJob (Volcano / scheduler-plugins)."""
 
@@ -235,7 +235,7 @@ def _topology_modes(t: "Topology") -> Iterable[tuple[str, str]]:
             yield "group_name", "needs required or preferred"
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class Topology(_Checked):
     """Kueue topology-aware scheduling of the job's pods: exactly one of ``required``,
     ``preferred`` (a level: the node label of a Kueue Topology level, e.g.
@@ -278,7 +278,7 @@ class Topology(_Checked):
         structuring.validate(self, (_topology_modes,))
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class WorkDir(_Checked):
     """A local directory that ``submit`` uploads to a PersistentVolumeClaim the pods mount."""
 
@@ -287,7 +287,7 @@ class WorkDir(_Checked):
     mount_path: str = _rule(rules.absolute_path, "Where the pods see it.")
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class JobSpec(_Checked):
     """One training job, independent of Training Operator / Trainer release."""
 
