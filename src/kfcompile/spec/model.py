@@ -8,6 +8,8 @@ Kubernetes objects users already know (volumes, tolerations, affinity, EnvVar) s
 (immutable) mappings in their Kubernetes shape, so they can be pasted from existing manifests.
 """
 
+# Annotations are evaluated (no `from __future__ import annotations`): cattrs reads the field
+# types, which it would otherwise compile from strings, at every cold start.
 import functools
 import math
 import re

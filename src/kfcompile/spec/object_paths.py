@@ -9,6 +9,8 @@ property tests read values back with ``get``. Segments:
 - ``*``: every value of a mapping (each replica of a PyTorchJob).
 """
 
+# Annotations are evaluated (no `from __future__ import annotations`): a NamedTuple compiles
+# each field's string annotation, at every cold start.
 import functools
 import json
 import re

@@ -8,6 +8,8 @@ walk, reported. When a target is built its table is looked up for every slot (``
 target, in one place.
 """
 
+# Annotations are evaluated (no `from __future__ import annotations`): a NamedTuple compiles
+# each field's string annotation, at every cold start.
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple

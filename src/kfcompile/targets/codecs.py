@@ -8,6 +8,8 @@ the input it cannot hold. The special cases (``special.py``) read through ``Read
 importer's reading of one manifest gives them.
 """
 
+# Annotations are evaluated (no `from __future__ import annotations`): a NamedTuple compiles
+# each field's string annotation, at every cold start.
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
