@@ -61,7 +61,7 @@ class JobState:
 ConditionTable = tuple[tuple[str, State], ...]
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Kind:
     """One job kind."""
 

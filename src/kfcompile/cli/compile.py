@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import re
@@ -114,6 +113,8 @@ def _check(spec: str, target_name: str, output: str, golden: str, namespace: str
     expected = read(golden)
     if expected == text:
         return 0
+    import difflib  # only to show how they differ
+
     sys.stdout.writelines(
         difflib.unified_diff(
             expected.splitlines(keepends=True),
@@ -216,7 +217,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """A spec file: where each of its values lands. A spec field (a name that is no file):
     what it is and where it lands on each target."""
     what = args.spec[0]
-    if not (os.path.exists(what) or what.endswith(SPEC_FILES)) and FIELD_PATH.fullmatch(what):
+    if not (os.path.exists(what) or what.endswith(SPEC_FILES)) and re.fullmatch(FIELD_PATH, what):
         return _explain_field(what, args.target, args.output)
     rendered = compile_for(what, args.target or DEFAULT_TARGET, namespace=args.namespace)
     rows = [
@@ -241,7 +242,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 SPEC_FILES = (".yaml", ".yml", ".json")  # a name like these is a file, there or not
-FIELD_PATH = re.compile(r"[A-Za-z_]\w*(\[[^\]]*\])?(\.[A-Za-z_]\w*(\[[^\]]*\])?)*")
+FIELD_PATH = r"[A-Za-z_]\w*(\[[^\]]*\])?(\.[A-Za-z_]\w*(\[[^\]]*\])?)*"
 
 
 def _explain_field(path: str, target_name: str | None, output: str) -> int:

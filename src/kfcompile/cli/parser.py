@@ -129,8 +129,15 @@ def build(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def command(args: argparse.Namespace) -> Run:
-    """The function that runs the parsed command, its module imported now."""
-    return COMMANDS[args.command][2]()[args.command]
+    """The function that runs the parsed command, its module imported now, and the target it
+    names: the start-up (``cli.run``: the collector off) loads all the code a render runs."""
+    run = COMMANDS[args.command][2]()[args.command]
+    if getattr(args, "target", None) is not None:
+        from kfcompile.targets import TARGETS, target
+
+        if args.target in TARGETS:
+            target(args.target)
+    return run
 
 
 def examples(command: str) -> str:
@@ -276,12 +283,13 @@ def _rbac(p: _Command) -> None:
     )
 
 
-DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+# Text, compiled (and cached) by re when a duration is given: a render never compiles it.
+DURATION = r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?"
 
 
 def duration(text: str) -> float:
     """Seconds in ``90``, ``90s``, ``10m``, ``1h30m``."""
-    match = DURATION.fullmatch(text.strip())
+    match = re.fullmatch(DURATION, text.strip())
     if not text.strip() or match is None or not any(match.groups()):
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 10m, 1h30m)")
     hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())

@@ -8,8 +8,8 @@ from this one module, which also holds the rule that reserves them (``JobSpec`` 
 spec may not use the names or mount paths for anything else. The names the Trainer takes in a
 TrainJob's pods and namespace are reserved alike (``TRAINER_TOKEN_VOLUME``...)."""
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): a NamedTuple compiles
+# each field's string annotation, at every cold start.
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, NamedTuple

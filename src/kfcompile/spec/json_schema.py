@@ -49,7 +49,7 @@ def shown_default(a: attrs.Attribute[Any]) -> Any:
     """A field's default worth documenting: None when required, empty or made by a factory."""
     default = a.default
     factory: Any = attrs.Factory  # attrs.Factory is a class at run time
-    if default is attrs.NOTHING or isinstance(default, factory) or default in (None, ()):
+    if default is attrs.NOTHING or isinstance(default, factory) or default in (None, (), {}):
         return None
     return default
 

@@ -55,7 +55,7 @@ QUANTITY_PATTERN: Final = (
 """The accepted quantity grammar as one regular expression (for messages and schemas)."""
 
 _NUMBER_RE: Final = re.compile(r"(?P<sign>[+-]?)(?P<int>[0-9]*)(?:\.(?P<frac>[0-9]*))?")
-_EXPONENT_RE: Final = re.compile(r"[eE](?P<exp>[+-]?[0-9]+)")
+_EXPONENT_RE: Final = r"[eE](?P<exp>[+-]?[0-9]+)"  # rare: compiled (and cached) by re when used
 
 
 def _show(text: str, limit: int = 40) -> str:
@@ -131,7 +131,7 @@ def _parse(value: object) -> Decimal | _Problem:
     elif suffix in _BINARY_SUFFIXES:
         exp10 = 0
         binary_exp = _BINARY_SUFFIXES[suffix]
-    elif (exponent := _EXPONENT_RE.fullmatch(suffix)) is not None:
+    elif (exponent := re.fullmatch(_EXPONENT_RE, suffix)) is not None:
         # Bound the digit count before int(): Python refuses to convert very long digit strings.
         exp_text = exponent["exp"]
         exp_digits = exp_text.lstrip("+-").lstrip("0")

@@ -13,7 +13,6 @@ the json module alone, so neither jsonschema nor kubernetes-validate is needed a
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import math
@@ -120,6 +119,8 @@ def unknown_field(name: str, known: Iterable[str], what: str) -> str:
     by_case = {k.lower(): k for k in known}
     close = [by_case[name.lower()]] if name.lower() in by_case else []
     if not close and len(name) <= _MAX_HINT_KEY:
+        import difflib  # only for the hint of an unknown field
+
         close = difflib.get_close_matches(name, known, n=1)
     if close:
         hint = f"did you mean {close[0]!r}?"

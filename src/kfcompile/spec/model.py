@@ -8,10 +8,11 @@ Kubernetes objects users already know (volumes, tolerations, affinity, EnvVar) s
 (immutable) mappings in their Kubernetes shape, so they can be pasted from existing manifests.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): cattrs reads the field
+# types, which it would otherwise compile from strings, at every cold start.
 import functools
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -33,6 +34,9 @@ RuntimeKind = Literal["ClusterTrainingRuntime", "TrainingRuntime"]
 Rule = Callable[[Any], Iterable[tuple[str, str]]]
 
 DEFAULT_RUNTIME = "torch-distributed"
+# The default of every map field: one shared empty map (immutable), so a spec's __init__ has
+# no factory to call per field.
+EMPTY: FrozenMap[str, Any] = FrozenMap()
 
 
 def _rule(check: Rule, doc: str, load: Callable[[Any], Any] | None = None, **kwargs: Any) -> Any:
@@ -125,7 +129,7 @@ class _Checked:
         return f"{spec_class.__name__}({shown})"
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class Launcher(_Checked):
     """How the container starts the training program, without hand-written shell."""
 
@@ -148,7 +152,7 @@ class Launcher(_Checked):
     )
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class RuntimeRef(_Checked):
     """The (Cluster)TrainingRuntime a TrainJob runs on."""
 
@@ -159,20 +163,20 @@ class RuntimeRef(_Checked):
     api_group: str = _doc("API group of the runtime.", default="trainer.kubeflow.org")
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class InitializerSource(_Checked):
     """Where a dataset or model comes from before training starts."""
 
     storage_uri: str = _rule(rules.storage_uri, "URI such as `hf://org/model` or `s3://bucket/x`.")
     env: Mapping[str, str] = _rule(
-        rules.env_map, "Extra environment for the initializer.", factory=FrozenMap
+        rules.env_map, "Extra environment for the initializer.", default=EMPTY
     )
     secret_ref: str | None = _rule(
         rules.dns1123_subdomain, "Secret with credentials.", default=None
     )
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class Initializer(_Checked):
     """A TrainJob's dataset and model initializers: what the runtime's initializer jobs fetch
     before training starts."""
@@ -181,7 +185,7 @@ class Initializer(_Checked):
     model: InitializerSource | None = _doc("Model initializer.", default=None)
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class ElasticPolicy(_Checked):
     """PyTorch elastic training: the job may run on between min_nodes and max_nodes nodes."""
 
@@ -192,7 +196,7 @@ class ElasticPolicy(_Checked):
     max_restarts: int | None = _rule(rules.non_negative, "torchrun --max-restarts.", default=None)
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class SchedulingPolicy(_Checked):
     """Gang scheduling for PyTorchJob (Volcano / scheduler-plugins)."""
 
@@ -201,7 +205,7 @@ class SchedulingPolicy(_Checked):
     )
     queue: str | None = _doc("Volcano queue.", default=None)
     min_resources: Mapping[str, str] = _rule(
-        rules.resource_map, "Resources the gang needs.", factory=FrozenMap, load=quantity_map
+        rules.resource_map, "Resources the gang needs.", default=EMPTY, load=quantity_map
     )
     priority_class: str | None = _rule(rules.dns1123_subdomain, "PriorityClass.", default=None)
     schedule_timeout_seconds: int | None = _rule(rules.positive, "Gang timeout.", default=None)
@@ -213,7 +217,7 @@ def _group_name(v: str) -> Iterable[tuple[str, str]]:
         yield "", "must be a name, not empty or a number"
 
 
-def _topology_modes(t: Topology) -> Iterable[tuple[str, str]]:
+def _topology_modes(t: "Topology") -> Iterable[tuple[str, str]]:
     """Kueue's PodSet topology request (pkg/controller/jobframework/tas_validation.go): one
     mode; a slice level with its size; a group only of required or preferred PodSets, and not
     with slices."""
@@ -233,7 +237,7 @@ def _topology_modes(t: Topology) -> Iterable[tuple[str, str]]:
             yield "group_name", "needs required or preferred"
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class Topology(_Checked):
     """Kueue topology-aware scheduling of the job's pods: exactly one of ``required``,
     ``preferred`` (a level: the node label of a Kueue Topology level, e.g.
@@ -276,7 +280,7 @@ class Topology(_Checked):
         structuring.validate(self, (_topology_modes,))
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class WorkDir(_Checked):
     """A local directory that ``submit`` uploads to a PersistentVolumeClaim the pods mount."""
 
@@ -285,7 +289,7 @@ class WorkDir(_Checked):
     mount_path: str = _rule(rules.absolute_path, "Where the pods see it.")
 
 
-@frozen(kw_only=True, repr=False)
+@frozen(kw_only=True, repr=False, slots=False)
 class JobSpec(_Checked):
     """One training job, independent of Training Operator / Trainer release."""
 
@@ -294,23 +298,19 @@ class JobSpec(_Checked):
         rules.job_name, "Job name: RFC 1035 label; each target checks that its pod names fit."
     )
     namespace: str | None = _rule(rules.dns1123_label, "Namespace.", default=None)
-    labels: Mapping[str, str] = _rule(
-        rules.label_map, "Labels on the job object.", factory=FrozenMap
-    )
+    labels: Mapping[str, str] = _rule(rules.label_map, "Labels on the job object.", default=EMPTY)
     annotations: Mapping[str, str] = _rule(
-        _job_annotations, "Annotations on the job object.", factory=FrozenMap
+        _job_annotations, "Annotations on the job object.", default=EMPTY
     )
     runtime_labels: Mapping[str, str] = _rule(
-        rules.label_map, "TrainJob: labels on the JobSet and Jobs it creates.", factory=FrozenMap
+        rules.label_map, "TrainJob: labels on the JobSet and Jobs it creates.", default=EMPTY
     )
     runtime_annotations: Mapping[str, str] = _rule(
-        rules.annotation_map, "TrainJob: annotations on the JobSet and Jobs.", factory=FrozenMap
+        rules.annotation_map, "TrainJob: annotations on the JobSet and Jobs.", default=EMPTY
     )
-    pod_labels: Mapping[str, str] = _rule(
-        rules.label_map, "Labels on every pod.", factory=FrozenMap
-    )
+    pod_labels: Mapping[str, str] = _rule(rules.label_map, "Labels on every pod.", default=EMPTY)
     pod_annotations: Mapping[str, str] = _rule(
-        _pod_annotations, "Annotations on every pod.", factory=FrozenMap
+        _pod_annotations, "Annotations on every pod.", default=EMPTY
     )
 
     # workload
@@ -348,11 +348,11 @@ class JobSpec(_Checked):
     extra_resource_requests: Mapping[str, str] = _rule(
         rules.container_resource_map,
         "Other resource requests, e.g. `vpc.amazonaws.com/efa`.",
-        factory=FrozenMap,
+        default=EMPTY,
         load=quantity_map,
     )
     extra_resource_limits: Mapping[str, str] = _rule(
-        rules.container_resource_map, "Other resource limits.", factory=FrozenMap, load=quantity_map
+        rules.container_resource_map, "Other resource limits.", default=EMPTY, load=quantity_map
     )
     shm_size: str | None = _rule(
         rules.quantity,
@@ -363,7 +363,7 @@ class JobSpec(_Checked):
 
     # environment
     env: Mapping[str, str] = _rule(
-        rules.env_map, "Environment variables, name -> value.", factory=FrozenMap
+        rules.env_map, "Environment variables, name -> value.", default=EMPTY
     )
     env_list: tuple[Mapping[str, Any], ...] = _rule(
         rules.env_list, "Full Kubernetes EnvVar entries (for `valueFrom`).", default=()
@@ -379,9 +379,7 @@ class JobSpec(_Checked):
         rules.tolerations, "Pod tolerations.", default=()
     )
     affinity: Mapping[str, Any] | None = _rule(rules.affinity, "Pod affinity.", default=None)
-    node_selector: Mapping[str, str] = _rule(
-        rules.label_map, "Pod node selector.", factory=FrozenMap
-    )
+    node_selector: Mapping[str, str] = _rule(rules.label_map, "Pod node selector.", default=EMPTY)
     scheduling_gates: tuple[str, ...] = _rule(rules.gate_list, "Pod scheduling gates.", default=())
     service_account_name: str | None = _rule(
         rules.dns1123_subdomain, "Service account the pods run as.", default=None
@@ -439,17 +437,17 @@ class JobSpec(_Checked):
         _provisioning_parameters,
         'Kueue ProvisioningRequest parameters, e.g. `ValidUntilSeconds: "3600"` '
         "(job annotations `provreq.kueue.x-k8s.io/<name>`).",
-        factory=FrozenMap,
+        default=EMPTY,
     )
 
     # escape hatches
     pod_spec_overrides: Mapping[str, Any] = _rule(
-        rules.pod_overrides, "Deep-merged into the generated pod spec.", factory=FrozenMap
+        rules.pod_overrides, "Deep-merged into the generated pod spec.", default=EMPTY
     )
     container_overrides: Mapping[str, Any] = _rule(
         rules.container_overrides,
         "Deep-merged into the generated training container.",
-        factory=FrozenMap,
+        default=EMPTY,
     )
 
     def __attrs_post_init__(self) -> None:
@@ -509,7 +507,7 @@ def _program(s: JobSpec) -> Iterator[tuple[str, str]]:
             yield "script", "needs a launcher to run it"
         elif launcher.module is not None:
             yield "launcher.module", "an inline script runs as a file: set either module or script"
-        elif launcher.entrypoint and not rules.CONFIGMAP_KEY.fullmatch(launcher.entrypoint):
+        elif launcher.entrypoint and not re.fullmatch(rules.CONFIGMAP_KEY, launcher.entrypoint):
             yield "launcher.entrypoint", "must be a file name (letters, digits, '-', '_', '.')"
         if len(s.script.encode()) > rules.CONFIGMAP_MAX_BYTES:
             yield "script", "larger than a ConfigMap holds (1 MiB): ship it in the image"

@@ -9,8 +9,8 @@ property tests read values back with ``get``. Segments:
 - ``*``: every value of a mapping (each replica of a PyTorchJob).
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): a NamedTuple compiles
+# each field's string annotation, at every cold start.
 import functools
 import json
 import re
@@ -113,7 +113,7 @@ def format(path: Path) -> str:
     return text.lstrip(".")
 
 
-def put(doc: Any, path: Path, value: Any, merge: Merge | None = None) -> list[Path]:
+def put(doc: Any, path: Path, value: Any, merge: "Merge | None" = None) -> list[Path]:
     """Set a copy of ``value`` at ``path``; with ``merge``, merge it into what is there
     (``merged``), and return where it replaced something else.
 
@@ -141,7 +141,7 @@ class Builder:
         # id of a list -> (the list, kept so the id stays its own; key -> value -> first position)
         self._lists: dict[int, tuple[list[Any], dict[str, dict[str, int]]]] = {}
 
-    def put(self, path: Path, value: Any, merge: Merge | None = None) -> list[Path]:
+    def put(self, path: Path, value: Any, merge: "Merge | None" = None) -> list[Path]:
         """Store ``value`` (which the caller hands over) at ``path``; copies for every further
         place a ``*`` reaches, so no two places share a container. With ``merge``, returns the
         paths below ``path`` where the merge replaced something else (``merged``)."""
@@ -200,7 +200,7 @@ class Builder:
         raise ValueError("'*' cannot be the last segment")
 
     def _put_leaf(
-        self, parent: Any, leaf: Segment, value: Any, merge: Merge | None, replaced: list[Path]
+        self, parent: Any, leaf: Segment, value: Any, merge: "Merge | None", replaced: list[Path]
     ) -> list[Segment]:
         """Store ``value`` under ``parent``; with ``merge``, merge it into what is there (adding
         to ``replaced`` where it replaced something else). Returns the segments below

@@ -18,10 +18,11 @@ from kfcompile.spec.resource_rules import amounts, resources_agree
 
 Found = Iterator[tuple[str, str]]
 
-# The inline script travels as a ConfigMap key (its file name) and value.
-CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+# The inline script travels as a ConfigMap key (its file name) and value. This pattern and URI
+# stay text, compiled (and cached) by re when a spec has a script or an initializer.
+CONFIGMAP_KEY = r"[-._a-zA-Z0-9]{1,253}"
 CONFIGMAP_MAX_BYTES = 1024 * 1024 - 4096  # the API server's limit, less room for metadata
-URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")
+URI = r"^[A-Za-z][A-Za-z0-9+.-]*://.+$"
 # Kubernetes' own limit on image references is loose; reject only what can never pull.
 IMAGE = re.compile(r"^[^\s]+$")
 
@@ -86,7 +87,7 @@ def absolute_path(v: str) -> Found:
 
 
 def storage_uri(v: str) -> Found:
-    if not URI.match(v):
+    if not re.match(URI, v):
         yield "", "must be a URI (scheme://...)"
 
 

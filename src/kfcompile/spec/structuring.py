@@ -13,7 +13,6 @@ own, skipped only when it reads such a field.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -252,6 +251,8 @@ def from_mapping(cls: type, value: Any) -> Any:
     names = [a.name for a, _ in _fields(cls)]
     problems = []
     for key in sorted(map(str, set(value) - set(names))):  # YAML keys may be numbers or null
+        import difflib  # only for the hint of an unknown key
+
         close = difflib.get_close_matches(key, names, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         problems.append(Problem(FieldPath.of(key), f"unknown field{hint}"))

@@ -8,8 +8,8 @@ walk, reported. When a target is built its table is looked up for every slot (``
 target, in one place.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): a NamedTuple compiles
+# each field's string annotation, at every cold start.
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -30,7 +30,7 @@ def _identity(value: Any) -> Any:
     return value
 
 
-@frozen(repr=False)
+@frozen(repr=False, slots=False)
 class Slot:
     """Where a slot lands in one target: one or more paths, and how the value is written."""
 
@@ -38,7 +38,7 @@ class Slot:
     convert: Callable[[Any], Any] = _identity
 
     @classmethod
-    def at(cls, *where: str, convert: Callable[[Any], Any] = _identity) -> Slot:
+    def at(cls, *where: str, convert: Callable[[Any], Any] = _identity) -> "Slot":
         return cls(where, convert)
 
 
@@ -53,7 +53,7 @@ JOB_METADATA: Mapping[str, Slot] = {
 }
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Rendered:
     objects: list[dict[str, Any]]
     placements: list[Placement] = field(factory=list)
@@ -81,7 +81,7 @@ class Resolved(NamedTuple):
     paths: tuple[str, ...] | None
 
 
-def resolve(layout: Layout) -> tuple[Resolved, ...]:
+def resolve(layout: "Layout") -> tuple[Resolved, ...]:
     return tuple(
         Resolved(source, slot, None if s is None else tuple(p + sub for p in s.paths))
         for source, slot, sub, _ in fields.feeds()
@@ -89,7 +89,7 @@ def resolve(layout: Layout) -> tuple[Resolved, ...]:
     )
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Target:
     """One output shape: what ``kfcompile targets`` lists and ``render`` dispatches on.
 
@@ -109,7 +109,7 @@ class Target:
     render: Callable[[JobSpec], Rendered]
     # What the controllers append to the job's name to name its pods, for this spec.
     pod_suffixes: Callable[[JobSpec], list[str]] = _no_pods
-    layout: Layout = field(
+    layout: "Layout" = field(
         default=Factory(lambda self: Layout(self.table), takes_self=True), eq=False, repr=False
     )
     limits: tuple[Limit, ...] = field(kw_only=True)
@@ -139,7 +139,7 @@ def _pattern(path: str) -> str:
 METADATA = ("labels", "annotations")  # of a slot group: object metadata, not pod spec fields
 
 
-def places(name: str, layout: Layout, whole_pods: bool) -> Places:
+def places(name: str, layout: "Layout", whole_pods: bool) -> Places:
     """Where the target ``name`` puts pod specs (the objects its ``pod.*`` slots land in), the
     training container's resources where no pod spec holds them, and the annotations of every
     object (its ``*.annotations`` slots): ValueError if the table has no pod or annotations."""
@@ -317,7 +317,7 @@ def lookup(table: Table, slot: str) -> Slot | None:
     return found
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Layout:
     """A target's table looked up, once, for every slot of the field table: render asks it for
     each entry's slot (a key of an escape hatch is looked up when asked)."""

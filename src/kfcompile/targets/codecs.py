@@ -8,8 +8,8 @@ the input it cannot hold. The special cases (``special.py``) read through ``Read
 importer's reading of one manifest gives them.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): a NamedTuple compiles
+# each field's string annotation, at every cold start.
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -41,7 +41,7 @@ class Entry(NamedTuple):
     at: FieldPath = FieldPath()  # the spec field a target that cannot hold it names
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Decoded:
     """A slot value read back: the spec value (or ``SKIP`` / ``LEAVE``), the parts of the input
     that are lost (a path below the value, why), and finer sources (spec parts below the field,
@@ -92,15 +92,15 @@ class Reader(Protocol):
 
     def one(self, slot: str) -> tuple[FieldPath, Any] | None: ...
 
-    def command(self, spec: JobSpec) -> list[str] | None:
+    def command(self, spec: "JobSpec") -> list[str] | None:
         """The launcher command the manifest's target writes for ``spec``."""
         ...
 
 
 class Codec(Protocol):
-    def encode(self, row: Field, value: Any, out: list[Entry]) -> None: ...
+    def encode(self, row: "Field", value: Any, out: list[Entry]) -> None: ...
 
-    def decode(self, row: Field, value: Any) -> Decoded: ...
+    def decode(self, row: "Field", value: Any) -> Decoded: ...
 
 
 _SCALARS = frozenset({str, int, bool, float})
@@ -110,37 +110,37 @@ def _is_empty(value: Any) -> bool:
     return isinstance(value, str | tuple | list | Mapping) and not value
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Value:
     """The value as it stands; ``empty``: an empty one renders nothing (and reads as nothing)."""
 
     empty: bool = False
 
-    def encode(self, row: Field, value: Any, out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: Any, out: list[Entry]) -> None:
         if not (self.empty and _is_empty(value)):
             value = value if type(value) in _SCALARS else copied(value)
             out.append(Entry(row.source, row.slot, value, row.sub, False, row.at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         return Decoded(LEAVE if self.empty and (value is None or _is_empty(value)) else value)
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Keyed:
     """A map: one entry per key, each at its own key below the slot."""
 
-    def encode(self, row: Field, value: Mapping[str, Any], out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: Mapping[str, Any], out: list[Entry]) -> None:
         source, slot, sub, at = row.source, row.slot, row.sub, row.at
         for k, v in value.items():
             out.append(Entry(source + key(k), slot, v, sub + key(k), False, at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         if not isinstance(value, dict):
             return Decoded(LEAVE)
         return Decoded(dict(value) if value else SKIP)
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Text:
     """A number or a switch written as annotation text (``"4"``; ``"true"`` when set, nothing
     when not) and read back from it: Kueue parses its PodSet annotations with
@@ -149,12 +149,12 @@ class Text:
     switch: bool = False
     TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
-    def encode(self, row: Field, value: Any, out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: Any, out: list[Entry]) -> None:
         if value is not False:
             text = "true" if self.switch else str(value)
             out.append(Entry(row.source, row.slot, text, row.sub, False, row.at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         if self.switch and value in self.TRUE:
             return Decoded(True)
         if not self.switch and isinstance(value, str) and value.isascii() and value.isdigit():
@@ -163,16 +163,16 @@ class Text:
         return Decoded(SKIP, (((), f"{row.source} is written as {what} only: dropped"),))
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Names:
     """A list of names as the list of ``{name: ...}`` Kubernetes writes (gates, pull secrets)."""
 
-    def encode(self, row: Field, value: tuple[str, ...], out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: tuple[str, ...], out: list[Entry]) -> None:
         if value:
             names = [{"name": n} for n in value]
             out.append(Entry(row.source, row.slot, names, row.sub, False, row.at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         names, losses = [], []
         for i, item in enumerate(value if isinstance(value, list) else [value]):
             if isinstance(item, dict) and set(item) == {"name"}:
@@ -182,34 +182,34 @@ class Names:
         return Decoded(names or SKIP, tuple(losses))
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Items:
     """A list of Kubernetes objects, each the list item whose ``by`` is its own."""
 
     by: str
 
-    def encode(self, row: Field, value: tuple[Mapping[str, Any], ...], out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: tuple[Mapping[str, Any], ...], out: list[Entry]) -> None:
         for i, item in enumerate(value):
             sub = row.sub + select(self.by, item[self.by])
             out.append(Entry(f"{row.source}[{i}]", row.slot, copied(item), sub, False, row.at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         if not isinstance(value, list):
             return Decoded(SKIP, (((), "must be a list: dropped"),))
         found = tuple(((i,), (item_segment(item, i),)) for i, item in enumerate(value))
         return Decoded(value or SKIP, sources=found)
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class EnvPairs:
     """A map of environment variables as the ``{name, value}`` list of a container's env."""
 
-    def encode(self, row: Field, value: Mapping[str, str], out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: Mapping[str, str], out: list[Entry]) -> None:
         for k, v in value.items():
             sub = row.sub + select("name", k)
             out.append(Entry(row.source + key(k), row.slot, env_var(k, v), sub, False, row.at))
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         if not isinstance(value, list):
             return Decoded(LEAVE)
         env, losses = {}, []
@@ -221,22 +221,22 @@ class EnvPairs:
         return Decoded(env or SKIP, tuple(losses))
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Hatch:
     """An escape hatch: each key deep-merged into the slot of that name in its group (``pod.*``);
     read back from what the typed slots leave in the pod and the container."""
 
-    def encode(self, row: Field, value: Mapping[str, Any], out: list[Entry]) -> None:
+    def encode(self, row: "Field", value: Mapping[str, Any], out: list[Entry]) -> None:
         for k, v in value.items():
             at = row.at / k
             out.append(Entry(str(at), self.slot(row, k), copied(v), "", True, at))
 
     @staticmethod
-    def slot(row: Field, key: str) -> str:
+    def slot(row: "Field", key: str) -> str:
         """The slot a key lands in: ``pod_spec_overrides.hostNetwork`` -> ``pod.hostNetwork``."""
         return f"{row.slot.removesuffix('.*')}.{key}"
 
-    def decode(self, row: Field, value: Any) -> Decoded:
+    def decode(self, row: "Field", value: Any) -> Decoded:
         return Decoded(LEAVE)  # the importer's escape hatches read what is left over
 
 
@@ -249,7 +249,7 @@ SWITCH_TEXT = Text(switch=True)
 HATCH = Hatch()
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Field:
     """One row: the spec field at ``source`` fills ``slot`` at ``sub``, written by ``codec``."""
 

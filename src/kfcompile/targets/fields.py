@@ -13,8 +13,8 @@ kfcompile adds itself) are ``Special`` steps: plain code that renders and reads 
 the table where they render.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated (no `from __future__ import annotations`): a NamedTuple compiles
+# each field's string annotation, at every cold start.
 import functools
 import operator
 from collections.abc import Callable, Iterator
@@ -190,7 +190,7 @@ def hatches() -> dict[str, Field]:
 # --- walking it forward -------------------------------------------------------------------------
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class _Part:
     """The rows of one part (``elastic``), walked on the part's object when the spec has one."""
 

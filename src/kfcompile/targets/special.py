@@ -48,7 +48,7 @@ Render = Callable[[JobSpec, "list[str] | None", list[Entry]], None]  # appends i
 Read = Callable[[Reader, Values], None]  # takes its parts of the slots, puts spec values
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Special:
     """A step of the table written as code: what it feeds (spec field, slot), how it renders
     and how it is read back (None: another special reads it with its own)."""

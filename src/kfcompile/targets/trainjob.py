@@ -104,7 +104,7 @@ def pod_suffixes(spec: JobSpec) -> list[str]:
 UPSTREAM_NODE_CONTAINERS = frozenset({NODE})
 
 
-@frozen(repr=False)
+@frozen(repr=False, slots=False)
 class Mark:
     """A field some Trainer releases' TrainJobs have and others lack: ``path`` from the
     TrainJob's root (``[]``: any item of a list) whose value is a ``holds`` (a string
@@ -138,7 +138,7 @@ def _holds(node: Any, keys: tuple[str, ...], holds: type) -> bool:
     return isinstance(node, Mapping) and key in node and _holds(node[key], rest, holds)
 
 
-@frozen(repr=False, eq=False)
+@frozen(repr=False, eq=False, slots=False)
 class Release:
     """One Trainer release: its version and placement table, what its TrainJob can hold beyond
     the table, and how it is told from the others. Detection
