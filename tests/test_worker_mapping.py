@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import schema_check
 from fakekube.cluster import TwoClusters
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from test_multikueue import submitted
 
@@ -76,6 +76,8 @@ def test_a_malformed_file_is_one_line_per_problem(text: str, problems: list[str]
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
                     lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner)))  # fmt: skip
+@example({"\xa0": None})  # a no-break space, once shown as "managers. : ..." (Hypothesis)
+@example({"m": {"w\u2028": "c"}})
 def test_any_yaml_value_reads_or_is_refused_in_printable_lines(value: object) -> None:
     try:
         found = read_clusters(json.dumps({"managers": value}), "f")

@@ -296,6 +296,7 @@ def read_clusters(text: str, source: str) -> dict[str, dict[str, str]]:
     each naming its path in the file."""
     from kfcompile.spec import yamlio
     from kfcompile.spec.errors import SpecError
+    from kfcompile.spec.object_paths import key
 
     try:
         data = yamlio.parse(text)
@@ -313,7 +314,7 @@ def read_clusters(text: str, source: str) -> dict[str, dict[str, str]]:
     if managers is not None and not isinstance(managers, Mapping):
         problems.append("managers: expected a mapping of manager contexts")
     for manager, workers in (managers if isinstance(managers, Mapping) else {}).items():
-        at = f"managers.{manager}"
+        at = "managers" + key(str(manager))
         if not _context_name(manager):
             problems.append(f"{at}: a manager's key must be its kubeconfig context's name")
             continue
@@ -324,11 +325,11 @@ def read_clusters(text: str, source: str) -> dict[str, dict[str, str]]:
         for worker, context in workers.items():
             if _cluster_name(worker) is None:
                 problems.append(
-                    f"{at}.{worker}: not a worker cluster name (a MultiKueueCluster's: a "
+                    f"{at}{key(str(worker))}: not a worker cluster name (a MultiKueueCluster's: a "
                     "lowercase RFC 1123 subdomain)"
                 )
             elif not _context_name(context):
-                problems.append(f"{at}.{worker}: expected a kubeconfig context's name")
+                problems.append(f"{at}{key(str(worker))}: expected a kubeconfig context's name")
             else:
                 found[manager][worker] = context
     if problems:

@@ -79,8 +79,13 @@ _BARE_VALUE = re.compile(r'[^\]"\\\x00-\x1f\x7f]+')
 
 
 def _quote(text: str) -> str:
-    """JSON string syntax: quotes and control characters escaped, so a path is one line."""
-    return json.dumps(text, ensure_ascii=False)
+    """JSON string syntax, so a path is one line: quotes and every character a terminal would
+    not show as itself (controls, and spaces other than " " such as U+00A0) escaped; any
+    script's letters kept."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    if quoted.isprintable():
+        return quoted
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in quoted)
 
 
 def _unquote(text: str) -> str:
