@@ -7,7 +7,6 @@ then the driver on the port-level fake, then over HTTP (the URL is the served ve
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from contextlib import closing
@@ -148,12 +147,7 @@ ADMITTED_AFTER = 660.0  # seconds: 11 minutes in the queue
 def checking(store: Store, state: str) -> None:
     """The job's Workload: quota reserved, the admission check ``prov`` ``state``."""
     job = store.items[(TRAINJOB, "TrainJob", NAMESPACE, "demo")]
-    fake_kueue.checking(store, job, "prov", "Waiting for capacity")
-    found = fake_kueue.workload_of(store, job)
-    assert found is not None
-    changed = copy.deepcopy(found)
-    changed["status"]["admissionChecks"][0]["state"] = state
-    store.put(changed)
+    fake_kueue.checking(store, job, "prov", "Waiting for capacity", state)
 
 
 @pytest.mark.parametrize("serves", list(SERVES))

@@ -8,8 +8,6 @@ Kueue (then as before: the job watched in short segments)."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import schema_check
 from fakekube.cluster import NAMESPACE, QUEUE, SERVES, LocalCluster, PortCluster
@@ -46,12 +44,7 @@ PENDING_AT, RETRY_AT = 60.0, 400.0  # Kueue's other reasons, the job itself unch
 def checking(store: Store, state: str) -> None:
     """The job's Workload: quota reserved, the admission check ``prov`` ``state``."""
     job = store.items[(TRAINJOB, "TrainJob", NAMESPACE, "demo")]
-    fake_kueue.checking(store, job, "prov", "Waiting for capacity")
-    found = fake_kueue.workload_of(store, job)
-    assert found is not None
-    changed = copy.deepcopy(found)
-    changed["status"]["admissionChecks"][0]["state"] = state
-    store.put(changed)
+    fake_kueue.checking(store, job, "prov", "Waiting for capacity", state)
 
 
 def queued_eleven_minutes(

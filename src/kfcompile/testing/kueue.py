@@ -201,15 +201,15 @@ def admit(store: Store, job: Obj, cluster_queue: str = CLUSTER_QUEUE) -> Obj:
     return suspended(store, job, False)  # the second: unsuspended
 
 
-def checking(store: Store, job: Obj, check: str, message: str) -> None:
-    """Quota reserved for the job, its admission check ``check`` Pending (a
-    ProvisioningRequest's, say), saying ``message``: not admitted yet."""
+def checking(store: Store, job: Obj, check: str, message: str, state: str = "Pending") -> None:
+    """Quota reserved for the job, its admission check ``check`` in ``state`` (``Pending``,
+    ``Retry``: a ProvisioningRequest's, say), saying ``message``: not admitted yet."""
     unchecked = ("Admitted", "False", "UnsatisfiedAdmissionChecks",
                  "The workload has not all admission checks")  # fmt: skip
     _status(store, job, {
         "admission": {"clusterQueue": CLUSTER_QUEUE},
         "conditions": _conditions(store, _reserved(), unchecked),
-        "admissionChecks": [_check(store, check, "Pending", message)]})  # fmt: skip
+        "admissionChecks": [_check(store, check, state, message)]})  # fmt: skip
 
 
 def evict(store: Store, job: Obj, reason: str = "Preempted", message: str = "") -> Obj:
