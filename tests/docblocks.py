@@ -2,7 +2,8 @@
 
 A page's blocks run in order, in a directory of its own: a ```` ```yaml title="F" ```` block is
 written there as ``F``; a ``console`` block's ``$`` lines run there and what follows each is the
-output it must print (``...`` alone on a line: any lines; within a line: any text); ``sh`` lines
+output it must print (``...`` alone on a line: any lines; within a line: any text; ``$ echo $?``
+prints the exit status of the command before, as in a shell); ``sh`` lines
 must succeed; ``python`` blocks run in a process of their own. The cluster commands reach the
 tests' local API server (``KUBECONFIG``). ``text`` blocks are output and illustrations, and
 ``mermaid`` blocks are diagrams (drawn by ``docs/hooks/diagrams.py``).

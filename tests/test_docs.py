@@ -219,6 +219,7 @@ class Page:
         self.cluster: Path | None = None  # the local API server's kubeconfig, once started
         self.stack = contextlib.ExitStack()
         self.skipped: list[str] = []
+        self.status = 0  # the last command's exit status, what `$ echo $?` prints
         (tmp / "examples").symlink_to(ROOT / "examples")
         # Until a block needs the cluster, no command may find one.
         self.env = {**os.environ, "KUBECONFIG": str(tmp / "no-cluster"), "PYTHONUNBUFFERED": "1"}
@@ -261,9 +262,14 @@ class Page:
 
     def _console(self, block: Block) -> None:
         for command, shown in commands(block):
-            if needs_cluster(command) and not self.connect(block.where):
+            if command == "echo $?":  # the exit status of the command before, as a shell says it
+                printed: str | None = f"{self.status}\n"
+            elif needs_cluster(command) and not self.connect(block.where):
                 continue
-            printed = self.shell(command, block) if self.verbatim else self.command(command)
+            elif self.verbatim:
+                printed = self.shell(command, block)
+            else:
+                printed = self.command(command)
             if printed is None:
                 continue  # skipped: said at the end
             assert matches(shown, printed), (
@@ -276,7 +282,10 @@ class Page:
             return self.shell(command, None)
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            main(argv)
+            try:
+                self.status = main(argv)
+            except SystemExit as exc:  # argparse's usage errors (and --help) exit
+                self.status = exc.code if isinstance(exc.code, int) else 1
         return out.getvalue()
 
     def shell(self, command: str, block: Block | None) -> str | None:
@@ -291,6 +300,7 @@ class Page:
         )  # fmt: skip
         if block is not None and block.lang == "sh":
             assert done.returncode == 0, f"{block.where}: {command}\n{done.stdout}"
+        self.status = done.returncode
         return done.stdout
 
     def _sh(self, block: Block) -> None:
