@@ -261,7 +261,8 @@ class Page:
             load_spec(block.text)  # a spec shown whole must load
 
     def _console(self, block: Block) -> None:
-        for command, shown in commands(block):
+        steps = commands(block)
+        for i, (command, shown) in enumerate(steps):
             if command == "echo $?":  # the exit status of the command before, as a shell says it
                 printed: str | None = f"{self.status}\n"
             elif needs_cluster(command) and not self.connect(block.where):
@@ -275,6 +276,13 @@ class Page:
             assert matches(shown, printed), (
                 f"{block.where}: $ {command}\n--- shown:\n{shown}--- printed:\n{printed}"
             )
+            # Output shown as `...` alone says nothing of how the command ended: it succeeded,
+            # or the block says it did not (`$ echo $?` next).
+            said = i + 1 < len(steps) and steps[i + 1][0] == "echo $?"
+            if not said and not shown.replace("...", "").strip():
+                assert self.status == 0, (
+                    f"{block.where}: $ {command}: exit {self.status}\n{printed}"
+                )
 
     def command(self, command: str) -> str | None:
         argv = kfcompile_argv(command)
