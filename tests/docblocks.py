@@ -2,10 +2,14 @@
 
 A page's blocks run in order, in a directory of its own: a ```` ```yaml title="F" ```` block is
 written there as ``F``; a ``console`` block's ``$`` lines run there and what follows each is the
-output it must print (``...`` alone on a line: any lines; within a line: any text); ``sh`` lines
-must succeed; ``python`` blocks run in a process of their own. The cluster commands reach the
-tests' local API server (``KUBECONFIG``). ``text`` blocks are output and illustrations, and
-``mermaid`` blocks are diagrams (drawn by ``docs/hooks/diagrams.py``).
+output it must print (``...`` alone on a line: any lines; within a line: any text); ``$ echo
+$?`` prints the exit status of the command before, as a shell does, and a command whose output
+is shown as ``...`` alone must succeed unless one follows; ``sh`` lines must succeed; ``python``
+blocks run in a process of their own. The cluster commands reach the tests' local API server
+(``KUBECONFIG``). ``text`` blocks are illustrations, or output a page cannot make kfcompile
+print (``test_docs``: each line of kfcompile's is printed in its situation there, or the block
+is marked ``<!-- illustration: WHY -->``), and ``mermaid`` blocks are diagrams (drawn by
+``docs/hooks/diagrams.py``).
 """
 
 from __future__ import annotations

@@ -219,6 +219,7 @@ class Page:
         self.cluster: Path | None = None  # the local API server's kubeconfig, once started
         self.stack = contextlib.ExitStack()
         self.skipped: list[str] = []
+        self.status = 0  # the last command's exit status, what `$ echo $?` prints
         (tmp / "examples").symlink_to(ROOT / "examples")
         # Until a block needs the cluster, no command may find one.
         self.env = {**os.environ, "KUBECONFIG": str(tmp / "no-cluster"), "PYTHONUNBUFFERED": "1"}
@@ -260,15 +261,28 @@ class Page:
             load_spec(block.text)  # a spec shown whole must load
 
     def _console(self, block: Block) -> None:
-        for command, shown in commands(block):
-            if needs_cluster(command) and not self.connect(block.where):
+        steps = commands(block)
+        for i, (command, shown) in enumerate(steps):
+            if command == "echo $?":  # the exit status of the command before, as a shell says it
+                printed: str | None = f"{self.status}\n"
+            elif needs_cluster(command) and not self.connect(block.where):
                 continue
-            printed = self.shell(command, block) if self.verbatim else self.command(command)
+            elif self.verbatim:
+                printed = self.shell(command, block)
+            else:
+                printed = self.command(command)
             if printed is None:
                 continue  # skipped: said at the end
             assert matches(shown, printed), (
                 f"{block.where}: $ {command}\n--- shown:\n{shown}--- printed:\n{printed}"
             )
+            # Output shown as `...` alone says nothing of how the command ended: it succeeded,
+            # or the block says it did not (`$ echo $?` next).
+            said = i + 1 < len(steps) and steps[i + 1][0] == "echo $?"
+            if not said and not shown.replace("...", "").strip():
+                assert self.status == 0, (
+                    f"{block.where}: $ {command}: exit {self.status}\n{printed}"
+                )
 
     def command(self, command: str) -> str | None:
         argv = kfcompile_argv(command)
@@ -276,7 +290,10 @@ class Page:
             return self.shell(command, None)
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            main(argv)
+            try:
+                self.status = main(argv)
+            except SystemExit as exc:  # argparse's usage errors (and --help) exit
+                self.status = exc.code if isinstance(exc.code, int) else 1
         return out.getvalue()
 
     def shell(self, command: str, block: Block | None) -> str | None:
@@ -291,6 +308,7 @@ class Page:
         )  # fmt: skip
         if block is not None and block.lang == "sh":
             assert done.returncode == 0, f"{block.where}: {command}\n{done.stdout}"
+        self.status = done.returncode
         return done.stdout
 
     def _sh(self, block: Block) -> None:
@@ -365,3 +383,157 @@ def test_the_quick_start_is_in_the_getting_started_page_and_shows_each_step() ->
         assert f"$ kfcompile {step} " in quick
     page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
     assert '--8<-- "README.md:quickstart"' in page
+
+
+# --- output shown as text: checked below, or marked an illustration -------------------------------
+
+# A line of kfcompile's: a command of a transcript, what kfcompile says (`kfcompile: ...`,
+# `kfcompile logs: error: ...`), a spec's problem (`FILE: FIELD: problem`), a job's state line.
+OUTPUT_LINE = re.compile(
+    r"\$ kfcompile |kfcompile( \w+)?: |\S+\.(ya?ml|json)( \(\S+\))?: |(TrainJob|PyTorchJob) \S+ in "
+    r"namespace "
+)
+# Pages whose output samples are not checked yet, and why (each still has one: else remove it).
+NOT_YET = {
+    ROOT / "docs" / "specs" / "kueue.md": "its Kueue samples: another change is rewriting the page",
+}
+
+
+def marked_illustration(block: Block) -> bool:
+    """Whether the line before the block (blank lines aside) is ``<!-- illustration: WHY -->``:
+    output no test can make a page print (a terminal's redrawn line, a feature gate), shown as
+    such."""
+    before = block.page.read_text(encoding="utf-8").splitlines()[: block.line - 1]
+    said = [line.strip() for line in before if line.strip()]
+    return bool(said) and said[-1].startswith("<!-- illustration: ")
+
+
+def shows_output(block: Block) -> bool:
+    return block.lang in ("text", "") and any(
+        OUTPUT_LINE.match(line) for line in block.text.splitlines()
+    )
+
+
+OUTPUT_SAMPLES = [b for b in ALL_BLOCKS if shows_output(b) and not marked_illustration(b)]
+
+# Trouble a page cannot cause (a network that is down, a hostile server): a sample line of it is
+# what the CLI prints in that situation, made here by the suite's servers that are not there
+# (``fakekube.unreachable``) and faults. Each returns what the CLI printed and the URL of the
+# server it was given, which stands for the pages' API server.
+PAGE_SERVER = "https://10.0.0.1:6443"
+
+
+def _printed(*argv: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        assert main(list(argv)) == 1  # the trouble ends the command
+    return out.getvalue()
+
+
+def _status(kubeconfig: Path, *extra: str) -> str:
+    return _printed("status", "demo", "-n", "team-a", "--kubeconfig", str(kubeconfig), *extra)
+
+
+def _refused(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    from fakekube.unreachable import closed_port, kubeconfig
+
+    url = f"https://127.0.0.1:{closed_port()}"
+    return _status(kubeconfig(tmp / "kc", url)), url
+
+
+def _silent(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    from fakekube.unreachable import Silent, kubeconfig
+
+    from kfcompile.cli.parser import build
+
+    # The page shows the default --request-timeout, 30s, which is not waited for here.
+    assert build().parse_args(["status", "demo"]).request_timeout == 30.0
+    with Silent() as server:
+        printed = _status(kubeconfig(tmp / "kc", server.url), "--request-timeout", "0.3")
+    return printed.replace(" within 0.3s", " within 30s"), server.url
+
+
+def _untrusted(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    from fakekube.unreachable import UntrustedTLS, kubeconfig
+
+    with UntrustedTLS() as server:
+        return _status(kubeconfig(tmp / "kc", server.url)), server.url
+
+
+def _forbidden(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """alice's Role lets her create jobs in team-a, not Secrets (the API server's words)."""
+    from fakekube.cluster import PortCluster
+
+    with PortCluster(schema_check.require_shared()) as local:
+        local.store.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+        )
+        local.wire(monkeypatch)
+        said = 'User "alice" cannot create resource "secrets" in API group ""'
+        refused = f'secrets is forbidden: {said} in the namespace "team-a"'
+        local.faults.add("create", "Secret", status=403, message=refused)
+        spec = tmp / "job.yaml"
+        spec.write_text("name: demo\nimage: python:3.12-slim\nsecret_env: [HF_TOKEN]\n")
+        monkeypatch.setenv("HF_TOKEN", "hf_never_shown")
+        return _printed("submit", str(spec), "-n", "team-a"), PAGE_SERVER
+
+
+def _not_json(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """An auth proxy's login page, 2048 bytes, where the job should be."""
+    from fakekube import Body
+    from fakekube.cluster import LocalCluster
+
+    page = b"<html><body>" + b"x" * (2048 - 26) + b"</body></html>"
+    with LocalCluster(schema_check.require_shared(), scenario=None) as local:
+        answer = Body(page, "text/html")
+        local.kube.faults.add(
+            "GET", "/namespaces/team-a/trainjobs/demo", answer=answer, watch=False
+        )
+        return _status(local.kubeconfig), local.kube.url
+
+
+SITUATIONS = {  # a phrase of the sample line: the situation that prints it
+    "connection refused by": _refused,
+    "no answer from": _silent,
+    "TLS certificate verify failed": _untrusted,
+    "403 Forbidden": _forbidden,
+    "BadAnswer: the answer is not JSON": _not_json,
+}
+
+
+def situation(line: str) -> str | None:
+    found = [phrase for phrase in SITUATIONS if phrase in line]
+    assert len(found) <= 1, line
+    return found[0] if found else None
+
+
+SAMPLE_LINES = [
+    (block, line)
+    for block in OUTPUT_SAMPLES
+    if block.page not in NOT_YET
+    for line in block.text.splitlines()
+    if line.strip()
+]
+
+
+def test_no_text_block_shows_output_nothing_checks() -> None:
+    """Output a page can make kfcompile print is a console block; trouble it cannot cause is a
+    situation here; anything else is marked an illustration."""
+    unchecked = [f"{b.where}: {line}" for b, line in SAMPLE_LINES if situation(line) is None]
+    assert unchecked == [], "a console block, a SITUATION, or <!-- illustration: WHY -->"
+    for page, why in NOT_YET.items():
+        assert any(b.page == page for b in OUTPUT_SAMPLES), f"{page}: {why}: remove it"
+
+
+@pytest.mark.parametrize(
+    ("block", "line"),
+    [(b, line) for b, line in SAMPLE_LINES if situation(line)],
+    ids=[f"{b.where}:{situation(line)}" for b, line in SAMPLE_LINES if situation(line)],
+)
+def test_trouble_a_page_shows_is_what_the_cli_prints(
+    block: Block, line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    phrase = situation(line)
+    assert phrase is not None
+    printed, server = SITUATIONS[phrase](tmp_path, monkeypatch)
+    assert line in printed.replace(server, PAGE_SERVER).splitlines(), printed
