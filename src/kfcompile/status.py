@@ -18,8 +18,8 @@ How a state is decided, for both kinds:
    (``COUNTS``): RUNNING when they say its pods are up (TrainJob: a child Job in
    ``jobsStatus`` is ready, i.e. all its pods are ready or done; PyTorchJob: a replica in
    ``replicaStatuses`` is active, i.e. has a Running pod). The job object alone decides, so
-   ``status`` (which has the pods), ``list`` and ``watch_jobs`` (which have only the jobs) say
-   the same state of the same object. Pods only tell why a job waits: a stuck pod
+   ``status`` (which has the pods), ``list`` and ``watch_jobs`` (which read only the jobs
+   here) say the same state of the same object. Pods only tell why a job waits: a stuck pod
    (``STUCK_POD_REASONS``) is the reason; then counts of Jobs active but not ready (their pods
    exist and have not all started, as the real Trainer reports a job whose pods are Pending:
    ``active: 1, ready: 0``) mean PENDING, ``PodsPending``. Only where the status has no counts

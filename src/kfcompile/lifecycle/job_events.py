@@ -938,7 +938,11 @@ def watch_jobs(
 
     The jobs there at the start come first, as ``LISTED``; then each change as it happens, from
     one list and one watch per kind, and of Kueue's Workloads where Kueue is served, resumed
-    and listed again as ``wait`` does (``WATCH_TABLE`` has all of it), never a request per job.
+    and listed again as ``wait`` does (``WATCH_TABLE`` has all of it), never a request per job
+    whose status counts its pods. A job only its pods can tell the state of
+    (``status.decided_by_pods``: Trainer v2.0 writes no ``jobsStatus``) has them read with the
+    page that lists it and with each change of it: as Trainer v2.0 writes nothing to the job
+    when its pods start, its start is told with the job's next event, not when it happens.
     A kind the cluster does not serve is skipped, told once to ``on_skipped``. Runs until
     closed (closing it ends every watch) or until API trouble lasts longer than
     ``Session.retry_for`` (``Unavailable``).
