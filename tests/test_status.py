@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kfcompile.kinds import PYTORCHJOB, TRAINJOB
-from kfcompile.status import STUCK_POD_REASONS, JobState, State, job_state
+from kfcompile.status import STUCK_POD_REASONS, JobState, State, decided_by_pods, job_state
 
 TRAINJOB_CONDITIONS, PYTORCHJOB_CONDITIONS = TRAINJOB.conditions, PYTORCHJOB.conditions
 
@@ -1132,3 +1132,59 @@ def test_terminal_result_does_not_depend_on_condition_order(
     # The API keeps one condition per type; then the whole result is order-independent.
     if len({c["type"] for c in conditions}) == len(conditions):
         assert first == second
+
+
+# --- when only the pods can tell: ``decided_by_pods`` -------------------------------------------
+
+CONDITION_TYPES = sorted({t for kind in (TRAINJOB, PYTORCHJOB) for t, _ in kind.conditions})
+
+
+@st.composite
+def jobs_of_any_status(draw: st.DrawFn) -> dict[str, Any]:
+    """A TrainJob or PyTorchJob with any mix of conditions, counts (none, of nothing, of a
+    Job active or ready), suspend flag and deletion."""
+    pytorch = draw(st.booleans())
+    cr = pytorchjob() if pytorch else trainjob()
+    condition = st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(CONDITION_TYPES),
+            "status": st.sampled_from(["True", "False", "Unknown"]),
+            "reason": st.sampled_from(["", "Resumed", "Suspended"]),
+        }
+    )
+    status: dict[str, Any] = {"conditions": draw(st.lists(condition, max_size=3))}
+    counted = st.sampled_from([0, 1])
+    if pytorch and draw(st.booleans()):
+        status["replicaStatuses"] = {"Worker": {"active": draw(counted)}}
+    elif not pytorch and draw(st.booleans()):
+        status["jobsStatus"] = [job_status(active=draw(counted), ready=draw(counted))]
+    cr["status"] = status
+    if draw(st.booleans()):
+        flags = cr["spec"]["runPolicy"] if pytorch else cr["spec"]
+        flags["suspend"] = True
+    if draw(st.booleans()):
+        being_deleted(cr)
+    return cr
+
+
+@given(jobs_of_any_status(), st.lists(st.sampled_from([POD_RUNNING, POD_CREATING]), max_size=3))
+def test_only_a_job_decided_by_pods_has_its_state_changed_by_them(
+    cr: dict[str, Any], pods: list[dict[str, Any]]
+) -> None:
+    """What ``list`` and ``watch_jobs`` rely on to read no pods for a job: where
+    ``decided_by_pods`` is false, its pods cannot change its state."""
+    if not decided_by_pods(cr):
+        assert job_state(cr, pods).state is job_state(cr).state
+    else:  # and where it is true, running pods do
+        assert job_state(cr, [POD_RUNNING]).state is State.RUNNING
+
+
+def test_a_trainer_v20_job_is_decided_by_its_pods() -> None:
+    assert decided_by_pods(trainjob())  # v2.0: no status at all while it runs
+    assert decided_by_pods(trainjob({"conditions": [TJ_RESUMED]}))
+    assert not decided_by_pods(trainjob({"jobsStatus": [job_status(active=1)]}))  # v2.1 on
+    assert not decided_by_pods(trainjob({"conditions": [TJ_SUSPENDED]}))
+    assert not decided_by_pods(being_deleted(trainjob()))
+    assert decided_by_pods(pytorchjob())  # before the operator writes replicaStatuses
+    assert not decided_by_pods(pytorchjob({"replicaStatuses": {"Worker": {"active": 0}}}))
+    assert not decided_by_pods({"kind": "Deployment"})

@@ -63,6 +63,11 @@ QUEUED = {"conditions": [{"type": "Suspended", "status": "True", "reason": "Susp
 ADMITTED = {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed"}]}
 RUNNING = {"jobsStatus": [{"name": "node", "active": 1, "ready": 1}]}  # its pods all ready
 DONE = {"conditions": [{"type": "Complete", "status": "True", "message": "done"}]}
+# What Trainer v2.1 on says of a job from its first report: its JobSet's Job, counted (nothing
+# active yet). With counts in its status, a job's state is its object's alone: no pod is read.
+COUNTED = {"jobsStatus": [{"name": "node", "active": 0, "ready": 0}]}
+# Kueue holds it: the Trainer made its JobSet suspended, whose Job is counted so.
+HELD = {"jobsStatus": [{"name": "node", "active": 0, "ready": 0, "suspended": 1}]}
 
 
 def tj(name: str = "a", version: str = "10", status: Obj | None = None, uid: str = "") -> Obj:
@@ -382,9 +387,11 @@ class Bare:
         )
 
     def create(self, *names: str, labels: Mapping[str, str] = MANAGED) -> None:
+        """Jobs as Trainer v2.1 on has reported on them (``COUNTED``)."""
         for name in names:
             meta = {"name": name, "namespace": NAMESPACE, "labels": dict(labels)}
-            self.store.put({"apiVersion": API, "kind": "TrainJob", "metadata": meta})
+            job = {"apiVersion": API, "kind": "TrainJob", "metadata": meta, "status": COUNTED}
+            self.store.put(job)
 
     def status(self, status: Obj, *names: str) -> None:
         for name in names:
@@ -650,7 +657,7 @@ def test_a_kueue_queued_job_as_kueue_and_the_trainer_write_it() -> None:
         def queued(obj: Obj) -> None:  # Kueue's webhook suspends it; admitted, it runs
             change = functools.partial(local.store.change, API, "TrainJob", NAMESPACE)
             name = obj["metadata"]["name"]
-            change(name, {"spec": {"suspend": True}, "status": QUEUED})
+            change(name, {"spec": {"suspend": True}, "status": {**QUEUED, **HELD}})
             fake.at(0.5, lambda: change(name, {"spec": {"suspend": False}, "status": ADMITTED}))
 
         fake.store.on_create += [queued, courses.runs(fake, starts=1.0, ends=1.5)]

@@ -18,12 +18,14 @@ How a state is decided, for both kinds:
    (``COUNTS``): RUNNING when they say its pods are up (TrainJob: a child Job in
    ``jobsStatus`` is ready, i.e. all its pods are ready or done; PyTorchJob: a replica in
    ``replicaStatuses`` is active, i.e. has a Running pod). The job object alone decides, so
-   ``status`` (which has the pods), ``list`` and ``watch_jobs`` (which have only the jobs) say
-   the same state of the same object. Pods only tell why a job waits: a stuck pod
+   ``status`` (which has the pods), ``list`` and ``watch_jobs`` (which read only the jobs
+   here) say the same state of the same object. Pods only tell why a job waits: a stuck pod
    (``STUCK_POD_REASONS``) is the reason; then counts of Jobs active but not ready (their pods
    exist and have not all started, as the real Trainer reports a job whose pods are Pending:
    ``active: 1, ready: 0``) mean PENDING, ``PodsPending``. Only where the status has no counts
-   at all (Trainer v2.0 writes no ``jobsStatus``) do running pods mean RUNNING.
+   at all (Trainer v2.0 writes no ``jobsStatus``; the Training Operator has not written
+   ``replicaStatuses`` yet) do running pods mean RUNNING: ``decided_by_pods`` says when, and
+   ``list`` and ``watch_jobs`` read the pods of those jobs alone, to say what ``status`` says.
 3. Otherwise PENDING, described by the PENDING row from step 1, else by the latest non-True
    condition of a known type (e.g. TrainJob ``Suspended=False``, reason ``Resumed``), else
    SUSPENDED if the job's suspend flag is set (created suspended, not yet reported on), else
@@ -64,6 +66,7 @@ __all__ = [
     "FINISHED_STATES",
     "JobState",
     "State",
+    "decided_by_pods",
     "deletion_hold",
     "job_state",
     "kueue_says",
@@ -391,9 +394,37 @@ def _decide(cr: Mapping[str, Any], kind_name: str, pod_list: list[Mapping[str, A
         return waiting  # suspended by its spec: the job says so, whatever its pods
     if stuck := stuck_pod(pod_list):
         return stuck
-    if kind.active_counts not in status and (running_pods := _running_pods(pod_list)):
+    if not _counted(status, kind) and (running_pods := _running_pods(pod_list)):
         return running_pods  # a controller that writes no counts (Trainer v2.0): pods alone
     return waiting
+
+
+def _counted(status: Mapping[str, Any], kind: Kind) -> bool:
+    """Whether the status has the kind's counts at all (even of nothing active yet)."""
+    return status.get(kind.active_counts) is not None
+
+
+def decided_by_pods(cr: Mapping[str, Any]) -> bool:
+    """Whether only the job's pods can tell whether it runs (``job_state`` with them may say
+    RUNNING, without them PENDING): its status has no counts (Trainer v2.0 never writes
+    ``jobsStatus``; the Training Operator has not written ``replicaStatuses`` yet), no True
+    condition decides its state, and it is neither suspended by its spec nor being deleted.
+    For every other job the object alone decides, so ``list`` and ``watch_jobs`` read pods for
+    these jobs only: a cluster whose controller writes counts costs them no pod request.
+    A kind this module does not know: False."""
+    kind_name = cr.get("kind")
+    if not isinstance(kind_name, str) or kind_name not in KINDS:
+        return False
+    kind = KINDS[kind_name]
+    if _text(_mapping(cr.get("metadata")).get("deletionTimestamp")):
+        return False  # DELETING whatever its pods
+    status = _mapping(cr.get("status"))
+    if _counted(status, kind):
+        return False
+    decided = _from_table(kind_name, kind.conditions, _conditions(status))
+    if decided is not None and decided.state is not State.PENDING:
+        return False
+    return _suspended_by_spec(cr, kind) is None
 
 
 def _suspended_by_spec(cr: Mapping[str, Any], kind: Kind) -> JobState | None:

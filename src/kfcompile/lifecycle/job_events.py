@@ -6,11 +6,20 @@ the followed logs of several ranks are), so the caller needs no thread.
 
 What a service needs is each managed job's state without a request per job: one list (in pages
 of ``LIST_PAGE``), then one watch from the list's resourceVersion, resumed from the last version
-seen (events and bookmarks move it) each time the server closes it. A job's state is decided
-by the job object alone (``status.job_state`` without pods: a pod list per job would make the
-requests grow with the jobs), and an event (``JobEvent``) is made only when a job appears,
-disappears, its normalized state (state and reason) changes, or the progress its training
-process reports does (``PROGRESSED``); a message alone is no event.
+seen (events and bookmarks move it) each time the server closes it. A job's state is what
+``status`` says of it: decided by the job object alone wherever its status counts its pods (a
+pod list per job would make the requests grow with the jobs), and an event (``JobEvent``) is
+made only when a job appears, disappears, its normalized state (state and reason) changes, or
+the progress its training process reports does (``PROGRESSED``); a message alone is no event.
+
+Only where a job's pods alone can tell whether it runs (``status.decided_by_pods``: a Trainer
+v2.0 TrainJob, which never writes ``jobsStatus``, or a PyTorchJob whose ``replicaStatuses`` are
+not written yet) are its pods read (``JobPods``): with each page of the list, one pod list per
+namespace for the jobs of the page that need them, and with each change or deletion of such a
+job, one pod list for it (a job just created has no pods that run yet: none then). A cluster
+whose controller counts the pods in the job's status (Trainer v2.1 on) costs no pod request.
+Trainer v2.0 writes nothing to a TrainJob when its pods start, so its start is seen on the
+job's next event (or the next list), not when it happens.
 
 Kueue's reason for holding a job is its Workload's (``status.kueue_says``), and a Workload
 can change while its job does not (waiting for quota, then an admission check Pending, then
@@ -44,7 +53,7 @@ from kfcompile.kinds import KINDS, Kind
 from kfcompile.lifecycle.kueue import held_job, multikueue_managed, served_api
 from kfcompile.lifecycle.multikueue import dispatches
 from kfcompile.lifecycle.objects import Paging, meta, served
-from kfcompile.lifecycle.observe import foreign
+from kfcompile.lifecycle.observe import foreign, pods_of_jobs
 from kfcompile.lifecycle.pod_logs import merger
 from kfcompile.lifecycle.ports import (
     ApiError,
@@ -73,6 +82,7 @@ from kfcompile.lifecycle.session import (
     Slept,
     Step,
     Table,
+    close,
     drive,
     ending_named,
     listing,
@@ -98,7 +108,14 @@ from kfcompile.lifecycle.waiting import (
     only,
 )
 from kfcompile.progress import Progress, read_progress
-from kfcompile.status import JobState, State, job_state, kueue_held, kueue_says
+from kfcompile.status import (
+    JobState,
+    State,
+    decided_by_pods,
+    job_state,
+    kueue_held,
+    kueue_says,
+)
 
 # Seconds a watch of every job lasts before it is opened again from the last version seen: as
 # long as client-go's reflectors (5 to 10 minutes), since nothing needs a second look between.
@@ -193,16 +210,20 @@ class Seen:
         return None if self.progress is None else self.progress.shown
 
 
-def seen(kind: Kind, obj: Mapping[str, Any]) -> tuple[Ref, Seen] | None:
-    """The job's ref and what it says, from the object alone; ``None`` for an object without a
-    name (the stream is hostile input: it is skipped, never trusted)."""
+def seen(
+    kind: Kind, obj: Mapping[str, Any], pods: Sequence[Obj] | None = None
+) -> tuple[Ref, Seen] | None:
+    """The job's ref and what it says, from the object (and the job's ``pods`` when they were
+    read: ``JobPods``); ``None`` for an object without a name (the stream is hostile input: it
+    is skipped, never trusted)."""
     m = meta(obj)
     name, namespace, uid = m.get("name"), m.get("namespace"), m.get("uid")
     if not isinstance(name, str) or not name:
         return None
     ref = Ref(kind.api_version, kind.name, namespace if isinstance(namespace, str) else None, name)
     cr = obj if obj.get("kind") == kind.name else {**obj, "kind": kind.name}
-    return ref, Seen(uid if isinstance(uid, str) else "", job_state(cr), read_progress(cr))
+    state = job_state(cr, pods)
+    return ref, Seen(uid if isinstance(uid, str) else "", state, read_progress(cr))
 
 
 def deleted(kind: Kind, ref: Ref, last: JobState, before: JobState) -> JobEvent:
@@ -224,14 +245,54 @@ class Reading(Protocol[S, E]):
     def gone(self, ref: Ref, last: S, before: S) -> E: ...
 
 
+@define(repr=False, eq=False)
+class JobPods:
+    """The pods of the jobs whose pods alone can tell whether they run
+    (``status.decided_by_pods``), read by the driver for the jobs an answer of the API brings,
+    before the ``Watcher`` is fed it, and kept here for it by (namespace, name) until the next
+    answer: never a request for a job whose status counts its pods."""
+
+    session: Session
+    kind: Kind
+    read: dict[tuple[str, str], list[Obj]] = attrs.field(factory=dict)
+
+    def listed(self, jobs: Sequence[Obj]) -> None:
+        """A page of the list: one pod list per namespace for the jobs that need theirs."""
+        needing = [job for job in map(self._as_job, jobs) if _needs_pods(job)]
+        self.read = pods_of_jobs(self.session, needing)
+
+    def event(self, event: WatchEvent) -> None:
+        """An event of the watch: a job that changed or went, its pods if it needs them (a job
+        just created, ADDED, has none that run yet)."""
+        job = self._as_job(event.object)
+        needs = event.type in ("MODIFIED", "DELETED") and _needs_pods(job)
+        self.read = pods_of_jobs(self.session, [job]) if needs else {}
+
+    def _as_job(self, obj: Obj) -> Obj:
+        """The object as a job of the kind watched (a list's items may not say their kind)."""
+        return obj if obj.get("kind") == self.kind.name else {**obj, "kind": self.kind.name}
+
+    def of(self, obj: Mapping[str, Any]) -> list[Obj] | None:
+        m = meta(obj)
+        return self.read.get((str(m.get("namespace")), str(m.get("name"))))
+
+
+def _needs_pods(job: Obj) -> bool:
+    """Whether only the job's pods can tell its state, and they are on this cluster (those of a
+    job MultiKueue dispatched run on a worker)."""
+    return decided_by_pods(job) and not multikueue_managed(job)
+
+
 @frozen(repr=False, eq=False)
 class Jobs:
-    """A watch of the jobs of ``kind``: what each says is its state (``Seen``)."""
+    """A watch of the jobs of ``kind``: what each says is its state (``Seen``), with its pods
+    when the driver read them (``pods``; None: a watch that reads none)."""
 
     kind: Kind
+    pods: JobPods | None = None
 
     def seen(self, obj: Mapping[str, Any]) -> tuple[Ref, Seen] | None:
-        return seen(self.kind, obj)
+        return seen(self.kind, obj, None if self.pods is None else self.pods.of(obj))
 
     def compare(
         self, ref: Ref, before: Seen | None, now: Seen, appeared: Happened
@@ -594,9 +655,12 @@ def _page(
     return PageListed(items, page.resource_version, page.continue_token or None), after
 
 
-def _watch(session: Session, watched: Watched, request: WatchJobs) -> Iterator[WatchEvent]:
+def _watch(
+    session: Session, watched: Watched, request: WatchJobs, pods: JobPods | None = None
+) -> Iterator[WatchEvent]:
     """The watch, as a generator: what the port raises comes with the first event; an event
-    about an object not asked for is passed over (``Watched.foreign``)."""
+    about an object not asked for is passed over (``Watched.foreign``); before each event is
+    passed on, the ``pods`` of its job read if it needs them (``JobPods.event``)."""
     with ending_named(watched.called("watch")):
         events = session.cluster.watch(
             watched.api_version,
@@ -606,14 +670,22 @@ def _watch(session: Session, watched: Watched, request: WatchJobs) -> Iterator[W
             label_selector=watched.selector,
             timeout_seconds=request.timeout,
         )
-        yield from only(events, lambda obj: not watched.foreign(obj))
+        asked = only(events, lambda obj: not watched.foreign(obj))
+        try:
+            for event in asked:
+                if pods is not None:
+                    pods.event(event)
+                yield event
+        finally:
+            close(asked)  # closing this watch closes the server's stream
 
 
 def _steps(
-    session: Session, watcher: Watcher[S, E], watched: Watched
+    session: Session, watcher: Watcher[S, E], watched: Watched, pods: JobPods | None = None
 ) -> Generator[tuple[Watcher[S, E], WatchAnswer], None, None]:
     """Run one watch (its lists, watches and pauses): after each answer of the API, the
-    watcher then and the answer. Closing it closes its watch."""
+    watcher then and the answer; the jobs' ``pods`` read, where they alone tell a job's state,
+    before the watcher is fed the answer that brought the job. Closing it closes its watch."""
     clock, what = session.clock, watched.called("watch")
     opened = Opened()
     paging = Paging()
@@ -623,10 +695,12 @@ def _steps(
         if request.continue_token is None:  # a list begins
             paging = Paging()
         answer, paging = _page(session, watched, request, paging)
+        if pods is not None and isinstance(answer, PageListed):
+            pods.listed(answer.items)
         return answer
 
     def watch(request: WatchJobs) -> WatchAnswer:
-        return _next_event(opened.start(_watch(session, watched, request)), what)
+        return _next_event(opened.start(_watch(session, watched, request, pods)), what)
 
     perform: Perform = {
         ListJobs: page,
@@ -697,9 +771,10 @@ def watch_kind(
     """The jobs of one kind: after each answer of the API, the events it made (often none), so
     that a merge reading several kinds in turn moves each on. Closing it closes its watch."""
     watched = Watched(kind.api_version, kind.name, namespace, selector)
-    watcher = Watcher.start(kind, session.clock.monotonic(), session.retry_for)
+    pods = JobPods(session, kind)
+    watcher = Watcher.start(Jobs(kind, pods), session.clock.monotonic(), session.retry_for)
     reported: set[str] = set()  # the MultiKueue jobs whose dispatch was reported
-    with closing(_steps(session, watcher, watched)) as steps:
+    with closing(_steps(session, watcher, watched, pods)) as steps:
         for after, answer in steps:
             dispatched = dispatch_events(session, kind, _jobs(answer), namespace, reported)
             yield after.events + dispatched
@@ -863,7 +938,11 @@ def watch_jobs(
 
     The jobs there at the start come first, as ``LISTED``; then each change as it happens, from
     one list and one watch per kind, and of Kueue's Workloads where Kueue is served, resumed
-    and listed again as ``wait`` does (``WATCH_TABLE`` has all of it), never a request per job.
+    and listed again as ``wait`` does (``WATCH_TABLE`` has all of it), never a request per job
+    whose status counts its pods. A job only its pods can tell the state of
+    (``status.decided_by_pods``: Trainer v2.0 writes no ``jobsStatus``) has them read with the
+    page that lists it and with each change of it: as Trainer v2.0 writes nothing to the job
+    when its pods start, its start is told with the job's next event, not when it happens.
     A kind the cluster does not serve is skipped, told once to ``on_skipped``. Runs until
     closed (closing it ends every watch) or until API trouble lasts longer than
     ``Session.retry_for`` (``Unavailable``).

@@ -11,9 +11,10 @@ from kfcompile import status as job_status
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle import deleting
 from kfcompile.lifecycle.deleting import Remaining
-from kfcompile.lifecycle.kueue import workloads_of
+from kfcompile.lifecycle.kueue import multikueue_managed, workloads_of
 from kfcompile.lifecycle.multikueue import Dispatch, dispatches
 from kfcompile.lifecycle.objects import annotation, get, job_kind, list_all, meta, served
+from kfcompile.lifecycle.observe import pods_of_jobs
 from kfcompile.lifecycle.ports import NotFound, Obj, Ref
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
@@ -116,9 +117,15 @@ class Listed:
 
 def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
     """Jobs kfcompile created (by label), of every kind the cluster serves, with their states
-    from their status alone (no per-job pod lists) and, for those Kueue holds, why (their
-    Workloads); for jobs MultiKueue manages, the worker cluster each was dispatched to (one
-    list of Workloads for them all)."""
+    as ``status`` says them and, for those Kueue holds, why (their Workloads); for jobs
+    MultiKueue manages, the worker cluster each was dispatched to (one list of Workloads for
+    them all).
+
+    A state comes from the job's status, and from its pods only where they alone can tell
+    (``status.decided_by_pods``: a Trainer v2.0 TrainJob, which has no ``jobsStatus``): those
+    jobs' pods are read in one list per namespace and kind (``observe.pods_of_jobs``), so a
+    cluster whose controller counts the pods in the job's status costs no pod request. A job
+    MultiKueue dispatched has its pods on the worker: its state is its object's alone."""
     jobs: list[Obj] = []
     for kind in KINDS.values():
         if not served(session, kind.api_version, kind.name):
@@ -135,10 +142,18 @@ def list_jobs(session: Session, namespace: str | None) -> list[Listed]:
             continue
     held = workloads_of(session, jobs, namespace)  # one list: why Kueue holds each, and where
     where = dispatches(session, jobs, namespace, held)
+    pods = pods_of_jobs(
+        session,
+        [j for j in jobs if job_status.decided_by_pods(j) and not multikueue_managed(j)],
+    )
     found = [
         Listed(
             Ref.of(job),
-            job_status.job_state(job, workload=held.by_uid.get(str(meta(job).get("uid", "")))),
+            job_status.job_state(
+                job,
+                pods.get((str(meta(job).get("namespace")), str(meta(job).get("name")))),
+                workload=held.by_uid.get(str(meta(job).get("uid", ""))),
+            ),
             annotation(job, TARGET_ANNOTATION) or "",
             str(meta(job).get("creationTimestamp", "")),
             read_progress(job),

@@ -225,6 +225,55 @@ def list_pods(session: Session, job: Obj) -> PodsListed:
     return PodsListed([pod for pod in pods if not foreign(pod, ref.namespace, selector)], version)
 
 
+# Job names one pod list asks for at most (``key in (a,b,...)``): a label value is up to 63
+# characters, so the selector stays within a few KiB of URL however many jobs need their pods.
+NAMES_PER_POD_LIST: Final = 100
+
+
+def pods_of_jobs(session: Session, jobs: Sequence[Obj]) -> dict[tuple[str, str], list[Obj]]:
+    """The training pods (``Kind.nodes``, as ``status`` reads them) of each of ``jobs``, by
+    (namespace, name): one list per namespace and kind (per ``NAMES_PER_POD_LIST`` jobs) with
+    a set-based selector over their names, none for no jobs. Pods that may not be listed (403)
+    are none: the jobs' states are then their objects' alone, as before pods were read."""
+    wanted: dict[tuple[str, str], list[str]] = {}
+    for job in jobs:
+        kind, m = job.get("kind"), meta(job)
+        namespace, name = m.get("namespace"), m.get("name")
+        if kind in KINDS and isinstance(namespace, str) and isinstance(name, str) and name:
+            wanted.setdefault((namespace, str(kind)), []).append(name)
+    found: dict[tuple[str, str], list[Obj]] = {}
+    for (namespace, kind), names in sorted(wanted.items()):
+        unique = sorted(set(names))
+        for start in range(0, len(unique), NAMES_PER_POD_LIST):
+            chunk = unique[start : start + NAMES_PER_POD_LIST]
+            try:
+                found.update(_pods_named(session, KINDS[kind].nodes, namespace, chunk))
+            except Forbidden:
+                return {}
+    return found
+
+
+def _pods_named(
+    session: Session, nodes: str, namespace: str, names: Sequence[str]
+) -> dict[tuple[str, str], list[Obj]]:
+    """One list of the training pods of the jobs ``names`` in ``namespace``: the term of the
+    kind's ``nodes`` selector that names the job (``key={name}``) asked for as ``key in
+    (names)``, its other terms as they are; each pod to the job its label names."""
+    terms = nodes.split(",")
+    [named] = [term for term in terms if "{name}" in term]
+    key = named.split("=", 1)[0]
+    fixed = ",".join(term for term in terms if term is not named)
+    selector = ",".join(filter(None, (f"{key} in ({','.join(names)})", fixed)))
+    pods = list_all(session, "v1", "Pod", namespace, label_selector=selector)
+    by_job: dict[tuple[str, str], list[Obj]] = {(namespace, name): [] for name in names}
+    for pod in pods:
+        labels = meta(pod).get("labels")
+        job = labels.get(key) if isinstance(labels, Mapping) else None
+        if (namespace, job) in by_job and not foreign(pod, namespace, fixed):
+            by_job[namespace, str(job)].append(pod)
+    return by_job
+
+
 def observation(job: Obj, pods: Sequence[Obj], workload: Obj | None = None) -> Observation:
     """The job's state from its status and its pods (and, while Kueue holds it, its
     ``workload``: why)."""

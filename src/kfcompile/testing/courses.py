@@ -192,12 +192,13 @@ def _said(job: Obj, type_: str, status: str = "True",
     return type_, status, reason or f"PyTorchJob{type_}", words
 
 
-def _jobs_status(fake: FakeCluster, job: Obj, *, ready: int) -> None:
+def _jobs_status(fake: FakeCluster, job: Obj, *, ready: int, suspended: int = 0) -> None:
     """A TrainJob's ``jobsStatus``, copied from its JobSet's: it counts Jobs, not pods (the
-    one Job ``node``, active while a pod of it runs or waits, ready once all are)."""
+    one Job ``node``, active while a pod of it runs or waits, ready once all are; or
+    ``suspended``, as the Trainer made the JobSet of a job Kueue holds)."""
     meta = job["metadata"]
-    counts = {"name": "node", "active": 1, "ready": ready, "succeeded": 0, "failed": 0,
-              "suspended": 0}  # fmt: skip
+    counts = {"name": "node", "active": 1 - suspended, "ready": ready, "succeeded": 0,
+              "failed": 0, "suspended": suspended}  # fmt: skip
     fake.store.change(job["apiVersion"], job["kind"], meta["namespace"], meta["name"],
                       {"status": {"jobsStatus": [counts]}})  # fmt: skip
 
@@ -439,6 +440,8 @@ def queued(fake: FakeCluster, *, admits: float = 0.5, **lives: Any) -> Callable[
         meta, kind = obj["metadata"], obj["kind"]
         key = (obj["apiVersion"], kind, meta["namespace"], meta["name"])
         _conditions(fake, fake_kueue.suspended(fake.store, fake.store.items[key], True), SUSPENDED)
+        if kind == "TrainJob":  # Trainer v2.1 on: its JobSet's Job counted, suspended
+            _jobs_status(fake, fake.store.items[key], ready=0, suspended=1)
         if fake.store.served(fake_kueue.api(fake.store), "Workload"):
             fake_kueue.held(fake.store, fake.store.items[key])
 
