@@ -162,10 +162,11 @@ def wait_gone(
     on_change: Callable[[Remaining, float], None] | None = None,
 ) -> None:
     """Return once the job (``uid``'s, if given; with ``dependents``, and its JobSet, Jobs and
-    pods: ``DEPENDENTS``) is gone, or raise ``StillDeleting`` naming what is left after
-    ``timeout`` seconds from the first look. Between looks it pauses with the session's one
-    backoff. ``on_change(left, seconds waited)`` is told what it waits on from the second look
-    on (a deletion done by then says nothing), whenever that changes."""
+    pods: ``DEPENDENTS``, not those of another job of that name: ``remaining``) is gone, or
+    raise ``StillDeleting`` naming what is left after ``timeout`` seconds from the first look.
+    Between looks it pauses with the session's one backoff. ``on_change(left, seconds
+    waited)`` is told what it waits on from the second look on (a deletion done by then says
+    nothing), whenever that changes."""
     clock = session.clock
     start = since = clock.monotonic()
     told: Remaining | None = None

@@ -107,7 +107,7 @@ def cancel(
     came is not "there was no job": the first may well have deleted it."""
     start = session.clock.monotonic()
     seen = job if job is not None or not wait_gone else get(session, ref)
-    uid = str(meta(seen).get("uid") or "") or None if seen is not None else None
+    uid = None if seen is None else str(meta(seen).get("uid") or "") or None
     # where it runs, read before the delete: the job's Workload on the manager goes with it
     far = find_mirror(session, seen, workers, reach) if wait_gone and seen is not None else None
     sent = 0
@@ -127,23 +127,24 @@ def cancel(
     deleting.wait_gone(session, ref, uid=uid, dependents=True, timeout=timeout, on_change=on_change)
     if far is None:
         return Cancelled(ref, existed)
-    if far.session is None:
+    if far.session is None or far.cluster is None:
         return Cancelled(ref, existed, MirrorGone(far.cluster, far.problem))
     waited = session.clock.monotonic() - start
-    _mirror_gone(far, None if timeout is None else max(0.0, timeout - waited), waited, on_change)
+    left = None if timeout is None else max(0.0, timeout - waited)
+    _mirror_gone(far.session, far.cluster, far, left, waited, on_change)
     return Cancelled(ref, existed, MirrorGone(far.cluster))
 
 
 def _mirror_gone(
+    worker: Session,
+    cluster: str,
     far: Mirror,
     timeout: float | None,
     waited: float,
     on_change: Callable[[Remaining, float], None] | None,
 ) -> None:
-    """Wait until the mirror ``far`` found, and what it made, are gone from its worker
+    """Wait until the mirror ``far`` found, and what it made, are gone from the ``worker``
     (``timeout``: what is left of the cancel's; ``waited``: the seconds it took so far)."""
-    assert far.session is not None and far.cluster is not None
-    cluster = far.cluster
 
     def told(left: Remaining, seconds: float) -> None:
         if on_change is not None:
@@ -151,7 +152,7 @@ def _mirror_gone(
 
     try:
         deleting.wait_gone(
-            far.session, far.ref, uid=far.uid, dependents=True, timeout=timeout, on_change=told
+            worker, far.ref, uid=far.uid, dependents=True, timeout=timeout, on_change=told
         )
     except StillDeleting as exc:
         left = evolve(exc.left, cluster=cluster) if exc.left is not None else None

@@ -414,6 +414,9 @@ def find_mirror(
         found = dispatch(session, job)
     except Forbidden as exc:
         return Mirror(ref, None, problem=cannot_read_dispatch(ref, exc))
+    except (ClusterError, ApiError) as exc:  # the job is cancelled all the same
+        problem = f"where MultiKueue runs {ref} could not be read: {exc}"
+        return Mirror(ref, None, problem=problem) if multikueue_managed(job) else None
     if found is None:
         return None
     cluster = found.cluster
