@@ -275,6 +275,37 @@ def test_cancel_wait_rides_out_a_slow_garbage_collector(
     assert list(told[0].dependents[: len(first_told)]) == first_told
 
 
+def test_cancel_wait_is_for_the_job_deleted_not_one_submitted_again_meanwhile(
+    local: PortCluster,
+) -> None:
+    """The job goes at once, what it made 2 s later; meanwhile a job of the same name is
+    created again (another submit) and runs. The wait is for the deleted job (its uid) and
+    what it made: it returns once those are gone, never waiting on the new job, its JobSet,
+    Job or pods (on which it would wait its whole timeout)."""
+    ref = running(local)
+    old = the_job(local)
+    assert old is not None
+    local.store.gc(lag=2.0)
+    again = {k: v for k, v in old.items() if k != "status"}
+    again["metadata"] = {
+        k: v for k, v in old["metadata"].items() if k in ("name", "namespace", "labels")
+    }
+    local.fake.at(0.5, lambda: local.store.create(again))
+    start = local.clock.monotonic()
+    done = lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=60)
+    assert done.existed and local.clock.monotonic() - start < 10
+    new = the_job(local)
+    assert new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
+    jobset = local.store.get(JOBSET, "JobSet", NAMESPACE, "demo")
+    assert jobset is not None  # the new job's, running
+    assert jobset["metadata"]["ownerReferences"][0]["uid"] == new["metadata"]["uid"]
+    assert len(pods(local)) == 2
+    # all there is the new job's (the fake's Trainer takes over the JobSet of that name)
+    assert [p["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-uid"] for p in pods(local)] == [
+        jobset["metadata"]["uid"]
+    ] * 2
+
+
 # --- a job Kueue manages (issue 28, item 1) -------------------------------------------------------
 
 

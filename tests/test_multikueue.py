@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 import schema_check
@@ -18,8 +19,9 @@ from test_cli_cluster import write_spec
 
 from kfcompile import lifecycle
 from kfcompile.cli import main
+from kfcompile.lifecycle.deleting import Remaining
 from kfcompile.lifecycle.kueue import JOB_UID_LABEL, pick_workload
-from kfcompile.lifecycle.multikueue import check_names, read_workload
+from kfcompile.lifecycle.multikueue import Workers, check_names, read_workload
 from kfcompile.testing.kueue import MULTIKUEUE, PREBUILT
 from kfcompile.testing.kueue import V1BETA2 as KUEUE
 
@@ -140,6 +142,124 @@ def test_cancel_wait_waits_on_the_worker_only_for_the_mirror_of_this_job(
     assert "left alone, not read" in err
     writes = ("create", "patch", "delete")
     assert [c.method for c in clusters.worker.calls if c.method in writes] == []
+
+
+# --- the library's cancel on a manager (issue 28, item 1) ----------------------------------------
+
+
+def _worker_objects(clusters: TwoClusters) -> list[str]:
+    """What is on the worker of job demo: its mirror, JobSet, Job and pods."""
+    found = [
+        *clusters.worker.store.list(TRAINJOB, "TrainJob", NAMESPACE),
+        *clusters.worker.store.list("jobset.x-k8s.io/v1alpha2", "JobSet", NAMESPACE),
+        *clusters.worker.store.list("batch/v1", "Job", NAMESPACE),
+        *clusters.worker.store.list("v1", "Pod", NAMESPACE),
+    ]
+    return [f"{o['kind']} {o['metadata']['name']}" for o in found]
+
+
+def test_the_library_cancel_on_a_manager_waits_for_the_mirror_and_its_pods(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``lifecycle.cancel`` on the manager, given the mapped workers and how to reach one:
+    it returns once the mirror, its JobSet, Job and pods are gone from the worker too, within
+    the one timeout, deleting nothing there (Kueue deletes the mirror)."""
+    submitted(clusters, capsys, tmp_path)
+    assert "TrainJob demo" in _worker_objects(clusters) and len(_worker_objects(clusters)) == 5
+    reached: list[tuple[str, str]] = []
+
+    def reach(cluster: str, context: str) -> lifecycle.Session:
+        reached.append((cluster, context))
+        return clusters.worker.session()
+
+    told: list[Remaining] = []
+    manager = clusters.manager.session()
+    ref = lifecycle.locate(manager, NAMESPACE, "demo")
+    start = clusters.clock.monotonic()
+    done = lifecycle.cancel(
+        manager,
+        ref,
+        wait_gone=True,
+        timeout=30,
+        on_change=lambda left, _: told.append(left),
+        workers=Workers("manager", {TwoClusters.WORKER: "ctx-w1"}),
+        reach=reach,
+    )
+    assert reached == [(TwoClusters.WORKER, "ctx-w1")]
+    assert done.existed and done.all_gone and done.mirror is not None
+    assert (done.mirror.cluster, done.mirror.problem) == (TwoClusters.WORKER, "")
+    assert _worker_objects(clusters) == []  # gone by the time it returned
+    assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+    assert clusters.clock.monotonic() - start < 30
+    assert any(left.cluster == TwoClusters.WORKER for left in told), told  # waited there
+    writes = ("create", "patch", "delete")
+    assert [c.method for c in clusters.worker.calls if c.method in writes] == []
+
+
+def test_the_library_cancel_waits_for_the_worker_within_its_one_timeout(
+    clusters: TwoClusters, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A pod of the mirror stays Terminating (its node's kubelet does not answer): the cancel
+    raises ``StillDeleting`` naming it on the worker, once its timeout is up."""
+    submitted(clusters, capsys, tmp_path)
+    [pod, _] = clusters.worker.store.list("v1", "Pod", NAMESPACE)
+    clusters.worker.store.kubelets_down.add(pod["spec"]["nodeName"])
+    manager = clusters.manager.session()
+    ref = lifecycle.locate(manager, NAMESPACE, "demo")
+    start = clusters.clock.monotonic()
+    with pytest.raises(lifecycle.StillDeleting) as info:
+        lifecycle.cancel(
+            manager,
+            ref,
+            wait_gone=True,
+            timeout=10,
+            workers=Workers("manager", {TwoClusters.WORKER: "w"}),
+            reach=lambda cluster, context: clusters.worker.session(),
+        )
+    assert 10 <= clusters.clock.monotonic() - start < 15  # one timeout for both clusters
+    said = str(info.value)
+    assert said.startswith(
+        "TrainJob demo in namespace default is gone from this manager cluster, but its mirror "
+        "on worker cluster worker1 is not, after 1"
+    )
+    assert f"still there: pod {pod['metadata']['name']} (Terminating on node " in said
+    assert info.value.left is not None and info.value.left.cluster == TwoClusters.WORKER
+
+
+def test_the_library_cancel_never_reads_a_worker_not_mapped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Workload names worker1, which the workers given do not map: the job is deleted on the
+    manager, nothing asked of the worker, and the result says why it was not waited on."""
+    with TwoClusters(schema_check.require_shared(), mapped=False) as clusters:
+        clusters.wire(monkeypatch)
+        submitted(clusters, capsys, tmp_path)
+        clusters.worker.calls.clear()
+        reached: list[str] = []
+
+        def reach(cluster: str, context: str) -> lifecycle.Session:
+            reached.append(cluster)
+            return clusters.worker.session()
+
+        manager = clusters.manager.session()
+        ref = lifecycle.locate(manager, NAMESPACE, "demo")
+        done = lifecycle.cancel(
+            manager,
+            ref,
+            wait_gone=True,
+            timeout=30,
+            workers=Workers("manager", {"worker2": "ctx-w2"}, file="clusters.yaml"),
+            reach=reach,
+        )
+        assert reached == [] and list(clusters.worker.calls) == []
+        assert done.existed and not done.all_gone and done.mirror is not None
+        assert done.mirror.problem == (
+            "TrainJob demo in namespace default runs on worker cluster worker1, which is not "
+            "mapped to a kubeconfig context for manager context manager: map it with "
+            "managers.manager.worker1: CONTEXT in clusters.yaml; a cluster not mapped is never "
+            "read"
+        )
+        assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
 
 
 def test_a_worker_not_mapped_is_named_with_how_to_map_it(
@@ -407,10 +527,11 @@ def test_the_torchx_scheduler_says_how_to_map_a_worker_not_mapped(
     ) in str(caught.value)
 
 
-def test_the_nemo_run_executor_on_a_manager_fetches_the_logs_on_the_worker(
+def _nemo_executor_on(
     clusters: TwoClusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pytest.importorskip("nemo_run", reason="nemo_run is not installed (CI's launcher env)")
+) -> Any:
+    """A ``KfcompileExecutor`` whose kubeconfig's current context is the manager, queueing its
+    jobs to the MultiKueue queue."""
     from kfcompile.integrations.nemo_run import KfcompileExecutor
 
     kubeconfig = json.loads(clusters.kubeconfig.read_text())
@@ -424,11 +545,69 @@ def test_the_nemo_run_executor_on_a_manager_fetches_the_logs_on_the_worker(
         labels={"kueue.x-k8s.io/queue-name": QUEUE},  # as a NeMo-Run user queues with Kueue
     )
     ex.assign("exp", str(tmp_path), "train", "train")
+    return ex
+
+
+def test_the_nemo_run_executor_on_a_manager_fetches_the_logs_on_the_worker(
+    clusters: TwoClusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("nemo_run", reason="nemo_run is not installed (CI's launcher env)")
+    ex = _nemo_executor_on(clusters, tmp_path, monkeypatch)
     name, _ = ex.launch("train", ["python", "/app/train.py"])
     clusters.settle()
     shown = list(ex.fetch_logs(name))
     assert any(line.startswith("rank 0 ") for line in shown), shown
     assert clusters.manager.store.list("v1", "Pod", NAMESPACE) == []  # they are the worker's
+
+
+def test_the_nemo_run_executor_cancel_on_a_manager_waits_for_the_mirror(
+    clusters: TwoClusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cancel(wait=True)`` on the manager is True only once the mirror and its pods are gone
+    from the worker the mapping file ($KFCOMPILE_CLUSTERS) maps; while a pod of it stays there
+    (its node's kubelet does not answer) it is False."""
+    pytest.importorskip("nemo_run", reason="nemo_run is not installed (CI's launcher env)")
+    ex = _nemo_executor_on(clusters, tmp_path, monkeypatch)
+    clusters.scenario = "hang"
+    name, _ = ex.launch("train", ["python", "/app/train.py"])
+    clusters.settle()
+    assert len(clusters.worker.store.list("v1", "Pod", NAMESPACE)) == 2
+    assert ex.cancel(name, wait=True, timeout=30) is True
+    assert clusters.worker.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+    assert clusters.worker.store.list("v1", "Pod", NAMESPACE) == []
+    writes = ("create", "patch", "delete")
+    assert [c.method for c in clusters.worker.calls if c.method in writes] == []
+    name, _ = ex.launch("train", ["python", "/app/train.py"])  # again, a pod kept on the worker
+    clusters.settle()
+    [pod, _] = clusters.worker.store.list("v1", "Pod", NAMESPACE)
+    clusters.worker.store.kubelets_down.add(pod["spec"]["nodeName"])
+    assert ex.cancel(name, wait=True, timeout=5) is False
+    assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+    assert [p["metadata"]["name"] for p in clusters.worker.store.list("v1", "Pod", NAMESPACE)] == [
+        pod["metadata"]["name"]
+    ]
+
+
+def test_the_nemo_run_executor_cancel_on_a_manager_never_reads_an_unmapped_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker is a context of the kubeconfig, but the mapping file does not map it: the
+    job is deleted on the manager, nothing is asked of the worker, and ``cancel(wait=True)``
+    is False (its pods there were not seen gone), saying why."""
+    pytest.importorskip("nemo_run", reason="nemo_run is not installed (CI's launcher env)")
+    with TwoClusters(schema_check.require_shared(), mapped=False) as clusters:
+        clusters.wire(monkeypatch)
+        monkeypatch.setenv("KFCOMPILE_CLUSTERS", str(clusters.clusters_file))
+        ex = _nemo_executor_on(clusters, tmp_path, monkeypatch)
+        clusters.scenario = "hang"
+        name, _ = ex.launch("train", ["python", "/app/train.py"])
+        clusters.settle()
+        clusters.worker.calls.clear()
+        assert ex.cancel(name, wait=True, timeout=30) is False
+        assert list(clusters.worker.calls) == []
+        assert clusters.manager.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
+    assert "not checked on a worker cluster: TrainJob " in caplog.text
+    assert "which is not mapped to a kubeconfig context for manager context manager" in caplog.text
 
 
 def test_the_manager_judges_a_dispatched_job_by_the_workers_pods(

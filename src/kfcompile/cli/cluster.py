@@ -30,8 +30,15 @@ from kfcompile.cli.common import (
     say,
 )
 from kfcompile.cli.context import Context, cluster_errors, target_for
-from kfcompile.cli.workers import Remote, WorkerPods, observed, remote
+from kfcompile.cli.workers import (
+    WorkerPods,
+    followed_workers,
+    observed,
+    reach_worker,
+    remote,
+)
 from kfcompile.kinds import KINDS, MULTIKUEUE
+from kfcompile.lifecycle.kueue import multikueue_managed
 from kfcompile.lifecycle.multikueue import multikueue_check
 from kfcompile.lifecycle.ports import Ref
 from kfcompile.progress import absent_reason
@@ -96,7 +103,8 @@ def _waiting_on(doing: str) -> Callable[[Remaining, float], None]:
     said: list[str] = []
 
     def show(left: Remaining, elapsed: float) -> None:
-        line = f"[{elapsed:6.1f}s] {left.ref.name}: {doing}: waiting for {left}"
+        where = "" if left.cluster is None else f", on worker cluster {left.cluster}"
+        line = f"[{elapsed:6.1f}s] {left.ref.name}: {doing}{where}: waiting for {left}"
         if left.job is not None and left.job.message and not said:
             line += f": {left.job.message}"
         said.append(line)
@@ -494,42 +502,33 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             say(f"{exc}: nothing to cancel", err=True)
             return 0
         ref = Ref.of(job)
-        far = remote(ctx, args, job) if args.wait else None  # before its Workload goes
+        # a job MultiKueue dispatched: the wait follows it to the worker the user mapped
+        mapped = followed_workers(ctx, args) if args.wait and multikueue_managed(job) else None
         done = lifecycle.cancel(
             ctx.session,
             ref,
             wait_gone=args.wait,
             timeout=args.timeout,
             on_change=_waiting_on("cancel --wait"),
+            job=job,
+            workers=mapped,
+            reach=reach_worker(args, ref),
         )
-        if far is not None:
-            _mirror_gone(far, args.timeout)
     if not done.existed:
         say(f"{ref}: already gone, nothing to cancel", err=True)
+    elif not args.wait:
+        say(f"{ref}: deleting")
+    elif done.all_gone:
+        say(f"{ref}: deleted, with all its pods")
     else:
-        say(f"{ref}: {'deleted, with all its pods' if args.wait else 'deleting'}")
-    return 0
-
-
-def _mirror_gone(far: Remote, timeout: float | None) -> None:
-    """After the manager's job is gone: wait until MultiKueue's mirror of it on the worker, and
-    its pods, are gone too; or say what could not be checked (a job of that name there that is
-    not the mirror is never waited on: ``remote``)."""
-    from kfcompile.lifecycle.objects import meta
-
-    if far.session is None:
+        say(f"{ref}: deleted, with all its pods on this cluster")
+    far = done.mirror
+    if far is not None and far.checked and far.cluster is not None:
+        say(f"{ref}: its mirror on worker cluster {far.cluster} is gone, with its pods")
+    elif far is not None:
         why = far.problem or "the job was never dispatched to a worker cluster"
         say(f"kfcompile: not checked on a worker cluster: {why}", err=True)
-        return
-    lifecycle.wait_gone(
-        far.session,
-        far.ref,
-        uid=None if far.mirror is None else str(meta(far.mirror).get("uid", "")) or None,
-        dependents=True,
-        timeout=timeout,
-        on_change=_waiting_on(f"cancel --wait, on worker cluster {far.cluster}"),
-    )
-    say(f"{far.ref}: its mirror on worker cluster {far.cluster} is gone, with its pods")
+    return 0
 
 
 def _set_suspended(args: argparse.Namespace, value: bool) -> int:

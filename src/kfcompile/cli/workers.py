@@ -13,6 +13,7 @@ nothing is asked of any other cluster.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -24,12 +25,12 @@ from kfcompile.cli.context import Context
 from kfcompile.lifecycle import Event, Observation, Session
 from kfcompile.lifecycle.kueue import multikueue_managed
 from kfcompile.lifecycle.multikueue import (
-    ORIGIN_LABEL,
-    PREBUILT,
     Dispatch,
     Workers,
+    cannot_read_dispatch,
     dispatch,
     is_mirror,
+    not_mirror,
     on_worker,
     unreachable,
 )
@@ -99,11 +100,7 @@ def remote(ctx: Context, args: argparse.Namespace, job: Obj) -> Remote | None:
     try:
         found = dispatch(ctx.session, job)
     except Forbidden as exc:
-        problem = (
-            f"{ref} is MultiKueue's, but which worker cluster runs it cannot be read: {exc}; "
-            "it needs list of workloads.kueue.x-k8s.io (see kfcompile rbac)"
-        )
-        return Remote(ref, Dispatch("", None), None, problem)
+        return Remote(ref, Dispatch("", None), None, cannot_read_dispatch(ref, exc))
     if found is None:
         return None
     if found.cluster is None:
@@ -128,12 +125,7 @@ def remote(ctx: Context, args: argparse.Namespace, job: Obj) -> Remote | None:
         problem = f"{ref} is not on worker cluster {found.cluster} (yet, or any more)"
         return Remote(ref, found, session, problem)
     if not is_mirror(there, ref, found.workload):
-        problem = (
-            f"{ref} on worker cluster {found.cluster} is not MultiKueue's mirror of this job "
-            f"(not labelled {ORIGIN_LABEL} with Workload {found.workload or '?'} as its "
-            f"{PREBUILT}): left alone, not read"
-        )
-        return Remote(ref, found, None, problem)
+        return Remote(ref, found, None, not_mirror(ref, found.cluster, found.workload))
     return Remote(ref, found, session, mirror=there)
 
 
@@ -144,6 +136,34 @@ def workers(ctx: Context, args: argparse.Namespace) -> Workers:
 
     given = cluster_contexts(getattr(args, "cluster", None))
     return mapped_workers(ctx.kube_context, given, how="--cluster NAME=CONTEXT")
+
+
+def followed_workers(ctx: Context, args: argparse.Namespace) -> Workers:
+    """``workers``, or, when the mapping file cannot be read, ``--cluster``'s alone with why
+    (``Workers.problem``): a command that can do without the worker still does its work."""
+    try:
+        return workers(ctx, args)
+    except lifecycle.ClusterError as exc:
+        given = cluster_contexts(getattr(args, "cluster", None))
+        why = "; ".join(str(exc).splitlines())
+        return Workers(ctx.kube_context, given, "--cluster NAME=CONTEXT", problem=why)
+
+
+def reach_worker(args: argparse.Namespace, ref: Ref) -> Callable[[str, str], Session]:
+    """A worker's session through its mapped ``context``, as this command's options reach a
+    cluster (``lifecycle.cancel``'s ``reach``, for the job ``ref``): one it cannot reach is a
+    ``ClusterError`` saying why."""
+
+    def reach(cluster: str, context: str) -> Session:
+        worker_args = argparse.Namespace(**{**vars(args), "context": context})
+        try:
+            return Context(worker_args).session
+        except Failed as exc:
+            raise lifecycle.ClusterError(
+                unreachable(ref, cluster, context, " ".join(exc.problems))
+            ) from None
+
+    return reach
 
 
 def observed(ctx: Context, args: argparse.Namespace, job: Obj) -> tuple[Observation, Remote | None]:

@@ -24,9 +24,10 @@ from kfcompile import lifecycle
 from kfcompile.integrations.launchers import NEMO_RUN, configured, reworded
 from kfcompile.integrations.nemo_run_task import ExecutorError
 from kfcompile.lifecycle.cluster_target import Found
-from kfcompile.lifecycle.multikueue import running_on, unreachable
+from kfcompile.lifecycle.kueue import multikueue_managed
+from kfcompile.lifecycle.multikueue import Workers, running_on, unreachable
 from kfcompile.lifecycle.pod_logs import ranks
-from kfcompile.lifecycle.ports import ApiError, Ref
+from kfcompile.lifecycle.ports import ApiError, Obj, Ref
 from kfcompile.progress import Progress
 from kfcompile.spec.errors import Problem
 from kfcompile.terminal import log_line, printable_lines
@@ -204,15 +205,35 @@ class NemoRunMethods:
     ) -> bool | None:
         """Delete the job. With ``wait``: True once the job and its pods are gone, False if
         they are still there after ``timeout`` seconds. None when not waiting or when there was
-        no such job. The wait watches (``poll_interval`` is kept for the signature)."""
-        found = _located(self, job_name)
+        no such job. The wait watches (``poll_interval`` is kept for the signature).
+
+        On a Kueue MultiKueue manager the pods run on the worker cluster the job was dispatched
+        to, in Kueue's mirror of the job: the wait goes on there, within the same ``timeout``,
+        through the kubeconfig context the cluster mapping file maps that worker to for the
+        current context (``$KFCOMPILE_CLUSTERS``, else ``~/.config/kfcompile/clusters.yaml``,
+        as the ``kfcompile`` CLI reads it); nothing is deleted there. A worker that is not
+        mapped, cannot be reached, or holds no mirror of this job is never waited on: False,
+        with a warning saying why."""
+        found = _found(self, job_name)
         if found is None:
             return None
+        cluster, job = found
+        ref = Ref.of(job)
+        far = _followed(ref) if wait and multikueue_managed(job) else {}
         try:
-            lifecycle.cancel(*found, wait_gone=wait, timeout=float(timeout))
-        except lifecycle.StillDeleting:
+            done = lifecycle.cancel(
+                cluster, ref, wait_gone=wait, timeout=float(timeout), job=job, **far
+            )
+        except lifecycle.StillDeleting as exc:
+            log.warning("%s", printable_lines(str(exc)))
             return False
-        return True if wait else None
+        if not wait:
+            return None
+        if done.mirror is not None and not done.mirror.checked:
+            said = f"{ref}: deleted; not checked on a worker cluster: {done.mirror.problem}"
+            log.warning("%s", said)
+            return False
+        return True
 
     # --- logs -----------------------------------------------------------------------------------
 
@@ -257,6 +278,39 @@ def _spec_of(executor: _Executor, name: str, command: list[str]) -> kfcompile.Jo
     """The spec of ``command`` as NeMo-Run's packaging would have made it a role."""
     role = Role(name, "", entrypoint=command[0], args=list(command[1:]), env=executor.env_vars)
     return executor.job_spec(role, name)
+
+
+def _found(executor: _Executor, job_name: str) -> tuple[lifecycle.Session, Obj] | None:
+    """The job as read now, and the session it was read through (None: no such job)."""
+    cluster = session()
+    try:
+        return cluster, lifecycle.find(cluster, executor.namespace, job_name)
+    except lifecycle.JobNotFound:
+        return None
+
+
+def _followed(ref: Ref) -> dict[str, Any]:
+    """``lifecycle.cancel``'s ``workers`` and ``reach`` for the job ``ref`` on a MultiKueue
+    manager: the workers the mapping file maps for the current context (one it cannot read is
+    said as the reason a worker is not followed), each reached through its context."""
+    import kfcompile_kube
+    from kfcompile_local.clusters import mapped_workers
+
+    manager = kfcompile_kube.connect()
+    manager.close()  # only its context's name was wanted
+    try:
+        workers = mapped_workers(manager.context)
+    except lifecycle.ClusterError as exc:
+        why = "; ".join(str(exc).splitlines())
+        workers = Workers(manager.context, problem=why)
+
+    def reach(worker: str, context: str) -> lifecycle.Session:
+        try:
+            return kfcompile_kube.session(context=context)[0]
+        except kfcompile_kube.ConfigError as exc:
+            raise lifecycle.ClusterError(unreachable(ref, worker, context, str(exc))) from None
+
+    return {"workers": workers, "reach": reach}
 
 
 def _located(executor: _Executor, job_name: str) -> tuple[lifecycle.Session, Ref] | None:

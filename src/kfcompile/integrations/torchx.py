@@ -443,6 +443,9 @@ class KfcompileScheduler(Scheduler):  # type: ignore[misc]
         ]
 
     def _cancel_existing(self, app_id: str) -> None:
+        """Delete the job; torchx's ``cancel`` does not wait (``Scheduler.cancel`` never
+        blocks), so neither does this, nor is a MultiKueue worker read for it (``kfcompile
+        cancel --wait``, or ``lifecycle.cancel`` with ``workers``, waits there)."""
         with _errors():
             session, job = self._job(app_id)
             if job is not None:

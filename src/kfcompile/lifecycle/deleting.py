@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Callable
 from functools import partial
 from typing import Final
@@ -55,11 +56,13 @@ DEPENDENTS: Final[dict[str, tuple[tuple[str, str, str | None], ...]]] = {
 class Remaining:
     """What a deletion still waits on: the job (its state says what holds it; None: gone) and
     the first few of what its controllers made (``JobSet demo``, ``pod demo-node-0-0-x
-    (Terminating ...)``, ``more pods``)."""
+    (Terminating ...)``, ``more pods``); ``cluster``: the MultiKueue worker cluster it is on
+    (a job's mirror there: ``manage.cancel``), None for the session's own."""
 
     ref: Ref
     job: JobState | None
     dependents: tuple[str, ...] = ()
+    cluster: str | None = None
 
     def __str__(self) -> str:
         parts = [f"{self.ref.kind} {self.ref.name} ({self.job.reason})"] if self.job else []
@@ -74,30 +77,68 @@ class StillDeleting(TimedOut):
         self.left = left
 
 
+# The label by which JobSet marks each Job and pod it makes with its own uid (observed; also
+# ``observe.OWNER_LABELS``): what tells them from those of another JobSet of the same name.
+JOBSET_UID: Final = "jobset.sigs.k8s.io/jobset-uid"
+_UID_LABELS: Final = (JOBSET_UID, "batch.kubernetes.io/controller-uid")
+_LABEL_VALUE: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def _uids_of_owners(obj: Obj) -> set[str]:
+    """The uids ``obj`` names as its owners': its owner references' and its controllers' uid
+    labels (JobSet's, the Job controller's)."""
+    about = meta(obj)
+    refs = about.get("ownerReferences")
+    found = {
+        str(r.get("uid"))
+        for r in (refs if isinstance(refs, list) else [])
+        if isinstance(r, dict) and r.get("uid")
+    }
+    labels = about.get("labels")
+    labels = labels if isinstance(labels, dict) else {}
+    return found | {str(labels[k]) for k in _UID_LABELS if labels.get(k)}
+
+
 def remaining(session: Session, ref: Ref, uid: str | None, dependents: bool) -> Remaining | None:
     """What is left of the job (None: nothing): read by name (one of that name with another uid
     is a new one: the deleted job is gone) and, with ``dependents``, what its controllers made
-    (``DEPENDENTS``: one page of each kind, the first few named)."""
+    (``DEPENDENTS``: one page of each kind, the first few named). Given ``uid``, what another
+    job of that name made (a job submitted again meanwhile: its JobSet owned by another uid,
+    and the Jobs and pods that name that JobSet or those Jobs as theirs) is not waited on."""
     job = get(session, ref)
+    theirs: set[str] = set()  # uids of another job of this name and of what it made
     if job is not None and uid is not None and meta(job).get("uid") != uid:
+        theirs.add(str(meta(job).get("uid")))
         job = None
     found: list[Obj] = []
     more: list[str] = []
+    unlike = ""  # label selector terms leaving out the Jobs and pods of another's JobSet
     for api_version, kind, selector in DEPENDENTS[ref.kind] if dependents else ():
         if selector is None:
             one = get(session, Ref(api_version, kind, ref.namespace, ref.name))
-            found += [one] if one is not None else []
+            owners = set() if one is None else _uids_of_owners(one)
+            if one is not None and uid is not None and owners and uid not in owners:
+                other = str(meta(one).get("uid"))
+                theirs.add(other)
+                if _LABEL_VALUE.fullmatch(other):  # (else left out of the page, below)
+                    unlike += f",{JOBSET_UID}!={other}"
+            elif one is not None:
+                found.append(one)
             continue
         read = partial(
             session.cluster.list,
             api_version,
             kind,
             ref.namespace,
-            label_selector=selector.format(name=ref.name),
+            label_selector=selector.format(name=ref.name) + unlike,
             limit=NAMED,
         )
         page = call(session, named(f"list {kind}s of", ref), read)
-        found += page.items
+        for obj in page.items:
+            if _uids_of_owners(obj) & theirs:  # and what it makes in turn is theirs too
+                theirs.add(str(meta(obj).get("uid")))
+            else:
+                found.append(obj)
         more += [kind] if page.continue_token else []
     if job is None and not found:
         return None
@@ -121,10 +162,11 @@ def wait_gone(
     on_change: Callable[[Remaining, float], None] | None = None,
 ) -> None:
     """Return once the job (``uid``'s, if given; with ``dependents``, and its JobSet, Jobs and
-    pods: ``DEPENDENTS``) is gone, or raise ``StillDeleting`` naming what is left after
-    ``timeout`` seconds from the first look. Between looks it pauses with the session's one
-    backoff. ``on_change(left, seconds waited)`` is told what it waits on from the second look
-    on (a deletion done by then says nothing), whenever that changes."""
+    pods: ``DEPENDENTS``, not those of another job of that name: ``remaining``) is gone, or
+    raise ``StillDeleting`` naming what is left after ``timeout`` seconds from the first look.
+    Between looks it pauses with the session's one backoff. ``on_change(left, seconds
+    waited)`` is told what it waits on from the second look on (a deletion done by then says
+    nothing), whenever that changes."""
     clock = session.clock
     start = since = clock.monotonic()
     told: Remaining | None = None

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from kfcompile import status as job_status
 from kfcompile.kinds import KINDS
 from kfcompile.lifecycle import deleting
-from kfcompile.lifecycle.deleting import Remaining
+from kfcompile.lifecycle.deleting import Remaining, StillDeleting
 from kfcompile.lifecycle.kueue import multikueue_managed, workloads_of
-from kfcompile.lifecycle.multikueue import Dispatch, dispatches
+from kfcompile.lifecycle.multikueue import Dispatch, Mirror, Workers, dispatches, find_mirror
 from kfcompile.lifecycle.objects import annotation, get, job_kind, list_all, meta, served
 from kfcompile.lifecycle.observe import pods_of_jobs
 from kfcompile.lifecycle.ports import NotFound, Obj, Ref
@@ -47,10 +47,31 @@ def locate(session: Session, namespace: str, name: str, kind: str | None = None)
 @frozen
 class Cancelled:
     """What ``cancel`` did: the job it deleted, and whether there was one (cancelling a job
-    that is not there succeeds)."""
+    that is not there succeeds); with ``wait_gone``, for a job MultiKueue dispatched from this
+    manager, what was made sure of on the worker that ran it (``mirror``)."""
 
     ref: Ref
     existed: bool  # False: there was no such job to delete
+    mirror: MirrorGone | None = None  # None: not MultiKueue's, or not waited for
+
+    @property
+    def all_gone(self) -> bool:
+        """Whether all the job made was seen gone, on the worker too (after ``wait_gone``)."""
+        return self.mirror is None or self.mirror.checked
+
+
+@frozen(repr=False, eq=False)
+class MirrorGone:
+    """What ``cancel`` with ``wait_gone`` made sure of on the worker cluster a MultiKueue job
+    was dispatched to: the worker (None: the job was never dispatched to one) and, when its
+    mirror there was not waited on, why (``problem``; "": the mirror and its pods are gone)."""
+
+    cluster: str | None
+    problem: str = ""
+
+    @property
+    def checked(self) -> bool:
+        return not self.problem
 
 
 def cancel(
@@ -60,16 +81,36 @@ def cancel(
     wait_gone: bool = False,
     timeout: float | None = None,
     on_change: Callable[[Remaining, float], None] | None = None,
+    job: Obj | None = None,
+    workers: Workers | None = None,
+    reach: Callable[[str, str], Session] | None = None,
 ) -> Cancelled:
     """Delete the job (Background propagation: the job goes at once, the garbage collector
     deletes its JobSet, Jobs and pods after); with ``wait_gone``, return when the job and each
     of those are gone, or raise ``StillDeleting`` (a ``TimedOut``) naming what is still there
-    and what holds it. ``on_change`` is told what the wait waits on.
+    and what holds it. ``on_change`` is told what the wait waits on. The wait is for the job
+    deleted (its uid, read first unless ``job``, the job as just read, is given): a job of that
+    name submitted meanwhile, and what it makes, is not waited on.
+
+    On a MultiKueue manager, what the job made runs on the worker cluster it was dispatched
+    to, in Kueue's mirror of it: with ``wait_gone`` the wait goes on there, within the same
+    ``timeout``, until the mirror (verified as this job's: ``is_mirror``) and its JobSet, Jobs
+    and pods are gone (``on_change`` is told with ``Remaining.cluster`` set). The worker is
+    reached as ``running_on`` reaches it: only through the context ``workers`` maps it to,
+    ``reach(cluster, context)`` giving its session (raising ``ClusterError`` when it cannot);
+    nothing is deleted there (Kueue deletes the mirror). A mirror that could not be waited on
+    (no mapping, an unreachable worker, a job there that is not the mirror) is said in
+    ``Cancelled.mirror`` (``all_gone`` is then False), never an error: the job is deleted.
 
     Not Foreground: while a Foreground-deleted TrainJob that Kueue manages waits for its
     dependents, the Trainer (v2.3.0) re-creates its JobSet again and again, and the job never
     goes (KUBEFLOW.md, Kueue). A 404 answering a DELETE sent again after one whose answer never
     came is not "there was no job": the first may well have deleted it."""
+    start = session.clock.monotonic()
+    seen = job if job is not None or not wait_gone else get(session, ref)
+    uid = None if seen is None else str(meta(seen).get("uid") or "") or None
+    # where it runs, read before the delete: the job's Workload on the manager goes with it
+    far = find_mirror(session, seen, workers, reach) if wait_gone and seen is not None else None
     sent = 0
 
     def delete() -> None:
@@ -82,9 +123,45 @@ def cancel(
         existed = True
     except NotFound:
         existed = sent > 1
-    if wait_gone:
-        deleting.wait_gone(session, ref, dependents=True, timeout=timeout, on_change=on_change)
-    return Cancelled(ref, existed)
+    if not wait_gone:
+        return Cancelled(ref, existed)
+    deleting.wait_gone(session, ref, uid=uid, dependents=True, timeout=timeout, on_change=on_change)
+    if far is None:
+        return Cancelled(ref, existed)
+    if far.session is None or far.cluster is None:
+        return Cancelled(ref, existed, MirrorGone(far.cluster, far.problem))
+    waited = session.clock.monotonic() - start
+    left = None if timeout is None else max(0.0, timeout - waited)
+    _mirror_gone(far.session, far.cluster, far, left, waited, on_change)
+    return Cancelled(ref, existed, MirrorGone(far.cluster))
+
+
+def _mirror_gone(
+    worker: Session,
+    cluster: str,
+    far: Mirror,
+    timeout: float | None,
+    waited: float,
+    on_change: Callable[[Remaining, float], None] | None,
+) -> None:
+    """Wait until the mirror ``far`` found, and what it made, are gone from the ``worker``
+    (``timeout``: what is left of the cancel's; ``waited``: the seconds it took so far)."""
+
+    def told(left: Remaining, seconds: float) -> None:
+        if on_change is not None:
+            on_change(evolve(left, cluster=cluster), waited + seconds)
+
+    try:
+        deleting.wait_gone(
+            worker, far.ref, uid=far.uid, dependents=True, timeout=timeout, on_change=told
+        )
+    except StillDeleting as exc:
+        left = evolve(exc.left, cluster=cluster) if exc.left is not None else None
+        raise StillDeleting(
+            f"{far.ref} is gone from this manager cluster, but its mirror on worker cluster "
+            f"{cluster} is not, after {waited + (timeout or 0):.1f}s: still there: {left}",
+            left,
+        ) from None
 
 
 def set_suspended(session: Session, ref: Ref, suspended: bool) -> None:

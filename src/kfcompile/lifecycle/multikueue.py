@@ -43,7 +43,7 @@ from kfcompile.lifecycle.observe import (
     node_pods,
     observation,
 )
-from kfcompile.lifecycle.ports import ApiError, NotFound, Obj, Ref
+from kfcompile.lifecycle.ports import ApiError, Forbidden, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import ClusterError, Session
 from kfcompile.terminal import printable
 
@@ -255,9 +255,14 @@ class Workers:
     contexts: Mapping[str, str] = field(factory=dict)
     how: str = ""
     file: str = "~/.config/kfcompile/clusters.yaml"
+    # Why the mapping file could not be read ("": it was, or there is none): said for a worker
+    # it might have mapped.
+    problem: str = ""
 
     def unmapped(self, ref: Ref, cluster: str) -> str:
         """Why the job is not followed to ``cluster``, and how to map it, in one line."""
+        if self.problem:
+            return f"{ref} runs on worker cluster {cluster}, not followed: {self.problem}"
         ways = [self.how.replace("NAME", cluster)] if self.how else []
         if self.manager is not None:
             ways.append(f"managers.{self.manager}.{cluster}: CONTEXT in {self.file}")
@@ -357,6 +362,86 @@ def running_on(
 
 class Unmapped(ClusterError):
     """A job runs on a worker cluster the user has not mapped to a kubeconfig context."""
+
+
+def not_mirror(ref: Ref, cluster: str, workload: str) -> str:
+    """Why a job named like ``ref`` on worker ``cluster`` is left alone, in one line."""
+    return (
+        f"{ref} on worker cluster {cluster} is not MultiKueue's mirror of this job (not "
+        f"labelled {ORIGIN_LABEL} with Workload {workload or '?'} as its {PREBUILT}): left "
+        "alone, not read"
+    )
+
+
+def cannot_read_dispatch(ref: Ref, why: object) -> str:
+    """Why where a MultiKueue job runs is not known (its Workloads may not be read)."""
+    return (
+        f"{ref} is MultiKueue's, but which worker cluster runs it cannot be read: {why}; "
+        "it needs list of workloads.kueue.x-k8s.io (see kfcompile rbac)"
+    )
+
+
+# --- cancelling a job a worker runs ----------------------------------------------------------
+
+
+@frozen(repr=False, eq=False)
+class Mirror:
+    """A MultiKueue job's mirror, as found on its worker before the job is deleted on the
+    manager (``find_mirror``): the worker cluster (None: not dispatched to one), the worker's
+    session and the mirror's uid (None: not to be waited on, and ``problem`` says why)."""
+
+    ref: Ref
+    cluster: str | None
+    session: Session | None = None
+    uid: str | None = None
+    problem: str = ""
+
+
+def find_mirror(
+    session: Session,
+    job: Obj,
+    workers: Workers | None,
+    reach: Callable[[str, str], Session] | None,
+) -> Mirror | None:
+    """Where MultiKueue runs ``job`` and its mirror there, read before the job is deleted (its
+    Workload goes with it); None when MultiKueue does not manage it. The worker is read only
+    through the context ``workers`` maps it to (``reach(cluster, context)``, which raises
+    ``ClusterError`` when it cannot reach it: its words are the problem), and what is there is
+    the mirror only if ``is_mirror`` says so; anything else there is left alone. What keeps the
+    mirror from being followed is the ``problem``, never an error: the job is deleted anyway."""
+    ref = Ref.of(job)
+    try:
+        found = dispatch(session, job)
+    except Forbidden as exc:
+        return Mirror(ref, None, problem=cannot_read_dispatch(ref, exc))
+    except (ClusterError, ApiError) as exc:  # the job is cancelled all the same
+        problem = f"where MultiKueue runs {ref} could not be read: {exc}"
+        return Mirror(ref, None, problem=problem) if multikueue_managed(job) else None
+    if found is None:
+        return None
+    cluster = found.cluster
+    if cluster is None:
+        return Mirror(ref, None)
+    if workers is None or reach is None:
+        problem = f"{ref} runs on worker cluster {cluster}: no worker clusters were mapped"
+        return Mirror(ref, cluster, problem=problem)
+    context = workers.contexts.get(cluster)
+    if context is None:
+        return Mirror(ref, cluster, problem=workers.unmapped(ref, cluster))
+    try:
+        worker = reach(cluster, context)
+    except ClusterError as exc:
+        return Mirror(ref, cluster, problem=str(exc))
+    try:
+        there = get(worker, ref)
+    except (ClusterError, ApiError) as exc:
+        return Mirror(ref, cluster, problem=f"worker cluster {cluster}: {exc}")
+    if there is None:
+        problem = f"{ref} was not on worker cluster {cluster} (not yet, or not any more)"
+        return Mirror(ref, cluster, problem=problem)
+    if not is_mirror(there, ref, found.workload):
+        return Mirror(ref, cluster, problem=not_mirror(ref, cluster, found.workload))
+    return Mirror(ref, cluster, worker, str(meta(there).get("uid") or "") or None)
 
 
 def unreachable(ref: Ref, cluster: str, context: str, why: str) -> str:
