@@ -946,6 +946,10 @@ PYTORCHJOB_RESERVED = (
         ("env_list: [{name: %s, value: '1'}]", "env_list[0].name"),
         ("secret_env: [%s]", "secret_env[0]"),
         ("container_overrides: {env: [{name: %s, value: '1'}]}", "container_overrides.env[0].name"),
+        (
+            "pod_spec_overrides: {containers: [{name: pytorch, env: [{name: %s, value: '1'}]}]}",
+            "pod_spec_overrides.containers[0].env[0].name",
+        ),
     ],
 )
 def test_what_the_training_operator_sets_is_refused_on_pytorchjob(
@@ -975,6 +979,37 @@ def test_what_torchrun_sets_is_refused_under_the_torchrun_launcher(var: str, tar
     assert_problems(found, [(f"env.{var}", "torchrun sets it for each process it starts")])
     python = "launcher: {kind: python, entrypoint: /t.py}\n"
     render(load_spec(spec_text(python + f"env: {{{var}: '0'}}\n")), target)
+
+
+# The env of the training container in pod_spec_overrides is that container's env: what the
+# controller or torchrun sets is refused there too (from v2.2 a TrainJob refuses any env patch
+# on `node`, which is its own error).
+@pytest.mark.parametrize(
+    ("target", "container", "why"),
+    [
+        ("trainjob/v2.0", "node", "reserved on TrainJob"),
+        ("trainjob/v2.1", "node", "reserved on TrainJob"),
+        (PYTORCH, "pytorch", "the Training Operator sets it"),
+    ],
+)
+def test_reserved_env_in_the_training_containers_pod_override(
+    target: str, container: str, why: str
+) -> None:
+    def override(var: str) -> str:
+        return (
+            f"pod_spec_overrides: {{containers: [{{name: {container}, env: [{{name: {var}}}]}}]}}\n"
+        )
+
+    at = "pod_spec_overrides.containers[0].env[0].name"
+    assert_problems(unsupported(spec_text(override("PET_NNODES")), target), [(at, why)])
+    torchrun = "launcher: {kind: torchrun, entrypoint: /t.py}\n"
+    found = unsupported(spec_text(torchrun + override("LOCAL_RANK")), target)
+    assert_problems(found, [(at, "torchrun sets it for each process it starts")])
+    if target == PYTORCH:  # a sidecar's env is its own (a TrainJob's runtime has no sidecar)
+        sidecar = (
+            "pod_spec_overrides: {containers: [{name: side, image: i, env: [{name: RANK}]}]}\n"
+        )
+        render(load_spec(spec_text(torchrun + sidecar)), target)
 
 
 def test_pod_restart_policy_override_is_refused_on_pytorchjob() -> None:

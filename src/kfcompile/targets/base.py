@@ -219,19 +219,28 @@ TORCHRUN_ENV = frozenset(
 )
 
 
-def launcher_env(spec: JobSpec, controller: frozenset[str], why: str) -> Iterator[Problem]:
+def launcher_env(
+    spec: JobSpec, controller: frozenset[str], why: str, container: str | None
+) -> Iterator[Problem]:
     """The env the controller sets (``controller``, told ``why``) and, under the torchrun
     launcher, the env torchrun sets: a value the spec gives there would never be seen."""
-    yield from reserved_env(spec, controller, why)
+    yield from reserved_env(spec, controller, why, container)
     if spec.launcher is not None and spec.launcher.kind == "torchrun":
         yield from reserved_env(
-            spec, TORCHRUN_ENV - controller, "torchrun sets it for each process it starts"
+            spec,
+            TORCHRUN_ENV - controller,
+            "torchrun sets it for each process it starts",
+            container,
         )
 
 
-def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Problem]:
+def reserved_env(
+    spec: JobSpec, names: frozenset[str], why: str, container: str | None
+) -> Iterator[Problem]:
     """Variables set in the training container by something else (the controller, torchrun):
-    one the spec sets too would run with that value (or be refused by a webhook)."""
+    one the spec sets too would run with that value (or be refused by a webhook). The env of
+    ``container`` (the training container's name) in ``pod_spec_overrides`` is that
+    container's too; None where the target takes no env there (its own problem)."""
     for k in spec.env:
         if k in names:
             yield Problem(FieldPath.of("env", k), why)
@@ -241,10 +250,18 @@ def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Pro
     for i, name in enumerate(spec.secret_env):
         if name in names:
             yield Problem(FieldPath.of("secret_env", i), why)
-    items = spec.container_overrides.get("env")
-    for i, item in enumerate(items if isinstance(items, list | tuple) else ()):
-        if isinstance(item, Mapping) and item.get("name") in names:
-            yield Problem(FieldPath.of("container_overrides", "env", i, "name"), why)
+    overrides = [(FieldPath.of("container_overrides", "env"), spec.container_overrides.get("env"))]
+    if container is not None:
+        containers = spec.pod_spec_overrides.get("containers")
+        for j, c in enumerate(containers if isinstance(containers, list | tuple) else ()):
+            if isinstance(c, Mapping) and c.get("name") == container:
+                overrides.append(
+                    (FieldPath.of("pod_spec_overrides", "containers", j, "env"), c.get("env"))
+                )
+    for at, items in overrides:
+        for i, item in enumerate(items if isinstance(items, list | tuple) else ()):
+            if isinstance(item, Mapping) and item.get("name") in names:
+                yield Problem(at / i / "name", why)
 
 
 def training_mounts(spec: JobSpec, container: str) -> Iterator[Problem]:

@@ -191,8 +191,10 @@ def command(spec: JobSpec) -> list[str] | None:
 
 
 def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
+    # (from v2.2 an env patch on `node` is an error of its own: `_override_containers`)
+    patched = NODE if release.patches_node_env else None
     yield from base.launcher_env(
-        spec, RESERVED_ENV, "reserved on TrainJob: the Torch runtime sets it"
+        spec, RESERVED_ENV, "reserved on TrainJob: the Torch runtime sets it", patched
     )
     yield from base.pod_name_budget(spec.name, pod_suffixes(spec), "a TrainJob (JobSet pods)")
     yield from base.launcher_args(spec, NODE)
