@@ -405,8 +405,10 @@ def _mirrored(
     patch, into = object_paths.parse(mirror.patch), object_paths.parse(mirror.into)
     try:
         over, base = object_paths.get(doc, patch), object_paths.get(doc, into)
-    except KeyError:
-        return None  # one of the two is not written: nothing lands on anything
+    except (KeyError, TypeError, AttributeError):
+        # One of the two is not written (nothing lands on anything), or is of a shape the
+        # spec's own rules refuse (a spec structured without them: ``containers: null``).
+        return None
     kind = k8s_schema.properties(mirror.definition).get(mirror.key, object_paths.FREE)
     try:
         _, replaced = object_paths.merged(
