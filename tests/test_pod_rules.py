@@ -311,6 +311,8 @@ def test_the_rules_never_raise_on_odd_shapes() -> None:
         {"containers": "x"},
         {"volumes": [1, None]},
         {"affinity": []},
+        {"dnsConfig": []},
+        {"dnsConfig": {"nameservers": "x", "searches": [1, None], "options": [None, 3]}},
     ):
         assert list(pod_rules.pod_spec(odd)) == []
     assert list(pod_rules.resources({"requests": {"cpu": "lots"}, "limits": []})) == []
@@ -465,6 +467,13 @@ def pod(**fields: Any) -> dict[str, Any]:
 
 def security(**context: Any) -> dict[str, Any]:
     return {"container_overrides": {"securityContext": context}}
+
+
+# 32 search paths of 2048 characters with the spaces between them (each 63, the last with a
+# trailing dot): as many, and as long, as validatePodDNSConfig takes.
+SEARCHES = [f"{'a' * 29}{i:02d}.{'b' * 31}" for i in range(32)]
+SEARCHES[-1] += "."
+assert len(" ".join(SEARCHES)) == 2048  # MaxDNSSearchListChars
 
 
 # (what the spec writes, [(path, a phrase of the message)]), each beside the function it mirrors
@@ -732,6 +741,48 @@ REFUSED: dict[str, tuple[dict[str, Any], list[tuple[str, str]]]] = {
         pod(hostAliases=[{"ip": "10.0.0.1", "hostnames": ["Data_Host"]}]),
         [("pod_spec_overrides.hostAliases[0].hostnames[0]", "RFC 1123 subdomain")],
     ),
+    # validatePodDNSConfig (MaxDNSNameservers, IsValidIP, MaxDNSSearchPaths,
+    # MaxDNSSearchListChars, ValidateDNS1123Subdomain)
+    "dns: None without dnsConfig": (
+        pod(dnsPolicy="None"),
+        [("pod_spec_overrides.dnsConfig", "must provide `dnsConfig` when `dnsPolicy` is None")],
+    ),
+    "dns: None without nameservers": (
+        pod(dnsPolicy="None", dnsConfig={"searches": ["example.com"]}),
+        [("pod_spec_overrides.dnsConfig.nameservers", "at least one DNS nameserver")],
+    ),
+    "dns: four nameservers": (
+        pod(dnsConfig={"nameservers": ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]}),
+        [("pod_spec_overrides.dnsConfig.nameservers", "more than 3 nameservers")],
+    ),
+    "dns: nameserver": (
+        pod(dnsConfig={"nameservers": ["10.0.0.256"]}),
+        [("pod_spec_overrides.dnsConfig.nameservers[0]", "valid IP address")],
+    ),
+    "dns: nameserver with a zone": (  # Python's parser takes it; Go's does not
+        pod(dnsConfig={"nameservers": ["fe80::1%eth0"]}),
+        [("pod_spec_overrides.dnsConfig.nameservers[0]", "valid IP address")],
+    ),
+    "dns: 33 search paths": (
+        pod(dnsConfig={"searches": [f"s{i}.example.com" for i in range(33)]}),
+        [("pod_spec_overrides.dnsConfig.searches", "more than 32 search paths")],
+    ),
+    "dns: 2049 characters of search paths": (
+        pod(dnsConfig={"searches": [*SEARCHES[:-1], SEARCHES[-1] + "c"]}),
+        [("pod_spec_overrides.dnsConfig.searches", "more than 2048 characters")],
+    ),
+    "dns: search path": (
+        pod(dnsConfig={"searches": ["Corp_Net.example.com"]}),
+        [("pod_spec_overrides.dnsConfig.searches[0]", "RFC 1123 subdomain")],
+    ),
+    "dns: two trailing dots": (
+        pod(dnsConfig={"searches": ["example.com.."]}),
+        [("pod_spec_overrides.dnsConfig.searches[0]", "RFC 1123 subdomain")],
+    ),
+    "dns: option without a name": (
+        pod(dnsConfig={"nameservers": ["10.0.0.10"], "options": [{"value": "2"}]}),
+        [("pod_spec_overrides.dnsConfig.options[0].name", "required")],
+    ),
     # ValidateSecurityContext, validatePodSpecSecurityContext (IsValidUserID, IsValidGroupID)
     "security: runAsUser": (
         security(runAsUser=-1),
@@ -807,6 +858,17 @@ ACCEPTED: dict[str, dict[str, Any]] = {
             },
         }
     },
+    "dns": pod(
+        dnsPolicy="None",
+        dnsConfig={
+            "nameservers": ["10.0.0.10", "fd00::a", "1.1.1.1"],
+            "searches": SEARCHES,
+            "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}],
+        },
+    ),
+    "dns beside the cluster's": pod(
+        dnsPolicy="ClusterFirst", dnsConfig={"searches": ["svc.cluster.local."]}
+    ),
     "pod": {
         "pod_spec_overrides": {
             "hostNetwork": True,

@@ -946,6 +946,10 @@ PYTORCHJOB_RESERVED = (
         ("env_list: [{name: %s, value: '1'}]", "env_list[0].name"),
         ("secret_env: [%s]", "secret_env[0]"),
         ("container_overrides: {env: [{name: %s, value: '1'}]}", "container_overrides.env[0].name"),
+        (
+            "pod_spec_overrides: {containers: [{name: pytorch, env: [{name: %s, value: '1'}]}]}",
+            "pod_spec_overrides.containers[0].env[0].name",
+        ),
     ],
 )
 def test_what_the_training_operator_sets_is_refused_on_pytorchjob(
@@ -975,6 +979,37 @@ def test_what_torchrun_sets_is_refused_under_the_torchrun_launcher(var: str, tar
     assert_problems(found, [(f"env.{var}", "torchrun sets it for each process it starts")])
     python = "launcher: {kind: python, entrypoint: /t.py}\n"
     render(load_spec(spec_text(python + f"env: {{{var}: '0'}}\n")), target)
+
+
+# The env of the training container in pod_spec_overrides is that container's env: what the
+# controller or torchrun sets is refused there too (from v2.2 a TrainJob refuses any env patch
+# on `node`, which is its own error).
+@pytest.mark.parametrize(
+    ("target", "container", "why"),
+    [
+        ("trainjob/v2.0", "node", "reserved on TrainJob"),
+        ("trainjob/v2.1", "node", "reserved on TrainJob"),
+        (PYTORCH, "pytorch", "the Training Operator sets it"),
+    ],
+)
+def test_reserved_env_in_the_training_containers_pod_override(
+    target: str, container: str, why: str
+) -> None:
+    def override(var: str) -> str:
+        return (
+            f"pod_spec_overrides: {{containers: [{{name: {container}, env: [{{name: {var}}}]}}]}}\n"
+        )
+
+    at = "pod_spec_overrides.containers[0].env[0].name"
+    assert_problems(unsupported(spec_text(override("PET_NNODES")), target), [(at, why)])
+    torchrun = "launcher: {kind: torchrun, entrypoint: /t.py}\n"
+    found = unsupported(spec_text(torchrun + override("LOCAL_RANK")), target)
+    assert_problems(found, [(at, "torchrun sets it for each process it starts")])
+    if target == PYTORCH:  # a sidecar's env is its own (a TrainJob's runtime has no sidecar)
+        sidecar = (
+            "pod_spec_overrides: {containers: [{name: side, image: i, env: [{name: RANK}]}]}\n"
+        )
+        render(load_spec(spec_text(torchrun + sidecar)), target)
 
 
 def test_pod_restart_policy_override_is_refused_on_pytorchjob() -> None:
@@ -1306,7 +1341,30 @@ def test_a_bug_while_structuring_is_raised_as_a_bug_not_a_spec_problem() -> None
 _FIELD_REF = {"fieldRef": {"fieldPath": "metadata.name"}}
 
 
-@pytest.mark.parametrize("target", ALL)
+def _env_override(hatch: str, env: list[dict[str, Any]]) -> dict[str, Any]:
+    """``env`` given the training container through ``hatch``; on TrainJob v2.0/v2.1 a pod
+    override's ``node`` env is applied to the container the trainer's env fills (v2.2+ refuse
+    env patches on ``node``)."""
+    if hatch == "container_overrides":
+        return {hatch: {"env": env}}
+    return {hatch: {"containers": [{"name": "node", "env": env}]}}
+
+
+# Where the override writes A, by escape hatch.
+_ENV_AT = {
+    "container_overrides": "container_overrides.env[name=A]",
+    "pod_spec_overrides": "pod_spec_overrides.containers[name=node].env[name=A]",
+}
+
+
+@pytest.mark.parametrize(
+    ("target", "hatch"),
+    [
+        *((t, "container_overrides") for t in ALL),
+        ("trainjob/v2.0", "pod_spec_overrides"),
+        ("trainjob/v2.1", "pod_spec_overrides"),
+    ],
+)
 @pytest.mark.parametrize(
     ("spec_fields", "override", "writer"),
     [
@@ -1320,16 +1378,38 @@ _FIELD_REF = {"fieldRef": {"fieldPath": "metadata.name"}}
     ],
 )
 def test_an_override_may_not_change_where_an_env_var_comes_from(
-    target: str, spec_fields: dict[str, Any], override: dict[str, Any], writer: str
+    target: str, hatch: str, spec_fields: dict[str, Any], override: dict[str, Any], writer: str
 ) -> None:
     data = {"name": "job", "image": "img:1", "command": ["python"], **spec_fields}
     with pytest.raises(UnsupportedFeature) as info:
-        render(structure({**data, "container_overrides": {"env": [override]}}), target)
+        render(structure({**data, **_env_override(hatch, [override])}), target)
     assert [str(p).split(" (")[0] for p in info.value.problems] == [
-        f"container_overrides.env[name=A]: would replace what {writer} writes"
+        f"{_ENV_AT[hatch]}: would replace what {writer} writes"
     ]
     # an entry for A that gives no other source is no replacement
-    render(structure({**data, "container_overrides": {"env": [{"name": "A"}]}}), target)
+    render(structure({**data, **_env_override(hatch, [{"name": "A"}])}), target)
+
+
+@pytest.mark.parametrize("target", ["trainjob/v2.0", "trainjob/v2.1"])
+def test_a_pod_override_env_meets_the_trainer_env_where_the_pods_get_it(target: str) -> None:
+    """TrainJob v2.0/v2.1 write the spec's env to ``spec.trainer.env`` and a pod override's
+    ``node`` env to the overrides: both reach one container, so they are checked as one env."""
+    data = {"name": "job", "image": "img:1", "command": ["python"]}
+    with_value = _env_override("container_overrides", [{"name": "A", "value": "x"}])
+    override = _env_override("pod_spec_overrides", [{"name": "A", "value": "y"}])
+    with pytest.raises(UnsupportedFeature) as info:
+        render(structure({**data, **with_value, **override}), target)
+    assert [str(p) for p in info.value.problems] == [
+        "pod_spec_overrides.containers[name=node].env[name=A].value: would replace what "
+        "container_overrides.env writes (spec.trainer.env[name=A].value): give it in one place"
+    ]
+    # The same value, or a variable of its own, replaces nothing and lands in the overrides.
+    same = _env_override("pod_spec_overrides", [{"name": "A", "value": "x"}, {"name": "B"}])
+    job = render(structure({**data, "env": {"A": "x"}, **same}), target)[-1]
+    overrides = job["spec"].get("podSpecOverrides") or job["spec"]["podTemplateOverrides"]
+    containers = overrides[0].get("containers") or overrides[0]["spec"]["containers"]
+    assert containers == [{"name": "node", "env": [{"name": "A", "value": "x"}, {"name": "B"}]}]
+    assert job["spec"]["trainer"]["env"] == [{"name": "A", "value": "x"}]
 
 
 # Issue 24 item 12: a spec built in Python may hold a str Enum (or another str, int or float

@@ -303,12 +303,15 @@ def id_number(value: int) -> list[str]:
 
 
 def ip_address(value: str) -> list[str]:
-    """IsValidIP: an IPv4 or IPv6 address."""
+    """IsValidIP: an IPv4 or IPv6 address. Go's parser takes no IPv6 zone (``fe80::1%eth0``),
+    which Python's does; it takes IPv4 with leading zeros, which Python's does not (and which
+    Kubernetes warns will be refused)."""
     try:
         ipaddress.ip_address(value)
+        valid = "%" not in value
     except ValueError:
-        return ["must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"]
-    return []
+        valid = False
+    return [] if valid else ["must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"]
 
 
 def resource_name(value: str) -> list[str]:

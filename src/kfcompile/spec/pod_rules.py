@@ -105,6 +105,11 @@ PROBE_COUNTS = (  # validateProbe: ValidateNonnegativeField
     "failureThreshold",
 )
 PROTOCOLS = ("TCP", "UDP", "SCTP")  # supportedPortProtocols
+# validatePodDNSConfig: the limits of Linux libc's resolver (MaxDNSNameservers,
+# MaxDNSSearchPaths, MaxDNSSearchListChars).
+MAX_DNS_NAMESERVERS = 3
+MAX_DNS_SEARCH_PATHS = 32
+MAX_DNS_SEARCH_LIST_CHARS = 2048
 WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")  # supportedScheduleActions
 NODE_INCLUSION_POLICIES = ("Honor", "Ignore")  # validateNodeInclusionPolicy
 
@@ -862,6 +867,52 @@ def host_alias(h: Mapping[Any, Any]) -> Found:
             yield from _told(("hostnames", j), k8s.dns1123_subdomain(name))
 
 
+def _strings(value: Any) -> list[str] | None:
+    """A list of strings as given, or None (the schema reports any other shape)."""
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
+def dns_config(c: Mapping[Any, Any]) -> Found:
+    """validatePodDNSConfig's rules of a dnsConfig by itself: at most 3 nameservers, each an IP
+    address; at most 32 search domains of at most 2048 characters together (with the spaces
+    between them), each a DNS-1123 subdomain but for one trailing dot (the strict rule: clusters
+    with ``RelaxedDNSSearchValidation`` also take ``_`` and a lone ``.``); a name for each
+    option."""
+    nameservers = _strings(c.get("nameservers")) or []
+    if len(nameservers) > MAX_DNS_NAMESERVERS:
+        yield ("nameservers",), f"must not have more than {MAX_DNS_NAMESERVERS} nameservers"
+    for i, server in enumerate(nameservers):
+        yield from _told(("nameservers", i), k8s.ip_address(server))
+    searches = _strings(c.get("searches")) or []
+    if len(searches) > MAX_DNS_SEARCH_PATHS:
+        yield ("searches",), f"must not have more than {MAX_DNS_SEARCH_PATHS} search paths"
+    if len(" ".join(searches).encode("utf-8", "surrogatepass")) > MAX_DNS_SEARCH_LIST_CHARS:
+        yield (
+            ("searches",),
+            f"must not have more than {MAX_DNS_SEARCH_LIST_CHARS} characters (including spaces) "
+            "in the search list",
+        )
+    for i, search in enumerate(searches):
+        yield from _told(("searches", i), k8s.dns1123_subdomain(search.removesuffix(".")))
+
+
+def dns_policy_none(spec: Mapping[Any, Any]) -> Found:
+    """validatePodDNSConfig under dnsPolicy None: the pod's whole DNS setup is its dnsConfig,
+    which must name a nameserver."""
+    if spec.get("dnsPolicy") != "None":
+        return
+    config = spec.get("dnsConfig")
+    if not isinstance(config, dict):
+        yield ("dnsConfig",), "must provide `dnsConfig` when `dnsPolicy` is None"
+    elif not config.get("nameservers"):
+        yield (
+            ("dnsConfig", "nameservers"),
+            "must provide at least one DNS nameserver when `dnsPolicy` is None",
+        )
+
+
 # ValidatePodSpec's rules of single fields: field -> its check.
 POD_FIELDS: Mapping[str, Callable[[Any], Iterator[str]]] = {
     "activeDeadlineSeconds": _between(1, INT32_MAX),
@@ -879,9 +930,10 @@ POD_FIELDS: Mapping[str, Callable[[Any], Iterator[str]]] = {
 
 def pod_fields(spec: Mapping[Any, Any]) -> Found:
     """ValidatePodSpec's rules of single fields (``POD_FIELDS``), which a partial pod has
-    too."""
+    too, and what dnsPolicy None asks of dnsConfig (which no other field writes)."""
     for field, check in POD_FIELDS.items():
         yield from _told((field,), check(spec.get(field)))
+    yield from dns_policy_none(spec)
 
 
 # Each core/v1 object's own rules, run wherever the object is: in a spec when it is loaded
@@ -898,6 +950,8 @@ OBJECT_RULES: Mapping[str, ObjectCheck] = {
     "HostAlias": host_alias,
     "KeyToPath": key_to_path,
     "Lifecycle": lifecycle,
+    "PodDNSConfig": dns_config,
+    "PodDNSConfigOption": _requires("name"),  # validatePodDNSConfig: "must not be empty"
     "PodSpec": pod_fields,
     "PodSecurityContext": pod_security_context,
     "Probe": probe,

@@ -219,19 +219,28 @@ TORCHRUN_ENV = frozenset(
 )
 
 
-def launcher_env(spec: JobSpec, controller: frozenset[str], why: str) -> Iterator[Problem]:
+def launcher_env(
+    spec: JobSpec, controller: frozenset[str], why: str, container: str | None
+) -> Iterator[Problem]:
     """The env the controller sets (``controller``, told ``why``) and, under the torchrun
     launcher, the env torchrun sets: a value the spec gives there would never be seen."""
-    yield from reserved_env(spec, controller, why)
+    yield from reserved_env(spec, controller, why, container)
     if spec.launcher is not None and spec.launcher.kind == "torchrun":
         yield from reserved_env(
-            spec, TORCHRUN_ENV - controller, "torchrun sets it for each process it starts"
+            spec,
+            TORCHRUN_ENV - controller,
+            "torchrun sets it for each process it starts",
+            container,
         )
 
 
-def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Problem]:
+def reserved_env(
+    spec: JobSpec, names: frozenset[str], why: str, container: str | None
+) -> Iterator[Problem]:
     """Variables set in the training container by something else (the controller, torchrun):
-    one the spec sets too would run with that value (or be refused by a webhook)."""
+    one the spec sets too would run with that value (or be refused by a webhook). The env of
+    ``container`` (the training container's name) in ``pod_spec_overrides`` is that
+    container's too; None where the target takes no env there (its own problem)."""
     for k in spec.env:
         if k in names:
             yield Problem(FieldPath.of("env", k), why)
@@ -241,10 +250,18 @@ def reserved_env(spec: JobSpec, names: frozenset[str], why: str) -> Iterator[Pro
     for i, name in enumerate(spec.secret_env):
         if name in names:
             yield Problem(FieldPath.of("secret_env", i), why)
-    items = spec.container_overrides.get("env")
-    for i, item in enumerate(items if isinstance(items, list | tuple) else ()):
-        if isinstance(item, Mapping) and item.get("name") in names:
-            yield Problem(FieldPath.of("container_overrides", "env", i, "name"), why)
+    overrides = [(FieldPath.of("container_overrides", "env"), spec.container_overrides.get("env"))]
+    if container is not None:
+        containers = spec.pod_spec_overrides.get("containers")
+        for j, c in enumerate(containers if isinstance(containers, list | tuple) else ()):
+            if isinstance(c, Mapping) and c.get("name") == container:
+                overrides.append(
+                    (FieldPath.of("pod_spec_overrides", "containers", j, "env"), c.get("env"))
+                )
+    for at, items in overrides:
+        for i, item in enumerate(items if isinstance(items, list | tuple) else ()):
+            if isinstance(item, Mapping) and item.get("name") in names:
+                yield Problem(at / i / "name", why)
 
 
 def training_mounts(spec: JobSpec, container: str) -> Iterator[Problem]:
@@ -346,23 +363,68 @@ def _merge_of(e: Entry) -> object_paths.Merge:
 
 
 def _replacing(
-    e: Entry,
-    at: object_paths.Path,
-    below: object_paths.Path,
+    named: FieldPath,
+    where: object_paths.Path,
     owners: Mapping[object_paths.Path, str],
     target: str,
 ) -> Problem:
-    """An override that would replace a value another field writes (or the target itself, such
-    as the PyTorchJob port the operator reads): given twice, one would silently lose."""
-    where = (*at, *below)
+    """An override (at ``named`` in the spec) that would replace the value at ``where`` that
+    another field writes (or the target itself, such as the PyTorchJob port the operator reads):
+    given twice, one would silently lose."""
     owner = next((owners[where[:n]] for n in range(len(where), 0, -1) if where[:n] in owners), None)
     if owner is None:  # an atomic list replaced whole, whose items were placed one by one
         owner = next((o for p, o in owners.items() if p[: len(where)] == where), None)
     writer = f"what {owner} writes" if owner else f"what {target} writes itself"
     return Problem(
-        e.at.join(FieldPath(below)),
-        f"would replace {writer} ({object_paths.format(where)}): give it in one place",
+        named, f"would replace {writer} ({object_paths.format(where)}): give it in one place"
     )
+
+
+class Mirror(NamedTuple):
+    """Two places of the output that the controller applies to one field of the pods: what an
+    override writes at ``patch`` lands on what is written at ``into`` (Trainer v2.0 and v2.1
+    apply the ``node`` container's env override to the container the trainer's env fills).
+    Render merges the one into the other as the core/v1 ``definition.key`` merges: an override
+    there may no more replace what another spec field writes than one written in place."""
+
+    patch: str
+    into: str
+    definition: str = "Container"
+    key: str = "env"
+
+
+def _mirrored(
+    doc: dict[str, Any],
+    mirror: Mirror,
+    writers: Mapping[object_paths.Path, Entry],
+    owners: Mapping[object_paths.Path, str],
+    target: str,
+) -> tuple[FieldPath, Problem] | None:
+    """Where what the output holds at ``mirror.patch``, merged into what it holds at
+    ``mirror.into``, would replace something: the spec field that wrote it, and its problem."""
+    patch, into = object_paths.parse(mirror.patch), object_paths.parse(mirror.into)
+    try:
+        over, base = object_paths.get(doc, patch), object_paths.get(doc, into)
+    except (KeyError, TypeError, AttributeError):
+        # One of the two is not written (nothing lands on anything), or is of a shape the
+        # spec's own rules refuse (a spec structured without them: ``containers: null``).
+        return None
+    kind = k8s_schema.properties(mirror.definition).get(mirror.key, object_paths.FREE)
+    try:
+        _, replaced = object_paths.merged(
+            base, over, object_paths.Merge(kind, k8s_schema.properties)
+        )
+    except object_paths.MergeConflict:
+        return None  # shapes the spec's own rules refuse
+    if not replaced:
+        return None
+    # The entry that wrote the override: the one placed at the longest prefix of ``patch``.
+    for n in range(len(patch), 0, -1):
+        e = writers.get(patch[:n])
+        if e is not None:
+            named = e.at.join(FieldPath((*patch[n:], *replaced[0])))
+            return e.at, _replacing(named, (*into, *replaced[0]), owners, target)
+    return None
 
 
 # Every target, by name: the registry (`kfcompile.targets`), which imports the target modules,
@@ -383,8 +445,10 @@ def place(
     layout: Layout,
     target: str,
     problems: list[Problem] | None = None,
+    mirrors: Iterable[Mirror] = (),
 ) -> list[Placement]:
-    """Write every entry into ``doc`` through the target's ``layout``.
+    """Write every entry into ``doc`` through the target's ``layout``; then check that what
+    lands at each of ``mirrors`` replaces nothing where the controller applies it.
 
     Raises one ``UnsupportedFeature`` naming every misfit, after any ``problems`` the target
     found itself, so a user sees everything wrong at once.
@@ -393,6 +457,7 @@ def place(
     misfits: dict[FieldPath, Problem] = {}  # one line per top-level spec field (hatch: per key)
     builder = object_paths.Builder(doc)
     owners: dict[object_paths.Path, str] = {}  # where each entry landed -> the spec field it is
+    writers: dict[object_paths.Path, Entry] = {}  # where each entry landed -> the entry
     for e in items:
         slot = layout.get(e.slot)
         if slot is None:
@@ -414,10 +479,16 @@ def place(
                 misfits.setdefault(e.at, Problem(e.at, str(exc)))
                 break
             if replaced:
-                misfits.setdefault(e.at, _replacing(e, at, replaced[0], owners, target))
+                named = e.at.join(FieldPath(replaced[0]))
+                misfits.setdefault(e.at, _replacing(named, (*at, *replaced[0]), owners, target))
                 break
             owners.setdefault(at, e.source)
+            writers.setdefault(at, e)
             placed.append(Placement(e.source, index, text, value, e.merge))
+    for mirror in mirrors:
+        clash = _mirrored(doc, mirror, writers, owners, target)
+        if clash is not None:
+            misfits.setdefault(*clash)
     if problems or misfits:
         raise UnsupportedFeature([*(problems or ()), *misfits.values()])
     return placed

@@ -117,7 +117,10 @@ def operator_env(spec: JobSpec) -> frozenset[str]:
 def _run_differently(spec: JobSpec) -> Iterator[Problem]:
     """What the operator accepts and then runs otherwise than the spec says."""
     yield from base.launcher_env(
-        spec, operator_env(spec), "the Training Operator sets it in every PyTorchJob pod"
+        spec,
+        operator_env(spec),
+        "the Training Operator sets it in every PyTorchJob pod",
+        CONTAINER,
     )
     if "restartPolicy" in spec.pod_spec_overrides:
         # SetRestartPolicy (training-operator pkg/controller.v1/common/pod.go) writes the replica's

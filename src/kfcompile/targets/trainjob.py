@@ -156,6 +156,8 @@ class Release:
     override_list: str | None = None  # v2.0/v2.1: the list whose items need `targetJobs` first
     max_command_items: int | None = None  # v2.2+: command and args hold at most this many
     patches_node_env: bool = True  # v2.2+: the webhook forbids env patches on `node`
+    # v2.0/v2.1: the override's `node` env and the trainer's env fill one container's env.
+    mirrors: tuple[base.Mirror, ...] = ()
     # What its CRD bounds (`output.limits`): render checks its output by them.
     limits: tuple[Limit, ...] = field(kw_only=True)
     name: str = field(init=False)
@@ -189,8 +191,10 @@ def command(spec: JobSpec) -> list[str] | None:
 
 
 def _problems(spec: JobSpec, release: Release) -> Iterator[Problem]:
+    # (from v2.2 an env patch on `node` is an error of its own: `_override_containers`)
+    patched = NODE if release.patches_node_env else None
     yield from base.launcher_env(
-        spec, RESERVED_ENV, "reserved on TrainJob: the Torch runtime sets it"
+        spec, RESERVED_ENV, "reserved on TrainJob: the Torch runtime sets it", patched
     )
     yield from base.pod_name_budget(spec.name, pod_suffixes(spec), "a TrainJob (JobSet pods)")
     yield from base.launcher_args(spec, NODE)
@@ -251,7 +255,7 @@ def render(spec: JobSpec, release: Release) -> Rendered:
     index = len(objects) - 1
     items = list(fields.entries(spec, command(spec)))
     problems = list(_problems(spec, release))
-    placed = base.place(job, index, items, release.layout, release.name, problems)
+    placed = base.place(job, index, items, release.layout, release.name, problems, release.mirrors)
     if release.override_list is not None:
         for item in _get_list(job, release.override_list):
             rest = {k: v for k, v in item.items() if k != "targetJobs"}

@@ -51,6 +51,7 @@ RELEASE = trainjob.Release(
     OVERRIDDEN,
     (OVERRIDDEN, *BEFORE_V2_2),
     override_list=OVERRIDES,
+    mirrors=(base.Mirror(f"{NODE}.env", f"{trainjob.TRAINER}.env"),),
     limits=output_limits.TRAINJOB_V2_0,
 )
 TARGET = RELEASE.target

@@ -35,6 +35,7 @@ RELEASE = trainjob.Release(
     OVERRIDDEN,
     (OVERRIDDEN, *trainjob_v2_0.BEFORE_V2_2),
     override_list=OVERRIDES,
+    mirrors=(base.Mirror(f"{NODE}.env", f"{trainjob.TRAINER}.env"),),
     limits=output_limits.TRAINJOB_V2_1,
 )
 TARGET = RELEASE.target
