@@ -80,7 +80,7 @@ def test_each_kueue_release_is_built_against_the_trainer_api_its_go_mod_names() 
     assert [(str(b), b.api) for b in KueueRelease(17, 17, "").builds] == [("v0.17", (2, 2))]
     assert [str(b) for b in KueueRelease(13, 14, "").builds] == [
         "v0.14.0 to v0.14.4",
-        "v0.14.5 and later",
+        "v0.14.5 and later v0.14",
     ]
 
 
@@ -105,8 +105,8 @@ def test_submit_refuses_a_field_the_clusters_kueue_drops(cluster: PortCluster) -
     else:  # Kueue v0.13 to v0.14, built against Trainer v2.0's API, then v2.1's
         told = (
             "Kueue v0.13 to v0.14 (this cluster serves kueue.x-k8s.io/v1beta1): v0.14.0 to "
-            "v0.14.4 (built against Trainer v2.0's API) and v0.14.5 and later (built against "
-            "Trainer v2.1's API) have "
+            "v0.14.4 (built against Trainer v2.0's API) and v0.14.5 and later v0.14 (built "
+            "against Trainer v2.1's API) have "
         )
     assert line.startswith(f"{GRACE}: {told}{has_no}")
     assert line.endswith("or run Kueue v0.20 or later (submit --force submits it anyway)")

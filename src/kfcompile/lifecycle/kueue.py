@@ -223,7 +223,9 @@ class Build:
             return f"{_version(self.first, True)} to {_version(last, True)}"
         if self.first[0] < self.end[0] - 1:
             return f"{first} to v0.{self.end[0] - 1}"
-        return f"{first} and later" if self.first[1] else first  # within one minor release
+        if self.first[1]:  # from a patch release to the minor release's last
+            return f"{first} and later v0.{self.first[0]}"
+        return first  # one minor release
 
     @property
     def one_release(self) -> bool:
@@ -237,7 +239,7 @@ class Build:
         if self.end is None:
             return []
         known = marks.get(self.api, ())
-        newer = {m: None for api, ms in marks.items() if api > self.api for m in ms}
+        newer = {m: None for api, ms in sorted(marks.items()) if api > self.api for m in ms}
         return [m for m in newer if m not in known]
 
 
