@@ -13,7 +13,8 @@ Each twice: jobs created while the watch runs (its first list is empty), and job
 it starts (its first list takes a page per ``LIST_PAGE`` jobs). The statuses are written
 straight into the store, as a controller would, so only ``watch_jobs`` makes requests. Next to
 it, what polling each job once per change would take, as a service that reconciles by reading
-every job does. Needs ../shared/crds (the reference CRDs), as the tests do.
+every job does. No Kueue is installed: no job is queued, so only the jobs are watched.
+Needs ../shared/crds (the reference CRDs), as the tests do.
 
 3. CPU per event with 1,000 and 10,000 jobs watched (the goal: the same): the ``Watcher``
    machine alone, fed a change of each job it listed; and ``watch_jobs`` at the port, the
@@ -77,7 +78,9 @@ def at_the_port(jobs: int, before: bool) -> collections.Counter[str]:
     clock = FakeClock(step=1.0)
     cluster = FakeCluster(clock)
     store = cluster.store
-    install(store, schema_check.require_shared(), ("trainjobs-v2.3.0.yaml",), runtime=False)
+    install(
+        store, schema_check.require_shared(), ("trainjobs-v2.3.0.yaml",), runtime=False, serves=None
+    )  # no Kueue: these jobs are not queued
     names = [f"job-{i:04d}" for i in range(jobs)]
 
     def write(name: str, status: dict[str, Any]) -> None:
@@ -94,7 +97,9 @@ def at_the_port(jobs: int, before: bool) -> collections.Counter[str]:
 
 
 def over_http(jobs: int, before: bool) -> collections.Counter[str]:
-    with LocalCluster(schema_check.require_shared(), auto=False, scenario=None) as local:
+    with LocalCluster(
+        schema_check.require_shared(), auto=False, scenario=None, kueue=None
+    ) as local:
         names = [f"job-{i:04d}" for i in range(jobs)]
         if before:
             _create(local.store, names)
@@ -136,7 +141,9 @@ def port_cpu_per_event(jobs: int) -> float:
     clock = FakeClock(step=1.0)
     cluster = FakeCluster(clock)
     store = cluster.store
-    install(store, schema_check.require_shared(), ("trainjobs-v2.3.0.yaml",), runtime=False)
+    install(
+        store, schema_check.require_shared(), ("trainjobs-v2.3.0.yaml",), runtime=False, serves=None
+    )  # no Kueue: these jobs are not queued
     names = [f"job-{i:05d}" for i in range(jobs)]
     _create(store, names)
     session = lifecycle.Session(cluster, clock, jitter=fixed_jitter)

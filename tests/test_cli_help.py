@@ -68,6 +68,16 @@ def test_every_help_ends_with_its_examples(command: str) -> None:
         assert f"{line} ".startswith(f"kfcompile {command} "), line
 
 
+def test_the_top_level_help_ends_with_a_jobs_course() -> None:
+    text = subprocess.run([str(BIN / "kfcompile"), "--help"], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+    examples = text.split("\nExamples:\n", 1)[1]
+    for command in parser.COURSE:  # each its command's first example, which runs (below)
+        comment, line = parser.EXAMPLES[command][0]
+        assert f"  # {comment}\n  {line}\n" in examples
+    assert examples.rstrip().endswith("kfcompile COMMAND --help")
+
+
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The files the examples name: a spec job.yaml of a job demo, golden.yaml (its output),

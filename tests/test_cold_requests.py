@@ -19,6 +19,7 @@ from test_cli_cluster import write_spec
 from kfcompile import lifecycle, structure
 from kfcompile.cli import main
 from kfcompile.lifecycle.ports import Ref
+from kfcompile.testing.store import CRD
 from kfcompile_kube import KubeCluster, connect
 from kfcompile_kube.answers import OBJECT_LIMIT
 from kfcompile_kube.discovery import TTL, DiskDiscovery, server_dir
@@ -324,6 +325,29 @@ def test_a_kind_whose_crd_was_removed_since_the_cache_is_left_out(
     assert not any("kubeflow.org/v1/" in str(f.relative_to(root)) for f in cache_files(root))
     assert _cli(local, capsys, "list", "-A")[0] == 0  # and no list of them tried again
     assert not local.kube.requests.matching(path="/pytorchjobs")
+
+
+def test_a_kind_served_on_another_path_since_the_cache_is_asked_there(
+    healthy: tuple[LocalCluster, Ref], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The PyTorchJob CRD installed again under another plural: the cached path's 404 sends
+    discovery back to the server, whose path the list is sent to once more (not a NotFound)."""
+    local, _ = healthy
+    assert _cli(local, capsys, "list", "-A")[0] == 0  # the cache says .../v1/pytorchjobs
+    crd = local.store.items[(*CRD, None, "pytorchjobs.kubeflow.org")]
+    _uninstall(local, "pytorchjobs.kubeflow.org")
+    names = crd["spec"]["names"] | {"plural": "pytorchtrainings"}
+    local.store.create({**crd, "metadata": {"name": "pytorchtrainings.kubeflow.org"},
+                        "spec": crd["spec"] | {"names": names}})  # fmt: skip
+    local.calls.listeners.clear()  # out of the RBAC audit: no Role names a plural made up here
+    code, said = _cli(local, capsys, "list", "-A")
+    assert code == 0, said
+    requests = local.kube.requests.matching(path="/kubeflow.org/")
+    assert [(r.path, r.status) for r in requests] == [
+        ("/apis/kubeflow.org/v1/pytorchjobs", 404),
+        ("/apis/kubeflow.org/v1", 200),
+        ("/apis/kubeflow.org/v1/pytorchtrainings", 200),
+    ]
 
 
 def test_submit_detects_the_target_again_when_the_cached_one_is_gone(

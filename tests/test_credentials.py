@@ -204,12 +204,23 @@ def refusals(kube: FakeKube) -> int:
     return sum(r.status == 401 for r in kube.requests)
 
 
-# Port calls a long command makes, a stream among them.
+# Port calls a long command makes, streams among them (``logs``, ``logs --follow``).
 CALLS: dict[str, Callable[[KubeCluster], object]] = {
     "list": lambda k: k.list("v1", "ConfigMap", "default"),
     "get": lambda k: k.get(Ref("v1", "ConfigMap", "default", "settings")),
     "watch": lambda k: next(iter(k.watch("v1", "ConfigMap", "default", resource_version="1"))),
+    "log": lambda k: "".join(k.pod_log("default", "trainer")),
+    "follow": lambda k: next(iter(k.pod_log("default", "trainer", follow=True))),
 }
+# A pod on a node, its log begun: what the log calls read.
+TRAINER_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "trainer", "namespace": "default"},
+    "spec": {"nodeName": "gpu-node-0", "containers": [{"name": "node", "image": "pytorch"}]},
+    "status": {"phase": "Running", "containerStatuses": [
+        {"name": "node", "restartCount": 0, "state": {"running": {}}}]},
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("call", CALLS)
@@ -219,11 +230,13 @@ def test_a_token_file_rotated_under_a_command_is_read_again_after_a_401(
     """A projected token rotated (the old one revoked) between two requests: the 401 makes the
     file read again and the request is sent once more, with the new token."""
     kube.store.create(SETTINGS)
+    kube.store.create(TRAINER_POD)
+    kube.fake.log("default", "trainer", "rank 0: starting\n")
     (tmp_path / "token").write_text("token-1\n")
     kube.tokens = {"token-1"}
     kc = kubeconfig(tmp_path / "kc", kube.url, {"tokenFile": "token"})
     cluster = KubeCluster(connect(str(kc), environ={}).api_client)
-    CALLS[call](cluster)
+    assert CALLS[call](cluster)
     (tmp_path / "token").write_text("token-2\n")
     kube.tokens = {"token-2"}
     kube.requests.clear()

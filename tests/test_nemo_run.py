@@ -15,6 +15,7 @@ status from conditions (queued, deadline) and ``list`` over the API.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 import math
 import multiprocessing
@@ -58,6 +59,7 @@ from kfcompile.integrations.nemo_run_scheduler import (  # noqa: E402
     recalled,
     remember,
 )
+from kfcompile.spec import yamlio  # noqa: E402
 
 CRDS = {
     "pytorchjob/v1": "pytorchjobs-v1.9.4.yaml",
@@ -270,6 +272,21 @@ def test_dryrun_passes_the_release_crd_with_every_value_in_place(target: str) ->
     assert missing == []
     assert job["metadata"]["labels"] == {"team": "llm"}
     assert job["metadata"]["namespace"] == "default"
+
+
+class Tier(enum.StrEnum):
+    GOLD = "gold"
+
+
+def test_a_dryrun_with_str_enums_in_labels_and_env_has_plain_strings() -> None:
+    """A str Enum in the executor's labels or env (a config built in Python): the job NeMo-Run's
+    dryrun makes holds plain strings, which YAML dumps (it raised RepresenterError)."""
+    given = executor(labels={"tier": Tier.GOLD}, pod_labels={Tier.GOLD: Tier.GOLD},
+                     env_vars={"TIER": Tier.GOLD})  # fmt: skip
+    objects = dryrun(given, run.Partial(train, steps=1))
+    job = objects[-1]
+    assert type(job["metadata"]["labels"]["tier"]) is str
+    assert "tier: gold" in yamlio.dump_all(objects)
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -1,7 +1,8 @@
-"""``mypy --strict`` of a user's module against kfcompile installed as the docs say (an editable
-install in setuptools' strict mode: its default editable install finds ``src/`` and
-``adapters/`` through an import hook, which mypy cannot follow). The packages ship ``py.typed``,
-so mypy reads their types: it passes a correct module and finds a wrong call."""
+"""``mypy --strict`` of a user's module against kfcompile installed as the README installs it
+(``pip install -e``: a ``.pth`` naming ``src/`` and ``adapters/``, not setuptools' default import
+hook, which mypy cannot follow). The packages ship ``py.typed``, so mypy reads their types: it
+passes a correct module and finds a wrong call; a module added to the checkout after the install
+is found too."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def run(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.timeout(300)  # a build and a strict check of kfcompile's whole source: slow
 def test_mypy_strict_of_a_user_module_against_an_editable_install(tmp_path: Path) -> None:
-    # a copy of the checkout (the strict install writes build/ into it)
+    # a copy of the checkout (the install writes its egg-info into it)
     checkout = tmp_path / "kfcompile"
     checkout.mkdir()
     for name in ("src", "adapters"):
@@ -60,7 +61,7 @@ def test_mypy_strict_of_a_user_module_against_an_editable_install(tmp_path: Path
     python = env / "bin" / "python"
     installed = run(
         sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-        "-e", str(checkout), "--config-settings", "editable_mode=strict", cwd=tmp_path,
+        "-e", str(checkout), cwd=tmp_path,
     )  # fmt: skip
     if installed.returncode != 0 and "No matching distribution" in installed.stderr:
         pytest.skip("cannot build kfcompile here: the package index is out of reach")
@@ -80,3 +81,10 @@ def test_mypy_strict_of_a_user_module_against_an_editable_install(tmp_path: Path
     wrong = run(*mypy, cwd=tmp_path)
     assert wrong.returncode == 1
     assert 'Argument 2 to "render" has incompatible type "int"' in wrong.stdout
+    # a module added since the install: found by Python and by mypy, no reinstall
+    (checkout / "src" / "kfcompile" / "added_later.py").write_text("ANSWER: int = 42\n")
+    user.write_text("from kfcompile.added_later import ANSWER\n\nX: int = ANSWER\n")
+    assert run(*mypy, cwd=tmp_path).returncode == 0
+    imported = run(str(python), "-c", "import kfcompile.added_later as m; print(m.ANSWER)",
+                   cwd=tmp_path)  # fmt: skip
+    assert imported.stdout.strip() == "42", imported.stderr

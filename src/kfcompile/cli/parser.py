@@ -16,7 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 Run = Callable[[argparse.Namespace], int]
 """A command's function: its parsed arguments in, its exit status out."""
@@ -106,6 +106,7 @@ def build(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kfcompile",
         description="Compile a training-job spec into Kubeflow custom resources.",
+        epilog=course(),
         formatter_class=_Help,
     )
     parser.add_argument("--version", action=_Version)
@@ -142,8 +143,22 @@ def command(args: argparse.Namespace) -> Run:
 
 def examples(command: str) -> str:
     """The ``Examples:`` that end a command's ``--help``, as kubectl's do."""
+    return _examples(EXAMPLES[command])
+
+
+# The top-level help's examples: a job's course, the first example of each of these commands.
+COURSE: Final = ("validate", "render", "submit", "status", "logs", "cancel")
+
+
+def course() -> str:
+    """The ``Examples:`` that end ``kfcompile --help``: a job from its spec to its end."""
+    said = _examples([EXAMPLES[command][0] for command in COURSE])
+    return said + "\nA command's options and more examples: kfcompile COMMAND --help\n"
+
+
+def _examples(pairs: list[tuple[str, str]]) -> str:
     lines = ["Examples:"]
-    for comment, line in EXAMPLES[command]:
+    for comment, line in pairs:
         lines += [f"  # {comment}", f"  {line}", ""]
     return "\n".join(lines).rstrip() + "\n"
 
