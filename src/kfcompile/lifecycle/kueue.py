@@ -171,10 +171,11 @@ def waiting_workload(session: Session, job: Obj) -> Obj | None:
 Release = tuple[int, int]  # a Kueue release v0.MINOR.PATCH, as (MINOR, PATCH)
 Api = tuple[int, int]  # a Trainer API, v2.MINOR, as (2, MINOR)
 
-# The Trainer API (the kubeflow/trainer Go module in Kueue's go.mod) Kueue's TrainJob integration
-# is built against, from the first release built so on: v0.14.0 to v0.14.4 Trainer v2.0.1's,
-# v0.14.5 (a patch release that moved it) to v0.16 v2.1.0's, v0.17 to v0.19 v2.2's, v0.20 v2.3's
-# (Kueue's tags; KUBEFLOW.md: v0.14-v0.16 pair with Trainer v2.1, v0.17-v0.19 with v2.2).
+# The Trainer API (the kubeflow/trainer Go module of Kueue's go.mod) Kueue's TrainJob integration
+# is built against: each row, the first Kueue release built against it and the API. Read from
+# go.mod at each of Kueue's tags: v0.14.0 to v0.14.4 Trainer v2.0.1, v0.14.5 (a patch release
+# moved it) to v0.16.9 v2.1.0, v0.17.0 to v0.19.2 v2.2, main after v0.19 v2.3.0 (KUBEFLOW.md,
+# coarser: v0.14-v0.16 pair with Trainer v2.1, v0.17-v0.19 with v2.2).
 # Admitting a TrainJob, Kueue Updates it as that API's types have it, so a field only a newer
 # Trainer has is dropped (written as null): with Kueue v0.19 and Trainer v2.3 a patch's
 # terminationGracePeriodSeconds, after which the JobSet webhook refuses the change as immutable
@@ -234,8 +235,8 @@ class Build:
 
     def drops(self, marks: Mapping[Api, Sequence[Mark]]) -> list[Mark]:
         """What of the Trainer releases' ``marks`` (by API) Kueue drops: each mark of a newer
-        Trainer that this API lacks. None for the releases to come (``end`` None): what they
-        are built against is not known yet."""
+        Trainer that this API lacks. Nothing for the last build (``end`` None), which holds
+        the releases to come: what they are built against is not known yet."""
         if self.end is None:
             return []
         known = marks.get(self.api, ())
@@ -358,12 +359,15 @@ def _dropped(
 
 
 def _fixed_from(mark: Mark, marks: Mapping[Api, Sequence[Mark]]) -> str:
-    """The first Kueue release from which none drops ``mark``."""
+    """The first Kueue release from which none drops ``mark`` (at the latest the newest build:
+    what releases to come drop is not known, ``Build.drops``)."""
     every = builds()
-    for i, build in enumerate(every):
-        if not any(mark in later.drops(marks) for later in every[i:]):
-            return _version(build.first, build.first[1] != 0)
-    return "a later release"  # (a field of a Trainer newer than kfcompile knows)
+    fixed = next(
+        build
+        for i, build in enumerate(every)
+        if not any(mark in later.drops(marks) for later in every[i:])
+    )
+    return _version(fixed.first, fixed.first[1] != 0)
 
 
 def kueue_drops(session: Session, job: Obj) -> list[str]:
