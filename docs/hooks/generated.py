@@ -14,7 +14,7 @@ import io
 import itertools
 import os
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from kfcompile import kinds, status
@@ -274,6 +274,61 @@ def happened_table() -> str:
     return enum_table(Happened)
 
 
+# --- Kueue's releases ----------------------------------------------------------------------------
+
+
+def _told_apart(low: int, high: int | None) -> list[tuple[int, int | None, str]]:
+    """The releases from ``low`` to ``high`` (which discovery tells as one) as the Workload CRD
+    tells them apart (``TELLING``): each part, and how kfcompile tells it."""
+    from kfcompile.lifecycle.kueue import TELLING
+
+    parts = [(low, high, "the versions served")]
+    for version, path, since in TELLING:
+        for i, (lo, hi, how) in enumerate(parts):
+            if lo < since and (hi is None or since <= hi):
+                parts[i : i + 1] = [
+                    (lo, since - 1, f"{how}; the Workload CRD: no {version} `{path}`"),
+                    (since, hi, f"{how}; the Workload CRD: {version} `{path}`"),
+                ]
+                break
+    return parts
+
+
+def kueue_table() -> str:
+    """Each Kueue release: the versions of its API it serves, the Trainer API its TrainJob
+    integration is built against, what it drops from a TrainJob, how kfcompile tells it and what
+    ``submit`` then refuses (``lifecycle.kueue``'s ``SERVING``, ``TRAINER_API`` and ``TELLING``,
+    and the Trainer releases' marks)."""
+    from kfcompile.lifecycle.kueue import SERVING, KueueRelease
+    from kfcompile.targets import trainer_releases
+
+    marks = {r.version: r.marks for r in trainer_releases()}
+
+    def fields(found: Iterable[Any]) -> str:
+        return ", ".join(f"`{m.label}`" for m in found) or "—"
+
+    lines = [
+        "| Kueue | serves `kueue.x-k8s.io` | its TrainJob integration is built against | which "
+        "drops from a TrainJob | kfcompile tells it by | `submit` refuses in a queued TrainJob |",
+        "|---|---|---|---|---|---|",
+    ]
+    for served, (low, high) in sorted(SERVING.items(), key=lambda item: item[1][0]):
+        versions = ", ".join(f"`{v}`" for v in served)
+        for lo, hi, how in _told_apart(low, high):
+            told = KueueRelease(lo, hi, "")
+            builds = told.builds
+            refused = fields({m: None for b in builds for m in b.drops(marks)})
+            if builds and builds[0].first[0] > lo:  # releases before the TrainJob integration
+                before = KueueRelease(lo, builds[0].first[0] - 1, "")
+                lines.append(f"| {str(before).removeprefix('Kueue ')} | {versions} | no "
+                             f"TrainJob integration | — | {how} | — |")  # fmt: skip
+            for b in builds:
+                api = "Trainer v{}.{}'s API".format(*b.api)
+                dropped = fields(b.drops(marks))
+                lines.append(f"| {b} | {versions} | {api} | {dropped} | {how} | {refused} |")
+    return "\n".join(lines) + "\n"
+
+
 # --- the command line ---------------------------------------------------------------------------
 
 
@@ -322,4 +377,5 @@ GENERATED: dict[str, Callable[[], str]] = {
     "states-rules": states_rules,
     "happened": happened_table,
     "cli": cli_help,
+    "kueue-releases": kueue_table,
 }

@@ -116,7 +116,7 @@ CLUSTER: Final[tuple[Rule, ...]] = (
         "apiextensions.k8s.io",
         "customresourcedefinitions",
         ("get",),
-        "target detection, validate --cluster",
+        "target detection, validate --cluster; submit: which Kueue release (its Workload CRD)",
     ),
     Rule(
         "kueue.x-k8s.io",

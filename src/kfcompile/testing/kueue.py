@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from kfcompile.testing.cluster import FakeCluster
 
 __all__ = ["CHECK", "CLUSTER_QUEUE", "WORKER", "admit", "api", "checking", "dispatches",
-           "evict", "held", "install", "multikueue", "queue_of", "workload_of"]  # fmt: skip
+           "evict", "held", "install", "multikueue", "queue_of", "workload_crd",
+           "workload_of"]  # fmt: skip
 
 GROUP: Final = "kueue.x-k8s.io"
 V1BETA1: Final = f"{GROUP}/v1beta1"
@@ -86,16 +87,57 @@ def api(store: Store, kind: str = "Workload") -> str:
     return V1BETA2 if store.served(V1BETA2, kind) else V1BETA1
 
 
+# The newest minor release of Kueue serving each set of its API versions: what ``install``
+# makes by default (``kfcompile.lifecycle.kueue.SERVING``).
+NEWEST_SERVING: Final = {("v1beta2",): 20, ("v1beta2", "v1beta1"): 19, ("v1beta1",): 14}
+
+
+def workload_crd(versions: Iterable[str], minor: int) -> Obj:
+    """The Workload CustomResourceDefinition of Kueue v0.``minor`` serving ``versions``, as far
+    as a client tells releases apart by it: v1beta2's ``spec.preemptionGates`` from v0.17 (every
+    other field is kept as sent, ``x-kubernetes-preserve-unknown-fields``)."""
+    versions = list(versions)
+
+    def schema(version: str) -> Obj:
+        spec: Obj = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        if version == "v1beta2" and minor >= 17:
+            gates = {"type": "array", "items": {"type": "string"}}
+            spec["properties"] = {"preemptionGates": gates}
+        kept = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        return {"type": "object", "properties": {"spec": spec, "status": kept}}
+
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"workloads.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": "Workload", "plural": "workloads", "singular": "workload"},
+            "scope": "Namespaced",
+            "versions": [
+                {"name": v, "served": True, "storage": v == versions[0],
+                 "schema": {"openAPIV3Schema": schema(v)}, "subresources": {"status": {}}}
+                for v in versions
+            ],
+        },
+    }  # fmt: skip
+
+
 def install(store: Store, versions: Iterable[str], *, patches: bool = True,
-            queue: str | None = "team-a", namespace: str = "default") -> None:  # fmt: skip
+            queue: str | None = "team-a", namespace: str = "default",
+            minor: int | None = None) -> None:  # fmt: skip
     """Kueue serving ``versions`` (of ``"v1beta2"``, ``"v1beta1"``), its webhook (``patches``:
     the TrainJobs have ``runtimePatches``, Trainer v2.2 on), its Workload controller, and the
-    LocalQueue ``queue`` of ClusterQueue ``CLUSTER_QUEUE``."""
+    LocalQueue ``queue`` of ClusterQueue ``CLUSTER_QUEUE``. Its Workload CRD is v0.``minor``'s
+    (``workload_crd``; by default the newest release serving ``versions``)."""
+    versions = tuple(versions)
     for version in versions:
         for kind, plural in KINDS.items():
             namespaced = kind in ("LocalQueue", "Workload")
             store.kinds[(f"{GROUP}/{version}", kind)] = ResourceKind(
                 GROUP, version, kind, plural, namespaced)  # fmt: skip
+    release = minor if minor is not None else NEWEST_SERVING.get(versions, 19)
+    store.create(workload_crd(versions, release))
     store.admission.append(lambda obj: _webhook(obj, patches))
     store.controllers.append(lambda: _release(store))
     if queue is not None:
