@@ -10,7 +10,8 @@ same number for both, apart from list pages.
    counted at the server.
 
 Each twice: jobs created while the watch runs (its first list is empty), and jobs there before
-it starts (its first list takes a page per ``LIST_PAGE`` jobs). The statuses are written
+it starts (its first list takes a page per ``LIST_PAGE`` jobs; they have no status yet, as on
+Trainer v2.0, so their pods decide: a pod list per 100 of them). The statuses are written
 straight into the store, as a controller would, so only ``watch_jobs`` makes requests. Next to
 it, what polling each job once per change would take, as a service that reconciles by reading
 every job does. No Kueue is installed: no job is queued, so only the jobs are watched.
@@ -46,11 +47,18 @@ from kfcompile.lifecycle.job_events import Changed, PageListed, Watcher  # noqa:
 from kfcompile.testing import FakeClock, FakeCluster, Store, fixed_jitter  # noqa: E402
 
 API = "trainer.kubeflow.org/v1alpha1"
+# As Trainer v2.1+ writes them: its JobSet's count of the Job beside each condition (made
+# suspended, then active). Without counts (Trainer v2.0) a job that only says Resumed is decided
+# by its pods, which costs a pod list per such change.
+_NODE = {"name": "node", "ready": 0, "succeeded": 0, "failed": 0}
 CHANGES = (
-    {"conditions": [{"type": "Suspended", "status": "True", "reason": "Suspended"}]},
-    {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed"}]},
-    {"conditions": [{"type": "Complete", "status": "True", "reason": "JobSetCompleted"}]},
-)
+    {"conditions": [{"type": "Suspended", "status": "True", "reason": "Suspended"}],
+     "jobsStatus": [_NODE | {"active": 0, "suspended": 1}]},
+    {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed"}],
+     "jobsStatus": [_NODE | {"active": 1, "suspended": 0}]},
+    {"conditions": [{"type": "Complete", "status": "True", "reason": "JobSetCompleted"}],
+     "jobsStatus": [_NODE | {"active": 0, "succeeded": 1, "suspended": 0}]},
+)  # fmt: skip
 LABELS = {lifecycle.MANAGED_BY_LABEL: lifecycle.MANAGER}
 
 
