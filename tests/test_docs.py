@@ -512,10 +512,13 @@ def _kueue_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[PortCluster]:
         local.store.create(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
         )
-        queue = {"name": "team-a-gpus", "namespace": "team-a"}
-        local.store.create({"apiVersion": fake_kueue.api(local.store, "LocalQueue"),
-                            "kind": "LocalQueue", "metadata": queue,
-                            "spec": {"clusterQueue": fake_kueue.CLUSTER_QUEUE}})  # fmt: skip
+        queue = {
+            "apiVersion": fake_kueue.api(local.store, "LocalQueue"),
+            "kind": "LocalQueue",
+            "metadata": {"name": "team-a-gpus", "namespace": "team-a"},
+            "spec": {"clusterQueue": fake_kueue.CLUSTER_QUEUE},
+        }
+        local.store.create(queue)
         local.wire(monkeypatch)
         yield local
 
@@ -570,6 +573,7 @@ def _crd_told(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     from kfcompile.testing import kueue as fake_kueue
 
     with _kueue_cluster(monkeypatch) as local:
+        # (the fake's Workload CRD already: put here as what tells the release)
         local.store.put(fake_kueue.workload_crd(("v1beta2", "v1beta1"), 19))
         spec = _kueue_spec(tmp, termination_grace_period_seconds=60)
         return _printed("submit", str(spec)), PAGE_SERVER
