@@ -10,12 +10,15 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jsonschema
 import pytest
@@ -44,6 +47,9 @@ from kfcompile.targets.reference import field_slots
 sys.path.insert(0, str(ROOT / "docs" / "hooks"))
 import diagrams
 import generated
+
+if TYPE_CHECKING:
+    from fakekube.cluster import PortCluster
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SCHEMA_FILE = ROOT / "schemas" / "jobspec.schema.json"
@@ -393,10 +399,6 @@ OUTPUT_LINE = re.compile(
     r"\$ kfcompile |kfcompile( \w+)?: |\S+\.(ya?ml|json)( \(\S+\))?: |(TrainJob|PyTorchJob) \S+ in "
     r"namespace "
 )
-# Pages whose output samples are not checked yet, and why (each still has one: else remove it).
-NOT_YET = {
-    ROOT / "docs" / "specs" / "kueue.md": "its Kueue samples: another change is rewriting the page",
-}
 
 
 def marked_illustration(block: Block) -> bool:
@@ -416,17 +418,19 @@ def shows_output(block: Block) -> bool:
 
 OUTPUT_SAMPLES = [b for b in ALL_BLOCKS if shows_output(b) and not marked_illustration(b)]
 
-# Trouble a page cannot cause (a network that is down, a hostile server): a sample line of it is
-# what the CLI prints in that situation, made here by the suite's servers that are not there
-# (``fakekube.unreachable``) and faults. Each returns what the CLI printed and the URL of the
-# server it was given, which stands for the pages' API server.
+# What a page cannot cause (a network that is down, a hostile server, a job Kueue holds, a
+# cluster's Kueue release): a sample line of it is what the CLI prints in that situation, made
+# here by the suite's servers that are not there (``fakekube.unreachable``), fake clusters and
+# faults. Each returns what the CLI printed and the URL of the server it was given, which stands
+# for the pages' API server.
 PAGE_SERVER = "https://10.0.0.1:6443"
 
 
-def _printed(*argv: str) -> str:
+def _printed(*argv: str, code: int = 1) -> str:
+    """What the command printed, ending with ``code`` (1: the trouble ends the command)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        assert main(list(argv)) == 1  # the trouble ends the command
+        assert main(list(argv)) == code
     return out.getvalue()
 
 
@@ -492,12 +496,98 @@ def _not_json(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
         return _status(local.kubeconfig), local.kube.url
 
 
+KUEUE_PAGE = ROOT / "docs" / "specs" / "kueue.md"
+
+
+@contextlib.contextmanager
+def _kueue_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[PortCluster]:
+    """A cluster of Kueue v0.15 to v0.19 (serving ``kueue.x-k8s.io`` v1beta2 and v1beta1; its
+    Workload CRD v0.19's) with the namespace and LocalQueue of the Kueue page's job, the CLI
+    wired to it."""
+    from fakekube.cluster import PortCluster
+
+    from kfcompile.testing import kueue as fake_kueue
+
+    with PortCluster(schema_check.require_shared(), kueue="both") as local:
+        local.store.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+        )
+        queue = {
+            "apiVersion": fake_kueue.api(local.store, "LocalQueue"),
+            "kind": "LocalQueue",
+            "metadata": {"name": "team-a-gpus", "namespace": "team-a"},
+            "spec": {"clusterQueue": fake_kueue.CLUSTER_QUEUE},
+        }
+        local.store.create(queue)
+        local.wire(monkeypatch)
+        yield local
+
+
+def _kueue_spec(tmp: Path, **more: object) -> Path:
+    """The Kueue page's ``queued.yaml`` (with ``more`` fields), written in ``tmp``."""
+    [page] = [b.text for b in blocks(KUEUE_PAGE) if b.title == "queued.yaml"]
+    path = tmp / "queued.yaml"
+    path.write_text(yaml.safe_dump({**yaml.safe_load(page), **more}), encoding="utf-8")
+    return path
+
+
+def _held(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """The page's job, submitted: Kueue holds it, its Workload saying what the real Kueue
+    v0.19.2 said of a job asking for more GPUs than its ClusterQueue has."""
+    from test_kueue_reasons import NO_GPUS
+    from test_lifecycle import TRAINJOB
+
+    from kfcompile.testing import courses
+    from kfcompile.testing import kueue as fake_kueue
+
+    with _kueue_cluster(monkeypatch) as local:
+        never = math.inf  # Kueue never admits it
+        local.store.on_create.append(courses.queued(local.fake, admits=never))
+        _printed("submit", str(_kueue_spec(tmp)), code=0)
+        job = local.store.get(TRAINJOB, "TrainJob", "team-a", "finetune-queued")
+        assert job is not None
+        fake_kueue.held(local.store, job, NO_GPUS)
+        return _printed("status", "finetune-queued", "-n", "team-a", code=0), PAGE_SERVER
+
+
+def _crd_unreadable(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """The page's job with a pod annotation (a TrainJob's runtimePatches, Trainer v2.2 on),
+    where alice may not read the Workload CRD: the API server's refusal is the page's ``...``."""
+    said = (
+        'customresourcedefinitions.apiextensions.k8s.io "workloads.kueue.x-k8s.io" is '
+        'forbidden: User "alice" cannot get resource "customresourcedefinitions" in API group '
+        '"apiextensions.k8s.io" at the cluster scope'
+    )
+    with _kueue_cluster(monkeypatch) as local:
+        local.faults.add("get", "CustomResourceDefinition", status=403, message=said)
+        spec = _kueue_spec(tmp, pod_annotations={"example.com/team": "a"})
+        printed = _printed("submit", str(spec))
+    # (each field refused says it: the page's job also has activeDeadlineSeconds)
+    assert f"403 Forbidden: {said})" in printed
+    return printed.replace(f"403 Forbidden: {said})", "403 Forbidden: ...)"), PAGE_SERVER
+
+
+def _crd_told(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """The page's job with a patch's terminationGracePeriodSeconds, where the Workload CRD
+    (v0.19's: v1beta2 ``spec.preemptionGates``) tells Kueue v0.17 to v0.19."""
+    from kfcompile.testing import kueue as fake_kueue
+
+    with _kueue_cluster(monkeypatch) as local:
+        # (the fake's Workload CRD already: put here as what tells the release)
+        local.store.put(fake_kueue.workload_crd(("v1beta2", "v1beta1"), 19))
+        spec = _kueue_spec(tmp, termination_grace_period_seconds=60)
+        return _printed("submit", str(spec)), PAGE_SERVER
+
+
 SITUATIONS = {  # a phrase of the sample line: the situation that prints it
     "connection refused by": _refused,
     "no answer from": _silent,
     "TLS certificate verify failed": _untrusted,
-    "403 Forbidden": _forbidden,
+    "create Secret team-a/demo-env: 403 Forbidden": _forbidden,
     "BadAnswer: the answer is not JSON": _not_json,
+    "SUSPENDED (Queued) Kueue: waiting in queue": _held,
+    "workloads.kueue.x-k8s.io could not be read: 403 Forbidden": _crd_unreadable,
+    "its Workload CRD has v1beta2 spec.preemptionGates": _crd_told,
 }
 
 
@@ -508,11 +598,7 @@ def situation(line: str) -> str | None:
 
 
 SAMPLE_LINES = [
-    (block, line)
-    for block in OUTPUT_SAMPLES
-    if block.page not in NOT_YET
-    for line in block.text.splitlines()
-    if line.strip()
+    (block, line) for block in OUTPUT_SAMPLES for line in block.text.splitlines() if line.strip()
 ]
 
 
@@ -521,8 +607,6 @@ def test_no_text_block_shows_output_nothing_checks() -> None:
     situation here; anything else is marked an illustration."""
     unchecked = [f"{b.where}: {line}" for b, line in SAMPLE_LINES if situation(line) is None]
     assert unchecked == [], "a console block, a SITUATION, or <!-- illustration: WHY -->"
-    for page, why in NOT_YET.items():
-        assert any(b.page == page for b in OUTPUT_SAMPLES), f"{page}: {why}: remove it"
 
 
 @pytest.mark.parametrize(
