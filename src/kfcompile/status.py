@@ -389,7 +389,7 @@ def _decide(cr: Mapping[str, Any], kind_name: str, pod_list: list[Mapping[str, A
     if counted := starting(status):
         waiting = _pods_starting(pod_list, counted)
     else:
-        waiting = decided or _suspended_by_spec(cr, kind) or _waiting(kind_name, kind, conditions)
+        waiting = _uncounted_wait(cr, kind_name, decided, conditions)
     if waiting.state is not State.PENDING:
         return waiting  # suspended by its spec: the job says so, whatever its pods
     if stuck := stuck_pod(pod_list):
@@ -408,7 +408,8 @@ def decided_by_pods(cr: Mapping[str, Any]) -> bool:
     """Whether only the job's pods can tell whether it runs (``job_state`` with them may say
     RUNNING, without them PENDING): its status has no counts (Trainer v2.0 never writes
     ``jobsStatus``; the Training Operator has not written ``replicaStatuses`` yet), no True
-    condition decides its state, and it is neither suspended by its spec nor being deleted.
+    condition decides its state, it is not being deleted, and it waits PENDING without its pods
+    (``_uncounted_wait``: not suspended by its spec where no condition says why it waits).
     For every other job the object alone decides, so ``list`` and ``watch_jobs`` read pods for
     these jobs only: a cluster whose controller writes counts costs them no pod request.
     A kind this module does not know: False."""
@@ -421,10 +422,21 @@ def decided_by_pods(cr: Mapping[str, Any]) -> bool:
     status = _mapping(cr.get("status"))
     if _counted(status, kind):
         return False
-    decided = _from_table(kind_name, kind.conditions, _conditions(status))
+    conditions = _conditions(status)
+    decided = _from_table(kind_name, kind.conditions, conditions)
     if decided is not None and decided.state is not State.PENDING:
         return False
-    return _suspended_by_spec(cr, kind) is None
+    return _uncounted_wait(cr, kind_name, decided, conditions).state is State.PENDING
+
+
+def _uncounted_wait(
+    cr: Mapping[str, Any], kind_name: str, decided: JobState | None, conditions: list[_Condition]
+) -> JobState:
+    """How a job whose status counts nothing waits, before its pods are looked at: as its
+    PENDING row says (PyTorchJob ``Created``), else suspended by its spec, else as its other
+    conditions say. Only a PENDING one can be changed by its pods (``_decide``)."""
+    kind = KINDS[kind_name]
+    return decided or _suspended_by_spec(cr, kind) or _waiting(kind_name, kind, conditions)
 
 
 def _suspended_by_spec(cr: Mapping[str, Any], kind: Kind) -> JobState | None:
