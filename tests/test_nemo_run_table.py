@@ -74,8 +74,8 @@ FORWARD: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {
     ],
     "pod_spec_overrides": [
         (
-            {**PYTORCHJOB, "pod_spec_overrides": {"dnsPolicy": "None"}},
-            {"pod_spec_overrides": {"dnsPolicy": "None"}},
+            {**PYTORCHJOB, "pod_spec_overrides": {"dnsPolicy": "ClusterFirstWithHostNet"}},
+            {"pod_spec_overrides": {"dnsPolicy": "ClusterFirstWithHostNet"}},
         )
     ],
     "container_kwargs": [
