@@ -178,6 +178,23 @@ def test_every_readme_link_to_a_file_resolves() -> None:
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)}: {target}"
 
 
+def test_a_list_items_later_paragraphs_are_indented_four_spaces() -> None:
+    """Python-Markdown (the site) reads a paragraph after a blank line in a list item as the
+    item's only when indented four spaces: at two it ends the list, and the next items become
+    text of that paragraph ('... See Job states. - suspend: true creates ...')."""
+    found = []
+    for page in (p for p in PAGES if "docs" in p.parts):
+        lines, fenced = page.read_text(encoding="utf-8").split("\n"), False
+        for i, line in enumerate(lines):
+            if line.lstrip().startswith("```"):
+                fenced = not fenced
+            elif (
+                not fenced and i and not lines[i - 1].strip() and re.match(r" {2}[^\s\-*|<]", line)
+            ):
+                found.append(f"{page.relative_to(ROOT)}:{i + 1}: {line.strip()[:40]}")
+    assert found == []
+
+
 def test_without_the_reference_crds_the_skips_are_one_line_saying_where_to_get_them(
     tmp_path: Path,
 ) -> None:
