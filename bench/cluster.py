@@ -63,9 +63,11 @@ def _wait_done(session: lifecycle.Session, ref: Ref, returned: list[float]) -> N
 
 
 def latency(shared: Path, runs: int) -> list[float]:
-    """Seconds from the Complete condition landing in the store to `wait` returning."""
+    """Seconds from the Complete condition landing in the store to `wait` returning. The local
+    server's clock ticks each millisecond here (its default, 10 ms, is what a watch of it waits
+    between looks at its store: it would be measured instead)."""
     found = []
-    with LocalCluster(shared, scenario="hang") as local:
+    with LocalCluster(shared, scenario="hang", step=0.001) as local:
         for i in range(runs):
             ref = _submit(local, 1, "hang")
             lifecycle.wait(local.session(), ref, "running", timeout=10)
