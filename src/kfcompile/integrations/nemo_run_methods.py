@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from nemo_run.core.execution.kubeflow import KubeflowExecutor, KubeflowJobState
@@ -293,16 +293,24 @@ def _followed(ref: Ref) -> dict[str, Any]:
     """``lifecycle.cancel``'s ``workers`` and ``reach`` for the job ``ref`` on a MultiKueue
     manager: the workers the mapping file maps for the current context (one it cannot read is
     said as the reason a worker is not followed), each reached through its context."""
-    import kfcompile_kube
     from kfcompile_local.clusters import mapped_workers
+
+    context, reach = _mapping(ref)
+    try:
+        workers = mapped_workers(context)
+    except lifecycle.ClusterError as exc:
+        workers = Workers(context, problem="; ".join(str(exc).splitlines()))
+    return {"workers": workers, "reach": reach}
+
+
+def _mapping(ref: Ref) -> tuple[str | None, Callable[[str, str], lifecycle.Session]]:
+    """The current kubeconfig context (the manager's: the mapping file maps workers per
+    manager) and how a worker of the job ``ref`` is reached through the context it is mapped
+    to: one that cannot be is a ``ClusterError`` saying why."""
+    import kfcompile_kube
 
     manager = kfcompile_kube.connect()
     manager.close()  # only its context's name was wanted
-    try:
-        workers = mapped_workers(manager.context)
-    except lifecycle.ClusterError as exc:
-        why = "; ".join(str(exc).splitlines())
-        workers = Workers(manager.context, problem=why)
 
     def reach(worker: str, context: str) -> lifecycle.Session:
         try:
@@ -310,7 +318,7 @@ def _followed(ref: Ref) -> dict[str, Any]:
         except kfcompile_kube.ConfigError as exc:
             raise lifecycle.ClusterError(unreachable(ref, worker, context, str(exc))) from None
 
-    return {"workers": workers, "reach": reach}
+    return manager.context, reach
 
 
 def _located(executor: _Executor, job_name: str) -> tuple[lifecycle.Session, Ref] | None:
@@ -325,18 +333,8 @@ def pods_session(cluster: lifecycle.Session, ref: Ref) -> lifecycle.Session:
     """The session with the job's pods and logs: on a MultiKueue manager, the worker's, through
     the kubeconfig context the mapping file maps it to for the current context (the
     manager's)."""
-    import kfcompile_kube
     from kfcompile_local.clusters import mapped_workers
 
-    manager = kfcompile_kube.connect()
-    manager.close()  # only its context's name was wanted
-    workers = mapped_workers(manager.context)
-
-    def reach(worker: str, context: str) -> lifecycle.Session:
-        try:
-            return kfcompile_kube.session(context=context)[0]
-        except kfcompile_kube.ConfigError as exc:
-            raise kfcompile_kube.ConfigError(unreachable(ref, worker, context, str(exc))) from None
-
+    context, reach = _mapping(ref)
     job = lifecycle.find(cluster, ref.namespace or "default", ref.name)
-    return running_on(cluster, job, workers, reach)
+    return running_on(cluster, job, mapped_workers(context), reach)
