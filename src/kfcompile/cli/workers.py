@@ -27,15 +27,11 @@ from kfcompile.lifecycle.kueue import multikueue_managed
 from kfcompile.lifecycle.multikueue import (
     Dispatch,
     Workers,
-    cannot_read_dispatch,
-    dispatch,
-    is_mirror,
-    not_mirror,
+    find_mirror,
     on_worker,
     unreachable,
 )
-from kfcompile.lifecycle.objects import get
-from kfcompile.lifecycle.ports import ApiError, Forbidden, Obj, Ref
+from kfcompile.lifecycle.ports import ApiError, Obj, Ref
 
 
 def cluster_contexts(values: list[str] | None) -> dict[str, str]:
@@ -95,38 +91,13 @@ class Remote:
 
 def remote(ctx: Context, args: argparse.Namespace, job: Obj) -> Remote | None:
     """Where MultiKueue runs ``job`` (None: MultiKueue does not manage it), with its mirror
-    read on the worker when that is mapped and reached."""
+    read on the worker when that is mapped and reached (``multikueue.find_mirror``)."""
     ref = Ref.of(job)
-    try:
-        found = dispatch(ctx.session, job)
-    except Forbidden as exc:
-        return Remote(ref, Dispatch("", None), None, cannot_read_dispatch(ref, exc))
+    found = find_mirror(ctx.session, job, followed_workers(ctx, args), reach_worker(args, ref))
     if found is None:
         return None
-    if found.cluster is None:
-        return Remote(ref, found, None)
-    try:
-        mapped = workers(ctx, args)
-    except lifecycle.ClusterError as exc:  # the mapping file: the manager's answer stands
-        return Remote(ref, found, None, "; ".join(str(exc).splitlines()))
-    context = mapped.contexts.get(found.cluster)
-    if context is None:
-        return Remote(ref, found, None, mapped.unmapped(ref, found.cluster))
-    worker_args = argparse.Namespace(**{**vars(args), "context": context})
-    try:
-        session = Context(worker_args).session
-        there = get(session, ref)
-    except Failed as exc:
-        problem = unreachable(ref, found.cluster, context, " ".join(exc.problems))
-        return Remote(ref, found, None, problem)
-    except (lifecycle.ClusterError, ApiError) as exc:
-        return Remote(ref, found, None, f"worker cluster {found.cluster}: {exc}")
-    if there is None:
-        problem = f"{ref} is not on worker cluster {found.cluster} (yet, or any more)"
-        return Remote(ref, found, session, problem)
-    if not is_mirror(there, ref, found.workload):
-        return Remote(ref, found, None, not_mirror(ref, found.cluster, found.workload))
-    return Remote(ref, found, session, mirror=there)
+    dispatched = found.dispatch or Dispatch("", None)
+    return Remote(ref, dispatched, found.session, found.problem, found.obj)
 
 
 def workers(ctx: Context, args: argparse.Namespace) -> Workers:

@@ -128,7 +128,7 @@ def cancel(
     deleting.wait_gone(session, ref, uid=uid, dependents=True, timeout=timeout, on_change=on_change)
     if far is None:
         return Cancelled(ref, existed)
-    if far.session is None or far.cluster is None:
+    if far.session is None or far.cluster is None or far.uid is None:
         return Cancelled(ref, existed, MirrorGone(far.cluster, far.problem))
     waited = session.clock.monotonic() - start
     left = None if timeout is None else max(0.0, timeout - waited)

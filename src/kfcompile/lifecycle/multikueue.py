@@ -386,15 +386,22 @@ def cannot_read_dispatch(ref: Ref, why: object) -> str:
 
 @frozen(repr=False, eq=False)
 class Mirror:
-    """A MultiKueue job's mirror, as found on its worker before the job is deleted on the
-    manager (``find_mirror``): the worker cluster (None: not dispatched to one), the worker's
-    session and the mirror's uid (None: not to be waited on, and ``problem`` says why)."""
+    """Where MultiKueue runs a job (``find_mirror``): its ``dispatch`` (None: it could not be
+    read) to the worker ``cluster`` (None: not dispatched to one), the worker's ``session``
+    when it was reached, and the job's mirror there as read (``obj``; None: not there, or not
+    this job's, and ``problem`` says why)."""
 
     ref: Ref
     cluster: str | None
+    dispatch: Dispatch | None = None
     session: Session | None = None
-    uid: str | None = None
+    obj: Obj | None = None
     problem: str = ""
+
+    @property
+    def uid(self) -> str | None:
+        """The mirror's uid: what a wait for it to be gone follows (None: no mirror to wait on)."""
+        return None if self.obj is None else str(meta(self.obj).get("uid") or "") or None
 
 
 def find_mirror(
@@ -403,45 +410,45 @@ def find_mirror(
     workers: Workers | None,
     reach: Callable[[str, str], Session] | None,
 ) -> Mirror | None:
-    """Where MultiKueue runs ``job`` and its mirror there, read before the job is deleted (its
+    """Where MultiKueue runs ``job`` and its mirror there (read before the job is deleted: its
     Workload goes with it); None when MultiKueue does not manage it. The worker is read only
     through the context ``workers`` maps it to (``reach(cluster, context)``, which raises
     ``ClusterError`` when it cannot reach it: its words are the problem), and what is there is
-    the mirror only if ``is_mirror`` says so; anything else there is left alone. What keeps the
-    mirror from being followed is the ``problem``, never an error: the job is deleted anyway."""
+    the mirror only if ``is_mirror`` says so; anything else there is left alone, its session
+    not given. What keeps the mirror from being read is the ``problem``, never an error."""
     ref = Ref.of(job)
     try:
         found = dispatch(session, job)
     except Forbidden as exc:
         return Mirror(ref, None, problem=cannot_read_dispatch(ref, exc))
-    except (ClusterError, ApiError) as exc:  # the job is cancelled all the same
+    except (ClusterError, ApiError) as exc:
         problem = f"where MultiKueue runs {ref} could not be read: {exc}"
         return Mirror(ref, None, problem=problem) if multikueue_managed(job) else None
     if found is None:
         return None
     cluster = found.cluster
     if cluster is None:
-        return Mirror(ref, None)
+        return Mirror(ref, None, found)
     if workers is None or reach is None:
         problem = f"{ref} runs on worker cluster {cluster}: no worker clusters were mapped"
-        return Mirror(ref, cluster, problem=problem)
+        return Mirror(ref, cluster, found, problem=problem)
     context = workers.contexts.get(cluster)
     if context is None:
-        return Mirror(ref, cluster, problem=workers.unmapped(ref, cluster))
+        return Mirror(ref, cluster, found, problem=workers.unmapped(ref, cluster))
     try:
         worker = reach(cluster, context)
     except ClusterError as exc:
-        return Mirror(ref, cluster, problem=str(exc))
+        return Mirror(ref, cluster, found, problem=str(exc))
     try:
         there = get(worker, ref)
     except (ClusterError, ApiError) as exc:
-        return Mirror(ref, cluster, problem=f"worker cluster {cluster}: {exc}")
+        return Mirror(ref, cluster, found, problem=f"worker cluster {cluster}: {exc}")
     if there is None:
-        problem = f"{ref} was not on worker cluster {cluster} (not yet, or not any more)"
-        return Mirror(ref, cluster, problem=problem)
+        problem = f"{ref} is not on worker cluster {cluster} (not yet, or not any more)"
+        return Mirror(ref, cluster, found, worker, problem=problem)
     if not is_mirror(there, ref, found.workload):
-        return Mirror(ref, cluster, problem=not_mirror(ref, cluster, found.workload))
-    return Mirror(ref, cluster, worker, str(meta(there).get("uid") or "") or None)
+        return Mirror(ref, cluster, found, problem=not_mirror(ref, cluster, found.workload))
+    return Mirror(ref, cluster, found, worker, there)
 
 
 def unreachable(ref: Ref, cluster: str, context: str, why: str) -> str:
