@@ -6,12 +6,9 @@ created (``runs``, ``suspends``, ``queued``, ``helpers``), and what a Kubeflow i
 
 The shapes are those the real Trainer v2.3.0 and JobSet v0.12.0 made from kfcompile's TrainJobs
 (``../shared/observed/trainer-v2.3.0``, which the suite holds these to): the TrainJob owns its
-JobSet (named like it), which owns the Job ``<name>-node-0``, which owns one pod per node,
-``<name>-node-0-<rank>-<5 letters>``, labelled with the JobSet's and the Job's names and uids
-and the rank (``batch.kubernetes.io/job-completion-index``); a TrainJob whose pods run or wait
-has no condition, only ``jobsStatus`` counting the Job (active, ready once all its pods are);
-it ends ``Complete`` or ``Failed``. A PyTorchJob owns its pods ``<name>-master-0`` and
-``<name>-worker-<i>`` and says Created, Running, Restarting, Succeeded, Failed (KUBEFLOW.md)."""
+JobSet, which owns the Job ``<name>-node-0``, which owns a pod per node; a TrainJob whose pods
+run or wait has only ``jobsStatus``. A PyTorchJob's pods and conditions are the Training
+Operator's (KUBEFLOW.md)."""
 
 from __future__ import annotations
 
@@ -25,6 +22,7 @@ from kfcompile.lifecycle.ports import Obj
 from kfcompile.spec.model import DEFAULT_RUNTIME
 from kfcompile.testing import kueue as fake_kueue
 from kfcompile.testing.cluster import FakeCluster
+from kfcompile.testing.kueue import Said
 from kfcompile.testing.store import FOREGROUND, ResourceKind, Store, owner, rfc3339
 
 __all__ = ["PENDING", "Trainer", "crash", "finish", "helpers", "install", "pending",
@@ -35,7 +33,6 @@ KINDS: Final = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
 JOBSET: Final = "jobset.x-k8s.io/v1alpha2"
 TRAINER_NAMESPACE, TRAINER_CONFIGMAP = "kubeflow-system", "kubeflow-trainer-public"  # v2.2 on
 _ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # the Job controller's random names'
-Plan = tuple[str, int, dict[str, str]]  # a pod's name, its rank and its labels
 
 
 def pod_name(job: str, rank: int) -> str:
@@ -73,55 +70,89 @@ def _patched(job: Obj, depth: int) -> tuple[dict[str, str], dict[str, str]]:
     return labels, notes
 
 
+def _owned(fake: FakeCluster, by: Obj, obj: Obj) -> Obj:
+    """``obj`` (of ``by``'s namespace) as stored: made now, owned by ``by``, unless it is."""
+    meta, of = obj["metadata"], by["metadata"]
+    found = fake.store.items.get((obj["apiVersion"], obj["kind"], of["namespace"], meta["name"]))
+    if found is not None and found["metadata"]["ownerReferences"][0]["uid"] == of["uid"]:
+        return found
+    meta |= {"namespace": of["namespace"], "ownerReferences": [owner(by)]}
+    return fake.store.put(obj)
+
+
+def _nodes(job: Obj) -> int:
+    return int(((job.get("spec") or {}).get("trainer") or {}).get("numNodes", 1))
+
+
 def _made(fake: FakeCluster, job: Obj) -> Obj:
     """The JobSet the Trainer makes of a TrainJob and the Job JobSet makes of that (each made
     now if missing): the Job, the owner of the pods."""
-    ns, name, uid = (job["metadata"][k] for k in ("namespace", "name", "uid"))
-    jobset = fake.store.items.get((JOBSET, "JobSet", ns, name))
-    if jobset is None or jobset["metadata"]["ownerReferences"][0]["uid"] != uid:
-        spec = {"replicatedJobs": [{"name": "node", "replicas": 1}], "suspend": False}
-        labels, notes = _patched(job, 0)
-        meta = {"name": name, "namespace": ns, "ownerReferences": [owner(job)],
-                **({"labels": labels} if labels else {}),
-                **({"annotations": notes} if notes else {})}  # fmt: skip
-        jobset = fake.store.put({"apiVersion": JOBSET, "kind": "JobSet", "metadata": meta,
+    name, nodes = job["metadata"]["name"], _nodes(job)
+    labels, notes = _patched(job, 0)
+    spec = {"replicatedJobs": [{"name": "node", "replicas": 1}], "suspend": False}
+    meta = {"name": name, "labels": labels, "annotations": notes}
+    jobset = _owned(fake, job, {"apiVersion": JOBSET, "kind": "JobSet", "metadata": meta,
+                                "spec": spec})  # fmt: skip
+    said = _jobset_labels(name, job["metadata"]["namespace"], jobset["metadata"]["uid"])
+    labels, notes = _patched(job, 1)
+    step = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+    meta = {"name": f"{name}-node-0", "labels": said | labels | step, "annotations": said | notes}
+    spec = {"completions": nodes, "parallelism": nodes, "completionMode": "Indexed"}
+    return _owned(fake, jobset, {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
                                  "spec": spec})  # fmt: skip
-    made = fake.store.items.get(("batch/v1", "Job", ns, f"{name}-node-0"))
-    if made is None or made["metadata"]["ownerReferences"][0]["uid"] != jobset["metadata"]["uid"]:
-        nodes = int(((job.get("spec") or {}).get("trainer") or {}).get("numNodes", 1))
-        said = _jobset_labels(name, ns, jobset["metadata"]["uid"])
-        labels, notes = _patched(job, 1)
-        step = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
-        meta = {"name": f"{name}-node-0", "namespace": ns, "labels": said | labels | step,
-                "annotations": said | notes, "ownerReferences": [owner(jobset)]}  # fmt: skip
-        spec = {"completions": nodes, "parallelism": nodes, "completionMode": "Indexed"}
-        made = fake.store.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
-                               "spec": spec})  # fmt: skip
-    return made
 
 
-def _plans(fake: FakeCluster, job: Obj) -> list[Plan]:
-    """Each pod of the job: its name, rank and labels (a TrainJob's Job made if missing)."""
-    name, spec = job["metadata"]["name"], job.get("spec") or {}
+def _pods(fake: FakeCluster, job: Obj) -> list[Obj]:
+    """The job's pods as their controller makes them (no status), by rank; a TrainJob's JobSet
+    and Job made if missing."""
+    (ns, name), spec = (job["metadata"][k] for k in ("namespace", "name")), job.get("spec") or {}
+    made: list[tuple[str, dict[str, str], dict[str, str]]] = []  # name, labels, annotations
+    by = job
     if job["kind"] == "TrainJob":
-        made = _made(fake, job)
-        uid, of = made["metadata"]["uid"], made["metadata"]["name"]
-        said = _jobset_labels(name, job["metadata"]["namespace"], made["metadata"]["labels"][
-            "jobset.sigs.k8s.io/jobset-uid"])  # fmt: skip
-        labels = {**_patched(job, 2)[0], **said, "jobset.sigs.k8s.io/priority": "0",
-                  "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
-                  "batch.kubernetes.io/job-name": of, "job-name": of}  # fmt: skip
-        nodes = int((spec.get("trainer") or {}).get("numNodes", 1))
-        return [(pod_name(name, r), r, {**labels, COMPLETION_INDEX: str(r)}) for r in range(nodes)]
-    plans: list[Plan] = []
-    for role in ("Master", "Worker"):
+        by = _made(fake, job)
+        said = _jobset_labels(name, ns, by["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-uid"])
+        uid, (labels, notes) = str(by["metadata"]["uid"]), _patched(job, 2)
+        labels |= {**said, "jobset.sigs.k8s.io/priority": "0", "controller-uid": uid,
+                   "batch.kubernetes.io/controller-uid": uid, "job-name": f"{name}-node-0",
+                   "batch.kubernetes.io/job-name": f"{name}-node-0"}  # fmt: skip
+        for rank in range(_nodes(job)):
+            ranked = {COMPLETION_INDEX: str(rank)}
+            made.append((pod_name(name, rank), labels | ranked, said | notes | ranked))
+    for role in ("Master", "Worker") if job["kind"] == "PyTorchJob" else ():
         replicas = (spec.get("pytorchReplicaSpecs") or {}).get(role) or {"replicas": 0}
         for index in range(int(replicas.get("replicas", 1))):
             labels = {"training.kubeflow.org/job-name": name, REPLICA_TYPE: role.lower(),
                       REPLICA_INDEX: str(index)}  # fmt: skip
             labels |= {"training.kubeflow.org/job-role": "master"} if role == "Master" else {}
-            plans.append((f"{name}-{role.lower()}-{index}", len(plans), labels))
-    return plans
+            made.append((f"{name}-{role.lower()}-{index}", labels, {}))
+    container = {"name": KINDS[job["kind"]].container, "image": _image(spec)}
+    return [{"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": pod, "namespace": ns, "labels": labels, "annotations": notes,
+        "ownerReferences": [owner(by)]},
+        "spec": {"nodeName": f"gpu-node-{rank}", "containers": [container]},
+    } for rank, (pod, labels, notes) in enumerate(made)]  # fmt: skip
+
+
+def _image(spec: Obj) -> str:
+    for replica in (spec.get("pytorchReplicaSpecs") or {}).values():
+        return str(replica["template"]["spec"]["containers"][0].get("image", ""))
+    return str((spec.get("trainer") or {}).get("image") or "pytorch/pytorch")
+
+
+def _put(fake: FakeCluster, pod: Obj, phase: str, state: Obj | None, *, restarts: int = 0,
+         **more: Any) -> Obj:  # fmt: skip
+    """Write ``pod`` in ``phase``, its container in ``state`` (None: not placed on a node yet),
+    its restart count kept (grown by ``restarts``); ``more``: the pod's status says that too."""
+    meta, spec = pod["metadata"], dict(pod["spec"])
+    old = fake.store.items.get(("v1", "Pod", meta["namespace"], meta["name"])) or {}
+    said = (old.get("status") or {}).get("containerStatuses") or [{}]
+    runs = said[0].get("restartCount", 0) + restarts
+    status = {"phase": phase, **more, "containerStatuses": [{
+        **spec["containers"][0], "imageID": "", "restartCount": runs, "ready": phase == "Running",
+        "started": phase == "Running", "state": state}]}  # fmt: skip
+    if state is None:
+        del spec["nodeName"], status["containerStatuses"]
+    return fake.store.put({**pod, "spec": spec, "status": status})
 
 
 def _job(fake: FakeCluster, namespace: str, kind: str, name: str) -> Obj | None:
@@ -135,72 +166,38 @@ def pods(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob") -
     return fake.store.list("v1", "Pod", namespace, KINDS[kind].pods.format(name=name))
 
 
-def _image(job: Obj) -> str:
-    spec = job.get("spec") or {}
-    for replica in (spec.get("pytorchReplicaSpecs") or {}).values():
-        return str(replica["template"]["spec"]["containers"][0].get("image", ""))
-    return str((spec.get("trainer") or {}).get("image") or "pytorch/pytorch")
-
-
-def _pod(fake: FakeCluster, job: Obj, plan: Plan, phase: str, code: int = 0) -> Obj:
-    """Write the pod of ``plan`` in ``phase`` (exited ``code`` if it ended), its container's
-    restart count kept (its log is kept by run)."""
-    (name, rank, labels), kind = plan, KINDS[job["kind"]]
-    ns, at, image = job["metadata"]["namespace"], rfc3339(fake.clock.time()), _image(job)
-    old = (fake.store.items.get(("v1", "Pod", ns, name)) or {}).get("status") or {}
-    runs = max((s.get("restartCount", 0) for s in old.get("containerStatuses") or []), default=0)
-    if phase == "Running":
-        state: Obj = {"ready": True, "started": True, "state": {"running": {"startedAt": at}}}
-    else:
-        ended = {"exitCode": code, "reason": "Error" if code else "Completed", "startedAt": at,
-                 "finishedAt": at}  # fmt: skip
-        state = {"ready": False, "started": False, "state": {"terminated": ended}}
-    notes = {k: v for k, v in labels.items() if k.startswith("jobset.") and "priority" not in k}
-    if kind is TRAINJOB:
-        notes |= {**_patched(job, 2)[1], COMPLETION_INDEX: str(rank)}
-    meta = {"name": name, "namespace": ns, "labels": labels, "annotations": notes,
-            "ownerReferences": [owner(_made(fake, job) if kind is TRAINJOB else job)]}  # fmt: skip
-    status = {"name": kind.container, "image": image, "imageID": "", "restartCount": runs}
-    return fake.store.put({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
-        "nodeName": f"gpu-node-{rank}", "containers": [{"name": kind.container, "image": image}]},
-        "status": {"phase": phase, "containerStatuses": [status | state]}})  # fmt: skip
-
-
-def _event(fake: FakeCluster, namespace: str, name: str, regarding: Obj, reason: str,
-           note: str, type_: str = "Normal", **more: str) -> None:  # fmt: skip
-    """An event (events.k8s.io/v1) about ``regarding``."""
-    fake.store.put({"apiVersion": "events.k8s.io/v1", "kind": "Event", "regarding": regarding,
-                    "metadata": {"name": name, "namespace": namespace}, "reason": reason,
-                    "note": note, "type": type_,
+def _event(fake: FakeCluster, name: str, regarding: Obj, reason: str, note: str,
+           type_: str = "Normal", **more: str) -> None:  # fmt: skip
+    """The event (events.k8s.io/v1) ``name`` about ``regarding``, a stored object."""
+    meta = regarding["metadata"]
+    about = {"apiVersion": regarding["apiVersion"], "kind": regarding["kind"],
+             "name": meta["name"], "uid": meta["uid"]}  # fmt: skip
+    fake.store.put({"apiVersion": "events.k8s.io/v1", "kind": "Event", "regarding": about,
+                    "metadata": {"name": name, "namespace": meta["namespace"]},
+                    "reason": reason, "note": note, "type": type_,
                     "eventTime": rfc3339(fake.clock.time(), nano=True), **more})  # fmt: skip
 
 
-def _conditions(fake: FakeCluster, job: Obj, *said: tuple[str, str, str, str]) -> None:
-    """The job's conditions ``(type, status, reason, message)``, in this order."""
-    at, meta = rfc3339(fake.clock.time()), job["metadata"]
-    written = [{"type": t, "status": s, "reason": r, "message": m, "lastTransitionTime": at}
-               for t, s, r, m in said]  # fmt: skip
+def _status(fake: FakeCluster, job: Obj, *said: Said, **status: Any) -> None:
+    """The job's status now says ``status`` and (if given) the conditions ``said``."""
+    if said:
+        status["conditions"] = fake_kueue.conditions(fake.store, *said)
+    meta = job["metadata"]
     fake.store.change(job["apiVersion"], job["kind"], meta["namespace"], meta["name"],
-                      {"status": {"conditions": written}})  # fmt: skip
+                      {"status": status})  # fmt: skip
 
 
-def _said(job: Obj, type_: str, status: str = "True",
-          reason: str = "") -> tuple[str, str, str, str]:  # fmt: skip
+def _operator(job: Obj, type_: str, status: str = "True", reason: str = "") -> Said:
     """A PyTorchJob's condition, in the Training Operator's words."""
-    meta = job["metadata"]
-    words = f"PyTorchJob {meta['namespace']}/{meta['name']} is {type_.lower()}."
-    return type_, status, reason or f"PyTorchJob{type_}", words
+    words = f"PyTorchJob {job['metadata']['namespace']}/{job['metadata']['name']} is"
+    return type_, status, reason or f"PyTorchJob{type_}", f"{words} {type_.lower()}."
 
 
-def _jobs_status(fake: FakeCluster, job: Obj, *, ready: int, suspended: int = 0) -> None:
-    """A TrainJob's ``jobsStatus``, copied from its JobSet's: it counts Jobs, not pods (the
-    one Job ``node``, active while a pod of it runs or waits, ready once all are; or
-    ``suspended``, as the Trainer made the JobSet of a job Kueue holds)."""
-    meta = job["metadata"]
-    counts = {"name": "node", "active": 1 - suspended, "ready": ready, "succeeded": 0,
-              "failed": 0, "suspended": suspended}  # fmt: skip
-    fake.store.change(job["apiVersion"], job["kind"], meta["namespace"], meta["name"],
-                      {"status": {"jobsStatus": [counts]}})  # fmt: skip
+def _counted(*, ready: int, suspended: int = 0) -> list[Obj]:
+    """A TrainJob's ``jobsStatus``, copied from its JobSet's: it counts its one Job (active
+    while a pod of it runs or waits, ready once all are), not pods."""
+    return [{"name": "node", "active": 1 - suspended, "ready": ready, "succeeded": 0,
+             "failed": 0, "suspended": suspended}]  # fmt: skip
 
 
 def start(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob") -> None:
@@ -208,30 +205,28 @@ def start(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob") 
     controller's ``SuccessfulCreate`` event for each TrainJob pod)."""
     if (job := _job(fake, namespace, kind, name)) is None:
         return
-    for pod, rank, labels in _plans(fake, job):
-        _pod(fake, job, (pod, rank, labels), "Running")
-        fake.log(namespace, pod, f"rank {rank}: starting")
+    for rank, pod in enumerate(_pods(fake, job)):
+        _put(fake, pod, "Running", {"running": {"startedAt": rfc3339(fake.clock.time())}})
+        made = pod["metadata"]["name"]
+        fake.log(namespace, made, f"rank {rank}: starting")
         if kind == "TrainJob":
-            regarding = {"apiVersion": "batch/v1", "kind": "Job", "name": f"{name}-node-0"}
-            _event(fake, namespace, f"{pod}.created", regarding, "SuccessfulCreate",
-                   f"Created pod: {pod}", reportingController="job-controller")  # fmt: skip
+            _event(fake, f"{made}.created", _made(fake, job), "SuccessfulCreate",
+                   f"Created pod: {made}", reportingController="job-controller")  # fmt: skip
     if kind == "TrainJob":
-        _jobs_status(fake, job, ready=1)
+        _status(fake, job, jobsStatus=_counted(ready=1))
     else:
-        _conditions(fake, job, _said(job, "Created"), _said(job, "Running"))
+        _status(fake, job, _operator(job, "Created"), _operator(job, "Running"))
 
 
 def progress(fake: FakeCluster, namespace: str, name: str, percent: int, *, remaining: int = 0,
              loss: str = "0.9") -> None:  # fmt: skip
     """A TrainJob's training process reports a step (``status.trainerStatus``: the Trainer's
     ``TrainJobStatus`` feature gate, v2.2 on)."""
-    if _job(fake, namespace, "TrainJob", name) is None:
-        return
-    status = {"progressPercentage": percent, "estimatedRemainingSeconds": remaining,
-              "metrics": [{"name": "loss", "value": loss}],
-              "lastUpdatedTime": rfc3339(fake.clock.time())}  # fmt: skip
-    fake.store.change(TRAINJOB.api_version, "TrainJob", namespace, name,
-                      {"status": {"trainerStatus": status}})  # fmt: skip
+    if (job := _job(fake, namespace, "TrainJob", name)) is not None:
+        _status(fake, job, trainerStatus={
+            "progressPercentage": percent, "estimatedRemainingSeconds": remaining,
+            "metrics": [{"name": "loss", "value": loss}],
+            "lastUpdatedTime": rfc3339(fake.clock.time())})  # fmt: skip
 
 
 def train(fake: FakeCluster, namespace: str, name: str, kind: str, step: int, *,
@@ -241,8 +236,8 @@ def train(fake: FakeCluster, namespace: str, name: str, kind: str, step: int, *,
     if (job := _job(fake, namespace, kind, name)) is None:
         return
     loss = f"{0.9**step:.4g}"
-    for pod, rank, _ in _plans(fake, job):
-        fake.log(namespace, pod, f"rank {rank} step {step} loss {loss}")
+    for rank, pod in enumerate(_pods(fake, job)):
+        fake.log(namespace, pod["metadata"]["name"], f"rank {rank} step {step} loss {loss}")
     if report and kind == "TrainJob":
         percent = min(30 * step, 100)
         progress(fake, namespace, name, percent, remaining=(100 - percent) // 30 * 60, loss=loss)
@@ -253,22 +248,19 @@ def crash(fake: FakeCluster, namespace: str, name: str, rank: int, line: str) ->
     its log starts over, its restart counted (``lastState``: the crash)."""
     if (job := _job(fake, namespace, "PyTorchJob", name)) is None:
         return
-    pod, at = _plans(fake, job)[rank][0], rfc3339(fake.clock.time())
-    fake.log(namespace, pod, line)
-    [status] = fake.store.items["v1", "Pod", namespace, pod]["status"]["containerStatuses"]
+    pod, at = _pods(fake, job)[rank], rfc3339(fake.clock.time())
+    fake.log(namespace, pod["metadata"]["name"], line)
     crashed = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": at}}
-    again = {"restartCount": status["restartCount"] + 1, "state": {"running": {"startedAt": at}},
-             "lastState": crashed}  # fmt: skip
-    fake.store.change("v1", "Pod", namespace, pod,
-                      {"status": {"containerStatuses": [status | again]}})  # fmt: skip
-    fake.at(0.1, lambda: fake.log(namespace, pod, f"rank {rank}: starting"))  # its back-off
+    _put(fake, pod, "Running", {"running": {"startedAt": at}}, restarts=1, lastState=crashed)
+    again = f"rank {rank}: starting"
+    fake.at(0.1, lambda: fake.log(namespace, pod["metadata"]["name"], again))  # its back-off
     restart(fake, namespace, name)
 
 
 def restart(fake: FakeCluster, namespace: str, name: str) -> None:
     """A PyTorchJob's pods are being recreated after a retryable failure."""
     if (job := _job(fake, namespace, "PyTorchJob", name)) is not None:
-        _conditions(fake, job, _said(job, "Created"), _said(job, "Restarting"))
+        _status(fake, job, _operator(job, "Created"), _operator(job, "Restarting"))
 
 
 def finish(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob", *,
@@ -280,29 +272,31 @@ def finish(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob",
         return
     if reason == "DeadlineExceeded" and kind == "TrainJob":
         fake.store.delete(JOBSET, "JobSet", namespace, name)
-        fake.store.change(job["apiVersion"], kind, namespace, name,
-                          {"status": {"jobsStatus": None}})  # fmt: skip
-        _conditions(fake, job, ("Failed", "True", reason, "TrainJob exceeded its active deadline"))
+        failed = ("Failed", "True", reason, "TrainJob exceeded its active deadline")
+        _status(fake, job, failed, jobsStatus=None)
         return
-    for plan in _plans(fake, job):
-        code = 1 if reason and plan[1] == 0 else 0
-        fake.log(namespace, plan[0], f"rank {plan[1]}: exit {code}")
-        _pod(fake, job, plan, "Failed" if code else "Succeeded", code)
+    at = rfc3339(fake.clock.time())
+    for rank, pod in enumerate(_pods(fake, job)):
+        code = 1 if reason and rank == 0 else 0
+        fake.log(namespace, pod["metadata"]["name"], f"rank {rank}: exit {code}")
+        ended = {"exitCode": code, "reason": "Error" if code else "Completed", "startedAt": at,
+                 "finishedAt": at}  # fmt: skip
+        _put(fake, pod, "Failed" if code else "Succeeded", {"terminated": ended})
     if kind == "TrainJob":  # in JobSet's words, which the Trainer copies
-        done = ("Failed", "True", reason, f"jobset failed due to {reason}") if reason else (
-            "Complete", "True", "AllJobsCompleted", "jobset completed successfully")  # fmt: skip
-        _conditions(fake, job, done)
+        failed = ("Failed", "True", reason, f"jobset failed due to {reason}")
+        _status(fake, job, failed if reason else COMPLETE)
     else:
-        ended = _said(job, "Failed", reason=reason) if reason else _said(job, "Succeeded")
-        _conditions(fake, job, _said(job, "Created"), _said(job, "Running", "False"), ended)
+        said = _operator(job, "Failed", reason=reason) if reason else _operator(job, "Succeeded")
+        _status(fake, job, _operator(job, "Created"), _operator(job, "Running", "False"), said)
+
+
+COMPLETE: Final = ("Complete", "True", "AllJobsCompleted", "jobset completed successfully")
 
 
 _NO_GPU = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
-PENDING: Final[dict[str, tuple[Obj, tuple[str, str] | None]]] = {
-    "NotScheduled": ({}, None),
-    "Unschedulable": ({"conditions": [{"type": "PodScheduled", "status": "False",
-                                       "reason": "Unschedulable", "message": _NO_GPU}]},
-                      ("FailedScheduling", _NO_GPU)),
+PENDING: Final[dict[str, tuple[Obj | None, tuple[str, str] | None]]] = {
+    "NotScheduled": (None, None),
+    "Unschedulable": (None, ("FailedScheduling", _NO_GPU)),
     "ContainerCreating": ({"reason": "ContainerCreating"}, None),
     "ImagePullBackOff": (
         {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "python:3.11-slim"'},
@@ -311,8 +305,9 @@ PENDING: Final[dict[str, tuple[Obj, tuple[str, str] | None]]] = {
         {"reason": "InvalidImageName", "message": 'Failed to apply default image tag "bad image"'},
         ("InspectFailed", 'Failed to apply default image tag "bad image": invalid reference')),
 }  # fmt: skip
-"""Why a pod waits to start (``pending``), as the scheduler or the kubelet says it: what the
-pod's status says, and the Warning event written with it (reason, note; None: none)."""
+"""Why a pod waits to start (``pending``), as the scheduler or the kubelet says it: its
+container's ``waiting`` state (None: no node yet), and the Warning event written with it
+(reason, note; None: none)."""
 
 
 def pending(fake: FakeCluster, namespace: str, name: str, why: str,
@@ -321,22 +316,18 @@ def pending(fake: FakeCluster, namespace: str, name: str, why: str,
     ``NotScheduled``: no node yet, as the recorded jobs' pods, with no scheduler)."""
     if (job := _job(fake, namespace, kind, name)) is None:
         return
-    said, event = PENDING[why]
-    for plan in _plans(fake, job):
-        pod = _pod(fake, job, plan, "Pending")
-        waiting = {"name": KINDS[kind].container, "image": _image(job), "imageID": "",
-                   "ready": False, "restartCount": 0, "state": {"waiting": said}}  # fmt: skip
-        status = {"phase": "Pending", "conditions": said.get("conditions", []),
-                  "containerStatuses": [waiting] if "reason" in said else None}  # fmt: skip
-        placed = why not in ("NotScheduled", "Unschedulable")
-        spec = {**pod["spec"], "nodeName": pod["spec"]["nodeName"] if placed else None}
-        fake.store.change("v1", "Pod", namespace, plan[0], {"spec": spec, "status": status})
+    waiting, event = PENDING[why]
+    for pod in _pods(fake, job):
+        if event is not None and event[0] == "FailedScheduling":
+            said = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+            pod = _put(fake, pod, "Pending", None, conditions=[said | {"message": event[1]}])
+        else:
+            pod = _put(fake, pod, "Pending", None if waiting is None else {"waiting": waiting})
         if event is not None:
-            about = {"apiVersion": "v1", "kind": "Pod", "name": plan[0],
-                     "uid": pod["metadata"]["uid"]}  # fmt: skip
-            _event(fake, namespace, f"{plan[0]}.{event[0].lower()}", about, *event, "Warning")
+            named = f"{pod['metadata']['name']}.{event[0].lower()}"
+            _event(fake, named, pod, *event, "Warning")
     if kind == "TrainJob":
-        _jobs_status(fake, job, ready=0)  # active, none ready: as the real Trainer says it
+        _status(fake, job, jobsStatus=_counted(ready=0))  # active, none ready: as the Trainer says
 
 
 def runs(fake: FakeCluster, *, starts: float = 0.2, ends: float | None = 1.0, reason: str = "",
@@ -350,6 +341,9 @@ def runs(fake: FakeCluster, *, starts: float = 0.2, ends: float | None = 1.0, re
     if not any(isinstance(hook, Trainer) for hook in fake.store.on_remove):
         fake.store.on_remove.append(Trainer(fake))
 
+    def trains(ns: str, name: str, kind: str, step: int) -> None:
+        train(fake, ns, name, kind, step, report=reports())
+
     def script(obj: Obj) -> None:
         if obj["kind"] not in KINDS:
             return
@@ -360,8 +354,7 @@ def runs(fake: FakeCluster, *, starts: float = 0.2, ends: float | None = 1.0, re
         fake.at(starts, lambda: start(fake, ns, name, kind))
         gap = ((6 * starts if ends is None else ends) - starts) / (steps + 1)
         for step in range(1, steps + 1):
-            fake.at(starts + step * gap, functools.partial(_step, fake, ns, name, kind, step,
-                                                           reports))  # fmt: skip
+            fake.at(starts + step * gap, functools.partial(trains, ns, name, kind, step))
         if restarts is not None:
             fake.at(restarts, lambda: restart(fake, ns, name))
         if ends is not None:
@@ -370,16 +363,11 @@ def runs(fake: FakeCluster, *, starts: float = 0.2, ends: float | None = 1.0, re
     return script
 
 
-def _step(fake: FakeCluster, namespace: str, name: str, kind: str, step: int,
-          reports: Callable[[], bool]) -> None:  # fmt: skip
-    train(fake, namespace, name, kind, step, report=reports())
-
-
 class Trainer:
     """The Trainer's answer to the JobSet of a Kueue-managed TrainJob being deleted while the
     TrainJob waits for its dependents (a Foreground delete): it makes the JobSet again, so the
-    collector deletes it again and the TrainJob never goes (51 times a minute with the real
-    Trainer v2.3.0 beside Kueue v0.19.2: KUBEFLOW.md). For ``store.on_remove``."""
+    collector deletes it again and the TrainJob never goes (KUBEFLOW.md). For
+    ``store.on_remove``."""
 
     def __init__(self, fake: FakeCluster) -> None:
         self.fake = fake
@@ -412,9 +400,9 @@ def suspends(fake: FakeCluster) -> Callable[[Obj], None]:
         if fake_kueue.flags_of(obj).get("suspend"):
             for pod in pods(fake, ns, name, kind):
                 fake.store.delete("v1", "Pod", ns, pod["metadata"]["name"])
-            _conditions(fake, obj, SUSPENDED)
+            _status(fake, obj, SUSPENDED)
         elif was.get("status") == "True":
-            _conditions(fake, obj, RESUMED)
+            _status(fake, obj, RESUMED)
             fake.at(0.2, lambda: start(fake, ns, name, kind))
 
     return script
@@ -439,9 +427,10 @@ def queued(fake: FakeCluster, *, admits: float = 0.5, **lives: Any) -> Callable[
             return
         meta, kind = obj["metadata"], obj["kind"]
         key = (obj["apiVersion"], kind, meta["namespace"], meta["name"])
-        _conditions(fake, fake_kueue.suspended(fake.store, fake.store.items[key], True), SUSPENDED)
-        if kind == "TrainJob":  # Trainer v2.1 on: its JobSet's Job counted, suspended
-            _jobs_status(fake, fake.store.items[key], ready=0, suspended=1)
+        job = fake_kueue.suspended(fake.store, fake.store.items[key], True)
+        # Trainer v2.1 on: a TrainJob's JobSet's Job counted, suspended
+        counted = {"jobsStatus": _counted(ready=0, suspended=1)} if kind == "TrainJob" else {}
+        _status(fake, job, SUSPENDED, **counted)
         if fake.store.served(fake_kueue.api(fake.store), "Workload"):
             fake_kueue.held(fake.store, fake.store.items[key])
 
@@ -450,49 +439,45 @@ def queued(fake: FakeCluster, *, admits: float = 0.5, **lives: Any) -> Callable[
             if job is None or not fake_kueue.flags_of(job).get("suspend"):
                 return
             admitted = fake_kueue.admit(fake.store, job)
-            _conditions(fake, admitted, RESUMED)
-            dropped = fake_kueue.V2_3_ONLY in str(job["spec"]) and (
-                fake_kueue.V2_3_ONLY not in str(admitted["spec"]))  # fmt: skip
-            if not dropped:
+            _status(fake, admitted, RESUMED)
+            if fake_kueue.V2_3_ONLY in str(job["spec"]) and (
+                fake_kueue.V2_3_ONLY not in str(admitted["spec"])
+            ):
+                why = "TrainJobResourcesCreationFailed"
+                _event(fake, f"{meta['name']}.refused", admitted, why, REFUSED, "Warning",
+                       reportingController="trainer", action="Reconciling")  # fmt: skip
+            else:
                 then(fake.store.items[key])
-                return
-            regarding = {"apiVersion": job["apiVersion"], "kind": kind, "name": meta["name"],
-                         "uid": meta["uid"]}  # fmt: skip
-            _event(fake, meta["namespace"], f"{meta['name']}.refused", regarding,
-                   "TrainJobResourcesCreationFailed", REFUSED, "Warning",
-                   reportingController="trainer", action="Reconciling")  # fmt: skip
 
         fake.at(admits, admit)
 
     return script
 
 
-# What the kubelet does with a sync helper pod of these images: it waits, for that reason.
-BAD_IMAGE, SLOW_IMAGE = "does-not-exist", "slow-to-pull"
-IMAGES: Final = {BAD_IMAGE: "ImagePullBackOff", SLOW_IMAGE: "ContainerCreating"}
+SLOW_IMAGE: Final = "slow-to-pull"  # a sync helper pod of this image waits: ContainerCreating
 
 
 def helpers(fake: FakeCluster, *, waiting: str | None = None,
             after: float = 0.1) -> Callable[[Obj], None]:  # fmt: skip
     """The kubelet of the work-dir sync's helper pods (for ``fake.store.on_create``): each runs
     ``after`` seconds after its create (0: before the create is answered), or waits to start
-    for ``waiting`` (by default, what ``IMAGES`` says of its image)."""
+    for ``waiting`` (``ContainerCreating`` if its image is ``SLOW_IMAGE``)."""
 
     def script(obj: Obj) -> None:
         meta = obj["metadata"]
         if obj["kind"] != "Pod" or (meta.get("labels") or {}).get("kfcompile.dev/role") != "sync":
             return
-        image = " ".join(c.get("image", "") for c in obj["spec"]["containers"])
-        why = next((why for part, why in IMAGES.items() if part in image), waiting)
+        containers = obj["spec"]["containers"]
+        slow = any(SLOW_IMAGE in c.get("image", "") for c in containers)
+        why = "ContainerCreating" if slow else waiting
         state = {"waiting": {"reason": why}} if why else {"running": {}}
         said = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": not why,
-                 "restartCount": 0, "state": state} for c in obj["spec"]["containers"]]  # fmt: skip
-        key = ("v1", "Pod", meta["namespace"], meta["name"])
+                 "restartCount": 0, "state": state} for c in containers]  # fmt: skip
+        status = {"phase": "Pending" if why else "Running", "containerStatuses": said}
 
         def kubelet() -> None:
-            if key in fake.store.items:  # not deleted meanwhile
-                status = {"phase": "Pending" if why else "Running", "containerStatuses": said}
-                fake.store.change(*key, {"status": status})
+            if ("v1", "Pod", meta["namespace"], meta["name"]) in fake.store.items:  # not deleted
+                fake.store.change("v1", "Pod", meta["namespace"], meta["name"], {"status": status})
 
         fake.at(after, kubelet) if after else kubelet()
 

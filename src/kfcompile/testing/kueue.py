@@ -1,15 +1,12 @@
 """Kueue and MultiKueue in the fake cluster, as KUBEFLOW.md records the real Kueue v0.19.2
 beside the real Trainer v2.3.0: its webhook suspends a queued job (and appends its own
-``runtimePatches`` entry to a TrainJob, from Trainer v2.2); the job's Workload
-``trainjob-<name>-<5 hex>`` (labelled with the job's uid, owned by it, with Kueue's finalizer)
-says why it waits (``QuotaReserved=False``, ``Pending``); admission is a full Update of the job
-(generation 1 -> 3), eviction says ``Evicted`` and suspends it again. A MultiKueue manager
-defaults a job's ``managedBy`` to MultiKueue, nominates the worker, mirrors the job there and
-copies the mirror's status back (``dispatches``).
+``runtimePatches`` entry to a TrainJob, from Trainer v2.2); the job's Workload says why it waits
+(``QuotaReserved=False``, ``Pending``); admission is two full Updates of the job, eviction
+suspends it again. A MultiKueue manager gives its jobs ``managedBy`` MultiKueue, nominates the
+worker, mirrors each job there and copies the mirror's status back (``dispatches``).
 
-Kueue's kinds are served in the API versions a release serves (``install``: v1beta2 from v0.20
-on, both from v0.15 to v0.19, v1beta1 in v0.13 and v0.14); its controllers write through the
-newest served, which is the one kfcompile reads."""
+Kueue's kinds are served in the API versions a release serves (``install``); its controllers
+write through the newest served, which is the one kfcompile reads."""
 
 from __future__ import annotations
 
@@ -30,13 +27,10 @@ __all__ = ["CHECK", "CLUSTER_QUEUE", "WORKER", "admit", "api", "checking", "disp
 GROUP: Final = "kueue.x-k8s.io"
 V1BETA1: Final = f"{GROUP}/v1beta1"
 V1BETA2: Final = f"{GROUP}/v1beta2"
-KINDS: Final = {"LocalQueue": "localqueues", "ClusterQueue": "clusterqueues",
-                "Workload": "workloads", "AdmissionCheck": "admissionchecks"}  # fmt: skip
 QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 MANAGER: Final = "kueue.x-k8s.io/manager"  # Kueue's runtimePatches entry
 RESOURCE_IN_USE: Final = "kueue.x-k8s.io/resource-in-use"  # the Workload's finalizer
-WORKLOAD_ANNOTATION: Final = "kueue.x-k8s.io/workload"
 MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
 ORIGIN_LABEL: Final = "kueue.x-k8s.io/multikueue-origin"
 PREBUILT: Final = "kueue.x-k8s.io/prebuilt-workload-name"  # an annotation of the mirror
@@ -62,6 +56,11 @@ EVICTIONS: Final = {
     "ClusterQueue",
     "Deactivated": "The workload is deactivated",
 }
+# The newest minor release of Kueue serving each set of its API versions: what ``install``
+# makes by default (``kfcompile.lifecycle.kueue.SERVING``).
+NEWEST_SERVING: Final = {("v1beta2",): 20, ("v1beta2", "v1beta1"): 19, ("v1beta1",): 14}
+Said = tuple[str, str, str, str]  # a condition's type, status, reason and message
+ADMITTED: Final = ("Admitted", "True", "Admitted", "The workload is admitted")
 
 
 def _flags(job: Obj) -> Obj:
@@ -87,9 +86,11 @@ def api(store: Store, kind: str = "Workload") -> str:
     return V1BETA2 if store.served(V1BETA2, kind) else V1BETA1
 
 
-# The newest minor release of Kueue serving each set of its API versions: what ``install``
-# makes by default (``kfcompile.lifecycle.kueue.SERVING``).
-NEWEST_SERVING: Final = {("v1beta2",): 20, ("v1beta2", "v1beta1"): 19, ("v1beta1",): 14}
+def conditions(store: Store, *said: Said) -> list[Obj]:
+    """The conditions ``said``, as a controller writes them now."""
+    at = rfc3339(store.clock.time())
+    return [{"type": t, "status": s, "reason": r, "message": m, "lastTransitionTime": at}
+            for t, s, r, m in said]  # fmt: skip
 
 
 def workload_crd(versions: Iterable[str], minor: int) -> Obj:
@@ -97,30 +98,20 @@ def workload_crd(versions: Iterable[str], minor: int) -> Obj:
     as a client tells releases apart by it: v1beta2's ``spec.preemptionGates`` from v0.17 (every
     other field is kept as sent, ``x-kubernetes-preserve-unknown-fields``)."""
     versions = list(versions)
+    kept = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    gates = {"preemptionGates": {"type": "array", "items": {"type": "string"}}}
 
-    def schema(version: str) -> Obj:
-        spec: Obj = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-        if version == "v1beta2" and minor >= 17:
-            gates = {"type": "array", "items": {"type": "string"}}
-            spec["properties"] = {"preemptionGates": gates}
-        kept = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-        return {"type": "object", "properties": {"spec": spec, "status": kept}}
+    def served(name: str) -> Obj:
+        spec = kept | ({"properties": gates} if name == "v1beta2" and minor >= 17 else {})
+        schema = {"type": "object", "properties": {"spec": spec, "status": kept}}
+        return {"name": name, "served": True, "storage": name == versions[0],
+                "schema": {"openAPIV3Schema": schema}, "subresources": {"status": {}}}  # fmt: skip
 
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"workloads.{GROUP}"},
-        "spec": {
-            "group": GROUP,
-            "names": {"kind": "Workload", "plural": "workloads", "singular": "workload"},
-            "scope": "Namespaced",
-            "versions": [
-                {"name": v, "served": True, "storage": v == versions[0],
-                 "schema": {"openAPIV3Schema": schema(v)}, "subresources": {"status": {}}}
-                for v in versions
-            ],
-        },
-    }  # fmt: skip
+    names = {"kind": "Workload", "plural": "workloads", "singular": "workload"}
+    spec = {"group": GROUP, "names": names, "scope": "Namespaced",
+            "versions": [served(v) for v in versions]}  # fmt: skip
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"workloads.{GROUP}"}, "spec": spec}  # fmt: skip
 
 
 def install(store: Store, versions: Iterable[str], *, patches: bool = True,
@@ -131,11 +122,10 @@ def install(store: Store, versions: Iterable[str], *, patches: bool = True,
     LocalQueue ``queue`` of ClusterQueue ``CLUSTER_QUEUE``. Its Workload CRD is v0.``minor``'s
     (``workload_crd``; by default the newest release serving ``versions``)."""
     versions = tuple(versions)
-    for version in versions:
-        for kind, plural in KINDS.items():
-            namespaced = kind in ("LocalQueue", "Workload")
-            store.kinds[(f"{GROUP}/{version}", kind)] = ResourceKind(
-                GROUP, version, kind, plural, namespaced)  # fmt: skip
+    for version in versions:  # (the Workload's CRD serves the Workload)
+        for kind in ("LocalQueue", "ClusterQueue", "AdmissionCheck"):
+            rk = ResourceKind(GROUP, version, kind, f"{kind.lower()}s", kind == "LocalQueue")
+            store.kinds[(rk.api_version, kind)] = rk
     release = minor if minor is not None else NEWEST_SERVING.get(versions, 19)
     store.create(workload_crd(versions, release))
     store.admission.append(lambda obj: _webhook(obj, patches))
@@ -166,19 +156,9 @@ def workload_name(job: Obj) -> str:
     return f"{kind.lower()}-{meta['name']}"[:247] + "-" + digest
 
 
-Said = tuple[str, str, str, str]  # a condition's type, status, reason and message
-ADMITTED: Final = ("Admitted", "True", "Admitted", "The workload is admitted")
-
-
 def _reserved(cluster_queue: str = CLUSTER_QUEUE) -> Said:
     said = f"Quota reserved in ClusterQueue {cluster_queue}"
     return "QuotaReserved", "True", "QuotaReserved", said
-
-
-def _conditions(store: Store, *said: Said) -> list[Obj]:
-    now = rfc3339(store.clock.time())
-    return [{"type": t, "status": s, "reason": r, "message": m, "lastTransitionTime": now,
-             "observedGeneration": 1} for t, s, r, m in said]  # fmt: skip
 
 
 def suspended(store: Store, job: Obj, suspend: bool) -> Obj:
@@ -205,15 +185,23 @@ def held(store: Store, job: Obj, message: str = WAITING) -> Obj:
                      "finalizers": [RESOURCE_IN_USE]},
         "spec": {"queueName": queue_of(job), "active": True, "podSets": [
             {"name": "node", "count": nodes, "template": {"spec": {"containers": []}}}]},
-        "status": {"conditions": _conditions(store, ("QuotaReserved", "False", "Pending",
-                                                     message))},
+        "status": {"conditions": conditions(store, ("QuotaReserved", "False", "Pending",
+                                                    message))},
     })  # fmt: skip
 
 
-def _status(store: Store, job: Obj, status: Obj, **more: Obj) -> None:
-    found = workload_of(store, job)
-    if found is not None:
-        store.put({**found, "status": status, **more})
+def _says(store: Store, job: Obj, *said: Said, active: bool = True, **status: object) -> None:
+    """The job's Workload, if there is one, says ``said`` (its conditions) and ``status``;
+    ``active``: False once deactivated."""
+    if (found := workload_of(store, job)) is not None:
+        spec = {**found["spec"], "active": active}
+        store.put({**found, "spec": spec, "status": {"conditions": conditions(store, *said),
+                                                     **status}})  # fmt: skip
+
+
+def _check(store: Store, name: str, state: str, message: str) -> Obj:
+    return {"name": name, "state": state, "message": message,
+            "lastTransitionTime": rfc3339(store.clock.time())}  # fmt: skip
 
 
 def admit(store: Store, job: Obj, cluster_queue: str = CLUSTER_QUEUE) -> Obj:
@@ -221,15 +209,14 @@ def admit(store: Store, job: Obj, cluster_queue: str = CLUSTER_QUEUE) -> Obj:
     updated (Kueue's patch gets what the pods need; Kueue up to v0.19 drops ``V2_3_ONLY``) and
     unsuspended: two full Updates. The job as it is then."""
     assigned = [{"name": "node", "flavors": {"cpu": FLAVOR}, "count": 1}]
-    _status(store, job, {
-        "admission": {"clusterQueue": cluster_queue, "podSetAssignments": assigned},
-        "conditions": _conditions(store, _reserved(cluster_queue), ADMITTED)})  # fmt: skip
+    _says(store, job, _reserved(cluster_queue), ADMITTED,
+          admission={"clusterQueue": cluster_queue, "podSetAssignments": assigned})  # fmt: skip
     job = clone(job)
     if job["kind"] == "TrainJob":
         pod = {"labels": {"kueue.x-k8s.io/cluster-queue-name": cluster_queue,
                           "kueue.x-k8s.io/local-queue-name": queue_of(job),
                           "kueue.x-k8s.io/podset": "node"},
-               "annotations": {WORKLOAD_ANNOTATION: workload_name(job)}}  # fmt: skip
+               "annotations": {"kueue.x-k8s.io/workload": workload_name(job)}}  # fmt: skip
         for patch in job["spec"].get("runtimePatches") or []:
             spec = patch["trainingRuntimeSpec"]["template"]["spec"]
             if patch.get("manager") == MANAGER:
@@ -248,23 +235,18 @@ def checking(store: Store, job: Obj, check: str, message: str, state: str = "Pen
     ``Retry``: a ProvisioningRequest's, say), saying ``message``: not admitted yet."""
     unchecked = ("Admitted", "False", "UnsatisfiedAdmissionChecks",
                  "The workload has not all admission checks")  # fmt: skip
-    _status(store, job, {
-        "admission": {"clusterQueue": CLUSTER_QUEUE},
-        "conditions": _conditions(store, _reserved(), unchecked),
-        "admissionChecks": [_check(store, check, state, message)]})  # fmt: skip
+    _says(store, job, _reserved(), unchecked, admission={"clusterQueue": CLUSTER_QUEUE},
+          admissionChecks=[_check(store, check, state, message)])  # fmt: skip
 
 
 def evict(store: Store, job: Obj, reason: str = "Preempted", message: str = "") -> Obj:
     """Kueue evicts the job (``Preempted``; ``Deactivated``: its Workload made inactive): its
     Workload says ``Evicted`` and waits again, the job is suspended (an Update its controller
     sees: ``on_patch``). The job as it is then."""
-    if (found := workload_of(store, job)) is not None:
-        evicted = ("Evicted", "True", reason, message or EVICTIONS.get(reason, reason))
-        unadmitted = ("Admitted", "False", "NoReservation", "The workload has no reservation")
-        said = _conditions(store, evicted, ("QuotaReserved", "False", "Pending", WAITING),
-                           unadmitted)  # fmt: skip
-        _status(store, job, {"conditions": said},
-                spec={**found["spec"], "active": reason != "Deactivated"})  # fmt: skip
+    evicted = ("Evicted", "True", reason, message or EVICTIONS.get(reason, reason))
+    unadmitted = ("Admitted", "False", "NoReservation", "The workload has no reservation")
+    _says(store, job, evicted, ("QuotaReserved", "False", "Pending", WAITING), unadmitted,
+          active=reason != "Deactivated")  # fmt: skip
     out = suspended(store, job, True)
     for hook in store.on_patch:
         hook(out)
@@ -278,9 +260,6 @@ def _release(store: Store) -> None:
         left = [f for f in obj["metadata"].get("finalizers") or [] if f != RESOURCE_IN_USE]
         if obj["metadata"].get("deletionTimestamp") and left != obj["metadata"]["finalizers"]:
             store.put({**obj, "metadata": {**obj["metadata"], "finalizers": left}})
-
-
-# --- MultiKueue -----------------------------------------------------------------------------------
 
 
 def multikueue(store: Store, queue: str = "team-a") -> None:
@@ -298,11 +277,6 @@ def multikueue(store: Store, queue: str = "team-a") -> None:
             _flags(obj)["managedBy"] = MULTIKUEUE
 
     store.admission.append(webhook)
-
-
-def _check(store: Store, name: str, state: str, message: str) -> Obj:
-    return {"name": name, "state": state, "message": message,
-            "lastTransitionTime": rfc3339(store.clock.time())}  # fmt: skip
 
 
 def mirror_of(job: Obj, workload: str) -> Obj:
@@ -330,6 +304,7 @@ def dispatches(manager: FakeCluster, worker: FakeCluster, *,
     later it is dispatched: the mirror created on ``worker``, the Workload admitted there
     (``clusterName``; the check Ready), the manager's job unsuspended; from then the mirror's
     status is copied back at each tick, and the mirror deleted once the job is being deleted."""
+    admission = {"clusterQueue": CLUSTER_QUEUE}
 
     def dispatch(key: tuple[str, str, str, str]) -> None:
         job = manager.store.items.get(key)
@@ -337,11 +312,9 @@ def dispatches(manager: FakeCluster, worker: FakeCluster, *,
         if job is None or found is None or job["metadata"].get("deletionTimestamp"):
             return
         worker.store.create(mirror_of(job, found["metadata"]["name"]))
-        status = {k: v for k, v in found["status"].items() if k != "nominatedClusterNames"}
         ready = _check(manager.store, CHECK, "Ready", f'The workload was admitted on "{WORKER}"')
-        manager.store.put({**found, "status": {**status, "clusterName": WORKER, "conditions": [
-            *status["conditions"], *_conditions(manager.store, ADMITTED)],
-            "admissionChecks": [ready]}})  # fmt: skip
+        _says(manager.store, job, _reserved(), ADMITTED, clusterName=WORKER, admission=admission,
+              admissionChecks=[ready])  # fmt: skip
         suspended(manager.store, job, False)
         follow(key)
 
@@ -359,11 +332,11 @@ def dispatches(manager: FakeCluster, worker: FakeCluster, *,
     def script(obj: Obj) -> None:
         if obj["kind"] not in JOB_GROUPS or flags_of(obj).get("managedBy") != MULTIKUEUE:
             return
-        meta, workload = obj["metadata"], held(manager.store, obj)
-        manager.store.put({**workload, "status": {
-            "conditions": _conditions(manager.store, _reserved()),
-            "nominatedClusterNames": [WORKER], "admission": {"clusterQueue": CLUSTER_QUEUE},
-            "admissionChecks": [_check(manager.store, CHECK, "Pending", "")]}})  # fmt: skip
+        held(manager.store, obj)
+        pending = _check(manager.store, CHECK, "Pending", "")
+        _says(manager.store, obj, _reserved(), nominatedClusterNames=[WORKER],
+              admission=admission, admissionChecks=[pending])  # fmt: skip
+        meta = obj["metadata"]
         key = (obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
         manager.at(after, lambda: dispatch(key))
 
