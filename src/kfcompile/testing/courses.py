@@ -1,14 +1,12 @@
 """Job courses: what Kubeflow Trainer (with JobSet), the Training Operator and the kubelets
-write as a job goes, as steps to script on a ``FakeCluster`` (``start``, ``train``,
-``progress``, ``crash``, ``restart``, ``pending``, ``finish``) or to have done to every job
-created (``runs``, ``suspends``, ``queued``, ``helpers``), and what a Kubeflow install serves
-(``install``).
+write as a job goes, as steps to script on a ``FakeCluster`` or as hooks for every job created
+(``runs``, ``suspends``, ``queued``, ``helpers``), and what a Kubeflow install serves.
 
 The shapes are those the real Trainer v2.3.0 and JobSet v0.12.0 made from kfcompile's TrainJobs
 (``../shared/observed/trainer-v2.3.0``, which the suite holds these to): the TrainJob owns its
-JobSet, which owns the Job ``<name>-node-0``, which owns a pod per node; a TrainJob whose pods
-run or wait has only ``jobsStatus``. A PyTorchJob's pods and conditions are the Training
-Operator's (KUBEFLOW.md)."""
+JobSet, which owns the Job ``<name>-node-0``, which owns a pod per node; while its pods run or
+wait a TrainJob has only ``jobsStatus``. A PyTorchJob's shapes are the Training Operator's
+(KUBEFLOW.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any, Final
 
-from kfcompile.kinds import COMPLETION_INDEX, PYTORCHJOB, REPLICA_INDEX, REPLICA_TYPE, TRAINJOB
+from kfcompile.kinds import COMPLETION_INDEX, KINDS, REPLICA_INDEX, REPLICA_TYPE
 from kfcompile.lifecycle.ports import Obj
 from kfcompile.spec.model import DEFAULT_RUNTIME
 from kfcompile.testing import kueue as fake_kueue
@@ -29,10 +27,16 @@ __all__ = ["PENDING", "Trainer", "crash", "finish", "helpers", "install", "pendi
            "pod_name", "pods", "progress", "queued", "release", "restart", "runs", "start",
            "suspends", "train"]  # fmt: skip
 
-KINDS: Final = {kind.name: kind for kind in (TRAINJOB, PYTORCHJOB)}
 JOBSET: Final = "jobset.x-k8s.io/v1alpha2"
 TRAINER_NAMESPACE, TRAINER_CONFIGMAP = "kubeflow-system", "kubeflow-trainer-public"  # v2.2 on
 _ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # the Job controller's random names'
+# What JobSet puts on the Job of its replicated job ``node`` and on its pods (labels and
+# annotations), besides the JobSet's name and uid and the Job's key.
+_JOBSET_SAYS: Final = {f"jobset.sigs.k8s.io/{k}": v for k, v in [
+    ("global-replicas", "1"), ("group-name", "default"), ("group-replicas", "1"),
+    ("job-global-index", "0"), ("job-group-index", "0"), ("job-index", "0"),
+    ("replicatedjob-name", "node"), ("replicatedjob-replicas", "1"), ("restart-attempt", "0"),
+]}  # fmt: skip
 
 
 def pod_name(job: str, rank: int) -> str:
@@ -42,23 +46,12 @@ def pod_name(job: str, rank: int) -> str:
     return f"{job}-node-0-{rank}-" + "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
 
 
-def _jobset_labels(name: str, namespace: str, jobset_uid: str) -> dict[str, str]:
-    """What JobSet puts on its Job of replicated job ``node`` (labels and annotations)."""
-    key = hashlib.sha1(f"{namespace}/{name}-node-0".encode()).hexdigest()
-    one = ("global-replicas", "group-replicas", "replicatedjob-replicas")
-    zero = ("job-global-index", "job-group-index", "job-index", "restart-attempt")
-    said = {"group-name": "default", "job-key": key, "jobset-name": name,
-            "jobset-uid": jobset_uid, "replicatedjob-name": "node",
-            **dict.fromkeys(one, "1"), **dict.fromkeys(zero, "0")}  # fmt: skip
-    return {f"jobset.sigs.k8s.io/{k}": v for k, v in said.items()}
-
-
 def _patched(job: Obj, depth: int) -> tuple[dict[str, str], dict[str, str]]:
-    """The labels and annotations the job's runtime patches give the JobSet (``depth`` 0), the
-    Job of replicated job ``node`` (1) or its pods (2), as the Trainer merges them (observed)."""
+    """The labels and annotations the job's runtime patches give its JobSet (``depth`` 0), its
+    Job of replicated job ``node`` (1) or its pods (2), merged as the Trainer merges them."""
     labels: dict[str, str] = {}
     notes: dict[str, str] = {}
-    for patch in (job.get("spec") or {}).get("runtimePatches") or []:
+    for patch in job["spec"].get("runtimePatches") or []:
         node: Obj = (patch.get("trainingRuntimeSpec") or {}).get("template") or {}
         if depth:
             jobs = (node.get("spec") or {}).get("replicatedJobs") or []
@@ -71,7 +64,7 @@ def _patched(job: Obj, depth: int) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _owned(fake: FakeCluster, by: Obj, obj: Obj) -> Obj:
-    """``obj`` (of ``by``'s namespace) as stored: made now, owned by ``by``, unless it is."""
+    """``obj``, in ``by``'s namespace, as stored: made now, owned by ``by``, unless it is."""
     meta, of = obj["metadata"], by["metadata"]
     found = fake.store.items.get((obj["apiVersion"], obj["kind"], of["namespace"], meta["name"]))
     if found is not None and found["metadata"]["ownerReferences"][0]["uid"] == of["uid"]:
@@ -81,19 +74,22 @@ def _owned(fake: FakeCluster, by: Obj, obj: Obj) -> Obj:
 
 
 def _nodes(job: Obj) -> int:
-    return int(((job.get("spec") or {}).get("trainer") or {}).get("numNodes", 1))
+    return int((job["spec"].get("trainer") or {}).get("numNodes", 1))
 
 
 def _made(fake: FakeCluster, job: Obj) -> Obj:
-    """The JobSet the Trainer makes of a TrainJob and the Job JobSet makes of that (each made
-    now if missing): the Job, the owner of the pods."""
-    name, nodes = job["metadata"]["name"], _nodes(job)
+    """The JobSet the Trainer makes of a TrainJob and the Job JobSet makes of that, each made
+    now if missing: the Job, which owns the pods."""
+    ns, name, nodes = job["metadata"]["namespace"], job["metadata"]["name"], _nodes(job)
     labels, notes = _patched(job, 0)
-    spec = {"replicatedJobs": [{"name": "node", "replicas": 1}], "suspend": False}
     meta = {"name": name, "labels": labels, "annotations": notes}
+    spec = {"replicatedJobs": [{"name": "node", "replicas": 1}], "suspend": False}
     jobset = _owned(fake, job, {"apiVersion": JOBSET, "kind": "JobSet", "metadata": meta,
                                 "spec": spec})  # fmt: skip
-    said = _jobset_labels(name, job["metadata"]["namespace"], jobset["metadata"]["uid"])
+    key = hashlib.sha1(f"{ns}/{name}-node-0".encode()).hexdigest()
+    said = {**_JOBSET_SAYS, "jobset.sigs.k8s.io/jobset-name": name,
+            "jobset.sigs.k8s.io/jobset-uid": jobset["metadata"]["uid"],
+            "jobset.sigs.k8s.io/job-key": key}  # fmt: skip
     labels, notes = _patched(job, 1)
     step = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
     meta = {"name": f"{name}-node-0", "labels": said | labels | step, "annotations": said | notes}
@@ -103,22 +99,21 @@ def _made(fake: FakeCluster, job: Obj) -> Obj:
 
 
 def _pods(fake: FakeCluster, job: Obj) -> list[Obj]:
-    """The job's pods as their controller makes them (no status), by rank; a TrainJob's JobSet
-    and Job made if missing."""
-    (ns, name), spec = (job["metadata"][k] for k in ("namespace", "name")), job.get("spec") or {}
+    """The job's pods as their controller makes them, by rank (a TrainJob's JobSet and Job made
+    now if missing)."""
+    ns, name, spec = job["metadata"]["namespace"], job["metadata"]["name"], job["spec"]
     made: list[tuple[str, dict[str, str], dict[str, str]]] = []  # name, labels, annotations
-    by = job
-    if job["kind"] == "TrainJob":
-        by = _made(fake, job)
-        said = _jobset_labels(name, ns, by["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-uid"])
-        uid, (labels, notes) = str(by["metadata"]["uid"]), _patched(job, 2)
+    by = _made(fake, job) if job["kind"] == "TrainJob" else job
+    if by is not job:
+        uid, of, (labels, notes) = by["metadata"]["uid"], by["metadata"]["name"], _patched(job, 2)
+        said = {k: v for k, v in by["metadata"]["labels"].items() if k.startswith("jobset.")}
         labels |= {**said, "jobset.sigs.k8s.io/priority": "0", "controller-uid": uid,
-                   "batch.kubernetes.io/controller-uid": uid, "job-name": f"{name}-node-0",
-                   "batch.kubernetes.io/job-name": f"{name}-node-0"}  # fmt: skip
+                   "batch.kubernetes.io/controller-uid": uid, "job-name": of,
+                   "batch.kubernetes.io/job-name": of}  # fmt: skip
         for rank in range(_nodes(job)):
             ranked = {COMPLETION_INDEX: str(rank)}
             made.append((pod_name(name, rank), labels | ranked, said | notes | ranked))
-    for role in ("Master", "Worker") if job["kind"] == "PyTorchJob" else ():
+    for role in ("Master", "Worker") if by is job else ():
         replicas = (spec.get("pytorchReplicaSpecs") or {}).get(role) or {"replicas": 0}
         for index in range(int(replicas.get("replicas", 1))):
             labels = {"training.kubeflow.org/job-name": name, REPLICA_TYPE: role.lower(),
@@ -141,15 +136,16 @@ def _image(spec: Obj) -> str:
 
 def _put(fake: FakeCluster, pod: Obj, phase: str, state: Obj | None, *, restarts: int = 0,
          **more: Any) -> Obj:  # fmt: skip
-    """Write ``pod`` in ``phase``, its container in ``state`` (None: not placed on a node yet),
-    its restart count kept (grown by ``restarts``); ``more``: the pod's status says that too."""
+    """Write ``pod`` in ``phase``, its container in ``state`` (None: no node yet), its restart
+    count kept (grown by ``restarts``); ``more``: its status says that too."""
     meta, spec = pod["metadata"], dict(pod["spec"])
+    [container] = spec["containers"]
     old = fake.store.items.get(("v1", "Pod", meta["namespace"], meta["name"])) or {}
-    said = (old.get("status") or {}).get("containerStatuses") or [{}]
-    runs = said[0].get("restartCount", 0) + restarts
-    status = {"phase": phase, **more, "containerStatuses": [{
-        **spec["containers"][0], "imageID": "", "restartCount": runs, "ready": phase == "Running",
-        "started": phase == "Running", "state": state}]}  # fmt: skip
+    runs = [s["restartCount"] for s in (old.get("status") or {}).get("containerStatuses") or []]
+    said = {"name": container["name"], "image": container["image"], "imageID": "",
+            "restartCount": sum(runs) + restarts, "ready": phase == "Running",
+            "started": phase == "Running", "state": state}  # fmt: skip
+    status = {"phase": phase, "containerStatuses": [said], **more}
     if state is None:
         del spec["nodeName"], status["containerStatuses"]
     return fake.store.put({**pod, "spec": spec, "status": status})
@@ -201,8 +197,8 @@ def _counted(*, ready: int, suspended: int = 0) -> list[Obj]:
 
 
 def start(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob") -> None:
-    """The job's pods run, one per rank, each having logged its first line (the Job
-    controller's ``SuccessfulCreate`` event for each TrainJob pod)."""
+    """The job's pods run, each having logged its first line (and, for a TrainJob's, the Job
+    controller's ``SuccessfulCreate`` event)."""
     if (job := _job(fake, namespace, kind, name)) is None:
         return
     for rank, pod in enumerate(_pods(fake, job)):
@@ -244,7 +240,7 @@ def train(fake: FakeCluster, namespace: str, name: str, kind: str, step: int, *,
 
 
 def crash(fake: FakeCluster, namespace: str, name: str, rank: int, line: str) -> None:
-    """Rank ``rank`` of a PyTorchJob crashes saying ``line``; the kubelet starts it again:
+    """Rank ``rank`` of a PyTorchJob crashes saying ``line`` and the kubelet starts it again:
     its log starts over, its restart counted (``lastState``: the crash)."""
     if (job := _job(fake, namespace, "PyTorchJob", name)) is None:
         return
@@ -266,8 +262,7 @@ def restart(fake: FakeCluster, namespace: str, name: str) -> None:
 def finish(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob", *,
            reason: str = "") -> None:  # fmt: skip
     """The job ends: it succeeded, or failed for ``reason`` (rank 0 exits 1); a TrainJob past
-    its ``activeDeadlineSeconds`` (``DeadlineExceeded``) loses its JobSet, as the Trainer
-    deletes it (observed)."""
+    its ``activeDeadlineSeconds`` (``DeadlineExceeded``) loses its JobSet (observed)."""
     if (job := _job(fake, namespace, kind, name)) is None:
         return
     if reason == "DeadlineExceeded" and kind == "TrainJob":
@@ -291,8 +286,6 @@ def finish(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob",
 
 
 COMPLETE: Final = ("Complete", "True", "AllJobsCompleted", "jobset completed successfully")
-
-
 _NO_GPU = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
 PENDING: Final[dict[str, tuple[Obj | None, tuple[str, str] | None]]] = {
     "NotScheduled": (None, None),
@@ -333,11 +326,11 @@ def pending(fake: FakeCluster, namespace: str, name: str, why: str,
 def runs(fake: FakeCluster, *, starts: float = 0.2, ends: float | None = 1.0, reason: str = "",
          restarts: float | None = None, waits: str | None = None, steps: int = 0,
          reports: Callable[[], bool] = lambda: False) -> Callable[[Obj], None]:  # fmt: skip
-    """What happens to each job created (give it to ``fake.store.on_create``): its pods run
-    ``starts`` seconds after, a PyTorchJob restarts at ``restarts`` if given, and it ends at
-    ``ends`` (None: never), failed for ``reason`` if given; ``waits``: its pods wait to start
-    instead, for that (a key of ``PENDING``); ``steps``: training steps logged between its
-    start and its end (``train``; ``reports()``: reported too). The ``Trainer`` runs beside."""
+    """What happens to each job created (for ``fake.store.on_create``): its pods run ``starts``
+    seconds after, a PyTorchJob restarts at ``restarts`` if given, and it ends at ``ends``
+    (None: never), failed for ``reason`` if given; ``waits``: its pods wait to start instead,
+    for that (a key of ``PENDING``); ``steps``: training steps logged between its start and its
+    end (``train``; ``reports()``: reported too). The ``Trainer`` runs beside."""
     if not any(isinstance(hook, Trainer) for hook in fake.store.on_remove):
         fake.store.on_remove.append(Trainer(fake))
 
@@ -366,8 +359,7 @@ def runs(fake: FakeCluster, *, starts: float = 0.2, ends: float | None = 1.0, re
 class Trainer:
     """The Trainer's answer to the JobSet of a Kueue-managed TrainJob being deleted while the
     TrainJob waits for its dependents (a Foreground delete): it makes the JobSet again, so the
-    collector deletes it again and the TrainJob never goes (KUBEFLOW.md). For
-    ``store.on_remove``."""
+    TrainJob never goes (KUBEFLOW.md). For ``store.on_remove``."""
 
     def __init__(self, fake: FakeCluster) -> None:
         self.fake = fake
@@ -375,7 +367,7 @@ class Trainer:
     def __call__(self, gone: Obj) -> None:
         refs = gone["metadata"].get("ownerReferences") or [] if gone["kind"] == "JobSet" else []
         for ref in (r for r in refs if r.get("kind") == "TrainJob"):
-            key = (TRAINJOB.api_version, "TrainJob", gone["metadata"]["namespace"], ref["name"])
+            key = (ref["apiVersion"], "TrainJob", gone["metadata"]["namespace"], ref["name"])
             job = self.fake.store.items.get(key)
             if job is None or job["metadata"]["uid"] != ref["uid"] or not fake_kueue.queue_of(job):
                 continue
@@ -415,11 +407,10 @@ REFUSED: Final = ('TrainJob resources reconciliation failed: admission webhook "
 
 
 def queued(fake: FakeCluster, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
-    """Kueue, for each job created with a queue (for ``fake.store.on_create``): Kueue's webhook
-    suspended it (``kfcompile.testing.kueue``), it says so, Kueue makes its Workload, waiting,
-    and admits it ``admits`` seconds later (two Updates); from then it ``runs(**lives)``. Where
-    Kueue drops what only Trainer v2.3 has (``kueue.V2_3_ONLY``), the Trainer cannot update
-    the JobSet: its Warning event, and the job never runs."""
+    """Kueue, for each job created with a queue (for ``fake.store.on_create``): suspended by
+    Kueue's webhook, it says so, Kueue makes its Workload and admits it ``admits`` seconds later;
+    from then it ``runs(**lives)``. Where Kueue drops what only Trainer v2.3 has
+    (``kueue.V2_3_ONLY``), the Trainer cannot update the JobSet: its Warning event, no run."""
     then = runs(fake, **lives)
 
     def script(obj: Obj) -> None:
@@ -440,14 +431,15 @@ def queued(fake: FakeCluster, *, admits: float = 0.5, **lives: Any) -> Callable[
                 return
             admitted = fake_kueue.admit(fake.store, job)
             _status(fake, admitted, RESUMED)
-            if fake_kueue.V2_3_ONLY in str(job["spec"]) and (
+            dropped = fake_kueue.V2_3_ONLY in str(job["spec"]) and (
                 fake_kueue.V2_3_ONLY not in str(admitted["spec"])
-            ):
-                why = "TrainJobResourcesCreationFailed"
-                _event(fake, f"{meta['name']}.refused", admitted, why, REFUSED, "Warning",
-                       reportingController="trainer", action="Reconciling")  # fmt: skip
-            else:
+            )
+            if not dropped:
                 then(fake.store.items[key])
+                return
+            why = "TrainJobResourcesCreationFailed"
+            _event(fake, f"{meta['name']}.refused", admitted, why, REFUSED, "Warning",
+                   reportingController="trainer", action="Reconciling")  # fmt: skip
 
         fake.at(admits, admit)
 
@@ -467,17 +459,13 @@ def helpers(fake: FakeCluster, *, waiting: str | None = None,
         meta = obj["metadata"]
         if obj["kind"] != "Pod" or (meta.get("labels") or {}).get("kfcompile.dev/role") != "sync":
             return
-        containers = obj["spec"]["containers"]
-        slow = any(SLOW_IMAGE in c.get("image", "") for c in containers)
-        why = "ContainerCreating" if slow else waiting
-        state = {"waiting": {"reason": why}} if why else {"running": {}}
-        said = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": not why,
-                 "restartCount": 0, "state": state} for c in containers]  # fmt: skip
-        status = {"phase": "Pending" if why else "Running", "containerStatuses": said}
+        key = ("v1", "Pod", meta["namespace"], meta["name"])
+        why = "ContainerCreating" if SLOW_IMAGE in str(obj["spec"]["containers"]) else waiting
 
         def kubelet() -> None:
-            if ("v1", "Pod", meta["namespace"], meta["name"]) in fake.store.items:  # not deleted
-                fake.store.change("v1", "Pod", meta["namespace"], meta["name"], {"status": status})
+            if (pod := fake.store.items.get(key)) is not None:  # not deleted meanwhile
+                state = {"waiting": {"reason": why}} if why else {"running": {}}
+                _put(fake, pod, "Pending" if why else "Running", state)
 
         fake.at(after, kubelet) if after else kubelet()
 
@@ -505,31 +493,18 @@ def release(store: Store, version: str) -> None:
         "data": {"kubeflow_trainer_version": version}})  # fmt: skip
 
 
-def install(
-    fake: FakeCluster,
-    *,
-    trainer: str | None = "v2.3.0",
-    training_operator: bool = True,
-    runtimes: tuple[Obj, ...] = (TORCH_DISTRIBUTED,),
-    kueue: tuple[str, ...] = (),
-) -> None:
-    """What a cluster with Kubeflow serves: TrainJobs and training runtimes (``trainer``: the
-    release its public ConfigMap says, from v2.2; None: no Trainer) with ``runtimes``,
-    PyTorchJobs (``training_operator``), and Kueue serving the API versions ``kueue`` names
-    (``kfcompile.testing.kueue.install``, with its queue ``team-a``). No CRD: a v2.0 or v2.1
-    cluster is told by its CRD, which a test installs itself (``fake.store.create(crd)``)."""
-    served = [("TrainJob", "trainjobs", True), ("TrainingRuntime", "trainingruntimes", True),
-              ("ClusterTrainingRuntime", "clustertrainingruntimes", False)]  # fmt: skip
-    for kind, plural, namespaced in served if trainer else ():
-        rk = ResourceKind("trainer.kubeflow.org", "v1alpha1", kind, plural, namespaced)
+def install(fake: FakeCluster, *, kueue: tuple[str, ...] = ()) -> None:
+    """What a cluster with Kubeflow Trainer v2.3.0 and the Training Operator serves: TrainJobs,
+    the training runtimes (``torch-distributed``), PyTorchJobs, and Kueue serving the API
+    versions ``kueue`` names (``kfcompile.testing.kueue.install``, with its queue ``team-a``).
+    No CRD: a test that needs one (a v2.0 or v2.1 cluster's, say) creates it."""
+    for kind in ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PyTorchJob"):
+        trainer = kind != "PyTorchJob"
+        group, version = ("trainer.kubeflow.org", "v1alpha1") if trainer else ("kubeflow.org", "v1")
+        namespaced = kind != "ClusterTrainingRuntime"
+        rk = ResourceKind(group, version, kind, f"{kind.lower()}s", namespaced)
         fake.store.kinds[(rk.api_version, kind)] = rk
-    says = trainer is not None and not trainer.startswith(("v2.0.", "v2.1."))
-    if says:
-        release(fake.store, str(trainer))
-    for runtime in runtimes if trainer else ():
-        fake.store.create(runtime)
-    if training_operator:
-        fake.store.kinds[(PYTORCHJOB.api_version, "PyTorchJob")] = ResourceKind(
-            "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")  # fmt: skip
+    release(fake.store, "v2.3.0")
+    fake.store.create(TORCH_DISTRIBUTED)
     if kueue:
-        fake_kueue.install(fake.store, kueue, patches=says)
+        fake_kueue.install(fake.store, kueue)
