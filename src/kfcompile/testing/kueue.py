@@ -1,12 +1,8 @@
 """Kueue and MultiKueue in the fake cluster, as KUBEFLOW.md records the real Kueue v0.19.2
-beside the real Trainer v2.3.0: its webhook suspends a queued job (and appends its own
-``runtimePatches`` entry to a TrainJob, from Trainer v2.2); the job's Workload says why it waits
-(``QuotaReserved=False``, ``Pending``); admission is two full Updates of the job, eviction
-suspends it again. A MultiKueue manager gives its jobs ``managedBy`` MultiKueue, nominates the
-worker, mirrors each job there and copies the mirror's status back (``dispatches``).
-
-Kueue's kinds are served in the API versions a release serves (``install``); its controllers
-write through the newest served, which is the one kfcompile reads."""
+beside the real Trainer v2.3.0: its webhook suspends a queued job, its Workload says why the
+job waits, admission is two full Updates of the job, eviction suspends it again; a MultiKueue
+manager mirrors its jobs to a worker and copies the mirror's status back. Its kinds are served
+in the API versions a release serves; its controllers write through the newest served."""
 
 from __future__ import annotations
 
@@ -61,6 +57,9 @@ EVICTIONS: Final = {
 NEWEST_SERVING: Final = {("v1beta2",): 20, ("v1beta2", "v1beta1"): 19, ("v1beta1",): 14}
 Said = tuple[str, str, str, str]  # a condition's type, status, reason and message
 ADMITTED: Final = ("Admitted", "True", "Admitted", "The workload is admitted")
+RESERVED: Final = ("QuotaReserved", "True", "QuotaReserved",
+                   f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}")  # fmt: skip
+UNRESERVED: Final = ("QuotaReserved", "False", "Pending")  # and why
 
 
 def _flags(job: Obj) -> Obj:
@@ -94,9 +93,8 @@ def conditions(store: Store, *said: Said) -> list[Obj]:
 
 
 def workload_crd(versions: Iterable[str], minor: int) -> Obj:
-    """The Workload CustomResourceDefinition of Kueue v0.``minor`` serving ``versions``, as far
-    as a client tells releases apart by it: v1beta2's ``spec.preemptionGates`` from v0.17 (every
-    other field is kept as sent, ``x-kubernetes-preserve-unknown-fields``)."""
+    """The Workload CRD of Kueue v0.``minor`` serving ``versions``, as far as a client tells
+    releases apart by it: v1beta2's ``spec.preemptionGates`` from v0.17 (all else kept)."""
     versions = list(versions)
     kept = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     gates = {"preemptionGates": {"type": "array", "items": {"type": "string"}}}
@@ -115,30 +113,27 @@ def workload_crd(versions: Iterable[str], minor: int) -> Obj:
 
 
 def install(store: Store, versions: Iterable[str], *, patches: bool = True,
-            queue: str | None = "team-a", namespace: str = "default",
-            minor: int | None = None) -> None:  # fmt: skip
-    """Kueue serving ``versions`` (of ``"v1beta2"``, ``"v1beta1"``), its webhook (``patches``:
-    the TrainJobs have ``runtimePatches``, Trainer v2.2 on), its Workload controller, and the
-    LocalQueue ``queue`` of ClusterQueue ``CLUSTER_QUEUE``. Its Workload CRD is v0.``minor``'s
-    (``workload_crd``; by default the newest release serving ``versions``)."""
+            queue: str | None = "team-a") -> None:  # fmt: skip
+    """Kueue, the newest release serving ``versions`` (``"v1beta2"``, ``"v1beta1"``), with its
+    webhook (``patches``: TrainJobs have runtimePatches, Trainer v2.2 on), its Workload
+    controller and the LocalQueue ``queue`` (of ``default``, in ``CLUSTER_QUEUE``)."""
     versions = tuple(versions)
     for version in versions:  # (the Workload's CRD serves the Workload)
         for kind in ("LocalQueue", "ClusterQueue", "AdmissionCheck"):
             rk = ResourceKind(GROUP, version, kind, f"{kind.lower()}s", kind == "LocalQueue")
             store.kinds[(rk.api_version, kind)] = rk
-    release = minor if minor is not None else NEWEST_SERVING.get(versions, 19)
-    store.create(workload_crd(versions, release))
+    store.create(workload_crd(versions, NEWEST_SERVING.get(versions, 19)))
     store.admission.append(lambda obj: _webhook(obj, patches))
     store.controllers.append(lambda: _release(store))
     if queue is not None:
         store.create({"apiVersion": api(store, "LocalQueue"), "kind": "LocalQueue",
-                      "metadata": {"name": queue, "namespace": namespace},
+                      "metadata": {"name": queue, "namespace": "default"},
                       "spec": {"clusterQueue": CLUSTER_QUEUE}})  # fmt: skip
 
 
 def _webhook(obj: Obj, patches: bool) -> None:
-    """Kueue's mutating webhook (jobframework defaulting): a job naming a queue is suspended; a
-    TrainJob gets Kueue's runtimePatches entry, appended."""
+    """Kueue's webhook: a job naming a queue is suspended; a TrainJob gets Kueue's
+    runtimePatches entry, appended."""
     if queue_of(obj) is None:
         return
     _flags(obj)["suspend"] = True
@@ -154,11 +149,6 @@ def workload_name(job: Obj) -> str:
     said = f"{kind}\n{JOB_GROUPS[kind]}\n{meta['name']}\n{meta['uid']}"
     digest = hashlib.sha1(said.encode()).hexdigest()[:5]
     return f"{kind.lower()}-{meta['name']}"[:247] + "-" + digest
-
-
-def _reserved(cluster_queue: str = CLUSTER_QUEUE) -> Said:
-    said = f"Quota reserved in ClusterQueue {cluster_queue}"
-    return "QuotaReserved", "True", "QuotaReserved", said
 
 
 def suspended(store: Store, job: Obj, suspend: bool) -> Obj:
@@ -185,14 +175,12 @@ def held(store: Store, job: Obj, message: str = WAITING) -> Obj:
                      "finalizers": [RESOURCE_IN_USE]},
         "spec": {"queueName": queue_of(job), "active": True, "podSets": [
             {"name": "node", "count": nodes, "template": {"spec": {"containers": []}}}]},
-        "status": {"conditions": conditions(store, ("QuotaReserved", "False", "Pending",
-                                                    message))},
+        "status": {"conditions": conditions(store, (*UNRESERVED, message))},
     })  # fmt: skip
 
 
 def _says(store: Store, job: Obj, *said: Said, active: bool = True, **status: object) -> None:
-    """The job's Workload, if there is one, says ``said`` (its conditions) and ``status``;
-    ``active``: False once deactivated."""
+    """The job's Workload, if there is one, says ``said`` (its conditions) and ``status``."""
     if (found := workload_of(store, job)) is not None:
         spec = {**found["spec"], "active": active}
         store.put({**found, "spec": spec, "status": {"conditions": conditions(store, *said),
@@ -204,16 +192,16 @@ def _check(store: Store, name: str, state: str, message: str) -> Obj:
             "lastTransitionTime": rfc3339(store.clock.time())}  # fmt: skip
 
 
-def admit(store: Store, job: Obj, cluster_queue: str = CLUSTER_QUEUE) -> Obj:
+def admit(store: Store, job: Obj) -> Obj:
     """Kueue admits the job: its Workload reserves quota and is admitted, then the job is
     updated (Kueue's patch gets what the pods need; Kueue up to v0.19 drops ``V2_3_ONLY``) and
     unsuspended: two full Updates. The job as it is then."""
     assigned = [{"name": "node", "flavors": {"cpu": FLAVOR}, "count": 1}]
-    _says(store, job, _reserved(cluster_queue), ADMITTED,
-          admission={"clusterQueue": cluster_queue, "podSetAssignments": assigned})  # fmt: skip
+    _says(store, job, RESERVED, ADMITTED,
+          admission={"clusterQueue": CLUSTER_QUEUE, "podSetAssignments": assigned})  # fmt: skip
     job = clone(job)
     if job["kind"] == "TrainJob":
-        pod = {"labels": {"kueue.x-k8s.io/cluster-queue-name": cluster_queue,
+        pod = {"labels": {"kueue.x-k8s.io/cluster-queue-name": CLUSTER_QUEUE,
                           "kueue.x-k8s.io/local-queue-name": queue_of(job),
                           "kueue.x-k8s.io/podset": "node"},
                "annotations": {"kueue.x-k8s.io/workload": workload_name(job)}}  # fmt: skip
@@ -235,17 +223,16 @@ def checking(store: Store, job: Obj, check: str, message: str, state: str = "Pen
     ``Retry``: a ProvisioningRequest's, say), saying ``message``: not admitted yet."""
     unchecked = ("Admitted", "False", "UnsatisfiedAdmissionChecks",
                  "The workload has not all admission checks")  # fmt: skip
-    _says(store, job, _reserved(), unchecked, admission={"clusterQueue": CLUSTER_QUEUE},
+    _says(store, job, RESERVED, unchecked, admission={"clusterQueue": CLUSTER_QUEUE},
           admissionChecks=[_check(store, check, state, message)])  # fmt: skip
 
 
-def evict(store: Store, job: Obj, reason: str = "Preempted", message: str = "") -> Obj:
-    """Kueue evicts the job (``Preempted``; ``Deactivated``: its Workload made inactive): its
-    Workload says ``Evicted`` and waits again, the job is suspended (an Update its controller
-    sees: ``on_patch``). The job as it is then."""
-    evicted = ("Evicted", "True", reason, message or EVICTIONS.get(reason, reason))
+def evict(store: Store, job: Obj, reason: str = "Preempted") -> Obj:
+    """Kueue evicts the job (``Preempted``; ``Deactivated``: its Workload made inactive) and
+    suspends it (an Update its controller sees: ``on_patch``). The job as it is then."""
+    evicted = ("Evicted", "True", reason, EVICTIONS[reason])
     unadmitted = ("Admitted", "False", "NoReservation", "The workload has no reservation")
-    _says(store, job, evicted, ("QuotaReserved", "False", "Pending", WAITING), unadmitted,
+    _says(store, job, evicted, (*UNRESERVED, WAITING), unadmitted,
           active=reason != "Deactivated")  # fmt: skip
     out = suspended(store, job, True)
     for hook in store.on_patch:
@@ -254,8 +241,7 @@ def evict(store: Store, job: Obj, reason: str = "Preempted", message: str = "") 
 
 
 def _release(store: Store) -> None:
-    """Kueue's Workload controller: a Workload being deleted (its job gone) loses Kueue's
-    finalizer, and goes."""
+    """Kueue's Workload controller: a Workload being deleted loses Kueue's finalizer."""
     for obj in [o for k, o in store.items.items() if k[1] == "Workload"]:
         left = [f for f in obj["metadata"].get("finalizers") or [] if f != RESOURCE_IN_USE]
         if obj["metadata"].get("deletionTimestamp") and left != obj["metadata"]["finalizers"]:
@@ -280,9 +266,8 @@ def multikueue(store: Store, queue: str = "team-a") -> None:
 
 
 def mirror_of(job: Obj, workload: str) -> Obj:
-    """What MultiKueue creates on the worker: the job's name, labels (and the origin label),
-    annotations (and ``workload`` as its prebuilt Workload), its spec without Kueue's
-    runtimePatches entry and with the worker's own controller as its manager."""
+    """The job's mirror MultiKueue creates on the worker: its prebuilt Workload ``workload``, its
+    own controller as its manager, no runtimePatches entry of Kueue's."""
     meta, spec = job["metadata"], clone(job["spec"])
     if "runtimePatches" in spec:
         spec["runtimePatches"] = [p for p in spec["runtimePatches"] if p["manager"] != MANAGER]
@@ -299,21 +284,19 @@ def mirror_of(job: Obj, workload: str) -> Obj:
 
 def dispatches(manager: FakeCluster, worker: FakeCluster, *,
                after: float = 0.1) -> Callable[[Obj], None]:  # fmt: skip
-    """MultiKueue, for the manager's ``store.on_create``: each job it manages gets its Workload
-    at once (quota reserved, ``WORKER`` nominated, no ``clusterName`` yet); ``after`` seconds
-    later it is dispatched: the mirror created on ``worker``, the Workload admitted there
-    (``clusterName``; the check Ready), the manager's job unsuspended; from then the mirror's
-    status is copied back at each tick, and the mirror deleted once the job is being deleted."""
+    """MultiKueue, for the manager's ``store.on_create``: a job it manages gets its Workload
+    (``WORKER`` nominated), ``after`` seconds later its mirror on ``worker`` (the Workload's
+    ``clusterName``), then the mirror's status at each tick until the job is being deleted,
+    when the mirror is deleted."""
     admission = {"clusterQueue": CLUSTER_QUEUE}
 
     def dispatch(key: tuple[str, str, str, str]) -> None:
         job = manager.store.items.get(key)
-        found = workload_of(manager.store, job) if job is not None else None
-        if job is None or found is None or job["metadata"].get("deletionTimestamp"):
+        if job is None or job["metadata"].get("deletionTimestamp"):
             return
-        worker.store.create(mirror_of(job, found["metadata"]["name"]))
+        worker.store.create(mirror_of(job, workload_name(job)))
         ready = _check(manager.store, CHECK, "Ready", f'The workload was admitted on "{WORKER}"')
-        _says(manager.store, job, _reserved(), ADMITTED, clusterName=WORKER, admission=admission,
+        _says(manager.store, job, RESERVED, ADMITTED, clusterName=WORKER, admission=admission,
               admissionChecks=[ready])  # fmt: skip
         suspended(manager.store, job, False)
         follow(key)
@@ -334,7 +317,7 @@ def dispatches(manager: FakeCluster, worker: FakeCluster, *,
             return
         held(manager.store, obj)
         pending = _check(manager.store, CHECK, "Pending", "")
-        _says(manager.store, obj, _reserved(), nominatedClusterNames=[WORKER],
+        _says(manager.store, obj, RESERVED, nominatedClusterNames=[WORKER],
               admission=admission, admissionChecks=[pending])  # fmt: skip
         meta = obj["metadata"]
         key = (obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
