@@ -1,12 +1,9 @@
 """Job courses: what Kubeflow Trainer (with JobSet), the Training Operator and the kubelets
 write as a job goes, as steps to script on a ``FakeCluster`` or as hooks for every job created
-(``runs``, ``suspends``, ``queued``, ``helpers``), and what a Kubeflow install serves.
-
-The shapes are those the real Trainer v2.3.0 and JobSet v0.12.0 made from kfcompile's TrainJobs
-(``../shared/observed/trainer-v2.3.0``, which the suite holds these to): the TrainJob owns its
-JobSet, which owns the Job ``<name>-node-0``, which owns a pod per node; while its pods run or
-wait a TrainJob has only ``jobsStatus``. A PyTorchJob's shapes are the Training Operator's
-(KUBEFLOW.md)."""
+(``runs``, ``suspends``, ``queued``, ``helpers``), and what a Kubeflow install serves. A
+TrainJob's shapes are those the real Trainer v2.3.0 and JobSet v0.12.0 were recorded making
+(``../shared/observed/trainer-v2.3.0``, which the suite holds these to); a PyTorchJob's are the
+Training Operator's (KUBEFLOW.md)."""
 
 from __future__ import annotations
 
@@ -40,15 +37,14 @@ _JOBSET_SAYS: Final = {f"jobset.sigs.k8s.io/{k}": v for k, v in [
 
 
 def pod_name(job: str, rank: int) -> str:
-    """A TrainJob's pod: ``<jobset>-<replicated job>-<job index>-<rank>-`` and five letters
-    (the same on every run)."""
+    """A TrainJob's pod: ``<name>-node-0-<rank>-`` and five letters (the same on every run)."""
     digest = hashlib.sha1(f"{job}/{rank}".encode()).digest()
     return f"{job}-node-0-{rank}-" + "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
 
 
 def _patched(job: Obj, depth: int) -> tuple[dict[str, str], dict[str, str]]:
-    """The labels and annotations the job's runtime patches give its JobSet (``depth`` 0), its
-    Job of replicated job ``node`` (1) or its pods (2), merged as the Trainer merges them."""
+    """The labels and annotations the job's runtime patches give its JobSet (``depth`` 0), Job
+    (1) or pods (2), merged in order."""
     labels: dict[str, str] = {}
     notes: dict[str, str] = {}
     for patch in job["spec"].get("runtimePatches") or []:
@@ -78,8 +74,8 @@ def _nodes(job: Obj) -> int:
 
 
 def _made(fake: FakeCluster, job: Obj) -> Obj:
-    """The JobSet the Trainer makes of a TrainJob and the Job JobSet makes of that, each made
-    now if missing: the Job, which owns the pods."""
+    """The JobSet the Trainer makes of a TrainJob and the Job JobSet makes of that (each made
+    now if missing): the Job, the owner of the pods."""
     ns, name, nodes = job["metadata"]["namespace"], job["metadata"]["name"], _nodes(job)
     labels, notes = _patched(job, 0)
     meta = {"name": name, "labels": labels, "annotations": notes}
@@ -136,8 +132,8 @@ def _image(spec: Obj) -> str:
 
 def _put(fake: FakeCluster, pod: Obj, phase: str, state: Obj | None, *, restarts: int = 0,
          **more: Any) -> Obj:  # fmt: skip
-    """Write ``pod`` in ``phase``, its container in ``state`` (None: no node yet), its restart
-    count kept (grown by ``restarts``); ``more``: its status says that too."""
+    """Write ``pod`` in ``phase``, its container in ``state`` (None: no node yet), its restarts
+    counted; ``more``: in its status too."""
     meta, spec = pod["metadata"], dict(pod["spec"])
     [container] = spec["containers"]
     old = fake.store.items.get(("v1", "Pod", meta["namespace"], meta["name"])) or {}
@@ -190,15 +186,15 @@ def _operator(job: Obj, type_: str, status: str = "True", reason: str = "") -> S
 
 
 def _counted(*, ready: int, suspended: int = 0) -> list[Obj]:
-    """A TrainJob's ``jobsStatus``, copied from its JobSet's: it counts its one Job (active
-    while a pod of it runs or waits, ready once all are), not pods."""
+    """A TrainJob's ``jobsStatus``: it counts its one Job (active while a pod runs or waits,
+    ready once all run), not pods."""
     return [{"name": "node", "active": 1 - suspended, "ready": ready, "succeeded": 0,
              "failed": 0, "suspended": suspended}]  # fmt: skip
 
 
 def start(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob") -> None:
-    """The job's pods run, each having logged its first line (and, for a TrainJob's, the Job
-    controller's ``SuccessfulCreate`` event)."""
+    """The job's pods run, each having logged its first line (a TrainJob's: the Job
+    controller's ``SuccessfulCreate`` events)."""
     if (job := _job(fake, namespace, kind, name)) is None:
         return
     for rank, pod in enumerate(_pods(fake, job)):
@@ -240,8 +236,8 @@ def train(fake: FakeCluster, namespace: str, name: str, kind: str, step: int, *,
 
 
 def crash(fake: FakeCluster, namespace: str, name: str, rank: int, line: str) -> None:
-    """Rank ``rank`` of a PyTorchJob crashes saying ``line`` and the kubelet starts it again:
-    its log starts over, its restart counted (``lastState``: the crash)."""
+    """Rank ``rank`` of a PyTorchJob crashes saying ``line``; the kubelet restarts it (its log
+    starts over)."""
     if (job := _job(fake, namespace, "PyTorchJob", name)) is None:
         return
     pod, at = _pods(fake, job)[rank], rfc3339(fake.clock.time())
@@ -262,7 +258,7 @@ def restart(fake: FakeCluster, namespace: str, name: str) -> None:
 def finish(fake: FakeCluster, namespace: str, name: str, kind: str = "TrainJob", *,
            reason: str = "") -> None:  # fmt: skip
     """The job ends: it succeeded, or failed for ``reason`` (rank 0 exits 1); a TrainJob past
-    its ``activeDeadlineSeconds`` (``DeadlineExceeded``) loses its JobSet (observed)."""
+    its deadline (``DeadlineExceeded``) loses its JobSet (observed)."""
     if (job := _job(fake, namespace, kind, name)) is None:
         return
     if reason == "DeadlineExceeded" and kind == "TrainJob":
@@ -298,9 +294,8 @@ PENDING: Final[dict[str, tuple[Obj | None, tuple[str, str] | None]]] = {
         {"reason": "InvalidImageName", "message": 'Failed to apply default image tag "bad image"'},
         ("InspectFailed", 'Failed to apply default image tag "bad image": invalid reference')),
 }  # fmt: skip
-"""Why a pod waits to start (``pending``), as the scheduler or the kubelet says it: its
-container's ``waiting`` state (None: no node yet), and the Warning event written with it
-(reason, note; None: none)."""
+"""Why a pod waits to start (``pending``): its container's ``waiting`` state (None: no node
+yet) and the Warning event the scheduler or the kubelet writes (reason, note), if any."""
 
 
 def pending(fake: FakeCluster, namespace: str, name: str, why: str,
@@ -326,11 +321,10 @@ def pending(fake: FakeCluster, namespace: str, name: str, why: str,
 def runs(fake: FakeCluster, *, starts: float = 0.2, ends: float | None = 1.0, reason: str = "",
          restarts: float | None = None, waits: str | None = None, steps: int = 0,
          reports: Callable[[], bool] = lambda: False) -> Callable[[Obj], None]:  # fmt: skip
-    """What happens to each job created (for ``fake.store.on_create``): its pods run ``starts``
-    seconds after, a PyTorchJob restarts at ``restarts`` if given, and it ends at ``ends``
-    (None: never), failed for ``reason`` if given; ``waits``: its pods wait to start instead,
-    for that (a key of ``PENDING``); ``steps``: training steps logged between its start and its
-    end (``train``; ``reports()``: reported too). The ``Trainer`` runs beside."""
+    """What happens to each job created (for ``fake.store.on_create``): it ``start``s at
+    ``starts``, a PyTorchJob ``restart``s at ``restarts``, it ``finish``es at ``ends`` (None:
+    never) for ``reason``; ``waits``: it is ``pending`` for that instead; ``steps``: ``train``
+    steps between (``reports()``: reported). The ``Trainer`` runs beside."""
     if not any(isinstance(hook, Trainer) for hook in fake.store.on_remove):
         fake.store.on_remove.append(Trainer(fake))
 
@@ -357,9 +351,8 @@ def runs(fake: FakeCluster, *, starts: float = 0.2, ends: float | None = 1.0, re
 
 
 class Trainer:
-    """The Trainer's answer to the JobSet of a Kueue-managed TrainJob being deleted while the
-    TrainJob waits for its dependents (a Foreground delete): it makes the JobSet again, so the
-    TrainJob never goes (KUBEFLOW.md). For ``store.on_remove``."""
+    """For ``store.on_remove``: the Trainer makes the JobSet of a Kueue-managed TrainJob being
+    deleted in the foreground again as it goes, so the TrainJob never goes (KUBEFLOW.md)."""
 
     def __init__(self, fake: FakeCluster) -> None:
         self.fake = fake
@@ -407,10 +400,9 @@ REFUSED: Final = ('TrainJob resources reconciliation failed: admission webhook "
 
 
 def queued(fake: FakeCluster, *, admits: float = 0.5, **lives: Any) -> Callable[[Obj], None]:
-    """Kueue, for each job created with a queue (for ``fake.store.on_create``): suspended by
-    Kueue's webhook, it says so, Kueue makes its Workload and admits it ``admits`` seconds later;
-    from then it ``runs(**lives)``. Where Kueue drops what only Trainer v2.3 has
-    (``kueue.V2_3_ONLY``), the Trainer cannot update the JobSet: its Warning event, no run."""
+    """Kueue, for each job created with a queue (for ``fake.store.on_create``): it says it is
+    suspended, waits for its Workload ``admits`` seconds, then ``runs(**lives)``; unless Kueue
+    dropped ``kueue.V2_3_ONLY``: the JobSet webhook refuses the Trainer (its Warning event)."""
     then = runs(fake, **lives)
 
     def script(obj: Obj) -> None:
@@ -451,9 +443,9 @@ SLOW_IMAGE: Final = "slow-to-pull"  # a sync helper pod of this image waits: Con
 
 def helpers(fake: FakeCluster, *, waiting: str | None = None,
             after: float = 0.1) -> Callable[[Obj], None]:  # fmt: skip
-    """The kubelet of the work-dir sync's helper pods (for ``fake.store.on_create``): each runs
-    ``after`` seconds after its create (0: before the create is answered), or waits to start
-    for ``waiting`` (``ContainerCreating`` if its image is ``SLOW_IMAGE``)."""
+    """The kubelet of the sync's helper pods (for ``fake.store.on_create``): each runs ``after``
+    seconds after its create (0: at once), or waits for ``waiting`` (``SLOW_IMAGE``'s:
+    ``ContainerCreating``)."""
 
     def script(obj: Obj) -> None:
         meta = obj["metadata"]
@@ -494,10 +486,9 @@ def release(store: Store, version: str) -> None:
 
 
 def install(fake: FakeCluster, *, kueue: tuple[str, ...] = ()) -> None:
-    """What a cluster with Kubeflow Trainer v2.3.0 and the Training Operator serves: TrainJobs,
-    the training runtimes (``torch-distributed``), PyTorchJobs, and Kueue serving the API
-    versions ``kueue`` names (``kfcompile.testing.kueue.install``, with its queue ``team-a``).
-    No CRD: a test that needs one (a v2.0 or v2.1 cluster's, say) creates it."""
+    """What a cluster with Kubeflow Trainer v2.3.0 (``torch-distributed``) and the Training
+    Operator serves, and Kueue serving the API versions ``kueue`` names (its queue ``team-a``).
+    No CRD: a test that needs one creates it."""
     for kind in ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PyTorchJob"):
         trainer = kind != "PyTorchJob"
         group, version = ("trainer.kubeflow.org", "v1alpha1") if trainer else ("kubeflow.org", "v1")

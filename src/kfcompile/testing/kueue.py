@@ -265,23 +265,6 @@ def multikueue(store: Store, queue: str = "team-a") -> None:
     store.admission.append(webhook)
 
 
-def mirror_of(job: Obj, workload: str) -> Obj:
-    """The job's mirror MultiKueue creates on the worker: its prebuilt Workload ``workload``, its
-    own controller as its manager, no runtimePatches entry of Kueue's."""
-    meta, spec = job["metadata"], clone(job["spec"])
-    if "runtimePatches" in spec:
-        spec["runtimePatches"] = [p for p in spec["runtimePatches"] if p["manager"] != MANAGER]
-    mirror = {"apiVersion": job["apiVersion"], "kind": job["kind"], "spec": spec, "metadata": {
-        "name": meta["name"], "namespace": meta["namespace"],
-        "labels": {**(meta.get("labels") or {}), ORIGIN_LABEL: "multikueue"},
-        "annotations": {**(meta.get("annotations") or {}), PREBUILT: workload}}}  # fmt: skip
-    if job["kind"] == "TrainJob":
-        spec["managedBy"] = DEFAULT_MANAGERS[0]
-    else:
-        _flags(mirror).pop("managedBy", None)
-    return mirror
-
-
 def dispatches(manager: FakeCluster, worker: FakeCluster, *,
                after: float = 0.1) -> Callable[[Obj], None]:  # fmt: skip
     """MultiKueue, for the manager's ``store.on_create``: a job it manages gets its Workload
@@ -294,7 +277,20 @@ def dispatches(manager: FakeCluster, worker: FakeCluster, *,
         job = manager.store.items.get(key)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
-        worker.store.create(mirror_of(job, workload_name(job)))
+        # The mirror: the job with its prebuilt Workload, the worker's own controller as its
+        # manager, without Kueue's runtimePatches entry.
+        meta, spec = job["metadata"], clone(job["spec"])
+        if "runtimePatches" in spec:
+            spec["runtimePatches"] = [p for p in spec["runtimePatches"] if p["manager"] != MANAGER]
+        labels = {**(meta.get("labels") or {}), ORIGIN_LABEL: "multikueue"}
+        notes = {**(meta.get("annotations") or {}), PREBUILT: workload_name(job)}
+        mirror = {"apiVersion": job["apiVersion"], "kind": job["kind"], "spec": spec, "metadata": {
+            "name": meta["name"], "namespace": meta["namespace"], "labels": labels,
+            "annotations": notes}}  # fmt: skip
+        _flags(mirror).pop("managedBy", None)
+        if job["kind"] == "TrainJob":
+            spec["managedBy"] = DEFAULT_MANAGERS[0]
+        worker.store.create(mirror)
         ready = _check(manager.store, CHECK, "Ready", f'The workload was admitted on "{WORKER}"')
         _says(manager.store, job, RESERVED, ADMITTED, clusterName=WORKER, admission=admission,
               admissionChecks=[ready])  # fmt: skip
