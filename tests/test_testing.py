@@ -52,17 +52,22 @@ def facts() -> str:
     return " ".join(KUBEFLOW.split())
 
 
-# --- the courses, as the real controllers made them ------------------------------------------
-
-
 def _shape(obj: Obj) -> tuple[Any, ...]:
-    """What a fake and a recording share of an object: its kind, how it is owned, its label
-    and annotation keys, their values but for uids."""
+    """What a fake and a recording share of an object: its kind, name (a pod's but its random
+    letters), owners, label and annotation keys, label values but uids, rank, phase, node."""
     meta = obj["metadata"]
     said = {k: v for k, v in (meta.get("labels") or {}).items() if not UID.search(k)}
     owners = [(r["kind"], r["name"]) for r in meta.get("ownerReferences") or []]
-    return obj["kind"], owners, said, sorted(meta.get("labels") or {}), sorted(
-        meta.get("annotations") or {})  # fmt: skip
+    name = meta["name"][:-5] if obj["kind"] == "Pod" else meta["name"]
+    notes = meta.get("annotations") or {}
+    return (obj["kind"], name, owners, said, sorted(meta.get("labels") or {}), sorted(notes),
+            notes.get(COMPLETION_INDEX), (obj.get("status") or {}).get("phase"),
+            "nodeName" in (obj.get("spec") or {}))  # fmt: skip
+
+
+def _said(status: Obj) -> list[tuple[str, ...]]:
+    conditions = status.get("conditions") or []
+    return [(c["type"], c["status"], c["reason"], c["message"]) for c in conditions]
 
 
 @pytest.mark.skipif(not RECORDED, reason="../shared/observed/trainer-v2.3.0 not found")
@@ -80,42 +85,24 @@ def test_a_course_makes_what_the_real_trainer_and_jobset_made(path: Path) -> Non
         courses.finish(fake, ns, name, reason="DeadlineExceeded")
         fake.clock.advance(1)
     else:
-        if "susp" in name:  # suspended, then resumed
-            courses.suspends(fake)(fake.store.change(job["apiVersion"], "TrainJob", ns, name, {
-                "spec": {"suspend": True}}))  # fmt: skip
-            courses.suspends(fake)(fake.store.change(job["apiVersion"], "TrainJob", ns, name, {
-                "spec": {"suspend": False}}))  # fmt: skip
+        for suspend in (True, False) if "susp" in name else ():  # suspended, then resumed
+            changed = fake.store.change(job["apiVersion"], "TrainJob", ns, name,
+                                        {"spec": {"suspend": suspend}})  # fmt: skip
+            courses.suspends(fake)(changed)
         courses.pending(fake, ns, name, "NotScheduled")  # no scheduler where it was recorded
-
-    def ranked(pods: list[Obj]) -> list[Obj]:
-        return sorted(pods, key=lambda p: int(p["metadata"]["annotations"][COMPLETION_INDEX]))
-
-    made = {"jobSet": fake.store.list(courses.JOBSET, "JobSet", ns),
-            "jobs": fake.store.list("batch/v1", "Job", ns),
-            "pods": ranked(fake.store.list("v1", "Pod", ns))}  # fmt: skip
-    recorded["pods"] = ranked(recorded["pods"])
-    for what, objs in made.items():
-        assert [_shape(o) for o in objs] == [_shape(o) for o in recorded[what]], what
-    for ours, theirs in zip(made["pods"], recorded["pods"], strict=True):
-        rank = theirs["metadata"]["annotations"][COMPLETION_INDEX]
-        assert ours["metadata"]["annotations"][COMPLETION_INDEX] == rank
-        assert ours["metadata"]["name"][:-5] == theirs["metadata"]["name"][:-5]
-        assert ours["status"]["phase"] == theirs["status"]["phase"]
-        assert "nodeName" not in ours["spec"] and "nodeName" not in theirs["spec"]
-    status = fake.store.get(job["apiVersion"], "TrainJob", ns, name)["status"]  # type: ignore[index]
-    said = [{k: c[k] for k in ("type", "status", "reason", "message")}
-            for c in status.get("conditions") or []]  # fmt: skip
+    versions = {"JobSet": courses.JOBSET, "Job": "batch/v1", "Pod": "v1"}
+    for what, kind in [("jobSet", "JobSet"), ("jobs", "Job"), ("pods", "Pod")]:
+        ours = sorted(map(_shape, fake.store.list(versions[kind], kind, ns)), key=repr)
+        assert ours == sorted(map(_shape, recorded[what]), key=repr), what
+    status = fake.store.items[(job["apiVersion"], "TrainJob", ns, name)]["status"]
     expected = job.get("status") or {}
-    assert said == [{k: c[k] for k in ("type", "status", "reason", "message")}
-                    for c in expected.get("conditions") or []]  # fmt: skip
+    assert _said(status) == _said(expected)
     assert status.get("jobsStatus") == expected.get("jobsStatus")
 
 
 def test_what_the_courses_write_fits_the_real_crds() -> None:
-    """A TrainJob's status as its course leaves it, its pods and its Workload, against the
-    Trainer's and Kueue's CRDs and the core schema."""
-    shared = schema_check.require_shared()
-    with PortCluster(shared) as c:
+    """A TrainJob's status, pods and Workload as its course leaves them, against the CRDs."""
+    with PortCluster(schema_check.require_shared()) as c:
         c.store.on_create.append(courses.queued(c.fake, admits=0.1, steps=2, reports=lambda: True))
         submit_demo(c.session())
         [workload] = c.store.list(kueue.V1BETA2, "Workload", "default")
@@ -135,9 +122,6 @@ def submit_demo(session: lifecycle.Session) -> Ref:
     job = lifecycle.submit(session, structure(spec), "trainjob/v2.3", namespace="default",
                            environ={})  # fmt: skip
     return job.ref
-
-
-# --- Kueue, as KUBEFLOW.md records the real one ----------------------------------------------
 
 
 def test_events_are_written_as_the_api_server_records_them() -> None:
@@ -179,9 +163,8 @@ def test_kueue_holds_admits_and_evicts_a_job_as_recorded() -> None:
         assert job is not None and job["spec"]["suspend"] is True
         [workload] = c.store.list(kueue.V1BETA2, "Workload", "default")
         assert workload["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
-        [waits] = workload["status"]["conditions"]
-        assert (waits["type"], waits["status"], waits["reason"]) == ("QuotaReserved", "False",
-                                                                      "Pending")  # fmt: skip
+        said = [(c["type"], c["status"], c["reason"]) for c in workload["status"]["conditions"]]
+        assert said == [("QuotaReserved", "False", "Pending")]
         admitted = kueue.admit(c.store, job)
         assert admitted["spec"]["suspend"] is False and admitted["metadata"]["generation"] == 3
         courses.start(c.fake, "default", "demo")
@@ -196,15 +179,13 @@ def test_kueue_holds_admits_and_evicts_a_job_as_recorded() -> None:
 
 def test_multikueue_nominates_then_mirrors() -> None:
     with TwoClusters(schema_check.require_shared(), scenario="hang") as two:
-        submit_demo(two.manager.session())
+        ref = submit_demo(two.manager.session())
         [workload] = two.manager.store.list(kueue.V1BETA2, "Workload", "default")
         assert workload["status"]["nominatedClusterNames"] == [kueue.WORKER]
         assert "clusterName" not in workload["status"]
         two.settle(1)
         [workload] = two.manager.store.list(kueue.V1BETA2, "Workload", "default")
-        mirror = two.worker.store.get(
-            "trainer.kubeflow.org/v1alpha1", "TrainJob", "default", "demo"
-        )
+        mirror = two.worker.store.get(ref.api_version, ref.kind, "default", "demo")
     assert workload["status"]["clusterName"] == kueue.WORKER and mirror is not None
     assert mirror["metadata"]["annotations"][kueue.PREBUILT] == workload["metadata"]["name"]
     assert mirror["spec"]["managedBy"] == "trainer.kubeflow.org/trainjob-controller"
