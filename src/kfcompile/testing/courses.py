@@ -137,7 +137,8 @@ def _put(fake: FakeCluster, pod: Obj, phase: str, state: Obj | None, *, restarts
     meta, spec = pod["metadata"], dict(pod["spec"])
     [container] = spec["containers"]
     old = fake.store.items.get(("v1", "Pod", meta["namespace"], meta["name"])) or {}
-    runs = [s["restartCount"] for s in (old.get("status") or {}).get("containerStatuses") or []]
+    was = (old.get("status") or {}).get("containerStatuses") or []
+    runs = [s.get("restartCount", 0) for s in was]
     said = {"name": container["name"], "image": container["image"], "imageID": "",
             "restartCount": sum(runs) + restarts, "ready": phase == "Running",
             "started": phase == "Running", "state": state}  # fmt: skip
