@@ -99,8 +99,9 @@ def _pods(fake: FakeCluster, job: Obj) -> list[Obj]:
     now if missing)."""
     ns, name, spec = job["metadata"]["namespace"], job["metadata"]["name"], job["spec"]
     made: list[tuple[str, dict[str, str], dict[str, str]]] = []  # name, labels, annotations
-    by = _made(fake, job) if job["kind"] == "TrainJob" else job
-    if by is not job:
+    by = job  # their owner
+    if job["kind"] == "TrainJob":
+        by = _made(fake, job)
         uid, of, (labels, notes) = by["metadata"]["uid"], by["metadata"]["name"], _patched(job, 2)
         said = {k: v for k, v in by["metadata"]["labels"].items() if k.startswith("jobset.")}
         labels |= {**said, "jobset.sigs.k8s.io/priority": "0", "controller-uid": uid,
@@ -109,7 +110,7 @@ def _pods(fake: FakeCluster, job: Obj) -> list[Obj]:
         for rank in range(_nodes(job)):
             ranked = {COMPLETION_INDEX: str(rank)}
             made.append((pod_name(name, rank), labels | ranked, said | notes | ranked))
-    for role in ("Master", "Worker") if by is job else ():
+    for role in ("Master", "Worker") if job["kind"] == "PyTorchJob" else ():
         replicas = (spec.get("pytorchReplicaSpecs") or {}).get(role) or {"replicas": 0}
         for index in range(int(replicas.get("replicas", 1))):
             labels = {"training.kubeflow.org/job-name": name, REPLICA_TYPE: role.lower(),
