@@ -58,7 +58,7 @@ CALLS: dict[str, tuple[str, str, Callable[[KubeCluster], object]]] = {
 
 @pytest.fixture
 def fake() -> Iterator[FakeKube]:
-    with FakeKube(crds=[]) as kube:
+    with FakeKube() as kube:
         kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         yield kube
 
