@@ -2,7 +2,7 @@
 
 No request of the adapter follows a redirect, the exec websocket included: a 3xx answer is an
 error naming the call and the host it pointed to, and nothing (no Authorization header, no
-Secret body) reaches that host (``fakekube.unreachable.Elsewhere`` records what would). A
+Secret body) reaches that host (``fakekube.unreachable.Elsewhere`` counts any connection). A
 credential quoted back in a server's message is printed as ``<redacted>``.
 
 Real sockets, the real client, on both client lines: CI runs this file in the launchers'
@@ -106,7 +106,7 @@ def test_no_call_follows_a_redirect(
     with pytest.raises(ApiError) as err:
         do(kube)
     assert str(err.value) == f"307 TemporaryRedirect: {redirected(target(elsewhere, call))}"
-    assert (elsewhere.accepted, elsewhere.received) == (0, [])
+    assert elsewhere.accepted == 0
     assert fake.store.get("v1", "Secret", NS, "x-env") is None
 
 
@@ -122,7 +122,7 @@ def test_every_redirect_status_is_an_error(
         do(kube)
     assert err.value.status == code
     assert str(err.value).endswith(redirected(target(elsewhere, call)))
-    assert (elsewhere.accepted, elsewhere.received) == (0, [])
+    assert elsewhere.accepted == 0
 
 
 def test_an_exec_answered_200_is_no_success(fake: FakeKube, tmp_path: Path) -> None:
@@ -170,7 +170,7 @@ def test_a_submit_redirected_sends_nothing_and_rolls_back(
     code, out, err = run(local, capsys, "submit", str(spec), "-t", "trainjob/v2.3")
     assert (code, out) == (1, "")
     assert err == f"kfcompile: {call}: {status}: {redirected(elsewhere.url)}\n"
-    assert (elsewhere.accepted, elsewhere.received) == (0, [])
+    assert elsewhere.accepted == 0
     assert local.store.get("v1", "Secret", NAMESPACE, "demo-env") is None  # (rolled back)
 
 
@@ -189,7 +189,7 @@ def test_a_roll_back_redirected_lists_what_stays(
     )
     assert lines[2].endswith(f"remove it with: kubectl delete secret demo-env -n {NAMESPACE}")
     assert len(lines) == 3 and "Traceback" not in err and SECRET_VALUE not in err
-    assert (elsewhere.accepted, elsewhere.received) == (0, [])
+    assert elsewhere.accepted == 0
 
 
 def test_a_sync_redirected_at_its_exec_sends_nothing(
@@ -204,7 +204,7 @@ def test_a_sync_redirected_at_its_exec_sends_nothing(
         err.endswith(f": 307 TemporaryRedirect: {redirected(location)}\n")
     )
     assert err.count("\n") == 1
-    assert (elsewhere.accepted, elsewhere.received) == (0, [])
+    assert elsewhere.accepted == 0
 
 
 # --- credentials quoted back ---------------------------------------------------------------------
