@@ -38,8 +38,10 @@ _SUBRESOURCES = {"Pod": ["log", "exec"]}
 _FRAME = 1 << 20  # exec stdout frames
 # /api/v1 or /apis/GROUP/VERSION, then [namespaces/NS/]PLURAL[/NAME[/SUBRESOURCE]]
 _GROUP_VERSION = r"/api(?:s/(?P<group>[^/]+))?/(?P<version>[^/]+)"
-_RESOURCE = re.compile(_GROUP_VERSION + r"(?:/namespaces/(?P<namespace>[^/]+))?"
-                       r"/(?P<plural>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?")  # fmt: skip
+_RESOURCE = re.compile(
+    _GROUP_VERSION + r"(?:/namespaces/(?P<namespace>[^/]+))?"
+    r"/(?P<plural>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?"
+)
 
 
 def status(code: int, message: str | None = None, retry_after: float | None = None) -> Obj:
@@ -261,11 +263,11 @@ class FakeKube:
             return _json(200, self._discovery(found["group"] or "", found["version"]))
         if not (path := _RESOURCE.fullmatch(request.path)):
             raise _not_found()
-        group, version, namespace, name, sub = path.group("group", "version", "namespace",
-                                                          "name", "sub")  # fmt: skip
-        kind = next((k for k in self.store.kinds.values()
-                     if (k.group, k.version, k.plural) == (group or "", version, path["plural"])),
-                    None)  # fmt: skip
+        namespace, name, sub = path["namespace"], path["name"], path["sub"]
+        key = (path["group"] or "", path["version"], path["plural"])
+        kind = next(
+            (k for k in self.store.kinds.values() if (k.group, k.version, k.plural) == key), None
+        )
         if kind is None or sub not in (None, *_SUBRESOURCES.get(kind.kind, [])):
             raise _not_found()
         if name and kind.namespaced != (namespace is not None):
@@ -291,9 +293,9 @@ class FakeKube:
             if (k.group, k.version) == (group, version):
                 entry = {"singularName": k.kind.lower(), "kind": k.kind, "namespaced": k.namespaced}
                 resources.append({"name": k.plural, **entry, "verbs": verbs})
-                resources += [entry | {"name": f"{k.plural}/{sub}", "singularName": "",
-                                       "verbs": ["create", "get"]}
-                              for sub in _SUBRESOURCES.get(k.kind, [])]  # fmt: skip
+                for sub in _SUBRESOURCES.get(k.kind, []):
+                    named = {"name": f"{k.plural}/{sub}", "singularName": ""}
+                    resources.append(entry | named | {"verbs": ["create", "get"]})
         if not resources:
             raise _not_found()
         return {"kind": "APIResourceList", "apiVersion": "v1", "resources": resources,
