@@ -2,7 +2,7 @@
 
 No request of the adapter follows a redirect, the exec websocket included: a 3xx answer is an
 error naming the call and the host it pointed to, and nothing (no Authorization header, no
-Secret body) reaches that host (``fakekube.unreachable.Elsewhere`` counts any connection). A
+Secret body) reaches that host (a ``fakekube.unreachable.Silent`` there counts any connection). A
 credential quoted back in a server's message is printed as ``<redacted>``.
 
 Real sockets, the real client, on both client lines: CI runs this file in the launchers'
@@ -21,7 +21,7 @@ import pytest
 import schema_check
 from fakekube import FakeKube
 from fakekube.cluster import CLAIM, NAMESPACE, LocalCluster
-from fakekube.unreachable import TLS, Elsewhere, UntrustedTLS, kubeconfig
+from fakekube.unreachable import TLS, Silent, UntrustedTLS, kubeconfig
 from kubernetes import config
 from test_adapter_kube import NS, TOKEN, cm_ref
 from test_cli_cluster import SECRET_VALUE, write_spec
@@ -64,8 +64,9 @@ def fake() -> Iterator[FakeKube]:
 
 
 @pytest.fixture
-def elsewhere() -> Iterator[Elsewhere]:
-    with Elsewhere() as server:
+def elsewhere() -> Iterator[Silent]:
+    """Where the redirects point: no client may connect."""
+    with Silent() as server:
         yield server
 
 
@@ -86,7 +87,7 @@ def adapter(fake: FakeKube, tmp_path: Path, client: str) -> KubeCluster:
     return KubeCluster(config.new_client_from_config(kubeconfig), request_timeout=5.0)
 
 
-def target(elsewhere: Elsewhere, call: str) -> str:
+def target(elsewhere: Silent, call: str) -> str:
     """Where the fake redirects ``call``: a websocket goes to ``ws://`` (plaintext)."""
     return elsewhere.url.replace("http", "ws", 1) if call == "exec" else elsewhere.url
 
@@ -98,7 +99,7 @@ def redirected(location: str) -> str:
 @pytest.mark.parametrize("client", ["connect", "loader"])
 @pytest.mark.parametrize("call", list(CALLS))
 def test_no_call_follows_a_redirect(
-    fake: FakeKube, elsewhere: Elsewhere, tmp_path: Path, call: str, client: str
+    fake: FakeKube, elsewhere: Silent, tmp_path: Path, call: str, client: str
 ) -> None:
     method, path, do = CALLS[call]
     kube = adapter(fake, tmp_path, client)
@@ -113,7 +114,7 @@ def test_no_call_follows_a_redirect(
 @pytest.mark.parametrize("code", REDIRECTS)
 @pytest.mark.parametrize("call", ["get", "create", "exec"])
 def test_every_redirect_status_is_an_error(
-    fake: FakeKube, elsewhere: Elsewhere, tmp_path: Path, call: str, code: int
+    fake: FakeKube, elsewhere: Silent, tmp_path: Path, call: str, code: int
 ) -> None:
     method, path, do = CALLS[call]
     kube = adapter(fake, tmp_path, "loader")
@@ -159,7 +160,7 @@ def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 )
 def test_a_submit_redirected_sends_nothing_and_rolls_back(
     local: LocalCluster,
-    elsewhere: Elsewhere,
+    elsewhere: Silent,
     capsys: pytest.CaptureFixture[str],
     spec: Path,
     path: str,
@@ -175,7 +176,7 @@ def test_a_submit_redirected_sends_nothing_and_rolls_back(
 
 
 def test_a_roll_back_redirected_lists_what_stays(
-    local: LocalCluster, elsewhere: Elsewhere, capsys: pytest.CaptureFixture[str], spec: Path
+    local: LocalCluster, elsewhere: Silent, capsys: pytest.CaptureFixture[str], spec: Path
 ) -> None:
     local.kube.faults.add("POST", "/trainjobs", status=307, location=elsewhere.url)
     local.kube.faults.add("DELETE", "/secrets/demo-env", status=307, location=elsewhere.url)
@@ -193,7 +194,7 @@ def test_a_roll_back_redirected_lists_what_stays(
 
 
 def test_a_sync_redirected_at_its_exec_sends_nothing(
-    local: LocalCluster, elsewhere: Elsewhere, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    local: LocalCluster, elsewhere: Silent, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     (tmp_path / "train.py").write_text("print(2)\n")
     location = target(elsewhere, "exec")

@@ -1,8 +1,8 @@
 """API servers that are not there, for the tests of failing fast: a port where nothing listens
 (``closed_port``), a host that does not resolve (``NO_HOST``), and sockets on 127.0.0.1 that
 count the connections they ``accepted``: ``Silent`` never answers, ``UntrustedTLS`` shows a
-certificate no kubeconfig here trusts, ``Dripping`` drips its headers, ``Elsewhere`` is where a
-redirect points. ``with Silent() as s: kubeconfig(tmp / "kc", s.url)``.
+certificate no kubeconfig here trusts, ``Dripping`` drips its headers.
+``with Silent() as s: kubeconfig(tmp / "kc", s.url)``.
 
 ``tls/`` holds a certificate self-signed for 127.0.0.1 and localhost (valid until 2126) and the
 other CA the kubeconfig names, made once with ``openssl req -x509 -newkey ec -pkeyopt
@@ -105,18 +105,3 @@ class Dripping(Silent):
         while True:
             time.sleep(self.drip)
             conn.sendall(b"x")
-
-
-class Elsewhere(Silent):
-    """Answers each request 200 with an empty JSON object."""
-
-    def serve(self, conn: socket.socket) -> None:
-        conn.settimeout(5)
-        head = b""
-        while b"\r\n\r\n" not in head and (chunk := conn.recv(65536)):
-            head += chunk
-        conn.sendall(
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
-            b"Connection: close\r\n\r\n{}"
-        )
-        conn.close()
