@@ -44,12 +44,11 @@ _RESOURCE = re.compile(
 )
 
 
-def status(code: int, message: str | None = None, retry_after: float | None = None) -> Obj:
-    """A ``Status`` body as the API server sends it for an error ``code``."""
-    reason, said = STATUSES.get(code, ("InternalError", "injected fault"))
+def _status(err: ApiError) -> Obj:
+    """The ``Status`` body the API server sends for ``err``."""
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message or said, "reason": reason, "code": code}  # fmt: skip
-    return body | ({"details": {"retryAfterSeconds": retry_after}} if retry_after else {})
+            "message": err.message, "reason": err.reason, "code": err.status or 500}  # fmt: skip
+    return body | ({"details": {"retryAfterSeconds": err.retry_after}} if err.retry_after else {})
 
 
 class Closed(Exception):
@@ -246,8 +245,7 @@ class FakeKube:
             response = await self._route(request, record)
         except ApiError as err:
             wait = {"Retry-After": f"{err.retry_after:g}"} if err.retry_after else None
-            body = status(err.status or 500, err.message, err.retry_after)
-            response = _json(err.status or 500, body | {"reason": err.reason}, wait)
+            response = _json(err.status or 500, _status(err), wait)
         except Closed:
             response = web.Response(status=503)
         record.status = record.status or response.status
@@ -352,7 +350,7 @@ class FakeKube:
                         said = {"type": event.type, "object": event.object}
                         yield json.dumps(said).encode() + b"\n"
             except ApiError as err:  # a 410 inside the stream, as the server sends it
-                said = {"type": "ERROR", "object": status(err.status, err.message)}
+                said = {"type": "ERROR", "object": _status(err)}
                 yield json.dumps(said).encode() + b"\n"
 
         return await _stream(request, lines(), "application/json", at.record.fault)
