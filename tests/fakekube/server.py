@@ -302,16 +302,16 @@ class FakeKube:
         if request.content_type != "application/merge-patch+json":
             said = f"the body of the request was in an unknown format ({request.content_type})"
             raise error(415, "UnsupportedMediaType", said)
-        return _json(200, self.fake.patch(at.ref, await _body(request)))
+        return _json(200, self.fake.patch(at.ref, json.loads(await request.read())))
 
     async def _delete(self, request: web.Request, at: At) -> web.StreamResponse:
-        options = await _body(request) or {}
+        options = json.loads(await request.read() or b"{}")
         self.fake.delete(at.ref, options.get("propagationPolicy") or "Background")
         said = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
         return _json(200, said | {"details": {"name": at.ref.name, "kind": at.kind.plural}})
 
     async def _create(self, request: web.Request, at: At) -> web.StreamResponse:
-        body = await _body(request)  # its kind and namespace: the path's
+        body = json.loads(await request.read())  # its kind and namespace: the path's
         body |= {"apiVersion": at.kind.api_version, "kind": at.kind.kind}
         body["metadata"] = {k: v for k, v in body.get("metadata", {}).items() if k != "namespace"}
         body["metadata"] |= {"namespace": at.ref.namespace} if at.ref.namespace else {}
@@ -353,7 +353,8 @@ class FakeKube:
                 said = {"type": "ERROR", "object": _status(err)}
                 yield json.dumps(said).encode() + b"\n"
 
-        return await _stream(request, lines(), "application/json", at.record.fault)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        return await _stream(request, response, lines(), at.record.fault)
 
     async def _log(self, request: web.Request, at: At) -> web.StreamResponse:
         query, follow, fault = request.query, _flag(request.query, "follow"), at.record.fault
@@ -373,7 +374,8 @@ class FakeKube:
                 for line in piece.splitlines(keepends=True):
                     yield line.encode()
 
-        return await _stream(request, lines(), "text/plain", fault)
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        return await _stream(request, response, lines(), fault)
 
     async def _drawn(self, items: Iterator[Any]) -> AsyncIterator[Any]:
         """``items``, each drawn on a thread of the pool (a stream of the fake blocks)."""
@@ -399,11 +401,8 @@ class FakeKube:
                 if message.type != WSMsgType.BINARY or data[:2] == b"\xff\x00":
                     break
                 stdin += data[1:] if data[:1] == b"\x00" else b""
-        loop, cut, sent = (
-            asyncio.get_running_loop(),
-            getattr(at.record.fault, "drop_after", None),
-            0,
-        )
+        loop, sent = asyncio.get_running_loop(), 0
+        cut = at.record.fault.drop_after if at.record.fault else None
 
         def forward(output: ExecOutput) -> None:
             nonlocal sent
@@ -440,22 +439,12 @@ def _abort(request: web.Request, response: web.StreamResponse | None = None) -> 
     return response or web.Response()
 
 
-async def _body(request: web.Request) -> Any:
-    return json.loads(await request.read() or b"null")
-
-
-async def _stream(request: web.Request, items: AsyncIterator[bytes], content_type: str,
-                  fault: Fault | None = None, *, status: int = 200, length: int | None = None,
-                  encoding: str | None = None) -> web.StreamResponse:  # fmt: skip
-    """An answer of ``items``, chunked unless its ``length`` is given; a fault's ``drop_after``
+async def _stream(request: web.Request, response: web.StreamResponse, items: AsyncIterator[bytes],
+                  fault: Fault | None = None) -> web.StreamResponse:  # fmt: skip
+    """``items`` sent as ``response`` (chunked unless it has a length); a fault's ``drop_after``
     cuts the connection after so many of them."""
-    response = web.StreamResponse(status=status, headers={"Content-Type": content_type})
-    if encoding:
-        response.headers["Content-Encoding"] = encoding
-    if length is None:
+    if response.content_length is None:
         response.enable_chunked_encoding()
-    else:
-        response.content_length = length
     await response.prepare(request)
     cut, sent = fault.drop_after if fault is not None else None, 0
     try:
@@ -475,16 +464,18 @@ async def _stream(request: web.Request, items: AsyncIterator[bytes], content_typ
 async def _send(request: web.Request, body: Body) -> web.StreamResponse:
     """A test's own answer, piece by piece (never drawn past what the client read)."""
     pieces = [body.chunks] if isinstance(body.chunks, bytes) else body.chunks
-    length = len(body.chunks) if isinstance(body.chunks, bytes) else None
+    response = web.StreamResponse(status=body.status, headers={"Content-Type": body.content_type})
+    if body.encoding:
+        response.headers["Content-Encoding"] = body.encoding
+    whole = len(body.chunks) if isinstance(body.chunks, bytes) else None
+    response.content_length = whole if body.length == -1 else body.length
 
     async def chunks() -> AsyncIterator[bytes]:
         for piece in pieces:
             await asyncio.sleep(body.drip)
             yield piece
 
-    return await _stream(request, chunks(), body.content_type, status=body.status,
-                         length=length if body.length == -1 else body.length,
-                         encoding=body.encoding)  # fmt: skip
+    return await _stream(request, response, chunks())
 
 
 def _defaults(schema: Obj, node: Any) -> None:
