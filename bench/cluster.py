@@ -131,7 +131,7 @@ def cli_status_requests(shared: Path) -> None:
     for scenario, label in (("hang", "healthy"), ("unschedulable", "4 pods pending")):
         with LocalCluster(shared, scenario=scenario, auto=False) as local:
             _submit(local, 4, scenario)
-            local.advance(1.0)
+            local.clock.advance(1.0)
             with tempfile.TemporaryDirectory() as cache:
                 os.environ["KFCOMPILE_CACHE_DIR"] = cache
                 for run in ("no cache", "cached"):

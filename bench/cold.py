@@ -110,7 +110,7 @@ def _submit(local: LocalCluster) -> None:
         {"name": "bench", "image": "python:3.11-slim", "command": ["true"], "num_nodes": 4}
     )
     lifecycle.submit(local.session(), spec, "trainjob/v2.3", namespace=NAMESPACE, environ={})
-    local.advance(1.0)
+    local.clock.advance(1.0)
 
 
 def _row(

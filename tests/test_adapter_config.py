@@ -10,7 +10,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from fakekube.unreachable import Elsewhere, closed_port
+from fakekube import Body, FakeKube
+from fakekube.unreachable import closed_port
 
 from kfcompile_kube.config import ConfigError, connect
 
@@ -466,7 +467,8 @@ def test_an_oidc_refresh_its_issuer_cannot_serve_is_one_line_without_secrets(
     KeyError for one whose discovery document has no ``token_endpoint``: either is one line
     naming the provider and the issuer, never its tokens."""
     unreachable = f"http://127.0.0.1:{closed_port()}"
-    with Elsewhere() as elsewhere:  # answers {} to everything
+    with FakeKube() as elsewhere:
+        elsewhere.faults.add(answer=Body(b"{}"))  # a discovery document without keys
         for issuer, why in ((unreachable, "cannot reach it"), (elsewhere.url, "KeyError")):
             with pytest.raises(ConfigError) as info:
                 connect(str(oidc_kubeconfig(tmp_path / "kc", issuer)), environ={})

@@ -99,7 +99,8 @@ GADGET_CRD: Obj = {
 
 @pytest.fixture
 def fake() -> Iterator[FakeKube]:
-    with FakeKube(crds=[WIDGET_CRD]) as kube:
+    with FakeKube() as kube:
+        kube.store.create(WIDGET_CRD)
         kube.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         yield kube
 

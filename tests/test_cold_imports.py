@@ -70,7 +70,7 @@ def cluster() -> Iterator[LocalCluster]:
     with LocalCluster(schema_check.require_shared(), scenario="hang", auto=False) as local:
         spec = structure({"name": "demo", "image": "python:3.11-slim", "command": ["true"]})
         lifecycle.submit(local.session(), spec, "trainjob/v2.3", namespace=NAMESPACE, environ={})
-        local.advance(1.0)  # running, its first line logged; it never ends
+        local.clock.advance(1.0)  # running, its first line logged; it never ends
         yield local
 
 

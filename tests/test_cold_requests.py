@@ -44,7 +44,7 @@ def _cluster(scenario: str, nodes: int = 4) -> Iterator[tuple[LocalCluster, Ref]
         done = lifecycle.submit(
             local.session(), spec, "trainjob/v2.3", namespace=NAMESPACE, environ={}
         )
-        local.advance(1.0)  # running (hang), or its pods waiting to start
+        local.clock.advance(1.0)  # running (hang), or its pods waiting to start
         yield local, done.ref
 
 

@@ -38,7 +38,7 @@ SETTINGS = {
 
 @pytest.fixture
 def kube() -> Iterator[FakeKube]:
-    with FakeKube(crds=[]) as server:
+    with FakeKube() as server:
         server.tokens.add(TOKEN)
         yield server
 

@@ -20,7 +20,7 @@ import pytest
 import schema_check
 from fakekube import Body, FakeKube
 from fakekube.cluster import LocalCluster, with_demo
-from fakekube.unreachable import Dripping, StalledTLS, kubeconfig
+from fakekube.unreachable import Dripping, Silent, kubeconfig
 
 from kfcompile.cli import main
 from kfcompile.lifecycle import ClusterError
@@ -210,7 +210,7 @@ def test_a_dripped_body_ends_at_the_request_timeout(http: LocalCluster, fake: Fa
 
 
 def test_dripped_headers_end_at_the_request_timeout(tmp_path: Path, capsys: Any) -> None:
-    with Dripping(drip=0.2, lasting=8.0) as server:
+    with Dripping(drip=0.2) as server:
         start = time.monotonic()
         kc = kubeconfig(tmp_path / "kc", server.url)
         line = one_line(capsys, "status", "demo", "--request-timeout", "1s", kc=kc)
@@ -220,7 +220,7 @@ def test_dripped_headers_end_at_the_request_timeout(tmp_path: Path, capsys: Any)
 
 def test_a_tls_handshake_that_never_ends_waits_the_request_timeout(tmp_path: Path) -> None:
     """Not the connect timeout (today: 0.3 s here, 5 s by default, whatever the flag says)."""
-    with StalledTLS() as server:
+    with Silent("https") as server:  # its TLS handshake never ends
         api = connect(str(kubeconfig(tmp_path / "kc", server.url))).api_client
         kube = KubeCluster(api, connect_timeout=0.3, request_timeout=1.0)
         start = time.monotonic()
@@ -231,7 +231,7 @@ def test_a_tls_handshake_that_never_ends_waits_the_request_timeout(tmp_path: Pat
 
 
 def test_the_cli_says_the_tls_handshake_did_not_end(tmp_path: Path, capsys: Any) -> None:
-    with StalledTLS() as server:
+    with Silent("https") as server:  # its TLS handshake never ends
         kc = kubeconfig(tmp_path / "kc", server.url)
         line = one_line(capsys, "status", "demo", "--request-timeout", "0.5", kc=kc)
     assert line.endswith(f"TLS with {server.url} not established within 0.5s"), line

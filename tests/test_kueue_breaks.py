@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import schema_check
-from fakekube.cluster import NAMESPACE, QUEUE, PortCluster, cli, live, load_crd
+from fakekube.cluster import NAMESPACE, QUEUE, PortCluster, cli, live
 from test_cli_cluster import write_spec
 from test_lifecycle import spec, submit
 
@@ -167,7 +167,7 @@ def test_the_workload_crd_tells_v0_15_to_v0_16_from_v0_17_to_v0_19(shared: Path)
     """Kueue v0.17 added v1beta2 ``spec.preemptionGates`` to the Workload CRD: the real v0.15.8
     CRD has none, so the cluster runs v0.15 to v0.16, which drop the job's patches; the fake's
     (v0.19's) has it, so the same job is submitted. One read of the CRD, each time."""
-    real = load_crd(shared / "crds/kueue/workloads-v0.15.8.yaml")
+    real = schema_check.load_crd("kueue/workloads-v0.15.8.yaml")
     with PortCluster(shared, kueue="both") as local:
         local.store.put(real)
         with pytest.raises(PreflightFailed) as info:

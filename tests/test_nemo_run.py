@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import io
 import logging
 import math
 import multiprocessing
@@ -23,9 +24,10 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -721,7 +723,7 @@ def test_the_work_dir_goes_to_the_claim_and_back_without_kubectl(
     under ``workdir_local_path`` in the command point at the copy; ``pull_results`` brings the
     job directory back."""
     monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # no kubectl, no rsync
-    from fakekube.cluster import CLAIM, archive, members
+    from fakekube.cluster import CLAIM, members
 
     code = tmp_path / "code"
     code.mkdir()
@@ -795,7 +797,7 @@ def test_status_reads_conditions_queued_and_deadline(monkeypatch: pytest.MonkeyP
         monkeypatch.setenv("KUBECONFIG", str(local.kubeconfig))
         local.admits = math.inf  # Kueue keeps it waiting
         queued = _submitted(labels={"kueue.x-k8s.io/queue-name": QUEUE})
-        local.advance(10.0)
+        local.clock.advance(10.0)
         described = KfcompileScheduler("test").describe(queued)
         assert described is not None
         # the reason Kueue gives (its Workload), as status says it
@@ -803,7 +805,7 @@ def test_status_reads_conditions_queued_and_deadline(monkeypatch: pytest.MonkeyP
         assert f"Kueue: waiting in queue {QUEUE}: " in described.msg
 
         late = _submitted(annotations={"fake.kfcompile.dev/scenario": "deadline"})
-        local.advance(10.0)
+        local.clock.advance(10.0)
         described = KfcompileScheduler("test").describe(late)
         assert described is not None
         assert described.state == AppState.FAILED
@@ -949,6 +951,17 @@ def test_the_docs_executor_example_runs_with_its_secret_volumes_and_work_dir(
     [upload] = [e for e in cluster.fake.execs if e.command[:2] == ("tar", "-xf")]
     assert upload.namespace == "my-namespace" and upload.command[-1].endswith("/code")
     assert "scripts/docs.sh" in members(upload.stdin), sorted(members(upload.stdin))
+
+
+def archive(files: Mapping[str, bytes]) -> bytes:
+    """A tar stream of ``files`` (name: bytes), as the pod's tar writes one."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in files.items():
+            entry = tarfile.TarInfo(name)
+            entry.size = len(data)
+            tar.addfile(entry, io.BytesIO(data))
+    return out.getvalue()
 
 
 def _items_at(tree: Any, key: str) -> list[Any]:

@@ -302,7 +302,7 @@ def _wait_output(local: LocalCluster, tmp_path: Path, *, tty: bool) -> str:
     out = Output(primary)
     try:
         out.until("demo: PENDING")
-        local.advance(1.0)  # running, up to its first step
+        local.clock.advance(1.0)  # running, up to its first step
         assert "trainerStatus" in _job(local)["status"]
         out.until("30%")
         for percent in (60, 90):

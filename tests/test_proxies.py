@@ -330,7 +330,7 @@ def test_exec_takes_the_same_way(
 ) -> None:
     """The exec websocket goes where every other request goes: websocket-client, left to
     itself, takes the environment's proxy for loopback too (unless NO_PROXY is unset)."""
-    with FakeKube(crds=[]) as fake, serving(_Proxy(int(fake.url.rpartition(":")[2]))) as proxy:
+    with FakeKube() as fake, serving(_Proxy(int(fake.url.rpartition(":")[2]))) as proxy:
         fake.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         running_pod(fake, "p")
         fake.fake.on_exec = echo

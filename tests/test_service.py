@@ -7,8 +7,6 @@ import base64
 import json
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import public_api
@@ -85,8 +83,7 @@ def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
         assert proc.stdin is not None and proc.stdout is not None
         try:
             # Once it watches (after submitting all three), the jobs run.
-            ran = threading.Thread(target=_run_once_watched, args=(local,), daemon=True)
-            ran.start()
+            ran = local.run_once_watched("trainjobs", "pytorchjobs")
             lines = []
             for line in proc.stdout:
                 lines.append(line.rstrip("\n"))
@@ -138,16 +135,3 @@ def test_the_service_runs_its_workers_from_one_watch(tmp_path: Path) -> None:
         assert secret["data"]["WORKER_TOKEN"] not in "\n".join(lines)
     assert len(tokens) == 2  # each its own
     assert watches == 1  # one watch of every TrainJob, never a poll of each
-
-
-def _run_once_watched(local: LocalCluster) -> None:
-    """Run every job to its end once both kinds are watched (the service has submitted)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if all(
-            local.kube.requests.count("GET", f"/{plural}", watch=True)
-            for plural in ("trainjobs", "pytorchjobs")
-        ):
-            break
-        time.sleep(0.02)
-    local.advance(60.0)

@@ -214,7 +214,8 @@ def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
         fake.store.create(namespace)
         yield Side(fake, fake.store, lambda: fake.clock.advance(1.0))
         return
-    with FakeKube(crds=[WIDGET_CRD]) as kube:
+    with FakeKube() as kube:
+        kube.store.create(WIDGET_CRD)
         kube.store.create(namespace)
         conn = connect(str(kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)))
         yield Side(KubeCluster(conn.api_client, request_timeout=5.0), kube.store,

@@ -569,7 +569,7 @@ def test_run_status_log_list_cancel_through_the_torchx_cli(
     assert job["metadata"]["name"] == name
     assert job["spec"]["trainer"]["command"] == ["torchrun", "train.py", "--epochs", "3"]
 
-    local.advance(1.0)  # running, one step logged, then hanging
+    local.clock.advance(1.0)  # running, one step logged, then hanging
     env = clean_env(tmp_path, KUBECONFIG=kubeconfig)  # the other commands: kubectl's way
     status = torchx_process(tmp_path, "status", handle, env=env)
     assert status.returncode == 0, status.stderr
@@ -601,7 +601,7 @@ def test_run_status_log_list_cancel_through_the_torchx_cli(
 
         cancel = torchx_process(tmp_path, "cancel", handle, env=env)
         assert cancel.returncode == 0, cancel.stderr
-        local.advance(1.0)  # the garbage collector deletes its pods
+        local.clock.advance(1.0)  # the garbage collector deletes its pods
         _, err = tail.communicate(timeout=60)  # the job is gone: the tail ends
     finally:
         tail.kill()
@@ -622,11 +622,11 @@ def test_cancel_of_a_job_kueue_manages_ends_it(local: LocalCluster, workdir: Pat
         handle = runner.run(
             app, "kfcompile", cfg={"kubeconfig": str(local.kubeconfig), "queue": QUEUE}
         )
-        local.advance(1.0)  # admitted, running
+        local.clock.advance(1.0)  # admitted, running
         assert local.store.list("v1", "Pod", NAMESPACE) != []
         runner.cancel(handle)
     assert local.store.list(TRAINJOB, "TrainJob", NAMESPACE) == []
-    local.advance(1.0)
+    local.clock.advance(1.0)
     for api_version, kind in (
         ("jobset.x-k8s.io/v1alpha2", "JobSet"),
         ("batch/v1", "Job"),
@@ -707,7 +707,7 @@ def test_status_reads_the_kubeconfig_from_torchxconfig(local: LocalCluster, work
     (workdir / ".torchxconfig").write_text(f"[kfcompile]\nkubeconfig = {local.kubeconfig}\n")
     with get_runner() as runner:
         handle = runner.run(app, "kfcompile", cfg={"kubeconfig": str(local.kubeconfig)})
-    local.advance(1.0)
+    local.clock.advance(1.0)
     with get_runner() as runner:  # a new scheduler: nothing of the run is left in it
         status = runner.status(handle)
     assert status is not None and status.state == specs.AppState.RUNNING

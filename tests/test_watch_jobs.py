@@ -737,7 +737,7 @@ def _list_watch(local: LocalCluster, out: Output, *flags: str) -> int:
             if all(watched):
                 break
             time.sleep(0.02)
-        local.advance(5.0)
+        local.clock.advance(5.0)
         while time.monotonic() < deadline and " finished " not in out.text():
             if ended.wait(0.02):
                 return

@@ -1,11 +1,8 @@
-"""Every call the cluster commands make in the test suite, as the authorizer sees it (verb, API
-group, resource[/subresource], namespace or cluster-wide, name): recorded by the clusters the
-lifecycle, CLI and integration tests run on (``cluster.PortCluster``, ``LocalCluster``: each of
-their port calls, over HTTP too), never by tests that probe the fake itself; checked against
-``kfcompile.lifecycle.rbac`` at the end of the session (``tests/conftest.py``) and by
-``tests/test_rbac_requests.py``. Discovery (``served``) needs no Role. An exec (a WebSocket
-upgrade, a GET) is authorized as ``get`` up to Kubernetes 1.34 and ``create`` from 1.35
-(KEP-4006), so it needs both."""
+"""Every call the commands make to the suite's clusters (``cluster.PortCluster``,
+``LocalCluster``), as the authorizer sees it, checked against ``kfcompile.lifecycle.rbac`` at the
+end of the session (``tests/conftest.py``) and by ``tests/test_rbac_requests.py``. Discovery
+needs no Role; an exec (a WebSocket upgrade, a GET) is authorized as ``get`` up to Kubernetes
+1.34 and ``create`` from 1.35 (KEP-4006), so it needs both."""
 
 from __future__ import annotations
 
@@ -50,7 +47,7 @@ def of_call(call: Call, store: Store) -> list[Access]:
 
 
 class Seen:
-    """Distinct accesses, each with the first test that needed it."""
+    """Distinct accesses, each with the first test that needed it; ``also``: more to tell."""
 
     def __init__(self) -> None:
         self.accesses: dict[Access, str] = {}
@@ -58,13 +55,12 @@ class Seen:
 
     def add(self, accesses: Iterable[Access]) -> None:
         where = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
-        for access in accesses:
-            self.accesses.setdefault(access, where)
-        for other in self.also:
-            other.add(accesses)
+        for seen in (self, *self.also):
+            for access in accesses:
+                seen.accesses.setdefault(access, where)
 
     def calls(self, calls: Calls, store: Store) -> None:
-        """Record each call of a fake from now on (``calls``: its ``FakeCluster.calls``)."""
+        """Record each call of a fake (its ``FakeCluster.calls``) from now on."""
         calls.listeners.append(lambda call: self.add(of_call(call, store)))
 
 
@@ -74,8 +70,7 @@ AUDIT = Seen()  # the whole session's
 @contextmanager
 def recording() -> Iterator[Seen]:
     """What the clusters record while this lasts (as well as into ``AUDIT``)."""
-    seen = Seen()
-    AUDIT.also.append(seen)
+    AUDIT.also.append(seen := Seen())
     try:
         yield seen
     finally:
@@ -93,8 +88,7 @@ def _scope(access: Access) -> str:
 
 
 def denied(seen: Seen) -> list[str]:
-    """Each access no rule of ``kfcompile.lifecycle.rbac`` allows, with the first test that
-    needed it."""
+    """Each access no rule of ``kfcompile.lifecycle.rbac`` allows, with its first test."""
     return [f"{access}: not allowed by the Role for {_scope(access)} ({where})"
             for access, where in sorted(seen.accesses.items(), key=lambda kv: str(kv[0]))
             if not rbac.allows(_SCOPES[_scope(access)], access.verb, access.group,
@@ -102,8 +96,7 @@ def denied(seen: Seen) -> list[str]:
 
 
 def unused(seen: Seen) -> list[str]:
-    """Each verb of each rule of ``kfcompile.lifecycle.rbac`` no access needed: broader than
-    the commands are."""
+    """Each verb of each rule of ``kfcompile.lifecycle.rbac`` no access needed."""
     used = {(_scope(a), a.verb, a.group, a.resource) for a in seen.accesses}
     return [f"{scope}: {verb} {rule.resource}{'.' + rule.group if rule.group else ''} "
             f"({rule.why}) is granted but no request needed it"

@@ -1,14 +1,12 @@
-"""Whole clusters with Kubeflow installed, for the suite: the upstream CRDs and runtimes of
-``../shared`` (so a cluster is told apart as a real one is, and what kfcompile creates is held
-to the real schemas: ``checked``), the Trainer's ConfigMap, a claim and a Kueue queue; each
-job's life a row of ``LIVES`` (``live``). ``PortCluster``: behind the port, on the fake clock
-(the CLI too: ``wired``); ``LocalCluster``: over HTTP (``kubeconfig``), its clock in step with
-real time; ``TwoClusters``: a MultiKueue manager and its worker. Every call the commands make
-to them is recorded for the RBAC audit (``audit.AUDIT``)."""
+"""Whole clusters with Kubeflow installed, for the suite (``install``: the upstream CRDs and
+runtimes of ``../shared``, what is created held to them, a claim and a Kueue queue); each job
+lives a row of ``LIVES`` (``live``). ``PortCluster``: behind the port on the fake clock (the CLI
+too: ``wired``); ``LocalCluster``: over HTTP, its clock in step with real time; ``TwoClusters``:
+a MultiKueue manager and its worker. Every call the commands make to them is recorded for the
+RBAC audit (``audit.AUDIT``)."""
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import random
@@ -45,7 +43,6 @@ RELEASES: Final = {"trainjob/v2.0": ("trainjobs-v2.0.1.yaml",),
                    "trainjob/v2.3": ("trainjobs-v2.3.0.yaml",),
                    "pytorchjob/v1": ("pytorchjobs-v1.9.4.yaml",)}  # fmt: skip
 SERVES: Final = {"v1beta2": ("v1beta2",), "both": ("v1beta2", "v1beta1"), "v1beta1": ("v1beta1",)}
-RUNTIMES: Final = ("torch-distributed", "torch-distributed-with-cache")
 FROM_CRDS: Final = "from the CRDs"  # trainer=: the release of the TrainJob CRD installed
 # How a job of each scenario lives (``courses.runs``' arguments): in a cluster of that
 # scenario, or annotated ``SCENARIO_ANNOTATION`` with its name (``live``).
@@ -70,28 +67,21 @@ def upstream_runtime(shared: Path, name: str) -> dict[str, Any]:
     return runtime
 
 
-@functools.cache
-def load_crd(path: Path) -> dict[str, Any]:
-    crd: dict[str, Any] = yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
-    return crd
-
-
 def install(store: Store, shared: Path, crds: tuple[str, ...], runtime: bool = True,
             trainer: str | None = FROM_CRDS, serves: str | None = "v1beta2") -> None:  # fmt: skip
     """What a cluster with Kubeflow has before a test starts: ``crds`` (with the runtimes'),
     the Trainer's ConfigMap saying ``trainer`` (by default the release of the TrainJob CRD, none
     before v2.2), the upstream runtimes, the claim ``CLAIM``, Kueue serving ``SERVES[serves]``
     with the LocalQueue ``QUEUE`` (None: no Kueue); what is created is ``checked``."""
-    files = (*crds, "clustertrainingruntimes-v2.3.0.yaml", "trainingruntimes-v2.3.0.yaml")
-    for name in files:
-        store.create(load_crd(shared / "crds" / name))
+    for name in (*crds, "clustertrainingruntimes-v2.3.0.yaml", "trainingruntimes-v2.3.0.yaml"):
+        store.create(schema_check.load_crd(name))
     if trainer == FROM_CRDS:
         found = next((m[1] for c in crds if (m := re.fullmatch(r"trainjobs-(v[\d.]+)\.yaml", c))),
                      None)  # fmt: skip
         trainer = found if found and not found.startswith(("v2.0.", "v2.1.")) else None
     if trainer is not None:
         courses.release(store, trainer)
-    for name in RUNTIMES if runtime else ():
+    for name in ("torch-distributed", "torch-distributed-with-cache") if runtime else ():
         store.create(upstream_runtime(shared, name))
     store.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                   "metadata": {"name": CLAIM, "namespace": NAMESPACE},
@@ -121,9 +111,9 @@ def live(fake: FakeCluster, job: dict[str, Any], scenario: str, *, admits: float
 
 def helper_tar(fake: FakeCluster) -> dict[str, bytes]:
     """The sync helper pod's ``tar``, as ``fake.on_exec``: the stream a ``tar -xf - -C DIR``
-    reads is kept as sent (the dict returned, by DIR), and a ``tar -cf - -C DIR .`` answers
-    what DIR was last sent (exit 2, tar's words, when nothing was); ``mkdir -p`` succeeds, any
-    other command line is not found (127)."""
+    reads is kept (the dict returned, by DIR), a ``tar -cf - -C DIR .`` answers what DIR was
+    last sent (exit 2, tar's words, when nothing was); ``mkdir -p`` succeeds, any other command
+    is not found (127)."""
     sent: dict[str, bytes] = {}
 
     def run(call: Exec) -> ExecAnswer:
@@ -144,17 +134,6 @@ def helper_tar(fake: FakeCluster) -> dict[str, bytes]:
     return sent
 
 
-def archive(files: Mapping[str, bytes]) -> bytes:
-    """A tar stream of ``files`` (name: bytes), as the pod's tar writes one."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for name, data in files.items():
-            entry = tarfile.TarInfo(name)
-            entry.size = len(data)
-            tar.addfile(entry, io.BytesIO(data))
-    return out.getvalue()
-
-
 def members(stream: bytes) -> dict[str, bytes]:
     """The regular files of a tar stream (hard links with their target's bytes), by name."""
     with tarfile.open(fileobj=io.BytesIO(stream)) as tar:
@@ -163,7 +142,8 @@ def members(stream: bytes) -> dict[str, bytes]:
 
 
 class _Kubeflow:
-    """Kubeflow installed in ``fake`` (a ``FakeCluster`` on ``clock``)."""
+    """Kubeflow installed in ``fake`` (a ``FakeCluster`` on ``clock``), its sync helper pods'
+    ``tar`` answering (``sent``), every call audited."""
 
     def __init__(self, shared: Path, clock: FakeClock, crds: tuple[str, ...], runtime: bool,
                  trainer: str | None, kueue: str | None) -> None:  # fmt: skip
@@ -171,8 +151,8 @@ class _Kubeflow:
         self.fake = FakeCluster(clock)
         self.store, self.calls = self.fake.store, self.fake.calls
         install(self.store, shared, crds, runtime, trainer, kueue)
-        self.sent = helper_tar(self.fake)  # what the sync's execs sent, by directory
-        AUDIT.calls(self.calls, self.store)  # what the commands ask, checked against the Role
+        self.sent = helper_tar(self.fake)
+        AUDIT.calls(self.calls, self.store)
 
     def __enter__(self) -> Self:
         return self
@@ -186,9 +166,8 @@ class _Kubeflow:
 
 class PortCluster(_Kubeflow):
     """Kubeflow behind the port on a ``FakeClock``: nothing moves a job but what the test
-    scripts (``fake.at``, ``kfcompile.testing.courses``), or, given a ``scenario``, each job
-    lives that row of ``LIVES``; ``controllers``: sync helper pods start, a suspended job
-    stops."""
+    scripts, or, given a ``scenario``, each job lives that row of ``LIVES``; ``controllers``:
+    sync helper pods start, a suspended job stops."""
 
     def __init__(self, shared: Path, *, step: float = 0.1, crds: tuple[str, ...] = CRDS,
                  runtime: bool = True, trainer: str | None = FROM_CRDS,
@@ -203,8 +182,7 @@ class PortCluster(_Kubeflow):
             self.store.on_patch.append(courses.suspends(self.fake))
 
     def wire(self, monkeypatch: pytest.MonkeyPatch, namespace: str = "default") -> Self:
-        """The CLI, TorchX and NeMo-Run reach this cluster (``wired``; the context's namespace
-        ``namespace``)."""
+        """The CLI, TorchX and NeMo-Run reach this cluster (``wired``)."""
         wired(monkeypatch, {"fake": self.fake}, "fake", namespace)
         return self
 
@@ -218,9 +196,8 @@ class PortCluster(_Kubeflow):
 
 def cli(monkeypatch: pytest.MonkeyPatch, *, namespace: str = "default",
         scenario: str | None = "succeeds", **options: Any) -> PortCluster:  # fmt: skip
-    """A ``PortCluster`` the CLI reaches (``wired``), its clock at the wall time (the CLI shows
-    ages), its jobs living ``scenario``, its controllers running (``options``: the rest of
-    ``PortCluster``'s arguments)."""
+    """A ``PortCluster`` the CLI reaches, its clock at the wall time (the CLI shows ages), its
+    jobs living ``scenario``, its controllers running (``options``: ``PortCluster``'s)."""
     clock = FakeClock(start=time.time())
     found = PortCluster(schema_check.require_shared(), clock=clock, scenario=scenario,
                         controllers=True, **options)  # fmt: skip
@@ -230,9 +207,8 @@ def cli(monkeypatch: pytest.MonkeyPatch, *, namespace: str = "default",
 def wired(monkeypatch: pytest.MonkeyPatch, contexts: Mapping[str, FakeCluster], current: str,
           namespace: str = "default") -> None:  # fmt: skip
     """``kfcompile_kube.session`` and ``connect`` (the CLI's, TorchX's and NeMo-Run's way to a
-    cluster) reach these fakes by kubeconfig context (``current`` when none is given; its
-    namespace ``namespace``); another context is a ``ConfigError``, as a kubeconfig without
-    it."""
+    cluster) reach these fakes by kubeconfig context (``current`` when none is given), in
+    ``namespace``; another context is a ``ConfigError``, as a kubeconfig without it."""
 
     def session(kubeconfig: str | None = None, context: str | None = None,
                 **options: Any) -> tuple[Session, FakeConnection]:  # fmt: skip
@@ -253,10 +229,10 @@ def wired(monkeypatch: pytest.MonkeyPatch, contexts: Mapping[str, FakeCluster], 
 
 
 class LocalCluster(_Kubeflow):
-    """Kubeflow over HTTP (``kube``, ``kubeconfig``): each job lives ``scenario`` (a row of
-    ``LIVES``; None: only what the test adds to ``store.on_create``), ten times as fast; sync
-    helper pods start, a suspended job stops; the clock runs in step with real time
-    (``auto=False``: only as ``advance`` moves it)."""
+    """Kubeflow over HTTP (``kube``, ``kubeconfig``): each job lives ``scenario`` (None: only
+    what the test adds to ``store.on_create``), ten times as fast; sync helper pods start, a
+    suspended job stops; the clock runs in step with real time (``auto=False``: only as the
+    test advances it)."""
 
     def __init__(
         self,
@@ -292,22 +268,21 @@ class LocalCluster(_Kubeflow):
         self.kube.__exit__()
         self._tmp.cleanup()
 
-    def advance(self, seconds: float) -> None:
-        """Let ``seconds`` of fake time pass: the scripted changes due meanwhile happen."""
-        self.clock.advance(seconds)
-
-    def run_once_watched(self, plural: str, seconds: float = 60.0) -> None:
-        """Let ``seconds`` of fake time pass once a watch of ``plural`` started (``auto=False``):
+    def run_once_watched(self, *plurals: str, seconds: float = 60.0) -> threading.Thread:
+        """Let ``seconds`` of fake time pass once each of ``plurals`` is watched (``auto=False``):
         a waiter sees each change as it happens, whatever the machine's speed."""
 
         def run() -> None:
-            for _ in range(3000):
-                if self.kube.requests.count("GET", f"/{plural}", watch=True):
-                    break
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not all(
+                self.kube.requests.count("GET", f"/{plural}", watch=True) for plural in plurals
+            ):
                 time.sleep(0.01)
-            self.advance(seconds)
+            self.clock.advance(seconds)
 
-        threading.Thread(target=run, daemon=True).start()
+        ran = threading.Thread(target=run, daemon=True)
+        ran.start()
+        return ran
 
     def session(self, retry_for: float = 5.0, request_timeout: float = 5.0) -> Session:
         conn = connect(str(self.kubeconfig))
@@ -331,12 +306,11 @@ def with_demo(shared: Path, *, running: bool = False) -> Iterator[LocalCluster]:
 
 
 class TwoClusters:
-    """A MultiKueue manager and its worker (``WORKER``) behind the port, on one clock: each
-    job of ``QUEUE`` on the manager is mirrored to the worker (``fake_kueue.dispatches``), where
-    it lives ``scenario``; both serve the Kueue versions ``kueue`` names. ``wire`` makes the CLI
-    reach the manager as context ``manager`` and the worker as ``worker_context`` (None: the
-    kubeconfig has no way to it), with a cluster mapping file (``clusters_file``, for
-    ``$KFCOMPILE_CLUSTERS``) that maps the worker for the manager when ``mapped``."""
+    """A MultiKueue manager and its worker (``WORKER``) behind the port, on one clock: each job
+    of ``QUEUE`` on the manager is mirrored to the worker, where it lives ``scenario``. ``wire``
+    makes the CLI reach the manager as context ``manager`` and the worker as
+    ``worker_context`` (None: no way to it), with a cluster mapping file (``clusters_file``,
+    for ``$KFCOMPILE_CLUSTERS``) that maps the worker for the manager when ``mapped``."""
 
     WORKER: Final = fake_kueue.WORKER
 

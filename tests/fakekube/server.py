@@ -1,12 +1,10 @@
-"""The HTTP harness: a ``kfcompile.testing.FakeCluster`` served over real HTTP, for the tests of
-the adapter's contract with the real ``kubernetes`` client (and kubectl): URLs, discovery,
-streams, timeouts, faults on the wire, the exec protocol. Each request is one call of the fake's
-port, answered in the shapes a real API server answers (KUBEFLOW.md, "Talking to the API"): what
-the fake refuses as a ``Status`` with its code, list items without ``kind`` in the built-in
-groups, watches as JSON lines with a 410 inside the stream, 204 for the log of a pod not
-scheduled yet, exec over the ``v5.channel.k8s.io`` websocket (the command answered by the
-fake's ``on_exec``). What is created is held to the real schemas (``checked``). Not served, as
-no client here sends it: PUT, other patch types (415), a collection's DELETE, ``/status``."""
+"""The HTTP harness: a ``kfcompile.testing.FakeCluster`` served over real HTTP, for the adapter's
+contract with the real ``kubernetes`` client (URLs, discovery, streams, timeouts, faults on the
+wire, the exec protocol). Each request is one call of the fake's port, answered as a real API
+server answers (KUBEFLOW.md, "Talking to the API"): errors as a ``Status``, list items without
+``kind`` in the built-in groups, a 410 inside a watch's stream, 204 for the log of a pod not
+scheduled yet, exec over the ``v5.channel.k8s.io`` websocket. Only what the adapter sends is
+served: discovery of a group version, merge patches, exec by GET."""
 
 from __future__ import annotations
 
@@ -19,7 +17,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -28,7 +26,7 @@ from aiohttp import WSMsgType, web
 from attrs import define
 
 from kfcompile import testing
-from kfcompile.lifecycle.ports import ApiError, Ref
+from kfcompile.lifecycle.ports import ApiError, ExecOutput, Ref
 from kfcompile.output import crd as kfcrd
 from kfcompile.testing import FakeClock, FakeCluster, Store
 from kfcompile.testing.cluster import STATUSES, Calls, Named, check_exec
@@ -38,14 +36,19 @@ Obj = dict[str, Any]
 _BUILTIN_GROUPS = ("", "batch", "events.k8s.io", "apiextensions.k8s.io")
 _SUBRESOURCES = {"Pod": ["log", "exec"]}
 _FRAME = 1 << 20  # exec stdout frames
+# /api/v1 or /apis/GROUP/VERSION, then [namespaces/NS/]PLURAL[/NAME[/SUBRESOURCE]]
+_GROUP_VERSION = r"/api(?:s/(?P<group>[^/]+))?/(?P<version>[^/]+)"
+_RESOURCE = re.compile(
+    _GROUP_VERSION + r"(?:/namespaces/(?P<namespace>[^/]+))?"
+    r"/(?P<plural>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?"
+)
 
 
-def status(code: int, message: str | None = None, retry_after: float | None = None) -> Obj:
-    """A ``Status`` body as the API server sends it for an error ``code``."""
-    reason, said = STATUSES.get(code, ("InternalError", "injected fault"))
+def _status(err: ApiError) -> Obj:
+    """The ``Status`` body the API server sends for ``err``."""
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message or said, "reason": reason, "code": code}  # fmt: skip
-    return body | ({"details": {"retryAfterSeconds": retry_after}} if retry_after else {})
+            "message": err.message, "reason": err.reason, "code": err.status or 500}  # fmt: skip
+    return body | ({"details": {"retryAfterSeconds": err.retry_after}} if err.retry_after else {})
 
 
 class Closed(Exception):
@@ -53,8 +56,8 @@ class Closed(Exception):
 
 
 class PacedClock(FakeClock):
-    """Fake time that moves only as ``advance`` is called (by a thread in step with real time,
-    or by the test), which a served stream waits for in real time."""
+    """Fake time that moves only as ``advance`` is called (by the server's ticker in step with
+    real time, or by the test); a served stream waits for it in real time."""
 
     def __init__(self, step: float) -> None:
         super().__init__(step=step, start=time.time(), limit=math.inf)
@@ -74,33 +77,29 @@ class PacedClock(FakeClock):
 
 @dataclass(frozen=True)
 class Body:
-    """An answer of the test's own (200 unless ``status``): ``chunks`` (bytes, or pieces drawn
-    as they are sent), with a ``Content-Length`` of ``length`` (-1: that of the bytes; None:
-    chunked), ``drip`` seconds before each piece, and a ``Content-Encoding`` if given."""
+    """A test's own answer: ``chunks`` (bytes, or pieces drawn as they are sent) with a
+    ``Content-Length`` of ``length`` (-1: that of the bytes; None: chunked), ``drip`` seconds
+    before each piece."""
 
     chunks: bytes | Iterable[bytes]
     content_type: str = "application/json"
     length: int | None = -1
     drip: float = 0.0
-    encoding: str | None = None
+    encoding: str | None = None  # its Content-Encoding
     status: int = 200
 
 
 @define
 class Fault(testing.Fault):
-    """Trouble on the wire for the next ``remaining`` requests that match (``Faults.add``): as
-    a port fault (``method``: an HTTP method; ``path``: in the URL's path), and ``watch``: only
-    watches (True) or only other requests (False); ``hang`` seconds before answering;
-    ``answer`` instead of the server's; ``location``: a 3xx's target (scheme://host:port)."""
+    """Trouble on the wire (``FakeKube.faults.add``): a port fault's fields (``method``: an HTTP
+    method; ``path``: in the URL's path); ``watch``: only watches (True) or only other requests
+    (False); ``hang`` seconds before answering; ``answer`` instead of the server's;
+    ``location``: a 3xx's target (scheme://host:port)."""
 
     watch: bool | None = None
     hang: float | None = None
     answer: Body | None = None
     location: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if self.location is not None and not 300 <= (self.status or 0) < 400:
-            raise ValueError("a location needs a 3xx status")
 
     def matches(self, call: Named) -> bool:
         return self.watch in (None, getattr(call, "watch", None)) and super().matches(call)
@@ -121,7 +120,6 @@ class RequestRecord:
     status: int = 0
     verb: str = ""  # get list watch create patch delete log exec discovery
     fault: Fault | None = None
-    time: float = field(default_factory=time.monotonic)
 
 
 def _flag(query: Any, name: str) -> bool:
@@ -131,11 +129,7 @@ def _flag(query: Any, name: str) -> bool:
 
 
 def _number(query: Any, name: str) -> int | None:
-    value = query.get(name)
-    try:
-        return None if value in (None, "") else int(value)
-    except ValueError:
-        raise error(400, "BadRequest", f"invalid {name}: {value!r}") from None
+    return int(query[name]) if query.get(name) else None
 
 
 def _json(code: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -144,25 +138,23 @@ def _json(code: int, body: Any, headers: dict[str, str] | None = None) -> web.Re
 
 
 class At(NamedTuple):
-    """What a request is about: its record, the kind, namespace and name its path names."""
+    """What a request is about: its record, and the kind and object its path names."""
 
     record: RequestRecord
     kind: ResourceKind
-    namespace: str | None
-    name: str
+    ref: Ref
 
-    @property
-    def ref(self) -> Ref:
-        return Ref(self.kind.api_version, self.kind.kind, self.namespace, self.name)
+
+def _not_found() -> ApiError:
+    return error(404, "NotFound", "the server could not find the requested resource")
 
 
 class FakeKube:
     """A fake cluster over HTTP: ``with FakeKube() as kube: kube.kubeconfig(path)``. ``fake``:
-    the cluster to serve (by default one of its own, ``checked``); its ``PacedClock`` moves in
+    the cluster served (by default one of its own, ``checked``); its ``PacedClock`` moves in
     step with real time on a thread of its own (``ticking=False``: as the test advances it)."""
 
-    def __init__(self, *, crds: Iterable[Obj] = (), fake: FakeCluster | None = None,
-                 ticking: bool = True) -> None:  # fmt: skip
+    def __init__(self, *, fake: FakeCluster | None = None, ticking: bool = True) -> None:
         if fake is None:
             fake = FakeCluster(PacedClock(step=0.01))
             checked(fake.store)
@@ -175,8 +167,6 @@ class FakeKube:
         paced = isinstance(fake.clock, PacedClock) and ticking
         self._ticker = threading.Thread(target=self._tick, daemon=True) if paced else None
         self._runner: web.AppRunner | None = None
-        for crd in crds:
-            self.store.create(crd)
 
     def __enter__(self) -> FakeKube:
         app = web.Application(client_max_size=1 << 30)
@@ -226,17 +216,12 @@ class FakeKube:
         self.tokens.add(token)
         return write_kubeconfig(path, {context: self.url}, namespace=namespace, token=token)
 
-    # --- a request ------------------------------------------------------------------------------
-
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        """Record the request, authenticate it, take its fault, answer."""
+        """Record the request, take its fault (trouble on the wire: before any authentication),
+        authenticate it, answer."""
         watch = _flag(request.query, "watch")
         record = RequestRecord(request.method, request.path, dict(request.query), watch)
         self.requests.append(record)
-        auth = request.headers.get("Authorization", "")
-        if not (auth.startswith("Bearer ") and auth[7:] in self.tokens):
-            record.status = 401
-            return _json(401, status(401))
         record.fault = fault = cast(Fault | None, self.faults.take(record))
         try:
             if fault is not None:
@@ -254,91 +239,61 @@ class FakeKube:
                 if fault.answer is not None:
                     record.status = fault.answer.status
                     return await _send(request, fault.answer)
+            auth = request.headers.get("Authorization", "")
+            if not (auth.startswith("Bearer ") and auth[7:] in self.tokens):
+                raise error(401, *STATUSES[401])
             response = await self._route(request, record)
         except ApiError as err:
             wait = {"Retry-After": f"{err.retry_after:g}"} if err.retry_after else None
-            body = status(err.status or 500, err.message, err.retry_after)
-            response = _json(err.status or 500, body | {"reason": err.reason}, wait)
+            response = _json(err.status or 500, _status(err), wait)
         except Closed:
             response = web.Response(status=503)
         record.status = record.status or response.status
         return response
 
     async def _route(self, request: web.Request, record: RequestRecord) -> web.StreamResponse:
-        parts = [p for p in request.path.split("/") if p]
-        if parts and len(parts) <= {"api": 2, "apis": 3}.get(parts[0], 0):
+        if found := re.fullmatch(_GROUP_VERSION, request.path):
             record.verb = "discovery"
-            return _json(200, self._discovery(parts))
-        kind, namespace, name, sub = self._target(parts)
-        listing = ("watch", self._watch) if record.watch else ("list", self._list)
-        verbs: dict[tuple[bool, str, str | None], tuple[str, Any]] = {
-            (False, "GET", None): listing, (False, "POST", None): ("create", self._create),
-            (True, "GET", None): ("get", self._get), (True, "PATCH", None): ("patch", self._patch),
-            (True, "DELETE", None): ("delete", self._delete),
-            (True, "GET", "log"): ("log", self._log), (True, "GET", "exec"): ("exec", self._exec),
-            (True, "POST", "exec"): ("exec", self._exec),
-        }  # fmt: skip
-        found = verbs.get((bool(name), request.method, sub))
-        if found is None or (found[0] == "create" and kind.namespaced and not namespace):
+            return _json(200, self._discovery(found["group"] or "", found["version"]))
+        if not (path := _RESOURCE.fullmatch(request.path)):
+            raise _not_found()
+        namespace, name, sub = path["namespace"], path["name"], path["sub"]
+        key = (path["group"] or "", path["version"], path["plural"])
+        kind = next(
+            (k for k in self.store.kinds.values() if (k.group, k.version, k.plural) == key), None
+        )
+        if kind is None or sub not in (None, *_SUBRESOURCES.get(kind.kind, [])):
+            raise _not_found()
+        if name and kind.namespaced != (namespace is not None):
+            raise _not_found()
+        verb = {("GET", False, None): "watch" if record.watch else "list",
+                ("POST", False, None): "create", ("GET", True, None): "get",
+                ("PATCH", True, None): "patch", ("DELETE", True, None): "delete",
+                ("GET", True, "log"): "log", ("GET", True, "exec"): "exec",
+                }.get((request.method, bool(name), sub), "")  # fmt: skip
+        if not verb or (verb == "create" and kind.namespaced and not namespace):
             said = "the server does not allow this method on the requested resource"
             raise error(405, "MethodNotAllowed", said)
-        record.verb = found[0]
-        response: web.StreamResponse = await found[1](request, At(record, kind, namespace, name))
+        record.verb = verb
+        at = At(record, kind, Ref(kind.api_version, kind.kind, namespace, name or ""))
+        response: web.StreamResponse = await getattr(self, "_" + verb)(request, at)
         return response
 
-    def _target(self, parts: list[str]) -> tuple[ResourceKind, str | None, str, str | None]:
-        """The kind, namespace, name and subresource a path names (404 for none)."""
-        missing = error(404, "NotFound", "the server could not find the requested resource")
-        if parts[:1] not in (["api"], ["apis"]):
-            raise missing
-        core = parts[0] == "api"
-        group, version, rest = ("", parts[1], parts[2:]) if core else (*parts[1:3], parts[3:])
-        namespace = None
-        if rest[:1] == ["namespaces"] and len(rest) >= 3:
-            namespace, rest = rest[1], rest[2:]
-        rk = next((k for k in self.store.kinds.values() if rest and (k.group, k.version,
-                   k.plural) == (group, version, rest[0])), None)  # fmt: skip
-        allowed = [[], *([sub] for sub in _SUBRESOURCES.get(rk.kind, []))] if rk else []
-        if rk is None or len(rest) > 3 or rest[2:] not in allowed:
-            raise missing
-        if rk.namespaced != (namespace is not None) and len(rest) > 1:
-            raise missing
-        return rk, namespace, "".join(rest[1:2]), (rest[2:] or [None])[0]
-
-    def _discovery(self, parts: list[str]) -> Obj:
-        """``/api``, ``/api/v1``, ``/apis``, ``/apis/G``, ``/apis/G/V``."""
-        kinds = list(self.store.kinds.values())
-        groups: dict[str, list[str]] = {}
-        for k in kinds:
-            if k.group and k.version not in groups.setdefault(k.group, []):
-                groups[k.group].append(k.version)
-
-        def group(name: str) -> Obj:
-            versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in groups[name]]
-            return {"name": name, "versions": versions, "preferredVersion": versions[0]}
-
-        if parts == ["api"]:
-            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-                {"clientCIDR": "0.0.0.0/0", "serverAddress": self.url[7:]}]}  # fmt: skip
-        if parts == ["apis"]:
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [*map(group, groups)]}
-        name, version = ("", parts[1]) if parts[0] == "api" else (parts[1], "".join(parts[2:]))
-        if (name and name not in groups) or (version and version not in groups.get(name, ["v1"])):
-            raise error(404, "NotFound", "the server could not find the requested resource")
-        if not version:
-            return {"kind": "APIGroup", "apiVersion": "v1", **group(name)}
+    def _discovery(self, group: str, version: str) -> Obj:
+        """The APIResourceList of ``group``/``version`` (404 if nothing is served there)."""
         verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
         resources = []
-        for k in (k for k in kinds if (k.group, k.version) == (name, version)):
-            entry = {"singularName": k.kind.lower(), "kind": k.kind, "namespaced": k.namespaced}
-            resources.append({"name": k.plural, **entry, "verbs": verbs})
-            for sub in _SUBRESOURCES.get(k.kind, []):
-                said = {"name": f"{k.plural}/{sub}", "singularName": "", "verbs": ["create", "get"]}
-                resources.append(entry | said)
+        for k in self.store.kinds.values():
+            if (k.group, k.version) == (group, version):
+                entry = {"singularName": k.kind.lower(), "kind": k.kind, "namespaced": k.namespaced}
+                resources.append({"name": k.plural, **entry, "verbs": verbs})
+                for sub in _SUBRESOURCES.get(k.kind, []):
+                    named = {"name": f"{k.plural}/{sub}", "singularName": ""}
+                    resources.append(entry | named | {"verbs": ["create", "get"]})
+        if not resources:
+            raise _not_found()
         return {"kind": "APIResourceList", "apiVersion": "v1", "resources": resources,
-                "groupVersion": f"{name}/{version}" if name else version}  # fmt: skip
-
-    # --- the verbs ------------------------------------------------------------------------------
+                "groupVersion": f"{group}/{version}" if group else version}  # fmt: skip
 
     async def _get(self, request: web.Request, at: At) -> web.StreamResponse:
         return _json(200, self.fake.get(at.ref))
@@ -347,28 +302,26 @@ class FakeKube:
         if request.content_type != "application/merge-patch+json":
             said = f"the body of the request was in an unknown format ({request.content_type})"
             raise error(415, "UnsupportedMediaType", said)
-        return _json(200, self.fake.patch(at.ref, await _body(request)))
+        return _json(200, self.fake.patch(at.ref, json.loads(await request.read())))
 
     async def _delete(self, request: web.Request, at: At) -> web.StreamResponse:
-        options = await _body(request) or {}
-        policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
-        self.fake.delete(at.ref, policy or "Background")
-        details = {"name": at.name, "kind": at.kind.plural}
+        options = json.loads(await request.read() or b"{}")
+        self.fake.delete(at.ref, options.get("propagationPolicy") or "Background")
         said = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
-        return _json(200, said | {"details": details})
+        return _json(200, said | {"details": {"name": at.ref.name, "kind": at.kind.plural}})
 
     async def _create(self, request: web.Request, at: At) -> web.StreamResponse:
-        body = await _body(request)  # its kind and namespace: the path's
+        body = json.loads(await request.read())  # its kind and namespace: the path's
         body |= {"apiVersion": at.kind.api_version, "kind": at.kind.kind}
         body["metadata"] = {k: v for k, v in body.get("metadata", {}).items() if k != "namespace"}
-        body["metadata"] |= {"namespace": at.namespace} if at.namespace else {}
+        body["metadata"] |= {"namespace": at.ref.namespace} if at.ref.namespace else {}
         dry_run = request.query.get("dryRun") == "All"  # the only value the API has
         return _json(201, self.fake.create(body, dry_run=dry_run))
 
     async def _list(self, request: web.Request, at: At) -> web.StreamResponse:
         query, kind = request.query, at.kind
         page = self.fake.list(
-            kind.api_version, kind.kind, at.namespace, limit=_number(query, "limit") or 0,
+            kind.api_version, kind.kind, at.ref.namespace, limit=_number(query, "limit") or 0,
             label_selector=query.get("labelSelector", ""),
             field_selector=query.get("fieldSelector", ""), continue_token=query.get("continue"),
         )  # fmt: skip
@@ -382,9 +335,9 @@ class FakeKube:
         return _json(200, said | {"items": items})
 
     async def _watch(self, request: web.Request, at: At) -> web.StreamResponse:
-        query, bookmarks, kind = request.query, _flag(request.query, "allowWatchBookmarks"), at.kind
+        query, bookmarks = request.query, _flag(request.query, "allowWatchBookmarks")
         events = self.fake.watch(
-            kind.api_version, kind.kind, at.namespace,
+            at.kind.api_version, at.kind.kind, at.ref.namespace,
             resource_version=query.get("resourceVersion", ""),
             label_selector=query.get("labelSelector", ""),
             field_selector=query.get("fieldSelector", ""),
@@ -394,20 +347,19 @@ class FakeKube:
             try:
                 async for event in self._drawn(events):
                     if event.type != "BOOKMARK" or bookmarks:
-                        yield (
-                            json.dumps({"type": event.type, "object": event.object}).encode()
-                            + b"\n"
-                        )
+                        said = {"type": event.type, "object": event.object}
+                        yield json.dumps(said).encode() + b"\n"
             except ApiError as err:  # a 410 inside the stream, as the server sends it
-                said = {"type": "ERROR", "object": status(err.status, err.message)}
+                said = {"type": "ERROR", "object": _status(err)}
                 yield json.dumps(said).encode() + b"\n"
 
-        return await _stream(request, lines(), "application/json", at.record.fault)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        return await _stream(request, response, lines(), at.record.fault)
 
     async def _log(self, request: web.Request, at: At) -> web.StreamResponse:
         query, follow, fault = request.query, _flag(request.query, "follow"), at.record.fault
         text = self.fake.log_text(
-            at.namespace or "default", at.name, container=query.get("container"), follow=follow,
+            at.ref.namespace or "", at.ref.name, container=query.get("container"), follow=follow,
             since_seconds=_number(query, "sinceSeconds"), tail_lines=_number(query, "tailLines"),
             timestamps=_flag(query, "timestamps"))  # fmt: skip
         if text is None:
@@ -422,7 +374,8 @@ class FakeKube:
                 for line in piece.splitlines(keepends=True):
                     yield line.encode()
 
-        return await _stream(request, lines(), "text/plain", fault)
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        return await _stream(request, response, lines(), fault)
 
     async def _drawn(self, items: Iterator[Any]) -> AsyncIterator[Any]:
         """``items``, each drawn on a thread of the pool (a stream of the fake blocks)."""
@@ -433,25 +386,25 @@ class FakeKube:
     async def _exec(self, request: web.Request, at: At) -> web.StreamResponse:
         """The channel websocket: stdin read to its end (v5 closes it with ``[255, 0]``), then
         the command run by the fake; its stdout, stderr and exit Status sent back."""
-        query, ns, name = request.query, at.namespace or "default", at.name
+        query, namespace, name = request.query, at.ref.namespace or "default", at.ref.name
         argv, container = query.getall("command", []), query.get("container", "")
         if not argv:
             raise error(400, "BadRequest", "you must specify at least 1 command")
-        check_exec(self.store.current(at.kind, ns, name), container)  # refused at the handshake
+        check_exec(self.store.current(at.kind, namespace, name), container)  # at the handshake
         ws = web.WebSocketResponse(protocols=("v5.channel.k8s.io", "v4.channel.k8s.io"),
                                    max_msg_size=0)  # fmt: skip
         await ws.prepare(request)
         stdin = bytearray()
-        async for message in ws if _flag(query, "stdin") else _nothing():
-            data = message.data if message.type == WSMsgType.BINARY else b""
-            if message.type != WSMsgType.BINARY or data[:2] == b"\xff\x00":
-                break
-            stdin += data[1:] if data[:1] == b"\x00" else b""
-        fault, loop = at.record.fault, asyncio.get_running_loop()
-        cut = fault.drop_after if fault else None
-        sent = 0
+        if _flag(query, "stdin"):
+            async for message in ws:
+                data = message.data if message.type == WSMsgType.BINARY else b""
+                if message.type != WSMsgType.BINARY or data[:2] == b"\xff\x00":
+                    break
+                stdin += data[1:] if data[:1] == b"\x00" else b""
+        loop, sent = asyncio.get_running_loop(), 0
+        cut = at.record.fault.drop_after if at.record.fault else None
 
-        def forward(output: Iterator[bytes]) -> None:
+        def forward(output: ExecOutput) -> None:
             nonlocal sent
             for chunk in output:
                 for start in range(0, len(chunk), _FRAME):
@@ -463,7 +416,7 @@ class FakeKube:
 
         try:
             result = await loop.run_in_executor(self._pool, lambda: self.fake.exec(
-                ns, name, container, argv, bytes(stdin), stdout=forward))  # fmt: skip
+                namespace, name, container, argv, bytes(stdin), stdout=forward))  # fmt: skip
         except Closed:
             return _abort(request, ws)
         if _flag(query, "stderr") and result.stderr:
@@ -479,11 +432,6 @@ class FakeKube:
         return ws
 
 
-async def _nothing() -> AsyncIterator[Any]:
-    return
-    yield
-
-
 def _abort(request: web.Request, response: web.StreamResponse | None = None) -> web.StreamResponse:
     """The connection closed without (the rest of) an answer."""
     assert request.transport is not None
@@ -491,28 +439,12 @@ def _abort(request: web.Request, response: web.StreamResponse | None = None) -> 
     return response or web.Response()
 
 
-async def _body(request: web.Request) -> Any:
-    raw = await request.read()
-    try:
-        return json.loads(raw) if raw else None
-    except ValueError as exc:
-        raise error(
-            400, "BadRequest", f"couldn't get version/kind; json parse error: {exc}"
-        ) from None
-
-
-async def _stream(request: web.Request, items: AsyncIterator[bytes], content_type: str,
-                  fault: Fault | None = None, *, status: int = 200, length: int | None = None,
-                  encoding: str | None = None) -> web.StreamResponse:  # fmt: skip
-    """An answer of ``items``, chunked unless its ``length`` is given; a fault's ``drop_after``
+async def _stream(request: web.Request, response: web.StreamResponse, items: AsyncIterator[bytes],
+                  fault: Fault | None = None) -> web.StreamResponse:  # fmt: skip
+    """``items`` sent as ``response`` (chunked unless it has a length); a fault's ``drop_after``
     cuts the connection after so many of them."""
-    response = web.StreamResponse(status=status, headers={"Content-Type": content_type})
-    if encoding:
-        response.headers["Content-Encoding"] = encoding
-    if length is None:
+    if response.content_length is None:
         response.enable_chunked_encoding()
-    else:
-        response.content_length = length
     await response.prepare(request)
     cut, sent = fault.drop_after if fault is not None else None, 0
     try:
@@ -531,17 +463,19 @@ async def _stream(request: web.Request, items: AsyncIterator[bytes], content_typ
 
 async def _send(request: web.Request, body: Body) -> web.StreamResponse:
     """A test's own answer, piece by piece (never drawn past what the client read)."""
-    whole = isinstance(body.chunks, bytes)
-    length = len(body.chunks) if whole and body.length == -1 else body.length  # type: ignore[arg-type]
+    pieces = [body.chunks] if isinstance(body.chunks, bytes) else body.chunks
+    response = web.StreamResponse(status=body.status, headers={"Content-Type": body.content_type})
+    if body.encoding:
+        response.headers["Content-Encoding"] = body.encoding
+    whole = len(body.chunks) if isinstance(body.chunks, bytes) else None
+    response.content_length = whole if body.length == -1 else body.length
 
     async def chunks() -> AsyncIterator[bytes]:
-        for chunk in [body.chunks] if whole else body.chunks:  # type: ignore[list-item]
+        for piece in pieces:
             await asyncio.sleep(body.drip)
-            yield chunk  # type: ignore[misc]
+            yield piece
 
-    length = None if length == -1 else length
-    return await _stream(request, chunks(), body.content_type, status=body.status, length=length,
-                         encoding=body.encoding)  # fmt: skip
+    return await _stream(request, response, chunks())
 
 
 def _defaults(schema: Obj, node: Any) -> None:
