@@ -350,10 +350,11 @@ class FakeCluster:
                  follow: bool = False, since_seconds: float | None = None,
                  tail_lines: int | None = None, timestamps: bool = False,
                  ) -> Iterator[str] | None:  # fmt: skip
-        """The log as the kubelet sends it, in pieces as they are written; None for a pod not
-        scheduled yet (no kubelet to ask: a real API server answers 204 No Content);
-        ``BadRequest`` while the container waits to start (the kubelet's words), a 500 with
-        the dial error when its node's kubelet is down."""
+        """The log as the kubelet sends it, line by line as it is written (a fault's
+        ``drop_after`` cuts it after so many); None for a pod not scheduled yet (no kubelet to
+        ask: a real API server answers 204 No Content); ``BadRequest`` while the container
+        waits to start (the kubelet's words), a 500 with the dial error when its node's kubelet
+        is down."""
         asked = {"container": container, "follow": follow, "since_seconds": since_seconds,
                  "tail_lines": tail_lines, "timestamps": timestamps}  # fmt: skip
         rk, fault = self._call("pod_log", "v1", "Pod", namespace, pod, **asked)
@@ -367,20 +368,20 @@ class FakeCluster:
         since = self.clock.time() - since_seconds if since_seconds is not None else -math.inf
 
         def read() -> builtins.list[str]:
-            """The run's chunks written since the last read, stamped if asked."""
+            """The lines of the run written since the last read (one may be partial)."""
             nonlocal start
             with self.store.lock:
                 chunks = self.store.logs.get(key, [])[start:]
             start += len(chunks)
             kept = [(at, text) for at, text, r in chunks if r == run and at >= since]
-            if not timestamps:
-                return [text for _, text in kept]
             lines = [(at, line) for at, text in kept for line in text.splitlines(keepends=True)]
+            if not timestamps:
+                return [line for _, line in lines]
             return [f"{rfc3339(at, nano=True)} {line}" for at, line in lines]
 
-        def pieces() -> Iterator[str]:
-            lines = "".join(read()).splitlines(keepends=True)
-            yield "".join(lines[-tail_lines:] if tail_lines else [] if tail_lines == 0 else lines)
+        def lines() -> Iterator[str]:
+            first = "".join(read()).splitlines(keepends=True)
+            yield from first if tail_lines is None else first[len(first) - tail_lines :]
             while follow:
                 ended = self._ended(key, run)  # before reading: its last lines still come
                 yield from read()
@@ -388,7 +389,7 @@ class FakeCluster:
                     return
                 self.clock.idle()
 
-        return (piece for piece in pieces() if piece)
+        return _cut(lines(), fault)
 
     def exec(self, namespace: str, pod: str, container: str, command: Sequence[str],
              stdin: bytes | Iterable[bytes] = b"", *,
