@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import builtins
 import math
-import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
@@ -113,7 +112,7 @@ class Fault:
     """Trouble for the calls that match (``Faults.add``); ``remaining``: uses left."""
 
     method: str | None
-    path: str | re.Pattern[str] | None
+    path: str | None  # in the call's ``Kind/name`` (an HTTP request's path)
     status: int | None = None  # refused with this HTTP status
     lost: bool = False  # done, its answer never came
     refused: bool = False  # nothing listens: no answer, nothing done
@@ -124,11 +123,8 @@ class Fault:
     remaining: int = 1
 
     def matches(self, call: Named) -> bool:
-        if self.remaining <= 0 or self.method not in (None, call.method):
-            return False
-        if isinstance(self.path, re.Pattern):
-            return self.path.search(call.path) is not None
-        return self.path is None or self.path in call.path
+        fits = self.method in (None, call.method) and (self.path or "") in call.path
+        return fits and self.remaining > 0
 
     def raised(self) -> ApiError | None:
         """What a call it hits raises before anything is done (None: the call goes on)."""
@@ -155,10 +151,10 @@ class Faults:
         self.fired: list[tuple[Fault, Named]] = []
         self._lock = threading.Lock()
 
-    def add(self, method: str | None = None, path: str | re.Pattern[str] | None = None, *,
-            times: int = 1, **trouble: Any) -> Fault:  # fmt: skip
+    def add(self, method: str | None = None, path: str | None = None, *, times: int = 1,
+            **trouble: Any) -> Fault:  # fmt: skip
         """Trouble (the fields of ``Fault``) for the next ``times`` calls of ``method`` (a port
-        method's name; None: any) whose ``Kind/name`` holds ``path`` (or a regex found in it)."""
+        method's name; None: any) whose ``Kind/name`` holds ``path``."""
         fault = self.kind(method, path, remaining=times, **trouble)
         with self._lock:
             self.queue.append(fault)
@@ -218,11 +214,10 @@ class FakeConnection:
 
 
 class FakeCluster:
-    """A cluster behind the ``Cluster`` port, in memory, on a fake clock (``clock``). What a
-    job's controllers do is scripted (``kfcompile.testing.courses``) and happens as the code
-    under test waits. Each call is recorded in ``calls``, may meet a queued fault (``faults``),
-    and is refused as the API server refuses it; an exec'd command is answered by ``on_exec``
-    (by default: nothing, exit 0) and recorded in ``execs``."""
+    """A cluster behind the ``Cluster`` port, in memory, on a fake clock (``clock``). Each call
+    is recorded in ``calls``, may meet a queued fault (``faults``), and is refused as the API
+    server refuses it; an exec'd command is answered by ``on_exec`` (by default: nothing, exit
+    0) and recorded in ``execs``."""
 
     def __init__(self, clock: FakeClock | None = None) -> None:
         self.clock = clock if clock is not None else FakeClock()
@@ -350,11 +345,8 @@ class FakeCluster:
                  follow: bool = False, since_seconds: float | None = None,
                  tail_lines: int | None = None, timestamps: bool = False,
                  ) -> Iterator[str] | None:  # fmt: skip
-        """The log as the kubelet sends it, line by line as it is written (a fault's
-        ``drop_after`` cuts it after so many); None for a pod not scheduled yet (no kubelet to
-        ask: a real API server answers 204 No Content); ``BadRequest`` while the container
-        waits to start (the kubelet's words), a 500 with the dial error when its node's kubelet
-        is down."""
+        """The log as the kubelet sends it, line by line as it is written; None for a pod not
+        scheduled yet (no kubelet to ask: a real API server answers 204 No Content)."""
         asked = {"container": container, "follow": follow, "since_seconds": since_seconds,
                  "tail_lines": tail_lines, "timestamps": timestamps}  # fmt: skip
         rk, fault = self._call("pod_log", "v1", "Pod", namespace, pod, **asked)
@@ -471,7 +463,8 @@ def check_exec(pod: Obj, container: str) -> None:
 
 def _run(pod: Obj, container: str, kubelets_down: set[str]) -> int | None:
     """The container's run a log read is of (its restartCount); None: the pod is not scheduled
-    yet. The kubelet's refusals: waiting to start, or not reachable."""
+    yet. Refused in the kubelet's words while the container waits to start, and with the dial
+    error when its node's kubelet is down."""
     status, name = _status(pod, container), pod["metadata"]["name"]
     pending = (pod.get("status") or {}).get("phase", "Pending") == "Pending"
     node = (pod.get("spec") or {}).get("nodeName")
@@ -495,8 +488,7 @@ def _status(pod: Obj, container: str) -> Obj:
 
 
 def _container(pod: Obj, container: str | None) -> str:
-    """The container a request names (``BadRequest`` if the pod has none so named), or the
-    pod's only one."""
+    """The container a request names, or the pod's only one."""
     name, names = pod["metadata"]["name"], [c["name"] for c in pod["spec"]["containers"]]
     if not container and len(names) != 1:
         raise error(400, "BadRequest", f"a container name must be specified for pod {name}, "
