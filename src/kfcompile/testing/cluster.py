@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
@@ -112,7 +113,7 @@ class Fault:
     """Trouble for the calls that match (``Faults.add``); ``remaining``: uses left."""
 
     method: str | None
-    path: str | None  # in the call's ``Kind/name`` (an HTTP request's path)
+    path: str | re.Pattern[str] | None  # in the call's ``Kind/name`` (a request's path)
     status: int | None = None  # refused with this HTTP status
     lost: bool = False  # done, its answer never came
     refused: bool = False  # nothing listens: no answer, nothing done
@@ -123,8 +124,11 @@ class Fault:
     remaining: int = 1
 
     def matches(self, call: Named) -> bool:
-        fits = self.method in (None, call.method) and (self.path or "") in call.path
-        return fits and self.remaining > 0
+        if self.remaining <= 0 or self.method not in (None, call.method):
+            return False
+        if isinstance(self.path, re.Pattern):
+            return self.path.search(call.path) is not None
+        return self.path is None or self.path in call.path
 
     def raised(self) -> ApiError | None:
         """What a call it hits raises before anything is done (None: the call goes on)."""
@@ -151,10 +155,10 @@ class Faults:
         self.fired: list[tuple[Fault, Named]] = []
         self._lock = threading.Lock()
 
-    def add(self, method: str | None = None, path: str | None = None, *, times: int = 1,
-            **trouble: Any) -> Fault:  # fmt: skip
+    def add(self, method: str | None = None, path: str | re.Pattern[str] | None = None, *,
+            times: int = 1, **trouble: Any) -> Fault:  # fmt: skip
         """Trouble (the fields of ``Fault``) for the next ``times`` calls of ``method`` (a port
-        method's name; None: any) whose ``Kind/name`` holds ``path``."""
+        method's name; None: any) whose ``Kind/name`` holds ``path`` (or a regex found in it)."""
         fault = self.kind(method, path, remaining=times, **trouble)
         with self._lock:
             self.queue.append(fault)
@@ -396,23 +400,22 @@ class FakeCluster:
         self.execs.append(call := Exec(namespace, pod, container, tuple(command), data))
         answer = self.on_exec(call)
         _answer(fault, None)  # a lost answer: the command ran, its end unheard
-        chunks = [answer.stdout] if isinstance(answer.stdout, bytes) else answer.stdout
-        if stdout is None:
-            return ExecResult(b"".join(chunks), answer.stderr, answer.exit_code)
         ended = ExecResult(b"", answer.stderr, answer.exit_code)
 
         def output() -> ExecOutput:
-            yield from chunks
+            yield from [answer.stdout] if isinstance(answer.stdout, bytes) else answer.stdout
             return ended
 
+        collected: builtins.list[bytes] = []
+        consume = stdout if stdout is not None else collected.extend  # no consumer: collected
         stream = output()
         try:
-            stdout(stream)
+            consume(stream)
             for _ in stream:
                 pass  # what the consumer left unread
         finally:
             stream.close()
-        return ended
+        return ExecResult(b"".join(collected), answer.stderr, answer.exit_code)
 
     def _enter(self, call: Call) -> Fault | None:
         """Record the call and take its fault: one that refuses it raises here."""
