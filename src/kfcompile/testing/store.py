@@ -403,7 +403,8 @@ class Store:
         meta = obj["metadata"]
         if propagation == "Orphan":
             for dependent in self._dependents(meta["uid"]):
-                self._disown(dependent, [meta["uid"]])
+                refs = self.items[dependent]["metadata"]["ownerReferences"]
+                self._meta(dependent, ownerReferences=[r for r in refs if r["uid"] != meta["uid"]])
         finalizers = [f for f in meta.get("finalizers") or [] if f != FOREGROUND]
         finalizers += [FOREGROUND] * (propagation == "Foreground")
         stamp: Obj = {"finalizers": finalizers or None}
@@ -423,10 +424,6 @@ class Store:
 
     def _dependents(self, uid: str) -> builtins.list[Key]:
         return [k for k, o in self.items.items() if uid in _owners(o)]
-
-    def _disown(self, key: Key, uids: builtins.list[str]) -> None:
-        refs = self.items[key]["metadata"]["ownerReferences"]
-        self._meta(key, ownerReferences=[r for r in refs if r.get("uid") not in uids])
 
     def _meta(self, key: Key, **fields: builtins.list[Any]) -> None:
         """These metadata fields (an empty list: none) written over ``key``'s object."""
@@ -460,37 +457,27 @@ class Store:
                 self._collected = (-1, frozenset())
 
     def _pass(self, known: set[str]) -> None:
-        """Dependents of owners gone go (or lose that owner, if they have another); an owner
-        deleted in the foreground has its dependents deleted and loses its finalizer once none
-        is left; a Terminating pod whose kubelet is back goes."""
-        by_uid = {o["metadata"]["uid"]: o for o in self.items.values()}
-
-        def alive(uid: str) -> bool:
-            return uid in by_uid and not by_uid[uid]["metadata"].get("deletionTimestamp")
-
+        """Dependents of owners gone go; an owner deleted in the foreground has its dependents
+        deleted and loses its finalizer once none is left; a Terminating pod whose kubelet is
+        back goes. (kfcompile's objects have one owner each: no dependent keeps one of several.)"""
+        uids = {o["metadata"]["uid"] for o in self.items.values()}
         for key in builtins.list(self.items):
             if (obj := self.items.get(key)) is None or obj["metadata"]["uid"] not in known:
                 continue  # gone meanwhile, or made meanwhile
             meta, owners = obj["metadata"], _owners(obj)
-            gone = [u for u in owners if u not in by_uid]
-            if gone and any(alive(u) for u in owners):
-                self._disown(key, gone)
-            elif gone and not meta.get("deletionTimestamp"):
+            if owners and not uids & {*owners} and not meta.get("deletionTimestamp"):
                 self._delete(key, "Background")
             elif meta.get("deletionTimestamp") and FOREGROUND in (meta.get("finalizers") or []):
-                self._foreground(key, known, alive)
+                self._foreground(key, known)
             elif meta.get("deletionTimestamp") and not (meta.get("finalizers") or self._held(obj)):
                 self.remove(key)  # a Terminating pod its kubelet is back for
 
-    def _foreground(self, key: Key, known: set[str], alive: Callable[[str], bool]) -> None:
+    def _foreground(self, key: Key, known: set[str]) -> None:
         uid = self.items[key]["metadata"]["uid"]
         for dependent in self._dependents(uid):
             dep = self.items[dependent]["metadata"]
-            if dep["uid"] not in known:
-                continue  # made meanwhile: it holds the owner until the next run
-            if any(u != uid and alive(u) for u in _owners(self.items[dependent])):
-                self._disown(dependent, [uid])
-            elif not dep.get("deletionTimestamp"):
+            # One made meanwhile holds the owner until the next run.
+            if dep["uid"] in known and not dep.get("deletionTimestamp"):
                 deep = self._dependents(dep["uid"])
                 self._delete(dependent, "Foreground" if deep else "Background")
         if key in self.items and not self._dependents(uid):
