@@ -166,10 +166,9 @@ def _where(obj: Obj) -> list[str]:
 
 class Store:
     """Every object of one fake cluster, replaced on each change, never changed in place
-    (``get`` and ``list`` give copies); thread-safe (``lock``). Hooks: ``admission`` (each
-    new object a request creates, before it is stored: it may change it or raise an
-    ``ApiError``), ``on_create`` and ``on_patch`` (what a request created or patched),
-    ``on_remove`` (each object gone), ``controllers`` (run in the collector's passes)."""
+    (``get`` and ``list`` give copies); thread-safe (``lock``). Hooks: ``admission`` (each new
+    object a request creates: it may change it or raise an ``ApiError``), ``on_create`` and
+    ``on_patch`` (what a request made), ``on_remove``, ``controllers`` (in the collector's run)."""
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
@@ -245,9 +244,8 @@ class Store:
         return Page(items, rv, token, len(found) - len(page) if count else None)
 
     def events(self, matches: Matcher, cursor: int) -> tuple[builtins.list[tuple[str, Obj]], int]:
-        """The watch events after version ``cursor`` and the version after them (``Gone`` once
-        ``compact`` forgot them). An object leaving what ``matches`` is DELETED for the watcher,
-        one entering it ADDED, as the API server's watch cache says."""
+        """The watch events after version ``cursor``, and the version after them (``Gone``
+        once ``compact`` forgot them); leaving what ``matches`` is DELETED, entering it ADDED."""
         with self.lock:
             if cursor < self.compacted:
                 said = f"too old resource version: {cursor} ({self.compacted + 1})"
@@ -318,8 +316,8 @@ class Store:
             return clone(stored)
 
     def put(self, obj: Obj) -> Obj:
-        """``obj`` stored as a controller writes it, unchecked: created, or written over the
-        stored one (see ``_replace``). The object as stored, which must not be changed."""
+        """``obj`` stored unchecked, as a controller writes it (created, or ``_replace``d); the
+        object as stored, which must not be changed."""
         with self.lock:
             meta, rk = {**obj["metadata"]}, self.kind(obj["apiVersion"], obj["kind"])
             if (key := self.key(rk, meta.get("namespace"), meta["name"])) in self.items:
@@ -356,10 +354,9 @@ class Store:
             return clone(out)
 
     def _replace(self, key: Key, new: Obj, *, server: bool = False) -> Obj:
-        """Write ``new`` over ``key``'s object, the server's metadata kept (``server``: the
-        server deleting it sets its own), its generation grown when more than metadata or
-        status changed. Nothing is written when nothing changed; an object being deleted that
-        lost its last finalizer goes."""
+        """Write ``new`` over ``key``'s object: the server's metadata kept (``server``: deleting
+        it sets its own), the generation grown when more than metadata or status changed,
+        nothing written when nothing did; one being deleted that lost its finalizers goes."""
         old = self.items[key]
         meta, was = dict(new["metadata"]), old["metadata"]
         kept = ["uid", "creationTimestamp", "resourceVersion", "name", "namespace"]
@@ -376,8 +373,7 @@ class Store:
         return self._write("MODIFIED", key, new, old)
 
     def remove(self, key: Key) -> None:
-        """Gone at once (what it owns goes at the collector's next pass), a pod's logs with it;
-        ``on_remove`` is told."""
+        """Gone at once (what it owns at the collector's next pass), a pod's logs with it."""
         with self.lock:
             gone = self.items[key]
             self._write("DELETED", key, gone, gone)
