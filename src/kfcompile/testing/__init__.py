@@ -7,14 +7,12 @@ cluster: in memory, behind the lifecycle's ``Cluster`` port, on a fake clock.
 >>> cluster.store.on_create.append(courses.runs(cluster, steps=2))  # how each job lives
 >>> session = cluster.session()                                 # for kfcompile.lifecycle
 
-Nothing moves by itself: what the Trainer, JobSet, Kueue and the kubelets do to a job is
-scripted (``courses``: each job's course, in the shapes the real controllers were recorded
-making; ``kueue``: Kueue and MultiKueue), and happens as the code under test waits on the
-fake clock, so a test never sleeps in real time. ``FakeCluster.faults`` injects API trouble,
-``FakeCluster.calls`` records every call, ``FakeCluster.on_exec`` answers exec'd commands, and
-``FakeCluster.connect`` stands in for ``kfcompile_kube.session`` (the CLI's, TorchX's and
-NeMo-Run's way to a cluster). The objects are checked by no schema: add a check to
-``store.admission`` to hold them to your CRDs. Importing this imports no test framework.
+Nothing moves by itself: what the controllers and kubelets do to a job is scripted
+(``courses``, in the shapes the real ones were recorded making; ``kueue``: Kueue and
+MultiKueue) and happens as the code under test waits on the fake clock. ``FakeCluster.faults``
+injects API trouble, ``calls`` records every call, ``on_exec`` answers exec'd commands and
+``connect`` stands in for ``kfcompile_kube.session``. No schema is checked (add one to
+``store.admission``); importing this imports no test framework.
 """
 
 from kfcompile.testing.clock import FakeClock, FakeTimeLimit, fixed_jitter

@@ -1,8 +1,7 @@
-"""A fake clock for the ``Clock`` port that runs the fake cluster as it goes: time passes only
-when something waits (``sleep``: the code under test backing off or polling; ``idle``: a watch
-or a followed log with nothing to say). Every ``step`` seconds of fake time it ticks what it
-drives (the cluster's scripts and garbage collector), so a job lives its course while the code
-under test waits, however fast the machine, and no test sleeps in real time."""
+"""A fake clock for the ``Clock`` port: time passes only when something waits (``sleep``: the
+code under test backing off or polling; ``idle``: a watch or a followed log with nothing to
+say), and every ``step`` seconds of it the clock ticks what it drives (the cluster's script and
+garbage collector), so a job lives its course as the code waits and no test sleeps."""
 
 from __future__ import annotations
 

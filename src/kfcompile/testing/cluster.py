@@ -9,7 +9,7 @@ import math
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from typing import Any, Final, Protocol, TypeVar
 
 from attrs import define, field, frozen
@@ -28,14 +28,12 @@ from kfcompile.lifecycle.ports import (
 )
 from kfcompile.lifecycle.session import Session
 from kfcompile.testing.clock import FakeClock, fixed_jitter
-from kfcompile.testing.store import ResourceKind, Store, error, pod_chunks
+from kfcompile.testing.store import ResourceKind, Store, error, rfc3339, selector
 
 __all__ = ["STATUSES", "Call", "Calls", "Exec", "ExecAnswer", "FakeCluster", "FakeConnection",
            "Fault", "Faults", "check_exec"]  # fmt: skip
 
 T = TypeVar("T")
-PORT_METHODS: Final = ("served", "get", "create", "patch", "delete", "list", "watch",
-                       "pod_log", "exec")  # fmt: skip
 # An error Status's reason and words for each HTTP code, as the API server says them.
 STATUSES: Final[dict[int, tuple[str, str]]] = {
     400: ("BadRequest", "the server rejected our request for an unknown reason"),
@@ -57,7 +55,7 @@ STATUSES: Final[dict[int, tuple[str, str]]] = {
 @define
 class Call:
     """One call of the port: its method (``get``, ``pod_log``...), what it named, its other
-    arguments (``query``), the fault it met and the fake time it was made at."""
+    arguments (``query``) and the fault it met."""
 
     method: str
     api_version: str
@@ -66,7 +64,6 @@ class Call:
     name: str | None
     query: dict[str, Any] = field(factory=dict)
     fault: Fault | None = None
-    time: float = 0.0
 
     @property
     def path(self) -> str:
@@ -116,12 +113,12 @@ class Fault:
     """Trouble for the calls that match (``Faults.add``); ``remaining``: uses left."""
 
     method: str | None
-    path: str | re.Pattern[str] | None
+    path: str | re.Pattern[str] | None  # in the call's ``Kind/name`` (a request's path)
     status: int | None = None  # refused with this HTTP status
     lost: bool = False  # done, its answer never came
     refused: bool = False  # nothing listens: no answer, nothing done
     drop: bool = False  # the connection reset before any answer
-    drop_after: int | None = None  # a stream (events, log lines, exec output) cut after so many
+    drop_after: int | None = None  # a watch cut after so many events (over HTTP: any stream)
     retry_after: float | None = None  # what a 429 (1 by default) or a 503 asks to wait
     message: str | None = None  # instead of the status's usual words
     remaining: int = 1
@@ -152,7 +149,6 @@ class Faults:
     each hit, with its call)."""
 
     kind: type[Fault] = Fault
-    methods: tuple[str, ...] = PORT_METHODS  # what ``add`` accepts (empty: anything)
 
     def __init__(self) -> None:
         self.queue: list[Fault] = []
@@ -163,8 +159,6 @@ class Faults:
             times: int = 1, **trouble: Any) -> Fault:  # fmt: skip
         """Trouble (the fields of ``Fault``) for the next ``times`` calls of ``method`` (a port
         method's name; None: any) whose ``Kind/name`` holds ``path`` (or a regex found in it)."""
-        if self.methods and method not in (None, *self.methods):
-            raise ValueError(f"unknown port method {method!r}: one of {', '.join(self.methods)}")
         fault = self.kind(method, path, remaining=times, **trouble)
         with self._lock:
             self.queue.append(fault)
@@ -218,18 +212,16 @@ class FakeConnection:
 
     namespace: str = "default"
     context: str | None = "fake"
-    source: str = "a fake cluster (kfcompile.testing)"
 
     def close(self) -> None:
         """Nothing to close."""
 
 
 class FakeCluster:
-    """A cluster behind the ``Cluster`` port, in memory, on a fake clock (``clock``). What a
-    job's controllers do is scripted (``kfcompile.testing.courses``) and happens as the code
-    under test waits. Each call is recorded in ``calls``, may meet a queued fault (``faults``),
-    and is refused as the API server refuses it; an exec'd command is answered by ``on_exec``
-    (by default: nothing, exit 0) and recorded in ``execs``."""
+    """A cluster behind the ``Cluster`` port, in memory, on a fake clock (``clock``). Each call
+    is recorded in ``calls``, may meet a queued fault (``faults``), and is refused as the API
+    server refuses it; an exec'd command is answered by ``on_exec`` (by default: nothing, exit
+    0) and recorded in ``execs``."""
 
     def __init__(self, clock: FakeClock | None = None) -> None:
         self.clock = clock if clock is not None else FakeClock()
@@ -277,57 +269,55 @@ class FakeCluster:
                 change()
         self.store.collect()
 
-    # --- the port -------------------------------------------------------------------------------
-
     def served(self, api_version: str, kind: str) -> bool:
-        self._enter("served", api_version, kind, None, None)
+        self._enter(Call("served", api_version, kind, None, None))
         return self.store.served(api_version, kind) is not None
 
     def get(self, ref: Ref) -> Obj:
-        with self._call("get", ref.api_version, ref.kind, ref.namespace, ref.name) as (rk, f):
-            return _answer(f, self.store.current(rk, ref.namespace, ref.name))
+        rk, fault = self._call("get", ref.api_version, ref.kind, ref.namespace, ref.name)
+        return _answer(fault, self.store.current(rk, ref.namespace, ref.name))
 
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         meta, asked = obj.get("metadata") or {}, {"dry_run": True} if dry_run else {}
-        with self._call("create", obj["apiVersion"], obj["kind"], meta.get("namespace"),
-                        meta.get("name"), **asked) as (_, fault):  # fmt: skip
-            return _answer(fault, self.store.create(obj, dry_run=dry_run))
+        _, fault = self._call("create", obj["apiVersion"], obj["kind"], meta.get("namespace"),
+                              meta.get("name"), **asked)  # fmt: skip
+        return _answer(fault, self.store.create(obj, dry_run=dry_run))
 
     def patch(self, ref: Ref, patch: Obj) -> Obj:
-        with self._call("patch", ref.api_version, ref.kind, ref.namespace, ref.name) as (rk, f):
-            return _answer(f, self.store.patch(rk, ref.namespace, ref.name, patch))
+        rk, fault = self._call("patch", ref.api_version, ref.kind, ref.namespace, ref.name)
+        return _answer(fault, self.store.patch(rk, ref.namespace, ref.name, patch))
 
     def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
-        with self._call("delete", ref.api_version, ref.kind, ref.namespace, ref.name,
-                        propagation=propagation) as (_, fault):  # fmt: skip
-            self.store.delete(ref.api_version, ref.kind, ref.namespace, ref.name, propagation)
-            _answer(fault, None)
+        _, fault = self._call("delete", ref.api_version, ref.kind, ref.namespace, ref.name,
+                              propagation=propagation)  # fmt: skip
+        self.store.delete(ref.api_version, ref.kind, ref.namespace, ref.name, propagation)
+        _answer(fault, None)
 
     def list(self, api_version: str, kind: str, namespace: str | None, *, label_selector: str = "",
              field_selector: str = "", limit: int = 500, continue_token: str | None = None,
     ) -> Page:  # fmt: skip
-        asked = {"label_selector": label_selector, "field_selector": field_selector, "limit": limit}
-        with self._call("list", api_version, kind, namespace, None, **asked) as (rk, fault):
-            found = self.store.page(rk, namespace, label_selector, field_selector, limit,
-                                    continue_token)  # fmt: skip
-            return _answer(fault, Page(found[0], str(found[1]), found[2], found[3]))
+        selectors = {"label_selector": label_selector, "field_selector": field_selector}
+        rk, fault = self._call("list", api_version, kind, namespace, None, limit=limit, **selectors)
+        matches = selector(rk, namespace, label_selector, field_selector)
+        count = not (label_selector or field_selector)
+        return _answer(fault, self.store.page(matches, limit, continue_token, count))
 
     def watch(self, api_version: str, kind: str, namespace: str | None, *, resource_version: str,
               label_selector: str = "", field_selector: str = "", timeout_seconds: int = 60,
     ) -> Iterator[WatchEvent]:  # fmt: skip
         """Events after ``resource_version`` (``""`` or ``"0"``: every object ADDED first), as
         the clock moves, then a BOOKMARK, ``timeout_seconds`` of fake time later."""
-        asked = {"label_selector": label_selector, "field_selector": field_selector,
-                 "rv": resource_version}  # fmt: skip
-        with self._call("watch", api_version, kind, namespace, None, **asked) as (rk, fault):
-            matches = self.store.matcher(rk, namespace, label_selector, field_selector)
-            _answer(fault, None)  # a lost answer: the stream never came
+        selectors = {"label_selector": label_selector, "field_selector": field_selector}
+        rk, fault = self._call("watch", api_version, kind, namespace, None, **selectors,
+                               rv=resource_version)  # fmt: skip
+        matches = selector(rk, namespace, label_selector, field_selector)
+        _answer(fault, None)  # a lost answer: the stream never came
 
         def events() -> Iterator[WatchEvent]:
             deadline, cursor = self.clock.monotonic() + timeout_seconds, int(resource_version or 0)
             if resource_version in ("", "0"):
                 with self.store.lock:
-                    cursor, found = self.store.resource_version, self.store.matching(rk, matches)
+                    cursor, found = self.store.resource_version, self.store.matching(matches)
                 yield from (WatchEvent("ADDED", obj) for obj in found)
             while True:
                 seen, cursor = self.store.events(matches, cursor)
@@ -346,116 +336,111 @@ class FakeCluster:
                 tail_lines: int | None = None, timestamps: bool = False,
                 ) -> Iterator[str]:  # fmt: skip
         """The log's lines (a last one without its newline once the run has ended)."""
-        fault, text = self._log(namespace, pod, container, follow, since_seconds, tail_lines,
-                                timestamps)  # fmt: skip
-
-        def lines() -> Iterator[str]:
-            rest = ""
-            for piece in text or ():
-                *done, rest = (rest + piece).split("\n")
-                yield from done
-            if rest:
-                yield rest
-
-        yield from _cut(lines(), fault)
+        rest = ""
+        for piece in self.log_text(namespace, pod, container=container, follow=follow,
+                                   since_seconds=since_seconds, tail_lines=tail_lines,
+                                   timestamps=timestamps) or ():  # fmt: skip
+            *done, rest = (rest + piece).split("\n")
+            yield from done
+        if rest:
+            yield rest
 
     def log_text(self, namespace: str, pod: str, *, container: str | None = None,
                  follow: bool = False, since_seconds: float | None = None,
                  tail_lines: int | None = None, timestamps: bool = False,
                  ) -> Iterator[str] | None:  # fmt: skip
-        """The log as the kubelet sends it, in pieces as they are written (``pod_log`` reads it
-        by lines); None for a pod not scheduled yet (no kubelet to ask: a real API server
-        answers 204 No Content); ``BadRequest`` while the container waits to start (the
-        kubelet's words), a 500 with the dial error when its node's kubelet is down."""
-        return self._log(namespace, pod, container, follow, since_seconds, tail_lines,
-                         timestamps)[1]  # fmt: skip
+        """The log as the kubelet sends it, line by line as it is written; None for a pod not
+        scheduled yet (no kubelet to ask: a real API server answers 204 No Content)."""
+        asked = {"container": container, "follow": follow, "since_seconds": since_seconds,
+                 "tail_lines": tail_lines, "timestamps": timestamps}  # fmt: skip
+        rk, fault = self._call("pod_log", "v1", "Pod", namespace, pod, **asked)
+        found = self.store.current(rk, namespace, pod)
+        chosen = _container(found, container)
+        run = _run(found, chosen, self.store.kubelets_down)
+        _answer(fault, None)
+        if run is None:
+            return None
+        key, start = (namespace, pod, chosen), 0
+        since = self.clock.time() - since_seconds if since_seconds is not None else -math.inf
+
+        def read() -> builtins.list[str]:
+            """The lines of the run written since the last read (one may be partial)."""
+            nonlocal start
+            with self.store.lock:
+                chunks = self.store.logs.get(key, [])[start:]
+            start += len(chunks)
+            kept = [(at, text) for at, text, r in chunks if r == run and at >= since]
+            lines = [(at, line) for at, text in kept for line in text.splitlines(keepends=True)]
+            if not timestamps:
+                return [line for _, line in lines]
+            return [f"{rfc3339(at, nano=True)} {line}" for at, line in lines]
+
+        def lines() -> Iterator[str]:
+            first = "".join(read()).splitlines(keepends=True)
+            yield from first if tail_lines is None else first[len(first) - tail_lines :]
+            while follow:
+                ended = self._ended(key, run)  # before reading: its last lines still come
+                yield from read()
+                if ended:
+                    return
+                self.clock.idle()
+
+        return _cut(lines(), fault)
 
     def exec(self, namespace: str, pod: str, container: str, command: Sequence[str],
              stdin: bytes | Iterable[bytes] = b"", *,
              stdout: Callable[[ExecOutput], object] | None = None) -> ExecResult:  # fmt: skip
         """The command answered by ``on_exec`` once all of ``stdin`` was read, in a running
         container; recorded in ``execs``."""
-        with self._call("exec", "v1", "Pod", namespace, pod, command=list(command)) as (rk, f):
-            if not command:
-                raise error(400, "BadRequest", "you must specify at least 1 command")
-            check_exec(self.store.current(rk, namespace, pod), container)
+        rk, fault = self._call("exec", "v1", "Pod", namespace, pod, command=list(command))
+        if not command:
+            raise error(400, "BadRequest", "you must specify at least 1 command")
+        check_exec(self.store.current(rk, namespace, pod), container)
         data = stdin if isinstance(stdin, bytes) else b"".join(stdin)
         self.execs.append(call := Exec(namespace, pod, container, tuple(command), data))
         answer = self.on_exec(call)
-        _answer(f, None)  # a lost answer: the command ran, its end unheard
+        _answer(fault, None)  # a lost answer: the command ran, its end unheard
         ended = ExecResult(b"", answer.stderr, answer.exit_code)
 
         def output() -> ExecOutput:
-            out = answer.stdout
-            yield from _cut(iter([out] if isinstance(out, bytes) else out), f)
+            yield from [answer.stdout] if isinstance(answer.stdout, bytes) else answer.stdout
             return ended
 
-        if stdout is None:
-            return ExecResult(b"".join(output()), answer.stderr, answer.exit_code)
+        collected: builtins.list[bytes] = []
+        consume = stdout if stdout is not None else collected.extend  # no consumer: collected
         stream = output()
         try:
-            stdout(stream)
+            consume(stream)
             for _ in stream:
                 pass  # what the consumer left unread
         finally:
             stream.close()
-        return ended
+        return ExecResult(b"".join(collected), answer.stderr, answer.exit_code)
 
-    # --- what the calls share -------------------------------------------------------------------
-
-    def _enter(self, method: str, api_version: str, kind: str, namespace: str | None,
-               name: str | None, **query: Any) -> Fault | None:  # fmt: skip
+    def _enter(self, call: Call) -> Fault | None:
         """Record the call and take its fault: one that refuses it raises here."""
-        call = Call(method, api_version, kind, namespace, name, query, time=self.clock.monotonic())
         call.fault = fault = self.faults.take(call)
         self.calls.append(call)
         if fault is not None and (raised := fault.raised()) is not None:
             raise raised
         return fault
 
-    @contextmanager
     def _call(self, method: str, api_version: str, kind: str, namespace: str | None,
-              name: str | None, **query: Any,
-              ) -> Iterator[tuple[ResourceKind, Fault | None]]:  # fmt: skip
-        """``_enter``, then the kind served, the namespace given, the user allowed (RBAC)."""
-        fault = self._enter(method, api_version, kind, namespace, name, **query)
+              name: str | None, **query: Any) -> tuple[ResourceKind, Fault | None]:  # fmt: skip
+        """``_enter``, then what the API server checks first: the kind served, the namespace
+        given, the user allowed (``store.namespaces_allowed``, in the RBAC authorizer's words)."""
+        fault = self._enter(Call(method, api_version, kind, namespace, name, query))
         rk = self.store.kind(api_version, kind)
         if rk.namespaced and namespace is None and method not in ("list", "watch"):
             raise ValueError(f"{kind} is namespaced: the object needs a namespace")
-        subs = {"pod_log": ("get", "log"), "exec": ("create", "exec")}
-        verb, sub = subs.get(method, (method, ""))
-        self.store.authorize(verb, rk, namespace, None if method == "create" else name, sub)
-        yield rk, fault
-
-    def _log(self, namespace: str, pod: str, container: str | None, follow: bool,
-             since_seconds: float | None, tail_lines: int | None, timestamps: bool,
-             ) -> tuple[Fault | None, Iterator[str] | None]:  # fmt: skip
-        asked = {"container": container, "follow": follow, "since_seconds": since_seconds,
-                 "tail_lines": tail_lines, "timestamps": timestamps}  # fmt: skip
-        with self._call("pod_log", "v1", "Pod", namespace, pod, **asked) as (rk, fault):
-            found = self.store.current(rk, namespace, pod)
-            chosen, run = _container(found, container), _run(found, container, self.store)
-            _answer(fault, None)
-        if run is None:
-            return fault, None
-        key = (namespace, pod, chosen)
-        since = self.clock.time() - since_seconds if since_seconds is not None else -math.inf
-        chunks, start = self.store.log_chunks(key, run, since)
-        lines = "".join(pod_chunks(chunks, timestamps)).splitlines(keepends=True)
-        first = "".join(lines if tail_lines is None else lines[-tail_lines:] if tail_lines else [])
-
-        def pieces() -> Iterator[str]:
-            nonlocal start
-            yield first
-            while follow:
-                ended = self._ended(key, run)  # before reading: its last lines still come
-                chunks, start = self.store.log_chunks(key, run, start=start)
-                yield from pod_chunks(chunks, timestamps)
-                if ended:
-                    return
-                self.clock.idle()
-
-        return fault, (piece for piece in pieces() if piece)
+        allowed = self.store.namespaces_allowed
+        if allowed is not None and rk.namespaced and namespace not in allowed:
+            verb = {"pod_log": "get", "exec": "create"}.get(method, method)
+            what = f'{rk.resource} "{name}"' if name and method != "create" else rk.resource
+            where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+            said = f'User "alice" cannot {verb} resource "{rk.plural}" in API group "{rk.group}"'
+            raise error(403, "Forbidden", f"{what} is forbidden: {said} {where}")
+        return rk, fault
 
     def _ended(self, key: tuple[str, str, str], run: int) -> bool:
         """Whether that run has ended: its pod gone or done, its container ended or restarted."""
@@ -479,48 +464,41 @@ def check_exec(pod: Obj, container: str) -> None:
                     f'unable to upgrade connection: container not found ("{chosen}")')  # fmt: skip
 
 
-def _run(pod: Obj, container: str | None, store: Store) -> int | None:
+def _run(pod: Obj, container: str, kubelets_down: set[str]) -> int | None:
     """The container's run a log read is of (its restartCount); None: the pod is not scheduled
-    yet. The kubelet's refusals: waiting to start, or not reachable."""
-    chosen, name = _container(pod, container), pod["metadata"]["name"]
-    status = _status(pod, chosen)
+    yet. Refused in the kubelet's words while the container waits to start, and with the dial
+    error when its node's kubelet is down."""
+    status, name = _status(pod, container), pod["metadata"]["name"]
     pending = (pod.get("status") or {}).get("phase", "Pending") == "Pending"
     node = (pod.get("spec") or {}).get("nodeName")
     if not node and not status and pending:
         return None
-    if node in store.kubelets_down:
+    if node in kubelets_down:
         where = f"https://{node}:10250/containerLogs/{pod['metadata']['namespace']}/{name}"
-        raise error(500, "", f'Get "{where}/{chosen}": dial tcp {node}:10250: connect: '
+        raise error(500, "", f'Get "{where}/{container}": dial tcp {node}:10250: connect: '
                     "connection refused")  # fmt: skip
     waiting = (status.get("state") or {}).get("waiting")
     if waiting is not None or (not status and pending):
         reason = (waiting or {}).get("reason", "ContainerCreating")
-        said = f'container "{chosen}" in pod "{name}" is waiting to start: {reason}'
+        said = f'container "{container}" in pod "{name}" is waiting to start: {reason}'
         raise error(400, "BadRequest", said)
     return int(status.get("restartCount", 0))
 
 
 def _status(pod: Obj, container: str) -> Obj:
-    status = pod.get("status") or {}
-    found = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+    found = (pod.get("status") or {}).get("containerStatuses") or []
     return next((dict(e) for e in found if e.get("name") == container), {})
 
 
 def _container(pod: Obj, container: str | None) -> str:
-    """The container a request names (``BadRequest`` if the pod has none so named), or the
-    pod's only one."""
-    name, spec = pod["metadata"]["name"], pod.get("spec") or {}
-    names = [c["name"] for c in spec.get("containers") or []]
-    init = [c["name"] for c in spec.get("initContainers") or []]
-    if not container:
-        if len(names) != 1:
-            also = f" or one of the init containers: [{' '.join(init)}]" if init else ""
-            raise error(400, "BadRequest", f"a container name must be specified for pod {name}, "
-                        f"choose one of: [{' '.join(names)}]{also}")  # fmt: skip
-        return str(names[0])
-    if container not in names + init:
+    """The container a request names, or the pod's only one."""
+    name, names = pod["metadata"]["name"], [c["name"] for c in pod["spec"]["containers"]]
+    if not container and len(names) != 1:
+        raise error(400, "BadRequest", f"a container name must be specified for pod {name}, "
+                    f"choose one of: [{' '.join(names)}]")  # fmt: skip
+    if container and container not in names:
         raise error(400, "BadRequest", f"container {container} is not valid for pod {name}")
-    return container
+    return container or str(names[0])
 
 
 def _answer(fault: Fault | None, result: T) -> T:

@@ -1,10 +1,9 @@
-"""The fake cluster's objects: one dict, the history of its changes (what watches read), and
-what the API server and the garbage collector do to them, as KUBEFLOW.md records the real ones
-doing: deletion by propagation policy with finalizers (``foregroundDeletion`` holds an owner
-until its dependents are gone), a collector that runs apart from the requests (at the clock's
-ticks), late (``gc(lag=30)``: a real one notices a new kind late) or not at all, and a pod on a
-node whose kubelet is down (``kubelets_down``) left Terminating. It refuses with the port's
-errors, in the API server's words; no schema is checked (``admission`` may add a check)."""
+"""The fake cluster's objects: a dict, the history of its changes (what watches read), and what
+the API server and the garbage collector do to them as KUBEFLOW.md records the real ones doing:
+deletion by propagation policy (``foregroundDeletion`` holds an owner until its dependents are
+gone), a collector that runs at the clock's ticks, late (``gc(lag=30)``) or not at all, and a
+pod on a node whose kubelet is down (``kubelets_down``) left Terminating. No schema is checked
+(``admission`` may add a check)."""
 
 from __future__ import annotations
 
@@ -17,13 +16,13 @@ import re
 import secrets
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
 from attrs import frozen
 
-from kfcompile.lifecycle.ports import ApiError, Obj, error_class
+from kfcompile.lifecycle.ports import ApiError, Obj, Page, error_class
 from kfcompile.testing.clock import FakeClock
 
 __all__ = ["CRD", "FOREGROUND", "Key", "ResourceKind", "Store", "error", "rfc3339"]
@@ -33,12 +32,9 @@ Key = tuple[str, str, str | None, str]  # apiVersion, kind, namespace (None: clu
 Matcher = Callable[[Obj], bool]
 FOREGROUND: Final = "foregroundDeletion"  # the finalizer of an owner deleted in the foreground
 CRD: Final = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_LABEL = re.compile(
-    r"\s*(?:!\s*(?P<absent>[\w./-]+)|(?P<key>[\w./-]+)\s*(?:(?P<op>==|!=|=)\s*(?P<value>[\w.-]*)"
-    r"|\s(?P<set>in|notin)\s*\((?P<values>[^()]*)\))?)\s*"
-)
-_FIELD = re.compile(r"\s*([\w.]+)\s*(==|!=|=)\s*([^,]*?)\s*")
+# The selectors kfcompile sends: labels ``k=v``, ``k!=v`` and ``k in (a,b)``, fields ``path=v``.
+_LABEL = re.compile(r"\s*([\w./-]+)\s*(?:(!=|==?)\s*([\w.-]*)|\s+in\s*\(([^()]*)\))\s*")
+_FIELD = re.compile(r"\s*([\w.]+)\s*(!=|==?)\s*([^,]*?)\s*")
 
 
 def error(code: int, reason: str, message: str) -> ApiError:
@@ -115,36 +111,41 @@ def crd_kinds(crd: Obj) -> list[ResourceKind]:
     return [ResourceKind(spec["group"], v, names["kind"], names["plural"], scoped) for v in served]
 
 
-def selector(labels: str = "", fields: str = "") -> Matcher:
-    """Whether an object matches a label selector (``a=b,c!=d,e in (f,g),h,!i``) and a field
-    selector (``metadata.name=x``); ``BadRequest`` for one that does not parse."""
-    by_label = [_LABEL.fullmatch(t) for t in re.split(r",(?![^()]*\))", labels) if labels.strip()]
-    by_field = [_FIELD.fullmatch(t) for t in fields.split(",") if fields.strip()]
-    if None in by_label or None in by_field:
-        raise error(400, "BadRequest", f"unable to parse requirement: {labels or fields!r}")
+def selector(
+    rk: ResourceKind, namespace: str | None, labels: str = "", fields: str = ""
+) -> Matcher:
+    """Whether an object is one a list or watch of ``rk`` in ``namespace`` (None: all) with
+    these selectors has; ``BadRequest`` for a term kfcompile never sends."""
+    asked: list[tuple[bool, str, set[str], bool]] = []  # label?, its key or path, values, not?
+    for text, pattern in ((labels, _LABEL), (fields, _FIELD)):
+        for term in re.split(r",(?![^()]*\))", text) if text.strip() else []:
+            if (found := pattern.fullmatch(term)) is None:
+                raise error(400, "BadRequest", f"unable to parse requirement: {text!r}")
+            key, op, value, *listed = found.groups()
+            values = {value} if op else {v.strip() for v in listed[0].split(",")}
+            asked.append((pattern is _LABEL, key, values, op == "!="))
+    anywhere = namespace is None or not rk.namespaced
 
     def matches(obj: Obj) -> bool:
-        found = obj["metadata"].get("labels") or {}
-        fine = all(_holds(m, found) for m in by_label if m)
-        return fine and all((_field(obj, m[1]) == m[3]) != (m[2] == "!=") for m in by_field if m)
+        if (obj["apiVersion"], obj["kind"]) != (rk.api_version, rk.kind):
+            return False
+        here = anywhere or obj["metadata"].get("namespace") == namespace
+        fits = (
+            (_value(obj, label, key) in values) != negated for label, key, values, negated in asked
+        )
+        return here and all(fits)
 
     return matches
 
 
-def _holds(m: re.Match[str], labels: dict[str, str]) -> bool:
-    found = labels.get(m["key"] or m["absent"])
-    if m["set"]:
-        return (found in {v.strip() for v in m["values"].split(",")}) == (m["set"] == "in")
-    if m["op"]:
-        return (found == m["value"]) == (m["op"] != "!=")
-    return (found is not None) == (m["absent"] is None)
-
-
-def _field(obj: Obj, path: str) -> str:
+def _value(obj: Obj, label: bool, key: str) -> Any:
+    """A label's value, or the field at a dotted path."""
+    if label:
+        return (obj["metadata"].get("labels") or {}).get(key)
     node: Any = obj
-    for part in path.split("."):
+    for part in key.split("."):
         node = node.get(part) if isinstance(node, dict) else None
-    return "" if node is None else str(node).lower() if isinstance(node, bool) else str(node)
+    return node
 
 
 def owner(obj: Obj) -> Obj:
@@ -158,19 +159,23 @@ def _owners(obj: Obj) -> list[str]:
     return [r.get("uid", "") for r in obj["metadata"].get("ownerReferences") or []]
 
 
+def _where(obj: Obj) -> list[str]:
+    """Where a list has it: by namespace, then name."""
+    return [obj["metadata"].get("namespace", ""), obj["metadata"]["name"]]
+
+
 class Store:
     """Every object of one fake cluster, replaced on each change, never changed in place
-    (``get`` and ``list`` give copies); thread-safe (``lock``). Hooks: ``admission`` (each
-    new object a request creates, before it is stored: it may change it or raise an
-    ``ApiError``), ``on_create`` and ``on_patch`` (what a request created or patched),
-    ``on_remove`` (each object gone), ``controllers`` (run in the collector's passes)."""
+    (``get`` and ``list`` give copies); thread-safe (``lock``). Hooks: ``admission`` (each new
+    object a request creates: it may change it or raise an ``ApiError``), ``on_create`` and
+    ``on_patch`` (what a request made), ``on_remove``, ``controllers`` (in the collector's run)."""
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
         self.lock = threading.RLock()
         self.items: dict[Key, Obj] = {}
         self.changes: list[tuple[int, str, Obj, Obj | None]] = []  # rv, type, object, before
-        self.compacted = 0  # versions before this one are answered 410
+        self.compacted = 0  # watches from a version before this one are answered 410
         self.kinds = {(k.api_version, k.kind): k for k in BUILTIN}
         # (namespace, pod, container): (time, text, the container's restartCount then)
         self.logs: dict[tuple[str, str, str], list[tuple[float, str, int]]] = {}
@@ -198,25 +203,9 @@ class Store:
             raise error(404, "NotFound", "the server could not find the requested resource")
         return found
 
-    def authorize(
-        self, verb: str, rk: ResourceKind, namespace: str | None, name: str | None, sub: str = ""
-    ) -> None:
-        """``Forbidden`` for a namespaced kind outside ``namespaces_allowed``, in the API
-        server's words."""
-        allowed = self.namespaces_allowed
-        if allowed is None or not rk.namespaced or namespace in allowed:
-            return
-        what = f'{rk.resource} "{name}"' if name else rk.resource
-        where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-        resource = rk.plural + f"/{sub}" * bool(sub)
-        said = f'User "alice" cannot {verb} resource "{resource}" in API group "{rk.group}"'
-        raise error(403, "Forbidden", f"{what} is forbidden: {said} {where}")
-
     @staticmethod
     def key(rk: ResourceKind, namespace: str | None, name: str) -> Key:
         return rk.api_version, rk.kind, (namespace or "default") if rk.namespaced else None, name
-
-    # --- reading --------------------------------------------------------------------------------
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
         """A copy of the object, or None."""
@@ -229,67 +218,34 @@ class Store:
             raise error(404, "NotFound", f'{rk.resource} "{name}" not found')
         return found
 
-    def matcher(
-        self, rk: ResourceKind, namespace: str | None, labels: str = "", fields: str = ""
-    ) -> Matcher:
-        """Whether an object is one a list or watch of ``rk`` in ``namespace`` (None: all)
-        with these selectors has."""
-        by, api = selector(labels, fields), (rk.api_version, rk.kind)
-        anywhere = namespace is None or not rk.namespaced
-
-        def matches(obj: Obj) -> bool:
-            here = anywhere or obj["metadata"].get("namespace") == namespace
-            return (obj["apiVersion"], obj["kind"]) == api and here and by(obj)
-
-        return matches
-
-    def matching(self, rk: ResourceKind, matches: Matcher) -> list[Obj]:
-        """The stored objects of ``rk`` that match, by namespace and name."""
-        keys = [k for k in self.items if k[:2] == (rk.api_version, rk.kind)]
-        keys.sort(key=lambda k: (k[2] or "", k[3]))
-        return [self.items[k] for k in keys if matches(self.items[k])]
+    def matching(self, matches: Matcher) -> builtins.list[Obj]:
+        """The stored objects that match (a ``selector``), by namespace and name."""
+        return sorted((o for o in self.items.values() if matches(o)), key=_where)
 
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, labels: str = ""
     ) -> builtins.list[Obj]:
         """Copies of the matching objects, by namespace and name (all namespaces: None)."""
         with self.lock:
-            rk = self.kind(api_version, kind)
-            return [clone(o) for o in self.matching(rk, self.matcher(rk, namespace, labels))]
+            matches = selector(self.kind(api_version, kind), namespace, labels)
+            return [clone(o) for o in self.matching(matches)]
 
-    def page(
-        self, rk: ResourceKind, namespace: str | None, labels: str, fields: str, limit: int,
-        token: str | None,
-    ) -> tuple[builtins.list[Obj], int, str | None, int | None]:  # fmt: skip
-        """One page of a list: its items, resourceVersion, the continue token when more remain
-        and how many (counted only without selectors, as the server does). A token says the
-        last key given (``BadRequest`` for a bad one, ``Gone`` for one older than ``compact``)."""
-        matches = self.matcher(rk, namespace, labels, fields)
+    def page(self, matches: Matcher, limit: int, token: str | None, count: bool) -> Page:
+        """A page of a list; its continue token says the last object given. How many remain is
+        said only if ``count`` (a list without selectors, as the server does)."""
+        after = json.loads(base64.urlsafe_b64decode(token)) if token else ["", ""]
         with self.lock:
-            rv, after = self._rv, ["", ""]
-            if token:
-                try:
-                    said = json.loads(base64.urlsafe_b64decode(token))
-                    rv, after = int(said["rv"]), [str(x) for x in said["start"]]
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise error(400, "BadRequest", f"continue key is not valid: {exc}") from None
-            if rv < self.compacted:
-                raise error(410, "Expired", "The provided continue parameter is too old to "
-                            "display a consistent list result. You can start a new list "
-                            "without the continue parameter.")  # fmt: skip
-            found = [o for o in self.matching(rk, matches) if _where(o) > after]
-            page = found[:limit] if limit else found
+            found = [o for o in self.matching(matches) if _where(o) > after]
+            page, rv = found[:limit] if limit else found, str(self._rv)
             items = [clone(o) for o in page]
         if len(page) == len(found):
-            return items, rv, None, None
-        start = json.dumps({"rv": rv, "start": _where(page[-1])}).encode()
-        left = None if labels or fields else len(found) - len(page)
-        return items, rv, base64.urlsafe_b64encode(start).decode(), left
+            return Page(items, rv)
+        token = base64.urlsafe_b64encode(json.dumps(_where(page[-1])).encode()).decode()
+        return Page(items, rv, token, len(found) - len(page) if count else None)
 
     def events(self, matches: Matcher, cursor: int) -> tuple[builtins.list[tuple[str, Obj]], int]:
-        """The watch events after version ``cursor`` and the version after them (``Gone`` once
-        ``compact`` forgot them). An object leaving what ``matches`` is DELETED for the watcher,
-        one entering it ADDED, as the API server's watch cache says."""
+        """The watch events after version ``cursor``, and the version after them (``Gone``
+        once ``compact`` forgot them); leaving what ``matches`` is DELETED, entering it ADDED."""
         with self.lock:
             if cursor < self.compacted:
                 said = f"too old resource version: {cursor} ({self.compacted + 1})"
@@ -309,8 +265,6 @@ class Store:
             self.compacted = self._rv
             self.changes.clear()
 
-    # --- writing --------------------------------------------------------------------------------
-
     def _write(self, type_: str, key: Key, obj: Obj, old: Obj | None) -> Obj:
         self._rv += 1
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self._rv)}}
@@ -326,9 +280,8 @@ class Store:
         return obj
 
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
-        """The API server's create: ``admission`` first; the namespace must exist,
-        ``generateName`` is honoured, the name checked (422) and free (409); uid,
-        resourceVersion, creationTimestamp, generation and the server's defaults filled in.
+        """The API server's create: ``admission`` first; the namespace must exist and the name
+        be free; ``generateName``, the server's metadata and a Secret's ``data`` filled in.
         ``dry_run``: all that, nothing stored. ``on_create`` is told what was stored."""
         with self.lock:
             rk = self.kind(str(obj.get("apiVersion")), str(obj.get("kind")))
@@ -340,33 +293,31 @@ class Store:
             if rk.namespaced and ("v1", "Namespace", None, ns) not in self.items:
                 raise error(404, "NotFound", f'namespaces "{ns}" not found')
             meta |= {"namespace": ns} if rk.namespaced else {}
-            if not meta.get("name") and meta.get("generateName"):
+            if not meta.get("name"):
                 meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
-            name = meta.get("name") or ""
-            if len(name) > 253 or not _NAME.fullmatch(name):
-                raise error(422, "Invalid", f'{rk.kind} "{name}" is invalid: metadata.name: '
-                            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must '
-                            "consist of lower case alphanumeric characters, '-' or '.', and "
-                            "must start and end with an alphanumeric character")  # fmt: skip
-            if (key := self.key(rk, meta.get("namespace"), name)) in self.items:
-                raise error(409, "AlreadyExists", f'{rk.resource} "{name}" already exists')
-            meta.pop("deletionTimestamp", None)
+            if (key := self.key(rk, ns, meta["name"])) in self.items:
+                raise error(409, "AlreadyExists", f'{rk.resource} "{meta["name"]}" already exists')
+            for field in ("deletionTimestamp", "resourceVersion"):
+                meta.pop(field, None)
             now = rfc3339(self.clock.time())
             meta |= {"uid": str(uuid.uuid4()), "creationTimestamp": now, "generation": 1}
-            _defaults(rk, obj)
+            if key[:2] == ("v1", "Secret"):
+                data = obj.get("data") or {}
+                for name, value in (obj.pop("stringData", None) or {}).items():
+                    data[name] = base64.b64encode(str(value).encode()).decode()
+                obj["data"], obj["type"] = data, obj.get("type", "Opaque")
+            elif key[:2] == ("v1", "Pod"):
+                obj.setdefault("status", {}).setdefault("phase", "Pending")
             if dry_run:
-                return {
-                    **obj,
-                    "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"},
-                }
+                return obj
             stored = self._write("ADDED", key, obj, None)
             for hook in self.on_create:
                 hook(stored)
             return clone(stored)
 
     def put(self, obj: Obj) -> Obj:
-        """``obj`` stored as a controller writes it, unchecked: created, or written over the
-        stored one (see ``_replace``). The object as stored, which must not be changed."""
+        """``obj`` stored unchecked, as a controller writes it (created, or ``_replace``d); the
+        object as stored, which must not be changed."""
         with self.lock:
             meta, rk = {**obj["metadata"]}, self.kind(obj["apiVersion"], obj["kind"])
             if (key := self.key(rk, meta.get("namespace"), meta["name"])) in self.items:
@@ -392,27 +343,20 @@ class Store:
             return self._replace(key, {**self.items[key], "status": clone(status)})
 
     def patch(self, rk: ResourceKind, namespace: str | None, name: str, patch: Obj) -> Obj:
-        """A request's JSON merge patch: the status kept (the controllers', through its
-        subresource); 409 when it names another resourceVersion than the stored one;
-        ``on_patch`` is told of the result."""
+        """A request's JSON merge patch, the status kept (the controllers', through its
+        subresource); ``on_patch`` is told of the result."""
         with self.lock:
-            stored = self.current(rk, namespace, name)
-            asked = (patch.get("metadata") or {}).get("resourceVersion")
-            if asked and asked != stored["metadata"]["resourceVersion"]:
-                raise error(409, "Conflict", f'Operation cannot be fulfilled on {rk.resource} '
-                            f'"{name}": the object has been modified; please apply your changes '
-                            "to the latest version and try again")  # fmt: skip
-            new = merge_patch(stored, {k: v for k, v in patch.items() if k != "status"})
+            asked = {k: v for k, v in patch.items() if k != "status"}
+            new = merge_patch(self.current(rk, namespace, name), asked)
             out = self._replace(self.key(rk, namespace, name), new)
             for hook in self.on_patch:
                 hook(out)
             return clone(out)
 
     def _replace(self, key: Key, new: Obj, *, server: bool = False) -> Obj:
-        """Write ``new`` over ``key``'s object, the server's metadata kept (``server``: the
-        server deleting it sets its own), its generation grown when more than metadata or
-        status changed. Nothing is written when nothing changed; an object being deleted that
-        lost its last finalizer goes."""
+        """Write ``new`` over ``key``'s object: the server's metadata kept (``server``: deleting
+        it sets its own), the generation grown when more than metadata or status changed,
+        nothing written when nothing did; one being deleted that lost its finalizers goes."""
         old = self.items[key]
         meta, was = dict(new["metadata"]), old["metadata"]
         kept = ["uid", "creationTimestamp", "resourceVersion", "name", "namespace"]
@@ -429,8 +373,7 @@ class Store:
         return self._write("MODIFIED", key, new, old)
 
     def remove(self, key: Key) -> None:
-        """Gone at once (what it owns goes at the collector's next pass), a pod's logs with it;
-        ``on_remove`` is told."""
+        """Gone at once (what it owns at the collector's next pass), a pod's logs with it."""
         with self.lock:
             gone = self.items[key]
             self._write("DELETED", key, gone, gone)
@@ -439,54 +382,35 @@ class Store:
             for hook in self.on_remove:
                 hook(gone)
 
-    # --- deleting -------------------------------------------------------------------------------
-
-    def delete(
-        self, api_version: str, kind: str, namespace: str | None, name: str,
-        propagation: str = "Background",
-    ) -> bool:  # fmt: skip
-        """A request's delete (``NotFound`` when there is nothing): whether the object is gone
-        at once. One already on its way keeps its deletion, but its ``foregroundDeletion``
-        finalizer becomes what the new propagation asks (apiserver
-        ``deletionFinalizersForGarbageCollection``): a Background delete lets it go."""
-        if propagation not in ("Foreground", "Background", "Orphan"):
-            raise error(400, "BadRequest", f'propagationPolicy: Unsupported value: "{propagation}"'
-                        ': supported values: "Foreground", "Background", "Orphan"')  # fmt: skip
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str,
+               propagation: str = "Background") -> bool:  # fmt: skip
+        """A request's delete (``NotFound`` when there is nothing): whether it went at once."""
         with self.lock:
             rk = self.kind(api_version, kind)
-            meta = self.current(rk, namespace, name)["metadata"]
-            key = self.key(rk, namespace, name)
-            if not meta.get("deletionTimestamp"):
-                return self._delete(key, propagation)
-            if kind == "Pod" or propagation == "Orphan":
-                return False
-            had = meta.get("finalizers") or []
-            wanted = [f for f in had if f != FOREGROUND]
-            wanted += [FOREGROUND] * (propagation == "Foreground")
-            if sorted(wanted) != sorted(had):
-                self._meta(key, finalizers=wanted)
-            return key not in self.items
+            self.current(rk, namespace, name)
+            return self._delete(self.key(rk, namespace, name), propagation)
 
     def _delete(self, key: Key, propagation: str) -> bool:
+        """Foreground adds the ``foregroundDeletion`` finalizer (the collector drops it once no
+        dependent is left, so a watch sees the owner Terminating first); Orphan disowns the
+        dependents. One already on its way keeps its deletion but gets the finalizer the new
+        propagation asks (apiserver ``deletionFinalizersForGarbageCollection``)."""
         obj = self.items[key]
         meta = obj["metadata"]
         if propagation == "Orphan":
             for dependent in self._dependents(meta["uid"]):
-                self._disown(dependent, meta["uid"])
-        held = self._held(obj)  # the API server waits for the node's kubelet
-        # Added whatever the owner has: the collector drops it once no dependent is left, so a
-        # watch sees the owner Terminating before it goes.
-        foreground = [FOREGROUND] * (propagation == "Foreground" and not held)
-        finalizers = [*(meta.get("finalizers") or []), *foreground]
-        if not held and not finalizers:
-            self.remove(key)
-            return True
-        grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30) if held else 0
-        at = rfc3339(self.clock.time() + grace)
-        stamp = {"deletionTimestamp": at, "deletionGracePeriodSeconds": grace}
-        stamp |= {"finalizers": finalizers or None}
+                refs = self.items[dependent]["metadata"]["ownerReferences"]
+                self._meta(dependent, ownerReferences=[r for r in refs if r["uid"] != meta["uid"]])
+        finalizers = [f for f in meta.get("finalizers") or [] if f != FOREGROUND]
+        finalizers += [FOREGROUND] * (propagation == "Foreground")
+        stamp: Obj = {"finalizers": finalizers or None}
+        if not meta.get("deletionTimestamp"):  # a pod's waits for its kubelet
+            held = self._held(obj)
+            grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30) if held else 0
+            stamp |= {"deletionTimestamp": rfc3339(self.clock.time() + grace),
+                      "deletionGracePeriodSeconds": grace}  # fmt: skip
         self._replace(key, merge_patch(obj, {"metadata": stamp}), server=True)
-        return False
+        return key not in self.items
 
     def _held(self, obj: Obj) -> bool:
         """A pod still running on a node whose kubelet does not confirm that it stopped."""
@@ -497,16 +421,10 @@ class Store:
     def _dependents(self, uid: str) -> builtins.list[Key]:
         return [k for k, o in self.items.items() if uid in _owners(o)]
 
-    def _disown(self, key: Key, uid: str) -> None:
-        refs = [r for r in self.items[key]["metadata"]["ownerReferences"] if r.get("uid") != uid]
-        self._meta(key, ownerReferences=refs)
-
     def _meta(self, key: Key, **fields: builtins.list[Any]) -> None:
         """These metadata fields (an empty list: none) written over ``key``'s object."""
         patch = {"metadata": {k: v or None for k, v in fields.items()}}
         self._replace(key, merge_patch(self.items[key], patch))
-
-    # --- the garbage collector ------------------------------------------------------------------
 
     def gc(self, *, running: bool | None = None, lag: float | None = None) -> None:
         """The garbage collector does nothing for ``lag`` seconds of fake time from now;
@@ -517,11 +435,9 @@ class Store:
             self._collected = (-1, frozenset())
 
     def collect(self) -> None:
-        """The garbage collector's passes, until it has nothing left to do: dependents of owners
-        gone go (or lose that owner, if they have another); an owner deleted in the foreground
-        has its dependents deleted and loses its finalizer once none is left; a Terminating pod
-        whose kubelet is back goes. What is made meanwhile (a controller re-creating what it
-        owns) is the next run's, as a real collector learns of it from its watch."""
+        """The garbage collector's passes until it has nothing left to do (``_pass``); what is
+        made meanwhile (a controller re-creating what it owns) is the next run's, as a real
+        collector learns of it from its watch."""
         with self.lock:
             if not self.gc_running or self.clock.time() < self.gc_from:
                 return
@@ -537,42 +453,32 @@ class Store:
                 self._collected = (-1, frozenset())
 
     def _pass(self, known: set[str]) -> None:
-        by_uid = {o["metadata"]["uid"]: o for o in self.items.values()}
-
-        def alive(uid: str) -> bool:
-            return uid in by_uid and not by_uid[uid]["metadata"].get("deletionTimestamp")
-
+        """Dependents of owners gone go; an owner deleted in the foreground has its dependents
+        deleted and loses its finalizer once none is left; a Terminating pod whose kubelet is
+        back goes. (kfcompile's objects have one owner each: no dependent keeps one of several.)"""
+        uids = {o["metadata"]["uid"] for o in self.items.values()}
         for key in builtins.list(self.items):
             if (obj := self.items.get(key)) is None or obj["metadata"]["uid"] not in known:
                 continue  # gone meanwhile, or made meanwhile
             meta, owners = obj["metadata"], _owners(obj)
-            gone = [u for u in owners if u not in by_uid]
-            if gone and any(alive(u) for u in owners):
-                for uid in gone:
-                    self._disown(key, uid)
-            elif gone and not meta.get("deletionTimestamp"):
+            if owners and not uids & {*owners} and not meta.get("deletionTimestamp"):
                 self._delete(key, "Background")
             elif meta.get("deletionTimestamp") and FOREGROUND in (meta.get("finalizers") or []):
-                self._foreground(key, known, alive)
+                self._foreground(key, known)
             elif meta.get("deletionTimestamp") and not (meta.get("finalizers") or self._held(obj)):
                 self.remove(key)  # a Terminating pod its kubelet is back for
 
-    def _foreground(self, key: Key, known: set[str], alive: Callable[[str], bool]) -> None:
+    def _foreground(self, key: Key, known: set[str]) -> None:
         uid = self.items[key]["metadata"]["uid"]
         for dependent in self._dependents(uid):
             dep = self.items[dependent]["metadata"]
-            if dep["uid"] not in known:
-                continue  # made meanwhile: it holds the owner until the next run
-            if any(u != uid and alive(u) for u in _owners(self.items[dependent])):
-                self._disown(dependent, uid)
-            elif not dep.get("deletionTimestamp"):
+            # One made meanwhile holds the owner until the next run.
+            if dep["uid"] in known and not dep.get("deletionTimestamp"):
                 deep = self._dependents(dep["uid"])
                 self._delete(dependent, "Foreground" if deep else "Background")
         if key in self.items and not self._dependents(uid):
             left = [f for f in self.items[key]["metadata"]["finalizers"] if f != FOREGROUND]
             self._meta(key, finalizers=left)
-
-    # --- logs -----------------------------------------------------------------------------------
 
     def append_log(
         self, namespace: str, pod: str, container: str, text: str, *, at: float | None = None
@@ -584,40 +490,3 @@ class Store:
             run = next((s.get("restartCount", 0) for s in statuses if s["name"] == container), 0)
             when = self.clock.time() if at is None else at
             self.logs.setdefault((namespace, pod, container), []).append((when, text, run))
-
-    def log_chunks(
-        self, key: tuple[str, str, str], run: int, since: float = -math.inf, start: int = 0
-    ) -> tuple[builtins.list[tuple[float, str]], int]:
-        """Run ``run`` of a container's log from chunk ``start`` on (those written at or after
-        ``since``), and where the next read starts."""
-        with self.lock:
-            chunks = self.logs.get(key, [])[start:]
-        kept = [(at, text) for at, text, r in chunks if r == run and at >= since]
-        return kept, start + len(chunks)
-
-
-def _where(obj: Obj) -> list[str]:
-    return [obj["metadata"].get("namespace", ""), obj["metadata"]["name"]]
-
-
-def _defaults(rk: ResourceKind, obj: Obj) -> None:
-    """What the API server's defaulting adds where clients or kfcompile look."""
-    if rk.group:
-        return
-    if rk.kind == "Secret":
-        data = obj.get("data") or {}
-        for key, value in (obj.pop("stringData", None) or {}).items():
-            data[key] = base64.b64encode(str(value).encode()).decode()
-        obj["data"], obj["type"] = data, obj.get("type", "Opaque")
-    elif rk.kind == "Namespace":
-        obj["status"] = {"phase": "Active"}
-    elif rk.kind in ("Pod", "PersistentVolumeClaim"):
-        obj.setdefault("status", {}).setdefault("phase", "Pending")
-
-
-def pod_chunks(chunks: Iterable[tuple[float, str]], stamps: bool) -> list[str]:
-    """Log chunks as the kubelet sends them: each line after its time if ``stamps``."""
-    if not stamps:
-        return [text for _, text in chunks]
-    lines = [(at, line) for at, text in chunks for line in re.findall(r"[^\n]*\n|[^\n]+", text)]
-    return [f"{rfc3339(at, nano=True)} {line}" for at, line in lines]
