@@ -533,6 +533,7 @@ def test_follow_resumes_a_dropped_stream_without_repeating(local: PortCluster) -
     followed = [x.text for x in lifecycle.logs(local.session(), ref, rank=0, follow=True)]
     full = [x.text for x in lifecycle.logs(local.session(), ref, rank=0)]
     assert followed == full and full
+    assert len(local.faults.fired) == 2  # both streams were cut, and resumed
 
 
 def test_follow_with_tail_resumes_from_the_last_line_shown() -> None:
