@@ -240,6 +240,8 @@ def test_objects_and_their_errors(side: Side) -> None:
     assert created["metadata"]["uid"] and port.get(cm_ref("cfg")) == created
     with pytest.raises(Conflict, match='configmaps "cfg" already exists'):
         port.create(configmap("cfg"))
+    with pytest.raises(Invalid, match="name or generateName is required"):
+        port.create(configmap(""))
     patched = port.patch(cm_ref("cfg"), {"data": {"b": None, "c": "3"}})
     assert patched["data"] == {"a": "1", "c": "3"}
     with pytest.raises(NotFound, match='namespaces "team-b" not found'):

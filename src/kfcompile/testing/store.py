@@ -293,6 +293,9 @@ class Store:
             if rk.namespaced and ("v1", "Namespace", None, ns) not in self.items:
                 raise error(404, "NotFound", f'namespaces "{ns}" not found')
             meta |= {"namespace": ns} if rk.namespaced else {}
+            if not meta.get("name") and not meta.get("generateName"):
+                said = "metadata.name: Required value: name or generateName is required"
+                raise error(422, "Invalid", f'{rk.kind} "" is invalid: {said}')
             if not meta.get("name"):
                 meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
             if (key := self.key(rk, ns, meta["name"])) in self.items:
