@@ -7,6 +7,7 @@ RBAC audit (``audit.AUDIT``)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import random
@@ -60,8 +61,10 @@ SCENARIO_ANNOTATION: Final = "fake.kfcompile.dev/scenario"
 PACE: Final = 0.1  # over HTTP jobs live ten times as fast as LIVES says (in real time)
 
 
+@functools.cache
 def upstream_runtime(shared: Path, name: str) -> dict[str, Any]:
-    """The upstream ClusterTrainingRuntime ``name``, as Trainer v2.3.0 installs it."""
+    """The upstream ClusterTrainingRuntime ``name``, as Trainer v2.3.0 installs it (one object:
+    a store keeps a copy of what is created)."""
     path = shared / "crds/runtimes" / f"{name.replace('-', '_')}-v2.3.0.yaml"
     runtime: dict[str, Any] = yaml.safe_load(path.read_text())
     return runtime

@@ -316,7 +316,7 @@ class Store:
             stored = self._write("ADDED", key, obj, None)
             for hook in self.on_create:
                 hook(stored)
-            return clone(stored)
+            return clone(stored) if key[:2] != CRD else stored  # a CRD is big, and never changed
 
     def put(self, obj: Obj) -> Obj:
         """``obj`` stored unchecked, as a controller writes it (created, or ``_replace``d); the
