@@ -286,6 +286,17 @@ def test_delete_sends_the_propagation_policy(
             kube.get(cm_ref("dependent"))
 
 
+def test_delete_sends_the_uid_as_a_precondition(fake: FakeKube, kube: KubeCluster) -> None:
+    made = kube.create(configmap("cfg"))
+    with pytest.raises(Conflict, match="Precondition failed: UID in precondition: other-uid"):
+        kube.delete(cm_ref("cfg"), uid="other-uid")
+    assert kube.get(cm_ref("cfg"))["metadata"]["uid"] == made["metadata"]["uid"]
+    assert [r.status for r in fake.requests if r.method == "DELETE"] == [409]
+    kube.delete(cm_ref("cfg"), "Background", uid=made["metadata"]["uid"])
+    with pytest.raises(NotFound):
+        kube.get(cm_ref("cfg"))
+
+
 # --- list and watch ------------------------------------------------------------------------------
 
 

@@ -306,6 +306,35 @@ def test_cancel_wait_is_for_the_job_deleted_not_one_submitted_again_meanwhile(
     ] * 2
 
 
+def test_cancel_never_deletes_a_job_submitted_again_before_its_delete_is_resent(
+    local: PortCluster,
+) -> None:
+    """The first DELETE deleted the job, but its answer never came; before it is sent again a
+    job of the same name is submitted. The DELETE names the uid read (a precondition), so the
+    one sent again is refused and the new job runs on; the job read counts as cancelled."""
+    ref = running(local)
+    old = the_job(local)
+    assert old is not None
+    again = {k: v for k, v in old.items() if k != "status"}
+    again["metadata"] = {
+        k: v for k, v in old["metadata"].items() if k in ("name", "namespace", "labels")
+    }
+    local.faults.add("delete", "TrainJob/demo", lost=True)
+
+    def submitted_again(call: Any) -> None:
+        if call.method == "delete" and call.kind == "TrainJob" and call.fault is None:
+            local.store.create(again)
+
+    local.calls.listeners.append(submitted_again)
+    done = lifecycle.cancel(local.session(), ref, wait_gone=True, timeout=60)
+    assert done.existed
+    new = the_job(local)
+    assert new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert not new["metadata"].get("deletionTimestamp")
+    sent = [c.query["uid"] for c in local.calls.matching("delete", "TrainJob/demo")]
+    assert sent == [old["metadata"]["uid"]] * 2
+
+
 # --- a job Kueue manages (issue 28, item 1) -------------------------------------------------------
 
 

@@ -966,7 +966,7 @@ class Store:
             raise lost
         return self.objects[ref]
 
-    def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
+    def delete(self, ref: Ref, propagation: str = "Foreground", *, uid: str | None = None) -> None:
         lost = self._ask("delete", ref)
         self._have(ref)
         del self.objects[ref]

@@ -60,8 +60,14 @@ class Objects:
         return k8s_object(self._paths.rediscovering(ref, send))
 
     @redacting
-    def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
-        options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+    def delete(self, ref: Ref, propagation: str = "Foreground", *, uid: str | None = None) -> None:
+        options: dict[str, object] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
+        if uid is not None:
+            options["preconditions"] = {"uid": uid}
         self._paths.rediscovering(
             ref, lambda: self._transport.json("DELETE", self._paths.object(ref), body=options)
         )

@@ -306,7 +306,8 @@ class FakeKube:
 
     async def _delete(self, request: web.Request, at: At) -> web.StreamResponse:
         options = json.loads(await request.read() or b"{}")
-        self.fake.delete(at.ref, options.get("propagationPolicy") or "Background")
+        uid = (options.get("preconditions") or {}).get("uid")
+        self.fake.delete(at.ref, options.get("propagationPolicy") or "Background", uid=uid)
         said = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
         return _json(200, said | {"details": {"name": at.ref.name, "kind": at.kind.plural}})
 

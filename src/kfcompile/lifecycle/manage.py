@@ -15,7 +15,7 @@ from kfcompile.lifecycle.kueue import multikueue_managed, workloads_of
 from kfcompile.lifecycle.multikueue import Dispatch, Mirror, Workers, dispatches, find_mirror
 from kfcompile.lifecycle.objects import annotation, get, job_kind, list_all, meta, served
 from kfcompile.lifecycle.observe import pods_of_jobs
-from kfcompile.lifecycle.ports import NotFound, Obj, Ref
+from kfcompile.lifecycle.ports import Conflict, NotFound, Obj, Ref
 from kfcompile.lifecycle.session import (
     MANAGED_BY_LABEL,
     MANAGER,
@@ -105,7 +105,9 @@ def cancel(
     Not Foreground: while a Foreground-deleted TrainJob that Kueue manages waits for its
     dependents, the Trainer (v2.3.0) re-creates its JobSet again and again, and the job never
     goes (KUBEFLOW.md, Kueue). A 404 answering a DELETE sent again after one whose answer never
-    came is not "there was no job": the first may well have deleted it."""
+    came is not "there was no job": the first may well have deleted it. The job read is the
+    one deleted (its uid a precondition of the DELETE): one submitted under its name between
+    the read and the delete, or while a DELETE is sent again, is left running."""
     start = session.clock.monotonic()
     seen = job if job is not None or not wait_gone else get(session, ref)
     uid = None if seen is None else str(meta(seen).get("uid") or "") or None
@@ -116,13 +118,17 @@ def cancel(
     def delete() -> None:
         nonlocal sent
         sent += 1
-        session.cluster.delete(ref, "Background")
+        session.cluster.delete(ref, "Background", uid=uid)
 
     try:
         call(session, named("delete", ref), delete)
         existed = True
     except NotFound:
         existed = sent > 1
+    except Conflict:
+        if uid is None:
+            raise
+        existed = True  # the name is another job's now: the one read is gone, and that one stays
     if not wait_gone:
         return Cancelled(ref, existed)
     deleting.wait_gone(session, ref, uid=uid, dependents=True, timeout=timeout, on_change=on_change)

@@ -174,8 +174,9 @@ class Cluster(Protocol):
         """Apply a JSON merge patch (RFC 7386)."""
         ...
 
-    def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
-        """Delete with this propagation policy; ``NotFound`` when it is not there."""
+    def delete(self, ref: Ref, propagation: str = "Foreground", *, uid: str | None = None) -> None:
+        """Delete with this propagation policy; ``NotFound`` when it is not there. ``uid``: only
+        the object with that uid (a precondition: ``Conflict`` when the name is another's now)."""
         ...
 
     def list(

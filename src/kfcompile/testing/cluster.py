@@ -287,10 +287,10 @@ class FakeCluster:
         rk, fault = self._call("patch", ref.api_version, ref.kind, ref.namespace, ref.name)
         return _answer(fault, self.store.patch(rk, ref.namespace, ref.name, patch))
 
-    def delete(self, ref: Ref, propagation: str = "Foreground") -> None:
+    def delete(self, ref: Ref, propagation: str = "Foreground", *, uid: str | None = None) -> None:
         _, fault = self._call("delete", ref.api_version, ref.kind, ref.namespace, ref.name,
-                              propagation=propagation)  # fmt: skip
-        self.store.delete(ref.api_version, ref.kind, ref.namespace, ref.name, propagation)
+                              propagation=propagation, uid=uid)  # fmt: skip
+        self.store.delete(ref.api_version, ref.kind, ref.namespace, ref.name, propagation, uid)
         _answer(fault, None)
 
     def list(self, api_version: str, kind: str, namespace: str | None, *, label_selector: str = "",

@@ -386,11 +386,18 @@ class Store:
                 hook(gone)
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str,
-               propagation: str = "Background") -> bool:  # fmt: skip
-        """A request's delete (``NotFound`` when there is nothing): whether it went at once."""
+               propagation: str = "Background", uid: str | None = None) -> bool:  # fmt: skip
+        """A request's delete (``NotFound`` when there is nothing; ``Conflict`` when ``uid``, a
+        precondition, is not the object's): whether it went at once."""
         with self.lock:
             rk = self.kind(api_version, kind)
-            self.current(rk, namespace, name)
+            found = self.current(rk, namespace, name)["metadata"]["uid"]
+            if uid is not None and uid != found:
+                said = (
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: {found}"
+                )
+                raise error(409, "Conflict", f'Operation cannot be fulfilled on {rk.resource} '
+                            f'"{name}": {said}')  # fmt: skip
             return self._delete(self.key(rk, namespace, name), propagation)
 
     def _delete(self, key: Key, propagation: str) -> bool:
