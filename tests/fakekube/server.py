@@ -15,7 +15,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,7 +106,7 @@ class Fault(testing.Fault):
 
 
 class Faults(testing.Faults):
-    kind, methods = Fault, ()
+    kind = Fault
 
 
 @dataclass
@@ -143,6 +143,9 @@ class At(NamedTuple):
     record: RequestRecord
     kind: ResourceKind
     ref: Ref
+
+
+Handler = Callable[[web.Request, At], Awaitable[web.StreamResponse]]
 
 
 def _not_found() -> ApiError:
@@ -266,18 +269,22 @@ class FakeKube:
             raise _not_found()
         if name and kind.namespaced != (namespace is not None):
             raise _not_found()
-        verb = {("GET", False, None): "watch" if record.watch else "list",
-                ("POST", False, None): "create", ("GET", True, None): "get",
-                ("PATCH", True, None): "patch", ("DELETE", True, None): "delete",
-                ("GET", True, "log"): "log", ("GET", True, "exec"): "exec",
-                }.get((request.method, bool(name), sub), "")  # fmt: skip
-        if not verb or (verb == "create" and kind.namespaced and not namespace):
+        routes: dict[tuple[str, bool, str | None], tuple[str, Handler]] = {
+            ("GET", False, None): ("watch", self._watch) if record.watch else ("list", self._list),
+            ("POST", False, None): ("create", self._create),
+            ("GET", True, None): ("get", self._get),
+            ("PATCH", True, None): ("patch", self._patch),
+            ("DELETE", True, None): ("delete", self._delete),
+            ("GET", True, "log"): ("log", self._log),
+            ("GET", True, "exec"): ("exec", self._exec),
+        }
+        found = routes.get((request.method, bool(name), sub))
+        if found is None or (found[0] == "create" and kind.namespaced and not namespace):
             said = "the server does not allow this method on the requested resource"
             raise error(405, "MethodNotAllowed", said)
-        record.verb = verb
+        record.verb, handler = found
         at = At(record, kind, Ref(kind.api_version, kind.kind, namespace, name or ""))
-        response: web.StreamResponse = await getattr(self, "_" + verb)(request, at)
-        return response
+        return await handler(request, at)
 
     def _discovery(self, group: str, version: str) -> Obj:
         """The APIResourceList of ``group``/``version`` (404 if nothing is served there)."""
